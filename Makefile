@@ -1,0 +1,38 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+
+.PHONY: demo test lint typecheck pytest clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+.stamp-install: $(PY) pyproject.toml
+	$(PIP) install -q -e .
+	touch $@
+
+.stamp-test: .stamp-install requirements-test.txt
+	$(PIP) install -q -r requirements-test.txt
+	$(PIP) install -q -e .
+	touch $@
+
+demo: .stamp-install
+	$(PY) examples/demo.py
+
+lint: .stamp-test
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+typecheck: .stamp-test
+	$(PY) -m mypy
+
+pytest: .stamp-test
+	$(PY) -m pytest -q
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) .stamp-* .mypy_cache .ruff_cache .pytest_cache site

@@ -1,0 +1,121 @@
+"""Enumerations with hipDNN's integer values.
+
+Every enum here is an :class:`enum.IntEnum`, so ``DataType.BFLOAT16 == 3`` holds and the values
+can be written into descriptors and serialized graphs unchanged.
+
+Example:
+    >>> from hipdnn_graph import DataType
+    >>> DataType.BFLOAT16.value, DataType(1).name
+    (3, 'FLOAT')
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+__all__ = [
+    "BuildPlanPolicy",
+    "DataType",
+    "DiagonalAlignment",
+    "ErrorCode",
+    "HeuristicMode",
+    "NodeType",
+]
+
+
+class ErrorCode(IntEnum):
+    """hipDNN's error codes, in hipDNN's order (``OK`` is 0)."""
+
+    OK = 0
+    INVALID_VALUE = 1
+    HIPDNN_BACKEND_ERROR = 2
+    ATTRIBUTE_NOT_SET = 3
+    GRAPH_NOT_SUPPORTED = 4
+    SHAPE_DEDUCTION_FAILED = 5
+    INVALID_TENSOR_NAME = 6
+    INVALID_VARIANT_PACK = 7
+    GRAPH_EXECUTION_PLAN_CREATION_FAILED = 8
+    GRAPH_EXECUTION_FAILED = 9
+    HEURISTIC_QUERY_FAILED = 10
+    UNSUPPORTED_GRAPH_FORMAT = 11
+    CUDA_API_FAILED = 12
+    CUDNN_BACKEND_API_FAILED = 13
+    INVALID_CUDA_DEVICE = 14
+    HANDLE_ERROR = 15
+    NVRTC_COMPILATION_FAILED = 16
+
+
+class DataType(IntEnum):
+    """Element types of tensors and of node computations."""
+
+    NOT_SET = 0
+    FLOAT = 1
+    HALF = 2
+    BFLOAT16 = 3
+    DOUBLE = 4
+    UINT8 = 5
+    INT32 = 6
+    INT8 = 7
+    FP8_E4M3 = 8
+    FP8_E5M2 = 9
+    FP8_E8M0 = 10
+    FP4_E2M1 = 11
+    INT4 = 12
+    FP6_E2M3 = 13
+    FP6_E3M2 = 14
+    INT64 = 15
+    BOOLEAN = 16
+    FP8_E4M3_FNUZ = 17
+    FP8_E5M2_FNUZ = 18
+    INT8x4 = 19
+    UINT8x4 = 20
+    INT8x32 = 21
+    FAST_FLOAT_FOR_FP8 = 22
+    COMPLEX_FP32 = 23
+    COMPLEX_FP64 = 24
+
+
+class HeuristicMode(IntEnum):
+    """Heuristic modes accepted by ``Graph.create_execution_plans``."""
+
+    FALLBACK = 0
+    A = 1
+    B = 2
+    OPENSOURCE = 3
+
+
+class BuildPlanPolicy(IntEnum):
+    """Which ranked plans ``Graph.build_plans`` prepares."""
+
+    HEURISTICS_CHOICE = 0
+    ALL = 1
+
+
+class DiagonalAlignment(IntEnum):
+    """Where the mask diagonal starts when ``seq_q != seq_kv``."""
+
+    TOP_LEFT = 0
+    BOTTOM_RIGHT = 1
+
+
+class NodeType(IntEnum):
+    """hipDNN's node kinds."""
+
+    UNKNOWN = 0
+    CONVOLUTION_FPROP = 1
+    CONVOLUTION_DGRAD = 2
+    CONVOLUTION_WGRAD = 3
+    BATCHNORM = 4
+    BATCHNORM_INFERENCE = 5
+    BATCHNORM_BACKWARD = 6
+    BATCHNORM_INFERENCE_VARIANCE_EXT = 7
+    POINTWISE = 8
+    MATMUL = 9
+    LAYER_NORM = 10
+    RMS_NORM = 11
+    SDPA_FWD = 12
+    SDPA_BWD = 13
+    BLOCK_SCALE_QUANTIZE = 14
+    BLOCK_SCALE_DEQUANTIZE = 15
+    CUSTOM_OP = 16
+    REDUCTION = 17
