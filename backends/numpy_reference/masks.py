@@ -1,0 +1,119 @@
+"""Visibility of keys to queries in SDPA: diagonal band, alignment and padding.
+
+Key ``j`` is visible to query ``i`` (both zero-based, in one batch element) iff
+
+* ``i < seq_len_q`` and ``j < seq_len_kv`` (padding; without padding these are ``Sq`` / ``Skv``),
+* ``right_bound is None or j <= i + offset + right_bound``,
+* ``left_bound is None or j >= i + offset - left_bound``,
+
+where ``offset`` is 0 for TOP_LEFT alignment and ``seq_len_kv - seq_len_q`` for BOTTOM_RIGHT.
+A causal mask is ``right_bound=0``; a sliding window of length ``n`` is ``left_bound=n``.
+
+Both ends of the visible interval are non-decreasing in ``i``, so the visible keys of a row are
+one contiguous interval ``[lo(i), hi(i))`` and the visible keys of a block of rows lie in
+``[lo(first row), hi(last row))``. :class:`KeyBand` exposes exactly these quantities, which is
+what lets the tiled math skip fully masked work and mask only the edges of a tile.
+
+Example:
+    >>> band = KeyBand(seq_q=4, seq_kv=6, offset=2, left_bound=None, right_bound=0)
+    >>> [band.row_interval(i) for i in range(4)]
+    [(0, 3), (0, 4), (0, 5), (0, 6)]
+    >>> band.visible().astype(int)[0]
+    array([1, 1, 1, 0, 0, 0])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["KeyBand", "band_for_batch", "padding_lengths"]
+
+
+@dataclass(frozen=True)
+class KeyBand:
+    """The visible key interval of every query row of one batch element.
+
+    Attributes:
+        seq_q: Number of valid query rows (rows at or past it see nothing).
+        seq_kv: Number of valid key columns (columns at or past it are invisible).
+        offset: Diagonal offset: 0 (TOP_LEFT) or ``seq_kv - seq_q`` (BOTTOM_RIGHT).
+        left_bound: Keys before ``i + offset - left_bound`` are invisible; None: no limit.
+        right_bound: Keys after ``i + offset + right_bound`` are invisible; None: no limit.
+    """
+
+    seq_q: int
+    seq_kv: int
+    offset: int
+    left_bound: int | None
+    right_bound: int | None
+
+    def lo(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """First visible key of each row (clipped to ``[0, seq_kv]``)."""
+        if self.left_bound is None:
+            return np.zeros_like(rows)
+        return np.clip(rows + (self.offset - self.left_bound), 0, self.seq_kv)
+
+    def hi(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """One past the last visible key of each row (clipped to ``[0, seq_kv]``)."""
+        if self.right_bound is None:
+            return np.full_like(rows, self.seq_kv)
+        return np.clip(rows + (self.offset + self.right_bound + 1), 0, self.seq_kv)
+
+    def row_interval(self, i: int) -> tuple[int, int]:
+        """``(lo, hi)`` of row ``i``: its visible keys are ``lo <= j < hi`` (empty if lo >= hi)."""
+        r = np.array([i], dtype=np.int64)
+        return int(self.lo(r)[0]), int(self.hi(r)[0])
+
+    def nonempty_rows(self) -> tuple[int, int]:
+        """The interval ``[r0, r1)`` of query rows that see at least one key (may be empty)."""
+        rows = np.arange(self.seq_q, dtype=np.int64)
+        nonempty = np.flatnonzero(self.lo(rows) < self.hi(rows))
+        if nonempty.size == 0:
+            return 0, 0
+        return int(nonempty[0]), int(nonempty[-1]) + 1
+
+    def visible(self, total_q: int | None = None, total_kv: int | None = None) -> npt.NDArray[Any]:
+        """The full boolean visibility matrix ``[total_q, total_kv]`` (default: the valid sizes)."""
+        total_q = self.seq_q if total_q is None else total_q
+        total_kv = self.seq_kv if total_kv is None else total_kv
+        rows = np.arange(total_q, dtype=np.int64)
+        cols = np.arange(total_kv, dtype=np.int64)[None, :]
+        vis = (cols >= self.lo(rows)[:, None]) & (cols < self.hi(rows)[:, None])
+        vis[self.seq_q :] = False
+        return vis
+
+
+def padding_lengths(seq_len: Any, batch: int, full: int) -> npt.NDArray[np.int64]:
+    """Per-batch valid lengths: ``seq_len`` flattened to ``batch`` ints, clipped to ``[0, full]``.
+
+    Args:
+        seq_len: None (no padding) or an integer array with ``batch`` elements, any shape.
+        batch: The batch size B.
+        full: The unpadded sequence length.
+
+    Raises:
+        ValueError: ``seq_len`` does not have ``batch`` elements.
+    """
+    if seq_len is None:
+        return np.full(batch, full, dtype=np.int64)
+    lengths = np.asarray(seq_len).reshape(-1)
+    if lengths.size != batch:
+        raise ValueError(f"sequence lengths need {batch} elements, got shape {np.shape(seq_len)}")
+    return np.clip(lengths.astype(np.int64), 0, full)
+
+
+def band_for_batch(
+    seq_q: int,
+    seq_kv: int,
+    *,
+    bottom_right: bool,
+    left_bound: int | None,
+    right_bound: int | None,
+) -> KeyBand:
+    """The :class:`KeyBand` of a batch element with ``seq_q`` valid rows and ``seq_kv`` keys."""
+    offset = seq_kv - seq_q if bottom_right else 0
+    return KeyBand(seq_q, seq_kv, offset, left_bound, right_bound)
