@@ -1,0 +1,1 @@
+"""Built-in backend plugins of hipdnn-graph (registered through entry points)."""

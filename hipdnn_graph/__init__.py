@@ -1,0 +1,56 @@
+"""hipdnn-graph: a declarative Python graph frontend that mirrors AMD hipDNN.
+
+Example:
+    >>> import hipdnn_graph as hg
+    >>> g = hg.Graph(io_data_type=hg.DataType.BFLOAT16, compute_data_type=hg.DataType.FLOAT,
+    ...              intermediate_data_type=hg.DataType.FLOAT)
+    >>> q = g.tensor(name="Q", dim=[1, 4, 64, 32])
+    >>> o, stats = g.sdpa(q, g.tensor_like(q, "K"), g.tensor_like(q, "V"), name="fwd")
+    >>> g.validate(); o.get_dim()
+    [1, 4, 64, 32]
+"""
+
+from .attributes import (
+    GraphAttributes,
+    MaskWindow,
+    NodeAttributes,
+    SdpaAttributes,
+    SdpaBackwardAttributes,
+)
+from .errors import HipdnnError, NotSupportedError
+from .graph import Graph
+from .nodes import Node, SdpaBwdNode, SdpaFwdNode
+from .tensor import TensorAttributes, generate_strides
+from .types import (
+    BuildPlanPolicy,
+    DataType,
+    DiagonalAlignment,
+    ErrorCode,
+    HeuristicMode,
+    NodeType,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BuildPlanPolicy",
+    "DataType",
+    "DiagonalAlignment",
+    "ErrorCode",
+    "Graph",
+    "GraphAttributes",
+    "HeuristicMode",
+    "HipdnnError",
+    "MaskWindow",
+    "Node",
+    "NodeAttributes",
+    "NodeType",
+    "NotSupportedError",
+    "SdpaAttributes",
+    "SdpaBackwardAttributes",
+    "SdpaBwdNode",
+    "SdpaFwdNode",
+    "TensorAttributes",
+    "__version__",
+    "generate_strides",
+]

@@ -1,0 +1,337 @@
+"""Shared machinery of node attributes: named input/output slots, name, compute type, and
+hipDNN's record of cuDNN-compatibility setters that hipDNN does not support."""
+
+from __future__ import annotations
+
+import operator
+from functools import cache
+from enum import IntEnum
+from typing import Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from ..errors import HipdnnError
+from ..tensor import TensorAttributes
+from ..types import DataType, DiagonalAlignment, ErrorCode
+from .graph_attributes import GraphAttributes
+
+__all__ = ["MaskWindow", "NodeAttributes", "SdpaCommonAttributes"]
+
+
+class NodeAttributes(BaseModel):
+    """Base of every node's attributes: ``inputs``/``outputs`` keyed by the node's slot enums."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    InputNames: ClassVar[type[IntEnum]]
+    OutputNames: ClassVar[type[IntEnum]]
+
+    name: str = ""
+    compute_data_type: DataType = DataType.NOT_SET
+    inputs: dict[Any, TensorAttributes] = Field(default_factory=dict)
+    outputs: dict[Any, TensorAttributes] = Field(default_factory=dict)
+    _unsupported_reason: str | None = PrivateAttr(default=None)
+
+    def set_name(self, name: str) -> Self:
+        """Set the node's name (unnamed nodes get ``<Prefix>_<index>`` when added to a graph)."""
+        if not isinstance(name, str):
+            raise HipdnnError(ErrorCode.INVALID_VALUE, "Node name must be a string")
+        self.name = name
+        return self
+
+    def get_name(self) -> str:
+        return self.name
+
+    def set_compute_data_type(self, data_type: DataType | int) -> Self:
+        """Set the type the node computes in (defaults to the graph's)."""
+        self.compute_data_type = DataType(data_type)
+        return self
+
+    def get_compute_data_type(self) -> DataType:
+        return self.compute_data_type
+
+    # ----- slots -----
+    def _set_input(self, slot: IntEnum, tensor: TensorAttributes | None) -> Self:
+        if tensor is None:
+            self.inputs.pop(slot, None)
+        else:
+            self.inputs[slot] = _check_tensor(tensor, slot)
+        return self
+
+    def _set_output(self, slot: IntEnum, tensor: TensorAttributes | None) -> Self:
+        if tensor is None:
+            self.outputs.pop(slot, None)
+        else:
+            self.outputs[slot] = _check_tensor(tensor, slot)
+        return self
+
+    def get_input(self, slot: IntEnum) -> TensorAttributes | None:
+        """The tensor in input ``slot``, or ``None``."""
+        return self.inputs.get(slot)
+
+    def get_output(self, slot: IntEnum) -> TensorAttributes | None:
+        """The tensor in output ``slot``, or ``None``."""
+        return self.outputs.get(slot)
+
+    def input_tensors(self) -> list[TensorAttributes]:
+        """Set input tensors in slot order."""
+        inputs = self.inputs
+        return [inputs[s] for s in _slot_order(self.InputNames) if s in inputs]
+
+    def output_tensors(self) -> list[TensorAttributes]:
+        """Set output tensors in slot order."""
+        outputs = self.outputs
+        return [outputs[s] for s in _slot_order(self.OutputNames) if s in outputs]
+
+    # ----- unsupported usage (first recorded reason wins) -----
+    def _record_unsupported(self, reason: str) -> Self:
+        if self._unsupported_reason is None:
+            self._unsupported_reason = reason
+        return self
+
+    def has_unsupported_usage(self) -> bool:
+        """Whether a setter hipDNN does not support was called."""
+        return self._unsupported_reason is not None
+
+    def get_unsupported_reason(self) -> str:
+        """The first recorded unsupported-usage reason (``""`` when none)."""
+        return self._unsupported_reason or ""
+
+    # ----- graph context -----
+    def fill_from_context(self, graph_attributes: GraphAttributes) -> Self:
+        """Fill every set tensor's data type and an unset compute type from the graph."""
+        for tensor in self.inputs.values():
+            tensor.fill_from_context(graph_attributes)
+        for tensor in self.outputs.values():
+            tensor.fill_from_context(graph_attributes)
+        if self.compute_data_type == DataType.NOT_SET:
+            self.compute_data_type = graph_attributes.get_compute_data_type()
+        return self
+
+    def copy_for_node(self) -> Self:
+        """A copy whose slot maps are independent (tensor handles stay shared)."""
+        clone = self.model_copy()
+        clone.inputs = dict(self.inputs)
+        clone.outputs = dict(self.outputs)
+        clone._unsupported_reason = self._unsupported_reason
+        return clone
+
+
+@cache
+def _slot_order(slots: type[IntEnum]) -> tuple[IntEnum, ...]:
+    return tuple(slots)
+
+
+def _check_tensor(tensor: Any, slot: IntEnum) -> TensorAttributes:
+    if not isinstance(tensor, TensorAttributes):
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            f"Slot {slot.name} expects a TensorAttributes, got {type(tensor).__name__}",
+        )
+    return tensor
+
+
+class MaskWindow(BaseModel):
+    """The effective attention window of an SDPA node, resolved from its mask flags.
+
+    Key ``j`` is visible to query ``i`` iff ``j <= i + offset + right_bound`` (when a right bound
+    is set) and ``j >= i + offset - left_bound`` (when a left bound is set), where ``offset`` is 0
+    for top-left alignment and ``seq_kv - seq_q`` (per batch, with padding) for bottom-right.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    bottom_right: bool = False
+    left_bound: int | None = None
+    right_bound: int | None = None
+
+    @property
+    def is_full(self) -> bool:
+        """True when no diagonal constraint applies."""
+        return self.left_bound is None and self.right_bound is None
+
+
+class SdpaCommonAttributes(NodeAttributes):
+    """Slots, flags and scalars shared by SDPA forward and backward attributes."""
+
+    alibi_mask: bool = False
+    padding_mask: bool = False
+    causal_mask: bool = False
+    causal_mask_bottom_right: bool = False
+    dropout_probability: float | None = None
+    attn_scale_value: float | None = None
+    left_bound: int | None = None
+    right_bound: int | None = None
+    diagonal_alignment: DiagonalAlignment = DiagonalAlignment.TOP_LEFT
+
+    # ----- input slots common to forward and backward -----
+    def set_q(self, tensor: TensorAttributes | None) -> Self:
+        return self._set_input(self.InputNames["Q"], tensor)
+
+    def set_k(self, tensor: TensorAttributes | None) -> Self:
+        return self._set_input(self.InputNames["K"], tensor)
+
+    def set_v(self, tensor: TensorAttributes | None) -> Self:
+        return self._set_input(self.InputNames["V"], tensor)
+
+    def set_attn_scale(self, scale: TensorAttributes | float | None) -> Self:
+        """A scale tensor (pass-by-value scalar), or a float that sets ``attn_scale_value``."""
+        if isinstance(scale, TensorAttributes) or scale is None:
+            return self._set_input(self.InputNames["Attn_scale"], scale)
+        if isinstance(scale, bool) or not isinstance(scale, int | float):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"attn_scale must be a float or a TensorAttributes, got {type(scale).__name__}",
+            )
+        self.attn_scale_value = float(scale)
+        return self
+
+    def set_bias(self, tensor: TensorAttributes | None) -> Self:
+        return self._set_input(self.InputNames["Bias"], tensor)
+
+    def set_seq_len_q(self, tensor: TensorAttributes | None) -> Self:
+        return self._set_input(self.InputNames["SEQ_LEN_Q"], tensor)
+
+    def set_seq_len_kv(self, tensor: TensorAttributes | None) -> Self:
+        return self._set_input(self.InputNames["SEQ_LEN_KV"], tensor)
+
+    def set_seed(self, tensor: TensorAttributes | None) -> Self:
+        return self._set_input(self.InputNames["Seed"], tensor)
+
+    def set_offset(self, tensor: TensorAttributes | None) -> Self:
+        return self._set_input(self.InputNames["Offset"], tensor)
+
+    def set_dropout_mask(self, tensor: TensorAttributes | None) -> Self:
+        return self._set_input(self.InputNames["Dropout_mask"], tensor)
+
+    def set_dropout_scale(self, tensor: TensorAttributes | None) -> Self:
+        return self._set_input(self.InputNames["Dropout_scale"], tensor)
+
+    def get_q(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames["Q"])
+
+    def get_k(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames["K"])
+
+    def get_v(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames["V"])
+
+    def get_attn_scale(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames["Attn_scale"])
+
+    def get_bias(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames["Bias"])
+
+    def get_seq_len_q(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames["SEQ_LEN_Q"])
+
+    def get_seq_len_kv(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames["SEQ_LEN_KV"])
+
+    def get_seed(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames["Seed"])
+
+    def get_offset(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames["Offset"])
+
+    def get_dropout_mask(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames["Dropout_mask"])
+
+    def get_dropout_scale(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames["Dropout_scale"])
+
+    # ----- flags and scalars -----
+    def set_alibi_mask(self, value: bool) -> Self:
+        self.alibi_mask = bool(value)
+        return self
+
+    def set_padding_mask(self, value: bool) -> Self:
+        self.padding_mask = bool(value)
+        return self
+
+    def set_causal_mask(self, value: bool) -> Self:
+        """Causal mask aligned top-left (key ``j`` visible to query ``i`` iff ``j <= i``)."""
+        self.causal_mask = bool(value)
+        return self
+
+    def set_causal_mask_bottom_right(self, value: bool) -> Self:
+        """Causal mask aligned bottom-right (``j <= i + seq_kv - seq_q``)."""
+        self.causal_mask_bottom_right = bool(value)
+        return self
+
+    def set_diagonal_band_left_bound(self, value: int | None) -> Self:
+        self.left_bound = None if value is None else operator.index(value)
+        return self
+
+    def set_diagonal_band_right_bound(self, value: int | None) -> Self:
+        self.right_bound = None if value is None else operator.index(value)
+        return self
+
+    def set_sliding_window_length(self, value: int) -> Self:
+        """cuDNN spelling: sets the left diagonal-band bound."""
+        return self.set_diagonal_band_left_bound(value)
+
+    def set_diagonal_alignment(self, value: DiagonalAlignment | int) -> Self:
+        try:
+            self.diagonal_alignment = DiagonalAlignment(value)
+        except ValueError:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"Unknown diagonal alignment {value!r}"
+            ) from None
+        return self
+
+    def get_alibi_mask(self) -> bool:
+        return self.alibi_mask
+
+    def get_padding_mask(self) -> bool:
+        return self.padding_mask
+
+    def get_causal_mask(self) -> bool:
+        return self.causal_mask
+
+    def get_causal_mask_bottom_right(self) -> bool:
+        return self.causal_mask_bottom_right
+
+    def get_dropout_probability(self) -> float | None:
+        return self.dropout_probability
+
+    def get_attn_scale_value(self) -> float | None:
+        return self.attn_scale_value
+
+    def get_diagonal_band_left_bound(self) -> int | None:
+        return self.left_bound
+
+    def get_diagonal_band_right_bound(self) -> int | None:
+        return self.right_bound
+
+    def get_diagonal_alignment(self) -> DiagonalAlignment:
+        return self.diagonal_alignment
+
+    def _set_dropout_probability(
+        self, probability: float, seed: TensorAttributes | None, offset: TensorAttributes | None
+    ) -> Self:
+        self.dropout_probability = float(probability)
+        self._set_input(self.InputNames["Seed"], seed)
+        return self._set_input(self.InputNames["Offset"], offset)
+
+    def mask_window(self) -> MaskWindow:
+        """The effective window these flags describe, for engines.
+
+        ``causal_mask`` is top-left with right bound 0, ``causal_mask_bottom_right`` is
+        bottom-right with right bound 0; an explicit right bound tightens (never widens) a causal
+        one. Alignment is bottom-right when ``causal_mask_bottom_right`` is set, or when
+        ``diagonal_alignment`` is BOTTOM_RIGHT and the top-left ``causal_mask`` is not.
+
+        Example:
+            >>> from hipdnn_graph import SdpaBackwardAttributes
+            >>> SdpaBackwardAttributes().set_causal_mask_bottom_right(True).mask_window()
+            MaskWindow(bottom_right=True, left_bound=None, right_bound=0)
+        """
+        causal = self.causal_mask or self.causal_mask_bottom_right
+        right = self.right_bound
+        if causal:
+            right = 0 if right is None else min(right, 0)
+        bottom_right = self.causal_mask_bottom_right or (
+            self.diagonal_alignment == DiagonalAlignment.BOTTOM_RIGHT and not self.causal_mask
+        )
+        return MaskWindow(bottom_right=bottom_right, left_bound=self.left_bound, right_bound=right)

@@ -1,0 +1,55 @@
+"""Graph-wide attributes: the name and the three default data types.
+
+Example:
+    >>> from hipdnn_graph import DataType, GraphAttributes
+    >>> ga = GraphAttributes().set_io_data_type(DataType.HALF).set_compute_data_type(DataType.FLOAT)
+    >>> ga.get_io_data_type().name, ga.get_intermediate_data_type().name
+    ('HALF', 'NOT_SET')
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from ..types import DataType
+
+__all__ = ["GraphAttributes"]
+
+
+class GraphAttributes(BaseModel):
+    """hipDNN's ``GraphAttributes``: name, io, intermediate and compute data types (all NOT_SET)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = ""
+    io_data_type: DataType = DataType.NOT_SET
+    intermediate_data_type: DataType = DataType.NOT_SET
+    compute_data_type: DataType = DataType.NOT_SET
+
+    def set_name(self, name: str) -> GraphAttributes:
+        self.name = str(name)
+        return self
+
+    def set_io_data_type(self, data_type: DataType | int) -> GraphAttributes:
+        self.io_data_type = DataType(data_type)
+        return self
+
+    def set_intermediate_data_type(self, data_type: DataType | int) -> GraphAttributes:
+        self.intermediate_data_type = DataType(data_type)
+        return self
+
+    def set_compute_data_type(self, data_type: DataType | int) -> GraphAttributes:
+        self.compute_data_type = DataType(data_type)
+        return self
+
+    def get_name(self) -> str:
+        return self.name
+
+    def get_io_data_type(self) -> DataType:
+        return self.io_data_type
+
+    def get_intermediate_data_type(self) -> DataType:
+        return self.intermediate_data_type
+
+    def get_compute_data_type(self) -> DataType:
+        return self.compute_data_type

@@ -1,0 +1,114 @@
+"""Attributes of the SDPA forward node (hipDNN's ``SdpaAttributes``).
+
+Example:
+    >>> from hipdnn_graph import SdpaAttributes
+    >>> a = SdpaAttributes().set_name("fwd").set_is_inference(False).set_causal_mask(True)
+    >>> a.get_generate_stats(), a.get_causal_mask()
+    (True, True)
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any, overload
+
+from ..tensor import TensorAttributes
+from .base import SdpaCommonAttributes
+
+__all__ = ["SdpaAttributes"]
+
+
+class SdpaAttributes(SdpaCommonAttributes):
+    """Configuration of SDPA forward: O (and the softmax Stats) from Q, K, V.
+
+    | input slot | shape | | output slot | shape |
+    |---|---|---|---|---|
+    | Q | [B, H, Sq, D] | | O | [B, H, Sq, Dv] |
+    | K | [B, Hk, Skv, D] | | Stats | [B, H, Sq, 1] (when generated) |
+    | V | [B, Hv, Skv, Dv] | | | |
+    | Attn_scale, Bias, SEQ_LEN_Q, SEQ_LEN_KV, Seed, Offset, Dropout_mask, Dropout_scale | optional | | | |
+    """
+
+    class InputNames(IntEnum):
+        """Input slots in hipDNN's order."""
+
+        Q = 0
+        K = 1
+        V = 2
+        Attn_scale = 3
+        Bias = 4
+        SEQ_LEN_Q = 5
+        SEQ_LEN_KV = 6
+        Seed = 7
+        Offset = 8
+        Dropout_mask = 9
+        Dropout_scale = 10
+
+    class OutputNames(IntEnum):
+        """Output slots in hipDNN's order."""
+
+        O = 0  # noqa: E741
+        Stats = 1
+
+    generate_stats: bool | None = None
+
+    def set_o(self, tensor: TensorAttributes | None) -> SdpaAttributes:
+        return self._set_output(self.OutputNames.O, tensor)
+
+    def set_stats(self, tensor: TensorAttributes | None) -> SdpaAttributes:
+        return self._set_output(self.OutputNames.Stats, tensor)
+
+    def get_o(self) -> TensorAttributes | None:
+        return self.outputs.get(self.OutputNames.O)
+
+    def get_stats(self) -> TensorAttributes | None:
+        return self.outputs.get(self.OutputNames.Stats)
+
+    def set_generate_stats(self, value: bool | None) -> SdpaAttributes:
+        """Whether the forward writes Stats (needed by the backward)."""
+        self.generate_stats = None if value is None else bool(value)
+        return self
+
+    def get_generate_stats(self) -> bool | None:
+        return self.generate_stats
+
+    def set_is_inference(self, value: bool) -> SdpaAttributes:
+        """cuDNN spelling: ``set_is_inference(b)`` is ``set_generate_stats(not b)``."""
+        return self.set_generate_stats(not value)
+
+    @overload
+    def set_dropout(
+        self, probability: float, seed: TensorAttributes, offset: TensorAttributes, /
+    ) -> SdpaAttributes: ...
+
+    @overload
+    def set_dropout(self, mask: TensorAttributes, scale: TensorAttributes, /) -> SdpaAttributes: ...
+
+    def set_dropout(self, first: Any, second: Any, third: Any = None, /) -> SdpaAttributes:
+        """``set_dropout(p, seed, offset)`` (philox) or ``set_dropout(mask, scale)``."""
+        if isinstance(first, TensorAttributes):
+            self.set_dropout_mask(first)
+            return self.set_dropout_scale(second)
+        return self._set_dropout_probability(first, second, third)
+
+    # ----- cuDNN setters recorded as unsupported (first reason wins) -----
+    def set_score_mod(self, value: Any) -> SdpaAttributes:
+        return self._record_unsupported("SDPA score modifier is unsupported by hipDNN")
+
+    def set_max_total_seq_len_q(self, value: int) -> SdpaAttributes:
+        return self._record_unsupported("SDPA max_total_seq_len_q is unsupported by hipDNN")
+
+    def set_max_total_seq_len_kv(self, value: int) -> SdpaAttributes:
+        return self._record_unsupported("SDPA max_total_seq_len_kv is unsupported by hipDNN")
+
+    def set_paged_attention_k_table(self, value: Any) -> SdpaAttributes:
+        return self._record_unsupported("SDPA paged attention is unsupported by hipDNN")
+
+    def set_paged_attention_v_table(self, value: Any) -> SdpaAttributes:
+        return self._record_unsupported("SDPA paged attention is unsupported by hipDNN")
+
+    def set_paged_attention_max_seq_len_kv(self, value: int) -> SdpaAttributes:
+        return self._record_unsupported("SDPA paged attention is unsupported by hipDNN")
+
+    def set_sink_token(self, value: Any) -> SdpaAttributes:
+        return self._record_unsupported("SDPA sink token is unsupported by hipDNN")

@@ -1,0 +1,162 @@
+"""Attributes of the SDPA backward node (hipDNN's ``SdpaBackwardAttributes``).
+
+Example:
+    >>> from hipdnn_graph import SdpaBackwardAttributes
+    >>> a = SdpaBackwardAttributes().set_name("bwd").set_causal_mask(True).set_attn_scale(0.125)
+    >>> a.get_attn_scale_value(), a.has_unsupported_usage()
+    (0.125, False)
+    >>> a.set_deterministic_algorithm(True).get_unsupported_reason()
+    'Deterministic SDPA backward is unsupported by hipDNN'
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any, overload
+
+from ..tensor import TensorAttributes
+from .base import SdpaCommonAttributes
+
+__all__ = ["SdpaBackwardAttributes"]
+
+
+class SdpaBackwardAttributes(SdpaCommonAttributes):
+    """Configuration of SDPA backward: gradients dQ, dK, dV (and dBias) from Q, K, V, O, dO, Stats.
+
+    | input slot | shape | | output slot | shape |
+    |---|---|---|---|---|
+    | Q | [B, H, Sq, D] | | dQ | like Q |
+    | K | [B, Hk, Skv, D] | | dK | like K |
+    | V | [B, Hv, Skv, Dv] | | dV | like V |
+    | O, dO | [B, H, Sq, Dv] | | dBias | like Bias (optional) |
+    | Stats | [B, H, Sq, 1], natural-log LSE | | | |
+    | Attn_scale | pass-by-value scalar (optional) | | | |
+    | Bias | rank ≤ 4, last dims Sq|1, Skv|1 (optional) | | | |
+    | SEQ_LEN_Q, SEQ_LEN_KV | [B, 1, 1, 1] INT32, with padding_mask | | | |
+    | Seed, Offset | philox dropout (with dropout_probability) | | | |
+    | Dropout_mask, Dropout_scale, Dropout_scale_inv | explicit dropout | | | |
+    """
+
+    class InputNames(IntEnum):
+        """Input slots in hipDNN's order."""
+
+        Q = 0
+        K = 1
+        V = 2
+        O = 3  # noqa: E741
+        dO = 4
+        Stats = 5
+        Attn_scale = 6
+        Bias = 7
+        SEQ_LEN_Q = 8
+        SEQ_LEN_KV = 9
+        Seed = 10
+        Offset = 11
+        Dropout_mask = 12
+        Dropout_scale = 13
+        Dropout_scale_inv = 14
+
+    class OutputNames(IntEnum):
+        """Output slots in hipDNN's order."""
+
+        dQ = 0
+        dK = 1
+        dV = 2
+        dBias = 3
+
+    # ----- backward-only slots -----
+    def set_o(self, tensor: TensorAttributes | None) -> SdpaBackwardAttributes:
+        return self._set_input(self.InputNames.O, tensor)
+
+    def set_do(self, tensor: TensorAttributes | None) -> SdpaBackwardAttributes:
+        return self._set_input(self.InputNames.dO, tensor)
+
+    def set_stats(self, tensor: TensorAttributes | None) -> SdpaBackwardAttributes:
+        return self._set_input(self.InputNames.Stats, tensor)
+
+    def set_dropout_scale_inv(self, tensor: TensorAttributes | None) -> SdpaBackwardAttributes:
+        return self._set_input(self.InputNames.Dropout_scale_inv, tensor)
+
+    def set_dq(self, tensor: TensorAttributes | None) -> SdpaBackwardAttributes:
+        return self._set_output(self.OutputNames.dQ, tensor)
+
+    def set_dk(self, tensor: TensorAttributes | None) -> SdpaBackwardAttributes:
+        return self._set_output(self.OutputNames.dK, tensor)
+
+    def set_dv(self, tensor: TensorAttributes | None) -> SdpaBackwardAttributes:
+        return self._set_output(self.OutputNames.dV, tensor)
+
+    def set_dbias(self, tensor: TensorAttributes | None) -> SdpaBackwardAttributes:
+        return self._set_output(self.OutputNames.dBias, tensor)
+
+    def get_o(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.O)
+
+    def get_do(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.dO)
+
+    def get_stats(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.Stats)
+
+    def get_dropout_scale_inv(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.Dropout_scale_inv)
+
+    def get_dq(self) -> TensorAttributes | None:
+        return self.outputs.get(self.OutputNames.dQ)
+
+    def get_dk(self) -> TensorAttributes | None:
+        return self.outputs.get(self.OutputNames.dK)
+
+    def get_dv(self) -> TensorAttributes | None:
+        return self.outputs.get(self.OutputNames.dV)
+
+    def get_dbias(self) -> TensorAttributes | None:
+        return self.outputs.get(self.OutputNames.dBias)
+
+    # ----- the two set_dropout forms -----
+    @overload
+    def set_dropout(
+        self, probability: float, seed: TensorAttributes, offset: TensorAttributes, /
+    ) -> SdpaBackwardAttributes: ...
+
+    @overload
+    def set_dropout(
+        self, mask: TensorAttributes, scale: TensorAttributes, scale_inv: TensorAttributes, /
+    ) -> SdpaBackwardAttributes: ...
+
+    def set_dropout(self, first: Any, second: Any, third: Any, /) -> SdpaBackwardAttributes:
+        """``set_dropout(p, seed, offset)`` (philox) or ``set_dropout(mask, scale, scale_inv)``."""
+        if isinstance(first, TensorAttributes):
+            self.set_dropout_mask(first)
+            self.set_dropout_scale(second)
+            return self.set_dropout_scale_inv(third)
+        return self._set_dropout_probability(first, second, third)
+
+    # ----- cuDNN setters hipDNN records as unsupported -----
+    def set_score_mod(self, value: Any) -> SdpaBackwardAttributes:
+        return self._record_unsupported("SDPA score modifier is unsupported by hipDNN")
+
+    def set_score_mod_bprop(self, value: Any) -> SdpaBackwardAttributes:
+        return self._record_unsupported("SDPA score-modifier backprop is unsupported by hipDNN")
+
+    def set_max_total_seq_len_q(self, value: int) -> SdpaBackwardAttributes:
+        return self._record_unsupported("SDPA max_total_seq_len_q is unsupported by hipDNN")
+
+    def set_max_total_seq_len_kv(self, value: int) -> SdpaBackwardAttributes:
+        return self._record_unsupported("SDPA max_total_seq_len_kv is unsupported by hipDNN")
+
+    def set_deterministic_algorithm(self, value: bool) -> SdpaBackwardAttributes:
+        if value:
+            return self._record_unsupported("Deterministic SDPA backward is unsupported by hipDNN")
+        return self
+
+    def set_rng_dump(self, value: Any) -> SdpaBackwardAttributes:
+        return self._record_unsupported("SDPA backward RNG dump is unsupported by hipDNN")
+
+    def set_sink_token(self, value: Any) -> SdpaBackwardAttributes:
+        return self._record_unsupported("SDPA backward sink token is unsupported by hipDNN")
+
+    def set_dsink_token(self, value: Any) -> SdpaBackwardAttributes:
+        return self._record_unsupported(
+            "SDPA backward sink-token gradient is unsupported by hipDNN"
+        )

@@ -1,0 +1,396 @@
+"""The ``Graph`` builder: declare tensors and nodes, then validate like hipDNN.
+
+Example:
+    >>> import hipdnn_graph as hg
+    >>> g = hg.Graph(name="attn", io_data_type=hg.DataType.HALF,
+    ...              intermediate_data_type=hg.DataType.FLOAT,
+    ...              compute_data_type=hg.DataType.FLOAT)
+    >>> q = g.tensor(name="Q", dim=[1, 2, 16, 64])
+    >>> k, v = g.tensor_like(q, "K"), g.tensor_like(q, "V")
+    >>> o, stats = g.sdpa(q, k, v, name="fwd", use_causal_mask=True, generate_stats=True)
+    >>> do = g.tensor_like(q, "dO")
+    >>> dq, dk, dv = g.sdpa_backward(q, k, v, o, do, stats, name="bwd", use_causal_mask=True)
+    >>> for t in (dq, dk, dv):
+    ...     _ = t.set_output(True)
+    >>> g.validate()
+    >>> [n.name for n in g.nodes], dq.get_dim(), o.get_name()
+    (['fwd', 'bwd'], [1, 2, 16, 64], 'fwd::O')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from .attributes.graph_attributes import GraphAttributes
+from .attributes.sdpa import SdpaAttributes
+from .attributes.sdpa_backward import SdpaBackwardAttributes
+from .errors import HipdnnError
+from .nodes.base import Node
+from .nodes.sdpa_bwd import SdpaBwdNode
+from .nodes.sdpa_fwd import SdpaFwdNode
+from .sdpa_keywords import BACKWARD_KEYWORDS, FORWARD_KEYWORDS, apply_keywords
+from .tensor import TensorAttributes, generate_strides
+from .types import DataType, ErrorCode
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+__all__ = ["Graph"]
+
+AnyNode = Node[Any]
+
+
+class Graph:
+    """A hipDNN-style operation graph.
+
+    Args:
+        name: the graph's name.
+        io_data_type: data type given to non-virtual tensors that have none.
+        intermediate_data_type: data type given to virtual tensors that have none.
+        compute_data_type: compute type given to nodes that have none.
+        attributes: a :class:`GraphAttributes` to start from (copied) instead of the keywords.
+    """
+
+    def __init__(
+        self,
+        name: str = "",
+        io_data_type: DataType | int = DataType.NOT_SET,
+        intermediate_data_type: DataType | int = DataType.NOT_SET,
+        compute_data_type: DataType | int = DataType.NOT_SET,
+        *,
+        attributes: GraphAttributes | None = None,
+    ) -> None:
+        if attributes is not None:
+            self.attributes = attributes.model_copy()
+        else:
+            self.attributes = GraphAttributes(
+                name=name,
+                io_data_type=DataType(io_data_type),
+                intermediate_data_type=DataType(intermediate_data_type),
+                compute_data_type=DataType(compute_data_type),
+            )
+        self._nodes: list[AnyNode] = []
+        self._order: list[int] | None = None
+        # every tensor the graph has seen, in declaration order (id -> handle)
+        self._tensors: dict[int, TensorAttributes] = {}
+        self._validated = False
+        self._state: dict[str, Any] = {}  # lowering / plans, owned by later lifecycle steps
+
+    def __repr__(self) -> str:
+        return (
+            f"Graph(name={self.attributes.name!r}, nodes={[n.name for n in self._nodes]}, "
+            f"tensors={len(self._tensors)})"
+        )
+
+    # ----- graph attributes -----
+    def set_name(self, name: str) -> Graph:
+        self.attributes.set_name(name)
+        return self._changed()
+
+    def set_io_data_type(self, data_type: DataType | int) -> Graph:
+        self.attributes.set_io_data_type(data_type)
+        return self._changed()
+
+    def set_intermediate_data_type(self, data_type: DataType | int) -> Graph:
+        self.attributes.set_intermediate_data_type(data_type)
+        return self._changed()
+
+    def set_compute_data_type(self, data_type: DataType | int) -> Graph:
+        self.attributes.set_compute_data_type(data_type)
+        return self._changed()
+
+    def get_name(self) -> str:
+        return self.attributes.name
+
+    def get_io_data_type(self) -> DataType:
+        return self.attributes.io_data_type
+
+    def get_intermediate_data_type(self) -> DataType:
+        return self.attributes.intermediate_data_type
+
+    def get_compute_data_type(self) -> DataType:
+        return self.attributes.compute_data_type
+
+    def _changed(self) -> Graph:
+        self._validated = False
+        self._state.clear()
+        return self
+
+    # ----- tensors -----
+    def tensor(
+        self, attributes: TensorAttributes | None = None, /, **fields: Any
+    ) -> TensorAttributes:
+        """Declare a tensor, from an attributes object or from keywords.
+
+        Strides default to packed row-major when dims are given without strides.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> hg.Graph().tensor(name="Q", dim=[2, 4, 8, 16]).get_stride()
+            [512, 128, 16, 1]
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for an unknown keyword or a badly typed value.
+        """
+        if attributes is None:
+            tensor = TensorAttributes(**fields)
+        elif not isinstance(attributes, TensorAttributes):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"Graph.tensor() expects a TensorAttributes, got {type(attributes).__name__}",
+            )
+        elif fields:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "Graph.tensor() takes either an attributes object or keywords, not both",
+            )
+        else:
+            tensor = attributes
+        if tensor.dim and not tensor.stride:
+            tensor.stride = generate_strides(tensor.dim)
+        self._track(tensor)
+        self._changed()
+        return tensor
+
+    def tensor_like(self, tensor: TensorAttributes, name: str = "") -> TensorAttributes:
+        """Declare a new non-virtual tensor with ``tensor``'s type, dims, strides and alignment.
+
+        The uid is not copied, so the new tensor gets its own.
+        """
+        if not isinstance(tensor, TensorAttributes):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"Graph.tensor_like() expects a TensorAttributes, got {type(tensor).__name__}",
+            )
+        return self.tensor(
+            TensorAttributes(
+                name=name,
+                data_type=tensor.data_type,
+                dim=list(tensor.dim),
+                stride=list(tensor.stride),
+                alignment=tensor.alignment,
+            )
+        )
+
+    def _track(self, tensor: TensorAttributes) -> None:
+        self._tensors.setdefault(id(tensor), tensor)
+
+    @property
+    def tensors(self) -> list[TensorAttributes]:
+        """Every tensor declared in or created by the graph, in declaration order."""
+        return list(self._tensors.values())
+
+    # ----- nodes -----
+    def _output_tensor(self, name: str) -> TensorAttributes:
+        tensor = TensorAttributes(name=name, is_virtual=True)
+        self._track(tensor)
+        return tensor
+
+    def _add_node(self, node: AnyNode) -> None:
+        for tensor in node.inputs():
+            self._track(tensor)
+        for tensor in node.outputs():
+            self._track(tensor)
+        self._nodes.append(node)
+        self._order = None
+        self._changed()
+
+    def _node_attributes(
+        self, given: Any, cls: type[Any], keywords: dict[str, Any], op: str, table: Any
+    ) -> Any:
+        if given is None:
+            attributes = cls()
+        elif isinstance(given, cls):
+            attributes = given.copy_for_node()  # the caller's object stays as it was
+        else:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"{op}() expects {cls.__name__} attributes, got {type(given).__name__}",
+            )
+        apply_keywords(attributes, keywords, table, op)
+        if not attributes.name:
+            attributes.name = f"{_PREFIX[cls]}_{len(self._nodes)}"
+        return attributes
+
+    def sdpa(
+        self,
+        q: TensorAttributes,
+        k: TensorAttributes,
+        v: TensorAttributes,
+        attributes: SdpaAttributes | None = None,
+        **keywords: Any,
+    ) -> tuple[TensorAttributes, TensorAttributes | None]:
+        """Add an SDPA forward node; returns virtual ``(O, Stats)``.
+
+        Stats is ``None`` when ``generate_stats`` is False (inference). Keywords use
+        cudnn-frontend's spellings (``name``, ``attn_scale``, ``bias``, ``use_causal_mask``,
+        ``use_causal_mask_bottom_right``, ``use_padding_mask``, ``seq_len_q``, ``seq_len_kv``,
+        ``diagonal_alignment``, ``diagonal_band_left_bound``, ``diagonal_band_right_bound``,
+        ``dropout=(p, seed, offset)`` or ``(mask, scale)``, ``generate_stats``, ``is_inference``).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for an unknown keyword or wrong argument type.
+        """
+        a: SdpaAttributes = self._node_attributes(
+            attributes, SdpaAttributes, keywords, "sdpa", FORWARD_KEYWORDS
+        )
+        a.set_q(q).set_k(k).set_v(v)
+        o = self._output_tensor(f"{a.name}::O")
+        a.set_o(o)
+        stats = None
+        if a.generate_stats is not False:
+            stats = self._output_tensor(f"{a.name}::Stats")
+            a.set_stats(stats)
+        self._add_node(SdpaFwdNode(a, self.attributes))
+        return o, stats
+
+    def sdpa_backward(
+        self,
+        q: TensorAttributes,
+        k: TensorAttributes,
+        v: TensorAttributes,
+        o: TensorAttributes,
+        dO: TensorAttributes,
+        stats: TensorAttributes,
+        attributes: SdpaBackwardAttributes | None = None,
+        **keywords: Any,
+    ) -> tuple[TensorAttributes, TensorAttributes, TensorAttributes]:
+        """Add an SDPA backward node; returns virtual ``(dQ, dK, dV)`` named ``<node>::dQ`` ….
+
+        Unnamed Q, K, V and dO inputs are renamed ``<node>::Q`` … ``<node>::dO`` (O and Stats
+        keep their names). dBias is only produced when a ``dBias`` tensor is given. Keywords as in
+        :meth:`sdpa`, plus ``dBias``; ``dropout`` is ``(p, seed, offset)`` or
+        ``(mask, scale, scale_inv)``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for an unknown keyword or wrong argument type.
+        """
+        a: SdpaBackwardAttributes = self._node_attributes(
+            attributes, SdpaBackwardAttributes, keywords, "sdpa_backward", BACKWARD_KEYWORDS
+        )
+        a.set_q(q).set_k(k).set_v(v).set_o(o).set_do(dO).set_stats(stats)
+        for tensor, slot in ((q, "Q"), (k, "K"), (v, "V"), (dO, "dO")):
+            if not tensor.name:
+                tensor.name = f"{a.name}::{slot}"
+        dq = self._output_tensor(f"{a.name}::dQ")
+        dk = self._output_tensor(f"{a.name}::dK")
+        dv = self._output_tensor(f"{a.name}::dV")
+        a.set_dq(dq).set_dk(dk).set_dv(dv)
+        self._add_node(SdpaBwdNode(a, self.attributes))
+        return dq, dk, dv
+
+    def add_node(self, node: AnyNode) -> AnyNode:
+        """Add an already built node (for example one lifted from a descriptor)."""
+        if not isinstance(node, Node):
+            raise HipdnnError(ErrorCode.INVALID_VALUE, "Graph.add_node() expects a Node")
+        node.graph_attributes = self.attributes
+        self._add_node(node)
+        return node
+
+    # ----- structure -----
+    @property
+    def nodes(self) -> list[AnyNode]:
+        """The nodes, topologically sorted once validated (insertion order before)."""
+        if self._order is None:
+            return list(self._nodes)
+        return [self._nodes[i] for i in self._order]
+
+    def __iter__(self) -> Iterator[AnyNode]:
+        return iter(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def _edges(self) -> list[tuple[int, int]]:
+        from .ordering import dependency_edges
+
+        return dependency_edges(
+            [n.inputs() for n in self._nodes], [n.outputs() for n in self._nodes]
+        )
+
+    def _sort(self) -> list[int]:
+        if len(self._nodes) == 1:
+            return [0]
+        from .ordering import stable_topological_order
+
+        return stable_topological_order(len(self._nodes), self._edges())
+
+    def to_networkx(self) -> nx.DiGraph:
+        """The node dependency graph: one networkx node per graph node (by name), one edge per
+        producer→consumer pair with the tensors' names in the edge's ``tensors`` attribute."""
+        from .ordering import to_networkx
+
+        producer: dict[int, int] = {}
+        for index, node in enumerate(self._nodes):
+            for t in node.outputs():
+                producer.setdefault(id(t), index)
+        labelled = [
+            (producer[id(t)], index, t.name)
+            for index, node in enumerate(self._nodes)
+            for t in node.inputs()
+            if id(t) in producer
+        ]
+        return to_networkx([n.name for n in self._nodes], labelled, self._nodes)
+
+    def graph_inputs(self) -> list[TensorAttributes]:
+        """Tensors read by some node and produced by none, in node then slot order."""
+        produced = {id(t) for n in self._nodes for t in n.outputs()}
+        seen: dict[int, TensorAttributes] = {}
+        for node in self.nodes:
+            for tensor in node.inputs():
+                if id(tensor) not in produced:
+                    seen.setdefault(id(tensor), tensor)
+        return list(seen.values())
+
+    def graph_tensors(self) -> list[TensorAttributes]:
+        """Every tensor some node reads or writes, in declaration order."""
+        used = {id(t) for n in self._nodes for t in (*n.inputs(), *n.outputs())}
+        return [t for key, t in self._tensors.items() if key in used]
+
+    # ----- validation -----
+    def validate(self) -> None:
+        """Validate the graph as hipDNN does.
+
+        1. duplicate uids; 2. topological sort (cycle / disconnected components);
+        3. every graph input is filled from the graph's types and validated;
+        4. every node runs pre-validate → infer → post-validate, in topological order.
+
+        Raises:
+            HipdnnError: the first broken rule, with hipDNN's code and message.
+        """
+        self._validated = False
+        self._check_duplicate_uids()
+        self._order = self._sort()
+        for tensor in self.graph_inputs():
+            tensor.fill_from_context(self.attributes)
+            tensor.validate()
+        for node in self.nodes:
+            node.graph_attributes = self.attributes
+            node.pre_validate_node()
+            node.infer_properties_node()
+            node.post_validate_node()
+        self._validated = True
+
+    @property
+    def is_validated(self) -> bool:
+        """Whether :meth:`validate` succeeded since the last change."""
+        return self._validated
+
+    def _check_duplicate_uids(self) -> None:
+        counts: dict[int, int] = {}
+        for tensor in self.graph_tensors():
+            if tensor.uid is not None:
+                counts[tensor.uid] = counts.get(tensor.uid, 0) + 1
+        duplicates = sorted(uid for uid, n in counts.items() if n > 1)
+        if duplicates:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "Duplicate tensor UIDs found in the graph: " + ", ".join(map(str, duplicates)),
+            )
+
+
+_PREFIX: dict[type[Any], str] = {
+    SdpaAttributes: SdpaFwdNode.name_prefix,
+    SdpaBackwardAttributes: SdpaBwdNode.name_prefix,
+}

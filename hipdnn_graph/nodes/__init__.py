@@ -1,0 +1,7 @@
+"""Nodes: one module per node family with its rules, inference and packing."""
+
+from .base import Node
+from .sdpa_bwd import SdpaBwdNode
+from .sdpa_fwd import SdpaFwdNode
+
+__all__ = ["Node", "SdpaBwdNode", "SdpaFwdNode"]

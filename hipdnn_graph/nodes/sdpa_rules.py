@@ -1,0 +1,248 @@
+"""The validation rules of the SDPA nodes, one small function each.
+
+Each node lists its rules in hipDNN's order (see ``SdpaBwdNode.rules`` and
+``SdpaFwdNode.rules``); the first rule that fails raises. Every rule receives the node's
+attributes and the node label used in messages (``"SdpaBwdNode"`` or ``"SdpaFwdNode"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..attributes.base import SdpaCommonAttributes
+from ..errors import HipdnnError
+from ..tensor import TensorAttributes, generate_strides
+from ..types import DataType, ErrorCode
+
+Rule = Callable[[Any, str], None]
+
+__all__ = ["Rule", "required_slots"]
+
+
+def _fail(message: str, code: ErrorCode = ErrorCode.INVALID_VALUE) -> None:
+    raise HipdnnError(code, message)
+
+
+def _dims(tensor: TensorAttributes | None) -> list[int]:
+    assert tensor is not None  # guaranteed by the required-slot rule that runs first
+    return tensor.dim
+
+
+def unsupported_usage(a: SdpaCommonAttributes, node: str) -> None:
+    """A cuDNN-only setter was called: report hipDNN's recorded reason."""
+    if a.has_unsupported_usage():
+        _fail(a.get_unsupported_reason())
+
+
+def required_slots(inputs: Sequence[str], outputs: Sequence[str]) -> Rule:
+    """A rule checking that the named slots are set, inputs first, in the given order."""
+
+    def rule(a: SdpaCommonAttributes, node: str) -> None:
+        for slot in inputs:
+            if a.inputs.get(a.InputNames[slot]) is None:
+                _fail(f"{node} missing {slot} input", ErrorCode.ATTRIBUTE_NOT_SET)
+        for slot in outputs:
+            if a.outputs.get(a.OutputNames[slot]) is None:
+                _fail(f"{node} missing {slot} output", ErrorCode.ATTRIBUTE_NOT_SET)
+
+    rule.__doc__ = f"Required slots: inputs {list(inputs)}, outputs {list(outputs)}."
+    return rule
+
+
+def qkv_rank4(a: SdpaCommonAttributes, node: str) -> None:
+    """Q, K and V must be rank-4."""
+    for label, tensor in (
+        ("Query tensor Q", a.get_q()),
+        ("Key tensor K", a.get_k()),
+        ("Value tensor V", a.get_v()),
+    ):
+        rank = len(_dims(tensor))
+        if rank != 4:
+            _fail(f"{node}: {label} must be rank-4, got rank={rank}")
+
+
+def batch_match(a: SdpaCommonAttributes, node: str) -> None:
+    """K and V share Q's batch size."""
+    b = _dims(a.get_q())[0]
+    for label, tensor in (("K", a.get_k()), ("V", a.get_v())):
+        other = _dims(tensor)[0]
+        if other != b:
+            _fail(f"{node}: batch size mismatch between Q and {label}: {b} vs {other}")
+
+
+def head_dim_match(a: SdpaCommonAttributes, node: str) -> None:
+    """Q and K share the head dim (V's may differ)."""
+    d, dk = _dims(a.get_q())[3], _dims(a.get_k())[3]
+    if d != dk:
+        _fail(f"{node}: head_dim mismatch between Q and K: {d} vs {dk}")
+
+
+def seq_kv_match(a: SdpaCommonAttributes, node: str) -> None:
+    """K and V share the key sequence length."""
+    skv, skv_v = _dims(a.get_k())[2], _dims(a.get_v())[2]
+    if skv != skv_v:
+        _fail(f"{node}: seq_kv mismatch between K and V: {skv} vs {skv_v}")
+
+
+def gqa_heads(a: SdpaCommonAttributes, node: str) -> None:
+    """K and V head counts are positive and divide Q's (GQA/MQA); they are independent."""
+    h = _dims(a.get_q())[1]
+    for label, tensor in (("k", a.get_k()), ("v", a.get_v())):
+        hx = _dims(tensor)[1]
+        if hx <= 0:
+            _fail(f"{node}: num_heads_{label} must be positive, got {hx}")
+        if h % hx != 0:
+            _fail(
+                f"{node}: num_heads must be divisible by num_heads_{label} for GQA/MQA. "
+                f"num_heads={h}, num_heads_{label}={hx}"
+            )
+
+
+def do_matches_o(a: Any, node: str) -> None:
+    """When O and dO both have dims, dO is rank-4 and matches O."""
+    o_dims, do_dims = _dims(a.get_o()), _dims(a.get_do())
+    if not o_dims or not do_dims:
+        return
+    if len(do_dims) != 4:
+        _fail(f"{node}: dO must be rank-4, got rank={len(do_dims)}")
+    for i, what in enumerate(("batch", "num_heads", "seq_q", "head_dim")):
+        if i >= len(o_dims) or do_dims[i] != o_dims[i]:
+            _fail(f"{node}: dO {what} mismatch with O")
+
+
+def bias_shape(a: SdpaCommonAttributes, node: str) -> None:
+    """The bias (ATTN_MASK) has rank ≤ 4 and its last two dims broadcast to [Sq, Skv]."""
+    bias = a.get_bias()
+    if bias is None:
+        return
+    dims = bias.dim
+    if len(dims) > 4:
+        _fail(f"{node}: ATTN_MASK rank must be <= 4, got rank={len(dims)}")
+    if not dims:
+        _fail(f"{node}: ATTN_MASK dims are not set (rank 0); give the bias a shape")
+    sq, skv = _dims(a.get_q())[2], _dims(a.get_k())[2]
+    if dims[-1] not in (skv, 1):
+        _fail(f"{node}: ATTN_MASK last dim must equal seq_kv ({skv}) or 1, got {dims[-1]}")
+    if len(dims) >= 2 and dims[-2] not in (sq, 1):
+        _fail(f"{node}: ATTN_MASK second-to-last dim must equal seq_q ({sq}) or 1, got {dims[-2]}")
+
+
+def dropout_mask_shape(a: SdpaCommonAttributes, node: str) -> None:
+    """The dropout mask is [B or 1, H or 1, Sq, Skv]."""
+    mask = a.get_dropout_mask()
+    if mask is None:
+        return
+    dims = mask.dim
+    if len(dims) != 4:
+        _fail(f"{node}: DROPOUT_MASK must be rank-4, got rank={len(dims)}")
+    b, h, sq, _ = _dims(a.get_q())
+    skv = _dims(a.get_k())[2]
+    if dims[0] not in (b, 1):
+        _fail(f"{node}: DROPOUT_MASK dim[0] must equal batch ({b}) or 1, got {dims[0]}")
+    if dims[1] not in (h, 1):
+        _fail(f"{node}: DROPOUT_MASK dim[1] must equal num_heads ({h}) or 1, got {dims[1]}")
+    if dims[2] != sq:
+        _fail(f"{node}: DROPOUT_MASK dim[2] must equal seq_q ({sq}), got {dims[2]}")
+    if dims[3] != skv:
+        _fail(f"{node}: DROPOUT_MASK dim[3] must equal seq_kv ({skv}), got {dims[3]}")
+
+
+def padding_tensors(a: SdpaCommonAttributes, node: str) -> None:
+    """With padding_mask, seq_len_q and seq_len_kv are [B, 1, 1, 1] INT32 tensors."""
+    if not a.padding_mask:
+        return
+    pairs = (("seq_len_q", a.get_seq_len_q()), ("seq_len_kv", a.get_seq_len_kv()))
+    for label, tensor in pairs:
+        if tensor is None:
+            _fail(
+                f"{node}: padding_mask=true requires {label} tensor to be set",
+                ErrorCode.ATTRIBUTE_NOT_SET,
+            )
+    b = _dims(a.get_q())[0]
+    for label, tensor in pairs:
+        dims = _dims(tensor)
+        if len(dims) != 4:
+            _fail(f"{node}: {label} must be rank-4, got rank={len(dims)}")
+        if dims[0] != b:
+            _fail(f"{node}: {label} dim[0] must equal batch ({b}), got {dims[0]}")
+        for i in (1, 2, 3):
+            if dims[i] != 1:
+                _fail(f"{node}: {label} dim[{i}] must be 1, got {dims[i]}")
+        assert tensor is not None
+        if tensor.data_type != DataType.INT32:
+            _fail(f"{node}: {label} must have INT32 data type")
+
+
+def scale_rules(a: SdpaCommonAttributes, node: str) -> None:
+    """A scale tensor excludes a scale value, and must be a pass-by-value scalar."""
+    scale = a.get_attn_scale()
+    if scale is not None and a.attn_scale_value is not None:
+        _fail(f"{node}: attn_scale tensor and attn_scale_value cannot both be set")
+    if scale is None:
+        return
+    label = scale.name or "SCALE tensor"
+    if not scale.dim:
+        _fail(f"{label} dimensions are not set", ErrorCode.ATTRIBUTE_NOT_SET)
+    volume = scale.get_volume()
+    if volume != 1:
+        _fail(f"{label} must be a scalar (single element), but has {volume} elements")
+    if not scale.get_is_pass_by_value():
+        _fail(f"{label} must be a pass-by-value tensor")
+
+
+def output_o_dims(a: Any, node: str) -> None:
+    """When O has dims they are [B, H, Sq, Dv]."""
+    o_dims = _dims(a.get_o())
+    if not o_dims:
+        return
+    if len(o_dims) != 4:
+        _fail(f"{node}: Output O must be rank-4, got rank={len(o_dims)}")
+    q, dv = _dims(a.get_q()), _dims(a.get_v())[3]
+    for i, what in enumerate(("batch", "num_heads", "seq_q")):
+        if o_dims[i] != q[i]:
+            _fail(f"{node}: Output O {what} mismatch: expected {q[i]} got {o_dims[i]}")
+    if o_dims[3] != dv:
+        _fail(f"{node}: Output O head_dim must match V head_dim: expected {dv} got {o_dims[3]}")
+
+
+# ----- helpers for inference and post-validation -----
+def infer_like(target: TensorAttributes | None, dims: Sequence[int]) -> None:
+    """Give ``target`` ``dims`` and packed strides where it has none."""
+    if target is None:
+        return
+    if not target.dim:
+        target.dim = list(dims)
+    if not target.stride:
+        target.stride = generate_strides(target.dim)
+
+
+def check_output_shape(
+    node: str, label: str, tensor: TensorAttributes | None, expected: Sequence[int], source: str
+) -> None:
+    """Reject an explicit output shape that disagrees with its source, or an overlapping layout."""
+    if tensor is None:
+        return
+    if list(tensor.dim) != list(expected):
+        _fail(f"{node}: {label} dims {tensor.dim} must match {source} dims {list(expected)}")
+    check_layout(node, label, tensor)
+
+
+def check_layout(node: str, label: str, tensor: TensorAttributes | None) -> None:
+    """Reject an output whose strides make distinct elements share memory."""
+    if tensor is not None and not is_non_overlapping(tensor.dim, tensor.stride):
+        _fail(
+            f"{node}: {label} strides {tensor.stride} overlap for dims {tensor.dim}; "
+            "an output needs a non-overlapping layout"
+        )
+
+
+def is_non_overlapping(dims: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether distinct indices of a strided tensor address distinct elements."""
+    pairs = sorted((s, d) for d, s in zip(dims, strides, strict=True) if d != 1)
+    span = 1
+    for stride, dim in pairs:
+        if stride < span:
+            return False
+        span = stride * dim
+    return True

@@ -1,0 +1,100 @@
+"""Node ordering: the dependency graph and hipDNN's stable topological sort.
+
+This is the only module that imports networkx. A node depends on another when it reads a tensor
+the other produces. Ties keep insertion order, so a graph declared in a valid order is left as
+declared.
+
+Example:
+    >>> from hipdnn_graph.ordering import stable_topological_order
+    >>> stable_topological_order(3, [(2, 0), (2, 1)])  # node 2 produces what 0 and 1 read
+    [2, 0, 1]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import networkx as nx
+
+from .errors import HipdnnError
+from .types import ErrorCode
+
+__all__ = [
+    "CYCLE_MESSAGE",
+    "DISCONNECTED_MESSAGE",
+    "dependency_edges",
+    "stable_topological_order",
+    "to_networkx",
+]
+
+CYCLE_MESSAGE = "Graph contains a cycle, cannot be sorted."
+DISCONNECTED_MESSAGE = (
+    "Graph contains multiple disconnected components, please split the graph into individual graphs"
+)
+
+
+def dependency_edges(
+    node_inputs: Sequence[Iterable[Any]], node_outputs: Sequence[Iterable[Any]]
+) -> list[tuple[int, int]]:
+    """Edges ``(producer, consumer)`` between node indices, found through shared tensors."""
+    producer: dict[int, int] = {}
+    for index, outputs in enumerate(node_outputs):
+        for tensor in outputs:
+            producer.setdefault(id(tensor), index)
+    edges: list[tuple[int, int]] = []
+    for index, inputs in enumerate(node_inputs):
+        for tensor in inputs:
+            source = producer.get(id(tensor))
+            if source is not None and (source, index) not in edges:
+                edges.append((source, index))
+    return edges
+
+
+def _digraph(count: int, edges: Iterable[tuple[int, int]]) -> nx.DiGraph:
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(count))
+    graph.add_edges_from(edges)
+    return graph
+
+
+def stable_topological_order(count: int, edges: Sequence[tuple[int, int]]) -> list[int]:
+    """Order ``count`` nodes so producers come first; ties keep index order.
+
+    Args:
+        count: number of nodes, identified by index ``0..count-1``.
+        edges: ``(producer, consumer)`` pairs; they alone connect nodes, as in hipDNN (two nodes
+            that only share an input are two graphs).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` with hipDNN's text for a cycle, or for more than one
+            connected component.
+    """
+    if count == 0:
+        return []
+    if not edges and count == 1:
+        return [0]
+    graph = _digraph(count, edges)
+    try:
+        order: list[int] = list(nx.lexicographical_topological_sort(graph))
+    except nx.NetworkXUnfeasible:
+        raise HipdnnError(ErrorCode.INVALID_VALUE, CYCLE_MESSAGE) from None
+    if not nx.is_weakly_connected(graph):
+        raise HipdnnError(ErrorCode.INVALID_VALUE, DISCONNECTED_MESSAGE)
+    return order
+
+
+def to_networkx(
+    names: Sequence[str], edges: Iterable[tuple[int, int, str]], nodes: Sequence[Any] = ()
+) -> nx.DiGraph:
+    """A ``networkx.DiGraph`` of nodes (by name) with an edge per tensor passed between them."""
+    graph = nx.DiGraph()
+    for index, name in enumerate(names):
+        graph.add_node(name, index=index, node=nodes[index] if nodes else None)
+    for source, target, tensor_name in edges:
+        a, b = names[source], names[target]
+        if graph.has_edge(a, b):
+            graph[a][b]["tensors"].append(tensor_name)
+        else:
+            graph.add_edge(a, b, tensors=[tensor_name])
+    return graph

@@ -1,0 +1,374 @@
+"""Tensor attributes: the shared handles that connect nodes in a graph.
+
+A :class:`TensorAttributes` describes one tensor: its uid, name, data type, dims, strides, whether
+it is virtual (an intermediate the graph allocates) and whether it is passed by value (a scalar).
+Like hipDNN's ``shared_ptr<TensorAttributes>``, the object is a *handle*: the node that produces a
+tensor and every node that reads it hold the same object, so objects compare and hash by identity.
+Use :meth:`TensorAttributes.logically_equals` to compare content.
+
+Example:
+    >>> from hipdnn_graph import DataType, TensorAttributes, generate_strides
+    >>> q = TensorAttributes().set_name("Q").set_dim([2, 8, 16, 64]).set_data_type(DataType.HALF)
+    >>> q.set_stride(generate_strides(q.get_dim())).get_stride()
+    [8192, 1024, 64, 1]
+    >>> q.validate()  # raises HipdnnError on the first broken rule
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import HipdnnError
+from .types import DataType, ErrorCode
+
+if TYPE_CHECKING:
+    from .attributes.graph_attributes import GraphAttributes
+
+__all__ = ["ScalarValue", "TensorAttributes", "generate_strides"]
+
+#: Python types a pass-by-value scalar may hold.
+ScalarValue = bool | int | float
+
+_DEFAULT_ALIGNMENT = 16
+_INT32_RANGE = range(-(2**31), 2**31)
+
+# numpy scalar type -> hipDNN data type, for set_value(); Python scalars follow C++ literals.
+_NUMPY_SCALAR_TYPES: dict[str, DataType] = {
+    "float64": DataType.DOUBLE,
+    "float32": DataType.FLOAT,
+    "float16": DataType.HALF,
+    "bfloat16": DataType.BFLOAT16,
+    "uint8": DataType.UINT8,
+    "int32": DataType.INT32,
+    "int64": DataType.INT64,
+    "bool": DataType.BOOLEAN,
+}
+
+
+def generate_strides(dims: Sequence[int]) -> list[int]:
+    """Packed row-major strides for ``dims`` (the last stride is 1).
+
+    Example:
+        >>> generate_strides([2, 8, 16, 64])
+        [8192, 1024, 64, 1]
+    """
+    strides = []
+    running = 1
+    for d in reversed(dims):
+        strides.append(running)
+        running *= d if d > 1 else 1
+    strides.reverse()
+    return strides
+
+
+def _int_list(values: Iterable[Any], what: str) -> list[int]:
+    """Convert ``values`` to a list of Python ints, or raise a clear INVALID_VALUE error."""
+    if isinstance(values, str | bytes):
+        raise HipdnnError(ErrorCode.INVALID_VALUE, f"{what} must be a sequence of integers")
+    try:
+        return [operator.index(v) for v in values]
+    except TypeError:
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE, f"{what} must be a sequence of integers, got {values!r}"
+        ) from None
+
+
+def _scalar_type(value: Any) -> tuple[ScalarValue, DataType]:
+    """Python value and hipDNN data type of a scalar given to ``set_value``."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value), DataType.BOOLEAN
+    if isinstance(value, np.generic):
+        dtype = _NUMPY_SCALAR_TYPES.get(value.dtype.name)
+        if dtype is None:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"Unsupported scalar type {value.dtype.name} for set_value"
+            )
+        py = value.item()
+        return (float(py) if isinstance(py, float) else int(py)), dtype
+    if isinstance(value, int):
+        return value, DataType.INT32 if value in _INT32_RANGE else DataType.INT64
+    if isinstance(value, float):
+        return value, DataType.FLOAT
+    raise HipdnnError(
+        ErrorCode.INVALID_VALUE,
+        f"Unsupported scalar type {type(value).__name__} for set_value "
+        "(use bool, int, float or a NumPy scalar)",
+    )
+
+
+class TensorAttributes(BaseModel):
+    """One tensor of a graph (hipDNN's ``TensorAttributes``).
+
+    Every setter returns ``self`` so calls chain. Fields can also be given as keywords:
+    ``TensorAttributes(name="Q", dim=[1, 2, 3, 4], data_type=DataType.FLOAT)``.
+
+    | field | default | meaning |
+    |---|---|---|
+    | ``uid`` | unset | the id used in variant packs; assigned during lowering if unset |
+    | ``name`` | ``""`` | a label used in messages and for debugging |
+    | ``data_type`` | ``NOT_SET`` | filled from the graph at validation when unset |
+    | ``dim`` / ``stride`` | ``[]`` | shape and element strides |
+    | ``is_virtual`` | ``False`` | a graph-owned intermediate (``set_output(True)`` clears it) |
+    | ``is_pass_by_value`` | ``False`` | runtime pass-by-value scalar flag |
+    | ``value`` | ``None`` | a compile-time constant scalar (``set_value``) |
+    | ``alignment`` | ``16`` | required byte alignment of the buffer |
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` when a keyword has the wrong type.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+    uid: int | None = None
+    name: str = ""
+    data_type: DataType = DataType.NOT_SET
+    dim: list[int] = Field(default_factory=list)
+    stride: list[int] = Field(default_factory=list)
+    is_virtual: bool = False
+    is_pass_by_value: bool = False
+    value: ScalarValue | None = None
+    alignment: int = _DEFAULT_ALIGNMENT
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"TensorAttributes {where}: {err['msg']}"
+            ) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Setters already check their values; skip pydantic's generic path (hot in validate()).
+        if name in _FIELD_NAMES:
+            self.__dict__[name] = value
+            self.__pydantic_fields_set__.add(name)
+        else:
+            super().__setattr__(name, value)
+
+    # Tensors are shared handles: identity semantics, like shared_ptr.
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        parts = [f"name={self.name!r}"]
+        if self.uid is not None:
+            parts.append(f"uid={self.uid}")
+        parts += [f"data_type={self.data_type.name}", f"dim={self.dim}", f"stride={self.stride}"]
+        if self.is_virtual:
+            parts.append("virtual")
+        if self.value is not None:
+            parts.append(f"value={self.value!r}")
+        return f"TensorAttributes({', '.join(parts)})"
+
+    __str__ = __repr__
+
+    # ----- setters (chainable) -----
+    def set_uid(self, uid: int) -> TensorAttributes:
+        """Set the uid used to bind this tensor in variant packs."""
+        self.uid = operator.index(uid)
+        return self
+
+    def clear_uid(self) -> TensorAttributes:
+        """Forget the uid (it will be assigned again during lowering)."""
+        self.uid = None
+        return self
+
+    def set_name(self, name: str) -> TensorAttributes:
+        """Set the tensor's name."""
+        if not isinstance(name, str):
+            raise HipdnnError(ErrorCode.INVALID_VALUE, "Tensor name must be a string")
+        self.name = name
+        return self
+
+    def set_data_type(self, data_type: DataType | int) -> TensorAttributes:
+        """Set the element type."""
+        self.data_type = _data_type(data_type)
+        return self
+
+    def set_dim(self, dim: Sequence[int]) -> TensorAttributes:
+        """Set the dims (shape)."""
+        self.dim = _int_list(dim, f"Tensor {self.name} dims")
+        return self
+
+    def set_stride(self, stride: Sequence[int]) -> TensorAttributes:
+        """Set the element strides."""
+        self.stride = _int_list(stride, f"Tensor {self.name} strides")
+        return self
+
+    def set_is_virtual(self, is_virtual: bool) -> TensorAttributes:
+        """Mark the tensor virtual (graph-owned intermediate) or not."""
+        self.is_virtual = bool(is_virtual)
+        return self
+
+    def set_output(self, output: bool) -> TensorAttributes:
+        """``set_output(True)`` makes a node output a real, caller-provided tensor."""
+        return self.set_is_virtual(not output)
+
+    def set_is_pass_by_value(self, flag: bool) -> TensorAttributes:
+        """Set the runtime pass-by-value flag, leaving any stored value intact."""
+        self.is_pass_by_value = bool(flag)
+        return self
+
+    def set_as_runtime_parameter(self) -> TensorAttributes:
+        """Mark as a runtime pass-by-value scalar and clear any stored value."""
+        self.value = None
+        self.is_pass_by_value = True
+        return self
+
+    def set_value(self, value: ScalarValue | np.generic) -> TensorAttributes:
+        """Store a compile-time constant scalar.
+
+        Sets dim ``[1]``, stride ``[1]`` and the data type from the value's type: ``float`` is
+        FLOAT, ``int`` INT32 (INT64 outside the int32 range), ``bool`` BOOLEAN, and NumPy or
+        ml_dtypes scalars map to their own type (``np.float64(0.5)`` is DOUBLE).
+
+        Example:
+            >>> from hipdnn_graph import TensorAttributes
+            >>> t = TensorAttributes().set_value(0.125)
+            >>> t.get_data_type().name, t.get_dim(), t.get_is_pass_by_value()
+            ('FLOAT', [1], True)
+        """
+        py, dtype = _scalar_type(value)
+        self.value = py
+        self.is_pass_by_value = False
+        self.data_type = dtype
+        self.dim = [1]
+        self.stride = [1]
+        return self
+
+    def clear_value(self) -> TensorAttributes:
+        """Drop the stored scalar value."""
+        self.value = None
+        return self
+
+    def set_alignment(self, alignment: int) -> TensorAttributes:
+        """Set the required byte alignment of the buffer (must be >= 1 at validation)."""
+        self.alignment = operator.index(alignment)
+        return self
+
+    # ----- getters -----
+    def get_uid(self) -> int:
+        """The uid, or 0 when none is set (hipDNN's default)."""
+        return 0 if self.uid is None else self.uid
+
+    def has_uid(self) -> bool:
+        """Whether a uid has been set."""
+        return self.uid is not None
+
+    def get_name(self) -> str:
+        return self.name
+
+    def get_data_type(self) -> DataType:
+        return self.data_type
+
+    def get_dim(self) -> list[int]:
+        return self.dim
+
+    def get_stride(self) -> list[int]:
+        return self.stride
+
+    def get_is_virtual(self) -> bool:
+        return self.is_virtual
+
+    def get_is_runtime_pass_by_value(self) -> bool:
+        """The raw runtime pass-by-value flag."""
+        return self.is_pass_by_value
+
+    def get_is_pass_by_value(self) -> bool:
+        """True if the runtime flag is set or a value is held."""
+        return self.is_pass_by_value or self.value is not None
+
+    def get_value(self) -> ScalarValue | None:
+        """The stored scalar, or ``None``."""
+        return self.value
+
+    def get_alignment(self) -> int:
+        return self.alignment
+
+    def get_volume(self) -> int:
+        """Product of the dims (1 for empty dims)."""
+        volume = 1
+        for d in self.dim:
+            volume *= d
+        return volume
+
+    # ----- graph-time behaviour -----
+    def fill_from_context(self, graph_attributes: GraphAttributes) -> TensorAttributes:
+        """Fill an unset data type from the graph: intermediate type if virtual, else io type."""
+        if self.data_type == DataType.NOT_SET:
+            self.data_type = (
+                graph_attributes.get_intermediate_data_type()
+                if self.is_virtual
+                else graph_attributes.get_io_data_type()
+            )
+        return self
+
+    def validate(self) -> None:  # type: ignore[override]  # pydantic's is a deprecated alias
+        """Check the tensor, raising on the first broken rule (hipDNN's order).
+
+        Raises:
+            HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing data type or empty dims,
+                ``INVALID_VALUE`` for the other rules.
+        """
+        name = self.name
+        if self.data_type == DataType.NOT_SET:
+            raise HipdnnError(
+                ErrorCode.ATTRIBUTE_NOT_SET, f"Tensor {name} does not have a data type set"
+            )
+        if self.is_virtual and self.is_pass_by_value:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"Tensor {name} cannot be virtual and runtime pass by value",
+            )
+        if self.is_virtual and self.value is not None:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"Tensor {name} cannot be virtual and pass by value"
+            )
+        if len(self.dim) != len(self.stride):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"Tensor {name} dims and strides have different sizes"
+            )
+        if not self.dim:
+            raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, f"Tensor {name} dims must be non-empty")
+        if any(d <= 0 for d in self.dim):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"Tensor {name} must have only positive dimensions"
+            )
+        if self.alignment < 1:
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"Tensor {name} alignment must be >= 1")
+
+    def logically_equals(self, other: TensorAttributes) -> bool:
+        """Compare content (type, dims, strides, virtual flag, pass-by-value), ignoring name/uid."""
+        return (
+            self.data_type == other.data_type
+            and self.dim == other.dim
+            and self.stride == other.stride
+            and self.is_virtual == other.is_virtual
+            and self.is_pass_by_value == other.is_pass_by_value
+            and self.value == other.value
+            and type(self.value) is type(other.value)
+        )
+
+    def clone(self) -> TensorAttributes:
+        """A new, independent handle with the same content (uid included)."""
+        return self.model_copy(deep=True)
+
+
+_FIELD_NAMES = frozenset(TensorAttributes.model_fields)
+
+
+def _data_type(value: DataType | int) -> DataType:
+    try:
+        return DataType(value)
+    except ValueError:
+        raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown data type {value!r}") from None
