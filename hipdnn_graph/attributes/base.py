@@ -4,8 +4,8 @@ hipDNN's record of cuDNN-compatibility setters that hipDNN does not support."""
 from __future__ import annotations
 
 import operator
-from functools import cache
 from enum import IntEnum
+from functools import cache
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr

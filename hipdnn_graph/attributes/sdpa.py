@@ -26,7 +26,8 @@ class SdpaAttributes(SdpaCommonAttributes):
     | Q | [B, H, Sq, D] | | O | [B, H, Sq, Dv] |
     | K | [B, Hk, Skv, D] | | Stats | [B, H, Sq, 1] (when generated) |
     | V | [B, Hv, Skv, Dv] | | | |
-    | Attn_scale, Bias, SEQ_LEN_Q, SEQ_LEN_KV, Seed, Offset, Dropout_mask, Dropout_scale | optional | | | |
+    | Attn_scale, Bias, SEQ_LEN_Q, SEQ_LEN_KV | optional | | | |
+    | Seed, Offset, Dropout_mask, Dropout_scale | optional | | | |
     """
 
     class InputNames(IntEnum):
