@@ -78,6 +78,16 @@ def _int_list(values: Iterable[Any], what: str) -> list[int]:
         ) from None
 
 
+def _index(value: Any, what: str) -> int:
+    """``value`` as a Python int, or a clear INVALID_VALUE error."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE, f"{what} must be an integer, got {value!r}"
+        ) from None
+
+
 def _scalar_type(value: Any) -> tuple[ScalarValue, DataType]:
     """Python value and hipDNN data type of a scalar given to ``set_value``."""
     if isinstance(value, bool | np.bool_):
@@ -175,7 +185,7 @@ class TensorAttributes(BaseModel):
     # ----- setters (chainable) -----
     def set_uid(self, uid: int) -> TensorAttributes:
         """Set the uid used to bind this tensor in variant packs."""
-        self.uid = operator.index(uid)
+        self.uid = _index(uid, "Tensor uid")
         return self
 
     def clear_uid(self) -> TensorAttributes:
@@ -253,7 +263,7 @@ class TensorAttributes(BaseModel):
 
     def set_alignment(self, alignment: int) -> TensorAttributes:
         """Set the required byte alignment of the buffer (must be >= 1 at validation)."""
-        self.alignment = operator.index(alignment)
+        self.alignment = _index(alignment, f"Tensor {self.name} alignment")
         return self
 
     # ----- getters -----
