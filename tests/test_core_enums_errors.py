@@ -1,0 +1,162 @@
+"""Spec §1: enum integer values (hipDNN's) and the two error types."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+import hipdnn_graph as hg
+from hipdnn_graph import (
+    BuildPlanPolicy,
+    DataType,
+    DiagonalAlignment,
+    ErrorCode,
+    HeuristicMode,
+    HipdnnError,
+    NodeType,
+    NotSupportedError,
+)
+
+ERROR_CODES = [
+    "OK",
+    "INVALID_VALUE",
+    "HIPDNN_BACKEND_ERROR",
+    "ATTRIBUTE_NOT_SET",
+    "GRAPH_NOT_SUPPORTED",
+    "SHAPE_DEDUCTION_FAILED",
+    "INVALID_TENSOR_NAME",
+    "INVALID_VARIANT_PACK",
+    "GRAPH_EXECUTION_PLAN_CREATION_FAILED",
+    "GRAPH_EXECUTION_FAILED",
+    "HEURISTIC_QUERY_FAILED",
+    "UNSUPPORTED_GRAPH_FORMAT",
+    "CUDA_API_FAILED",
+    "CUDNN_BACKEND_API_FAILED",
+    "INVALID_CUDA_DEVICE",
+    "HANDLE_ERROR",
+    "NVRTC_COMPILATION_FAILED",
+]
+
+DATA_TYPES = {
+    "NOT_SET": 0,
+    "FLOAT": 1,
+    "HALF": 2,
+    "BFLOAT16": 3,
+    "DOUBLE": 4,
+    "UINT8": 5,
+    "INT32": 6,
+    "INT8": 7,
+    "FP8_E4M3": 8,
+    "FP8_E5M2": 9,
+    "FP8_E8M0": 10,
+    "FP4_E2M1": 11,
+    "INT4": 12,
+    "FP6_E2M3": 13,
+    "FP6_E3M2": 14,
+    "INT64": 15,
+    "BOOLEAN": 16,
+    "FP8_E4M3_FNUZ": 17,
+    "FP8_E5M2_FNUZ": 18,
+    "INT8x4": 19,
+    "UINT8x4": 20,
+    "INT8x32": 21,
+    "FAST_FLOAT_FOR_FP8": 22,
+    "COMPLEX_FP32": 23,
+    "COMPLEX_FP64": 24,
+}
+
+NODE_TYPES = {
+    "UNKNOWN": 0,
+    "CONVOLUTION_FPROP": 1,
+    "CONVOLUTION_DGRAD": 2,
+    "CONVOLUTION_WGRAD": 3,
+    "BATCHNORM": 4,
+    "BATCHNORM_INFERENCE": 5,
+    "BATCHNORM_BACKWARD": 6,
+    "BATCHNORM_INFERENCE_VARIANCE_EXT": 7,
+    "POINTWISE": 8,
+    "MATMUL": 9,
+    "LAYER_NORM": 10,
+    "RMS_NORM": 11,
+    "SDPA_FWD": 12,
+    "SDPA_BWD": 13,
+    "BLOCK_SCALE_QUANTIZE": 14,
+    "BLOCK_SCALE_DEQUANTIZE": 15,
+    "CUSTOM_OP": 16,
+    "REDUCTION": 17,
+}
+
+
+def _as_dict(enum_cls: type) -> dict[str, int]:
+    return {m.name: int(m.value) for m in enum_cls}  # type: ignore[attr-defined]
+
+
+def test_error_code_order_ok_is_zero() -> None:
+    assert [m.name for m in sorted(ErrorCode, key=int)] == ERROR_CODES
+    assert _as_dict(ErrorCode) == {name: i for i, name in enumerate(ERROR_CODES)}
+    assert ErrorCode.OK == 0
+
+
+def test_data_type_values() -> None:
+    assert _as_dict(DataType) == DATA_TYPES
+
+
+def test_node_type_values() -> None:
+    assert _as_dict(NodeType) == NODE_TYPES
+
+
+def test_heuristic_mode_order() -> None:
+    assert [m.name for m in sorted(HeuristicMode, key=int)] == ["FALLBACK", "A", "B", "OPENSOURCE"]
+    assert _as_dict(HeuristicMode) == {"FALLBACK": 0, "A": 1, "B": 2, "OPENSOURCE": 3}
+
+
+def test_build_plan_policy_order() -> None:
+    assert _as_dict(BuildPlanPolicy) == {"HEURISTICS_CHOICE": 0, "ALL": 1}
+
+
+def test_diagonal_alignment_values() -> None:
+    assert _as_dict(DiagonalAlignment) == {"TOP_LEFT": 0, "BOTTOM_RIGHT": 1}
+
+
+@pytest.mark.parametrize(
+    "enum_cls", [ErrorCode, DataType, NodeType, HeuristicMode, BuildPlanPolicy, DiagonalAlignment]
+)
+def test_enums_are_int_compatible_and_exported(enum_cls: type) -> None:
+    first = next(iter(enum_cls))  # type: ignore[call-overload]
+    assert int(first) == first.value
+    assert enum_cls(first.value) is first
+    assert getattr(hg, enum_cls.__name__) is enum_cls
+
+
+def test_hipdnn_error_carries_code_and_exact_message() -> None:
+    err = HipdnnError(ErrorCode.INVALID_VALUE, "Tensor Q must have only positive dimensions")
+    assert err.code is ErrorCode.INVALID_VALUE
+    assert err.message == "Tensor Q must have only positive dimensions"
+    assert str(err) == "Tensor Q must have only positive dimensions"
+    assert isinstance(err, Exception)
+
+
+def test_hipdnn_error_accepts_plain_int_code() -> None:
+    err = HipdnnError(3, "x")  # type: ignore[arg-type]
+    assert err.code is ErrorCode.ATTRIBUTE_NOT_SET
+
+
+def test_not_supported_error_is_hipdnn_error_with_graph_not_supported() -> None:
+    err = NotSupportedError("no engine applies")
+    assert isinstance(err, HipdnnError)
+    assert err.code is ErrorCode.GRAPH_NOT_SUPPORTED
+    assert str(err) == err.message == "no engine applies"
+    with pytest.raises(HipdnnError):
+        raise err
+
+
+@pytest.mark.parametrize(
+    "err",
+    [HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, "missing"), NotSupportedError("nope")],
+    ids=["HipdnnError", "NotSupportedError"],
+)
+def test_errors_pickle_round_trip(err: HipdnnError) -> None:
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is type(err)
+    assert (back.code, back.message) == (err.code, err.message)
