@@ -3,15 +3,15 @@ hipDNN's record of cuDNN-compatibility setters that hipDNN does not support."""
 
 from __future__ import annotations
 
-import operator
 from enum import IntEnum
 from functools import cache
+from numbers import Real
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from ..errors import HipdnnError
-from ..tensor import TensorAttributes
+from ..tensor import TensorAttributes, _data_type, _index
 from ..types import DataType, DiagonalAlignment, ErrorCode
 from .graph_attributes import GraphAttributes
 
@@ -44,7 +44,7 @@ class NodeAttributes(BaseModel):
 
     def set_compute_data_type(self, data_type: DataType | int) -> Self:
         """Set the type the node computes in (defaults to the graph's)."""
-        self.compute_data_type = DataType(data_type)
+        self.compute_data_type = _data_type(data_type)
         return self
 
     def get_compute_data_type(self) -> DataType:
@@ -260,11 +260,11 @@ class SdpaCommonAttributes(NodeAttributes):
         return self
 
     def set_diagonal_band_left_bound(self, value: int | None) -> Self:
-        self.left_bound = None if value is None else operator.index(value)
+        self.left_bound = None if value is None else _index(value, "diagonal_band_left_bound")
         return self
 
     def set_diagonal_band_right_bound(self, value: int | None) -> Self:
-        self.right_bound = None if value is None else operator.index(value)
+        self.right_bound = None if value is None else _index(value, "diagonal_band_right_bound")
         return self
 
     def set_sliding_window_length(self, value: int) -> Self:
@@ -310,6 +310,11 @@ class SdpaCommonAttributes(NodeAttributes):
     def _set_dropout_probability(
         self, probability: float, seed: TensorAttributes | None, offset: TensorAttributes | None
     ) -> Self:
+        if isinstance(probability, bool) or not isinstance(probability, Real):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"dropout probability must be a float, got {type(probability).__name__}",
+            )
         self.dropout_probability = float(probability)
         self._set_input(self.InputNames["Seed"], seed)
         return self._set_input(self.InputNames["Offset"], offset)

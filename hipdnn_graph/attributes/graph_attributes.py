@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from ..tensor import _data_type
 from ..types import DataType
 
 __all__ = ["GraphAttributes"]
@@ -31,15 +32,15 @@ class GraphAttributes(BaseModel):
         return self
 
     def set_io_data_type(self, data_type: DataType | int) -> GraphAttributes:
-        self.io_data_type = DataType(data_type)
+        self.io_data_type = _data_type(data_type)
         return self
 
     def set_intermediate_data_type(self, data_type: DataType | int) -> GraphAttributes:
-        self.intermediate_data_type = DataType(data_type)
+        self.intermediate_data_type = _data_type(data_type)
         return self
 
     def set_compute_data_type(self, data_type: DataType | int) -> GraphAttributes:
-        self.compute_data_type = DataType(data_type)
+        self.compute_data_type = _data_type(data_type)
         return self
 
     def get_name(self) -> str:
