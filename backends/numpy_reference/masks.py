@@ -24,13 +24,31 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["KeyBand", "band_for_batch", "padding_lengths"]
+__all__ = ["KeyBand", "QueryBlock", "band_for_batch", "padding_lengths"]
+
+
+@dataclass(frozen=True)
+class QueryBlock:
+    """Query rows ``[i0, i1)`` and the key columns ``[c0, c1)`` that any of them can see.
+
+    Inside the block only the edges need elementwise masking: ``left`` (``[rows, width]``) covers
+    columns ``[c0, c0 + width)`` and ``right`` covers ``[c1 − width, c1)``; True marks an
+    invisible (row, key). None: that edge is visible to every row of the block.
+    """
+
+    i0: int
+    i1: int
+    c0: int
+    c1: int
+    left: npt.NDArray[np.bool_] | None
+    right: npt.NDArray[np.bool_] | None
 
 
 @dataclass(frozen=True)
@@ -75,6 +93,35 @@ class KeyBand:
         if nonempty.size == 0:
             return 0, 0
         return int(nonempty[0]), int(nonempty[-1]) + 1
+
+    def mean_width(self) -> float:
+        """Average number of visible keys of the rows that see any (0 if none do)."""
+        r0, r1 = self.nonempty_rows()
+        rows = np.arange(r0, r1, dtype=np.int64)
+        return float(np.mean(self.hi(rows) - self.lo(rows))) if r1 > r0 else 0.0
+
+    def blocks(self, block_q: int) -> Iterator[QueryBlock]:
+        """Blocks of ``block_q`` rows covering exactly the rows that see a key.
+
+        Example:
+            >>> band = KeyBand(seq_q=4, seq_kv=4, offset=0, left_bound=None, right_bound=0)
+            >>> [(b.i0, b.i1, b.c0, b.c1) for b in band.blocks(2)]
+            [(0, 2, 0, 2), (2, 4, 0, 4)]
+            >>> next(band.blocks(2)).right.astype(int).tolist()
+            [[1], [0]]
+        """
+        r0, r1 = self.nonempty_rows()
+        for i0 in range(r0, r1, block_q):
+            i1 = min(i0 + block_q, r1)
+            rows = np.arange(i0, i1, dtype=np.int64)
+            lo, hi = self.lo(rows), self.hi(rows)
+            c0, c1 = int(lo[0]), int(hi[-1])
+            left = right = None
+            if lo[-1] > c0:  # the rows' first keys differ: mask j < lo(i)
+                left = np.arange(c0, int(lo[-1]))[None, :] < lo[:, None]
+            if hi[0] < c1:  # the rows' last keys differ: mask j >= hi(i)
+                right = np.arange(int(hi[0]), c1)[None, :] >= hi[:, None]
+            yield QueryBlock(i0, i1, c0, c1, left, right)
 
     def visible(self, total_q: int | None = None, total_kv: int | None = None) -> npt.NDArray[Any]:
         """The full boolean visibility matrix ``[total_q, total_kv]`` (default: the valid sizes)."""

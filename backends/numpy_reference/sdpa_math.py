@@ -41,9 +41,13 @@ Implementation decisions:
   output. With float32 everything (matmuls, exp, sums) runs in float32.
 * Work is tiled over blocks of ``block_q`` query rows, so the extra memory is
   ``O(block_q × Skv)``: two score-sized tiles plus dK/dV-sized column scratch. The default block
-  makes one tile about :data:`TILE_BYTES`; small problems batch several heads of one batch element
-  into one tile (stacked matmuls; the GQA sum over shared K/V heads is folded into the matmul's
-  inner dimension).
+  is as tall as a tile of :data:`TILE_BYTES` allows (at least 64 rows), and inside a band at most
+  a quarter of the mean visible width (less masked work on the band's edges). Small problems
+  stack several heads of one batch element into one tile (stacked matmuls; the GQA sum over
+  shared K/V heads is folded into the matmul's inner dimension).
+* Matmuls are BLAS calls on contiguous blocks (multi-threaded by the BLAS library); the
+  elementwise steps run in place on the tiles. A row's max and sum are exact over all its
+  visible keys (a tile holds the whole row), so no online-softmax rescaling is needed.
 * For each query block only the key columns that can be visible under the band and padding are
   touched; fully masked rows and columns are skipped, and only the band's edges are masked
   elementwise (with ``−inf`` before the exponential).
@@ -75,10 +79,11 @@ __all__ = ["TILE_BYTES", "alibi_slopes", "sdpa_backward", "sdpa_forward"]
 
 Array = npt.NDArray[Any]
 
-TILE_BYTES = 4 << 20
-"""Target size in bytes of one score tile when ``block_q`` is not given."""
+TILE_BYTES = 8 << 20
+"""Largest size in bytes of one score tile when ``block_q`` is not given."""
 
-_MIN_BLOCK_Q = 16
+_MIN_BLOCK_Q = 64  # smaller blocks make thin, slow matmuls
+_BAND_BLOCK_FRACTION = 4  # banded: block ≤ mean visible width / 4 (≤ ~1/8 of a tile is masked)
 
 
 def alibi_slopes(num_heads: int) -> npt.NDArray[np.float64]:
@@ -114,10 +119,6 @@ def _groups(h0: int, hc: int, group: int) -> _Groups:
     if hc >= group:
         return _Groups(h0 // group, hc // group, group)
     return _Groups(h0 // group, 1, hc)
-
-
-def _compatible(hc: int, group: int) -> bool:
-    return hc % group == 0 or group % hc == 0
 
 
 @dataclass(frozen=True)
@@ -156,21 +157,34 @@ def _check_broadcast(name: str, shape: tuple[int, ...], full: tuple[int, ...]) -
 
 
 def _choose_blocks(
-    heads: int, seq_q: int, seq_kv: int, groups: tuple[int, int], itemsize: int, block_q: int | None
+    heads: int,
+    seq_q: int,
+    seq_kv: int,
+    kv_groups: tuple[int, int],
+    mean_width: float,
+    itemsize: int,
+    block_q: int | None,
 ) -> tuple[int, int]:
-    """``(block_q, head_chunk)``: a score tile ``head_chunk × block_q × seq_kv`` of ~TILE_BYTES."""
+    """``(block_q, head_chunk)`` for tiles ``head_chunk × block_q × seq_kv`` ≤ TILE_BYTES.
+
+    The default block is as tall as the tile budget allows (big matmuls), but within a band at
+    most a quarter of the rows' mean visible width (the band's edges cost masked work). Heads of
+    one batch element are stacked into one tile while it stays within budget and the chunk maps
+    onto whole groups of shared K and V heads (``kv_groups`` = ``(H/Hk, H/Hv)``).
+    """
     budget = TILE_BYTES // itemsize
     cols = max(seq_kv, 1)
     if block_q is None:
-        block_q = max(_MIN_BLOCK_Q, budget // cols)
-    block_q = max(1, min(block_q, max(seq_q, 1)))
+        block_q = budget // cols
+        if mean_width < seq_kv:
+            block_q = min(block_q, int(mean_width) // _BAND_BLOCK_FRACTION)
+        block_q = max(_MIN_BLOCK_Q, block_q)
+    block_q = max(1, min(block_q, seq_q))
     head_chunk = 1
     for hc in range(heads, 1, -1):
-        if (
-            heads % hc == 0
-            and all(_compatible(hc, g) for g in groups)
-            and hc * block_q * cols <= budget
-        ):
+        fits = hc * block_q * cols <= budget
+        aligned = all(hc % g == 0 or g % hc == 0 for g in kv_groups)
+        if fits and aligned and heads % hc == 0:
             head_chunk = hc
             break
     return block_q, head_chunk
@@ -202,12 +216,9 @@ def _prepare(
         if x.ndim != 4:
             raise ValueError(f"{name} must be rank-4, got shape {x.shape}")
     b, h, sq, d = qa.shape
-    _, hk, skv, dk = ka.shape
-    _, hv, skv_v, _ = va.shape
-    if ka.shape[0] != b or va.shape[0] != b:
-        raise ValueError(f"batch mismatch: q {qa.shape}, k {ka.shape}, v {va.shape}")
-    if dk != d or skv_v != skv:
-        raise ValueError(f"shape mismatch: q {qa.shape}, k {ka.shape}, v {va.shape}")
+    if ka.shape[0] != b or va.shape[0] != b or ka.shape[3] != d or va.shape[2] != ka.shape[2]:
+        raise ValueError(f"shapes do not fit: q {qa.shape}, k {ka.shape}, v {va.shape}")
+    hk, skv, hv = ka.shape[1], ka.shape[2], va.shape[1]
     if hk < 1 or hv < 1 or h % hk or h % hv:
         raise ValueError(f"H={h} must be divisible by Hk={hk} and Hv={hv}")
     full = (b, h, sq, skv)
@@ -241,7 +252,8 @@ def _prepare(
         )
         for i in range(b)
     ]
-    bq, hc = _choose_blocks(h, sq, skv, (h // hk, h // hv), ct.itemsize, block_q)
+    mean_width = max((band.mean_width() for band in bands), default=0.0)
+    bq, hc = _choose_blocks(h, sq, skv, (h // hk, h // hv), mean_width, ct.itemsize, block_q)
     return _Problem(
         q=qa,
         k=ka,
@@ -267,8 +279,7 @@ def _prepare(
 class _Tile:
     """Query heads ``[h0, h1)`` × rows ``[i0, i1)`` × key columns ``[c0, c1)`` of batch ``b``.
 
-    ``left`` masks columns ``[c0, c0 + left.shape[1])`` and ``right`` masks columns
-    ``[c1 − right.shape[1], c1)``; True marks an invisible (row, column).
+    ``left``/``right``: see :class:`~backends.numpy_reference.masks.QueryBlock`.
     """
 
     b: int
@@ -281,30 +292,27 @@ class _Tile:
     left: Array | None
     right: Array | None
 
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """``(heads, rows, cols)``."""
+        return self.h1 - self.h0, self.i1 - self.i0, self.c1 - self.c0
+
 
 def _tiles(p: _Problem) -> Iterator[_Tile]:
     """All tiles holding a visible (query, key) pair; rows seeing no key never appear."""
     heads = p.q.shape[1]
     for b, band in enumerate(p.bands):
-        r0, r1 = band.nonempty_rows()
-        for i0 in range(r0, r1, p.block_q):
-            i1 = min(i0 + p.block_q, r1)
-            rows = np.arange(i0, i1, dtype=np.int64)
-            lo, hi = band.lo(rows), band.hi(rows)
-            c0, c1 = int(lo[0]), int(hi[-1])
-            left = right = None
-            if lo[-1] > c0:  # rows see different first keys: mask j < lo(i)
-                left = np.arange(c0, int(lo[-1]))[None, :] < lo[:, None]
-            if hi[0] < c1:  # rows see different last keys: mask j >= hi(i)
-                right = np.arange(int(hi[0]), c1)[None, :] >= hi[:, None]
+        for blk in band.blocks(p.block_q):
             for h0 in range(0, heads, p.head_chunk):
-                yield _Tile(b, h0, h0 + p.head_chunk, i0, i1, c0, c1, left, right)
+                yield _Tile(
+                    b, h0, h0 + p.head_chunk, blk.i0, blk.i1, blk.c0, blk.c1, blk.left, blk.right
+                )
 
 
 def _tile_view(buf: Array, t: _Tile) -> Array:
     """A contiguous ``[hc, rows, cols]`` view on the front of the flat scratch buffer ``buf``."""
-    shape = (t.h1 - t.h0, t.i1 - t.i0, t.c1 - t.c0)
-    return buf[: shape[0] * shape[1] * shape[2]].reshape(shape)
+    hc, rows, cols = t.shape
+    return buf[: hc * rows * cols].reshape(t.shape)
 
 
 def _stacked(x: Array, g: _Groups) -> Array:
@@ -323,13 +331,18 @@ def _broadcast_block(x4: Array, t: _Tile) -> Array:
     ]
 
 
+def _scaled_q(p: _Problem, t: _Tile) -> Array:
+    """The tile's ``scale·Q`` block, a fresh contiguous ``[hc, rows, D]`` array."""
+    qs: Array = np.multiply(p.q[t.b, t.h0 : t.h1, t.i0 : t.i1], p.ct.type(p.scale))
+    return qs
+
+
 def _scores(p: _Problem, t: _Tile, qs: Array, out: Array) -> None:
     """``out ← scale·Q·Kᵀ + bias + alibi`` over the tile, ``−inf`` where invisible.
 
-    ``qs`` is the tile's ``scale·Q`` block, contiguous ``[hc, rows, D]``.
+    ``qs`` is the tile's ``scale·Q`` block (:func:`_scaled_q`).
     """
-    hk_group = p.q.shape[1] // p.k.shape[1]
-    g = _groups(t.h0, t.h1 - t.h0, hk_group)
+    g = _groups(t.h0, t.h1 - t.h0, p.q.shape[1] // p.k.shape[1])
     kb = p.k[t.b, g.start : g.start + g.count, t.c0 : t.c1]
     np.matmul(_stacked(qs, g), kb.transpose(0, 2, 1), out=_stacked(out, g))
     if p.bias4 is not None:
@@ -347,10 +360,34 @@ def _scores(p: _Problem, t: _Tile, qs: Array, out: Array) -> None:
         np.copyto(out[:, :, out.shape[2] - t.right.shape[1] :], -np.inf, where=t.right)
 
 
-def _scaled_q(p: _Problem, t: _Tile) -> Array:
-    """The tile's ``scale·Q`` block, a fresh contiguous ``[hc, rows, D]`` array."""
-    qs: Array = np.multiply(p.q[t.b, t.h0 : t.h1, t.i0 : t.i1], p.ct.type(p.scale))
-    return qs
+# --------------------------------------------------------------------------------------------
+# Elementwise steps, in place on tiles ``[hc, rows, cols]`` (row vectors: ``[hc, rows]``)
+# --------------------------------------------------------------------------------------------
+
+
+def _softmax_rows(s: Array, m: Array, lsum: Array, mask: Array | None) -> None:
+    """``s ← exp(s − m)∘M`` with ``m`` the row max (0 if keyless), ``lsum`` = Σ exp(s − m)."""
+    np.max(s, axis=2, out=m)
+    np.copyto(m, 0, where=np.isneginf(m))  # all -inf only in rows that see no key at all
+    np.subtract(s, m[:, :, None], out=s)
+    np.exp(s, out=s)
+    np.sum(s, axis=2, out=lsum)
+    if mask is not None:
+        np.multiply(s, mask, out=s)
+
+
+def _probs_rows(s: Array, lse: Array) -> None:
+    """``P = exp(S − Stats)``, in place."""
+    np.subtract(s, lse[:, :, None], out=s)
+    np.exp(s, out=s)
+
+
+def _dscores_rows(dp: Array, prob: Array, delta: Array, mask: Array | None) -> None:
+    """``dS = P∘(dP∘M − Δ)``, in place of ``dP`` (the dropout scale is already in ``dP``)."""
+    if mask is not None:
+        np.multiply(dp, mask, out=dp)
+    np.subtract(dp, delta[:, :, None], out=dp)
+    np.multiply(dp, prob, out=dp)
 
 
 # --------------------------------------------------------------------------------------------
@@ -435,14 +472,9 @@ def sdpa_forward(
     for t in _tiles(p):
         s = _tile_view(scores, t)
         _scores(p, t, _scaled_q(p, t), s)
-        m = s.max(axis=2)
-        # A row may see no key of this tile only when it sees none at all: its max is -inf.
-        np.copyto(m, 0, where=np.isneginf(m))
-        np.subtract(s, m[:, :, None], out=s)
-        np.exp(s, out=s)
-        lsum = s.sum(axis=2)
-        if p.dropout4 is not None:
-            np.multiply(s, _broadcast_block(p.dropout4, t), out=s)
+        m, lsum = np.empty(t.shape[:2], dtype=p.ct), np.empty(t.shape[:2], dtype=p.ct)
+        mask = None if p.dropout4 is None else _broadcast_block(p.dropout4, t)
+        _softmax_rows(s, m, lsum, mask)
         g = _groups(t.h0, t.h1 - t.h0, h // hv)
         pv = np.matmul(_stacked(s, g), p.v[t.b, g.start : g.start + g.count, t.c0 : t.c1])
         seen = lsum > 0
@@ -581,44 +613,33 @@ def sdpa_backward(
         if p.dropout4 is not None:
             do_blk = do_blk * p.ct.type(p.dropout_scale)
         do_st = _stacked(np.ascontiguousarray(do_blk), gv)
+        mask = None if p.dropout4 is None else _broadcast_block(p.dropout4, t)
 
         # P = exp(S - Stats)
         prob = _tile_view(buf_p, t)
         _scores(p, t, qs, prob)
-        np.subtract(prob, lse[t.b, hs, rs, None], out=prob)
-        np.exp(prob, out=prob)
+        _probs_rows(prob, lse[t.b, hs, rs])
 
         # dV += (P∘M·s)ᵀ·dO  (s is folded into do_st)
         ds = _tile_view(buf_ds, t)
         pm = prob
-        if p.dropout4 is not None:
-            pm = np.multiply(prob, _broadcast_block(p.dropout4, t), out=ds)
-        _add_columns(
-            dv_[t.b, gv.start : gv.start + gv.count, cs], _stacked(pm, gv), do_st, col_scratch
-        )
+        if mask is not None:
+            pm = np.multiply(prob, mask, out=ds)
+        vcols = slice(gv.start, gv.start + gv.count)
+        _add_columns(dv_[t.b, vcols, cs], _stacked(pm, gv), do_st, col_scratch)
 
         # dS = P∘((dO·Vᵀ)∘M·s − Δ)
-        vb = p.v[t.b, gv.start : gv.start + gv.count, cs]
-        np.matmul(do_st, vb.transpose(0, 2, 1), out=_stacked(ds, gv))
-        if p.dropout4 is not None:
-            np.multiply(ds, _broadcast_block(p.dropout4, t), out=ds)
-        np.subtract(ds, delta[:, :, None], out=ds)
-        np.multiply(ds, prob, out=ds)
-
+        np.matmul(do_st, p.v[t.b, vcols, cs].transpose(0, 2, 1), out=_stacked(ds, gv))
+        _dscores_rows(ds, prob, delta, mask)
         if dbias4 is not None:
             _add_dbias(dbias4, ds, t)
 
         # dQ = scale·dS·K ; dK += dSᵀ·(scale·Q)
-        kb = p.k[t.b, gk.start : gk.start + gk.count, cs]
-        dq_blk = np.matmul(_stacked(ds, gk), kb)
+        kcols = slice(gk.start, gk.start + gk.count)
+        dq_blk = np.matmul(_stacked(ds, gk), p.k[t.b, kcols, cs])
         np.multiply(dq_blk, ds_scale, out=dq_blk)
         dq[t.b, hs, rs] = dq_blk.reshape(qs.shape)
-        _add_columns(
-            dk[t.b, gk.start : gk.start + gk.count, cs],
-            _stacked(ds, gk),
-            _stacked(qs, gk),
-            col_scratch,
-        )
+        _add_columns(dk[t.b, kcols, cs], _stacked(ds, gk), _stacked(qs, gk), col_scratch)
 
     dbias = None if dbias4 is None or dbias_shape is None else dbias4.reshape(dbias_shape)
     return dq, dk, dv_, dbias
