@@ -10,6 +10,7 @@ Example:
     [1, 4, 64, 32]
 """
 
+from . import backend
 from .attributes import (
     GraphAttributes,
     MaskWindow,
@@ -17,6 +18,7 @@ from .attributes import (
     SdpaAttributes,
     SdpaBackwardAttributes,
 )
+from .backend.registry import list_backends, register_backend
 from .errors import HipdnnError, NotSupportedError
 from .graph import Graph
 from .nodes import Node, SdpaBwdNode, SdpaFwdNode
@@ -52,5 +54,8 @@ __all__ = [
     "SdpaFwdNode",
     "TensorAttributes",
     "__version__",
+    "backend",
     "generate_strides",
+    "list_backends",
+    "register_backend",
 ]

@@ -19,19 +19,21 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from . import lifecycle
 from .attributes.graph_attributes import GraphAttributes
 from .attributes.sdpa import SdpaAttributes
 from .attributes.sdpa_backward import SdpaBackwardAttributes
+from .backend.contract import engine_id
 from .errors import HipdnnError
 from .nodes.base import Node
 from .nodes.sdpa_bwd import SdpaBwdNode
 from .nodes.sdpa_fwd import SdpaFwdNode
 from .sdpa_keywords import BACKWARD_KEYWORDS, FORWARD_KEYWORDS, apply_keywords
 from .tensor import TensorAttributes, generate_strides
-from .types import DataType, ErrorCode
+from .types import BuildPlanPolicy, DataType, ErrorCode, HeuristicMode
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -75,7 +77,8 @@ class Graph:
         # every tensor the graph has seen, in declaration order (id -> handle)
         self._tensors: dict[int, TensorAttributes] = {}
         self._validated = False
-        self._state: dict[str, Any] = {}  # lowering / plans, owned by later lifecycle steps
+        self._preferred_engine_id: int | None = None
+        self._state = lifecycle.PlanState()  # lowering and plans (see lifecycle.py)
 
     def __repr__(self) -> str:
         return (
@@ -114,8 +117,33 @@ class Graph:
 
     def _changed(self) -> Graph:
         self._validated = False
-        self._state.clear()
+        self._state = lifecycle.PlanState()
         return self
+
+    def set_preferred_engine_id_ext(self, engine: int | str | None) -> Graph:
+        """Rank this engine first whenever it applies (an engine id, or an engine name).
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> g = hg.Graph().set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE")
+            >>> g.get_preferred_engine_id_ext() == hg.backend.engine_id("NUMPY_REFERENCE_ENGINE")
+            True
+        """
+        if engine is None or isinstance(engine, str):
+            self._preferred_engine_id = None if engine is None else engine_id(engine)
+        elif isinstance(engine, int) and not isinstance(engine, bool) and 0 <= engine < 2**64:
+            self._preferred_engine_id = engine
+        else:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"Preferred engine must be an engine name or a 64-bit id, got {engine!r}",
+            )
+        self._state = lifecycle.PlanState()
+        return self
+
+    def get_preferred_engine_id_ext(self) -> int | None:
+        """The preferred engine id, or ``None``."""
+        return self._preferred_engine_id
 
     # ----- tensors -----
     def tensor(
@@ -376,6 +404,125 @@ class Graph:
     def is_validated(self) -> bool:
         """Whether :meth:`validate` succeeded since the last change."""
         return self._validated
+
+    # ----- after validation: lowering, plans, execution (see lifecycle.py) -----
+    def build_operation_graph(self, handle: Any = None) -> Graph:
+        """Validate if needed, assign missing uids, and lower to backend descriptors.
+
+        Uids go to tensors without one in declaration order, skipping uids already taken;
+        ``validate()`` never assigns them. ``handle`` is accepted for hipDNN parity and unused.
+        """
+        lifecycle.build_operation_graph(self, self._state)
+        return self
+
+    def get_operation_graph_descriptor(self) -> Any:
+        """The finalized OPERATIONGRAPH :class:`~hipdnn_graph.descriptors.BackendDescriptor`."""
+        if not self._state.lowered:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "The operation graph has not been built. Call build_operation_graph() first.",
+            )
+        return self._state.descriptor
+
+    @classmethod
+    def from_operation_graph_descriptor(cls, descriptor: Any) -> Graph:
+        """Lift a finalized OPERATIONGRAPH descriptor back into an equal graph."""
+        from .descriptors.lowering import lift_graph
+
+        return lift_graph(descriptor)
+
+    def create_execution_plans(self, modes: list[HeuristicMode] | list[int] | None = None) -> Graph:
+        """Rank the engines that accept this graph (the preferred engine first when it does).
+
+        Runs ``build_operation_graph()`` first if it has not run. Every mode ranks engines by
+        their measured speed (``priority``); the list is accepted for hipDNN parity.
+        """
+        lifecycle.create_execution_plans(self, self._state, modes)
+        return self
+
+    def check_support(self, handle: Any = None) -> Graph:
+        """Raise :class:`NotSupportedError` when no engine applies, listing every engine's reason.
+
+        Raises:
+            NotSupportedError: ``GRAPH_NOT_SUPPORTED``.
+        """
+        lifecycle.check_support(self, self._state)
+        return self
+
+    def build_plans(
+        self, policy: BuildPlanPolicy | int = BuildPlanPolicy.HEURISTICS_CHOICE, handle: Any = None
+    ) -> Graph:
+        """Prepare the best applicable engine (or all of them with ``BuildPlanPolicy.ALL``).
+
+        Raises:
+            NotSupportedError: when no engine applies.
+            HipdnnError: ``GRAPH_EXECUTION_PLAN_CREATION_FAILED`` when no plan could be built.
+        """
+        lifecycle.build_plans(self, self._state, policy)
+        return self
+
+    def build(
+        self,
+        modes: list[HeuristicMode] | list[int] | None = None,
+        policy: BuildPlanPolicy | int = BuildPlanPolicy.HEURISTICS_CHOICE,
+        handle: Any = None,
+    ) -> Graph:
+        """``validate`` (if needed) → ``build_operation_graph`` → ``create_execution_plans`` →
+        ``check_support`` → ``build_plans``."""
+        if not self._validated:
+            self.validate()
+        self.build_operation_graph()
+        self.create_execution_plans(modes)
+        self.check_support()
+        return self.build_plans(policy)
+
+    def get_workspace_size(self) -> int:
+        """Bytes of workspace the active plan needs."""
+        return lifecycle.active_plan(self._state).workspace_size
+
+    def get_plan_name(self) -> str:
+        """The engine name of the active plan."""
+        return lifecycle.active_plan(self._state).engine.name
+
+    def get_execution_plan_count(self) -> int:
+        """How many engines were ranked as applicable by ``create_execution_plans``."""
+        return len(self._state.candidates or [])
+
+    def get_engine_names(self) -> list[str]:
+        """The ranked applicable engines' names."""
+        return [e.name for e in self._state.candidates or []]
+
+    def get_engine_refusals(self) -> dict[str, str]:
+        """Engines that refused this graph, with their reasons."""
+        return dict(self._state.refusals)
+
+    def execute(self, variant_pack: Mapping[Any, Any], workspace: Any = None) -> None:
+        """Run the active plan.
+
+        Args:
+            variant_pack: ``{tensor or uid: buffer}`` for every non-virtual tensor (NumPy
+                arrays, torch tensors or DLPack producers); outputs are written in place.
+            workspace: a buffer of at least ``get_workspace_size()`` bytes (``None`` when 0).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` before plans exist; ``INVALID_VARIANT_PACK`` naming
+                the tensor when the pack does not match; ``GRAPH_EXECUTION_FAILED`` when the
+                engine fails.
+        """
+        lifecycle.execute(self._state, variant_pack, workspace)
+
+    def execute_plan_at_index(
+        self, variant_pack: Mapping[Any, Any], workspace: Any, index: int
+    ) -> None:
+        """Run the plan built at ``index`` (see ``BuildPlanPolicy.ALL``)."""
+        plans = self._state.plans
+        if not 0 <= index < len(plans):
+            if not plans:
+                raise HipdnnError(ErrorCode.INVALID_VALUE, lifecycle.NO_PLAN_MESSAGE)
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"Plan index {index} is out of range (0..{len(plans) - 1})"
+            )
+        lifecycle.execute(self._state, variant_pack, workspace, plans[index])
 
     def _check_duplicate_uids(self) -> None:
         counts: dict[int, int] = {}

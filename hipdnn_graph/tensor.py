@@ -103,7 +103,7 @@ def _scalar_type(value: Any) -> tuple[ScalarValue, DataType]:
     if isinstance(value, int):
         return value, DataType.INT32 if value in _INT32_RANGE else DataType.INT64
     if isinstance(value, float):
-        return value, DataType.FLOAT
+        return float(np.float32(value)), DataType.FLOAT
     raise HipdnnError(
         ErrorCode.INVALID_VALUE,
         f"Unsupported scalar type {type(value).__name__} for set_value "

@@ -8,6 +8,7 @@ from functools import cache
 from numbers import Real
 from typing import Any, ClassVar, Self
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from ..errors import HipdnnError
@@ -117,6 +118,12 @@ class NodeAttributes(BaseModel):
         return clone
 
 
+def as_float32(value: float) -> float:
+    """``value`` rounded to float32, the type hipDNN stores scalar attributes in (so that
+    descriptors and serialized graphs round-trip exactly)."""
+    return float(np.float32(value))
+
+
 @cache
 def _slot_order(slots: type[IntEnum]) -> tuple[IntEnum, ...]:
     return tuple(slots)
@@ -183,7 +190,7 @@ class SdpaCommonAttributes(NodeAttributes):
                 ErrorCode.INVALID_VALUE,
                 f"attn_scale must be a float or a TensorAttributes, got {type(scale).__name__}",
             )
-        self.attn_scale_value = float(scale)
+        self.attn_scale_value = as_float32(scale)
         return self
 
     def set_bias(self, tensor: TensorAttributes | None) -> Self:
@@ -315,7 +322,7 @@ class SdpaCommonAttributes(NodeAttributes):
                 ErrorCode.INVALID_VALUE,
                 f"dropout probability must be a float, got {type(probability).__name__}",
             )
-        self.dropout_probability = float(probability)
+        self.dropout_probability = as_float32(probability)
         self._set_input(self.InputNames["Seed"], seed)
         return self._set_input(self.InputNames["Offset"], offset)
 

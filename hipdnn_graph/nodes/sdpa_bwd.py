@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping, MutableSequence
 from typing import ClassVar
 
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
+from ..descriptors.backend_descriptor import BackendDescriptor
 from ..errors import HipdnnError
+from ..tensor import TensorAttributes
 from ..types import ErrorCode, NodeType
 from . import sdpa_rules as r
 from .base import Node
+from .sdpa_packing import BWD_TABLE, pack_sdpa, unpack_sdpa
 
 __all__ = ["SdpaBwdNode"]
 
@@ -103,3 +107,28 @@ class SdpaBwdNode(Node[SdpaBackwardAttributes]):
                     ErrorCode.INVALID_VALUE, f"{self.label}: dBias requires a Bias input"
                 )
             r.check_output_shape(self.label, "dBias", dbias, bias.dim, "Bias")
+
+    # ----- descriptors (spec §7) -----
+    def create_operation(
+        self,
+        tensor_descs: MutableMapping[int, BackendDescriptor],
+        operations: MutableSequence[BackendDescriptor],
+    ) -> BackendDescriptor:
+        """Pack this node into a finalized operation descriptor appended to ``operations``.
+
+        Tensor descriptors are created once per uid in ``tensor_descs`` and shared by uid.
+        """
+        return pack_sdpa(self.attributes, BWD_TABLE, tensor_descs, operations)
+
+    def unpack_from_descriptor(
+        self, op_desc: BackendDescriptor, tensor_map: MutableMapping[int, TensorAttributes]
+    ) -> SdpaBwdNode:
+        """Replace this node's attributes with those packed in ``op_desc``.
+
+        Tensors are looked up in (or added to) ``tensor_map`` by uid, so nodes that share a
+        tensor share the rebuilt handle.
+        """
+        attributes = SdpaBackwardAttributes()
+        unpack_sdpa(op_desc, BWD_TABLE, attributes, tensor_map)
+        self.attributes = attributes
+        return self

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping, MutableSequence
 from typing import ClassVar
 
 from ..attributes.sdpa import SdpaAttributes
+from ..descriptors.backend_descriptor import BackendDescriptor
+from ..tensor import TensorAttributes
 from ..types import DataType, NodeType
 from . import sdpa_rules as r
 from .base import Node
+from .sdpa_packing import FWD_TABLE, pack_sdpa, unpack_sdpa
 
 __all__ = ["SdpaFwdNode"]
 
@@ -80,3 +84,28 @@ class SdpaFwdNode(Node[SdpaAttributes]):
         b, h, sq, _ = q.dim
         r.check_layout(self.label, "O", a.get_o())
         r.check_output_shape(self.label, "Stats", a.get_stats(), [b, h, sq, 1], "[B, H, Sq, 1]")
+
+    # ----- descriptors (spec §7) -----
+    def create_operation(
+        self,
+        tensor_descs: MutableMapping[int, BackendDescriptor],
+        operations: MutableSequence[BackendDescriptor],
+    ) -> BackendDescriptor:
+        """Pack this node into a finalized operation descriptor appended to ``operations``.
+
+        Tensor descriptors are created once per uid in ``tensor_descs`` and shared by uid.
+        """
+        return pack_sdpa(self.attributes, FWD_TABLE, tensor_descs, operations)
+
+    def unpack_from_descriptor(
+        self, op_desc: BackendDescriptor, tensor_map: MutableMapping[int, TensorAttributes]
+    ) -> SdpaFwdNode:
+        """Replace this node's attributes with those packed in ``op_desc``.
+
+        Tensors are looked up in (or added to) ``tensor_map`` by uid, so nodes that share a
+        tensor share the rebuilt handle.
+        """
+        attributes = SdpaAttributes()
+        unpack_sdpa(op_desc, FWD_TABLE, attributes, tensor_map)
+        self.attributes = attributes
+        return self

@@ -1,0 +1,39 @@
+"""The backend layer: the plugin contract, the registry and variant-pack checking.
+
+See :mod:`hipdnn_graph.backend.contract` for what a plugin implements.
+"""
+
+from .contract import Backend, BackendInfo, Engine, ExecutionPlan, Support, engine_id
+from .registry import (
+    ENTRY_POINT_GROUP,
+    Registry,
+    current_registry,
+    isolated_registry,
+    list_backends,
+    register_backend,
+)
+from .sdpa_problem import ScalarSource, SdpaProblem, visible_pairs
+from .variant_pack import TensorSpec, VariantPackBinder, as_numpy, as_torch, is_torch_tensor
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Backend",
+    "BackendInfo",
+    "Engine",
+    "ExecutionPlan",
+    "Registry",
+    "ScalarSource",
+    "SdpaProblem",
+    "Support",
+    "TensorSpec",
+    "VariantPackBinder",
+    "as_numpy",
+    "as_torch",
+    "current_registry",
+    "engine_id",
+    "is_torch_tensor",
+    "isolated_registry",
+    "list_backends",
+    "register_backend",
+    "visible_pairs",
+]

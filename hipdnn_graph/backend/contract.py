@@ -1,0 +1,137 @@
+"""What a backend plugin implements: a :class:`Backend` with :class:`Engine` objects whose plans
+execute graphs.
+
+A plugin author writes three small things (see ``docs/plugins.md`` and
+``examples/custom_backend/``):
+
+1. an :class:`Engine`: a ``name``, ``check(graph) -> Support``, ``workspace_size(graph)`` and
+   ``build_plan(graph) -> ExecutionPlan``;
+2. an :class:`ExecutionPlan`: ``execute(variant_pack, workspace)`` that does the work;
+3. a :class:`Backend` bundling the engines, returned by a factory registered in the entry-point
+   group ``hipdnn_graph.backends``.
+
+Everything here is a :class:`typing.Protocol`, so plugins need not inherit from anything; the
+dataclasses are the values that cross the boundary.
+
+Example:
+    >>> from hipdnn_graph.backend import engine_id
+    >>> hex(engine_id("NUMPY_REFERENCE_ENGINE"))  # 64-bit FNV-1a of the name, as in hipDNN
+    '0xe722795ad5156f59'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ..graph import Graph
+
+__all__ = [
+    "Backend",
+    "Engine",
+    "ExecutionPlan",
+    "Support",
+    "engine_id",
+]
+
+_FNV_OFFSET = 0xCBF29CE484222325
+_FNV_PRIME = 0x100000001B3
+_MASK64 = (1 << 64) - 1
+
+
+def engine_id(name: str) -> int:
+    """The engine id hipDNN derives from a name: 64-bit FNV-1a over its UTF-8 bytes."""
+    h = _FNV_OFFSET
+    for byte in name.encode("utf-8"):
+        h = ((h ^ byte) * _FNV_PRIME) & _MASK64
+    return h
+
+
+@dataclass(frozen=True)
+class Support:
+    """An engine's answer to "can you run this graph?".
+
+    Attributes:
+        ok: True when the engine can run the graph exactly.
+        reason: why not (names the feature), empty when ``ok``.
+    """
+
+    ok: bool
+    reason: str = ""
+
+    @classmethod
+    def yes(cls) -> Support:
+        return cls(True)
+
+    @classmethod
+    def no(cls, reason: str) -> Support:
+        return cls(False, reason)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+@runtime_checkable
+class ExecutionPlan(Protocol):
+    """A prepared engine for one graph; built once, executed many times.
+
+    ``variant_pack`` maps each non-virtual tensor's uid to its buffer (a NumPy array, a torch
+    tensor, or the converted form the engine asked for through ``array_kind``), already checked
+    against the graph by the frontend: shapes, strides and types match, outputs are writable and
+    do not alias inputs. Runtime pass-by-value scalars arrive as Python numbers. The plan must
+    write every output and must never write to an input.
+    """
+
+    engine_name: str
+    workspace_size: int
+
+    def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None: ...
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """One way of running graphs.
+
+    Attributes:
+        name: unique, upper-case by convention (``"NUMPY_REFERENCE_ENGINE"``); its
+            :func:`engine_id` is the engine's id.
+        priority: rank among applicable engines, lower first (the measured-fastest engine has
+            the lowest number).
+        array_kind: ``"numpy"`` or ``"torch"``: the buffer type the plan wants in its variant
+            pack (the frontend converts zero-copy where it can).
+    """
+
+    name: str
+    priority: int
+    array_kind: str
+
+    def check(self, graph: Graph) -> Support: ...
+
+    def workspace_size(self, graph: Graph) -> int: ...
+
+    def build_plan(self, graph: Graph) -> ExecutionPlan: ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A plugin: a name and its engines."""
+
+    name: str
+
+    def engines(self) -> Sequence[Engine]: ...
+
+
+@dataclass
+class BackendInfo:
+    """What :func:`hipdnn_graph.list_backends` reports for one plugin."""
+
+    name: str
+    engines: list[str] = field(default_factory=list)
+    source: str = ""
+    error: str | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self.error is None

@@ -1,0 +1,99 @@
+"""Element types: hipDNN :class:`DataType` ↔ NumPy dtypes (ml_dtypes for bf16/fp8) ↔ torch names.
+
+Example:
+    >>> from hipdnn_graph import DataType
+    >>> from hipdnn_graph.backend.dtypes import numpy_dtype
+    >>> numpy_dtype(DataType.BFLOAT16).name, numpy_dtype(DataType.FLOAT).name
+    ('bfloat16', 'float32')
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ..errors import HipdnnError
+from ..types import DataType, ErrorCode
+
+__all__ = ["TORCH_DTYPE_NAMES", "data_type_of_numpy", "numpy_dtype", "torch_dtype"]
+
+_NUMPY: dict[DataType, Any] = {
+    DataType.FLOAT: np.float32,
+    DataType.HALF: np.float16,
+    DataType.BFLOAT16: ml_dtypes.bfloat16,
+    DataType.DOUBLE: np.float64,
+    DataType.UINT8: np.uint8,
+    DataType.INT32: np.int32,
+    DataType.INT8: np.int8,
+    DataType.INT64: np.int64,
+    DataType.BOOLEAN: np.bool_,
+    DataType.FP8_E4M3: ml_dtypes.float8_e4m3fn,
+    DataType.FP8_E5M2: ml_dtypes.float8_e5m2,
+    DataType.FP8_E4M3_FNUZ: ml_dtypes.float8_e4m3fnuz,
+    DataType.FP8_E5M2_FNUZ: ml_dtypes.float8_e5m2fnuz,
+    DataType.COMPLEX_FP32: np.complex64,
+    DataType.COMPLEX_FP64: np.complex128,
+}
+
+#: hipDNN data type → attribute name of the matching ``torch`` dtype
+TORCH_DTYPE_NAMES: dict[DataType, str] = {
+    DataType.FLOAT: "float32",
+    DataType.HALF: "float16",
+    DataType.BFLOAT16: "bfloat16",
+    DataType.DOUBLE: "float64",
+    DataType.UINT8: "uint8",
+    DataType.INT32: "int32",
+    DataType.INT8: "int8",
+    DataType.INT64: "int64",
+    DataType.BOOLEAN: "bool",
+    DataType.FP8_E4M3: "float8_e4m3fn",
+    DataType.FP8_E5M2: "float8_e5m2",
+    DataType.FP8_E4M3_FNUZ: "float8_e4m3fnuz",
+    DataType.FP8_E5M2_FNUZ: "float8_e5m2fnuz",
+    DataType.COMPLEX_FP32: "complex64",
+    DataType.COMPLEX_FP64: "complex128",
+}
+
+
+@cache
+def numpy_dtype(data_type: DataType) -> np.dtype[Any]:
+    """The NumPy dtype of ``data_type``.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for types NumPy cannot hold (NOT_SET, INT4, FP4, …).
+    """
+    try:
+        dtype: np.dtype[Any] = np.dtype(_NUMPY[DataType(data_type)])
+        return dtype
+    except KeyError:
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE, f"Data type {DataType(data_type).name} has no NumPy equivalent"
+        ) from None
+
+
+@cache
+def data_type_of_numpy(dtype: np.dtype[Any]) -> DataType | None:
+    """The hipDNN data type of a NumPy dtype, or ``None``."""
+    for data_type, np_type in _NUMPY.items():
+        if np.dtype(np_type) == dtype:
+            return data_type
+    return None
+
+
+def torch_dtype(data_type: DataType) -> Any:
+    """The ``torch.dtype`` of ``data_type`` (imports torch).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for types torch cannot hold.
+    """
+    import torch
+
+    name = TORCH_DTYPE_NAMES.get(DataType(data_type))
+    if name is None or not hasattr(torch, name):
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE, f"Data type {DataType(data_type).name} has no torch equivalent"
+        )
+    return getattr(torch, name)

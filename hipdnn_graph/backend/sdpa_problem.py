@@ -1,0 +1,167 @@
+"""A resolved, engine-friendly view of one SDPA node.
+
+Engines call :meth:`SdpaProblem.from_node` in ``check``/``build_plan`` to read shapes, the
+effective mask window, where the scale comes from and which optional slots are in use, instead of
+re-deriving them from the attributes.
+
+Example:
+    >>> import hipdnn_graph as hg
+    >>> g = hg.Graph(io_data_type=hg.DataType.HALF, intermediate_data_type=hg.DataType.FLOAT,
+    ...              compute_data_type=hg.DataType.FLOAT)
+    >>> q = g.tensor(name="Q", dim=[1, 4, 128, 64]); k = g.tensor(name="K", dim=[1, 1, 256, 64])
+    >>> o, stats = g.sdpa(q, k, g.tensor_like(k, "V"), use_causal_mask_bottom_right=True)
+    >>> g.validate()
+    >>> p = hg.backend.SdpaProblem.from_node(g.nodes[0])
+    >>> p.heads, p.heads_k, p.window.bottom_right, p.scale_value
+    (4, 1, True, 0.125)
+    >>> p.visible_pairs()  # per (batch, head): 128 rows, row i sees 128 + i + 1 keys
+    24640
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..attributes.base import MaskWindow, SdpaCommonAttributes
+from ..attributes.sdpa import SdpaAttributes
+from ..attributes.sdpa_backward import SdpaBackwardAttributes
+from ..errors import HipdnnError
+from ..nodes.base import Node
+from ..tensor import TensorAttributes
+from ..types import DataType, ErrorCode
+
+__all__ = ["ScalarSource", "SdpaProblem", "visible_pairs"]
+
+
+@dataclass(frozen=True)
+class ScalarSource:
+    """A scalar that is either known when the plan is built or read from the variant pack."""
+
+    value: float | None = None
+    uid: int | None = None
+
+    def resolve(self, variant_pack: Mapping[int, Any]) -> float | None:
+        """The value, reading the variant pack for runtime pass-by-value tensors."""
+        if self.uid is not None:
+            return float(variant_pack[self.uid])
+        return self.value
+
+    @classmethod
+    def of(cls, tensor: TensorAttributes | None, fallback: float | None = None) -> ScalarSource:
+        if tensor is None:
+            return cls(value=fallback)
+        if tensor.value is not None and not tensor.is_pass_by_value:
+            return cls(value=float(tensor.value))
+        return cls(uid=tensor.get_uid())
+
+
+@dataclass(frozen=True)
+class SdpaProblem:
+    """Everything an engine needs to know about one SDPA forward or backward node."""
+
+    backward: bool
+    name: str
+    batch: int
+    heads: int
+    heads_k: int
+    heads_v: int
+    seq_q: int
+    seq_kv: int
+    head_dim: int
+    head_dim_v: int
+    window: MaskWindow
+    alibi: bool
+    padding: bool
+    scale: ScalarSource
+    dropout_probability: float | None
+    dropout_scale: ScalarSource
+    compute_data_type: DataType
+    #: slot name → tensor for every set slot (``"Q"``, ``"dQ"``, ``"Bias"``, …)
+    tensors: Mapping[str, TensorAttributes]
+
+    @classmethod
+    def from_node(cls, node: Node[Any]) -> SdpaProblem:
+        """Describe a validated SDPA node.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` when ``node`` is not an SDPA node.
+        """
+        a = node.attributes
+        if not isinstance(a, SdpaAttributes | SdpaBackwardAttributes):
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"{node!r} is not an SDPA node")
+        tensors = _slots(a)
+        q, k, v = tensors["Q"], tensors["K"], tensors["V"]
+        b, h, sq, d = q.dim
+        scale_fallback = a.attn_scale_value if a.attn_scale_value is not None else 1 / math.sqrt(d)
+        return cls(
+            backward=isinstance(a, SdpaBackwardAttributes),
+            name=a.name,
+            batch=b,
+            heads=h,
+            heads_k=k.dim[1],
+            heads_v=v.dim[1],
+            seq_q=sq,
+            seq_kv=k.dim[2],
+            head_dim=d,
+            head_dim_v=v.dim[3],
+            window=a.mask_window(),
+            alibi=a.alibi_mask,
+            padding=a.padding_mask,
+            scale=ScalarSource.of(a.get_attn_scale(), scale_fallback),
+            dropout_probability=a.dropout_probability,
+            dropout_scale=ScalarSource.of(a.get_dropout_scale(), 1.0),
+            compute_data_type=a.compute_data_type,
+            tensors=tensors,
+        )
+
+    def has(self, slot: str) -> bool:
+        """Whether the slot is set (``"Bias"``, ``"dBias"``, ``"Dropout_mask"``, …)."""
+        return slot in self.tensors
+
+    def uid(self, slot: str) -> int:
+        """The uid of the tensor in ``slot``."""
+        return self.tensors[slot].get_uid()
+
+    @property
+    def uses_dropout(self) -> bool:
+        return self.has("Dropout_mask") or bool(self.dropout_probability)
+
+    def visible_pairs(self) -> int:
+        """Visible (query, key) pairs over all batches and heads, ignoring padding."""
+        return self.batch * self.heads * visible_pairs(self.seq_q, self.seq_kv, self.window)
+
+    def flops(self) -> int:
+        """FLOPs by the spec's convention: ``2·B·H·N·(3·D + 2·Dv)`` for the backward,
+        ``2·B·H·N·(D + Dv)`` for the forward (N = visible pairs)."""
+        per_pair = (
+            3 * self.head_dim + 2 * self.head_dim_v
+            if self.backward
+            else (self.head_dim + self.head_dim_v)
+        )
+        return 2 * self.visible_pairs() * per_pair
+
+
+def visible_pairs(seq_q: int, seq_kv: int, window: MaskWindow) -> int:
+    """Number of (i, j) with key ``j`` visible to query ``i`` for one (batch, head)."""
+    if window.is_full:
+        return seq_q * seq_kv
+    offset = seq_kv - seq_q if window.bottom_right else 0
+    i = np.arange(seq_q, dtype=np.int64)
+    hi = np.full(seq_q, seq_kv - 1, dtype=np.int64)
+    lo = np.zeros(seq_q, dtype=np.int64)
+    if window.right_bound is not None:
+        hi = np.minimum(hi, i + offset + window.right_bound)
+    if window.left_bound is not None:
+        lo = np.maximum(lo, i + offset - window.left_bound)
+    return int(np.clip(hi - lo + 1, 0, None).sum())
+
+
+def _slots(a: SdpaCommonAttributes) -> dict[str, TensorAttributes]:
+    slots = {s.name: t for s, t in a.inputs.items()}
+    slots.update({s.name: t for s, t in a.outputs.items()})
+    return slots

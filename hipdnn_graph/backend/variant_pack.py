@@ -1,0 +1,292 @@
+"""Checking and binding variant packs: ``{tensor or uid: buffer}`` → ``{uid: buffer}``.
+
+A :class:`VariantPackBinder` is compiled once per plan from the graph's non-virtual tensors, so
+that each ``execute`` only compares precomputed tuples. Buffers may be NumPy arrays, torch
+tensors or any DLPack producer; they are converted zero-copy to the kind the engine asked for.
+Every failure raises ``INVALID_VARIANT_PACK`` naming the tensor and what is wrong.
+
+Example:
+    >>> import numpy as np, hipdnn_graph as hg
+    >>> from hipdnn_graph.backend.variant_pack import TensorSpec, VariantPackBinder
+    >>> spec = TensorSpec(uid=1, name="Q", shape=(2, 3), strides=(3, 1),
+    ...                   data_type=hg.DataType.FLOAT, is_output=False)
+    >>> binder = VariantPackBinder([spec], array_kind="numpy")
+    >>> binder.bind({1: np.zeros((2, 3), np.float32)}, None)[1].shape
+    (2, 3)
+    >>> try:
+    ...     binder.bind({1: np.zeros((3, 2), np.float32)}, None)
+    ... except hg.HipdnnError as err:
+    ...     print(err.code.name)
+    ...     print(err)
+    INVALID_VARIANT_PACK
+    Variant pack tensor 'Q' (uid 1) has shape (3, 2) but the graph declares dims [2, 3]
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import HipdnnError
+from ..tensor import TensorAttributes
+from ..types import DataType, ErrorCode
+from .dtypes import numpy_dtype, torch_dtype
+
+__all__ = ["TensorSpec", "VariantPackBinder", "as_numpy", "as_torch", "is_torch_tensor"]
+
+
+def _fail(message: str) -> HipdnnError:
+    return HipdnnError(ErrorCode.INVALID_VARIANT_PACK, message)
+
+
+@dataclass
+class TensorSpec:
+    """What the graph declares for one non-virtual tensor."""
+
+    uid: int
+    name: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    data_type: DataType
+    is_output: bool
+    pass_by_value: bool = False
+    label: str = field(init=False)
+    span_bytes: int = field(init=False)
+    _torch_dtype: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.label = f"'{self.name}' (uid {self.uid})"
+        try:
+            itemsize = numpy_dtype(self.data_type).itemsize
+        except HipdnnError:
+            itemsize = 1
+        extent = sum((d - 1) * abs(s) for d, s in zip(self.shape, self.strides, strict=False))
+        self.span_bytes = (extent + 1) * itemsize
+
+    @classmethod
+    def of(cls, tensor: TensorAttributes, is_output: bool) -> TensorSpec:
+        return cls(
+            uid=tensor.get_uid(),
+            name=tensor.name,
+            shape=tuple(tensor.dim),
+            strides=tuple(tensor.stride),
+            data_type=tensor.data_type,
+            is_output=is_output,
+            pass_by_value=tensor.is_pass_by_value,
+        )
+
+    def strides_match(self, strides: Sequence[int]) -> bool:
+        """Equal strides, ignoring dims of size 1 (their stride never matters)."""
+        if tuple(strides) == self.strides:
+            return True
+        return all(
+            d == 1 or a == b for d, a, b in zip(self.shape, strides, self.strides, strict=True)
+        )
+
+    def torch_dtype(self) -> Any:
+        if self._torch_dtype is None:
+            self._torch_dtype = torch_dtype(self.data_type)
+        return self._torch_dtype
+
+
+def is_torch_tensor(value: Any) -> bool:
+    """Whether ``value`` is a ``torch.Tensor`` (without importing torch)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def as_numpy(value: Any, label: str = "buffer") -> np.ndarray[Any, Any]:
+    """A zero-copy NumPy view of a NumPy array, CPU torch tensor or CPU DLPack producer."""
+    if isinstance(value, np.ndarray):
+        return value
+    if is_torch_tensor(value):
+        if value.device.type != "cpu":
+            raise _fail(
+                f"Variant pack tensor {label} is on {value.device}, but this engine runs on the CPU"
+            )
+        import torch
+
+        if value.dtype == torch.bfloat16:
+            array: np.ndarray[Any, Any] = value.view(torch.int16).numpy()
+            return array.view(numpy_dtype(DataType.BFLOAT16))
+        return value.numpy()  # type: ignore[no-any-return]
+    if hasattr(value, "__dlpack__"):
+        try:
+            return np.from_dlpack(value)
+        except (TypeError, RuntimeError, BufferError, ValueError) as exc:
+            raise _fail(
+                f"Variant pack tensor {label} cannot be read through DLPack: {exc}"
+            ) from None
+    raise _fail(
+        f"Variant pack value for {label} is a {type(value).__name__}; pass a NumPy array, "
+        "a torch tensor or a DLPack producer"
+    )
+
+
+def as_torch(value: Any, label: str = "buffer") -> Any:
+    """A zero-copy torch view of a torch tensor, NumPy array or DLPack producer."""
+    if is_torch_tensor(value):
+        return value
+    import torch
+
+    if isinstance(value, np.ndarray):
+        if value.dtype == numpy_dtype(DataType.BFLOAT16):
+            return torch.from_numpy(value.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(value)
+    if hasattr(value, "__dlpack__"):
+        try:
+            from torch.utils.dlpack import from_dlpack
+
+            return from_dlpack(value)
+        except (TypeError, RuntimeError, BufferError, ValueError) as exc:
+            raise _fail(
+                f"Variant pack tensor {label} cannot be read through DLPack: {exc}"
+            ) from None
+    raise _fail(
+        f"Variant pack value for {label} is a {type(value).__name__}; pass a NumPy array, "
+        "a torch tensor or a DLPack producer"
+    )
+
+
+def _scalar(value: Any, spec: TensorSpec) -> int | float | bool:
+    if isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()  # type: ignore[no-any-return]
+    size = getattr(value, "size", None)
+    numel = size() if callable(size) else size
+    if numel == 1:
+        item = value.reshape(-1)[0]
+        return item.item() if hasattr(item, "item") else item  # type: ignore[no-any-return]
+    raise _fail(f"Variant pack tensor {spec.label} is pass-by-value and needs a single number")
+
+
+class VariantPackBinder:
+    """Checks a variant pack against precomputed specs and converts its buffers.
+
+    Args:
+        specs: the graph's non-virtual, non-constant tensors.
+        array_kind: ``"numpy"`` or ``"torch"``, the buffer kind the engine wants.
+    """
+
+    def __init__(self, specs: Sequence[TensorSpec], array_kind: str = "numpy") -> None:
+        if array_kind not in ("numpy", "torch"):
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown array kind {array_kind!r}")
+        self.specs = list(specs)
+        self.by_uid = {s.uid: s for s in self.specs}
+        self.array_kind = array_kind
+        self._inputs = [s for s in self.specs if not s.is_output and not s.pass_by_value]
+        self._outputs = [s for s in self.specs if s.is_output]
+
+    def bind(
+        self, variant_pack: Mapping[Any, Any], workspace: Any, workspace_size: int = 0
+    ) -> dict[int, Any]:
+        """Return ``{uid: converted buffer}`` after checking every rule.
+
+        Raises:
+            HipdnnError: ``INVALID_VARIANT_PACK`` naming the tensor and the problem.
+        """
+        if not isinstance(variant_pack, Mapping):
+            raise _fail(
+                f"The variant pack must be a mapping of tensors or uids to buffers, "
+                f"got {type(variant_pack).__name__}"
+            )
+        by_uid = self.by_uid
+        given: dict[int, Any] = {}
+        for key, value in variant_pack.items():
+            uid = key.uid if isinstance(key, TensorAttributes) else key
+            if uid not in by_uid:
+                what = (
+                    f"tensor '{key.name}'" if isinstance(key, TensorAttributes) else f"key {key!r}"
+                )
+                raise _fail(f"Variant pack {what} does not name a non-virtual tensor of the graph")
+            given[uid] = value
+        torch_kind = self.array_kind == "torch"
+        bound: dict[int, Any] = {}
+        for spec in self.specs:
+            try:
+                value = given[spec.uid]
+            except KeyError:
+                raise _fail(f"Variant pack is missing tensor {spec.label}") from None
+            if spec.pass_by_value:
+                bound[spec.uid] = _scalar(value, spec)
+                continue
+            array = as_torch(value, spec.label) if torch_kind else as_numpy(value, spec.label)
+            self._check_array(array, spec, torch_kind)
+            bound[spec.uid] = array
+        self._check_aliasing(bound, torch_kind)
+        if workspace_size > 0:
+            self._check_workspace(workspace, workspace_size)
+        return bound
+
+    @staticmethod
+    def _check_array(array: Any, spec: TensorSpec, torch_kind: bool) -> None:
+        shape = tuple(array.shape)
+        if shape != spec.shape:
+            raise _fail(
+                f"Variant pack tensor {spec.label} has shape {shape} but the graph declares "
+                f"dims {list(spec.shape)}"
+            )
+        if torch_kind:
+            strides = array.stride()
+            dtype_ok = array.dtype == spec.torch_dtype()
+        else:
+            itemsize = array.itemsize
+            strides = tuple(s // itemsize for s in array.strides)
+            dtype_ok = array.dtype == numpy_dtype(spec.data_type)
+        if not dtype_ok:
+            raise _fail(
+                f"Variant pack tensor {spec.label} has dtype {array.dtype} but the graph declares "
+                f"{spec.data_type.name}"
+            )
+        if not spec.strides_match(strides):
+            raise _fail(
+                f"Variant pack tensor {spec.label} has strides {tuple(strides)} but the graph "
+                f"declares strides {list(spec.strides)}"
+            )
+        if spec.is_output and not torch_kind and not array.flags.writeable:
+            raise _fail(f"Variant pack output {spec.label} is read-only")
+
+    def _check_aliasing(self, bound: Mapping[int, Any], torch_kind: bool) -> None:
+        outputs = self._outputs
+        if not outputs:
+            return
+        others = self._inputs + outputs
+        for i, out in enumerate(outputs):
+            a = bound[out.uid]
+            for other in others:
+                if other is out or (other.is_output and outputs.index(other) < i):
+                    continue
+                b = bound[other.uid]
+                if _overlap(a, b, out, other, torch_kind):
+                    kind = "output" if other.is_output else "input"
+                    raise _fail(
+                        f"Variant pack output {out.label} shares memory with {kind} "
+                        f"{other.label}; outputs must not alias other tensors"
+                    )
+
+    @staticmethod
+    def _check_workspace(workspace: Any, needed: int) -> None:
+        if workspace is None:
+            raise _fail(f"The plan needs a workspace of {needed} bytes, but none was given")
+        if is_torch_tensor(workspace):
+            size = workspace.numel() * workspace.element_size()
+        else:
+            size = getattr(workspace, "nbytes", None)
+            if size is None:
+                size = len(workspace)
+        if size < needed:
+            raise _fail(f"The workspace has {size} bytes, but the plan needs {needed}")
+
+
+def _overlap(a: Any, b: Any, sa: TensorSpec, sb: TensorSpec, torch_kind: bool) -> bool:
+    if torch_kind:
+        if a.device != b.device:
+            return False
+        lo_a, lo_b = a.data_ptr(), b.data_ptr()
+        return bool(lo_a < lo_b + sb.span_bytes and lo_b < lo_a + sa.span_bytes)
+    return bool(np.may_share_memory(a, b)) and bool(np.shares_memory(a, b))

@@ -1,0 +1,182 @@
+"""The steps after ``validate()``: lowering, engine selection, plans and execution.
+
+``Graph`` methods of the same names delegate here, so that ``graph.py`` stays about declaring
+graphs. The flow mirrors hipDNN::
+
+    validate → build_operation_graph → create_execution_plans → check_support → build_plans
+             → get_workspace_size → execute
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .backend.contract import Engine, ExecutionPlan, engine_id
+from .backend.registry import current_registry
+from .backend.variant_pack import TensorSpec, VariantPackBinder
+from .errors import HipdnnError, NotSupportedError
+from .types import BuildPlanPolicy, ErrorCode, HeuristicMode
+
+if TYPE_CHECKING:
+    from .graph import Graph
+
+__all__ = ["NO_PLAN_MESSAGE", "PlanState", "assign_uids"]
+
+NO_PLAN_MESSAGE = (
+    "Graph has no compiled execution plan. Call build() or from_compiled_plan_binary() first."
+)
+
+
+@dataclass
+class BuiltPlan:
+    """One prepared engine: the plan, its workspace size and its variant-pack binder."""
+
+    engine: Engine
+    plan: ExecutionPlan
+    workspace_size: int
+    binder: VariantPackBinder
+
+
+@dataclass
+class PlanState:
+    """Per-graph state of the lifecycle after validation."""
+
+    lowered: bool = False
+    descriptor: Any = None
+    modes: list[HeuristicMode] = field(default_factory=list)
+    candidates: list[Engine] | None = None
+    refusals: list[tuple[str, str]] = field(default_factory=list)
+    plans: list[BuiltPlan] = field(default_factory=list)
+    active: BuiltPlan | None = None
+
+
+def assign_uids(graph: Graph) -> None:
+    """Give every tensor without a uid the next unused integer, in declaration order (from 1)."""
+    tensors = graph.graph_tensors()
+    used = {t.uid for t in tensors if t.uid is not None}
+    next_uid = 1
+    for tensor in tensors:
+        if tensor.uid is None:
+            while next_uid in used:
+                next_uid += 1
+            tensor.uid = next_uid
+            used.add(next_uid)
+
+
+def build_operation_graph(graph: Graph, state: PlanState) -> None:
+    """Validate if needed, assign missing uids, lower to a finalized OPERATIONGRAPH descriptor."""
+    if not graph.is_validated:
+        graph.validate()
+    assign_uids(graph)
+    from .descriptors.lowering import lower_graph
+
+    state.descriptor = lower_graph(graph)
+    state.lowered = True
+
+
+def _ensure_lowered(graph: Graph, state: PlanState) -> None:
+    if not state.lowered:
+        build_operation_graph(graph, state)
+
+
+def create_execution_plans(
+    graph: Graph, state: PlanState, modes: Iterable[HeuristicMode | int] | None
+) -> None:
+    """Rank every registered engine that accepts the graph (preferred engine first)."""
+    _ensure_lowered(graph, state)
+    state.modes = [HeuristicMode(m) for m in (modes or [HeuristicMode.FALLBACK])]
+    accepted: list[tuple[int, int, Engine]] = []
+    state.refusals = []
+    for order, engine in enumerate(current_registry().engines()):
+        try:
+            support = engine.check(graph)
+        except Exception as exc:  # an engine's check must never break selection
+            support_ok, reason = False, f"check() raised {type(exc).__name__}: {exc}"
+        else:
+            support_ok, reason = bool(support.ok), support.reason
+        if support_ok:
+            accepted.append((int(getattr(engine, "priority", 100)), order, engine))
+        else:
+            state.refusals.append((engine.name, reason or "refused without a reason"))
+    accepted.sort(key=lambda item: (item[0], item[1]))
+    ranked = [engine for _, _, engine in accepted]
+    preferred = graph.get_preferred_engine_id_ext()
+    if preferred is not None:
+        ranked.sort(key=lambda e: engine_id(e.name) != preferred)
+    state.candidates = ranked
+    state.plans = []
+    state.active = None
+
+
+def check_support(graph: Graph, state: PlanState) -> None:
+    """Raise :class:`NotSupportedError` listing every engine's reason when none applies."""
+    if state.candidates is None:
+        create_execution_plans(graph, state, None)
+    if state.candidates:
+        return
+    name = graph.get_name() or "<unnamed>"
+    if not state.refusals:
+        raise NotSupportedError(f"No engine supports graph '{name}': no backend is registered")
+    lines = "\n".join(f"  {engine}: {reason}" for engine, reason in state.refusals)
+    raise NotSupportedError(f"No engine supports graph '{name}':\n{lines}")
+
+
+def _binder(graph: Graph, array_kind: str) -> VariantPackBinder:
+    produced = {id(t) for node in graph.nodes for t in node.outputs()}
+    specs = [
+        TensorSpec.of(t, is_output=id(t) in produced)
+        for t in graph.graph_tensors()
+        if not t.is_virtual and not (t.value is not None and not t.is_pass_by_value)
+    ]
+    return VariantPackBinder(specs, array_kind=array_kind)
+
+
+def build_plans(graph: Graph, state: PlanState, policy: BuildPlanPolicy | int) -> None:
+    """Build the first buildable plan (HEURISTICS_CHOICE) or every candidate's plan (ALL)."""
+    check_support(graph, state)
+    assert state.candidates is not None
+    policy = BuildPlanPolicy(policy)
+    failures: list[str] = []
+    state.plans = []
+    for engine in state.candidates:
+        try:
+            plan = engine.build_plan(graph)
+            workspace = int(engine.workspace_size(graph))
+            binder = _binder(graph, getattr(engine, "array_kind", "numpy"))
+        except Exception as exc:
+            failures.append(f"  {engine.name}: {type(exc).__name__}: {exc}")
+            continue
+        state.plans.append(BuiltPlan(engine, plan, workspace, binder))
+        if policy == BuildPlanPolicy.HEURISTICS_CHOICE:
+            break
+    if not state.plans:
+        raise HipdnnError(
+            ErrorCode.GRAPH_EXECUTION_PLAN_CREATION_FAILED,
+            "No execution plan could be built:\n" + "\n".join(failures),
+        )
+    state.active = state.plans[0]
+
+
+def active_plan(state: PlanState) -> BuiltPlan:
+    if state.active is None:
+        raise HipdnnError(ErrorCode.INVALID_VALUE, NO_PLAN_MESSAGE)
+    return state.active
+
+
+def execute(
+    state: PlanState, variant_pack: Mapping[Any, Any], workspace: Any, plan: BuiltPlan | None = None
+) -> None:
+    """Check the variant pack against the plan, then run it."""
+    built = plan if plan is not None else active_plan(state)
+    bound = built.binder.bind(variant_pack, workspace, built.workspace_size)
+    try:
+        built.plan.execute(bound, workspace)
+    except HipdnnError:
+        raise
+    except Exception as exc:
+        raise HipdnnError(
+            ErrorCode.GRAPH_EXECUTION_FAILED,
+            f"{built.engine.name} failed during execute: {type(exc).__name__}: {exc}",
+        ) from exc
