@@ -36,7 +36,17 @@ def _t(x: Any) -> torch.Tensor:
     return torch.from_numpy(np.asarray(x).astype(np.float64))
 
 
-def _visible(b, h, sq, skv, *, bottom_right, left_bound, right_bound, seq_len_q, seq_len_kv):
+def _visible(
+    b: int,
+    sq: int,
+    skv: int,
+    *,
+    bottom_right: bool,
+    left_bound: int | None,
+    right_bound: int | None,
+    seq_len_q: Any,
+    seq_len_kv: Any,
+) -> torch.Tensor:
     """Boolean ``[B,1,Sq,Skv]``: may query i attend to key j (band, alignment, padding)."""
     lq = torch.full((b,), sq) if seq_len_q is None else _t(seq_len_q).reshape(b).long()
     lkv = torch.full((b,), skv) if seq_len_kv is None else _t(seq_len_kv).reshape(b).long()
@@ -52,7 +62,19 @@ def _visible(b, h, sq, skv, *, bottom_right, left_bound, right_bound, seq_len_q,
     return vis
 
 
-def _forward(q, k, v, *, scale, bias, probe, alibi, dropout_mask, dropout_scale, **mask_kw):
+def _forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    scale: float,
+    bias: Any,
+    probe: torch.Tensor | None,
+    alibi: bool,
+    dropout_mask: Any,
+    dropout_scale: float,
+    **mask_kw: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """O and Stats as torch float64 tensors (differentiable in q, k, v, probe)."""
     b, h, sq, _ = q.shape
     skv = k.shape[2]
@@ -67,7 +89,7 @@ def _forward(q, k, v, *, scale, bias, probe, alibi, dropout_mask, dropout_scale,
         slopes = 2.0 ** (-8.0 * torch.arange(1, h + 1, dtype=F64) / h)
         rel = torch.arange(skv, dtype=F64).view(1, skv) - torch.arange(sq, dtype=F64).view(sq, 1)
         s = s + slopes.view(1, h, 1, 1) * rel
-    vis = _visible(b, h, sq, skv, **mask_kw)
+    vis = _visible(b, sq, skv, **mask_kw)
     s = s.masked_fill(~vis, -torch.inf)
     has_key = vis.any(dim=-1, keepdim=True)
     # Rows without keys: softmax gives NaN; replace by 0. masked_fill's backward zeroes their

@@ -1,0 +1,385 @@
+"""The NumPy reference SDPA math against the float64 torch-autograd reference, feature by feature.
+
+Every case runs the forward, compares O and Stats, then runs the backward from the forward's own
+O and Stats and compares dQ, dK, dV (and dBias). float64 compute must agree to ~1e-10 relative,
+float32 to ~1e-5 (both relative to the largest magnitude of the reference array, at least 1).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("torch")
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+
+from sdpa_autograd_reference import reference_backward, reference_forward  # noqa: E402
+
+from backends.numpy_reference import sdpa_math  # noqa: E402
+from backends.numpy_reference.masks import KeyBand  # noqa: E402
+from backends.numpy_reference.sdpa_math import sdpa_backward, sdpa_forward  # noqa: E402
+
+RTOL = {np.float64: 1e-10, np.float32: 2e-5}
+
+
+def _inputs(
+    seed: int = 0,
+    *,
+    b: int = 2,
+    h: int = 4,
+    hk: int | None = None,
+    hv: int | None = None,
+    sq: int = 9,
+    skv: int = 11,
+    d: int = 8,
+    dv: int | None = None,
+    dtype: Any = np.float64,
+) -> dict[str, Any]:
+    """Fresh random q, k, v, do (never zeros)."""
+    rng = np.random.default_rng(seed)
+    hk, hv, dv = hk or h, hv or h, dv or d
+
+    def rnd(*shape: int) -> Any:
+        return rng.standard_normal(shape).astype(dtype)
+
+    return {"q": rnd(b, h, sq, d), "k": rnd(b, hk, skv, d), "v": rnd(b, hv, skv, dv),
+            "do": rnd(b, h, sq, dv)}  # fmt: skip
+
+
+def _close(name: str, got: Any, want: Any, rtol: float) -> None:
+    assert got.shape == want.shape, f"{name}: shape {got.shape} != {want.shape}"
+    assert not np.isnan(got).any(), f"{name} has NaN"
+    assert np.array_equal(np.isinf(got), np.isinf(want)), f"{name}: inf pattern differs"
+    finite = np.isfinite(want)
+    err = np.abs(got.astype(np.float64)[finite] - want[finite])
+    scale = max(np.abs(want[finite]).max(initial=0.0), 1.0)  # inputs are O(1): atol = rtol
+    assert err.max(initial=0.0) <= rtol * scale, f"{name}: max err {err.max()} vs {scale}"
+
+
+def check(
+    x: dict[str, Any], ct: Any = np.float64, rtol: float | None = None, **kw: Any
+) -> tuple[Any, ...]:
+    """Forward and backward of sdpa_math vs the autograd reference; returns the math's results."""
+    rtol = RTOL[ct] if rtol is None else rtol
+    kw.setdefault("scale", 0.37)
+    fkw = {n: a for n, a in kw.items() if n != "dbias_shape"}
+    o, stats = sdpa_forward(x["q"], x["k"], x["v"], compute_dtype=ct, **fkw)
+    ref_o, ref_stats = reference_forward(x["q"], x["k"], x["v"], **fkw)
+    assert o.dtype == ct and stats.dtype == ct
+    _close("O", o, ref_o, rtol)
+    _close("Stats", stats, ref_stats, rtol)
+    grads = sdpa_backward(x["q"], x["k"], x["v"], o, x["do"], stats, compute_dtype=ct, **kw)
+    ref = reference_backward(x["q"], x["k"], x["v"], ref_o, x["do"], ref_stats, **kw)
+    for name, got, want in zip(("dQ", "dK", "dV", "dBias"), grads, ref, strict=True):
+        if want is None:
+            assert got is None, f"{name} should be None"
+        else:
+            assert got is not None and got.dtype == ct
+            _close(name, got, want, rtol)
+    return (o, stats, *grads)
+
+
+CTS = [np.float64, np.float32]
+
+
+@pytest.mark.parametrize("ct", CTS)
+def test_plain_mha(ct: Any) -> None:
+    check(_inputs(1), ct)
+
+
+@pytest.mark.parametrize("ct", CTS)
+def test_gqa_with_different_k_and_v_heads(ct: Any) -> None:
+    check(_inputs(2, h=6, hk=2, hv=3), ct)
+
+
+@pytest.mark.parametrize("ct", CTS)
+def test_mqa(ct: Any) -> None:
+    check(_inputs(3, h=4, hk=1, hv=1), ct)
+
+
+@pytest.mark.parametrize("ct", CTS)
+def test_value_head_dim_differs(ct: Any) -> None:
+    check(_inputs(4, d=8, dv=5), ct)
+
+
+@pytest.mark.parametrize(("sq", "skv"), [(5, 13), (13, 5), (1, 7), (7, 1)])
+@pytest.mark.parametrize("ct", CTS)
+def test_seq_q_differs_from_seq_kv(sq: int, skv: int, ct: Any) -> None:
+    check(_inputs(5, sq=sq, skv=skv), ct)
+
+
+@pytest.mark.parametrize(
+    ("bias_shape", "dbias_shape"),
+    [
+        ((1, 1, 9, 11), None),
+        ((2, 1, 1, 11), None),
+        ((9, 11), None),
+        ((2, 4, 9, 11), None),
+        ((11,), None),
+        ((2, 4, 9, 11), (1, 4, 1, 11)),  # dbias reduced below the bias's shape
+        ((9, 11), (2, 1, 9, 1)),
+    ],
+)
+@pytest.mark.parametrize("ct", CTS)
+def test_bias_and_dbias(bias_shape: Any, dbias_shape: Any, ct: Any) -> None:
+    x = _inputs(6, sq=9, skv=11)
+    bias = np.random.default_rng(7).standard_normal(bias_shape)
+    _, _, _, _, _, dbias = check(x, ct, bias=bias, dbias_shape=dbias_shape)
+    assert dbias.shape == (dbias_shape or bias_shape)
+
+
+@pytest.mark.parametrize("ct", CTS)
+def test_dbias_without_bias(ct: Any) -> None:
+    check(_inputs(8), ct, dbias_shape=(1, 1, 9, 11))
+
+
+@pytest.mark.parametrize(("sq", "skv"), [(7, 12), (12, 7), (9, 9)])
+@pytest.mark.parametrize("bottom_right", [False, True])
+@pytest.mark.parametrize("ct", CTS)
+def test_causal(sq: int, skv: int, bottom_right: bool, ct: Any) -> None:
+    check(_inputs(9, sq=sq, skv=skv), ct, right_bound=0, bottom_right=bottom_right)
+
+
+@pytest.mark.parametrize(("left", "right"), [(2, 1), (0, 0), (3, None), (None, 2), (1, -1)])
+@pytest.mark.parametrize("bottom_right", [False, True])
+@pytest.mark.parametrize("ct", CTS)
+def test_band(left: int | None, right: int | None, bottom_right: bool, ct: Any) -> None:
+    x = _inputs(10, sq=10, skv=13)
+    check(x, ct, left_bound=left, right_bound=right, bottom_right=bottom_right)
+
+
+@pytest.mark.parametrize("ct", CTS)
+def test_sliding_window(ct: Any) -> None:
+    check(_inputs(11, sq=16, skv=16), ct, left_bound=4, right_bound=0, block_q=4)
+
+
+@pytest.mark.parametrize("ct", CTS)
+def test_padding_gives_exactly_zero_gradients(ct: Any) -> None:
+    x = _inputs(12, b=3, sq=9, skv=11)
+    lq, lkv = np.array([9, 4, 6]), np.array([[[[5]]], [[[11]]], [[[0]]]])  # any shape, B ints
+    o, stats, dq, dk, dv, _ = check(x, ct, seq_len_q=lq, seq_len_kv=lkv)
+    for b in range(3):
+        assert (dq[b, :, lq[b] :] == 0).all() and (o[b, :, lq[b] :] == 0).all()
+        assert np.isposinf(stats[b, :, lq[b] :]).all()
+        assert (dk[b, :, lkv.flat[b] :] == 0).all() and (dv[b, :, lkv.flat[b] :] == 0).all()
+    assert (dq[2] == 0).all() and np.isposinf(stats[2]).all()  # batch 2 sees no key
+
+
+@pytest.mark.parametrize("ct", CTS)
+def test_padding_with_bottom_right_causal(ct: Any) -> None:
+    x = _inputs(13, b=3, sq=8, skv=10)
+    lq, lkv = np.array([8, 3, 6], dtype=np.int32), np.array([10, 7, 2], dtype=np.int32)
+    check(x, ct, seq_len_q=lq, seq_len_kv=lkv, bottom_right=True, right_bound=0, block_q=3)
+
+
+@pytest.mark.parametrize("ct", CTS)
+def test_fully_masked_rows(ct: Any) -> None:
+    # Bottom-right causal with Sq > Skv: the first Sq - Skv rows see no key at all.
+    x = _inputs(14, sq=10, skv=4)
+    o, stats, dq, *_ = check(x, ct, right_bound=0, bottom_right=True, block_q=4)
+    assert (o[:, :, :6] == 0).all() and (dq[:, :, :6] == 0).all()
+    assert np.isposinf(stats[:, :, :6]).all() and np.isfinite(stats[:, :, 6:]).all()
+
+
+def test_every_row_masked() -> None:
+    x = _inputs(15)
+    o, stats, dq, dk, dv, _ = check(x, right_bound=-20)
+    assert not o.any() and not dq.any() and not dk.any() and not dv.any()
+    assert np.isposinf(stats).all()
+
+
+def test_negative_infinite_stats_are_read_as_positive() -> None:
+    x = _inputs(16, sq=6, skv=3)
+    kw: dict[str, Any] = {"scale": 0.5, "right_bound": 0, "bottom_right": True}
+    o, stats = sdpa_forward(x["q"], x["k"], x["v"], compute_dtype=np.float64, **kw)
+    neg = np.where(np.isinf(stats), -np.inf, stats)
+    a = sdpa_backward(x["q"], x["k"], x["v"], o, x["do"], stats, compute_dtype=np.float64, **kw)
+    b = sdpa_backward(x["q"], x["k"], x["v"], o, x["do"], neg, compute_dtype=np.float64, **kw)
+    for ga, gb in zip(a[:3], b[:3], strict=True):
+        assert np.array_equal(ga, gb)
+
+
+@pytest.mark.parametrize(
+    ("mask_shape", "mask_dtype"),
+    [((2, 4, 9, 11), np.uint8), ((1, 4, 9, 11), np.bool_), ((2, 1, 9, 11), np.float32),
+     ((1, 1, 9, 11), np.int64), ((2, 4, 9, 11), ml_dtypes.bfloat16)],
+)  # fmt: skip
+@pytest.mark.parametrize("ct", CTS)
+def test_dropout_mask_with_scale(mask_shape: Any, mask_dtype: Any, ct: Any) -> None:
+    keep = np.random.default_rng(17).random(mask_shape) > 0.3
+    x = _inputs(17)
+    _, stats, *_ = check(x, ct, dropout_mask=keep.astype(mask_dtype), dropout_scale=1 / 0.7)
+    _, undropped = sdpa_forward(x["q"], x["k"], x["v"], scale=0.37, compute_dtype=ct)
+    assert np.array_equal(stats, undropped)  # dropout leaves Stats alone
+
+
+@pytest.mark.parametrize("ct", CTS)
+def test_alibi(ct: Any) -> None:
+    check(_inputs(18, h=4, sq=7, skv=10), ct, alibi=True, right_bound=0, bottom_right=True)
+
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.bfloat16, np.float16])
+def test_low_precision_inputs(dtype: Any) -> None:
+    x = _inputs(19, dtype=dtype)
+    o, *_ = check(x, np.float32, right_bound=1)
+    assert o.dtype == np.float32
+
+
+def test_non_contiguous_inputs() -> None:
+    x = _inputs(20, sq=9, skv=11, d=8)
+    strided = {
+        "q": np.ascontiguousarray(x["q"].transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3),
+        "k": np.repeat(x["k"], 2, axis=3)[..., ::2],
+        "v": np.asfortranarray(x["v"]),
+        "do": np.ascontiguousarray(x["do"][:, :, ::-1])[:, :, ::-1],  # negative strides
+    }
+    assert not any(a.flags.c_contiguous for a in strided.values())
+    assert all(np.array_equal(strided[n], x[n]) for n in x)
+    check(strided, bias=np.random.default_rng(0).standard_normal((11, 9)).T)
+
+
+def test_inputs_are_not_modified() -> None:
+    x = _inputs(21, dtype=np.float32)
+    extra: dict[str, Any] = {
+        "bias": np.random.default_rng(1).standard_normal((9, 11)).astype(np.float32),
+        "dropout_mask": (np.random.default_rng(2).random((2, 4, 9, 11)) > 0.5).astype(np.float32),
+        "seq_len_q": np.array([7, 9], dtype=np.int32),
+        "seq_len_kv": np.array([11, 5], dtype=np.int32),
+    }
+    o, stats = sdpa_forward(x["q"], x["k"], x["v"], scale=0.3, **extra)
+    stats[0, 0, 0, 0] = -np.inf  # also exercises the -inf rewrite on a private copy
+    before = {n: a.copy() for n, a in {**x, **extra, "o": o, "stats": stats}.items()}
+    sdpa_backward(x["q"], x["k"], x["v"], o, x["do"], stats, scale=0.3, **extra)
+    after = {**x, **extra, "o": o, "stats": stats}
+    for name, arr in before.items():
+        assert np.array_equal(arr, after[name]), f"{name} was modified"
+
+
+CASES: list[dict[str, Any]] = [
+    {},
+    {"right_bound": 0},
+    {"right_bound": 0, "bottom_right": True},
+    {"left_bound": 3, "right_bound": 2},
+    {"alibi": True, "bias": np.linspace(-1, 1, 24 * 20).reshape(24, 20)},
+    {"seq_len_q": np.array([24, 10]), "seq_len_kv": np.array([5, 20]), "right_bound": 0},
+]
+
+
+@pytest.mark.parametrize("kw", CASES)
+@pytest.mark.parametrize("block_q", [1, 3, 7, 24])
+@pytest.mark.parametrize("tile_bytes", [64, 1 << 12, 1 << 20])
+def test_block_q_and_tile_size_do_not_change_results(
+    kw: dict[str, Any], block_q: int, tile_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small blocks, per-head tiles and stacked-head tiles (with GQA) all give one answer."""
+    x = _inputs(22, h=6, hk=3, hv=2, sq=24, skv=20)
+    args = (x["q"], x["k"], x["v"])
+    o, stats = sdpa_forward(*args, scale=0.3, compute_dtype=np.float64, **kw)
+    grads = sdpa_backward(*args, o, x["do"], stats, scale=0.3, compute_dtype=np.float64, **kw)
+    monkeypatch.setattr(sdpa_math, "TILE_BYTES", tile_bytes)
+    o2, stats2 = sdpa_forward(*args, scale=0.3, compute_dtype=np.float64, block_q=block_q, **kw)
+    grads2 = sdpa_backward(
+        *args, o, x["do"], stats, scale=0.3, compute_dtype=np.float64, block_q=block_q, **kw
+    )
+    for got, want in zip((o2, stats2, *grads2), (o, stats, *grads), strict=True):
+        if want is not None:
+            _close("block", got, want, 1e-12)
+
+
+def test_default_blocks_follow_the_band() -> None:
+    h, sq, skv = 8, 2048, 2048
+    full = sdpa_math._choose_blocks(h, sq, skv, (1, 1), skv, 4, None)
+    causal = sdpa_math._choose_blocks(h, sq, skv, (1, 1), skv / 2, 4, None)
+    assert full[0] * full[1] * skv * 4 <= sdpa_math.TILE_BYTES
+    assert causal[0] <= skv / 8 and causal[0] >= 64
+    assert sdpa_math._choose_blocks(h, 16, 16, (8, 1), 16, 4, None) == (16, 8)  # heads stacked
+    assert sdpa_math._choose_blocks(6, 16, 16, (3, 2), 16, 4, 16)[1] == 6
+
+
+def test_key_band_matches_the_definition() -> None:
+    for offset, left, right in [(0, None, 0), (3, 2, 1), (-2, 0, None), (1, 4, -1)]:
+        band = KeyBand(seq_q=6, seq_kv=8, offset=offset, left_bound=left, right_bound=right)
+        i, j = np.arange(6)[:, None], np.arange(8)[None, :]
+        want = np.ones((6, 8), dtype=bool)
+        if right is not None:
+            want &= j <= i + offset + right
+        if left is not None:
+            want &= j >= i + offset - left
+        assert np.array_equal(band.visible(), want)
+        covered = np.zeros_like(want)
+        for blk in band.blocks(4):
+            covered[blk.i0 : blk.i1, blk.c0 : blk.c1] = True
+        assert not (want & ~covered).any()  # blocks cover every visible pair
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"compute_dtype": np.float16}, "compute_dtype"),
+        ({"bias": np.zeros((3, 11))}, "bias"),
+        ({"dropout_mask": np.ones((2, 4, 9))}, "dropout_mask"),
+        ({"seq_len_q": np.array([1, 2, 3])}, "2 elements"),
+    ],
+)
+def test_bad_arguments_raise(kw: dict[str, Any], message: str) -> None:
+    x = _inputs(23)
+    with pytest.raises(ValueError, match=message):
+        sdpa_forward(x["q"], x["k"], x["v"], scale=1.0, **kw)
+
+
+def test_bad_shapes_raise() -> None:
+    x = _inputs(24)
+    with pytest.raises(ValueError, match="divisible"):
+        sdpa_forward(x["q"], x["k"][:, :3], x["v"], scale=1.0)
+    with pytest.raises(ValueError, match="do not fit"):
+        sdpa_forward(x["q"], x["k"][..., :4], x["v"], scale=1.0)
+    o, stats = sdpa_forward(x["q"], x["k"], x["v"], scale=1.0)
+    with pytest.raises(ValueError, match="stats"):
+        sdpa_backward(x["q"], x["k"], x["v"], o, x["do"], stats[:, :2], scale=1.0)
+    with pytest.raises(ValueError, match="dbias_shape"):
+        sdpa_backward(x["q"], x["k"], x["v"], o, x["do"], stats, scale=1.0, dbias_shape=(3, 1))
+
+
+@st.composite
+def _problems(draw: st.DrawFn) -> tuple[dict[str, Any], Any, dict[str, Any]]:
+    b = draw(st.integers(1, 2))
+    hk = draw(st.integers(1, 2))
+    hv = draw(st.integers(1, 2))
+    h = hk * hv * draw(st.integers(1, 2))
+    sq, skv = draw(st.integers(1, 12)), draw(st.integers(1, 12))
+    d, dv = draw(st.integers(1, 9)), draw(st.integers(1, 9))
+    x = _inputs(draw(st.integers(0, 2**16)), b=b, h=h, hk=hk, hv=hv, sq=sq, skv=skv, d=d, dv=dv)
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    kw: dict[str, Any] = {
+        "scale": draw(st.floats(0.05, 2.0)),
+        "bottom_right": draw(st.booleans()),
+        "left_bound": draw(st.none() | st.integers(-2, 12)),
+        "right_bound": draw(st.none() | st.integers(-2, 12)),
+        "alibi": draw(st.booleans()),
+        "block_q": draw(st.none() | st.integers(1, 12)),
+    }
+    if draw(st.booleans()):
+        full = (b, h, sq, skv)
+        kw["bias"] = rng.standard_normal(tuple(n if draw(st.booleans()) else 1 for n in full))
+    if draw(st.booleans()):
+        kw["seq_len_q"] = rng.integers(0, sq + 1, size=b)
+        kw["seq_len_kv"] = rng.integers(0, skv + 1, size=b)
+    if draw(st.booleans()):
+        kw["dropout_mask"] = rng.random((b, h if draw(st.booleans()) else 1, sq, skv)) > 0.25
+        kw["dropout_scale"] = 1 / 0.75
+    return x, draw(st.sampled_from(CTS)), kw
+
+
+@settings(max_examples=150, deadline=None)
+@given(_problems())
+def test_random_problems(problem: tuple[dict[str, Any], Any, dict[str, Any]]) -> None:
+    x, ct, kw = problem
+    check(x, ct, **kw)
