@@ -431,6 +431,58 @@ class Graph:
 
         return lift_graph(descriptor)
 
+    # ----- serialization (see descriptors/) -----
+    def to_record(self) -> Any:
+        """The graph as a :class:`~hipdnn_graph.descriptors.GraphRecord` (validates and assigns
+        uids first when needed)."""
+        from .descriptors.graph_records import graph_to_record
+
+        return graph_to_record(self)
+
+    @classmethod
+    def from_record(cls, record: Any) -> Graph:
+        """Rebuild a graph from a :class:`~hipdnn_graph.descriptors.GraphRecord`."""
+        from .descriptors.graph_records import graph_from_record
+
+        return graph_from_record(record)
+
+    def serialize(self) -> bytes:
+        """The graph in the versioned FlatBuffers format (lossless; see docs/serialization.md)."""
+        from .descriptors.codec import record_to_bytes
+
+        return record_to_bytes(self.to_record())
+
+    @classmethod
+    def deserialize(cls, data: bytes | bytearray | memoryview) -> Graph:
+        """Load a graph written by :meth:`serialize`.
+
+        Raises:
+            HipdnnError: ``UNSUPPORTED_GRAPH_FORMAT`` for undecodable bytes or an unknown format
+                version, ``INVALID_VALUE`` for content that decodes but is wrong.
+        """
+        from .descriptors.codec import record_from_bytes
+
+        return cls.from_record(record_from_bytes(data))
+
+    def to_json(self) -> str:
+        """The graph as canonical JSON (enum values by their hipDNN names)."""
+        from .descriptors.codec import record_to_json
+
+        return record_to_json(self.to_record())
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Graph:
+        """Load a graph written by :meth:`to_json` (same errors as :meth:`deserialize`)."""
+        from .descriptors.codec import record_from_json
+
+        return cls.from_record(record_from_json(text))
+
+    def key(self) -> int:
+        """A stable 64-bit hash of the graph's canonical content: equal graphs, equal keys."""
+        from .descriptors.codec import record_key
+
+        return record_key(self.to_record())
+
     def create_execution_plans(self, modes: list[HeuristicMode] | list[int] | None = None) -> Graph:
         """Rank the engines that accept this graph (the preferred engine first when it does).
 
