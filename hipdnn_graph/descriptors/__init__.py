@@ -1,0 +1,70 @@
+"""Backend descriptors and the serialized graph.
+
+* :class:`BackendDescriptor` models hipDNN's backend C API descriptors (:mod:`.backend_descriptor`),
+  keyed by :class:`AttributeName` and typed by :class:`AttributeType` with hipDNN's values
+  (:mod:`.enums`).
+* :class:`GraphRecord` is the serialized graph (:mod:`.records`); :func:`record_to_json` /
+  :func:`record_from_json` and :func:`record_to_bytes` / :func:`record_from_bytes` are its two wire
+  formats (:mod:`.codec`, :mod:`.flatbuf`, ``schema/graph.fbs``), :func:`record_key` its stable key.
+
+Example:
+    >>> from hipdnn_graph.descriptors import json_schema
+    >>> sorted(json_schema()["properties"])[:3]
+    ['compute_data_type', 'format_version', 'intermediate_data_type']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .backend_descriptor import BackendDescriptor, DescriptorError
+from .codec import (
+    MAX_INPUT_BYTES,
+    record_from_bytes,
+    record_from_json,
+    record_key,
+    record_to_bytes,
+    record_to_json,
+)
+from .enums import AttributeName, AttributeType, DescriptorType, Status
+from .flatbuf import FILE_IDENTIFIER
+from .records import (
+    FORMAT_VERSION,
+    GraphRecord,
+    NodeRecord,
+    SdpaBwdRecord,
+    SdpaFwdRecord,
+    TensorRecord,
+)
+
+__all__ = [
+    "FILE_IDENTIFIER",
+    "FORMAT_VERSION",
+    "MAX_INPUT_BYTES",
+    "AttributeName",
+    "AttributeType",
+    "BackendDescriptor",
+    "DescriptorError",
+    "DescriptorType",
+    "GraphRecord",
+    "NodeRecord",
+    "SdpaBwdRecord",
+    "SdpaFwdRecord",
+    "Status",
+    "TensorRecord",
+    "json_schema",
+    "record_from_bytes",
+    "record_from_json",
+    "record_key",
+    "record_to_bytes",
+    "record_to_json",
+]
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of the serialized graph (:class:`GraphRecord`), as a new dict.
+
+    Returns:
+        A JSON Schema (draft 2020-12) document.
+    """
+    return GraphRecord.model_json_schema()
