@@ -24,7 +24,8 @@ Value conventions (``values`` is always a list): ``BOOLEAN`` → ``bool``; ``INT
 ``int``; ``FLOAT``/``DOUBLE`` → ``float``; ``DATA_TYPE`` → :class:`~hipdnn_graph.types.DataType`;
 ``DIAGONAL_ALIGNMENT`` → :class:`~hipdnn_graph.types.DiagonalAlignment`; ``CHAR`` → one ``str``
 (names) or one ``bytes`` object (``TENSOR_VALUE_EXT``, the pass-by-value bytes);
-``BACKEND_DESCRIPTOR`` → finalized :class:`BackendDescriptor` objects (stored by reference, which is how tensors are shared).
+``BACKEND_DESCRIPTOR`` → finalized :class:`BackendDescriptor` objects (stored by reference,
+which is how tensors are shared).
 
 Deliberate extensions over hipDNN: the operation graph's attributes can be read back after
 ``finalize()`` (hipDNN's ``GraphDescriptor::getAttribute`` is not implemented yet; its TODO asks for
