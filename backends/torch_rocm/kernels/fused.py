@@ -1,0 +1,637 @@
+"""Wrappers over torch's fused SDPA ops, fed with the user's O and Stats.
+
+Three op families, each with a forward (O and Stats ``[B,H,Sq,1]`` natural-log LSE fp32) and a
+backward that reads the GIVEN O and Stats (the forward is never recomputed):
+
+* cudnn: ``aten._scaled_dot_product_cudnn_attention_backward``; BHSD; LSE of the rank its own
+  forward returns (``[B,H,Sq,1]`` or ``[B,H,Sq]``, torch versions differ).
+* flash: ``aten._flash_attention_backward`` (dense or varlen); BSHD views; LSE ``[B,H,Sq]``,
+  varlen ``[H, total_q]``; windows through ``window_size_left/right`` (bottom-right aligned).
+* efficient: ``aten._efficient_attention_backward`` (dense or varlen, ``custom_mask_type``,
+  bias + dBias, ``window_size``); BMHK views; LSE ``[B,H,ceil(Sq/32)·32]`` +inf-padded on CUDA,
+  unpadded on ROCm (the padding is measured from its own forward, not assumed).
+
+What each op cannot do is stated by :func:`static_reason` (API facts, no device needed) and by
+:func:`check` (adds what :func:`capabilities` measured on the device: causal alignment, native
+GQA, bias broadcasting, varlen, windows). Every reason names the feature, so an engine can refuse
+with it and let ranking fall through to the math engine.
+
+Never supported by a fused op here: a dropout mask (no fused op takes an explicit mask), ALiBi
+(flash's backward has no slopes; torch exposes ALiBi nowhere else), float32/float64 inputs,
+negative band bounds. cuDNN additionally: dBias, padding, band/window masks. flash: bias,
+``Dv ≠ D``. efficient: band masks other than causal(+window), bias together with padding.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = [
+    "FusedOp",
+    "FusedUnsupportedError",
+    "OpCaps",
+    "SdpaProblem",
+    "backward",
+    "capabilities",
+    "check",
+    "empty_rows",
+    "forward",
+    "static_reason",
+]
+
+Tensor = torch.Tensor
+_LOWP = (torch.float16, torch.bfloat16)
+_INF = math.inf
+
+
+class FusedOp(enum.StrEnum):
+    """The fused op families torch exposes."""
+
+    CUDNN = "cudnn"
+    FLASH = "flash"
+    EFFICIENT = "efficient"
+
+
+class FusedUnsupportedError(RuntimeError):
+    """A fused op cannot run this problem exactly; ``str(err)`` names the op and the feature."""
+
+    def __init__(self, op: FusedOp, reason: str) -> None:
+        super().__init__(f"{op.value}: {reason}")
+        self.op = op
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class SdpaProblem:
+    """Everything about an SDPA call that decides which fused op can run it."""
+
+    b: int
+    h: int
+    hk: int
+    hv: int
+    sq: int
+    skv: int
+    d: int
+    dv: int
+    dtype: torch.dtype
+    device: str
+    bias_shape: tuple[int, ...] | None = None
+    dbias: bool = False
+    alibi: bool = False
+    bottom_right: bool = False
+    left_bound: int | None = None
+    right_bound: int | None = None
+    padding: bool = False
+    dropout_mask: bool = False
+
+    @classmethod
+    def from_tensors(
+        cls,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        bias: Tensor | None = None,
+        dbias: bool = False,
+        alibi: bool = False,
+        bottom_right: bool = False,
+        left_bound: int | None = None,
+        right_bound: int | None = None,
+        seq_len_q: Tensor | None = None,
+        seq_len_kv: Tensor | None = None,
+        dropout_mask: Tensor | None = None,
+    ) -> SdpaProblem:
+        b, h, sq, d = (int(x) for x in q.shape)
+        return cls(
+            b=b,
+            h=h,
+            hk=int(k.shape[1]),
+            hv=int(v.shape[1]),
+            sq=sq,
+            skv=int(k.shape[2]),
+            d=d,
+            dv=int(v.shape[3]),
+            dtype=q.dtype,
+            device=str(q.device),
+            bias_shape=None if bias is None else tuple(int(x) for x in bias.shape),
+            dbias=dbias,
+            alibi=alibi,
+            bottom_right=bottom_right,
+            left_bound=left_bound,
+            right_bound=right_bound,
+            padding=seq_len_q is not None or seq_len_kv is not None,
+            dropout_mask=dropout_mask is not None,
+        )
+
+    @property
+    def causal(self) -> bool:
+        return self.right_bound == 0 and self.left_bound is None
+
+    @property
+    def needed_alignment(self) -> str | None:
+        """'top_left'/'bottom_right' when the alignment changes the mask, else None."""
+        if self.right_bound is None and self.left_bound is None:
+            return None
+        if self.sq == self.skv and not self.padding:
+            return None
+        return "bottom_right" if self.bottom_right else "top_left"
+
+
+@dataclass(frozen=True)
+class OpCaps:
+    """What one fused op does on one (device, dtype), measured by tiny runs (see probe.py)."""
+
+    op: FusedOp
+    available: bool
+    reason: str = ""
+    lse_rank: int = 3  # rank of the LSE its own forward returns (cuDNN: 3 or 4 by version)
+    lse_pad: int = 1  # LSE last dim padded to a multiple of this (efficient on CUDA: 32)
+    gqa_native: bool = False
+    causal_alignment: str | None = None  # what is_causal means when Sq != Skv
+    mask_types: tuple[tuple[str, int], ...] = ()  # efficient: alignment -> custom_mask_type
+    window: bool = False  # flash: window_size_left/right; efficient: window_size (causal)
+    window_offset: int = 0  # efficient: window_size = left_bound + window_offset
+    bias: bool = False
+    bias_broadcast: bool = False
+    dbias: bool = False
+    varlen: bool = False
+    varlen_lse: str = ""  # flash: "tokens" ([H, total]) or "batch" ([B, H, max_q])
+    varlen_causal: bool = False  # causal per sequence with padding (alignment as measured)
+    dv_ne_d: bool = False
+    errors: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    def mask_type(self, alignment: str) -> int | None:
+        for name, value in self.mask_types:
+            if name == alignment:
+                return value
+        return None
+
+
+# ------------------------------------------------------------------------------------------
+# static rules (API facts; no device run)
+
+
+def static_reason(op: FusedOp, p: SdpaProblem) -> str | None:
+    """Why ``op`` can never run ``p`` exactly, judged from torch's op signatures; None if it may.
+
+    Device facts (alignment, native GQA, …) are added by :func:`check`.
+    """
+    dev = torch.device(p.device)
+    if dev.type != "cuda":
+        return f"{op.value} needs a CUDA or ROCm device; the tensors are on {dev.type}"
+    if p.dtype not in _LOWP:
+        return f"{op.value} runs float16/bfloat16 only, not {str(p.dtype).replace('torch.', '')}"
+    if p.dropout_mask:
+        return f"{op.value} cannot take an explicit dropout mask (torch's fused ops draw their own)"
+    if p.alibi:
+        return f"{op.value} has no ALiBi in its backward"
+    if p.d % 8 or p.dv % 8:
+        return f"{op.value} needs head dims that are multiples of 8 (D={p.d}, Dv={p.dv})"
+    for name, val in (("left_bound", p.left_bound), ("right_bound", p.right_bound)):
+        if val is not None and val < 0:
+            return f"{op.value} cannot take a negative {name} ({val})"
+    band = p.left_bound is not None or (p.right_bound is not None and p.right_bound != 0)
+    if band and p.padding:
+        return f"{op.value}: sliding-window/band masks with padding are not verified"
+    if op is FusedOp.CUDNN:
+        if torch.version.hip:
+            return "cudnn attention does not exist in ROCm builds of torch"
+        if p.dbias:
+            return "cudnn's backward does not compute dBias"
+        if p.padding:
+            return "cudnn (torch API) takes no padding sequence lengths"
+        if band:
+            return "cudnn (torch API) has no sliding-window/band masks, only causal"
+    elif op is FusedOp.FLASH:
+        if p.bias_shape is not None or p.dbias:
+            return "flash takes no attention bias"
+        if p.dv != p.d:
+            return f"flash needs Dv == D (D={p.d}, Dv={p.dv})"
+        if p.d > 256:
+            return f"flash supports head dim <= 256, got {p.d}"
+        if band:
+            if not p.bottom_right and p.sq != p.skv:
+                return "flash windows are bottom-right aligned, node is top-left with Sq != Skv"
+            off = p.skv - p.sq
+            if (
+                p.right_bound is not None
+                and p.right_bound >= p.skv
+                and off + p.right_bound < p.skv - 1
+            ):
+                return "flash ignores a right_bound >= Skv, which would change this mask"
+            if (
+                p.left_bound is not None
+                and p.left_bound >= p.skv
+                and p.sq - 1 + off - p.left_bound > 0
+            ):
+                return "flash ignores a left_bound >= Skv, which would change this mask"
+    elif op is FusedOp.EFFICIENT:
+        if p.padding and (p.bias_shape is not None or p.dbias):
+            return "efficient cannot combine padding (cu_seqlens) with a bias"
+        if p.right_bound is None and p.left_bound is not None:
+            return "efficient windows need right_bound == 0 (causal + window)"
+        if p.right_bound not in (None, 0):
+            return f"efficient has no band mask with right_bound={p.right_bound}"
+    if p.bias_shape is not None and len(p.bias_shape) > 4:
+        return f"bias rank {len(p.bias_shape)} > 4"
+    return None
+
+
+def check(op: FusedOp, p: SdpaProblem) -> str | None:
+    """Why ``op`` cannot run ``p`` exactly on its device (static rules + measured caps)."""
+    reason = static_reason(op, p)
+    if reason is not None:
+        return reason
+    c = capabilities(p.device, p.dtype)[op]
+    if not c.available:
+        return c.reason or f"{op.value} is not available on {p.device}"
+    if p.dv != p.d and not c.dv_ne_d:
+        return f"{op.value} did not run Dv != D on this device"
+    if p.bias_shape is not None and not c.bias:
+        return f"{op.value} did not accept an attention bias on this device"
+    if p.dbias and not c.dbias:
+        return f"{op.value} did not produce dBias on this device"
+    if p.padding and not c.varlen:
+        return f"{op.value} has no working varlen (padding) path on this device"
+    if p.padding and p.right_bound is not None and not c.varlen_causal:
+        return f"{op.value} did not run causal masks with padding on this device"
+    band = p.left_bound is not None or p.right_bound not in (None, 0)
+    if band and not c.window:
+        return f"{op.value} has no working sliding-window path on this device"
+    need = p.needed_alignment
+    if need is not None:
+        if op is FusedOp.EFFICIENT:
+            if c.mask_type(need) is None:
+                return f"efficient has no {need.replace('_', '-')} causal mask on this device"
+        elif op is FusedOp.FLASH and band:
+            pass  # windows: bottom-right (static rule above), verified by the probe
+        elif c.causal_alignment != need:
+            got = (c.causal_alignment or "unknown").replace("_", "-")
+            return (
+                f"{op.value} causal is {got} aligned when Sq != Skv; the node needs "
+                f"{need.replace('_', '-')}"
+            )
+    return None
+
+
+def capabilities(device: torch.device | str, dtype: torch.dtype) -> dict[FusedOp, OpCaps]:
+    """Measured capabilities of every fused op on ``(device, dtype)``; cached. See probe.py."""
+    from . import probe
+
+    return probe.capabilities(device, dtype)
+
+
+# ------------------------------------------------------------------------------------------
+# helpers
+
+
+_OPS: dict[str, Any] = {}
+
+
+def _op(name: str) -> Any:
+    fn = _OPS.get(name)
+    if fn is None:
+        fn = getattr(torch.ops.aten, name).default
+        _OPS[name] = fn
+    return fn
+
+
+def _has_arg(name: str, arg: str) -> bool:
+    key = f"{name}:{arg}"
+    if key not in _OPS:
+        try:
+            _OPS[key] = any(a.name == arg for a in _op(name)._schema.arguments)
+        except (AttributeError, RuntimeError):
+            _OPS[key] = False
+    return bool(_OPS[key])
+
+
+#: per (op, device) tensors its own forward returned for the RNG state (dropout 0: never read)
+RNG_STATE: dict[tuple[FusedOp, str], tuple[Tensor, Tensor]] = {}
+
+
+def _rng(op: FusedOp, device: torch.device) -> tuple[Tensor, Tensor]:
+    key = (op, str(device))
+    r = RNG_STATE.get(key)
+    if r is None:
+        if op is FusedOp.FLASH:
+            r = (
+                torch.zeros(2, dtype=torch.int64, device=device),
+                torch.zeros((), dtype=torch.int64, device=device),
+            )
+        else:
+            r = (torch.empty((), dtype=torch.int64), torch.empty((), dtype=torch.int64))
+        RNG_STATE[key] = r
+    return r
+
+
+def _to4(x: Tensor) -> Tensor:
+    if x.dim() > 4:
+        raise ValueError(f"bias rank must be <= 4, got {x.dim()}")
+    return x.reshape((1,) * (4 - x.dim()) + tuple(x.shape))
+
+
+def _aligned(b4: Tensor, skv: int, dtype: torch.dtype) -> Tensor:
+    """bias as dtype, last dim materialised and contiguous, row strides 16-element aligned."""
+    b4 = b4.to(dtype)
+    if b4.shape[-1] != skv:
+        b4 = b4.expand(*b4.shape[:-1], skv)
+    strides_ok = b4.stride(-1) == 1 and all(
+        s % 16 == 0 for s, n in zip(b4.stride()[:-1], b4.shape[:-1], strict=True) if n > 1
+    )
+    if strides_ok:
+        return b4
+    store = torch.empty(*b4.shape[:-1], skv + (-skv) % 16, dtype=dtype, device=b4.device)
+    out = store[..., :skv]
+    out.copy_(b4)
+    return out
+
+
+def _reduce_to(g: Tensor, shape: Sequence[int]) -> Tensor:
+    """Sum a [B,H,Sq,Skv] gradient down to a right-aligned broadcast shape (fp32)."""
+    shape4 = (1,) * (4 - len(shape)) + tuple(int(x) for x in shape)
+    r = g.float()
+    for dim in range(4):
+        if shape4[dim] == 1 and r.shape[dim] != 1:
+            r = r.sum(dim, keepdim=True)
+    return r.reshape(tuple(int(x) for x in shape))
+
+
+def _expand_heads(x: Tensor, h: int) -> Tensor:
+    return x if x.shape[1] == h else x.repeat_interleave(h // x.shape[1], dim=1)
+
+
+def _reduce_heads(g: Tensor, heads: int) -> Tensor:
+    b, h, s, d = g.shape
+    return g if h == heads else g.view(b, heads, h // heads, s, d).sum(2)
+
+
+def empty_rows(
+    p: SdpaProblem,
+    device: torch.device,
+    seq_len_q: Tensor | None = None,
+    seq_len_kv: Tensor | None = None,
+) -> Tensor | None:
+    """Bool ``[B|1,1,Sq,1]``: query rows that see no key (None when there can be none)."""
+    if p.left_bound is None and p.right_bound is None and not p.padding:
+        return None
+    if not p.padding:
+        o0 = p.skv - p.sq if p.bottom_right else 0
+        lo_any = p.right_bound is not None and -o0 - p.right_bound > 0
+        hi_any = p.left_bound is not None and p.sq - 1 + o0 - p.left_bound > p.skv - 1
+        band_empty = (
+            p.left_bound is not None
+            and p.right_bound is not None
+            and p.left_bound + p.right_bound < 0
+        )
+        if not (lo_any or hi_any or band_empty):
+            return None
+    i = torch.arange(p.sq, device=device, dtype=torch.int64).view(1, 1, -1, 1)
+    lq = _lens(seq_len_q, p.b, p.sq, device)
+    lkv = _lens(seq_len_kv, p.b, p.skv, device)
+    off: Tensor | int = (lkv - lq) if p.bottom_right else 0
+    lo = torch.zeros_like(i) if p.left_bound is None else (i + off - p.left_bound).clamp(min=0)
+    hi = (lkv - 1) if p.right_bound is None else torch.minimum(i + off + p.right_bound, lkv - 1)
+    return (lo > hi) | (i >= lq)
+
+
+def _lens(t: Tensor | None, b: int, full: int, device: torch.device) -> Tensor:
+    if t is None:
+        return torch.full((1, 1, 1, 1), full, dtype=torch.int64, device=device)
+    return t.reshape(-1).to(device=device, dtype=torch.int64).clamp(0, full).view(b, 1, 1, 1)
+
+
+@dataclass
+class _Pack:
+    """Varlen packing of a padded [B,S,...] batch into [B·S, ...] rows (no host sync)."""
+
+    cu: Tensor  # [B+1] int32
+    b_idx: Tensor  # [P] source batch of packed row p
+    s_idx: Tensor  # [P] source position
+    gather: Tensor  # [B,S] packed row of (b, s) (clamped)
+    valid: Tensor  # [B,S] bool
+
+    @classmethod
+    def make(cls, lens: Tensor | None, b: int, s: int, device: torch.device) -> _Pack:
+        ln = _lens(lens, b, s, device).view(b)
+        cu = torch.zeros(b + 1, dtype=torch.int64, device=device)
+        cu[1:] = torch.cumsum(ln, 0)
+        pos = torch.arange(b * s, device=device, dtype=torch.int64)
+        bi = (torch.searchsorted(cu[1:], pos, right=True)).clamp(max=b - 1)
+        si = (pos - cu[bi]).clamp(0, s - 1)
+        ss = torch.arange(s, device=device, dtype=torch.int64).view(1, s)
+        gather = (cu[:-1].view(b, 1) + ss).clamp(max=b * s - 1)
+        valid = ss < ln.view(b, 1)
+        return cls(cu.to(torch.int32), bi, si, gather, valid)
+
+    def pack(self, x: Tensor) -> Tensor:
+        """[B,H,S,D] -> [P,H,D]."""
+        return x.transpose(1, 2)[self.b_idx, self.s_idx]
+
+    def unpack(self, y: Tensor, fill: float = 0.0) -> Tensor:
+        """[P,H,D] -> [B,H,S,D] with ``fill`` past each length (unwritten rows never read)."""
+        r = y[self.gather]  # [B,S,H,D]
+        r = r.masked_fill(~self.valid.view(*self.valid.shape, 1, 1), fill)
+        return r.transpose(1, 2)
+
+
+def _masking(
+    op: FusedOp,
+    c: OpCaps,
+    sq: int,
+    skv: int,
+    bottom_right: bool,
+    left: int | None,
+    right: int | None,
+    padding: bool,
+) -> tuple[bool, int | None, int | None, int]:
+    """(is_causal, window_left, window_right, custom_mask_type) for the op."""
+    if left is None and right is None:
+        return False, None, None, 0
+    if op is FusedOp.FLASH:
+        if right == 0 and left is None:
+            return True, None, None, 0
+        return False, left, right, 0
+    align = "bottom_right" if bottom_right else "top_left"
+    if op is FusedOp.EFFICIENT:
+        if sq == skv and not padding:
+            mt = c.mask_type("top_left") or c.mask_type("bottom_right")
+        else:
+            mt = c.mask_type(align)
+        if mt is None:
+            raise FusedUnsupportedError(op, f"no {align} causal mask type")
+        return False, None, None, mt
+    return True, None, None, 0
+
+
+# ------------------------------------------------------------------------------------------
+# public entry points
+
+
+def _guard(
+    op: FusedOp,
+    check_it: bool,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    bias: Tensor | None,
+    dbias: bool,
+    alibi: bool,
+    bottom_right: bool,
+    left_bound: int | None,
+    right_bound: int | None,
+    seq_len_q: Tensor | None,
+    seq_len_kv: Tensor | None,
+    dropout_mask: Tensor | None,
+) -> tuple[SdpaProblem, OpCaps]:
+    p = SdpaProblem.from_tensors(
+        q,
+        k,
+        v,
+        bias=bias,
+        dbias=dbias,
+        alibi=alibi,
+        bottom_right=bottom_right,
+        left_bound=left_bound,
+        right_bound=right_bound,
+        seq_len_q=seq_len_q,
+        seq_len_kv=seq_len_kv,
+        dropout_mask=dropout_mask,
+    )
+    if check_it or dropout_mask is not None or alibi:
+        reason = check(op, p)
+        if reason is not None:
+            raise FusedUnsupportedError(op, reason)
+    return p, capabilities(q.device, q.dtype)[op]
+
+
+def forward(
+    op: FusedOp,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    scale: float,
+    bias: Tensor | None = None,
+    alibi: bool = False,
+    bottom_right: bool = False,
+    left_bound: int | None = None,
+    right_bound: int | None = None,
+    seq_len_q: Tensor | None = None,
+    seq_len_kv: Tensor | None = None,
+    dropout_mask: Tensor | None = None,
+    dropout_scale: float = 1.0,
+    check: bool = True,
+) -> tuple[Tensor, Tensor]:
+    """O ``[B,H,Sq,Dv]`` (input dtype) and Stats ``[B,H,Sq,1]`` fp32 from the fused op.
+
+    Keywords as in :func:`backends.torch_rocm.kernels.math.sdpa_forward`. With ``check=False``
+    the caller promises :func:`check` passed at plan time (the hot path skips it).
+
+    Raises:
+        FusedUnsupportedError: the op cannot run this exactly (the message names the feature).
+    """
+    del dropout_scale
+    p, c = _guard(
+        op,
+        check,
+        q,
+        k,
+        v,
+        bias=bias,
+        dbias=False,
+        alibi=alibi,
+        bottom_right=bottom_right,
+        left_bound=left_bound,
+        right_bound=right_bound,
+        seq_len_q=seq_len_q,
+        seq_len_kv=seq_len_kv,
+        dropout_mask=dropout_mask,
+    )
+    from . import _fused_impl as impl
+
+    o, st = impl.FORWARD[op](
+        p, c, q, k, v, scale=scale, bias=bias, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv
+    )
+    er = empty_rows(p, q.device, seq_len_q, seq_len_kv)
+    if er is not None:
+        o = o.masked_fill(er, 0.0)
+        st = st.masked_fill(er, _INF)
+    return o, st
+
+
+def backward(
+    op: FusedOp,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    o: Tensor,
+    do: Tensor,
+    stats: Tensor,
+    *,
+    scale: float,
+    bias: Tensor | None = None,
+    dbias_shape: Sequence[int] | None = None,
+    alibi: bool = False,
+    bottom_right: bool = False,
+    left_bound: int | None = None,
+    right_bound: int | None = None,
+    seq_len_q: Tensor | None = None,
+    seq_len_kv: Tensor | None = None,
+    dropout_mask: Tensor | None = None,
+    dropout_scale: float = 1.0,
+    check: bool = True,
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """dQ, dK, dV (input dtype) and dBias (fp32, or None) from the fused backward op.
+
+    The op reads the GIVEN ``o`` and ``stats`` (``[B,H,Sq,1]`` natural-log LSE); nothing is
+    recomputed. dBias is produced when ``dbias_shape`` is given (efficient only).
+
+    Raises:
+        FusedUnsupportedError: the op cannot run this exactly (the message names the feature).
+    """
+    del dropout_scale
+    p, c = _guard(
+        op,
+        check,
+        q,
+        k,
+        v,
+        bias=bias,
+        dbias=dbias_shape is not None,
+        alibi=alibi,
+        bottom_right=bottom_right,
+        left_bound=left_bound,
+        right_bound=right_bound,
+        seq_len_q=seq_len_q,
+        seq_len_kv=seq_len_kv,
+        dropout_mask=dropout_mask,
+    )
+    from . import _fused_impl as impl
+
+    dq, dk, dv, db = impl.BACKWARD[op](
+        p,
+        c,
+        q,
+        k,
+        v,
+        o,
+        do,
+        stats,
+        scale=scale,
+        bias=bias,
+        dbias_shape=dbias_shape,
+        seq_len_q=seq_len_q,
+        seq_len_kv=seq_len_kv,
+    )
+    er = empty_rows(p, q.device, seq_len_q, seq_len_kv)
+    if er is not None:
+        dq = dq.masked_fill(er, 0.0)
+    return dq, dk, dv, db
