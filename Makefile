@@ -20,7 +20,7 @@ $(PY):
 	touch $@
 
 demo: .stamp-install
-	$(PY) examples/demo.py
+	$(PY) examples/sdpa_backward_numpy.py
 
 lint: .stamp-test
 	$(PY) -m ruff check .
