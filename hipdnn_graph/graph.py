@@ -361,6 +361,18 @@ class Graph:
         ]
         return to_networkx([n.name for n in self._nodes], labelled, self._nodes)
 
+    def to_dot(self) -> str:
+        """The graph as Graphviz DOT text (see :func:`hipdnn_graph.visualize.to_dot`)."""
+        from .visualize import to_dot
+
+        return to_dot(self)
+
+    def to_mermaid(self) -> str:
+        """The graph as a Mermaid flowchart (see :func:`hipdnn_graph.visualize.to_mermaid`)."""
+        from .visualize import to_mermaid
+
+        return to_mermaid(self)
+
     def graph_inputs(self) -> list[TensorAttributes]:
         """Tensors read by some node and produced by none, in node then slot order."""
         produced = {id(t) for n in self._nodes for t in n.outputs()}
