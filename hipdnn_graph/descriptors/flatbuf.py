@@ -95,10 +95,10 @@ _BWD_FIELDS: tuple[tuple[str, int, str, Any], ...] = (
 )  # fmt: skip
 _FWD_FIELDS: tuple[tuple[str, int, str, Any], ...] = (
     ("q", 0, "q", 0), ("k", 1, "q", 0), ("v", 2, "q", 0), ("o", 3, "q", 0),
-    ("bias", 4, "q", None), ("attn_scale", 5, "q", None), ("seq_len_q", 6, "q", None),
-    ("seq_len_kv", 7, "q", None), ("seed", 8, "q", None), ("offset", 9, "q", None),
-    ("dropout_mask", 10, "q", None), ("dropout_scale", 11, "q", None),
-    ("stats", 22, "q", None), ("generate_stats", 28, "?", None),
+    ("stats", 22, "q", None), ("attn_scale", 5, "q", None), ("bias", 4, "q", None),
+    ("seq_len_q", 6, "q", None), ("seq_len_kv", 7, "q", None), ("seed", 8, "q", None),
+    ("offset", 9, "q", None), ("dropout_mask", 10, "q", None), ("dropout_scale", 11, "q", None),
+    ("generate_stats", 28, "?", None),
     ("alibi_mask", 29, "?", False), ("padding_mask", 30, "?", False),
     ("causal_mask", 31, "?", False), ("causal_mask_bottom_right", 32, "?", False),
     ("dropout_probability", 33, "d", None), ("attn_scale_value", 34, "d", None),
@@ -114,6 +114,8 @@ _ATTR_SPECS: dict[int, _Spec] = {
     for k, (_, fields) in _ATTRS.items()
 }
 _ATTR_NAMES = {k: tuple(f[0] for f in fields) for k, (_, fields) in _ATTRS.items()}
+for _cls, _fields in _ATTRS.values():  # the reader builds __dict__ in this order
+    assert ("type", *(f[0] for f in _fields)) == tuple(_cls.model_fields)
 _VALUE_SPECS: dict[int, tuple[_Spec, Callable[[Any], Any]]] = {
     _FLOAT32: (((0, "f", 0.0),), float),
     _FLOAT16: (((0, "f", 0.0),), float),
@@ -603,8 +605,9 @@ def _read_node(buf: bytes, n: int, pos: int, strings: _Strings) -> NodeRecord:
     cls = entry[0]
     apos = _target(buf, n, pos + rel[3], attrs_o)
     raw, _ = _read(buf, n, apos, _ATTR_SPECS[kind], 10 + kind)
-    values = dict(zip(_ATTR_NAMES[kind], raw, strict=True))
-    values["type"] = "SDPA_BWD" if kind == _SDPA_BWD else "SDPA_FWD"
+    # keys in field order: pydantic serializes a record's __dict__ in its order
+    values: dict[str, Any] = {"type": "SDPA_BWD" if kind == _SDPA_BWD else "SDPA_FWD"}
+    values.update(zip(_ATTR_NAMES[kind], raw, strict=True))
     alignment = _ALIGNMENTS.get(values["diagonal_alignment"])
     if alignment is None:
         raise _invalid(f"Unknown DiagonalAlignment value {values['diagonal_alignment']}")

@@ -36,6 +36,7 @@ from math import prod
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -88,6 +89,19 @@ MAX_NAME_LENGTH = 4096
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 Int64 = Annotated[int, Field(ge=_INT64_MIN, le=_INT64_MAX)]
+
+
+def _utf8(text: str) -> str:
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            raise ValueError("names must be encodable as UTF-8") from None
+    return text
+
+
+#: A graph, node or tensor name: at most MAX_NAME_LENGTH characters, UTF-8 encodable.
+Name = Annotated[str, Field(max_length=MAX_NAME_LENGTH), AfterValidator(_utf8)]
 
 
 def _invalid(message: str) -> HipdnnError:
@@ -187,7 +201,7 @@ class TensorRecord(_Record):
     """
 
     uid: Int64
-    name: str = ""
+    name: Name = ""
     data_type: DataTypeName = DataType.NOT_SET
     dims: list[Int64] = []
     strides: list[Int64] = []
@@ -197,39 +211,13 @@ class TensorRecord(_Record):
     alignment: Int64 = 16
 
 
-class _SdpaCommon(_Record):
-    """Fields shared by both SDPA records."""
-
-    attn_scale: Int64 | None = None
-    bias: Int64 | None = None
-    seq_len_q: Int64 | None = None
-    seq_len_kv: Int64 | None = None
-    seed: Int64 | None = None
-    offset: Int64 | None = None
-    dropout_mask: Int64 | None = None
-    dropout_scale: Int64 | None = None
-    alibi_mask: bool = False
-    padding_mask: bool = False
-    causal_mask: bool = False
-    causal_mask_bottom_right: bool = False
-    dropout_probability: float | None = None
-    attn_scale_value: float | None = None
-    left_bound: Int64 | None = None
-    right_bound: Int64 | None = None
-    diagonal_alignment: AlignmentName = DiagonalAlignment.TOP_LEFT
+class _SdpaRecord(_Record):
+    """Behavior shared by both SDPA records (the fields are declared in each, so that the
+    canonical JSON lists them in a readable order: tag, uids, flags, scalars)."""
 
     #: Names of the fields holding tensor uids: always set, then optional.
     REQUIRED_UIDS: ClassVar[tuple[str, ...]] = ()
-    OPTIONAL_UIDS: ClassVar[tuple[str, ...]] = (
-        "attn_scale",
-        "bias",
-        "seq_len_q",
-        "seq_len_kv",
-        "seed",
-        "offset",
-        "dropout_mask",
-        "dropout_scale",
-    )
+    OPTIONAL_UIDS: ClassVar[tuple[str, ...]] = ()
 
     def tensor_uids(self) -> Iterable[tuple[str, int]]:
         """Yield ``(slot, uid)`` for every tensor slot that is set, required slots first."""
@@ -242,7 +230,7 @@ class _SdpaCommon(_Record):
                 yield slot, uid
 
 
-class SdpaBwdRecord(_SdpaCommon):
+class SdpaBwdRecord(_SdpaRecord):
     """SDPA-backward attributes (hipDNN's ``SdpaBackwardAttributes`` table).
 
     Required uids: ``q k v o do stats dq dk dv``; optional uids (None when unset): ``attn_scale
@@ -261,20 +249,36 @@ class SdpaBwdRecord(_SdpaCommon):
     dq: Int64
     dk: Int64
     dv: Int64
+    attn_scale: Int64 | None = None
+    bias: Int64 | None = None
+    seq_len_q: Int64 | None = None
+    seq_len_kv: Int64 | None = None
+    seed: Int64 | None = None
+    offset: Int64 | None = None
+    dropout_mask: Int64 | None = None
+    dropout_scale: Int64 | None = None
     dropout_scale_inv: Int64 | None = None
     dbias: Int64 | None = None
+    alibi_mask: bool = False
+    padding_mask: bool = False
+    causal_mask: bool = False
+    causal_mask_bottom_right: bool = False
+    dropout_probability: float | None = None
+    attn_scale_value: float | None = None
+    left_bound: Int64 | None = None
+    right_bound: Int64 | None = None
+    diagonal_alignment: AlignmentName = DiagonalAlignment.TOP_LEFT
 
     REQUIRED_UIDS: ClassVar[tuple[str, ...]] = (
         "q", "k", "v", "o", "do", "stats", "dq", "dk", "dv"
     )  # fmt: skip
     OPTIONAL_UIDS: ClassVar[tuple[str, ...]] = (
-        *_SdpaCommon.OPTIONAL_UIDS,
-        "dropout_scale_inv",
-        "dbias",
-    )
+        "attn_scale", "bias", "seq_len_q", "seq_len_kv", "seed", "offset", "dropout_mask",
+        "dropout_scale", "dropout_scale_inv", "dbias",
+    )  # fmt: skip
 
 
-class SdpaFwdRecord(_SdpaCommon):
+class SdpaFwdRecord(_SdpaRecord):
     """SDPA-forward attributes (hipDNN's ``SdpaAttributes`` table, the modeled subset).
 
     Required uids: ``q k v o``; optional uids: ``stats attn_scale bias seq_len_q seq_len_kv seed
@@ -288,16 +292,36 @@ class SdpaFwdRecord(_SdpaCommon):
     v: Int64
     o: Int64
     stats: Int64 | None = None
+    attn_scale: Int64 | None = None
+    bias: Int64 | None = None
+    seq_len_q: Int64 | None = None
+    seq_len_kv: Int64 | None = None
+    seed: Int64 | None = None
+    offset: Int64 | None = None
+    dropout_mask: Int64 | None = None
+    dropout_scale: Int64 | None = None
     generate_stats: bool | None = None
+    alibi_mask: bool = False
+    padding_mask: bool = False
+    causal_mask: bool = False
+    causal_mask_bottom_right: bool = False
+    dropout_probability: float | None = None
+    attn_scale_value: float | None = None
+    left_bound: Int64 | None = None
+    right_bound: Int64 | None = None
+    diagonal_alignment: AlignmentName = DiagonalAlignment.TOP_LEFT
 
     REQUIRED_UIDS: ClassVar[tuple[str, ...]] = ("q", "k", "v", "o")
-    OPTIONAL_UIDS: ClassVar[tuple[str, ...]] = ("stats", *_SdpaCommon.OPTIONAL_UIDS)
+    OPTIONAL_UIDS: ClassVar[tuple[str, ...]] = (
+        "stats", "attn_scale", "bias", "seq_len_q", "seq_len_kv", "seed", "offset",
+        "dropout_mask", "dropout_scale",
+    )  # fmt: skip
 
 
 class NodeRecord(_Record):
     """One node: its name, compute type and attributes (tagged by ``attributes.type``)."""
 
-    name: str = ""
+    name: Name = ""
     compute_data_type: DataTypeName = DataType.NOT_SET
     attributes: Annotated[SdpaBwdRecord | SdpaFwdRecord, Field(discriminator="type")]
 
@@ -317,7 +341,7 @@ class GraphRecord(_Record):
     """
 
     format_version: int = FORMAT_VERSION
-    name: str = ""
+    name: Name = ""
     compute_data_type: DataTypeName = DataType.NOT_SET
     intermediate_data_type: DataTypeName = DataType.NOT_SET
     io_data_type: DataTypeName = DataType.NOT_SET
