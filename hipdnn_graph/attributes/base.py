@@ -185,7 +185,7 @@ class SdpaCommonAttributes(NodeAttributes):
         """A scale tensor (pass-by-value scalar), or a float that sets ``attn_scale_value``."""
         if isinstance(scale, TensorAttributes) or scale is None:
             return self._set_input(self.InputNames["Attn_scale"], scale)
-        if isinstance(scale, bool) or not isinstance(scale, int | float):
+        if isinstance(scale, bool) or not isinstance(scale, Real):
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE,
                 f"attn_scale must be a float or a TensorAttributes, got {type(scale).__name__}",
