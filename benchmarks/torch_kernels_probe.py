@@ -1,0 +1,536 @@
+"""Probe torch's fused SDPA ops and the torch kernels on a GPU; print facts, write JSON.
+
+Run on the device machine (no network, no pydantic needed: hipdnn_graph is never imported)::
+
+    python3 benchmarks/torch_kernels_probe.py [--out DIR] [--quick]
+
+Sections: environment; op schemas; measured capabilities per (device, dtype) with the error text
+of each refused feature; raw facts (LSE shapes of each op's own forward, dense and varlen); the
+fused wrappers' forward+backward error against a float64 reference over a feature matrix;
+backward TFLOP/s of each wrapper vs the direct aten call on the same tensors; the math kernel's
+TFLOP/s; host time per call. FLOPs = 2·B·H·N·(3·D + 2·Dv), N = visible (query, key) pairs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch
+
+
+def _import_kernels() -> tuple[Any, Any, Any]:
+    """The kernel modules, even where ``backends.torch_rocm`` cannot be imported.
+
+    ``backends/torch_rocm/__init__.py`` imports the engines and so hipdnn_graph (pydantic); the
+    device machine has no pydantic. The kernels need neither, so on ImportError the parent
+    package is replaced by a bare namespace and only the kernels are imported.
+    """
+    import importlib
+    import sys
+    import types
+    from pathlib import Path
+
+    try:
+        importlib.import_module("backends.torch_rocm")
+    except ImportError:
+        root = Path(__file__).resolve().parents[1]
+        for name, rel in (("backends", "backends"), ("backends.torch_rocm", "backends/torch_rocm")):
+            if name not in sys.modules:
+                mod = types.ModuleType(name)
+                mod.__path__ = [str(root / rel)]
+                sys.modules[name] = mod
+    return tuple(  # type: ignore[return-value]
+        importlib.import_module(f"backends.torch_rocm.kernels.{m}")
+        for m in ("fused", "math", "probe")
+    )
+
+
+fused, tm, probe = _import_kernels()
+
+OPS = [
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_cudnn_attention_backward",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_efficient_attention_backward",
+    "_flash_attention_forward",
+    "_flash_attention_backward",
+    "_efficient_attention_forward",
+    "_efficient_attention_backward",
+    "_cudnn_attention_forward",
+    "_cudnn_attention_backward",
+    "bmm",
+]
+RESULTS: dict[str, Any] = {}
+DEV = "cuda"
+
+
+def section(name: str) -> Any:
+    def deco(fn: Any) -> Any:
+        def run(*a: Any, **k: Any) -> None:
+            print(f"\n===== {name} =====", flush=True)
+            t0 = time.perf_counter()
+            try:
+                RESULTS[name] = fn(*a, **k)
+            except Exception as e:  # keep going: one broken section must not lose the rest
+                traceback.print_exc()
+                RESULTS[name] = {"error": f"{type(e).__name__}: {e}"}
+            print(f"[{name}: {time.perf_counter() - t0:.1f}s]", flush=True)
+
+        return run
+
+    return deco
+
+
+@section("environment")
+def environment() -> dict[str, Any]:
+    env = {
+        "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "hip": torch.version.hip,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+        "capability": torch.cuda.get_device_capability() if torch.cuda.is_available() else None,
+        "lowp_bmm_bf16": tm.lowp_matmul_supported("cuda", torch.bfloat16),
+    }
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except Exception:
+        env["triton"] = None
+    print(json.dumps(env, indent=1))
+    return env
+
+
+@section("schemas")
+def schemas() -> dict[str, Any]:
+    out = {}
+    for name in OPS:
+        try:
+            op = getattr(torch.ops.aten, name)
+            out[name] = [str(getattr(op, ov)._schema) for ov in op.overloads()]
+        except Exception as e:
+            out[name] = [f"missing: {e}"]
+        for s in out[name]:
+            print(s)
+    return out
+
+
+@section("capabilities")
+def caps() -> dict[str, Any]:
+    out = {}
+    for dt in (torch.bfloat16, torch.float16):
+        t0 = time.perf_counter()
+        c = fused.capabilities("cuda", dt)
+        out[str(dt)] = {"probe_seconds": time.perf_counter() - t0}
+        for op, v in c.items():
+            d = {k: (list(x) if isinstance(x, tuple) else x) for k, x in v.__dict__.items()}
+            d["op"] = op.value
+            out[str(dt)][op.value] = d
+            print(str(dt), json.dumps(d, default=str))
+        print(f"probe time {out[str(dt)]['probe_seconds']:.2f}s")
+    return out
+
+
+@section("raw_facts")
+def raw_facts() -> dict[str, Any]:
+    """Own-forward LSE shapes and alignment of the top-level SDPA ops (no wrappers)."""
+    dev, dt = "cuda", torch.bfloat16
+    out: dict[str, Any] = {}
+    b, h, sq, skv, d = 2, 4, 72, 136, 64
+    q = torch.randn(b, h, sq, d, device=dev, dtype=dt)
+    k = torch.randn(b, h, skv, d, device=dev, dtype=dt)
+    a = torch.ops.aten
+    for name, fn in (
+        ("cudnn", lambda: a._scaled_dot_product_cudnn_attention(q, k, k, None, True, 0.0, False)),
+        ("flash", lambda: a._scaled_dot_product_flash_attention(q, k, k, 0.0, False)),
+        ("efficient", lambda: a._scaled_dot_product_efficient_attention(q, k, k, None, True)),
+    ):
+        try:
+            r = fn()
+            out[f"{name}_sdpa_lse_shape"] = list(r[1].shape)
+            out[f"{name}_sdpa_out_stride"] = list(r[0].stride())
+            extra = [
+                (type(x).__name__, list(x.shape), str(x.dtype), str(x.device))
+                if isinstance(x, torch.Tensor)
+                else x
+                for x in r[2:]
+            ]
+            out[f"{name}_sdpa_other_outputs"] = extra
+        except Exception as e:
+            out[f"{name}_sdpa"] = f"{type(e).__name__}: {str(e)[:200]}"
+    # varlen LSE shapes
+    lens = torch.tensor([40, 72], dtype=torch.int32, device=dev)
+    cu = torch.zeros(3, dtype=torch.int32, device=dev)
+    cu[1:] = torch.cumsum(lens, 0)
+    qp = torch.randn(112, h, d, device=dev, dtype=dt)
+    try:
+        r = a._flash_attention_forward(qp, qp, qp, cu, cu, 72, 72, 0.0, False, False)
+        out["flash_varlen_lse_shape"] = list(r[1].shape)
+        out["flash_rng_state"] = [list(r[2].shape), str(r[2].dtype), str(r[2].device)]
+    except Exception as e:
+        out["flash_varlen"] = f"{type(e).__name__}: {str(e)[:200]}"
+    try:
+        r = a._efficient_attention_forward(
+            qp[None], qp[None], qp[None], None, cu, cu, 72, 72, 0.0, 0, True
+        )
+        out["efficient_varlen_lse_shape"] = list(r[1].shape)
+        out["efficient_seed"] = [list(r[2].shape), str(r[2].dtype), str(r[2].device)]
+    except Exception as e:
+        out["efficient_varlen"] = f"{type(e).__name__}: {str(e)[:200]}"
+    # cudnn with enable_gqa-style heads (Hk < H), direct
+    try:
+        kk = torch.randn(b, 1, skv, d, device=dev, dtype=dt)
+        r = a._scaled_dot_product_cudnn_attention(q, kk, kk, None, True, 0.0, False)
+        out["cudnn_gqa_forward"] = list(r[0].shape)
+    except Exception as e:
+        out["cudnn_gqa_forward"] = f"{type(e).__name__}: {str(e)[:200]}"
+    print(json.dumps(out, indent=1, default=str))
+    return out
+
+
+def _mk(b: int, h: int, hk: int, sq: int, skv: int, d: int, dt: Any, seed: int = 0) -> Any:
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    q = torch.randn(b, h, sq, d, device=DEV, dtype=dt, generator=g)
+    k = torch.randn(b, hk, skv, d, device=DEV, dtype=dt, generator=g)
+    v = torch.randn(b, hk, skv, d, device=DEV, dtype=dt, generator=g)
+    do = torch.randn(b, h, sq, d, device=DEV, dtype=dt, generator=g)
+    return q, k, v, do
+
+
+MATRIX = {
+    "none": (96, 96, {}),
+    "causal_tl": (64, 160, {"right_bound": 0}),
+    "causal_br": (64, 160, {"right_bound": 0, "bottom_right": True}),
+    "causal_br_sq>skv": (160, 64, {"right_bound": 0, "bottom_right": True}),
+    "bias": (96, 112, {"bias": (8, 96, 112)}),
+    "bias+dbias": (96, 112, {"bias": (1, 8, 1, 112), "dbias_shape": (1, 8, 1, 112)}),
+    "padding": (96, 112, {"seq_len_q": [96, 50], "seq_len_kv": [70, 112]}),
+    "padding_causal_br": (
+        96,
+        112,
+        {"seq_len_q": [96, 50], "seq_len_kv": [70, 112], "right_bound": 0, "bottom_right": True},
+    ),
+    "window_br": (64, 160, {"left_bound": 24, "right_bound": 0, "bottom_right": True}),
+    "band_br": (64, 160, {"left_bound": 24, "right_bound": 8, "bottom_right": True}),
+}
+
+
+@section("accuracy")
+def accuracy() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for dt in (torch.bfloat16, torch.float16):
+        for heads, (h, hk) in {"mha": (8, 8), "gqa4": (8, 2), "mqa": (8, 1)}.items():
+            for mname, (sq, skv, feats) in MATRIX.items():
+                q, k, v, do = _mk(2, h, hk, sq, skv, 64, dt)
+                kw: dict[str, Any] = {"scale": 0.125}
+                for key in ("bottom_right", "left_bound", "right_bound", "dbias_shape"):
+                    if key in feats:
+                        kw[key] = feats[key]
+                if "bias" in feats:
+                    kw["bias"] = torch.randn(*feats["bias"], device=DEV, dtype=dt)
+                for key in ("seq_len_q", "seq_len_kv"):
+                    if key in feats:
+                        kw[key] = torch.tensor(feats[key], device=DEV, dtype=torch.int32)
+                f64 = [x.double() for x in (q, k, v, do)]
+                fkw = {x: y for x, y in kw.items() if x != "dbias_shape"}
+                o_ref, st_ref = tm.sdpa_forward(*f64[:3], **fkw, compute_dtype=torch.float64)
+                o_in = o_ref.to(dt)
+                g_ref = tm.sdpa_backward(
+                    *f64[:3], o_in.double(), f64[3], st_ref, **kw, compute_dtype=torch.float64
+                )
+                for op in fused.FusedOp:
+                    key = f"{dt}|{heads}|{mname}|{op.value}"
+                    prob = fused.SdpaProblem.from_tensors(
+                        q, k, v, bias=kw.get("bias"), dbias="dbias_shape" in kw,
+                        bottom_right=kw.get("bottom_right", False),
+                        left_bound=kw.get("left_bound"), right_bound=kw.get("right_bound"),
+                        seq_len_q=kw.get("seq_len_q"), seq_len_kv=kw.get("seq_len_kv"),
+                    )  # fmt: skip
+                    reason = fused.check(op, prob)
+                    if reason is not None:
+                        out[key] = {"refused": reason}
+                        continue
+                    try:
+                        o, st = fused.forward(op, q, k, v, **fkw, check=False)
+                        grads = fused.backward(
+                            op, q, k, v, o_in, do, st_ref.float(), **kw, check=False
+                        )
+                        res = {"o": _rel(o, o_ref)}
+                        fin = torch.isfinite(st_ref)
+                        res["stats"] = _rel(st[fin], st_ref[fin]) if bool(fin.any()) else 0.0
+                        res["stats_inf_pattern_ok"] = bool(torch.equal(torch.isinf(st), ~fin))
+                        for n, a, b in zip(("dq", "dk", "dv", "dbias"), grads, g_ref, strict=True):
+                            if b is not None:
+                                res[n] = _rel(a, b) if a is not None else math.inf
+                        out[key] = res
+                    except Exception as e:
+                        out[key] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+    worst: dict[str, float] = {}
+    for key, r in out.items():
+        nums = [x for n, x in r.items() if isinstance(x, float) and n != "stats"]
+        if nums:
+            worst[key] = max(nums)
+        print(key, json.dumps(r, default=str))
+    bad = {k: v for k, v in worst.items() if not v < 1e-2}
+    print("entries with max rel err >= 1e-2:", json.dumps(bad, indent=1))
+    return out
+
+
+def _rel(a: Any, b: Any) -> float:
+    a, b = a.double(), b.double()
+    if not bool(torch.isfinite(a).all()):
+        return math.inf
+    return float((a - b).abs().max()) / max(float(b.abs().max()), 1e-30)
+
+
+def _time(fn: Any, reps: int) -> float:
+    """Median milliseconds per call (CUDA events)."""
+    fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        ts.append(s.elapsed_time(e))
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def _flops(b: int, h: int, s: int, d: int, causal: bool) -> float:
+    n = s * (s + 1) // 2 if causal else s * s
+    return 2.0 * b * h * n * (3 * d + 2 * d)
+
+
+def _bench_one(d: int, s: int, causal: bool) -> tuple[str, dict[str, Any]]:
+    a = torch.ops.aten
+    dt = torch.bfloat16
+    b, h = 16384 // s, 2048 // d
+    tag = f"D={d} S={s} B={b} H={h} causal={causal}"
+    q, k, v, do = _mk(b, h, h, s, s, d, dt)
+    scale = 1.0 / math.sqrt(d)
+    fl = _flops(b, h, s, d, causal)
+    kw = {"right_bound": 0} if causal else {}
+    row: dict[str, Any] = {}
+    reps = 10 if s <= 4096 else 5
+    # direct aten: own forward, then backward on the same tensors
+    try:
+        o, lse, cq, ck, mq, mk, seed, off, _ = a._scaled_dot_product_cudnn_attention(
+            q, k, v, None, True, 0.0, causal, False, scale=scale
+        )
+        ms = _time(
+            lambda: a._scaled_dot_product_cudnn_attention_backward(
+                do,
+                q,
+                k,
+                v,
+                o,
+                lse,
+                seed,
+                off,
+                None,
+                cq,
+                ck,
+                mq,
+                mk,
+                0.0,
+                causal,
+                scale=scale,
+            ),
+            reps,
+        )
+        row["aten_cudnn"] = fl / ms / 1e9
+        o_c, lse_c = o, lse
+    except Exception as e:
+        row["aten_cudnn"] = f"{type(e).__name__}: {str(e)[:150]}"
+        o_c = lse_c = None
+    try:
+        o, lse, cq, ck, mq, mk, rng, un, _ = a._scaled_dot_product_flash_attention(
+            q, k, v, 0.0, causal, False, scale=scale
+        )
+        ms = _time(
+            lambda: a._scaled_dot_product_flash_attention_backward(
+                do, q, k, v, o, lse, cq, ck, mq, mk, 0.0, causal, rng, un, scale=scale
+            ),
+            reps,
+        )
+        row["aten_flash"] = fl / ms / 1e9
+    except Exception as e:
+        row["aten_flash"] = f"{type(e).__name__}: {str(e)[:150]}"
+    try:
+        o, lse, seed, off = a._scaled_dot_product_efficient_attention(
+            q, k, v, None, True, 0.0, causal, scale=scale
+        )
+        ms = _time(
+            lambda: a._scaled_dot_product_efficient_attention_backward(
+                do,
+                q,
+                k,
+                v,
+                None,
+                o,
+                lse,
+                seed,
+                off,
+                0.0,
+                [True, True, True, False],
+                causal,
+                scale=scale,
+            ),
+            reps,
+        )
+        row["aten_efficient"] = fl / ms / 1e9
+    except Exception as e:
+        row["aten_efficient"] = f"{type(e).__name__}: {str(e)[:150]}"
+    # wrappers fed with a user O/Stats (math-free: take flash's own forward)
+    try:
+        o_u, st_u = fused.forward(fused.FusedOp.FLASH, q, k, v, scale=scale, **kw)
+    except Exception:
+        o_u = st_u = None
+    if o_u is None and o_c is not None and lse_c is not None:
+        o_u, st_u = o_c, lse_c.reshape(b, h, s, 1).float()
+    for op in fused.FusedOp:
+        try:
+            prob = fused.SdpaProblem.from_tensors(q, k, v, **kw)
+            reason = fused.check(op, prob)
+            if reason is not None:
+                row[f"wrap_{op.value}"] = f"refused: {reason}"
+                continue
+            ms = _time(
+                lambda op=op: fused.backward(
+                    op, q, k, v, o_u, do, st_u, scale=scale, check=False, **kw
+                ),
+                reps,
+            )
+            row[f"wrap_{op.value}"] = fl / ms / 1e9
+        except Exception as e:
+            row[f"wrap_{op.value}"] = f"{type(e).__name__}: {str(e)[:150]}"
+    # math kernel (S = 4k only for the exact fp32 path; both paths at 4k)
+    if s <= 4096 and o_u is not None:
+        for mode, mm in (("math_fp32", None), ("math_bf16_tc", dt)):
+            try:
+                ms = _time(
+                    lambda mm=mm: tm.sdpa_backward(
+                        q, k, v, o_u, do, st_u, scale=scale, matmul_dtype=mm, **kw
+                    ),
+                    3,
+                )
+                row[mode] = fl / ms / 1e9
+                ms = _time(
+                    lambda mm=mm: tm.sdpa_forward(q, k, v, scale=scale, matmul_dtype=mm, **kw),
+                    3,
+                )
+                row[mode + "_fwd"] = fl * 2 / 5 / ms / 1e9
+            except Exception as e:
+                row[mode] = f"{type(e).__name__}: {str(e)[:150]}"
+    print(
+        tag,
+        json.dumps({k: (round(v, 1) if isinstance(v, float) else v) for k, v in row.items()}),
+    )
+    return tag, row
+
+
+@section("throughput")
+def throughput(quick: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    configs = [(128, 4096), (128, 16384)] if not quick else [(128, 4096)]
+    for d, s in configs:
+        for causal in (False, True):
+            tag, row = _bench_one(d, s, causal)
+            out[tag] = row
+            torch.cuda.empty_cache()
+    return out
+
+
+@section("host_overhead")
+def host_overhead() -> dict[str, Any]:
+    """Host microseconds per call for a tiny problem (GPU work is asynchronous)."""
+    a = torch.ops.aten
+    q, k, v, do = _mk(1, 2, 2, 64, 64, 64, torch.bfloat16)
+    o, st = fused.forward(fused.FusedOp.FLASH, q, k, v, scale=0.125)
+    out = {}
+    o2, lse, cq, ck, mq, mk, rng, un, _ = a._scaled_dot_product_flash_attention(
+        q, k, v, 0.0, False, False, scale=0.125
+    )
+    calls = {
+        "aten_flash_sdpa_backward": lambda: a._scaled_dot_product_flash_attention_backward(
+            do, q, k, v, o2, lse, cq, ck, mq, mk, 0.0, False, rng, un, scale=0.125
+        ),
+    }
+    for op in fused.FusedOp:
+        calls[f"wrap_{op.value}_check=False"] = lambda op=op: fused.backward(
+            op, q, k, v, o, do, st, scale=0.125, check=False
+        )
+        calls[f"wrap_{op.value}_check=True"] = lambda op=op: fused.backward(
+            op, q, k, v, o, do, st, scale=0.125
+        )
+    for name, fn in calls.items():
+        try:
+            for _ in range(20):
+                fn()
+            torch.cuda.synchronize()
+            n = 300
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            out[name] = (t1 - t0) / n * 1e6
+        except Exception as e:
+            out[name] = f"{type(e).__name__}: {str(e)[:150]}"
+        print(name, out[name])
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--skip", default="", help="comma-separated sections to skip")
+    args = ap.parse_args()
+    skip = set(args.skip.split(",")) if args.skip else set()
+    environment()
+    if not torch.cuda.is_available():
+        global DEV
+        DEV = "cpu"
+        print("no GPU: dry run of the accuracy section on CPU (every fused op refuses)")
+        accuracy()
+    else:
+        for name, fn in (
+            ("schemas", schemas),
+            ("capabilities", caps),
+            ("raw", raw_facts),
+            ("accuracy", accuracy),
+            ("host", host_overhead),
+        ):
+            if name not in skip:
+                fn()
+        if "throughput" not in skip:
+            throughput(args.quick)
+    RESULTS["probe_cache_keys"] = [str(k) for k in probe._CACHE]
+    path = Path(args.out) / "torch_kernels_probe.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(RESULTS, indent=1, default=str))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
