@@ -1,0 +1,315 @@
+"""Throughput of the torch backend's ``graph.execute`` against torch's fused backward ops.
+
+Run on a GPU machine (``python benchmarks/torch_backend.py [--quick] [--json OUT]``). For each
+configuration (bf16, B·S = 16k tokens, H·D = 2048; D ∈ {64, 128}, S ∈ {1k, 4k, 16k}, causal and
+not; GQA 32:8 at 4k) it prints:
+
+* the engine the graph picked and the TFLOP/s of ``graph.execute`` (backward only; the O and
+  Stats it reads come from the same engine's forward, computed once),
+* the TFLOP/s of each direct aten fused backward (cuDNN, flash, efficient) on the same tensors,
+  each fed by its own forward's outputs, and the fastest of them,
+* the ratio ``time(graph.execute) / time(fastest aten)``;
+
+then the host time of a tiny graph's execute and of the direct aten call it wraps, and the math
+engine's TFLOP/s at S=4k, D=128. FLOPs = 2·B·H·N·(3·D + 2·Dv), N = visible (query, key) pairs.
+All figures of one row come from the same run, timed with CUDA events (median).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import hipdnn_graph as hg
+
+A = torch.ops.aten
+BF16 = torch.bfloat16
+
+
+def bench(fn: Callable[[], Any], warmup: int = 5, reps: int = 20) -> float:
+    """Median milliseconds of ``fn`` timed with CUDA events."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def flops(b: int, h: int, sq: int, skv: int, d: int, causal: bool) -> float:
+    window = hg.MaskWindow(right_bound=0) if causal else hg.MaskWindow()
+    return 2.0 * b * h * hg.backend.visible_pairs(sq, skv, window) * (3 * d + 2 * d)
+
+
+def build_graphs(
+    b: int, h: int, hk: int, s: int, d: int, causal: bool, engine: str | None = None
+) -> tuple[hg.Graph, hg.Graph, dict[str, Any]]:
+    def graph() -> hg.Graph:
+        g = hg.Graph(
+            io_data_type=hg.DataType.BFLOAT16,
+            intermediate_data_type=hg.DataType.FLOAT,
+            compute_data_type=hg.DataType.FLOAT,
+        )
+        if engine:
+            g.set_preferred_engine_id_ext(engine)
+        return g
+
+    fwd, bwd = graph(), graph()
+    q = fwd.tensor(name="Q", dim=[b, h, s, d], uid=1)
+    k = fwd.tensor(name="K", dim=[b, hk, s, d], uid=2)
+    v = fwd.tensor(name="V", dim=[b, hk, s, d], uid=3)
+    o, stats = fwd.sdpa(q, k, v, use_causal_mask=causal, generate_stats=True)
+    o.set_output(True).set_uid(4)
+    assert stats is not None
+    stats.set_output(True).set_uid(5)
+    fwd.build()
+    t = {n: bwd.tensor(x.clone()) for n, x in (("Q", q), ("K", k), ("V", v))}
+    t["O"] = bwd.tensor(name="O", dim=[b, h, s, d], uid=4)
+    t["Stats"] = bwd.tensor(name="Stats", dim=[b, h, s, 1], data_type=hg.DataType.FLOAT, uid=5)
+    t["dO"] = bwd.tensor(name="dO", dim=[b, h, s, d], uid=6)
+    dq, dk, dv = bwd.sdpa_backward(
+        t["Q"], t["K"], t["V"], t["O"], t["dO"], t["Stats"], use_causal_mask=causal
+    )
+    for i, x in enumerate((dq, dk, dv)):
+        x.set_output(True).set_uid(7 + i)
+    bwd.build()
+    return fwd, bwd, t
+
+
+def direct_aten(q: Any, k: Any, v: Any, do: Any, causal: bool, scale: float) -> dict[str, Any]:
+    """One closure per fused op that runs its backward on its own forward's outputs."""
+    ops: dict[str, Any] = {}
+    try:
+        out = A._scaled_dot_product_cudnn_attention(
+            q, k, v, None, True, 0.0, causal, False, scale=scale
+        )
+        ops["cudnn"] = lambda: A._scaled_dot_product_cudnn_attention_backward(
+            do,
+            q,
+            k,
+            v,
+            out[0],
+            out[1],
+            out[6],
+            out[7],
+            None,
+            out[2],
+            out[3],
+            out[4],
+            out[5],
+            0.0,
+            causal,
+            scale=scale,
+        )
+    except Exception as exc:
+        print(
+            f"  cudnn direct unavailable: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr
+        )
+    try:
+        out = A._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)
+        ops["flash"] = lambda: A._scaled_dot_product_flash_attention_backward(
+            do,
+            q,
+            k,
+            v,
+            out[0],
+            out[1],
+            out[2],
+            out[3],
+            out[4],
+            out[5],
+            0.0,
+            causal,
+            out[6],
+            out[7],
+            scale=scale,
+        )
+    except Exception as exc:
+        print(
+            f"  flash direct unavailable: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr
+        )
+    try:
+        out = A._scaled_dot_product_efficient_attention(
+            q, k, v, None, True, 0.0, causal, scale=scale
+        )
+        ops["efficient"] = lambda: A._scaled_dot_product_efficient_attention_backward(
+            do,
+            q,
+            k,
+            v,
+            None,
+            out[0],
+            out[1],
+            out[2],
+            out[3],
+            0.0,
+            [True, True, True, False],
+            causal,
+            scale=scale,
+        )
+    except Exception as exc:
+        print(
+            f"  efficient direct unavailable: {type(exc).__name__}: {str(exc)[:120]}",
+            file=sys.stderr,
+        )
+    return ops
+
+
+def row(d: int, s: int, causal: bool, hk_ratio: int = 1) -> dict[str, Any]:
+    b, h = 16384 // s, 2048 // d
+    hk = h // hk_ratio
+    fwd, bwd, _ = build_graphs(b, h, hk, s, d, causal)
+    torch.manual_seed(0)
+    q = torch.randn(b, h, s, d, device="cuda", dtype=BF16)
+    k = torch.randn(b, hk, s, d, device="cuda", dtype=BF16)
+    v = torch.randn(b, hk, s, d, device="cuda", dtype=BF16)
+    do = torch.randn(b, h, s, d, device="cuda", dtype=BF16)
+    o = torch.empty(b, h, s, d, device="cuda", dtype=BF16)
+    st = torch.empty(b, h, s, 1, device="cuda", dtype=torch.float32)
+    fwd.execute({1: q, 2: k, 3: v, 4: o, 5: st})
+    grads = [torch.empty_like(x) for x in (q, k, v)]
+    pack = {1: q, 2: k, 3: v, 4: o, 5: st, 6: do, 7: grads[0], 8: grads[1], 9: grads[2]}
+    n = flops(b, h, s, s, d, causal)
+    result: dict[str, Any] = {
+        "D": d,
+        "S": s,
+        "B": b,
+        "H": h,
+        "Hk": hk,
+        "causal": causal,
+        "engine": bwd.get_plan_name(),
+    }
+    ms = bench(lambda: bwd.execute(pack))
+    result["graph_tflops"] = n / ms / 1e9
+    best = None
+    for name, fn in direct_aten(q, k, v, do, causal, 1 / d**0.5).items():
+        try:
+            t_ms = bench(fn)
+        except Exception as exc:
+            print(
+                f"  {name} direct failed: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr
+            )
+            continue
+        result[f"{name}_tflops"] = n / t_ms / 1e9
+        if best is None or t_ms < best[1]:
+            best = (name, t_ms)
+    if best is not None:
+        result["fastest_aten"] = best[0]
+        result["ratio"] = ms / best[1]
+    return result
+
+
+def host_overhead() -> dict[str, float]:
+    """Host microseconds per call of a tiny graph's execute and of the direct aten call."""
+    fwd, bwd, _ = build_graphs(1, 1, 1, 128, 64, False)
+    x = [torch.randn(1, 1, 128, 64, device="cuda", dtype=BF16) for _ in range(4)]
+    o = torch.empty_like(x[0])
+    st = torch.empty(1, 1, 128, 1, device="cuda")
+    fwd.execute({1: x[0], 2: x[1], 3: x[2], 4: o, 5: st})
+    grads = [torch.empty_like(x[0]) for _ in range(3)]
+    pack = {1: x[0], 2: x[1], 3: x[2], 4: o, 5: st, 6: x[3], 7: grads[0], 8: grads[1], 9: grads[2]}
+    ops = direct_aten(x[0], x[1], x[2], x[3], False, 0.125)
+    engine_op = {
+        "TORCH_SDPA_CUDNN_ENGINE": "cudnn",
+        "TORCH_SDPA_FLASH_ENGINE": "flash",
+        "TORCH_SDPA_EFFICIENT_ENGINE": "efficient",
+    }.get(bwd.get_plan_name())
+
+    def host(fn: Callable[[], Any]) -> float:
+        samples = []
+        for _ in range(40):
+            torch.cuda.synchronize()
+            for _ in range(20):
+                t0 = time.perf_counter()
+                fn()
+                samples.append(time.perf_counter() - t0)
+        return statistics.median(samples) * 1e6
+
+    for _ in range(20):
+        bwd.execute(pack)
+    out = {"engine": bwd.get_plan_name(), "graph_execute_us": host(lambda: bwd.execute(pack))}
+    if engine_op in ops:
+        out["direct_aten_us"] = host(ops[engine_op])
+        out["overhead_us"] = out["graph_execute_us"] - out["direct_aten_us"]
+    return out
+
+
+def math_engine(d: int = 128, s: int = 4096) -> dict[str, Any]:
+    b, h = 16384 // s, 2048 // d
+    _, bwd, _ = build_graphs(b, h, h, s, d, False, engine="TORCH_SDPA_MATH_ENGINE")
+    fwd, _, _ = build_graphs(b, h, h, s, d, False)
+    x = [torch.randn(b, h, s, d, device="cuda", dtype=BF16) for _ in range(4)]
+    o = torch.empty_like(x[0])
+    st = torch.empty(b, h, s, 1, device="cuda")
+    fwd.execute({1: x[0], 2: x[1], 3: x[2], 4: o, 5: st})
+    g = [torch.empty_like(x[0]) for _ in range(3)]
+    pack = {1: x[0], 2: x[1], 3: x[2], 4: o, 5: st, 6: x[3], 7: g[0], 8: g[1], 9: g[2]}
+    ms = bench(lambda: bwd.execute(pack), warmup=2, reps=5)
+    return {
+        "engine": bwd.get_plan_name(),
+        "D": d,
+        "S": s,
+        "tflops": flops(b, h, s, s, d, False) / ms / 1e9,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="two configurations only")
+    parser.add_argument("--json", help="write the results to this file")
+    args = parser.parse_args()
+    print(
+        f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+        f"{time.strftime('%Y-%m-%d')}"
+    )
+    configs = [(d, s, c) for d in (64, 128) for s in (1024, 4096, 16384) for c in (False, True)]
+    if args.quick:
+        configs = [(128, 4096, False), (64, 1024, True)]
+    rows = [row(d, s, c) for d, s, c in configs]
+    rows += [row(64, 4096, c, hk_ratio=4) for c in (False, True)]
+    print("| D | S | causal | Hk:H | engine | graph TFLOP/s | cuDNN | flash | efficient | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        cells = [
+            f"{r[k]:.0f}" if k in r else "—"
+            for k in ("cudnn_tflops", "flash_tflops", "efficient_tflops")
+        ]
+        print(
+            f"| {r['D']} | {r['S']} | {r['causal']} | {r['Hk']}:{r['H']} | {r['engine']} | "
+            f"{r['graph_tflops']:.0f} | {' | '.join(cells)} | "
+            f"{r.get('ratio', float('nan')):.3f} |"
+        )
+    overhead = host_overhead()
+    print(f"tiny graph host time: {overhead}")
+    maths = math_engine()
+    print(f"math engine: {maths}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(
+                {
+                    "rows": rows,
+                    "host": overhead,
+                    "math": maths,
+                    "device": torch.cuda.get_device_name(),
+                    "torch": torch.__version__,
+                },
+                fh,
+                indent=1,
+            )
+
+
+if __name__ == "__main__":
+    main()
