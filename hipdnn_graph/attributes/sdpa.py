@@ -12,7 +12,9 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any, overload
 
+from ..errors import HipdnnError
 from ..tensor import TensorAttributes
+from ..types import ErrorCode
 from .base import SdpaCommonAttributes
 
 __all__ = ["SdpaAttributes"]
@@ -88,6 +90,12 @@ class SdpaAttributes(SdpaCommonAttributes):
     def set_dropout(self, first: Any, second: Any, third: Any = None, /) -> SdpaAttributes:
         """``set_dropout(p, seed, offset)`` (philox) or ``set_dropout(mask, scale)``."""
         if isinstance(first, TensorAttributes):
+            if third is not None:
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    "SDPA forward set_dropout(mask, scale) takes two tensors "
+                    "(scale_inv is a backward-only input)",
+                )
             self.set_dropout_mask(first)
             return self.set_dropout_scale(second)
         return self._set_dropout_probability(first, second, third)
