@@ -25,8 +25,8 @@ Example:
     >>> from hipdnn_graph.types import DataType
     >>> t = TensorRecord(uid=1, name="Q", data_type=DataType.HALF, dims=[1, 2, 4, 8],
     ...                  strides=[64, 32, 8, 1])
-    >>> t.model_dump_json()[:56]
-    '{"uid":1,"name":"Q","data_type":"HALF","dims":[1,2,4,8]'
+    >>> t.model_dump_json().split(",")[2]
+    '"data_type":"HALF"'
 """
 
 from __future__ import annotations
