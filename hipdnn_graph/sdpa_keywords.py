@@ -11,6 +11,7 @@ from typing import Any
 
 from .attributes.base import SdpaCommonAttributes
 from .errors import HipdnnError
+from .tensor import TensorAttributes
 from .types import ErrorCode
 
 __all__ = ["BACKWARD_KEYWORDS", "FORWARD_KEYWORDS", "apply_keywords"]
@@ -65,12 +66,24 @@ def apply_keywords(
         if value is None:
             continue
         if key == "dropout":
-            if not isinstance(value, tuple | list) or len(value) not in (2, 3):
-                raise HipdnnError(
-                    ErrorCode.INVALID_VALUE,
-                    f"{op}(): dropout must be a tuple (probability, seed, offset) or "
-                    "(mask, scale[, scale_inv])",
-                )
+            _check_dropout(attributes, value, op)
             getattr(attributes, setter)(*value)
         else:
             getattr(attributes, setter)(value)
+
+
+def _check_dropout(attributes: SdpaCommonAttributes, value: Any, op: str) -> None:
+    """``dropout`` is ``(p, seed, offset)`` or the mask form: ``(mask, scale, scale_inv)`` for the
+    backward, ``(mask, scale)`` for the forward (cudnn-frontend's tuples)."""
+    backward = hasattr(attributes, "set_dropout_scale_inv")
+    mask_form = "(mask, scale, scale_inv)" if backward else "(mask, scale)"
+    ok = isinstance(value, tuple | list) and (
+        len(value) == (3 if backward else 2)
+        if value and isinstance(value[0], TensorAttributes)
+        else len(value) == 3
+    )
+    if not ok:
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            f"{op}(): dropout must be a tuple (probability, seed, offset) or {mask_form}",
+        )
