@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from hipdnn_graph import (
@@ -240,6 +241,14 @@ def test_attn_scale_float_sets_value_not_tensor(cls: type) -> None:
 
 
 @pytest.mark.parametrize("cls", [SdpaBackwardAttributes, SdpaAttributes])
+@pytest.mark.parametrize("value", [np.float32(0.25), np.float64(0.25), np.float16(0.25), 1])
+def test_attn_scale_accepts_real_scalars(cls: type, value: Any) -> None:
+    a = cls().set_attn_scale(value)
+    assert a.get_attn_scale_value() == pytest.approx(float(value))
+    assert type(a.get_attn_scale_value()) is float
+
+
+@pytest.mark.parametrize("cls", [SdpaBackwardAttributes, SdpaAttributes])
 def test_name_and_compute_type(cls: type) -> None:
     a = cls()
     assert a.set_name("n").set_compute_data_type(DataType.FLOAT) is a
@@ -309,6 +318,12 @@ def test_forward_dropout_philox_form() -> None:
     assert a.set_dropout(0.2, seed, offset) is a
     assert a.get_dropout_probability() == pytest.approx(0.2)
     assert a.get_seed() is seed and a.get_offset() is offset
+
+
+def test_forward_dropout_mask_form_takes_two_tensors_only() -> None:
+    with pytest.raises(HipdnnError) as info:
+        SdpaAttributes().set_dropout(t("mask"), t("scale"), t("scale_inv"))
+    assert info.value.code is INVALID
 
 
 def test_forward_dropout_mask_form() -> None:
