@@ -1,0 +1,62 @@
+"""The conformance kit for backend plugin authors.
+
+Generate random valid SDPA graphs (:func:`generate_cases`, :func:`random_sdpa_case`), random
+inputs for any graph (:func:`make_inputs`), and compare an engine with
+``NUMPY_REFERENCE_ENGINE`` over them (:func:`check_engine`, :func:`assert_engine_conforms`).
+Use it from a plugin's own pytest:
+
+.. code-block:: python
+
+    from hipdnn_graph.testing import assert_engine_conforms
+
+    def test_my_engine_conforms():
+        assert_engine_conforms("MY_ENGINE", cases=30, seed=0)
+
+Example:
+    >>> from hipdnn_graph.testing import check_engine
+    >>> print(check_engine("NUMPY_REFERENCE_ENGINE", cases=2).summary())
+    NUMPY_REFERENCE_ENGINE: 2 passed, 0 skipped, 0 failed
+"""
+
+from .conformance import (
+    REFERENCE_ENGINE,
+    TOLERANCES,
+    CaseResult,
+    ConformanceReport,
+    Tolerance,
+    assert_engine_conforms,
+    check_engine,
+)
+from .generators import (
+    DEFAULT_IO_TYPES,
+    FEATURES,
+    KINDS,
+    GraphCase,
+    Kind,
+    generate_cases,
+    random_sdpa_case,
+)
+from .inputs import empty_for, graph_outputs, make_inputs, poison, runtime_inputs, tensor_roles
+
+__all__ = [
+    "DEFAULT_IO_TYPES",
+    "FEATURES",
+    "KINDS",
+    "REFERENCE_ENGINE",
+    "TOLERANCES",
+    "CaseResult",
+    "ConformanceReport",
+    "GraphCase",
+    "Kind",
+    "Tolerance",
+    "assert_engine_conforms",
+    "check_engine",
+    "empty_for",
+    "generate_cases",
+    "graph_outputs",
+    "make_inputs",
+    "poison",
+    "random_sdpa_case",
+    "runtime_inputs",
+    "tensor_roles",
+]

@@ -1,0 +1,166 @@
+"""Random inputs for any graph: :func:`make_inputs` builds a variant pack of declared shapes.
+
+Values follow each tensor's role in the nodes that read it:
+
+| role | values |
+|---|---|
+| Q, K, V, O, dO | standard normal |
+| Bias | normal, standard deviation 0.5 |
+| Stats (an input of a backward-only graph) | ``log(Skv) + 0.5`` plus small noise (plausible LSEs) |
+| SEQ_LEN_Q / SEQ_LEN_KV | integers in ``[1, Sq]`` / ``[1, Skv]`` |
+| Dropout_mask | 0 or 1, keeping about 80 % |
+| runtime pass-by-value scalars | ``Attn_scale`` 1/sqrt(D), ``Dropout_scale`` 1.25, |
+| | ``Dropout_scale_inv`` 0.8, ``Seed``/``Offset`` 7 |
+| anything else | standard normal (floats) or small integers |
+
+Outputs (non-virtual tensors some node writes) are *poisoned*: NaN for floating types, the
+largest value for integer types, so an engine that leaves an element unwritten is caught.
+Buffers honour the declared strides (non-packed strides give strided views).
+
+Example:
+    >>> import numpy as np
+    >>> from hipdnn_graph.testing import generate_cases, make_inputs, graph_outputs
+    >>> g = generate_cases(1, seed=0)[0].graph
+    >>> pack = make_inputs(g, np.random.default_rng(0))
+    >>> all(np.isnan(pack[t].astype(np.float64)).all() for t in graph_outputs(g))
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..backend.dtypes import numpy_dtype
+from ..graph import Graph
+from ..tensor import TensorAttributes, generate_strides
+
+__all__ = ["empty_for", "graph_outputs", "make_inputs", "poison", "runtime_inputs", "tensor_roles"]
+
+_FLOAT_KINDS = "fcV"  # numpy kinds holding floats (V: ml_dtypes bfloat16/fp8)
+
+
+def graph_outputs(graph: Graph) -> list[TensorAttributes]:
+    """Non-virtual tensors written by some node, in node then slot order."""
+    seen: dict[int, TensorAttributes] = {}
+    for node in graph.nodes:
+        for tensor in node.outputs():
+            if not tensor.is_virtual:
+                seen.setdefault(id(tensor), tensor)
+    return list(seen.values())
+
+
+def runtime_inputs(graph: Graph) -> list[TensorAttributes]:
+    """Graph inputs the caller provides: not virtual, and not compile-time constants."""
+    return [
+        t
+        for t in graph.graph_inputs()
+        if not t.is_virtual and not (t.value is not None and not t.is_pass_by_value)
+    ]
+
+
+def tensor_roles(graph: Graph) -> dict[int, tuple[str, dict[str, int]]]:
+    """``id(tensor) -> (slot name, sizes)`` for every tensor a node reads or writes.
+
+    ``sizes`` holds ``Sq``, ``Skv`` and ``D`` of the node, when its Q and K have rank 4.
+    """
+    roles: dict[int, tuple[str, dict[str, int]]] = {}
+    for node in graph.nodes:
+        a: Any = node.attributes
+        slots = {s.name: t for s, t in a.inputs.items()}
+        slots.update({s.name: t for s, t in a.outputs.items()})
+        sizes: dict[str, int] = {}
+        q, k = slots.get("Q"), slots.get("K")
+        if q is not None and len(q.dim) == 4:
+            sizes.update(Sq=q.dim[2], D=q.dim[3])
+        if k is not None and len(k.dim) == 4:
+            sizes["Skv"] = k.dim[2]
+        for slot, tensor in slots.items():
+            roles.setdefault(id(tensor), (slot, sizes))
+    return roles
+
+
+def empty_for(tensor: TensorAttributes) -> np.ndarray[Any, Any]:
+    """An uninitialised array with the tensor's dims, strides and dtype."""
+    dtype = numpy_dtype(tensor.data_type)
+    dims, strides = list(tensor.dim), list(tensor.stride) or generate_strides(tensor.dim)
+    if strides == generate_strides(dims):
+        return np.empty(dims, dtype=dtype)
+    span = 1 + sum((d - 1) * abs(s) for d, s in zip(dims, strides, strict=True))
+    base = np.empty(span, dtype=dtype)
+    return np.lib.stride_tricks.as_strided(
+        base, shape=dims, strides=[s * dtype.itemsize for s in strides]
+    )
+
+
+def poison(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Fill ``array`` in place with NaN (floats) or the type's largest value (integers)."""
+    if array.dtype.kind in _FLOAT_KINDS:
+        array[...] = np.nan
+    elif array.dtype.kind == "b":
+        array[...] = True
+    else:
+        array[...] = np.iinfo(array.dtype).max
+    return array
+
+
+def _scalar(slot: str, tensor: TensorAttributes, sizes: dict[str, int]) -> int | float:
+    if slot == "Attn_scale":
+        return 1.0 / math.sqrt(sizes.get("D", 64))
+    if slot == "Dropout_scale":
+        return 1.25
+    if slot == "Dropout_scale_inv":
+        return 0.8
+    if slot in ("Seed", "Offset"):
+        return 7
+    return 1 if numpy_dtype(tensor.data_type).kind in "iub" else 0.5
+
+
+def _values(
+    slot: str, tensor: TensorAttributes, sizes: dict[str, int], rng: np.random.Generator
+) -> np.ndarray[Any, Any]:
+    dims = tuple(tensor.dim)
+    kind = numpy_dtype(tensor.data_type).kind
+    if slot == "SEQ_LEN_Q":
+        return rng.integers(1, sizes.get("Sq", 1) + 1, size=dims)
+    if slot == "SEQ_LEN_KV":
+        return rng.integers(1, sizes.get("Skv", 1) + 1, size=dims)
+    if slot == "Dropout_mask":
+        return (rng.random(dims) < 0.8).astype(np.float64)
+    if slot == "Stats":
+        lse = math.log(max(sizes.get("Skv", 1), 1)) + 0.5
+        return lse + 0.1 * rng.standard_normal(dims)
+    if kind not in _FLOAT_KINDS:
+        return rng.integers(0, 4, size=dims)
+    scale = 0.5 if slot == "Bias" else 1.0
+    return scale * rng.standard_normal(dims)
+
+
+def make_inputs(graph: Graph, rng: np.random.Generator) -> dict[TensorAttributes, Any]:
+    """A variant pack for ``graph``: random inputs by role, poisoned outputs.
+
+    The graph must be validated (dims and data types known). Runtime pass-by-value tensors get
+    Python numbers; compile-time constants and virtual tensors are left out.
+
+    Args:
+        graph: a validated graph.
+        rng: the random generator to draw from.
+
+    Returns:
+        ``{tensor: buffer}`` ready for ``graph.execute``.
+    """
+    roles = tensor_roles(graph)
+    pack: dict[TensorAttributes, Any] = {}
+    for tensor in runtime_inputs(graph):
+        slot, sizes = roles.get(id(tensor), ("", {}))
+        if tensor.is_pass_by_value:
+            pack[tensor] = _scalar(slot, tensor, sizes)
+            continue
+        array = empty_for(tensor)
+        array[...] = _values(slot, tensor, sizes, rng).astype(array.dtype)
+        pack[tensor] = array
+    for tensor in graph_outputs(graph):
+        pack[tensor] = poison(empty_for(tensor))
+    return pack
