@@ -50,6 +50,26 @@ class QueryBlock:
     left: npt.NDArray[np.bool_] | None
     right: npt.NDArray[np.bool_] | None
 
+    def split(self, width: int) -> Iterator[QueryBlock]:
+        """The same rows over consecutive column chunks of at most ``width`` keys.
+
+        Example:
+            >>> band = KeyBand(seq_q=4, seq_kv=4, offset=0, left_bound=None, right_bound=0)
+            >>> blk = next(band.blocks(4))
+            >>> [(c.c0, c.c1, c.right.shape) for c in blk.split(3)]
+            [(0, 3, (4, 2)), (3, 4, (4, 1))]
+        """
+        for a in range(self.c0, self.c1, width):
+            b = min(a + width, self.c1)
+            left = right = None
+            if self.left is not None and a < self.c0 + self.left.shape[1]:
+                left = self.left[:, a - self.c0 : b - self.c0]
+            if self.right is not None:
+                start = self.c1 - self.right.shape[1]  # first column the right mask covers
+                if b > start:
+                    right = self.right[:, max(a, start) - start : b - start]
+            yield QueryBlock(self.i0, self.i1, a, b, left, right)
+
 
 @dataclass(frozen=True)
 class KeyBand:

@@ -73,16 +73,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .masks import KeyBand, band_for_batch, padding_lengths
+from .masks import KeyBand, QueryBlock, band_for_batch, padding_lengths
 
 __all__ = ["TILE_BYTES", "alibi_slopes", "sdpa_backward", "sdpa_forward"]
 
 Array = npt.NDArray[Any]
 
-TILE_BYTES = 8 << 20
-"""Largest size in bytes of one score tile when ``block_q`` is not given."""
+TILE_BYTES = 4 << 20
+"""Target size in bytes of one score tile (the backward's ``[heads, block_q, block_kv]``)."""
 
-_MIN_BLOCK_Q = 64  # smaller blocks make thin, slow matmuls
+_BLOCK_Q = (64, 256)  # default query block: thin blocks make slow matmuls, tall ones big tiles
 _BAND_BLOCK_FRACTION = 4  # banded: block ≤ mean visible width / 4 (≤ ~1/8 of a tile is masked)
 
 
@@ -136,6 +136,7 @@ class _Problem:
     slopes: Array | None
     bands: list[KeyBand]
     block_q: int
+    block_kv: int
     head_chunk: int
 
     @property
@@ -164,21 +165,24 @@ def _choose_blocks(
     mean_width: float,
     itemsize: int,
     block_q: int | None,
-) -> tuple[int, int]:
-    """``(block_q, head_chunk)`` for tiles ``head_chunk × block_q × seq_kv`` ≤ TILE_BYTES.
+) -> tuple[int, int, int]:
+    """``(block_q, block_kv, head_chunk)``: tiles of about TILE_BYTES.
 
-    The default block is as tall as the tile budget allows (big matmuls), but within a band at
-    most a quarter of the rows' mean visible width (the band's edges cost masked work). Heads of
-    one batch element are stacked into one tile while it stays within budget and the chunk maps
-    onto whole groups of shared K and V heads (``kv_groups`` = ``(H/Hk, H/Hv)``).
+    The default query block is 64–256 rows, the most the budget allows, and inside a band at most
+    a quarter of the rows' mean visible width (the band's edges cost masked work). Heads of one
+    batch element are stacked into one tile while whole rows of them fit the budget and the chunk
+    maps onto whole groups of shared K and V heads (``kv_groups`` = ``(H/Hk, H/Hv)``). The
+    backward splits a block's keys into chunks of ``block_kv`` columns so that its tiles stay
+    within budget (the forward keeps whole rows: its softmax is exact, not online).
     """
     budget = TILE_BYTES // itemsize
     cols = max(seq_kv, 1)
     if block_q is None:
-        block_q = budget // cols
+        low, high = _BLOCK_Q
+        block_q = min(high, budget // cols)
         if mean_width < seq_kv:
             block_q = min(block_q, int(mean_width) // _BAND_BLOCK_FRACTION)
-        block_q = max(_MIN_BLOCK_Q, block_q)
+        block_q = max(low, block_q)
     block_q = max(1, min(block_q, seq_q))
     head_chunk = 1
     for hc in range(heads, 1, -1):
@@ -187,7 +191,8 @@ def _choose_blocks(
         if fits and aligned and heads % hc == 0:
             head_chunk = hc
             break
-    return block_q, head_chunk
+    block_kv = min(cols, max(budget // (head_chunk * block_q), 1))
+    return block_q, block_kv, head_chunk
 
 
 def _prepare(
@@ -253,7 +258,7 @@ def _prepare(
         for i in range(b)
     ]
     mean_width = max((band.mean_width() for band in bands), default=0.0)
-    bq, hc = _choose_blocks(h, sq, skv, (h // hk, h // hv), mean_width, ct.itemsize, block_q)
+    bq, bkv, hc = _choose_blocks(h, sq, skv, (h // hk, h // hv), mean_width, ct.itemsize, block_q)
     return _Problem(
         q=qa,
         k=ka,
@@ -266,6 +271,7 @@ def _prepare(
         slopes=alibi_slopes(h).astype(ct) if alibi else None,
         bands=bands,
         block_q=bq,
+        block_kv=bkv,
         head_chunk=hc,
     )
 
@@ -277,36 +283,51 @@ def _prepare(
 
 @dataclass(frozen=True)
 class _Tile:
-    """Query heads ``[h0, h1)`` × rows ``[i0, i1)`` × key columns ``[c0, c1)`` of batch ``b``.
-
-    ``left``/``right``: see :class:`~backends.numpy_reference.masks.QueryBlock`.
-    """
+    """Query heads ``[h0, h1)`` of batch element ``b`` × a block of rows and key columns."""
 
     b: int
     h0: int
     h1: int
-    i0: int
-    i1: int
-    c0: int
-    c1: int
-    left: Array | None
-    right: Array | None
+    blk: QueryBlock
 
     @property
     def shape(self) -> tuple[int, int, int]:
         """``(heads, rows, cols)``."""
         return self.h1 - self.h0, self.i1 - self.i0, self.c1 - self.c0
 
+    @property
+    def i0(self) -> int:
+        """First query row."""
+        return self.blk.i0
+
+    @property
+    def i1(self) -> int:
+        """One past the last query row."""
+        return self.blk.i1
+
+    @property
+    def c0(self) -> int:
+        """First key column."""
+        return self.blk.c0
+
+    @property
+    def c1(self) -> int:
+        """One past the last key column."""
+        return self.blk.c1
+
+    def split(self, width: int) -> Iterator[_Tile]:
+        """The same heads and rows over column chunks of at most ``width`` keys."""
+        for blk in self.blk.split(width):
+            yield _Tile(self.b, self.h0, self.h1, blk)
+
 
 def _tiles(p: _Problem) -> Iterator[_Tile]:
-    """All tiles holding a visible (query, key) pair; rows seeing no key never appear."""
+    """Tiles of whole visible rows; rows seeing no key, and keys no row sees, never appear."""
     heads = p.q.shape[1]
     for b, band in enumerate(p.bands):
         for blk in band.blocks(p.block_q):
             for h0 in range(0, heads, p.head_chunk):
-                yield _Tile(
-                    b, h0, h0 + p.head_chunk, blk.i0, blk.i1, blk.c0, blk.c1, blk.left, blk.right
-                )
+                yield _Tile(b, h0, h0 + p.head_chunk, blk)
 
 
 def _tile_view(buf: Array, t: _Tile) -> Array:
@@ -354,10 +375,11 @@ def _scores(p: _Problem, t: _Tile, qs: Array, out: Array) -> None:
         for hh in range(t.h0, t.h1):
             np.multiply(rel, p.slopes[hh], out=scratch)
             np.add(out[hh - t.h0], scratch, out=out[hh - t.h0])
-    if t.left is not None:
-        np.copyto(out[:, :, : t.left.shape[1]], -np.inf, where=t.left)
-    if t.right is not None:
-        np.copyto(out[:, :, out.shape[2] - t.right.shape[1] :], -np.inf, where=t.right)
+    left, right = t.blk.left, t.blk.right
+    if left is not None:
+        np.copyto(out[:, :, : left.shape[1]], -np.inf, where=left)
+    if right is not None:
+        np.copyto(out[:, :, out.shape[2] - right.shape[1] :], -np.inf, where=right)
 
 
 # --------------------------------------------------------------------------------------------
@@ -599,57 +621,57 @@ def sdpa_backward(
         _check_broadcast("dbias_shape", tuple(dbias_shape), (b, h, sq, skv))
         dbias4 = np.zeros((1,) * (4 - len(dbias_shape)) + tuple(dbias_shape), dtype=p.ct)
 
-    tile = p.head_chunk * p.block_q * skv
+    tile = p.head_chunk * p.block_q * p.block_kv
     buf_p, buf_ds = np.empty(tile, dtype=p.ct), np.empty(tile, dtype=p.ct)
-    col_scratch = np.empty(p.head_chunk * skv * max(d, dv), dtype=p.ct)
-    ds_scale = p.ct.type(p.scale)
-    for t in _tiles(p):
-        hs, rs, cs = slice(t.h0, t.h1), slice(t.i0, t.i1), slice(t.c0, t.c1)
-        gk = _groups(t.h0, t.h1 - t.h0, h // hk)
-        gv = _groups(t.h0, t.h1 - t.h0, h // hv)
-        qs = _scaled_q(p, t)
-        do_blk = doa[t.b, hs, rs]
-        delta = np.einsum("hid,hid->hi", do_blk, oa[t.b, hs, rs])
+    scratch = np.empty(p.head_chunk * max(p.block_kv, p.block_q) * max(d, dv), dtype=p.ct)
+    for rows in _tiles(p):
+        hs, rs = slice(rows.h0, rows.h1), slice(rows.i0, rows.i1)
+        gk = _groups(rows.h0, rows.h1 - rows.h0, h // hk)
+        gv = _groups(rows.h0, rows.h1 - rows.h0, h // hv)
+        kheads = slice(gk.start, gk.start + gk.count)
+        vheads = slice(gv.start, gv.start + gv.count)
+        qs = _scaled_q(p, rows)
+        do_blk = doa[rows.b, hs, rs]
+        delta = np.einsum("hid,hid->hi", do_blk, oa[rows.b, hs, rs])
         if p.dropout4 is not None:
             do_blk = do_blk * p.ct.type(p.dropout_scale)
         do_st = _stacked(np.ascontiguousarray(do_blk), gv)
-        mask = None if p.dropout4 is None else _broadcast_block(p.dropout4, t)
+        dq_blk = np.zeros_like(qs)
+        for t in rows.split(p.block_kv):
+            cs = slice(t.c0, t.c1)
+            mask = None if p.dropout4 is None else _broadcast_block(p.dropout4, t)
 
-        # P = exp(S - Stats)
-        prob = _tile_view(buf_p, t)
-        _scores(p, t, qs, prob)
-        _probs_rows(prob, lse[t.b, hs, rs])
+            # P = exp(S − Stats)
+            prob = _tile_view(buf_p, t)
+            _scores(p, t, qs, prob)
+            _probs_rows(prob, lse[t.b, hs, rs])
 
-        # dV += (P∘M·s)ᵀ·dO  (s is folded into do_st)
-        ds = _tile_view(buf_ds, t)
-        pm = prob
-        if mask is not None:
-            pm = np.multiply(prob, mask, out=ds)
-        vcols = slice(gv.start, gv.start + gv.count)
-        _add_columns(dv_[t.b, vcols, cs], _stacked(pm, gv), do_st, col_scratch)
+            # dV += (P∘M·s)ᵀ·dO  (s is folded into do_st)
+            ds = _tile_view(buf_ds, t)
+            pm = prob if mask is None else np.multiply(prob, mask, out=ds)
+            _accumulate(dv_[t.b, vheads, cs], _stacked(pm, gv).transpose(0, 2, 1), do_st, scratch)
 
-        # dS = P∘((dO·Vᵀ)∘M·s − Δ)
-        np.matmul(do_st, p.v[t.b, vcols, cs].transpose(0, 2, 1), out=_stacked(ds, gv))
-        _dscores_rows(ds, prob, delta, mask)
-        if dbias4 is not None:
-            _add_dbias(dbias4, ds, t)
+            # dS = P∘((dO·Vᵀ)∘M·s − Δ)
+            np.matmul(do_st, p.v[t.b, vheads, cs].transpose(0, 2, 1), out=_stacked(ds, gv))
+            _dscores_rows(ds, prob, delta, mask)
+            if dbias4 is not None:
+                _add_dbias(dbias4, ds, t)
 
-        # dQ = scale·dS·K ; dK += dSᵀ·(scale·Q)
-        kcols = slice(gk.start, gk.start + gk.count)
-        dq_blk = np.matmul(_stacked(ds, gk), p.k[t.b, kcols, cs])
-        np.multiply(dq_blk, ds_scale, out=dq_blk)
-        dq[t.b, hs, rs] = dq_blk.reshape(qs.shape)
-        _add_columns(dk[t.b, kcols, cs], _stacked(ds, gk), _stacked(qs, gk), col_scratch)
+            # dQ += dS·K (scaled below) ; dK += dSᵀ·(scale·Q)
+            ds_k = _stacked(ds, gk)
+            _accumulate(_stacked(dq_blk, gk), ds_k, p.k[t.b, kheads, cs], scratch)
+            _accumulate(dk[t.b, kheads, cs], ds_k.transpose(0, 2, 1), _stacked(qs, gk), scratch)
+        np.multiply(dq_blk, p.ct.type(p.scale), out=dq_blk)
+        dq[rows.b, hs, rs] = dq_blk
 
     dbias = None if dbias4 is None or dbias_shape is None else dbias4.reshape(dbias_shape)
     return dq, dk, dv_, dbias
 
 
-def _add_columns(target: Array, left: Array, right: Array, scratch: Array) -> None:
-    """``target[n, cols, x] += left[n, rows, cols]ᵀ · right[n, rows, x]`` via flat ``scratch``."""
-    n, cols, x = target.shape
-    out = scratch[: n * cols * x].reshape(n, cols, x)
-    np.matmul(left.transpose(0, 2, 1), right, out=out)
+def _accumulate(target: Array, left: Array, right: Array, scratch: Array) -> None:
+    """``target += left @ right`` (stacked ``[n, r, x]``), the product written into ``scratch``."""
+    out = scratch[: target.size].reshape(target.shape)
+    np.matmul(left, right, out=out)
     np.add(target, out, out=target)
 
 
