@@ -7,6 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hipdnn_graph import (
     DataType,
@@ -753,3 +755,95 @@ def test_post_validate_accepts_explicit_matching_gradient_dims() -> None:
     redim(a.get_dk(), [B, HK, SKV, D])
     redim(a.get_dv(), [B, HV, SKV, DV])
     SdpaBwdNode(a, ga()).validate_node()
+
+
+# ----- robustness: the node lifecycle raises HipdnnError or passes, nothing else -----
+_SLOT_SETTERS = [s for s, _ in SLOTS] + [
+    "set_attn_scale",
+    "set_bias",
+    "set_seq_len_q",
+    "set_seq_len_kv",
+    "set_dropout_mask",
+    "set_dbias",
+]
+
+
+_DIMS = st.lists(st.integers(-2, 4), max_size=6)
+_KINDS = st.sampled_from(["plain", "plain", "plain", "untyped", "int32", "value", "runtime"])
+_SHAPE_MODES = st.sampled_from(["coherent"] * 24 + ["random", "empty", "missing"])
+
+
+def _coherent(setter: str, b: int, h: int, sq: int, skv: int, d: int) -> list[int]:
+    return {
+        "set_q": [b, h, sq, d],
+        "set_k": [b, h, skv, d],
+        "set_v": [b, h, skv, d],
+        "set_o": [b, h, sq, d],
+        "set_do": [b, h, sq, d],
+        "set_stats": [b, h, sq, 1],
+        "set_dq": [],
+        "set_dk": [],
+        "set_dv": [],
+        "set_attn_scale": [1],
+        "set_bias": [1, 1, sq, skv],
+        "set_seq_len_q": [b, 1, 1, 1],
+        "set_seq_len_kv": [b, 1, 1, 1],
+        "set_dropout_mask": [b, h, sq, skv],
+        "set_dbias": [],
+    }[setter]
+
+
+def _tensor(dims: list[int], kind: str, strided: bool) -> TensorAttributes:
+    t = TensorAttributes(name="x" if strided else "", dim=dims)
+    if strided:
+        t.set_stride(generate_strides(dims)[1:])  # wrong length on purpose
+    if kind == "plain":
+        t.set_data_type(DataType.HALF)
+    elif kind == "int32":
+        t.set_data_type(DataType.INT32)
+    elif kind == "value":
+        t.set_value(0.5)
+    elif kind == "runtime":
+        t.set_is_pass_by_value(True)
+    return t
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    base=st.lists(st.integers(1, 3), min_size=5, max_size=5),
+    slots=st.lists(
+        st.tuples(_SHAPE_MODES, _DIMS, _KINDS, st.integers(0, 9)),
+        min_size=len(_SLOT_SETTERS),
+        max_size=len(_SLOT_SETTERS),
+    ),
+    padding=st.booleans(),
+    scale_value=st.sampled_from([None, None, 0.5]),
+    graph_type=st.sampled_from([DataType.NOT_SET, DataType.FLOAT, DataType.FLOAT]),
+)
+def test_node_lifecycle_raises_only_hipdnn_error(
+    base: list[int],
+    slots: list[tuple[str, list[int], str, int]],
+    padding: bool,
+    scale_value: float | None,
+    graph_type: DataType,
+) -> None:
+    a = SdpaBackwardAttributes().set_padding_mask(padding)
+    for setter, (mode, random_dims, kind, odd) in zip(_SLOT_SETTERS, slots, strict=True):
+        optional = setter not in {s for s, _ in SLOTS}
+        if mode == "missing" or (optional and odd < 6):
+            continue
+        dims = {"coherent": _coherent(setter, *base), "random": random_dims, "empty": []}[mode]
+        if setter.startswith("set_seq_len") and kind == "plain" and odd < 8:
+            kind = "int32"
+        if setter == "set_attn_scale" and odd < 8:
+            kind = "value"
+        getattr(a, setter)(_tensor(dims, kind, strided=odd == 9))
+    if scale_value is not None:
+        a.set_attn_scale(scale_value)
+    g = GraphAttributes(
+        io_data_type=graph_type, intermediate_data_type=graph_type, compute_data_type=graph_type
+    )
+    try:
+        SdpaBwdNode(a, g).validate_node()
+    except HipdnnError as err:
+        assert err.code in (INVALID, NOT_SET) and err.message

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hipdnn_graph import (
     DataType,
@@ -319,3 +321,63 @@ def test_post_validate_rejects_wrong_explicit_stats() -> None:
     with pytest.raises(HipdnnError) as info:
         node.post_validate_node()
     assert info.value.code is INVALID and "Stats" in info.value.message
+
+
+# ----- robustness: the node lifecycle raises HipdnnError or passes, nothing else -----
+_FWD_SETTERS = [
+    "set_q",
+    "set_k",
+    "set_v",
+    "set_o",
+    "set_stats",
+    "set_attn_scale",
+    "set_bias",
+    "set_dropout_mask",
+    "set_seq_len_q",
+    "set_seq_len_kv",
+]
+
+_MODES = st.sampled_from(["coherent"] * 12 + ["random", "empty", "missing"])
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    base=st.lists(st.integers(1, 3), min_size=5, max_size=5),
+    slots=st.lists(
+        st.tuples(_MODES, st.lists(st.integers(-2, 4), max_size=6), st.booleans()),
+        min_size=len(_FWD_SETTERS),
+        max_size=len(_FWD_SETTERS),
+    ),
+    flags=st.lists(st.booleans(), min_size=2, max_size=2),
+)
+def test_node_lifecycle_raises_only_hipdnn_error(
+    base: list[int], slots: list[tuple[str, list[int], bool]], flags: list[bool]
+) -> None:
+    b, h, sq, skv, d = base
+    coherent = {
+        "set_q": [b, h, sq, d],
+        "set_k": [b, h, skv, d],
+        "set_v": [b, h, skv, d],
+        "set_o": [],
+        "set_stats": [],
+        "set_attn_scale": [1],
+        "set_bias": [1, h, sq, skv],
+        "set_dropout_mask": [b, 1, sq, skv],
+        "set_seq_len_q": [b, 1, 1, 1],
+        "set_seq_len_kv": [b, 1, 1, 1],
+    }
+    a = SdpaAttributes().set_padding_mask(flags[0]).set_generate_stats(flags[1])
+    for setter, (mode, random_dims, use) in zip(_FWD_SETTERS, slots, strict=True):
+        if mode == "missing" or (setter not in ("set_q", "set_k", "set_v", "set_o") and not use):
+            continue
+        dims = {"coherent": coherent[setter], "random": random_dims, "empty": []}[mode]
+        t = TensorAttributes(name="t", dim=dims, stride=generate_strides(dims))
+        if setter.startswith("set_seq_len"):
+            t.set_data_type(DataType.INT32)
+        if setter == "set_attn_scale":
+            t.set_is_pass_by_value(True)
+        getattr(a, setter)(t)
+    try:
+        SdpaFwdNode(a, ga()).validate_node()
+    except HipdnnError as err:
+        assert err.code in (INVALID, NOT_SET) and err.message
