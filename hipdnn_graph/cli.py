@@ -1,0 +1,458 @@
+"""The ``hipdnn-graph`` command line (also ``python -m hipdnn_graph``).
+
+Subcommands::
+
+    hipdnn-graph validate FILE                 check a serialized graph (JSON or binary)
+    hipdnn-graph show FILE [--dot|--mermaid]   tensors and nodes, or a picture of the graph
+    hipdnn-graph run FILE [--engine NAME] [--seed N] [--repeat N]
+                                               execute on random inputs: engine, time, checksums
+    hipdnn-graph backends                      plugins, engines, availability, load errors
+    hipdnn-graph convert FILE --to json|binary -o OUT
+    hipdnn-graph schema                        the JSON Schema of the JSON format
+
+Files are recognised by content: the FlatBuffers identifier ``HDGR`` means binary, a leading
+``{`` means JSON. Exit status: 0 on success; 1 when the graph is rejected (the message is
+``<ERROR_CODE_NAME>: <message>`` on stderr); 2 for usage errors and unreadable files.
+
+Example:
+    >>> from hipdnn_graph.cli import main
+    >>> main(["--version"])
+    hipdnn-graph 0.1.0
+    0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from .errors import HipdnnError
+from .graph import Graph
+from .tensor import TensorAttributes
+from .types import DataType
+
+__all__ = ["CliError", "detect_format", "load_graph", "main"]
+
+PROG = "hipdnn-graph"
+
+
+class CliError(Exception):
+    """A usage or file problem: printed as ``hipdnn-graph: error: ...`` with exit status 2."""
+
+
+# ----- loading -----
+def detect_format(data: bytes) -> str:
+    """``"binary"`` for our FlatBuffers identifier, ``"json"`` for text starting with ``{``."""
+    from .descriptors import FILE_IDENTIFIER
+
+    if len(data) >= 8 and data[4:8] == FILE_IDENTIFIER:
+        return "binary"
+    head = data.lstrip()[:1]
+    if head in (b"{", b"["):
+        return "json"
+    return "binary"
+
+
+def load_graph(path: str) -> tuple[Graph, str]:
+    """Read a serialized graph from ``path``, detecting its format.
+
+    Raises:
+        CliError: the file cannot be read or is too large.
+        HipdnnError: ``UNSUPPORTED_GRAPH_FORMAT`` / ``INVALID_VALUE`` from the decoders.
+    """
+    from .descriptors import MAX_INPUT_BYTES
+
+    file = Path(path)
+    try:
+        size = file.stat().st_size
+        if file.is_dir():
+            raise CliError(f"'{path}' is a directory, not a graph file")
+        if size > MAX_INPUT_BYTES:
+            raise CliError(
+                f"'{path}' is {size} bytes; serialized graphs are limited to "
+                f"{MAX_INPUT_BYTES} bytes"
+            )
+        data = file.read_bytes()
+    except OSError as exc:
+        raise CliError(f"cannot read '{path}': {exc.strerror or exc}") from None
+    fmt = detect_format(data)
+    graph = Graph.deserialize(data) if fmt == "binary" else Graph.from_json(data)
+    return graph, fmt
+
+
+def _summary(graph: Graph, fmt: str) -> str:
+    nodes = " -> ".join(f"{n.name} ({n.get_node_type().name})" for n in graph.nodes)
+    return (
+        f"graph '{graph.get_name() or '<unnamed>'}' ({fmt}): {len(graph.graph_tensors())} tensors, "
+        f"{len(graph)} node(s): {nodes or 'none'}"
+    )
+
+
+# ----- validate -----
+def _cmd_validate(args: argparse.Namespace, out: TextIO) -> int:
+    graph, fmt = load_graph(args.file)
+    graph.validate()
+    print(f"OK: {_summary(graph, fmt)}", file=out)
+    return 0
+
+
+# ----- show -----
+def _fmt_list(values: Sequence[int]) -> str:
+    return "[" + ",".join(map(str, values)) + "]" if values else "[]"
+
+
+def _tensor_ref(t: TensorAttributes) -> str:
+    return f"{t.name or '(unnamed)'}#{t.uid}" if t.uid is not None else t.name or "(unnamed)"
+
+
+def _node_details(node: Any) -> list[str]:
+    a = node.attributes
+    flags = [
+        f
+        for f in ("causal_mask", "causal_mask_bottom_right", "alibi_mask", "padding_mask")
+        if getattr(a, f, False)
+    ]
+    for field in ("attn_scale_value", "dropout_probability", "left_bound", "right_bound"):
+        value = getattr(a, field, None)
+        if value is not None:
+            flags.append(f"{field}={value}")
+    if getattr(a, "generate_stats", None) is not None:
+        flags.append(f"generate_stats={a.generate_stats}")
+    alignment = getattr(a, "diagonal_alignment", None)
+    if alignment is not None and alignment.value != 0:
+        flags.append(f"diagonal_alignment={alignment.name}")
+    ins = " ".join(f"{s.name}={_tensor_ref(t)}" for s, t in sorted(a.inputs.items()))
+    outs = " ".join(f"{s.name}={_tensor_ref(t)}" for s, t in sorted(a.outputs.items()))
+    return [
+        f"{node.name}  {node.get_node_type().name}  compute {a.compute_data_type.name}"
+        + (f"  [{', '.join(flags)}]" if flags else ""),
+        f"      in:  {ins}",
+        f"      out: {outs}",
+    ]
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    ]
+
+
+def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
+    graph, fmt = load_graph(args.file)
+    problem: HipdnnError | None = None
+    try:
+        graph.validate()
+    except HipdnnError as exc:  # still show what the file holds
+        problem = exc
+    if args.dot:
+        out.write(graph.to_dot())
+    elif args.mermaid:
+        out.write(graph.to_mermaid())
+    else:
+        a = graph.attributes
+        print(_summary(graph, fmt), file=out)
+        print(
+            f"  io {a.io_data_type.name}, intermediate {a.intermediate_data_type.name}, "
+            f"compute {a.compute_data_type.name}",
+            file=out,
+        )
+        print("tensors:", file=out)
+        rows = [["uid", "name", "dims", "strides", "type", "virtual", "by value"]]
+        for t in graph.graph_tensors():
+            by_value = (
+                f"value={t.value!r}"
+                if t.value is not None
+                else "runtime"
+                if t.is_pass_by_value
+                else ""
+            )
+            rows.append(
+                [
+                    "-" if t.uid is None else str(t.uid),
+                    t.name,
+                    _fmt_list(t.dim),
+                    _fmt_list(t.stride),
+                    t.data_type.name,
+                    "yes" if t.is_virtual else "no",
+                    by_value,
+                ]
+            )
+        for line in _table(rows):
+            print(line, file=out)
+        print("nodes (in execution order):", file=out)
+        for i, node in enumerate(graph.nodes, 1):
+            lines = _node_details(node)
+            print(f"  {i}. {lines[0]}", file=out)
+            for line in lines[1:]:
+                print(line, file=out)
+    if problem is not None:
+        print(f"{problem.code.name}: {problem.message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# ----- run -----
+class _Progress:
+    """A plain-text progress bar on stderr (no dependency)."""
+
+    def __init__(self, total: int, enabled: bool, stream: TextIO, width: int = 30) -> None:
+        self.total, self.enabled, self.stream, self.width = total, enabled, stream, width
+        self._last = -1
+
+    def update(self, done: int, seconds: float) -> None:
+        if not self.enabled:
+            return
+        filled = self.width * done // self.total
+        if filled == self._last and done != self.total:
+            return
+        self._last = filled
+        bar = "#" * filled + "-" * (self.width - filled)
+        rate = f"{seconds / done * 1e3:.3f} ms/run" if done else ""
+        self.stream.write(f"\r[{bar}] {done}/{self.total} {rate}")
+        if done == self.total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def _checksum(array: np.ndarray[Any, Any]) -> str:
+    values = array.astype(np.float64)
+    finite = np.isfinite(values)
+    bad = int(values.size - finite.sum())
+    total = float(values[finite].sum())
+    absolute = float(np.abs(values[finite]).sum())
+    return f"sum={total:.6g} abs_sum={absolute:.6g}" + (f" non_finite={bad}" if bad else "")
+
+
+def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
+    from .backend.registry import current_registry
+    from .testing.inputs import graph_outputs, make_inputs
+
+    if args.repeat < 1:
+        raise CliError("--repeat must be at least 1")
+    graph, _ = load_graph(args.file)
+    graph.validate()
+    if args.engine:
+        names = [e.name for e in current_registry().engines()]
+        if args.engine not in names:
+            raise CliError(
+                f"no engine named '{args.engine}'; available: {', '.join(names) or 'none'}"
+            )
+        graph.set_preferred_engine_id_ext(args.engine)
+    graph.build()
+    engine = graph.get_plan_name()
+    if args.engine and engine != args.engine:
+        reason = graph.get_engine_refusals().get(args.engine, "its plan could not be built")
+        print(
+            f"GRAPH_NOT_SUPPORTED: {args.engine} cannot run this graph: {reason}", file=sys.stderr
+        )
+        return 1
+    pack = make_inputs(graph, np.random.default_rng(args.seed))
+    size = graph.get_workspace_size()
+    workspace = np.empty(size, dtype=np.uint8) if size else None
+    show = args.progress == "always" or (
+        args.progress == "auto" and args.repeat >= 10 and sys.stderr.isatty()
+    )
+    progress = _Progress(args.repeat, show, sys.stderr)
+    times: list[float] = []
+    started = time.perf_counter()
+    for i in range(args.repeat):
+        t0 = time.perf_counter()
+        graph.execute(pack, workspace)
+        times.append(time.perf_counter() - t0)
+        progress.update(i + 1, time.perf_counter() - started)
+    median = statistics.median(times)
+    print(f"graph '{graph.get_name()}': engine {engine}, workspace {size} bytes", file=out)
+    print(
+        f"execute: median {median * 1e3:.3f} ms, min {min(times) * 1e3:.3f} ms "
+        f"over {len(times)} run(s), seed {args.seed}",
+        file=out,
+    )
+    print("outputs:", file=out)
+    rows = []
+    for t in graph_outputs(graph):
+        rows.append(
+            [t.name, f"uid {t.uid}", _fmt_list(t.dim), t.data_type.name, _checksum(pack[t])]
+        )
+    for line in _table(rows) if rows else ["  (none: the graph has no non-virtual outputs)"]:
+        print(line, file=out)
+    return 0
+
+
+# ----- backends -----
+def _probe_graph(io: DataType) -> Graph:
+    g = Graph(
+        name=f"probe_{io.name.lower()}",
+        io_data_type=io,
+        intermediate_data_type=DataType.FLOAT,
+        compute_data_type=DataType.FLOAT,
+    )
+    q = g.tensor(name="Q", dim=[1, 2, 64, 64])
+    k, v = g.tensor_like(q, "K"), g.tensor_like(q, "V")
+    o, stats = g.sdpa(q, k, v, name="fwd", generate_stats=True)
+    assert stats is not None
+    dq, dk, dv = g.sdpa_backward(q, k, v, o, g.tensor_like(q, "dO"), stats, name="bwd")
+    for t in (o, dq, dk, dv):
+        t.set_output(True)
+    g.build_operation_graph()
+    return g
+
+
+def _availability(engine: Any, probes: dict[DataType, Graph]) -> str:
+    ok: list[str] = []
+    reasons: list[str] = []
+    for io, graph in probes.items():
+        try:
+            support = engine.check(graph)
+            accepted, reason = bool(support.ok), str(support.reason)
+        except Exception as exc:  # a broken engine must not break the listing
+            accepted, reason = False, f"check() raised {type(exc).__name__}: {exc}"
+        if accepted:
+            ok.append(io.name)
+        elif reason not in reasons:
+            reasons.append(reason)
+    if ok:
+        return "available for SDPA fwd+bwd in " + ", ".join(ok)
+    return "unavailable: " + "; ".join(reasons)
+
+
+def _cmd_backends(args: argparse.Namespace, out: TextIO) -> int:
+    from .backend.contract import engine_id
+    from .backend.registry import current_registry, list_backends
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # load errors are listed below
+        infos = list_backends()
+    registry = current_registry()
+    probes = {io: _probe_graph(io) for io in (DataType.FLOAT, DataType.HALF, DataType.BFLOAT16)}
+    if not infos:
+        print("no backend is registered", file=out)
+    for info in infos:
+        state = "loaded" if info.loaded else f"FAILED TO LOAD: {info.error}"
+        print(f"{info.name}  ({info.source})  {state}", file=out)
+        for name in info.engines:
+            engine = registry.find_engine(name)
+            priority = getattr(engine, "priority", "?")
+            line = f"  {name}  id {engine_id(name):#018x}  priority {priority}"
+            if engine is not None:
+                line += f"  {_availability(engine, probes)}"
+            print(line, file=out)
+    return 0 if all(i.loaded for i in infos) else 1
+
+
+# ----- convert, schema -----
+def _cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
+    graph, fmt = load_graph(args.file)
+    data = graph.to_json().encode() if args.to == "json" else graph.serialize()
+    if args.output == "-":
+        if args.to == "json":
+            out.write(data.decode() + "\n")
+        else:
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        return 0
+    try:
+        Path(args.output).write_bytes(data)
+    except OSError as exc:
+        raise CliError(f"cannot write '{args.output}': {exc.strerror or exc}") from None
+    print(f"wrote {args.output} ({args.to}, {len(data)} bytes) from {args.file} ({fmt})", file=out)
+    return 0
+
+
+def _cmd_schema(args: argparse.Namespace, out: TextIO) -> int:
+    from .descriptors import json_schema
+
+    out.write(json.dumps(json_schema(), indent=2) + "\n")
+    return 0
+
+
+# ----- argument parsing -----
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for documentation and tests)."""
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Inspect, validate, convert and run serialized hipdnn-graph graphs.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("validate", help="validate a graph file (JSON or binary)")
+    p.add_argument("file", metavar="FILE")
+    p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("show", help="print tensors and nodes, or a DOT/Mermaid picture")
+    p.add_argument("file", metavar="FILE")
+    pic = p.add_mutually_exclusive_group()
+    pic.add_argument("--dot", action="store_true", help="print Graphviz DOT")
+    pic.add_argument("--mermaid", action="store_true", help="print a Mermaid flowchart")
+    p.set_defaults(func=_cmd_show)
+
+    p = sub.add_parser("run", help="execute a graph on random inputs")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--engine", metavar="NAME", help="engine to run on (default: best ranked)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--repeat", type=int, default=1, help="executions to time (default 1)")
+    p.add_argument(
+        "--progress",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="progress bar on stderr (auto: for 10+ repeats on a terminal)",
+    )
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("backends", help="list backends, engines, availability and load errors")
+    p.set_defaults(func=_cmd_backends)
+
+    p = sub.add_parser("convert", help="convert between JSON and binary")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--to", choices=("json", "binary"), required=True, help="output format")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="output file, - for stdout")
+    p.set_defaults(func=_cmd_convert)
+
+    p = sub.add_parser("schema", help="print the JSON Schema of the JSON format")
+    p.set_defaults(func=_cmd_schema)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (never raises for bad input).
+
+    Args:
+        argv: arguments without the program name (default: ``sys.argv[1:]``).
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(None if argv is None else list(argv))
+    except SystemExit as exc:  # --help, --version, usage errors
+        return int(exc.code) if isinstance(exc.code, int) else 2
+    out = sys.stdout
+    try:
+        return int(args.func(args, out))
+    except HipdnnError as exc:
+        print(f"{exc.code.name}: {exc.message}", file=sys.stderr)
+        return 1
+    except CliError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except Exception as exc:  # never a traceback for the user
+        print(f"{PROG}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 3

@@ -1,0 +1,300 @@
+"""The hipdnn-graph command line: every subcommand, in-process through main(argv), and the
+installed console script once through a subprocess."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+import hipdnn_graph as hg
+from hipdnn_graph.backend import ENTRY_POINT_GROUP, Support, isolated_registry
+from hipdnn_graph.cli import detect_format, main
+from hipdnn_graph.descriptors import json_schema
+
+Capsys = pytest.CaptureFixture[str]
+
+
+def _graph(name: str = "attn", *, features: bool = False) -> hg.Graph:
+    g = hg.Graph(
+        name=name,
+        io_data_type=hg.DataType.HALF,
+        intermediate_data_type=hg.DataType.FLOAT,
+        compute_data_type=hg.DataType.FLOAT,
+    )
+    b, h, s, d = 2, 2, 16, 16
+    q = g.tensor(name="Q", dim=[b, h, s, d])
+    k, v = g.tensor_like(q, "K"), g.tensor_like(q, "V")
+    kw: dict[str, object] = {"use_causal_mask": True}
+    if features:
+        kw["use_padding_mask"] = True
+        kw["seq_len_q"] = g.tensor(name="sq", dim=[b, 1, 1, 1], data_type=hg.DataType.INT32)
+        kw["seq_len_kv"] = g.tensor(name="skv", dim=[b, 1, 1, 1], data_type=hg.DataType.INT32)
+        scale = hg.TensorAttributes(name="scale").set_as_runtime_parameter()
+        kw["attn_scale"] = g.tensor(
+            scale.set_data_type(hg.DataType.FLOAT).set_dim([1]).set_stride([1])
+        )
+    o, stats = g.sdpa(q, k, v, name="fwd", generate_stats=True, **kw)  # type: ignore[arg-type]
+    assert stats is not None
+    mask = g.tensor(name="mask", dim=[b, h, s, s]) if features else None
+    bwd_kw = dict(kw)
+    if mask is not None:
+        one = g.tensor(hg.TensorAttributes(name="one").set_value(1.0))
+        bwd_kw["dropout"] = (mask, one, one)
+    grads = g.sdpa_backward(q, k, v, o, g.tensor_like(q, "dO"), stats, name="bwd", **bwd_kw)  # type: ignore[arg-type]
+    for t in grads:
+        t.set_output(True)
+    return g
+
+
+@pytest.fixture()
+def files(tmp_path: Path) -> dict[str, Path]:
+    g = _graph()
+    paths = {"json": tmp_path / "g.json", "binary": tmp_path / "g.bin"}
+    paths["json"].write_text(g.to_json())
+    paths["binary"].write_bytes(g.serialize())
+    rich = tmp_path / "rich.json"
+    rich.write_text(_graph("rich", features=True).to_json())
+    paths["rich"] = rich
+    return paths
+
+
+def test_detect_format() -> None:
+    g = _graph()
+    assert detect_format(g.serialize()) == "binary"
+    assert detect_format(b"  \n" + g.to_json().encode()) == "json"
+    assert detect_format(b"garbage") == "binary"
+
+
+@pytest.mark.parametrize("kind", ["json", "binary"])
+def test_validate_ok(files: dict[str, Path], kind: str, capsys: Capsys) -> None:
+    assert main(["validate", str(files[kind])]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out.startswith(f"OK: graph 'attn' ({kind}): 9 tensors, 2 node(s)")
+    assert "fwd (SDPA_FWD) -> bwd (SDPA_BWD)" in out
+    assert len(out.splitlines()) == 1
+
+
+def test_validate_reports_the_error_code(tmp_path: Path, capsys: Capsys) -> None:
+    bad = tmp_path / "bad.json"
+    data = json.loads(_graph().to_json())
+    data["tensors"][0]["dims"] = [2, 2, 16]  # Q becomes rank 3
+    data["tensors"][0]["strides"] = [512, 256, 16]
+    bad.write_text(json.dumps(data))
+    assert main(["validate", str(bad)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == "INVALID_VALUE: SdpaFwdNode: Query tensor Q must be rank-4, got rank=3"
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"not a graph at all", "UNSUPPORTED_GRAPH_FORMAT: "),
+        (b"{ this is not json", "UNSUPPORTED_GRAPH_FORMAT: "),
+        (b'{"format_version": 99}', "UNSUPPORTED_GRAPH_FORMAT: "),
+        (b'{"format_version": 1, "io_data_type": "FLOAT7"}', "INVALID_VALUE: "),
+        (b"", "UNSUPPORTED_GRAPH_FORMAT: "),
+    ],
+)
+def test_bad_files_exit_1_without_traceback(
+    tmp_path: Path, content: bytes, expected: str, capsys: Capsys
+) -> None:
+    path = tmp_path / "bad"
+    path.write_bytes(content)
+    for command in (["validate"], ["show"], ["run"], ["convert", "--to", "json", "-o", "x"]):
+        assert (
+            main(
+                [*command, str(path)]
+                if command[0] != "convert"
+                else ["convert", str(path), *command[1:]]
+            )
+            == 1
+        )
+        err = capsys.readouterr().err
+        assert err.startswith(expected) and "Traceback" not in err
+
+
+def test_missing_file_and_directory_exit_2(tmp_path: Path, capsys: Capsys) -> None:
+    assert main(["validate", str(tmp_path / "missing.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    assert main(["show", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert main([]) == 2
+    assert main(["frobnicate"]) == 2
+
+
+def test_show_table(files: dict[str, Path], capsys: Capsys) -> None:
+    assert main(["show", str(files["binary"])]) == 0
+    out = capsys.readouterr().out
+    assert "io HALF, intermediate FLOAT, compute FLOAT" in out
+    assert "uid  name" in out and "virtual" in out
+    q_row = next(line for line in out.splitlines() if line.split()[:2] == ["1", "Q"])
+    assert q_row.split()[2:6] == ["[2,2,16,16]", "[512,256,16,1]", "HALF", "no"]
+    o_row = next(line for line in out.splitlines() if "fwd::O" in line and "[" in line)
+    assert o_row.split()[4:6] == ["FLOAT", "yes"]
+    assert "1. fwd  SDPA_FWD  compute FLOAT  [causal_mask, generate_stats=True]" in out
+    assert "2. bwd  SDPA_BWD" in out
+    assert "in:  Q=Q#1 K=K#2 V=V#3 O=fwd::O#4 dO=dO#6 Stats=fwd::Stats#5" in out
+
+
+def test_show_dot_and_mermaid(files: dict[str, Path], capsys: Capsys) -> None:
+    assert main(["show", str(files["json"]), "--dot"]) == 0
+    dot = capsys.readouterr().out
+    assert dot.startswith('digraph "attn"') and dot.rstrip().endswith("}")
+    assert main(["show", str(files["json"]), "--mermaid"]) == 0
+    assert capsys.readouterr().out.startswith("flowchart LR")
+    if shutil.which("dot"):
+        rendered = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True)
+        assert rendered.returncode == 0, rendered.stderr
+
+
+def test_show_invalid_graph_still_shows_then_fails(tmp_path: Path, capsys: Capsys) -> None:
+    data = json.loads(_graph().to_json())
+    data["nodes"][0]["compute_data_type"] = "NOT_SET"
+    data["compute_data_type"] = "NOT_SET"
+    path = tmp_path / "nocompute.json"
+    path.write_text(json.dumps(data))
+    assert main(["show", str(path)]) == 1
+    captured = capsys.readouterr()
+    assert "tensors:" in captured.out
+    assert captured.err.startswith("ATTRIBUTE_NOT_SET: Node fwd does not have a compute_data_type")
+
+
+def test_run_default_engine(files: dict[str, Path], capsys: Capsys) -> None:
+    assert main(["run", str(files["json"]), "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "engine " in out and "median" in out and "over 1 run(s), seed 3" in out
+    for name in ("bwd::dQ", "bwd::dK", "bwd::dV"):
+        line = next(line for line in out.splitlines() if name in line)
+        assert "sum=" in line and "abs_sum=" in line and "non_finite" not in line
+
+
+def test_run_is_reproducible_and_handles_padding_dropout_scalars(
+    files: dict[str, Path], capsys: Capsys
+) -> None:
+    args = ["run", str(files["rich"]), "--engine", "NUMPY_REFERENCE_ENGINE", "--seed", "5"]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    assert "engine NUMPY_REFERENCE_ENGINE" in first
+    assert "non_finite" not in first
+    assert main(args) == 0
+    second = capsys.readouterr().out
+    checksums = [line for line in first.splitlines() if "sum=" in line]
+    assert checksums and checksums == [line for line in second.splitlines() if "sum=" in line]
+
+
+def test_run_repeat_progress_bar(files: dict[str, Path], capsys: Capsys) -> None:
+    args = ["run", str(files["binary"]), "--engine", "NUMPY_REFERENCE_ENGINE"]
+    assert main([*args, "--repeat", "12", "--progress", "always"]) == 0
+    captured = capsys.readouterr()
+    assert "over 12 run(s)" in captured.out
+    assert "[##############################] 12/12" in captured.err
+    assert main([*args, "--repeat", "12", "--progress", "never"]) == 0
+    assert capsys.readouterr().err == ""
+    assert main([*args, "--repeat", "0"]) == 2
+
+
+def test_run_unknown_or_refusing_engine(files: dict[str, Path], capsys: Capsys) -> None:
+    assert main(["run", str(files["json"]), "--engine", "NO_SUCH_ENGINE"]) == 2
+    assert "no engine named 'NO_SUCH_ENGINE'; available:" in capsys.readouterr().err
+
+    class Picky:
+        name, priority, array_kind = "PICKY_ENGINE", 1, "numpy"
+
+        def check(self, graph: hg.Graph) -> Support:
+            return Support.no("only likes graphs named 'other'")
+
+        def workspace_size(self, graph: hg.Graph) -> int:
+            return 0
+
+        def build_plan(self, graph: hg.Graph) -> None:
+            raise AssertionError("never built")
+
+    class PickyBackend:
+        name = "picky"
+
+        def engines(self) -> list[Picky]:
+            return [Picky()]
+
+    with isolated_registry() as registry:
+        registry.register(PickyBackend())
+        assert main(["run", str(files["json"]), "--engine", "PICKY_ENGINE"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("GRAPH_NOT_SUPPORTED: PICKY_ENGINE cannot run this graph")
+        assert "only likes graphs named 'other'" in err
+
+
+def test_backends_lists_engines_and_load_errors(
+    capsys: Capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert main(["backends"]) == 0
+    out = capsys.readouterr().out
+    assert "numpy  (backends.numpy_reference:create_backend)  loaded" in out
+    line = next(line for line in out.splitlines() if "NUMPY_REFERENCE_ENGINE" in line)
+    assert "id 0xe722795ad5156f59" in line and "available for SDPA fwd+bwd in FLOAT" in line
+
+    real = metadata.entry_points(group=ENTRY_POINT_GROUP)
+    broken = metadata.EntryPoint("broken", "no_such_plugin_module:create", ENTRY_POINT_GROUP)
+
+    def entry_points(group: str) -> list[metadata.EntryPoint]:
+        return [*real, broken] if group == ENTRY_POINT_GROUP else []
+
+    monkeypatch.setattr(metadata, "entry_points", entry_points)
+    with isolated_registry():
+        assert main(["backends"]) == 1
+    out = capsys.readouterr().out
+    assert "broken  (no_such_plugin_module:create)  FAILED TO LOAD: ModuleNotFoundError" in out
+    assert "NUMPY_REFERENCE_ENGINE" in out
+
+
+@pytest.mark.parametrize("target", ["json", "binary"])
+def test_convert_round_trips(
+    files: dict[str, Path], tmp_path: Path, target: str, capsys: Capsys
+) -> None:
+    source = files["binary" if target == "json" else "json"]
+    out_path = tmp_path / f"out.{target}"
+    assert main(["convert", str(source), "--to", target, "-o", str(out_path)]) == 0
+    assert f"wrote {out_path} ({target}" in capsys.readouterr().out
+    original = hg.Graph.from_json(files["json"].read_text())
+    converted = out_path.read_bytes()
+    again = hg.Graph.from_json(converted) if target == "json" else hg.Graph.deserialize(converted)
+    assert again.key() == original.key()
+
+
+def test_convert_to_stdout_and_unwritable(
+    files: dict[str, Path], tmp_path: Path, capsys: Capsys
+) -> None:
+    assert main(["convert", str(files["binary"]), "--to", "json", "-o", "-"]) == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "attn"
+    target = tmp_path / "no" / "such" / "dir.json"
+    assert main(["convert", str(files["json"]), "--to", "json", "-o", str(target)]) == 2
+    assert "cannot write" in capsys.readouterr().err
+
+
+def test_schema(capsys: Capsys) -> None:
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema == json_schema()
+    assert "tensors" in schema["properties"] and "nodes" in schema["properties"]
+
+
+def test_console_script_and_module(files: dict[str, Path]) -> None:
+    script = Path(sys.executable).with_name("hipdnn-graph")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "hipdnn_graph"]
+    result = subprocess.run(
+        [*command, "validate", str(files["json"])], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("OK: graph 'attn' (json)")
+    result = subprocess.run(
+        [sys.executable, "-m", "hipdnn_graph", "validate", str(files["json"]) + ".missing"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
