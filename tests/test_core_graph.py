@@ -585,6 +585,18 @@ def test_caller_attributes_not_mutated_by_failed_validate() -> None:
     assert a.get_causal_mask() is False  # keywords applied to the graph's copy only
 
 
+def test_caller_forward_attributes_not_mutated() -> None:
+    g = graph()
+    a = SdpaAttributes().set_causal_mask(True).set_generate_stats(True)
+    before = {k: v for k, v in a.model_dump().items() if k not in ("inputs", "outputs")}
+    o, stats = g.sdpa(*inputs(g, "Q K V"), a, name="fwd")
+    o.set_output(True)
+    g.validate()
+    assert {k: v for k, v in a.model_dump().items() if k not in ("inputs", "outputs")} == before
+    assert a.get_o() is None and a.get_stats() is None and a.get_q() is None
+    assert g.nodes[0].attributes.get_o() is o
+
+
 def test_same_attributes_object_reusable_for_two_nodes() -> None:
     g = graph()
     q, k, v = inputs(g, "Q K V")
@@ -652,7 +664,7 @@ OPTIONAL = ["attn_scale", "bias", "seq_len_q", "seq_len_kv", "dropout_mask"]
 
 
 @settings(
-    max_examples=250,
+    max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
