@@ -589,7 +589,7 @@ def test_caller_forward_attributes_not_mutated() -> None:
     g = graph()
     a = SdpaAttributes().set_causal_mask(True).set_generate_stats(True)
     before = {k: v for k, v in a.model_dump().items() if k not in ("inputs", "outputs")}
-    o, stats = g.sdpa(*inputs(g, "Q K V"), a, name="fwd")
+    o, _ = g.sdpa(*inputs(g, "Q K V"), a, name="fwd")
     o.set_output(True)
     g.validate()
     assert {k: v for k, v in a.model_dump().items() if k not in ("inputs", "outputs")} == before
