@@ -13,6 +13,8 @@ from typing import Any
 import flatbuffers
 import pytest
 from flatbuffers.table import Table
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import hipdnn_graph.descriptors.fbs.BoolValue as BoolValueMod
 import hipdnn_graph.descriptors.fbs.Float32Value as Float32ValueMod
@@ -268,3 +270,142 @@ def test_generated_builder_with_other_version_is_rejected(version: int) -> None:
     with pytest.raises(HipdnnError) as info:
         record_from_bytes(bytes(b.Output()))
     assert info.value.code == ErrorCode.UNSUPPORTED_GRAPH_FORMAT
+
+
+# ------------------------------------------------------------------------------------------------
+# structurally valid buffers with wrong content (built with the generated builders)
+# ------------------------------------------------------------------------------------------------
+
+
+def tiny(
+    *,
+    node_kind: int = NodeAttributes.SdpaAttributes,
+    value_kind: int = 0,
+    data_type: int = DataType.HALF,
+    alignment: int = DiagonalAlignment.TOP_LEFT,
+    name: bytes = b"t",
+    dims: tuple[int, ...] = (2, 2),
+    with_vectors: bool = True,
+) -> bytes:
+    """A one-tensor, one-node graph with raw field values."""
+    b = flatbuffers.Builder(64)
+    if not with_vectors:
+        GraphMod.Start(b)
+        GraphMod.AddFormatVersion(b, FORMAT_VERSION)
+        b.Finish(GraphMod.End(b), file_identifier=b"HDGR")
+        return bytes(b.Output())
+    tensor_name = b.CreateString(name)
+    TensorMod.StartDimsVector(b, len(dims))
+    for d in reversed(dims):
+        b.PrependInt64(d)
+    dims_vec = b.EndVector()
+    TensorMod.StartStridesVector(b, len(dims))
+    for _ in dims:
+        b.PrependInt64(1)
+    strides_vec = b.EndVector()
+    value = None
+    if value_kind:
+        Float64ValueMod.Start(b)
+        value = Float64ValueMod.End(b)
+    TensorMod.Start(b)
+    TensorMod.AddUid(b, 1)
+    TensorMod.AddName(b, tensor_name)
+    TensorMod.AddDataType(b, data_type)
+    TensorMod.AddDims(b, dims_vec)
+    TensorMod.AddStrides(b, strides_vec)
+    if value is not None:
+        TensorMod.AddValueType(b, value_kind)
+        TensorMod.AddValue(b, value)
+    tensor = TensorMod.End(b)
+    FwdMod.Start(b)
+    for uid in ("AddQTensorUid", "AddKTensorUid", "AddVTensorUid", "AddOTensorUid"):
+        getattr(FwdMod, uid)(b, 1)
+    FwdMod.AddDiagonalAlignment(b, alignment)
+    attrs = FwdMod.End(b)
+    NodeMod.Start(b)
+    if node_kind:
+        NodeMod.AddAttributesType(b, node_kind)
+        NodeMod.AddAttributes(b, attrs)
+    node = NodeMod.End(b)
+    GraphMod.StartTensorsVector(b, 1)
+    b.PrependUOffsetTRelative(tensor)
+    tensors = b.EndVector()
+    GraphMod.StartNodesVector(b, 1)
+    b.PrependUOffsetTRelative(node)
+    nodes = b.EndVector()
+    GraphMod.Start(b)
+    GraphMod.AddTensors(b, tensors)
+    GraphMod.AddNodes(b, nodes)
+    GraphMod.AddFormatVersion(b, FORMAT_VERSION)
+    b.Finish(GraphMod.End(b), file_identifier=b"HDGR")
+    return bytes(b.Output())
+
+
+def test_tiny_graph_decodes() -> None:
+    rec = record_from_bytes(tiny())
+    assert rec.tensors[0].dims == [2, 2] and rec.nodes[0].attributes.type == "SDPA_FWD"
+    assert record_from_bytes(tiny(with_vectors=False)) == GraphRecord()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"node_kind": 0}, "unsupported attributes type 0"),
+        ({"node_kind": 3}, "unsupported attributes type 3"),
+        ({"value_kind": 4}, "unsupported value type 4"),
+        ({"data_type": 99}, "Unknown DataType value 99"),
+        ({"alignment": 7}, "Unknown DiagonalAlignment value 7"),
+        ({"name": b"\xff\xfe"}, "not valid UTF-8"),
+        ({"dims": (1,) * 9}, "has 9 entries, more than 8"),
+        ({"dims": (0, 1)}, "must have only positive dimensions"),
+    ],
+)
+def test_wrong_content_is_invalid_value(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(HipdnnError, match=message) as info:
+        record_from_bytes(tiny(**options))
+    assert info.value.code == ErrorCode.INVALID_VALUE
+
+
+def test_limits_on_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hipdnn_graph.descriptors import flatbuf, records
+
+    blob = record_to_bytes(sample())
+    monkeypatch.setattr(flatbuf, "MAX_TENSORS", 3)
+    with pytest.raises(HipdnnError, match="more than 3") as info:
+        record_from_bytes(blob)
+    assert info.value.code == ErrorCode.INVALID_VALUE
+    monkeypatch.setattr(records, "MAX_NODES", 1)
+    with pytest.raises(HipdnnError, match="2 nodes, more than 1"):
+        GraphRecord(nodes=sample().nodes, tensors=sample().tensors)
+
+
+def test_overlapping_fields_are_malformed() -> None:
+    from hipdnn_graph.descriptors import flatbuf
+
+    with pytest.raises(HipdnnError, match="overlapping") as info:
+        flatbuf._plan(flatbuf._NODE, (4, 5, 0, 0), 12)
+    assert info.value.code == ErrorCode.UNSUPPORTED_GRAPH_FORMAT
+
+
+FUZZ_BLOBS = [build_with_generated_code(sample()), tiny(), tiny(value_kind=6)]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_fuzz_generated_layouts(data: st.DataObject) -> None:
+    """Bit flips and byte edits of buffers laid out by the flatbuffers runtime."""
+    blob = bytearray(data.draw(st.sampled_from(FUZZ_BLOBS)))
+    for _ in range(data.draw(st.integers(1, 6))):
+        at = data.draw(st.integers(0, len(blob) - 1))
+        if data.draw(st.booleans()):
+            blob[at] ^= 1 << data.draw(st.integers(0, 7))
+        else:
+            blob[at] = data.draw(st.integers(0, 255))
+    try:
+        rec = record_from_bytes(bytes(blob))
+    except HipdnnError as err:
+        assert err.code in (ErrorCode.UNSUPPORTED_GRAPH_FORMAT, ErrorCode.INVALID_VALUE)
+    else:
+        assert record_from_bytes(record_to_bytes(rec)) == rec or math.isnan(
+            next((t.value for t in rec.tensors if isinstance(t.value, float)), math.nan)
+        )

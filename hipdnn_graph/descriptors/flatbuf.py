@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Callable, Sequence
 from operator import itemgetter
@@ -284,6 +285,8 @@ def _write_tensor(w: _Writer, slot_field: int, d: dict[str, Any]) -> None:
             (d["uid"], 0, d["data_type"], 0, 0, d["is_virtual"], kind, 0, d["is_pass_by_value"],
              d["alignment"]),
         )  # fmt: skip
+        if value != value:  # any NaN is written as the canonical one, as JSON would
+            value = math.nan
         w.link(f_value, w.table(((0, code),), (value,))[0])
     w.link(slot_field, pos)
     w.string(f_name, d["name"])
@@ -303,6 +306,8 @@ def _write_node(w: _Writer, slot_field: int, node: NodeRecord) -> None:
     sig, values = [], []
     for field, slot, code, default in _ATTRS[kind][1]:
         value = attrs[field]
+        if value != value:
+            value = math.nan
         if value is not None or default is not None:
             sig.append((slot, code))
             values.append(value)
