@@ -165,21 +165,23 @@ def _choose_blocks(
     mean_width: float,
     itemsize: int,
     block_q: int | None,
+    whole_rows: bool,
 ) -> tuple[int, int, int]:
     """``(block_q, block_kv, head_chunk)``: tiles of about TILE_BYTES.
 
-    The default query block is 64–256 rows, the most the budget allows, and inside a band at most
-    a quarter of the rows' mean visible width (the band's edges cost masked work). Heads of one
-    batch element are stacked into one tile while whole rows of them fit the budget and the chunk
-    maps onto whole groups of shared K and V heads (``kv_groups`` = ``(H/Hk, H/Hv)``). The
-    backward splits a block's keys into chunks of ``block_kv`` columns so that its tiles stay
-    within budget (the forward keeps whole rows: its softmax is exact, not online).
+    The default query block is 64–256 rows (with ``whole_rows``, the most that whole rows in the
+    budget allow), and inside a band at most a quarter of the rows' mean visible width (the
+    band's edges cost masked work). Heads of one batch element are stacked into one tile while
+    whole rows of them fit the budget and the chunk maps onto whole groups of shared K and V
+    heads (``kv_groups`` = ``(H/Hk, H/Hv)``). Keys are split into chunks of ``block_kv`` columns
+    to keep tiles within budget; the forward asks for ``whole_rows`` (its softmax is exact, not
+    online), the backward needs no row-wise reduction and takes any chunk.
     """
     budget = TILE_BYTES // itemsize
     cols = max(seq_kv, 1)
     if block_q is None:
         low, high = _BLOCK_Q
-        block_q = min(high, budget // cols)
+        block_q = min(high, budget // cols) if whole_rows else high
         if mean_width < seq_kv:
             block_q = min(block_q, int(mean_width) // _BAND_BLOCK_FRACTION)
         block_q = max(low, block_q)
@@ -191,7 +193,7 @@ def _choose_blocks(
         if fits and aligned and heads % hc == 0:
             head_chunk = hc
             break
-    block_kv = min(cols, max(budget // (head_chunk * block_q), 1))
+    block_kv = cols if whole_rows else min(cols, max(budget // (head_chunk * block_q), 1))
     return block_q, block_kv, head_chunk
 
 
@@ -212,6 +214,7 @@ def _prepare(
     dropout_scale: float,
     compute_dtype: npt.DTypeLike,
     block_q: int | None,
+    whole_rows: bool,
 ) -> _Problem:
     ct = np.dtype(compute_dtype)
     if ct not in (np.dtype(np.float32), np.dtype(np.float64)):
@@ -258,7 +261,8 @@ def _prepare(
         for i in range(b)
     ]
     mean_width = max((band.mean_width() for band in bands), default=0.0)
-    bq, bkv, hc = _choose_blocks(h, sq, skv, (h // hk, h // hv), mean_width, ct.itemsize, block_q)
+    groups = (h // hk, h // hv)
+    bq, bkv, hc = _choose_blocks(h, sq, skv, groups, mean_width, ct.itemsize, block_q, whole_rows)
     return _Problem(
         q=qa,
         k=ka,
@@ -486,6 +490,7 @@ def sdpa_forward(
         dropout_scale=dropout_scale,
         compute_dtype=compute_dtype,
         block_q=block_q,
+        whole_rows=True,
     )
     b, h, sq, _, _, skv, hv, dv = p.shape
     o = np.zeros((b, h, sq, dv), dtype=p.ct)
@@ -599,6 +604,7 @@ def sdpa_backward(
         dropout_scale=dropout_scale,
         compute_dtype=compute_dtype,
         block_q=block_q,
+        whole_rows=False,
     )
     b, h, sq, d, hk, skv, hv, dv = p.shape
     oa, doa = (np.ascontiguousarray(x, dtype=p.ct) for x in (o, do))
