@@ -137,6 +137,30 @@ def test_bias_and_dbias(bias_shape: Any, dbias_shape: Any, ct: Any) -> None:
 
 
 @pytest.mark.parametrize("ct", CTS)
+def test_bias_with_minus_infinity_entries(ct: Any) -> None:
+    x = _inputs(25, sq=9, skv=11)
+    bias = np.random.default_rng(25).standard_normal((9, 11))
+    bias[np.random.default_rng(26).random((9, 11)) < 0.4] = -np.inf  # an additive mask
+    bias[:, 0] = 0.0  # every row keeps a key: the reference's softmax stays defined
+    _, _, _, _, _, dbias = check(x, ct, bias=bias)
+    assert (dbias[np.isneginf(bias)] == 0).all()
+
+
+def test_bias_row_of_minus_infinity_acts_like_a_keyless_row() -> None:
+    x = _inputs(27, sq=5, skv=6)
+    bias = np.zeros((5, 6))
+    bias[2] = -np.inf
+    kw: dict[str, Any] = {"scale": 0.5, "bias": bias}
+    o, stats = sdpa_forward(x["q"], x["k"], x["v"], compute_dtype=np.float64, **kw)
+    dq, dk, dv, dbias = sdpa_backward(
+        x["q"], x["k"], x["v"], o, x["do"], stats, compute_dtype=np.float64, **kw
+    )
+    assert (o[:, :, 2] == 0).all() and np.isposinf(stats[:, :, 2]).all()
+    assert (dq[:, :, 2] == 0).all() and (dbias[2] == 0).all()
+    assert not any(np.isnan(g).any() for g in (o, stats, dq, dk, dv, dbias))
+
+
+@pytest.mark.parametrize("ct", CTS)
 def test_dbias_without_bias(ct: Any) -> None:
     check(_inputs(8), ct, dbias_shape=(1, 1, 9, 11))
 

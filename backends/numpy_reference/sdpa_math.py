@@ -40,14 +40,16 @@ Implementation decisions:
   modified, and cast to ``compute_dtype`` (float32 or float64), which is also the dtype of every
   output. With float32 everything (matmuls, exp, sums) runs in float32.
 * Work is tiled over blocks of ``block_q`` query rows, so the extra memory is
-  ``O(block_q × Skv)``: two score-sized tiles plus dK/dV-sized column scratch. The default block
-  is as tall as a tile of :data:`TILE_BYTES` allows (at least 64 rows), and inside a band at most
-  a quarter of the mean visible width (less masked work on the band's edges). Small problems
-  stack several heads of one batch element into one tile (stacked matmuls; the GQA sum over
-  shared K/V heads is folded into the matmul's inner dimension).
+  ``O(block_q × Skv)`` at most: the forward's tile holds whole rows (its max and sum are exact
+  over all visible keys, no online-softmax rescaling), the backward's tiles
+  ``[block_q, block_kv]`` also split the keys (it needs no row-wise reduction: Stats and Δ are
+  given) and stay about :data:`TILE_BYTES`, which keeps them in cache. Default blocks are
+  64–256 rows, inside a band at most a quarter of the mean visible width (less masked work on
+  the band's edges). Small problems stack several heads of one batch element into one tile
+  (stacked matmuls; the GQA sum over shared K/V heads is folded into the matmul's inner
+  dimension).
 * Matmuls are BLAS calls on contiguous blocks (multi-threaded by the BLAS library); the
-  elementwise steps run in place on the tiles. A row's max and sum are exact over all its
-  visible keys (a tile holds the whole row), so no online-softmax rescaling is needed.
+  elementwise steps run in place on the tiles, in the compute dtype.
 * For each query block only the key columns that can be visible under the band and padding are
   touched; fully masked rows and columns are skipped, and only the band's edges are masked
   elementwise (with ``−inf`` before the exponential).
@@ -394,7 +396,7 @@ def _scores(p: _Problem, t: _Tile, qs: Array, out: Array) -> None:
 def _softmax_rows(s: Array, m: Array, lsum: Array, mask: Array | None) -> None:
     """``s ← exp(s − m)∘M`` with ``m`` the row max (0 if keyless), ``lsum`` = Σ exp(s − m)."""
     np.max(s, axis=2, out=m)
-    np.copyto(m, 0, where=np.isneginf(m))  # all -inf only in rows that see no key at all
+    np.copyto(m, 0, where=np.isneginf(m))  # a row of -inf scores only (e.g. from the bias)
     np.subtract(s, m[:, :, None], out=s)
     np.exp(s, out=s)
     np.sum(s, axis=2, out=lsum)
