@@ -39,10 +39,16 @@ def _lse_dense(stats: Tensor, p: SdpaProblem, pad: int) -> Tensor:
     s = stats.reshape(p.b, p.h, p.sq)
     if s.dtype != torch.float32:
         s = s.float()
-    s = s.contiguous()
+    if not s.is_contiguous():
+        s = s.contiguous()
     if pad > 1 and p.sq % pad:
         s = torch.nn.functional.pad(s, (0, (-p.sq) % pad), value=_INF)
     return s
+
+
+def _same(x: Tensor, like: Tensor) -> Tensor:
+    """x in like's dtype (no call when it already is: the hot path counts microseconds)."""
+    return x if x.dtype == like.dtype else x.to(like.dtype)
 
 
 def _stats_out(lse: Tensor, p: SdpaProblem) -> Tensor:
@@ -67,7 +73,7 @@ def _kv_for(p: SdpaProblem, c: OpCaps, k: Tensor, v: Tensor) -> tuple[Tensor, Te
 
 
 def _remember_rng(op: FusedOp, device: torch.device, a: Tensor, b: Tensor) -> None:
-    RNG_STATE.setdefault((op, str(device)), (a, b))
+    RNG_STATE.setdefault((op, device), (a, b))
 
 
 # ------------------------------------------------------------------------------------------ flash
@@ -142,8 +148,8 @@ def flash_backward(
         FusedOp.FLASH, c, p.sq, p.skv, p.bottom_right, p.left_bound, p.right_bound, p.padding
     )
     kx, vx, expanded = _kv_for(p, c, k, v)
-    o = o.to(q.dtype)
-    do = do.to(q.dtype)
+    o = _same(o, q)
+    do = _same(do, q)
     rng, unused = _rng(FusedOp.FLASH, q.device)
     fn = _op("_flash_attention_backward")
     kw = {"scale": scale, **_window_kw(wl, wr)}
@@ -295,19 +301,21 @@ def efficient_backward(
     kx, vx, expanded = _kv_for(p, c, k, v)
     want_db = dbias_shape is not None
     bt = _eff_bias(p, bias, want_db, q.dtype, q.device)
-    o = o.to(q.dtype)
-    do = do.to(q.dtype)
+    o = _same(o, q)
+    do = _same(do, q)
     seed, off = _rng(FusedOp.EFFICIENT, q.device)
     lse = _lse_dense(stats, p, c.lse_pad)
     fn = _op("_efficient_attention_backward")
     if not p.padding:
+        # The kernel derives O's row stride as H·Dv (it reads only O's batch and head strides):
+        # O must be BMHK-contiguous, which is what the op's own forward returns.
         dq, dk, dv, db = fn(
             do.transpose(1, 2),
             q.transpose(1, 2),
             kx.transpose(1, 2),
             vx.transpose(1, 2),
             bt,
-            o.transpose(1, 2),
+            o.transpose(1, 2).contiguous(),
             None,
             None,
             p.sq,
@@ -413,11 +421,11 @@ def cudnn_backward(
         lse = lse.unsqueeze(-1)
     seed, off = _rng(FusedOp.CUDNN, q.device)
     dq, dk, dv = _op("_scaled_dot_product_cudnn_attention_backward")(
-        do.to(q.dtype),
+        _same(do, q),
         q,
         kx,
         vx,
-        o.to(q.dtype),
+        _same(o, q),
         lse,
         seed,
         off,

@@ -313,11 +313,11 @@ def _has_arg(name: str, arg: str) -> bool:
 
 
 #: per (op, device) tensors its own forward returned for the RNG state (dropout 0: never read)
-RNG_STATE: dict[tuple[FusedOp, str], tuple[Tensor, Tensor]] = {}
+RNG_STATE: dict[tuple[FusedOp, torch.device], tuple[Tensor, Tensor]] = {}
 
 
 def _rng(op: FusedOp, device: torch.device) -> tuple[Tensor, Tensor]:
-    key = (op, str(device))
+    key = (op, device)
     r = RNG_STATE.get(key)
     if r is None:
         if op is FusedOp.FLASH:
@@ -474,6 +474,9 @@ def _masking(
 # public entry points
 
 
+_PLANS: dict[tuple[Any, ...], tuple[SdpaProblem, OpCaps, str | None, Tensor | None]] = {}
+
+
 def _guard(
     op: FusedOp,
     check_it: bool,
@@ -490,26 +493,57 @@ def _guard(
     seq_len_q: Tensor | None,
     seq_len_kv: Tensor | None,
     dropout_mask: Tensor | None,
-) -> tuple[SdpaProblem, OpCaps]:
-    p = SdpaProblem.from_tensors(
-        q,
-        k,
-        v,
-        bias=bias,
-        dbias=dbias,
-        alibi=alibi,
-        bottom_right=bottom_right,
-        left_bound=left_bound,
-        right_bound=right_bound,
-        seq_len_q=seq_len_q,
-        seq_len_kv=seq_len_kv,
-        dropout_mask=dropout_mask,
+) -> tuple[SdpaProblem, OpCaps, Tensor | None]:
+    """(problem, caps, rows-without-keys) for this call; cached per call signature.
+
+    The problem, its :func:`check` verdict and (without padding) the rows to zero are computed
+    once per signature, so the per-call cost is one tuple hash and a dict lookup.
+    """
+    key = (
+        op,
+        q.shape,
+        k.shape,
+        v.shape,
+        q.dtype,
+        q.device,
+        None if bias is None else bias.shape,
+        dbias,
+        alibi,
+        bottom_right,
+        left_bound,
+        right_bound,
+        seq_len_q is not None,
+        seq_len_kv is not None,
+        dropout_mask is not None,
     )
-    if check_it or dropout_mask is not None or alibi:
+    hit = _PLANS.get(key)
+    if hit is None:
+        p = SdpaProblem.from_tensors(
+            q,
+            k,
+            v,
+            bias=bias,
+            dbias=dbias,
+            alibi=alibi,
+            bottom_right=bottom_right,
+            left_bound=left_bound,
+            right_bound=right_bound,
+            seq_len_q=seq_len_q,
+            seq_len_kv=seq_len_kv,
+            dropout_mask=dropout_mask,
+        )
         reason = check(op, p)
-        if reason is not None:
-            raise FusedUnsupportedError(op, reason)
-    return p, capabilities(q.device, q.dtype)[op]
+        er = None if p.padding else empty_rows(p, q.device)
+        if len(_PLANS) > 4096:
+            _PLANS.clear()
+        hit = (p, capabilities(q.device, q.dtype)[op], reason, er)
+        _PLANS[key] = hit
+    p, c, reason, er = hit
+    if reason is not None and (check_it or dropout_mask is not None or alibi or not c.available):
+        raise FusedUnsupportedError(op, reason)
+    if p.padding:
+        er = empty_rows(p, q.device, seq_len_q, seq_len_kv)
+    return p, c, er
 
 
 def forward(
@@ -532,14 +566,16 @@ def forward(
 ) -> tuple[Tensor, Tensor]:
     """O ``[B,H,Sq,Dv]`` (input dtype) and Stats ``[B,H,Sq,1]`` fp32 from the fused op.
 
-    Keywords as in :func:`backends.torch_rocm.kernels.math.sdpa_forward`. With ``check=False``
-    the caller promises :func:`check` passed at plan time (the hot path skips it).
+    Keywords as in :func:`backends.torch_rocm.kernels.math.sdpa_forward`. :func:`check` runs
+    once per call signature (cached); with ``check=False`` a failed check raises only for what
+    can never run (dropout mask, ALiBi, op unavailable) and otherwise the caller's plan-time
+    check is trusted.
 
     Raises:
         FusedUnsupportedError: the op cannot run this exactly (the message names the feature).
     """
     del dropout_scale
-    p, c = _guard(
+    p, c, er = _guard(
         op,
         check,
         q,
@@ -560,7 +596,6 @@ def forward(
     o, st = impl.FORWARD[op](
         p, c, q, k, v, scale=scale, bias=bias, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv
     )
-    er = empty_rows(p, q.device, seq_len_q, seq_len_kv)
     if er is not None:
         o = o.masked_fill(er, 0.0)
         st = st.masked_fill(er, _INF)
@@ -592,13 +627,14 @@ def backward(
     """dQ, dK, dV (input dtype) and dBias (fp32, or None) from the fused backward op.
 
     The op reads the GIVEN ``o`` and ``stats`` (``[B,H,Sq,1]`` natural-log LSE); nothing is
-    recomputed. dBias is produced when ``dbias_shape`` is given (efficient only).
+    recomputed. dBias is produced when ``dbias_shape`` is given (efficient only). ``check`` as
+    in :func:`forward`.
 
     Raises:
         FusedUnsupportedError: the op cannot run this exactly (the message names the feature).
     """
     del dropout_scale
-    p, c = _guard(
+    p, c, er = _guard(
         op,
         check,
         q,
@@ -631,7 +667,6 @@ def backward(
         seq_len_q=seq_len_q,
         seq_len_kv=seq_len_kv,
     )
-    er = empty_rows(p, q.device, seq_len_q, seq_len_kv)
     if er is not None:
         dq = dq.masked_fill(er, 0.0)
     return dq, dk, dv, db

@@ -303,40 +303,64 @@ def _mm(a: Tensor, b: Tensor, lowp: bool) -> Tensor:
     return r.view(*lead, a.shape[-2], b.shape[-1])
 
 
+def _buf(like: Tensor, dtype: torch.dtype) -> Tensor:
+    return torch.empty(like.shape, dtype=dtype, device=like.device)
+
+
 def _group(x: Tensor, heads: int) -> Tensor:
     """[B, H, n, c] -> [B, heads, (H/heads)·n, c] (query head h goes to group h // (H/heads))."""
     b, h, n, c = x.shape
     return x.reshape(b, heads, (h // heads) * n, c)
 
 
-def _scores(p: _Plan, q: Tensor, kmat: Tensor, i0: int, i1: int, j0: int, j1: int) -> Tensor:
-    """Scaled, biased, ALiBi'd and masked scores of the block, [B,H,n,kv] in compute dtype."""
+def _scores(
+    p: _Plan,
+    q: Tensor,
+    kmat: Tensor,
+    i0: int,
+    i1: int,
+    j0: int,
+    j1: int,
+    sub: Tensor | None = None,
+) -> tuple[Tensor, bool]:
+    """Scores of the block, [B,H,n,kv] in compute dtype, masked with -inf.
+
+    Returns ``(s, scaled)``. The scale, bias, ALiBi and ``-sub`` are folded into one pass
+    (``add(terms, raw, alpha=scale)``). With no additive term and a positive scale the raw
+    product is returned unscaled (``scaled`` False) so that the caller folds the scale into its
+    own pass (masking with -inf commutes with a positive scale).
+    """
     g = p.g
     n = i1 - i0
-    qb = q[:, :, i0:i1]
-    if p.lowp:
-        s = _mm(_group(qb.to(p.mmdt), g.hk), kmat[:, :, j0:j1].transpose(-1, -2), True)
-        s = s.view(g.b, g.h, n, j1 - j0)
-        s.mul_(p.scale)
-    else:
-        qs = qb.to(p.cdt) * p.scale
-        s = _mm(_group(qs, g.hk), kmat[:, :, j0:j1].transpose(-1, -2), False)
-        s = s.view(g.b, g.h, n, j1 - j0)
+    qg = _group(q[:, :, i0:i1].to(p.mmdt), g.hk)
+    s = _mm(qg, kmat[:, :, j0:j1].transpose(-1, -2), p.lowp).view(g.b, g.h, n, j1 - j0)
+    terms: list[Tensor] = []
     if p.bias4 is not None:
         bb = p.bias4
         if bb.shape[2] != 1:
             bb = bb[:, :, i0:i1]
         if bb.shape[3] != 1:
             bb = bb[:, :, :, j0:j1]
-        s.add_(bb.to(p.cdt))
+        terms.append(bb.to(p.cdt))
     if p.slopes is not None:
         ii = torch.arange(i0, i1, device=s.device, dtype=p.cdt).view(1, 1, -1, 1)
         jj = torch.arange(j0, j1, device=s.device, dtype=p.cdt).view(1, 1, 1, -1)
-        s.add_(p.slopes * (jj - ii))
+        terms.append(p.slopes * (jj - ii))
+    if sub is not None:
+        terms.append(-sub)
+    scaled = True
+    if terms:
+        torch.add(terms[0], s, alpha=p.scale, out=s)
+        for t in terms[1:]:
+            s.add_(t)
+    elif p.scale > 0:
+        scaled = False
+    else:
+        s.mul_(p.scale)
     vis = _visible(p, i0, i1, j0, j1, s.device)
     if vis is not None:
         s.masked_fill_(~vis, -math.inf)
-    return s
+    return s, scaled
 
 
 def _mask_block(p: _Plan, i0: int, i1: int, j0: int, j1: int) -> Tensor | None:
@@ -418,20 +442,27 @@ def sdpa_forward(
         if j1 <= j0:
             continue
         n = i1 - i0
-        s = _scores(p, q, kmat, i0, i1, j0, j1)
+        s, scaled = _scores(p, q, kmat, i0, i1, j0, j1)
         m = s.amax(-1, keepdim=True)
+        if not scaled:
+            m.mul_(p.scale)
         m.masked_fill_(torch.isneginf(m), 0.0)
-        s.sub_(m).exp_()
+        if scaled:
+            s.sub_(m)
+        else:
+            torch.add(-m, s, alpha=p.scale, out=s)
+        s.exp_()
         den = s.sum(-1, keepdim=True)
         empty = den == 0
         lse = (m + torch.log(den)).masked_fill_(empty, math.inf)
         stats[:, :, i0:i1] = lse
         mb = _mask_block(p, i0, i1, j0, j1)
-        if mb is not None:
-            s.mul_(mb)
         inv = (1.0 / den).masked_fill_(empty, 0.0)
-        pg = _group(s.to(p.mmdt) if p.lowp else s, g.hv)
-        ob = _mm(pg, vmat[:, :, j0:j1], p.lowp).view(g.b, g.h, n, g.dv)
+        if p.lowp:
+            ps = torch.mul(s, mb, out=_buf(s, p.mmdt)) if mb is not None else s.to(p.mmdt)
+        else:
+            ps = s.mul_(mb) if mb is not None else s
+        ob = _mm(_group(ps, g.hv), vmat[:, :, j0:j1], p.lowp).view(g.b, g.h, n, g.dv)
         o[:, :, i0:i1] = ob * inv
     return o, stats
 
@@ -520,8 +551,8 @@ def sdpa_backward(
         if j1 <= j0:
             continue
         n, kv = i1 - i0, j1 - j0
-        s = _scores(p, q, kmat, i0, i1, j0, j1)
-        s.sub_(st[:, :, i0:i1]).exp_()  # P
+        s, _ = _scores(p, q, kmat, i0, i1, j0, j1, sub=st[:, :, i0:i1])
+        s.exp_()  # P
         do_b = do[:, :, i0:i1]
         do_mm = do_b.to(p.mmdt)
         dp = _mm(_group(do_mm, g.hv), vmat[:, :, j0:j1].transpose(-1, -2), p.lowp)
@@ -529,14 +560,16 @@ def sdpa_backward(
         mb = _mask_block(p, i0, i1, j0, j1)
         if mb is not None:
             dp.mul_(mb)
-            pd = s * mb
+        if p.lowp:
+            pd = torch.mul(s, mb, out=_buf(s, p.mmdt)) if mb is not None else s.to(p.mmdt)
         else:
-            pd = s
-        pdg = _group(pd.to(p.mmdt) if p.lowp else pd, g.hv)
-        dv[:, :, j0:j1] += _mm(pdg.transpose(-1, -2), _group(do_mm, g.hv), p.lowp)
-        del pd, pdg
+            pd = s * mb if mb is not None else s
+        dv[:, :, j0:j1] += _mm(_group(pd, g.hv).transpose(-1, -2), _group(do_mm, g.hv), p.lowp)
+        del pd
         delta = (do_b.to(p.cdt) * o[:, :, i0:i1].to(p.cdt)).sum(-1, keepdim=True)
-        ds = dp.sub_(delta).mul_(s)
+        dp.sub_(delta)
+        # with lowp and no dBias, dS is rounded straight to the matmul dtype in the same pass
+        ds = torch.mul(dp, s, out=_buf(s, p.mmdt)) if p.lowp and db4 is None else dp.mul_(s)
         del s
         if db4 is not None:
             r = ds
@@ -549,7 +582,9 @@ def sdpa_backward(
             if db4.shape[3] != 1:
                 tgt = tgt[:, :, :, j0:j1]
             tgt += r
-        dsg = _group(ds.to(p.mmdt) if p.lowp else ds, g.hk)
+            if p.lowp:
+                ds = ds.to(p.mmdt)
+        dsg = _group(ds, g.hk)
         dqb = _mm(dsg, kmat[:, :, j0:j1], p.lowp).view(g.b, g.h, n, g.d)
         dq[:, :, i0:i1] = dqb * p.scale
         qg = _group(q[:, :, i0:i1].to(p.mmdt), g.hk)
