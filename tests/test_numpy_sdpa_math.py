@@ -331,6 +331,29 @@ def test_default_blocks_follow_the_band() -> None:
         assert sdpa_math._choose_blocks(6, 16, 16, (3, 2), 16, 4, 16, whole_rows)[2] == 6
 
 
+def test_the_reference_agrees_with_torch_sdpa() -> None:
+    """A check of the checker: plain, causal, bias and GQA against torch's own SDPA."""
+    import torch
+    import torch.nn.functional as F
+
+    x = _inputs(28, h=4, hk=2, hv=2, sq=10, skv=10)
+    q, k, v, do = (torch.from_numpy(x[n]).requires_grad_() for n in ("q", "k", "v", "do"))
+    bias = np.random.default_rng(28).standard_normal((10, 10))
+    cases: list[tuple[dict[str, Any], dict[str, Any]]] = [
+        ({}, {}),
+        ({"right_bound": 0}, {"is_causal": True}),
+        ({"bias": bias}, {"attn_mask": torch.from_numpy(bias)}),
+    ]
+    for kw, tkw in cases:
+        out = F.scaled_dot_product_attention(q, k, v, scale=0.37, enable_gqa=True, **tkw)
+        grads = torch.autograd.grad(out, (q, k, v), do)
+        o, stats = reference_forward(x["q"], x["k"], x["v"], scale=0.37, **kw)
+        ref = reference_backward(x["q"], x["k"], x["v"], o, x["do"], stats, scale=0.37, **kw)
+        np.testing.assert_allclose(o, out.detach().numpy(), rtol=1e-12, atol=1e-12)
+        for got, want in zip(ref[:3], grads, strict=True):
+            np.testing.assert_allclose(got, want.numpy(), rtol=1e-12, atol=1e-12)
+
+
 def test_key_band_matches_the_definition() -> None:
     for offset, left, right in [(0, None, 0), (3, 2, 1), (-2, 0, None), (1, 4, -1)]:
         band = KeyBand(seq_q=6, seq_kv=8, offset=offset, left_bound=left, right_bound=right)
