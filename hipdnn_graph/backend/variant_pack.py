@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,16 +55,23 @@ class TensorSpec:
     data_type: DataType
     is_output: bool
     pass_by_value: bool = False
+    #: the graph's own tensor object; a variant-pack key must be this object (or its uid)
+    tensor: TensorAttributes | None = field(default=None, repr=False, compare=False)
     label: str = field(init=False)
     span_bytes: int = field(init=False)
+    #: NumPy dtype and byte strides a buffer matches on the fast path (``None``: no NumPy type)
+    np_dtype: np.dtype[Any] | None = field(init=False, repr=False)
+    byte_strides: tuple[int, ...] = field(init=False, repr=False)
     _torch_dtype: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.label = f"'{self.name}' (uid {self.uid})"
         try:
-            itemsize = numpy_dtype(self.data_type).itemsize
+            self.np_dtype = numpy_dtype(self.data_type)
+            itemsize = self.np_dtype.itemsize
         except HipdnnError:
-            itemsize = 1
+            self.np_dtype, itemsize = None, 1
+        self.byte_strides = tuple(s * itemsize for s in self.strides)
         extent = sum((d - 1) * abs(s) for d, s in zip(self.shape, self.strides, strict=False))
         self.span_bytes = (extent + 1) * itemsize
 
@@ -77,6 +85,7 @@ class TensorSpec:
             data_type=tensor.data_type,
             is_output=is_output,
             pass_by_value=tensor.is_pass_by_value,
+            tensor=tensor,
         )
 
     def strides_match(self, strides: Sequence[int]) -> bool:
@@ -157,8 +166,7 @@ def _scalar(value: Any, spec: TensorSpec) -> int | float | bool:
         return value
     if isinstance(value, np.generic):
         return value.item()  # type: ignore[no-any-return]
-    size = getattr(value, "size", None)
-    numel = size() if callable(size) else size
+    numel = value.numel() if is_torch_tensor(value) else getattr(value, "size", None)
     if numel == 1:
         item = value.reshape(-1)[0]
         return item.item() if hasattr(item, "item") else item  # type: ignore[no-any-return]
@@ -167,6 +175,11 @@ def _scalar(value: Any, spec: TensorSpec) -> int | float | bool:
 
 class VariantPackBinder:
     """Checks a variant pack against precomputed specs and converts its buffers.
+
+    The common case, a NumPy array of exactly the declared shape, dtype and strides, is checked
+    with a few tuple comparisons; anything else takes the slow path that explains the mismatch.
+    The aliasing check is skipped when the same buffer objects as in the previous call come back
+    (tracked through weak references, so the binder never keeps caller buffers alive).
 
     Args:
         specs: the graph's non-virtual, non-constant tensors.
@@ -181,6 +194,14 @@ class VariantPackBinder:
         self.array_kind = array_kind
         self._inputs = [s for s in self.specs if not s.is_output and not s.pass_by_value]
         self._outputs = [s for s in self.specs if s.is_output]
+        # (output, other) pairs to test for shared memory, in report order
+        self._pairs = [
+            (out, other)
+            for i, out in enumerate(self._outputs)
+            for other in self._inputs + self._outputs[i + 1 :]
+        ]
+        self._buffers = self._inputs + self._outputs
+        self._last_checked: list[weakref.ref[Any]] | None = None
 
     def bind(
         self, variant_pack: Mapping[Any, Any], workspace: Any, workspace_size: int = 0
@@ -198,13 +219,25 @@ class VariantPackBinder:
         by_uid = self.by_uid
         given: dict[int, Any] = {}
         for key, value in variant_pack.items():
-            uid = key.uid if isinstance(key, TensorAttributes) else key
-            if uid not in by_uid:
-                what = (
-                    f"tensor '{key.name}'" if isinstance(key, TensorAttributes) else f"key {key!r}"
+            if isinstance(key, TensorAttributes):
+                spec = by_uid.get(key.uid)  # type: ignore[arg-type]
+                if spec is None:
+                    raise _fail(
+                        f"Variant pack tensor '{key.name}' does not name a non-virtual tensor "
+                        "of the graph"
+                    )
+                if spec.tensor is not None and spec.tensor is not key:
+                    raise _fail(
+                        f"Variant pack tensor {spec.label} belongs to another graph; key it by "
+                        "this graph's tensor or by uid"
+                    )
+                given[spec.uid] = value
+            elif key in by_uid:
+                given[key] = value
+            else:
+                raise _fail(
+                    f"Variant pack key {key!r} does not name a non-virtual tensor of the graph"
                 )
-                raise _fail(f"Variant pack {what} does not name a non-virtual tensor of the graph")
-            given[uid] = value
         torch_kind = self.array_kind == "torch"
         bound: dict[int, Any] = {}
         for spec in self.specs:
@@ -215,10 +248,22 @@ class VariantPackBinder:
             if spec.pass_by_value:
                 bound[spec.uid] = _scalar(value, spec)
                 continue
+            if (
+                not torch_kind
+                and type(value) is np.ndarray
+                and value.shape == spec.shape
+                and value.dtype == spec.np_dtype
+                and value.strides == spec.byte_strides
+            ):  # fast path: exactly as declared
+                if spec.is_output and not value.flags.writeable:
+                    raise _fail(f"Variant pack output {spec.label} is read-only")
+                bound[spec.uid] = value
+                continue
             array = as_torch(value, spec.label) if torch_kind else as_numpy(value, spec.label)
             self._check_array(array, spec, torch_kind)
             bound[spec.uid] = array
-        self._check_aliasing(bound, torch_kind)
+        if self._pairs:
+            self._check_aliasing(bound, torch_kind)
         if workspace_size > 0:
             self._check_workspace(workspace, workspace_size)
         return bound
@@ -237,7 +282,7 @@ class VariantPackBinder:
         else:
             itemsize = array.itemsize
             strides = tuple(s // itemsize for s in array.strides)
-            dtype_ok = array.dtype == numpy_dtype(spec.data_type)
+            dtype_ok = array.dtype == spec.np_dtype
         if not dtype_ok:
             raise _fail(
                 f"Variant pack tensor {spec.label} has dtype {array.dtype} but the graph declares "
@@ -252,22 +297,23 @@ class VariantPackBinder:
             raise _fail(f"Variant pack output {spec.label} is read-only")
 
     def _check_aliasing(self, bound: Mapping[int, Any], torch_kind: bool) -> None:
-        outputs = self._outputs
-        if not outputs:
-            return
-        others = self._inputs + outputs
-        for i, out in enumerate(outputs):
-            a = bound[out.uid]
-            for other in others:
-                if other is out or (other.is_output and outputs.index(other) < i):
-                    continue
-                b = bound[other.uid]
-                if _overlap(a, b, out, other, torch_kind):
-                    kind = "output" if other.is_output else "input"
-                    raise _fail(
-                        f"Variant pack output {out.label} shares memory with {kind} "
-                        f"{other.label}; outputs must not alias other tensors"
-                    )
+        buffers = self._buffers
+        last = self._last_checked
+        if last is not None and all(
+            ref() is bound[spec.uid] for ref, spec in zip(last, buffers, strict=True)
+        ):
+            return  # the same NumPy arrays as last time: already known not to alias
+        for out, other in self._pairs:
+            if _overlap(bound[out.uid], bound[other.uid], out, other, torch_kind):
+                kind = "output" if other.is_output else "input"
+                raise _fail(
+                    f"Variant pack output {out.label} shares memory with {kind} "
+                    f"{other.label}; outputs must not alias other tensors"
+                )
+        if not torch_kind:
+            # an ndarray's memory never changes, so identity is enough to reuse the answer;
+            # torch tensors can be re-pointed in place (set_), so they are checked every time
+            self._last_checked = [weakref.ref(bound[spec.uid]) for spec in buffers]
 
     @staticmethod
     def _check_workspace(workspace: Any, needed: int) -> None:
@@ -283,10 +329,35 @@ class VariantPackBinder:
             raise _fail(f"The workspace has {size} bytes, but the plan needs {needed}")
 
 
+class _AddressView:
+    """Exposes raw (pointer, shape, byte strides) through the array interface, never read."""
+
+    def __init__(
+        self, pointer: int, shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int
+    ):
+        self.__array_interface__ = {
+            "version": 3,
+            "data": (pointer, False),
+            "shape": shape,
+            "strides": strides,
+            "typestr": f"|V{itemsize}",
+        }
+
+
+def _torch_layout(t: Any) -> np.ndarray[Any, Any]:
+    itemsize = t.element_size()
+    strides = tuple(s * itemsize for s in t.stride())
+    return np.asarray(_AddressView(t.data_ptr(), tuple(t.shape), strides, itemsize))
+
+
 def _overlap(a: Any, b: Any, sa: TensorSpec, sb: TensorSpec, torch_kind: bool) -> bool:
     if torch_kind:
         if a.device != b.device:
             return False
         lo_a, lo_b = a.data_ptr(), b.data_ptr()
-        return bool(lo_a < lo_b + sb.span_bytes and lo_b < lo_a + sa.span_bytes)
+        if not (lo_a < lo_b + sb.span_bytes and lo_b < lo_a + sa.span_bytes):
+            return False
+        # the spans meet: decide exactly from the layouts (interleaved views do not alias);
+        # shares_memory only does address arithmetic, so this works for device memory too
+        return bool(np.shares_memory(_torch_layout(a), _torch_layout(b)))
     return bool(np.may_share_memory(a, b)) and bool(np.shares_memory(a, b))
