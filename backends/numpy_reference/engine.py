@@ -50,74 +50,101 @@ def refusal(problem: SdpaProblem) -> str | None:
     return None
 
 
-@dataclass
+#: (keyword of the math function, slot) for the array arguments, in call order
+_ARRAY_ARGS_FWD = (("q", "Q"), ("k", "K"), ("v", "V"))
+_ARRAY_ARGS_BWD = (*_ARRAY_ARGS_FWD, ("o", "O"), ("do", "dO"), ("stats", "Stats"))
+_OPTIONAL_ARGS = (("bias", "Bias"), ("dropout_mask", "Dropout_mask"))
+_PADDING_ARGS = (("seq_len_q", "SEQ_LEN_Q"), ("seq_len_kv", "SEQ_LEN_KV"))
+_RESULT_SLOTS_FWD = ("O", "Stats")
+_RESULT_SLOTS_BWD = ("dQ", "dK", "dV", "dBias")
+
+
+@dataclass(frozen=True)
 class _Step:
-    problem: SdpaProblem
-    compute: Any
+    """One node, resolved when the plan is built so that ``execute`` only looks up buffers."""
+
+    name: str
+    function: Any
+    #: keyword → uid of every array argument
+    arrays: tuple[tuple[str, int], ...]
+    #: keyword arguments known when the plan is built (flags, bounds, constant scales, dtype)
+    static: Mapping[str, Any]
+    #: keyword → uid of runtime pass-by-value scalars (read from the variant pack)
+    runtime: tuple[tuple[str, int], ...]
+    #: (index in the math function's result tuple, uid, storage dtype) of every produced tensor
+    results: tuple[tuple[int, int, np.dtype[Any]], ...]
+
+    @classmethod
+    def of(cls, p: SdpaProblem) -> _Step:
+        arrays = [
+            (kw, p.uid(slot)) for kw, slot in (_ARRAY_ARGS_BWD if p.backward else _ARRAY_ARGS_FWD)
+        ]
+        optional = _OPTIONAL_ARGS + (_PADDING_ARGS if p.padding else ())
+        arrays += [(kw, p.uid(slot)) for kw, slot in optional if p.has(slot)]
+        static: dict[str, Any] = {
+            "alibi": p.alibi,
+            "bottom_right": p.window.bottom_right,
+            "left_bound": p.window.left_bound,
+            "right_bound": p.window.right_bound,
+            "compute_dtype": _COMPUTE[p.compute_data_type],
+        }
+        runtime: list[tuple[str, int]] = []
+        scalars = [("scale", p.scale)]
+        if p.has("Dropout_mask"):
+            scalars.append(("dropout_scale", p.dropout_scale))
+        for kw, source in scalars:
+            if source.uid is not None:
+                runtime.append((kw, source.uid))
+            else:
+                static[kw] = source.value
+        if p.backward and p.has("dBias"):
+            static["dbias_shape"] = tuple(p.tensors["dBias"].dim)
+        slots = _RESULT_SLOTS_BWD if p.backward else _RESULT_SLOTS_FWD
+        results = tuple(
+            (i, p.uid(slot), numpy_dtype(p.tensors[slot].data_type))
+            for i, slot in enumerate(slots)
+            if p.has(slot)
+        )
+        return cls(
+            name=p.name,
+            function=sdpa_backward if p.backward else sdpa_forward,
+            arrays=tuple(arrays),
+            static=static,
+            runtime=tuple(runtime),
+            results=results,
+        )
 
 
 class NumpyReferencePlan:
-    """Runs the nodes of one graph in order."""
+    """Runs the nodes of one graph in topological order.
+
+    Everything that does not depend on the buffers (which slots are set, flags, bounds, constant
+    scales, result dtypes) is resolved once here, so ``execute`` is a few dictionary lookups and
+    one call into :mod:`backends.numpy_reference.sdpa_math` per node.
+    """
 
     engine_name = "NUMPY_REFERENCE_ENGINE"
     workspace_size = 0
 
     def __init__(self, graph: hg.Graph) -> None:
-        self.steps = [
-            _Step(p, _COMPUTE[p.compute_data_type])
-            for p in (SdpaProblem.from_node(n) for n in graph.nodes)
-        ]
+        self.steps = [_Step.of(SdpaProblem.from_node(n)) for n in graph.nodes]
 
     def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
-        buffers: dict[int, Any] = dict(variant_pack)
+        buffers: dict[int, Any] = dict(variant_pack)  # virtual tensors are added as produced
         for step in self.steps:
-            self._run(step, buffers)
-
-    @staticmethod
-    def _run(step: _Step, buffers: dict[int, Any]) -> None:
-        p = step.problem
-
-        def get(slot: str) -> Any:
-            return buffers[p.uid(slot)] if p.has(slot) else None
-
-        common: dict[str, Any] = {
-            "scale": p.scale.resolve(buffers),
-            "bias": get("Bias"),
-            "alibi": p.alibi,
-            "bottom_right": p.window.bottom_right,
-            "left_bound": p.window.left_bound,
-            "right_bound": p.window.right_bound,
-            "seq_len_q": get("SEQ_LEN_Q") if p.padding else None,
-            "seq_len_kv": get("SEQ_LEN_KV") if p.padding else None,
-            "dropout_mask": get("Dropout_mask"),
-            "dropout_scale": p.dropout_scale.resolve(buffers) if p.has("Dropout_mask") else 1.0,
-            "compute_dtype": step.compute,
-        }
-        if p.backward:
-            dbias_shape = tuple(p.tensors["dBias"].dim) if p.has("dBias") else None
-            dq, dk, dv, dbias = sdpa_backward(
-                get("Q"),
-                get("K"),
-                get("V"),
-                get("O"),
-                get("dO"),
-                get("Stats"),
-                dbias_shape=dbias_shape,
-                **common,
-            )
-            results = {"dQ": dq, "dK": dk, "dV": dv, "dBias": dbias}
-        else:
-            o, stats = sdpa_forward(get("Q"), get("K"), get("V"), **common)
-            results = {"O": o, "Stats": stats}
-        for slot, value in results.items():
-            if value is None or not p.has(slot):
-                continue
-            tensor = p.tensors[slot]
-            out = buffers.get(tensor.get_uid())
-            if out is None:  # a virtual tensor: keep it for the nodes that read it
-                buffers[tensor.get_uid()] = value.astype(numpy_dtype(tensor.data_type))
-            else:
-                np.copyto(out, value.reshape(out.shape), casting="unsafe")
+            kwargs = dict(step.static)
+            for kw, uid in step.arrays:
+                kwargs[kw] = buffers[uid]
+            for kw, uid in step.runtime:
+                kwargs[kw] = float(buffers[uid])
+            values = step.function(**kwargs)
+            for index, uid, dtype in step.results:
+                value = values[index]
+                out = buffers.get(uid)
+                if out is None:  # a virtual tensor: keep it for the nodes that read it
+                    buffers[uid] = value.astype(dtype, copy=False)
+                else:
+                    np.copyto(out, value.reshape(out.shape), casting="unsafe")
 
 
 class NumpyReferenceEngine:
