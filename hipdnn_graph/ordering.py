@@ -1,8 +1,8 @@
 """Node ordering: the dependency graph and hipDNN's stable topological sort.
 
 This is the only module that imports networkx. A node depends on another when it reads a tensor
-the other produces. Ties keep insertion order, so a graph declared in a valid order is left as
-declared.
+the other produces. The order is hipDNN's (Kahn's algorithm with a FIFO queue): nodes that become
+ready together keep insertion order.
 
 Example:
     >>> from hipdnn_graph.ordering import stable_topological_order
@@ -59,7 +59,15 @@ def _digraph(count: int, edges: Iterable[tuple[int, int]]) -> nx.DiGraph:
 
 
 def stable_topological_order(count: int, edges: Sequence[tuple[int, int]]) -> list[int]:
-    """Order ``count`` nodes so producers come first; ties keep index order.
+    """Order ``count`` nodes so producers come first, exactly as hipDNN sorts them.
+
+    hipDNN runs Kahn's algorithm with a FIFO queue: the sources enter in index order, and each
+    emitted node frees its consumers in ascending index order (hipDNN builds every producer's
+    adjacency list by walking the consumers in insertion order). Nodes that become ready together
+    therefore keep insertion order, but a node freed later goes after every node already queued,
+    so a valid declaration order is not always kept: with edges ``0→1, 1→3, 2→3`` the order is
+    ``[0, 2, 1, 3]``. networkx's ``topological_sort`` is this algorithm (generation by
+    generation, successors in edge-insertion order), given edges added in consumer order.
 
     Args:
         count: number of nodes, identified by index ``0..count-1``.
@@ -74,9 +82,9 @@ def stable_topological_order(count: int, edges: Sequence[tuple[int, int]]) -> li
         return []
     if not edges and count == 1:
         return [0]
-    graph = _digraph(count, edges)
+    graph = _digraph(count, sorted(edges, key=lambda edge: edge[1]))
     try:
-        order: list[int] = list(nx.lexicographical_topological_sort(graph))
+        order: list[int] = list(nx.topological_sort(graph))
     except nx.NetworkXUnfeasible:
         raise HipdnnError(ErrorCode.INVALID_VALUE, CYCLE_MESSAGE) from None
     if not nx.is_weakly_connected(graph):
