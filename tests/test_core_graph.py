@@ -440,6 +440,22 @@ def test_ties_keep_insertion_order_when_producer_is_in_the_middle() -> None:
     assert [n.name for n in g.nodes] == ["fwd", "x", "y"]
 
 
+def test_order_is_hipdnn_fifo_kahn() -> None:
+    # fwdA → bwdA → bwdB ← fwdB, declared in a valid order. hipDNN's Kahn sort (FIFO queue)
+    # emits both sources first, so fwdB moves ahead of bwdA.
+    g = graph()
+    q, k, v = inputs(g, "Q K V")
+    o_a, s_a = g.sdpa(q, k, v, name="fwdA", generate_stats=True)
+    assert s_a is not None
+    dq_a, _, _ = g.sdpa_backward(q, k, v, o_a, g.tensor_like(q, "dO"), s_a, name="bwdA")
+    o_b, s_b = g.sdpa(g.tensor_like(q, "Q2"), k, v, name="fwdB", generate_stats=True)
+    assert s_b is not None
+    for t in g.sdpa_backward(q, k, v, o_b, dq_a, s_b, name="bwdB"):
+        t.set_output(True)
+    g.validate()
+    assert [n.name for n in g.nodes] == ["fwdA", "fwdB", "bwdA", "bwdB"]
+
+
 def test_nodes_and_to_networkx() -> None:
     g, _ = fwd_bwd_graph()
     g.validate()

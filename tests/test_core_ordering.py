@@ -3,7 +3,7 @@ hipDNN's cycle / disconnected-component messages."""
 
 from __future__ import annotations
 
-import heapq
+from collections import deque
 from typing import Any
 
 import networkx as nx
@@ -49,8 +49,12 @@ def test_message_constants_are_hipdnn_text() -> None:
         (3, [(2, 1), (1, 0)], [2, 1, 0]),
         (4, [(0, 1), (0, 2), (0, 3)], [0, 1, 2, 3]),
         (4, [(3, 0), (3, 1), (3, 2)], [3, 0, 1, 2]),
-        (4, [(1, 0), (3, 2), (1, 2)], [1, 0, 3, 2]),
+        (4, [(1, 0), (3, 2), (1, 2)], [1, 3, 0, 2]),
         (4, [(2, 0), (2, 1), (2, 3), (3, 1)], [2, 0, 3, 1]),
+        # FIFO, as hipDNN: both sources first (0, 2), then what they freed (1), then 3
+        (4, [(0, 1), (1, 3), (2, 3)], [0, 2, 1, 3]),
+        (5, [(0, 4), (1, 2), (2, 4), (3, 4)], [0, 1, 3, 2, 4]),
+        (4, [(0, 3), (0, 1), (1, 2)], [0, 1, 3, 2]),
     ],
 )
 def test_stable_order(count: int, edges: list[tuple[int, int]], order: list[int]) -> None:
@@ -121,22 +125,23 @@ def test_to_networkx_labels() -> None:
 
 
 def _reference_order(count: int, edges: list[tuple[int, int]]) -> list[int]:
-    """Kahn's algorithm, always taking the lowest-index ready node (ties keep insertion order)."""
+    """hipDNN's sort: Kahn's algorithm with a FIFO queue; sources enter in index order and each
+    producer frees its consumers in ascending consumer order (its adjacency list is built by
+    walking consumers in insertion order)."""
+    succ: list[list[int]] = [[] for _ in range(count)]
     indeg = [0] * count
-    succ: list[set[int]] = [set() for _ in range(count)]
-    for u, v in set(edges):
-        succ[u].add(v)
+    for u, v in sorted(edges, key=lambda e: e[1]):
+        succ[u].append(v)
         indeg[v] += 1
-    ready = [i for i in range(count) if indeg[i] == 0]
-    heapq.heapify(ready)
+    queue = deque(i for i in range(count) if indeg[i] == 0)
     out = []
-    while ready:
-        u = heapq.heappop(ready)
+    while queue:
+        u = queue.popleft()
         out.append(u)
-        for v in sorted(succ[u]):
+        for v in succ[u]:
             indeg[v] -= 1
             if indeg[v] == 0:
-                heapq.heappush(ready, v)
+                queue.append(v)
     return out
 
 
