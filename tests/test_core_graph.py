@@ -377,6 +377,15 @@ def test_disconnected_components() -> None:
     expect(g.validate, INVALID, DISCONNECTED)
 
 
+def test_nodes_sharing_only_inputs_are_disconnected() -> None:
+    # hipDNN connects nodes only through producer→consumer tensors, not shared inputs
+    g = graph()
+    q, k, v = inputs(g, "Q K V")
+    g.sdpa(q, k, v, generate_stats=False)
+    g.sdpa(q, k, v, generate_stats=False)
+    expect(g.validate, INVALID, DISCONNECTED)
+
+
 def _cyclic_graph() -> Graph:
     g = graph()
     q, k, v, o, do, stats = inputs(g)
