@@ -23,7 +23,7 @@ from hipdnn_graph.descriptors import (
     SdpaBwdRecord,
     SdpaFwdRecord,
     TensorRecord,
-    flatbuf,
+    fb_reader,
     json_schema,
     record_from_bytes,
     record_from_json,
@@ -353,7 +353,7 @@ def test_direct_construction_raises_hipdnn_errors() -> None:
 
 def graph_fields(blob: bytes) -> tuple[tuple[Any, ...], tuple[int, ...], int]:
     root = struct.unpack_from("<I", blob, 0)[0]
-    values, rel = flatbuf._read(blob, len(blob), root, flatbuf._GRAPH, 0)
+    values, rel = fb_reader._read(blob, len(blob), root, fb_reader._GRAPH, 0)
     return values, rel, root
 
 
@@ -384,7 +384,7 @@ def test_bytes_identifier_version_and_lengths() -> None:
 
 def test_shared_strings_are_decoded_once() -> None:
     """Many references to one string cost one decode (no amplification)."""
-    strings = flatbuf._Strings(b"\0" * 4 + struct.pack("<I", 3) + b"abc\0", 12)
+    strings = fb_reader._Strings(b"\0" * 4 + struct.pack("<I", 3) + b"abc\0", 12)
     assert strings.get(0, 4, "name") == "abc"
     assert strings.get(0, 4, "name") is strings.get(0, 4, "name")
 
@@ -556,3 +556,24 @@ def records(draw: st.DrawFn) -> GraphRecord:
 def test_generated_records_round_trip(rec: GraphRecord) -> None:
     assert_same(record_from_bytes(record_to_bytes(rec)), rec)
     assert_same(record_from_json(record_to_json(rec)), rec)
+
+
+def test_construct_record_matches_validation() -> None:
+    from hipdnn_graph.descriptors.record_checks import construct_record
+
+    fields = {"uid": 5, "name": "x", "dims": [2, 3], "strides": [3, 1], "value": 1.5}
+    fast = construct_record(TensorRecord, **fields)
+    assert fast == TensorRecord(**fields)
+    assert record_to_json(GraphRecord(tensors=[fast])) == record_to_json(
+        GraphRecord(tensors=[TensorRecord(**fields)])
+    )
+    every = construct_record(TensorRecord, **TensorRecord(**fields).model_dump())
+    assert every == fast
+    assert construct_record(TensorRecord, uid=1).dims == []
+    assert (
+        construct_record(TensorRecord, uid=1).dims is not construct_record(TensorRecord, uid=2).dims
+    )
+    with pytest.raises(HipdnnError, match="needs a value for uid"):
+        construct_record(TensorRecord, name="x")
+    with pytest.raises(HipdnnError, match="no fields"):
+        construct_record(TensorRecord, uid=1, colour="red")

@@ -367,23 +367,23 @@ def test_wrong_content_is_invalid_value(options: dict[str, Any], message: str) -
 
 
 def test_limits_on_counts(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hipdnn_graph.descriptors import flatbuf, records
+    from hipdnn_graph.descriptors import fb_reader, record_checks
 
     blob = record_to_bytes(sample())
-    monkeypatch.setattr(flatbuf, "MAX_TENSORS", 3)
+    monkeypatch.setattr(fb_reader, "MAX_TENSORS", 3)
     with pytest.raises(HipdnnError, match="more than 3") as info:
         record_from_bytes(blob)
     assert info.value.code == ErrorCode.INVALID_VALUE
-    monkeypatch.setattr(records, "MAX_NODES", 1)
+    monkeypatch.setattr(record_checks, "MAX_NODES", 1)
     with pytest.raises(HipdnnError, match="2 nodes, more than 1"):
         GraphRecord(nodes=sample().nodes, tensors=sample().tensors)
 
 
 def test_overlapping_fields_are_malformed() -> None:
-    from hipdnn_graph.descriptors import flatbuf
+    from hipdnn_graph.descriptors import fb_reader
 
     with pytest.raises(HipdnnError, match="overlapping") as info:
-        flatbuf._plan(flatbuf._NODE, (4, 5, 0, 0), 12)
+        fb_reader._plan(fb_reader._NODE, (4, 5, 0, 0), 12)
     assert info.value.code == ErrorCode.UNSUPPORTED_GRAPH_FORMAT
 
 

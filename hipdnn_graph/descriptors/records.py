@@ -32,7 +32,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from math import prod
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -52,6 +51,19 @@ from pydantic._internal._model_construction import ModelMetaclass
 
 from ..errors import HipdnnError
 from ..types import DataType, DiagonalAlignment, ErrorCode
+from .record_checks import (
+    FORMAT_VERSION,
+    MAX_DIM,
+    MAX_NAME_LENGTH,
+    MAX_NODES,
+    MAX_RANK,
+    MAX_STRIDE,
+    MAX_TENSORS,
+    MAX_VOLUME,
+    _invalid,
+    check_graph_record,
+    construct_record,
+)
 
 __all__ = [
     "FORMAT_VERSION",
@@ -68,24 +80,8 @@ __all__ = [
     "SdpaFwdRecord",
     "TensorRecord",
     "check_graph_record",
+    "construct_record",
 ]
-
-#: Version of the record layout, written into both formats; readers reject any other.
-FORMAT_VERSION = 1
-#: Largest tensor rank (cuDNN's CUDNN_DIM_MAX).
-MAX_RANK = 8
-#: Largest single dimension.
-MAX_DIM = 2**40
-#: Largest stride.
-MAX_STRIDE = 2**62
-#: Largest tensor volume (product of dims).
-MAX_VOLUME = 2**62
-#: Most tensors in one graph.
-MAX_TENSORS = 65_536
-#: Most nodes in one graph.
-MAX_NODES = 65_536
-#: Longest graph, node or tensor name, in characters.
-MAX_NAME_LENGTH = 4096
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 Int64 = Annotated[int, Field(ge=_INT64_MIN, le=_INT64_MAX)]
@@ -102,10 +98,6 @@ def _utf8(text: str) -> str:
 
 #: A graph, node or tensor name: at most MAX_NAME_LENGTH characters, UTF-8 encodable.
 Name = Annotated[str, Field(max_length=MAX_NAME_LENGTH), AfterValidator(_utf8)]
-
-
-def _invalid(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VALUE, message)
 
 
 def _name_parser(enum_cls: Any) -> Any:
@@ -373,125 +365,3 @@ class GraphRecord(_Record):
     def _graph_rules(self) -> GraphRecord:
         check_graph_record(self)
         return self
-
-
-def _check_name(kind: str, name: str) -> None:
-    if len(name) > MAX_NAME_LENGTH:
-        raise _invalid(f"{kind} name is longer than {MAX_NAME_LENGTH} characters")
-
-
-def check_tensor_record(t: TensorRecord) -> None:
-    """Check one tensor's shape rules (see the module docstring).
-
-    Args:
-        t: The tensor.
-
-    Raises:
-        HipdnnError: INVALID_VALUE naming the tensor and the broken rule.
-    """
-    d = t.__dict__
-    dims, strides = d["dims"], d["strides"]
-    if (
-        len(dims) != len(strides)
-        or len(dims) > MAX_RANK
-        or len(d["name"]) > MAX_NAME_LENGTH
-        or d["alignment"] < 1
-        or (
-            dims
-            and (
-                min(dims) < 1
-                or max(dims) > MAX_DIM
-                or min(strides) < 0
-                or max(strides) > MAX_STRIDE
-                or prod(dims) > MAX_VOLUME
-            )
-        )
-    ):
-        _explain_tensor(d)
-
-
-def _explain_tensor(d: dict[str, Any]) -> None:
-    """Raise for the first broken tensor rule (the slow path of :func:`check_tensor_record`)."""
-    name, dims, strides = d["name"], d["dims"], d["strides"]
-    _check_name("Tensor", name)
-    if len(dims) > MAX_RANK:
-        raise _invalid(f"Tensor {name} has rank {len(dims)}, more than {MAX_RANK}")
-    if len(dims) != len(strides):
-        raise _invalid(f"Tensor {name} dims and strides have different sizes")
-    if any(dim < 1 for dim in dims):
-        raise _invalid(f"Tensor {name} must have only positive dimensions")
-    if any(dim > MAX_DIM for dim in dims):
-        raise _invalid(f"Tensor {name} has a dimension larger than {MAX_DIM}")
-    if prod(dims) > MAX_VOLUME:
-        raise _invalid(f"Tensor {name} has more than {MAX_VOLUME} elements")
-    if any(not 0 <= stride <= MAX_STRIDE for stride in strides):
-        raise _invalid(f"Tensor {name} strides must be in [0, {MAX_STRIDE}]")
-    raise _invalid(f"Tensor {name} alignment must be >= 1")
-
-
-def check_graph_record(rec: GraphRecord) -> None:
-    """Check the record-level rules of a whole graph (see the module docstring).
-
-    Args:
-        rec: The graph record.
-
-    Raises:
-        HipdnnError: INVALID_VALUE for the first broken rule.
-    """
-    d = rec.__dict__
-    tensors, nodes = d["tensors"], d["nodes"]
-    if len(tensors) > MAX_TENSORS:
-        raise _invalid(f"Graph has {len(tensors)} tensors, more than {MAX_TENSORS}")
-    if len(nodes) > MAX_NODES:
-        raise _invalid(f"Graph has {len(nodes)} nodes, more than {MAX_NODES}")
-    _check_name("Graph", d["name"])
-    # One pass of cheap per-tensor checks; dims and strides are range-checked all at once.
-    uids: list[int] = []
-    all_dims: list[int] = []
-    all_strides: list[int] = []
-    for t in tensors:
-        td = t.__dict__
-        dims, strides = td["dims"], td["strides"]
-        if (
-            len(dims) != len(strides)
-            or len(dims) > MAX_RANK
-            or len(td["name"]) > MAX_NAME_LENGTH
-            or td["alignment"] < 1
-            or prod(dims) > MAX_VOLUME
-        ):
-            _explain_tensor(td)
-        all_dims += dims
-        all_strides += strides
-        uids.append(td["uid"])
-    if all_dims and (
-        min(all_dims) < 1
-        or max(all_dims) > MAX_DIM
-        or min(all_strides) < 0
-        or max(all_strides) > MAX_STRIDE
-    ):
-        for t in tensors:
-            check_tensor_record(t)
-    known = set(uids)
-    if len(known) != len(uids):
-        seen: set[int] = set()
-        duplicates = {u for u in uids if u in seen or seen.add(u)}  # type: ignore[func-returns-value]
-        listed = ", ".join(str(u) for u in sorted(duplicates))
-        raise _invalid(f"Duplicate tensor UIDs found in the graph: {listed}")
-    for node in nodes:
-        nd = node.__dict__
-        _check_name("Node", nd["name"])
-        attrs = nd["attributes"]
-        ad = attrs.__dict__
-        for slot in attrs.REQUIRED_UIDS:
-            if ad[slot] not in known:
-                _dangling(nd["name"], slot, ad[slot])
-        for slot in attrs.OPTIONAL_UIDS:
-            uid = ad[slot]
-            if uid is not None and uid not in known:
-                _dangling(nd["name"], slot, uid)
-
-
-def _dangling(node: str, slot: str, uid: int) -> None:
-    raise _invalid(
-        f"Node {node} refers to tensor uid {uid} ({slot}), which is not a tensor of the graph"
-    )

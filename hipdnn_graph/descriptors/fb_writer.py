@@ -1,0 +1,193 @@
+"""FlatBuffers writer for :class:`~.records.GraphRecord` (see :mod:`.flatbuf` for the format).
+
+Objects are laid out front to back (root table first, children after their parent, so every
+``uoffset`` points forward); every non-optional field is written even when it equals its default;
+vtables are shared; scalars are aligned to their size; any NaN is written as the canonical NaN.
+The output is a deterministic function of the record.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from .fb_layout import (
+    _ATTRS,
+    _BOOL,
+    _CHUNKS,
+    _FLOAT64,
+    _INT64,
+    _LAYOUTS,
+    _SDPA_BWD,
+    _SDPA_FWD,
+    _TENSOR_VTABLE,
+    _U32,
+    FILE_IDENTIFIER,
+    _chunk,
+    _layout,
+)
+from .records import FORMAT_VERSION, GraphRecord, NodeRecord, TensorRecord
+
+__all__ = ["encode"]
+
+
+class _Writer:
+    __slots__ = ("buf", "vtables")
+
+    def __init__(self) -> None:
+        self.buf = bytearray(8)
+        self.vtables: dict[bytes, int] = {}
+
+    def table(self, sig: tuple[tuple[int, str], ...], values: Sequence[Any]) -> tuple[int, ...]:
+        """Append a table; return its position followed by its offset fields' positions."""
+        lay = _LAYOUTS.get(sig)
+        if lay is None:
+            lay = _LAYOUTS[sig] = _layout(sig)
+        vt = self.vtable(lay.vtable)
+        buf = self.buf
+        buf += b"\0" * ((4 - len(buf)) % 8)  # table at 4 mod 8: its 8-byte fields are aligned
+        pos = len(buf)
+        buf += lay.body.pack(pos - vt, *lay.reorder(values))
+        return (pos, *(pos + r for r in lay.offsets))
+
+    def vtable(self, vtable: bytes) -> int:
+        vt = self.vtables.get(vtable)
+        if vt is None:
+            buf = self.buf
+            if len(buf) & 1:
+                buf.append(0)
+            vt = self.vtables[vtable] = len(buf)
+            buf += vtable
+        return vt
+
+    def link(self, field: int, target: int) -> None:
+        _U32.pack_into(self.buf, field, target - field)
+
+    def string(self, field: int, text: str) -> None:
+        data = text.encode()
+        buf = self.buf
+        buf += b"\0" * (-len(buf) % 4)
+        self.link(field, len(buf))
+        buf += _U32.pack(len(data))
+        buf += data
+        buf.append(0)
+
+    def longs(self, field: int, values: Sequence[int]) -> None:
+        buf = self.buf
+        buf += b"\0" * ((4 - len(buf)) % 8)  # elements 8-aligned
+        self.link(field, len(buf))
+        buf += struct.pack(f"<I{len(values)}q", len(values), *values)
+
+    def offsets(self, field: int, count: int) -> int:
+        """Append a vector of ``count`` uoffsets (zeros); return the first element's position."""
+        buf = self.buf
+        buf += b"\0" * (-len(buf) % 4)
+        self.link(field, len(buf))
+        buf += _U32.pack(count)
+        buf += b"\0" * (4 * count)
+        return len(buf) - 4 * count
+
+
+def _write_tensors(w: _Writer, first: int, tensors: Sequence[TensorRecord]) -> None:
+    """Write the tensors; ``first`` is the position of the vector's first element."""
+    vt = w.vtable(_TENSOR_VTABLE)
+    buf, chunks, link = w.buf, _CHUNKS, _U32.pack_into
+    for field in range(first, first + 4 * len(tensors), 4):
+        d = tensors[(field - first) >> 2].__dict__
+        dims, strides = d["dims"], d["strides"]
+        if d["value"] is not None or len(dims) != len(strides):
+            _write_tensor(w, field, d)
+            continue
+        name = d["name"].encode()
+        chunk = chunks.get(len(name) << 4 | len(dims)) or _chunk(len(name), len(dims))
+        buf += b"\0" * ((4 - len(buf)) & 7)
+        pos = len(buf)
+        buf += chunk.body.pack(
+            pos - vt, d["uid"], d["alignment"], 16, chunk.strides_at - 24, chunk.dims_at - 28,
+            d["data_type"], d["is_virtual"], d["is_pass_by_value"], len(name), name,
+            len(strides), *strides, len(dims), *dims,
+        )  # fmt: skip
+        link(buf, field, pos - field)
+
+
+def _write_tensor(w: _Writer, slot_field: int, d: dict[str, Any]) -> None:
+    """Write one tensor field by field (tensors holding a value)."""
+    value = d["value"]
+    if value is None:
+        pos, f_name, f_strides, f_dims = w.table(
+            ((0, "q"), (1, "O"), (2, "b"), (3, "O"), (4, "O"), (5, "?"), (8, "?"), (10, "q")),
+            (d["uid"], 0, d["data_type"], 0, 0, d["is_virtual"], d["is_pass_by_value"],
+             d["alignment"]),
+        )  # fmt: skip
+    else:
+        kind, code = (
+            (_BOOL, "?")
+            if value is True or value is False
+            else ((_INT64, "q") if isinstance(value, int) else (_FLOAT64, "d"))
+        )
+        pos, f_name, f_strides, f_dims, f_value = w.table(
+            ((0, "q"), (1, "O"), (2, "b"), (3, "O"), (4, "O"), (5, "?"), (6, "B"), (7, "O"),
+             (8, "?"), (10, "q")),
+            (d["uid"], 0, d["data_type"], 0, 0, d["is_virtual"], kind, 0, d["is_pass_by_value"],
+             d["alignment"]),
+        )  # fmt: skip
+        if value != value:  # any NaN is written as the canonical one, as JSON would
+            value = math.nan
+        w.link(f_value, w.table(((0, code),), (value,))[0])
+    w.link(slot_field, pos)
+    w.string(f_name, d["name"])
+    w.longs(f_strides, d["strides"])
+    w.longs(f_dims, d["dims"])
+
+
+def _write_node(w: _Writer, slot_field: int, node: NodeRecord) -> None:
+    d = node.__dict__
+    attrs = d["attributes"].__dict__
+    kind = _SDPA_BWD if attrs["type"] == "SDPA_BWD" else _SDPA_FWD
+    pos, f_name, f_attrs = w.table(
+        ((0, "O"), (1, "b"), (2, "B"), (3, "O")), (0, d["compute_data_type"], kind, 0)
+    )
+    w.link(slot_field, pos)
+    w.string(f_name, d["name"])
+    sig, values = [], []
+    for field, slot, code, default in _ATTRS[kind][1]:
+        value = attrs[field]
+        if value != value:
+            value = math.nan
+        if value is not None or default is not None:
+            sig.append((slot, code))
+            values.append(value)
+    w.link(f_attrs, w.table(tuple(sig), values)[0])
+
+
+def encode(rec: GraphRecord) -> bytes:
+    """Serialize a record to FlatBuffers bytes (deterministic).
+
+    Args:
+        rec: A valid graph record.
+
+    Returns:
+        The bytes: root offset, ``HDGR``, then the graph.
+    """
+    w = _Writer()
+    d = rec.__dict__
+    tensors, nodes, engine = d["tensors"], d["nodes"], d["preferred_engine_id"]
+    sig: tuple[tuple[int, str], ...] = (
+        (0, "O"), (1, "b"), (2, "b"), (3, "b"), (4, "O"), (5, "O"), (10, "I"),
+    )  # fmt: skip
+    values = [0, d["compute_data_type"], d["intermediate_data_type"], d["io_data_type"], 0, 0,
+              FORMAT_VERSION]  # fmt: skip
+    if engine is not None:
+        sig += ((6, "q"),)
+        values.append(engine)
+    pos, f_name, f_tensors, f_nodes = w.table(sig, values)
+    _U32.pack_into(w.buf, 0, pos)
+    w.buf[4:8] = FILE_IDENTIFIER
+    w.string(f_name, d["name"])
+    _write_tensors(w, w.offsets(f_tensors, len(tensors)), tensors)
+    first = w.offsets(f_nodes, len(nodes))
+    for i, node in enumerate(nodes):
+        _write_node(w, first + 4 * i, node)
+    return bytes(w.buf)
