@@ -108,11 +108,6 @@ def test_chainable_setters() -> None:
     assert g.get_compute_data_type() is DataType.FLOAT
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="graph.py Graph.__init__ converts with DataType(...) and builds GraphAttributes "
-    "directly, so bad keywords raise ValueError / pydantic ValidationError, not HipdnnError",
-)
 @pytest.mark.parametrize(
     "kw",
     [{"io_data_type": 99}, {"compute_data_type": "FLOAT"}, {"name": 3}],
@@ -799,11 +794,6 @@ def test_validate_raises_only_hipdnn_error(data: Any) -> None:
         assert isinstance(err.message, str) and err.message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="graph.py _sort() short-circuits a single node to [0] without looking at its edges, "
-    "so a node that reads its own output is not reported as a cycle",
-)
 def test_single_node_reading_its_own_output_is_a_cycle() -> None:
     g = graph()
     q, k, v, o, do = inputs(g, "Q K V O dO")
@@ -814,11 +804,6 @@ def test_single_node_reading_its_own_output_is_a_cycle() -> None:
     expect(g.validate, INVALID, CYCLE)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="to_networkx() keys networkx nodes by node name, so two nodes sharing a name "
-    "collapse into one (graph.py / ordering.to_networkx)",
-)
 def test_to_networkx_keeps_nodes_with_equal_names_apart() -> None:
     g = graph()
     q, k, v = inputs(g, "Q K V")
