@@ -3,8 +3,8 @@
 Prints, for fp32 ``B=1, H=4, S=2048, D=128`` (causal and not): the median time and GFLOP/s of
 ``sdpa_backward`` (FLOPs = 2·B·H·N·(3·D + 2·Dv), N = visible (query, key) pairs), and its time
 ratio to torch's fused CPU kernel ``aten._scaled_dot_product_flash_attention_for_cpu_backward``
-measured in the same run (its ``out``/``logsumexp`` come from the matching forward op). Then the
-peak extra memory (tracemalloc: NumPy allocations beyond inputs and outputs) of one 16k-token
+measured in the same run, in turns (``out``/``logsumexp`` come from the matching forward op). Then
+the peak extra memory (tracemalloc: NumPy allocations beyond inputs and outputs) of one 16k-token
 head backward.
 
 Run: ``.venv/bin/python benchmarks/numpy_reference_math.py [--repeats N] [--skip-16k]``.
@@ -28,14 +28,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from backends.numpy_reference.sdpa_math import sdpa_backward, sdpa_forward
 
 
-def _median_seconds(fn: Callable[[], Any], repeats: int) -> float:
-    fn()  # warm-up
-    times = []
+def _interleaved_medians(fns: list[Callable[[], Any]], repeats: int) -> list[float]:
+    """Median seconds of each function, run in turns so that load changes hit all alike."""
+    for fn in fns:
+        fn()  # warm-up
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for fn, ts in zip(fns, times, strict=True):
+            start = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - start)
+    return [statistics.median(ts) for ts in times]
 
 
 def _flops(b: int, h: int, s: int, d: int, dv: int, causal: bool) -> float:
@@ -53,13 +56,15 @@ def compare_with_torch(b: int, h: int, s: int, d: int, causal: bool, repeats: in
     fwd = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
     bwd = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
     out, lse = fwd(q, k, v, 0.0, causal, scale=scale)[:2]
-    t_torch = _median_seconds(lambda: bwd(do, q, k, v, out, lse, 0.0, causal, scale=scale), repeats)
-
     qn, kn, vn, don, on = (x.numpy() for x in (q, k, v, do, out))
     stats = lse.numpy()[..., None]
     rb = 0 if causal else None
-    t_np = _median_seconds(
-        lambda: sdpa_backward(qn, kn, vn, on, don, stats, scale=scale, right_bound=rb), repeats
+    t_torch, t_np = _interleaved_medians(
+        [
+            lambda: bwd(do, q, k, v, out, lse, 0.0, causal, scale=scale),
+            lambda: sdpa_backward(qn, kn, vn, on, don, stats, scale=scale, right_bound=rb),
+        ],
+        repeats,
     )
     gflops = _flops(b, h, s, d, d, causal) / t_np / 1e9
     label = f"B={b} H={h} S={s} D={d} {'causal' if causal else 'full  '}"

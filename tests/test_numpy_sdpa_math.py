@@ -322,10 +322,10 @@ def test_default_blocks_follow_the_band() -> None:
     h, sq, skv = 8, 16384, 16384
     for whole_rows in (True, False):
         bq, bkv, hc = sdpa_math._choose_blocks(h, sq, skv, (1, 1), skv, 4, None, whole_rows)
-        assert hc == 1 and 64 <= bq <= 256 and bq * bkv * 4 <= sdpa_math.TILE_BYTES
-        assert bkv == skv if whole_rows else bq == 256
+        assert hc == 1 and 64 <= bq <= 1024 and bq * bkv * 4 <= sdpa_math.TILE_BYTES
+        assert bkv == skv if whole_rows else bq == 1024
         causal = sdpa_math._choose_blocks(h, 2048, 2048, (1, 1), 1024.5, 4, None, whole_rows)
-        assert 64 <= causal[0] <= 2048 / 8
+        assert 64 <= causal[0] <= 2048 / 4
         small = sdpa_math._choose_blocks(h, 16, 16, (8, 1), 16, 4, None, whole_rows)
         assert small == (16, 16, 8)  # heads stacked
         assert sdpa_math._choose_blocks(6, 16, 16, (3, 2), 16, 4, 16, whole_rows)[2] == 6

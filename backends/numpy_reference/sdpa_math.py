@@ -43,11 +43,11 @@ Implementation decisions:
   ``O(block_q × Skv)`` at most: the forward's tile holds whole rows (its max and sum are exact
   over all visible keys, no online-softmax rescaling), the backward's tiles
   ``[block_q, block_kv]`` also split the keys (it needs no row-wise reduction: Stats and Δ are
-  given) and stay about :data:`TILE_BYTES`, which keeps them in cache. Default blocks are
-  64–256 rows, inside a band at most a quarter of the mean visible width (less masked work on
-  the band's edges). Small problems stack several heads of one batch element into one tile
-  (stacked matmuls; the GQA sum over shared K/V heads is folded into the matmul's inner
-  dimension).
+  given) and stay about :data:`TILE_BYTES`. Default blocks are 64–1024 rows (few, large BLAS
+  calls: fewer thread synchronisations), inside a band at most half the mean visible width (less
+  masked work on the band's edges). Small problems stack several heads of one batch element
+  into one tile (stacked matmuls; the GQA sum over shared K/V heads is folded into the matmul's
+  inner dimension).
 * Matmuls are BLAS calls on contiguous blocks (multi-threaded by the BLAS library); the
   elementwise steps run in place on the tiles, in the compute dtype.
 * For each query block only the key columns that can be visible under the band and padding are
@@ -81,11 +81,11 @@ __all__ = ["TILE_BYTES", "alibi_slopes", "sdpa_backward", "sdpa_forward"]
 
 Array = npt.NDArray[Any]
 
-TILE_BYTES = 4 << 20
+TILE_BYTES = 8 << 20
 """Target size in bytes of one score tile (the backward's ``[heads, block_q, block_kv]``)."""
 
-_BLOCK_Q = (64, 256)  # default query block: thin blocks make slow matmuls, tall ones big tiles
-_BAND_BLOCK_FRACTION = 4  # banded: block ≤ mean visible width / 4 (≤ ~1/8 of a tile is masked)
+_BLOCK_Q = (64, 1024)  # default query block: thin blocks make slow matmuls and many BLAS calls
+_BAND_BLOCK_FRACTION = 2  # banded: block ≤ mean visible width / 2 (≤ ~1/4 of a tile is masked)
 
 
 def alibi_slopes(num_heads: int) -> npt.NDArray[np.float64]:
@@ -171,9 +171,9 @@ def _choose_blocks(
 ) -> tuple[int, int, int]:
     """``(block_q, block_kv, head_chunk)``: tiles of about TILE_BYTES.
 
-    The default query block is 64–256 rows (with ``whole_rows``, the most that whole rows in the
-    budget allow), and inside a band at most a quarter of the rows' mean visible width (the
-    band's edges cost masked work). Heads of one batch element are stacked into one tile while
+    The default query block is 64–1024 rows (with ``whole_rows``, the most that whole rows in the
+    budget allow), and inside a band at most half the rows' mean visible width (the band's edges
+    cost masked work). Heads of one batch element are stacked into one tile while
     whole rows of them fit the budget and the chunk maps onto whole groups of shared K and V
     heads (``kv_groups`` = ``(H/Hk, H/Hv)``). Keys are split into chunks of ``block_kv`` columns
     to keep tiles within budget; the forward asks for ``whole_rows`` (its softmax is exact, not
