@@ -64,14 +64,19 @@ class Graph:
         attributes: GraphAttributes | None = None,
     ) -> None:
         if attributes is not None:
+            if not isinstance(attributes, GraphAttributes):
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    f"Graph(attributes=...) expects GraphAttributes, got {type(attributes).__name__}",
+                )
             self.attributes = attributes.model_copy()
         else:
-            self.attributes = GraphAttributes(
-                name=name,
-                io_data_type=DataType(io_data_type),
-                intermediate_data_type=DataType(intermediate_data_type),
-                compute_data_type=DataType(compute_data_type),
-            )
+            if not isinstance(name, str):
+                raise HipdnnError(ErrorCode.INVALID_VALUE, "Graph name must be a string")
+            self.attributes = GraphAttributes(name=name)
+            self.attributes.set_io_data_type(io_data_type)
+            self.attributes.set_intermediate_data_type(intermediate_data_type)
+            self.attributes.set_compute_data_type(compute_data_type)
         self._nodes: list[AnyNode] = []
         self._order: list[int] | None = None
         # every tensor the graph has seen, in declaration order (id -> handle)
@@ -338,11 +343,12 @@ class Graph:
         )
 
     def _sort(self) -> list[int]:
-        if len(self._nodes) == 1:
-            return [0]
+        edges = self._edges()
+        if len(self._nodes) == 1 and not edges:
+            return [0]  # the common case, without networkx
         from .ordering import stable_topological_order
 
-        return stable_topological_order(len(self._nodes), self._edges())
+        return stable_topological_order(len(self._nodes), edges)
 
     def to_networkx(self) -> nx.DiGraph:
         """The node dependency graph: one networkx node per graph node (by name), one edge per

@@ -95,12 +95,21 @@ def stable_topological_order(count: int, edges: Sequence[tuple[int, int]]) -> li
 def to_networkx(
     names: Sequence[str], edges: Iterable[tuple[int, int, str]], nodes: Sequence[Any] = ()
 ) -> nx.DiGraph:
-    """A ``networkx.DiGraph`` of nodes (by name) with an edge per tensor passed between them."""
+    """A ``networkx.DiGraph`` of nodes with an edge per producer→consumer pair.
+
+    Nodes are keyed by name; a name that several nodes share gets ``#<index>`` appended so that
+    no node is lost. Each node carries its ``index`` and ``node``; each edge the ``tensors``
+    passed along it.
+    """
     graph = nx.DiGraph()
-    for index, name in enumerate(names):
-        graph.add_node(name, index=index, node=nodes[index] if nodes else None)
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    keys = [name if counts[name] == 1 else f"{name}#{i}" for i, name in enumerate(names)]
+    for index, key in enumerate(keys):
+        graph.add_node(key, index=index, node=nodes[index] if nodes else None)
     for source, target, tensor_name in edges:
-        a, b = names[source], names[target]
+        a, b = keys[source], keys[target]
         if graph.has_edge(a, b):
             graph[a][b]["tensors"].append(tensor_name)
         else:
