@@ -67,7 +67,7 @@ class Graph:
             if not isinstance(attributes, GraphAttributes):
                 raise HipdnnError(
                     ErrorCode.INVALID_VALUE,
-                    f"Graph(attributes=...) expects GraphAttributes, got {type(attributes).__name__}",
+                    f"Graph(attributes=) expects GraphAttributes, not {type(attributes).__name__}",
                 )
             self.attributes = attributes.model_copy()
         else:
