@@ -259,28 +259,39 @@ def accuracy() -> dict[str, Any]:
                 )
                 for op in fused.FusedOp:
                     key = f"{dt}|{heads}|{mname}|{op.value}"
-                    prob = fused.SdpaProblem.from_tensors(
-                        q, k, v, bias=kw.get("bias"), dbias="dbias_shape" in kw,
-                        bottom_right=kw.get("bottom_right", False),
-                        left_bound=kw.get("left_bound"), right_bound=kw.get("right_bound"),
-                        seq_len_q=kw.get("seq_len_q"), seq_len_kv=kw.get("seq_len_kv"),
-                    )  # fmt: skip
-                    reason = fused.check(op, prob)
-                    if reason is not None:
-                        out[key] = {"refused": reason}
+                    reasons = {}
+                    for fwd in (True, False):
+                        prob = fused.SdpaProblem.from_tensors(
+                            q, k, v, bias=kw.get("bias"), dbias="dbias_shape" in kw and not fwd,
+                            bottom_right=kw.get("bottom_right", False),
+                            left_bound=kw.get("left_bound"), right_bound=kw.get("right_bound"),
+                            seq_len_q=kw.get("seq_len_q"), seq_len_kv=kw.get("seq_len_kv"),
+                            forward=fwd,
+                        )  # fmt: skip
+                        reasons[fwd] = fused.check(op, prob)
+                    if reasons[True] is not None and reasons[False] is not None:
+                        out[key] = {"refused": reasons[False]}
                         continue
                     try:
-                        o, st = fused.forward(op, q, k, v, **fkw, check=False)
-                        grads = fused.backward(
-                            op, q, k, v, o_in, do, st_ref.float(), **kw, check=False
-                        )
-                        res = {"o": _rel(o, o_ref)}
+                        res: dict[str, Any] = {}
                         fin = torch.isfinite(st_ref)
-                        res["stats"] = _rel(st[fin], st_ref[fin]) if bool(fin.any()) else 0.0
-                        res["stats_inf_pattern_ok"] = bool(torch.equal(torch.isinf(st), ~fin))
-                        for n, a, b in zip(("dq", "dk", "dv", "dbias"), grads, g_ref, strict=True):
-                            if b is not None:
-                                res[n] = _rel(a, b) if a is not None else math.inf
+                        if reasons[True] is None:
+                            o, st = fused.forward(op, q, k, v, **fkw, check=False)
+                            res["o"] = _rel(o, o_ref)
+                            res["stats"] = _rel(st[fin], st_ref[fin]) if bool(fin.any()) else 0.0
+                            res["stats_inf_pattern_ok"] = bool(torch.equal(torch.isinf(st), ~fin))
+                        else:
+                            res["forward_refused"] = reasons[True]
+                        if reasons[False] is None:
+                            grads = fused.backward(
+                                op, q, k, v, o_in, do, st_ref.float(), **kw, check=False
+                            )
+                            names = ("dq", "dk", "dv", "dbias")
+                            for n, a, b in zip(names, grads, g_ref, strict=True):
+                                if b is not None and (n != "dbias" or "dbias_shape" in kw):
+                                    res[n] = _rel(a, b) if a is not None else math.inf
+                        else:
+                            res["backward_refused"] = reasons[False]
                         out[key] = res
                     except Exception as e:
                         out[key] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}

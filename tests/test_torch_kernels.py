@@ -373,3 +373,87 @@ def test_empty_rows_helper() -> None:
     rows = fused.empty_rows(p, torch.device("cpu"))
     assert rows is not None and rows.view(-1).tolist() == [True] * 6 + [False] * 4
     assert fused.empty_rows(_problem(right_bound=0), torch.device("cpu")) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# check() with the capabilities the H200 probe measured (CUDA torch 2.11), injected
+
+
+@pytest.fixture
+def h200_caps(monkeypatch: Any) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a real GPU is present: its own probe decides")
+    from backends.torch_rocm.kernels import probe
+
+    op = fused.FusedOp
+    caps = {
+        op.CUDNN: fused.OpCaps(op=op.CUDNN, available=True, lse_rank=4, gqa_native=True,
+                               causal_alignment="top_left", bias=True, bias_broadcast=True,
+                               dv_ne_d=True),
+        op.FLASH: fused.OpCaps(op=op.FLASH, available=True, gqa_native=True,
+                               causal_alignment="bottom_right", window=True, varlen=True,
+                               varlen_lse="tokens", varlen_causal=True),
+        op.EFFICIENT: fused.OpCaps(op=op.EFFICIENT, available=True, lse_pad=32,
+                                   mask_types=(("top_left", 1), ("bottom_right", 2)),
+                                   window=True, window_offset=1, bias=True, bias_broadcast=True,
+                                   dbias=True, varlen=True, varlen_lse="tokens",
+                                   varlen_causal=True, dv_ne_d=True),
+    }  # fmt: skip
+    monkeypatch.setitem(probe._CACHE, ("cuda", torch.bfloat16), caps)
+
+
+def _cuda(**kw: Any) -> Any:
+    return _problem(device="cuda", **kw)
+
+
+@pytest.mark.usefixtures("h200_caps")
+def test_check_alignment_follows_measurement() -> None:
+    op = fused.FusedOp
+    tl = {"sq": 16, "skv": 48, "right_bound": 0}
+    br = {**tl, "bottom_right": True}
+    assert fused.check(op.FLASH, _cuda(**br)) is None
+    r = fused.check(op.FLASH, _cuda(**tl))
+    assert r is not None and "bottom-right" in r and "top-left" in r
+    assert fused.check(op.CUDNN, _cuda(**tl)) is None
+    r = fused.check(op.CUDNN, _cuda(**br))
+    assert r is not None and "top-left" in r
+    for o in op:  # Sq == Skv: both alignments are the same mask
+        assert fused.check(o, _cuda(right_bound=0, bottom_right=True)) is None
+        assert fused.check(o, _cuda(right_bound=0)) is None
+    assert fused.check(op.EFFICIENT, _cuda(**tl)) is None
+    assert fused.check(op.EFFICIENT, _cuda(**br)) is None
+
+
+@pytest.mark.usefixtures("h200_caps")
+def test_check_efficient_measured_limits() -> None:
+    eff = fused.FusedOp.EFFICIENT
+    br_tall = {"sq": 48, "skv": 16, "right_bound": 0, "bottom_right": True}
+    assert fused.check(eff, _cuda(**br_tall)) is None  # backward: verified right
+    r = fused.check(eff, _cuda(forward=True, **br_tall))
+    assert r is not None and "forward" in r
+    pad_br = {"padding": True, "right_bound": 0, "bottom_right": True}
+    assert fused.check(eff, _cuda(**pad_br)) is None
+    assert fused.check(eff, _cuda(forward=True, **pad_br)) is not None
+    win_tl = {"sq": 16, "skv": 48, "left_bound": 4, "right_bound": 0}
+    assert fused.check(eff, _cuda(**win_tl)) is None
+    r = fused.check(eff, _cuda(**{**win_tl, "bottom_right": True}))
+    assert r is not None and "window" in r
+    assert fused.check(eff, _cuda(sq=48, skv=16, left_bound=4, right_bound=0)) is not None
+
+
+@pytest.mark.usefixtures("h200_caps")
+def test_check_features_per_op() -> None:
+    op = fused.FusedOp
+    gqa = {"h": 8, "hk": 2, "hv": 2}
+    for o in op:
+        assert fused.check(o, _cuda(**gqa)) is None
+    assert fused.check(op.CUDNN, _cuda(bias_shape=(2, 16, 16))) is None
+    assert fused.check(op.EFFICIENT, _cuda(bias_shape=(2, 1, 16), dbias=True)) is None
+    assert fused.check(op.FLASH, _cuda(padding=True)) is None
+    assert fused.check(op.EFFICIENT, _cuda(padding=True)) is None
+    r = fused.check(op.FLASH, _cuda(padding=True, right_bound=0))  # top-left with padding
+    assert r is not None and "top-left" in r
+    assert fused.check(op.FLASH, _cuda(sq=16, skv=48, left_bound=4, right_bound=2,
+                                       bottom_right=True)) is None  # fmt: skip
+    assert fused.check(op.CUDNN, _cuda(dv=32)) is None
+    assert fused.check(op.FLASH, _cuda(dv=32)) is not None

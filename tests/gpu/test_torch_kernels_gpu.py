@@ -151,42 +151,51 @@ def test_math_kernel_gpu(heads: str, mask: str, dtype: Any) -> None:
 @pytest.mark.parametrize("heads", list(HEADS))
 @pytest.mark.parametrize("op", list(fused.FusedOp))
 def test_fused_wrappers_gpu(op: Any, heads: str, mask: str, dtype: Any) -> None:
+    """Forward and backward each run when check() allows them, and refuse cleanly otherwise."""
     c = _case(heads, mask, dtype)
     t, kw = c["t"], c["kw"]
-    prob = fused.SdpaProblem.from_tensors(
-        t["q"], t["k"], t["v"], bias=kw.get("bias"), dbias="dbias_shape" in kw,
-        bottom_right=kw.get("bottom_right", False), left_bound=kw.get("left_bound"),
-        right_bound=kw.get("right_bound"), seq_len_q=kw.get("seq_len_q"),
-        seq_len_kv=kw.get("seq_len_kv"), dropout_mask=kw.get("dropout_mask"),
-    )  # fmt: skip
-    reason = fused.check(op, prob)
-    if reason is not None:
-        assert reason
-        with pytest.raises(fused.FusedUnsupportedError):
-            fused.backward(op, t["q"], t["k"], t["v"], t["q"], t["do"], t["q"], **kw)
-        pytest.skip(f"refused: {reason}")
-    ref = _reference(c)
     fkw = {x: y for x, y in kw.items() if x != "dbias_shape"}
-    o, st = fused.forward(op, t["q"], t["k"], t["v"], **fkw)
-    assert o.shape == ref["o"].shape and st.shape == ref["stats"].shape
-    assert st.dtype == torch.float32
-    assert _rel(o, ref["o"]) < TOL[dtype]
+    reasons = {}
+    for fwd in (True, False):
+        prob = fused.SdpaProblem.from_tensors(
+            t["q"], t["k"], t["v"], bias=kw.get("bias"), dbias="dbias_shape" in kw and not fwd,
+            bottom_right=kw.get("bottom_right", False), left_bound=kw.get("left_bound"),
+            right_bound=kw.get("right_bound"), seq_len_q=kw.get("seq_len_q"),
+            seq_len_kv=kw.get("seq_len_kv"), dropout_mask=kw.get("dropout_mask"), forward=fwd,
+        )  # fmt: skip
+        reasons[fwd] = fused.check(op, prob)
+    if reasons[True] is not None:
+        with pytest.raises(fused.FusedUnsupportedError):
+            fused.forward(op, t["q"], t["k"], t["v"], **fkw)
+    if reasons[False] is not None:
+        st0 = torch.zeros(*t["q"].shape[:3], 1, device=t["q"].device)
+        with pytest.raises(fused.FusedUnsupportedError):
+            fused.backward(op, t["q"], t["k"], t["v"], t["do"], t["do"], st0, **kw)
+    if reasons[True] is not None and reasons[False] is not None:
+        pytest.skip(f"refused: {reasons[False]}")
+    ref = _reference(c)
     fin = torch.isfinite(ref["stats"])
-    assert torch.equal(torch.isinf(st), ~fin)
-    if bool(fin.any()):
-        assert _rel(st[fin], ref["stats"][fin]) < 1e-3
-    grads = fused.backward(
-        op, t["q"], t["k"], t["v"], ref["o_in"], t["do"], ref["stats"].float(), **kw
-    )
-    for name, got, want in zip(("dq", "dk", "dv", "dbias"), grads, ref["grads"], strict=True):
-        if want is None or (name == "dbias" and "dbias_shape" not in kw):
-            continue
-        assert got is not None, name
-        assert _rel(got, want) < TOL[dtype], name
-    if not bool(fin.all()):  # rows without keys: zero output and zero dQ
-        rows = ~fin
-        assert (o.masked_select(rows) == 0).all()
-        assert (grads[0].masked_select(rows) == 0).all()
+    if reasons[True] is None:
+        o, st = fused.forward(op, t["q"], t["k"], t["v"], **fkw)
+        assert o.shape == ref["o"].shape and st.shape == ref["stats"].shape
+        assert st.dtype == torch.float32
+        assert _rel(o, ref["o"]) < TOL[dtype]
+        assert torch.equal(torch.isinf(st), ~fin)
+        if bool(fin.any()):
+            assert _rel(st[fin], ref["stats"][fin]) < 1e-3
+        if not bool(fin.all()):  # rows without keys: zero output
+            assert (o.masked_select(~fin) == 0).all()
+    if reasons[False] is None:
+        grads = fused.backward(
+            op, t["q"], t["k"], t["v"], ref["o_in"], t["do"], ref["stats"].float(), **kw
+        )
+        for name, got, want in zip(("dq", "dk", "dv", "dbias"), grads, ref["grads"], strict=True):
+            if want is None or (name == "dbias" and "dbias_shape" not in kw):
+                continue
+            assert got is not None, name
+            assert _rel(got, want) < TOL[dtype], name
+        if not bool(fin.all()):  # rows without keys: zero dQ
+            assert (grads[0].masked_select(~fin) == 0).all()
 
 
 def test_capabilities_cuda_basics() -> None:

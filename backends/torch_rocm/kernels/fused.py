@@ -89,6 +89,7 @@ class SdpaProblem:
     right_bound: int | None = None
     padding: bool = False
     dropout_mask: bool = False
+    forward: bool = False  # a forward call (O, Stats) rather than a backward one
 
     @classmethod
     def from_tensors(
@@ -106,6 +107,7 @@ class SdpaProblem:
         seq_len_q: Tensor | None = None,
         seq_len_kv: Tensor | None = None,
         dropout_mask: Tensor | None = None,
+        forward: bool = False,
     ) -> SdpaProblem:
         b, h, sq, d = (int(x) for x in q.shape)
         return cls(
@@ -127,6 +129,7 @@ class SdpaProblem:
             right_bound=right_bound,
             padding=seq_len_q is not None or seq_len_kv is not None,
             dropout_mask=dropout_mask is not None,
+            forward=forward,
         )
 
     @property
@@ -265,6 +268,10 @@ def check(op: FusedOp, p: SdpaProblem) -> str | None:
     if band and not c.window:
         return f"{op.value} has no working sliding-window path on this device"
     need = p.needed_alignment
+    if op is FusedOp.EFFICIENT:
+        reason = _efficient_measured(p, band)
+        if reason is not None:
+            return reason
     if need is not None:
         if op is FusedOp.EFFICIENT:
             if c.mask_type(need) is None:
@@ -277,6 +284,26 @@ def check(op: FusedOp, p: SdpaProblem) -> str | None:
                 f"{op.value} causal is {got} aligned when Sq != Skv; the node needs "
                 f"{need.replace('_', '-')}"
             )
+    return None
+
+
+def _efficient_measured(p: SdpaProblem, band: bool) -> str | None:
+    """Cases where the memory-efficient kernels gave wrong numbers on the H200 probe (CUDA
+    torch 2.11, docs/notes/torch_gpu_probe.md), refused until a probe shows them right:
+
+    * forward with a bottom-right causal mask when a (sequence's) Sq > Skv: wrong O and
+      Stats (the backward of the same case, fed correct O/Stats, was right);
+    * sliding windows bottom-right aligned: wrong dQ/dK/dV (top-left windows were right);
+      windows with Sq > Skv were not measured.
+    """
+    br = p.bottom_right and p.right_bound is not None and (p.sq != p.skv or p.padding)
+    if p.forward and br and (p.padding or p.sq > p.skv):
+        return (
+            "efficient forward with a bottom-right causal mask and Sq > Skv (or padding) "
+            "gave wrong O on the GPU probe"
+        )
+    if band and (br or p.sq > p.skv):
+        return "efficient sliding windows are verified only top-left with Sq <= Skv"
     return None
 
 
@@ -493,6 +520,7 @@ def _guard(
     seq_len_q: Tensor | None,
     seq_len_kv: Tensor | None,
     dropout_mask: Tensor | None,
+    forward: bool,
 ) -> tuple[SdpaProblem, OpCaps, Tensor | None]:
     """(problem, caps, rows-without-keys) for this call; cached per call signature.
 
@@ -515,6 +543,7 @@ def _guard(
         seq_len_q is not None,
         seq_len_kv is not None,
         dropout_mask is not None,
+        forward,
     )
     hit = _PLANS.get(key)
     if hit is None:
@@ -531,6 +560,7 @@ def _guard(
             seq_len_q=seq_len_q,
             seq_len_kv=seq_len_kv,
             dropout_mask=dropout_mask,
+            forward=forward,
         )
         reason = check(op, p)
         er = None if p.padding else empty_rows(p, q.device)
@@ -590,6 +620,7 @@ def forward(
         seq_len_q=seq_len_q,
         seq_len_kv=seq_len_kv,
         dropout_mask=dropout_mask,
+        forward=True,
     )
     from . import _fused_impl as impl
 
@@ -649,6 +680,7 @@ def backward(
         seq_len_q=seq_len_q,
         seq_len_kv=seq_len_kv,
         dropout_mask=dropout_mask,
+        forward=False,
     )
     from . import _fused_impl as impl
 
