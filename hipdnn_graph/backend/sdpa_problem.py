@@ -12,10 +12,10 @@ Example:
     >>> o, stats = g.sdpa(q, k, g.tensor_like(k, "V"), use_causal_mask_bottom_right=True)
     >>> g.validate()
     >>> p = hg.backend.SdpaProblem.from_node(g.nodes[0])
-    >>> p.heads, p.heads_k, p.window.bottom_right, p.scale_value
+    >>> p.heads, p.heads_k, p.window.bottom_right, p.scale.value
     (4, 1, True, 0.125)
-    >>> p.visible_pairs()  # per (batch, head): 128 rows, row i sees 128 + i + 1 keys
-    24640
+    >>> p.visible_pairs()  # 4 heads x 128 rows, row i sees 128 + i + 1 keys
+    98560
 """
 
 from __future__ import annotations
