@@ -140,3 +140,42 @@ def _chunk(name_bytes: int, rank: int) -> _Chunk:
         if len(_CHUNKS) < 4096:
             _CHUNKS[name_bytes << 4 | rank] = chunk
     return chunk
+
+
+# A tensor holding a value is written as a "value chunk": the table (with value_type and value),
+# name, strides, dims, then the value table's vtable and the value table (Float64Value, Int64Value
+# or BoolValue). Table: soffset, uid, alignment, name, strides, dims, value (uoffsets), data_type,
+# virtual, value_type, pass_by_value.
+_VALUE_TENSOR_VTABLE = struct.pack("<13H", 26, 40, 4, 20, 36, 24, 28, 37, 38, 32, 39, 0, 12)
+_VALUE_CODES = {_FLOAT64: "d", _INT64: "q", _BOOL: "?"}
+
+
+class _ValueChunk(NamedTuple):
+    body: struct.Struct
+    strides_at: int
+    dims_at: int
+    value_at: int  # chunk-relative position of the value table
+    value_size: int  # the value table's size (its vtable's second entry)
+
+
+_VALUE_CHUNKS: dict[int, _ValueChunk] = {}  # key: name_bytes << 8 | rank << 4 | kind
+
+
+def _value_chunk(name_bytes: int, rank: int, kind: int) -> _ValueChunk:
+    key = name_bytes << 8 | rank << 4 | kind
+    chunk = _VALUE_CHUNKS.get(key)
+    if chunk is None:
+        code = _VALUE_CODES[kind]
+        size = _SIZES[code]
+        strides_at = (52 + name_bytes) & ~7
+        dims_at = strides_at + 8 + 8 * rank
+        value_at = dims_at + 16 + 8 * rank  # after dims, a 6-byte vtable and padding
+        end = (value_at + 4 + size + 7) & ~7
+        fmt = (
+            f"<iqqIIIIb?B?I{name_bytes}s{strides_at - 44 - name_bytes}xI{rank}q4xI{rank}q"
+            f"HHH6xi{code}{end - value_at - 4 - size}x"
+        )
+        chunk = _ValueChunk(struct.Struct(fmt), strides_at, dims_at, value_at, 4 + size)
+        if len(_VALUE_CHUNKS) < 4096:
+            _VALUE_CHUNKS[key] = chunk
+    return chunk

@@ -32,10 +32,13 @@ from .fb_layout import (
     _TENSOR,
     _TENSOR_VTABLE,
     _U32,
+    _VALUE_CODES,
     _VALUE_SPECS,
+    _VALUE_TENSOR_VTABLE,
     FILE_IDENTIFIER,
     _chunk,
     _Spec,
+    _value_chunk,
 )
 from .record_checks import (
     FORMAT_VERSION,
@@ -278,21 +281,75 @@ def _read_node(buf: bytes, n: int, pos: int, strings: _Strings) -> NodeRecord:
     return _new(NodeRecord, _FIELDS[NodeRecord], node)  # type: ignore[no-any-return]
 
 
+def _read_value_chunk(buf: bytes, n: int, pos: int) -> TensorRecord | None:
+    """Read a tensor laid out as a value chunk (its vtable was checked); None if it is not one."""
+    if pos + 48 > n:
+        return None
+    name_bytes = _U32.unpack_from(buf, pos + 40)[0]
+    strides_at = (52 + name_bytes) & ~7
+    if name_bytes > 4 * MAX_NAME_LENGTH or pos + strides_at + 4 > n:
+        return None
+    rank = _U32.unpack_from(buf, pos + strides_at)[0]
+    kind = buf[pos + 38]
+    if rank > MAX_RANK or kind not in _VALUE_CODES:
+        return None
+    chunk = _value_chunk(name_bytes, rank, kind)
+    if pos + chunk.body.size > n:
+        return None
+    v = chunk.body.unpack_from(buf, pos)
+    data_type = _DATA_TYPES.get(v[7])
+    tail = v[14 + rank :]  # rank, dims..., then the value vtable and table
+    if (
+        v[3] != 20
+        or v[4] != strides_at - 24
+        or v[5] != chunk.dims_at - 28
+        or v[6] != chunk.value_at - 32
+        or tail[0] != rank
+        or tail[rank + 1 :] != (6, chunk.value_size, 4, 12, tail[-1])
+        or data_type is None
+        or not v[12].isascii()
+    ):
+        return None
+    return _new(  # type: ignore[no-any-return]
+        TensorRecord,
+        _TENSOR_FIELDS,
+        {
+            "uid": v[1],
+            "name": v[12].decode(),
+            "data_type": data_type,
+            "dims": list(tail[1 : rank + 1]),
+            "strides": list(v[14 : 14 + rank]),
+            "is_virtual": v[8],
+            "is_pass_by_value": v[10],
+            "value": tail[-1],
+            "alignment": v[2],
+        },
+    )
+
+
 def _read_tensors(buf: bytes, n: int, positions: list[int], strings: _Strings) -> list[Any]:
     """Read the tensors: as chunks where they are (fast), through their vtables otherwise."""
     out: list[Any] = []
     append, u32, i32, chunks = out.append, _U32.unpack_from, _I32.unpack_from, _CHUNKS
     data_types, fields, new = _DATA_TYPES.get, _TENSOR_FIELDS, _object_new
-    chunked: dict[int, bool] = {}  # vtable position → is it the chunk vtable?
+    chunked: dict[int, int] = {}  # vtable position → 1: chunk, 2: value chunk, 0: neither
     for pos in positions:
         # A chunk is recognized by its vtable and by every inner offset having the value the
         # writer gives it; anything else is read field by field (which also reports errors).
         if pos + 44 <= n:
             vt = pos - i32(buf, pos)[0]
-            is_chunk = chunked.get(vt)
-            if is_chunk is None:
-                is_chunk = chunked[vt] = vt >= 0 and buf[vt : vt + 26] == _TENSOR_VTABLE
-            if is_chunk:
+            layout = chunked.get(vt)
+            if layout is None:
+                head = buf[vt : vt + 26] if vt >= 0 else b""
+                layout = chunked[vt] = (
+                    1 if head == _TENSOR_VTABLE else 2 if head == _VALUE_TENSOR_VTABLE else 0
+                )
+            if layout == 2:
+                tensor = _read_value_chunk(buf, n, pos)
+                if tensor is not None:
+                    append(tensor)
+                    continue
+            elif layout:
                 name_bytes = u32(buf, pos + 36)[0]
                 strides_at = (48 + name_bytes) & ~7
                 if name_bytes <= 4 * MAX_NAME_LENGTH and pos + strides_at + 4 <= n:

@@ -24,9 +24,11 @@ from .fb_layout import (
     _SDPA_FWD,
     _TENSOR_VTABLE,
     _U32,
+    _VALUE_TENSOR_VTABLE,
     FILE_IDENTIFIER,
     _chunk,
     _layout,
+    _value_chunk,
 )
 from .records import FORMAT_VERSION, GraphRecord, NodeRecord, TensorRecord
 
@@ -97,8 +99,11 @@ def _write_tensors(w: _Writer, first: int, tensors: Sequence[TensorRecord]) -> N
     for field in range(first, first + 4 * len(tensors), 4):
         d = tensors[(field - first) >> 2].__dict__
         dims, strides = d["dims"], d["strides"]
-        if d["value"] is not None or len(dims) != len(strides):
+        if len(dims) != len(strides):
             _write_tensor(w, field, d)
+            continue
+        if d["value"] is not None:
+            _write_value_chunk(w, field, d)
             continue
         name = d["name"].encode()
         chunk = chunks.get(len(name) << 4 | len(dims)) or _chunk(len(name), len(dims))
@@ -110,6 +115,32 @@ def _write_tensors(w: _Writer, first: int, tensors: Sequence[TensorRecord]) -> N
             len(strides), *strides, len(dims), *dims,
         )  # fmt: skip
         link(buf, field, pos - field)
+
+
+def _write_value_chunk(w: _Writer, field: int, d: dict[str, Any]) -> None:
+    """Write a tensor holding a value as one value chunk (see :mod:`.fb_layout`)."""
+    value, dims, strides = d["value"], d["dims"], d["strides"]
+    if value is True or value is False:
+        kind = _BOOL
+    elif isinstance(value, int):
+        kind = _INT64
+    else:
+        kind = _FLOAT64
+        if value != value:  # any NaN is written as the canonical one, as JSON would
+            value = math.nan
+    name = d["name"].encode()
+    chunk = _value_chunk(len(name), len(dims), kind)
+    vt = w.vtable(_VALUE_TENSOR_VTABLE)
+    buf = w.buf
+    buf += b"\0" * ((4 - len(buf)) & 7)
+    pos = len(buf)
+    buf += chunk.body.pack(
+        pos - vt, d["uid"], d["alignment"], 20, chunk.strides_at - 24, chunk.dims_at - 28,
+        chunk.value_at - 32, d["data_type"], d["is_virtual"], kind, d["is_pass_by_value"],
+        len(name), name, len(strides), *strides, len(dims), *dims,
+        6, chunk.value_size, 4, 12, value,
+    )  # fmt: skip
+    _U32.pack_into(buf, field, pos - field)
 
 
 def _write_tensor(w: _Writer, slot_field: int, d: dict[str, Any]) -> None:
