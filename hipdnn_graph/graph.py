@@ -122,7 +122,8 @@ class Graph:
 
     def _changed(self) -> Graph:
         self._validated = False
-        self._state = lifecycle.PlanState()
+        if self._state.lowered or self._state.candidates is not None:
+            self._state = lifecycle.PlanState()
         return self
 
     def set_preferred_engine_id_ext(self, engine: int | str | None) -> Graph:
@@ -335,15 +336,22 @@ class Graph:
     def __len__(self) -> int:
         return len(self._nodes)
 
-    def _edges(self) -> list[tuple[int, int]]:
+    def _edges(
+        self,
+        ins: list[list[TensorAttributes]] | None = None,
+        outs: list[list[TensorAttributes]] | None = None,
+    ) -> list[tuple[int, int]]:
         from .ordering import dependency_edges
 
         return dependency_edges(
-            [n.inputs() for n in self._nodes], [n.outputs() for n in self._nodes]
+            ins if ins is not None else [n.inputs() for n in self._nodes],
+            outs if outs is not None else [n.outputs() for n in self._nodes],
         )
 
-    def _sort(self) -> list[int]:
-        edges = self._edges()
+    def _sort(
+        self, ins: list[list[TensorAttributes]], outs: list[list[TensorAttributes]]
+    ) -> list[int]:
+        edges = self._edges(ins, outs)
         if len(self._nodes) == 1 and not edges:
             return [0]  # the common case, without networkx
         from .ordering import stable_topological_order
@@ -406,11 +414,18 @@ class Graph:
             HipdnnError: the first broken rule, with hipDNN's code and message.
         """
         self._validated = False
-        self._check_duplicate_uids()
-        self._order = self._sort()
-        for tensor in self.graph_inputs():
-            tensor.fill_from_context(self.attributes)
-            tensor.validate()
+        ins = [n.inputs() for n in self._nodes]
+        outs = [n.outputs() for n in self._nodes]
+        self._check_duplicate_uids(ins, outs)
+        self._order = self._sort(ins, outs)
+        produced = {id(t) for ts in outs for t in ts}
+        seen: set[int] = set()
+        for index in self._order:  # graph inputs, in node then slot order
+            for tensor in ins[index]:
+                if id(tensor) not in produced and id(tensor) not in seen:
+                    seen.add(id(tensor))
+                    tensor.fill_from_context(self.attributes)
+                    tensor.validate()
         for node in self.nodes:
             node.graph_attributes = self.attributes
             node.pre_validate_node()
@@ -594,9 +609,12 @@ class Graph:
             )
         lifecycle.execute(self._state, variant_pack, workspace, plans[index])
 
-    def _check_duplicate_uids(self) -> None:
+    def _check_duplicate_uids(
+        self, ins: list[list[TensorAttributes]], outs: list[list[TensorAttributes]]
+    ) -> None:
         counts: dict[int, int] = {}
-        for tensor in self.graph_tensors():
+        unique = {id(t): t for ts in (*ins, *outs) for t in ts}
+        for tensor in unique.values():
             if tensor.uid is not None:
                 counts[tensor.uid] = counts.get(tensor.uid, 0) + 1
         duplicates = sorted(uid for uid, n in counts.items() if n > 1)

@@ -350,7 +350,7 @@ class TensorAttributes(BaseModel):
             )
         if not self.dim:
             raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, f"Tensor {name} dims must be non-empty")
-        if any(d <= 0 for d in self.dim):
+        if self.dim and min(self.dim) <= 0:
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE, f"Tensor {name} must have only positive dimensions"
             )

@@ -26,6 +26,17 @@ class NodeAttributes(BaseModel):
 
     InputNames: ClassVar[type[IntEnum]]
     OutputNames: ClassVar[type[IntEnum]]
+    # slot name -> member, for fast lookups by name (filled per subclass)
+    _IN: ClassVar[dict[str, Any]] = {}
+    _OUT: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if "InputNames" in cls.__dict__:
+            cls._IN = dict(cls.InputNames.__members__)
+        if "OutputNames" in cls.__dict__:
+            cls._OUT = dict(cls.OutputNames.__members__)
 
     name: str = ""
     compute_data_type: DataType = DataType.NOT_SET
@@ -173,18 +184,18 @@ class SdpaCommonAttributes(NodeAttributes):
 
     # ----- input slots common to forward and backward -----
     def set_q(self, tensor: TensorAttributes | None) -> Self:
-        return self._set_input(self.InputNames["Q"], tensor)
+        return self._set_input(self._IN["Q"], tensor)
 
     def set_k(self, tensor: TensorAttributes | None) -> Self:
-        return self._set_input(self.InputNames["K"], tensor)
+        return self._set_input(self._IN["K"], tensor)
 
     def set_v(self, tensor: TensorAttributes | None) -> Self:
-        return self._set_input(self.InputNames["V"], tensor)
+        return self._set_input(self._IN["V"], tensor)
 
     def set_attn_scale(self, scale: TensorAttributes | float | None) -> Self:
         """A scale tensor (pass-by-value scalar), or a float that sets ``attn_scale_value``."""
         if isinstance(scale, TensorAttributes) or scale is None:
-            return self._set_input(self.InputNames["Attn_scale"], scale)
+            return self._set_input(self._IN["Attn_scale"], scale)
         if isinstance(scale, bool) or not isinstance(scale, Real):
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE,
@@ -194,58 +205,58 @@ class SdpaCommonAttributes(NodeAttributes):
         return self
 
     def set_bias(self, tensor: TensorAttributes | None) -> Self:
-        return self._set_input(self.InputNames["Bias"], tensor)
+        return self._set_input(self._IN["Bias"], tensor)
 
     def set_seq_len_q(self, tensor: TensorAttributes | None) -> Self:
-        return self._set_input(self.InputNames["SEQ_LEN_Q"], tensor)
+        return self._set_input(self._IN["SEQ_LEN_Q"], tensor)
 
     def set_seq_len_kv(self, tensor: TensorAttributes | None) -> Self:
-        return self._set_input(self.InputNames["SEQ_LEN_KV"], tensor)
+        return self._set_input(self._IN["SEQ_LEN_KV"], tensor)
 
     def set_seed(self, tensor: TensorAttributes | None) -> Self:
-        return self._set_input(self.InputNames["Seed"], tensor)
+        return self._set_input(self._IN["Seed"], tensor)
 
     def set_offset(self, tensor: TensorAttributes | None) -> Self:
-        return self._set_input(self.InputNames["Offset"], tensor)
+        return self._set_input(self._IN["Offset"], tensor)
 
     def set_dropout_mask(self, tensor: TensorAttributes | None) -> Self:
-        return self._set_input(self.InputNames["Dropout_mask"], tensor)
+        return self._set_input(self._IN["Dropout_mask"], tensor)
 
     def set_dropout_scale(self, tensor: TensorAttributes | None) -> Self:
-        return self._set_input(self.InputNames["Dropout_scale"], tensor)
+        return self._set_input(self._IN["Dropout_scale"], tensor)
 
     def get_q(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames["Q"])
+        return self.inputs.get(self._IN["Q"])
 
     def get_k(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames["K"])
+        return self.inputs.get(self._IN["K"])
 
     def get_v(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames["V"])
+        return self.inputs.get(self._IN["V"])
 
     def get_attn_scale(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames["Attn_scale"])
+        return self.inputs.get(self._IN["Attn_scale"])
 
     def get_bias(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames["Bias"])
+        return self.inputs.get(self._IN["Bias"])
 
     def get_seq_len_q(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames["SEQ_LEN_Q"])
+        return self.inputs.get(self._IN["SEQ_LEN_Q"])
 
     def get_seq_len_kv(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames["SEQ_LEN_KV"])
+        return self.inputs.get(self._IN["SEQ_LEN_KV"])
 
     def get_seed(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames["Seed"])
+        return self.inputs.get(self._IN["Seed"])
 
     def get_offset(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames["Offset"])
+        return self.inputs.get(self._IN["Offset"])
 
     def get_dropout_mask(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames["Dropout_mask"])
+        return self.inputs.get(self._IN["Dropout_mask"])
 
     def get_dropout_scale(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames["Dropout_scale"])
+        return self.inputs.get(self._IN["Dropout_scale"])
 
     # ----- flags and scalars -----
     def set_alibi_mask(self, value: bool) -> Self:
@@ -323,8 +334,8 @@ class SdpaCommonAttributes(NodeAttributes):
                 f"dropout probability must be a float, got {type(probability).__name__}",
             )
         self.dropout_probability = as_float32(probability)
-        self._set_input(self.InputNames["Seed"], seed)
-        return self._set_input(self.InputNames["Offset"], offset)
+        self._set_input(self._IN["Seed"], seed)
+        return self._set_input(self._IN["Offset"], offset)
 
     def mask_window(self) -> MaskWindow:
         """The effective window these flags describe, for engines.
