@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 
-.PHONY: demo test lint typecheck pytest clean
+.PHONY: demo test lint typecheck docs pytest clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -14,8 +14,9 @@ $(PY):
 	$(PIP) install -q -e .
 	touch $@
 
-.stamp-test: .stamp-install requirements-test.txt
+.stamp-test: .stamp-install requirements-test.txt requirements-docs.txt
 	$(PIP) install -q -r requirements-test.txt
+	$(PIP) install -q -r requirements-docs.txt
 	$(PIP) install -q -e .
 	touch $@
 
@@ -29,10 +30,13 @@ lint: .stamp-test
 typecheck: .stamp-test
 	$(PY) -m mypy
 
+docs: .stamp-test
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
 pytest: .stamp-test
 	$(PY) -m pytest -q
 
-test: lint typecheck pytest
+test: lint typecheck docs pytest
 
 clean:
 	rm -rf $(VENV) .stamp-* .mypy_cache .ruff_cache .pytest_cache site
