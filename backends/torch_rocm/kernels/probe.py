@@ -37,7 +37,11 @@ def _norm_device(device: torch.device | str) -> torch.device:
 
 
 def clear_cache() -> None:
+    """Forget measured capabilities (and the per-signature checks built on them)."""
+    from . import fused
+
     _CACHE.clear()
+    fused._PLANS.clear()
 
 
 def capabilities(device: torch.device | str, dtype: torch.dtype) -> dict[FusedOp, OpCaps]:
