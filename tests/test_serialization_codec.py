@@ -577,3 +577,14 @@ def test_construct_record_matches_validation() -> None:
         construct_record(TensorRecord, name="x")
     with pytest.raises(HipdnnError, match="no fields"):
         construct_record(TensorRecord, uid=1, colour="red")
+
+
+def test_unvalidated_records_that_do_not_fit_raise_hipdnn_errors() -> None:
+    from hipdnn_graph.descriptors.record_checks import construct_record
+
+    huge = construct_record(TensorRecord, uid=1, data_type=3, dims=[2**64], strides=[1])
+    assert '"data_type":"BFLOAT16"' in huge.model_dump_json()  # ints serialize by name too
+    rec = GraphRecord().model_copy(update={"tensors": [huge]})
+    with pytest.raises(HipdnnError) as info:
+        record_to_bytes(rec)
+    assert info.value.code == ErrorCode.INVALID_VALUE

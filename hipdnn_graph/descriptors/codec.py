@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import struct
 from hashlib import blake2b
 
 from pydantic import ValidationError
@@ -105,8 +106,18 @@ def record_to_bytes(rec: GraphRecord) -> bytes:
 
     Returns:
         The serialized graph.
+
+    Raises:
+        HipdnnError: INVALID_VALUE for a record whose fields do not fit the format (only possible
+            for records built without validation).
     """
-    return flatbuf.encode(rec)
+    try:
+        return flatbuf.encode(rec)
+    except (struct.error, UnicodeEncodeError, TypeError, AttributeError, KeyError) as exc:
+        # only reachable for records built without validation (model_copy, construct_record)
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE, f"Graph record cannot be serialized: {exc}"
+        ) from None
 
 
 def record_from_bytes(data: bytes | bytearray | memoryview) -> GraphRecord:

@@ -123,22 +123,27 @@ def _name_schema(enum_cls: Any) -> dict[str, Any]:
     return {"type": "string", "enum": [m.name for m in enum_cls], "title": enum_cls.__name__}
 
 
-def _member_name(member: Any) -> str:
-    return str(member.name)
+def _name_writer(enum_cls: Any) -> Any:
+    """Serializer: a member's name (also for a plain int that is a member's value)."""
+
+    def write(member: Any) -> str:
+        return str(member.name if type(member) is enum_cls else enum_cls(member).name)
+
+    return write
 
 
 #: A DataType field that JSON writes and reads by name ("BFLOAT16").
 DataTypeName = Annotated[
     DataType,
     PlainValidator(_name_parser(DataType)),
-    PlainSerializer(_member_name, return_type=str, when_used="json"),
+    PlainSerializer(_name_writer(DataType), return_type=str, when_used="json"),
     WithJsonSchema(_name_schema(DataType)),
 ]
 #: A DiagonalAlignment field that JSON writes and reads by name ("BOTTOM_RIGHT").
 AlignmentName = Annotated[
     DiagonalAlignment,
     PlainValidator(_name_parser(DiagonalAlignment)),
-    PlainSerializer(_member_name, return_type=str, when_used="json"),
+    PlainSerializer(_name_writer(DiagonalAlignment), return_type=str, when_used="json"),
     WithJsonSchema(_name_schema(DiagonalAlignment)),
 ]
 
