@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from . import lifecycle
@@ -28,12 +28,14 @@ from .attributes.sdpa import SdpaAttributes
 from .attributes.sdpa_backward import SdpaBackwardAttributes
 from .backend.contract import engine_id
 from .errors import HipdnnError
+from .lifecycle import GraphLifecycle
 from .nodes.base import Node
 from .nodes.sdpa_bwd import SdpaBwdNode
 from .nodes.sdpa_fwd import SdpaFwdNode
 from .sdpa_keywords import BACKWARD_KEYWORDS, FORWARD_KEYWORDS, apply_keywords
+from .serialization import GraphSerialization
 from .tensor import TensorAttributes, generate_strides
-from .types import BuildPlanPolicy, DataType, ErrorCode, HeuristicMode
+from .types import DataType, ErrorCode
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -43,7 +45,7 @@ __all__ = ["Graph"]
 AnyNode = Node[Any]
 
 
-class Graph:
+class Graph(GraphLifecycle, GraphSerialization):
     """A hipDNN-style operation graph.
 
     Args:
@@ -437,177 +439,6 @@ class Graph:
     def is_validated(self) -> bool:
         """Whether :meth:`validate` succeeded since the last change."""
         return self._validated
-
-    # ----- after validation: lowering, plans, execution (see lifecycle.py) -----
-    def build_operation_graph(self, handle: Any = None) -> Graph:
-        """Validate if needed, assign missing uids, and lower to backend descriptors.
-
-        Uids go to tensors without one in declaration order, skipping uids already taken;
-        ``validate()`` never assigns them. ``handle`` is accepted for hipDNN parity and unused.
-        """
-        lifecycle.build_operation_graph(self, self._state)
-        return self
-
-    def get_operation_graph_descriptor(self) -> Any:
-        """The finalized OPERATIONGRAPH :class:`~hipdnn_graph.descriptors.BackendDescriptor`."""
-        if not self._state.lowered:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                "The operation graph has not been built. Call build_operation_graph() first.",
-            )
-        return self._state.descriptor
-
-    @classmethod
-    def from_operation_graph_descriptor(cls, descriptor: Any) -> Graph:
-        """Lift a finalized OPERATIONGRAPH descriptor back into an equal graph."""
-        from .descriptors.lowering import lift_graph
-
-        return lift_graph(descriptor)
-
-    # ----- serialization (see descriptors/) -----
-    def to_record(self) -> Any:
-        """The graph as a :class:`~hipdnn_graph.descriptors.GraphRecord` (validates and assigns
-        uids first when needed)."""
-        from .descriptors.graph_records import graph_to_record
-
-        return graph_to_record(self)
-
-    @classmethod
-    def from_record(cls, record: Any) -> Graph:
-        """Rebuild a graph from a :class:`~hipdnn_graph.descriptors.GraphRecord`."""
-        from .descriptors.graph_records import graph_from_record
-
-        return graph_from_record(record)
-
-    def serialize(self) -> bytes:
-        """The graph in the versioned FlatBuffers format (lossless; see docs/serialization.md)."""
-        from .descriptors.codec import record_to_bytes
-
-        return record_to_bytes(self.to_record())
-
-    @classmethod
-    def deserialize(cls, data: bytes | bytearray | memoryview) -> Graph:
-        """Load a graph written by :meth:`serialize`.
-
-        Raises:
-            HipdnnError: ``UNSUPPORTED_GRAPH_FORMAT`` for undecodable bytes or an unknown format
-                version, ``INVALID_VALUE`` for content that decodes but is wrong.
-        """
-        from .descriptors.codec import record_from_bytes
-
-        return cls.from_record(record_from_bytes(data))
-
-    def to_json(self) -> str:
-        """The graph as canonical JSON (enum values by their hipDNN names)."""
-        from .descriptors.codec import record_to_json
-
-        return record_to_json(self.to_record())
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> Graph:
-        """Load a graph written by :meth:`to_json` (same errors as :meth:`deserialize`)."""
-        from .descriptors.codec import record_from_json
-
-        return cls.from_record(record_from_json(text))
-
-    def key(self) -> int:
-        """A stable 64-bit hash of the graph's canonical content: equal graphs, equal keys."""
-        from .descriptors.codec import record_key
-
-        return record_key(self.to_record())
-
-    def create_execution_plans(self, modes: list[HeuristicMode] | list[int] | None = None) -> Graph:
-        """Rank the engines that accept this graph (the preferred engine first when it does).
-
-        Runs ``build_operation_graph()`` first if it has not run. Every mode ranks engines by
-        their measured speed (``priority``); the list is accepted for hipDNN parity.
-        """
-        lifecycle.create_execution_plans(self, self._state, modes)
-        return self
-
-    def check_support(self, handle: Any = None) -> Graph:
-        """Raise :class:`NotSupportedError` when no engine applies, listing every engine's reason.
-
-        Raises:
-            NotSupportedError: ``GRAPH_NOT_SUPPORTED``.
-        """
-        lifecycle.check_support(self, self._state)
-        return self
-
-    def build_plans(
-        self, policy: BuildPlanPolicy | int = BuildPlanPolicy.HEURISTICS_CHOICE, handle: Any = None
-    ) -> Graph:
-        """Prepare the best applicable engine (or all of them with ``BuildPlanPolicy.ALL``).
-
-        Raises:
-            NotSupportedError: when no engine applies.
-            HipdnnError: ``GRAPH_EXECUTION_PLAN_CREATION_FAILED`` when no plan could be built.
-        """
-        lifecycle.build_plans(self, self._state, policy)
-        return self
-
-    def build(
-        self,
-        modes: list[HeuristicMode] | list[int] | None = None,
-        policy: BuildPlanPolicy | int = BuildPlanPolicy.HEURISTICS_CHOICE,
-        handle: Any = None,
-    ) -> Graph:
-        """``validate`` (if needed) → ``build_operation_graph`` → ``create_execution_plans`` →
-        ``check_support`` → ``build_plans``."""
-        if not self._validated:
-            self.validate()
-        self.build_operation_graph()
-        self.create_execution_plans(modes)
-        self.check_support()
-        return self.build_plans(policy)
-
-    def get_workspace_size(self) -> int:
-        """Bytes of workspace the active plan needs."""
-        return lifecycle.active_plan(self._state).workspace_size
-
-    def get_plan_name(self) -> str:
-        """The engine name of the active plan."""
-        return lifecycle.active_plan(self._state).engine.name
-
-    def get_execution_plan_count(self) -> int:
-        """How many engines were ranked as applicable by ``create_execution_plans``."""
-        return len(self._state.candidates or [])
-
-    def get_engine_names(self) -> list[str]:
-        """The ranked applicable engines' names."""
-        return [e.name for e in self._state.candidates or []]
-
-    def get_engine_refusals(self) -> dict[str, str]:
-        """Engines that refused this graph, with their reasons."""
-        return dict(self._state.refusals)
-
-    def execute(self, variant_pack: Mapping[Any, Any], workspace: Any = None) -> None:
-        """Run the active plan.
-
-        Args:
-            variant_pack: ``{tensor or uid: buffer}`` for every non-virtual tensor (NumPy
-                arrays, torch tensors or DLPack producers); outputs are written in place.
-            workspace: a buffer of at least ``get_workspace_size()`` bytes (``None`` when 0).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` before plans exist; ``INVALID_VARIANT_PACK`` naming
-                the tensor when the pack does not match; ``GRAPH_EXECUTION_FAILED`` when the
-                engine fails.
-        """
-        lifecycle.execute(self._state, variant_pack, workspace)
-
-    def execute_plan_at_index(
-        self, variant_pack: Mapping[Any, Any], workspace: Any, index: int
-    ) -> None:
-        """Run the plan built at ``index`` (see ``BuildPlanPolicy.ALL``)."""
-        plans = self._state.plans
-        if not 0 <= index < len(plans):
-            if not plans:
-                raise HipdnnError(ErrorCode.INVALID_VALUE, lifecycle.NO_PLAN_MESSAGE)
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE, f"Plan index {index} is out of range (0..{len(plans) - 1})"
-            )
-        lifecycle.execute(self._state, variant_pack, workspace, plans[index])
 
     def _check_duplicate_uids(
         self, ins: list[list[TensorAttributes]], outs: list[list[TensorAttributes]]

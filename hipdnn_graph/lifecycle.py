@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from .backend.contract import Engine, ExecutionPlan, engine_id
 from .backend.registry import current_registry
@@ -22,7 +22,7 @@ from .types import BuildPlanPolicy, ErrorCode, HeuristicMode
 if TYPE_CHECKING:
     from .graph import Graph
 
-__all__ = ["NO_PLAN_MESSAGE", "PlanState", "assign_uids"]
+__all__ = ["NO_PLAN_MESSAGE", "GraphLifecycle", "PlanState", "assign_uids"]
 
 NO_PLAN_MESSAGE = (
     "Graph has no compiled execution plan. Call build() or from_compiled_plan_binary() first."
@@ -180,3 +180,127 @@ def execute(
             ErrorCode.GRAPH_EXECUTION_FAILED,
             f"{built.engine.name} failed during execute: {type(exc).__name__}: {exc}",
         ) from exc
+
+
+class GraphLifecycle:
+    """The ``Graph`` methods after ``validate()``: lowering, engine selection, plans, execution.
+
+    A mixin of :class:`~hipdnn_graph.Graph`; each method delegates to this module's functions.
+    """
+
+    _state: PlanState
+    _validated: bool
+
+    def _graph(self) -> Graph:
+        return cast("Graph", self)
+
+    def build_operation_graph(self, handle: Any = None) -> Self:
+        """Validate if needed, assign missing uids, and lower to backend descriptors.
+
+        Uids go to tensors without one in declaration order, skipping uids already taken;
+        ``validate()`` never assigns them. ``handle`` is accepted for hipDNN parity and unused.
+        """
+        build_operation_graph(self._graph(), self._state)
+        return self
+
+    def get_operation_graph_descriptor(self) -> Any:
+        """The finalized OPERATIONGRAPH :class:`~hipdnn_graph.descriptors.BackendDescriptor`."""
+        if not self._state.lowered:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "The operation graph has not been built. Call build_operation_graph() first.",
+            )
+        return self._state.descriptor
+
+    def create_execution_plans(self, modes: list[HeuristicMode] | list[int] | None = None) -> Self:
+        """Rank the engines that accept this graph (the preferred engine first when it does).
+
+        Runs ``build_operation_graph()`` first if it has not run. Every mode ranks engines by
+        their measured speed (``priority``); the list is accepted for hipDNN parity.
+        """
+        create_execution_plans(self._graph(), self._state, modes)
+        return self
+
+    def check_support(self, handle: Any = None) -> Self:
+        """Raise :class:`NotSupportedError` when no engine applies, listing every engine's reason.
+
+        Raises:
+            NotSupportedError: ``GRAPH_NOT_SUPPORTED``.
+        """
+        check_support(self._graph(), self._state)
+        return self
+
+    def build_plans(
+        self, policy: BuildPlanPolicy | int = BuildPlanPolicy.HEURISTICS_CHOICE, handle: Any = None
+    ) -> Self:
+        """Prepare the best applicable engine (or all of them with ``BuildPlanPolicy.ALL``).
+
+        Raises:
+            NotSupportedError: when no engine applies.
+            HipdnnError: ``GRAPH_EXECUTION_PLAN_CREATION_FAILED`` when no plan could be built.
+        """
+        build_plans(self._graph(), self._state, policy)
+        return self
+
+    def build(
+        self,
+        modes: list[HeuristicMode] | list[int] | None = None,
+        policy: BuildPlanPolicy | int = BuildPlanPolicy.HEURISTICS_CHOICE,
+        handle: Any = None,
+    ) -> Self:
+        """``validate`` (if needed) → ``build_operation_graph`` → ``create_execution_plans`` →
+        ``check_support`` → ``build_plans``."""
+        if not self._validated:
+            self._graph().validate()
+        self.build_operation_graph()
+        self.create_execution_plans(modes)
+        self.check_support()
+        return self.build_plans(policy)
+
+    def get_workspace_size(self) -> int:
+        """Bytes of workspace the active plan needs."""
+        return active_plan(self._state).workspace_size
+
+    def get_plan_name(self) -> str:
+        """The engine name of the active plan."""
+        return active_plan(self._state).engine.name
+
+    def get_execution_plan_count(self) -> int:
+        """How many engines were ranked as applicable by ``create_execution_plans``."""
+        return len(self._state.candidates or [])
+
+    def get_engine_names(self) -> list[str]:
+        """The ranked applicable engines' names."""
+        return [e.name for e in self._state.candidates or []]
+
+    def get_engine_refusals(self) -> dict[str, str]:
+        """Engines that refused this graph, with their reasons."""
+        return dict(self._state.refusals)
+
+    def execute(self, variant_pack: Mapping[Any, Any], workspace: Any = None) -> None:
+        """Run the active plan.
+
+        Args:
+            variant_pack: ``{tensor or uid: buffer}`` for every non-virtual tensor (NumPy
+                arrays, torch tensors or DLPack producers); outputs are written in place.
+            workspace: a buffer of at least ``get_workspace_size()`` bytes (``None`` when 0).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` before plans exist; ``INVALID_VARIANT_PACK`` naming
+                the tensor when the pack does not match; ``GRAPH_EXECUTION_FAILED`` when the
+                engine fails.
+        """
+        execute(self._state, variant_pack, workspace)
+
+    def execute_plan_at_index(
+        self, variant_pack: Mapping[Any, Any], workspace: Any, index: int
+    ) -> None:
+        """Run the plan built at ``index`` (see ``BuildPlanPolicy.ALL``)."""
+        plans = self._state.plans
+        if not 0 <= index < len(plans):
+            if not plans:
+                raise HipdnnError(ErrorCode.INVALID_VALUE, NO_PLAN_MESSAGE)
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"Plan index {index} is out of range (0..{len(plans) - 1})"
+            )
+        execute(self._state, variant_pack, workspace, plans[index])
