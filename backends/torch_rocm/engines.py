@@ -181,7 +181,7 @@ class TorchSdpaEngine:
             bias_shape=tuple(p.tensors["Bias"].dim) if p.has("Bias") else None,
             dbias=p.has("dBias"), alibi=p.alibi, bottom_right=p.window.bottom_right,
             left_bound=p.window.left_bound, right_bound=p.window.right_bound,
-            padding=p.padding, dropout_mask=p.has("Dropout_mask"),
+            padding=p.padding, dropout_mask=p.has("Dropout_mask"), forward=not p.backward,
         )  # fmt: skip
         assert self.op is not None
         reason = fused.check(fused.FusedOp(self.op), fp)
