@@ -195,6 +195,7 @@ def rules_table(node_name: str) -> str:
         for msg, code in messages(rule, cls.label) or [
             ("(reason recorded by the setter)", "INVALID_VALUE")
         ]:
+            msg = msg.replace("<a.get_unsupported_reason()>", "<the first recorded reason>")
             head = f"| {i} | `{name}` | {_doc(rule)} " if first else "| | | "
             rows.append(f"{head}| `{code}` | {_cell(msg)} |")
             first = False
