@@ -1,0 +1,264 @@
+"""Per-descriptor-type schemas: slots, value checks, defaults and finalize rules, as data.
+
+Each descriptor type :class:`~.backend_descriptor.BackendDescriptor` supports has a
+:class:`_Schema`: hipDNN's class name (used in messages), its attribute slots (type, vector or
+scalar, default, accepted descriptor types) and its finalize rules in hipDNN's order, each a
+predicate over the stored attributes plus hipDNN's message. Sources: hipDNN's
+``TensorDescriptor.cpp``, ``GraphDescriptor.cpp``, ``SdpaFwdOperationDescriptor.cpp`` and
+``SdpaBwdOperationDescriptor.cpp`` (``projects/hipdnn/backend/src/descriptors``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from ..types import DataType, DiagonalAlignment
+from .enums import AttributeName as A
+from .enums import AttributeType as T
+from .enums import DescriptorType as D
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Value checks, one per attribute type: return the normalized value or raise ValueError.
+# ---------------------------------------------------------------------------------------------
+
+
+def _as_bool(v: object) -> bool:
+    if type(v) is bool:
+        return v
+    raise ValueError
+
+
+def _as_int(lo: int, hi: int) -> Callable[[object], int]:
+    def check(v: object) -> int:
+        if isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi:
+            return int(v)
+        raise ValueError
+
+    return check
+
+
+def _as_float(v: object) -> float:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    raise ValueError
+
+
+def _as_enum(enum_cls: Any) -> Callable[[object], Any]:
+    members = {m.value: m for m in enum_cls}
+
+    def check(v: object) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool) and v in members:
+            return members[v]
+        raise ValueError
+
+    return check
+
+
+def _as_char(v: object) -> str | bytes:
+    if isinstance(v, (str, bytes)):
+        return v
+    raise ValueError
+
+
+def _as_handle(v: object) -> object:
+    if v is None:
+        raise ValueError
+    return v
+
+
+_CHECKS: dict[T, Callable[[object], Any]] = {
+    T.BOOLEAN: _as_bool,
+    T.INT64: _as_int(_INT64_MIN, _INT64_MAX),
+    T.INT32: _as_int(_INT32_MIN, _INT32_MAX),
+    T.FLOAT: _as_float,
+    T.DOUBLE: _as_float,
+    T.DATA_TYPE: _as_enum(DataType),
+    T.DIAGONAL_ALIGNMENT: _as_enum(DiagonalAlignment),
+    T.ATTENTION_IMPLEMENTATION: _as_int(0, 2),  # hipdnnAttentionImplementation_t: AUTO..UNIFIED
+    T.CHAR: _as_char,
+    T.HANDLE: _as_handle,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-descriptor-type schemas: slots, defaults and finalize rules, as data.
+# ---------------------------------------------------------------------------------------------
+
+
+class _Slot(NamedTuple):
+    """One attribute of a descriptor type."""
+
+    attr_type: T
+    many: bool = False  # a vector of >= 1 values instead of exactly one
+    default: object = None  # what get_attribute reports while unset (None: no value, [])
+    refs: frozenset[D] = frozenset()  # BACKEND_DESCRIPTOR slots: accepted descriptor types
+    check: Callable[[object], Any] = _as_handle  # the value check; filled in from _CHECKS
+
+
+_Attrs = Mapping[int, list[Any]]
+_Rule = tuple[Callable[[_Attrs], bool], str]  # (is broken?, message); checked in order
+
+
+class _Schema(NamedTuple):
+    class_name: str
+    slots: Mapping[int, _Slot]
+    rules: tuple[_Rule, ...]
+
+
+def _missing(name: A) -> Callable[[_Attrs], bool]:
+    return lambda attrs: name not in attrs
+
+
+def _missing_type(name: A) -> Callable[[_Attrs], bool]:
+    return lambda attrs: name not in attrs or attrs[name][0] == DataType.NOT_SET
+
+
+def _lengths_differ(a: A, b: A) -> Callable[[_Attrs], bool]:
+    return lambda attrs: len(attrs[a]) != len(attrs[b])
+
+
+_TENSOR_REF = _Slot(T.BACKEND_DESCRIPTOR, refs=frozenset({D.TENSOR}))
+_FLAG = _Slot(T.BOOLEAN, default=False)
+_OPERATIONS = frozenset(d for d in D if d.name.startswith("OPERATION_"))
+
+_TENSOR = _Schema(
+    "TensorDescriptor",
+    {
+        A.TENSOR_UNIQUE_ID: _Slot(T.INT64),
+        A.TENSOR_NAME_EXT: _Slot(T.CHAR),
+        A.TENSOR_DATA_TYPE: _Slot(T.DATA_TYPE, default=DataType.NOT_SET),
+        A.TENSOR_DIMENSIONS: _Slot(T.INT64, many=True),
+        A.TENSOR_STRIDES: _Slot(T.INT64, many=True),
+        A.TENSOR_IS_VIRTUAL: _FLAG,
+        A.TENSOR_VALUE_EXT: _Slot(T.CHAR),
+        A.TENSOR_IS_RUNTIME_PASS_BY_VALUE_EXT: _FLAG,
+        A.TENSOR_BYTE_ALIGNMENT: _Slot(T.INT64, default=16),
+    },
+    (
+        (_missing(A.TENSOR_DIMENSIONS), "TensorDescriptor::finalize() failed: dimensions not set"),
+        (_missing(A.TENSOR_STRIDES), "TensorDescriptor::finalize() failed: strides not set"),
+        (
+            _lengths_differ(A.TENSOR_DIMENSIONS, A.TENSOR_STRIDES),
+            "TensorDescriptor::finalize() failed: dims and strides size mismatch",
+        ),
+        (
+            _missing_type(A.TENSOR_DATA_TYPE),
+            "TensorDescriptor::finalize() failed: data type not set",
+        ),
+        # Not checked by hipDNN (its uid defaults to 0); every frontend sets it.
+        (_missing(A.TENSOR_UNIQUE_ID), "TensorDescriptor::finalize() failed: unique id not set"),
+    ),
+)
+
+_GRAPH = _Schema(
+    "GraphDescriptor",
+    {
+        A.OPERATIONGRAPH_HANDLE: _Slot(T.HANDLE),
+        A.OPERATIONGRAPH_OPS: _Slot(T.BACKEND_DESCRIPTOR, many=True, refs=_OPERATIONS),
+        A.OPERATIONGRAPH_COMPUTE_DATA_TYPE_EXT: _Slot(T.DATA_TYPE, default=DataType.NOT_SET),
+        A.OPERATIONGRAPH_INTERMEDIATE_DATA_TYPE_EXT: _Slot(T.DATA_TYPE, default=DataType.NOT_SET),
+        A.OPERATIONGRAPH_IO_DATA_TYPE_EXT: _Slot(T.DATA_TYPE, default=DataType.NOT_SET),
+        A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT: _Slot(T.INT64),
+        A.OPERATIONGRAPH_NAME_EXT: _Slot(T.CHAR),
+        A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT: _FLAG,
+    },
+    ((_missing(A.OPERATIONGRAPH_OPS), "GraphDescriptor::finalize: graph is null"),),
+)
+
+
+def _sdpa_rules(cls: str, tensors: Sequence[tuple[A, str]], comp: A) -> tuple[_Rule, ...]:
+    rules: list[_Rule] = [
+        (_missing(name), f"{cls}::finalize() failed: {label} tensor not set")
+        for name, label in tensors
+    ]
+    rules.append((_missing_type(comp), f"{cls}::finalize() failed: compute data type not set"))
+    return tuple(rules)
+
+
+_SDPA_BWD_REQUIRED = (
+    (A.OPERATION_SDPA_BWD_Q_EXT, "Q"),
+    (A.OPERATION_SDPA_BWD_K_EXT, "K"),
+    (A.OPERATION_SDPA_BWD_V_EXT, "V"),
+    (A.OPERATION_SDPA_BWD_O_EXT, "O"),
+    (A.OPERATION_SDPA_BWD_DO_EXT, "dO"),
+    (A.OPERATION_SDPA_BWD_STATS_EXT, "Stats"),
+    (A.OPERATION_SDPA_BWD_DQ_EXT, "dQ"),
+    (A.OPERATION_SDPA_BWD_DK_EXT, "dK"),
+    (A.OPERATION_SDPA_BWD_DV_EXT, "dV"),
+)
+
+_SDPA_BWD = _Schema(
+    "SdpaBwdOperationDescriptor",
+    {
+        **{a: _TENSOR_REF for a in A if 3100 <= a <= 3118},
+        A.SDPA_BWD_ALIBI_MASK_EXT: _FLAG,
+        A.SDPA_BWD_PADDING_MASK_EXT: _FLAG,
+        A.SDPA_BWD_CAUSAL_MASK_EXT: _FLAG,
+        A.SDPA_BWD_CAUSAL_MASK_BOTTOM_RIGHT_EXT: _FLAG,
+        A.SDPA_BWD_DROPOUT_PROBABILITY_EXT: _Slot(T.FLOAT),
+        A.SDPA_BWD_ATTN_SCALE_VALUE_EXT: _Slot(T.FLOAT),
+        A.SDPA_BWD_LEFT_BOUND_EXT: _Slot(T.INT64),
+        A.SDPA_BWD_RIGHT_BOUND_EXT: _Slot(T.INT64),
+        A.SDPA_BWD_DIAGONAL_ALIGNMENT_EXT: _Slot(
+            T.DIAGONAL_ALIGNMENT, default=DiagonalAlignment.TOP_LEFT
+        ),
+        A.SDPA_BWD_COMP_TYPE_EXT: _Slot(T.DATA_TYPE, default=DataType.NOT_SET),
+        A.OPERATION_NAME_EXT: _Slot(T.CHAR),
+    },
+    _sdpa_rules("SdpaBwdOperationDescriptor", _SDPA_BWD_REQUIRED, A.SDPA_BWD_COMP_TYPE_EXT),
+)
+
+_SDPA_FWD_REQUIRED = (
+    (A.OPERATION_SDPA_FWD_QDESC, "Q"),
+    (A.OPERATION_SDPA_FWD_KDESC, "K"),
+    (A.OPERATION_SDPA_FWD_VDESC, "V"),
+    (A.OPERATION_SDPA_FWD_ODESC, "O"),
+)
+
+_SDPA_FWD = _Schema(
+    "SdpaFwdOperationDescriptor",
+    {
+        **{a: _TENSOR_REF for a in A if 2600 <= a <= 2627},
+        A.SDPA_FWD_GENERATE_STATS_EXT: _Slot(T.BOOLEAN),
+        A.SDPA_FWD_ALIBI_MASK_EXT: _FLAG,
+        A.SDPA_FWD_PADDING_MASK_EXT: _FLAG,
+        A.SDPA_FWD_CAUSAL_MASK_EXT: _FLAG,
+        A.SDPA_FWD_CAUSAL_MASK_BOTTOM_RIGHT_EXT: _FLAG,
+        A.SDPA_FWD_DROPOUT_PROBABILITY_EXT: _Slot(T.FLOAT),
+        A.SDPA_FWD_ATTN_SCALE_VALUE_EXT: _Slot(T.FLOAT),
+        A.SDPA_FWD_LEFT_BOUND_EXT: _Slot(T.INT64),
+        A.SDPA_FWD_RIGHT_BOUND_EXT: _Slot(T.INT64),
+        A.SDPA_FWD_MAX_SEQ_LEN_KV_EXT: _Slot(T.INT32),
+        A.SDPA_FWD_DIAGONAL_ALIGNMENT_EXT: _Slot(
+            T.DIAGONAL_ALIGNMENT, default=DiagonalAlignment.TOP_LEFT
+        ),
+        A.SDPA_FWD_MMA_CORE_MODE_EXT: _Slot(T.DATA_TYPE, default=DataType.NOT_SET),
+        A.SDPA_FWD_IMPLEMENTATION_EXT: _Slot(T.ATTENTION_IMPLEMENTATION, default=0),
+        A.SDPA_FWD_COMP_TYPE_EXT: _Slot(T.DATA_TYPE, default=DataType.NOT_SET),
+        A.OPERATION_NAME_EXT: _Slot(T.CHAR),
+    },
+    _sdpa_rules("SdpaFwdOperationDescriptor", _SDPA_FWD_REQUIRED, A.SDPA_FWD_COMP_TYPE_EXT),
+)
+
+_SCHEMAS: dict[int, _Schema] = {
+    kind: schema._replace(
+        slots={
+            name: slot._replace(check=_CHECKS.get(slot.attr_type, _as_handle))
+            for name, slot in schema.slots.items()
+        }
+    )
+    for kind, schema in (
+        (D.TENSOR, _TENSOR),
+        (D.OPERATIONGRAPH, _GRAPH),
+        (D.OPERATION_SDPA_FWD, _SDPA_FWD),
+        (D.OPERATION_SDPA_BWD_DESCRIPTOR_EXT, _SDPA_BWD),
+    )
+}
+
+#: Descriptor types :class:`BackendDescriptor` can be created with.
+SUPPORTED_DESCRIPTOR_TYPES: frozenset[D] = frozenset(D(t) for t in _SCHEMAS)
