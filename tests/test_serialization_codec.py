@@ -588,3 +588,19 @@ def test_unvalidated_records_that_do_not_fit_raise_hipdnn_errors() -> None:
     with pytest.raises(HipdnnError) as info:
         record_to_bytes(rec)
     assert info.value.code == ErrorCode.INVALID_VALUE
+
+
+def test_json_schema_describes_the_canonical_json() -> None:
+    schema = json_schema()
+    assert schema["properties"]["format_version"]["const"] == FORMAT_VERSION
+    assert schema["properties"]["compute_data_type"]["default"] == "NOT_SET"
+    bwd = schema["$defs"]["SdpaBwdRecord"]["properties"]
+    assert bwd["diagonal_alignment"]["default"] == "TOP_LEFT"
+    assert bwd["type"]["const"] == "SDPA_BWD"
+    assert json.loads(json.dumps(schema)) == schema
+
+
+def test_canonical_json_validates_against_the_schema() -> None:
+    jsonschema = pytest.importorskip("jsonschema")  # not a dependency; checked where installed
+    for rec in RECORDS.values():
+        jsonschema.validate(json.loads(record_to_json(rec)), json_schema())

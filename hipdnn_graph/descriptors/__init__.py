@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..types import DataType, DiagonalAlignment
 from .backend_descriptor import BackendDescriptor, DescriptorError
 from .codec import (
     MAX_INPUT_BYTES,
@@ -61,10 +62,28 @@ __all__ = [
 ]
 
 
+_ENUMS_BY_TITLE: dict[str, Any] = {"DataType": DataType, "DiagonalAlignment": DiagonalAlignment}
+
+
+def _names_for_defaults(node: Any) -> None:
+    """Write enum defaults by name, as the JSON itself does (pydantic writes their values)."""
+    if isinstance(node, dict):
+        enum_cls = _ENUMS_BY_TITLE.get(node.get("title", ""))
+        if enum_cls is not None and type(node.get("default")) is int:
+            node["default"] = enum_cls(node["default"]).name
+        for child in node.values():
+            _names_for_defaults(child)
+    elif isinstance(node, list):
+        for child in node:
+            _names_for_defaults(child)
+
+
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of the serialized graph (:class:`GraphRecord`), as a new dict.
 
     Returns:
         A JSON Schema (draft 2020-12) document.
     """
-    return GraphRecord.model_json_schema()
+    schema = GraphRecord.model_json_schema()
+    _names_for_defaults(schema)
+    return schema

@@ -337,7 +337,7 @@ class GraphRecord(_Record):
         nodes: The nodes, topologically sorted.
     """
 
-    format_version: int = FORMAT_VERSION
+    format_version: int = Field(default=FORMAT_VERSION, json_schema_extra={"const": FORMAT_VERSION})
     name: Name = ""
     compute_data_type: DataTypeName = DataType.NOT_SET
     intermediate_data_type: DataTypeName = DataType.NOT_SET
