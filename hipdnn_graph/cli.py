@@ -236,7 +236,7 @@ def _checksum(array: np.ndarray[Any, Any]) -> str:
 
 def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     from .backend.registry import current_registry
-    from .testing.inputs import graph_outputs, make_inputs
+    from .testing.inputs import graph_outputs, make_inputs, to_device, to_numpy
 
     if args.repeat < 1:
         raise CliError("--repeat must be at least 1")
@@ -259,7 +259,14 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         return 1
     pack = make_inputs(graph, np.random.default_rng(args.seed))
     size = graph.get_workspace_size()
-    workspace = np.empty(size, dtype=np.uint8) if size else None
+    workspace: Any = np.empty(size, dtype=np.uint8) if size else None
+    sync = _synchronizer(args.device)
+    if args.device:
+        pack = to_device(pack, args.device)
+        if size:
+            import torch
+
+            workspace = torch.empty(size, dtype=torch.uint8, device=args.device)
     show = args.progress == "always" or (
         args.progress == "auto" and args.repeat >= 10 and sys.stderr.isatty()
     )
@@ -269,6 +276,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     for i in range(args.repeat):
         t0 = time.perf_counter()
         graph.execute(pack, workspace)
+        sync()
         times.append(time.perf_counter() - t0)
         progress.update(i + 1, time.perf_counter() - started)
     median = statistics.median(times)
@@ -282,11 +290,36 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     rows = []
     for t in graph_outputs(graph):
         rows.append(
-            [t.name, f"uid {t.uid}", _fmt_list(t.dim), t.data_type.name, _checksum(pack[t])]
+            [
+                t.name,
+                f"uid {t.uid}",
+                _fmt_list(t.dim),
+                t.data_type.name,
+                _checksum(to_numpy(pack[t])),
+            ]
         )
     for line in _table(rows) if rows else ["  (none: the graph has no non-virtual outputs)"]:
         print(line, file=out)
     return 0
+
+
+def _synchronizer(device: str | None) -> Any:
+    """A function waiting for ``device`` to finish queued work (a no-op for NumPy/CPU)."""
+    if not device:
+        return lambda: None
+    try:
+        import torch
+    except ImportError:
+        raise CliError("--device needs torch (pip install 'hipdnn-graph[torch]')") from None
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError) as exc:
+        raise CliError(f"bad --device {device!r}: {exc}") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise CliError(f"--device {device}: no CUDA or ROCm device is available")
+        return lambda: torch.cuda.synchronize(dev)
+    return lambda: None
 
 
 # ----- backends -----
@@ -404,6 +437,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", metavar="NAME", help="engine to run on (default: best ranked)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--repeat", type=int, default=1, help="executions to time (default 1)")
+    p.add_argument(
+        "--device",
+        metavar="DEVICE",
+        help="pass torch tensors on this device (cuda, cuda:1, cpu) instead of NumPy arrays",
+    )
     p.add_argument(
         "--progress",
         choices=("auto", "always", "never"),

@@ -298,3 +298,15 @@ def test_console_script_and_module(files: dict[str, Path]) -> None:
         timeout=120,
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_run_on_a_torch_device(files: dict[str, Path], capsys: Capsys) -> None:
+    pytest.importorskip("torch")
+    args = ["run", str(files["json"]), "--engine", "NUMPY_REFERENCE_ENGINE", "--seed", "2"]
+    assert main(args) == 0
+    numpy_sums = [line for line in capsys.readouterr().out.splitlines() if "sum=" in line]
+    assert main([*args, "--device", "cpu"]) == 0
+    torch_sums = [line for line in capsys.readouterr().out.splitlines() if "sum=" in line]
+    assert numpy_sums == torch_sums  # same inputs, same engine, torch buffers this time
+    assert main([*args, "--device", "no-such-device"]) == 2
+    assert "bad --device" in capsys.readouterr().err

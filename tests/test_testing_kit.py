@@ -240,3 +240,20 @@ def test_conformance_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "NUMPY_REFERENCE_ENGINE: 6 passed" in out
+
+
+def test_device_runs_the_engine_on_torch_tensors() -> None:
+    pytest.importorskip("torch")
+    from hipdnn_graph.testing import to_device, to_numpy
+
+    report = check_engine("NUMPY_REFERENCE_ENGINE", cases=3, seed=4, device="cpu")
+    assert report.ok and len(report.passed) == 3
+    g = generate_cases(1, seed=4)[0].graph
+    pack = make_inputs(g, np.random.default_rng(0))
+    moved = to_device(pack, "cpu")
+    for tensor, value in pack.items():
+        if isinstance(value, np.ndarray):
+            assert type(moved[tensor]).__name__ == "Tensor"
+            back = to_numpy(moved[tensor])
+            assert back.dtype == value.dtype
+            np.testing.assert_array_equal(back.astype(np.float64), value.astype(np.float64))

@@ -36,7 +36,16 @@ from .generators import (
     generate_cases,
     random_sdpa_case,
 )
-from .inputs import empty_for, graph_outputs, make_inputs, poison, runtime_inputs, tensor_roles
+from .inputs import (
+    empty_for,
+    graph_outputs,
+    make_inputs,
+    poison,
+    runtime_inputs,
+    tensor_roles,
+    to_device,
+    to_numpy,
+)
 
 __all__ = [
     "DEFAULT_IO_TYPES",
@@ -59,4 +68,6 @@ __all__ = [
     "random_sdpa_case",
     "runtime_inputs",
     "tensor_roles",
+    "to_device",
+    "to_numpy",
 ]

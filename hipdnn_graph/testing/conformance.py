@@ -35,7 +35,7 @@ from ..graph import Graph
 from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode
 from .generators import DEFAULT_IO_TYPES, KINDS, GraphCase, Kind, generate_cases
-from .inputs import empty_for, graph_outputs, make_inputs, poison
+from .inputs import empty_for, graph_outputs, make_inputs, poison, to_device, to_numpy
 
 __all__ = [
     "REFERENCE_ENGINE",
@@ -211,37 +211,45 @@ def _compare(
 
 
 def _run_case(
-    engine: str, case: GraphCase, tolerances: Mapping[DataType, Tolerance], rng_seed: int
+    engine: str,
+    case: GraphCase,
+    tolerances: Mapping[DataType, Tolerance],
+    rng_seed: int,
+    device: str | None = None,
 ) -> CaseResult:
     graph = case.graph
     outcome = _build_on(graph, engine)
     if outcome is not None:
         return CaseResult(case, outcome[0], outcome[1])
     outputs = graph_outputs(graph)
-    pack = make_inputs(graph, np.random.default_rng(rng_seed))
+    host = make_inputs(graph, np.random.default_rng(rng_seed))
+    pack = to_device(host, device) if device else dict(host)
     inputs_before = {
         t: np.array(v, copy=True)
-        for t, v in pack.items()
+        for t, v in host.items()
         if t not in outputs and isinstance(v, np.ndarray)
     }
     try:
-        graph.execute(pack, _workspace(graph))
+        graph.execute(pack, _workspace(graph, device))
+        if device:
+            _synchronize(device)
     except Exception as exc:  # any failure of the engine is a failed case, not a crash
         code = exc.code.name + ": " if isinstance(exc, HipdnnError) else ""
         return CaseResult(case, "failed", f"execute raised {code}{type(exc).__name__}: {exc}")
     for t, before in inputs_before.items():
-        if not _same(pack[t], before):
+        if not _same(to_numpy(pack[t]), before):
             return CaseResult(case, "failed", f"execute modified input {t.name!r}")
-    reference_pack = _fresh_outputs(pack, outputs)
+    reference_pack = _fresh_outputs(host, outputs)
     outcome = _build_on(graph, REFERENCE_ENGINE)
     if outcome is not None:
         return CaseResult(case, "skipped", f"the reference cannot run this graph: {outcome[1]}")
-    graph.execute(reference_pack, _workspace(graph))
+    graph.execute(reference_pack, _workspace(graph, None))
     tol = tolerances.get(case.io_data_type, TOLERANCES[DataType.FLOAT])
     errors: dict[str, float] = {}
     problems: list[str] = []
     for t in outputs:
-        ratio, problem = _compare(_as_f64(pack[t]), _as_f64(reference_pack[t]), tol)
+        got = _as_f64(to_numpy(pack[t]))
+        ratio, problem = _compare(got, _as_f64(reference_pack[t]), tol)
         errors[t.name] = ratio
         if problem is not None:
             problems.append(f"output {t.name!r} {problem}")
@@ -250,13 +258,26 @@ def _run_case(
     return CaseResult(case, "passed", "", errors)
 
 
+def _synchronize(device: str) -> None:
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def _same(a: Any, b: np.ndarray[Any, Any]) -> bool:
     return bool(np.array_equal(np.asarray(a), b, equal_nan=True))
 
 
-def _workspace(graph: Graph) -> Any:
+def _workspace(graph: Graph, device: str | None) -> Any:
     size = graph.get_workspace_size()
-    return np.empty(size, dtype=np.uint8) if size else None
+    if not size:
+        return None
+    if device:
+        import torch
+
+        return torch.empty(size, dtype=torch.uint8, device=device)
+    return np.empty(size, dtype=np.uint8)
 
 
 def check_engine(
@@ -268,6 +289,7 @@ def check_engine(
     kinds: Sequence[Kind] = KINDS,
     io_types: Sequence[DataType] = DEFAULT_IO_TYPES,
     tolerances: Mapping[DataType, Tolerance] | None = None,
+    device: str | None = None,
 ) -> ConformanceReport:
     """Run generated graphs on ``engine_name`` and compare with ``NUMPY_REFERENCE_ENGINE``.
 
@@ -280,6 +302,8 @@ def check_engine(
         kinds: graph kinds to cycle through (``"fwd"``, ``"bwd"``, ``"fwd_bwd"``).
         io_types: io data types to draw from.
         tolerances: overrides of :data:`TOLERANCES`, per io type.
+        device: run the engine on torch tensors on this device (``"cuda"``, ``"cuda:1"``,
+            ``"cpu"``) instead of NumPy arrays; the reference always runs on NumPy arrays.
 
     Returns:
         The report; it never raises for a failing case.
@@ -297,7 +321,7 @@ def check_engine(
     tol.update(tolerances or {})
     report = ConformanceReport(engine_name)
     for case in case_list:
-        report.results.append(_run_case(engine_name, case, tol, case.seed + 1))
+        report.results.append(_run_case(engine_name, case, tol, case.seed + 1, device))
     return report
 
 

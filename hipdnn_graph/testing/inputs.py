@@ -29,15 +29,26 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from ..backend.dtypes import numpy_dtype
+from ..backend.variant_pack import as_numpy, as_torch, is_torch_tensor
 from ..graph import Graph
 from ..tensor import TensorAttributes, generate_strides
 
-__all__ = ["empty_for", "graph_outputs", "make_inputs", "poison", "runtime_inputs", "tensor_roles"]
+__all__ = [
+    "empty_for",
+    "graph_outputs",
+    "make_inputs",
+    "poison",
+    "runtime_inputs",
+    "tensor_roles",
+    "to_device",
+    "to_numpy",
+]
 
 _FLOAT_KINDS = "fcV"  # numpy kinds holding floats (V: ml_dtypes bfloat16/fp8)
 
@@ -164,3 +175,32 @@ def make_inputs(graph: Graph, rng: np.random.Generator) -> dict[TensorAttributes
     for tensor in graph_outputs(graph):
         pack[tensor] = poison(empty_for(tensor))
     return pack
+
+
+def to_device(pack: Mapping[TensorAttributes, Any], device: str) -> dict[TensorAttributes, Any]:
+    """A copy of ``pack`` whose arrays are torch tensors on ``device`` (imports torch).
+
+    Strides are kept for packed layouts; Python numbers (pass-by-value scalars) stay numbers.
+
+    Example:
+        >>> import numpy as np
+        >>> from hipdnn_graph.testing import generate_cases, make_inputs, to_device
+        >>> g = generate_cases(1)[0].graph
+        >>> pack = to_device(make_inputs(g, np.random.default_rng(0)), "cpu")
+        >>> sorted({type(v).__name__ for v in pack.values()})
+        ['Tensor']
+    """
+    moved: dict[TensorAttributes, Any] = {}
+    for tensor, value in pack.items():
+        if isinstance(value, np.ndarray):
+            moved[tensor] = as_torch(value).to(device, copy=True)
+        else:
+            moved[tensor] = value
+    return moved
+
+
+def to_numpy(value: Any) -> np.ndarray[Any, Any]:
+    """A NumPy copy of a buffer: a NumPy array, or a torch tensor on any device."""
+    if is_torch_tensor(value):
+        return np.array(as_numpy(value.detach().cpu()), copy=True)
+    return np.asarray(value)
