@@ -89,82 +89,71 @@ def build_graphs(
     return fwd, bwd, t
 
 
-def direct_aten(q: Any, k: Any, v: Any, do: Any, causal: bool, scale: float) -> dict[str, Any]:
-    """One closure per fused op that runs its backward on its own forward's outputs."""
+def direct_aten(
+    q: Any, k: Any, v: Any, do: Any, causal: bool, scale: float, o: Any = None
+) -> dict[str, Any]:
+    """One closure per fused op that runs its backward on the same Q, K, V, dO (and, where the
+    op accepts that layout, the same O); the LSE and RNG state come from the op's own forward."""
     ops: dict[str, Any] = {}
-    try:
-        out = A._scaled_dot_product_cudnn_attention(
+
+    def cudnn() -> Callable[[], Any]:
+        r = A._scaled_dot_product_cudnn_attention(
             q, k, v, None, True, 0.0, causal, False, scale=scale
         )
-        ops["cudnn"] = lambda: A._scaled_dot_product_cudnn_attention_backward(
+        out = r[0] if o is None else o
+        return lambda: A._scaled_dot_product_cudnn_attention_backward(
             do,
             q,
             k,
             v,
-            out[0],
-            out[1],
-            out[6],
-            out[7],
+            out,
+            r[1],
+            r[6],
+            r[7],
             None,
-            out[2],
-            out[3],
-            out[4],
-            out[5],
+            r[2],
+            r[3],
+            r[4],
+            r[5],
             0.0,
             causal,
             scale=scale,
         )
-    except Exception as exc:
-        print(
-            f"  cudnn direct unavailable: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr
+
+    def flash() -> Callable[[], Any]:
+        r = A._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)
+        out = r[0] if o is None else o
+        return lambda: A._scaled_dot_product_flash_attention_backward(
+            do, q, k, v, out, r[1], r[2], r[3], r[4], r[5], 0.0, causal, r[6], r[7], scale=scale
         )
-    try:
-        out = A._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)
-        ops["flash"] = lambda: A._scaled_dot_product_flash_attention_backward(
-            do,
-            q,
-            k,
-            v,
-            out[0],
-            out[1],
-            out[2],
-            out[3],
-            out[4],
-            out[5],
-            0.0,
-            causal,
-            out[6],
-            out[7],
-            scale=scale,
-        )
-    except Exception as exc:
-        print(
-            f"  flash direct unavailable: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr
-        )
-    try:
-        out = A._scaled_dot_product_efficient_attention(
-            q, k, v, None, True, 0.0, causal, scale=scale
-        )
-        ops["efficient"] = lambda: A._scaled_dot_product_efficient_attention_backward(
+
+    def efficient() -> Callable[[], Any]:
+        # its backward needs O in the layout its forward writes, so it keeps its own O
+        r = A._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, causal, scale=scale)
+        return lambda: A._scaled_dot_product_efficient_attention_backward(
             do,
             q,
             k,
             v,
             None,
-            out[0],
-            out[1],
-            out[2],
-            out[3],
+            r[0],
+            r[1],
+            r[2],
+            r[3],
             0.0,
             [True, True, True, False],
             causal,
             scale=scale,
         )
-    except Exception as exc:
-        print(
-            f"  efficient direct unavailable: {type(exc).__name__}: {str(exc)[:120]}",
-            file=sys.stderr,
-        )
+
+    for name, make in (("cudnn", cudnn), ("flash", flash), ("efficient", efficient)):
+        try:
+            ops[name] = make()
+        except Exception as exc:
+            print(
+                f"  {name} direct unavailable: {type(exc).__name__}: {str(exc)[:160]}",
+                file=sys.stderr,
+            )
     return ops
 
 
@@ -195,7 +184,7 @@ def row(d: int, s: int, causal: bool, hk_ratio: int = 1) -> dict[str, Any]:
     ms = bench(lambda: bwd.execute(pack))
     result["graph_tflops"] = n / ms / 1e9
     best = None
-    for name, fn in direct_aten(q, k, v, do, causal, 1 / d**0.5).items():
+    for name, fn in direct_aten(q, k, v, do, causal, 1 / d**0.5, o).items():
         try:
             t_ms = bench(fn)
         except Exception as exc:
@@ -221,7 +210,7 @@ def host_overhead() -> dict[str, float]:
     fwd.execute({1: x[0], 2: x[1], 3: x[2], 4: o, 5: st})
     grads = [torch.empty_like(x[0]) for _ in range(3)]
     pack = {1: x[0], 2: x[1], 3: x[2], 4: o, 5: st, 6: x[3], 7: grads[0], 8: grads[1], 9: grads[2]}
-    ops = direct_aten(x[0], x[1], x[2], x[3], False, 0.125)
+    ops = direct_aten(x[0], x[1], x[2], x[3], False, 0.125, o)
     engine_op = {
         "TORCH_SDPA_CUDNN_ENGINE": "cudnn",
         "TORCH_SDPA_FLASH_ENGINE": "flash",

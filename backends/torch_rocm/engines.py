@@ -163,9 +163,8 @@ class TorchSdpaEngine:
         io = p.tensors["Q"].data_type
         if io not in _LOWP:
             return f"{node}: fused kernels need HALF or BFLOAT16 Q/K/V, got {io.name}"
-        same = ("Q", "K", "V", "O", "dO")
-        if any(p.has(s) and p.tensors[s].data_type != io for s in same):
-            return f"{node}: fused kernels need Q, K, V, O and dO of one data type"
+        if any(p.tensors[s].data_type != io for s in ("K", "V")):
+            return f"{node}: fused kernels need Q, K and V of one data type"
         return self._fused_reason(p, io)
 
     def _fused_reason(self, p: SdpaProblem, io: hg.DataType) -> str | None:
@@ -224,6 +223,15 @@ class TorchSdpaEngine:
             names = ("Q", "K", "V")
             out_slots = ("O", "Stats")
         run = self._kernel(p, static, torch)
+        if self.op is not None:  # fused kernels read O and dO in Q's type (e.g. a FLOAT virtual O)
+            io = p.tensors["Q"].data_type
+            casts = {
+                i: torch_dtype(io)
+                for i, s in enumerate(names)
+                if s in ("O", "dO") and p.tensors[s].data_type != io
+            }
+            if casts:
+                run = _casting(run, casts)
         inputs = tuple((s, p.uid(s)) for s in names)
         outputs = tuple(
             (s, p.uid(s), p.tensors[s].is_virtual, torch_dtype(p.tensors[s].data_type))
@@ -251,6 +259,16 @@ class TorchSdpaEngine:
         static["check"] = False
         wrapper: Callable[..., Any] = fused.backward if p.backward else fused.forward
         return lambda *args, **kw: wrapper(op, *args, **kw)
+
+
+def _casting(fn: Callable[..., Any], casts: dict[int, Any]) -> Callable[..., Any]:
+    """Cast the positional tensors at ``casts``' indices before calling ``fn``."""
+
+    def run(*args: Any, **kw: Any) -> Any:
+        converted = [a.to(casts[i]) if i in casts else a for i, a in enumerate(args)]
+        return fn(*converted, **kw)
+
+    return run
 
 
 def _math_on_device(fn: Callable[..., Any]) -> Callable[..., Any]:
