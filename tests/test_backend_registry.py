@@ -131,6 +131,20 @@ def test_entry_point_may_name_a_backend_object(fake_entry_points: list[FakeEntry
     assert registry.infos()[0].engines == ["OBJECT_ENGINE"]
 
 
+def test_entry_point_may_name_a_backend_class(fake_entry_points: list[FakeEntryPoint]) -> None:
+    class ClassBackend:
+        name = "class"
+
+        def engines(self) -> list[FakeEngine]:
+            return [FakeEngine("CLASS_ENGINE")]
+
+    fake_entry_points.append(FakeEntryPoint("class", "mod:ClassBackend", lambda: ClassBackend))
+    registry = Registry()
+    (backend,) = registry.backends()
+    assert isinstance(backend, ClassBackend)
+    assert registry.infos()[0].engines == ["CLASS_ENGINE"]
+
+
 def test_plugin_that_fails_to_import_is_skipped_with_a_warning(
     fake_entry_points: list[FakeEntryPoint],
 ) -> None:

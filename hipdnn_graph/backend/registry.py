@@ -1,8 +1,9 @@
 """The backend registry: plugins from entry points, loaded lazily, plus in-process ones.
 
 Plugins register in the entry-point group ``hipdnn_graph.backends``; each entry point names a
-callable that returns a :class:`~hipdnn_graph.backend.Backend` (or a Backend object itself). The
-registry loads them the first time engines are needed. A plugin that fails to import is skipped
+callable that returns a :class:`~hipdnn_graph.backend.Backend`, a Backend class (instantiated
+with no arguments), or a Backend object itself. The registry loads them the first time engines
+are needed. A plugin that fails to import is skipped
 with a warning and listed, with its error, by :func:`list_backends`.
 
 Example:
@@ -58,7 +59,12 @@ class Registry:
     def _load_entry(self, name: str, source: str, load: Callable[[], Any]) -> None:
         try:
             factory = load()
-            backend = factory() if callable(factory) and not _is_backend(factory) else factory
+            # a factory function, a Backend class (instantiated), or a Backend object
+            is_class = isinstance(factory, type)
+            if is_class or (callable(factory) and not _is_backend(factory)):
+                backend = factory()
+            else:
+                backend = factory
             if not _is_backend(backend):
                 raise TypeError(
                     f"{source} did not produce a Backend (got {type(backend).__name__})"
