@@ -3,8 +3,8 @@
 Plugins register in the entry-point group ``hipdnn_graph.backends``; each entry point names a
 callable that returns a :class:`~hipdnn_graph.backend.Backend`, a Backend class (instantiated
 with no arguments), or a Backend object itself. The registry loads them the first time engines
-are needed. A plugin that fails to import is skipped
-with a warning and listed, with its error, by :func:`list_backends`.
+are needed. A plugin that fails to import is skipped with a warning and listed, with its error,
+by :func:`list_backends`.
 
 Example:
     >>> import hipdnn_graph as hg
