@@ -29,6 +29,7 @@ from .codec import (
 )
 from .enums import AttributeName, AttributeType, DescriptorType, Status
 from .flatbuf import FILE_IDENTIFIER
+from .record_checks import check_graph_record, construct_record
 from .records import (
     FORMAT_VERSION,
     GraphRecord,
@@ -53,6 +54,8 @@ __all__ = [
     "SdpaFwdRecord",
     "Status",
     "TensorRecord",
+    "check_graph_record",
+    "construct_record",
     "json_schema",
     "record_from_bytes",
     "record_from_json",

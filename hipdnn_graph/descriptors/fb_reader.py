@@ -328,65 +328,63 @@ def _read_value_chunk(buf: bytes, n: int, pos: int) -> TensorRecord | None:
 
 
 def _read_tensors(buf: bytes, n: int, positions: list[int], strings: _Strings) -> list[Any]:
-    """Read the tensors: as chunks where they are (fast), through their vtables otherwise."""
+    """Read the tensors: as chunks where they are (fast), otherwise as value chunks or field by
+    field through their vtables (which also reports every error)."""
     out: list[Any] = []
-    append, u32, i32, chunks = out.append, _U32.unpack_from, _I32.unpack_from, _CHUNKS
+    append, u32, chunks = out.append, _U32.unpack_from, _CHUNKS
     data_types, fields, new = _DATA_TYPES.get, _TENSOR_FIELDS, _object_new
-    chunked: dict[int, int] = {}  # vtable position → 1: chunk, 2: value chunk, 0: neither
+    chunk_vt = -1  # position of the chunk vtable, once a tensor pointing to it was seen
     for pos in positions:
-        # A chunk is recognized by its vtable and by every inner offset having the value the
-        # writer gives it; anything else is read field by field (which also reports errors).
-        if pos + 44 <= n:
-            vt = pos - i32(buf, pos)[0]
-            layout = chunked.get(vt)
-            if layout is None:
-                head = buf[vt : vt + 26] if vt >= 0 else b""
-                layout = chunked[vt] = (
-                    1 if head == _TENSOR_VTABLE else 2 if head == _VALUE_TENSOR_VTABLE else 0
-                )
-            if layout == 2:
+        if chunk_vt < 0 and pos + 4 <= n:
+            vt = pos - _I32.unpack_from(buf, pos)[0]
+            if vt >= 0 and buf[vt : vt + 26] == _TENSOR_VTABLE:
+                chunk_vt = vt
+        if chunk_vt >= 0 and pos + 44 <= n:
+            # A chunk: its soffset points to the chunk vtable and every inner offset has the
+            # value the writer gives it.
+            name_bytes = u32(buf, pos + 36)[0]
+            strides_at = (48 + name_bytes) & ~7
+            if name_bytes <= 4 * MAX_NAME_LENGTH and pos + strides_at + 4 <= n:
+                rank = u32(buf, pos + strides_at)[0]
+                if rank <= MAX_RANK and pos + strides_at + 16 + 16 * rank <= n:
+                    chunk = chunks.get(name_bytes << 4 | rank) or _chunk(name_bytes, rank)
+                    v = chunk.body.unpack_from(buf, pos)
+                    data_type = data_types(v[6])
+                    if (
+                        pos - v[0] == chunk_vt
+                        and v[3] == 16
+                        and v[4] == strides_at - 24
+                        and v[5] == chunk.dims_at - 28
+                        and v[12 + rank] == rank
+                        and data_type is not None
+                        and v[10].isascii()
+                    ):
+                        obj = new(TensorRecord)
+                        _set_dict(
+                            obj,
+                            {
+                                "uid": v[1],
+                                "name": v[10].decode(),
+                                "data_type": data_type,
+                                "dims": list(v[13 + rank :]),
+                                "strides": list(v[12 : 12 + rank]),
+                                "is_virtual": v[7],
+                                "is_pass_by_value": v[8],
+                                "value": None,
+                                "alignment": v[2],
+                            },
+                        )
+                        _set_fields(obj, fields)
+                        _set_extra(obj, None)
+                        _set_private(obj, None)
+                        append(obj)
+                        continue
+        tensor = None
+        if pos + 4 <= n:
+            vt = pos - _I32.unpack_from(buf, pos)[0]
+            if vt >= 0 and buf[vt : vt + 26] == _VALUE_TENSOR_VTABLE:
                 tensor = _read_value_chunk(buf, n, pos)
-                if tensor is not None:
-                    append(tensor)
-                    continue
-            elif layout:
-                name_bytes = u32(buf, pos + 36)[0]
-                strides_at = (48 + name_bytes) & ~7
-                if name_bytes <= 4 * MAX_NAME_LENGTH and pos + strides_at + 4 <= n:
-                    rank = u32(buf, pos + strides_at)[0]
-                    if rank <= MAX_RANK and pos + strides_at + 16 + 16 * rank <= n:
-                        chunk = chunks.get(name_bytes << 4 | rank) or _chunk(name_bytes, rank)
-                        v = chunk.body.unpack_from(buf, pos)
-                        data_type = data_types(v[6])
-                        if (
-                            v[3] == 16
-                            and v[4] == strides_at - 24
-                            and v[5] == chunk.dims_at - 28
-                            and v[12 + rank] == rank
-                            and data_type is not None
-                            and v[10].isascii()
-                        ):
-                            obj = new(TensorRecord)
-                            _set_dict(
-                                obj,
-                                {
-                                    "uid": v[1],
-                                    "name": v[10].decode(),
-                                    "data_type": data_type,
-                                    "dims": list(v[13 + rank :]),
-                                    "strides": list(v[12 : 12 + rank]),
-                                    "is_virtual": v[7],
-                                    "is_pass_by_value": v[8],
-                                    "value": None,
-                                    "alignment": v[2],
-                                },
-                            )
-                            _set_fields(obj, fields)
-                            _set_extra(obj, None)
-                            _set_private(obj, None)
-                            append(obj)
-                            continue
-        append(_read_tensor(buf, n, pos, strings))
+        append(tensor if tensor is not None else _read_tensor(buf, n, pos, strings))
     return out
 
 
