@@ -63,13 +63,15 @@ class Tolerance:
 
 
 #: Tolerances per io data type. The reference computes in FLOAT (DOUBLE for DOUBLE io) and rounds
-#: once to the output type; the HALF/BFLOAT16 figures leave room for kernels that round P or dS
-#: to the io type on the way, as fused GPU kernels do.
+#: once to the output type. The HALF/BFLOAT16 figures leave room for kernels that round P or dS
+#: to the io type on the way, as fused GPU kernels and tensor-core matmuls do: inputs are of unit
+#: scale, so a gradient that is a small difference of unit-sized terms carries an absolute error
+#: of a few io-type epsilons (2^-8 for BFLOAT16), hence the ``atol`` terms.
 TOLERANCES: dict[DataType, Tolerance] = {
     DataType.DOUBLE: Tolerance(rtol=1e-9, atol=1e-9),
     DataType.FLOAT: Tolerance(rtol=1e-4, atol=1e-5),
-    DataType.HALF: Tolerance(rtol=1e-2, atol=1e-3),
-    DataType.BFLOAT16: Tolerance(rtol=3e-2, atol=1e-2),
+    DataType.HALF: Tolerance(rtol=1e-2, atol=5e-3),
+    DataType.BFLOAT16: Tolerance(rtol=3e-2, atol=3e-2),
 }
 
 Status = Literal["passed", "skipped", "failed"]

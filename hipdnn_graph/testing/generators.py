@@ -235,6 +235,7 @@ def random_sdpa_case(
         else:
             assert stats is not None
             stats.set_data_type(DataType.FLOAT)
+            o.set_data_type(io)  # as in training graphs: O in the io type, like dO
             if rng.random() < 0.5:  # O both feeds the backward and is returned
                 o.set_output(True)
     else:
