@@ -1,8 +1,9 @@
 """The FlatBuffers layout shared by the writer and the reader of serialized graphs.
 
 Table specs (slot, struct code, default) mirror ``schema/graph.fbs``; a *chunk* is the contiguous
-layout the writer gives a tensor without a value (table, name, strides, dims), which the reader
-recognizes and reads with one ``struct`` call. See :mod:`.flatbuf` for the format's rules.
+layout the writer gives a tensor (table, name, strides, dims; a *value chunk* adds the value
+table), which the reader recognizes and reads with one ``struct`` call. See :mod:`.flatbuf` for the
+format's rules.
 """
 
 from __future__ import annotations
