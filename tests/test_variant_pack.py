@@ -474,5 +474,5 @@ def test_aliasing_is_checked_again_when_the_buffers_change() -> None:
     g.execute(pack(t, a))
     g.execute(pack(t, a))  # the same buffers again: fine
     a["dK"] = a["K"]
-    with pytest.raises(hg.HipdnnError, match="'bwd::dK' .* shares memory with input 'K'"):
+    with pytest.raises(hg.HipdnnError, match=r"'bwd::dK' .* shares memory with input 'K'"):
         g.execute(pack(t, a))
