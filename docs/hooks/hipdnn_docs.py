@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-MARKER = re.compile(r"<!-- hipdnn:([a-z-]+)(?: ([^ ]+))? -->")
+MARKER = re.compile(r"^([ \t]*)<!-- hipdnn:([a-z-]+)(?: ([^ ]+))? -->", re.MULTILINE)
 
 Env = dict[str, Any]
 
@@ -361,9 +361,10 @@ def expand(markdown: str) -> str:
     """Replace every marker in ``markdown`` with its generated Markdown."""
 
     def replace(match: re.Match[str]) -> str:
-        kind, arg = match.group(1), match.group(2)
+        indent, kind, arg = match.group(1), match.group(2), match.group(3)
         generator = GENERATORS[kind]
-        return generator(arg) if arg else generator()
+        text = generator(arg) if arg else generator()
+        return "\n".join(indent + line if line else line for line in text.splitlines())
 
     return MARKER.sub(replace, markdown)
 
