@@ -46,7 +46,9 @@ class _Writer:
         """Append a table; return its position followed by its offset fields' positions."""
         lay = _LAYOUTS.get(sig)
         if lay is None:
-            lay = _LAYOUTS[sig] = _layout(sig)
+            lay = _layout(sig)
+            if len(_LAYOUTS) < 1024:  # one per combination of present fields; keep it bounded
+                _LAYOUTS[sig] = lay
         vt = self.vtable(lay.vtable)
         buf = self.buf
         buf += b"\0" * ((4 - len(buf)) % 8)  # table at 4 mod 8: its 8-byte fields are aligned
