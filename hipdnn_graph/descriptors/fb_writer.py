@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Sequence
+from itertools import repeat
+from operator import is_, itemgetter
 from typing import Any
 
 from .fb_layout import (
@@ -184,15 +186,37 @@ def _write_node(w: _Writer, slot_field: int, node: NodeRecord) -> None:
     )
     w.link(slot_field, pos)
     w.string(f_name, d["name"])
-    sig, values = [], []
-    for field, slot, code, default in _ATTRS[kind][1]:
-        value = attrs[field]
-        if value != value:
-            value = math.nan
-        if value is not None or default is not None:
-            sig.append((slot, code))
-            values.append(value)
-    w.link(f_attrs, w.table(tuple(sig), values)[0])
+    values = _ATTR_GETTERS[kind](attrs)
+    absent = tuple(map(is_, values, repeat(None)))  # optional fields that are None are left out
+    entry = _NODE_SIGS.get((kind, absent))
+    if entry is None:
+        entry = _node_signature(kind, absent)
+    sig, pick, doubles = entry
+    present = list(pick(values))
+    for i in doubles:  # any NaN is written as the canonical one, as JSON would
+        if present[i] != present[i]:
+            present[i] = math.nan
+    w.link(f_attrs, w.table(sig, present)[0])
+
+
+_ATTR_GETTERS = {kind: itemgetter(*(f[0] for f in fields)) for kind, (_, fields) in _ATTRS.items()}
+_NODE_SIGS: dict[tuple[int, tuple[bool, ...]], Any] = {}
+
+
+def _node_signature(kind: int, absent: tuple[bool, ...]) -> Any:
+    """The table signature, value picker and double positions for one set of present fields."""
+    fields = _ATTRS[kind][1]
+    keep = [
+        i for i, (_, _, _, default) in enumerate(fields) if not absent[i] or default is not None
+    ]
+    sig = tuple((fields[i][1], fields[i][2]) for i in keep)
+    getter = itemgetter(*keep)
+    pick = getter if len(keep) > 1 else (lambda v: (getter(v),))
+    doubles = tuple(k for k, i in enumerate(keep) if fields[i][2] == "d")
+    entry = (sig, pick, doubles)
+    if len(_NODE_SIGS) < 1024:
+        _NODE_SIGS[(kind, absent)] = entry
+    return entry
 
 
 def encode(rec: GraphRecord) -> bytes:
