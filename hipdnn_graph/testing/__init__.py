@@ -5,8 +5,6 @@ inputs for any graph (:func:`make_inputs`), and compare an engine with
 ``NUMPY_REFERENCE_ENGINE`` over them (:func:`check_engine`, :func:`assert_engine_conforms`).
 Use it from a plugin's own pytest:
 
-.. code-block:: python
-
     from hipdnn_graph.testing import assert_engine_conforms
 
     def test_my_engine_conforms():
