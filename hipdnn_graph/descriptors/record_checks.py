@@ -8,6 +8,7 @@ decoded from bytes, or built with :func:`construct_record` and then checked); se
 from __future__ import annotations
 
 from math import prod
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
@@ -156,18 +157,22 @@ def check_graph_record(rec: GraphRecord) -> None:
         duplicates = {u for u in uids if u in seen or seen.add(u)}  # type: ignore[func-returns-value]
         listed = ", ".join(str(u) for u in sorted(duplicates))
         raise _invalid(f"Duplicate tensor UIDs found in the graph: {listed}")
+    accepted = {*known, None}  # a node's uids: tensors of the graph, or None for unset optionals
     for node in nodes:
         nd = node.__dict__
         _check_name("Node", nd["name"])
         attrs = nd["attributes"]
         ad = attrs.__dict__
-        for slot in attrs.REQUIRED_UIDS:
-            if ad[slot] not in known:
-                _dangling(nd["name"], slot, ad[slot])
-        for slot in attrs.OPTIONAL_UIDS:
-            uid = ad[slot]
-            if uid is not None and uid not in known:
-                _dangling(nd["name"], slot, uid)
+        slots = (*attrs.REQUIRED_UIDS, *attrs.OPTIONAL_UIDS)
+        uids_of_node = itemgetter(*slots)(ad)
+        if (
+            not accepted.issuperset(uids_of_node)
+            or None in uids_of_node[: len(attrs.REQUIRED_UIDS)]
+        ):
+            for slot in slots:
+                uid = ad[slot]
+                if uid not in known and (uid is not None or slot in attrs.REQUIRED_UIDS):
+                    _dangling(nd["name"], slot, uid)
 
 
 def _dangling(node: str, slot: str, uid: int) -> None:
