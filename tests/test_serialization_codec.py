@@ -604,3 +604,8 @@ def test_canonical_json_validates_against_the_schema() -> None:
     jsonschema = pytest.importorskip("jsonschema")  # not a dependency; checked where installed
     for rec in RECORDS.values():
         jsonschema.validate(json.loads(record_to_json(rec)), json_schema())
+
+
+def test_tensor_uids_lists_set_slots_required_first() -> None:
+    attrs = SdpaFwdRecord(q=1, k=2, v=3, o=4, bias=9)
+    assert list(attrs.tensor_uids()) == [("q", 1), ("k", 2), ("v", 3), ("o", 4), ("bias", 9)]
