@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
@@ -37,9 +39,10 @@ _OUTPUTS: dict[Path, str] = {}
 
 def _run(path: Path) -> str:
     if path not in _OUTPUTS:
-        result = subprocess.run(
-            [sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=ROOT
-        )
+        with tempfile.TemporaryDirectory() as folder:  # scripts may write files where they run
+            result = subprocess.run(
+                [sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=folder
+            )
         assert result.returncode == 0, f"{path.name} failed:\n{result.stderr}"
         _OUTPUTS[path] = result.stdout
     return _OUTPUTS[path]
@@ -215,3 +218,39 @@ def test_docs_config_needs_no_network() -> None:
     config = (ROOT / "mkdocs.yml").read_text()
     assert "font: false" in config
     assert "import:" not in config and "inventories:" not in config
+
+
+def test_cli_page_examples_replay(tmp_path: Path) -> None:
+    """Every `$ ...` command of the Command line page runs in a fresh folder and prints the
+    lines shown (timings, checksums and the stderr progress bar excepted)."""
+    page = (DOCS / "cli.md").read_text()
+    block = page[page.index("```console\n") + len("```console\n") :]
+    block = block[: block.index("```")]
+    commands: list[tuple[str, list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            commands.append((line[2:], []))
+        elif line and commands:
+            commands[-1][1].append(line)
+    assert len(commands) >= 7
+    env_path = str(Path(sys.executable).parent)
+    for command, expected in commands:
+        command = command.replace("python ", f"{sys.executable} ", 1)
+        command = command.replace("docs/snippets/", f"{DOCS / 'snippets'}/")
+        if "| dot" in command and not shutil.which("dot"):
+            continue
+        result = subprocess.run(
+            command,
+            shell=True,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={"PATH": f"{env_path}:/usr/bin:/bin", "HOME": str(tmp_path)},
+        )
+        shown = result.stdout + result.stderr
+        for line in expected:
+            if line.startswith("[") or "median" in line or "sum=" in line:
+                continue
+            assert line in shown, f"$ {command}: {line!r} not in:\n{shown}"
+    assert (tmp_path / "attn.svg").exists() or not shutil.which("dot")
