@@ -27,8 +27,16 @@ from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..errors import HipdnnError
 from ..nodes.sdpa_bwd import SdpaBwdNode
 from ..nodes.sdpa_fwd import SdpaFwdNode
-from ..tensor import TensorAttributes
+from ..tensor import TensorAttributes, trusted_tensor
 from ..types import ErrorCode
+from .record_checks import (
+    _object_new,
+    _set_dict,
+    _set_extra,
+    _set_fields,
+    _set_private,
+    construct_record,
+)
 from .records import GraphRecord, NodeRecord, SdpaBwdRecord, SdpaFwdRecord, TensorRecord
 
 if TYPE_CHECKING:
@@ -48,6 +56,17 @@ _SCALARS = (
     "diagonal_alignment",
 )
 _MASK64 = (1 << 64) - 1
+_TENSOR_FIELDS = frozenset(TensorRecord.model_fields)
+assert tuple(TensorRecord.model_fields) == (
+    "uid", "name", "data_type", "dims", "strides", "is_virtual", "is_pass_by_value", "value",
+    "alignment",
+), "keep _tensor_record in field order"  # fmt: skip
+# (slot member, record field, is output) per attributes class
+_SLOT_FIELDS: dict[type[SdpaCommonAttributes], tuple[tuple[Any, str, bool], ...]] = {
+    cls: tuple((s, s.name.lower(), False) for s in cls.InputNames)
+    + tuple((s, s.name.lower(), True) for s in cls.OutputNames)
+    for cls in (SdpaAttributes, SdpaBackwardAttributes)
+}
 
 
 def _signed64(value: int) -> int:
@@ -55,17 +74,26 @@ def _signed64(value: int) -> int:
 
 
 def _tensor_record(t: TensorAttributes) -> TensorRecord:
-    return TensorRecord.model_construct(
-        uid=t.get_uid(),
-        name=t.name,
-        data_type=t.data_type,
-        dims=list(t.dim),
-        strides=list(t.stride),
-        is_virtual=t.is_virtual,
-        is_pass_by_value=t.is_pass_by_value,
-        value=t.value,
-        alignment=t.alignment,
+    # every field, in field order, from an already validated tensor (no pydantic validation)
+    record: TensorRecord = _object_new(TensorRecord)
+    _set_dict(
+        record,
+        {
+            "uid": t.get_uid(),
+            "name": t.name,
+            "data_type": t.data_type,
+            "dims": list(t.dim),
+            "strides": list(t.stride),
+            "is_virtual": t.is_virtual,
+            "is_pass_by_value": t.is_pass_by_value,
+            "value": t.value,
+            "alignment": t.alignment,
+        },
     )
+    _set_fields(record, _TENSOR_FIELDS)
+    _set_extra(record, None)
+    _set_private(record, None)
+    return record
 
 
 def _node_record(attributes: SdpaCommonAttributes) -> NodeRecord:
@@ -74,12 +102,15 @@ def _node_record(attributes: SdpaCommonAttributes) -> NodeRecord:
         fields[slot.name.lower()] = tensor.get_uid()
     record: SdpaBwdRecord | SdpaFwdRecord
     if isinstance(attributes, SdpaBackwardAttributes):
-        record = SdpaBwdRecord.model_construct(**fields)
+        record = construct_record(SdpaBwdRecord, **fields)
     else:
         assert isinstance(attributes, SdpaAttributes)
-        record = SdpaFwdRecord.model_construct(generate_stats=attributes.generate_stats, **fields)
-    return NodeRecord.model_construct(
-        name=attributes.name, compute_data_type=attributes.compute_data_type, attributes=record
+        record = construct_record(SdpaFwdRecord, generate_stats=attributes.generate_stats, **fields)
+    return construct_record(
+        NodeRecord,
+        name=attributes.name,
+        compute_data_type=attributes.compute_data_type,
+        attributes=record,
     )
 
 
@@ -95,7 +126,8 @@ def graph_to_record(graph: Graph) -> GraphRecord:
     assign_uids(graph)
     attrs = graph.attributes
     preferred = graph.get_preferred_engine_id_ext()
-    return GraphRecord.model_construct(
+    return construct_record(
+        GraphRecord,
         name=attrs.name,
         compute_data_type=attrs.compute_data_type,
         intermediate_data_type=attrs.intermediate_data_type,
@@ -107,7 +139,7 @@ def graph_to_record(graph: Graph) -> GraphRecord:
 
 
 def _tensor(rec: TensorRecord) -> TensorAttributes:
-    return TensorAttributes(
+    return trusted_tensor(
         uid=rec.uid,
         name=rec.name,
         data_type=rec.data_type,
@@ -138,7 +170,9 @@ def graph_from_record(record: GraphRecord) -> Graph:
     )
     if record.preferred_engine_id is not None:
         graph.set_preferred_engine_id_ext(record.preferred_engine_id & _MASK64)
-    tensors = {rec.uid: graph.tensor(_tensor(rec)) for rec in record.tensors}
+    tensors = {rec.uid: _tensor(rec) for rec in record.tensors}
+    for tensor in tensors.values():
+        graph._track(tensor)
     for node_record in record.nodes:
         body = node_record.attributes
         attributes: SdpaCommonAttributes
@@ -146,26 +180,23 @@ def graph_from_record(record: GraphRecord) -> Graph:
             attributes = SdpaBackwardAttributes()
         else:
             attributes = SdpaAttributes(generate_stats=body.generate_stats)
-        attributes.name = node_record.name
-        attributes.compute_data_type = node_record.compute_data_type
-        for name in _SCALARS:
-            setattr(attributes, name, getattr(body, name))
-        for slots, target in (
-            (attributes.InputNames, attributes.inputs),
-            (attributes.OutputNames, attributes.outputs),
-        ):
-            for slot in slots:
-                uid = getattr(body, slot.name.lower(), None)
-                if uid is None:
-                    continue
-                tensor = tensors.get(uid)
-                if tensor is None:
-                    raise HipdnnError(
-                        ErrorCode.INVALID_VALUE,
-                        f"Node {node_record.name} refers to tensor uid {uid}, which the graph "
-                        "does not hold",
-                    )
-                target[slot] = tensor
+        fields = {name: getattr(body, name) for name in _SCALARS}
+        fields["name"] = node_record.name
+        fields["compute_data_type"] = node_record.compute_data_type
+        attributes.__dict__.update(fields)  # values come from a checked record
+        inputs, outputs = attributes.inputs, attributes.outputs
+        for slot, field, is_output in _SLOT_FIELDS[type(attributes)]:
+            uid = getattr(body, field, None)
+            if uid is None:
+                continue
+            found = tensors.get(uid)
+            if found is None:
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    f"Node {node_record.name} refers to tensor uid {uid}, which the graph "
+                    "does not hold",
+                )
+            (outputs if is_output else inputs)[slot] = found
         node_cls = SdpaBwdNode if isinstance(body, SdpaBwdRecord) else SdpaFwdNode
         graph.add_node(node_cls(attributes, graph.attributes))  # type: ignore[arg-type]
     return graph
