@@ -165,12 +165,49 @@ def active_plan(state: PlanState) -> BuiltPlan:
     return state.active
 
 
-def execute(
-    state: PlanState, variant_pack: Mapping[Any, Any], workspace: Any, plan: BuiltPlan | None = None
-) -> None:
-    """Check the variant pack against the plan, then run it."""
-    built = plan if plan is not None else active_plan(state)
-    bound = built.binder.bind(variant_pack, workspace, built.workspace_size)
+def run(state: PlanState, inputs: Mapping[Any, Any], workspace: Any) -> dict[int, Any]:
+    """Execute with engine-allocated outputs; returns ``{uid: output buffer}``.
+
+    Outputs given in ``inputs`` are written in place as in :func:`execute`; the others are
+    handed over by plans that can return their own results (``allocates_outputs``, no copy)
+    and allocated here otherwise.
+    """
+    built = active_plan(state)
+    binder = built.binder
+    bound = binder.bind(inputs, workspace, built.workspace_size, allow_missing_outputs=True)
+    outputs = [s for s in binder.specs if s.is_output]
+    if not getattr(built.plan, "allocates_outputs", False):
+        for spec in outputs:
+            if spec.uid not in bound:
+                bound[spec.uid] = _allocate(spec, binder.array_kind, bound)
+    _run_plan(built, bound, workspace)
+    return {spec.uid: bound[spec.uid] for spec in outputs}
+
+
+def _allocate(spec: TensorSpec, array_kind: str, bound: Mapping[int, Any]) -> Any:
+    """An uninitialised buffer with the spec's shape, strides and type."""
+    if array_kind == "torch":
+        import torch
+
+        from .backend.variant_pack import is_torch_tensor
+
+        device = next((b.device for b in bound.values() if is_torch_tensor(b)), "cpu")
+        return torch.empty_strided(
+            spec.shape, spec.strides, dtype=spec.torch_dtype(), device=device
+        )
+    import numpy as np
+
+    from .backend.dtypes import numpy_dtype
+
+    dtype = numpy_dtype(spec.data_type)
+    span = 1 + sum((d - 1) * s for d, s in zip(spec.shape, spec.strides, strict=True))
+    flat = np.empty(span, dtype=dtype)
+    return np.lib.stride_tricks.as_strided(
+        flat, spec.shape, tuple(s * dtype.itemsize for s in spec.strides), writeable=True
+    )
+
+
+def _run_plan(built: BuiltPlan, bound: dict[int, Any], workspace: Any) -> None:
     try:
         built.plan.execute(bound, workspace)
     except HipdnnError:
@@ -180,6 +217,14 @@ def execute(
             ErrorCode.GRAPH_EXECUTION_FAILED,
             f"{built.engine.name} failed during execute: {type(exc).__name__}: {exc}",
         ) from exc
+
+
+def execute(
+    state: PlanState, variant_pack: Mapping[Any, Any], workspace: Any, plan: BuiltPlan | None = None
+) -> None:
+    """Check the variant pack against the plan, then run it."""
+    built = plan if plan is not None else active_plan(state)
+    _run_plan(built, built.binder.bind(variant_pack, workspace, built.workspace_size), workspace)
 
 
 class GraphLifecycle:
@@ -291,6 +336,30 @@ class GraphLifecycle:
                 engine fails.
         """
         execute(self._state, variant_pack, workspace)
+
+    def run(self, inputs: Mapping[Any, Any], workspace: Any = None) -> dict[Any, Any]:
+        """Execute and return the outputs, allocated for you: ``{output tensor: buffer}``.
+
+        A convenience on top of :meth:`execute` (whose outputs are caller-allocated, as in
+        hipDNN): ``inputs`` holds the input buffers (outputs given there are written in place).
+        Engines that can hand over their own result buffers do so without a copy, so this is
+        the fastest way to run on the fused torch engines.
+
+        Example:
+            >>> import numpy as np, hipdnn_graph as hg
+            >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT,
+            ...              intermediate_data_type=hg.DataType.FLOAT)
+            >>> q = g.tensor(name="Q", dim=[1, 1, 4, 8])
+            >>> o, _ = g.sdpa(q, g.tensor_like(q, "K"), g.tensor_like(q, "V"), generate_stats=False)
+            >>> _ = o.set_output(True)
+            >>> _ = g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
+            >>> x = np.ones((1, 1, 4, 8), np.float32)
+            >>> g.run({t: x for t in g.graph_inputs()})[o].shape
+            (1, 1, 4, 8)
+        """
+        results = run(self._state, inputs, workspace)
+        by_uid = {t.uid: t for t in self._graph().graph_tensors()}
+        return {by_uid[uid]: value for uid, value in results.items()}
 
     def execute_plan_at_index(
         self, variant_pack: Mapping[Any, Any], workspace: Any, index: int

@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import hipdnn_graph as hg
 from hipdnn_graph.backend import SdpaProblem, Support
@@ -74,21 +74,27 @@ class _Step:
     problem: SdpaProblem
     run: Callable[..., Any]
     inputs: tuple[tuple[str, int], ...]
-    outputs: tuple[tuple[str, int, bool, Any], ...]  # slot, uid, is virtual, torch dtype
+    # slot, uid, is virtual, torch dtype, declared strides
+    outputs: tuple[tuple[str, int, bool, Any, tuple[int, ...]], ...]
     static: dict[str, Any] = field(default_factory=dict)
 
 
 class TorchSdpaPlan:
-    """A built torch plan: one step per node."""
+    """A built torch plan: one step per node.
+
+    Outputs missing from the variant pack (``Graph.run``) are the kernels' own result tensors,
+    handed over without a copy when they already have the declared type and layout.
+    """
 
     workspace_size = 0
+    allocates_outputs = True
 
     def __init__(self, engine_name: str, steps: list[_Step]) -> None:
         self.engine_name = engine_name
         self.steps = steps
 
     def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
-        buffers = dict(variant_pack) if len(self.steps) > 1 else variant_pack
+        buffers = cast("dict[int, Any]", variant_pack)  # a fresh dict from the frontend
         for step in self.steps:
             p = step.problem
             args = [buffers[uid] for _, uid in step.inputs]
@@ -101,14 +107,18 @@ class TorchSdpaPlan:
                     for k, v in step.static.items()
                 },
             )
-            for (_, uid, virtual, dtype), value in zip(step.outputs, results, strict=False):
+            for (_, uid, virtual, dtype, strides), value in zip(
+                step.outputs, results, strict=False
+            ):
                 if value is None:
                     continue
-                if virtual:
-                    buffers[uid] = value.to(dtype)  # type: ignore[index]
-                else:
-                    out = buffers[uid]
+                out = buffers.get(uid)
+                if out is not None:
                     out.copy_(value.view(out.shape))
+                elif virtual:
+                    buffers[uid] = value.to(dtype)
+                else:
+                    buffers[uid] = _as_declared(value, dtype, strides)
 
 
 @dataclass(frozen=True)
@@ -234,9 +244,15 @@ class TorchSdpaEngine:
                 run = _casting(run, casts)
         inputs = tuple((s, p.uid(s)) for s in names)
         outputs = tuple(
-            (s, p.uid(s), p.tensors[s].is_virtual, torch_dtype(p.tensors[s].data_type))
+            (
+                s,
+                p.uid(s),
+                p.tensors[s].is_virtual,
+                torch_dtype(p.tensors[s].data_type),
+                tuple(p.tensors[s].stride),
+            )
             if p.has(s)
-            else (s, -1, True, None)
+            else (s, -1, True, None, ())
             for s in out_slots
         )
         return _Step(p, run, inputs, outputs, static)
@@ -259,6 +275,19 @@ class TorchSdpaEngine:
         static["check"] = False
         wrapper: Callable[..., Any] = fused.backward if p.backward else fused.forward
         return lambda *args, **kw: wrapper(op, *args, **kw)
+
+
+def _as_declared(value: Any, dtype: Any, strides: tuple[int, ...]) -> Any:
+    """``value`` itself when it has the declared type and layout, else a converted copy."""
+    if value.dtype == dtype and all(
+        d == 1 or a == b for d, a, b in zip(value.shape, value.stride(), strides, strict=True)
+    ):
+        return value
+    import torch
+
+    out = torch.empty_strided(value.shape, strides, dtype=dtype, device=value.device)
+    out.copy_(value)
+    return out
 
 
 def _casting(fn: Callable[..., Any], casts: dict[int, Any]) -> Callable[..., Any]:

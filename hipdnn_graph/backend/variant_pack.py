@@ -204,9 +204,16 @@ class VariantPackBinder:
         self._last_checked: list[weakref.ref[Any]] | None = None
 
     def bind(
-        self, variant_pack: Mapping[Any, Any], workspace: Any, workspace_size: int = 0
+        self,
+        variant_pack: Mapping[Any, Any],
+        workspace: Any,
+        workspace_size: int = 0,
+        *,
+        allow_missing_outputs: bool = False,
     ) -> dict[int, Any]:
         """Return ``{uid: converted buffer}`` after checking every rule.
+
+        With ``allow_missing_outputs`` outputs may be left out (``Graph.run`` allocates them).
 
         Raises:
             HipdnnError: ``INVALID_VARIANT_PACK`` naming the tensor and the problem.
@@ -244,6 +251,8 @@ class VariantPackBinder:
             try:
                 value = given[spec.uid]
             except KeyError:
+                if allow_missing_outputs and spec.is_output:
+                    continue
                 raise _fail(f"Variant pack is missing tensor {spec.label}") from None
             if spec.pass_by_value:
                 bound[spec.uid] = _scalar(value, spec)
@@ -262,8 +271,16 @@ class VariantPackBinder:
             array = as_torch(value, spec.label) if torch_kind else as_numpy(value, spec.label)
             self._check_array(array, spec, torch_kind)
             bound[spec.uid] = array
-        if self._pairs:
+        if self._pairs and len(bound) == len(self.specs):
             self._check_aliasing(bound, torch_kind)
+        elif self._pairs:  # some outputs left out: check the pairs that are present
+            for out, other in self._pairs:
+                a, b = bound.get(out.uid), bound.get(other.uid)
+                if a is not None and b is not None and _overlap(a, b, out, other, torch_kind):
+                    raise _fail(
+                        f"Variant pack output {out.label} shares memory with {other.label}; "
+                        "outputs must not alias other tensors"
+                    )
         if workspace_size > 0:
             self._check_workspace(workspace, workspace_size)
         return bound
