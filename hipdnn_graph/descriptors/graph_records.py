@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ..attributes.base import SdpaCommonAttributes
@@ -69,6 +70,9 @@ _SLOT_FIELDS: dict[type[SdpaCommonAttributes], tuple[tuple[Any, str, bool], ...]
 }
 
 
+_uid = attrgetter("uid")
+
+
 def _signed64(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
@@ -117,7 +121,8 @@ def _node_record(attributes: SdpaCommonAttributes) -> NodeRecord:
 def graph_to_record(graph: Graph) -> GraphRecord:
     """The record of a graph, validating it and assigning uids first when needed.
 
-    Tensors are listed in declaration order, nodes in topological order.
+    Tensors are listed by uid (so the record does not depend on the order in which equal graphs
+    were declared or lifted), nodes in topological order.
     """
     if not graph.is_validated:
         graph.validate()
@@ -133,7 +138,7 @@ def graph_to_record(graph: Graph) -> GraphRecord:
         intermediate_data_type=attrs.intermediate_data_type,
         io_data_type=attrs.io_data_type,
         preferred_engine_id=None if preferred is None else _signed64(preferred),
-        tensors=[_tensor_record(t) for t in graph.graph_tensors()],
+        tensors=[_tensor_record(t) for t in sorted(graph.graph_tensors(), key=_uid)],
         nodes=[_node_record(node.attributes) for node in graph.nodes],
     )
 

@@ -116,4 +116,6 @@ def lift_graph(desc: BackendDescriptor) -> Graph:
         node = node_cls(attrs_cls(), graph.attributes)
         node.unpack_from_descriptor(op, tensor_map)  # type: ignore[attr-defined]
         graph.add_node(node)
+    # list the tensors by uid, as a deserialized graph does (descriptors carry no declaration order)
+    graph._tensors = dict(sorted(graph._tensors.items(), key=lambda item: item[1].get_uid()))
     return graph
