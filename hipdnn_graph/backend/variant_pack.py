@@ -202,6 +202,11 @@ class VariantPackBinder:
         ]
         self._buffers = self._inputs + self._outputs
         self._last_checked: list[weakref.ref[Any]] | None = None
+        if array_kind == "torch":
+            for spec in self.specs:  # resolve once, for the fast path of bind()
+                if not spec.pass_by_value:
+                    spec.torch_dtype()
+        self._last_pointers: tuple[int, ...] | None = None
 
     def bind(
         self,
@@ -268,6 +273,15 @@ class VariantPackBinder:
                     raise _fail(f"Variant pack output {spec.label} is read-only")
                 bound[spec.uid] = value
                 continue
+            if (
+                torch_kind
+                and spec._torch_dtype is not None
+                and getattr(value, "dtype", None) is spec._torch_dtype
+                and value.stride() == spec.strides
+                and value.shape == spec.shape
+            ):  # fast path: a torch tensor exactly as declared
+                bound[spec.uid] = value
+                continue
             array = as_torch(value, spec.label) if torch_kind else as_numpy(value, spec.label)
             self._check_array(array, spec, torch_kind)
             bound[spec.uid] = array
@@ -315,6 +329,9 @@ class VariantPackBinder:
 
     def _check_aliasing(self, bound: Mapping[int, Any], torch_kind: bool) -> None:
         buffers = self._buffers
+        if torch_kind:
+            self._check_torch_aliasing(bound)
+            return
         last = self._last_checked
         if last is not None and all(
             ref() is bound[spec.uid] for ref, spec in zip(last, buffers, strict=True)
@@ -331,6 +348,24 @@ class VariantPackBinder:
             # an ndarray's memory never changes, so identity is enough to reuse the answer;
             # torch tensors can be re-pointed in place (set_), so they are checked every time
             self._last_checked = [weakref.ref(bound[spec.uid]) for spec in buffers]
+
+    def _check_torch_aliasing(self, bound: Mapping[int, Any]) -> None:
+        # addresses are all that decide aliasing (shapes and strides were checked above), so
+        # the answer for the same addresses as last time is known
+        pointers = tuple(bound[spec.uid].data_ptr() for spec in self._buffers)
+        if pointers == self._last_pointers:
+            return
+        start = dict(zip((spec.uid for spec in self._buffers), pointers, strict=True))
+        for out, other in self._pairs:
+            lo_a, lo_b = start[out.uid], start[other.uid]
+            meet = lo_a < lo_b + other.span_bytes and lo_b < lo_a + out.span_bytes
+            if meet and _overlap(bound[out.uid], bound[other.uid], out, other, True):
+                kind = "output" if other.is_output else "input"
+                raise _fail(
+                    f"Variant pack output {out.label} shares memory with {kind} "
+                    f"{other.label}; outputs must not alias other tensors"
+                )
+        self._last_pointers = pointers
 
     @staticmethod
     def _check_workspace(workspace: Any, needed: int) -> None:
