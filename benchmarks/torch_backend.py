@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -233,7 +234,24 @@ def host_overhead() -> dict[str, float]:
 
     for _ in range(20):
         bwd.execute(pack)
+    if os.environ.get("PROFILE_DIR"):
+        import cProfile
+
+        os.environ["HIPDNN_GRAPH_CUDA_GRAPHS"] = "0"
+        fwd2, bwd2, _ = build_graphs(1, 1, 1, 128, 64, False)
+        for _ in range(20):
+            bwd2.execute(pack)
+        cProfile.runctx(
+            "for _ in range(300): bwd2.execute(pack)",
+            globals(),
+            locals(),
+            os.path.join(os.environ["PROFILE_DIR"], "execute_eager.prof"),
+        )
+        os.environ["HIPDNN_GRAPH_CUDA_GRAPHS"] = "1"
+        out_eager = host(lambda: bwd2.execute(pack))
     out = {"engine": bwd.get_plan_name(), "graph_execute_us": host(lambda: bwd.execute(pack))}
+    if os.environ.get("PROFILE_DIR"):
+        out["graph_execute_eager_us"] = out_eager
     inputs = {uid: t for uid, t in pack.items() if uid < 7}
     out["graph_run_us"] = host(lambda: bwd.run(inputs))
     if engine_op in ops:

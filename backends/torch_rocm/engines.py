@@ -19,6 +19,7 @@ scalars and calls the kernel.
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -89,12 +90,17 @@ class TorchSdpaPlan:
     workspace_size = 0
     allocates_outputs = True
 
-    def __init__(self, engine_name: str, steps: list[_Step]) -> None:
+    def __init__(self, engine_name: str, steps: list[_Step], output_uids: frozenset[int]) -> None:
         self.engine_name = engine_name
         self.steps = steps
+        self.replay = _GraphReplay(output_uids)
 
     def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
         buffers = cast("dict[int, Any]", variant_pack)  # a fresh dict from the frontend
+        if not self.replay.run(buffers, self._run_steps):
+            self._run_steps(buffers)
+
+    def _run_steps(self, buffers: dict[int, Any]) -> None:
         for step in self.steps:
             p = step.problem
             args = [buffers[uid] for _, uid in step.inputs]
@@ -119,6 +125,63 @@ class TorchSdpaPlan:
                     buffers[uid] = value.to(dtype)
                 else:
                     buffers[uid] = _as_declared(value, dtype, strides)
+
+
+class _GraphReplay:
+    """Replays a captured CUDA graph when a plan runs again on the same buffers.
+
+    The first call with a given set of buffer addresses (and runtime scalars) runs eagerly; the
+    second captures the plan's kernels into a ``torch.cuda.CUDAGraph`` and replays it, and later
+    calls with the same addresses only replay (a few µs of host time instead of the Python and
+    launch overhead of every kernel). Graphs read the buffers' current contents, so new values
+    in the same buffers are picked up. Only the ``execute`` path (every output given) is
+    captured; a plan whose kernels cannot be captured (a host sync) runs eagerly from then on.
+    Set ``HIPDNN_GRAPH_CUDA_GRAPHS=0`` to turn this off.
+    """
+
+    def __init__(self, output_uids: frozenset[int]) -> None:
+        self.enabled = os.environ.get("HIPDNN_GRAPH_CUDA_GRAPHS", "1") != "0"
+        self.output_uids = output_uids
+        self.key: tuple[Any, ...] | None = None
+        self.graph: Any = None
+        self.captures = 0
+
+    def _key(self, buffers: dict[int, Any]) -> tuple[Any, ...] | None:
+        key: list[Any] = []
+        for uid in sorted(buffers):
+            value = buffers[uid]
+            if isinstance(value, bool | int | float):
+                key.append(value)
+            elif value.device.type != "cuda":
+                return None
+            else:
+                key.append(value.data_ptr())
+        return tuple(key)
+
+    def run(self, buffers: dict[int, Any], run_steps: Callable[[dict[int, Any]], None]) -> bool:
+        """Replay (or capture and replay); False when the caller must run eagerly."""
+        if not self.enabled or not self.output_uids.issubset(buffers):
+            return False
+        key = self._key(buffers)
+        if key is None:
+            return False
+        if key != self.key:  # new buffers: run eagerly once (warms every lazy init)
+            self.key, self.graph = key, None
+            return False
+        if self.graph is None:
+            import torch
+
+            graph = torch.cuda.CUDAGraph()
+            try:
+                with torch.cuda.graph(graph):
+                    run_steps(dict(buffers))
+            except Exception:  # a kernel that cannot be captured: stay eager
+                self.enabled = False
+                return False
+            self.graph = graph
+            self.captures += 1
+        self.graph.replay()
+        return True
 
 
 @dataclass(frozen=True)
@@ -204,7 +267,11 @@ class TorchSdpaEngine:
         import torch
 
         steps = [self._step(SdpaProblem.from_node(node), torch) for node in graph.nodes]
-        return TorchSdpaPlan(self.name, steps)
+        produced = {id(t) for node in graph.nodes for t in node.outputs()}
+        outputs = frozenset(
+            t.get_uid() for t in graph.graph_tensors() if id(t) in produced and not t.is_virtual
+        )
+        return TorchSdpaPlan(self.name, steps, outputs)
 
     def _step(self, p: SdpaProblem, torch: Any) -> _Step:
         from hipdnn_graph.backend.dtypes import torch_dtype
