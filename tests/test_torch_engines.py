@@ -1,0 +1,135 @@
+"""The torch engines on a machine without a GPU (CI): the math engine runs every graph, the
+fused engines refuse cleanly with a reason, and the ROCm decisions hold (cuDNN refused)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import hipdnn_graph as hg  # noqa: E402
+from backends.torch_rocm import ENGINES, create_backend  # noqa: E402
+from backends.torch_rocm.engines import TorchSdpaEngine  # noqa: E402
+
+FUSED = [name for name, op, _ in ENGINES if op is not None]
+
+
+def bwd_graph(io: hg.DataType = hg.DataType.FLOAT, **kw: Any) -> tuple[hg.Graph, dict[str, Any]]:
+    g = hg.Graph(name="g", io_data_type=io, intermediate_data_type=hg.DataType.FLOAT,
+                 compute_data_type=hg.DataType.FLOAT)  # fmt: skip
+    q = g.tensor(name="Q", dim=[1, 4, 32, 16])
+    k = g.tensor(name="K", dim=[1, 2, 32, 16])
+    v = g.tensor(name="V", dim=[1, 2, 32, 16])
+    o = g.tensor(name="O", dim=[1, 4, 32, 16])
+    do = g.tensor(name="dO", dim=[1, 4, 32, 16])
+    stats = g.tensor(name="Stats", dim=[1, 4, 32, 1], data_type=hg.DataType.FLOAT)
+    dq, dk, dv = g.sdpa_backward(q, k, v, o, do, stats, name="bwd", **kw)
+    for t in (dq, dk, dv):
+        t.set_output(True)
+    return g, {"Q": q, "K": k, "V": v, "O": o, "dO": do, "Stats": stats, "dQ": dq, "dK": dk,
+               "dV": dv}  # fmt: skip
+
+
+def test_backend_lists_four_engines_in_measured_speed_order() -> None:
+    engines = create_backend().engines()
+    assert [e.name for e in engines] == [
+        "TORCH_SDPA_CUDNN_ENGINE",
+        "TORCH_SDPA_FLASH_ENGINE",
+        "TORCH_SDPA_EFFICIENT_ENGINE",
+        "TORCH_SDPA_MATH_ENGINE",
+    ]
+    priorities = [e.priority for e in engines]
+    assert priorities == sorted(priorities)
+    assert all(e.array_kind == "torch" for e in engines)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only refusals")
+@pytest.mark.parametrize("name", FUSED)
+def test_fused_engines_refuse_without_a_device(name: str) -> None:
+    g, _ = bwd_graph(hg.DataType.BFLOAT16)
+    g.validate()
+    support = TorchSdpaEngine(name, name.split("_")[2].lower(), 1).check(g)
+    assert not support.ok
+    assert "needs a CUDA or ROCm device" in support.reason
+
+
+def test_math_engine_is_chosen_on_cpu_and_matches_numpy() -> None:
+    g, t = bwd_graph()
+    g.build()
+    if not torch.cuda.is_available():
+        assert g.get_plan_name() == "TORCH_SDPA_MATH_ENGINE"
+        assert set(g.get_engine_refusals()) >= set(FUSED)
+    rng = np.random.default_rng(0)
+    inputs = {t[n]: rng.standard_normal(t[n].dim).astype(np.float32) for n in
+              ("Q", "K", "V", "O", "dO")}  # fmt: skip
+    inputs[t["Stats"]] = rng.standard_normal(t["Stats"].dim).astype(np.float32) + 3
+    g.set_preferred_engine_id_ext("TORCH_SDPA_MATH_ENGINE").build()
+    got = g.run({k: torch.from_numpy(v) for k, v in inputs.items()})
+    g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
+    ref = g.run(inputs)
+    for name in ("dQ", "dK", "dV"):
+        np.testing.assert_allclose(got[t[name]].numpy(), ref[t[name]], rtol=2e-5, atol=2e-5)
+
+
+def test_run_returns_outputs_with_the_declared_type_and_layout() -> None:
+    g, t = bwd_graph(hg.DataType.BFLOAT16)
+    t["dQ"].set_stride([2048, 16, 64, 1])  # BSHD-like layout: [1, 4, 32, 16] with S before H
+    g.set_preferred_engine_id_ext("TORCH_SDPA_MATH_ENGINE").build()
+    data = {t[n]: torch.randn(t[n].dim, dtype=torch.bfloat16) for n in ("Q", "K", "V", "O", "dO")}
+    data[t["Stats"]] = torch.randn(t["Stats"].dim) + 3
+    out = g.run(data)
+    assert out[t["dQ"]].dtype == torch.bfloat16
+    assert out[t["dQ"]].stride() == (2048, 16, 64, 1)
+    assert out[t["dK"]].shape == (1, 2, 32, 16)
+
+
+@pytest.mark.parametrize("name", [n for n, _, _ in ENGINES])
+def test_philox_dropout_is_refused_by_every_torch_engine(name: str) -> None:
+    g = hg.Graph(io_data_type=hg.DataType.BFLOAT16, intermediate_data_type=hg.DataType.FLOAT,
+                 compute_data_type=hg.DataType.FLOAT)  # fmt: skip
+    q = g.tensor(name="Q", dim=[1, 2, 16, 16])
+    seed = g.tensor(name="Seed", dim=[1], data_type=hg.DataType.INT64)
+    offset = g.tensor(name="Offset", dim=[1], data_type=hg.DataType.INT64)
+    g.sdpa(q, g.tensor_like(q, "K"), g.tensor_like(q, "V"), dropout=(0.1, seed, offset))
+    g.validate()
+    op = {n: o for n, o, _ in ENGINES}[name]
+    support = TorchSdpaEngine(name, op, 1).check(g)
+    assert not support.ok
+    if op is None or not torch.cuda.is_available():
+        assert ("philox dropout" in support.reason) or ("device" in support.reason)
+
+
+def test_cudnn_engine_refuses_rocm_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch has no cuDNN attention on ROCm: the engine says so even when a device exists."""
+    monkeypatch.setattr(torch.version, "hip", "6.4.0", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    g, _ = bwd_graph(hg.DataType.BFLOAT16)
+    g.validate()
+    support = TorchSdpaEngine("TORCH_SDPA_CUDNN_ENGINE", "cudnn", 10).check(g)
+    assert not support.ok
+    assert support.reason == "cuDNN attention does not exist in ROCm builds of torch"
+
+
+def test_fused_engines_refuse_float32_inputs_naming_the_type(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    g, _ = bwd_graph(hg.DataType.FLOAT)
+    g.validate()
+    support = TorchSdpaEngine("TORCH_SDPA_FLASH_ENGINE", "flash", 20).check(g)
+    assert not support.ok
+    assert "HALF or BFLOAT16" in support.reason and "FLOAT" in support.reason
+
+
+def test_cpu_plans_never_capture_cuda_graphs() -> None:
+    g, t = bwd_graph()
+    g.set_preferred_engine_id_ext("TORCH_SDPA_MATH_ENGINE").build()
+    pack = {t[n]: torch.randn(t[n].dim) for n in t}
+    pack[t["Stats"]] = pack[t["Stats"]] + 3
+    for _ in range(3):
+        g.execute(pack)
+    plan = g._state.active.plan  # type: ignore[union-attr]
+    assert plan.replay.captures == 0 and plan.replay.graph is None
