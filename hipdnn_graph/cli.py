@@ -236,7 +236,7 @@ def _checksum(array: np.ndarray[Any, Any]) -> str:
 
 def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     from .backend.registry import current_registry
-    from .testing.inputs import graph_outputs, make_inputs, to_device, to_numpy
+    from .testing.inputs import default_device, graph_outputs, make_inputs, to_device, to_numpy
 
     if args.repeat < 1:
         raise CliError("--repeat must be at least 1")
@@ -257,16 +257,21 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
             f"GRAPH_NOT_SUPPORTED: {args.engine} cannot run this graph: {reason}", file=sys.stderr
         )
         return 1
+    device: str | None = args.device
+    if device == "auto":
+        device = default_device(current_registry().find_engine(engine))
+    elif device == "numpy":
+        device = None
     pack = make_inputs(graph, np.random.default_rng(args.seed))
     size = graph.get_workspace_size()
     workspace: Any = np.empty(size, dtype=np.uint8) if size else None
-    sync = _synchronizer(args.device)
-    if args.device:
-        pack = to_device(pack, args.device)
+    sync = _synchronizer(device)
+    if device:
+        pack = to_device(pack, device)
         if size:
             import torch
 
-            workspace = torch.empty(size, dtype=torch.uint8, device=args.device)
+            workspace = torch.empty(size, dtype=torch.uint8, device=device)
     show = args.progress == "always" or (
         args.progress == "auto" and args.repeat >= 10 and sys.stderr.isatty()
     )
@@ -280,7 +285,11 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         times.append(time.perf_counter() - t0)
         progress.update(i + 1, time.perf_counter() - started)
     median = statistics.median(times)
-    print(f"graph '{graph.get_name()}': engine {engine}, workspace {size} bytes", file=out)
+    buffers = f"torch tensors on {device}" if device else "NumPy arrays"
+    print(
+        f"graph '{graph.get_name()}': engine {engine}, {buffers}, workspace {size} bytes",
+        file=out,
+    )
     print(
         f"execute: median {median * 1e3:.3f} ms, min {min(times) * 1e3:.3f} ms "
         f"over {len(times)} run(s), seed {args.seed}",
@@ -440,7 +449,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--device",
         metavar="DEVICE",
-        help="pass torch tensors on this device (cuda, cuda:1, cpu) instead of NumPy arrays",
+        default="auto",
+        help="buffers: torch tensors on DEVICE (cuda, cuda:1, cpu), or numpy; auto (default): "
+        "cuda for torch engines when a GPU is present, else NumPy arrays",
     )
     p.add_argument(
         "--progress",

@@ -165,7 +165,7 @@ class _Backend:
 
 def _scale_first_output(pack: Mapping[int, Any], outs: list[int]) -> None:
     out = pack[outs[0]]
-    out[...] = out * 1.2 + 0.1  # wrong by 20 % plus 0.1, beyond any dtype's tolerance
+    out[...] = out * 1.2 + 0.5  # wrong by 20 % plus 0.5, beyond any dtype's tolerance
 
 
 def _unwritten_last_output(pack: Mapping[int, Any], outs: list[int]) -> None:
@@ -217,7 +217,7 @@ def test_refused_graphs_are_skipped_not_failed() -> None:
 def test_faithful_wrapper_passes_and_tolerances_apply() -> None:
     with isolated_registry() as registry:
         registry.register(_Backend(_Engine("SLIGHTLY_OFF", _scale_first_output)))
-        loose = {dt: Tolerance(rtol=0.25, atol=0.15) for dt in TOLERANCES}
+        loose = {dt: Tolerance(rtol=0.25, atol=0.6) for dt in TOLERANCES}
         assert check_engine("SLIGHTLY_OFF", cases=4, tolerances=loose).ok
         registry.register(_Backend(_Engine("FAITHFUL", _nothing)), replace=True)
         assert check_engine("FAITHFUL", cases=4, seed=9).ok

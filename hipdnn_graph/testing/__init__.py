@@ -35,6 +35,7 @@ from .generators import (
     random_sdpa_case,
 )
 from .inputs import (
+    default_device,
     empty_for,
     graph_outputs,
     make_inputs,
@@ -58,6 +59,7 @@ __all__ = [
     "Tolerance",
     "assert_engine_conforms",
     "check_engine",
+    "default_device",
     "empty_for",
     "generate_cases",
     "graph_outputs",

@@ -40,6 +40,7 @@ from ..graph import Graph
 from ..tensor import TensorAttributes, generate_strides
 
 __all__ = [
+    "default_device",
     "empty_for",
     "graph_outputs",
     "make_inputs",
@@ -197,6 +198,18 @@ def to_device(pack: Mapping[TensorAttributes, Any], device: str) -> dict[TensorA
         else:
             moved[tensor] = value
     return moved
+
+
+def default_device(engine: Any) -> str | None:
+    """``"cuda"`` for an engine that takes torch tensors when a CUDA or ROCm device is present
+    (fused GPU kernels need their buffers there), else ``None`` (NumPy arrays)."""
+    if getattr(engine, "array_kind", "numpy") != "torch":
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    return "cuda" if torch.cuda.is_available() else None
 
 
 def to_numpy(value: Any) -> np.ndarray[Any, Any]:
