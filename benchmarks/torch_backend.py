@@ -250,6 +250,12 @@ def host_overhead() -> dict[str, float]:
         os.environ["HIPDNN_GRAPH_CUDA_GRAPHS"] = "1"
         out_eager = host(lambda: bwd2.execute(pack))
     out = {"engine": bwd.get_plan_name(), "graph_execute_us": host(lambda: bwd.execute(pack))}
+    built = bwd._state.active  # the parts of a replayed execute, for the record
+    if built is not None:
+        out["bind_us"] = host(lambda: built.binder.bind(pack, None, 0))
+        graph = getattr(built.plan, "replay", None)
+        if graph is not None and graph.graph is not None:
+            out["cuda_graph_replay_us"] = host(graph.graph.replay)
     if os.environ.get("PROFILE_DIR"):
         out["graph_execute_eager_us"] = out_eager
     inputs = {uid: t for uid, t in pack.items() if uid < 7}

@@ -145,29 +145,21 @@ class _GraphReplay:
         self.key: tuple[Any, ...] | None = None
         self.graph: Any = None
         self.captures = 0
-
-    def _key(self, buffers: dict[int, Any]) -> tuple[Any, ...] | None:
-        key: list[Any] = []
-        for uid in sorted(buffers):
-            value = buffers[uid]
-            if isinstance(value, bool | int | float):
-                key.append(value)
-            elif value.device.type != "cuda":
-                return None
-            else:
-                key.append(value.data_ptr())
-        return tuple(key)
+        self.uids: tuple[int, ...] = ()
 
     def run(self, buffers: dict[int, Any], run_steps: Callable[[dict[int, Any]], None]) -> bool:
         """Replay (or capture and replay); False when the caller must run eagerly."""
-        if not self.enabled or not self.output_uids.issubset(buffers):
-            return False
-        key = self._key(buffers)
-        if key is None:
-            return False
+        if not self.enabled or len(buffers) != len(self.uids) or self.key is None:
+            return self._first(buffers)
+        try:  # the hot path: same uids, compare addresses and runtime scalars
+            key = tuple(
+                v.data_ptr() if hasattr(v, "data_ptr") else v
+                for v in map(buffers.__getitem__, self.uids)
+            )
+        except KeyError:
+            return self._first(buffers)
         if key != self.key:  # new buffers: run eagerly once (warms every lazy init)
-            self.key, self.graph = key, None
-            return False
+            return self._first(buffers)
         if self.graph is None:
             import torch
 
@@ -182,6 +174,18 @@ class _GraphReplay:
             self.captures += 1
         self.graph.replay()
         return True
+
+    def _first(self, buffers: dict[int, Any]) -> bool:
+        """Remember these buffers (eager run now, capture on the next call with the same ones)."""
+        self.key, self.graph = None, None
+        if not self.enabled or not self.output_uids.issubset(buffers):
+            return False
+        values = [buffers[uid] for uid in sorted(buffers)]
+        if any(hasattr(v, "device") and v.device.type != "cuda" for v in values):
+            return False
+        self.uids = tuple(sorted(buffers))
+        self.key = tuple(v.data_ptr() if hasattr(v, "data_ptr") else v for v in values)
+        return False
 
 
 @dataclass(frozen=True)
