@@ -12,6 +12,10 @@ D=128``) through ``graph.execute``.
 
 Issue 4's targets: ratio ≤ 1.4 and ≤ 256 MiB extra for the 16k-token head.
 
+``OMP_WAIT_POLICY`` defaults to ``PASSIVE`` here: torch's OpenMP workers otherwise spin for a
+while after each op and, when the two libraries take turns on two cores, steal them from
+OpenBLAS's threads (and the other way round), which made both timings noisy by up to 5x.
+
 Run: ``.venv/bin/python benchmarks/numpy_reference.py [--repeats N] [--skip-16k] [--threads T]``.
 """
 
@@ -144,12 +148,14 @@ def main() -> None:
     parser.add_argument("--skip-16k", action="store_true")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     args = parser.parse_args()
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads its OpenMP runtime
     import torch
 
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"{ENGINE} backward via graph.execute vs torch fused CPU backward, fp32 "
           f"(torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, "
           f"{os.cpu_count()} CPUs, {args.repeats} repeats, medians)")  # fmt: skip
     print("| shape                         | numpy ms  | GFLOP/s | torch ms  | GFLOP/s | ratio   |")
     print("|-------------------------------|-----------|---------|-----------|---------|---------|")
