@@ -102,6 +102,9 @@ class Case:
     #: (runtime pass-by-value tensor given in the pack), "default" (1/sqrt(D))
     scale: str = "value"
     alibi: bool = False
+    #: memory layout of Q, K, V, O, dO and the gradients: "bhsd" (packed) or "bshd"
+    #: (dims stay [B,H,S,D], strides [S·H·D, D, H·D, 1], as in most training code)
+    layout: str = "bhsd"
     seed: int = 0
     notes: str = field(default="", compare=False)
 
@@ -182,6 +185,7 @@ CASES: list[Case] = [
         seq_len_kv=(230, 180),
         bias=(1, 4, 150, 230),
     ),
+    Case("bshd_layout", h=4, hk=2, hv=2, sq=12, skv=15, causal=True, layout="bshd"),
     Case("long_sliding_window", b=1, h=2, sq=260, skv=260, sliding_window=50, causal=True),
     Case(
         "everything",
@@ -202,6 +206,22 @@ CASES: list[Case] = [
     ),
 ]
 CASES_BY_NAME = {c.name: c for c in CASES}
+
+
+_LAYOUT_SLOTS = frozenset({"Q", "K", "V", "O", "dO", "dQ", "dK", "dV"})
+
+
+def layout_strides(dim: list[int], layout: str) -> list[int]:
+    """Strides of a ``[B,H,S,D]`` tensor stored in ``layout``."""
+    _, h, s, d = dim
+    return [s * h * d, d, h * d, 1] if layout == "bshd" else [h * s * d, s * d, d, 1]
+
+
+def in_layout(array: np.ndarray[Any, Any], layout: str) -> np.ndarray[Any, Any]:
+    """The same values, stored in ``layout``."""
+    if layout != "bshd":
+        return array
+    return np.ascontiguousarray(array.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
 
 
 @dataclass
@@ -256,10 +276,14 @@ def build(case: Case, mode: str, io: DT, compute: DT, engine: str) -> Built:
         compute_data_type=compute,
     )
     b, h, sq, skv, d = case.b, case.h, case.sq, case.skv, case.d
+
+    def data(name: str, dim: list[int]) -> hg.TensorAttributes:
+        return g.tensor(name=name, dim=dim, stride=layout_strides(dim, case.layout))
+
     t: dict[str, hg.TensorAttributes] = {
-        "Q": g.tensor(name="Q", dim=[b, h, sq, d]),
-        "K": g.tensor(name="K", dim=[b, case.heads_k, skv, d]),
-        "V": g.tensor(name="V", dim=[b, case.heads_v, skv, case.dim_v]),
+        "Q": data("Q", [b, h, sq, d]),
+        "K": data("K", [b, case.heads_k, skv, d]),
+        "V": data("V", [b, case.heads_v, skv, case.dim_v]),
     }
     inputs = ["Q", "K", "V"]
     if case.bias is not None:
@@ -299,11 +323,11 @@ def build(case: Case, mode: str, io: DT, compute: DT, engine: str) -> Built:
             stats.set_output(True)
             outputs.append("Stats")
     else:
-        t["O"] = g.tensor(name="O", dim=[b, h, sq, case.dim_v])
+        t["O"] = data("O", [b, h, sq, case.dim_v])
         t["Stats"] = g.tensor(name="Stats", dim=[b, h, sq, 1], data_type=stats_type(io))
         inputs += ["O", "Stats"]
     if mode in ("bwd", "fwd_bwd"):
-        t["dO"] = g.tensor(name="dO", dim=[b, h, sq, case.dim_v])
+        t["dO"] = data("dO", [b, h, sq, case.dim_v])
         inputs.append("dO")
         bwd = _attributes(case, g, t, hg.SdpaBackwardAttributes().set_name("bwd"))
         dq, dk, dv = g.sdpa_backward(t["Q"], t["K"], t["V"], t["O"], t["dO"], t["Stats"], bwd)
@@ -314,6 +338,15 @@ def build(case: Case, mode: str, io: DT, compute: DT, engine: str) -> Built:
             outputs.append("dBias")
         for n in ("dQ", "dK", "dV"):
             t[n].set_output(True)
+    output_dims = {
+        "O": [b, h, sq, case.dim_v],
+        "dQ": [b, h, sq, d],
+        "dK": [b, case.heads_k, skv, d],
+        "dV": [b, case.heads_v, skv, case.dim_v],
+    }
+    for n in outputs:
+        if n in _LAYOUT_SLOTS:
+            t[n].set_stride(layout_strides(output_dims[n], case.layout))
     g.set_preferred_engine_id_ext(engine)
     g.build([hg.HeuristicMode.FALLBACK])
     return Built(g, t, inputs, outputs)
@@ -418,17 +451,20 @@ def run_case(case: Case, mode: str, io: DT, compute: DT, engine: str) -> None:
     g, t = built.graph, built.tensors
     assert g.get_plan_name() == engine
     x = make_inputs(case, mode, io)
-    pack: dict[Any, Any] = {t[n]: x[n] for n in built.inputs}
-    snapshot = {n: np.asarray(x[n]).tobytes() for n in built.inputs}
+    given = {n: in_layout(x[n], case.layout) if n in _LAYOUT_SLOTS else x[n] for n in built.inputs}
+    pack: dict[Any, Any] = {t[n]: given[n] for n in built.inputs}
+    snapshot = {n: np.asarray(given[n]).tobytes() for n in built.inputs}
     results: dict[str, np.ndarray[Any, Any]] = {}
     for n in built.outputs:
         dtype = NP_TYPE[stats_type(io) if n == "Stats" else io]
         results[n] = np.full(t[n].get_dim(), np.nan, dtype)
+        if n in _LAYOUT_SLOTS:
+            results[n] = in_layout(results[n], case.layout)
         pack[t[n]] = results[n]
     workspace = np.empty(g.get_workspace_size(), np.uint8) if g.get_workspace_size() else None
     g.execute(pack, workspace)
     for n in built.inputs:
-        assert np.asarray(x[n]).tobytes() == snapshot[n], f"input {n} was modified"
+        assert np.asarray(given[n]).tobytes() == snapshot[n], f"input {n} was modified"
     want = expected(case, mode, x)
     assert set(results) <= set(want), (sorted(want), sorted(results))
     tolerance = TOLERANCE[(io, compute)]

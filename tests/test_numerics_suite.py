@@ -126,6 +126,7 @@ def random_cases(draw: Any) -> tuple[nc.Case, str, DT]:
         kw["dropout"] = (draw(st.sampled_from([1, b])), draw(st.sampled_from([1, h])), sq, skv)
     kw["alibi"] = draw(st.booleans())
     kw["scale"] = draw(st.sampled_from(["value", "tensor", "runtime", "default"]))
+    kw["layout"] = draw(st.sampled_from(["bhsd", "bshd"]))
     case = nc.Case("random", b=b, h=h, hk=hk, hv=hv, sq=sq, skv=skv, d=d, dv=dv,
                    seed=draw(st.integers(0, 2**16)), **kw)  # fmt: skip
     return case, draw(st.sampled_from(nc.MODES)), draw(st.sampled_from([DT.FLOAT, DT.DOUBLE]))
