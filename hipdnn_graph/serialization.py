@@ -56,9 +56,9 @@ class GraphSerialization:
             HipdnnError: ``UNSUPPORTED_GRAPH_FORMAT`` for undecodable bytes or an unknown format
                 version, ``INVALID_VALUE`` for content that decodes but is wrong.
         """
-        from .descriptors.codec import record_from_bytes
+        from .descriptors.graph_records import graph_from_bytes
 
-        return cls.from_record(record_from_bytes(data))
+        return graph_from_bytes(data)
 
     def to_json(self) -> str:
         """The graph as canonical JSON (enum values by their hipDNN names)."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import struct
 from hashlib import blake2b
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -120,6 +121,18 @@ def record_to_bytes(rec: GraphRecord) -> bytes:
         ) from None
 
 
+def _bytes_input(data: bytes | bytearray | memoryview) -> bytes:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise _unsupported(f"Serialized graph must be bytes, not {type(data).__name__}")
+    if type(data) is not bytes:
+        if isinstance(data, memoryview) and data.nbytes > MAX_INPUT_BYTES:
+            raise _unsupported(f"Serialized graph is larger than {MAX_INPUT_BYTES} bytes")
+        data = bytes(data)
+    if len(data) > MAX_INPUT_BYTES:
+        raise _unsupported(f"Serialized graph is larger than {MAX_INPUT_BYTES} bytes")
+    return data
+
+
 def record_from_bytes(data: bytes | bytearray | memoryview) -> GraphRecord:
     """Parse and check bytes written by :func:`record_to_bytes`.
 
@@ -132,16 +145,36 @@ def record_from_bytes(data: bytes | bytearray | memoryview) -> GraphRecord:
     Raises:
         HipdnnError: UNSUPPORTED_GRAPH_FORMAT or INVALID_VALUE (see the module docstring).
     """
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise _unsupported(f"Serialized graph must be bytes, not {type(data).__name__}")
-    if type(data) is not bytes:
-        if isinstance(data, memoryview) and data.nbytes > MAX_INPUT_BYTES:
-            raise _unsupported(f"Serialized graph is larger than {MAX_INPUT_BYTES} bytes")
-        data = bytes(data)
-    if len(data) > MAX_INPUT_BYTES:
-        raise _unsupported(f"Serialized graph is larger than {MAX_INPUT_BYTES} bytes")
+    data = _bytes_input(data)
     try:
         return flatbuf.decode(data)
+    except HipdnnError:
+        raise
+    except Exception as exc:  # safety net: the contract is HipdnnError only
+        raise _unsupported(f"Malformed serialized graph: {type(exc).__name__}") from None
+
+
+def fields_from_bytes(
+    data: bytes | bytearray | memoryview, target: flatbuf.TensorTarget
+) -> dict[str, Any]:
+    """:func:`record_from_bytes`, returning the record's fields with ``target`` tensors.
+
+    For decoders that build other objects than records (``Graph.deserialize`` builds the
+    frontend's tensors directly); the same checks apply.
+
+    Args:
+        data: The serialized graph, at most :data:`MAX_INPUT_BYTES`.
+        target: What to build for each tensor.
+
+    Returns:
+        The fields of the :class:`~.records.GraphRecord` the bytes hold, in field order.
+
+    Raises:
+        HipdnnError: UNSUPPORTED_GRAPH_FORMAT or INVALID_VALUE (see the module docstring).
+    """
+    data = _bytes_input(data)
+    try:
+        return flatbuf.decode_parts(data, target)
     except HipdnnError:
         raise
     except Exception as exc:  # safety net: the contract is HipdnnError only

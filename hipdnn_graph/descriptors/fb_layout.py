@@ -126,6 +126,7 @@ class _Chunk(NamedTuple):
     body: struct.Struct
     strides_at: int  # chunk-relative position of the strides vector
     dims_at: int
+    inner: tuple[int, int, int]  # the name, strides and dims uoffsets the writer gives them
 
 
 _CHUNKS: dict[int, _Chunk] = {}  # key: name_bytes << 4 | rank
@@ -137,7 +138,7 @@ def _chunk(name_bytes: int, rank: int) -> _Chunk:
         strides_at = (48 + name_bytes) & ~7  # 8-aligned (chunk starts at 4 mod 8)
         dims_at = strides_at + 8 + 8 * rank
         fmt = f"<iqqIIIb??xI{name_bytes}s{strides_at - 40 - name_bytes}xI{rank}q4xI{rank}q4x"
-        chunk = _Chunk(struct.Struct(fmt), strides_at, dims_at)
+        chunk = _Chunk(struct.Struct(fmt), strides_at, dims_at, (16, strides_at - 24, dims_at - 28))
         if len(_CHUNKS) < 4096:
             _CHUNKS[name_bytes << 4 | rank] = chunk
     return chunk

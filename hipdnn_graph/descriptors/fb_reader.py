@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -51,7 +52,7 @@ from .record_checks import (
     _set_extra,
     _set_fields,
     _set_private,
-    check_graph_record,
+    check_graph_parts,
 )
 from .records import (
     GraphRecord,
@@ -61,7 +62,7 @@ from .records import (
     TensorRecord,
 )
 
-__all__ = ["decode"]
+__all__ = ["RECORDS", "TensorTarget", "decode", "decode_parts"]
 
 
 def _malformed(what: str) -> HipdnnError:
@@ -203,7 +204,7 @@ _DATA_TYPES = {m.value: m for m in DataType}
 _ALIGNMENTS = {m.value: m for m in DiagonalAlignment}
 
 
-def _new(cls: type[Any], fields: frozenset[str], values: dict[str, Any]) -> Any:
+def _new(cls: type[Any], fields: AbstractSet[str], values: dict[str, Any]) -> Any:
     """Build a record from already checked values, skipping pydantic validation.
 
     This is what ``model_construct`` does, minus its per-field loop: a record's state is exactly
@@ -231,7 +232,7 @@ def _data_type(value: int, where: str) -> DataType:
     return member
 
 
-def _read_tensor(buf: bytes, n: int, pos: int, strings: _Strings) -> TensorRecord:
+def _read_tensor(buf: bytes, n: int, pos: int, strings: _Strings) -> dict[str, Any]:
     (uid, name_o, dtype, strides_o, dims_o, virtual, vtype, value_o, pbv, align), rel = _read(
         buf, n, pos, _TENSOR, 1
     )
@@ -254,7 +255,7 @@ def _read_tensor(buf: bytes, n: int, pos: int, strings: _Strings) -> TensorRecor
         "value": value,
         "alignment": align,
     }
-    return _new(TensorRecord, _FIELDS[TensorRecord], values)  # type: ignore[no-any-return]
+    return values
 
 
 def _read_node(buf: bytes, n: int, pos: int, strings: _Strings) -> NodeRecord:
@@ -281,8 +282,9 @@ def _read_node(buf: bytes, n: int, pos: int, strings: _Strings) -> NodeRecord:
     return _new(NodeRecord, _FIELDS[NodeRecord], node)  # type: ignore[no-any-return]
 
 
-def _read_value_chunk(buf: bytes, n: int, pos: int) -> TensorRecord | None:
-    """Read a tensor laid out as a value chunk (its vtable was checked); None if it is not one."""
+def _read_value_chunk(buf: bytes, n: int, pos: int, keys: tuple[str, ...]) -> dict[str, Any] | None:
+    """Read a tensor laid out as a value chunk (its vtable was checked) into a dict keyed by
+    ``keys`` (the tensor record's fields, in order); None if it is not one."""
     if pos + 48 > n:
         return None
     name_bytes = _U32.unpack_from(buf, pos + 40)[0]
@@ -310,29 +312,45 @@ def _read_value_chunk(buf: bytes, n: int, pos: int) -> TensorRecord | None:
         or not v[12].isascii()
     ):
         return None
-    return _new(  # type: ignore[no-any-return]
-        TensorRecord,
-        _TENSOR_FIELDS,
-        {
-            "uid": v[1],
-            "name": v[12].decode(),
-            "data_type": data_type,
-            "dims": list(tail[1 : rank + 1]),
-            "strides": list(v[14 : 14 + rank]),
-            "is_virtual": v[8],
-            "is_pass_by_value": v[10],
-            "value": tail[-1],
-            "alignment": v[2],
-        },
-    )
+    k_uid, k_name, k_type, k_dims, k_strides, k_virtual, k_pbv, k_value, k_align = keys
+    return {
+        k_uid: v[1],
+        k_name: v[12].decode(),
+        k_type: data_type,
+        k_dims: list(tail[1 : rank + 1]),
+        k_strides: list(v[14 : 14 + rank]),
+        k_virtual: v[8],
+        k_pbv: v[10],
+        k_value: tail[-1],
+        k_align: v[2],
+    }
 
 
-def _read_tensors(buf: bytes, n: int, positions: list[int], strings: _Strings) -> list[Any]:
+class TensorTarget(NamedTuple):
+    """What the reader builds for each tensor: a pydantic model of class ``cls`` whose ``__dict__``
+    holds a tensor record's nine fields, in record order, under ``keys``."""
+
+    cls: type[Any]
+    keys: tuple[str, ...]
+    fields: frozenset[str]
+    #: give each object its own (mutable) fields-set instead of sharing ``fields``
+    own_fields: bool
+
+
+#: Build :class:`TensorRecord` objects (what :func:`decode` returns).
+RECORDS = TensorTarget(TensorRecord, tuple(TensorRecord.model_fields), _TENSOR_FIELDS, False)
+
+
+def _read_tensors(
+    buf: bytes, n: int, positions: list[int], strings: _Strings, target: TensorTarget
+) -> list[Any]:
     """Read the tensors: as chunks where they are (fast), otherwise as value chunks or field by
     field through their vtables (which also reports every error)."""
     out: list[Any] = []
     append, u32, chunks = out.append, _U32.unpack_from, _CHUNKS
-    data_types, fields, new = _DATA_TYPES.get, _TENSOR_FIELDS, _object_new
+    data_types, new = _DATA_TYPES.get, _object_new
+    cls, keys, fields, own_fields = target
+    k_uid, k_name, k_type, k_dims, k_strides, k_virtual, k_pbv, k_value, k_align = keys
     chunk_vt = -1  # position of the chunk vtable, once a tensor pointing to it was seen
     for pos in positions:
         if chunk_vt < 0 and pos + 4 <= n:
@@ -352,50 +370,53 @@ def _read_tensors(buf: bytes, n: int, positions: list[int], strings: _Strings) -
                     data_type = data_types(v[6])
                     if (
                         pos - v[0] == chunk_vt
-                        and v[3] == 16
-                        and v[4] == strides_at - 24
-                        and v[5] == chunk.dims_at - 28
+                        and v[3:6] == chunk.inner
                         and v[12 + rank] == rank
                         and data_type is not None
                         and v[10].isascii()
                     ):
-                        obj = new(TensorRecord)
+                        obj = new(cls)
                         _set_dict(
                             obj,
                             {
-                                "uid": v[1],
-                                "name": v[10].decode(),
-                                "data_type": data_type,
-                                "dims": list(v[13 + rank :]),
-                                "strides": list(v[12 : 12 + rank]),
-                                "is_virtual": v[7],
-                                "is_pass_by_value": v[8],
-                                "value": None,
-                                "alignment": v[2],
+                                k_uid: v[1],
+                                k_name: v[10].decode(),
+                                k_type: data_type,
+                                k_dims: list(v[13 + rank :]),
+                                k_strides: list(v[12 : 12 + rank]),
+                                k_virtual: v[7],
+                                k_pbv: v[8],
+                                k_value: None,
+                                k_align: v[2],
                             },
                         )
-                        _set_fields(obj, fields)
+                        _set_fields(obj, set(fields) if own_fields else fields)
                         _set_extra(obj, None)
                         _set_private(obj, None)
                         append(obj)
                         continue
-        tensor = None
+        values = None
         if pos + 4 <= n:
             vt = pos - _I32.unpack_from(buf, pos)[0]
             if vt >= 0 and buf[vt : vt + 26] == _VALUE_TENSOR_VTABLE:
-                tensor = _read_value_chunk(buf, n, pos)
-        append(tensor if tensor is not None else _read_tensor(buf, n, pos, strings))
+                values = _read_value_chunk(buf, n, pos, keys)
+        if values is None:  # field by field; then in the target's keys
+            values = dict(zip(keys, _read_tensor(buf, n, pos, strings).values(), strict=True))
+        append(_new(cls, set(fields) if own_fields else fields, values))
     return out
 
 
-def decode(data: bytes) -> GraphRecord:
-    """Parse bytes written by :func:`encode` (or any writer of ``graph.fbs``).
+def decode_parts(data: bytes, target: TensorTarget = RECORDS) -> dict[str, Any]:
+    """Parse and check bytes written by :func:`encode`; return a graph record's fields.
 
     Args:
         data: The serialized graph (the caller caps its size).
+        target: What to build for each tensor (records by default).
 
     Returns:
-        The record, checked by :func:`~.records.check_graph_record`.
+        The fields of a :class:`~.records.GraphRecord`, in field order; ``tensors`` holds
+        ``target`` objects, ``nodes`` node records. They pass the record rules of
+        :func:`~.records.check_graph_record`.
 
     Raises:
         HipdnnError: UNSUPPORTED_GRAPH_FORMAT or INVALID_VALUE (see the module docstring).
@@ -418,16 +439,31 @@ def decode(data: bytes) -> GraphRecord:
     strings = _Strings(buf, n)
     tensor_pos = _tables(buf, n, root + rel[4], tensors_o, MAX_TENSORS, "tensors")
     node_pos = _tables(buf, n, root + rel[5], nodes_o, MAX_NODES, "nodes")
+    name = strings.get(root + rel[0], name_o, "Graph name")
     values = {
         "format_version": version,
-        "name": strings.get(root + rel[0], name_o, "Graph name"),
+        "name": name,
         "compute_data_type": _data_type(cdt, "the graph"),
         "intermediate_data_type": _data_type(idt, "the graph"),
         "io_data_type": _data_type(iodt, "the graph"),
         "preferred_engine_id": engine,
-        "tensors": _read_tensors(buf, n, tensor_pos, strings),
+        "tensors": _read_tensors(buf, n, tensor_pos, strings, target),
         "nodes": [_read_node(buf, n, p, strings) for p in node_pos],
     }
-    rec: GraphRecord = _new(GraphRecord, _FIELDS[GraphRecord], values)
-    check_graph_record(rec)
-    return rec
+    check_graph_parts(name, values["tensors"], values["nodes"], target.keys[3], target.keys[4])
+    return values
+
+
+def decode(data: bytes) -> GraphRecord:
+    """Parse bytes written by :func:`encode` (or any writer of ``graph.fbs``).
+
+    Args:
+        data: The serialized graph (the caller caps its size).
+
+    Returns:
+        The record, checked by :func:`~.records.check_graph_record`.
+
+    Raises:
+        HipdnnError: UNSUPPORTED_GRAPH_FORMAT or INVALID_VALUE (see the module docstring).
+    """
+    return _new(GraphRecord, _FIELDS[GraphRecord], decode_parts(data))  # type: ignore[no-any-return]

@@ -35,7 +35,7 @@ Example:
 from __future__ import annotations
 
 from .fb_layout import FILE_IDENTIFIER
-from .fb_reader import decode
+from .fb_reader import RECORDS, TensorTarget, decode, decode_parts
 from .fb_writer import encode
 
-__all__ = ["FILE_IDENTIFIER", "decode", "encode"]
+__all__ = ["FILE_IDENTIFIER", "RECORDS", "TensorTarget", "decode", "decode_parts", "encode"]

@@ -28,8 +28,10 @@ from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..errors import HipdnnError
 from ..nodes.sdpa_bwd import SdpaBwdNode
 from ..nodes.sdpa_fwd import SdpaFwdNode
-from ..tensor import TensorAttributes, trusted_tensor
+from ..tensor import TensorAttributes
 from ..types import ErrorCode
+from .codec import fields_from_bytes
+from .flatbuf import TensorTarget
 from .record_checks import (
     _object_new,
     _set_dict,
@@ -43,7 +45,7 @@ from .records import GraphRecord, NodeRecord, SdpaBwdRecord, SdpaFwdRecord, Tens
 if TYPE_CHECKING:
     from ..graph import Graph
 
-__all__ = ["graph_from_record", "graph_to_record"]
+__all__ = ["graph_from_bytes", "graph_from_record", "graph_to_record"]
 
 _SCALARS = (
     "alibi_mask",
@@ -143,18 +145,93 @@ def graph_to_record(graph: Graph) -> GraphRecord:
     )
 
 
-def _tensor(rec: TensorRecord) -> TensorAttributes:
-    return trusted_tensor(
-        uid=rec.uid,
-        name=rec.name,
-        data_type=rec.data_type,
-        dim=list(rec.dims),
-        stride=list(rec.strides),
-        is_virtual=rec.is_virtual,
-        is_pass_by_value=rec.is_pass_by_value,
-        value=rec.value,
-        alignment=rec.alignment,
+# Trusted construction of frontend objects from a checked record (no pydantic validation): an
+# object's state is its __dict__ (fields in declaration order), its fields-set, and two slots.
+assert tuple(TensorAttributes.model_fields) == (
+    "uid", "name", "data_type", "dim", "stride", "is_virtual", "is_pass_by_value", "value",
+    "alignment",
+) and not TensorAttributes.__private_attributes__, "keep _tensor in field order"  # fmt: skip
+_TENSOR_ATTRIBUTE_FIELDS = frozenset(TensorAttributes.model_fields)
+
+
+def _tensor(d: dict[str, Any]) -> TensorAttributes:
+    """The tensor a checked :class:`TensorRecord` (its ``__dict__``) describes."""
+    tensor: TensorAttributes = _object_new(TensorAttributes)
+    _set_dict(
+        tensor,
+        {
+            "uid": d["uid"],
+            "name": d["name"],
+            "data_type": d["data_type"],
+            "dim": list(d["dims"]),
+            "stride": list(d["strides"]),
+            "is_virtual": d["is_virtual"],
+            "is_pass_by_value": d["is_pass_by_value"],
+            "value": d["value"],
+            "alignment": d["alignment"],
+        },
     )
+    _set_fields(tensor, set(_TENSOR_ATTRIBUTE_FIELDS))
+    _set_extra(tensor, None)
+    _set_private(tensor, None)
+    return tensor
+
+
+class _NodeKind:
+    """How to rebuild one kind of node from its record, without validation."""
+
+    __slots__ = ("attributes", "node", "private", "scalars", "slots")
+
+    def __init__(self, attributes: type[SdpaCommonAttributes], node: type[Any]) -> None:
+        self.attributes, self.node = attributes, node
+        fields = tuple(attributes.model_fields)
+        assert fields[:4] == ("name", "compute_data_type", "inputs", "outputs")
+        #: the plain members, in field order: copied from the record's fields of the same name
+        self.scalars = fields[4:]
+        self.slots = _SLOT_FIELDS[attributes]
+        self.private = {
+            name: attr.get_default() for name, attr in attributes.__private_attributes__.items()
+        }
+
+
+_KINDS: dict[type[Any], _NodeKind] = {
+    SdpaBwdRecord: _NodeKind(SdpaBackwardAttributes, SdpaBwdNode),
+    SdpaFwdRecord: _NodeKind(SdpaAttributes, SdpaFwdNode),
+}
+
+
+def _node(node_record: NodeRecord, tensors: dict[int, TensorAttributes], graph: Graph) -> Any:
+    nd = node_record.__dict__
+    body = nd["attributes"]
+    bd = body.__dict__
+    kind = _KINDS[type(body)]
+    inputs: dict[Any, TensorAttributes] = {}
+    outputs: dict[Any, TensorAttributes] = {}
+    for slot, field, is_output in kind.slots:
+        uid = bd[field]
+        if uid is None:
+            continue
+        found = tensors.get(uid)
+        if found is None:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"Node {nd['name']} refers to tensor uid {uid}, which the graph does not hold",
+            )
+        (outputs if is_output else inputs)[slot] = found
+    values = {
+        "name": nd["name"],
+        "compute_data_type": nd["compute_data_type"],
+        "inputs": inputs,
+        "outputs": outputs,
+    }
+    for name in kind.scalars:
+        values[name] = bd[name]
+    attributes = _object_new(kind.attributes)
+    _set_dict(attributes, values)
+    _set_fields(attributes, set())
+    _set_extra(attributes, None)
+    _set_private(attributes, dict(kind.private))
+    return kind.node(attributes, graph.attributes)
 
 
 def graph_from_record(record: GraphRecord) -> Graph:
@@ -163,45 +240,46 @@ def graph_from_record(record: GraphRecord) -> Graph:
     Raises:
         HipdnnError: ``INVALID_VALUE`` when a node names a tensor the record does not hold.
     """
+    d = record.__dict__
+    return _graph(d, [_tensor(t.__dict__) for t in d["tensors"]])
+
+
+#: The bytes reader builds frontend tensors directly (no intermediate tensor records).
+_TENSOR_TARGET = TensorTarget(
+    TensorAttributes, tuple(TensorAttributes.model_fields), _TENSOR_ATTRIBUTE_FIELDS, True
+)
+
+
+def graph_from_bytes(data: bytes | bytearray | memoryview) -> Graph:
+    """The graph serialized in ``data`` (:meth:`Graph.deserialize`).
+
+    Decoded and checked as :func:`~.codec.record_from_bytes` does, but tensors come out of the
+    reader as :class:`TensorAttributes`, without a record in between.
+
+    Raises:
+        HipdnnError: UNSUPPORTED_GRAPH_FORMAT or INVALID_VALUE (see :mod:`.codec`).
+    """
+    fields = fields_from_bytes(data, _TENSOR_TARGET)
+    return _graph(fields, fields["tensors"])
+
+
+def _graph(d: dict[str, Any], tensor_list: list[TensorAttributes]) -> Graph:
+    """The graph of a checked record's fields ``d``, with its tensors already built."""
     from ..graph import Graph
 
     graph = Graph(
         attributes=GraphAttributes(
-            name=record.name,
-            compute_data_type=record.compute_data_type,
-            intermediate_data_type=record.intermediate_data_type,
-            io_data_type=record.io_data_type,
+            name=d["name"],
+            compute_data_type=d["compute_data_type"],
+            intermediate_data_type=d["intermediate_data_type"],
+            io_data_type=d["io_data_type"],
         )
     )
-    if record.preferred_engine_id is not None:
-        graph.set_preferred_engine_id_ext(record.preferred_engine_id & _MASK64)
-    tensors = {rec.uid: _tensor(rec) for rec in record.tensors}
-    for tensor in tensors.values():
-        graph._track(tensor)
-    for node_record in record.nodes:
-        body = node_record.attributes
-        attributes: SdpaCommonAttributes
-        if isinstance(body, SdpaBwdRecord):
-            attributes = SdpaBackwardAttributes()
-        else:
-            attributes = SdpaAttributes(generate_stats=body.generate_stats)
-        fields = {name: getattr(body, name) for name in _SCALARS}
-        fields["name"] = node_record.name
-        fields["compute_data_type"] = node_record.compute_data_type
-        attributes.__dict__.update(fields)  # values come from a checked record
-        inputs, outputs = attributes.inputs, attributes.outputs
-        for slot, field, is_output in _SLOT_FIELDS[type(attributes)]:
-            uid = getattr(body, field, None)
-            if uid is None:
-                continue
-            found = tensors.get(uid)
-            if found is None:
-                raise HipdnnError(
-                    ErrorCode.INVALID_VALUE,
-                    f"Node {node_record.name} refers to tensor uid {uid}, which the graph "
-                    "does not hold",
-                )
-            (outputs if is_output else inputs)[slot] = found
-        node_cls = SdpaBwdNode if isinstance(body, SdpaBwdRecord) else SdpaFwdNode
-        graph.add_node(node_cls(attributes, graph.attributes))  # type: ignore[arg-type]
+    if d["preferred_engine_id"] is not None:
+        graph.set_preferred_engine_id_ext(d["preferred_engine_id"] & _MASK64)
+    tensors = dict(zip(map(_uid, tensor_list), tensor_list, strict=True))
+    # A new graph: adopt the tensors (record order) and the nodes (topological order) directly,
+    # without re-tracking every slot as add_node() does.
+    graph._tensors = dict(zip(map(id, tensor_list), tensor_list, strict=True))
+    graph._nodes = [_node(node_record, tensors, graph) for node_record in d["nodes"]]
     return graph

@@ -7,6 +7,7 @@ decoded from bytes, or built with :func:`construct_record` and then checked); se
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import prod
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -17,7 +18,7 @@ from ..errors import HipdnnError
 from ..types import ErrorCode
 
 if TYPE_CHECKING:
-    from .records import GraphRecord, TensorRecord
+    from .records import GraphRecord, NodeRecord, TensorRecord
 
 __all__ = [
     "FORMAT_VERSION",
@@ -28,6 +29,7 @@ __all__ = [
     "MAX_STRIDE",
     "MAX_TENSORS",
     "MAX_VOLUME",
+    "check_graph_parts",
     "check_graph_record",
     "check_tensor_record",
     "construct_record",
@@ -69,8 +71,11 @@ def check_tensor_record(t: TensorRecord) -> None:
     Raises:
         HipdnnError: INVALID_VALUE naming the tensor and the broken rule.
     """
-    d = t.__dict__
-    dims, strides = d["dims"], d["strides"]
+    _check_tensor(t.__dict__, "dims", "strides")
+
+
+def _check_tensor(d: dict[str, Any], dims_key: str, strides_key: str) -> None:
+    dims, strides = d[dims_key], d[strides_key]
     if (
         len(dims) != len(strides)
         or len(dims) > MAX_RANK
@@ -87,12 +92,11 @@ def check_tensor_record(t: TensorRecord) -> None:
             )
         )
     ):
-        _explain_tensor(d)
+        _explain_tensor(d["name"], dims, strides)
 
 
-def _explain_tensor(d: dict[str, Any]) -> None:
+def _explain_tensor(name: str, dims: list[int], strides: list[int]) -> None:
     """Raise for the first broken tensor rule (the slow path of :func:`check_tensor_record`)."""
-    name, dims, strides = d["name"], d["dims"], d["strides"]
     _check_name("Tensor", name)
     if len(dims) > MAX_RANK:
         raise _invalid(f"Tensor {name} has rank {len(dims)}, more than {MAX_RANK}")
@@ -119,19 +123,41 @@ def check_graph_record(rec: GraphRecord) -> None:
         HipdnnError: INVALID_VALUE for the first broken rule.
     """
     d = rec.__dict__
-    tensors, nodes = d["tensors"], d["nodes"]
+    check_graph_parts(d["name"], d["tensors"], d["nodes"])
+
+
+def check_graph_parts(
+    name: str,
+    tensors: Sequence[Any],
+    nodes: Sequence[NodeRecord],
+    dims_key: str = "dims",
+    strides_key: str = "strides",
+) -> None:
+    """:func:`check_graph_record` on the parts of a graph that is not a record yet.
+
+    Args:
+        name: The graph's name.
+        tensors: Objects whose ``__dict__`` holds a tensor record's fields, except that dims and
+            strides may be stored under other keys (a decoder building frontend tensors directly).
+        nodes: The node records.
+        dims_key: The key of the dims in each tensor's ``__dict__``.
+        strides_key: The key of the strides.
+
+    Raises:
+        HipdnnError: INVALID_VALUE for the first broken rule.
+    """
     if len(tensors) > MAX_TENSORS:
         raise _invalid(f"Graph has {len(tensors)} tensors, more than {MAX_TENSORS}")
     if len(nodes) > MAX_NODES:
         raise _invalid(f"Graph has {len(nodes)} nodes, more than {MAX_NODES}")
-    _check_name("Graph", d["name"])
+    _check_name("Graph", name)
     # One pass of cheap per-tensor checks; dims and strides are range-checked all at once.
     uids: list[int] = []
     all_dims: list[int] = []
     all_strides: list[int] = []
     for t in tensors:
         td = t.__dict__
-        dims, strides = td["dims"], td["strides"]
+        dims, strides = td[dims_key], td[strides_key]
         if (
             len(dims) != len(strides)
             or len(dims) > MAX_RANK
@@ -139,7 +165,7 @@ def check_graph_record(rec: GraphRecord) -> None:
             or td["alignment"] < 1
             or prod(dims) > MAX_VOLUME
         ):
-            _explain_tensor(td)
+            _explain_tensor(td["name"], dims, strides)
         all_dims += dims
         all_strides += strides
         uids.append(td["uid"])
@@ -150,7 +176,7 @@ def check_graph_record(rec: GraphRecord) -> None:
         or max(all_strides) > MAX_STRIDE
     ):
         for t in tensors:
-            check_tensor_record(t)
+            _check_tensor(t.__dict__, dims_key, strides_key)
     known = set(uids)
     if len(known) != len(uids):
         seen: set[int] = set()
