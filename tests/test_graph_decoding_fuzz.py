@@ -1,0 +1,263 @@
+"""Graph-level fuzzing of both decoders (issue 3, robust decoding).
+
+``Graph.deserialize`` on mutated or random bytes and ``Graph.from_json`` on randomly edited JSON
+either return a graph or raise ``HipdnnError`` with code UNSUPPORTED_GRAPH_FORMAT or
+INVALID_VALUE, never another exception; a graph that loads either validates or raises
+``HipdnnError``, and once validated it round-trips losslessly.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sdpa_graph_cases import CASES
+
+import hipdnn_graph as hg
+from hipdnn_graph.types import ErrorCode
+
+DECODE_CODES = {ErrorCode.UNSUPPORTED_GRAPH_FORMAT, ErrorCode.INVALID_VALUE}
+FUZZ = settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
+)
+SEEDS = ["bwd_full", "fwd_full", "fwd_bwd", "user_uids", "engine_by_name", "scalar_bfloat16"]
+
+
+def _graph(case: str) -> hg.Graph:
+    g = CASES[case]()
+    g.validate()
+    return g
+
+
+BLOBS = [_graph(case).serialize() for case in SEEDS]
+TEXTS = [_graph(case).to_json() for case in SEEDS]
+
+
+def _check_loaded(g: hg.Graph) -> None:
+    """A loaded graph validates or raises HipdnnError; a valid one round-trips."""
+    try:
+        g.validate()
+    except hg.HipdnnError:
+        return
+    try:
+        blob, text = g.serialize(), g.to_json()
+    except hg.HipdnnError:
+        return  # e.g. a node whose compute type stayed NOT_SET cannot be lowered
+    assert hg.Graph.deserialize(blob).to_json() == text
+    assert hg.Graph.from_json(text).serialize() == blob
+
+
+def _deserialize(data: bytes) -> None:
+    try:
+        g = hg.Graph.deserialize(data)
+    except hg.HipdnnError as err:
+        assert err.code in DECODE_CODES, (err.code, err.message)
+        return
+    _check_loaded(g)
+
+
+def _from_json(text: str | bytes) -> None:
+    try:
+        g = hg.Graph.from_json(text)
+    except hg.HipdnnError as err:
+        assert err.code in DECODE_CODES, (err.code, err.message)
+        return
+    _check_loaded(g)
+
+
+# ----- bytes -------------------------------------------------------------------------------------
+
+
+@st.composite
+def _flipped(draw: st.DrawFn) -> bytes:
+    data = bytearray(draw(st.sampled_from(BLOBS)))
+    for _ in range(draw(st.integers(1, 8))):
+        i = draw(st.integers(0, len(data) - 1))
+        data[i] ^= 1 << draw(st.integers(0, 7))
+    return bytes(data)
+
+
+@st.composite
+def _overwritten(draw: st.DrawFn) -> bytes:
+    data = bytearray(draw(st.sampled_from(BLOBS)))
+    i = draw(st.integers(0, len(data) - 1))
+    patch = draw(st.binary(min_size=1, max_size=8))
+    data[i : i + len(patch)] = patch
+    return bytes(data)
+
+
+@st.composite
+def _truncated(draw: st.DrawFn) -> bytes:
+    data = draw(st.sampled_from(BLOBS))
+    return data[: draw(st.integers(0, len(data) - 1))]
+
+
+@given(_flipped())
+@FUZZ
+def test_bit_flips(data: bytes) -> None:
+    _deserialize(data)
+
+
+@given(_overwritten())
+@FUZZ
+def test_overwritten_bytes(data: bytes) -> None:
+    _deserialize(data)
+
+
+@given(_truncated())
+@FUZZ
+def test_truncations(data: bytes) -> None:
+    _deserialize(data)
+
+
+@given(st.binary(max_size=256), st.booleans())
+@FUZZ
+def test_random_bytes(tail: bytes, with_header: bool) -> None:
+    _deserialize((b"\x0c\x00\x00\x00HDGR" if with_header else b"") + tail)
+
+
+def test_every_truncation_of_a_small_graph() -> None:
+    blob = BLOBS[SEEDS.index("fwd_bwd")]
+    for end in range(len(blob)):
+        _deserialize(blob[:end])
+
+
+def test_every_single_byte_change_of_a_small_graph_header() -> None:
+    blob = BLOBS[SEEDS.index("fwd_bwd")]
+    for i in range(min(len(blob), 160)):
+        for value in (0x00, 0x7F, 0xFF):
+            data = bytearray(blob)
+            data[i] = value
+            _deserialize(bytes(data))
+
+
+# ----- JSON --------------------------------------------------------------------------------------
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(node, dict):
+        for key, child in node.items():
+            found += _paths(child, (*prefix, key))
+    elif isinstance(node, list):
+        for index, child in enumerate(node):
+            found += _paths(child, (*prefix, index))
+    return found
+
+
+def _parent(doc: Any, path: tuple[Any, ...]) -> Any:
+    for step in path[:-1]:
+        doc = doc[step]
+    return doc
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.sampled_from([-1, 0, 1, 2**31, 2**62, 2**63, -(2**63) - 1, 10**30]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=6),
+    st.sampled_from(["FLOAT", "BFLOAT16", "FLOAT128", "BOTTOM_RIGHT", "SIDEWAYS", "SDPA_FWD", ""]),
+    st.lists(st.integers(-3, 2**41), max_size=10),
+    st.just({}),
+    st.just([[]]),
+)
+
+
+@st.composite
+def _edited_json(draw: st.DrawFn) -> str:
+    doc = json.loads(draw(st.sampled_from(TEXTS)))
+    for _ in range(draw(st.integers(1, 3))):
+        paths = [p for p in _paths(doc) if p]
+        path = draw(st.sampled_from(paths))
+        parent = _parent(doc, path)
+        if draw(st.booleans()):
+            del parent[path[-1]]  # delete a key or a list element
+        else:
+            parent[path[-1]] = draw(_VALUES)
+        if not isinstance(doc, dict) or not doc.get("tensors"):
+            break
+    return json.dumps(doc)
+
+
+@st.composite
+def _semantic_json(draw: st.DrawFn) -> str:
+    """Targeted content errors: dangling or duplicate uids, bad dims, unknown enum names."""
+    doc = json.loads(draw(st.sampled_from(TEXTS)))
+    tensors, nodes = doc["tensors"], doc["nodes"]
+    t = draw(st.sampled_from(tensors))
+    node = draw(st.sampled_from(nodes))["attributes"]
+    uid_slots = [k for k, v in node.items() if isinstance(v, int) and not isinstance(v, bool)]
+    kind = draw(st.integers(0, 9))
+    if kind == 0:
+        node[draw(st.sampled_from(uid_slots))] = draw(st.integers(-(2**63), 2**63 - 1))
+    elif kind == 1:
+        t["uid"] = draw(st.sampled_from(tensors))["uid"]
+    elif kind == 2:
+        t["dims"] = [draw(st.integers(-(2**64), 2**64)) for _ in t["dims"]]
+    elif kind == 3:
+        t["strides"] = draw(st.lists(st.integers(-5, 2**63), max_size=10))
+    elif kind == 4:
+        t["data_type"] = draw(st.sampled_from(["FLOAT128", "float", "HALF ", 3, None]))
+    elif kind == 5:
+        node["diagonal_alignment"] = draw(st.sampled_from(["MIDDLE", 1, "TOP_LEFT", None]))
+    elif kind == 6:
+        doc["format_version"] = draw(st.sampled_from([0, 2, -1, "1", 1.0, None]))
+    elif kind == 7:
+        node["type"] = draw(st.sampled_from(["SDPA_FWD", "SDPA_BWD", "MATMUL", 12]))
+    elif kind == 8:
+        t["value"] = draw(_VALUES)
+    else:
+        doc["preferred_engine_id"] = draw(st.sampled_from([2**64 - 1, 2**63, -(2**63), "x"]))
+    return json.dumps(doc)
+
+
+@given(_edited_json())
+@FUZZ
+def test_random_json_edits(text: str) -> None:
+    _from_json(text)
+
+
+@given(_semantic_json())
+@FUZZ
+def test_targeted_json_edits(text: str) -> None:
+    _from_json(text)
+
+
+@given(st.sampled_from(TEXTS), st.integers(0, 5000), st.text(max_size=4))
+@FUZZ
+def test_json_text_splices(text: str, at: int, insert: str) -> None:
+    at %= len(text)
+    _from_json(text[:at] + insert + text[at + len(insert) :])
+    _from_json(text[:at])
+
+
+@given(st.one_of(st.text(max_size=64), st.binary(max_size=64)))
+@FUZZ
+def test_random_json_text(text: str | bytes) -> None:
+    _from_json(text)
+
+
+def test_dangling_and_duplicate_uids_are_invalid_value() -> None:
+    doc = json.loads(TEXTS[0])
+    doc["nodes"][0]["attributes"]["q"] = 10**6
+    for text in (json.dumps(doc),):
+        try:
+            hg.Graph.from_json(text)
+        except hg.HipdnnError as err:
+            assert err.code == ErrorCode.INVALID_VALUE
+            assert "10000" in err.message
+        else:
+            raise AssertionError("dangling uid accepted")
+    doc = json.loads(TEXTS[0])
+    doc["tensors"][1]["uid"] = doc["tensors"][0]["uid"]
+    try:
+        hg.Graph.from_json(json.dumps(doc))
+    except hg.HipdnnError as err:
+        assert err.code == ErrorCode.INVALID_VALUE
+        assert err.message.startswith("Duplicate tensor UIDs found in the graph: ")
+    else:
+        raise AssertionError("duplicate uid accepted")
