@@ -211,9 +211,10 @@ def post_rules_table(node_name: str) -> str:
     sources: list[tuple[str, Callable[..., Any]]] = [
         ("Node.post_validate_node", Node.post_validate_node),
         (f"{node_name}.post_validate_node", cls.post_validate_node),
-        ("check_output_shape", r.check_output_shape),
-        ("check_layout", r.check_layout),
     ]
+    for helper in ("check_output_shape", "check_layout"):  # shared helpers, when present
+        if hasattr(r, helper):
+            sources.append((helper, getattr(r, helper)))
     rows = ["| step | code | message |", "|---|---|---|"]
     for where, func in sources:
         for msg, code in messages(func, cls.label):
