@@ -44,9 +44,9 @@ class GraphSerialization:
 
     def serialize(self) -> bytes:
         """The graph in the versioned FlatBuffers format (lossless; see docs/serialization.md)."""
-        from .descriptors.codec import record_to_bytes
+        from .descriptors.graph_records import graph_to_bytes
 
-        return record_to_bytes(self.to_record())
+        return graph_to_bytes(self._graph())
 
     @classmethod
     def deserialize(cls, data: bytes | bytearray | memoryview) -> Graph:

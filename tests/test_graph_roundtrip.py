@@ -367,3 +367,24 @@ def test_unset_compute_type_cannot_be_packed() -> None:
     err = _lowering_error(g)
     assert err.code == ErrorCode.INVALID_VALUE
     assert err.message == "Unsupported data type for SdpaBwdNode compute type: NOT_SET"
+
+
+def test_a_graph_breaking_a_record_rule_is_not_written() -> None:
+    # valid for validate() (a seed of any rank), but not readable: serialize refuses it
+    g = hg.Graph(
+        io_data_type=hg.DataType.HALF,
+        intermediate_data_type=hg.DataType.FLOAT,
+        compute_data_type=hg.DataType.FLOAT,
+    )
+    q, k, v = (g.tensor(name=n, dim=[1, 2, 8, 16]) for n in "QKV")
+    seed = g.tensor(name="Seed", dim=[1] * 9, data_type=hg.DataType.INT64)
+    offset = g.tensor(name="Offset", dim=[1], data_type=hg.DataType.INT64)
+    for t in g.sdpa(q, k, v, dropout=(0.1, seed, offset)):
+        assert t is not None
+        t.set_output(True)
+    g.validate()
+    for call in (g.serialize, g.to_json, g.key, g.to_record):
+        with pytest.raises(hg.HipdnnError) as err:
+            call()
+        assert err.value.code == ErrorCode.INVALID_VALUE
+        assert err.value.message == "Tensor Seed has rank 9, more than 8"

@@ -112,10 +112,32 @@ def record_to_bytes(rec: GraphRecord) -> bytes:
         HipdnnError: INVALID_VALUE for a record whose fields do not fit the format (only possible
             for records built without validation).
     """
+    return fields_to_bytes(rec.__dict__)
+
+
+def fields_to_bytes(
+    fields: dict[str, Any], dims_key: str = "dims", strides_key: str = "strides"
+) -> bytes:
+    """:func:`record_to_bytes` of a record's fields, whose tensors may be other objects.
+
+    Args:
+        fields: A checked graph record's fields, in field order; each tensor's ``__dict__`` holds
+            a tensor record's fields, with dims and strides under ``dims_key`` / ``strides_key``
+            (``Graph.serialize`` writes the frontend's tensors directly).
+        dims_key: The key of the dims.
+        strides_key: The key of the strides.
+
+    Returns:
+        The serialized graph, equal to that of the record.
+
+    Raises:
+        HipdnnError: INVALID_VALUE for fields that do not fit the format.
+    """
     try:
-        return flatbuf.encode(rec)
+        return flatbuf.encode_fields(fields, dims_key, strides_key)
     except (struct.error, UnicodeEncodeError, TypeError, AttributeError, KeyError) as exc:
         # only reachable for records built without validation (model_copy, construct_record)
+        # or for names that cannot be encoded as UTF-8
         raise HipdnnError(
             ErrorCode.INVALID_VALUE, f"Graph record cannot be serialized: {exc}"
         ) from None

@@ -32,9 +32,9 @@ from .fb_layout import (
     _layout,
     _value_chunk,
 )
-from .records import FORMAT_VERSION, GraphRecord, NodeRecord, TensorRecord
+from .records import FORMAT_VERSION, GraphRecord, NodeRecord
 
-__all__ = ["encode"]
+__all__ = ["encode", "encode_fields"]
 
 
 class _Writer:
@@ -96,18 +96,20 @@ class _Writer:
         return len(buf) - 4 * count
 
 
-def _write_tensors(w: _Writer, first: int, tensors: Sequence[TensorRecord]) -> None:
+def _write_tensors(
+    w: _Writer, first: int, tensors: Sequence[Any], dims_key: str, strides_key: str
+) -> None:
     """Write the tensors; ``first`` is the position of the vector's first element."""
     vt = w.vtable(_TENSOR_VTABLE)
     buf, chunks, link = w.buf, _CHUNKS, _U32.pack_into
     for field in range(first, first + 4 * len(tensors), 4):
         d = tensors[(field - first) >> 2].__dict__
-        dims, strides = d["dims"], d["strides"]
+        dims, strides = d[dims_key], d[strides_key]
         if len(dims) != len(strides):
-            _write_tensor(w, field, d)
+            _write_tensor(w, field, d, dims, strides)
             continue
         if d["value"] is not None:
-            _write_value_chunk(w, field, d)
+            _write_value_chunk(w, field, d, dims, strides)
             continue
         name = d["name"].encode()
         chunk = chunks.get(len(name) << 4 | len(dims)) or _chunk(len(name), len(dims))
@@ -121,9 +123,11 @@ def _write_tensors(w: _Writer, first: int, tensors: Sequence[TensorRecord]) -> N
         link(buf, field, pos - field)
 
 
-def _write_value_chunk(w: _Writer, field: int, d: dict[str, Any]) -> None:
+def _write_value_chunk(
+    w: _Writer, field: int, d: dict[str, Any], dims: list[int], strides: list[int]
+) -> None:
     """Write a tensor holding a value as one value chunk (see :mod:`.fb_layout`)."""
-    value, dims, strides = d["value"], d["dims"], d["strides"]
+    value = d["value"]
     if value is True or value is False:
         kind = _BOOL
     elif isinstance(value, int):
@@ -147,7 +151,9 @@ def _write_value_chunk(w: _Writer, field: int, d: dict[str, Any]) -> None:
     _U32.pack_into(buf, field, pos - field)
 
 
-def _write_tensor(w: _Writer, slot_field: int, d: dict[str, Any]) -> None:
+def _write_tensor(
+    w: _Writer, slot_field: int, d: dict[str, Any], dims: list[int], strides: list[int]
+) -> None:
     """Write one tensor field by field (tensors holding a value)."""
     value = d["value"]
     if value is None:
@@ -173,8 +179,8 @@ def _write_tensor(w: _Writer, slot_field: int, d: dict[str, Any]) -> None:
         w.link(f_value, w.table(((0, code),), (value,))[0])
     w.link(slot_field, pos)
     w.string(f_name, d["name"])
-    w.longs(f_strides, d["strides"])
-    w.longs(f_dims, d["dims"])
+    w.longs(f_strides, strides)
+    w.longs(f_dims, dims)
 
 
 def _write_node(w: _Writer, slot_field: int, node: NodeRecord) -> None:
@@ -228,8 +234,23 @@ def encode(rec: GraphRecord) -> bytes:
     Returns:
         The bytes: root offset, ``HDGR``, then the graph.
     """
+    return encode_fields(rec.__dict__)
+
+
+def encode_fields(d: dict[str, Any], dims_key: str = "dims", strides_key: str = "strides") -> bytes:
+    """:func:`encode` of a graph record's fields ``d``, whose tensors may be other objects.
+
+    Args:
+        d: A valid graph record's fields. ``d["tensors"]`` holds objects whose ``__dict__`` has a
+            tensor record's fields, except that dims and strides may be stored under other keys
+            (``Graph.serialize`` writes the frontend's tensors directly).
+        dims_key: The key of the dims in each tensor's ``__dict__``.
+        strides_key: The key of the strides.
+
+    Returns:
+        The bytes, equal to those of the record.
+    """
     w = _Writer()
-    d = rec.__dict__
     tensors, nodes, engine = d["tensors"], d["nodes"], d["preferred_engine_id"]
     sig: tuple[tuple[int, str], ...] = (
         (0, "O"), (1, "b"), (2, "b"), (3, "b"), (4, "O"), (5, "O"), (10, "I"),
@@ -243,7 +264,7 @@ def encode(rec: GraphRecord) -> bytes:
     _U32.pack_into(w.buf, 0, pos)
     w.buf[4:8] = FILE_IDENTIFIER
     w.string(f_name, d["name"])
-    _write_tensors(w, w.offsets(f_tensors, len(tensors)), tensors)
+    _write_tensors(w, w.offsets(f_tensors, len(tensors)), tensors, dims_key, strides_key)
     first = w.offsets(f_nodes, len(nodes))
     for i, node in enumerate(nodes):
         _write_node(w, first + 4 * i, node)

@@ -36,6 +36,14 @@ from __future__ import annotations
 
 from .fb_layout import FILE_IDENTIFIER
 from .fb_reader import RECORDS, TensorTarget, decode, decode_parts
-from .fb_writer import encode
+from .fb_writer import encode, encode_fields
 
-__all__ = ["FILE_IDENTIFIER", "RECORDS", "TensorTarget", "decode", "decode_parts", "encode"]
+__all__ = [
+    "FILE_IDENTIFIER",
+    "RECORDS",
+    "TensorTarget",
+    "decode",
+    "decode_parts",
+    "encode",
+    "encode_fields",
+]

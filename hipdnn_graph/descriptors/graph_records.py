@@ -30,7 +30,7 @@ from ..nodes.sdpa_bwd import SdpaBwdNode
 from ..nodes.sdpa_fwd import SdpaFwdNode
 from ..tensor import TensorAttributes
 from ..types import ErrorCode
-from .codec import fields_from_bytes
+from .codec import fields_from_bytes, fields_to_bytes
 from .flatbuf import TensorTarget
 from .record_checks import (
     _object_new,
@@ -38,14 +38,21 @@ from .record_checks import (
     _set_extra,
     _set_fields,
     _set_private,
-    construct_record,
+    check_graph_parts,
 )
-from .records import GraphRecord, NodeRecord, SdpaBwdRecord, SdpaFwdRecord, TensorRecord
+from .records import (
+    FORMAT_VERSION,
+    GraphRecord,
+    NodeRecord,
+    SdpaBwdRecord,
+    SdpaFwdRecord,
+    TensorRecord,
+)
 
 if TYPE_CHECKING:
     from ..graph import Graph
 
-__all__ = ["graph_from_bytes", "graph_from_record", "graph_to_record"]
+__all__ = ["graph_from_bytes", "graph_from_record", "graph_to_bytes", "graph_to_record"]
 
 _SCALARS = (
     "alibi_mask",
@@ -79,45 +86,133 @@ def _signed64(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def _tensor_record(t: TensorAttributes) -> TensorRecord:
-    # every field, in field order, from an already validated tensor (no pydantic validation)
-    record: TensorRecord = _object_new(TensorRecord)
-    _set_dict(
-        record,
-        {
-            "uid": t.get_uid(),
-            "name": t.name,
-            "data_type": t.data_type,
-            "dims": list(t.dim),
-            "strides": list(t.stride),
-            "is_virtual": t.is_virtual,
-            "is_pass_by_value": t.is_pass_by_value,
-            "value": t.value,
-            "alignment": t.alignment,
-        },
-    )
-    _set_fields(record, _TENSOR_FIELDS)
+def _record(cls: type[Any], values: dict[str, Any]) -> Any:
+    """A record of ``cls`` holding ``values`` (every field, in field order), not validated."""
+    record = _object_new(cls)
+    _set_dict(record, values)
+    _set_fields(record, _RECORD_FIELDS[cls])
     _set_extra(record, None)
     _set_private(record, None)
     return record
 
 
-def _node_record(attributes: SdpaCommonAttributes) -> NodeRecord:
-    fields: dict[str, Any] = {name: getattr(attributes, name) for name in _SCALARS}
-    for slot, tensor in (*attributes.inputs.items(), *attributes.outputs.items()):
-        fields[slot.name.lower()] = tensor.get_uid()
-    record: SdpaBwdRecord | SdpaFwdRecord
-    if isinstance(attributes, SdpaBackwardAttributes):
-        record = construct_record(SdpaBwdRecord, **fields)
-    else:
-        assert isinstance(attributes, SdpaAttributes)
-        record = construct_record(SdpaFwdRecord, generate_stats=attributes.generate_stats, **fields)
-    return construct_record(
-        NodeRecord,
-        name=attributes.name,
-        compute_data_type=attributes.compute_data_type,
-        attributes=record,
+_RECORD_FIELDS = {
+    cls: frozenset(cls.model_fields)
+    for cls in (GraphRecord, NodeRecord, SdpaBwdRecord, SdpaFwdRecord, TensorRecord)
+}
+
+
+def _tensor_record(t: TensorAttributes) -> TensorRecord:
+    d = t.__dict__
+    return _record(  # type: ignore[no-any-return]
+        TensorRecord,
+        {
+            "uid": d["uid"],
+            "name": d["name"],
+            "data_type": d["data_type"],
+            "dims": list(d["dim"]),
+            "strides": list(d["stride"]),
+            "is_virtual": d["is_virtual"],
+            "is_pass_by_value": d["is_pass_by_value"],
+            "value": d["value"],
+            "alignment": d["alignment"],
+        },
     )
+
+
+class _RecordKind:
+    """How to write one kind of node's attributes as a record."""
+
+    __slots__ = ("inputs", "outputs", "record", "scalars", "template")
+
+    def __init__(self, attributes: type[SdpaCommonAttributes], record: type[Any]) -> None:
+        self.record = record
+        # slot member → record field (one map each: IntEnum slots of both kinds compare equal)
+        slots = _SLOT_FIELDS[attributes]
+        self.inputs = {slot: field for slot, field, out in slots if not out}
+        self.outputs = {slot: field for slot, field, out in slots if out}
+        #: plain members stored under the same name
+        self.scalars = tuple(f for f in attributes.model_fields if f in record.model_fields)
+        #: every record field in field order, with its default (None for required uids)
+        self.template = {
+            name: None if info.is_required() else info.default
+            for name, info in record.model_fields.items()
+        }
+
+
+_RECORD_KINDS: dict[type[Any], _RecordKind] = {
+    SdpaBackwardAttributes: _RecordKind(SdpaBackwardAttributes, SdpaBwdRecord),
+    SdpaAttributes: _RecordKind(SdpaAttributes, SdpaFwdRecord),
+}
+
+
+def _node_record(attributes: SdpaCommonAttributes) -> NodeRecord:
+    kind = _RECORD_KINDS.get(type(attributes))
+    if kind is None:  # a subclass
+        base = (
+            SdpaBackwardAttributes
+            if isinstance(attributes, SdpaBackwardAttributes)
+            else SdpaAttributes
+        )
+        kind = _RECORD_KINDS[base]
+    ad = attributes.__dict__
+    values = kind.template.copy()
+    fields = kind.inputs
+    for slot, tensor in ad["inputs"].items():
+        values[fields[slot]] = tensor.uid
+    fields = kind.outputs
+    for slot, tensor in ad["outputs"].items():
+        values[fields[slot]] = tensor.uid
+    for name in kind.scalars:
+        values[name] = ad[name]
+    return _record(  # type: ignore[no-any-return]
+        NodeRecord,
+        {
+            "name": ad["name"],
+            "compute_data_type": ad["compute_data_type"],
+            "attributes": _record(kind.record, values),
+        },
+    )
+
+
+def _used_tensors(graph: Graph) -> list[TensorAttributes]:
+    """``graph.graph_tensors()``: the tensors some node reads or writes, in declaration order."""
+    used: set[int] = set()
+    for node in graph._nodes:
+        ad = node.attributes.__dict__
+        used.update(map(id, ad["inputs"].values()))
+        used.update(map(id, ad["outputs"].values()))
+    return [t for key, t in graph._tensors.items() if key in used]
+
+
+def _graph_fields(graph: Graph) -> dict[str, Any]:
+    """The fields of the graph's record, with its tensors (sorted by uid) not converted.
+
+    Validates the graph and assigns uids first when needed, then checks the record rules, so that
+    whatever is written can be read back.
+    """
+    if not graph.is_validated:
+        graph.validate()
+    tensors = _used_tensors(graph)
+    if any(t.uid is None for t in tensors):
+        from ..lifecycle import assign_uids
+
+        assign_uids(graph)
+    tensors.sort(key=_uid)
+    nodes = [_node_record(node.attributes) for node in graph.nodes]
+    attrs = graph.attributes
+    check_graph_parts(attrs.name, tensors, nodes, "dim", "stride")
+    preferred = graph.get_preferred_engine_id_ext()
+    return {
+        "format_version": FORMAT_VERSION,
+        "name": attrs.name,
+        "compute_data_type": attrs.compute_data_type,
+        "intermediate_data_type": attrs.intermediate_data_type,
+        "io_data_type": attrs.io_data_type,
+        "preferred_engine_id": None if preferred is None else _signed64(preferred),
+        "tensors": tensors,
+        "nodes": nodes,
+    }
 
 
 def graph_to_record(graph: Graph) -> GraphRecord:
@@ -125,24 +220,24 @@ def graph_to_record(graph: Graph) -> GraphRecord:
 
     Tensors are listed by uid (so the record does not depend on the order in which equal graphs
     were declared or lifted), nodes in topological order.
-    """
-    if not graph.is_validated:
-        graph.validate()
-    from ..lifecycle import assign_uids
 
-    assign_uids(graph)
-    attrs = graph.attributes
-    preferred = graph.get_preferred_engine_id_ext()
-    return construct_record(
-        GraphRecord,
-        name=attrs.name,
-        compute_data_type=attrs.compute_data_type,
-        intermediate_data_type=attrs.intermediate_data_type,
-        io_data_type=attrs.io_data_type,
-        preferred_engine_id=None if preferred is None else _signed64(preferred),
-        tensors=[_tensor_record(t) for t in sorted(graph.graph_tensors(), key=_uid)],
-        nodes=[_node_record(node.attributes) for node in graph.nodes],
-    )
+    Raises:
+        HipdnnError: the graph's validation error, or INVALID_VALUE for a graph that breaks a
+            record rule (see :mod:`.records`; e.g. a rank above ``MAX_RANK``).
+    """
+    fields = _graph_fields(graph)
+    fields["tensors"] = [_tensor_record(t) for t in fields["tensors"]]
+    return _record(GraphRecord, fields)  # type: ignore[no-any-return]
+
+
+def graph_to_bytes(graph: Graph) -> bytes:
+    """``record_to_bytes(graph_to_record(graph))``, writing the graph's tensors directly
+    (:meth:`Graph.serialize`).
+
+    Raises:
+        HipdnnError: as :func:`graph_to_record`.
+    """
+    return fields_to_bytes(_graph_fields(graph), "dim", "stride")
 
 
 # Trusted construction of frontend objects from a checked record (no pydantic validation): an
