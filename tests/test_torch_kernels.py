@@ -457,3 +457,14 @@ def test_check_features_per_op() -> None:
                                        bottom_right=True)) is None  # fmt: skip
     assert fused.check(op.CUDNN, _cuda(dv=32)) is None
     assert fused.check(op.FLASH, _cuda(dv=32)) is not None
+
+
+def test_cudnn_refuses_single_query_single_key() -> None:
+    """cuDNN rejects s_q = s_kv = 1 when it runs (seen on the H200); check() refuses it first."""
+    from backends.torch_rocm.kernels import fused
+
+    p = fused.SdpaProblem(b=1, h=2, hk=2, hv=2, sq=1, skv=1, d=64, dv=64,
+                          dtype=torch.bfloat16, device="cuda:0")  # fmt: skip
+    assert (
+        fused.static_reason(fused.FusedOp.CUDNN, p) == "cudnn does not support seq_q = seq_kv = 1"
+    )

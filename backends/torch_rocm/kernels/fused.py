@@ -205,6 +205,8 @@ def static_reason(op: FusedOp, p: SdpaProblem) -> str | None:
     if op is FusedOp.CUDNN:
         if torch.version.hip:
             return "cudnn attention does not exist in ROCm builds of torch"
+        if p.sq == 1 and p.skv == 1:  # measured on the H200: cuDNN rejects it at execute time
+            return "cudnn does not support seq_q = seq_kv = 1"
         if p.dbias:
             return "cudnn's backward does not compute dBias"
         if p.padding:
