@@ -347,30 +347,32 @@ def _read_tensors(
     """Read the tensors: as chunks where they are (fast), otherwise as value chunks or field by
     field through their vtables (which also reports every error)."""
     out: list[Any] = []
-    append, u32, chunks = out.append, _U32.unpack_from, _CHUNKS
+    append, i32, u32, chunks = out.append, _I32.unpack_from, _U32.unpack_from, _CHUNKS
     data_types, new = _DATA_TYPES.get, _object_new
     cls, keys, fields, own_fields = target
     k_uid, k_name, k_type, k_dims, k_strides, k_virtual, k_pbv, k_value, k_align = keys
-    chunk_vt = -1  # position of the chunk vtable, once a tensor pointing to it was seen
+    # Where the writer put the (shared) vtables of chunks and value chunks, if anywhere: a tensor
+    # whose soffset points there has the vtable the fast paths assume.
+    found = buf.find(_TENSOR_VTABLE)
+    chunk_vt = found if found >= 0 else None
+    found = buf.find(_VALUE_TENSOR_VTABLE)
+    value_vt = found if found >= 0 else None
+    longest = 4 * MAX_NAME_LENGTH
     for pos in positions:
-        if chunk_vt < 0 and pos + 4 <= n:
-            vt = pos - _I32.unpack_from(buf, pos)[0]
-            if vt >= 0 and buf[vt : vt + 26] == _TENSOR_VTABLE:
-                chunk_vt = vt
-        if chunk_vt >= 0 and pos + 44 <= n:
-            # A chunk: its soffset points to the chunk vtable and every inner offset has the
-            # value the writer gives it.
-            name_bytes = u32(buf, pos + 36)[0]
-            strides_at = (48 + name_bytes) & ~7
-            if name_bytes <= 4 * MAX_NAME_LENGTH and pos + strides_at + 4 <= n:
-                rank = u32(buf, pos + strides_at)[0]
-                if rank <= MAX_RANK and pos + strides_at + 16 + 16 * rank <= n:
+        values = None
+        try:  # struct.error: something lies outside the buffer; the slow path says what
+            vt = pos - i32(buf, pos)[0]
+            if vt == chunk_vt:
+                # A chunk: every inner offset has the value the writer gives it.
+                name_bytes = u32(buf, pos + 36)[0]
+                strides_at = (48 + name_bytes) & ~7
+                rank = u32(buf, pos + strides_at)[0] if name_bytes <= longest else 99
+                if rank <= MAX_RANK:
                     chunk = chunks.get(name_bytes << 4 | rank) or _chunk(name_bytes, rank)
                     v = chunk.body.unpack_from(buf, pos)
                     data_type = data_types(v[6])
                     if (
-                        pos - v[0] == chunk_vt
-                        and v[3:6] == chunk.inner
+                        v[3:6] == chunk.inner
                         and v[12 + rank] == rank
                         and data_type is not None
                         and v[10].isascii()
@@ -395,11 +397,10 @@ def _read_tensors(
                         _set_private(obj, None)
                         append(obj)
                         continue
-        values = None
-        if pos + 4 <= n:
-            vt = pos - _I32.unpack_from(buf, pos)[0]
-            if vt >= 0 and buf[vt : vt + 26] == _VALUE_TENSOR_VTABLE:
+            elif vt == value_vt:
                 values = _read_value_chunk(buf, n, pos, keys)
+        except struct.error:
+            pass
         if values is None:  # field by field; then in the target's keys
             values = dict(zip(keys, _read_tensor(buf, n, pos, strings).values(), strict=True))
         append(_new(cls, set(fields) if own_fields else fields, values))
