@@ -11,6 +11,8 @@ Run: ``python benchmarks/serialization.py [--runs 2000]``.
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -71,15 +73,27 @@ def full_backward_graph() -> hg.Graph:
     return g
 
 
-def median_us(fn: Callable[[], Any], runs: int) -> float:
+def samples_us(fn: Callable[[], Any], runs: int) -> list[float]:
+    """``runs`` timings of ``fn()`` in µs, after a warm-up."""
     for _ in range(max(runs // 10, 20)):
         fn()
     samples = []
     for _ in range(runs):
         t0 = time.perf_counter()
         fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples) * 1e6
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return samples
+
+
+def median_us(fn: Callable[[], Any], runs: int) -> float:
+    return statistics.median(samples_us(fn, runs))
+
+
+def _load() -> str:
+    try:
+        return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    except OSError:  # not available on this platform
+        return "load average unknown"
 
 
 def main() -> None:
@@ -89,19 +103,27 @@ def main() -> None:
     g = full_backward_graph()
     blob, text = g.serialize(), g.to_json()
     assert hg.Graph.deserialize(blob).serialize() == blob, "round trip must be lossless"
-    rows = [
-        ("serialize", median_us(g.serialize, args.runs), len(blob)),
-        ("deserialize", median_us(lambda: hg.Graph.deserialize(blob), args.runs), len(blob)),
-        ("to_json", median_us(g.to_json, args.runs), len(text)),
-        ("from_json", median_us(lambda: hg.Graph.from_json(text), args.runs), len(text)),
-        ("key", median_us(g.key, args.runs), 8),
+    before = _load()
+    calls: list[tuple[str, Callable[[], Any], int]] = [
+        ("serialize", g.serialize, len(blob)),
+        ("deserialize", lambda: hg.Graph.deserialize(blob), len(blob)),
+        ("to_json", g.to_json, len(text)),
+        ("from_json", lambda: hg.Graph.from_json(text), len(text)),
+        ("key", g.key, 8),
     ]
+    rows = []
+    for name, fn, size in calls:
+        samples = samples_us(fn, args.runs)
+        p10, _, _, _, _, _, _, _, p90 = statistics.quantiles(samples, n=10)
+        rows.append((name, statistics.median(samples), min(samples), p10, p90, size))
     print(f"SDPA backward, every optional slot set ({len(g.tensors)} tensors), {args.runs} runs")
-    print("| operation | median µs | bytes |")
-    print("|---|---|---|")
-    for name, us, size in rows:
-        print(f"| {name} | {us:.1f} | {size} |")
-    for name, us, _ in rows[:2]:
+    print(f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs")
+    print(f"before: {before}; after: {_load()}")
+    print("| operation | median µs | best µs | p10 / p90 µs | bytes |")
+    print("|---|---|---|---|---|")
+    for name, us, best, p10, p90, size in rows:
+        print(f"| {name} | {us:.1f} | {best:.1f} | {p10:.1f} / {p90:.1f} | {size} |")
+    for name, us, *_ in rows[:2]:
         verdict = "meets" if us <= TARGET_US else "MISSES"
         print(
             f"{name}: {us:.1f} µs {verdict} the <= {TARGET_US:.0f} µs target "
