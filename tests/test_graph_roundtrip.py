@@ -12,7 +12,12 @@ from sdpa_graph_cases import BIG_ENGINE_NAME, CASES, SCALARS, full_backward, sca
 
 import hipdnn_graph as hg
 from hipdnn_graph.backend import engine_id
-from hipdnn_graph.descriptors import DescriptorError
+from hipdnn_graph.descriptors import (
+    DescriptorError,
+    record_from_bytes,
+    record_to_bytes,
+    record_to_json,
+)
 from hipdnn_graph.types import ErrorCode
 
 IDS = sorted(CASES)
@@ -388,3 +393,30 @@ def test_a_graph_breaking_a_record_rule_is_not_written() -> None:
             call()
         assert err.value.code == ErrorCode.INVALID_VALUE
         assert err.value.message == "Tensor Seed has rank 9, more than 8"
+
+
+@pytest.mark.parametrize("case", IDS)
+def test_direct_bytes_paths_match_the_record_paths(case: str) -> None:
+    g = _validated(case)
+    blob = g.serialize()
+    assert blob == record_to_bytes(g.to_record())
+    rec = record_from_bytes(blob)
+    assert hg.Graph.deserialize(blob).to_json() == record_to_json(rec)
+    assert hg.Graph.from_record(rec).serialize() == blob
+
+
+def test_reloaded_objects_behave_like_declared_ones() -> None:
+    g = hg.Graph.deserialize(_validated("bwd_full").serialize())
+    t = g.tensors[0]
+    assert t.set_name("renamed").set_dim([2, 4, 16, 8]).get_name() == "renamed"
+    assert "name" in t.model_fields_set
+    assert t.clone().logically_equals(t) and t.clone() != t
+    assert repr(t).startswith("TensorAttributes(name='renamed', uid=1")
+    a = g.nodes[0].attributes
+    assert not a.has_unsupported_usage()
+    a.set_deterministic_algorithm(True)
+    assert a.get_unsupported_reason() == "Deterministic SDPA backward is unsupported by hipDNN"
+    copy = a.copy_for_node()
+    assert copy.get_q() is a.get_q() and copy.inputs is not a.inputs
+    assert a.model_dump()["name"] == "bwd"
+    assert g.nodes[0].graph_attributes is g.attributes

@@ -3,6 +3,14 @@
 Record field names are the node slots' names in lower case (``dO`` → ``do``, ``SEQ_LEN_Q`` →
 ``seq_len_q``), so one table-free rule maps slots to fields.
 
+``Graph.serialize`` and ``Graph.deserialize`` skip the tensor records: :func:`graph_to_bytes` hands
+the graph's own tensors to the writer and :func:`graph_from_bytes` has the reader build
+:class:`~hipdnn_graph.TensorAttributes` directly. Both apply the record rules
+(:func:`~.record_checks.check_graph_parts`), so their bytes are those of
+``record_to_bytes(graph_to_record(g))`` and whatever is written reads back. Frontend objects are
+built from checked values without pydantic validation (their ``__dict__`` and pydantic's three
+slots are set directly).
+
 Example:
     >>> import hipdnn_graph as hg
     >>> g = hg.Graph(name="fwd", io_data_type=hg.DataType.HALF,
