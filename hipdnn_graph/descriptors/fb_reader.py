@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
-from operator import itemgetter
+from operator import add, itemgetter
 from typing import Any, NamedTuple
 
 from ..errors import HipdnnError
@@ -197,7 +197,8 @@ def _tables(buf: bytes, n: int, field: int, uoffset: int, cap: int, what: str) -
     if size > cap:
         raise _invalid(f"Graph has {size} {what}, more than {cap}")
     first = pos + 4
-    return [first + 4 * i + u for i, u in enumerate(struct.unpack_from(f"<{size}I", buf, first))]
+    offsets = struct.unpack_from(f"<{size}I", buf, first)
+    return list(map(add, range(first, first + 4 * size, 4), offsets))
 
 
 _DATA_TYPES = {m.value: m for m in DataType}
@@ -341,13 +342,16 @@ class TensorTarget(NamedTuple):
 RECORDS = TensorTarget(TensorRecord, tuple(TensorRecord.model_fields), _TENSOR_FIELDS, False)
 
 
+_HEAD = struct.Struct("<i32xI")  # a table's soffset; for a chunk, the name's byte length
+
+
 def _read_tensors(
     buf: bytes, n: int, positions: list[int], strings: _Strings, target: TensorTarget
 ) -> list[Any]:
     """Read the tensors: as chunks where they are (fast), otherwise as value chunks or field by
     field through their vtables (which also reports every error)."""
     out: list[Any] = []
-    append, i32, u32, chunks = out.append, _I32.unpack_from, _U32.unpack_from, _CHUNKS
+    append, head, u32, chunks = out.append, _HEAD.unpack_from, _U32.unpack_from, _CHUNKS
     data_types, new = _DATA_TYPES.get, _object_new
     cls, keys, fields, own_fields = target
     k_uid, k_name, k_type, k_dims, k_strides, k_virtual, k_pbv, k_value, k_align = keys
@@ -361,10 +365,10 @@ def _read_tensors(
     for pos in positions:
         values = None
         try:  # struct.error: something lies outside the buffer; the slow path says what
-            vt = pos - i32(buf, pos)[0]
+            soffset, name_bytes = head(buf, pos)  # name_bytes: if this is a chunk
+            vt = pos - soffset
             if vt == chunk_vt:
                 # A chunk: every inner offset has the value the writer gives it.
-                name_bytes = u32(buf, pos + 36)[0]
                 strides_at = (48 + name_bytes) & ~7
                 rank = u32(buf, pos + strides_at)[0] if name_bytes <= longest else 99
                 if rank <= MAX_RANK:
