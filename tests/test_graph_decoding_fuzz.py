@@ -261,3 +261,37 @@ def test_dangling_and_duplicate_uids_are_invalid_value() -> None:
         assert err.message.startswith("Duplicate tensor UIDs found in the graph: ")
     else:
         raise AssertionError("duplicate uid accepted")
+
+
+def test_buffer_types_and_wrong_input_types() -> None:
+    blob, text = BLOBS[0], TEXTS[0]
+    for data in (bytearray(blob), memoryview(blob)):
+        assert hg.Graph.deserialize(data).serialize() == blob
+    assert hg.Graph.from_json(text.encode()).to_json() == text
+    for bad in (None, 3, "HDGR", [1, 2]):
+        try:
+            hg.Graph.deserialize(bad)  # type: ignore[arg-type]
+        except hg.HipdnnError as err:
+            assert err.code == ErrorCode.UNSUPPORTED_GRAPH_FORMAT
+        else:
+            raise AssertionError(f"{bad!r} accepted")
+    for bad_text in (None, 3, [text]):
+        try:
+            hg.Graph.from_json(bad_text)  # type: ignore[arg-type]
+        except hg.HipdnnError as err:
+            assert err.code == ErrorCode.UNSUPPORTED_GRAPH_FORMAT
+        else:
+            raise AssertionError(f"{bad_text!r} accepted")
+
+
+def test_oversized_input_is_refused_without_decoding() -> None:
+    from hipdnn_graph.descriptors import MAX_INPUT_BYTES
+
+    huge = BLOBS[0] + bytes(MAX_INPUT_BYTES)
+    try:
+        hg.Graph.deserialize(huge)
+    except hg.HipdnnError as err:
+        assert err.code == ErrorCode.UNSUPPORTED_GRAPH_FORMAT
+        assert "larger than" in err.message
+    else:
+        raise AssertionError("oversized input accepted")
