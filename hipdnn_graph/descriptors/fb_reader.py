@@ -5,8 +5,13 @@ errors raise UNSUPPORTED_GRAPH_FORMAT, content errors INVALID_VALUE (then the re
 :func:`~.records.check_graph_record` apply). Nesting is fixed, so there is no recursion; a vector's
 claimed length is checked against the bytes really present before anything is allocated; a string
 referenced many times is decoded once. Tensors the writer laid out as chunks are read in one
-``struct`` call each; anything else (e.g. buffers built by the ``flatbuffers`` runtime) is read
-field by field through its vtable.
+``struct`` call each (bounds of these fast paths are enforced by ``struct`` itself: a chunk that
+does not fit is read again by the slow path, which reports it); anything else (e.g. buffers built
+by the ``flatbuffers`` runtime) is read field by field through its vtable.
+
+:func:`decode_parts` returns a record's fields and can build other objects than
+:class:`~.records.TensorRecord` for the tensors (a :class:`TensorTarget`): ``Graph.deserialize``
+has it build the frontend's tensors directly. The same record rules apply either way.
 """
 
 from __future__ import annotations
