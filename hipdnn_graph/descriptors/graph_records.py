@@ -366,18 +366,21 @@ def graph_from_bytes(data: bytes | bytearray | memoryview) -> Graph:
     return _graph(fields, fields["tensors"])
 
 
+_GRAPH_ATTRIBUTE_FIELDS = tuple(GraphAttributes.model_fields)
+assert set(_GRAPH_ATTRIBUTE_FIELDS) <= set(GraphRecord.model_fields)
+assert not GraphAttributes.__private_attributes__
+
+
 def _graph(d: dict[str, Any], tensor_list: list[TensorAttributes]) -> Graph:
     """The graph of a checked record's fields ``d``, with its tensors already built."""
     from ..graph import Graph
 
-    graph = Graph(
-        attributes=GraphAttributes(
-            name=d["name"],
-            compute_data_type=d["compute_data_type"],
-            intermediate_data_type=d["intermediate_data_type"],
-            io_data_type=d["io_data_type"],
-        )
-    )
+    attributes = _object_new(GraphAttributes)
+    _set_dict(attributes, {name: d[name] for name in _GRAPH_ATTRIBUTE_FIELDS})
+    _set_fields(attributes, set(_GRAPH_ATTRIBUTE_FIELDS))
+    _set_extra(attributes, None)
+    _set_private(attributes, None)
+    graph = Graph(attributes=attributes)
     if d["preferred_engine_id"] is not None:
         graph.set_preferred_engine_id_ext(d["preferred_engine_id"] & _MASK64)
     tensors = dict(zip(map(_uid, tensor_list), tensor_list, strict=True))
