@@ -155,20 +155,22 @@ def check_graph_parts(
     uids: list[int] = []
     all_dims: list[int] = []
     all_strides: list[int] = []
+    add_uid, add_dims, add_strides = uids.append, all_dims.extend, all_strides.extend
     for t in tensors:
         td = t.__dict__
         dims, strides = td[dims_key], td[strides_key]
+        rank = len(dims)
         if (
-            len(dims) != len(strides)
-            or len(dims) > MAX_RANK
+            rank != len(strides)
+            or rank > MAX_RANK
             or len(td["name"]) > MAX_NAME_LENGTH
             or td["alignment"] < 1
             or prod(dims) > MAX_VOLUME
         ):
             _explain_tensor(td["name"], dims, strides)
-        all_dims += dims
-        all_strides += strides
-        uids.append(td["uid"])
+        add_dims(dims)
+        add_strides(strides)
+        add_uid(td["uid"])
     if all_dims and (
         min(all_dims) < 1
         or max(all_dims) > MAX_DIM
