@@ -62,19 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = ["graph_from_bytes", "graph_from_record", "graph_to_bytes", "graph_to_record"]
 
-_SCALARS = (
-    "alibi_mask",
-    "padding_mask",
-    "causal_mask",
-    "causal_mask_bottom_right",
-    "dropout_probability",
-    "attn_scale_value",
-    "left_bound",
-    "right_bound",
-    "diagonal_alignment",
-)
 _MASK64 = (1 << 64) - 1
-_TENSOR_FIELDS = frozenset(TensorRecord.model_fields)
 assert tuple(TensorRecord.model_fields) == (
     "uid", "name", "data_type", "dims", "strides", "is_virtual", "is_pass_by_value", "value",
     "alignment",
