@@ -375,18 +375,6 @@ class TensorAttributes(BaseModel):
 
 
 _FIELD_NAMES = frozenset(TensorAttributes.model_fields)
-_FIELD_ORDER = tuple(TensorAttributes.model_fields)
-
-
-def trusted_tensor(**fields: Any) -> TensorAttributes:
-    """A :class:`TensorAttributes` from values already checked elsewhere (every field given),
-    without pydantic validation: for decoders of validated records, on their hot path."""
-    tensor = TensorAttributes.__new__(TensorAttributes)
-    object.__setattr__(tensor, "__dict__", {name: fields[name] for name in _FIELD_ORDER})
-    object.__setattr__(tensor, "__pydantic_fields_set__", set(_FIELD_NAMES))
-    object.__setattr__(tensor, "__pydantic_extra__", None)
-    object.__setattr__(tensor, "__pydantic_private__", None)
-    return tensor
 
 
 def _data_type(value: DataType | int) -> DataType:
