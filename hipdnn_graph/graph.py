@@ -443,11 +443,13 @@ class Graph(GraphLifecycle, GraphSerialization):
     def _check_duplicate_uids(
         self, ins: list[list[TensorAttributes]], outs: list[list[TensorAttributes]]
     ) -> None:
-        counts: dict[int, int] = {}
         unique = {id(t): t for ts in (*ins, *outs) for t in ts}
-        for tensor in unique.values():
-            if tensor.uid is not None:
-                counts[tensor.uid] = counts.get(tensor.uid, 0) + 1
+        uids = [t.uid for t in unique.values() if t.uid is not None]
+        if len(uids) == len(set(uids)):
+            return
+        counts: dict[int, int] = {}
+        for uid in uids:
+            counts[uid] = counts.get(uid, 0) + 1
         duplicates = sorted(uid for uid, n in counts.items() if n > 1)
         if duplicates:
             raise HipdnnError(

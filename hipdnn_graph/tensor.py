@@ -315,7 +315,7 @@ class TensorAttributes(BaseModel):
     # ----- graph-time behaviour -----
     def fill_from_context(self, graph_attributes: GraphAttributes) -> TensorAttributes:
         """Fill an unset data type from the graph: intermediate type if virtual, else io type."""
-        if self.data_type == DataType.NOT_SET:
+        if not self.data_type:  # NOT_SET is 0
             self.data_type = (
                 graph_attributes.get_intermediate_data_type()
                 if self.is_virtual
@@ -330,8 +330,8 @@ class TensorAttributes(BaseModel):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing data type or empty dims,
                 ``INVALID_VALUE`` for the other rules.
         """
-        name = self.name
-        if self.data_type == DataType.NOT_SET:
+        name, dim = self.name, self.dim
+        if not self.data_type:  # NOT_SET is 0
             raise HipdnnError(
                 ErrorCode.ATTRIBUTE_NOT_SET, f"Tensor {name} does not have a data type set"
             )
@@ -344,13 +344,13 @@ class TensorAttributes(BaseModel):
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE, f"Tensor {name} cannot be virtual and pass by value"
             )
-        if len(self.dim) != len(self.stride):
+        if len(dim) != len(self.stride):
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE, f"Tensor {name} dims and strides have different sizes"
             )
-        if not self.dim:
+        if not dim:
             raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, f"Tensor {name} dims must be non-empty")
-        if self.dim and min(self.dim) <= 0:
+        if min(dim) <= 0:
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE, f"Tensor {name} must have only positive dimensions"
             )

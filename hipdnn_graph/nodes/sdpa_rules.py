@@ -239,6 +239,8 @@ def check_layout(node: str, label: str, tensor: TensorAttributes | None) -> None
 
 def is_non_overlapping(dims: Sequence[int], strides: Sequence[int]) -> bool:
     """Whether distinct indices of a strided tensor address distinct elements."""
+    if list(strides) == generate_strides(dims):
+        return True  # packed row-major, the common case
     pairs = sorted((s, d) for d, s in zip(dims, strides, strict=True) if d != 1)
     span = 1
     for stride, dim in pairs:
