@@ -18,10 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..attributes.graph_attributes import GraphAttributes
-from ..attributes.sdpa import SdpaAttributes
-from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..errors import HipdnnError
-from ..nodes.base import Node
+from ..nodes.sdpa_base import SdpaNode
 from ..nodes.sdpa_bwd import SdpaBwdNode
 from ..nodes.sdpa_fwd import SdpaFwdNode
 from ..tensor import TensorAttributes
@@ -72,9 +70,8 @@ def lower_graph(graph: Graph) -> BackendDescriptor:
     return desc
 
 
-_NODES: dict[DescriptorType, tuple[type[Node[Any]], type[Any]]] = {
-    DescriptorType.OPERATION_SDPA_BWD_DESCRIPTOR_EXT: (SdpaBwdNode, SdpaBackwardAttributes),
-    DescriptorType.OPERATION_SDPA_FWD: (SdpaFwdNode, SdpaAttributes),
+_NODES: dict[DescriptorType, type[SdpaNode[Any]]] = {
+    node.packing.descriptor_type: node for node in (SdpaBwdNode, SdpaFwdNode)
 }
 
 
@@ -106,16 +103,14 @@ def lift_graph(desc: BackendDescriptor) -> Graph:
         graph.set_preferred_engine_id_ext(preferred % (1 << 64))
     tensor_map: dict[int, TensorAttributes] = {}
     for op in get(A.OPERATIONGRAPH_OPS, T.BACKEND_DESCRIPTOR):
-        kinds = _NODES.get(op.descriptor_type)
-        if kinds is None:
+        node_cls = _NODES.get(op.descriptor_type)
+        if node_cls is None:
             raise HipdnnError(
                 ErrorCode.GRAPH_NOT_SUPPORTED,
                 f"No frontend node for {op.descriptor_type.name} descriptors",
             )
-        node_cls, attrs_cls = kinds
-        node = node_cls(attrs_cls(), graph.attributes)
-        node.unpack_from_descriptor(op, tensor_map)  # type: ignore[attr-defined]
-        graph.add_node(node)
+        node = node_cls(node_cls.attributes_class(), graph.attributes)
+        graph.add_node(node.unpack_from_descriptor(op, tensor_map))
     # list the tensors by uid, as a deserialized graph does (descriptors carry no declaration order)
     graph._tensors = dict(sorted(graph._tensors.items(), key=lambda item: item[1].get_uid()))
     return graph

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, MutableSequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
-from ..descriptors.backend_descriptor import BackendDescriptor
 from ..errors import HipdnnError
-from ..tensor import TensorAttributes
 from ..types import ErrorCode, NodeType
 from . import sdpa_rules as r
-from .base import Node
-from .sdpa_packing import BWD_TABLE, pack_sdpa, unpack_sdpa
+from .sdpa_base import SdpaNode
+from .sdpa_packing import BWD_TABLE, PackingTable
 
 __all__ = ["SdpaBwdNode"]
 
 
-class SdpaBwdNode(Node[SdpaBackwardAttributes]):
+class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
     """Computes dQ, dK, dV (and dBias) from Q, K, V, O, dO and the softmax Stats.
 
     Example:
@@ -39,6 +36,8 @@ class SdpaBwdNode(Node[SdpaBackwardAttributes]):
     node_type: ClassVar[NodeType] = NodeType.SDPA_BWD
     name_prefix: ClassVar[str] = "SdpaBwd"
     label: ClassVar[str] = "SdpaBwdNode"
+    packing: ClassVar[PackingTable] = BWD_TABLE
+    attributes_class: ClassVar[type[Any]] = SdpaBackwardAttributes
 
     #: hipDNN's pre-validation rules, in order; the first failure raises.
     rules: ClassVar[tuple[r.Rule, ...]] = (
@@ -55,16 +54,6 @@ class SdpaBwdNode(Node[SdpaBackwardAttributes]):
         r.padding_tensors,
         r.scale_rules,
     )
-
-    def pre_validate_node(self) -> None:
-        """Check every rule of :attr:`rules` in order.
-
-        Raises:
-            HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing slot or seq-len tensor,
-                ``INVALID_VALUE`` for a shape, type or unsupported-usage rule.
-        """
-        for rule in self.rules:
-            rule(self.attributes, self.label)
 
     def infer_properties_node(self) -> None:
         """Fill types from the graph; dQ/dK/dV take Q/K/V's dims and packed strides if unset.
@@ -107,28 +96,3 @@ class SdpaBwdNode(Node[SdpaBackwardAttributes]):
                     ErrorCode.INVALID_VALUE, f"{self.label}: dBias requires a Bias input"
                 )
             r.check_output_shape(self.label, "dBias", dbias, bias.dim, "Bias")
-
-    # ----- descriptors (spec §7) -----
-    def create_operation(
-        self,
-        tensor_descs: MutableMapping[int, BackendDescriptor],
-        operations: MutableSequence[BackendDescriptor],
-    ) -> BackendDescriptor:
-        """Pack this node into a finalized operation descriptor appended to ``operations``.
-
-        Tensor descriptors are created once per uid in ``tensor_descs`` and shared by uid.
-        """
-        return pack_sdpa(self.attributes, BWD_TABLE, tensor_descs, operations)
-
-    def unpack_from_descriptor(
-        self, op_desc: BackendDescriptor, tensor_map: MutableMapping[int, TensorAttributes]
-    ) -> SdpaBwdNode:
-        """Replace this node's attributes with those packed in ``op_desc``.
-
-        Tensors are looked up in (or added to) ``tensor_map`` by uid, so nodes that share a
-        tensor share the rebuilt handle.
-        """
-        attributes = SdpaBackwardAttributes()
-        unpack_sdpa(op_desc, BWD_TABLE, attributes, tensor_map)
-        self.attributes = attributes
-        return self

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, MutableSequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..attributes.sdpa import SdpaAttributes
-from ..descriptors.backend_descriptor import BackendDescriptor
-from ..tensor import TensorAttributes
 from ..types import DataType, NodeType
 from . import sdpa_rules as r
-from .base import Node
-from .sdpa_packing import FWD_TABLE, pack_sdpa, unpack_sdpa
+from .sdpa_base import SdpaNode
+from .sdpa_packing import FWD_TABLE, PackingTable
 
 __all__ = ["SdpaFwdNode"]
 
 
-class SdpaFwdNode(Node[SdpaAttributes]):
+class SdpaFwdNode(SdpaNode[SdpaAttributes]):
     """Computes O = softmax(scale·QKᵀ + bias, masked)·V and, when generated, the Stats (LSE).
 
     Example:
@@ -34,6 +31,8 @@ class SdpaFwdNode(Node[SdpaAttributes]):
     node_type: ClassVar[NodeType] = NodeType.SDPA_FWD
     name_prefix: ClassVar[str] = "SdpaFwd"
     label: ClassVar[str] = "SdpaFwdNode"
+    packing: ClassVar[PackingTable] = FWD_TABLE
+    attributes_class: ClassVar[type[Any]] = SdpaAttributes
 
     #: hipDNN's pre-validation rules in order, then two of ours (dropout mask and padding
     #: tensors are checked as the backward checks them).
@@ -51,15 +50,6 @@ class SdpaFwdNode(Node[SdpaAttributes]):
         r.dropout_mask_shape,
         r.padding_tensors,
     )
-
-    def pre_validate_node(self) -> None:
-        """Check every rule of :attr:`rules` in order.
-
-        Raises:
-            HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing slot, ``INVALID_VALUE`` otherwise.
-        """
-        for rule in self.rules:
-            rule(self.attributes, self.label)
 
     def infer_properties_node(self) -> None:
         """O ← [B, H, Sq, Dv] and Stats ← [B, H, Sq, 1] (FLOAT unless set), packed strides."""
@@ -84,28 +74,3 @@ class SdpaFwdNode(Node[SdpaAttributes]):
         b, h, sq, _ = q.dim
         r.check_layout(self.label, "O", a.get_o())
         r.check_output_shape(self.label, "Stats", a.get_stats(), [b, h, sq, 1], "[B, H, Sq, 1]")
-
-    # ----- descriptors (spec §7) -----
-    def create_operation(
-        self,
-        tensor_descs: MutableMapping[int, BackendDescriptor],
-        operations: MutableSequence[BackendDescriptor],
-    ) -> BackendDescriptor:
-        """Pack this node into a finalized operation descriptor appended to ``operations``.
-
-        Tensor descriptors are created once per uid in ``tensor_descs`` and shared by uid.
-        """
-        return pack_sdpa(self.attributes, FWD_TABLE, tensor_descs, operations)
-
-    def unpack_from_descriptor(
-        self, op_desc: BackendDescriptor, tensor_map: MutableMapping[int, TensorAttributes]
-    ) -> SdpaFwdNode:
-        """Replace this node's attributes with those packed in ``op_desc``.
-
-        Tensors are looked up in (or added to) ``tensor_map`` by uid, so nodes that share a
-        tensor share the rebuilt handle.
-        """
-        attributes = SdpaAttributes()
-        unpack_sdpa(op_desc, FWD_TABLE, attributes, tensor_map)
-        self.attributes = attributes
-        return self
