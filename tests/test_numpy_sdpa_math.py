@@ -23,7 +23,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 
 from sdpa_autograd_reference import reference_backward, reference_forward  # noqa: E402
 
-from backends.numpy_reference import sdpa_math  # noqa: E402
+from backends.numpy_reference import sdpa_problem, sdpa_tiled  # noqa: E402
 from backends.numpy_reference.masks import KeyBand  # noqa: E402
 from backends.numpy_reference.sdpa_math import sdpa_backward, sdpa_forward  # noqa: E402
 
@@ -308,7 +308,7 @@ def test_block_q_and_tile_size_do_not_change_results(
     args = (x["q"], x["k"], x["v"])
     o, stats = sdpa_forward(*args, scale=0.3, compute_dtype=np.float64, **kw)
     grads = sdpa_backward(*args, o, x["do"], stats, scale=0.3, compute_dtype=np.float64, **kw)
-    monkeypatch.setattr(sdpa_math, "TILE_BYTES", tile_bytes)
+    monkeypatch.setattr(sdpa_problem, "TILE_BYTES", tile_bytes)
     o2, stats2 = sdpa_forward(*args, scale=0.3, compute_dtype=np.float64, block_q=block_q, **kw)
     grads2 = sdpa_backward(
         *args, o, x["do"], stats, scale=0.3, compute_dtype=np.float64, block_q=block_q, **kw
@@ -321,14 +321,14 @@ def test_block_q_and_tile_size_do_not_change_results(
 def test_default_blocks_follow_the_band() -> None:
     h, sq, skv = 8, 16384, 16384
     for whole_rows in (True, False):
-        bq, bkv, hc = sdpa_math._choose_blocks(h, sq, skv, (1, 1), skv, 4, None, whole_rows)
-        assert hc == 1 and 64 <= bq <= 1024 and bq * bkv * 4 <= sdpa_math.TILE_BYTES
+        bq, bkv, hc = sdpa_tiled.choose_blocks(h, sq, skv, (1, 1), skv, 4, None, whole_rows)
+        assert hc == 1 and 64 <= bq <= 1024 and bq * bkv * 4 <= sdpa_problem.TILE_BYTES
         assert bkv == skv if whole_rows else bq == 1024
-        causal = sdpa_math._choose_blocks(h, 2048, 2048, (1, 1), 1024.5, 4, None, whole_rows)
+        causal = sdpa_tiled.choose_blocks(h, 2048, 2048, (1, 1), 1024.5, 4, None, whole_rows)
         assert 64 <= causal[0] <= 2048 / 4
-        small = sdpa_math._choose_blocks(h, 16, 16, (8, 1), 16, 4, None, whole_rows)
+        small = sdpa_tiled.choose_blocks(h, 16, 16, (8, 1), 16, 4, None, whole_rows)
         assert small == (16, 16, 8)  # heads stacked
-        assert sdpa_math._choose_blocks(6, 16, 16, (3, 2), 16, 4, 16, whole_rows)[2] == 6
+        assert sdpa_tiled.choose_blocks(6, 16, 16, (3, 2), 16, 4, 16, whole_rows)[2] == 6
 
 
 def test_the_reference_agrees_with_torch_sdpa() -> None:

@@ -97,8 +97,11 @@ class _Step:
                 runtime.append((kw, source.uid))
             else:
                 static[kw] = source.value
-        if p.backward and p.has("dBias"):
-            static["dbias_shape"] = tuple(p.tensors["dBias"].dim)
+        if p.backward:
+            # without a dBias slot the math skips dBias's reduction even when there is a bias
+            static["compute_dbias"] = p.has("dBias")
+            if p.has("dBias"):
+                static["dbias_shape"] = tuple(p.tensors["dBias"].dim)
         slots = _RESULT_SLOTS_BWD if p.backward else _RESULT_SLOTS_FWD
         results = tuple(
             (i, p.uid(slot), numpy_dtype(p.tensors[slot].data_type))
@@ -143,6 +146,8 @@ class NumpyReferencePlan:
                 out = buffers.get(uid)
                 if out is None:  # a virtual tensor: keep it for the nodes that read it
                     buffers[uid] = value.astype(dtype, copy=False)
+                elif out.shape == value.shape:
+                    out[...] = value  # casts like copyto(casting="unsafe"), with less overhead
                 else:
                     np.copyto(out, value.reshape(out.shape), casting="unsafe")
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["KeyBand", "QueryBlock", "band_for_batch", "padding_lengths"]
+__all__ = ["KeyBand", "QueryBlock", "band_for_batch", "padding_lengths", "visibility"]
 
 
 @dataclass(frozen=True)
@@ -184,3 +184,38 @@ def band_for_batch(
     """The :class:`KeyBand` of a batch element with ``seq_q`` valid rows and ``seq_kv`` keys."""
     offset = seq_kv - seq_q if bottom_right else 0
     return KeyBand(seq_q, seq_kv, offset, left_bound, right_bound)
+
+
+def visibility(
+    lens_q: npt.NDArray[np.int64],
+    lens_kv: npt.NDArray[np.int64],
+    seq_q: int,
+    seq_kv: int,
+    *,
+    bottom_right: bool,
+    left_bound: int | None,
+    right_bound: int | None,
+) -> npt.NDArray[np.bool_]:
+    """The boolean visibility ``[B, 1, seq_q, seq_kv]`` of every batch element at once.
+
+    ``lens_q``/``lens_kv`` hold the B valid lengths (``seq_q``/``seq_kv`` where unpadded). This
+    is the module's definition written out with broadcasting, for problems small enough to mask
+    whole: the tiled path uses :class:`KeyBand` instead.
+
+    Example:
+        >>> vis = visibility(np.array([2]), np.array([3]), 3, 4, bottom_right=True,
+        ...                  left_bound=None, right_bound=0)
+        >>> vis[0, 0].astype(int).tolist()
+        [[1, 1, 0, 0], [1, 1, 1, 0], [0, 0, 0, 0]]
+    """
+    lq = lens_q.reshape(-1, 1, 1, 1)
+    lkv = lens_kv.reshape(-1, 1, 1, 1)
+    i = np.arange(seq_q, dtype=np.int64)[:, None]
+    j = np.arange(seq_kv, dtype=np.int64)[None, :]
+    vis: npt.NDArray[np.bool_] = (i < lq) & (j < lkv)
+    offset = lkv - lq if bottom_right else 0
+    if right_bound is not None:
+        vis &= j <= i + offset + right_bound
+    if left_bound is not None:
+        vis &= j >= i + offset - left_bound
+    return vis
