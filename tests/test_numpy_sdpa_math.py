@@ -23,7 +23,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 
 from sdpa_autograd_reference import reference_backward, reference_forward  # noqa: E402
 
-from backends.numpy_reference import sdpa_problem, sdpa_tiled  # noqa: E402
+from backends.numpy_reference import sdpa_problem, sdpa_small, sdpa_tiled  # noqa: E402
 from backends.numpy_reference.masks import KeyBand  # noqa: E402
 from backends.numpy_reference.sdpa_math import sdpa_backward, sdpa_forward  # noqa: E402
 
@@ -433,3 +433,215 @@ def _problems(draw: st.DrawFn) -> tuple[dict[str, Any], Any, dict[str, Any]]:
 def test_random_problems(problem: tuple[dict[str, Any], Any, dict[str, Any]]) -> None:
     x, ct, kw = problem
     check(x, ct, **kw)
+
+
+# --------------------------------------------------------------------------------------------
+# The untiled path (problems that fit in one tile) against the tiled path, feature by feature
+# --------------------------------------------------------------------------------------------
+
+PATH_RTOL = {np.float64: 1e-12, np.float32: 2e-6}
+
+PATH_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "plain": ({}, {}),
+    "gqa": ({"h": 6, "hk": 2, "hv": 3}, {}),
+    "mqa": ({"h": 4, "hk": 1, "hv": 1}, {"right_bound": 0}),
+    "dv_differs": ({"d": 8, "dv": 5}, {}),
+    "seq_q_lt_kv": ({"sq": 5, "skv": 13}, {"right_bound": 0, "bottom_right": True}),
+    "seq_q_gt_kv": ({"sq": 13, "skv": 5}, {"right_bound": 0, "bottom_right": True}),
+    "single_row": ({"sq": 1, "skv": 7}, {}),
+    "single_key": ({"sq": 7, "skv": 1}, {"right_bound": 0}),
+    "causal": ({}, {"right_bound": 0}),
+    "causal_bottom_right": ({}, {"right_bound": 0, "bottom_right": True}),
+    "band": ({"sq": 10, "skv": 13}, {"left_bound": 2, "right_bound": 1}),
+    "band_bottom_right": ({"sq": 10, "skv": 13}, {"left_bound": 1, "right_bound": -1,
+                                                  "bottom_right": True}),
+    "no_key_at_all": ({}, {"right_bound": -20}),
+    "alibi": ({"sq": 7, "skv": 10}, {"alibi": True, "right_bound": 0, "bottom_right": True}),
+    "alibi_no_mask": ({}, {"alibi": True}),
+    "padding": ({"b": 3}, {"seq_len_q": np.array([9, 4, 6]), "seq_len_kv": np.array([5, 11, 0])}),
+    "padding_causal_br": ({"b": 3, "sq": 8, "skv": 10},
+                          {"seq_len_q": np.array([8, 3, 6]), "seq_len_kv": np.array([10, 7, 2]),
+                           "right_bound": 0, "bottom_right": True}),
+    "padding_alibi_band": ({"b": 2}, {"seq_len_q": np.array([7, 9]),
+                                      "seq_len_kv": np.array([11, 6]), "alibi": True,
+                                      "left_bound": 3, "right_bound": 0}),
+    "padding_full_lengths": ({}, {"seq_len_q": np.array([9, 9]),
+                                  "seq_len_kv": np.array([11, 11])}),
+}  # fmt: skip
+
+
+def _run_both(x: dict[str, Any], ct: Any, kw: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """(o, stats, dq, dk, dv, dbias) from the untiled path, then from the tiled path."""
+    fkw = {n: a for n, a in kw.items() if n not in ("dbias_shape", "compute_dbias")}
+    runs = []
+    for small in (True, False):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(sdpa_problem, "SMALL_PATH", small)
+            calls: list[str] = []
+            for name in ("forward", "backward"):
+                mp.setattr(
+                    sdpa_small, name, _spy(getattr(sdpa_small, name), f"small.{name}", calls)
+                )
+                mp.setattr(
+                    sdpa_tiled, name, _spy(getattr(sdpa_tiled, name), f"tiled.{name}", calls)
+                )
+            o, stats = sdpa_forward(x["q"], x["k"], x["v"], compute_dtype=ct, **fkw)
+            grads = sdpa_backward(x["q"], x["k"], x["v"], o, x["do"], stats, compute_dtype=ct, **kw)
+            path = "small" if small else "tiled"
+            assert calls == [f"{path}.forward", f"{path}.backward"], calls
+        for arr in (o, stats, *grads):
+            assert arr is None or (arr.dtype == ct and not np.isnan(arr).any())
+        runs.append((o, stats, *grads))
+    return runs
+
+
+def _spy(fn: Any, name: str, calls: list[str]) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        calls.append(name)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _same(small: tuple[Any, ...], tiled: tuple[Any, ...], ct: Any) -> None:
+    names = ("O", "Stats", "dQ", "dK", "dV", "dBias")
+    for name, got, want in zip(names, small, tiled, strict=True):
+        if want is None:
+            assert got is None, f"{name} should be None"
+            continue
+        assert got.shape == want.shape and np.array_equal(np.isinf(got), np.isinf(want)), name
+        _close(name, got, want.astype(np.float64), PATH_RTOL[ct])
+    keyless = np.isposinf(small[1][..., 0])  # rows that see no key: exactly zero O and dQ
+    assert not small[0][keyless].any() and not small[2][keyless].any()
+
+
+@pytest.mark.parametrize("case", list(PATH_CASES))
+@pytest.mark.parametrize("ct", CTS)
+def test_untiled_path_matches_tiled_path(case: str, ct: Any) -> None:
+    shape_kw, kw = PATH_CASES[case]
+    x = _inputs(40, **shape_kw)
+    small, tiled = _run_both(x, ct, {"scale": 0.37, **kw})
+    _same(small, tiled, ct)
+
+
+@pytest.mark.parametrize(
+    ("bias_shape", "dbias_shape"),
+    [((1, 1, 9, 11), None), ((2, 1, 1, 11), None), ((9, 11), None), ((2, 4, 9, 11), None),
+     ((11,), None), ((2, 4, 9, 11), (1, 4, 1, 11)), ((9, 11), (2, 1, 9, 1)), (None, (1, 4, 9, 1))],
+)  # fmt: skip
+@pytest.mark.parametrize("ct", CTS)
+def test_untiled_path_matches_tiled_path_bias(bias_shape: Any, dbias_shape: Any, ct: Any) -> None:
+    x = _inputs(41)
+    kw: dict[str, Any] = {"scale": 0.37, "dbias_shape": dbias_shape, "right_bound": 2}
+    if bias_shape is not None:
+        bias = np.random.default_rng(41).standard_normal(bias_shape)
+        bias[np.random.default_rng(42).random(bias_shape) < 0.2] = -np.inf  # an additive mask
+        kw["bias"] = bias
+    small, tiled = _run_both(x, ct, kw)
+    _same(small, tiled, ct)
+    assert small[-1] is not None and small[-1].shape == (dbias_shape or bias_shape)
+
+
+@pytest.mark.parametrize(
+    ("mask_shape", "mask_dtype"),
+    [((2, 4, 9, 11), np.uint8), ((1, 4, 9, 11), np.bool_), ((2, 1, 9, 11), np.float32),
+     ((1, 1, 9, 11), np.int64), ((2, 4, 9, 11), ml_dtypes.bfloat16)],
+)  # fmt: skip
+@pytest.mark.parametrize("ct", CTS)
+def test_untiled_path_matches_tiled_path_dropout(mask_shape: Any, mask_dtype: Any, ct: Any) -> None:
+    keep = np.random.default_rng(43).random(mask_shape) > 0.3
+    kw: dict[str, Any] = {"scale": 0.37, "dropout_mask": keep.astype(mask_dtype),
+                          "dropout_scale": 1 / 0.7, "seq_len_kv": np.array([11, 7])}  # fmt: skip
+    small, tiled = _run_both(_inputs(43), ct, kw)
+    _same(small, tiled, ct)
+
+
+@pytest.mark.parametrize("ct", CTS)
+def test_untiled_path_in_batch_chunks(ct: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tile holding one batch element's scores: the untiled path runs B calls of one element."""
+    x = _inputs(44, b=3, h=4, hk=2, hv=1, sq=9, skv=11)
+    rng = np.random.default_rng(44)
+    kw: dict[str, Any] = {
+        "scale": 0.37,
+        "bias": rng.standard_normal((1, 4, 9, 11)),  # dbias sums over the batch chunks
+        "dropout_mask": rng.random((3, 1, 9, 11)) > 0.2,
+        "dropout_scale": 1.25,
+        "seq_len_q": np.array([9, 2, 7]),
+        "seq_len_kv": np.array([3, 11, 8]),
+        "alibi": True,
+        "right_bound": 1,
+    }
+    monkeypatch.setattr(sdpa_problem, "TILE_BYTES", 4 * 9 * 11 * np.dtype(ct).itemsize)
+    p = sdpa_problem.prepare(x["q"], x["k"], x["v"], 0.37, None, False, False, None, None,
+                             None, None, None, 1.0, ct, None)  # fmt: skip
+    assert p.per_call == 1
+    small, tiled = _run_both(x, ct, kw)
+    _same(small, tiled, ct)
+    check(x, ct, **kw)  # and both against the autograd reference
+
+
+@pytest.mark.parametrize("ct", CTS)
+def test_untiled_path_reads_minus_infinite_stats_as_plus(ct: Any) -> None:
+    x = _inputs(45, sq=6, skv=3)
+    kw: dict[str, Any] = {"scale": 0.5, "right_bound": 0, "bottom_right": True}
+    o, stats = sdpa_forward(x["q"], x["k"], x["v"], compute_dtype=ct, **kw)
+    assert np.isposinf(stats[:, :, :3]).all()
+    neg = np.where(np.isinf(stats), -np.inf, stats)
+    before = neg.copy()
+    a = sdpa_backward(x["q"], x["k"], x["v"], o, x["do"], stats, compute_dtype=ct, **kw)
+    b = sdpa_backward(x["q"], x["k"], x["v"], o, x["do"], neg, compute_dtype=ct, **kw)
+    assert np.array_equal(neg, before)  # the rewrite happens on a private copy
+    for ga, gb in zip(a[:3], b[:3], strict=True):
+        assert np.array_equal(ga, gb) and not np.isnan(gb).any()
+
+
+def test_untiled_path_is_used_for_small_problems_only() -> None:
+    def per_call(b: int, h: int, sq: int, skv: int, block_q: int | None = None) -> int:
+        return sdpa_problem.small_batch((b, h, sq, skv), 4, block_q)
+
+    assert per_call(1, 1, 16, 16) == 1 and per_call(8, 2, 16, 16) == 8
+    assert per_call(1, 4, 2048, 2048) == 0  # the benchmark's shape is tiled
+    assert per_call(4, 4, 512, 512) == 2  # two batch elements per call (4 MiB each)
+    assert per_call(2, 2, 16, 16, block_q=4) == 0  # explicit smaller blocks ask for tiles
+    assert per_call(2, 2, 16, 16, block_q=16) == 2
+    assert per_call(2, 2, 0, 16) == 0  # empty problems: the tiled path writes zeros / +inf
+
+
+@pytest.mark.parametrize("small_path", [True, False])
+def test_compute_dbias(small_path: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sdpa_problem, "SMALL_PATH", small_path)
+    x = _inputs(46)
+    bias = np.random.default_rng(46).standard_normal((9, 11))
+    o, stats = sdpa_forward(x["q"], x["k"], x["v"], scale=0.3, bias=bias)
+    args = (x["q"], x["k"], x["v"], o, x["do"], stats)
+    default = sdpa_backward(*args, scale=0.3, bias=bias)
+    skipped = sdpa_backward(*args, scale=0.3, bias=bias, compute_dbias=False)
+    forced = sdpa_backward(*args, scale=0.3, bias=bias, compute_dbias=True)
+    assert default[3] is not None and skipped[3] is None and forced[3] is not None
+    assert np.array_equal(default[3], forced[3])
+    for a, b in zip(default[:3], skipped[:3], strict=True):
+        assert np.array_equal(a, b)
+    shaped = sdpa_backward(*args, scale=0.3, compute_dbias=True, dbias_shape=(1, 4, 1, 1))
+    assert shaped[3] is not None and shaped[3].shape == (1, 4, 1, 1)
+    assert sdpa_backward(*args, scale=0.3, dbias_shape=(9, 11), compute_dbias=False)[3] is None
+    with pytest.raises(ValueError, match="compute_dbias"):
+        sdpa_backward(*args, scale=0.3, compute_dbias=True)
+
+
+def test_untiled_path_does_not_modify_inputs() -> None:
+    x = _inputs(47, dtype=np.float64)
+    extra: dict[str, Any] = {
+        "bias": np.random.default_rng(1).standard_normal((9, 11)),
+        "dropout_mask": np.random.default_rng(2).random((2, 4, 9, 11)) > 0.5,
+        "seq_len_q": np.array([7, 9]),
+        "seq_len_kv": np.array([11, 5]),
+        "alibi": True,
+        "right_bound": 0,
+    }
+    o, stats = sdpa_forward(x["q"], x["k"], x["v"], scale=0.3, compute_dtype=np.float64, **extra)
+    arrays = {n: a for n, a in {**x, **extra, "o": o, "stats": stats}.items() if hasattr(a, "copy")}
+    before = {n: a.copy() for n, a in arrays.items()}
+    sdpa_backward(x["q"], x["k"], x["v"], o, x["do"], stats, scale=0.3, compute_dtype=np.float64,
+                  **extra)  # fmt: skip
+    for name, arr in arrays.items():
+        assert np.array_equal(arr, before[name]), f"{name} was modified"

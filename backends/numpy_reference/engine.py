@@ -65,8 +65,10 @@ class _Step:
 
     name: str
     function: Any
-    #: keyword → uid of every array argument
-    arrays: tuple[tuple[str, int], ...]
+    #: uids of the leading positional arrays: q, k, v (and o, do, stats for the backward)
+    positional: tuple[int, ...]
+    #: keyword → uid of the optional array arguments (bias, dropout mask, sequence lengths)
+    optional: tuple[tuple[str, int], ...]
     #: keyword arguments known when the plan is built (flags, bounds, constant scales, dtype)
     static: Mapping[str, Any]
     #: keyword → uid of runtime pass-by-value scalars (read from the variant pack)
@@ -76,18 +78,21 @@ class _Step:
 
     @classmethod
     def of(cls, p: SdpaProblem) -> _Step:
-        arrays = [
-            (kw, p.uid(slot)) for kw, slot in (_ARRAY_ARGS_BWD if p.backward else _ARRAY_ARGS_FWD)
-        ]
+        positional = tuple(
+            p.uid(slot) for _, slot in (_ARRAY_ARGS_BWD if p.backward else _ARRAY_ARGS_FWD)
+        )
         optional = _OPTIONAL_ARGS + (_PADDING_ARGS if p.padding else ())
-        arrays += [(kw, p.uid(slot)) for kw, slot in optional if p.has(slot)]
-        static: dict[str, Any] = {
+        flags = {
             "alibi": p.alibi,
             "bottom_right": p.window.bottom_right,
             "left_bound": p.window.left_bound,
             "right_bound": p.window.right_bound,
-            "compute_dtype": _COMPUTE[p.compute_data_type],
         }
+        # only what differs from the math functions' defaults: fewer keywords to pass per call
+        static: dict[str, Any] = {
+            kw: x for kw, x in flags.items() if x is not None and x is not False
+        }
+        static["compute_dtype"] = _COMPUTE[p.compute_data_type]
         runtime: list[tuple[str, int]] = []
         scalars = [("scale", p.scale)]
         if p.has("Dropout_mask"):
@@ -111,19 +116,25 @@ class _Step:
         return cls(
             name=p.name,
             function=sdpa_backward if p.backward else sdpa_forward,
-            arrays=tuple(arrays),
+            positional=positional,
+            optional=tuple((kw, p.uid(slot)) for kw, slot in optional if p.has(slot)),
             static=static,
             runtime=tuple(runtime),
             results=results,
         )
+
+    def inputs(self) -> set[int]:
+        """The uids this node reads."""
+        return {*self.positional, *(uid for _, uid in self.optional + self.runtime)}
 
 
 class NumpyReferencePlan:
     """Runs the nodes of one graph in topological order.
 
     Everything that does not depend on the buffers (which slots are set, flags, bounds, constant
-    scales, result dtypes) is resolved once here, so ``execute`` is a few dictionary lookups and
-    one call into :mod:`backends.numpy_reference.sdpa_math` per node.
+    scales, result dtypes, which results later nodes read) is resolved once here, so ``execute``
+    is a few dictionary lookups and one call into :mod:`backends.numpy_reference.sdpa_math` per
+    node.
     """
 
     engine_name = "NUMPY_REFERENCE_ENGINE"
@@ -131,21 +142,30 @@ class NumpyReferencePlan:
 
     def __init__(self, graph: hg.Graph) -> None:
         self.steps = [_Step.of(SdpaProblem.from_node(n)) for n in graph.nodes]
+        produced = {uid for step in self.steps for _, uid, _ in step.results}
+        consumed = set().union(*(step.inputs() for step in self.steps))
+        #: virtual tensors passed between nodes (kept in a private copy of the variant pack)
+        self.internal = frozenset(produced & consumed)
 
     def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
-        buffers: dict[int, Any] = dict(variant_pack)  # virtual tensors are added as produced
+        buffers: Any = dict(variant_pack) if self.internal else variant_pack
         for step in self.steps:
-            kwargs = dict(step.static)
-            for kw, uid in step.arrays:
-                kwargs[kw] = buffers[uid]
-            for kw, uid in step.runtime:
-                kwargs[kw] = float(buffers[uid])
-            values = step.function(**kwargs)
+            args = [buffers[uid] for uid in step.positional]
+            if step.optional or step.runtime:
+                kwargs = dict(step.static)
+                for kw, uid in step.optional:
+                    kwargs[kw] = buffers[uid]
+                for kw, uid in step.runtime:
+                    kwargs[kw] = float(buffers[uid])
+                values = step.function(*args, **kwargs)
+            else:
+                values = step.function(*args, **step.static)
             for index, uid, dtype in step.results:
                 value = values[index]
                 out = buffers.get(uid)
-                if out is None:  # a virtual tensor: keep it for the nodes that read it
-                    buffers[uid] = value.astype(dtype, copy=False)
+                if out is None:  # a virtual tensor: keep it if a later node reads it
+                    if uid in self.internal:
+                        buffers[uid] = value.astype(dtype, copy=False)
                 elif out.shape == value.shape:
                     out[...] = value  # casts like copyto(casting="unsafe"), with less overhead
                 else:

@@ -129,7 +129,6 @@ def prepare(
     q: npt.ArrayLike,
     k: npt.ArrayLike,
     v: npt.ArrayLike,
-    *,
     scale: float,
     bias: npt.ArrayLike | None,
     alibi: bool,
@@ -185,7 +184,7 @@ def prepare(
             mask = mask.astype(ct)
         dropout4 = mask
 
-    problem = Problem(
+    return Problem(
         qa,
         ka,
         va,
@@ -201,9 +200,8 @@ def prepare(
         None if seq_len_q is None else _lengths(seq_len_q, b, sq),
         None if seq_len_kv is None else _lengths(seq_len_kv, b, skv),
         block_q,
+        small_batch((b, h, sq, skv), ct.itemsize, block_q),
     )
-    problem.per_call = small_batch(problem)
-    return problem
 
 
 def prepare_backward(
@@ -211,7 +209,6 @@ def prepare_backward(
     o: npt.ArrayLike,
     do: npt.ArrayLike,
     stats: npt.ArrayLike,
-    *,
     bias_shape: tuple[int, ...] | None,
     dbias_shape: tuple[int, ...] | None,
     compute_dbias: bool | None,
@@ -250,19 +247,18 @@ def prepare_backward(
     if shape is not None:
         shape = tuple(int(n) for n in shape)
         check_broadcast("dbias_shape", shape, (b, h, sq, p.k.shape[2]))
-    return Backward(o=oa, do=doa, lse=lse, dbias_shape=shape)
+    return Backward(oa, doa, lse, shape)
 
 
-def small_batch(p: Problem) -> int:
+def small_batch(shape: tuple[int, int, int, int], itemsize: int, block_q: int | None) -> int:
     """Batch elements per call of the untiled path; 0: the problem needs the tiled path.
 
-    The untiled path takes problems whose scores ``[H, Sq, Skv]`` for one batch element fit in
-    :data:`TILE_BYTES` (and as many batch elements at once as fit), unless the caller asked for
-    query blocks smaller than ``Sq`` or a dimension is empty.
+    ``shape`` is ``(B, H, Sq, Skv)``. The untiled path takes problems whose scores
+    ``[H, Sq, Skv]`` for one batch element fit in :data:`TILE_BYTES` (and as many batch elements
+    at once as fit), unless the caller asked for query blocks smaller than ``Sq`` or a dimension
+    is empty.
     """
-    b, h, sq, _ = p.q.shape
-    skv = p.k.shape[2]
-    if not SMALL_PATH or (p.block_q is not None and p.block_q < sq) or not (b and h and sq and skv):
+    b, h, sq, skv = shape
+    if not SMALL_PATH or (block_q is not None and block_q < sq) or not (b and h and sq and skv):
         return 0
-    per_batch = int(h * sq * skv * p.ct.itemsize)
-    return min(int(b), TILE_BYTES // per_batch)
+    return min(b, TILE_BYTES // (h * sq * skv * itemsize))
