@@ -23,7 +23,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 
 from sdpa_autograd_reference import reference_backward, reference_forward  # noqa: E402
 
-from backends.numpy_reference import sdpa_problem, sdpa_small, sdpa_tiled  # noqa: E402
+from backends.numpy_reference import sdpa_math, sdpa_problem, sdpa_small, sdpa_tiled  # noqa: E402
 from backends.numpy_reference.masks import KeyBand  # noqa: E402
 from backends.numpy_reference.sdpa_math import sdpa_backward, sdpa_forward  # noqa: E402
 
@@ -645,3 +645,33 @@ def test_untiled_path_does_not_modify_inputs() -> None:
                   **extra)  # fmt: skip
     for name, arr in arrays.items():
         assert np.array_equal(arr, before[name]), f"{name} was modified"
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"right_bound": 0}, {"right_bound": 0, "bottom_right": True},
+     {"left_bound": 2, "right_bound": 1, "alibi": True}],
+)  # fmt: skip
+@pytest.mark.parametrize("ct", CTS)
+def test_presized_backward_matches_sdpa_backward(
+    kw: dict[str, Any], ct: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    x = _inputs(48, b=3, h=4, hk=2, hv=1, sq=9, skv=11, dtype=ct)
+    args = (x["q"], x["k"], x["v"])
+    o, stats = sdpa_forward(*args, scale=0.37, compute_dtype=ct, **kw)
+    stats[0, 0, 0, 0] = -np.inf  # read as +inf on both sides
+    want = sdpa_backward(*args, o, x["do"], stats, scale=0.37, compute_dtype=ct, **kw)
+    shapes = (x["q"].shape, x["k"].shape, x["v"].shape)
+    for tile_bytes in (sdpa_problem.TILE_BYTES, 4 * 9 * 11 * np.dtype(ct).itemsize):
+        monkeypatch.setattr(sdpa_problem, "TILE_BYTES", tile_bytes)  # whole, then B chunks
+        run = sdpa_math.presized_backward(*shapes, scale=0.37, compute_dtype=ct, **kw)
+        assert run is not None
+        before = stats.copy()
+        got = run(*args, o, x["do"], stats)
+        assert np.array_equal(stats, before, equal_nan=True) and got[3] is None
+        for a, b in zip(got[:3], want[:3], strict=True):
+            assert a.dtype == ct and np.array_equal(a, b)
+    monkeypatch.setattr(sdpa_problem, "TILE_BYTES", 64)
+    assert sdpa_math.presized_backward(*shapes, scale=0.37, compute_dtype=ct, **kw) is None
+    with pytest.raises(ValueError, match="divisible"):
+        sdpa_math.presized_backward((1, 4, 9, 8), (1, 3, 11, 8), (1, 1, 11, 8), scale=1.0)

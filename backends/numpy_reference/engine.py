@@ -17,7 +17,7 @@ import hipdnn_graph as hg
 from hipdnn_graph.backend import SdpaProblem, Support
 from hipdnn_graph.backend.dtypes import numpy_dtype
 
-from .sdpa_math import sdpa_backward, sdpa_forward
+from .sdpa_math import presized_backward, sdpa_backward, sdpa_forward
 
 __all__ = ["NumpyReferenceEngine", "NumpyReferencePlan"]
 
@@ -75,6 +75,8 @@ class _Step:
     runtime: tuple[tuple[str, int], ...]
     #: (index in the math function's result tuple, uid, storage dtype) of every produced tensor
     results: tuple[tuple[int, int, np.dtype[Any]], ...]
+    #: the math with its checks done at build time (see :func:`_presized`), or None
+    presized: Any = None
 
     @classmethod
     def of(cls, p: SdpaProblem) -> _Step:
@@ -121,11 +123,36 @@ class _Step:
             static=static,
             runtime=tuple(runtime),
             results=results,
+            presized=_presized(p, static) if not runtime else None,
         )
 
     def inputs(self) -> set[int]:
         """The uids this node reads."""
         return {*self.positional, *(uid for _, uid in self.optional + self.runtime)}
+
+
+def _presized(p: SdpaProblem, static: Mapping[str, Any]) -> Any:
+    """The backward with its checks done now, when nothing about its arrays can differ per call.
+
+    That is a backward without bias, dBias, dropout or padding whose six arrays are stored in
+    the compute type with packed strides: the variant pack's checks then guarantee C-contiguous
+    arrays of the shapes and type that :func:`presized_backward` checked once (small problems
+    only; it returns None for the others).
+    """
+    if not p.backward or any(p.has(slot) for slot in ("Bias", "dBias", "Dropout_mask")):
+        return None
+    if p.padding:
+        return None
+    ct = np.dtype(static["compute_dtype"])
+    for _, slot in _ARRAY_ARGS_BWD:
+        tensor = p.tensors[slot]
+        packed = list(tensor.get_stride()) == hg.generate_strides(tensor.get_dim())
+        if numpy_dtype(tensor.data_type) != ct or not packed:
+            return None
+    shapes = [tuple(p.tensors[slot].get_dim()) for slot in ("Q", "K", "V")]
+    flags = {kw: static[kw] for kw in ("alibi", "bottom_right", "left_bound", "right_bound")
+             if kw in static}  # fmt: skip
+    return presized_backward(*shapes, scale=static["scale"], compute_dtype=ct, **flags)
 
 
 class NumpyReferencePlan:
@@ -151,7 +178,9 @@ class NumpyReferencePlan:
         buffers: Any = dict(variant_pack) if self.internal else variant_pack
         for step in self.steps:
             args = [buffers[uid] for uid in step.positional]
-            if step.optional or step.runtime:
+            if step.presized is not None:
+                values = step.presized(*args)
+            elif step.optional or step.runtime:
                 kwargs = dict(step.static)
                 for kw, uid in step.optional:
                     kwargs[kw] = buffers[uid]

@@ -62,6 +62,8 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 
@@ -69,12 +71,14 @@ from . import sdpa_small, sdpa_tiled
 from .sdpa_problem import (
     TILE_BYTES,
     Array,
+    Backward,
+    Problem,
     alibi_slopes,
     prepare,
     prepare_backward,
 )
 
-__all__ = ["TILE_BYTES", "alibi_slopes", "sdpa_backward", "sdpa_forward"]
+__all__ = ["TILE_BYTES", "alibi_slopes", "presized_backward", "sdpa_backward", "sdpa_forward"]
 
 
 def sdpa_forward(
@@ -245,3 +249,69 @@ def sdpa_backward(
         p, o, do, stats, None if bias is None else np.shape(bias), dbias_shape, compute_dbias
     )
     return sdpa_small.backward(p, g, p.per_call) if p.per_call else sdpa_tiled.backward(p, g)
+
+
+def presized_backward(
+    q_shape: tuple[int, ...],
+    k_shape: tuple[int, ...],
+    v_shape: tuple[int, ...],
+    *,
+    scale: float,
+    alibi: bool = False,
+    bottom_right: bool = False,
+    left_bound: int | None = None,
+    right_bound: int | None = None,
+    compute_dtype: npt.DTypeLike = np.float32,
+) -> Callable[[Array, Array, Array, Array, Array, Array], tuple[Array, Array, Array, None]] | None:
+    """:func:`sdpa_backward` with its checks done once, for callers that run one shape often.
+
+    For a problem without bias, dBias, dropout or padding whose arrays will always be C-contiguous
+    NumPy arrays of ``compute_dtype`` with these shapes (the NumPy engine's plans, once the
+    variant pack has been checked against the graph): checks the shapes and the keyword arguments
+    now and returns ``run(q, k, v, o, do, stats) -> (dq, dk, dv, None)``, which skips them (a
+    ``−inf`` in ``stats`` is still read as ``+inf``). None when the problem is too large for the
+    untiled path; the full function is then the way.
+
+    Raises:
+        ValueError: As :func:`sdpa_backward` would for these shapes and arguments.
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.ones((1, 2, 4, 8), dtype=np.float32)
+        >>> run = presized_backward(x.shape, x.shape, x.shape, scale=0.5, right_bound=0)
+        >>> stats = sdpa_forward(x, x, x, scale=0.5, right_bound=0)[1]
+        >>> [g.shape for g in run(x, x, x, x, x, stats)[:3]]
+        [(1, 2, 4, 8), (1, 2, 4, 8), (1, 2, 4, 8)]
+    """
+    like_q, like_k, like_v = (np.empty(s, dtype=compute_dtype) for s in (q_shape, k_shape, v_shape))
+    p = prepare(like_q, like_k, like_v, scale, None, alibi, bottom_right, left_bound, right_bound,
+                None, None, None, 1.0, compute_dtype, None)  # fmt: skip
+    per_call, ct = p.per_call, p.ct
+    if not per_call:
+        return None
+    b, h, sq, _ = p.q.shape
+    stats_shape, dv = (b, h, sq, 1), p.v.shape[3]
+    prepare_backward(p, np.empty((b, h, sq, dv), ct), np.empty((b, h, sq, dv), ct),
+                     np.empty(stats_shape, ct), None, None, False)  # fmt: skip
+    flags = (p.alibi, p.bottom_right, p.left_bound, p.right_bound)
+    add = sdpa_small.additive(p)  # ALiBi and the band: fixed by the shapes and flags
+    whole = per_call >= b
+
+    def run(
+        q: Array, k: Array, v: Array, o: Array, do: Array, stats: Array
+    ) -> tuple[Array, Array, Array, None]:
+        lse = stats if stats.shape == stats_shape else stats.reshape(stats_shape)
+        if not lse.flat[lse.argmin()] > -np.inf:  # -inf (or NaN): a private +inf copy
+            lse = np.where(np.isneginf(lse), ct.type(np.inf), lse)
+        if whole:  # the common case: one untiled call for the whole problem
+            dq, dk, dv, _ = sdpa_small.backward_block(
+                p, q, k, v, o, do, lse, None, None, add, None, None
+            )
+        else:
+            call = Problem(
+                q, k, v, p.scale, ct, None, None, 1.0, *flags, None, None, None, per_call
+            )
+            dq, dk, dv, _ = sdpa_small.backward(call, Backward(o, do, lse, None), per_call)
+        return dq, dk, dv, None
+
+    return run

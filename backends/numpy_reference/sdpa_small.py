@@ -27,7 +27,7 @@ import numpy.typing as npt
 from .masks import visibility
 from .sdpa_problem import Array, Backward, Problem
 
-__all__ = ["backward", "forward"]
+__all__ = ["additive", "backward", "backward_block", "forward"]
 
 _LOWEST = {np.dtype(t): np.finfo(t).min for t in (np.float32, np.float64)}
 _VECDOT: Any = getattr(np, "vecdot", None)  # NumPy ≥ 2.0
@@ -38,7 +38,7 @@ _ADDITIVE_ENTRIES = 64
 _ADDITIVE_BYTES = 1 << 18
 
 
-def _additive(p: Problem) -> Array | None:
+def additive(p: Problem) -> Array | None:
     """ALiBi plus (without padding) the band's ``−inf``, as one read-only ``[H|1, Sq, Skv]``."""
     padded = p.lens_q is not None or p.lens_kv is not None
     banded = p.left_bound is not None or p.right_bound is not None
@@ -129,7 +129,7 @@ def _chunks(batch: int, per_call: int) -> list[slice]:
 
 def forward(p: Problem, per_call: int) -> tuple[Array, Array]:
     """``(o, stats)`` of the whole problem, ``per_call`` batch elements at a time."""
-    add, hidden = _additive(p), _hidden(p)
+    add, hidden = additive(p), _hidden(p)
     b = p.q.shape[0]
     if per_call >= b:
         return _forward(p, p.q, p.k, p.v, p.bias4, p.dropout4, add, hidden)
@@ -176,11 +176,11 @@ def _forward(
 
 def backward(p: Problem, g: Backward, per_call: int) -> tuple[Array, Array, Array, Array | None]:
     """``(dq, dk, dv, dbias)`` of the whole problem, ``per_call`` batch elements at a time."""
-    add, hidden = _additive(p), _hidden(p)
+    add, hidden = additive(p), _hidden(p)
     b = p.q.shape[0]
     shape = g.dbias_shape
     if per_call >= b:
-        dq, dk, dv, dbias = _backward(
+        dq, dk, dv, dbias = backward_block(
             p, p.q, p.k, p.v, g.o, g.do, g.lse, p.bias4, p.dropout4, add, hidden, shape
         )
         return dq, dk, dv, None if dbias is None or shape is None else dbias.reshape(shape)
@@ -189,7 +189,7 @@ def backward(p: Problem, g: Backward, per_call: int) -> tuple[Array, Array, Arra
     dv = np.empty(p.v.shape, dtype=p.ct)
     dbias4 = None if shape is None else np.zeros((1,) * (4 - len(shape)) + shape, dtype=p.ct)
     for sl in _chunks(b, per_call):
-        dq[sl], dk[sl], dv[sl], part = _backward(
+        dq[sl], dk[sl], dv[sl], part = backward_block(
             p,
             p.q[sl],
             p.k[sl],
@@ -209,7 +209,7 @@ def backward(p: Problem, g: Backward, per_call: int) -> tuple[Array, Array, Arra
     return dq, dk, dv, None if dbias4 is None or shape is None else dbias4.reshape(shape)
 
 
-def _backward(
+def backward_block(
     p: Problem,
     q: Array,
     k: Array,
@@ -223,6 +223,11 @@ def _backward(
     hidden: Array | None,
     dbias_shape: tuple[int, ...] | None,
 ) -> tuple[Array, Array, Array, Array | None]:
+    """The backward of batch elements ``q.shape[0]`` (arrays already sliced to them).
+
+    ``add`` is :func:`additive`'s array, ``hidden`` the padding's (sliced) invisibility, and
+    only ``p.scale`` and ``p.dropout_scale`` are read from ``p``.
+    """
     nb, h, sq, d = q.shape
     hk, skv, hv, dv = k.shape[1], k.shape[2], v.shape[1], v.shape[3]
     qs = np.multiply(q, p.scale)  # a Python float: computed in the compute dtype
