@@ -47,6 +47,9 @@ Implementation (the code paths compute the same math and are tested against each
   backward, of keys) of about :data:`TILE_BYTES`, so the extra memory is ``O(block × Skv)``;
   only the key columns a block can see are touched, and only the band's edges are masked.
 * Passing ``block_q`` smaller than ``Sq`` always takes the tiled path.
+* :func:`presized_backward` does the checks once for callers that run one small shape often
+  with arrays they have already checked (the NumPy engine's plans): a tiny backward then costs
+  little more than its dozen NumPy calls.
 
 Example:
     >>> import numpy as np

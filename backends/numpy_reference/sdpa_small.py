@@ -30,7 +30,15 @@ from .sdpa_problem import Array, Backward, Problem
 __all__ = ["additive", "backward", "backward_block", "forward"]
 
 _LOWEST = {np.dtype(t): np.finfo(t).min for t in (np.float32, np.float64)}
-_VECDOT: Any = getattr(np, "vecdot", None)  # NumPy ≥ 2.0
+
+
+def _einsum_rowdot(a: Array, b: Array) -> Array:  # pragma: no cover - NumPy 1.x
+    dot: Array = np.einsum("...d,...d->...", a, b)
+    return dot
+
+
+#: ``Σ_d a∘b`` over the last dim (np.vecdot from NumPy 2.0)
+_rowdot: Any = getattr(np, "vecdot", _einsum_rowdot)
 
 #: additive masks by (dtype, ALiBi heads or 0, Sq, Skv, band or None); small ones only
 _ADDITIVE: dict[tuple[Any, ...], Array | None] = {}
@@ -236,9 +244,7 @@ def backward_block(
     prob = _scores(qs, k, bias, add, hidden)
     np.subtract(prob, lse, out=prob)
     np.exp(prob, out=prob)
-    delta = (_VECDOT(do, o) if _VECDOT is not None else np.einsum("...d,...d->...", do, o))[
-        ..., None
-    ]
+    delta = _rowdot(do, o)[..., None]
 
     # dV = (P∘M·s)ᵀ·dO (s folded into dO)
     pm = prob
