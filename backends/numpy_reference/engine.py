@@ -7,8 +7,9 @@ topological order; virtual tensors between nodes are allocated here. The math it
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -77,6 +78,12 @@ class _Step:
     results: tuple[tuple[int, int, np.dtype[Any]], ...]
     #: the math with its checks done at build time (see :func:`_presized`), or None
     presized: Any = None
+    #: ``buffers → (q, k, v[, o, do, stats])`` (set from ``positional``)
+    fetch: Any = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # the positional arrays from the buffers in one call (every SDPA node has q, k and v)
+        object.__setattr__(self, "fetch", operator.itemgetter(*self.positional))
 
     @classmethod
     def of(cls, p: SdpaProblem) -> _Step:
@@ -177,7 +184,7 @@ class NumpyReferencePlan:
     def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
         buffers: Any = dict(variant_pack) if self.internal else variant_pack
         for step in self.steps:
-            args = [buffers[uid] for uid in step.positional]
+            args = step.fetch(buffers)
             if step.presized is not None:
                 values = step.presized(*args)
             elif step.optional or step.runtime:
