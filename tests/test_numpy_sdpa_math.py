@@ -675,3 +675,34 @@ def test_presized_backward_matches_sdpa_backward(
     assert sdpa_math.presized_backward(*shapes, scale=0.37, compute_dtype=ct, **kw) is None
     with pytest.raises(ValueError, match="divisible"):
         sdpa_math.presized_backward((1, 4, 9, 8), (1, 3, 11, 8), (1, 1, 11, 8), scale=1.0)
+
+
+@pytest.mark.parametrize(("io", "causal"), [("FLOAT", False), ("FLOAT", True), ("HALF", True)])
+def test_engine_uses_presized_backward_when_it_can(io: str, causal: bool) -> None:
+    import hipdnn_graph as hg
+
+    dt = getattr(hg.DataType, io)
+    g = hg.Graph(io_data_type=dt, intermediate_data_type=hg.DataType.FLOAT,
+                 compute_data_type=hg.DataType.FLOAT)  # fmt: skip
+    t = {n: g.tensor(name=n, dim=[1, 2, 8, 16]) for n in ("Q", "K", "V", "O", "dO")}
+    t["Stats"] = g.tensor(name="Stats", dim=[1, 2, 8, 1], data_type=hg.DataType.FLOAT)
+    grads = g.sdpa_backward(*t.values(), name="bwd", attn_scale=0.3, use_causal_mask=causal)
+    for grad in grads:
+        grad.set_output(True)
+    g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
+    plan = g._state.active.plan  # internals: which path the plan took
+    assert (plan.steps[0].presized is not None) == (io == "FLOAT")
+    x = _inputs(49, b=1, h=2, sq=8, skv=8, d=16, dtype=np.float32)
+    kw: dict[str, Any] = {"scale": 0.3, "right_bound": 0 if causal else None}
+    o, stats = sdpa_forward(x["q"], x["k"], x["v"], **kw)
+    stats[0, 1, 3, 0] = -np.inf
+    np_io = np.float32 if io == "FLOAT" else np.float16
+    arrays = {"Q": x["q"], "K": x["k"], "V": x["v"], "O": o, "dO": x["do"]}
+    pack: dict[Any, Any] = {t[n]: a.astype(np_io) for n, a in arrays.items()}
+    pack[t["Stats"]] = stats
+    outs = [np.full((1, 2, 8, 16), np.nan, dtype=np_io) for _ in grads]
+    pack.update(zip(grads, outs, strict=True))
+    g.execute(pack)
+    want = sdpa_backward(*(pack[t[n]] for n in t), **kw)
+    for got, ref in zip(outs, want[:3], strict=True):
+        assert np.array_equal(got, ref.astype(np_io))

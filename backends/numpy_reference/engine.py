@@ -153,7 +153,7 @@ def _presized(p: SdpaProblem, static: Mapping[str, Any]) -> Any:
     ct = np.dtype(static["compute_dtype"])
     for _, slot in _ARRAY_ARGS_BWD:
         tensor = p.tensors[slot]
-        packed = list(tensor.get_stride()) == hg.generate_strides(tensor.get_dim())
+        packed = list(tensor.get_stride() or ()) == hg.generate_strides(tensor.get_dim())
         if numpy_dtype(tensor.data_type) != ct or not packed:
             return None
     shapes = [tuple(p.tensors[slot].get_dim()) for slot in ("Q", "K", "V")]
