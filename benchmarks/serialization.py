@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import hipdnn_graph as hg
+from hipdnn_graph.testing import every_slot_backward_graph
 
 B, H, S, D = 2, 8, 1024, 64
 TARGET_US = 200.0  # issue 3: serialize and deserialize each <= 200 us median
@@ -26,50 +27,9 @@ CUDNN_FRONTEND_SERIALIZE_US = 2000.0  # MEASURED.md: ~2 ms for cudnn-frontend's 
 
 
 def full_backward_graph() -> hg.Graph:
-    """An SDPA-backward graph with every optional slot, flag and scalar set."""
-    g = hg.Graph(
-        name="bwd_all_slots",
-        io_data_type=hg.DataType.BFLOAT16,
-        intermediate_data_type=hg.DataType.FLOAT,
-        compute_data_type=hg.DataType.FLOAT,
-    )
-    shape = [B, H, S, D]
-    q, k, v, o, do = (g.tensor(name=n, dim=shape) for n in ("Q", "K", "V", "O", "dO"))
-    stats = g.tensor(name="Stats", dim=[B, H, S, 1], data_type=hg.DataType.FLOAT)
-    bias = g.tensor(name="Bias", dim=[1, H, S, S])
-    dbias = g.tensor(name="dBias", dim=[1, H, S, S])
-    lens = [
-        g.tensor(name=n, dim=[B, 1, 1, 1], data_type=hg.DataType.INT32)
-        for n in ("SeqLenQ", "SeqLenKV")
-    ]
-    seed, offset = (
-        g.tensor(name=n, dim=[1], data_type=hg.DataType.INT64) for n in ("Seed", "Offset")
-    )
-    mask = g.tensor(name="DropMask", dim=[B, H, S, S])
-    scale = g.tensor(name="Scale").set_value(0.125)
-    drop_scale = g.tensor(name="DropScale").set_value(1.25)
-    drop_scale_inv = g.tensor(name="DropScaleInv").set_value(0.8)
-    attrs = (
-        hg.SdpaBackwardAttributes()
-        .set_name("bwd")
-        .set_attn_scale(scale)
-        .set_bias(bias)
-        .set_dbias(dbias)
-        .set_padding_mask(True)
-        .set_seq_len_q(lens[0])
-        .set_seq_len_kv(lens[1])
-        .set_dropout(0.1, seed, offset)
-        .set_dropout(mask, drop_scale, drop_scale_inv)
-        .set_alibi_mask(True)
-        .set_causal_mask(True)
-        .set_causal_mask_bottom_right(True)
-        .set_diagonal_band_left_bound(64)
-        .set_diagonal_band_right_bound(0)
-        .set_diagonal_alignment(hg.DiagonalAlignment.BOTTOM_RIGHT)
-    )
-    for t in g.sdpa_backward(q, k, v, o, do, stats, attrs):
-        t.set_output(True)
-    g.build_operation_graph()  # validate and assign uids once
+    """The conformance kit's every-slot SDPA-backward graph, validated, with uids assigned."""
+    g = every_slot_backward_graph(B, H, S, D)
+    g.build_operation_graph()
     return g
 
 

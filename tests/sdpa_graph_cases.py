@@ -14,6 +14,7 @@ import ml_dtypes
 import numpy as np
 
 import hipdnn_graph as hg
+from hipdnn_graph.testing import every_slot_backward_graph
 
 B, H, S, D = 2, 4, 16, 8
 SHAPE = [B, H, S, D]
@@ -102,42 +103,7 @@ def full_forward() -> hg.Graph:
 
 def full_backward() -> hg.Graph:
     """A backward graph with every optional slot, flag and scalar set (the benchmark's graph)."""
-    g = new_graph("bwd_all_slots")
-    q, k, v, o, do = (g.tensor(name=n, dim=SHAPE) for n in ("Q", "K", "V", "O", "dO"))
-    stats = g.tensor(name="Stats", dim=[B, H, S, 1], data_type=hg.DataType.FLOAT)
-    bias = g.tensor(name="Bias", dim=[1, H, S, S])
-    dbias = g.tensor(name="dBias", dim=[1, H, S, S])
-    lens = [
-        g.tensor(name=n, dim=[B, 1, 1, 1], data_type=hg.DataType.INT32)
-        for n in ("SeqLenQ", "SeqLenKV")
-    ]
-    seed, offset = (
-        g.tensor(name=n, dim=[1], data_type=hg.DataType.INT64) for n in ("Seed", "Offset")
-    )
-    mask = g.tensor(name="DropMask", dim=[B, H, S, S])
-    scale = g.tensor(name="Scale").set_value(0.125)
-    drop_scale = g.tensor(name="DropScale").set_value(1.25)
-    drop_scale_inv = g.tensor(name="DropScaleInv").set_value(0.8)
-    attrs = (
-        hg.SdpaBackwardAttributes()
-        .set_name("bwd")
-        .set_attn_scale(scale)
-        .set_bias(bias)
-        .set_dbias(dbias)
-        .set_padding_mask(True)
-        .set_seq_len_q(lens[0])
-        .set_seq_len_kv(lens[1])
-        .set_dropout(0.1, seed, offset)
-        .set_dropout(mask, drop_scale, drop_scale_inv)
-        .set_alibi_mask(True)
-        .set_causal_mask(True)
-        .set_causal_mask_bottom_right(True)
-        .set_diagonal_band_left_bound(64)
-        .set_diagonal_band_right_bound(0)
-        .set_diagonal_alignment(hg.DiagonalAlignment.BOTTOM_RIGHT)
-    )
-    _outputs(*g.sdpa_backward(q, k, v, o, do, stats, attrs))
-    return g
+    return every_slot_backward_graph(B, H, S, D)
 
 
 def unnamed() -> hg.Graph:

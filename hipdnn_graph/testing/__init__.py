@@ -31,6 +31,7 @@ from .generators import (
     KINDS,
     GraphCase,
     Kind,
+    every_slot_backward_graph,
     generate_cases,
     random_sdpa_case,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "check_engine",
     "default_device",
     "empty_for",
+    "every_slot_backward_graph",
     "generate_cases",
     "graph_outputs",
     "make_inputs",

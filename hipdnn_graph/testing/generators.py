@@ -287,3 +287,57 @@ def generate_cases(
         )
         for i in range(count)
     ]
+
+
+def every_slot_backward_graph(
+    b: int = 2, h: int = 8, s: int = 1024, d: int = 64, name: str = "bwd_all_slots"
+) -> Graph:
+    """An SDPA-backward graph with every optional slot, flag and scalar set (not validated).
+
+    Scale tensor, bias and dBias, seq_len_q/kv with padding, philox seed/offset and probability,
+    dropout mask/scale/scale_inv, ALiBi, both causal flags, both band bounds and bottom-right
+    alignment: 19 tensors. Serialization round-trip tests and ``benchmarks/serialization.py`` use
+    it; it is not meant to execute (philox dropout has no engine here).
+
+    Example:
+        >>> g = every_slot_backward_graph(1, 2, 16, 8)
+        >>> g.validate(); len(g.tensors)
+        19
+    """
+    from ..attributes.sdpa_backward import SdpaBackwardAttributes
+
+    g = Graph(name=name, io_data_type=DataType.BFLOAT16, intermediate_data_type=DataType.FLOAT,
+              compute_data_type=DataType.FLOAT)  # fmt: skip
+    shape = [b, h, s, d]
+    q, k, v, o, do = (g.tensor(name=n, dim=shape) for n in ("Q", "K", "V", "O", "dO"))
+    stats = g.tensor(name="Stats", dim=[b, h, s, 1], data_type=DataType.FLOAT)
+    bias = g.tensor(name="Bias", dim=[1, h, s, s])
+    dbias = g.tensor(name="dBias", dim=[1, h, s, s])
+    len_q, len_kv = (g.tensor(name=n, dim=[b, 1, 1, 1], data_type=DataType.INT32)
+                     for n in ("SeqLenQ", "SeqLenKV"))  # fmt: skip
+    seed, offset = (g.tensor(name=n, dim=[1], data_type=DataType.INT64) for n in ("Seed", "Offset"))
+    mask = g.tensor(name="DropMask", dim=[b, h, s, s])
+    scale = g.tensor(name="Scale").set_value(0.125)
+    drop_scale = g.tensor(name="DropScale").set_value(1.25)
+    drop_scale_inv = g.tensor(name="DropScaleInv").set_value(0.8)
+    attrs = (
+        SdpaBackwardAttributes()
+        .set_name("bwd")
+        .set_attn_scale(scale)
+        .set_bias(bias)
+        .set_dbias(dbias)
+        .set_padding_mask(True)
+        .set_seq_len_q(len_q)
+        .set_seq_len_kv(len_kv)
+        .set_dropout(0.1, seed, offset)
+        .set_dropout(mask, drop_scale, drop_scale_inv)
+        .set_alibi_mask(True)
+        .set_causal_mask(True)
+        .set_causal_mask_bottom_right(True)
+        .set_diagonal_band_left_bound(64)
+        .set_diagonal_band_right_bound(0)
+        .set_diagonal_alignment(DiagonalAlignment.BOTTOM_RIGHT)
+    )
+    for t in g.sdpa_backward(q, k, v, o, do, stats, attrs):
+        t.set_output(True)
+    return g
