@@ -22,12 +22,7 @@ from .sdpa_math import presized_backward, sdpa_backward, sdpa_forward
 
 __all__ = ["NumpyReferenceEngine", "NumpyReferencePlan"]
 
-_IO_TYPES = frozenset(
-    {hg.DataType.FLOAT, hg.DataType.HALF, hg.DataType.BFLOAT16, hg.DataType.DOUBLE}
-)
 _COMPUTE = {hg.DataType.FLOAT: np.float32, hg.DataType.DOUBLE: np.float64}
-_SCALAR_SLOTS = frozenset({"Attn_scale", "Dropout_scale", "Dropout_scale_inv", "Seed", "Offset"})
-_INT_SLOTS = frozenset({"SEQ_LEN_Q", "SEQ_LEN_KV"})
 
 
 def refusal(problem: SdpaProblem) -> str | None:
@@ -40,15 +35,7 @@ def refusal(problem: SdpaProblem) -> str | None:
         )
     if problem.compute_data_type not in _COMPUTE:
         return f"{node}: compute type {problem.compute_data_type.name} (FLOAT or DOUBLE only)"
-    for slot, tensor in problem.tensors.items():
-        if slot in _SCALAR_SLOTS:
-            continue
-        allowed = {hg.DataType.INT32, hg.DataType.INT64} if slot in _INT_SLOTS else _IO_TYPES
-        if slot == "Dropout_mask":
-            allowed = _IO_TYPES | {hg.DataType.UINT8, hg.DataType.BOOLEAN, hg.DataType.INT8}
-        if tensor.data_type not in allowed:
-            return f"{node}: {slot} has data type {tensor.data_type.name}"
-    return None
+    return problem.data_type_problem()
 
 
 #: (keyword of the math function, slot) for the array arguments, in call order

@@ -30,10 +30,6 @@ from hipdnn_graph.backend import SdpaProblem, Support
 __all__ = ["ENGINES", "TorchSdpaBackend", "TorchSdpaEngine", "create_engines"]
 
 _LOWP = frozenset({hg.DataType.HALF, hg.DataType.BFLOAT16})
-_FLOATS = frozenset({hg.DataType.FLOAT, hg.DataType.HALF, hg.DataType.BFLOAT16, hg.DataType.DOUBLE})
-_SCALAR_SLOTS = frozenset({"Attn_scale", "Dropout_scale", "Dropout_scale_inv", "Seed", "Offset"})
-_INT_SLOTS = frozenset({"SEQ_LEN_Q", "SEQ_LEN_KV"})
-_MASK_TYPES = _FLOATS | {hg.DataType.UINT8, hg.DataType.BOOLEAN, hg.DataType.INT8}
 
 #: (engine name, fused op family or None for math, priority: lower ranks first).
 #: Order measured on an H200 for bf16 at long sequences: cuDNN > flash > efficient > math.
@@ -57,15 +53,7 @@ def _common_refusal(p: SdpaProblem) -> str | None:
             f"{node}: philox dropout (dropout_probability with seed/offset) cannot be reproduced "
             "from the graph's Seed/Offset; give an explicit Dropout_mask and Dropout_scale"
         )
-    for slot, tensor in p.tensors.items():
-        if slot in _SCALAR_SLOTS:
-            continue
-        allowed = {hg.DataType.INT32, hg.DataType.INT64} if slot in _INT_SLOTS else _FLOATS
-        if slot == "Dropout_mask":
-            allowed = _MASK_TYPES
-        if tensor.data_type not in allowed:
-            return f"{node}: {slot} has data type {tensor.data_type.name}"
-    return None
+    return p.data_type_problem()
 
 
 @dataclass

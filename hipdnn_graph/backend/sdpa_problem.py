@@ -131,6 +131,21 @@ class SdpaProblem:
     def uses_dropout(self) -> bool:
         return self.has("Dropout_mask") or bool(self.dropout_probability)
 
+    def data_type_problem(self) -> str | None:
+        """Why a slot's data type is not one an SDPA engine computes with, or ``None``.
+
+        Q/K/V/O/dO/Stats/Bias and the gradients must be FLOAT, HALF, BFLOAT16 or DOUBLE; the
+        seq-len tensors INT32 or INT64; a dropout mask may also be UINT8, INT8 or BOOLEAN;
+        pass-by-value scalar slots may be of any type.
+        """
+        for slot, tensor in self.tensors.items():
+            if slot in _SCALAR_SLOTS:
+                continue
+            allowed = _SLOT_TYPES.get(slot, _FLOAT_TYPES)
+            if tensor.data_type not in allowed:
+                return f"node '{self.name}': {slot} has data type {tensor.data_type.name}"
+        return None
+
     def visible_pairs(self) -> int:
         """Visible (query, key) pairs over all batches and heads, ignoring padding."""
         return self.batch * self.heads * visible_pairs(self.seq_q, self.seq_kv, self.window)
@@ -144,6 +159,15 @@ class SdpaProblem:
             else (self.head_dim + self.head_dim_v)
         )
         return 2 * self.visible_pairs() * per_pair
+
+
+_FLOAT_TYPES = frozenset({DataType.FLOAT, DataType.HALF, DataType.BFLOAT16, DataType.DOUBLE})
+_SCALAR_SLOTS = frozenset({"Attn_scale", "Dropout_scale", "Dropout_scale_inv", "Seed", "Offset"})
+_SLOT_TYPES = {
+    "SEQ_LEN_Q": frozenset({DataType.INT32, DataType.INT64}),
+    "SEQ_LEN_KV": frozenset({DataType.INT32, DataType.INT64}),
+    "Dropout_mask": _FLOAT_TYPES | {DataType.UINT8, DataType.INT8, DataType.BOOLEAN},
+}
 
 
 def visible_pairs(seq_q: int, seq_kv: int, window: MaskWindow) -> int:
