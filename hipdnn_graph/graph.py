@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from . import lifecycle
@@ -391,13 +391,10 @@ class Graph(GraphLifecycle, GraphSerialization):
 
     def graph_inputs(self) -> list[TensorAttributes]:
         """Tensors read by some node and produced by none, in node then slot order."""
-        produced = {id(t) for n in self._nodes for t in n.outputs()}
-        seen: dict[int, TensorAttributes] = {}
-        for node in self.nodes:
-            for tensor in node.inputs():
-                if id(tensor) not in produced:
-                    seen.setdefault(id(tensor), tensor)
-        return list(seen.values())
+        order = self._order if self._order is not None else range(len(self._nodes))
+        return _graph_inputs(
+            order, [n.inputs() for n in self._nodes], [n.outputs() for n in self._nodes]
+        )
 
     def graph_tensors(self) -> list[TensorAttributes]:
         """Every tensor some node reads or writes, in declaration order."""
@@ -420,14 +417,9 @@ class Graph(GraphLifecycle, GraphSerialization):
         outs = [n.outputs() for n in self._nodes]
         self._check_duplicate_uids(ins, outs)
         self._order = self._sort(ins, outs)
-        produced = {id(t) for ts in outs for t in ts}
-        seen: set[int] = set()
-        for index in self._order:  # graph inputs, in node then slot order
-            for tensor in ins[index]:
-                if id(tensor) not in produced and id(tensor) not in seen:
-                    seen.add(id(tensor))
-                    tensor.fill_from_context(self.attributes)
-                    tensor.validate()
+        for tensor in _graph_inputs(self._order, ins, outs):
+            tensor.fill_from_context(self.attributes)
+            tensor.validate()
         for node in self.nodes:
             node.graph_attributes = self.attributes
             node.pre_validate_node()
@@ -456,6 +448,19 @@ class Graph(GraphLifecycle, GraphSerialization):
                 ErrorCode.INVALID_VALUE,
                 "Duplicate tensor UIDs found in the graph: " + ", ".join(map(str, duplicates)),
             )
+
+
+def _graph_inputs(
+    order: Iterable[int], ins: list[list[TensorAttributes]], outs: list[list[TensorAttributes]]
+) -> list[TensorAttributes]:
+    """Tensors some node reads and none produces, each once, in node (``order``) then slot order."""
+    produced = {id(t) for ts in outs for t in ts}
+    seen: dict[int, TensorAttributes] = {}
+    for index in order:
+        for tensor in ins[index]:
+            if id(tensor) not in produced:
+                seen.setdefault(id(tensor), tensor)
+    return list(seen.values())
 
 
 _PREFIX: dict[type[Any], str] = {
