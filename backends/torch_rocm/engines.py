@@ -19,13 +19,14 @@ scalars and calls the kernel.
 from __future__ import annotations
 
 import importlib.util
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import hipdnn_graph as hg
 from hipdnn_graph.backend import SdpaProblem, Support
+
+from .replay import CudaGraphReplay
 
 __all__ = ["ENGINES", "TorchSdpaBackend", "TorchSdpaEngine", "create_engines"]
 
@@ -81,7 +82,7 @@ class TorchSdpaPlan:
     def __init__(self, engine_name: str, steps: list[_Step], output_uids: frozenset[int]) -> None:
         self.engine_name = engine_name
         self.steps = steps
-        self.replay = _GraphReplay(output_uids)
+        self.replay = CudaGraphReplay(output_uids)
 
     def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
         buffers = cast("dict[int, Any]", variant_pack)  # a fresh dict from the frontend
@@ -113,67 +114,6 @@ class TorchSdpaPlan:
                     buffers[uid] = value.to(dtype)
                 else:
                     buffers[uid] = _as_declared(value, dtype, strides)
-
-
-class _GraphReplay:
-    """Replays a captured CUDA graph when a plan runs again on the same buffers.
-
-    The first call with a given set of buffer addresses (and runtime scalars) runs eagerly; the
-    second captures the plan's kernels into a ``torch.cuda.CUDAGraph`` and replays it, and later
-    calls with the same addresses only replay (a few µs of host time instead of the Python and
-    launch overhead of every kernel). Graphs read the buffers' current contents, so new values
-    in the same buffers are picked up. Only the ``execute`` path (every output given) is
-    captured; a plan whose kernels cannot be captured (a host sync) runs eagerly from then on.
-    Set ``HIPDNN_GRAPH_CUDA_GRAPHS=0`` to turn this off.
-    """
-
-    def __init__(self, output_uids: frozenset[int]) -> None:
-        self.enabled = os.environ.get("HIPDNN_GRAPH_CUDA_GRAPHS", "1") != "0"
-        self.output_uids = output_uids
-        self.key: tuple[Any, ...] | None = None
-        self.graph: Any = None
-        self.captures = 0
-        self.uids: tuple[int, ...] = ()
-
-    def run(self, buffers: dict[int, Any], run_steps: Callable[[dict[int, Any]], None]) -> bool:
-        """Replay (or capture and replay); False when the caller must run eagerly."""
-        if not self.enabled or len(buffers) != len(self.uids) or self.key is None:
-            return self._first(buffers)
-        try:  # the hot path: same uids, compare addresses and runtime scalars
-            key = tuple(
-                v.data_ptr() if hasattr(v, "data_ptr") else v
-                for v in map(buffers.__getitem__, self.uids)
-            )
-        except KeyError:
-            return self._first(buffers)
-        if key != self.key:  # new buffers: run eagerly once (warms every lazy init)
-            return self._first(buffers)
-        if self.graph is None:
-            import torch
-
-            graph = torch.cuda.CUDAGraph()
-            try:
-                with torch.cuda.graph(graph):
-                    run_steps(dict(buffers))
-            except Exception:  # a kernel that cannot be captured: stay eager
-                self.enabled = False
-                return False
-            self.graph = graph
-            self.captures += 1
-        self.graph.replay()
-        return True
-
-    def _first(self, buffers: dict[int, Any]) -> bool:
-        """Remember these buffers (eager run now, capture on the next call with the same ones)."""
-        self.key, self.graph = None, None
-        if not self.enabled or not self.output_uids.issubset(buffers):
-            return False
-        values = [buffers[uid] for uid in sorted(buffers)]
-        if any(hasattr(v, "device") and v.device.type != "cuda" for v in values):
-            return False
-        self.uids = tuple(sorted(buffers))
-        self.key = tuple(v.data_ptr() if hasattr(v, "data_ptr") else v for v in values)
-        return False
 
 
 @dataclass(frozen=True)

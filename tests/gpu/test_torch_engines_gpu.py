@@ -282,3 +282,48 @@ def test_repeated_execute_replays_a_cuda_graph_that_reads_new_values(engine: str
     grads = reference_backward(x["Q"], x["K"], x["V"], x["O"], x["dO"], x["Stats"], **ref_kw)
     for name, ref in zip(("dQ", "dK", "dV"), grads, strict=False):
         assert _rel(outs[name].float().cpu().numpy(), ref) <= TOL
+
+
+@pytest.mark.parametrize("engine", ["TORCH_SDPA_CUDNN_ENGINE", "TORCH_SDPA_MATH_ENGINE"])
+def test_replay_keeps_a_graph_per_buffer_set_and_survives_run(engine: str) -> None:
+    """Two buffer sets used in turn each keep their graph; ``Graph.run`` in between (outputs
+    allocated by the engine, never captured) neither drops nor recaptures them."""
+    case = _case("causal_tl", HEADS["MHA"])
+    g, t = _graph(True, case, "causal_tl", hg.DataType.BFLOAT16, engine)
+    rng = np.random.default_rng(11)
+    packs, expected = [], []
+    for _ in range(2):
+        data = _inputs(case, "causal_tl", torch.bfloat16, rng)
+        x, ref_kw = data["x"], data["ref"]
+        o, stats = reference_forward(x["Q"], x["K"], x["V"], **ref_kw)
+        x["O"] = torch.from_numpy(o).to("cuda", torch.bfloat16)
+        x["Stats"] = torch.from_numpy(stats).to("cuda", torch.float32)
+        outs = {
+            n: torch.empty(t[n].dim, device="cuda", dtype=torch.bfloat16)
+            for n in ("dQ", "dK", "dV")
+        }
+        packs.append(
+            {
+                **{t[n]: x[n] for n in ("Q", "K", "V", "O", "dO", "Stats")},
+                **{t[n]: v for n, v in outs.items()},
+            }
+        )
+        grads = reference_backward(x["Q"], x["K"], x["V"], x["O"], x["dO"], x["Stats"], **ref_kw)
+        expected.append(dict(zip(("dQ", "dK", "dV"), grads, strict=False)))
+    plan = g._state.active.plan  # type: ignore[union-attr]
+    a, b = packs
+    for pack in (a, a, b, b):
+        g.execute(pack)
+    assert plan.replay.captures == 2
+    inputs = {k: v for k, v in a.items() if k not in (t["dQ"], t["dK"], t["dV"])}
+    ran = g.run(inputs)
+    for which, pack in ((0, a), (1, b), (0, a)):
+        for n in ("dQ", "dK", "dV"):
+            pack[t[n]].fill_(float("nan"))
+        g.execute(pack)
+        torch.cuda.synchronize()
+        for n in ("dQ", "dK", "dV"):
+            assert _rel(pack[t[n]].float().cpu().numpy(), expected[which][n]) <= TOL
+    assert plan.replay.captures == 2
+    for n in ("dQ", "dK", "dV"):
+        assert _rel(ran[t[n]].float().cpu().numpy(), expected[0][n]) <= TOL

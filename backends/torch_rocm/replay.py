@@ -1,0 +1,153 @@
+"""CUDA graph replay of a torch plan's repeated ``execute`` calls.
+
+A plan run again on the same buffers need not pay Python's and the launcher's cost for every
+kernel again: the first call with a set of buffer addresses runs eagerly (which also warms every
+lazy initialisation), the second captures the plan's kernels into a ``torch.cuda.CUDAGraph``,
+and later calls only replay it. Graphs read the buffers' current contents, so new values in the
+same buffers are picked up.
+
+A plan keeps the graphs of its most recently used buffer sets, at most
+``HIPDNN_GRAPH_CUDA_GRAPHS`` of them (default 4; ``0`` turns replay off). Each graph holds its
+kernels' temporaries (for the fused ops: their result tensors before the copy into the caller's
+buffers) in a private memory pool, so the bound is also a bound on that memory. Buffer sets used
+in a cycle longer than the bound are never captured: they run eagerly, with no capture churn.
+
+Only full packs (every output given, as ``execute`` gives) of CUDA tensors on one device and
+plain Python numbers are captured; a plan whose kernels cannot be captured (a host sync) runs
+eagerly from then on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any
+
+__all__ = ["DEFAULT_GRAPHS", "CudaGraphReplay", "graphs_per_plan"]
+
+#: Graphs a plan keeps when ``HIPDNN_GRAPH_CUDA_GRAPHS`` is not set.
+DEFAULT_GRAPHS = 4
+
+_UNSEEN: Any = object()
+
+
+def graphs_per_plan() -> int:
+    """The ``HIPDNN_GRAPH_CUDA_GRAPHS`` setting: graphs kept per plan (0 = replay off).
+
+    Example:
+        >>> import os
+        >>> os.environ["HIPDNN_GRAPH_CUDA_GRAPHS"] = "0"
+        >>> graphs_per_plan()
+        0
+        >>> del os.environ["HIPDNN_GRAPH_CUDA_GRAPHS"]
+        >>> graphs_per_plan()
+        4
+    """
+    raw = os.environ.get("HIPDNN_GRAPH_CUDA_GRAPHS", "").strip()
+    if not raw:
+        return DEFAULT_GRAPHS
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        return DEFAULT_GRAPHS
+
+
+class CudaGraphReplay:
+    """The captured graphs of one plan, keyed by the addresses of the buffers they were built on.
+
+    ``run(buffers, run_steps)`` replays (capturing first when this is the second call with these
+    buffers) and returns True, or returns False when the caller must run ``run_steps`` eagerly.
+    """
+
+    def __init__(self, output_uids: frozenset[int], capacity: int | None = None) -> None:
+        self.capacity = graphs_per_plan() if capacity is None else capacity
+        self.output_uids = output_uids
+        #: buffer-address key -> captured graph, or None when seen once; oldest first
+        self.graphs: OrderedDict[tuple[Hashable, ...], Any] = OrderedDict()
+        self.captures = 0
+        self._uids: tuple[int, ...] = ()
+        self._streams: dict[Any, Any] = {}
+
+    def run(self, buffers: dict[int, Any], run_steps: Callable[[dict[int, Any]], None]) -> bool:
+        """Replay the graph for these buffers; False when the caller must run eagerly."""
+        if not self.capacity:
+            return False
+        try:  # the hot path: the plan's usual uids, keyed by address
+            key = tuple(
+                v.data_ptr() if hasattr(v, "data_ptr") else v
+                for v in map(buffers.__getitem__, self._uids)
+            )
+        except KeyError:
+            key = ()
+        graphs = self.graphs
+        graph = graphs.get(key, _UNSEEN) if len(buffers) == len(self._uids) else _UNSEEN
+        if graph is _UNSEEN:  # new buffers: remember them and run eagerly
+            self._remember(buffers)
+            return False
+        graphs.move_to_end(key)
+        if graph is None:
+            graph = self._capture(buffers, run_steps)
+            if graph is None:
+                return False
+            graphs[key] = graph
+        graph.replay()
+        return True
+
+    def _remember(self, buffers: dict[int, Any]) -> None:
+        device = _single_cuda_device(buffers)
+        if device is None or not self.output_uids.issubset(buffers):
+            return
+        uids = tuple(sorted(buffers))
+        if uids != self._uids:
+            self._uids = uids
+            self.graphs.clear()
+        key = tuple(
+            v.data_ptr() if hasattr(v, "data_ptr") else v for v in map(buffers.__getitem__, uids)
+        )
+        self.graphs[key] = None
+        if len(self.graphs) > self.capacity:
+            self.graphs.popitem(last=False)
+
+    def _capture(
+        self, buffers: dict[int, Any], run_steps: Callable[[dict[int, Any]], None]
+    ) -> Any | None:
+        """Capture the plan's kernels on a side stream (no device sync, no cache flush)."""
+        import torch
+
+        device = _single_cuda_device(buffers)
+        stream = self._streams.get(device)
+        if stream is None:
+            stream = self._streams[device] = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+        graph = torch.cuda.CUDAGraph()
+        current = torch.cuda.current_stream(device)
+        stream.wait_stream(current)
+        try:
+            with torch.cuda.device(device), torch.cuda.stream(stream):
+                graph.capture_begin()
+                try:
+                    run_steps(dict(buffers))
+                finally:
+                    graph.capture_end()
+        except Exception:  # kernels that cannot be captured: eager from now on
+            self.capacity = 0
+            self.graphs.clear()
+            return None
+        current.wait_stream(stream)
+        self.captures += 1
+        return graph
+
+
+def _single_cuda_device(buffers: dict[int, Any]) -> Any | None:
+    """The one CUDA device all tensors are on, when the rest are plain numbers; else None."""
+    import torch
+
+    device = None
+    for value in buffers.values():
+        if isinstance(value, torch.Tensor):
+            if not value.is_cuda or (device is not None and value.device != device):
+                return None
+            device = value.device
+        elif not isinstance(value, int | float):
+            return None
+    return device

@@ -1,0 +1,134 @@
+"""The CUDA graph replay cache of the torch plans: which calls run eagerly, which capture, which
+replay. The policy is plain Python, so it is tested here on the CPU with a stand-in capture; the
+real capture and replay run in ``tests/gpu``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from backends.torch_rocm import replay  # noqa: E402
+from backends.torch_rocm.replay import CudaGraphReplay, graphs_per_plan  # noqa: E402
+
+
+class _Graph:
+    def __init__(self, log: list[str], key: Any) -> None:
+        self.log, self.key = log, key
+
+    def replay(self) -> None:
+        self.log.append(f"replay {self.key}")
+
+
+class _Recorder(CudaGraphReplay):
+    """Captures are stand-ins that log; buffers count as one-device CUDA packs."""
+
+    def __init__(self, capacity: int, fail: bool = False) -> None:
+        super().__init__(frozenset({9}), capacity)
+        self.log: list[str] = []
+        self.fail = fail
+
+    def _capture(self, buffers: dict[int, Any], run_steps: Any) -> Any:
+        if self.fail:
+            self.capacity = 0
+            self.graphs.clear()
+            return None
+        self.captures += 1
+        self.log.append(f"capture {buffers[1].data_ptr()}")
+        return _Graph(self.log, buffers[1].data_ptr())
+
+
+@pytest.fixture(autouse=True)
+def _cpu_counts_as_one_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replay, "_single_cuda_device", lambda buffers: "dev")
+
+
+def _packs(n: int) -> list[dict[int, Any]]:
+    return [{1: torch.zeros(4), 9: torch.zeros(4), 3: 0.5} for _ in range(n)]
+
+
+def _calls(r: _Recorder, packs: list[dict[int, Any]]) -> list[str]:
+    ran = []
+    for pack in packs:
+        ran.append("replayed" if r.run(pack, lambda b: None) else "eager")
+    return ran
+
+
+def test_first_call_eager_second_captures_then_replays() -> None:
+    r = _Recorder(4)
+    (a,) = _packs(1)
+    assert _calls(r, [a, a, a]) == ["eager", "replayed", "replayed"]
+    ptr = a[1].data_ptr()
+    assert r.log == [f"capture {ptr}", f"replay {ptr}", f"replay {ptr}"]
+    assert r.captures == 1
+
+
+def test_alternating_buffer_sets_each_keep_their_graph() -> None:
+    r = _Recorder(4)
+    a, b = _packs(2)
+    assert _calls(r, [a, b, a, b, a, b]) == ["eager"] * 2 + ["replayed"] * 4
+    assert r.captures == 2
+
+
+def test_a_cycle_longer_than_the_bound_never_captures() -> None:
+    r = _Recorder(2)
+    packs = _packs(3)
+    assert _calls(r, packs * 4) == ["eager"] * 12
+    assert r.captures == 0 and len(r.graphs) == 2
+
+
+def test_least_recently_used_graph_is_dropped() -> None:
+    r = _Recorder(2)
+    a, b, c = _packs(3)
+    _calls(r, [a, a, b, b, a, c])  # a and b captured; c evicts b, the older of the two
+    assert r.captures == 2
+    assert _calls(r, [a, b]) == ["replayed", "eager"]
+
+
+def test_calls_without_every_output_leave_the_cache_alone() -> None:
+    r = _Recorder(4)
+    (a,) = _packs(1)
+    _calls(r, [a, a])
+    run_style = {k: v for k, v in a.items() if k != 9}  # Graph.run: the output is missing
+    assert _calls(r, [run_style, a]) == ["eager", "replayed"]
+    assert r.captures == 1
+
+
+def test_new_scalar_values_are_new_keys() -> None:
+    r = _Recorder(4)
+    (a,) = _packs(1)
+    b = {**a, 3: 0.25}
+    assert _calls(r, [a, a, b, b]) == ["eager", "replayed", "eager", "replayed"]
+    assert r.captures == 2
+
+
+def test_capacity_zero_and_failed_captures_run_eagerly() -> None:
+    (a,) = _packs(1)
+    assert _calls(_Recorder(0), [a, a, a]) == ["eager"] * 3
+    failing = _Recorder(4, fail=True)
+    assert _calls(failing, [a, a, a]) == ["eager"] * 3
+    assert failing.capacity == 0
+
+
+def test_cpu_tensors_and_other_values_are_never_captured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.undo()  # the real device check
+    r = _Recorder(4)
+    (a,) = _packs(1)
+    assert _calls(r, [a, a, a]) == ["eager"] * 3
+    assert replay._single_cuda_device({1: torch.zeros(1)}) is None
+    assert replay._single_cuda_device({1: 0.5, 2: 3}) is None  # no tensor, no device
+    assert replay._single_cuda_device({1: "text"}) is None
+
+
+@pytest.mark.parametrize(("raw", "expected"), [(None, 4), ("0", 0), ("1", 1), ("16", 16),
+                                               ("-3", 0), ("many", 4), ("", 4)])  # fmt: skip
+def test_graphs_per_plan_reads_the_environment(
+    monkeypatch: pytest.MonkeyPatch, raw: str | None, expected: int
+) -> None:
+    if raw is None:
+        monkeypatch.delenv("HIPDNN_GRAPH_CUDA_GRAPHS", raising=False)
+    else:
+        monkeypatch.setenv("HIPDNN_GRAPH_CUDA_GRAPHS", raw)
+    assert graphs_per_plan() == expected
