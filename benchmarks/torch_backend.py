@@ -8,11 +8,16 @@ not; GQA 32:8 at 4k) it prints:
   Stats it reads come from the same engine's forward, computed once),
 * the TFLOP/s of each direct aten fused backward (cuDNN, flash, efficient) on the same tensors,
   each fed by its own forward's outputs, and the fastest of them,
-* the ratio ``time(graph.execute) / time(fastest aten)``;
+* the ratios ``time(graph.execute) / time(fastest aten)`` and ``time(graph.run) / time(fastest
+  aten)``, and two references for the first: ``time(fastest aten + copying its dQ, dK, dV into
+  the caller's buffers) / time(fastest aten)`` (the least any ``execute`` over torch's ops can
+  cost, since they have no ``out=`` form), the same captured in a CUDA graph and replayed (as a
+  repeated ``execute`` is), and the copy alone as a share of the aten time;
 
 then the host time of a tiny graph's execute and of the direct aten call it wraps, and the math
 engine's TFLOP/s at S=4k, D=128. FLOPs = 2·B·H·N·(3·D + 2·Dv), N = visible (query, key) pairs.
-All figures of one row come from the same run, timed with CUDA events (median).
+All figures of one row come from the same run, timed with CUDA events: rounds of ten
+back-to-back calls of each contender in turn, median over nine rounds.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ BF16 = torch.bfloat16
 
 
 def bench(fn: Callable[[], Any], warmup: int = 5, reps: int = 20) -> float:
-    """Median milliseconds of ``fn`` timed with CUDA events."""
+    """Median milliseconds of one call of ``fn``, each call timed alone with CUDA events."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -48,6 +53,42 @@ def bench(fn: Callable[[], Any], warmup: int = 5, reps: int = 20) -> float:
         end.synchronize()
         times.append(start.elapsed_time(end))
     return statistics.median(times)
+
+
+def interleaved(
+    fns: dict[str, Callable[[], Any]], calls: int = 10, rounds: int = 9
+) -> dict[str, float]:
+    """Median milliseconds per call of each function, compared fairly.
+
+    Each round times ``calls`` back-to-back calls of every function in turn (so host time
+    overlaps GPU time, as in a training step, and clock or thermal drift hits all of them
+    alike); the figure is the median over the rounds.
+    """
+    for fn in fns.values():
+        for _ in range(3):
+            fn()
+    torch.cuda.synchronize()
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(calls):
+                fn()
+            end.record()
+            end.synchronize()
+            samples[name].append(start.elapsed_time(end) / calls)
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def replayed(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` captured once in a CUDA graph; the returned function replays it."""
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
 
 
 def flops(b: int, h: int, sq: int, skv: int, d: int, causal: bool) -> float:
@@ -172,6 +213,7 @@ def row(d: int, s: int, causal: bool, hk_ratio: int = 1) -> dict[str, Any]:
     fwd.execute({1: q, 2: k, 3: v, 4: o, 5: st})
     grads = [torch.empty_like(x) for x in (q, k, v)]
     pack = {1: q, 2: k, 3: v, 4: o, 5: st, 6: do, 7: grads[0], 8: grads[1], 9: grads[2]}
+    inputs = {uid: x for uid, x in pack.items() if uid < 7}
     n = flops(b, h, s, s, d, causal)
     result: dict[str, Any] = {
         "D": d,
@@ -182,27 +224,50 @@ def row(d: int, s: int, causal: bool, hk_ratio: int = 1) -> dict[str, Any]:
         "causal": causal,
         "engine": bwd.get_plan_name(),
     }
-    ms = bench(lambda: bwd.execute(pack))
-    result["graph_tflops"] = n / ms / 1e9
-    inputs = {uid: x for uid, x in pack.items() if uid < 7}
-    ms_run = bench(lambda: bwd.run(inputs))
-    result["run_tflops"] = n / ms_run / 1e9
-    best = None
-    for name, fn in direct_aten(q, k, v, do, causal, 1 / d**0.5, o).items():
+    fns: dict[str, Callable[[], Any]] = {
+        "execute": lambda: bwd.execute(pack),
+        "run": lambda: bwd.run(inputs),
+    }
+    ops = direct_aten(q, k, v, do, causal, 1 / d**0.5, o)
+    for name, fn in ops.items():
+
+        def copied(fn: Callable[[], Any] = fn) -> None:
+            for dst, src in zip(grads, fn(), strict=False):
+                dst.copy_(src)
+
         try:
-            t_ms = bench(fn)
+            copied()
         except Exception as exc:
             print(
                 f"  {name} direct failed: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr
             )
             continue
+        fns[name] = fn
+        fns[f"{name}+copy"] = copied
+        try:
+            fns[f"{name}+copy replayed"] = replayed(copied)
+        except Exception as exc:
+            print(f"  {name} cannot be captured: {type(exc).__name__}", file=sys.stderr)
+    results = [torch.empty_like(x) for x in grads]
+    fns["copy"] = lambda: [dst.copy_(src) for dst, src in zip(grads, results, strict=True)]
+    ms = interleaved(fns)
+    replay = bwd._state.active.plan.replay  # type: ignore[union-attr]
+    result["execute_replayed"] = replay.captures > 0 and replay.capacity > 0
+    aten = {name: ms[name] for name in ops if name in ms}
+    for name, t_ms in aten.items():
         result[f"{name}_tflops"] = n / t_ms / 1e9
-        if best is None or t_ms < best[1]:
-            best = (name, t_ms)
-    if best is not None:
-        result["fastest_aten"] = best[0]
-        result["ratio"] = ms / best[1]
-        result["run_ratio"] = ms_run / best[1]
+    result["graph_tflops"] = n / ms["execute"] / 1e9
+    result["run_tflops"] = n / ms["run"] / 1e9
+    if aten:
+        best = min(aten, key=aten.__getitem__)
+        result["fastest_aten"] = best
+        result["ratio"] = ms["execute"] / aten[best]
+        result["run_ratio"] = ms["run"] / aten[best]
+        # the least any execute over the op can cost: its outputs copied into the caller's buffers
+        result["copy_floor_ratio"] = ms[f"{best}+copy"] / aten[best]
+        if f"{best}+copy replayed" in ms:  # the same, captured in a CUDA graph as execute is
+            result["replayed_copy_floor_ratio"] = ms[f"{best}+copy replayed"] / aten[best]
+        result["copy_share"] = ms["copy"] / aten[best]
     return result
 
 
@@ -247,15 +312,16 @@ def host_overhead() -> dict[str, float]:
             locals(),
             os.path.join(os.environ["PROFILE_DIR"], "execute_eager.prof"),
         )
-        os.environ["HIPDNN_GRAPH_CUDA_GRAPHS"] = "1"
+        del os.environ["HIPDNN_GRAPH_CUDA_GRAPHS"]
         out_eager = host(lambda: bwd2.execute(pack))
     out = {"engine": bwd.get_plan_name(), "graph_execute_us": host(lambda: bwd.execute(pack))}
     built = bwd._state.active  # the parts of a replayed execute, for the record
     if built is not None:
         out["bind_us"] = host(lambda: built.binder.bind(pack, None, 0))
-        graph = getattr(built.plan, "replay", None)
-        if graph is not None and graph.graph is not None:
-            out["cuda_graph_replay_us"] = host(graph.graph.replay)
+        graphs = built.plan.replay.graphs  # type: ignore[attr-defined]
+        captured = [g for g in graphs.values() if g is not None]
+        if captured:
+            out["cuda_graph_replay_us"] = host(captured[-1].replay)
     if os.environ.get("PROFILE_DIR"):
         out["graph_execute_eager_us"] = out_eager
     inputs = {uid: t for uid, t in pack.items() if uid < 7}
@@ -301,18 +367,24 @@ def main() -> None:
     rows += [row(64, 4096, c, hk_ratio=4) for c in (False, True)]
     print(
         "| D | S | causal | Hk:H | engine | execute TFLOP/s | run TFLOP/s | cuDNN | flash | "
-        "efficient | execute ratio | run ratio |"
+        "efficient | execute ratio | run ratio | aten+copy ratio | replayed aten+copy ratio | "
+        "copy share |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---" * 15 + "|")
+    nan = float("nan")
     for r in rows:
         cells = [
             f"{r[k]:.0f}" if k in r else "—"
             for k in ("cudnn_tflops", "flash_tflops", "efficient_tflops")
         ]
+        ratios = [
+            f"{r.get(k, nan):.3f}"
+            for k in ("ratio", "run_ratio", "copy_floor_ratio", "replayed_copy_floor_ratio")
+        ]
         print(
             f"| {r['D']} | {r['S']} | {r['causal']} | {r['Hk']}:{r['H']} | {r['engine']} | "
             f"{r['graph_tflops']:.0f} | {r['run_tflops']:.0f} | {' | '.join(cells)} | "
-            f"{r.get('ratio', float('nan')):.3f} | {r.get('run_ratio', float('nan')):.3f} |"
+            f"{' | '.join(ratios)} | {r.get('copy_share', nan):.3f} |"
         )
     overhead = host_overhead()
     print(f"tiny graph host time: {overhead}")
