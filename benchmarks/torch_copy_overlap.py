@@ -19,43 +19,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).parent))
+from torch_backend import BF16, interleaved, replayed
+
 A = torch.ops.aten
-BF16 = torch.bfloat16
-
-
-def interleaved(
-    fns: dict[str, Callable[[], Any]], calls: int = 10, rounds: int = 9
-) -> dict[str, float]:
-    for fn in fns.values():
-        for _ in range(3):
-            fn()
-    torch.cuda.synchronize()
-    samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(calls):
-                fn()
-            end.record()
-            end.synchronize()
-            samples[name].append(start.elapsed_time(end) / calls)
-    return {name: statistics.median(times) for name, times in samples.items()}
-
-
-def captured(fn: Callable[[], Any]) -> Callable[[], Any]:
-    fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
 
 
 def measure(d: int, s: int, causal: bool) -> dict[str, Any]:
@@ -114,7 +88,7 @@ def measure(d: int, s: int, causal: bool) -> dict[str, Any]:
         fns[f"chunks{n}"] = chunks(n)
         fns[f"pipeline{n}"] = pipeline(n)
     for name in ("aten", "aten+copy", "pipeline2", "pipeline4"):
-        fns[f"graph:{name}"] = captured(fns[name])
+        fns[f"graph:{name}"] = replayed(fns[name])
     ms = interleaved(fns)
     return {
         "D": d, "S": s, "causal": causal, "aten_ms": ms["aten"],
