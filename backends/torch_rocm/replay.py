@@ -35,14 +35,11 @@ _UNSEEN: Any = object()
 def graphs_per_plan() -> int:
     """The ``HIPDNN_GRAPH_CUDA_GRAPHS`` setting: graphs kept per plan (0 = replay off).
 
+    Unset, empty or not a number: :data:`DEFAULT_GRAPHS`; negative numbers count as 0.
+
     Example:
-        >>> import os
-        >>> os.environ["HIPDNN_GRAPH_CUDA_GRAPHS"] = "0"
-        >>> graphs_per_plan()
-        0
-        >>> del os.environ["HIPDNN_GRAPH_CUDA_GRAPHS"]
-        >>> graphs_per_plan()
-        4
+        ``HIPDNN_GRAPH_CUDA_GRAPHS=0 python train.py`` runs every ``execute`` eagerly;
+        ``HIPDNN_GRAPH_CUDA_GRAPHS=8 python train.py`` keeps up to 8 graphs per plan.
     """
     raw = os.environ.get("HIPDNN_GRAPH_CUDA_GRAPHS", "").strip()
     if not raw:
@@ -112,7 +109,11 @@ class CudaGraphReplay:
     def _capture(
         self, buffers: dict[int, Any], run_steps: Callable[[dict[int, Any]], None]
     ) -> Any | None:
-        """Capture the plan's kernels on a side stream (no device sync, no cache flush)."""
+        """Capture the plan's kernels on a side stream.
+
+        Unlike ``torch.cuda.graph`` this neither synchronizes the device nor empties the memory
+        cache, and other threads may keep using the GPU meanwhile (thread-local capture mode).
+        """
         import torch
 
         device = _single_cuda_device(buffers)
@@ -124,7 +125,7 @@ class CudaGraphReplay:
         stream.wait_stream(current)
         try:
             with torch.cuda.device(device), torch.cuda.stream(stream):
-                graph.capture_begin()
+                graph.capture_begin(capture_error_mode="thread_local")
                 try:
                     run_steps(dict(buffers))
                 finally:
