@@ -23,19 +23,17 @@ class _Graph:
 
 
 class _Recorder(CudaGraphReplay):
-    """Captures are stand-ins that log; buffers count as one-device CUDA packs."""
+    """Recording a graph is a stand-in that logs (or fails as a host sync would); buffers count
+    as one-device CUDA packs. Everything else is the real policy."""
 
     def __init__(self, capacity: int, fail: bool = False) -> None:
         super().__init__(frozenset({9}), capacity)
         self.log: list[str] = []
         self.fail = fail
 
-    def _capture(self, buffers: dict[int, Any], run_steps: Any) -> Any:
+    def _record(self, buffers: dict[int, Any], run_steps: Any) -> Any:
         if self.fail:
-            self.capacity = 0
-            self.graphs.clear()
-            return None
-        self.captures += 1
+            raise RuntimeError("operation not permitted when stream is capturing")
         self.log.append(f"capture {buffers[1].data_ptr()}")
         return _Graph(self.log, buffers[1].data_ptr())
 
@@ -109,7 +107,7 @@ def test_capacity_zero_and_failed_captures_run_eagerly() -> None:
     assert _calls(_Recorder(0), [a, a, a]) == ["eager"] * 3
     failing = _Recorder(4, fail=True)
     assert _calls(failing, [a, a, a]) == ["eager"] * 3
-    assert failing.capacity == 0
+    assert failing.capacity == 0 and failing.captures == 0 and not failing.graphs
 
 
 def test_cpu_tensors_and_other_values_are_never_captured(monkeypatch: pytest.MonkeyPatch) -> None:

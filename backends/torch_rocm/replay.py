@@ -70,15 +70,9 @@ class CudaGraphReplay:
         """Replay the graph for these buffers; False when the caller must run eagerly."""
         if not self.capacity:
             return False
-        try:  # the hot path: the plan's usual uids, keyed by address
-            key = tuple(
-                v.data_ptr() if hasattr(v, "data_ptr") else v
-                for v in map(buffers.__getitem__, self._uids)
-            )
-        except KeyError:
-            key = ()
         graphs = self.graphs
-        graph = graphs.get(key, _UNSEEN) if len(buffers) == len(self._uids) else _UNSEEN
+        key = _key(buffers, self._uids) if len(buffers) == len(self._uids) else ()
+        graph = graphs.get(key, _UNSEEN)
         if graph is _UNSEEN:  # new buffers: remember them and run eagerly
             self._remember(buffers)
             return False
@@ -99,16 +93,25 @@ class CudaGraphReplay:
         if uids != self._uids:
             self._uids = uids
             self.graphs.clear()
-        key = tuple(
-            v.data_ptr() if hasattr(v, "data_ptr") else v for v in map(buffers.__getitem__, uids)
-        )
-        self.graphs[key] = None
+        self.graphs[_key(buffers, uids)] = None
         if len(self.graphs) > self.capacity:
             self.graphs.popitem(last=False)
 
     def _capture(
         self, buffers: dict[int, Any], run_steps: Callable[[dict[int, Any]], None]
     ) -> Any | None:
+        """The captured graph, or None (and eager from now on) when the kernels cannot be
+        captured."""
+        try:
+            graph = self._record(buffers, run_steps)
+        except Exception:
+            self.capacity = 0
+            self.graphs.clear()
+            return None
+        self.captures += 1
+        return graph
+
+    def _record(self, buffers: dict[int, Any], run_steps: Callable[[dict[int, Any]], None]) -> Any:
         """Capture the plan's kernels on a side stream.
 
         Unlike ``torch.cuda.graph`` this neither synchronizes the device nor empties the memory
@@ -123,20 +126,25 @@ class CudaGraphReplay:
         graph = torch.cuda.CUDAGraph()
         current = torch.cuda.current_stream(device)
         stream.wait_stream(current)
-        try:
-            with torch.cuda.device(device), torch.cuda.stream(stream):
-                graph.capture_begin(capture_error_mode="thread_local")
-                try:
-                    run_steps(dict(buffers))
-                finally:
-                    graph.capture_end()
-        except Exception:  # kernels that cannot be captured: eager from now on
-            self.capacity = 0
-            self.graphs.clear()
-            return None
+        with torch.cuda.device(device), torch.cuda.stream(stream):
+            graph.capture_begin(capture_error_mode="thread_local")
+            try:
+                run_steps(dict(buffers))
+            finally:
+                graph.capture_end()
         current.wait_stream(stream)
-        self.captures += 1
         return graph
+
+
+def _key(buffers: dict[int, Any], uids: tuple[int, ...]) -> tuple[Hashable, ...]:
+    """The buffers' addresses (numbers as they are) in ``uids`` order; ``()``, never a stored
+    key, when a uid is missing."""
+    try:
+        return tuple(
+            v.data_ptr() if hasattr(v, "data_ptr") else v for v in map(buffers.__getitem__, uids)
+        )
+    except KeyError:
+        return ()
 
 
 def _single_cuda_device(buffers: dict[int, Any]) -> Any | None:

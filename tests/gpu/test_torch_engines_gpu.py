@@ -244,12 +244,11 @@ def test_fused_forward_backward_graph_runs_on_the_fastest_engine() -> None:
         assert not torch.isnan(x).any()
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_repeated_execute_replays_a_cuda_graph_that_reads_new_values(engine: str) -> None:
-    """Same buffers again: the plan captures once and replays; new input values are picked up."""
-    case = _case("causal_tl", HEADS["GQA4"])
-    g, t = _graph(True, case, "causal_tl", hg.DataType.BFLOAT16, engine)
-    rng = np.random.default_rng(7)
+def _backward_pack(
+    case: dict[str, Any], t: dict[str, hg.TensorAttributes], rng: np.random.Generator
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[Any, Any]]:
+    """Inputs of a causal bf16 backward with O and Stats from the reference forward, empty
+    dQ/dK/dV buffers and the variant pack: ``(x, reference keywords, outputs, pack)``."""
     data = _inputs(case, "causal_tl", torch.bfloat16, rng)
     x, ref_kw = data["x"], data["ref"]
     o, stats = reference_forward(x["Q"], x["K"], x["V"], **ref_kw)
@@ -262,6 +261,16 @@ def test_repeated_execute_replays_a_cuda_graph_that_reads_new_values(engine: str
         **{t[n]: x[n] for n in ("Q", "K", "V", "O", "dO", "Stats")},
         **{t[n]: v for n, v in outs.items()},
     }
+    return x, ref_kw, outs, pack
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_repeated_execute_replays_a_cuda_graph_that_reads_new_values(engine: str) -> None:
+    """Same buffers again: the plan captures once and replays; new input values are picked up."""
+    case = _case("causal_tl", HEADS["GQA4"])
+    g, t = _graph(True, case, "causal_tl", hg.DataType.BFLOAT16, engine)
+    rng = np.random.default_rng(7)
+    x, ref_kw, outs, pack = _backward_pack(case, t, rng)
     results = []
     for _ in range(4):
         for v in outs.values():
@@ -293,21 +302,8 @@ def test_replay_keeps_a_graph_per_buffer_set_and_survives_run(engine: str) -> No
     rng = np.random.default_rng(11)
     packs, expected = [], []
     for _ in range(2):
-        data = _inputs(case, "causal_tl", torch.bfloat16, rng)
-        x, ref_kw = data["x"], data["ref"]
-        o, stats = reference_forward(x["Q"], x["K"], x["V"], **ref_kw)
-        x["O"] = torch.from_numpy(o).to("cuda", torch.bfloat16)
-        x["Stats"] = torch.from_numpy(stats).to("cuda", torch.float32)
-        outs = {
-            n: torch.empty(t[n].dim, device="cuda", dtype=torch.bfloat16)
-            for n in ("dQ", "dK", "dV")
-        }
-        packs.append(
-            {
-                **{t[n]: x[n] for n in ("Q", "K", "V", "O", "dO", "Stats")},
-                **{t[n]: v for n, v in outs.items()},
-            }
-        )
+        x, ref_kw, _, pack = _backward_pack(case, t, rng)
+        packs.append(pack)
         grads = reference_backward(x["Q"], x["K"], x["V"], x["O"], x["dO"], x["Stats"], **ref_kw)
         expected.append(dict(zip(("dQ", "dK", "dV"), grads, strict=False)))
     plan = g._state.active.plan  # type: ignore[union-attr]
