@@ -25,6 +25,7 @@ from typing import Any, cast
 
 import hipdnn_graph as hg
 from hipdnn_graph.backend import SdpaProblem, Support
+from hipdnn_graph.backend.dtypes import torch_dtype
 
 from .replay import CudaGraphReplay
 
@@ -180,7 +181,7 @@ class TorchSdpaEngine:
         fp = fused.SdpaProblem(
             b=p.batch, h=p.heads, hk=p.heads_k, hv=p.heads_v, sq=p.seq_q, skv=p.seq_kv,
             d=p.head_dim, dv=p.head_dim_v,
-            dtype=torch.float16 if io == hg.DataType.HALF else torch.bfloat16,
+            dtype=torch_dtype(io),
             device=f"cuda:{torch.cuda.current_device()}",
             bias_shape=tuple(p.tensors["Bias"].dim) if p.has("Bias") else None,
             dbias=p.has("dBias"), alibi=p.alibi, bottom_right=p.window.bottom_right,
@@ -206,8 +207,6 @@ class TorchSdpaEngine:
         return TorchSdpaPlan(self.name, steps, outputs)
 
     def _step(self, p: SdpaProblem, torch: Any) -> _Step:
-        from hipdnn_graph.backend.dtypes import torch_dtype
-
         w = p.window
         static: dict[str, Any] = {
             "alibi": p.alibi,
@@ -260,12 +259,12 @@ class TorchSdpaEngine:
         if self.op is None:
             from .kernels import math as kmath
 
-            compute = torch.float64 if p.compute_data_type == hg.DataType.DOUBLE else torch.float32
+            compute = torch_dtype(p.compute_data_type)
             static["compute_dtype"] = compute
             io = p.tensors["Q"].data_type
             lowp = io in _LOWP and compute == torch.float32
             if lowp:
-                static["matmul_dtype"] = torch.float16 if io == hg.DataType.HALF else torch.bfloat16
+                static["matmul_dtype"] = torch_dtype(io)
             kernel: Callable[..., Any] = kmath.sdpa_backward if p.backward else kmath.sdpa_forward
             return _math_on_device(kernel) if lowp else kernel
         from .kernels import fused

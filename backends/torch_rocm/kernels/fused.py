@@ -56,7 +56,6 @@ __all__ = [
 
 Tensor = torch.Tensor
 
-_LOWP = (torch.float16, torch.bfloat16)
 _INF = math.inf
 
 # ------------------------------------------------------------------------------------------
@@ -72,16 +71,6 @@ def _op(name: str) -> Any:
         fn = getattr(torch.ops.aten, name).default
         _OPS[name] = fn
     return fn
-
-
-def _has_arg(name: str, arg: str) -> bool:
-    key = f"{name}:{arg}"
-    if key not in _OPS:
-        try:
-            _OPS[key] = any(a.name == arg for a in _op(name)._schema.arguments)
-        except (AttributeError, RuntimeError):
-            _OPS[key] = False
-    return bool(_OPS[key])
 
 
 #: per (op, device) tensors its own forward returned for the RNG state (dropout 0: never read)

@@ -8,7 +8,6 @@ their own; the op calls themselves live in :mod:`.fused` and :mod:`._fused_impl`
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -25,7 +24,6 @@ __all__ = [
 
 Tensor = torch.Tensor
 _LOWP = (torch.float16, torch.bfloat16)
-_INF = math.inf
 
 
 class FusedOp(enum.StrEnum):
