@@ -62,12 +62,17 @@ def _common_refusal(p: SdpaProblem) -> str | None:
 class _Step:
     """One node, with everything decided at plan time."""
 
-    problem: SdpaProblem
     run: Callable[..., Any]
-    inputs: tuple[tuple[str, int], ...]
-    # slot, uid, is virtual, torch dtype, declared strides
-    outputs: tuple[tuple[str, int, bool, Any, tuple[int, ...]], ...]
+    #: uids of the positional tensors (Q, K, V[, O, dO, Stats])
+    inputs: tuple[int, ...]
+    #: (index in the kernel's result tuple, uid, is virtual, torch dtype, declared strides) of
+    #: every output the node has
+    outputs: tuple[tuple[int, int, bool, Any, tuple[int, ...]], ...]
+    #: keyword arguments known when the plan is built (flags, bounds, constant scales)
     static: dict[str, Any] = field(default_factory=dict)
+    #: (keyword, uid, conversion or None) of what is read from the variant pack: tensors, and
+    #: scales given as runtime pass-by-value tensors
+    runtime: tuple[tuple[str, int, Callable[[Any], Any] | None], ...] = ()
 
 
 class TorchSdpaPlan:
@@ -92,22 +97,18 @@ class TorchSdpaPlan:
 
     def _run_steps(self, buffers: dict[int, Any]) -> None:
         for step in self.steps:
-            p = step.problem
-            args = [buffers[uid] for _, uid in step.inputs]
-            results = step.run(
-                *args,
-                scale=p.scale.resolve(buffers),
-                dropout_scale=p.dropout_scale.resolve(buffers) or 1.0,
-                **{
-                    k: (buffers[v.uid] if isinstance(v, _Ref) else v)
-                    for k, v in step.static.items()
-                },
-            )
-            for (_, uid, virtual, dtype, strides), value in zip(
-                step.outputs, results, strict=False
-            ):
-                if value is None:
-                    continue
+            kw = step.static
+            if step.runtime:
+                kw = {
+                    **kw,
+                    **{
+                        key: buffers[uid] if convert is None else convert(buffers[uid])
+                        for key, uid, convert in step.runtime
+                    },
+                }
+            results = step.run(*[buffers[uid] for uid in step.inputs], **kw)
+            for index, uid, virtual, dtype, strides in step.outputs:
+                value = results[index]
                 out = buffers.get(uid)
                 if out is not None:
                     out.copy_(value.view(out.shape))
@@ -115,13 +116,6 @@ class TorchSdpaPlan:
                     buffers[uid] = value.to(dtype)
                 else:
                     buffers[uid] = _as_declared(value, dtype, strides)
-
-
-@dataclass(frozen=True)
-class _Ref:
-    """A keyword argument read from the variant pack at execute time."""
-
-    uid: int
 
 
 class TorchSdpaEngine:
@@ -214,12 +208,19 @@ class TorchSdpaEngine:
             "left_bound": w.left_bound,
             "right_bound": w.right_bound,
         }
-        for key, slot in (("bias", "Bias"), ("dropout_mask", "Dropout_mask")):
-            if p.has(slot):
-                static[key] = _Ref(p.uid(slot))
+        runtime: list[tuple[str, int, Callable[[Any], Any] | None]] = []
+        for key, source, convert in (
+            ("scale", p.scale, float),
+            ("dropout_scale", p.dropout_scale, _scale_or_one),
+        ):
+            if source.uid is not None:
+                runtime.append((key, source.uid, convert))
+            else:
+                static[key] = source.value if key == "scale" else source.value or 1.0
+        slots = [("bias", "Bias"), ("dropout_mask", "Dropout_mask")]
         if p.padding:
-            for key, slot in (("seq_len_q", "SEQ_LEN_Q"), ("seq_len_kv", "SEQ_LEN_KV")):
-                static[key] = _Ref(p.uid(slot))
+            slots += [("seq_len_q", "SEQ_LEN_Q"), ("seq_len_kv", "SEQ_LEN_KV")]
+        runtime += [(key, p.uid(slot), None) for key, slot in slots if p.has(slot)]
         names: tuple[str, ...]
         out_slots: tuple[str, ...]
         if p.backward:
@@ -240,20 +241,18 @@ class TorchSdpaEngine:
             }
             if casts:
                 run = _casting(run, casts)
-        inputs = tuple((s, p.uid(s)) for s in names)
         outputs = tuple(
             (
-                s,
+                index,
                 p.uid(s),
                 p.tensors[s].is_virtual,
                 torch_dtype(p.tensors[s].data_type),
                 tuple(p.tensors[s].stride),
             )
+            for index, s in enumerate(out_slots)
             if p.has(s)
-            else (s, -1, True, None, ())
-            for s in out_slots
         )
-        return _Step(p, run, inputs, outputs, static)
+        return _Step(run, tuple(p.uid(s) for s in names), outputs, static, tuple(runtime))
 
     def _kernel(self, p: SdpaProblem, static: dict[str, Any], torch: Any) -> Callable[..., Any]:
         if self.op is None:
@@ -273,6 +272,11 @@ class TorchSdpaEngine:
         static["check"] = False
         wrapper: Callable[..., Any] = fused.backward if p.backward else fused.forward
         return lambda *args, **kw: wrapper(op, *args, **kw)
+
+
+def _scale_or_one(value: Any) -> float:
+    """A runtime dropout scale; 0 (or unset) means no scaling, as for a constant one."""
+    return float(value) or 1.0
 
 
 def _as_declared(value: Any, dtype: Any, strides: tuple[int, ...]) -> Any:
