@@ -222,11 +222,14 @@ def sdpa_backward(
     st = st.masked_fill(torch.isneginf(st), math.inf)
     full = (g.b, g.h, g.sq, g.skv)
     t4: tuple[int, int, int, int] | None = None
+    dbias_out: tuple[int, ...] = ()  # dBias's own shape, t4 padded with leading ones
     if dbias_shape is not None:
-        t4 = _to4(tuple(int(x) for x in dbias_shape), "dbias")
+        dbias_out = tuple(int(x) for x in dbias_shape)
+        t4 = _to4(dbias_out, "dbias")
         _check_broadcast(t4, full, "dbias")
     elif bias is not None:
-        t4 = _to4(tuple(bias.shape), "bias")
+        dbias_out = tuple(bias.shape)
+        t4 = _to4(dbias_out, "bias")
     dq = torch.zeros(g.b, g.h, g.sq, g.d, dtype=p.cdt, device=dev)
     dk = torch.zeros(g.b, g.hk, g.skv, g.d, dtype=p.cdt, device=dev)
     dv = torch.zeros(g.b, g.hv, g.skv, g.dv, dtype=p.cdt, device=dev)
@@ -277,12 +280,5 @@ def sdpa_backward(
         dq[:, :, i0:i1] = dqb * p.scale
         qg = _group(q[:, :, i0:i1].to(p.mmdt), g.hk)
         dk[:, :, j0:j1] += _mm(dsg.transpose(-1, -2), qg, p.lowp) * p.scale
-    dbias = None
-    if db4 is not None:
-        shape = (
-            tuple(int(x) for x in dbias_shape)
-            if dbias_shape is not None
-            else (tuple(bias.shape) if bias is not None else tuple(db4.shape))
-        )
-        dbias = db4.reshape(shape)
+    dbias = None if db4 is None else db4.reshape(dbias_out)
     return dq, dk, dv, dbias
