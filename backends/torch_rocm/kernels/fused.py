@@ -49,6 +49,7 @@ __all__ = [
     "backward",
     "capabilities",
     "check",
+    "clear_empty_rows",
     "empty_rows",
     "forward",
     "static_reason",
@@ -160,6 +161,13 @@ def empty_rows(
     lo = torch.zeros_like(i) if p.left_bound is None else (i + off - p.left_bound).clamp(min=0)
     hi = (lkv - 1) if p.right_bound is None else torch.minimum(i + off + p.right_bound, lkv - 1)
     return (lo > hi) | (i >= lq)
+
+
+def clear_empty_rows(rows: Tensor | None, o: Tensor, stats: Tensor) -> tuple[Tensor, Tensor]:
+    """O = 0 and Stats = +inf on the query ``rows`` that see no key (from :func:`empty_rows`)."""
+    if rows is None:
+        return o, stats
+    return o.masked_fill(rows, 0.0), stats.masked_fill(rows, _INF)
 
 
 def _lens(t: Tensor | None, b: int, full: int, device: torch.device) -> Tensor:
@@ -361,10 +369,7 @@ def forward(
     o, st = impl.FORWARD[op](
         p, c, q, k, v, scale=scale, bias=bias, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv
     )
-    if er is not None:
-        o = o.masked_fill(er, 0.0)
-        st = st.masked_fill(er, _INF)
-    return o, st
+    return clear_empty_rows(er, o, st)
 
 
 def backward(

@@ -72,30 +72,6 @@ def _rel(a: Tensor, b: Tensor) -> float:
     return float((a - b).abs().max()) / max(den, 1e-30)
 
 
-def _problem(
-    dims: tuple[int, ...], dtype: torch.dtype, dev: torch.device, feats: dict[str, Any]
-) -> SdpaProblem:
-    b, h, hk, hv, sq, skv, d, dv = dims
-    return SdpaProblem(
-        b=b,
-        h=h,
-        hk=hk,
-        hv=hv,
-        sq=sq,
-        skv=skv,
-        d=d,
-        dv=dv,
-        dtype=dtype,
-        device=str(dev),
-        bias_shape=feats.get("bias"),
-        dbias=feats.get("dbias_shape") is not None,
-        bottom_right=bool(feats.get("bottom_right", False)),
-        left_bound=feats.get("left_bound"),
-        right_bound=feats.get("right_bound"),
-        padding="seq_len_q" in feats,
-    )
-
-
 def verify(
     op: FusedOp,
     caps: OpCaps,
@@ -145,7 +121,18 @@ def verify(
     o_ref, st_ref = tmath.sdpa_forward(q, k, v, **fwd_rkw)
     o_in = o_ref.to(dtype)
     g_ref = tmath.sdpa_backward(q, k, v, o_in, do, st_ref, **rkw)
-    p = _problem(dims, dtype, dev, feats)
+    p = SdpaProblem.from_tensors(
+        q,
+        k,
+        v,
+        bias=bias,
+        dbias=feats.get("dbias_shape") is not None,
+        bottom_right=bool(feats.get("bottom_right", False)),
+        left_bound=feats.get("left_bound"),
+        right_bound=feats.get("right_bound"),
+        seq_len_q=lens.get("seq_len_q"),
+        seq_len_kv=lens.get("seq_len_kv"),
+    )
     fwd = impl.FORWARD[op](
         p,
         caps,
@@ -158,10 +145,7 @@ def verify(
         seq_len_kv=lens.get("seq_len_kv"),
     )
     er = fused.empty_rows(p, dev, lens.get("seq_len_q"), lens.get("seq_len_kv"))
-    o, st = fwd
-    if er is not None:
-        o = o.masked_fill(er, 0.0)
-        st = st.masked_fill(er, math.inf)
+    o, st = fused.clear_empty_rows(er, *fwd)
     fin = torch.isfinite(st_ref)
     out = {
         "o": _rel(o, o_ref),
