@@ -338,27 +338,12 @@ class Graph(GraphLifecycle, GraphSerialization):
     def __len__(self) -> int:
         return len(self._nodes)
 
-    def _edges(
-        self,
-        ins: list[list[TensorAttributes]] | None = None,
-        outs: list[list[TensorAttributes]] | None = None,
-    ) -> list[tuple[int, int]]:
-        from .ordering import dependency_edges
-
-        return dependency_edges(
-            ins if ins is not None else [n.inputs() for n in self._nodes],
-            outs if outs is not None else [n.outputs() for n in self._nodes],
-        )
-
     def _sort(
         self, ins: list[list[TensorAttributes]], outs: list[list[TensorAttributes]]
     ) -> list[int]:
-        edges = self._edges(ins, outs)
-        if len(self._nodes) == 1 and not edges:
-            return [0]  # the common case, without networkx
-        from .ordering import stable_topological_order
+        from .ordering import dependency_edges, stable_topological_order
 
-        return stable_topological_order(len(self._nodes), edges)
+        return stable_topological_order(len(self._nodes), dependency_edges(ins, outs))
 
     def to_networkx(self) -> nx.DiGraph:
         """The node dependency graph: one networkx node per graph node (by name), one edge per

@@ -1,8 +1,9 @@
 """Node ordering: the dependency graph and hipDNN's stable topological sort.
 
-This is the only module that imports networkx. A node depends on another when it reads a tensor
-the other produces. The order is hipDNN's (Kahn's algorithm with a FIFO queue): nodes that become
-ready together keep insertion order.
+This is the only module that imports networkx, and only once a graph of more than one node is
+ordered. A node depends on another when it reads a tensor the other produces. The order is
+hipDNN's (Kahn's algorithm with a FIFO queue): nodes that become ready together keep insertion
+order.
 
 Example:
     >>> from hipdnn_graph.ordering import stable_topological_order
@@ -13,12 +14,13 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from .errors import HipdnnError
 from .types import ErrorCode
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = [
     "CYCLE_MESSAGE",
@@ -52,6 +54,8 @@ def dependency_edges(
 
 
 def _digraph(count: int, edges: Iterable[tuple[int, int]]) -> nx.DiGraph:
+    import networkx as nx  # imported on first use: a single node needs no graph library
+
     graph = nx.DiGraph()
     graph.add_nodes_from(range(count))
     graph.add_edges_from(edges)
@@ -82,6 +86,8 @@ def stable_topological_order(count: int, edges: Sequence[tuple[int, int]]) -> li
         return []
     if not edges and count == 1:
         return [0]
+    import networkx as nx
+
     graph = _digraph(count, sorted(edges, key=lambda edge: edge[1]))
     try:
         order: list[int] = list(nx.topological_sort(graph))
@@ -101,6 +107,8 @@ def to_networkx(
     no node is lost. Each node carries its ``index`` and ``node``; each edge the ``tensors``
     passed along it.
     """
+    import networkx as nx
+
     graph = nx.DiGraph()
     counts: dict[str, int] = {}
     for name in names:

@@ -178,3 +178,22 @@ def test_declared_in_valid_order_is_left_as_declared(count: int) -> None:
     assert stable_topological_order(count, chain) == list(range(count))
     star = [(0, i) for i in range(1, count)]
     assert stable_topological_order(count, star) == list(range(count))
+
+
+def test_a_single_node_graph_validates_without_importing_networkx() -> None:
+    """networkx is loaded only when there is something to sort (a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, hipdnn_graph as hg\n"
+        "g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT,\n"
+        "             intermediate_data_type=hg.DataType.FLOAT)\n"
+        "q = g.tensor(name='Q', dim=[1, 1, 4, 8])\n"
+        "o, _ = g.sdpa(q, g.tensor_like(q, 'K'), g.tensor_like(q, 'V'), generate_stats=False)\n"
+        "o.set_output(True)\n"
+        "g.validate()\n"
+        "print('networkx' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
