@@ -21,6 +21,7 @@ from .types import BuildPlanPolicy, ErrorCode, HeuristicMode
 
 if TYPE_CHECKING:
     from .graph import Graph
+    from .tensor import TensorAttributes
 
 __all__ = ["NO_PLAN_MESSAGE", "GraphLifecycle", "PlanState", "assign_uids"]
 
@@ -165,8 +166,8 @@ def active_plan(state: PlanState) -> BuiltPlan:
     return state.active
 
 
-def run(state: PlanState, inputs: Mapping[Any, Any], workspace: Any) -> dict[int, Any]:
-    """Execute with engine-allocated outputs; returns ``{uid: output buffer}``.
+def run(state: PlanState, inputs: Mapping[Any, Any], workspace: Any) -> dict[TensorAttributes, Any]:
+    """Execute with engine-allocated outputs; returns ``{output tensor: buffer}``.
 
     Outputs given in ``inputs`` are written in place as in :func:`execute`; the others are
     handed over by plans that can return their own results (``allocates_outputs``, no copy)
@@ -175,13 +176,12 @@ def run(state: PlanState, inputs: Mapping[Any, Any], workspace: Any) -> dict[int
     built = active_plan(state)
     binder = built.binder
     bound = binder.bind(inputs, workspace, built.workspace_size, allow_missing_outputs=True)
-    outputs = [s for s in binder.specs if s.is_output]
     if not getattr(built.plan, "allocates_outputs", False):
-        for spec in outputs:
+        for spec in binder.outputs:
             if spec.uid not in bound:
                 bound[spec.uid] = _allocate(spec, binder.array_kind, bound)
     _run_plan(built, bound, workspace)
-    return {spec.uid: bound[spec.uid] for spec in outputs}
+    return {cast("TensorAttributes", spec.tensor): bound[spec.uid] for spec in binder.outputs}
 
 
 def _allocate(spec: TensorSpec, array_kind: str, bound: Mapping[int, Any]) -> Any:
@@ -357,9 +357,7 @@ class GraphLifecycle:
             >>> g.run({t: x for t in g.graph_inputs()})[o].shape
             (1, 1, 4, 8)
         """
-        results = run(self._state, inputs, workspace)
-        by_uid = {t.uid: t for t in self._graph().graph_tensors()}
-        return {by_uid[uid]: value for uid, value in results.items()}
+        return run(self._state, inputs, workspace)
 
     def execute_plan_at_index(
         self, variant_pack: Mapping[Any, Any], workspace: Any, index: int

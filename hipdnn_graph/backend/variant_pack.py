@@ -193,14 +193,14 @@ class VariantPackBinder:
         self.by_uid = {s.uid: s for s in self.specs}
         self.array_kind = array_kind
         self._inputs = [s for s in self.specs if not s.is_output and not s.pass_by_value]
-        self._outputs = [s for s in self.specs if s.is_output]
+        self.outputs = [s for s in self.specs if s.is_output]
         # (output, other) pairs to test for shared memory, in report order
         self._pairs = [
             (out, other)
-            for i, out in enumerate(self._outputs)
-            for other in self._inputs + self._outputs[i + 1 :]
+            for i, out in enumerate(self.outputs)
+            for other in self._inputs + self.outputs[i + 1 :]
         ]
-        self._buffers = self._inputs + self._outputs
+        self._buffers = self._inputs + self.outputs
         self._last_checked: list[weakref.ref[Any]] | None = None
         if array_kind == "torch":
             for spec in self.specs:  # resolve once, for the fast path of bind()
