@@ -19,14 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).parent))
 from torch_backend import BF16, interleaved, replayed
 
 A = torch.ops.aten

@@ -12,16 +12,12 @@ device-to-device copy per gradient (the ops have no ``out=`` form).
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, profile
-
-sys.path.insert(0, str(Path(__file__).parent))
 from torch_backend import BF16, build_graphs, direct_aten
 
 

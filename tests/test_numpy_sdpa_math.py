@@ -7,8 +7,6 @@ float32 to ~1e-5 (both relative to the largest magnitude of the reference array,
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import ml_dtypes
@@ -19,13 +17,11 @@ from hypothesis import strategies as st
 
 pytest.importorskip("torch")
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+from sdpa_autograd_reference import reference_backward, reference_forward
 
-from sdpa_autograd_reference import reference_backward, reference_forward  # noqa: E402
-
-from backends.numpy_reference import sdpa_math, sdpa_problem, sdpa_small, sdpa_tiled  # noqa: E402
-from backends.numpy_reference.masks import KeyBand  # noqa: E402
-from backends.numpy_reference.sdpa_math import sdpa_backward, sdpa_forward  # noqa: E402
+from backends.numpy_reference import sdpa_math, sdpa_problem, sdpa_small, sdpa_tiled
+from backends.numpy_reference.masks import KeyBand
+from backends.numpy_reference.sdpa_math import sdpa_backward, sdpa_forward
 
 RTOL = {np.float64: 1e-10, np.float32: 2e-5}
 
