@@ -240,8 +240,9 @@ def test_cli_page_examples_replay(tmp_path: Path) -> None:
         if "| dot" in command and not shutil.which("dot"):
             continue
         result = subprocess.run(
-            command,
+            f"set -o pipefail; {command}",
             shell=True,
+            executable="/bin/bash",
             cwd=tmp_path,
             capture_output=True,
             text=True,
@@ -249,8 +250,11 @@ def test_cli_page_examples_replay(tmp_path: Path) -> None:
             env={"PATH": f"{env_path}:/usr/bin:/bin", "HOME": str(tmp_path)},
         )
         shown = result.stdout + result.stderr
+        fails = any(line.startswith("hipdnn-graph: error:") for line in expected)
+        assert result.returncode == (2 if fails else 0), f"$ {command}: exit {result.returncode}"
         for line in expected:
             if line.startswith("[") or "median" in line or "sum=" in line:
                 continue
             assert line in shown, f"$ {command}: {line!r} not in:\n{shown}"
-    assert (tmp_path / "attn.svg").exists() or not shutil.which("dot")
+    if shutil.which("dot"):
+        assert "<svg" in (tmp_path / "attn.svg").read_text()

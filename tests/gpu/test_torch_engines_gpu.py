@@ -10,6 +10,7 @@ skips with the refusal as its reason, so the summary lists what ran where).
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,11 @@ FEATURES = ["none", "causal_tl", "causal_br", "bias", "bias_dbias", "padding", "
 DTYPES = {"bf16": (torch.bfloat16, hg.DataType.BFLOAT16), "fp16": (torch.float16, hg.DataType.HALF)}
 B, D = 2, 64
 TOL = 1e-2
+
+
+def _seed(*case: str) -> int:
+    """A seed fixed per test case (``hash`` of strings changes from one process to the next)."""
+    return zlib.crc32(repr(case).encode())
 
 
 def _rel(out: np.ndarray, ref: np.ndarray) -> float:
@@ -148,7 +154,7 @@ def test_backward(engine: str, heads: str, feature: str, dtype: str) -> None:
     tdt, hdt = DTYPES[dtype]
     case = _case(feature, HEADS[heads])
     g, t = _graph(True, case, feature, hdt, engine)
-    rng = np.random.default_rng(abs(hash((engine, heads, feature, dtype))) % 2**32)
+    rng = np.random.default_rng(_seed(engine, heads, feature, dtype))
     data = _inputs(case, feature, tdt, rng)
     x, ref_kw = data["x"], data["ref"]
     o, stats = reference_forward(x["Q"], x["K"], x["V"], **ref_kw)
@@ -192,7 +198,7 @@ def test_forward(engine: str, heads: str, feature: str, dtype: str) -> None:
     tdt, hdt = DTYPES[dtype]
     case = _case(feature, HEADS[heads])
     g, t = _graph(False, case, feature, hdt, engine)
-    rng = np.random.default_rng(abs(hash((engine, heads, feature, dtype, "f"))) % 2**32)
+    rng = np.random.default_rng(_seed(engine, heads, feature, dtype, "f"))
     data = _inputs(case, feature, tdt, rng)
     x, ref_kw = data["x"], data["ref"]
     x.pop("dO")
