@@ -407,9 +407,7 @@ class Graph(GraphLifecycle, GraphSerialization):
             tensor.validate()
         for node in self.nodes:
             node.graph_attributes = self.attributes
-            node.pre_validate_node()
-            node.infer_properties_node()
-            node.post_validate_node()
+            node.validate_node()
         self._validated = True
 
     @property

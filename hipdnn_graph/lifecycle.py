@@ -234,7 +234,6 @@ class GraphLifecycle:
     """
 
     _state: PlanState
-    _validated: bool
 
     def _graph(self) -> Graph:
         return cast("Graph", self)
@@ -295,12 +294,9 @@ class GraphLifecycle:
     ) -> Self:
         """``validate`` (if needed) → ``build_operation_graph`` → ``create_execution_plans`` →
         ``check_support`` → ``build_plans``."""
-        if not self._validated:
-            self._graph().validate()
-        self.build_operation_graph()
+        self.build_operation_graph()  # validates first when needed
         self.create_execution_plans(modes)
-        self.check_support()
-        return self.build_plans(policy)
+        return self.build_plans(policy)  # checks support first
 
     def get_workspace_size(self) -> int:
         """Bytes of workspace the active plan needs."""
