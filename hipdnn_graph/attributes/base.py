@@ -337,6 +337,16 @@ class SdpaCommonAttributes(NodeAttributes):
         self._set_input(self._IN["Seed"], seed)
         return self._set_input(self._IN["Offset"], offset)
 
+    # ----- cuDNN setters hipDNN records as unsupported (first reason wins) -----
+    def set_score_mod(self, value: Any) -> Self:
+        return self._record_unsupported("SDPA score modifier is unsupported by hipDNN")
+
+    def set_max_total_seq_len_q(self, value: int) -> Self:
+        return self._record_unsupported("SDPA max_total_seq_len_q is unsupported by hipDNN")
+
+    def set_max_total_seq_len_kv(self, value: int) -> Self:
+        return self._record_unsupported("SDPA max_total_seq_len_kv is unsupported by hipDNN")
+
     def mask_window(self) -> MaskWindow:
         """The effective window these flags describe, for engines.
 

@@ -100,16 +100,7 @@ class SdpaAttributes(SdpaCommonAttributes):
             return self.set_dropout_scale(second)
         return self._set_dropout_probability(first, second, third)
 
-    # ----- cuDNN setters recorded as unsupported (first reason wins) -----
-    def set_score_mod(self, value: Any) -> SdpaAttributes:
-        return self._record_unsupported("SDPA score modifier is unsupported by hipDNN")
-
-    def set_max_total_seq_len_q(self, value: int) -> SdpaAttributes:
-        return self._record_unsupported("SDPA max_total_seq_len_q is unsupported by hipDNN")
-
-    def set_max_total_seq_len_kv(self, value: int) -> SdpaAttributes:
-        return self._record_unsupported("SDPA max_total_seq_len_kv is unsupported by hipDNN")
-
+    # ----- cuDNN setters recorded as unsupported (first reason wins; more in the base) -----
     def set_paged_attention_k_table(self, value: Any) -> SdpaAttributes:
         return self._record_unsupported("SDPA paged attention is unsupported by hipDNN")
 

@@ -132,18 +132,9 @@ class SdpaBackwardAttributes(SdpaCommonAttributes):
             return self.set_dropout_scale_inv(third)
         return self._set_dropout_probability(first, second, third)
 
-    # ----- cuDNN setters hipDNN records as unsupported -----
-    def set_score_mod(self, value: Any) -> SdpaBackwardAttributes:
-        return self._record_unsupported("SDPA score modifier is unsupported by hipDNN")
-
+    # ----- cuDNN setters hipDNN records as unsupported (more in the base) -----
     def set_score_mod_bprop(self, value: Any) -> SdpaBackwardAttributes:
         return self._record_unsupported("SDPA score-modifier backprop is unsupported by hipDNN")
-
-    def set_max_total_seq_len_q(self, value: int) -> SdpaBackwardAttributes:
-        return self._record_unsupported("SDPA max_total_seq_len_q is unsupported by hipDNN")
-
-    def set_max_total_seq_len_kv(self, value: int) -> SdpaBackwardAttributes:
-        return self._record_unsupported("SDPA max_total_seq_len_kv is unsupported by hipDNN")
 
     def set_deterministic_algorithm(self, value: bool) -> SdpaBackwardAttributes:
         if value:
