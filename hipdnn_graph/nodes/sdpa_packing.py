@@ -29,6 +29,8 @@ __all__ = ["BWD_TABLE", "FWD_TABLE", "PackingTable", "pack_sdpa", "unpack_sdpa"]
 class PackingTable:
     """Where each part of an SDPA node lives in its operation descriptor."""
 
+    #: the node's class name, as hipDNN's messages spell it
+    node_label: str
     descriptor_type: DescriptorType
     #: (slot name, is output slot, attribute) in slot order; required slots first
     tensors: tuple[tuple[str, bool, A], ...]
@@ -42,6 +44,7 @@ class PackingTable:
 
 
 BWD_TABLE = PackingTable(
+    node_label="SdpaBwdNode",
     descriptor_type=DescriptorType.OPERATION_SDPA_BWD_DESCRIPTOR_EXT,
     tensors=(
         ("Q", False, A.OPERATION_SDPA_BWD_Q_EXT),
@@ -82,6 +85,7 @@ BWD_TABLE = PackingTable(
 )
 
 FWD_TABLE = PackingTable(
+    node_label="SdpaFwdNode",
     descriptor_type=DescriptorType.OPERATION_SDPA_FWD,
     tensors=(
         ("Q", False, A.OPERATION_SDPA_FWD_QDESC),
@@ -154,10 +158,9 @@ def pack_sdpa(
             op.set_attribute(attr, attr_type, [value])
     op.set_attribute(table.alignment, T.DIAGONAL_ALIGNMENT, [attributes.diagonal_alignment])
     if attributes.compute_data_type == DataType.NOT_SET:
-        kind = "SdpaBwdNode" if table is BWD_TABLE else "SdpaFwdNode"
         raise HipdnnError(
             ErrorCode.INVALID_VALUE,
-            f"Unsupported data type for {kind} compute type: {DataType.NOT_SET.name}",
+            f"Unsupported data type for {table.node_label} compute type: {DataType.NOT_SET.name}",
         )
     op.set_attribute(table.compute_type, T.DATA_TYPE, [attributes.compute_data_type])
     if attributes.name:
