@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import HipdnnError
 from ..types import DataType, ErrorCode
 
-__all__ = ["TORCH_DTYPE_NAMES", "data_type_of_numpy", "numpy_dtype", "torch_dtype"]
+__all__ = ["TORCH_DTYPE_NAMES", "numpy_dtype", "torch_dtype"]
 
 _NUMPY: dict[DataType, Any] = {
     DataType.FLOAT: np.float32,
@@ -72,15 +72,6 @@ def numpy_dtype(data_type: DataType) -> np.dtype[Any]:
         raise HipdnnError(
             ErrorCode.INVALID_VALUE, f"Data type {DataType(data_type).name} has no NumPy equivalent"
         ) from None
-
-
-@cache
-def data_type_of_numpy(dtype: np.dtype[Any]) -> DataType | None:
-    """The hipDNN data type of a NumPy dtype, or ``None``."""
-    for data_type, np_type in _NUMPY.items():
-        if np.dtype(np_type) == dtype:
-            return data_type
-    return None
 
 
 def torch_dtype(data_type: DataType) -> Any:

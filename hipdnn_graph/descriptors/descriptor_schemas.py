@@ -259,6 +259,3 @@ _SCHEMAS: dict[int, _Schema] = {
         (D.OPERATION_SDPA_BWD_DESCRIPTOR_EXT, _SDPA_BWD),
     )
 }
-
-#: Descriptor types :class:`BackendDescriptor` can be created with.
-SUPPORTED_DESCRIPTOR_TYPES: frozenset[D] = frozenset(D(t) for t in _SCHEMAS)

@@ -18,7 +18,7 @@ from ..errors import HipdnnError
 from ..types import ErrorCode
 
 if TYPE_CHECKING:
-    from .records import GraphRecord, NodeRecord, TensorRecord
+    from .records import GraphRecord, NodeRecord
 
 __all__ = [
     "FORMAT_VERSION",
@@ -31,7 +31,6 @@ __all__ = [
     "MAX_VOLUME",
     "check_graph_parts",
     "check_graph_record",
-    "check_tensor_record",
     "construct_record",
 ]
 
@@ -62,18 +61,6 @@ def _check_name(kind: str, name: str) -> None:
         raise _invalid(f"{kind} name is longer than {MAX_NAME_LENGTH} characters")
 
 
-def check_tensor_record(t: TensorRecord) -> None:
-    """Check one tensor's shape rules (see the module docstring).
-
-    Args:
-        t: The tensor.
-
-    Raises:
-        HipdnnError: INVALID_VALUE naming the tensor and the broken rule.
-    """
-    _check_tensor(t.__dict__, "dims", "strides")
-
-
 def _check_tensor(d: dict[str, Any], dims_key: str, strides_key: str) -> None:
     dims, strides = d[dims_key], d[strides_key]
     if (
@@ -96,7 +83,7 @@ def _check_tensor(d: dict[str, Any], dims_key: str, strides_key: str) -> None:
 
 
 def _explain_tensor(name: str, dims: list[int], strides: list[int]) -> None:
-    """Raise for the first broken tensor rule (the slow path of :func:`check_tensor_record`)."""
+    """Raise for the first broken tensor rule (the slow path of :func:`_check_tensor`)."""
     _check_name("Tensor", name)
     if len(dims) > MAX_RANK:
         raise _invalid(f"Tensor {name} has rank {len(dims)}, more than {MAX_RANK}")
