@@ -195,16 +195,9 @@ def _allocate(spec: TensorSpec, array_kind: str, bound: Mapping[int, Any]) -> An
         return torch.empty_strided(
             spec.shape, spec.strides, dtype=spec.torch_dtype(), device=device
         )
-    import numpy as np
+    from .backend.dtypes import numpy_empty_strided
 
-    from .backend.dtypes import numpy_dtype
-
-    dtype = numpy_dtype(spec.data_type)
-    span = 1 + sum((d - 1) * s for d, s in zip(spec.shape, spec.strides, strict=True))
-    flat = np.empty(span, dtype=dtype)
-    return np.lib.stride_tricks.as_strided(
-        flat, spec.shape, tuple(s * dtype.itemsize for s in spec.strides), writeable=True
-    )
+    return numpy_empty_strided(spec.shape, spec.strides, spec.data_type)
 
 
 def _run_plan(built: BuiltPlan, bound: dict[int, Any], workspace: Any) -> None:

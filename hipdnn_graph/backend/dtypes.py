@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -16,9 +17,10 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import HipdnnError
+from ..tensor import generate_strides
 from ..types import DataType, ErrorCode
 
-__all__ = ["TORCH_DTYPE_NAMES", "numpy_dtype", "torch_dtype"]
+__all__ = ["TORCH_DTYPE_NAMES", "numpy_dtype", "numpy_empty_strided", "torch_dtype"]
 
 _NUMPY: dict[DataType, Any] = {
     DataType.FLOAT: np.float32,
@@ -72,6 +74,29 @@ def numpy_dtype(data_type: DataType) -> np.dtype[Any]:
         raise HipdnnError(
             ErrorCode.INVALID_VALUE, f"Data type {DataType(data_type).name} has no NumPy equivalent"
         ) from None
+
+
+def numpy_empty_strided(
+    shape: Sequence[int], strides: Sequence[int], data_type: DataType
+) -> np.ndarray[Any, Any]:
+    """An uninitialised, writeable NumPy array with these dims and element strides.
+
+    Example:
+        >>> from hipdnn_graph import DataType
+        >>> a = numpy_empty_strided([2, 3], [1, 2], DataType.FLOAT)
+        >>> a.shape, a.strides
+        ((2, 3), (4, 8))
+    """
+    dtype = numpy_dtype(data_type)
+    if not shape or list(strides) == generate_strides(shape):
+        return np.empty(tuple(shape), dtype=dtype)
+    span = 1 + sum((d - 1) * abs(s) for d, s in zip(shape, strides, strict=True))
+    return np.lib.stride_tricks.as_strided(
+        np.empty(span, dtype=dtype),
+        shape=tuple(shape),
+        strides=tuple(s * dtype.itemsize for s in strides),
+        writeable=True,
+    )
 
 
 def torch_dtype(data_type: DataType) -> Any:

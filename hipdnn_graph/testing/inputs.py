@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend.dtypes import numpy_dtype
+from ..backend.dtypes import numpy_dtype, numpy_empty_strided
 from ..backend.variant_pack import as_numpy, as_torch, is_torch_tensor
 from ..graph import Graph
 from ..tensor import TensorAttributes, generate_strides
@@ -96,15 +96,8 @@ def tensor_roles(graph: Graph) -> dict[int, tuple[str, dict[str, int]]]:
 
 def empty_for(tensor: TensorAttributes) -> np.ndarray[Any, Any]:
     """An uninitialised array with the tensor's dims, strides and dtype."""
-    dtype = numpy_dtype(tensor.data_type)
-    dims, strides = list(tensor.dim), list(tensor.stride) or generate_strides(tensor.dim)
-    if strides == generate_strides(dims):
-        return np.empty(dims, dtype=dtype)
-    span = 1 + sum((d - 1) * abs(s) for d, s in zip(dims, strides, strict=True))
-    base = np.empty(span, dtype=dtype)
-    return np.lib.stride_tricks.as_strided(
-        base, shape=dims, strides=[s * dtype.itemsize for s in strides]
-    )
+    strides = list(tensor.stride) or generate_strides(tensor.dim)
+    return numpy_empty_strided(tensor.dim, strides, tensor.data_type)
 
 
 def poison(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
