@@ -383,7 +383,10 @@ class Graph(GraphLifecycle, GraphSerialization):
 
     def graph_tensors(self) -> list[TensorAttributes]:
         """Every tensor some node reads or writes, in declaration order."""
-        used = {id(t) for n in self._nodes for t in (*n.inputs(), *n.outputs())}
+        used: set[int] = set()
+        for node in self._nodes:  # slot order does not matter here: read the slot dicts
+            used.update(map(id, node.attributes.inputs.values()))
+            used.update(map(id, node.attributes.outputs.values()))
         return [t for key, t in self._tensors.items() if key in used]
 
     # ----- validation -----

@@ -171,16 +171,6 @@ def _node_record(attributes: SdpaCommonAttributes) -> NodeRecord:
     )
 
 
-def _used_tensors(graph: Graph) -> list[TensorAttributes]:
-    """``graph.graph_tensors()``: the tensors some node reads or writes, in declaration order."""
-    used: set[int] = set()
-    for node in graph._nodes:
-        ad = node.attributes.__dict__
-        used.update(map(id, ad["inputs"].values()))
-        used.update(map(id, ad["outputs"].values()))
-    return [t for key, t in graph._tensors.items() if key in used]
-
-
 def _graph_fields(graph: Graph) -> dict[str, Any]:
     """The fields of the graph's record, with its tensors (sorted by uid) not converted.
 
@@ -189,7 +179,7 @@ def _graph_fields(graph: Graph) -> dict[str, Any]:
     """
     if not graph.is_validated:
         graph.validate()
-    tensors = _used_tensors(graph)
+    tensors = graph.graph_tensors()
     if any(t.uid is None for t in tensors):
         from ..lifecycle import assign_uids
 
