@@ -60,9 +60,15 @@ from .records import (
 if TYPE_CHECKING:
     from ..graph import Graph
 
-__all__ = ["graph_from_bytes", "graph_from_record", "graph_to_bytes", "graph_to_record"]
+__all__ = [
+    "graph_from_bytes",
+    "graph_from_record",
+    "graph_to_bytes",
+    "graph_to_record",
+    "signed64",
+    "unsigned64",
+]
 
-_MASK64 = (1 << 64) - 1
 assert tuple(TensorRecord.model_fields) == (
     "uid", "name", "data_type", "dims", "strides", "is_virtual", "is_pass_by_value", "value",
     "alignment",
@@ -78,8 +84,14 @@ _SLOT_FIELDS: dict[type[SdpaCommonAttributes], tuple[tuple[Any, str, bool], ...]
 _uid = attrgetter("uid")
 
 
-def _signed64(value: int) -> int:
+def signed64(value: int) -> int:
+    """A 64-bit engine id as the INT64 that descriptors and records store (two's complement)."""
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def unsigned64(value: int) -> int:
+    """The 64-bit engine id an INT64 from :func:`signed64` stands for."""
+    return value & ((1 << 64) - 1)
 
 
 def _record(cls: type[Any], values: dict[str, Any]) -> Any:
@@ -195,7 +207,7 @@ def _graph_fields(graph: Graph) -> dict[str, Any]:
         "compute_data_type": attrs.compute_data_type,
         "intermediate_data_type": attrs.intermediate_data_type,
         "io_data_type": attrs.io_data_type,
-        "preferred_engine_id": None if preferred is None else _signed64(preferred),
+        "preferred_engine_id": None if preferred is None else signed64(preferred),
         "tensors": tensors,
         "nodes": nodes,
     }
@@ -360,7 +372,7 @@ def _graph(d: dict[str, Any], tensor_list: list[TensorAttributes]) -> Graph:
     _set_private(attributes, None)
     graph = Graph(attributes=attributes)
     if d["preferred_engine_id"] is not None:
-        graph.set_preferred_engine_id_ext(d["preferred_engine_id"] & _MASK64)
+        graph.set_preferred_engine_id_ext(unsigned64(d["preferred_engine_id"]))
     tensors = dict(zip(map(_uid, tensor_list), tensor_list, strict=True))
     # A new graph: adopt the tensors (record order) and the nodes (topological order) directly,
     # without re-tracking every slot as add_node() does.

@@ -28,6 +28,7 @@ from .backend_descriptor import BackendDescriptor
 from .enums import AttributeName as A
 from .enums import AttributeType as T
 from .enums import DescriptorType
+from .graph_records import signed64, unsigned64
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -61,9 +62,7 @@ def lower_graph(graph: Graph) -> BackendDescriptor:
     desc.set_attribute(A.OPERATIONGRAPH_IO_DATA_TYPE_EXT, T.DATA_TYPE, [attrs.io_data_type])
     preferred = graph.get_preferred_engine_id_ext()
     if preferred is not None:
-        # INT64 attribute: store the 64-bit id as its signed two's-complement value
-        signed = preferred - (1 << 64) if preferred >= 1 << 63 else preferred
-        desc.set_attribute(A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT, T.INT64, [signed])
+        desc.set_attribute(A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT, T.INT64, [signed64(preferred)])
     if attrs.name:
         desc.set_attribute(A.OPERATIONGRAPH_NAME_EXT, T.CHAR, [attrs.name])
     desc.finalize()
@@ -100,7 +99,7 @@ def lift_graph(desc: BackendDescriptor) -> Graph:
     graph = Graph(attributes=attrs)
     if desc.has_attribute(A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT):
         preferred = get(A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT, T.INT64)[0]
-        graph.set_preferred_engine_id_ext(preferred % (1 << 64))
+        graph.set_preferred_engine_id_ext(unsigned64(preferred))
     tensor_map: dict[int, TensorAttributes] = {}
     for op in get(A.OPERATIONGRAPH_OPS, T.BACKEND_DESCRIPTOR):
         node_cls = _NODES.get(op.descriptor_type)
