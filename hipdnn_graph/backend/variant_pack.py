@@ -286,7 +286,10 @@ class VariantPackBinder:
             self._check_array(array, spec, torch_kind)
             bound[spec.uid] = array
         if self._pairs and len(bound) == len(self.specs):
-            self._check_aliasing(bound, torch_kind)
+            if torch_kind:
+                self._check_torch_aliasing(bound)
+            else:
+                self._check_numpy_aliasing(bound)
         elif self._pairs:  # some outputs left out: check the pairs that are present
             for out, other in self._pairs:
                 a, b = bound.get(out.uid), bound.get(other.uid)
@@ -327,27 +330,19 @@ class VariantPackBinder:
         if spec.is_output and not torch_kind and not array.flags.writeable:
             raise _fail(f"Variant pack output {spec.label} is read-only")
 
-    def _check_aliasing(self, bound: Mapping[int, Any], torch_kind: bool) -> None:
+    def _check_numpy_aliasing(self, bound: Mapping[int, Any]) -> None:
         buffers = self._buffers
-        if torch_kind:
-            self._check_torch_aliasing(bound)
-            return
         last = self._last_checked
         if last is not None and all(
             ref() is bound[spec.uid] for ref, spec in zip(last, buffers, strict=True)
         ):
             return  # the same NumPy arrays as last time: already known not to alias
         for out, other in self._pairs:
-            if _overlap(bound[out.uid], bound[other.uid], out, other, torch_kind):
-                kind = "output" if other.is_output else "input"
-                raise _fail(
-                    f"Variant pack output {out.label} shares memory with {kind} "
-                    f"{other.label}; outputs must not alias other tensors"
-                )
-        if not torch_kind:
-            # an ndarray's memory never changes, so identity is enough to reuse the answer;
-            # torch tensors can be re-pointed in place (set_), so they are checked every time
-            self._last_checked = [weakref.ref(bound[spec.uid]) for spec in buffers]
+            if _overlap(bound[out.uid], bound[other.uid], out, other, False):
+                raise _alias_error(out, other)
+        # an ndarray's memory never changes, so identity is enough to reuse the answer; torch
+        # tensors can be re-pointed in place (set_), so they are checked by address every time
+        self._last_checked = [weakref.ref(bound[spec.uid]) for spec in buffers]
 
     def _check_torch_aliasing(self, bound: Mapping[int, Any]) -> None:
         # addresses are all that decide aliasing (shapes and strides were checked above), so
@@ -359,12 +354,8 @@ class VariantPackBinder:
         for out, other in self._pairs:
             lo_a, lo_b = start[out.uid], start[other.uid]
             meet = lo_a < lo_b + other.span_bytes and lo_b < lo_a + out.span_bytes
-            if meet and _overlap(bound[out.uid], bound[other.uid], out, other, True):
-                kind = "output" if other.is_output else "input"
-                raise _fail(
-                    f"Variant pack output {out.label} shares memory with {kind} "
-                    f"{other.label}; outputs must not alias other tensors"
-                )
+            if meet and _torch_shares(bound[out.uid], bound[other.uid]):
+                raise _alias_error(out, other)
         self._last_pointers = pointers
 
     @staticmethod
@@ -404,12 +395,24 @@ def _torch_layout(t: Any) -> np.ndarray[Any, Any]:
 
 def _overlap(a: Any, b: Any, sa: TensorSpec, sb: TensorSpec, torch_kind: bool) -> bool:
     if torch_kind:
-        if a.device != b.device:
-            return False
         lo_a, lo_b = a.data_ptr(), b.data_ptr()
-        if not (lo_a < lo_b + sb.span_bytes and lo_b < lo_a + sa.span_bytes):
-            return False
-        # the spans meet: decide exactly from the layouts (interleaved views do not alias);
-        # shares_memory only does address arithmetic, so this works for device memory too
-        return bool(np.shares_memory(_torch_layout(a), _torch_layout(b)))
+        meet = lo_a < lo_b + sb.span_bytes and lo_b < lo_a + sa.span_bytes
+        return meet and _torch_shares(a, b)
     return bool(np.may_share_memory(a, b)) and bool(np.shares_memory(a, b))
+
+
+def _torch_shares(a: Any, b: Any) -> bool:
+    """Whether two tensors whose address spans meet share memory, decided exactly from their
+    layouts (interleaved views do not alias); shares_memory only does address arithmetic, so
+    this works for device memory too."""
+    if a.device != b.device:
+        return False
+    return bool(np.shares_memory(_torch_layout(a), _torch_layout(b)))
+
+
+def _alias_error(out: TensorSpec, other: TensorSpec) -> HipdnnError:
+    kind = "output" if other.is_output else "input"
+    return _fail(
+        f"Variant pack output {out.label} shares memory with {kind} {other.label}; "
+        "outputs must not alias other tensors"
+    )
