@@ -95,6 +95,19 @@ class NodeAttributes(BaseModel):
         outputs = self.outputs
         return [outputs[s] for s in _slot_order(self.OutputNames) if s in outputs]
 
+    def tensors_by_slot(self) -> dict[str, TensorAttributes]:
+        """Every set tensor by its slot's name, inputs then outputs.
+
+        Example:
+            >>> from hipdnn_graph import SdpaAttributes, TensorAttributes
+            >>> a = SdpaAttributes().set_q(TensorAttributes(name="q", dim=[1, 1, 4, 8]))
+            >>> {slot: t.name for slot, t in a.tensors_by_slot().items()}
+            {'Q': 'q'}
+        """
+        slots = {s.name: t for s, t in self.inputs.items()}
+        slots.update({s.name: t for s, t in self.outputs.items()})
+        return slots
+
     # ----- unsupported usage (first recorded reason wins) -----
     def _record_unsupported(self, reason: str) -> Self:
         if self._unsupported_reason is None:

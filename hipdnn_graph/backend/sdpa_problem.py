@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..attributes.base import MaskWindow, SdpaCommonAttributes
+from ..attributes.base import MaskWindow
 from ..attributes.sdpa import SdpaAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..errors import HipdnnError
@@ -94,7 +94,7 @@ class SdpaProblem:
         a = node.attributes
         if not isinstance(a, SdpaAttributes | SdpaBackwardAttributes):
             raise HipdnnError(ErrorCode.INVALID_VALUE, f"{node!r} is not an SDPA node")
-        tensors = _slots(a)
+        tensors = a.tensors_by_slot()
         q, k, v = tensors["Q"], tensors["K"], tensors["V"]
         b, h, sq, d = q.dim
         scale_fallback = a.attn_scale_value if a.attn_scale_value is not None else 1 / math.sqrt(d)
@@ -183,9 +183,3 @@ def visible_pairs(seq_q: int, seq_kv: int, window: MaskWindow) -> int:
     if window.left_bound is not None:
         lo = np.maximum(lo, i + offset - window.left_bound)
     return int(np.clip(hi - lo + 1, 0, None).sum())
-
-
-def _slots(a: SdpaCommonAttributes) -> dict[str, TensorAttributes]:
-    slots = {s.name: t for s, t in a.inputs.items()}
-    slots.update({s.name: t for s, t in a.outputs.items()})
-    return slots

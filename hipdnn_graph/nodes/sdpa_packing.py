@@ -135,8 +135,7 @@ def pack_sdpa(
         HipdnnError: ``INVALID_VALUE`` for a tensor without uid or an unset compute type.
     """
     op = BackendDescriptor(table.descriptor_type)
-    slots = {s.name: t for s, t in attributes.inputs.items()}
-    slots.update({s.name: t for s, t in attributes.outputs.items()})
+    slots = attributes.tensors_by_slot()
     for slot, _, attr in table.tensors:
         tensor = slots.get(slot)
         if tensor is None:

@@ -81,8 +81,7 @@ def tensor_roles(graph: Graph) -> dict[int, tuple[str, dict[str, int]]]:
     roles: dict[int, tuple[str, dict[str, int]]] = {}
     for node in graph.nodes:
         a: Any = node.attributes
-        slots = {s.name: t for s, t in a.inputs.items()}
-        slots.update({s.name: t for s, t in a.outputs.items()})
+        slots = a.tensors_by_slot()
         sizes: dict[str, int] = {}
         q, k = slots.get("Q"), slots.get("K")
         if q is not None and len(q.dim) == 4:
