@@ -146,13 +146,10 @@ def fields_to_bytes(
 def _bytes_input(data: bytes | bytearray | memoryview) -> bytes:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise _unsupported(f"Serialized graph must be bytes, not {type(data).__name__}")
-    if type(data) is not bytes:
-        if isinstance(data, memoryview) and data.nbytes > MAX_INPUT_BYTES:
-            raise _unsupported(f"Serialized graph is larger than {MAX_INPUT_BYTES} bytes")
-        data = bytes(data)
-    if len(data) > MAX_INPUT_BYTES:
+    size = data.nbytes if isinstance(data, memoryview) else len(data)
+    if size > MAX_INPUT_BYTES:  # checked before any copy
         raise _unsupported(f"Serialized graph is larger than {MAX_INPUT_BYTES} bytes")
-    return data
+    return data if type(data) is bytes else bytes(data)
 
 
 def record_from_bytes(data: bytes | bytearray | memoryview) -> GraphRecord:

@@ -127,15 +127,7 @@ def _write_value_chunk(
     w: _Writer, field: int, d: dict[str, Any], dims: list[int], strides: list[int]
 ) -> None:
     """Write a tensor holding a value as one value chunk (see :mod:`.fb_layout`)."""
-    value = d["value"]
-    if value is True or value is False:
-        kind = _BOOL
-    elif isinstance(value, int):
-        kind = _INT64
-    else:
-        kind = _FLOAT64
-        if value != value:  # any NaN is written as the canonical one, as JSON would
-            value = math.nan
+    kind, _, value = _value_kind(d["value"])
     name = d["name"].encode()
     chunk = _value_chunk(len(name), len(dims), kind)
     vt = w.vtable(_VALUE_TENSOR_VTABLE)
@@ -151,10 +143,21 @@ def _write_value_chunk(
     _U32.pack_into(buf, field, pos - field)
 
 
+def _value_kind(value: Any) -> tuple[int, str, Any]:
+    """(union kind, struct code, value) of a tensor's value; any NaN becomes the canonical one,
+    as JSON would write it."""
+    if value is True or value is False:
+        return _BOOL, "?", value
+    if isinstance(value, int):
+        return _INT64, "q", value
+    return _FLOAT64, "d", math.nan if value != value else value
+
+
 def _write_tensor(
     w: _Writer, slot_field: int, d: dict[str, Any], dims: list[int], strides: list[int]
 ) -> None:
-    """Write one tensor field by field (tensors holding a value)."""
+    """Write one tensor field by field: the general path, for tensors whose dims and strides
+    differ in length (records built without checks), which the fixed chunks cannot hold."""
     value = d["value"]
     if value is None:
         pos, f_name, f_strides, f_dims = w.table(
@@ -163,19 +166,13 @@ def _write_tensor(
              d["alignment"]),
         )  # fmt: skip
     else:
-        kind, code = (
-            (_BOOL, "?")
-            if value is True or value is False
-            else ((_INT64, "q") if isinstance(value, int) else (_FLOAT64, "d"))
-        )
+        kind, code, value = _value_kind(value)
         pos, f_name, f_strides, f_dims, f_value = w.table(
             ((0, "q"), (1, "O"), (2, "b"), (3, "O"), (4, "O"), (5, "?"), (6, "B"), (7, "O"),
              (8, "?"), (10, "q")),
             (d["uid"], 0, d["data_type"], 0, 0, d["is_virtual"], kind, 0, d["is_pass_by_value"],
              d["alignment"]),
         )  # fmt: skip
-        if value != value:  # any NaN is written as the canonical one, as JSON would
-            value = math.nan
         w.link(f_value, w.table(((0, code),), (value,))[0])
     w.link(slot_field, pos)
     w.string(f_name, d["name"])
