@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from collections.abc import Set as AbstractSet
 from operator import add, itemgetter
 from typing import Any, NamedTuple
 
@@ -58,12 +57,12 @@ from .record_checks import (
     _set_fields,
     _set_private,
     check_graph_parts,
+    new_trusted,
 )
 from .records import (
+    RECORD_FIELDS,
     GraphRecord,
     NodeRecord,
-    SdpaBwdRecord,
-    SdpaFwdRecord,
     TensorRecord,
 )
 
@@ -210,25 +209,7 @@ _DATA_TYPES = {m.value: m for m in DataType}
 _ALIGNMENTS = {m.value: m for m in DiagonalAlignment}
 
 
-def _new(cls: type[Any], fields: AbstractSet[str], values: dict[str, Any]) -> Any:
-    """Build a record from already checked values, skipping pydantic validation.
-
-    This is what ``model_construct`` does, minus its per-field loop: a record's state is exactly
-    its ``__dict__``, its fields-set and two ``None`` slots.
-    """
-    obj = _object_new(cls)
-    _set_dict(obj, values)
-    _set_fields(obj, fields)
-    _set_extra(obj, None)
-    _set_private(obj, None)
-    return obj
-
-
-_FIELDS = {
-    cls: frozenset(cls.model_fields)
-    for cls in (GraphRecord, TensorRecord, NodeRecord, SdpaBwdRecord, SdpaFwdRecord)
-}
-_TENSOR_FIELDS = _FIELDS[TensorRecord]
+_TENSOR_FIELDS = RECORD_FIELDS[TensorRecord]
 
 
 def _data_type(value: int, where: str) -> DataType:
@@ -283,9 +264,9 @@ def _read_node(buf: bytes, n: int, pos: int, strings: _Strings) -> NodeRecord:
     node = {
         "name": name,
         "compute_data_type": _data_type(ctype, f"node {name}"),
-        "attributes": _new(cls, _FIELDS[cls], values),
+        "attributes": new_trusted(cls, values, RECORD_FIELDS[cls]),
     }
-    return _new(NodeRecord, _FIELDS[NodeRecord], node)  # type: ignore[no-any-return]
+    return new_trusted(NodeRecord, node, RECORD_FIELDS[NodeRecord])
 
 
 def _read_value_chunk(buf: bytes, n: int, pos: int, keys: tuple[str, ...]) -> dict[str, Any] | None:
@@ -412,7 +393,7 @@ def _read_tensors(
             pass
         if values is None:  # field by field; then in the target's keys
             values = dict(zip(keys, _read_tensor(buf, n, pos, strings).values(), strict=True))
-        append(_new(cls, set(fields) if own_fields else fields, values))
+        append(new_trusted(cls, values, set(fields) if own_fields else fields))
     return out
 
 
@@ -476,4 +457,4 @@ def decode(data: bytes) -> GraphRecord:
     Raises:
         HipdnnError: UNSUPPORTED_GRAPH_FORMAT or INVALID_VALUE (see the module docstring).
     """
-    return _new(GraphRecord, _FIELDS[GraphRecord], decode_parts(data))  # type: ignore[no-any-return]
+    return new_trusted(GraphRecord, decode_parts(data), RECORD_FIELDS[GraphRecord])

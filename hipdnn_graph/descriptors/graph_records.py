@@ -40,16 +40,10 @@ from ..tensor import TensorAttributes
 from ..types import ErrorCode
 from .codec import fields_from_bytes, fields_to_bytes
 from .flatbuf import TensorTarget
-from .record_checks import (
-    _object_new,
-    _set_dict,
-    _set_extra,
-    _set_fields,
-    _set_private,
-    check_graph_parts,
-)
+from .record_checks import check_graph_parts, new_trusted
 from .records import (
     FORMAT_VERSION,
+    RECORD_FIELDS,
     GraphRecord,
     NodeRecord,
     SdpaBwdRecord,
@@ -96,18 +90,7 @@ def unsigned64(value: int) -> int:
 
 def _record(cls: type[Any], values: dict[str, Any]) -> Any:
     """A record of ``cls`` holding ``values`` (every field, in field order), not validated."""
-    record = _object_new(cls)
-    _set_dict(record, values)
-    _set_fields(record, _RECORD_FIELDS[cls])
-    _set_extra(record, None)
-    _set_private(record, None)
-    return record
-
-
-_RECORD_FIELDS = {
-    cls: frozenset(cls.model_fields)
-    for cls in (GraphRecord, NodeRecord, SdpaBwdRecord, SdpaFwdRecord, TensorRecord)
-}
+    return new_trusted(cls, values, RECORD_FIELDS[cls])
 
 
 def _tensor_record(t: TensorAttributes) -> TensorRecord:
@@ -249,9 +232,8 @@ _TENSOR_ATTRIBUTE_FIELDS = frozenset(TensorAttributes.model_fields)
 
 def _tensor(d: dict[str, Any]) -> TensorAttributes:
     """The tensor a checked :class:`TensorRecord` (its ``__dict__``) describes."""
-    tensor: TensorAttributes = _object_new(TensorAttributes)
-    _set_dict(
-        tensor,
+    return new_trusted(
+        TensorAttributes,
         {
             "uid": d["uid"],
             "name": d["name"],
@@ -263,11 +245,8 @@ def _tensor(d: dict[str, Any]) -> TensorAttributes:
             "value": d["value"],
             "alignment": d["alignment"],
         },
+        set(_TENSOR_ATTRIBUTE_FIELDS),
     )
-    _set_fields(tensor, set(_TENSOR_ATTRIBUTE_FIELDS))
-    _set_extra(tensor, None)
-    _set_private(tensor, None)
-    return tensor
 
 
 class _NodeKind:
@@ -319,11 +298,7 @@ def _node(node_record: NodeRecord, tensors: dict[int, TensorAttributes], graph: 
     }
     for name in kind.scalars:
         values[name] = bd[name]
-    attributes = _object_new(kind.attributes)
-    _set_dict(attributes, values)
-    _set_fields(attributes, set())
-    _set_extra(attributes, None)
-    _set_private(attributes, dict(kind.private))
+    attributes = new_trusted(kind.attributes, values, set(), dict(kind.private))
     return kind.node(attributes, graph.attributes)
 
 
@@ -365,11 +340,11 @@ def _graph(d: dict[str, Any], tensor_list: list[TensorAttributes]) -> Graph:
     """The graph of a checked record's fields ``d``, with its tensors already built."""
     from ..graph import Graph
 
-    attributes = _object_new(GraphAttributes)
-    _set_dict(attributes, {name: d[name] for name in _GRAPH_ATTRIBUTE_FIELDS})
-    _set_fields(attributes, set(_GRAPH_ATTRIBUTE_FIELDS))
-    _set_extra(attributes, None)
-    _set_private(attributes, None)
+    attributes = new_trusted(
+        GraphAttributes,
+        {name: d[name] for name in _GRAPH_ATTRIBUTE_FIELDS},
+        set(_GRAPH_ATTRIBUTE_FIELDS),
+    )
     graph = Graph(attributes=attributes)
     if d["preferred_engine_id"] is not None:
         graph.set_preferred_engine_id_ext(unsigned64(d["preferred_engine_id"]))

@@ -8,6 +8,7 @@ decoded from bytes, or built with :func:`construct_record` and then checked); se
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from math import prod
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -207,6 +208,28 @@ _set_dict, _set_fields, _set_extra, _set_private = (
     )
 )
 _object_new = object.__new__
+
+
+def new_trusted(
+    cls: type[_R],
+    values: dict[str, Any],
+    fields_set: AbstractSet[str],
+    private: dict[str, Any] | None = None,
+) -> _R:
+    """A pydantic model of ``cls`` whose state is ``values``, skipping validation.
+
+    What ``model_construct`` does minus its per-field loop: a model's state is exactly its
+    ``__dict__``, its fields-set, its extra (None) and its private attributes. ``values`` must
+    hold every field, already checked and typed.
+    """
+    obj = _object_new(cls)
+    _set_dict(obj, values)
+    _set_fields(obj, fields_set)
+    _set_extra(obj, None)
+    _set_private(obj, private)
+    return obj
+
+
 _LAYOUTS: dict[type[BaseModel], tuple[tuple[tuple[str, Any], ...], frozenset[str]]] = {}
 _REQUIRED = object()
 
@@ -260,9 +283,4 @@ def construct_record(cls: type[_R], **values: Any) -> _R:
             if value is _REQUIRED:
                 raise _invalid(f"{cls.__name__} needs a value for {name}")
             data[name] = list(value) if type(value) is list and name not in values else value
-    obj = _object_new(cls)
-    _set_dict(obj, data)
-    _set_fields(obj, names)
-    _set_extra(obj, None)
-    _set_private(obj, None)
-    return obj
+    return new_trusted(cls, data, names)

@@ -74,6 +74,7 @@ __all__ = [
     "MAX_STRIDE",
     "MAX_TENSORS",
     "MAX_VOLUME",
+    "RECORD_FIELDS",
     "GraphRecord",
     "NodeRecord",
     "SdpaBwdRecord",
@@ -370,3 +371,10 @@ class GraphRecord(_Record):
     def _graph_rules(self) -> GraphRecord:
         check_graph_record(self)
         return self
+
+
+#: Every record class's field names (a record built without validation sets them all).
+RECORD_FIELDS: dict[type[BaseModel], frozenset[str]] = {
+    cls: frozenset(cls.model_fields)
+    for cls in (GraphRecord, NodeRecord, SdpaBwdRecord, SdpaFwdRecord, TensorRecord)
+}
