@@ -236,7 +236,14 @@ def _checksum(array: np.ndarray[Any, Any]) -> str:
 
 def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     from .backend.registry import current_registry
-    from .testing.inputs import default_device, graph_outputs, make_inputs, to_device, to_numpy
+    from .testing.inputs import (
+        default_device,
+        graph_outputs,
+        make_inputs,
+        to_device,
+        to_numpy,
+        workspace_for,
+    )
 
     if args.repeat < 1:
         raise CliError("--repeat must be at least 1")
@@ -263,15 +270,10 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     elif device == "numpy":
         device = None
     pack = make_inputs(graph, np.random.default_rng(args.seed))
-    size = graph.get_workspace_size()
-    workspace: Any = np.empty(size, dtype=np.uint8) if size else None
+    workspace = workspace_for(graph, device)
     sync = _synchronizer(device)
     if device:
         pack = to_device(pack, device)
-        if size:
-            import torch
-
-            workspace = torch.empty(size, dtype=torch.uint8, device=device)
     show = args.progress == "always" or (
         args.progress == "auto" and args.repeat >= 10 and sys.stderr.isatty()
     )
@@ -287,7 +289,8 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     median = statistics.median(times)
     buffers = f"torch tensors on {device}" if device else "NumPy arrays"
     print(
-        f"graph '{graph.get_name()}': engine {engine}, {buffers}, workspace {size} bytes",
+        f"graph '{graph.get_name()}': engine {engine}, {buffers}, "
+        f"workspace {graph.get_workspace_size()} bytes",
         file=out,
     )
     print(

@@ -45,6 +45,7 @@ from .inputs import (
     tensor_roles,
     to_device,
     to_numpy,
+    workspace_for,
 )
 
 __all__ = [
@@ -72,4 +73,5 @@ __all__ = [
     "tensor_roles",
     "to_device",
     "to_numpy",
+    "workspace_for",
 ]

@@ -43,6 +43,7 @@ from .inputs import (
     poison,
     to_device,
     to_numpy,
+    workspace_for,
 )
 
 __all__ = [
@@ -243,7 +244,7 @@ def _run_case(
         if t not in outputs and isinstance(v, np.ndarray)
     }
     try:
-        graph.execute(pack, _workspace(graph, device))
+        graph.execute(pack, workspace_for(graph, device))
         if device:
             _synchronize(device)
     except Exception as exc:  # any failure of the engine is a failed case, not a crash
@@ -256,7 +257,7 @@ def _run_case(
     outcome = _build_on(graph, REFERENCE_ENGINE)
     if outcome is not None:
         return CaseResult(case, "skipped", f"the reference cannot run this graph: {outcome[1]}")
-    graph.execute(reference_pack, _workspace(graph, None))
+    graph.execute(reference_pack, workspace_for(graph, None))
     tol = tolerances.get(case.io_data_type, TOLERANCES[DataType.FLOAT])
     errors: dict[str, float] = {}
     problems: list[str] = []
@@ -280,17 +281,6 @@ def _synchronize(device: str) -> None:
 
 def _same(a: Any, b: np.ndarray[Any, Any]) -> bool:
     return bool(np.array_equal(np.asarray(a), b, equal_nan=True))
-
-
-def _workspace(graph: Graph, device: str | None) -> Any:
-    size = graph.get_workspace_size()
-    if not size:
-        return None
-    if device:
-        import torch
-
-        return torch.empty(size, dtype=torch.uint8, device=device)
-    return np.empty(size, dtype=np.uint8)
 
 
 def check_engine(

@@ -49,6 +49,7 @@ __all__ = [
     "tensor_roles",
     "to_device",
     "to_numpy",
+    "workspace_for",
 ]
 
 _FLOAT_KINDS = "fcV"  # numpy kinds holding floats (V: ml_dtypes bfloat16/fp8)
@@ -97,6 +98,31 @@ def empty_for(tensor: TensorAttributes) -> np.ndarray[Any, Any]:
     """An uninitialised array with the tensor's dims, strides and dtype."""
     strides = list(tensor.stride) or generate_strides(tensor.dim)
     return numpy_empty_strided(tensor.dim, strides, tensor.data_type)
+
+
+def workspace_for(graph: Graph, device: str | None = None) -> Any:
+    """A workspace buffer of the active plan's size: a uint8 NumPy array, or a torch tensor on
+    ``device``; ``None`` when the plan needs none.
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT,
+        ...              intermediate_data_type=hg.DataType.FLOAT)
+        >>> q = g.tensor(name="Q", dim=[1, 1, 4, 8])
+        >>> o, _ = g.sdpa(q, g.tensor_like(q, "K"), g.tensor_like(q, "V"), generate_stats=False)
+        >>> _ = o.set_output(True)
+        >>> _ = g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
+        >>> workspace_for(g) is None  # the NumPy engine needs none
+        True
+    """
+    size = graph.get_workspace_size()
+    if not size:
+        return None
+    if device:
+        import torch
+
+        return torch.empty(size, dtype=torch.uint8, device=device)
+    return np.empty(size, dtype=np.uint8)
 
 
 def poison(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
