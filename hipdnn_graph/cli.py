@@ -354,14 +354,12 @@ def _probe_graph(io: DataType) -> Graph:
 
 
 def _availability(engine: Any, probes: dict[DataType, Graph]) -> str:
+    from .backend.contract import checked_support
+
     ok: list[str] = []
     reasons: list[str] = []
     for io, graph in probes.items():
-        try:
-            support = engine.check(graph)
-            accepted, reason = bool(support.ok), str(support.reason)
-        except Exception as exc:  # a broken engine must not break the listing
-            accepted, reason = False, f"check() raised {type(exc).__name__}: {exc}"
+        accepted, reason = checked_support(engine, graph)
         if accepted:
             ok.append(io.name)
         elif reason not in reasons:

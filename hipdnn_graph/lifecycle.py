@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Self, cast
 
-from .backend.contract import Engine, ExecutionPlan, engine_id
+from .backend.contract import Engine, ExecutionPlan, checked_support, engine_id
 from .backend.registry import current_registry
 from .backend.variant_pack import TensorSpec, VariantPackBinder
 from .errors import HipdnnError, NotSupportedError
@@ -91,12 +91,7 @@ def create_execution_plans(
     accepted: list[tuple[int, int, Engine]] = []
     state.refusals = []
     for order, engine in enumerate(current_registry().engines()):
-        try:
-            support = engine.check(graph)
-        except Exception as exc:  # an engine's check must never break selection
-            support_ok, reason = False, f"check() raised {type(exc).__name__}: {exc}"
-        else:
-            support_ok, reason = bool(support.ok), support.reason
+        support_ok, reason = checked_support(engine, graph)
         if support_ok:
             accepted.append((int(getattr(engine, "priority", 100)), order, engine))
         else:

@@ -33,6 +33,7 @@ __all__ = [
     "Engine",
     "ExecutionPlan",
     "Support",
+    "checked_support",
     "engine_id",
 ]
 
@@ -135,3 +136,13 @@ class BackendInfo:
     @property
     def loaded(self) -> bool:
         return self.error is None
+
+
+def checked_support(engine: Engine, graph: Graph) -> tuple[bool, str]:
+    """``engine.check(graph)`` as ``(accepted, reason)``; a check that raises is a refusal whose
+    reason names the exception (a broken engine must not break selection or listings)."""
+    try:
+        support = engine.check(graph)
+    except Exception as exc:
+        return False, f"check() raised {type(exc).__name__}: {exc}"
+    return bool(support.ok), str(support.reason or "")
