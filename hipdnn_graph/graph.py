@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -425,15 +426,11 @@ class Graph(GraphLifecycle, GraphSerialization):
         uids = [t.uid for t in unique.values() if t.uid is not None]
         if len(uids) == len(set(uids)):
             return
-        counts: dict[int, int] = {}
-        for uid in uids:
-            counts[uid] = counts.get(uid, 0) + 1
-        duplicates = sorted(uid for uid, n in counts.items() if n > 1)
-        if duplicates:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                "Duplicate tensor UIDs found in the graph: " + ", ".join(map(str, duplicates)),
-            )
+        duplicates = sorted(uid for uid, n in Counter(uids).items() if n > 1)
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            "Duplicate tensor UIDs found in the graph: " + ", ".join(map(str, duplicates)),
+        )
 
 
 def _graph_inputs(
