@@ -23,6 +23,44 @@ SHAPE = [B, H, S, D]
 BIG_ENGINE_NAME = "NUMPY_REFERENCE_ENGINE"
 
 
+def tensor_fields(t: hg.TensorAttributes) -> tuple[Any, ...]:
+    """Every attribute of a tensor (and its value's type), for exact round-trip comparisons."""
+    value = t.get_value()
+    return (
+        t.get_uid(), t.get_name(), t.get_data_type(), t.get_dim(), t.get_stride(),
+        t.get_is_virtual(), t.get_is_runtime_pass_by_value(), value, type(value),
+        t.get_alignment(),
+    )  # fmt: skip
+
+
+def ten(
+    name: str, dims: list[int] | None = None, dtype: hg.DataType = hg.DataType.HALF
+) -> hg.TensorAttributes:
+    """A named tensor of ``dtype``, with packed strides when ``dims`` are given."""
+    t = hg.TensorAttributes().set_name(name).set_data_type(dtype)
+    if dims is not None:
+        t.set_dim(dims).set_stride(hg.generate_strides(dims))
+    return t
+
+
+def redim(t: hg.TensorAttributes | None, dims: list[int]) -> None:
+    """Give ``t`` new dims and packed strides."""
+    assert t is not None
+    t.set_dim(dims).set_stride(hg.generate_strides(dims))
+
+
+def json_paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """The path of every value in a JSON document (keys and list indices), the root first."""
+    found = [prefix]
+    if isinstance(node, dict):
+        for key, child in node.items():
+            found += json_paths(child, (*prefix, key))
+    elif isinstance(node, list):
+        for index, child in enumerate(node):
+            found += json_paths(child, (*prefix, index))
+    return found
+
+
 def new_graph(name: str = "g", io: hg.DataType = hg.DataType.BFLOAT16) -> hg.Graph:
     return hg.Graph(
         name=name,

@@ -16,6 +16,7 @@ from hipdnn_graph import (
     SdpaAttributes,
     SdpaBackwardAttributes,
     TensorAttributes,
+    generate_strides,
 )
 
 B, H, S, D = 1, 2, 8, 4
@@ -30,17 +31,7 @@ def graph() -> Graph:
 
 
 def make(name: str, dims: list[int], dtype: DataType = DataType.HALF) -> TensorAttributes:
-    return TensorAttributes(name=name, dim=dims, data_type=dtype).set_stride(
-        [int(x) for x in _strides(dims)]
-    )
-
-
-def _strides(dims: list[int]) -> list[int]:
-    out, run = [], 1
-    for d in reversed(dims):
-        out.append(run)
-        run *= d
-    return out[::-1]
+    return TensorAttributes(name=name, dim=dims, data_type=dtype).set_stride(generate_strides(dims))
 
 
 T: dict[str, TensorAttributes] = {

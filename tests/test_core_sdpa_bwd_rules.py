@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sdpa_graph_cases import redim, ten
 
 from hipdnn_graph import (
     DataType,
@@ -28,15 +29,6 @@ NOT_SET = ErrorCode.ATTRIBUTE_NOT_SET
 # B=2, H=4, Sq=8, D=16; Hk=2, Skv=10; Hv=1, Dv=32 (GQA for K, MQA for V, Dv != D)
 B, H, SQ, D, HK, SKV, HV, DV = 2, 4, 8, 16, 2, 10, 1, 32
 P = "SdpaBwdNode: "
-
-
-def ten(
-    name: str, dims: list[int] | None = None, dtype: DataType = DataType.HALF
-) -> TensorAttributes:
-    t = TensorAttributes().set_name(name).set_data_type(dtype)
-    if dims is not None:
-        t.set_dim(dims).set_stride(generate_strides(dims))
-    return t
 
 
 def ga() -> GraphAttributes:
@@ -73,11 +65,6 @@ def expect(a: SdpaBackwardAttributes, code: ErrorCode, message: str) -> None:
     with pytest.raises(HipdnnError) as info:
         pre(a)
     assert (info.value.code, info.value.message, str(info.value)) == (code, message, message)
-
-
-def redim(t: TensorAttributes | None, dims: list[int]) -> None:
-    assert t is not None
-    t.set_dim(dims).set_stride(generate_strides(dims))
 
 
 def test_valid_configuration_passes_and_node_type() -> None:

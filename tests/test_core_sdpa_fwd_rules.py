@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sdpa_graph_cases import redim, ten
 
 from hipdnn_graph import (
     DataType,
@@ -22,15 +23,6 @@ INVALID = ErrorCode.INVALID_VALUE
 NOT_SET = ErrorCode.ATTRIBUTE_NOT_SET
 B, H, SQ, D, HK, SKV, HV, DV = 2, 4, 8, 16, 2, 10, 1, 32
 P = "SdpaFwdNode: "
-
-
-def ten(
-    name: str, dims: list[int] | None = None, dtype: DataType = DataType.HALF
-) -> TensorAttributes:
-    t = TensorAttributes().set_name(name).set_data_type(dtype)
-    if dims is not None:
-        t.set_dim(dims).set_stride(generate_strides(dims))
-    return t
 
 
 def ga() -> GraphAttributes:
@@ -63,11 +55,6 @@ def expect(a: SdpaAttributes, code: ErrorCode, message: str) -> None:
     with pytest.raises(HipdnnError) as info:
         pre(a)
     assert (info.value.code, info.value.message, str(info.value)) == (code, message, message)
-
-
-def redim(t: TensorAttributes | None, dims: list[int]) -> None:
-    assert t is not None
-    t.set_dim(dims).set_stride(generate_strides(dims))
 
 
 def test_valid_passes_and_node_type() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sdpa_graph_cases import CASES
+from sdpa_graph_cases import CASES, json_paths
 
 import hipdnn_graph as hg
 from hipdnn_graph.types import ErrorCode
@@ -136,17 +136,6 @@ def test_every_single_byte_change_of_a_small_graph_header() -> None:
 # ----- JSON --------------------------------------------------------------------------------------
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [prefix]
-    if isinstance(node, dict):
-        for key, child in node.items():
-            found += _paths(child, (*prefix, key))
-    elif isinstance(node, list):
-        for index, child in enumerate(node):
-            found += _paths(child, (*prefix, index))
-    return found
-
-
 def _parent(doc: Any, path: tuple[Any, ...]) -> Any:
     for step in path[:-1]:
         doc = doc[step]
@@ -171,7 +160,7 @@ _VALUES = st.one_of(
 def _edited_json(draw: st.DrawFn) -> str:
     doc = json.loads(draw(st.sampled_from(TEXTS)))
     for _ in range(draw(st.integers(1, 3))):
-        paths = [p for p in _paths(doc) if p]
+        paths = [p for p in json_paths(doc) if p]
         path = draw(st.sampled_from(paths))
         parent = _parent(doc, path)
         if draw(st.booleans()):

@@ -8,7 +8,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sdpa_graph_cases import BIG_ENGINE_NAME, CASES, SCALARS, full_backward, scalars, user_uids
+from sdpa_graph_cases import (
+    BIG_ENGINE_NAME,
+    CASES,
+    SCALARS,
+    full_backward,
+    scalars,
+    tensor_fields,
+    user_uids,
+)
 
 import hipdnn_graph as hg
 from hipdnn_graph.backend import engine_id
@@ -39,15 +47,6 @@ def _reloads(g: hg.Graph) -> dict[str, hg.Graph]:
     }
 
 
-def _tensor_fields(t: hg.TensorAttributes) -> tuple[Any, ...]:
-    value = t.get_value()
-    return (
-        t.get_uid(), t.get_name(), t.get_data_type(), t.get_dim(), t.get_stride(),
-        t.get_is_virtual(), t.get_is_runtime_pass_by_value(), value, type(value),
-        t.get_alignment(),
-    )  # fmt: skip
-
-
 # ----- lossless round trips ----------------------------------------------------------------------
 
 
@@ -67,9 +66,9 @@ def test_round_trips_give_identical_json_bytes_and_key(case: str) -> None:
 def test_round_trips_keep_every_tensor_field_node_and_engine(case: str) -> None:
     g = _validated(case)
     g.build_operation_graph()
-    expected = sorted(_tensor_fields(t) for t in g.graph_tensors())
+    expected = sorted(tensor_fields(t) for t in g.graph_tensors())
     for how, back in _reloads(g).items():
-        assert sorted(_tensor_fields(t) for t in back.tensors) == expected, how
+        assert sorted(tensor_fields(t) for t in back.tensors) == expected, how
         assert [n.name for n in back.nodes] == [n.name for n in g.nodes], how
         assert [type(n) for n in back.nodes] == [type(n) for n in g.nodes], how
         assert back.get_preferred_engine_id_ext() == g.get_preferred_engine_id_ext(), how

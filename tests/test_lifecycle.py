@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,14 +75,6 @@ class FakeBackend:
 
     def engines(self) -> list[FakeEngine]:
         return self.engine_list
-
-
-@pytest.fixture
-def only_numpy() -> Iterator[None]:
-    """A registry holding just the NumPy reference backend (no other installed plugin)."""
-    with isolated_registry(load_entry_points=False):
-        register_backend(create_numpy_backend())
-        yield
 
 
 def bwd_graph(name: str = "g", **keywords: Any) -> tuple[hg.Graph, dict[str, hg.TensorAttributes]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sdpa_graph_cases import CASES
+from sdpa_graph_cases import CASES, tensor_fields
 
 import hipdnn_graph as hg
 from hipdnn_graph.descriptors import BackendDescriptor
@@ -28,15 +28,6 @@ def _lowered(case: str) -> hg.Graph:
     g = CASES[case]()
     g.build_operation_graph()
     return g
-
-
-def _tensor_fields(t: hg.TensorAttributes) -> tuple[Any, ...]:
-    value = t.get_value()
-    return (
-        t.get_uid(), t.get_name(), t.get_data_type(), t.get_dim(), t.get_stride(),
-        t.get_is_virtual(), t.get_is_runtime_pass_by_value(), value, type(value),
-        t.get_alignment(),
-    )  # fmt: skip
 
 
 def _pack_unpack(g: hg.Graph) -> list[Any]:
@@ -71,7 +62,7 @@ def test_pack_then_unpack_gives_equal_attributes(case: str) -> None:
         for mine, theirs in ((a.inputs, b.inputs), (a.outputs, b.outputs)):
             assert set(mine) == set(theirs)
             for slot, tensor in mine.items():
-                assert _tensor_fields(theirs[slot]) == _tensor_fields(tensor), slot.name
+                assert tensor_fields(theirs[slot]) == tensor_fields(tensor), slot.name
                 assert theirs[slot] is not tensor  # rebuilt, not aliased
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sdpa_graph_cases import json_paths
 
 from hipdnn_graph.descriptors import (
     FORMAT_VERSION,
@@ -446,22 +447,11 @@ JSON_VALUES = st.one_of(
 )
 
 
-def paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(node, dict):
-        for k, v in node.items():
-            out += paths(v, (*prefix, k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            out += paths(v, (*prefix, i))
-    return out
-
-
 @st.composite
 def mutated_json(draw: st.DrawFn) -> str:
     data = dump(draw(st.sampled_from(list(RECORDS.values()))))
     for _ in range(draw(st.integers(1, 4))):
-        where = draw(st.sampled_from(paths(data)))
+        where = draw(st.sampled_from(json_paths(data)))
         if not where:
             continue
         parent = data

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import ml_dtypes
@@ -10,14 +9,11 @@ import numpy as np
 import pytest
 
 import hipdnn_graph as hg
-from backends.numpy_reference import create_backend as create_numpy_backend
 from hipdnn_graph.backend import (
     TensorSpec,
     VariantPackBinder,
     as_numpy,
     as_torch,
-    isolated_registry,
-    register_backend,
 )
 
 torch = pytest.importorskip("torch")
@@ -29,11 +25,7 @@ INPUTS = ("Q", "K", "V", "O", "dO", "Stats")
 OUTPUTS = ("dQ", "dK", "dV")
 
 
-@pytest.fixture(autouse=True)
-def _numpy_only() -> Iterator[None]:
-    with isolated_registry(load_entry_points=False):
-        register_backend(create_numpy_backend())
-        yield
+pytestmark = pytest.mark.usefixtures("only_numpy")  # tests/conftest.py
 
 
 class Producer:
