@@ -17,7 +17,6 @@ $(PY):
 .stamp-test: .stamp-install requirements-test.txt requirements-docs.txt
 	$(PIP) install -q -r requirements-test.txt
 	$(PIP) install -q -r requirements-docs.txt
-	$(PIP) install -q -e .
 	touch $@
 
 demo: .stamp-install

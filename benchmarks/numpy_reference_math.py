@@ -13,37 +13,19 @@ Run: ``.venv/bin/python benchmarks/numpy_reference_math.py [--repeats N] [--skip
 from __future__ import annotations
 
 import argparse
-import statistics
-import sys
 import time
 import tracemalloc
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 import numpy as np
+from numpy_reference import interleaved_medians
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+import hipdnn_graph as hg
 from backends.numpy_reference.sdpa_math import sdpa_backward, sdpa_forward
 
 
-def _interleaved_medians(fns: list[Callable[[], Any]], repeats: int) -> list[float]:
-    """Median seconds of each function, run in turns so that load changes hit all alike."""
-    for fn in fns:
-        fn()  # warm-up
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeats):
-        for fn, ts in zip(fns, times, strict=True):
-            start = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - start)
-    return [statistics.median(ts) for ts in times]
-
-
 def _flops(b: int, h: int, s: int, d: int, dv: int, causal: bool) -> float:
-    pairs = s * (s + 1) // 2 if causal else s * s
-    return 2.0 * b * h * pairs * (3 * d + 2 * dv)
+    window = hg.MaskWindow(right_bound=0) if causal else hg.MaskWindow()
+    return 2.0 * b * h * hg.backend.visible_pairs(s, s, window) * (3 * d + 2 * dv)
 
 
 def compare_with_torch(b: int, h: int, s: int, d: int, causal: bool, repeats: int) -> None:
@@ -59,7 +41,7 @@ def compare_with_torch(b: int, h: int, s: int, d: int, causal: bool, repeats: in
     qn, kn, vn, don, on = (x.numpy() for x in (q, k, v, do, out))
     stats = lse.numpy()[..., None]
     rb = 0 if causal else None
-    t_torch, t_np = _interleaved_medians(
+    t_torch, t_np = interleaved_medians(
         [
             lambda: bwd(do, q, k, v, out, lse, 0.0, causal, scale=scale),
             lambda: sdpa_backward(qn, kn, vn, on, don, stats, scale=scale, right_bound=rb),

@@ -45,10 +45,6 @@ def samples_us(fn: Callable[[], Any], runs: int) -> list[float]:
     return samples
 
 
-def median_us(fn: Callable[[], Any], runs: int) -> float:
-    return statistics.median(samples_us(fn, runs))
-
-
 def _load() -> str:
     try:
         return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())

@@ -303,7 +303,7 @@ def host_overhead() -> dict[str, float]:
         import cProfile
 
         os.environ["HIPDNN_GRAPH_CUDA_GRAPHS"] = "0"
-        fwd2, bwd2, _ = build_graphs(1, 1, 1, 128, 64, False)
+        _, bwd2, _ = build_graphs(1, 1, 1, 128, 64, False)
         for _ in range(20):
             bwd2.execute(pack)
         cProfile.runctx(
