@@ -131,6 +131,27 @@ def build_graphs(
     return fwd, bwd, t
 
 
+def backward_pack(
+    b: int, h: int, hk: int, s: int, d: int, causal: bool, engine: str | None = None
+) -> tuple[hg.Graph, dict[int, Any]]:
+    """A built backward graph (on ``engine``, else the best) and its variant pack by uid: seeded
+    random bf16 Q, K, V (1-3) and dO (6) on the GPU, O (4) and Stats (5) from the forward graph
+    on the best engine, empty dQ, dK, dV (7-9)."""
+    fwd, bwd, _ = build_graphs(b, h, hk, s, d, causal)
+    if engine is not None:
+        _, bwd, _ = build_graphs(b, h, hk, s, d, causal, engine=engine)
+    torch.manual_seed(0)
+    q = torch.randn(b, h, s, d, device="cuda", dtype=BF16)
+    k = torch.randn(b, hk, s, d, device="cuda", dtype=BF16)
+    v = torch.randn(b, hk, s, d, device="cuda", dtype=BF16)
+    do = torch.randn(b, h, s, d, device="cuda", dtype=BF16)
+    o = torch.empty(b, h, s, d, device="cuda", dtype=BF16)
+    st = torch.empty(b, h, s, 1, device="cuda", dtype=torch.float32)
+    fwd.execute({1: q, 2: k, 3: v, 4: o, 5: st})
+    grads = [torch.empty_like(x) for x in (q, k, v)]
+    return bwd, {1: q, 2: k, 3: v, 4: o, 5: st, 6: do, 7: grads[0], 8: grads[1], 9: grads[2]}
+
+
 def direct_aten(
     q: Any, k: Any, v: Any, do: Any, causal: bool, scale: float, o: Any = None
 ) -> dict[str, Any]:
@@ -202,17 +223,9 @@ def direct_aten(
 def row(d: int, s: int, causal: bool, hk_ratio: int = 1) -> dict[str, Any]:
     b, h = 16384 // s, 2048 // d
     hk = h // hk_ratio
-    fwd, bwd, _ = build_graphs(b, h, hk, s, d, causal)
-    torch.manual_seed(0)
-    q = torch.randn(b, h, s, d, device="cuda", dtype=BF16)
-    k = torch.randn(b, hk, s, d, device="cuda", dtype=BF16)
-    v = torch.randn(b, hk, s, d, device="cuda", dtype=BF16)
-    do = torch.randn(b, h, s, d, device="cuda", dtype=BF16)
-    o = torch.empty(b, h, s, d, device="cuda", dtype=BF16)
-    st = torch.empty(b, h, s, 1, device="cuda", dtype=torch.float32)
-    fwd.execute({1: q, 2: k, 3: v, 4: o, 5: st})
-    grads = [torch.empty_like(x) for x in (q, k, v)]
-    pack = {1: q, 2: k, 3: v, 4: o, 5: st, 6: do, 7: grads[0], 8: grads[1], 9: grads[2]}
+    bwd, pack = backward_pack(b, h, hk, s, d, causal)
+    q, k, v, o, do = pack[1], pack[2], pack[3], pack[4], pack[6]
+    grads = [pack[7], pack[8], pack[9]]
     inputs = {uid: x for uid, x in pack.items() if uid < 7}
     n = flops(b, h, s, s, d, causal)
     result: dict[str, Any] = {
@@ -273,14 +286,8 @@ def row(d: int, s: int, causal: bool, hk_ratio: int = 1) -> dict[str, Any]:
 
 def host_overhead() -> dict[str, float]:
     """Host microseconds per call of a tiny graph's execute and of the direct aten call."""
-    fwd, bwd, _ = build_graphs(1, 1, 1, 128, 64, False)
-    x = [torch.randn(1, 1, 128, 64, device="cuda", dtype=BF16) for _ in range(4)]
-    o = torch.empty_like(x[0])
-    st = torch.empty(1, 1, 128, 1, device="cuda")
-    fwd.execute({1: x[0], 2: x[1], 3: x[2], 4: o, 5: st})
-    grads = [torch.empty_like(x[0]) for _ in range(3)]
-    pack = {1: x[0], 2: x[1], 3: x[2], 4: o, 5: st, 6: x[3], 7: grads[0], 8: grads[1], 9: grads[2]}
-    ops = direct_aten(x[0], x[1], x[2], x[3], False, 0.125, o)
+    bwd, pack = backward_pack(1, 1, 1, 128, 64, False)
+    ops = direct_aten(pack[1], pack[2], pack[3], pack[6], False, 0.125, pack[4])
     engine_op = {
         "TORCH_SDPA_CUDNN_ENGINE": "cudnn",
         "TORCH_SDPA_FLASH_ENGINE": "flash",
@@ -334,14 +341,7 @@ def host_overhead() -> dict[str, float]:
 
 def math_engine(d: int = 128, s: int = 4096) -> dict[str, Any]:
     b, h = 16384 // s, 2048 // d
-    _, bwd, _ = build_graphs(b, h, h, s, d, False, engine="TORCH_SDPA_MATH_ENGINE")
-    fwd, _, _ = build_graphs(b, h, h, s, d, False)
-    x = [torch.randn(b, h, s, d, device="cuda", dtype=BF16) for _ in range(4)]
-    o = torch.empty_like(x[0])
-    st = torch.empty(b, h, s, 1, device="cuda")
-    fwd.execute({1: x[0], 2: x[1], 3: x[2], 4: o, 5: st})
-    g = [torch.empty_like(x[0]) for _ in range(3)]
-    pack = {1: x[0], 2: x[1], 3: x[2], 4: o, 5: st, 6: x[3], 7: g[0], 8: g[1], 9: g[2]}
+    bwd, pack = backward_pack(b, h, h, s, d, False, engine="TORCH_SDPA_MATH_ENGINE")
     ms = bench(lambda: bwd.execute(pack), warmup=2, reps=5)
     return {
         "engine": bwd.get_plan_name(),

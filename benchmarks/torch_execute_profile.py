@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, profile
-from torch_backend import BF16, build_graphs, direct_aten
+from torch_backend import backward_pack, direct_aten
 
 
 def per_call(fn: Callable[[], Any], calls: int = 10, batches: int = 5) -> tuple[float, float]:
@@ -54,13 +54,8 @@ def kernels(fn: Callable[[], Any], calls: int = 10) -> list[tuple[str, float, fl
 
 def profile_case(d: int, s: int, causal: bool) -> None:
     b, h = 16384 // s, 2048 // d
-    fwd, bwd, _ = build_graphs(b, h, h, s, d, causal)
-    q, k, v, do = (torch.randn(b, h, s, d, device="cuda", dtype=BF16) for _ in range(4))
-    o = torch.empty_like(q)
-    st = torch.empty(b, h, s, 1, device="cuda")
-    fwd.execute({1: q, 2: k, 3: v, 4: o, 5: st})
-    grads = [torch.empty_like(q) for _ in range(3)]
-    pack = {1: q, 2: k, 3: v, 4: o, 5: st, 6: do, 7: grads[0], 8: grads[1], 9: grads[2]}
+    bwd, pack = backward_pack(b, h, h, s, d, causal)
+    q, k, v, o, do = pack[1], pack[2], pack[3], pack[4], pack[6]
     inputs = {uid: x for uid, x in pack.items() if uid < 7}
     fns = {
         "graph.run": lambda: bwd.run(inputs),
