@@ -17,7 +17,8 @@ import argparse
 import platform
 import statistics
 import sys
-import time
+
+from timing import samples_us
 
 import hipdnn_graph as hg
 
@@ -61,15 +62,7 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
 
 def measure(runs: int, warmup: int) -> list[float]:
     """Per-run wall times in µs."""
-    for _ in range(warmup):
-        declare_and_validate()
-    times = []
-    clock = time.perf_counter_ns
-    for _ in range(runs):
-        start = clock()
-        declare_and_validate()
-        times.append((clock() - start) / 1000.0)
-    return times
+    return samples_us(declare_and_validate, runs, warmup)
 
 
 def main(argv: list[str] | None = None) -> int:

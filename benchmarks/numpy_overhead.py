@@ -23,11 +23,11 @@ import argparse
 import cProfile
 import pstats
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from timing import samples_us
 
 import hipdnn_graph as hg
 from backends.numpy_reference.sdpa_math import presized_backward, sdpa_backward
@@ -63,13 +63,7 @@ def tiny_graph(causal: bool = False) -> tuple[hg.Graph, dict[Any, Any], dict[str
 
 def timed(fn: Callable[[], Any], runs: int) -> tuple[float, float, float]:
     """Median, 10th and 90th percentile of ``fn``'s wall time, in µs."""
-    for _ in range(max(50, runs // 10)):
-        fn()
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1e6)
+    samples = samples_us(fn, runs, warmup=max(50, runs // 10))
     deciles = statistics.quantiles(samples, n=10)
     return statistics.median(samples), deciles[0], deciles[-1]
 

@@ -14,9 +14,10 @@ import argparse
 import os
 import platform
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
+
+from timing import samples_us
 
 import hipdnn_graph as hg
 from hipdnn_graph.testing import every_slot_backward_graph
@@ -31,18 +32,6 @@ def full_backward_graph() -> hg.Graph:
     g = every_slot_backward_graph(B, H, S, D)
     g.build_operation_graph()
     return g
-
-
-def samples_us(fn: Callable[[], Any], runs: int) -> list[float]:
-    """``runs`` timings of ``fn()`` in µs, after a warm-up."""
-    for _ in range(max(runs // 10, 20)):
-        fn()
-    samples = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e6)
-    return samples
 
 
 def _load() -> str:
@@ -69,7 +58,7 @@ def main() -> None:
     ]
     rows = []
     for name, fn, size in calls:
-        samples = samples_us(fn, args.runs)
+        samples = samples_us(fn, args.runs, warmup=max(args.runs // 10, 20))
         p10, _, _, _, _, _, _, _, p90 = statistics.quantiles(samples, n=10)
         rows.append((name, statistics.median(samples), min(samples), p10, p90, size))
     print(f"SDPA backward, every optional slot set ({len(g.tensors)} tensors), {args.runs} runs")

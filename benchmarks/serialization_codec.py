@@ -8,9 +8,10 @@ record through pydantic validation. Run: ``python benchmarks/serialization_codec
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
+
+from timing import samples_us
 
 from hipdnn_graph.descriptors import (
     GraphRecord,
@@ -90,14 +91,8 @@ def full_bwd_record() -> GraphRecord:
 
 def times_us(fn: Callable[[], object], repeat: int = 2000) -> tuple[float, float]:
     """Median and best wall time of ``fn`` in microseconds."""
-    for _ in range(50):
-        fn()
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples) * 1e6, min(samples) * 1e6
+    samples = samples_us(fn, repeat, warmup=50)
+    return statistics.median(samples), min(samples)
 
 
 def main() -> None:
