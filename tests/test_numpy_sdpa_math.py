@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("torch")
 
+from numerics_cases import compare
 from sdpa_autograd_reference import reference_backward, reference_forward
 
 from backends.numpy_reference import sdpa_math, sdpa_problem, sdpa_small, sdpa_tiled
@@ -50,16 +51,6 @@ def _inputs(
             "do": rnd(b, h, sq, dv)}  # fmt: skip
 
 
-def _close(name: str, got: Any, want: Any, rtol: float) -> None:
-    assert got.shape == want.shape, f"{name}: shape {got.shape} != {want.shape}"
-    assert not np.isnan(got).any(), f"{name} has NaN"
-    assert np.array_equal(np.isinf(got), np.isinf(want)), f"{name}: inf pattern differs"
-    finite = np.isfinite(want)
-    err = np.abs(got.astype(np.float64)[finite] - want[finite])
-    scale = max(np.abs(want[finite]).max(initial=0.0), 1.0)  # inputs are O(1): atol = rtol
-    assert err.max(initial=0.0) <= rtol * scale, f"{name}: max err {err.max()} vs {scale}"
-
-
 def check(
     x: dict[str, Any], ct: Any = np.float64, rtol: float | None = None, **kw: Any
 ) -> tuple[Any, ...]:
@@ -70,8 +61,8 @@ def check(
     o, stats = sdpa_forward(x["q"], x["k"], x["v"], compute_dtype=ct, **fkw)
     ref_o, ref_stats = reference_forward(x["q"], x["k"], x["v"], **fkw)
     assert o.dtype == ct and stats.dtype == ct
-    _close("O", o, ref_o, rtol)
-    _close("Stats", stats, ref_stats, rtol)
+    compare("O", o, ref_o, rtol)
+    compare("Stats", stats, ref_stats, rtol)
     grads = sdpa_backward(x["q"], x["k"], x["v"], o, x["do"], stats, compute_dtype=ct, **kw)
     ref = reference_backward(x["q"], x["k"], x["v"], ref_o, x["do"], ref_stats, **kw)
     for name, got, want in zip(("dQ", "dK", "dV", "dBias"), grads, ref, strict=True):
@@ -79,7 +70,7 @@ def check(
             assert got is None, f"{name} should be None"
         else:
             assert got is not None and got.dtype == ct
-            _close(name, got, want, rtol)
+            compare(name, got, want, rtol)
     return (o, stats, *grads)
 
 
@@ -311,7 +302,7 @@ def test_block_q_and_tile_size_do_not_change_results(
     )
     for got, want in zip((o2, stats2, *grads2), (o, stats, *grads), strict=True):
         if want is not None:
-            _close("block", got, want, 1e-12)
+            compare("block", got, want, 1e-12)
 
 
 def test_default_blocks_follow_the_band() -> None:
@@ -506,7 +497,7 @@ def _same(small: tuple[Any, ...], tiled: tuple[Any, ...], ct: Any) -> None:
             assert got is None, f"{name} should be None"
             continue
         assert got.shape == want.shape and np.array_equal(np.isinf(got), np.isinf(want)), name
-        _close(name, got, want.astype(np.float64), PATH_RTOL[ct])
+        compare(name, got, want.astype(np.float64), PATH_RTOL[ct])
     keyless = np.isposinf(small[1][..., 0])  # rows that see no key: exactly zero O and dQ
     assert not small[0][keyless].any() and not small[2][keyless].any()
 
