@@ -151,8 +151,10 @@ _VALUES = st.one_of(
     st.text(max_size=6),
     st.sampled_from(["FLOAT", "BFLOAT16", "FLOAT128", "BOTTOM_RIGHT", "SIDEWAYS", "SDPA_FWD", ""]),
     st.lists(st.integers(-3, 2**41), max_size=10),
-    st.just({}),
-    st.just([[]]),
+    # fresh containers each time: an edit may later write into them, and st.just would hand
+    # the same (by then mutated) object to the next example
+    st.builds(dict),
+    st.builds(lambda: [[]]),
 )
 
 
