@@ -443,7 +443,7 @@ JSON_VALUES = st.one_of(
     st.text(max_size=8),
     st.sampled_from(["BFLOAT16", "BFLOAT17", "SDPA_BWD", "SDPA_FWD", "BOTTOM_RIGHT", "NaN"]),
     st.lists(st.integers(-3, 3), max_size=10),
-    st.just({}),
+    st.builds(dict),  # a fresh {} per draw: a later edit may add keys to it
 )
 
 
