@@ -30,7 +30,7 @@ import numpy as np
 from timing import samples_us
 
 import hipdnn_graph as hg
-from backends.numpy_reference.sdpa_math import presized_backward, sdpa_backward
+from hipdnn_graph_numpy_reference.sdpa_math import presized_backward, sdpa_backward
 
 ENGINE = "NUMPY_REFERENCE_ENGINE"
 B, H, S, D = 1, 1, 16, 16

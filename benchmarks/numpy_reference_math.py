@@ -20,7 +20,7 @@ import numpy as np
 from numpy_reference import interleaved_medians
 
 import hipdnn_graph as hg
-from backends.numpy_reference.sdpa_math import sdpa_backward, sdpa_forward
+from hipdnn_graph_numpy_reference.sdpa_math import sdpa_backward, sdpa_forward
 
 
 def _flops(b: int, h: int, s: int, d: int, dv: int, causal: bool) -> float:

@@ -28,7 +28,7 @@ import sys
 import hipdnn_graph as hg
 from hipdnn_graph.testing import FEATURES, check_engine
 
-BUILT_IN_PACKAGE = "backends."  # the project's own plugins (numpy, torch)
+BUILT_IN_PACKAGE = "hipdnn_graph_"  # the project's own plugins (numpy, torch)
 
 
 def third_party_engines() -> list[str]:

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from backends.numpy_reference import create_backend as create_numpy_backend
 from hipdnn_graph.backend import isolated_registry, register_backend
+from hipdnn_graph_numpy_reference import create_backend as create_numpy_backend
 
 
 @pytest.fixture

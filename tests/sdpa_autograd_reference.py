@@ -3,7 +3,7 @@
 Deliberately naive: build the whole ``[B,H,Sq,Skv]`` score matrix, mask it, softmax it, apply
 dropout, multiply by V, and let ``torch.autograd.grad`` produce dQ, dK, dV and dBias. It shares
 no code with any engine of the project, so engines tested against it are tested against the math
-itself. Same keyword names as ``backends.numpy_reference.sdpa_math``.
+itself. Same keyword names as ``hipdnn_graph_numpy_reference.sdpa_math``.
 
 Inputs may be NumPy arrays (any float dtype, ml_dtypes included) or torch tensors; results are
 float64 NumPy arrays. ``compute_dtype`` and ``block_q`` are accepted for signature parity and

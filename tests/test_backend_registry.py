@@ -89,7 +89,7 @@ def test_numpy_backend_is_installed_through_its_entry_point() -> None:
     numpy_info = infos["numpy"]
     assert numpy_info.loaded and numpy_info.error is None
     assert numpy_info.engines == ["NUMPY_REFERENCE_ENGINE"]
-    assert numpy_info.source == "backends.numpy_reference:create_backend"
+    assert numpy_info.source == "hipdnn_graph_numpy_reference:create_backend"
     engine = current_registry().find_engine("NUMPY_REFERENCE_ENGINE")
     assert engine is not None and isinstance(engine, Engine)
     assert current_registry().find_engine("NO_SUCH_ENGINE") is None
@@ -273,3 +273,24 @@ def test_isolated_registry_with_entry_points_loads_installed_plugins() -> None:
         assert [i.name for i in registry.infos()] == [
             i.name for i in registry_module._default.infos()
         ]
+
+
+def test_a_backends_folder_in_the_working_directory_hides_no_engine(tmp_path: Any) -> None:
+    """The built-in plugins install under names of their own, so a user's ``backends`` package
+    in the working directory (first on ``sys.path``) cannot shadow them."""
+    import subprocess
+    import sys
+
+    shadow = tmp_path / "backends"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise ImportError('the user package named backends')\n")
+    script = (
+        "import hipdnn_graph as hg\n"
+        "print(sorted(i.name for i in hg.list_backends() if i.loaded and i.engines))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = done.stdout.strip()
+    assert "'numpy'" in loaded and "'torch'" in loaded, loaded

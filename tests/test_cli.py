@@ -234,7 +234,7 @@ def test_backends_lists_engines_and_load_errors(
 ) -> None:
     assert main(["backends"]) == 0
     out = capsys.readouterr().out
-    assert "numpy  (backends.numpy_reference:create_backend)  loaded" in out
+    assert "numpy  (hipdnn_graph_numpy_reference:create_backend)  loaded" in out
     line = next(line for line in out.splitlines() if "NUMPY_REFERENCE_ENGINE" in line)
     assert "id 0xe722795ad5156f59" in line and "available for SDPA fwd+bwd in FLOAT" in line
 

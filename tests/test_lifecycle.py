@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import hipdnn_graph as hg
-from backends.numpy_reference import create_backend as create_numpy_backend
 from hipdnn_graph.backend import Support, engine_id, isolated_registry, register_backend
+from hipdnn_graph_numpy_reference import create_backend as create_numpy_backend
 
 NUMPY = "NUMPY_REFERENCE_ENGINE"
 NO_PLAN = "Graph has no compiled execution plan. Call build() or from_compiled_plan_binary() first."

@@ -20,9 +20,9 @@ pytest.importorskip("torch")
 from numerics_cases import compare
 from sdpa_autograd_reference import reference_backward, reference_forward
 
-from backends.numpy_reference import sdpa_math, sdpa_problem, sdpa_small, sdpa_tiled
-from backends.numpy_reference.masks import KeyBand
-from backends.numpy_reference.sdpa_math import sdpa_backward, sdpa_forward
+from hipdnn_graph_numpy_reference import sdpa_math, sdpa_problem, sdpa_small, sdpa_tiled
+from hipdnn_graph_numpy_reference.masks import KeyBand
+from hipdnn_graph_numpy_reference.sdpa_math import sdpa_backward, sdpa_forward
 
 RTOL = {np.float64: 1e-10, np.float32: 2e-5}
 

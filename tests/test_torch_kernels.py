@@ -1,4 +1,4 @@
-"""CPU tests of the torch backend's kernels (backends/torch_rocm/kernels).
+"""CPU tests of the torch backend's kernels (backends/hipdnn_graph_torch_rocm/kernels).
 
 The chunked math kernel is checked against the independent float64 autograd reference
 (tests/sdpa_autograd_reference.py) for every feature of spec §6; the fused-op wrappers must
@@ -16,8 +16,8 @@ torch = pytest.importorskip("torch")
 
 from sdpa_autograd_reference import reference_backward, reference_forward  # noqa: E402
 
-from backends.torch_rocm.kernels import fused  # noqa: E402
-from backends.torch_rocm.kernels import math as tm  # noqa: E402
+from hipdnn_graph_torch_rocm.kernels import fused  # noqa: E402
+from hipdnn_graph_torch_rocm.kernels import math as tm  # noqa: E402
 
 F64 = torch.float64
 
@@ -383,7 +383,7 @@ def test_empty_rows_helper() -> None:
 def h200_caps(monkeypatch: Any) -> None:
     if torch.cuda.is_available():
         pytest.skip("a real GPU is present: its own probe decides")
-    from backends.torch_rocm.kernels import probe
+    from hipdnn_graph_torch_rocm.kernels import probe
 
     op = fused.FusedOp
     caps = {
@@ -461,7 +461,7 @@ def test_check_features_per_op() -> None:
 
 def test_cudnn_refuses_single_query_single_key() -> None:
     """cuDNN rejects s_q = s_kv = 1 when it runs (seen on the H200); check() refuses it first."""
-    from backends.torch_rocm.kernels import fused
+    from hipdnn_graph_torch_rocm.kernels import fused
 
     p = fused.SdpaProblem(b=1, h=2, hk=2, hv=2, sq=1, skv=1, d=64, dv=64,
                           dtype=torch.bfloat16, device="cuda:0")  # fmt: skip

@@ -10,8 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from backends.torch_rocm import replay  # noqa: E402
-from backends.torch_rocm.replay import CudaGraphReplay, graphs_per_plan  # noqa: E402
+from hipdnn_graph_torch_rocm import replay  # noqa: E402
+from hipdnn_graph_torch_rocm.replay import CudaGraphReplay, graphs_per_plan  # noqa: E402
 
 
 class _Graph:

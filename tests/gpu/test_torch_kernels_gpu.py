@@ -21,9 +21,9 @@ pytestmark = [
 
 
 def _import_kernels() -> tuple[Any, Any, Any]:
-    """The kernel modules, even where ``backends.torch_rocm`` cannot be imported.
+    """The kernel modules, even where ``hipdnn_graph_torch_rocm`` cannot be imported.
 
-    ``backends/torch_rocm/__init__.py`` imports the engines and so hipdnn_graph (pydantic); the
+    ``hipdnn_graph_torch_rocm/__init__.py`` imports the engines and so hipdnn_graph (pydantic); the
     device machine has no pydantic. The kernels need neither, so on ImportError the parent
     package is replaced by a bare namespace and only the kernels are imported.
     """
@@ -33,16 +33,15 @@ def _import_kernels() -> tuple[Any, Any, Any]:
     from pathlib import Path
 
     try:
-        importlib.import_module("backends.torch_rocm")
+        importlib.import_module("hipdnn_graph_torch_rocm")
     except ImportError:
         root = Path(__file__).resolve().parents[2]
-        for name, rel in (("backends", "backends"), ("backends.torch_rocm", "backends/torch_rocm")):
-            if name not in sys.modules:
-                mod = types.ModuleType(name)
-                mod.__path__ = [str(root / rel)]
-                sys.modules[name] = mod
+        if "hipdnn_graph_torch_rocm" not in sys.modules:
+            mod = types.ModuleType("hipdnn_graph_torch_rocm")
+            mod.__path__ = [str(root / "backends" / "hipdnn_graph_torch_rocm")]
+            sys.modules["hipdnn_graph_torch_rocm"] = mod
     return tuple(  # type: ignore[return-value]
-        importlib.import_module(f"backends.torch_rocm.kernels.{m}")
+        importlib.import_module(f"hipdnn_graph_torch_rocm.kernels.{m}")
         for m in ("fused", "math", "probe")
     )
 

@@ -1,6 +1,6 @@
 """The untiled path of the SDPA math, for problems whose scores fit in one tile.
 
-The same math as :mod:`.sdpa_tiled` (see :mod:`backends.numpy_reference.sdpa_math`) with a few
+The same math as :mod:`.sdpa_tiled` (see :mod:`hipdnn_graph_numpy_reference.sdpa_math`) with a few
 batched NumPy operations on whole ``[b, H, Sq, Skv]`` score arrays, ``b`` batch elements at a
 time (all of them when they fit in :data:`~.sdpa_problem.TILE_BYTES`): no bands, no tiles, no
 per-tile bookkeeping, so tiny problems cost little more than their dozen NumPy calls.

@@ -1,6 +1,6 @@
 """Shared set-up of the SDPA math: argument checks, casts and the choice of code path.
 
-Both code paths of :mod:`backends.numpy_reference.sdpa_math` start here: :func:`prepare` checks
+Both code paths of :mod:`hipdnn_graph_numpy_reference.sdpa_math` start here: :func:`prepare` checks
 and casts the forward's arguments once into a :class:`Problem`, :func:`prepare_backward` adds the
 backward's ``o``, ``do``, ``stats`` and dBias shape, and :func:`small_batch` says whether the
 problem is small enough for the untiled path (:mod:`.sdpa_small`) or needs the tiled one

@@ -1,6 +1,6 @@
 """The tiled path of the SDPA math, for problems too large for one tile.
 
-The math is that of :mod:`backends.numpy_reference.sdpa_math`; this module bounds its memory:
+The math is that of :mod:`hipdnn_graph_numpy_reference.sdpa_math`; this module bounds its memory:
 
 * Work is tiled over blocks of ``block_q`` query rows, so the extra memory is
   ``O(block_q × Skv)`` at most: the forward's tile holds whole rows (its max and sum are exact

@@ -338,7 +338,7 @@ def forward(
 ) -> tuple[Tensor, Tensor]:
     """O ``[B,H,Sq,Dv]`` (input dtype) and Stats ``[B,H,Sq,1]`` fp32 from the fused op.
 
-    Keywords as in :func:`backends.torch_rocm.kernels.math.sdpa_forward`. :func:`check` runs
+    Keywords as in :func:`hipdnn_graph_torch_rocm.kernels.math.sdpa_forward`. :func:`check` runs
     once per call signature (cached); with ``check=False`` a failed check raises only for what
     can never run (dropout mask, ALiBi, op unavailable) and otherwise the caller's plan-time
     check is trusted.

@@ -2,7 +2,7 @@
 
 Written only against ``hipdnn_graph``'s public API, as a third-party plugin would be. Nodes run in
 topological order; virtual tensors between nodes are allocated here. The math itself lives in
-:mod:`backends.numpy_reference.sdpa_math`.
+:mod:`hipdnn_graph_numpy_reference.sdpa_math`.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ class NumpyReferencePlan:
 
     Everything that does not depend on the buffers (which slots are set, flags, bounds, constant
     scales, result dtypes, which results later nodes read) is resolved once here, so ``execute``
-    is a few dictionary lookups and one call into :mod:`backends.numpy_reference.sdpa_math` per
+    is a few dictionary lookups and one call into :mod:`hipdnn_graph_numpy_reference.sdpa_math` per
     node.
     """
 

@@ -16,7 +16,7 @@ Math (HIPDNN_SPEC.md §6), for query head ``h`` of batch element ``b``:
 * ``bias`` has rank ≤ 4 and broadcasts NumPy-style (right-aligned) to ``[B,H,Sq,Skv]``; every
   dim must be 1 or the full size. ``dbias`` is ``dS`` summed down to ``dbias_shape`` (default
   ``bias.shape``) with the same right-aligned rule.
-* Visibility of key ``j`` to query ``i`` (see :mod:`backends.numpy_reference.masks`):
+* Visibility of key ``j`` to query ``i`` (see :mod:`hipdnn_graph_numpy_reference.masks`):
   ``offset = 0``, or with ``bottom_right`` ``Skv − Sq`` (with padding, per batch
   ``seq_len_kv[b] − seq_len_q[b]``); visible iff ``j ≤ i + offset + right_bound`` (if set) and
   ``j ≥ i + offset − left_bound`` (if set). Causal is ``right_bound=0``; callers resolve a node's

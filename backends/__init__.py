@@ -1,1 +1,0 @@
-"""Built-in backend plugins of hipdnn-graph (registered through entry points)."""
