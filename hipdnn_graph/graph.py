@@ -28,6 +28,7 @@ from .attributes.graph_attributes import GraphAttributes
 from .attributes.sdpa import SdpaAttributes
 from .attributes.sdpa_backward import SdpaBackwardAttributes
 from .backend.contract import engine_id
+from .descriptors.wire_model import WireMetadata
 from .errors import HipdnnError
 from .lifecycle import GraphLifecycle
 from .nodes.base import Node
@@ -87,6 +88,51 @@ class Graph(GraphLifecycle, GraphSerialization):
         self._validated = False
         self._preferred_engine_id: int | None = None
         self._state = lifecycle.PlanState()  # lowering and plans (see lifecycle.py)
+        #: hipDNN's graph fields the frontend does not use (id, engine-API floor, override flag),
+        #: kept through serialization round trips
+        self.wire_metadata = WireMetadata()
+
+    @classmethod
+    def from_parts(
+        cls,
+        attributes: GraphAttributes,
+        tensors: Iterable[TensorAttributes],
+        nodes: Iterable[AnyNode],
+        *,
+        preferred_engine_id: int | None = None,
+        wire_metadata: WireMetadata | None = None,
+    ) -> Graph:
+        """A graph made of parts that are already built: what a decoder or a descriptor lift has.
+
+        Tensors keep the given order (then any further tensor the nodes hold, in node order);
+        nodes keep theirs. Nothing is validated.
+
+        Args:
+            attributes: The graph attributes (copied).
+            tensors: The graph's tensors, in the order to keep.
+            nodes: The nodes, each holding tensors of ``tensors``.
+            preferred_engine_id: The preferred engine's 64-bit id, if any.
+            wire_metadata: hipDNN's id, engine-API floor and override flag, if any.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> q = hg.TensorAttributes(name="Q", dim=[1, 1, 4, 8])
+            >>> a = hg.SdpaAttributes().set_name("f").set_q(q).set_k(q).set_v(q)
+            >>> a = a.set_o(hg.TensorAttributes(name="O"))
+            >>> g = hg.Graph.from_parts(hg.GraphAttributes(name="g"), [q], [hg.SdpaFwdNode(a)])
+            >>> [t.name for t in g.tensors], g.nodes[0].name
+            (['Q', 'O'], 'f')
+        """
+        graph = cls(attributes=attributes)
+        for tensor in tensors:
+            graph._track(tensor)
+        for node in nodes:
+            graph.add_node(node)
+        if preferred_engine_id is not None:
+            graph.set_preferred_engine_id_ext(preferred_engine_id)
+        if wire_metadata is not None:
+            graph.wire_metadata = wire_metadata
+        return graph
 
     def __repr__(self) -> str:
         return (

@@ -71,7 +71,7 @@ def build_operation_graph(graph: Graph, state: PlanState) -> None:
     if not graph.is_validated:
         graph.validate()
     assign_uids(graph)
-    from .descriptors.lowering import lower_graph
+    from .lowering import lower_graph
 
     state.descriptor = lower_graph(graph)
     state.lowered = True

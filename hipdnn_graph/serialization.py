@@ -1,21 +1,37 @@
 """The ``Graph`` methods that move graphs between processes: descriptors, bytes and JSON.
 
-A mixin of :class:`~hipdnn_graph.Graph`. Both wire formats carry the same
-:class:`~hipdnn_graph.descriptors.GraphRecord`; see ``docs/serialization.md``.
+A mixin of :class:`~hipdnn_graph.Graph`. Both formats are hipDNN's own: the bytes are its
+serialized ``Graph`` (FlatBuffers, exactly what hipDNN's backend writes) and the JSON is its JSON
+form; see ``docs/serialization.md`` and ``docs/interop.md``.
 """
 
 from __future__ import annotations
 
+from hashlib import blake2b
 from typing import TYPE_CHECKING, Any, cast
+
+from .errors import HipdnnError
+from .types import ErrorCode
 
 if TYPE_CHECKING:
     from .graph import Graph
 
-__all__ = ["GraphSerialization"]
+__all__ = ["FORMATS", "GraphSerialization"]
+
+#: The serialization formats the graph methods accept (``format=``).
+FORMATS = ("hipdnn",)
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise HipdnnError(
+            ErrorCode.UNSUPPORTED_GRAPH_FORMAT,
+            f"Unknown graph format {fmt!r}; supported: {', '.join(FORMATS)}",
+        )
 
 
 class GraphSerialization:
-    """Lossless round trips: descriptors, FlatBuffers bytes, JSON, and a stable key."""
+    """Lossless round trips: descriptors, hipDNN's bytes, hipDNN's JSON, and a stable key."""
 
     def _graph(self) -> Graph:
         return cast("Graph", self)
@@ -23,58 +39,59 @@ class GraphSerialization:
     @classmethod
     def from_operation_graph_descriptor(cls, descriptor: Any) -> Graph:
         """Lift a finalized OPERATIONGRAPH descriptor back into an equal graph."""
-        from .descriptors.lowering import lift_graph
+        from .lowering import lift_graph
 
         return lift_graph(descriptor)
 
-    # ----- serialization (see descriptors/) -----
-    def to_record(self) -> Any:
-        """The graph as a :class:`~hipdnn_graph.descriptors.GraphRecord` (validates and assigns
-        uids first when needed)."""
-        from .descriptors.graph_records import graph_to_record
+    def serialize(self, format: str = "hipdnn") -> bytes:
+        """The graph as hipDNN's serialized ``Graph``: the bytes hipDNN's own backend writes.
 
-        return graph_to_record(self._graph())
-
-    @classmethod
-    def from_record(cls, record: Any) -> Graph:
-        """Rebuild a graph from a :class:`~hipdnn_graph.descriptors.GraphRecord`."""
-        from .descriptors.graph_records import graph_from_record
-
-        return graph_from_record(record)
-
-    def serialize(self) -> bytes:
-        """The graph in the versioned FlatBuffers format (lossless; see docs/serialization.md)."""
-        from .descriptors.graph_records import graph_to_bytes
-
-        return graph_to_bytes(self._graph())
-
-    @classmethod
-    def deserialize(cls, data: bytes | bytearray | memoryview) -> Graph:
-        """Load a graph written by :meth:`serialize`.
+        A graph whose tensors lack uids is validated (when needed) and given uids first; tensors
+        keep the graph's order. Every blob passes the flatbuffers Verifier hipDNN runs.
 
         Raises:
-            HipdnnError: ``UNSUPPORTED_GRAPH_FORMAT`` for undecodable bytes or an unknown format
-                version, ``INVALID_VALUE`` for content that decodes but is wrong.
+            HipdnnError: the validation error, or ``UNSUPPORTED_GRAPH_FORMAT`` for content hipDNN's
+                schema cannot hold (a BOOLEAN tensor, an attribute that overflows float32, ...).
         """
-        from .descriptors.graph_records import graph_from_bytes
+        _check_format(format)
+        from .descriptors.fb_write import write_graph
+        from .wire import graph_to_wire
 
-        return graph_from_bytes(data)
-
-    def to_json(self) -> str:
-        """The graph as canonical JSON (enum values by their hipDNN names)."""
-        from .descriptors.codec import record_to_json
-
-        return record_to_json(self.to_record())
+        return write_graph(graph_to_wire(self._graph()))
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> Graph:
-        """Load a graph written by :meth:`to_json` (same errors as :meth:`deserialize`)."""
-        from .descriptors.codec import record_from_json
+    def deserialize(cls, data: bytes | bytearray | memoryview, format: str = "hipdnn") -> Graph:
+        """Load hipDNN's serialized ``Graph`` (also from its ``HDGP`` graph-and-plan container).
 
-        return cls.from_record(record_from_json(text))
+        Raises:
+            HipdnnError: ``UNSUPPORTED_GRAPH_FORMAT`` for bytes that do not verify or hold
+                content this library cannot carry (named in the message), ``INVALID_VALUE`` for
+                content that decodes but breaks a rule (duplicate or dangling uids).
+        """
+        _check_format(format)
+        from .descriptors.fb_read import read_graph
+        from .wire import graph_from_wire
+
+        return graph_from_wire(read_graph(data))
+
+    def to_json(self, format: str = "hipdnn") -> str:
+        """The graph as hipDNN's JSON (sorted keys, compact; the same content as the bytes)."""
+        _check_format(format)
+        from .descriptors.hipdnn_json import graph_to_json
+        from .wire import graph_to_wire
+
+        return graph_to_json(graph_to_wire(self._graph()))
+
+    @classmethod
+    def from_json(cls, text: str | bytes, format: str = "hipdnn") -> Graph:
+        """Load hipDNN's JSON form of a graph (same errors as :meth:`deserialize`)."""
+        _check_format(format)
+        from .descriptors.hipdnn_json import graph_from_json
+        from .wire import graph_from_wire
+
+        return graph_from_wire(graph_from_json(text))
 
     def key(self) -> int:
-        """A stable 64-bit hash of the graph's canonical content: equal graphs, equal keys."""
-        from .descriptors.codec import record_key
-
-        return record_key(self.to_record())
+        """A stable 64-bit hash of the graph's serialized bytes: equal graphs, equal keys."""
+        digest = blake2b(self.serialize(), digest_size=8).digest()
+        return int.from_bytes(digest, "little")

@@ -1,92 +1,59 @@
-"""Backend descriptors and the serialized graph.
+"""Backend descriptors and hipDNN's wire formats; a leaf that knows no node type.
 
 * :class:`BackendDescriptor` models hipDNN's backend C API descriptors (:mod:`.backend_descriptor`),
   keyed by :class:`AttributeName` and typed by :class:`AttributeType` with hipDNN's values
-  (:mod:`.enums`).
-* :class:`GraphRecord` is the serialized graph (:mod:`.records`); :func:`record_to_json` /
-  :func:`record_from_json` and :func:`record_to_bytes` / :func:`record_from_bytes` are its two wire
-  formats (:mod:`.codec`, :mod:`.flatbuf`, ``schema/graph.fbs``), :func:`record_key` its stable key.
+  (:mod:`.enums`); operation descriptors are packed and unpacked by :mod:`.packing`.
+* :class:`NodeSpec` (:mod:`.node_spec`) is each node family's one declaration of where its slots
+  and scalars live on every wire; node modules register theirs.
+* :class:`WireGraph` (:mod:`.wire_model`) is a graph as hipDNN's serialized ``Graph`` holds it;
+  :func:`write_graph` / :func:`read_graph` are hipDNN's FlatBuffers bytes (:mod:`.fb_write`,
+  :mod:`.fb_read`) and :func:`graph_to_json` / :func:`graph_from_json` its JSON
+  (:mod:`.hipdnn_json`), with :func:`json_schema`.
 
 Example:
     >>> from hipdnn_graph.descriptors import json_schema
     >>> sorted(json_schema()["properties"])[:3]
-    ['compute_data_type', 'format_version', 'intermediate_data_type']
+    ['compute_data_type', 'id', 'intermediate_data_type']
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..types import DataType, DiagonalAlignment
 from .backend_descriptor import BackendDescriptor, DescriptorError
-from .codec import (
-    MAX_INPUT_BYTES,
-    record_from_bytes,
-    record_from_json,
-    record_key,
-    record_to_bytes,
-    record_to_json,
-)
 from .enums import AttributeName, AttributeType, DescriptorType, Status
-from .flatbuf import FILE_IDENTIFIER
-from .record_checks import check_graph_record, construct_record
-from .records import (
-    FORMAT_VERSION,
-    GraphRecord,
-    NodeRecord,
-    SdpaBwdRecord,
-    SdpaFwdRecord,
-    TensorRecord,
+from .fb_read import CONTAINER_IDENTIFIER, read_graph
+from .fb_write import write_graph
+from .hipdnn_json import graph_from_json, graph_to_json, json_schema
+from .node_spec import Kind, NodeSpec, ScalarSpec, SlotSpec, UnmodelledSpec, node_specs
+from .wire_model import (
+    MAX_INPUT_BYTES,
+    WIRE_DATA_TYPES,
+    ValueMember,
+    WireGraph,
+    WireMetadata,
 )
 
 __all__ = [
-    "FILE_IDENTIFIER",
-    "FORMAT_VERSION",
+    "CONTAINER_IDENTIFIER",
     "MAX_INPUT_BYTES",
+    "WIRE_DATA_TYPES",
     "AttributeName",
     "AttributeType",
     "BackendDescriptor",
     "DescriptorError",
     "DescriptorType",
-    "GraphRecord",
-    "NodeRecord",
-    "SdpaBwdRecord",
-    "SdpaFwdRecord",
+    "Kind",
+    "NodeSpec",
+    "ScalarSpec",
+    "SlotSpec",
     "Status",
-    "TensorRecord",
-    "check_graph_record",
-    "construct_record",
+    "UnmodelledSpec",
+    "ValueMember",
+    "WireGraph",
+    "WireMetadata",
+    "graph_from_json",
+    "graph_to_json",
     "json_schema",
-    "record_from_bytes",
-    "record_from_json",
-    "record_key",
-    "record_to_bytes",
-    "record_to_json",
+    "node_specs",
+    "read_graph",
+    "write_graph",
 ]
-
-
-_ENUMS_BY_TITLE: dict[str, Any] = {"DataType": DataType, "DiagonalAlignment": DiagonalAlignment}
-
-
-def _names_for_defaults(node: Any) -> None:
-    """Write enum defaults by name, as the JSON itself does (pydantic writes their values)."""
-    if isinstance(node, dict):
-        enum_cls = _ENUMS_BY_TITLE.get(node.get("title", ""))
-        if enum_cls is not None and type(node.get("default")) is int:
-            node["default"] = enum_cls(node["default"]).name
-        for child in node.values():
-            _names_for_defaults(child)
-    elif isinstance(node, list):
-        for child in node:
-            _names_for_defaults(child)
-
-
-def json_schema() -> dict[str, Any]:
-    """The JSON Schema of the serialized graph (:class:`GraphRecord`), as a new dict.
-
-    Returns:
-        A JSON Schema (draft 2020-12) document.
-    """
-    schema = GraphRecord.model_json_schema()
-    _names_for_defaults(schema)
-    return schema

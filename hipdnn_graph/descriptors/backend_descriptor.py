@@ -57,7 +57,7 @@ from typing import Any
 
 from ..errors import HipdnnError
 from ..types import ErrorCode
-from .descriptor_schemas import _SCHEMAS, _Slot
+from .descriptor_schemas import _Slot, schema_for
 from .enums import AttributeName as A
 from .enums import AttributeType as T
 from .enums import DescriptorType as D
@@ -135,7 +135,7 @@ class BackendDescriptor:
     __slots__ = ("_attrs", "_finalized", "_schema", "_type")
 
     def __init__(self, descriptor_type: D) -> None:
-        schema = _SCHEMAS.get(descriptor_type)
+        schema = schema_for(descriptor_type)
         if schema is None:
             raise DescriptorError(
                 Status.NOT_SUPPORTED,

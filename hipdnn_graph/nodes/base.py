@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Generic, TypeVar
+from collections.abc import MutableMapping, MutableSequence
+from typing import ClassVar, Generic, Self, TypeVar
 
 from ..attributes.base import NodeAttributes
 from ..attributes.graph_attributes import GraphAttributes
+from ..descriptors.backend_descriptor import BackendDescriptor
+from ..descriptors.node_spec import NodeSpec
+from ..descriptors.packing import pack_node, unpack_node
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode, NodeType
@@ -25,6 +29,8 @@ class Node(Generic[A]):
     node_type: ClassVar[NodeType] = NodeType.UNKNOWN
     #: prefix of the default name ``<prefix>_<index>`` given to unnamed nodes
     name_prefix: ClassVar[str] = "Node"
+    #: where the node's slots and scalars live on every wire (set by each node module)
+    spec: ClassVar[NodeSpec]
 
     def __init__(self, attributes: A, graph_attributes: GraphAttributes | None = None) -> None:
         self.attributes: A = attributes
@@ -79,3 +85,28 @@ class Node(Generic[A]):
         self.pre_validate_node()
         self.infer_properties_node()
         self.post_validate_node()
+
+    # ----- descriptors (spec §7) -----
+    def create_operation(
+        self,
+        tensor_descs: MutableMapping[int, BackendDescriptor],
+        operations: MutableSequence[BackendDescriptor],
+    ) -> BackendDescriptor:
+        """Pack this node into a finalized operation descriptor appended to ``operations``.
+
+        Tensor descriptors are created once per uid in ``tensor_descs`` and shared by uid.
+        """
+        return pack_node(self.attributes, self.spec, tensor_descs, operations)
+
+    def unpack_from_descriptor(
+        self, op_desc: BackendDescriptor, tensor_map: MutableMapping[int, TensorAttributes]
+    ) -> Self:
+        """Replace this node's attributes with those packed in ``op_desc``.
+
+        Tensors are looked up in (or added to) ``tensor_map`` by uid, so nodes that share a
+        tensor share the rebuilt handle.
+        """
+        attributes = self.spec.attributes_cls()
+        unpack_node(op_desc, self.spec, attributes, tensor_map)
+        self.attributes = attributes
+        return self

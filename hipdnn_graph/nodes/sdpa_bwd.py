@@ -5,13 +5,16 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
+from ..descriptors.enums import AttributeName as A
+from ..descriptors.enums import AttributeType as T
+from ..descriptors.enums import DescriptorType
+from ..descriptors.node_spec import Kind, NodeSpec, ScalarSpec, SlotSpec, register_node_spec
 from ..errors import HipdnnError
 from ..types import ErrorCode, NodeType
 from . import sdpa_rules as r
 from .sdpa_base import SdpaNode
-from .sdpa_packing import BWD_TABLE, PackingTable
 
-__all__ = ["SdpaBwdNode"]
+__all__ = ["SDPA_BWD_SPEC", "SdpaBwdNode"]
 
 
 class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
@@ -36,8 +39,6 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
     node_type: ClassVar[NodeType] = NodeType.SDPA_BWD
     name_prefix: ClassVar[str] = "SdpaBwd"
     label: ClassVar[str] = "SdpaBwdNode"
-    packing: ClassVar[PackingTable] = BWD_TABLE
-    attributes_class: ClassVar[type[Any]] = SdpaBackwardAttributes
 
     #: hipDNN's pre-validation rules, in order; the first failure raises.
     rules: ClassVar[tuple[r.Rule, ...]] = (
@@ -96,3 +97,88 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
                     ErrorCode.INVALID_VALUE, f"{self.label}: dBias requires a Bias input"
                 )
             r.check_output_shape(self.label, "dBias", dbias, bias.dim, "Bias")
+
+
+_In, _Out = SdpaBackwardAttributes.InputNames, SdpaBackwardAttributes.OutputNames
+
+
+def _slot(member: Any, fb_slot: int, attribute: A, wire: str = "", **kw: Any) -> SlotSpec:
+    output = isinstance(member, _Out)
+    wire = wire or member.name.lower()
+    return SlotSpec(member, output, fb_slot < 9, fb_slot, attribute, f"{wire}_tensor_uid", **kw)
+
+
+#: Where every slot and scalar of SDPA backward lives on each wire (hipDNN's
+#: ``SdpaBackwardAttributes`` table, 28 fields; descriptor attributes 3100-3128).
+SDPA_BWD_SPEC = register_node_spec(
+    NodeSpec(
+        table="SdpaBackwardAttributes",
+        union_tag=15,
+        label="SdpaBwdNode",
+        descriptor_type=DescriptorType.OPERATION_SDPA_BWD_DESCRIPTOR_EXT,
+        descriptor_class="SdpaBwdOperationDescriptor",
+        compute_type=A.SDPA_BWD_COMP_TYPE_EXT,
+        scalar_group="parameters",
+        legacy_scalar_groups=("attributes",),
+        slots=(
+            _slot(_In.Q, 0, A.OPERATION_SDPA_BWD_Q_EXT),
+            _slot(_In.K, 1, A.OPERATION_SDPA_BWD_K_EXT),
+            _slot(_In.V, 2, A.OPERATION_SDPA_BWD_V_EXT),
+            _slot(_In.O, 3, A.OPERATION_SDPA_BWD_O_EXT),
+            _slot(_In.dO, 4, A.OPERATION_SDPA_BWD_DO_EXT),
+            _slot(_In.Stats, 5, A.OPERATION_SDPA_BWD_STATS_EXT),
+            _slot(_In.Attn_scale, 9, A.OPERATION_SDPA_BWD_SCALE_EXT, "scale", pass_by_value=True),
+            _slot(_In.Bias, 10, A.OPERATION_SDPA_BWD_ATTN_MASK_EXT, "attn_mask"),
+            _slot(_In.SEQ_LEN_Q, 11, A.OPERATION_SDPA_BWD_SEQ_LEN_Q_EXT),
+            _slot(_In.SEQ_LEN_KV, 12, A.OPERATION_SDPA_BWD_SEQ_LEN_KV_EXT),
+            _slot(_In.Seed, 13, A.OPERATION_SDPA_BWD_SEED_EXT, pass_by_value=True),
+            _slot(_In.Offset, 14, A.OPERATION_SDPA_BWD_OFFSET_EXT, pass_by_value=True),
+            _slot(_In.Dropout_mask, 15, A.OPERATION_SDPA_BWD_DROPOUT_MASK_EXT),
+            _slot(_In.Dropout_scale, 16, A.OPERATION_SDPA_BWD_DROPOUT_SCALE_EXT, pass_by_value=True),
+            _slot(
+                _In.Dropout_scale_inv,
+                17,
+                A.OPERATION_SDPA_BWD_DROPOUT_SCALE_INV_EXT,
+                pass_by_value=True,
+            ),
+            _slot(_Out.dQ, 6, A.OPERATION_SDPA_BWD_DQ_EXT),
+            _slot(_Out.dK, 7, A.OPERATION_SDPA_BWD_DK_EXT),
+            _slot(_Out.dV, 8, A.OPERATION_SDPA_BWD_DV_EXT),
+            _slot(_Out.dBias, 18, A.OPERATION_SDPA_BWD_DBIAS_EXT),
+        ),
+        scalars=(
+            ScalarSpec("alibi_mask", Kind.BOOL, 19, (A.SDPA_BWD_ALIBI_MASK_EXT, T.BOOLEAN), True),
+            ScalarSpec(
+                "padding_mask", Kind.BOOL, 20, (A.SDPA_BWD_PADDING_MASK_EXT, T.BOOLEAN), True
+            ),
+            ScalarSpec("causal_mask", Kind.BOOL, 21, (A.SDPA_BWD_CAUSAL_MASK_EXT, T.BOOLEAN), True),
+            ScalarSpec(
+                "causal_mask_bottom_right",
+                Kind.BOOL,
+                22,
+                (A.SDPA_BWD_CAUSAL_MASK_BOTTOM_RIGHT_EXT, T.BOOLEAN),
+                True,
+            ),
+            ScalarSpec(
+                "dropout_probability", Kind.F32_OPT, 23, (A.SDPA_BWD_DROPOUT_PROBABILITY_EXT, T.FLOAT)
+            ),
+            ScalarSpec(
+                "attn_scale_value", Kind.F32_OPT, 24, (A.SDPA_BWD_ATTN_SCALE_VALUE_EXT, T.FLOAT)
+            ),
+            ScalarSpec("left_bound", Kind.I64_OPT, 25, (A.SDPA_BWD_LEFT_BOUND_EXT, T.INT64)),
+            ScalarSpec("right_bound", Kind.I64_OPT, 26, (A.SDPA_BWD_RIGHT_BOUND_EXT, T.INT64)),
+            ScalarSpec(
+                "diagonal_alignment",
+                Kind.ALIGN,
+                27,
+                (A.SDPA_BWD_DIAGONAL_ALIGNMENT_EXT, T.DIAGONAL_ALIGNMENT),
+                True,
+            ),
+        ),
+        unmodelled=(),
+        field_count=28,
+        attributes_cls=SdpaBackwardAttributes,
+        make_node=SdpaBwdNode,
+    )
+)
+SdpaBwdNode.spec = SDPA_BWD_SPEC

@@ -5,12 +5,22 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..attributes.sdpa import SdpaAttributes
+from ..descriptors.enums import AttributeName as A
+from ..descriptors.enums import AttributeType as T
+from ..descriptors.enums import DescriptorType
+from ..descriptors.node_spec import (
+    Kind,
+    NodeSpec,
+    ScalarSpec,
+    SlotSpec,
+    UnmodelledSpec,
+    register_node_spec,
+)
 from ..types import DataType, NodeType
 from . import sdpa_rules as r
 from .sdpa_base import SdpaNode
-from .sdpa_packing import FWD_TABLE, PackingTable
 
-__all__ = ["SdpaFwdNode"]
+__all__ = ["SDPA_FWD_SPEC", "SdpaFwdNode"]
 
 
 class SdpaFwdNode(SdpaNode[SdpaAttributes]):
@@ -31,8 +41,6 @@ class SdpaFwdNode(SdpaNode[SdpaAttributes]):
     node_type: ClassVar[NodeType] = NodeType.SDPA_FWD
     name_prefix: ClassVar[str] = "SdpaFwd"
     label: ClassVar[str] = "SdpaFwdNode"
-    packing: ClassVar[PackingTable] = FWD_TABLE
-    attributes_class: ClassVar[type[Any]] = SdpaAttributes
 
     #: hipDNN's pre-validation rules in order, then two of ours (dropout mask and padding
     #: tensors are checked as the backward checks them).
@@ -74,3 +82,101 @@ class SdpaFwdNode(SdpaNode[SdpaAttributes]):
         b, h, sq, _ = q.dim
         r.check_layout(self.label, "O", a.get_o())
         r.check_output_shape(self.label, "Stats", a.get_stats(), [b, h, sq, 1], "[B, H, Sq, 1]")
+
+
+_In, _Out = SdpaAttributes.InputNames, SdpaAttributes.OutputNames
+_REQUIRED = frozenset({"Q", "K", "V", "O"})
+
+
+def _slot(member: Any, fb_slot: int, attribute: A, wire: str = "", **kw: Any) -> SlotSpec:
+    output = isinstance(member, _Out)
+    wire = wire or member.name.lower()
+    required = member.name in _REQUIRED
+    return SlotSpec(member, output, required, fb_slot, attribute, f"{wire}_tensor_uid", **kw)
+
+
+def _unmodelled(group: str, kind: Kind, first: int, *names: str) -> tuple[UnmodelledSpec, ...]:
+    suffix = "_tensor_uid" if kind is Kind.UID_OPT else ""
+    return tuple(
+        UnmodelledSpec(f"{name}{suffix}", kind, first + i, group) for i, name in enumerate(names)
+    )
+
+
+#: Where every slot and scalar of SDPA forward lives on each wire (hipDNN's ``SdpaAttributes``
+#: table, 43 fields, of which the paged-attention, fp8, sink and auxiliary-output fields are not
+#: modelled: they must hold their defaults; descriptor attributes 2600-2641).
+SDPA_FWD_SPEC = register_node_spec(
+    NodeSpec(
+        table="SdpaAttributes",
+        union_tag=12,
+        label="SdpaFwdNode",
+        descriptor_type=DescriptorType.OPERATION_SDPA_FWD,
+        descriptor_class="SdpaFwdOperationDescriptor",
+        compute_type=A.SDPA_FWD_COMP_TYPE_EXT,
+        scalar_group="attributes",
+        slots=(
+            _slot(_In.Q, 0, A.OPERATION_SDPA_FWD_QDESC),
+            _slot(_In.K, 1, A.OPERATION_SDPA_FWD_KDESC),
+            _slot(_In.V, 2, A.OPERATION_SDPA_FWD_VDESC),
+            _slot(_In.Attn_scale, 5, A.OPERATION_SDPA_FWD_SCALEDESC, "scale", pass_by_value=True),
+            _slot(_In.Bias, 4, A.OPERATION_SDPA_FWD_ATTN_MASK_EXT, "attn_mask"),
+            _slot(_In.SEQ_LEN_Q, 6, A.OPERATION_SDPA_FWD_SEQ_LEN_QDESC),
+            _slot(_In.SEQ_LEN_KV, 7, A.OPERATION_SDPA_FWD_SEQ_LEN_KVDESC),
+            _slot(_In.Seed, 8, A.OPERATION_SDPA_FWD_SEED_EXT, pass_by_value=True),
+            _slot(_In.Offset, 9, A.OPERATION_SDPA_FWD_OFFSET_EXT, pass_by_value=True),
+            _slot(_In.Dropout_mask, 10, A.OPERATION_SDPA_FWD_DROPOUT_MASK_EXT),
+            _slot(_In.Dropout_scale, 11, A.OPERATION_SDPA_FWD_DROPOUT_SCALE_EXT, pass_by_value=True),
+            _slot(_Out.O, 3, A.OPERATION_SDPA_FWD_ODESC),
+            _slot(_Out.Stats, 22, A.OPERATION_SDPA_FWD_STATSDESC),
+        ),
+        scalars=(
+            ScalarSpec(
+                "generate_stats", Kind.BOOL_OPT, 28, (A.SDPA_FWD_GENERATE_STATS_EXT, T.BOOLEAN)
+            ),
+            ScalarSpec("alibi_mask", Kind.BOOL, 29, (A.SDPA_FWD_ALIBI_MASK_EXT, T.BOOLEAN), True),
+            ScalarSpec(
+                "padding_mask", Kind.BOOL, 30, (A.SDPA_FWD_PADDING_MASK_EXT, T.BOOLEAN), True
+            ),
+            ScalarSpec("causal_mask", Kind.BOOL, 31, (A.SDPA_FWD_CAUSAL_MASK_EXT, T.BOOLEAN), True),
+            ScalarSpec(
+                "causal_mask_bottom_right",
+                Kind.BOOL,
+                32,
+                (A.SDPA_FWD_CAUSAL_MASK_BOTTOM_RIGHT_EXT, T.BOOLEAN),
+                True,
+            ),
+            ScalarSpec(
+                "dropout_probability", Kind.F32_OPT, 33, (A.SDPA_FWD_DROPOUT_PROBABILITY_EXT, T.FLOAT)
+            ),
+            ScalarSpec(
+                "attn_scale_value", Kind.F32_OPT, 34, (A.SDPA_FWD_ATTN_SCALE_VALUE_EXT, T.FLOAT)
+            ),
+            ScalarSpec("left_bound", Kind.I64_OPT, 35, (A.SDPA_FWD_LEFT_BOUND_EXT, T.INT64)),
+            ScalarSpec("right_bound", Kind.I64_OPT, 36, (A.SDPA_FWD_RIGHT_BOUND_EXT, T.INT64)),
+            ScalarSpec(
+                "diagonal_alignment",
+                Kind.ALIGN,
+                38,
+                (A.SDPA_FWD_DIAGONAL_ALIGNMENT_EXT, T.DIAGONAL_ALIGNMENT),
+                True,
+            ),
+        ),
+        unmodelled=(
+            *_unmodelled(
+                "inputs", Kind.UID_OPT, 12, "page_table_k", "page_table_v", "block_mask",
+                "sink_token", "descale_q", "descale_k", "descale_v", "descale_s", "scale_s",
+                "scale_o",
+            ),  # fmt: skip
+            *_unmodelled("outputs", Kind.UID_OPT, 23, "max", "sum_exp", "rng_dump", "amax_s", "amax_o"),
+            UnmodelledSpec("max_seq_len_kv", Kind.I32_OPT, 37, "scalars"),
+            UnmodelledSpec("mma_core_mode", Kind.DTYPE, 39, "scalars"),
+            UnmodelledSpec("implementation", Kind.IMPL, 40, "scalars"),
+            UnmodelledSpec("umd_flops", Kind.STRING, 41, "extra"),
+            UnmodelledSpec("umd_bytes", Kind.STRING, 42, "extra"),
+        ),
+        field_count=43,
+        attributes_cls=SdpaAttributes,
+        make_node=SdpaFwdNode,
+    )
+)
+SdpaFwdNode.spec = SDPA_FWD_SPEC

@@ -17,21 +17,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..attributes.graph_attributes import GraphAttributes
-from ..errors import HipdnnError
-from ..nodes.sdpa_base import SdpaNode
-from ..nodes.sdpa_bwd import SdpaBwdNode
-from ..nodes.sdpa_fwd import SdpaFwdNode
-from ..tensor import TensorAttributes
-from ..types import ErrorCode
-from .backend_descriptor import BackendDescriptor
-from .enums import AttributeName as A
-from .enums import AttributeType as T
-from .enums import DescriptorType
-from .graph_records import signed64, unsigned64
+from .attributes.graph_attributes import GraphAttributes
+from .descriptors.backend_descriptor import BackendDescriptor
+from .descriptors.enums import AttributeName as A
+from .descriptors.enums import AttributeType as T
+from .descriptors.enums import DescriptorType
+from .descriptors.node_spec import node_specs
+from .errors import HipdnnError
+from .tensor import TensorAttributes
+from .types import ErrorCode
+from .wire import signed64, unsigned64
 
 if TYPE_CHECKING:
-    from ..graph import Graph
+    from .graph import Graph
 
 __all__ = ["lift_graph", "lower_graph"]
 
@@ -44,12 +42,7 @@ def lower_graph(graph: Graph) -> BackendDescriptor:
     tensor_descs: dict[int, BackendDescriptor] = {}
     operations: list[BackendDescriptor] = []
     for node in graph.nodes:
-        create = getattr(node, "create_operation", None)
-        if create is None:
-            raise HipdnnError(
-                ErrorCode.GRAPH_NOT_SUPPORTED, f"{type(node).__name__} cannot be lowered"
-            )
-        create(tensor_descs, operations)
+        node.create_operation(tensor_descs, operations)
     desc = BackendDescriptor(DescriptorType.OPERATIONGRAPH)
     desc.set_attribute(A.OPERATIONGRAPH_OPS, T.BACKEND_DESCRIPTOR, operations)
     attrs = graph.attributes
@@ -69,11 +62,6 @@ def lower_graph(graph: Graph) -> BackendDescriptor:
     return desc
 
 
-_NODES: dict[DescriptorType, type[SdpaNode[Any]]] = {
-    node.packing.descriptor_type: node for node in (SdpaBwdNode, SdpaFwdNode)
-}
-
-
 def lift_graph(desc: BackendDescriptor) -> Graph:
     """Rebuild a :class:`Graph` from a finalized OPERATIONGRAPH descriptor.
 
@@ -81,7 +69,7 @@ def lift_graph(desc: BackendDescriptor) -> Graph:
         HipdnnError: ``INVALID_VALUE`` for another descriptor type, ``GRAPH_NOT_SUPPORTED`` for
             an operation this frontend has no node for.
     """
-    from ..graph import Graph
+    from .graph import Graph
 
     if desc.descriptor_type != DescriptorType.OPERATIONGRAPH:
         raise HipdnnError(
@@ -96,20 +84,21 @@ def lift_graph(desc: BackendDescriptor) -> Graph:
     )
     if desc.has_attribute(A.OPERATIONGRAPH_NAME_EXT):
         attrs.name = str(get(A.OPERATIONGRAPH_NAME_EXT, T.CHAR)[0])
-    graph = Graph(attributes=attrs)
+    preferred = None
     if desc.has_attribute(A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT):
-        preferred = get(A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT, T.INT64)[0]
-        graph.set_preferred_engine_id_ext(unsigned64(preferred))
+        preferred = unsigned64(get(A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT, T.INT64)[0])
+    specs = {spec.descriptor_type: spec for spec in node_specs().values()}
     tensor_map: dict[int, TensorAttributes] = {}
+    nodes: list[Any] = []
     for op in get(A.OPERATIONGRAPH_OPS, T.BACKEND_DESCRIPTOR):
-        node_cls = _NODES.get(op.descriptor_type)
-        if node_cls is None:
+        spec = specs.get(op.descriptor_type)
+        if spec is None:
             raise HipdnnError(
                 ErrorCode.GRAPH_NOT_SUPPORTED,
                 f"No frontend node for {op.descriptor_type.name} descriptors",
             )
-        node = node_cls(node_cls.attributes_class(), graph.attributes)
-        graph.add_node(node.unpack_from_descriptor(op, tensor_map))
-    # list the tensors by uid, as a deserialized graph does (descriptors carry no declaration order)
-    graph._tensors = dict(sorted(graph._tensors.items(), key=lambda item: item[1].get_uid()))
-    return graph
+        node = spec.make_node(spec.attributes_cls(), attrs)
+        nodes.append(node.unpack_from_descriptor(op, tensor_map))
+    # tensors by uid: descriptors carry no declaration order
+    tensors = sorted(tensor_map.values(), key=lambda t: t.uid)
+    return Graph.from_parts(attrs, tensors, nodes, preferred_engine_id=preferred)

@@ -1,0 +1,439 @@
+"""Reading hipDNN's serialized ``Graph``: verify like hipDNN, then decode, never crash.
+
+The reader first applies every rule of the flatbuffers ``Verifier`` that hipDNN runs before it
+reads a graph (HIPDNN_WIRE.md A10: buffer size, in-bounds and aligned tables, vtables, scalars,
+structs, offsets, strings and vectors; 8-byte fields 8-aligned; a TensorValue tag without its
+struct refused), then the refusals of A6/A12 (node kinds other than the registered ones, DataType
+numbers outside hipDNN's schema, fields this version does not know, unmodelled content that is
+not at its default), then the content rules of :func:`~.wire_model.check_wire_graph`. A blob whose
+bytes 4–7 are ``HDGP`` is hipDNN's graph-and-plan container: its ``graph_blob`` is copied into a
+buffer of its own and read.
+
+Any input gives a :class:`~.wire_model.WireGraph` or raises
+:class:`~hipdnn_graph.errors.HipdnnError`: UNSUPPORTED_GRAPH_FORMAT for bytes that are not a
+graph we can carry, INVALID_VALUE for a broken content rule. Work and memory are proportional to
+the input: every table is read once, and tensor or node entries that share one table are refused
+before anything is built from them.
+
+Example:
+    >>> from hipdnn_graph.descriptors.fb_write import write_graph
+    >>> from hipdnn_graph.descriptors.wire_model import WireGraph
+    >>> read_graph(write_graph(WireGraph(name="g"))).name
+    'g'
+    >>> read_graph(b"not a graph")
+    Traceback (most recent call last):
+    ...
+    hipdnn_graph.errors.HipdnnError: Invalid hipDNN graph: the buffer is 11 bytes, fewer than 12
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from ..errors import HipdnnError
+from ..tensor import TensorAttributes
+from ..types import DataType, DiagonalAlignment, ErrorCode
+from .node_spec import WIRE_KINDS, Kind, NodeSpec, node_specs
+from .wire_model import (
+    MAX_INPUT_BYTES,
+    MAX_NODES,
+    MAX_RANK,
+    MAX_TENSORS,
+    VALUE_CODES,
+    ValueMember,
+    WireGraph,
+    WireMetadata,
+    attributes_template,
+    check_wire_graph,
+    data_type_from_wire,
+    decode_value,
+    new_trusted,
+    unsupported,
+)
+
+__all__ = ["CONTAINER_IDENTIFIER", "NODE_KINDS", "read_graph"]
+
+#: hipDNN's ``NodeAttributes`` union members, by tag (``graph.fbs``).
+NODE_KINDS = (
+    "NONE", "BatchnormInferenceAttributes", "PointwiseAttributes", "BatchnormBackwardAttributes",
+    "BatchnormAttributes", "ConvolutionFwdAttributes", "ConvolutionBwdAttributes",
+    "ConvolutionWrwAttributes", "BatchnormInferenceVarianceExtAttributes", "MatmulAttributes",
+    "RMSNormAttributes", "LayernormAttributes", "SdpaAttributes",
+    "BlockScaleDequantizeAttributes", "BlockScaleQuantizeAttributes", "SdpaBackwardAttributes",
+    "CustomOpAttributes", "RMSNormBackwardAttributes", "ReductionAttributes",
+    "ResampleFwdAttributes", "LayernormBackwardAttributes", "ResampleBwdAttributes",
+    "MoeGroupedMatmulAttributes", "MoeGroupedMatmulBwdAttributes",
+)  # fmt: skip
+#: Bytes 4–7 of hipDNN's graph-and-plan container (``serialized_graph_and_plan.fbs``).
+CONTAINER_IDENTIFIER = b"HDGP"
+
+_MAX_BUFFER = 2**31 - 1
+_MAX_DEPTH = 64
+_MAX_TABLES = 1_000_000
+_u16 = struct.Struct("<H").unpack_from
+_i32 = struct.Struct("<i").unpack_from
+_u32 = struct.Struct("<I").unpack_from
+_SCALARS = {code: struct.Struct("<" + code).unpack_from for code in "qifb?BdI"}
+_WIDTHS = {"q": 8, "d": 8, "i": 4, "f": 4, "I": 4, "b": 1, "?": 1, "B": 1}
+_LONGS = [struct.Struct(f"<{k}q").unpack_from for k in range(MAX_RANK + 1)]
+
+
+def _bad(what: str) -> HipdnnError:
+    return unsupported(f"Invalid hipDNN graph: {what}")
+
+
+class _Table:
+    """A verified table: its position and its vtable's entries (0 = absent)."""
+
+    __slots__ = ("entries", "pos")
+
+    def __init__(self, buf: bytes, n: int, pos: int, what: str, counter: list[int]) -> None:
+        if pos % 4 or pos + 4 > n or pos < 0:
+            raise _bad(f"{what} is not an aligned table inside the buffer")
+        counter[0] += 1
+        if counter[0] > _MAX_TABLES:
+            raise _bad(f"more than {_MAX_TABLES} tables")
+        vt = pos - _i32(buf, pos)[0]
+        if vt < 0 or vt % 2 or vt + 2 > n:
+            raise _bad(f"{what} has its vtable outside the buffer")
+        size = _u16(buf, vt)[0]
+        if size % 2 or size < 4 or vt + size > n:
+            raise _bad(f"{what} has a vtable of {size} bytes that does not fit")
+        self.pos = pos
+        self.entries = struct.unpack_from(f"<{size // 2 - 2}H", buf, vt + 4)
+
+    def offset(self, slot: int) -> int:
+        entries = self.entries
+        return entries[slot] if slot < len(entries) else 0
+
+    def refuse_unknown(self, known: int, what: str) -> None:
+        for slot in range(known, len(self.entries)):
+            if self.entries[slot]:
+                raise unsupported(
+                    f"{what} has field {slot}, which hipDNN's schema as known here does not have"
+                )
+
+
+def _scalar(buf: bytes, n: int, table: _Table, slot: int, code: str, what: str) -> Any:
+    """The scalar in ``slot``, or None when absent (aligned and in bounds, as verified)."""
+    off = table.offset(slot)
+    if not off:
+        return None
+    pos = table.pos + off
+    width = _WIDTHS[code]
+    if pos % width or pos + width > n:
+        raise _bad(f"{what} is not an aligned {width}-byte field inside the buffer")
+    return _SCALARS[code](buf, pos)[0]
+
+
+def _target(buf: bytes, n: int, table: _Table, slot: int, what: str) -> int | None:
+    """Where the offset in ``slot`` points, or None when absent."""
+    off = table.offset(slot)
+    if not off:
+        return None
+    pos = table.pos + off
+    if pos % 4 or pos + 4 > n:
+        raise _bad(f"{what} is not an aligned offset inside the buffer")
+    rel = _u32(buf, pos)[0]
+    if rel == 0 or rel >= 2**31 or pos + rel >= n:
+        raise _bad(f"{what} points outside the buffer")
+    return pos + rel
+
+
+def _vector(buf: bytes, n: int, pos: int, width: int, what: str) -> tuple[int, int]:
+    """(length, start of the elements) of a vector at ``pos``."""
+    if pos % 4 or pos + 4 > n:
+        raise _bad(f"{what} is not an aligned vector inside the buffer")
+    length = _u32(buf, pos)[0]
+    if length >= _MAX_BUFFER // width or pos + 4 + width * length > n:
+        raise _bad(f"{what} does not fit in the buffer")
+    return length, pos + 4
+
+
+def _string(buf: bytes, n: int, table: _Table, slot: int, what: str) -> str:
+    pos = _target(buf, n, table, slot, what)
+    if pos is None:
+        return ""
+    length, start = _vector(buf, n, pos, 1, what)
+    end = start + length
+    if end >= n or buf[end] != 0:
+        raise _bad(f"{what} does not end in a NUL byte")
+    try:
+        return buf[start:end].decode()
+    except UnicodeDecodeError:
+        raise unsupported(f"{what} is not UTF-8") from None
+
+
+def _longs(buf: bytes, n: int, table: _Table, slot: int, what: str) -> list[int]:
+    pos = _target(buf, n, table, slot, what)
+    if pos is None:
+        return []
+    length, start = _vector(buf, n, pos, 8, what)
+    if length > MAX_RANK:
+        raise HipdnnError(ErrorCode.INVALID_VALUE, f"{what} has {length} entries, more than {MAX_RANK}")
+    return list(_LONGS[length](buf, start))
+
+
+def _tables(buf: bytes, n: int, table: _Table, slot: int, what: str, cap: int) -> list[int]:
+    """Positions of the tables a vector of tables points at (each entry checked in bounds)."""
+    pos = _target(buf, n, table, slot, what)
+    if pos is None:
+        return []
+    length, start = _vector(buf, n, pos, 4, what)
+    if length > cap:
+        raise HipdnnError(ErrorCode.INVALID_VALUE, f"Graph has {length} {what}, more than {cap}")
+    rels = struct.unpack_from(f"<{length}I", buf, start)
+    return [start + 4 * i + rel for i, rel in enumerate(rels)]
+
+
+def _data_type(value: int | None, what: str) -> DataType:
+    return DataType.NOT_SET if value is None else data_type_from_wire(value, what)
+
+
+def _unique(positions: list[int], what: str) -> None:
+    if len(set(positions)) != len(positions):
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE, f"Graph lists one {what} table more than once"
+        )
+
+
+# ----- tensors ----------------------------------------------------------------------------------
+
+#: every field of a tensor with its default (a decoded tensor overrides all but fields added later)
+_TENSOR_DEFAULTS = {
+    name: info.get_default(call_default_factory=True)
+    for name, info in TensorAttributes.model_fields.items()
+}
+_VALUE_SIZES = {member: struct.calcsize(code) for member, code in VALUE_CODES.items()}
+
+
+def _tensor(buf: bytes, n: int, pos: int, index: int, counter: list[int]) -> TensorAttributes:
+    what = f"tensor {index}"
+    t = _Table(buf, n, pos, what, counter)
+    t.refuse_unknown(12, what)
+    uid = _scalar(buf, n, t, 0, "q", what) or 0
+    name = _string(buf, n, t, 1, f"{what} name")
+    where = f"Tensor {name or uid}"
+    data_type = _data_type(_scalar(buf, n, t, 2, "b", what), where)
+    strides = _longs(buf, n, t, 3, f"{where} strides")
+    dims = _longs(buf, n, t, 4, f"{where} dims")
+    virtual = bool(_scalar(buf, n, t, 5, "?", what))
+    member_number = _scalar(buf, n, t, 6, "B", what) or 0
+    value_pos = _target(buf, n, t, 7, f"{where} value")
+    value = None
+    if member_number:
+        if member_number > len(ValueMember) - 1:
+            raise unsupported(f"{where}: TensorValue member {member_number} is not in hipDNN's schema")
+        member = ValueMember(member_number)
+        size = _VALUE_SIZES[member]
+        if value_pos is None or value_pos % size or value_pos + size > n:
+            raise _bad(f"{where} has a {member.name} without an aligned struct inside the buffer")
+        raw = _SCALARS[VALUE_CODES[member]](buf, value_pos)[0]
+        value = decode_value(member, raw, data_type, where)
+    pass_by_value = bool(_scalar(buf, n, t, 8, "?", what))
+    if _scalar(buf, n, t, 9, "q", what) is not None:
+        raise unsupported(f"{where}: ragged_offset_tensor_uid is not supported")
+    alignment = _scalar(buf, n, t, 10, "q", what)
+    multiplier = _scalar(buf, n, t, 11, "q", what)
+    if multiplier is not None and multiplier != 1:
+        raise unsupported(f"{where}: ragged_offset_multiplier {multiplier} is not supported")
+    values = dict(_TENSOR_DEFAULTS)
+    values.update(
+        uid=uid,
+        name=name,
+        data_type=data_type,
+        dim=dims,
+        stride=strides,
+        is_virtual=virtual,
+        is_pass_by_value=pass_by_value,
+        value=value,
+        alignment=16 if alignment is None else alignment,
+    )
+    return new_trusted(TensorAttributes, values, set())
+
+
+# ----- nodes -------------------------------------------------------------------------------------
+
+def _read_scalar(buf: bytes, n: int, t: _Table, kind: Kind, slot: int, what: str) -> Any:
+    if kind is Kind.STRING:
+        return _string(buf, n, t, slot, what)
+    code, _, optional, default = WIRE_KINDS[kind]
+    value = _scalar(buf, n, t, slot, code, what)
+    if value is None:
+        return None if optional else default
+    if kind is Kind.ALIGN:
+        if value not in (0, 1):
+            raise unsupported(f"{what}: DiagonalAlignment {value} is not in hipDNN's schema")
+        return DiagonalAlignment(value)
+    if kind is Kind.DTYPE:
+        return data_type_from_wire(value, what)
+    if kind is Kind.IMPL and value not in (0, 1, 2):
+        raise unsupported(f"{what}: AttentionImplementation {value} is not in hipDNN's schema")
+    if kind in (Kind.BOOL, Kind.BOOL_OPT):
+        return bool(value)
+    return value
+
+
+def _node(
+    buf: bytes,
+    n: int,
+    pos: int,
+    index: int,
+    tensors: dict[int, TensorAttributes],
+    counter: list[int],
+) -> tuple[NodeSpec, Any]:
+    what = f"node {index}"
+    t = _Table(buf, n, pos, what, counter)
+    t.refuse_unknown(4, what)
+    name = _string(buf, n, t, 0, f"{what} name")
+    label = f'hipDNN node "{name}"'
+    compute = _data_type(_scalar(buf, n, t, 1, "b", what), label)
+    tag = _scalar(buf, n, t, 2, "B", what) or 0
+    body_pos = _target(buf, n, t, 3, f"{label} attributes")
+    specs = node_specs()
+    spec = specs.get(tag)
+    if spec is None or body_pos is None:
+        kind = NODE_KINDS[tag] if tag < len(NODE_KINDS) else "an unknown kind"
+        supported = " and ".join(f"{s.table} ({s.union_tag})" for s in specs.values())
+        missing = " without its table" if spec is not None else ""
+        raise unsupported(
+            f"{label} has kind {kind} ({tag}){missing}; only {supported} are supported"
+        )
+    body = _Table(buf, n, body_pos, f"{label} attributes", counter)
+    body.refuse_unknown(spec.field_count, f"{label} {spec.table}")
+    inputs: dict[Any, TensorAttributes] = {}
+    outputs: dict[Any, TensorAttributes] = {}
+    for slot in spec.slots:
+        uid = _scalar(buf, n, body, slot.fb_slot, "q", label)
+        if uid is None:
+            if not slot.required:
+                continue
+            uid = 0
+        tensor = tensors.get(uid)
+        if tensor is None:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"Node {name} refers to tensor uid {uid} ({slot.wire}), "
+                "which is not a tensor of the graph",
+            )
+        (outputs if slot.output else inputs)[slot.member] = tensor
+    fields, private = attributes_template(spec.attributes_cls)
+    values = dict(fields)
+    values.update(name=name, compute_data_type=compute, inputs=inputs, outputs=outputs)
+    for scalar in spec.scalars:
+        values[scalar.name] = _read_scalar(
+            buf, n, body, scalar.kind, scalar.fb_slot, f"{label} {scalar.name}"
+        )
+    for extra in spec.unmodelled:
+        value = _read_scalar(buf, n, body, extra.kind, extra.fb_slot, f"{label} {extra.wire}")
+        if value != extra.default:
+            raise unsupported(
+                f"{label}: {spec.table}.{extra.wire} = {value!r} is not supported by this version"
+            )
+    attributes = new_trusted(spec.attributes_cls, values, set(), dict(private))
+    return spec, attributes
+
+
+# ----- the graph ---------------------------------------------------------------------------------
+
+
+def _bytes(data: Any) -> bytes:
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise unsupported(f"A serialized graph must be bytes, not {type(data).__name__}")
+    size = data.nbytes if isinstance(data, memoryview) else len(data)
+    if size > MAX_INPUT_BYTES:
+        raise unsupported(f"Serialized graph is larger than {MAX_INPUT_BYTES} bytes")
+    return bytes(data)
+
+
+def _root(buf: bytes, what: str) -> int:
+    n = len(buf)
+    if n < 12:
+        raise _bad(f"the buffer is {n} bytes, fewer than 12")
+    if n >= _MAX_BUFFER:
+        raise _bad("the buffer is too large")
+    rel = _u32(buf, 0)[0]
+    if rel == 0 or rel >= 2**31 or rel >= n:
+        raise _bad(f"the {what} root offset points outside the buffer")
+    return rel
+
+
+def unwrap_container(buf: bytes) -> bytes:
+    """The ``graph_blob`` of an ``HDGP`` container, in a buffer of its own.
+
+    Raises:
+        HipdnnError: UNSUPPORTED_GRAPH_FORMAT for a container that does not verify or has no
+            graph blob.
+    """
+    n = len(buf)
+    counter = [0]
+    t = _Table(buf, n, _root(buf, "container"), "the container", counter)
+    pos = _target(buf, n, t, 0, "the container's graph_blob")
+    if pos is None:
+        raise unsupported("Invalid hipDNN graph container: the container has no graph blob.")
+    length, start = _vector(buf, n, pos, 1, "the container's graph_blob")
+    if length == 0:
+        raise unsupported("Invalid hipDNN graph container: the container has no graph blob.")
+    plan = _target(buf, n, t, 1, "the container's plan_blob")
+    if plan is not None:
+        _vector(buf, n, plan, 1, "the container's plan_blob")
+    return buf[start : start + length]
+
+
+def read_graph(data: bytes | bytearray | memoryview) -> WireGraph:
+    """Decode hipDNN's serialized ``Graph`` (or an ``HDGP`` container holding one).
+
+    Raises:
+        HipdnnError: UNSUPPORTED_GRAPH_FORMAT for input that does not verify, refused content
+            (another node kind, an unknown DataType or field, unmodelled content), or a value that
+            cannot be carried; INVALID_VALUE for a broken content rule (duplicate or dangling uid,
+            absurd dims).
+    """
+    buf = _bytes(data)
+    if len(buf) >= 8 and buf[4:8] == CONTAINER_IDENTIFIER:
+        buf = unwrap_container(buf)
+    n = len(buf)
+    counter = [0]
+    g = _Table(buf, n, _root(buf, "graph"), "the graph table", counter)
+    g.refuse_unknown(10, "the graph table")
+    name = _string(buf, n, g, 0, "the graph name")
+    dtypes = [_data_type(_scalar(buf, n, g, s, "b", "graph"), "Graph") for s in (1, 2, 3)]
+    tensor_positions = _tables(buf, n, g, 4, "tensors", MAX_TENSORS)
+    node_positions = _tables(buf, n, g, 5, "nodes", MAX_NODES)
+    preferred = _scalar(buf, n, g, 6, "q", "preferred_engine_id")
+    override = bool(_scalar(buf, n, g, 7, "?", "is_override_shape_enabled"))
+    version = _struct(buf, n, g, 8, 12, 4, "min_required_engine_api_version")
+    uuid = _struct(buf, n, g, 9, 16, 1, "id")
+    _unique(tensor_positions, "tensor")
+    _unique(node_positions, "node")
+    tensors = [_tensor(buf, n, p, i, counter) for i, p in enumerate(tensor_positions)]
+    graph = WireGraph(
+        name=name,
+        compute_data_type=dtypes[0],
+        intermediate_data_type=dtypes[1],
+        io_data_type=dtypes[2],
+        preferred_engine_id=preferred,
+        tensors=tensors,
+        metadata=WireMetadata(
+            id=uuid,
+            min_required_engine_api_version=None
+            if version is None
+            else struct.unpack("<3I", version),
+            is_override_shape_enabled=override,
+        ),
+    )
+    by_uid = {t.uid: t for t in tensors}
+    graph.nodes = [_node(buf, n, p, i, by_uid, counter) for i, p in enumerate(node_positions)]
+    check_wire_graph(graph)
+    return graph
+
+
+def _struct(buf: bytes, n: int, t: _Table, slot: int, size: int, align: int, what: str) -> Any:
+    off = t.offset(slot)
+    if not off:
+        return None
+    pos = t.pos + off
+    if pos % align or pos + size > n:
+        raise _bad(f"{what} is not an aligned {size}-byte struct inside the buffer")
+    return buf[pos : pos + size]

@@ -1,0 +1,659 @@
+"""hipDNN's JSON form of a graph, both ways (HIPDNN_WIRE.md part B).
+
+The shape is the one hipDNN's ``FBI/utilities/json`` helpers write: keys sorted at every level,
+compact, every key present (``null`` for an absent optional); data types in lower case
+(``"bfloat16"``), alignments and implementations in upper case; each node has ``inputs`` and
+``outputs`` objects of ``<x>_tensor_uid`` keys and its scalars under ``"attributes"`` (forward)
+or ``"parameters"`` (backward); binary32 values are written as the shortest digits of their exact
+double (``0.1f`` → ``0.10000000149011612``), in nlohmann's number format. The JSON holds exactly
+what the bytes hold: ``to_json(read(bytes))`` read back writes the same bytes.
+
+Where hipDNN's own JSON loses data we keep it (FNUZ data types by name, ``BoolValue``); NaN and
+±inf, which JSON cannot hold, are refused rather than written as ``null``.
+
+Example:
+    >>> format_number(0.10000000149011612), format_number(1e15), format_number(1e-05)
+    ('0.10000000149011612', '1e+15', '1e-05')
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from typing import Any
+
+from ..errors import HipdnnError
+from ..tensor import TensorAttributes
+from ..types import DataType, DiagonalAlignment, ErrorCode
+from .fb_read import NODE_KINDS
+from .node_spec import Kind, NodeSpec, node_specs
+from .wire_model import (
+    DATA_TYPE_NAMES,
+    MAX_INPUT_BYTES,
+    MAX_NODES,
+    MAX_RANK,
+    MAX_TENSORS,
+    ValueMember,
+    WireGraph,
+    WireMetadata,
+    attributes_template,
+    check_wire_graph,
+    decode_value,
+    encode_value,
+    float32,
+    new_trusted,
+    unsupported,
+)
+
+__all__ = ["format_number", "graph_from_json", "graph_to_json", "json_schema"]
+
+_IMPLEMENTATIONS = ("AUTO", "COMPOSITE", "UNIFIED")
+_DATA_TYPES = {name: dtype for dtype, name in DATA_TYPE_NAMES.items()}
+
+
+# ----- writing -----------------------------------------------------------------------------------
+
+
+def format_number(x: float) -> str:
+    """A double as nlohmann::json writes it: shortest round-trip digits, exponent form outside
+    ``1e-4 <= |x| < 1e15`` (sign and two digits at least: ``1e-05``, ``1e+15``).
+
+    Raises:
+        HipdnnError: UNSUPPORTED_GRAPH_FORMAT for NaN and ±inf, which JSON cannot hold.
+    """
+    if not math.isfinite(x):
+        raise unsupported(f"{x!r} cannot be written in JSON")
+    if x == 0:
+        return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
+    sign = "-" if x < 0 else ""
+    text = repr(abs(x))
+    mantissa, _, exponent = text.partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = whole + fraction
+    point = len(whole) + int(exponent or 0)  # value = 0.<digits> × 10^point
+    stripped = digits.lstrip("0")
+    point -= len(digits) - len(stripped)
+    digits = stripped.rstrip("0")
+    k, n = len(digits), point
+    if k <= n <= 15:
+        body = digits + "0" * (n - k) + ".0"
+    elif 0 < n <= 15:
+        body = digits[:n] + "." + digits[n:]
+    elif -4 < n <= 0:
+        body = "0." + "0" * -n + digits
+    else:
+        e = n - 1
+        body = digits[0] + ("." + digits[1:] if k > 1 else "")
+        body += "e" + ("-" if e < 0 else "+") + f"{abs(e):02d}"
+    return sign + body
+
+
+def _dump(value: Any) -> str:
+    """Compact JSON with sorted keys and nlohmann's number format."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return format_number(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ",".join(map(_dump, value)) + "]"
+    return "{" + ",".join(f"{_dump(k)}:{_dump(value[k])}" for k in sorted(value)) + "}"
+
+
+def _tensor_json(t: TensorAttributes) -> dict[str, Any]:
+    d = t.__dict__
+    out: dict[str, Any] = {
+        "alignment": d["alignment"],
+        "data_type": _dtype_name(d["data_type"], f"Tensor {d['name'] or d['uid']}"),
+        "dims": d["dim"],
+        "is_runtime_pass_by_value": d["is_pass_by_value"],
+        "name": d["name"],
+        "strides": d["stride"],
+        "uid": d["uid"],
+        "virtual": d["is_virtual"],
+    }
+    if d["value"] is not None:
+        member, raw = encode_value(d["value"], d["data_type"], f"Tensor {d['name'] or d['uid']}")
+        out["value_type"] = member.name
+        out["value"] = raw
+    return out
+
+
+def _dtype_name(dtype: DataType, where: str) -> str:
+    name = DATA_TYPE_NAMES.get(dtype)
+    if name is None:
+        raise unsupported(f"{where}: data type {dtype.name} has no number in hipDNN's schema")
+    return name
+
+
+def _scalar_json(kind: Kind, value: Any, where: str) -> Any:
+    if value is None:
+        return None
+    if kind is Kind.F32_OPT:
+        return float32(value, where)
+    if kind is Kind.ALIGN:
+        return DiagonalAlignment(value).name
+    if kind is Kind.DTYPE:
+        return _dtype_name(value, where)
+    if kind is Kind.IMPL:
+        return _IMPLEMENTATIONS[value]
+    if kind in (Kind.BOOL, Kind.BOOL_OPT):
+        return bool(value)
+    return value
+
+
+def _node_json(spec: NodeSpec, attributes: Any) -> dict[str, Any]:
+    where = f"Node {attributes.name}"
+    slots = attributes.tensors_by_slot()
+    groups: dict[str, dict[str, Any]] = {"inputs": {}, "outputs": {}, "scalars": {}}
+    for slot in spec.slots:
+        tensor = slots.get(slot.name)
+        groups["outputs" if slot.output else "inputs"][slot.wire] = (
+            None if tensor is None else tensor.uid
+        )
+    d = attributes.__dict__
+    for scalar in spec.scalars:
+        groups["scalars"][scalar.name] = _scalar_json(scalar.kind, d[scalar.name], where)
+    for extra in spec.unmodelled:
+        if extra.group != "extra":
+            groups[extra.group][extra.wire] = _scalar_json(extra.kind, extra.default, where)
+    return {
+        "compute_data_type": _dtype_name(attributes.compute_data_type, where),
+        "inputs": groups["inputs"],
+        "name": attributes.name,
+        "outputs": groups["outputs"],
+        spec.scalar_group: groups["scalars"],
+        "type": spec.table,
+    }
+
+
+def graph_to_json(graph: WireGraph) -> str:
+    """hipDNN's canonical JSON text of ``graph``.
+
+    Raises:
+        HipdnnError: UNSUPPORTED_GRAPH_FORMAT for content JSON or hipDNN's schema cannot hold
+            (NaN, ±inf, a data type without a number, a value its type cannot store).
+    """
+    meta = graph.metadata
+    doc: dict[str, Any] = {
+        "compute_data_type": _dtype_name(graph.compute_data_type, "Graph"),
+        "intermediate_data_type": _dtype_name(graph.intermediate_data_type, "Graph"),
+        "io_data_type": _dtype_name(graph.io_data_type, "Graph"),
+        "is_override_shape_enabled": meta.is_override_shape_enabled,
+        "name": graph.name,
+        "nodes": [_node_json(spec, attributes) for spec, attributes in graph.nodes],
+        "tensors": [_tensor_json(t) for t in graph.tensors],
+    }
+    if graph.preferred_engine_id is not None:
+        doc["preferred_engine_id"] = graph.preferred_engine_id
+    if meta.id is not None:
+        doc["id"] = str(uuid.UUID(bytes=bytes(meta.id)))
+    if meta.min_required_engine_api_version is not None:
+        major, minor, patch = meta.min_required_engine_api_version
+        doc["min_required_engine_api_version"] = {"major": major, "minor": minor, "patch": patch}
+    return _dump(doc)
+
+
+# ----- reading -----------------------------------------------------------------------------------
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise unsupported(f"Invalid hipDNN graph JSON: duplicate key {key!r}")
+    return obj
+
+
+def _no_constant(name: str) -> Any:
+    raise unsupported(f"Invalid hipDNN graph JSON: {name} is not a JSON number")
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+
+
+class _Obj:
+    """Typed access to one JSON object: every key read once; unknown keys refused at the end."""
+
+    __slots__ = ("obj", "path", "seen")
+
+    def __init__(self, obj: Any, path: str) -> None:
+        if not isinstance(obj, dict):
+            raise unsupported(f"Invalid hipDNN graph JSON: {path} must be an object")
+        self.obj, self.path, self.seen = obj, path, set()
+
+    def _get(self, key: str, optional: bool) -> Any:
+        self.seen.add(key)
+        if key not in self.obj:
+            if optional:
+                return None
+            raise unsupported(f"Invalid hipDNN graph JSON: key '{key}' not found in {self.path}")
+        return self.obj[key]
+
+    def _fail(self, key: str, what: str) -> HipdnnError:
+        return unsupported(f"Invalid hipDNN graph JSON: {self.path}.{key} must be {what}")
+
+    def int(self, key: str, optional: bool = False, nullable: bool = False) -> Any:
+        value = self._get(key, optional)
+        if value is None and (optional or nullable):
+            return None
+        if type(value) is not int:
+            raise self._fail(key, "an integer")
+        if not -(2**63) <= value < 2**63:
+            raise self._fail(key, "a 64-bit integer")
+        return value
+
+    def bool(self, key: str, optional: bool = False, nullable: bool = False) -> Any:
+        value = self._get(key, optional)
+        if value is None and (optional or nullable):
+            return None
+        if type(value) is not bool:
+            raise self._fail(key, "true or false")
+        return value
+
+    def number(self, key: str) -> float | None:
+        value = self._get(key, False)
+        if value is None:
+            return None
+        if type(value) not in (int, float):
+            raise self._fail(key, "a number")
+        return float(value)
+
+    def str(self, key: str, optional: bool = False) -> Any:
+        value = self._get(key, optional)
+        if value is None and optional:
+            return None
+        if not isinstance(value, str):
+            raise self._fail(key, "a string")
+        return value
+
+    def list(self, key: str) -> list[Any]:
+        value = self._get(key, False)
+        if not isinstance(value, list):
+            raise self._fail(key, "an array")
+        return value
+
+    def longs(self, key: str) -> list[int]:
+        values = self.list(key)
+        if len(values) > MAX_RANK:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"{self.path}.{key} has {len(values)} entries, more than {MAX_RANK}",
+            )
+        if any(type(v) is not int or not -(2**63) <= v < 2**63 for v in values):
+            raise self._fail(key, "an array of 64-bit integers")
+        return values
+
+    def obj_at(self, key: str, optional: bool = False) -> _Obj | None:
+        value = self._get(key, optional)
+        if value is None and optional:
+            return None
+        return _Obj(value, f"{self.path}.{key}")
+
+    def dtype(self, key: str) -> DataType:
+        name = self.str(key)
+        dtype = _DATA_TYPES.get(name)
+        if dtype is None:
+            raise unsupported(
+                f"Invalid hipDNN graph JSON: {self.path}.{key} = {name!r} is not a hipDNN data type"
+            )
+        return dtype
+
+    def done(self) -> None:
+        extra = set(self.obj) - self.seen
+        if extra:
+            raise unsupported(
+                f"Invalid hipDNN graph JSON: {self.path} has unknown keys {sorted(extra)}"
+            )
+
+
+_TENSOR_DEFAULTS = {
+    name: info.get_default(call_default_factory=True)
+    for name, info in TensorAttributes.model_fields.items()
+}
+
+
+def _tensor(o: _Obj) -> TensorAttributes:
+    uid = o.int("uid")
+    name = o.str("name")
+    where = f"Tensor {name or uid}"
+    data_type = o.dtype("data_type")
+    alignment = o.int("alignment", optional=True)
+    multiplier = o.int("ragged_offset_multiplier", optional=True)
+    if multiplier is not None and multiplier != 1:
+        raise unsupported(f"{where}: ragged_offset_multiplier {multiplier} is not supported")
+    if o.int("ragged_offset_tensor_uid", optional=True) is not None:
+        raise unsupported(f"{where}: ragged_offset_tensor_uid is not supported")
+    member_name = o.str("value_type", optional=True)
+    value = None
+    if member_name is not None and member_name != "NONE":
+        member = ValueMember.__members__.get(member_name)
+        if member is None:
+            raise unsupported(f"{where}: {member_name!r} is not a TensorValue member")
+        raw = o._get("value", False)
+        value = decode_value(member, _raw_value(member, raw, where), data_type, where)
+    elif o._get("value", True) is not None:
+        raise unsupported(f"{where}: a value without a value_type")
+    values = dict(_TENSOR_DEFAULTS)
+    values.update(
+        uid=uid,
+        name=name,
+        data_type=data_type,
+        dim=o.longs("dims"),
+        stride=o.longs("strides"),
+        is_virtual=o.bool("virtual"),
+        is_pass_by_value=o.bool("is_runtime_pass_by_value"),
+        value=value,
+        alignment=16 if alignment is None else alignment,
+    )
+    o.done()
+    return new_trusted(TensorAttributes, values, set())
+
+
+def _raw_value(member: ValueMember, raw: Any, where: str) -> Any:
+    """The raw content of a TensorValue member read from JSON, checked against its struct."""
+    if member is ValueMember.BoolValue:
+        if type(raw) is not bool:
+            raise unsupported(f"{where}: a BoolValue must be true or false")
+        return raw
+    if member in (ValueMember.Float8Value, ValueMember.Int32Value, ValueMember.Int64Value):
+        limits = {
+            ValueMember.Float8Value: (0, 255),
+            ValueMember.Int32Value: (-(2**31), 2**31 - 1),
+            ValueMember.Int64Value: (-(2**63), 2**63 - 1),
+        }[member]
+        if type(raw) is not int or not limits[0] <= raw <= limits[1]:
+            raise unsupported(f"{where}: a {member.name} must be an integer in {list(limits)}")
+        return raw
+    if type(raw) not in (int, float):
+        raise unsupported(f"{where}: a {member.name} must be a number")
+    if member is ValueMember.Float64Value:
+        return float(raw)
+    return float32(float(raw), where)
+
+
+def _scalar(o: _Obj, kind: Kind, key: str, where: str) -> Any:
+    if kind in (Kind.BOOL, Kind.BOOL_OPT):
+        return o.bool(key, nullable=kind is Kind.BOOL_OPT)
+    if kind in (Kind.I64_OPT, Kind.I32_OPT):
+        value = o.int(key, nullable=True)
+        if kind is Kind.I32_OPT and value is not None and not -(2**31) <= value < 2**31:
+            raise o._fail(key, "a 32-bit integer")
+        return value
+    if kind is Kind.F32_OPT:
+        number = o.number(key)
+        return None if number is None else float32(number, where)
+    if kind is Kind.ALIGN:
+        name = o.str(key)
+        if name not in DiagonalAlignment.__members__:
+            raise unsupported(f"{where}: {name!r} is not a DiagonalAlignment")
+        return DiagonalAlignment[name]
+    if kind is Kind.DTYPE:
+        return o.dtype(key)
+    if kind is Kind.IMPL:
+        name = o.str(key)
+        if name not in _IMPLEMENTATIONS:
+            raise unsupported(f"{where}: {name!r} is not an AttentionImplementation")
+        return _IMPLEMENTATIONS.index(name)
+    return o.str(key, optional=True) or ""
+
+
+def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]:
+    kind = o.str("type")
+    name = o.str("name")
+    label = f'hipDNN node "{name}"'
+    specs = {spec.table: spec for spec in node_specs().values()}
+    spec = specs.get(kind)
+    if spec is None:
+        tag = NODE_KINDS.index(kind) if kind in NODE_KINDS else None
+        supported = " and ".join(f"{s.table} ({s.union_tag})" for s in specs.values())
+        shown = f"{kind} ({tag})" if tag is not None else repr(kind)
+        raise unsupported(f"{label} has kind {shown}; only {supported} are supported")
+    compute = o.dtype("compute_data_type")
+    inputs_obj = o.obj_at("inputs")
+    outputs_obj = o.obj_at("outputs")
+    assert inputs_obj is not None and outputs_obj is not None
+    group = spec.scalar_group
+    if group not in o.obj:
+        legacy = [g for g in spec.legacy_scalar_groups if g in o.obj]
+        group = legacy[0] if legacy else group
+    for other in (spec.scalar_group, *spec.legacy_scalar_groups):
+        if other != group and other in o.obj:
+            raise unsupported(f"{label}: both '{group}' and '{other}' are present")
+    scalars_obj = o.obj_at(group)
+    assert scalars_obj is not None
+    inputs: dict[Any, TensorAttributes] = {}
+    outputs: dict[Any, TensorAttributes] = {}
+    for slot in spec.slots:
+        holder = outputs_obj if slot.output else inputs_obj
+        uid = holder.int(slot.wire, nullable=not slot.required)
+        if uid is None:
+            continue
+        tensor = tensors.get(uid)
+        if tensor is None:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"Node {name} refers to tensor uid {uid} ({slot.wire}), "
+                "which is not a tensor of the graph",
+            )
+        (outputs if slot.output else inputs)[slot.member] = tensor
+    fields, private = attributes_template(spec.attributes_cls)
+    values = dict(fields)
+    values.update(name=name, compute_data_type=compute, inputs=inputs, outputs=outputs)
+    for scalar in spec.scalars:
+        values[scalar.name] = _scalar(scalars_obj, scalar.kind, scalar.name, label)
+    holders = {"inputs": inputs_obj, "outputs": outputs_obj, "scalars": scalars_obj}
+    for extra in spec.unmodelled:
+        if extra.group == "extra":
+            value = scalars_obj.str(extra.wire, optional=True) or ""
+        elif extra.kind is Kind.UID_OPT:
+            value = holders[extra.group].int(extra.wire, nullable=True)
+        else:
+            value = _scalar(holders[extra.group], extra.kind, extra.wire, label)
+        if value != extra.default:
+            raise unsupported(
+                f"{label}: {spec.table}.{extra.wire} = {value!r} is not supported by this version"
+            )
+    for holder in (inputs_obj, outputs_obj, scalars_obj, o):
+        holder.done()
+    return spec, new_trusted(spec.attributes_cls, values, set(), dict(private))
+
+
+def _text(text: Any) -> str:
+    if isinstance(text, bytes | bytearray | memoryview):
+        if len(text) > MAX_INPUT_BYTES:
+            raise unsupported(f"Graph JSON is larger than {MAX_INPUT_BYTES} bytes")
+        try:
+            return bytes(text).decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise unsupported("Graph JSON is not UTF-8") from None
+    if not isinstance(text, str):
+        raise unsupported(f"Graph JSON must be str or bytes, not {type(text).__name__}")
+    if len(text) > MAX_INPUT_BYTES:
+        raise unsupported(f"Graph JSON is larger than {MAX_INPUT_BYTES} characters")
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def graph_from_json(text: str | bytes | bytearray | memoryview) -> WireGraph:
+    """Read hipDNN's JSON form of a graph (any whitespace and key order; no duplicate keys).
+
+    Raises:
+        HipdnnError: UNSUPPORTED_GRAPH_FORMAT for text that is not such a document (a missing or
+            unknown key, a wrong type, refused content); INVALID_VALUE for a broken content rule.
+    """
+    source = _text(text)
+    try:
+        doc = _DECODER.decode(source)
+    except (ValueError, RecursionError) as exc:
+        raise unsupported(f"Invalid hipDNN graph JSON: {exc}") from None
+    o = _Obj(doc, "graph")
+    tensor_docs = o.list("tensors")
+    node_docs = o.list("nodes")
+    if len(tensor_docs) > MAX_TENSORS:
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE, f"Graph has {len(tensor_docs)} tensors, more than {MAX_TENSORS}"
+        )
+    if len(node_docs) > MAX_NODES:
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE, f"Graph has {len(node_docs)} nodes, more than {MAX_NODES}"
+        )
+    tensors = [_tensor(_Obj(t, f"tensors[{i}]")) for i, t in enumerate(tensor_docs)]
+    graph = WireGraph(
+        name=o.str("name"),
+        compute_data_type=o.dtype("compute_data_type"),
+        intermediate_data_type=o.dtype("intermediate_data_type"),
+        io_data_type=o.dtype("io_data_type"),
+        preferred_engine_id=o.int("preferred_engine_id", optional=True),
+        tensors=tensors,
+        metadata=WireMetadata(
+            id=_uuid(o.str("id", optional=True)),
+            min_required_engine_api_version=_version(
+                o.obj_at("min_required_engine_api_version", optional=True)
+            ),
+            is_override_shape_enabled=bool(o.bool("is_override_shape_enabled", optional=True)),
+        ),
+    )
+    by_uid = {t.uid: t for t in tensors}
+    graph.nodes = [_node(_Obj(n, f"nodes[{i}]"), by_uid) for i, n in enumerate(node_docs)]
+    o.done()
+    check_wire_graph(graph)
+    return graph
+
+
+def _uuid(text: str | None) -> bytes | None:
+    if text is None:
+        return None
+    try:
+        parsed = uuid.UUID(text)
+    except ValueError:
+        raise unsupported(f"Invalid hipDNN graph JSON: id {text!r} is not a UUID") from None
+    if len(text) != 36:
+        raise unsupported(f"Invalid hipDNN graph JSON: id {text!r} is not in 8-4-4-4-12 form")
+    return parsed.bytes
+
+
+def _version(o: _Obj | None) -> tuple[int, int, int] | None:
+    if o is None:
+        return None
+    parts = tuple(o.int(key) for key in ("major", "minor", "patch"))
+    o.done()
+    if any(not 0 <= p < 2**32 for p in parts):
+        raise unsupported("Invalid hipDNN graph JSON: engine API version parts must be uint32")
+    return parts  # type: ignore[return-value]
+
+
+# ----- JSON Schema -------------------------------------------------------------------------------
+
+_NULLABLE_INT = {"type": ["integer", "null"]}
+
+
+def _kind_schema(kind: Kind) -> dict[str, Any]:
+    return {
+        Kind.UID: {"type": "integer"},
+        Kind.UID_OPT: _NULLABLE_INT,
+        Kind.BOOL: {"type": "boolean"},
+        Kind.BOOL_OPT: {"type": ["boolean", "null"]},
+        Kind.F32_OPT: {"type": ["number", "null"]},
+        Kind.I64_OPT: _NULLABLE_INT,
+        Kind.I32_OPT: _NULLABLE_INT,
+        Kind.ALIGN: {"enum": [m.name for m in DiagonalAlignment]},
+        Kind.DTYPE: {"$ref": "#/$defs/DataType"},
+        Kind.IMPL: {"enum": list(_IMPLEMENTATIONS)},
+        Kind.STRING: {"type": "string"},
+    }[kind]
+
+
+def _closed(properties: dict[str, Any], optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": sorted(k for k in properties if k not in optional),
+        "additionalProperties": False,
+    }
+
+
+def _node_schema(spec: NodeSpec) -> dict[str, Any]:
+    groups: dict[str, dict[str, Any]] = {"inputs": {}, "outputs": {}, "scalars": {}}
+    for slot in spec.slots:
+        groups["outputs" if slot.output else "inputs"][slot.wire] = _kind_schema(slot.kind)
+    for scalar in spec.scalars:
+        groups["scalars"][scalar.name] = _kind_schema(scalar.kind)
+    extras = []
+    for extra in spec.unmodelled:
+        key = "scalars" if extra.group == "extra" else extra.group
+        groups[key][extra.wire] = _kind_schema(extra.kind)
+        if extra.group == "extra":
+            extras.append(extra.wire)
+    return _closed(
+        {
+            "compute_data_type": {"$ref": "#/$defs/DataType"},
+            "inputs": _closed(groups["inputs"]),
+            "name": {"type": "string"},
+            "outputs": _closed(groups["outputs"]),
+            spec.scalar_group: _closed(groups["scalars"], tuple(extras)),
+            "type": {"const": spec.table},
+        }
+    )
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of hipDNN's graph JSON as this library reads it, derived
+    from the registered node specs.
+
+    Example:
+        >>> schema = json_schema()
+        >>> schema["required"][:3]
+        ['compute_data_type', 'intermediate_data_type', 'io_data_type']
+    """
+    int64 = {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1}
+    tensor = _closed(
+        {
+            "alignment": {"type": "integer", "minimum": 1},
+            "data_type": {"$ref": "#/$defs/DataType"},
+            "dims": {"type": "array", "items": int64, "maxItems": MAX_RANK},
+            "is_runtime_pass_by_value": {"type": "boolean"},
+            "name": {"type": "string"},
+            "ragged_offset_multiplier": {"const": 1},
+            "strides": {"type": "array", "items": int64, "maxItems": MAX_RANK},
+            "uid": int64,
+            "value": {"type": ["number", "boolean"]},
+            "value_type": {"enum": [m.name for m in ValueMember]},
+            "virtual": {"type": "boolean"},
+        },
+        ("alignment", "ragged_offset_multiplier", "value", "value_type"),
+    )
+    version = _closed({k: {"type": "integer", "minimum": 0} for k in ("major", "minor", "patch")})
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "hipDNN graph",
+        **_closed(
+            {
+                "compute_data_type": {"$ref": "#/$defs/DataType"},
+                "id": {"type": "string", "pattern": "^[0-9a-fA-F-]{36}$"},
+                "intermediate_data_type": {"$ref": "#/$defs/DataType"},
+                "io_data_type": {"$ref": "#/$defs/DataType"},
+                "is_override_shape_enabled": {"type": "boolean"},
+                "min_required_engine_api_version": version,
+                "name": {"type": "string"},
+                "nodes": {
+                    "type": "array",
+                    "maxItems": MAX_NODES,
+                    "items": {"oneOf": [_node_schema(s) for s in node_specs().values()]},
+                },
+                "preferred_engine_id": int64,
+                "tensors": {"type": "array", "maxItems": MAX_TENSORS, "items": tensor},
+            },
+            ("id", "is_override_shape_enabled", "min_required_engine_api_version", "preferred_engine_id"),
+        ),
+        "$defs": {"DataType": {"enum": sorted(DATA_TYPE_NAMES.values())}},
+    }
+

@@ -1,0 +1,254 @@
+"""One declaration per node family: where each slot and scalar lives on every wire.
+
+A :class:`NodeSpec` is the single place that says, for one kind of node, which descriptor
+attribute carries each tensor slot and each scalar, which field of hipDNN's FlatBuffers table
+holds it (its slot number and type), and which JSON key and JSON group it has. The packing tables,
+the descriptor schemas, the FlatBuffers layout, the JSON shape and its JSON Schema are all derived
+from the specs; the node modules (``hipdnn_graph/nodes/``) declare them beside each node. This
+module knows no node type: it only defines the vocabulary.
+
+Field kinds (:class:`Kind`) follow hipDNN's schema types:
+
+=========  =====================================  ========================
+kind       FlatBuffers type                       JSON
+=========  =====================================  ========================
+``UID``    ``long`` (default 0)                   integer
+``UID_OPT``  ``long = null``                      integer or ``null``
+``BOOL``   ``bool`` (default false)               ``true``/``false``
+``BOOL_OPT``  ``bool = null``                     bool or ``null``
+``F32_OPT``   ``float = null`` (binary32)         number or ``null``
+``I64_OPT``   ``long = null``                     integer or ``null``
+``I32_OPT``   ``int = null``                      integer or ``null``
+``ALIGN``  ``DiagonalAlignment`` (int8)           ``"TOP_LEFT"``/``"BOTTOM_RIGHT"``
+``DTYPE``  ``DataType`` (int8)                    lower-case name
+``IMPL``   ``AttentionImplementation`` (int8)     ``"AUTO"``/``"COMPOSITE"``/``"UNIFIED"``
+``STRING`` ``string``                             string
+=========  =====================================  ========================
+
+Example:
+    >>> from hipdnn_graph.nodes.sdpa_bwd import SDPA_BWD_SPEC
+    >>> slot = SDPA_BWD_SPEC.slot("Dropout_scale_inv")
+    >>> slot.wire, slot.fb_slot, slot.attribute.value
+    ('dropout_scale_inv_tensor_uid', 17, 3117)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum, IntEnum
+from typing import Any
+
+from .enums import AttributeName, AttributeType, DescriptorType
+
+__all__ = [
+    "WIRE_KINDS",
+    "Kind",
+    "NodeSpec",
+    "ScalarSpec",
+    "SlotSpec",
+    "UnmodelledSpec",
+    "node_specs",
+    "register_node_spec",
+    "spec_for_attributes",
+]
+
+
+class Kind(Enum):
+    """The FlatBuffers/JSON type of one field of a node's table (see the module table)."""
+
+    UID = "uid"
+    UID_OPT = "uid?"
+    BOOL = "bool"
+    BOOL_OPT = "bool?"
+    F32_OPT = "float?"
+    I64_OPT = "long?"
+    I32_OPT = "int?"
+    ALIGN = "alignment"
+    DTYPE = "data_type"
+    IMPL = "implementation"
+    STRING = "string"
+
+
+#: (struct code, byte width, optional, default) of each kind in a FlatBuffers table.
+WIRE_KINDS: dict[Kind, tuple[str, int, bool, Any]] = {
+    Kind.UID: ("q", 8, False, 0),
+    Kind.UID_OPT: ("q", 8, True, None),
+    Kind.BOOL: ("?", 1, False, False),
+    Kind.BOOL_OPT: ("?", 1, True, None),
+    Kind.F32_OPT: ("f", 4, True, None),
+    Kind.I64_OPT: ("q", 8, True, None),
+    Kind.I32_OPT: ("i", 4, True, None),
+    Kind.ALIGN: ("b", 1, False, 0),
+    Kind.DTYPE: ("b", 1, False, 0),
+    Kind.IMPL: ("b", 1, False, 0),
+    Kind.STRING: ("S", 4, False, ""),
+}
+
+
+@dataclass(frozen=True)
+class SlotSpec:
+    """A tensor slot of a node.
+
+    Attributes:
+        member: The slot's member of the attributes' ``InputNames``/``OutputNames`` enum.
+        output: Whether the node writes the tensor.
+        required: Whether the node cannot be packed without it.
+        fb_slot: Field number in hipDNN's attribute table.
+        attribute: Backend descriptor attribute that carries it.
+        wire: Field name in hipDNN's schema and key in its JSON (``<x>_tensor_uid``).
+        pass_by_value: A scalar slot that engines read as a host value (scale, seed, ...).
+    """
+
+    member: IntEnum
+    output: bool
+    required: bool
+    fb_slot: int
+    attribute: AttributeName
+    wire: str
+    pass_by_value: bool = False
+
+    @property
+    def name(self) -> str:
+        """The slot's name (``"dO"``, ``"Dropout_scale_inv"``)."""
+        return self.member.name
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.UID if self.required else Kind.UID_OPT
+
+
+@dataclass(frozen=True)
+class ScalarSpec:
+    """A plain member of a node's attributes (flag, optional scalar, enum).
+
+    Attributes:
+        name: The attribute model's field (and the hipDNN field name).
+        kind: Its wire type.
+        fb_slot: Field number in hipDNN's attribute table.
+        attribute: Descriptor attribute and type, or ``None`` where descriptors do not carry it.
+        always: The descriptor always carries it (flags, alignment) rather than only when set.
+    """
+
+    name: str
+    kind: Kind
+    fb_slot: int
+    attribute: tuple[AttributeName, AttributeType] | None = None
+    always: bool = False
+
+    @property
+    def default(self) -> Any:
+        return WIRE_KINDS[self.kind][3]
+
+
+@dataclass(frozen=True)
+class UnmodelledSpec:
+    """A field of hipDNN's table that this project does not model: read and written as its
+    default; any other value is refused by name, never dropped.
+
+    Attributes:
+        wire: Field name (and JSON key).
+        kind: Its wire type.
+        fb_slot: Field number in hipDNN's table.
+        group: Its JSON group: ``"inputs"``, ``"outputs"`` or ``"scalars"`` (the node's scalar
+            object), or ``"extra"`` for fields hipDNN's JSON writes only when set.
+    """
+
+    wire: str
+    kind: Kind
+    fb_slot: int
+    group: str
+
+    @property
+    def default(self) -> Any:
+        return WIRE_KINDS[self.kind][3]
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """Everything the wire needs to know about one node family.
+
+    Attributes:
+        table: hipDNN's attribute table and NodeAttributes member name.
+        union_tag: Its number in hipDNN's ``NodeAttributes`` union.
+        label: The node's class name, as hipDNN's messages spell it.
+        descriptor_type: Backend descriptor type of the operation.
+        descriptor_class: hipDNN's backend class of that descriptor (named in its messages).
+        compute_type: Descriptor attribute of the node's compute type.
+        scalar_group: JSON key of the scalar object (``"attributes"`` or ``"parameters"``).
+        legacy_scalar_groups: Other keys older hipDNN wrote for it (read, never written).
+        slots: Tensor slots in the attributes' enum order (inputs, then outputs).
+        scalars: Plain members.
+        unmodelled: hipDNN fields kept at their defaults.
+        field_count: Number of fields of hipDNN's table (a field past it is refused).
+        attributes_cls: The node's attributes class.
+        make_node: ``make_node(attributes, graph_attributes)`` builds the node.
+    """
+
+    table: str
+    union_tag: int
+    label: str
+    descriptor_type: DescriptorType
+    descriptor_class: str
+    compute_type: AttributeName
+    scalar_group: str
+    slots: tuple[SlotSpec, ...]
+    scalars: tuple[ScalarSpec, ...]
+    unmodelled: tuple[UnmodelledSpec, ...]
+    field_count: int
+    attributes_cls: type[Any]
+    make_node: Callable[[Any, Any], Any]
+    legacy_scalar_groups: tuple[str, ...] = ()
+    _by_name: dict[str, SlotSpec] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_name.update({s.name: s for s in self.slots})
+        used = [s.fb_slot for s in self.slots] + [s.fb_slot for s in self.scalars]
+        used += [u.fb_slot for u in self.unmodelled]
+        assert sorted(used) == list(range(self.field_count)), f"{self.table}: slots {used}"
+
+    def slot(self, name: str) -> SlotSpec:
+        """The slot called ``name`` (``KeyError`` if the node has none)."""
+        return self._by_name[name]
+
+    @property
+    def inputs(self) -> tuple[SlotSpec, ...]:
+        return tuple(s for s in self.slots if not s.output)
+
+    @property
+    def outputs(self) -> tuple[SlotSpec, ...]:
+        return tuple(s for s in self.slots if s.output)
+
+    @property
+    def pass_by_value_slots(self) -> frozenset[str]:
+        """Names of the scalar slots engines read as host values."""
+        return frozenset(s.name for s in self.slots if s.pass_by_value)
+
+
+_SPECS: dict[int, NodeSpec] = {}
+_BY_ATTRIBUTES: dict[type[Any], NodeSpec] = {}
+
+
+def register_node_spec(spec: NodeSpec) -> NodeSpec:
+    """Make a node family known to the wire codecs (called by each node module on import)."""
+    _SPECS[spec.union_tag] = spec
+    _BY_ATTRIBUTES[spec.attributes_cls] = spec
+    return spec
+
+
+def node_specs() -> dict[int, NodeSpec]:
+    """The registered node families by union tag (a copy)."""
+    return dict(_SPECS)
+
+
+def spec_for_attributes(attributes: Any) -> NodeSpec:
+    """The spec of an attributes object (its class or nearest registered base)."""
+    spec = _BY_ATTRIBUTES.get(type(attributes))
+    if spec is None:
+        for cls in type(attributes).__mro__:
+            spec = _BY_ATTRIBUTES.get(cls)
+            if spec is not None:
+                break
+        else:
+            raise KeyError(type(attributes).__name__)
+    return spec

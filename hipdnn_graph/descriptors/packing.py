@@ -1,0 +1,110 @@
+"""Packing nodes into backend descriptors and unpacking them again (spec §7), from their spec.
+
+What is always written: the required tensor slots, the scalars the spec marks ``always`` (the
+mask flags and the diagonal alignment) and the compute type. What is written only when set:
+optional tensor slots, optional scalars and the node name. One pair of functions serves every
+node family (:class:`~.node_spec.NodeSpec`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping, MutableSequence
+from typing import Any
+
+from ..errors import HipdnnError
+from ..tensor import TensorAttributes
+from ..types import DataType, DiagonalAlignment, ErrorCode
+from .backend_descriptor import BackendDescriptor
+from .enums import AttributeName as A
+from .enums import AttributeType as T
+from .node_spec import NodeSpec
+from .tensors import tensor_descriptor, tensor_from_descriptor
+
+__all__ = ["pack_node", "unpack_node"]
+
+
+def pack_node(
+    attributes: Any,
+    spec: NodeSpec,
+    tensor_descs: MutableMapping[int, BackendDescriptor],
+    operations: MutableSequence[BackendDescriptor],
+) -> BackendDescriptor:
+    """Append the finalized operation descriptor of a node to ``operations``.
+
+    Tensor descriptors are created once per uid in ``tensor_descs`` and shared.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for a tensor without uid or an unset compute type.
+    """
+    op = BackendDescriptor(spec.descriptor_type)
+    slots = attributes.tensors_by_slot()
+    for slot in spec.slots:
+        tensor = slots.get(slot.name)
+        if tensor is None:
+            continue
+        if tensor.uid is None:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"Tensor {tensor.name} has no uid; call build_operation_graph() to assign uids",
+            )
+        desc = tensor_descs.get(tensor.uid)
+        if desc is None:
+            desc = tensor_descs[tensor.uid] = tensor_descriptor(tensor)
+        op.set_attribute(slot.attribute, T.BACKEND_DESCRIPTOR, [desc])
+    for scalar in spec.scalars:
+        if scalar.attribute is None:
+            continue
+        value = getattr(attributes, scalar.name)
+        if value is not None or scalar.always:
+            op.set_attribute(scalar.attribute[0], scalar.attribute[1], [value])
+    if attributes.compute_data_type == DataType.NOT_SET:
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            f"Unsupported data type for {spec.label} compute type: {DataType.NOT_SET.name}",
+        )
+    op.set_attribute(spec.compute_type, T.DATA_TYPE, [attributes.compute_data_type])
+    if attributes.name:
+        op.set_attribute(A.OPERATION_NAME_EXT, T.CHAR, [attributes.name])
+    op.finalize()
+    operations.append(op)
+    return op
+
+
+def unpack_node(
+    op: BackendDescriptor,
+    spec: NodeSpec,
+    attributes: Any,
+    tensor_map: MutableMapping[int, TensorAttributes],
+) -> Any:
+    """Fill ``attributes`` from an operation descriptor; tensors are shared through ``tensor_map``.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` when the descriptor is of another operation type.
+    """
+    if op.descriptor_type != spec.descriptor_type:
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            f"Expected a {spec.descriptor_type.name} descriptor, got {op.descriptor_type.name}",
+        )
+    for slot in spec.slots:
+        if not op.has_attribute(slot.attribute):
+            continue
+        desc = op.get_attribute(slot.attribute, T.BACKEND_DESCRIPTOR)[0]
+        uid = desc.get_attribute(A.TENSOR_UNIQUE_ID, T.INT64)[0]
+        tensor = tensor_map.get(uid)
+        if tensor is None:
+            tensor = tensor_map[uid] = tensor_from_descriptor(desc)
+        (attributes.outputs if slot.output else attributes.inputs)[slot.member] = tensor
+    for scalar in spec.scalars:
+        if scalar.attribute is None or not op.has_attribute(scalar.attribute[0]):
+            continue
+        value = op.get_attribute(scalar.attribute[0], scalar.attribute[1])[0]
+        if scalar.attribute[1] is T.BOOLEAN:
+            value = bool(value)
+        elif scalar.attribute[1] is T.DIAGONAL_ALIGNMENT:
+            value = DiagonalAlignment(value)
+        setattr(attributes, scalar.name, value)
+    attributes.compute_data_type = DataType(op.get_attribute(spec.compute_type, T.DATA_TYPE)[0])
+    if op.has_attribute(A.OPERATION_NAME_EXT):
+        attributes.name = str(op.get_attribute(A.OPERATION_NAME_EXT, T.CHAR)[0])
+    return attributes
