@@ -38,6 +38,7 @@ import numpy as np
 
 from .errors import HipdnnError
 from .graph import Graph
+from .serialization import FORMATS
 from .tensor import TensorAttributes
 from .types import DataType
 
@@ -52,12 +53,14 @@ class CliError(Exception):
 
 # ----- loading -----
 def detect_format(data: bytes) -> str:
-    """``"binary"`` for our FlatBuffers identifier, ``"json"`` for text starting with ``{``."""
-    from .descriptors import FILE_IDENTIFIER
+    """``"json"`` for text that starts like JSON, ``"binary"`` otherwise.
 
-    if len(data) >= 8 and data[4:8] == FILE_IDENTIFIER:
+    hipDNN's serialized graph has no file identifier: it starts with a little-endian root offset,
+    whose upper bytes are NUL for any graph (JSON text never holds a NUL byte).
+    """
+    if b"\0" in data[:4]:
         return "binary"
-    head = data.lstrip()[:1]
+    head = data.removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
     if head in (b"{", b"["):
         return "json"
     return "binary"
@@ -396,7 +399,10 @@ def _cmd_backends(args: argparse.Namespace, out: TextIO) -> int:
 # ----- convert, schema -----
 def _cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
     graph, fmt = load_graph(args.file)
-    data = graph.to_json().encode() if args.to == "json" else graph.serialize()
+    if args.to == "json":
+        data = graph.to_json(format=args.format).encode()
+    else:
+        data = graph.serialize(format=args.format)
     if args.output == "-":
         if args.to == "json":
             out.write(data.decode() + "\n")
@@ -468,6 +474,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("convert", help="convert between JSON and binary")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--to", choices=("json", "binary"), required=True, help="output format")
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="hipdnn",
+        help="wire format family (default: hipdnn, hipDNN's own bytes and JSON)",
+    )
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="output file, - for stdout")
     p.set_defaults(func=_cmd_convert)
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .attributes.base import SdpaCommonAttributes
+from .attributes.sdpa_backward import SdpaBackwardAttributes
 from .errors import HipdnnError
 from .tensor import TensorAttributes
 from .types import ErrorCode
@@ -75,7 +76,7 @@ def apply_keywords(
 def _check_dropout(attributes: SdpaCommonAttributes, value: Any, op: str) -> None:
     """``dropout`` is ``(p, seed, offset)`` or the mask form: ``(mask, scale, scale_inv)`` for the
     backward, ``(mask, scale)`` for the forward (cudnn-frontend's tuples)."""
-    backward = hasattr(attributes, "set_dropout_scale_inv")
+    backward = isinstance(attributes, SdpaBackwardAttributes)
     mask_form = "(mask, scale, scale_inv)" if backward else "(mask, scale)"
     ok = isinstance(value, tuple | list) and (
         len(value) == (3 if backward else 2)

@@ -6,6 +6,8 @@ twice gives equal graphs. ``CASES`` maps a case id to its builder.
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -192,11 +194,22 @@ SCALARS: list[tuple[str, Any]] = [
 ]
 
 
-def scalars(value: Any) -> hg.Graph:
-    """A forward graph whose scale tensor holds ``value``; seed and offset hold INT64 values."""
+#: Scalars whose data type is set after ``set_value`` (types ``set_value`` does not infer).
+TYPED_SCALARS: list[tuple[str, Any, hg.DataType]] = [
+    ("int8", -3, hg.DataType.INT8),
+    ("fp8_e4m3", 0.375, hg.DataType.FP8_E4M3),
+    ("fp8_e5m2_fnuz", -1.5, hg.DataType.FP8_E5M2_FNUZ),
+]
+
+
+def scalars(value: Any, dtype: hg.DataType | None = None) -> hg.Graph:
+    """A forward graph whose scale tensor holds ``value`` (of ``dtype`` when given); seed and
+    offset hold INT64 values."""
     g = new_graph("scalars")
     q, k, v = (g.tensor(name=n, dim=SHAPE) for n in "QKV")
     scale = g.tensor(name="Scale").set_value(value)
+    if dtype is not None:
+        scale.set_data_type(dtype)
     seed = g.tensor(name="Seed").set_value(2**40 + 1)
     offset = g.tensor(name="Offset").set_value(np.int64(17))
     _outputs(*g.sdpa(q, k, v, attn_scale=scale, dropout=(0.25, seed, offset), name="fwd"))
@@ -244,4 +257,17 @@ CASES: dict[str, Callable[[], hg.Graph]] = {
     "runtime_pass_by_value": runtime_pass_by_value,
     "explicit_layouts": explicit_layouts,
     **{f"scalar_{name}": partial(scalars, value) for name, value in SCALARS},
+    **{f"scalar_{name}": partial(scalars, value, dtype) for name, value, dtype in TYPED_SCALARS},
 }
+
+#: Cases hipDNN's wire cannot hold: its schema has no BOOLEAN data type (HIPDNN_WIRE.md A5).
+WIRE_REFUSED = frozenset({"scalar_boolean"})
+#: The cases that serialize.
+WIRE_CASES = {name: build for name, build in CASES.items() if name not in WIRE_REFUSED}
+
+
+def by_uid(text: str) -> dict[str, Any]:
+    """A graph's JSON document with its tensors listed by uid (an order-free view)."""
+    doc: dict[str, Any] = json.loads(text)
+    doc["tensors"].sort(key=lambda t: t["uid"])
+    return doc

@@ -97,7 +97,16 @@ def test_validate_reports_the_error_code(tmp_path: Path, capsys: Capsys) -> None
         (b"not a graph at all", "UNSUPPORTED_GRAPH_FORMAT: "),
         (b"{ this is not json", "UNSUPPORTED_GRAPH_FORMAT: "),
         (b'{"format_version": 99}', "UNSUPPORTED_GRAPH_FORMAT: "),
-        (b'{"format_version": 1, "io_data_type": "FLOAT7"}', "INVALID_VALUE: "),
+        (b'{"name": "g"}', "UNSUPPORTED_GRAPH_FORMAT: "),
+        (
+            b'{"compute_data_type":"float","intermediate_data_type":"float",'
+            b'"io_data_type":"float","name":"","nodes":[],"tensors":['
+            b'{"data_type":"float","dims":[1],"strides":[1],"is_runtime_pass_by_value":false,'
+            b'"name":"a","uid":1,"virtual":false},'
+            b'{"data_type":"float","dims":[1],"strides":[1],"is_runtime_pass_by_value":false,'
+            b'"name":"b","uid":1,"virtual":false}]}',
+            "INVALID_VALUE: ",
+        ),
         (b"", "UNSUPPORTED_GRAPH_FORMAT: "),
     ],
 )
@@ -155,8 +164,8 @@ def test_show_dot_and_mermaid(files: dict[str, Path], capsys: Capsys) -> None:
 
 def test_show_invalid_graph_still_shows_then_fails(tmp_path: Path, capsys: Capsys) -> None:
     data = json.loads(_graph().to_json())
-    data["nodes"][0]["compute_data_type"] = "NOT_SET"
-    data["compute_data_type"] = "NOT_SET"
+    data["nodes"][0]["compute_data_type"] = "unset"
+    data["compute_data_type"] = "unset"
     path = tmp_path / "nocompute.json"
     path.write_text(json.dumps(data))
     assert main(["show", str(path)]) == 1

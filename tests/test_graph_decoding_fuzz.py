@@ -1,6 +1,7 @@
-"""Graph-level fuzzing of both decoders (issue 3, robust decoding).
+"""Graph-level fuzzing of both decoders of hipDNN's wire (bytes and JSON).
 
-``Graph.deserialize`` on mutated or random bytes and ``Graph.from_json`` on randomly edited JSON
+``Graph.deserialize`` on mutated, spliced, truncated, length-inflated or random bytes and
+``Graph.from_json`` on randomly edited JSON
 either return a graph or raise ``HipdnnError`` with code UNSUPPORTED_GRAPH_FORMAT or
 INVALID_VALUE, never another exception; a graph that loads either validates or raises
 ``HipdnnError``, and once validated it round-trips losslessly.
@@ -22,7 +23,10 @@ DECODE_CODES = {ErrorCode.UNSUPPORTED_GRAPH_FORMAT, ErrorCode.INVALID_VALUE}
 FUZZ = settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
 )
-SEEDS = ["bwd_full", "fwd_full", "fwd_bwd", "user_uids", "engine_by_name", "scalar_bfloat16"]
+SEEDS = [
+    "bwd_full", "fwd_full", "fwd_bwd", "user_uids", "engine_by_name", "scalar_bfloat16",
+    "scalar_fp8_e4m3", "scalar_int8", "explicit_layouts",
+]  # fmt: skip
 
 
 def _graph(case: str) -> hg.Graph:
@@ -92,6 +96,42 @@ def _overwritten(draw: st.DrawFn) -> bytes:
 def _truncated(draw: st.DrawFn) -> bytes:
     data = draw(st.sampled_from(BLOBS))
     return data[: draw(st.integers(0, len(data) - 1))]
+
+
+@st.composite
+def _spliced(draw: st.DrawFn) -> bytes:
+    """A piece of one blob written over, or inserted into, another."""
+    a, b = draw(st.sampled_from(BLOBS)), draw(st.sampled_from(BLOBS))
+    start = draw(st.integers(0, len(b) - 1))
+    piece = b[start : start + draw(st.integers(1, 64))]
+    at = draw(st.integers(0, len(a)))
+    if draw(st.booleans()):
+        return a[:at] + piece + a[at + len(piece) :]
+    return a[:at] + piece + a[at:]
+
+
+@st.composite
+def _inflated(draw: st.DrawFn) -> bytes:
+    """A 4-aligned u32 (a vector or string length, an offset, a vtable entry) made large."""
+    data = bytearray(draw(st.sampled_from(BLOBS)))
+    at = 4 * draw(st.integers(0, len(data) // 4 - 1))
+    value = draw(
+        st.sampled_from([len(data), len(data) + 1, 2**16, 2**24, 2**30, 2**31 - 1, 2**32 - 1])
+    )
+    data[at : at + 4] = value.to_bytes(4, "little")
+    return bytes(data)
+
+
+@given(_spliced())
+@FUZZ
+def test_splices(data: bytes) -> None:
+    _deserialize(data)
+
+
+@given(_inflated())
+@FUZZ
+def test_length_inflation(data: bytes) -> None:
+    _deserialize(data)
 
 
 @given(_flipped())
@@ -180,11 +220,15 @@ def _semantic_json(draw: st.DrawFn) -> str:
     doc = json.loads(draw(st.sampled_from(TEXTS)))
     tensors, nodes = doc["tensors"], doc["nodes"]
     t = draw(st.sampled_from(tensors))
-    node = draw(st.sampled_from(nodes))["attributes"]
-    uid_slots = [k for k, v in node.items() if isinstance(v, int) and not isinstance(v, bool)]
+    node = draw(st.sampled_from(nodes))
+    scalars = node.get("parameters", node.get("attributes"))
+    slots = node["inputs"] | node["outputs"]
+    uid_slots = [k for k, v in slots.items() if isinstance(v, int)]
     kind = draw(st.integers(0, 9))
     if kind == 0:
-        node[draw(st.sampled_from(uid_slots))] = draw(st.integers(-(2**63), 2**63 - 1))
+        key = draw(st.sampled_from(uid_slots))
+        group = node["inputs"] if key in node["inputs"] else node["outputs"]
+        group[key] = draw(st.integers(-(2**63), 2**63 - 1))
     elif kind == 1:
         t["uid"] = draw(st.sampled_from(tensors))["uid"]
     elif kind == 2:
@@ -192,13 +236,15 @@ def _semantic_json(draw: st.DrawFn) -> str:
     elif kind == 3:
         t["strides"] = draw(st.lists(st.integers(-5, 2**63), max_size=10))
     elif kind == 4:
-        t["data_type"] = draw(st.sampled_from(["FLOAT128", "float", "HALF ", 3, None]))
+        t["data_type"] = draw(st.sampled_from(["FLOAT128", "FLOAT", "half ", "boolean", 3, None]))
     elif kind == 5:
-        node["diagonal_alignment"] = draw(st.sampled_from(["MIDDLE", 1, "TOP_LEFT", None]))
+        scalars["diagonal_alignment"] = draw(st.sampled_from(["MIDDLE", 1, "TOP_LEFT", None]))
     elif kind == 6:
-        doc["format_version"] = draw(st.sampled_from([0, 2, -1, "1", 1.0, None]))
+        t["value_type"] = draw(st.sampled_from(["Float64Value", "BoolValue", "Int8Value", 4]))
     elif kind == 7:
-        node["type"] = draw(st.sampled_from(["SDPA_FWD", "SDPA_BWD", "MATMUL", 12]))
+        node["type"] = draw(
+            st.sampled_from(["SdpaAttributes", "SdpaBackwardAttributes", "MatmulAttributes", 12])
+        )
     elif kind == 8:
         t["value"] = draw(_VALUES)
     else:
@@ -234,7 +280,7 @@ def test_random_json_text(text: str | bytes) -> None:
 
 def test_dangling_and_duplicate_uids_are_invalid_value() -> None:
     doc = json.loads(TEXTS[0])
-    doc["nodes"][0]["attributes"]["q"] = 10**6
+    doc["nodes"][0]["inputs"]["q_tensor_uid"] = 10**6
     for text in (json.dumps(doc),):
         try:
             hg.Graph.from_json(text)
@@ -259,7 +305,7 @@ def test_buffer_types_and_wrong_input_types() -> None:
     for data in (bytearray(blob), memoryview(blob)):
         assert hg.Graph.deserialize(data).serialize() == blob
     assert hg.Graph.from_json(text.encode()).to_json() == text
-    for bad in (None, 3, "HDGR", [1, 2]):
+    for bad in (None, 3, "HDGP", [1, 2]):
         try:
             hg.Graph.deserialize(bad)  # type: ignore[arg-type]
         except hg.HipdnnError as err:

@@ -13,7 +13,9 @@ from hipdnn_graph.descriptors import BackendDescriptor
 from hipdnn_graph.descriptors.enums import AttributeName as A
 from hipdnn_graph.descriptors.enums import AttributeType as T
 from hipdnn_graph.descriptors.enums import DescriptorType
-from hipdnn_graph.nodes.sdpa_packing import BWD_TABLE, FWD_TABLE
+from hipdnn_graph.descriptors.node_spec import Kind
+from hipdnn_graph.nodes.sdpa_bwd import SDPA_BWD_SPEC
+from hipdnn_graph.nodes.sdpa_fwd import SDPA_FWD_SPEC
 from hipdnn_graph.types import ErrorCode
 
 IDS = sorted(CASES)
@@ -106,14 +108,22 @@ def _op(case: str, index: int = 0) -> BackendDescriptor:
     return op
 
 
+def _flags(spec: Any) -> list[Any]:
+    return [s.attribute[0] for s in spec.scalars if s.kind is Kind.BOOL and s.attribute]
+
+
+def _optional_scalars(spec: Any) -> list[Any]:
+    return [s.attribute[0] for s in spec.scalars if not s.always and s.attribute]
+
+
 def test_minimal_backward_writes_required_slots_flags_alignment_type_and_name() -> None:
     op = _op("bwd")
     assert op.descriptor_type == DescriptorType.OPERATION_SDPA_BWD_DESCRIPTOR_EXT
-    for slot, _, attr in BWD_TABLE.tensors:
-        assert op.has_attribute(attr) == (slot in BWD_TABLE.required), slot
-    for _, attr in BWD_TABLE.flags:
+    for slot in SDPA_BWD_SPEC.slots:
+        assert op.has_attribute(slot.attribute) == slot.required, slot.name
+    for attr in _flags(SDPA_BWD_SPEC):
         assert op.has_attribute(attr) and op.get_attribute(attr, T.BOOLEAN) == [False]
-    for _, _, attr in BWD_TABLE.scalars:
+    for attr in _optional_scalars(SDPA_BWD_SPEC):
         assert not op.has_attribute(attr)
     assert op.get_attribute(A.SDPA_BWD_DIAGONAL_ALIGNMENT_EXT, T.DIAGONAL_ALIGNMENT) == [
         hg.DiagonalAlignment.TOP_LEFT
@@ -125,9 +135,9 @@ def test_minimal_backward_writes_required_slots_flags_alignment_type_and_name() 
 
 def test_full_backward_writes_every_slot_and_scalar() -> None:
     op = _op("bwd_full")
-    for _, _, attr in BWD_TABLE.tensors:
-        assert op.has_attribute(attr), attr.name
-    for _, attr in BWD_TABLE.flags:
+    for slot in SDPA_BWD_SPEC.slots:
+        assert op.has_attribute(slot.attribute), slot.name
+    for attr in _flags(SDPA_BWD_SPEC):
         assert op.get_attribute(attr, T.BOOLEAN) == [True]
     assert op.get_attribute(A.SDPA_BWD_DROPOUT_PROBABILITY_EXT, T.FLOAT) == [
         pytest.approx(0.1, rel=1e-6)
@@ -146,7 +156,7 @@ def test_forward_scalars_are_written_only_when_set() -> None:
     assert inference.get_attribute(A.SDPA_FWD_GENERATE_STATS_EXT, T.BOOLEAN) == [False]
     assert not inference.has_attribute(A.OPERATION_SDPA_FWD_STATSDESC)
     assert full.get_attribute(A.SDPA_FWD_LEFT_BOUND_EXT, T.INT64) == [4]
-    for _, _, attr in FWD_TABLE.scalars:
+    for attr in _optional_scalars(SDPA_FWD_SPEC):
         if attr != A.SDPA_FWD_GENERATE_STATS_EXT:
             assert not plain.has_attribute(attr), attr.name
     layouts = _op("explicit_layouts")

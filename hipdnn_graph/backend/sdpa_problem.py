@@ -31,6 +31,8 @@ from ..attributes.base import MaskWindow
 from ..attributes.sdpa import SdpaAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..errors import HipdnnError
+from ..nodes.sdpa_bwd import SDPA_BWD_SPEC
+from ..nodes.sdpa_fwd import SDPA_FWD_SPEC
 from ..nodes.base import Node
 from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode
@@ -162,7 +164,8 @@ class SdpaProblem:
 
 
 _FLOAT_TYPES = frozenset({DataType.FLOAT, DataType.HALF, DataType.BFLOAT16, DataType.DOUBLE})
-_SCALAR_SLOTS = frozenset({"Attn_scale", "Dropout_scale", "Dropout_scale_inv", "Seed", "Offset"})
+#: the pass-by-value scalar slots, as the node specs declare them
+_SCALAR_SLOTS = SDPA_BWD_SPEC.pass_by_value_slots | SDPA_FWD_SPEC.pass_by_value_slots
 _SLOT_TYPES = {
     "SEQ_LEN_Q": frozenset({DataType.INT32, DataType.INT64}),
     "SEQ_LEN_KV": frozenset({DataType.INT32, DataType.INT64}),

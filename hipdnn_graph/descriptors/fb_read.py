@@ -34,7 +34,7 @@ from typing import Any
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import DataType, DiagonalAlignment, ErrorCode
-from .node_spec import WIRE_KINDS, Kind, NodeSpec, node_specs
+from .node_spec import WIRE_KINDS, Kind, NodeSpec, node_specs, supported_kinds
 from .wire_model import (
     MAX_INPUT_BYTES,
     MAX_NODES,
@@ -45,6 +45,7 @@ from .wire_model import (
     WireGraph,
     WireMetadata,
     attributes_template,
+    check_node_names,
     check_wire_graph,
     data_type_from_wire,
     decode_value,
@@ -250,7 +251,7 @@ def _tensor(buf: bytes, n: int, pos: int, index: int, counter: list[int]) -> Ten
         value=value,
         alignment=16 if alignment is None else alignment,
     )
-    return new_trusted(TensorAttributes, values, set())
+    return new_trusted(TensorAttributes, values, set(_TENSOR_DEFAULTS))
 
 
 # ----- nodes -------------------------------------------------------------------------------------
@@ -295,10 +296,9 @@ def _node(
     spec = specs.get(tag)
     if spec is None or body_pos is None:
         kind = NODE_KINDS[tag] if tag < len(NODE_KINDS) else "an unknown kind"
-        supported = " and ".join(f"{s.table} ({s.union_tag})" for s in specs.values())
         missing = " without its table" if spec is not None else ""
         raise unsupported(
-            f"{label} has kind {kind} ({tag}){missing}; only {supported} are supported"
+            f"{label} has kind {kind} ({tag}){missing}; only {supported_kinds()} are supported"
         )
     body = _Table(buf, n, body_pos, f"{label} attributes", counter)
     body.refuse_unknown(spec.field_count, f"{label} {spec.table}")
@@ -423,9 +423,10 @@ def read_graph(data: bytes | bytearray | memoryview) -> WireGraph:
             is_override_shape_enabled=override,
         ),
     )
+    check_wire_graph(graph)  # the tensors, before any node refers to them
     by_uid = {t.uid: t for t in tensors}
     graph.nodes = [_node(buf, n, p, i, by_uid, counter) for i, p in enumerate(node_positions)]
-    check_wire_graph(graph)
+    check_node_names(graph)
     return graph
 
 

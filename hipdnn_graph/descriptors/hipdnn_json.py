@@ -27,7 +27,7 @@ from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import DataType, DiagonalAlignment, ErrorCode
 from .fb_read import NODE_KINDS
-from .node_spec import Kind, NodeSpec, node_specs
+from .node_spec import Kind, NodeSpec, node_specs, supported_kinds
 from .wire_model import (
     DATA_TYPE_NAMES,
     MAX_INPUT_BYTES,
@@ -38,6 +38,7 @@ from .wire_model import (
     WireGraph,
     WireMetadata,
     attributes_template,
+    check_node_names,
     check_wire_graph,
     decode_value,
     encode_value,
@@ -356,7 +357,7 @@ def _tensor(o: _Obj) -> TensorAttributes:
         alignment=16 if alignment is None else alignment,
     )
     o.done()
-    return new_trusted(TensorAttributes, values, set())
+    return new_trusted(TensorAttributes, values, set(_TENSOR_DEFAULTS))
 
 
 def _raw_value(member: ValueMember, raw: Any, where: str) -> Any:
@@ -415,9 +416,8 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
     spec = specs.get(kind)
     if spec is None:
         tag = NODE_KINDS.index(kind) if kind in NODE_KINDS else None
-        supported = " and ".join(f"{s.table} ({s.union_tag})" for s in specs.values())
         shown = f"{kind} ({tag})" if tag is not None else repr(kind)
-        raise unsupported(f"{label} has kind {shown}; only {supported} are supported")
+        raise unsupported(f"{label} has kind {shown}; only {supported_kinds()} are supported")
     compute = o.dtype("compute_data_type")
     inputs_obj = o.obj_at("inputs")
     outputs_obj = o.obj_at("outputs")
@@ -522,10 +522,11 @@ def graph_from_json(text: str | bytes | bytearray | memoryview) -> WireGraph:
             is_override_shape_enabled=bool(o.bool("is_override_shape_enabled", optional=True)),
         ),
     )
+    check_wire_graph(graph)  # the tensors, before any node refers to them
     by_uid = {t.uid: t for t in tensors}
     graph.nodes = [_node(_Obj(n, f"nodes[{i}]"), by_uid) for i, n in enumerate(node_docs)]
     o.done()
-    check_wire_graph(graph)
+    check_node_names(graph)
     return graph
 
 

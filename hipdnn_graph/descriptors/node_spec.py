@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import Any
 
+from ..types import DataType, DiagonalAlignment
 from .enums import AttributeName, AttributeType, DescriptorType
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "node_specs",
     "register_node_spec",
     "spec_for_attributes",
+    "supported_kinds",
 ]
 
 
@@ -79,8 +81,8 @@ WIRE_KINDS: dict[Kind, tuple[str, int, bool, Any]] = {
     Kind.F32_OPT: ("f", 4, True, None),
     Kind.I64_OPT: ("q", 8, True, None),
     Kind.I32_OPT: ("i", 4, True, None),
-    Kind.ALIGN: ("b", 1, False, 0),
-    Kind.DTYPE: ("b", 1, False, 0),
+    Kind.ALIGN: ("b", 1, False, DiagonalAlignment.TOP_LEFT),
+    Kind.DTYPE: ("b", 1, False, DataType.NOT_SET),
     Kind.IMPL: ("b", 1, False, 0),
     Kind.STRING: ("S", 4, False, ""),
 }
@@ -239,6 +241,12 @@ def register_node_spec(spec: NodeSpec) -> NodeSpec:
 def node_specs() -> dict[int, NodeSpec]:
     """The registered node families by union tag (a copy)."""
     return dict(_SPECS)
+
+
+def supported_kinds() -> str:
+    """The registered node kinds for messages: ``"SdpaAttributes (12) and ..."``, by tag."""
+    names = [f"{s.table} ({s.union_tag})" for _, s in sorted(_SPECS.items())]
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 2 else names)
 
 
 def spec_for_attributes(attributes: Any) -> NodeSpec:

@@ -36,12 +36,21 @@ _STRUCT: dict[DataType, str] = {
     DataType.INT8: "<b",
     DataType.BOOLEAN: "<?",
 }
+#: types without a struct code, packed through their ml_dtypes scalar type
+_ML_DTYPES: dict[DataType, type] = {
+    DataType.BFLOAT16: ml_dtypes.bfloat16,
+    DataType.FP8_E4M3: ml_dtypes.float8_e4m3fn,
+    DataType.FP8_E5M2: ml_dtypes.float8_e5m2,
+    DataType.FP8_E4M3_FNUZ: ml_dtypes.float8_e4m3fnuz,
+    DataType.FP8_E5M2_FNUZ: ml_dtypes.float8_e5m2fnuz,
+}
 
 
 def pack_scalar(value: ScalarValue, data_type: DataType) -> bytes:
     """The bytes hipDNN stores for a pass-by-value scalar of ``data_type``."""
-    if data_type == DataType.BFLOAT16:
-        return np.array(value, dtype=ml_dtypes.bfloat16).tobytes()
+    ml_type = _ML_DTYPES.get(data_type)
+    if ml_type is not None:
+        return np.array(value, dtype=ml_type).tobytes()
     fmt = _STRUCT.get(data_type)
     if fmt is None:
         raise HipdnnError(
@@ -59,8 +68,9 @@ def pack_scalar(value: ScalarValue, data_type: DataType) -> bytes:
 def unpack_scalar(data: bytes, data_type: DataType) -> ScalarValue:
     """Inverse of :func:`pack_scalar`."""
     try:
-        if data_type == DataType.BFLOAT16:
-            return float(np.frombuffer(data, dtype=ml_dtypes.bfloat16, count=1)[0])
+        ml_type = _ML_DTYPES.get(data_type)
+        if ml_type is not None:
+            return float(np.frombuffer(data, dtype=ml_type, count=1)[0])
         fmt = _STRUCT[data_type]
         value: ScalarValue = struct.unpack(fmt, data)[0]
     except (KeyError, ValueError, struct.error):

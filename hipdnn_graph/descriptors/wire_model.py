@@ -55,6 +55,7 @@ __all__ = [
     "WireGraph",
     "WireMetadata",
     "attributes_template",
+    "check_node_names",
     "check_wire_graph",
     "data_type_from_wire",
     "decode_value",
@@ -390,6 +391,11 @@ def check_wire_graph(graph: WireGraph) -> None:
         duplicates = sorted({u for u in uids if u in seen or seen.add(u)})  # type: ignore[func-returns-value]
         listed = ", ".join(str(u) for u in duplicates)
         raise _invalid(f"Duplicate tensor UIDs found in the graph: {listed}")
+    check_node_names(graph)
+
+
+def check_node_names(graph: WireGraph) -> None:
+    """Node names are at most :data:`MAX_NAME_LENGTH` characters (INVALID_VALUE otherwise)."""
     for _, attributes in graph.nodes:
         _check_name("Node", attributes.name)
 
