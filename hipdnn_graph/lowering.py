@@ -100,5 +100,5 @@ def lift_graph(desc: BackendDescriptor) -> Graph:
         node = spec.make_node(spec.attributes_cls(), attrs)
         nodes.append(node.unpack_from_descriptor(op, tensor_map))
     # tensors by uid: descriptors carry no declaration order
-    tensors = sorted(tensor_map.values(), key=lambda t: t.uid)
+    tensors = [tensor_map[uid] for uid in sorted(tensor_map)]
     return Graph.from_parts(attrs, tensors, nodes, preferred_engine_id=preferred)

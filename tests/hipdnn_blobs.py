@@ -26,39 +26,52 @@ VALUE_MEMBERS = {
     "Float8Value": (4, "B", 1), "Int32Value": (5, "i", 4), "Float64Value": (6, "d", 8),
     "Int64Value": (7, "q", 8), "BoolValue": (8, "?", 1),
 }  # fmt: skip
-_FWD_UIDS = (
-    "q k v o attn_mask scale seq_len_q seq_len_kv seed offset dropout_mask dropout_scale "
-    "page_table_k page_table_v block_mask sink_token descale_q descale_k descale_v descale_s "
-    "scale_s scale_o stats max sum_exp rng_dump amax_s amax_o"
-).split()
-_BWD_UIDS = (
-    "q k v o do stats dq dk dv scale attn_mask seq_len_q seq_len_kv seed offset dropout_mask "
-    "dropout_scale dropout_scale_inv dbias"
-).split()
+_FWD_UIDS = [
+    "q", "k", "v", "o", "attn_mask", "scale", "seq_len_q", "seq_len_kv", "seed", "offset",
+    "dropout_mask", "dropout_scale", "page_table_k", "page_table_v", "block_mask", "sink_token",
+    "descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o", "stats", "max",
+    "sum_exp", "rng_dump", "amax_s", "amax_o",
+]  # fmt: skip
+_BWD_UIDS = [
+    "q", "k", "v", "o", "do", "stats", "dq", "dk", "dv", "scale", "attn_mask", "seq_len_q",
+    "seq_len_kv", "seed", "offset", "dropout_mask", "dropout_scale", "dropout_scale_inv",
+    "dbias",
+]  # fmt: skip
 # (field, slot, kind) of each node table, from HIPDNN_WIRE.md A7 and A8
 FIELDS: dict[str, tuple[int, list[tuple[str, int, str]]]] = {
     "SdpaAttributes": (
         12,
         [(f"{n}_tensor_uid", i, "uid" if i < 4 else "uid?") for i, n in enumerate(_FWD_UIDS)]
         + [
-            ("generate_stats", 28, "bool?"), ("alibi_mask", 29, "bool"),
-            ("padding_mask", 30, "bool"), ("causal_mask", 31, "bool"),
-            ("causal_mask_bottom_right", 32, "bool"), ("dropout_probability", 33, "float?"),
-            ("attn_scale_value", 34, "float?"), ("left_bound", 35, "long?"),
-            ("right_bound", 36, "long?"), ("max_seq_len_kv", 37, "int?"),
-            ("diagonal_alignment", 38, "align"), ("mma_core_mode", 39, "dtype"),
+            ("generate_stats", 28, "bool?"),
+            ("alibi_mask", 29, "bool"),
+            ("padding_mask", 30, "bool"),
+            ("causal_mask", 31, "bool"),
+            ("causal_mask_bottom_right", 32, "bool"),
+            ("dropout_probability", 33, "float?"),
+            ("attn_scale_value", 34, "float?"),
+            ("left_bound", 35, "long?"),
+            ("right_bound", 36, "long?"),
+            ("max_seq_len_kv", 37, "int?"),
+            ("diagonal_alignment", 38, "align"),
+            ("mma_core_mode", 39, "dtype"),
             ("implementation", 40, "impl"),
-        ],  # fmt: skip
+        ],
     ),
     "SdpaBackwardAttributes": (
         15,
         [(f"{n}_tensor_uid", i, "uid" if i < 9 else "uid?") for i, n in enumerate(_BWD_UIDS)]
         + [
-            ("alibi_mask", 19, "bool"), ("padding_mask", 20, "bool"), ("causal_mask", 21, "bool"),
-            ("causal_mask_bottom_right", 22, "bool"), ("dropout_probability", 23, "float?"),
-            ("attn_scale_value", 24, "float?"), ("left_bound", 25, "long?"),
-            ("right_bound", 26, "long?"), ("diagonal_alignment", 27, "align"),
-        ],  # fmt: skip
+            ("alibi_mask", 19, "bool"),
+            ("padding_mask", 20, "bool"),
+            ("causal_mask", 21, "bool"),
+            ("causal_mask_bottom_right", 22, "bool"),
+            ("dropout_probability", 23, "float?"),
+            ("attn_scale_value", 24, "float?"),
+            ("left_bound", 25, "long?"),
+            ("right_bound", 26, "long?"),
+            ("diagonal_alignment", 27, "align"),
+        ],
     ),
 }
 

@@ -7,7 +7,6 @@ twice gives equal graphs. ``CASES`` maps a case id to its builder.
 from __future__ import annotations
 
 import json
-
 from collections.abc import Callable
 from functools import partial
 from typing import Any

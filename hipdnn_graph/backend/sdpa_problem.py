@@ -31,9 +31,9 @@ from ..attributes.base import MaskWindow
 from ..attributes.sdpa import SdpaAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..errors import HipdnnError
+from ..nodes.base import Node
 from ..nodes.sdpa_bwd import SDPA_BWD_SPEC
 from ..nodes.sdpa_fwd import SDPA_FWD_SPEC
-from ..nodes.base import Node
 from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode
 

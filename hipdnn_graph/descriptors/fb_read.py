@@ -136,7 +136,7 @@ def _target(buf: bytes, n: int, table: _Table, slot: int, what: str) -> int | No
     pos = table.pos + off
     if pos % 4 or pos + 4 > n:
         raise _bad(f"{what} is not an aligned offset inside the buffer")
-    rel = _u32(buf, pos)[0]
+    rel: int = _u32(buf, pos)[0]
     if rel == 0 or rel >= 2**31 or pos + rel >= n:
         raise _bad(f"{what} points outside the buffer")
     return pos + rel
@@ -172,7 +172,9 @@ def _longs(buf: bytes, n: int, table: _Table, slot: int, what: str) -> list[int]
         return []
     length, start = _vector(buf, n, pos, 8, what)
     if length > MAX_RANK:
-        raise HipdnnError(ErrorCode.INVALID_VALUE, f"{what} has {length} entries, more than {MAX_RANK}")
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE, f"{what} has {length} entries, more than {MAX_RANK}"
+        )
     return list(_LONGS[length](buf, start))
 
 
@@ -194,9 +196,7 @@ def _data_type(value: int | None, what: str) -> DataType:
 
 def _unique(positions: list[int], what: str) -> None:
     if len(set(positions)) != len(positions):
-        raise HipdnnError(
-            ErrorCode.INVALID_VALUE, f"Graph lists one {what} table more than once"
-        )
+        raise HipdnnError(ErrorCode.INVALID_VALUE, f"Graph lists one {what} table more than once")
 
 
 # ----- tensors ----------------------------------------------------------------------------------
@@ -225,7 +225,9 @@ def _tensor(buf: bytes, n: int, pos: int, index: int, counter: list[int]) -> Ten
     value = None
     if member_number:
         if member_number > len(ValueMember) - 1:
-            raise unsupported(f"{where}: TensorValue member {member_number} is not in hipDNN's schema")
+            raise unsupported(
+                f"{where}: TensorValue member {member_number} is not in hipDNN's schema"
+            )
         member = ValueMember(member_number)
         size = _VALUE_SIZES[member]
         if value_pos is None or value_pos % size or value_pos + size > n:
@@ -255,6 +257,7 @@ def _tensor(buf: bytes, n: int, pos: int, index: int, counter: list[int]) -> Ten
 
 
 # ----- nodes -------------------------------------------------------------------------------------
+
 
 def _read_scalar(buf: bytes, n: int, t: _Table, kind: Kind, slot: int, what: str) -> Any:
     if kind is Kind.STRING:
@@ -353,7 +356,7 @@ def _root(buf: bytes, what: str) -> int:
         raise _bad(f"the buffer is {n} bytes, fewer than 12")
     if n >= _MAX_BUFFER:
         raise _bad("the buffer is too large")
-    rel = _u32(buf, 0)[0]
+    rel: int = _u32(buf, 0)[0]
     if rel == 0 or rel >= 2**31 or rel >= n:
         raise _bad(f"the {what} root offset points outside the buffer")
     return rel
@@ -424,7 +427,7 @@ def read_graph(data: bytes | bytearray | memoryview) -> WireGraph:
         ),
     )
     check_wire_graph(graph)  # the tensors, before any node refers to them
-    by_uid = {t.uid: t for t in tensors}
+    by_uid: dict[int, TensorAttributes] = {t.uid: t for t in tensors}  # type: ignore[misc]
     graph.nodes = [_node(buf, n, p, i, by_uid, counter) for i, p in enumerate(node_positions)]
     check_node_names(graph)
     return graph

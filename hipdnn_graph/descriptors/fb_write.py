@@ -26,7 +26,6 @@ from ..types import DiagonalAlignment
 from .node_spec import WIRE_KINDS, Kind, NodeSpec
 from .wire_model import (
     VALUE_CODES,
-    ValueMember,
     WireGraph,
     encode_value,
     float32,
@@ -156,39 +155,135 @@ def _in_add_order(fields: list[tuple[int, str, int, Any]]) -> list[tuple[int, st
     return [(slot, code, value) for slot, code, _, value in ordered]
 
 
+class _TensorLayout:
+    """The bytes of one tensor (name, strides, dims, value struct, table) as one ``struct`` call.
+
+    A tensor's layout depends only on where it starts (modulo 8), its name's length, its rank
+    and which fields it has; the relative offsets inside it are then constants. Each layout is
+    worked out once, by the rules of :class:`Builder`, and cached.
+    """
+
+    __slots__ = ("keys", "maxalign", "packer", "table_size", "vtable")
+
+    def __init__(self, start: int, signature: tuple[Any, ...]) -> None:
+        name_length, n_strides, n_dims, value_code, uid, alignment, pbv, virtual, dtype = signature
+        pieces: list[tuple[str, list[Any]]] = []  # (struct code, value keys) in emission order
+        size, maxalign = start, 4
+        refs: dict[str, int] = {}
+
+        def pad(n: int) -> None:
+            nonlocal size
+            if n:
+                pieces.append((f"{n}x", []))
+                size += n
+
+        def emit(code: str, keys: list[Any], width: int) -> None:
+            nonlocal size
+            pieces.append((code, keys))
+            size += width
+
+        if name_length:
+            pad(-(size + name_length + 1) % 4)
+            emit(f"{name_length}sx", ["name"], name_length + 1)
+            emit("I", [("const", name_length)], 4)
+            refs["name"] = size
+        for key, n in (("strides", n_strides), ("dims", n_dims)):
+            if n:
+                maxalign = 8
+                pad(-(size + 8 * n) % 8)
+                emit(f"{n}q", [key], 8 * n)
+                emit("I", [("const", n)], 4)
+                refs[key] = size
+        if value_code:
+            width = struct.calcsize(value_code)
+            maxalign = max(maxalign, width)
+            pad(-size % width)
+            emit(value_code, ["raw"], width)
+            refs["value"] = size
+        table_start = size
+        fields: list[tuple[int, str, int, Any]] = []  # add order: 8-byte, 4-byte, 1-byte fields
+        fields += [(10, "q", 8, "alignment")] if alignment else []
+        fields += [(0, "q", 8, "uid")] if uid else []
+        for slot, ref in ((7, "value"), (4, "dims"), (3, "strides"), (1, "name")):
+            if ref in refs:
+                fields.append((slot, "I", 4, ref))
+        fields += [(8, "?", 1, ("const", True))] if pbv else []
+        fields += [(6, "B", 1, "member")] if value_code else []
+        fields += [(5, "?", 1, ("const", True))] if virtual else []
+        fields += [(2, "b", 1, "dtype")] if dtype else []
+        tracked: list[tuple[int, int]] = []
+        for slot, code, width, key in fields:
+            pad(-size % width)
+            if code == "I":  # an offset to a child of this chunk: a constant
+                key = ("const", size + 4 - refs[key])
+            if width == 8:
+                maxalign = 8
+            emit(code, [key], width)
+            tracked.append((slot, size))
+        pad(-size % 4)
+        emit("i", ["soffset"], 4)
+        table_size = size
+        top = max(slot for slot, _ in tracked) if tracked else -1
+        entries = [0] * (top + 1)
+        for slot, at in tracked:
+            entries[slot] = table_size - at
+        self.vtable = struct.pack(
+            f"<{top + 3}H", 4 + 2 * (top + 1), table_size - table_start, *entries
+        )
+        self.packer = struct.Struct("<" + "".join(code for code, _ in reversed(pieces)))
+        self.keys = tuple(key for _, keys in reversed(pieces) for key in keys)
+        self.table_size = table_size - start
+        self.maxalign = maxalign
+
+
+_LAYOUTS: dict[tuple[Any, ...], _TensorLayout] = {}
+
+
 def _tensor(b: Builder, t: TensorAttributes) -> int:
     d = t.__dict__
-    name = d["name"]
+    name, strides, dims, value = d["name"], d["stride"], d["dim"], d["value"]
     where = f"Tensor {name or d['uid']}"
-    data_type = wire_data_type(d["data_type"], where)
-    name_ref = b.string(name.encode()) if name else 0
-    strides_ref = b.longs(d["stride"]) if d["stride"] else 0
-    dims_ref = b.longs(d["dim"]) if d["dim"] else 0
-    fields: list[tuple[int, str, int, Any]] = []
-    value = d["value"]
+    dtype = wire_data_type(d["data_type"], where)
+    encoded = name.encode() if name else b""
+    member = raw = None
+    code = ""
     if value is not None:
         member, raw = encode_value(value, d["data_type"], where)
         code = VALUE_CODES[member]
-        fields.append((7, "O", 4, b.struct_value(code)(raw)))
-        fields.append((6, "B", 1, int(member)))
-    uid = d["uid"]
-    if uid:
-        fields.append((0, "q", 8, uid))
-    if d["alignment"] != 16:
-        fields.append((10, "q", 8, d["alignment"]))
-    if dims_ref:
-        fields.append((4, "O", 4, dims_ref))
-    if strides_ref:
-        fields.append((3, "O", 4, strides_ref))
-    if name_ref:
-        fields.append((1, "O", 4, name_ref))
-    if d["is_pass_by_value"]:
-        fields.append((8, "?", 1, True))
-    if d["is_virtual"]:
-        fields.append((5, "?", 1, True))
-    if data_type:
-        fields.append((2, "b", 1, data_type))
-    return b.table(_in_add_order(fields))
+    uid, alignment = d["uid"], d["alignment"]
+    signature = (
+        len(encoded), len(strides), len(dims), code, bool(uid), alignment != 16,
+        bool(d["is_pass_by_value"]), bool(d["is_virtual"]), bool(dtype),
+    )  # fmt: skip
+    start = b.size & 7
+    layout = _LAYOUTS.get((start, *signature))
+    if layout is None:
+        layout = _LAYOUTS[(start, *signature)] = _TensorLayout(start, signature)
+    table_size = b.size + layout.table_size
+    found = b.vtables.get(layout.vtable)
+    values: list[Any] = []
+    for key in layout.keys:
+        if key.__class__ is tuple:
+            values.append(key[1])
+        elif key == "strides":
+            values += strides
+        elif key == "dims":
+            values += dims
+        elif key == "soffset":
+            values.append(
+                (found if found is not None else table_size + len(layout.vtable)) - table_size
+            )
+        else:
+            values.append(
+                {"name": encoded, "raw": raw, "uid": uid, "alignment": alignment,
+                 "member": member, "dtype": dtype}[key]
+            )  # fmt: skip
+    b.push(layout.packer.pack(*values))
+    if found is None:
+        b.vtables[layout.vtable] = b.push(layout.vtable)
+    if layout.maxalign > b.minalign:
+        b.minalign = layout.maxalign
+    return table_size
 
 
 def _scalar_field(kind: Kind, value: Any, where: str) -> tuple[str, int, Any] | None:
@@ -287,6 +382,3 @@ def write_graph(graph: WireGraph) -> bytes:
             fields.append((slot, "b", 1, number))
     root = b.table(_in_add_order(fields))
     return b.finish(root)
-
-
-assert ValueMember.NONE == 0

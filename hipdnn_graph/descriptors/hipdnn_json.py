@@ -90,26 +90,36 @@ def format_number(x: float) -> str:
     return sign + body
 
 
-def _dump(value: Any) -> str:
-    """Compact JSON with sorted keys and nlohmann's number format."""
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return format_number(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, list):
-        return "[" + ",".join(map(_dump, value)) + "]"
-    return "{" + ",".join(f"{_dump(k)}:{_dump(value[k])}" for k in sorted(value)) + "}"
+class _Numbers:
+    """Floats for the C JSON encoder: Python's ``repr`` is nlohmann's format except for
+    ``1e15 <= |x| < 1e16``; those are written as a sentinel string and replaced afterwards."""
+
+    __slots__ = ("found", "token")
+
+    def __init__(self) -> None:
+        self.token = uuid.uuid4().hex
+        self.found: list[str] = []
+
+    def __call__(self, x: float) -> Any:
+        if not math.isfinite(x):
+            raise unsupported(f"{x!r} cannot be written in JSON")
+        if 1e15 <= abs(x) < 1e16:
+            self.found.append(format_number(x))
+            return f"{self.token}{len(self.found) - 1}"
+        return x
+
+    def finish(self, text: str) -> str:
+        for i, number in enumerate(self.found):
+            text = text.replace(f'"{self.token}{i}"', number, 1)
+        return text
 
 
-def _tensor_json(t: TensorAttributes) -> dict[str, Any]:
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+)
+
+
+def _tensor_json(t: TensorAttributes, numbers: _Numbers) -> dict[str, Any]:
     d = t.__dict__
     out: dict[str, Any] = {
         "alignment": d["alignment"],
@@ -124,7 +134,7 @@ def _tensor_json(t: TensorAttributes) -> dict[str, Any]:
     if d["value"] is not None:
         member, raw = encode_value(d["value"], d["data_type"], f"Tensor {d['name'] or d['uid']}")
         out["value_type"] = member.name
-        out["value"] = raw
+        out["value"] = numbers(raw) if type(raw) is float else raw
     return out
 
 
@@ -135,11 +145,11 @@ def _dtype_name(dtype: DataType, where: str) -> str:
     return name
 
 
-def _scalar_json(kind: Kind, value: Any, where: str) -> Any:
+def _scalar_json(kind: Kind, value: Any, where: str, numbers: _Numbers) -> Any:
     if value is None:
         return None
     if kind is Kind.F32_OPT:
-        return float32(value, where)
+        return numbers(float32(value, where))
     if kind is Kind.ALIGN:
         return DiagonalAlignment(value).name
     if kind is Kind.DTYPE:
@@ -151,7 +161,7 @@ def _scalar_json(kind: Kind, value: Any, where: str) -> Any:
     return value
 
 
-def _node_json(spec: NodeSpec, attributes: Any) -> dict[str, Any]:
+def _node_json(spec: NodeSpec, attributes: Any, numbers: _Numbers) -> dict[str, Any]:
     where = f"Node {attributes.name}"
     slots = attributes.tensors_by_slot()
     groups: dict[str, dict[str, Any]] = {"inputs": {}, "outputs": {}, "scalars": {}}
@@ -162,10 +172,12 @@ def _node_json(spec: NodeSpec, attributes: Any) -> dict[str, Any]:
         )
     d = attributes.__dict__
     for scalar in spec.scalars:
-        groups["scalars"][scalar.name] = _scalar_json(scalar.kind, d[scalar.name], where)
+        groups["scalars"][scalar.name] = _scalar_json(scalar.kind, d[scalar.name], where, numbers)
     for extra in spec.unmodelled:
         if extra.group != "extra":
-            groups[extra.group][extra.wire] = _scalar_json(extra.kind, extra.default, where)
+            groups[extra.group][extra.wire] = _scalar_json(
+                extra.kind, extra.default, where, numbers
+            )
     return {
         "compute_data_type": _dtype_name(attributes.compute_data_type, where),
         "inputs": groups["inputs"],
@@ -184,14 +196,15 @@ def graph_to_json(graph: WireGraph) -> str:
             (NaN, ±inf, a data type without a number, a value its type cannot store).
     """
     meta = graph.metadata
+    numbers = _Numbers()
     doc: dict[str, Any] = {
         "compute_data_type": _dtype_name(graph.compute_data_type, "Graph"),
         "intermediate_data_type": _dtype_name(graph.intermediate_data_type, "Graph"),
         "io_data_type": _dtype_name(graph.io_data_type, "Graph"),
         "is_override_shape_enabled": meta.is_override_shape_enabled,
         "name": graph.name,
-        "nodes": [_node_json(spec, attributes) for spec, attributes in graph.nodes],
-        "tensors": [_tensor_json(t) for t in graph.tensors],
+        "nodes": [_node_json(spec, a, numbers) for spec, a in graph.nodes],
+        "tensors": [_tensor_json(t, numbers) for t in graph.tensors],
     }
     if graph.preferred_engine_id is not None:
         doc["preferred_engine_id"] = graph.preferred_engine_id
@@ -200,7 +213,7 @@ def graph_to_json(graph: WireGraph) -> str:
     if meta.min_required_engine_api_version is not None:
         major, minor, patch = meta.min_required_engine_api_version
         doc["min_required_engine_api_version"] = {"major": major, "minor": minor, "patch": patch}
-    return _dump(doc)
+    return numbers.finish(_ENCODER.encode(doc))
 
 
 # ----- reading -----------------------------------------------------------------------------------
@@ -230,7 +243,8 @@ class _Obj:
     def __init__(self, obj: Any, path: str) -> None:
         if not isinstance(obj, dict):
             raise unsupported(f"Invalid hipDNN graph JSON: {path} must be an object")
-        self.obj, self.path, self.seen = obj, path, set()
+        self.obj, self.path = obj, path
+        self.seen: set[str] = set()
 
     def _get(self, key: str, optional: bool) -> Any:
         self.seen.add(key)
@@ -243,7 +257,7 @@ class _Obj:
     def _fail(self, key: str, what: str) -> HipdnnError:
         return unsupported(f"Invalid hipDNN graph JSON: {self.path}.{key} must be {what}")
 
-    def int(self, key: str, optional: bool = False, nullable: bool = False) -> Any:
+    def get_int(self, key: str, optional: bool = False, nullable: bool = False) -> Any:
         value = self._get(key, optional)
         if value is None and (optional or nullable):
             return None
@@ -253,7 +267,7 @@ class _Obj:
             raise self._fail(key, "a 64-bit integer")
         return value
 
-    def bool(self, key: str, optional: bool = False, nullable: bool = False) -> Any:
+    def get_bool(self, key: str, optional: bool = False, nullable: bool = False) -> Any:
         value = self._get(key, optional)
         if value is None and (optional or nullable):
             return None
@@ -261,7 +275,7 @@ class _Obj:
             raise self._fail(key, "true or false")
         return value
 
-    def number(self, key: str) -> float | None:
+    def get_number(self, key: str) -> float | None:
         value = self._get(key, False)
         if value is None:
             return None
@@ -269,7 +283,7 @@ class _Obj:
             raise self._fail(key, "a number")
         return float(value)
 
-    def str(self, key: str, optional: bool = False) -> Any:
+    def get_str(self, key: str, optional: bool = False) -> Any:
         value = self._get(key, optional)
         if value is None and optional:
             return None
@@ -277,14 +291,14 @@ class _Obj:
             raise self._fail(key, "a string")
         return value
 
-    def list(self, key: str) -> list[Any]:
+    def get_list(self, key: str) -> list[Any]:
         value = self._get(key, False)
         if not isinstance(value, list):
             raise self._fail(key, "an array")
         return value
 
-    def longs(self, key: str) -> list[int]:
-        values = self.list(key)
+    def get_longs(self, key: str) -> list[int]:
+        values = self.get_list(key)
         if len(values) > MAX_RANK:
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE,
@@ -300,8 +314,8 @@ class _Obj:
             return None
         return _Obj(value, f"{self.path}.{key}")
 
-    def dtype(self, key: str) -> DataType:
-        name = self.str(key)
+    def get_dtype(self, key: str) -> DataType:
+        name = self.get_str(key)
         dtype = _DATA_TYPES.get(name)
         if dtype is None:
             raise unsupported(
@@ -324,17 +338,17 @@ _TENSOR_DEFAULTS = {
 
 
 def _tensor(o: _Obj) -> TensorAttributes:
-    uid = o.int("uid")
-    name = o.str("name")
+    uid = o.get_int("uid")
+    name = o.get_str("name")
     where = f"Tensor {name or uid}"
-    data_type = o.dtype("data_type")
-    alignment = o.int("alignment", optional=True)
-    multiplier = o.int("ragged_offset_multiplier", optional=True)
+    data_type = o.get_dtype("data_type")
+    alignment = o.get_int("alignment", optional=True)
+    multiplier = o.get_int("ragged_offset_multiplier", optional=True)
     if multiplier is not None and multiplier != 1:
         raise unsupported(f"{where}: ragged_offset_multiplier {multiplier} is not supported")
-    if o.int("ragged_offset_tensor_uid", optional=True) is not None:
+    if o.get_int("ragged_offset_tensor_uid", optional=True) is not None:
         raise unsupported(f"{where}: ragged_offset_tensor_uid is not supported")
-    member_name = o.str("value_type", optional=True)
+    member_name = o.get_str("value_type", optional=True)
     value = None
     if member_name is not None and member_name != "NONE":
         member = ValueMember.__members__.get(member_name)
@@ -349,10 +363,10 @@ def _tensor(o: _Obj) -> TensorAttributes:
         uid=uid,
         name=name,
         data_type=data_type,
-        dim=o.longs("dims"),
-        stride=o.longs("strides"),
-        is_virtual=o.bool("virtual"),
-        is_pass_by_value=o.bool("is_runtime_pass_by_value"),
+        dim=o.get_longs("dims"),
+        stride=o.get_longs("strides"),
+        is_virtual=o.get_bool("virtual"),
+        is_pass_by_value=o.get_bool("is_runtime_pass_by_value"),
         value=value,
         alignment=16 if alignment is None else alignment,
     )
@@ -384,33 +398,33 @@ def _raw_value(member: ValueMember, raw: Any, where: str) -> Any:
 
 def _scalar(o: _Obj, kind: Kind, key: str, where: str) -> Any:
     if kind in (Kind.BOOL, Kind.BOOL_OPT):
-        return o.bool(key, nullable=kind is Kind.BOOL_OPT)
+        return o.get_bool(key, nullable=kind is Kind.BOOL_OPT)
     if kind in (Kind.I64_OPT, Kind.I32_OPT):
-        value = o.int(key, nullable=True)
+        value = o.get_int(key, nullable=True)
         if kind is Kind.I32_OPT and value is not None and not -(2**31) <= value < 2**31:
             raise o._fail(key, "a 32-bit integer")
         return value
     if kind is Kind.F32_OPT:
-        number = o.number(key)
+        number = o.get_number(key)
         return None if number is None else float32(number, where)
     if kind is Kind.ALIGN:
-        name = o.str(key)
+        name = o.get_str(key)
         if name not in DiagonalAlignment.__members__:
             raise unsupported(f"{where}: {name!r} is not a DiagonalAlignment")
         return DiagonalAlignment[name]
     if kind is Kind.DTYPE:
-        return o.dtype(key)
+        return o.get_dtype(key)
     if kind is Kind.IMPL:
-        name = o.str(key)
+        name = o.get_str(key)
         if name not in _IMPLEMENTATIONS:
             raise unsupported(f"{where}: {name!r} is not an AttentionImplementation")
         return _IMPLEMENTATIONS.index(name)
-    return o.str(key, optional=True) or ""
+    return o.get_str(key, optional=True) or ""
 
 
 def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]:
-    kind = o.str("type")
-    name = o.str("name")
+    kind = o.get_str("type")
+    name = o.get_str("name")
     label = f'hipDNN node "{name}"'
     specs = {spec.table: spec for spec in node_specs().values()}
     spec = specs.get(kind)
@@ -418,7 +432,7 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
         tag = NODE_KINDS.index(kind) if kind in NODE_KINDS else None
         shown = f"{kind} ({tag})" if tag is not None else repr(kind)
         raise unsupported(f"{label} has kind {shown}; only {supported_kinds()} are supported")
-    compute = o.dtype("compute_data_type")
+    compute = o.get_dtype("compute_data_type")
     inputs_obj = o.obj_at("inputs")
     outputs_obj = o.obj_at("outputs")
     assert inputs_obj is not None and outputs_obj is not None
@@ -435,7 +449,7 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
     outputs: dict[Any, TensorAttributes] = {}
     for slot in spec.slots:
         holder = outputs_obj if slot.output else inputs_obj
-        uid = holder.int(slot.wire, nullable=not slot.required)
+        uid = holder.get_int(slot.wire, nullable=not slot.required)
         if uid is None:
             continue
         tensor = tensors.get(uid)
@@ -454,9 +468,9 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
     holders = {"inputs": inputs_obj, "outputs": outputs_obj, "scalars": scalars_obj}
     for extra in spec.unmodelled:
         if extra.group == "extra":
-            value = scalars_obj.str(extra.wire, optional=True) or ""
+            value = scalars_obj.get_str(extra.wire, optional=True) or ""
         elif extra.kind is Kind.UID_OPT:
-            value = holders[extra.group].int(extra.wire, nullable=True)
+            value = holders[extra.group].get_int(extra.wire, nullable=True)
         else:
             value = _scalar(holders[extra.group], extra.kind, extra.wire, label)
         if value != extra.default:
@@ -496,11 +510,12 @@ def graph_from_json(text: str | bytes | bytearray | memoryview) -> WireGraph:
     except (ValueError, RecursionError) as exc:
         raise unsupported(f"Invalid hipDNN graph JSON: {exc}") from None
     o = _Obj(doc, "graph")
-    tensor_docs = o.list("tensors")
-    node_docs = o.list("nodes")
+    tensor_docs = o.get_list("tensors")
+    node_docs = o.get_list("nodes")
     if len(tensor_docs) > MAX_TENSORS:
         raise HipdnnError(
-            ErrorCode.INVALID_VALUE, f"Graph has {len(tensor_docs)} tensors, more than {MAX_TENSORS}"
+            ErrorCode.INVALID_VALUE,
+            f"Graph has {len(tensor_docs)} tensors, more than {MAX_TENSORS}",
         )
     if len(node_docs) > MAX_NODES:
         raise HipdnnError(
@@ -508,22 +523,22 @@ def graph_from_json(text: str | bytes | bytearray | memoryview) -> WireGraph:
         )
     tensors = [_tensor(_Obj(t, f"tensors[{i}]")) for i, t in enumerate(tensor_docs)]
     graph = WireGraph(
-        name=o.str("name"),
-        compute_data_type=o.dtype("compute_data_type"),
-        intermediate_data_type=o.dtype("intermediate_data_type"),
-        io_data_type=o.dtype("io_data_type"),
-        preferred_engine_id=o.int("preferred_engine_id", optional=True),
+        name=o.get_str("name"),
+        compute_data_type=o.get_dtype("compute_data_type"),
+        intermediate_data_type=o.get_dtype("intermediate_data_type"),
+        io_data_type=o.get_dtype("io_data_type"),
+        preferred_engine_id=o.get_int("preferred_engine_id", optional=True),
         tensors=tensors,
         metadata=WireMetadata(
-            id=_uuid(o.str("id", optional=True)),
+            id=_uuid(o.get_str("id", optional=True)),
             min_required_engine_api_version=_version(
                 o.obj_at("min_required_engine_api_version", optional=True)
             ),
-            is_override_shape_enabled=bool(o.bool("is_override_shape_enabled", optional=True)),
+            is_override_shape_enabled=bool(o.get_bool("is_override_shape_enabled", optional=True)),
         ),
     )
     check_wire_graph(graph)  # the tensors, before any node refers to them
-    by_uid = {t.uid: t for t in tensors}
+    by_uid: dict[int, TensorAttributes] = {t.uid: t for t in tensors}  # type: ignore[misc]
     graph.nodes = [_node(_Obj(n, f"nodes[{i}]"), by_uid) for i, n in enumerate(node_docs)]
     o.done()
     check_node_names(graph)
@@ -545,16 +560,16 @@ def _uuid(text: str | None) -> bytes | None:
 def _version(o: _Obj | None) -> tuple[int, int, int] | None:
     if o is None:
         return None
-    parts = tuple(o.int(key) for key in ("major", "minor", "patch"))
+    major, minor, patch = (o.get_int(key) for key in ("major", "minor", "patch"))
     o.done()
-    if any(not 0 <= p < 2**32 for p in parts):
+    if any(not 0 <= p < 2**32 for p in (major, minor, patch)):
         raise unsupported("Invalid hipDNN graph JSON: engine API version parts must be uint32")
-    return parts  # type: ignore[return-value]
+    return major, minor, patch
 
 
 # ----- JSON Schema -------------------------------------------------------------------------------
 
-_NULLABLE_INT = {"type": ["integer", "null"]}
+_NULLABLE_INT: dict[str, Any] = {"type": ["integer", "null"]}
 
 
 def _kind_schema(kind: Kind) -> dict[str, Any]:
@@ -653,8 +668,12 @@ def json_schema() -> dict[str, Any]:
                 "preferred_engine_id": int64,
                 "tensors": {"type": "array", "maxItems": MAX_TENSORS, "items": tensor},
             },
-            ("id", "is_override_shape_enabled", "min_required_engine_api_version", "preferred_engine_id"),
+            (
+                "id",
+                "is_override_shape_enabled",
+                "min_required_engine_api_version",
+                "preferred_engine_id",
+            ),
         ),
         "$defs": {"DataType": {"enum": sorted(DATA_TYPE_NAMES.values())}},
     }
-

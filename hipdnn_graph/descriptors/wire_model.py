@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -197,7 +196,10 @@ _MEMBERS: dict[DataType, ValueMember] = {
     **dict.fromkeys(_BYTE_TYPES, ValueMember.Float8Value),
 }
 _F32 = struct.Struct("<f")
-_INT_RANGES = {ValueMember.Int32Value: (-(2**31), 2**31 - 1), ValueMember.Int64Value: (-(2**63), 2**63 - 1)}
+_INT_RANGES = {
+    ValueMember.Int32Value: (-(2**31), 2**31 - 1),
+    ValueMember.Int64Value: (-(2**63), 2**63 - 1),
+}
 
 
 def float32(value: float, where: str) -> float:
@@ -233,7 +235,10 @@ def encode_value(value: Any, dtype: DataType, where: str) -> tuple[ValueMember, 
         scalar_type = _BYTE_TYPES[dtype]
         if dtype in (DataType.UINT8, DataType.INT8):
             low, high = (0, 255) if dtype is DataType.UINT8 else (-128, 127)
-            if not (isinstance(value, int) or float(value).is_integer()) or not low <= value <= high:
+            if (
+                not (isinstance(value, int) or float(value).is_integer())
+                or not low <= value <= high
+            ):
                 raise unsupported(f"{where}: {value!r} is not a {dtype.name} value")
             return member, int(value) & 0xFF
         pattern = int(np.array(value, dtype=scalar_type).view(np.uint8))
@@ -406,7 +411,12 @@ _M = TypeVar("_M", bound=BaseModel)
 _TEMPLATES: dict[type[Any], tuple[dict[str, Any], dict[str, Any]]] = {}
 _set_dict, _set_fields, _set_extra, _set_private = (
     BaseModel.__dict__[name].__set__
-    for name in ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
+    for name in (
+        "__dict__",
+        "__pydantic_fields_set__",
+        "__pydantic_extra__",
+        "__pydantic_private__",
+    )
 )
 _object_new = object.__new__
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
 from ..attributes.base import SdpaCommonAttributes
 from . import sdpa_rules as r

@@ -134,7 +134,9 @@ SDPA_BWD_SPEC = register_node_spec(
             _slot(_In.Seed, 13, A.OPERATION_SDPA_BWD_SEED_EXT, pass_by_value=True),
             _slot(_In.Offset, 14, A.OPERATION_SDPA_BWD_OFFSET_EXT, pass_by_value=True),
             _slot(_In.Dropout_mask, 15, A.OPERATION_SDPA_BWD_DROPOUT_MASK_EXT),
-            _slot(_In.Dropout_scale, 16, A.OPERATION_SDPA_BWD_DROPOUT_SCALE_EXT, pass_by_value=True),
+            _slot(
+                _In.Dropout_scale, 16, A.OPERATION_SDPA_BWD_DROPOUT_SCALE_EXT, pass_by_value=True
+            ),
             _slot(
                 _In.Dropout_scale_inv,
                 17,
@@ -160,7 +162,10 @@ SDPA_BWD_SPEC = register_node_spec(
                 True,
             ),
             ScalarSpec(
-                "dropout_probability", Kind.F32_OPT, 23, (A.SDPA_BWD_DROPOUT_PROBABILITY_EXT, T.FLOAT)
+                "dropout_probability",
+                Kind.F32_OPT,
+                23,
+                (A.SDPA_BWD_DROPOUT_PROBABILITY_EXT, T.FLOAT),
             ),
             ScalarSpec(
                 "attn_scale_value", Kind.F32_OPT, 24, (A.SDPA_BWD_ATTN_SCALE_VALUE_EXT, T.FLOAT)

@@ -125,7 +125,9 @@ SDPA_FWD_SPEC = register_node_spec(
             _slot(_In.Seed, 8, A.OPERATION_SDPA_FWD_SEED_EXT, pass_by_value=True),
             _slot(_In.Offset, 9, A.OPERATION_SDPA_FWD_OFFSET_EXT, pass_by_value=True),
             _slot(_In.Dropout_mask, 10, A.OPERATION_SDPA_FWD_DROPOUT_MASK_EXT),
-            _slot(_In.Dropout_scale, 11, A.OPERATION_SDPA_FWD_DROPOUT_SCALE_EXT, pass_by_value=True),
+            _slot(
+                _In.Dropout_scale, 11, A.OPERATION_SDPA_FWD_DROPOUT_SCALE_EXT, pass_by_value=True
+            ),
             _slot(_Out.O, 3, A.OPERATION_SDPA_FWD_ODESC),
             _slot(_Out.Stats, 22, A.OPERATION_SDPA_FWD_STATSDESC),
         ),
@@ -146,7 +148,10 @@ SDPA_FWD_SPEC = register_node_spec(
                 True,
             ),
             ScalarSpec(
-                "dropout_probability", Kind.F32_OPT, 33, (A.SDPA_FWD_DROPOUT_PROBABILITY_EXT, T.FLOAT)
+                "dropout_probability",
+                Kind.F32_OPT,
+                33,
+                (A.SDPA_FWD_DROPOUT_PROBABILITY_EXT, T.FLOAT),
             ),
             ScalarSpec(
                 "attn_scale_value", Kind.F32_OPT, 34, (A.SDPA_FWD_ATTN_SCALE_VALUE_EXT, T.FLOAT)
@@ -163,11 +168,23 @@ SDPA_FWD_SPEC = register_node_spec(
         ),
         unmodelled=(
             *_unmodelled(
-                "inputs", Kind.UID_OPT, 12, "page_table_k", "page_table_v", "block_mask",
-                "sink_token", "descale_q", "descale_k", "descale_v", "descale_s", "scale_s",
+                "inputs",
+                Kind.UID_OPT,
+                12,
+                "page_table_k",
+                "page_table_v",
+                "block_mask",
+                "sink_token",
+                "descale_q",
+                "descale_k",
+                "descale_v",
+                "descale_s",
+                "scale_s",
                 "scale_o",
-            ),  # fmt: skip
-            *_unmodelled("outputs", Kind.UID_OPT, 23, "max", "sum_exp", "rng_dump", "amax_s", "amax_o"),
+            ),
+            *_unmodelled(
+                "outputs", Kind.UID_OPT, 23, "max", "sum_exp", "rng_dump", "amax_s", "amax_o"
+            ),
             UnmodelledSpec("max_seq_len_kv", Kind.I32_OPT, 37, "scalars"),
             UnmodelledSpec("mma_core_mode", Kind.DTYPE, 39, "scalars"),
             UnmodelledSpec("implementation", Kind.IMPL, 40, "scalars"),
