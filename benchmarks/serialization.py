@@ -1,4 +1,5 @@
-"""Median ``Graph.serialize`` / ``Graph.deserialize`` time and size (and the JSON twins).
+"""Median ``Graph.serialize`` / ``Graph.deserialize`` time and size (and the JSON twins), in
+hipDNN's own wire formats.
 
 The graph: one SDPA backward node with every optional slot set (scale tensor, bias and dBias,
 seq_len_q/kv with padding, philox seed/offset and probability, dropout mask/scale/scale_inv),
@@ -23,7 +24,8 @@ import hipdnn_graph as hg
 from hipdnn_graph.testing import every_slot_backward_graph
 
 B, H, S, D = 2, 8, 1024, 64
-TARGET_US = 200.0  # issue 3: serialize and deserialize each <= 200 us median
+#: medians to meet (hipDNN's own wire): serialize 150, deserialize 200, JSON each way 250 µs
+TARGETS_US = {"serialize": 150.0, "deserialize": 200.0, "to_json": 250.0, "from_json": 250.0}
 CUDNN_FRONTEND_SERIALIZE_US = 2000.0  # MEASURED.md: ~2 ms for cudnn-frontend's serialize
 
 
@@ -68,12 +70,11 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for name, us, best, p10, p90, size in rows:
         print(f"| {name} | {us:.1f} | {best:.1f} | {p10:.1f} / {p90:.1f} | {size} |")
-    for name, us, *_ in rows[:2]:
-        verdict = "meets" if us <= TARGET_US else "MISSES"
-        print(
-            f"{name}: {us:.1f} µs {verdict} the <= {TARGET_US:.0f} µs target "
-            f"(cudnn-frontend's serialize: ~{CUDNN_FRONTEND_SERIALIZE_US:.0f} µs)"
-        )
+    for name, us, *_ in rows[:4]:
+        target = TARGETS_US[name]
+        verdict = "meets" if us <= target else "MISSES"
+        print(f"{name}: {us:.1f} µs {verdict} the <= {target:.0f} µs target")
+    print(f"(cudnn-frontend's serialize: ~{CUDNN_FRONTEND_SERIALIZE_US:.0f} µs)")
 
 
 if __name__ == "__main__":
