@@ -5,7 +5,7 @@ A forward→backward SDPA graph (as in training) goes through every form the fro
 1. declared and validated in Python;
 2. lowered by ``build_operation_graph()`` to hipDNN-style backend descriptors (one OPERATIONGRAPH
    descriptor holding one operation descriptor per node; tensor descriptors shared by uid);
-3. serialized to the versioned FlatBuffers format and to canonical JSON;
+3. serialized to hipDNN's own FlatBuffers bytes and to hipDNN's JSON;
 4. read back with ``Graph.deserialize`` / ``Graph.from_json``, and lifted from the descriptor with
    ``Graph.from_operation_graph_descriptor``.
 
@@ -80,7 +80,7 @@ def main() -> int:
         print(" ", line)
 
     blob, text, key = g.serialize(), g.to_json(), g.key()
-    print(f"serialized: {len(blob)} bytes (FlatBuffers), {len(text)} characters (JSON)")
+    print(f"serialized: {len(blob)} bytes (hipDNN FlatBuffers), {len(text)} characters (JSON)")
     print(f"key: {key:#018x}")
 
     copies = {

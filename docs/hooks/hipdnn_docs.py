@@ -235,40 +235,51 @@ def tensor_rules_table() -> str:
     return "\n".join(rows)
 
 
-def _table(node_name: str) -> Any:
-    from hipdnn_graph.nodes.sdpa_packing import BWD_TABLE, FWD_TABLE
+def _spec(node_name: str) -> Any:
+    from hipdnn_graph.nodes.sdpa_bwd import SDPA_BWD_SPEC
+    from hipdnn_graph.nodes.sdpa_fwd import SDPA_FWD_SPEC
 
-    return BWD_TABLE if node_name == "SdpaBwdNode" else FWD_TABLE
+    return SDPA_BWD_SPEC if node_name == "SdpaBwdNode" else SDPA_FWD_SPEC
 
 
 def slots_table(node_name: str) -> str:
-    """Slot table with the descriptor attribute of each slot."""
-    table = _table(node_name)
-    rows = ["| slot | direction | required | descriptor attribute (id) |", "|---|---|---|---|"]
-    for slot, is_output, attr in table.tensors:
-        required = "yes" if slot in table.required else "optional"
-        direction = "output" if is_output else "input"
-        rows.append(f"| `{slot}` | {direction} | {required} | `{attr.name}` ({attr.value}) |")
+    """Slot table from the node's spec: descriptor attribute, hipDNN field and JSON key."""
+    spec = _spec(node_name)
+    rows = [
+        "| slot | direction | required | descriptor attribute (id) | hipDNN field (number) |",
+        "|---|---|---|---|---|",
+    ]
+    for slot in spec.slots:
+        required = "yes" if slot.required else "optional"
+        direction = "output" if slot.output else "input"
+        attr = slot.attribute
+        rows.append(
+            f"| `{slot.name}` | {direction} | {required} | `{attr.name}` ({attr.value}) | "
+            f"`{slot.wire}` ({slot.fb_slot}) |"
+        )
     return "\n".join(rows)
 
 
 def scalars_table(node_name: str) -> str:
-    """Flags and scalars with their descriptor attributes."""
-    table = _table(node_name)
-    rows = ["| member | type | written | descriptor attribute (id) |", "|---|---|---|---|"]
-    for field, attr in table.flags:
-        rows.append(f"| `{field}` | BOOLEAN | always | `{attr.name}` ({attr.value}) |")
-    for field, kind, attr in table.scalars:
-        rows.append(f"| `{field}` | {kind.name} | when set | `{attr.name}` ({attr.value}) |")
+    """Flags and scalars from the node's spec, with their descriptor attributes."""
+    spec = _spec(node_name)
+    rows = [
+        "| member | descriptor type | written | descriptor attribute (id) | hipDNN field (no.) |",
+        "|---|---|---|---|---|",
+    ]
+    for scalar in spec.scalars:
+        attr, kind = scalar.attribute
+        written = "always" if scalar.always else "when set"
+        rows.append(
+            f"| `{scalar.name}` | {kind.name} | {written} | `{attr.name}` ({attr.value}) | "
+            f"`{scalar.name}` ({scalar.fb_slot}) |"
+        )
+    compute = spec.compute_type
     rows.append(
-        f"| `diagonal_alignment` | DIAGONAL_ALIGNMENT | always | `{table.alignment.name}` "
-        f"({table.alignment.value}) |"
+        f"| `compute_data_type` | DATA_TYPE | always | `{compute.name}` ({compute.value}) | "
+        "the node's `compute_data_type` |"
     )
-    rows.append(
-        f"| `compute_data_type` | DATA_TYPE | always | `{table.compute_type.name}` "
-        f"({table.compute_type.value}) |"
-    )
-    rows.append("| `name` | CHAR | when named | `OPERATION_NAME_EXT` (60300) |")
+    rows.append("| `name` | CHAR | when named | `OPERATION_NAME_EXT` (60300) | the node's `name` |")
     return "\n".join(rows)
 
 

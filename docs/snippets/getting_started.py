@@ -57,8 +57,8 @@ print(pack[dq].shape, bool(np.isfinite(pack[dq]).all()))
 # --8<-- [end:run]
 
 # --8<-- [start:serialize]
-blob = g.serialize()  # FlatBuffers bytes
-text = g.to_json()  # the same content as JSON
+blob = g.serialize()  # hipDNN's serialized graph (FlatBuffers)
+text = g.to_json()  # the same content as hipDNN's JSON
 again = hg.Graph.deserialize(blob)
 print(len(blob), again.key() == g.key() == hg.Graph.from_json(text).key())
 Path("attn_bwd.json").write_text(text)  # for the shell: hipdnn-graph show attn_bwd.json

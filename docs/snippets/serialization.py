@@ -3,7 +3,7 @@
 import json
 
 import hipdnn_graph as hg
-from hipdnn_graph.descriptors import FILE_IDENTIFIER, FORMAT_VERSION, MAX_INPUT_BYTES
+from hipdnn_graph.descriptors import MAX_INPUT_BYTES
 
 g = hg.Graph(
     name="fwd_only",
@@ -12,25 +12,40 @@ g = hg.Graph(
     compute_data_type=hg.DataType.FLOAT,
 )
 q = g.tensor(name="Q", dim=[1, 2, 8, 16])
-o, _ = g.sdpa(q, g.tensor_like(q, "K"), g.tensor_like(q, "V"), name="fwd", generate_stats=False)
+o, _ = g.sdpa(
+    q,
+    g.tensor_like(q, "K"),
+    g.tensor_like(q, "V"),
+    name="fwd",
+    generate_stats=False,
+    attn_scale=0.1,
+)
 o.set_output(True)
 
 # --8<-- [start:formats]
 blob = g.serialize()
-print(blob[4:8] == FILE_IDENTIFIER, FILE_IDENTIFIER, FORMAT_VERSION, MAX_INPUT_BYTES)
+print(len(blob), blob[:4].hex(), MAX_INPUT_BYTES)
 doc = json.loads(g.to_json())
 print(list(doc))
 print(doc["tensors"][0])
-print({k: doc["nodes"][0]["attributes"][k] for k in ("type", "q", "k", "v", "o", "stats")})
+node = doc["nodes"][0]
+print(
+    node["type"],
+    {k: v for k, v in node["inputs"].items() if v is not None},
+    node["outputs"]["o_tensor_uid"],
+)
+print(node["attributes"]["attn_scale_value"], node["attributes"]["diagonal_alignment"])
 # --8<-- [end:formats]
 
 # --8<-- [start:errors]
+text = g.to_json()
 bad_inputs = {
     "truncated bytes": blob[:20],
     "not a graph": b"\x00" * 64,
-    "future version": g.to_json().replace('"format_version":1', '"format_version":2'),
-    "dangling uid": g.to_json().replace('"q":1', '"q":99'),
-    "unknown type": g.to_json().replace('"BFLOAT16"', '"BFLOAT17"', 1),
+    "missing key": text.replace('"tensors":', '"tensor_list":'),
+    "dangling uid": text.replace('"q_tensor_uid":1', '"q_tensor_uid":99'),
+    "unknown type": text.replace('"bfloat16"', '"bfloat17"', 1),
+    "other node kind": text.replace('"SdpaAttributes"', '"MatmulAttributes"'),
 }
 for what, data in bad_inputs.items():
     try:

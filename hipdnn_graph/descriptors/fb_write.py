@@ -214,11 +214,12 @@ class _TensorLayout:
         tracked: list[tuple[int, int]] = []
         for slot, code, width, key in fields:
             pad(-size % width)
+            value_key: Any = key
             if code == "I":  # an offset to a child of this chunk: a constant
-                key = ("const", size + 4 - refs[key])
+                value_key = ("const", size + 4 - refs[key])
             if width == 8:
                 maxalign = 8
-            emit(code, [key], width)
+            emit(code, [value_key], width)
             tracked.append((slot, size))
         pad(-size % 4)
         emit("i", ["soffset"], 4)
