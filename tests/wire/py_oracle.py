@@ -32,6 +32,9 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     SdpaBackwardAttributes as SBA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    SerializedGraphAndPlan as SGP,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     TensorAttributes as TA,
 )
 from hipdnn_flatbuffers_sdk.data_objects.EngineApiVersion import CreateEngineApiVersion
@@ -150,11 +153,37 @@ def read(blob: bytes) -> Desc:
 # ----- building: valid, non-canonical hipDNN blobs -----
 
 
+#: number of fields (slots) of each table in hipDNN's schemas
+KNOWN_SLOTS = {
+    "Graph": 10,
+    "TensorAttributes": 12,
+    "Node": 4,
+    "SdpaAttributes": 43,
+    "SdpaBackwardAttributes": 28,
+}
+
+
 class _Style:
-    def __init__(self, force_defaults: bool, empty_as_present: bool, nodes_first: bool) -> None:
+    def __init__(
+        self, force_defaults: bool, empty_as_present: bool, nodes_first: bool, newer: str | None
+    ) -> None:
         self.force_defaults = force_defaults
         self.empty_as_present = empty_as_present
         self.nodes_first = nodes_first
+        self.newer = newer  # the table that gets a field past hipDNN's last slot
+
+
+def _start(b: flatbuffers.Builder, module: Any, table: str, style: _Style) -> None:
+    if style.newer == table:
+        b.StartObject(KNOWN_SLOTS[table] + 1)
+    else:
+        module.Start(b)
+
+
+def _end(b: flatbuffers.Builder, module: Any, table: str, style: _Style) -> int:
+    if style.newer == table:  # a field a newer schema would have: the next slot, a long 42
+        b.PrependInt64Slot(KNOWN_SLOTS[table], 42, 0)
+    return int(module.End(b))
 
 
 def _string(b: flatbuffers.Builder, value: str | None, style: _Style) -> int | None:
@@ -193,7 +222,7 @@ def _tensor(b: flatbuffers.Builder, t: Desc, style: _Style) -> int:
     dims = _long_vector(b, t["dims"], style)
     strides = _long_vector(b, t["strides"], style)
     name = _string(b, t["name"], style)
-    TA.Start(b)  # fields in slot order (Graph::Pack adds them by size)
+    _start(b, TA, "TensorAttributes", style)  # fields in slot order (Graph::Pack adds them by size)
     TA.AddUid(b, t["uid"])
     if name is not None:
         TA.AddName(b, name)
@@ -211,7 +240,7 @@ def _tensor(b: flatbuffers.Builder, t: Desc, style: _Style) -> int:
         TA.AddRaggedOffsetTensorUid(b, t["ragged_offset_tensor_uid"])
     TA.AddAlignment(b, t["alignment"])
     TA.AddRaggedOffsetMultiplier(b, t["ragged_offset_multiplier"])
-    return int(TA.End(b))
+    return _end(b, TA, "TensorAttributes", style)
 
 
 def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) -> int:
@@ -221,7 +250,8 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
         for field, kind in FIELDS_BY_TAG[tag]
         if kind == "str"
     }
-    module.Start(b)
+    table = "SdpaAttributes" if tag == SDPA_TAG else "SdpaBackwardAttributes"
+    _start(b, module, table, style)
     for field, kind in FIELDS_BY_TAG[tag]:
         value = attrs[field]
         add = getattr(module, f"Add{camel(field)}")
@@ -234,7 +264,7 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
             add(b, struct.unpack("<f", struct.pack("<I", value))[0])
         else:
             add(b, value)
-    return int(module.End(b))
+    return _end(b, module, table, style)
 
 
 def _node(b: flatbuffers.Builder, n: Desc, style: _Style) -> int:
@@ -246,14 +276,14 @@ def _node(b: flatbuffers.Builder, n: Desc, style: _Style) -> int:
         b.StartObject(0)
         attrs = b.EndObject()
     name = _string(b, n["name"], style)
-    N.Start(b)
+    _start(b, N, "Node", style)
     if name is not None:
         N.AddName(b, name)
     N.AddComputeDataType(b, n["compute_data_type"])
     N.AddAttributesType(b, tag)
     if attrs is not None:
         N.AddAttributes(b, attrs)
-    return int(N.End(b))
+    return _end(b, N, "Node", style)
 
 
 def _table_vector(b: flatbuffers.Builder, offsets: list[int] | None) -> int | None:
@@ -271,6 +301,7 @@ def build(
     force_defaults: bool = False,
     empty_as_present: bool = False,
     nodes_first: bool = False,
+    newer_field_in: str | None = None,
 ) -> bytes:
     """A bare Graph blob of ``desc`` from the generated Python builder (non-canonical layout).
 
@@ -279,8 +310,10 @@ def build(
         empty_as_present: write absent strings and vectors as present and empty.
         nodes_first: build the nodes (and their strings) before the tensors, as hipDNN's JSON
             reader does.
+        newer_field_in: a table name of ``KNOWN_SLOTS``: every such table gets a field in the
+            slot after hipDNN's last (as a newer schema would write).
     """
-    style = _Style(force_defaults, empty_as_present, nodes_first)
+    style = _Style(force_defaults, empty_as_present, nodes_first, newer_field_in)
     b = flatbuffers.Builder(1024)
     b.ForceDefaults(force_defaults)
 
@@ -299,7 +332,7 @@ def build(
         tensor_vec = tensors()
         node_vec = nodes()
     name = _string(b, desc["name"], style)
-    G.Start(b)
+    _start(b, G, "Graph", style)
     if name is not None:
         G.AddName(b, name)
     G.AddComputeDataType(b, desc["compute_data_type"])
@@ -318,5 +351,34 @@ def build(
         )
     if desc["id"] is not None:
         G.AddId(b, CreateUuid(b, list(bytes.fromhex(desc["id"]))))
-    b.Finish(G.End(b))
+    b.Finish(_end(b, G, "Graph", style))
     return bytes(b.Output())
+
+
+def build_container(
+    graph_blob: bytes | None, plan_blob: bytes | None = None, pad: int = 0
+) -> bytes:
+    """An HDGP container (``serialized_graph_and_plan.fbs``) from the generated Python builder.
+
+    Its byte vectors are only 4-aligned (unlike hipDNN's 8), so ``graph_blob`` may sit at an
+    address that is not 8-aligned: a reader must copy it out before reading it. ``pad`` adds
+    that many bytes of an ignored extra vector before the blobs, to move them.
+    """
+    b = flatbuffers.Builder(1024)
+    if pad:
+        b.CreateByteVector(bytes(pad))
+    plan = None if plan_blob is None else b.CreateByteVector(plan_blob)
+    graph = None if graph_blob is None else b.CreateByteVector(graph_blob)
+    SGP.Start(b)
+    if graph is not None:
+        SGP.AddGraphBlob(b, graph)
+    if plan is not None:
+        SGP.AddPlanBlob(b, plan)
+    b.Finish(SGP.End(b), file_identifier=b"HDGP")
+    return bytes(b.Output())
+
+
+def graph_blob_address(container: bytes) -> int:
+    """Where the graph blob's first byte lies in ``container``."""
+    root = SGP.SerializedGraphAndPlan.GetRootAs(bytearray(container), 0)
+    return int(root._tab.Vector(root._tab.Offset(4)))

@@ -76,10 +76,10 @@ def test_field_tables_are_hipdnn_schemas_slot_order() -> None:
     )
     tensor = _fields("tensor_attributes.fbs", "TensorAttributes")
     # a union field takes two slots: <name>_type, then <name>
-    assert TENSOR_KEYS == [k for f in tensor for k in ((f"{f}_type", f) if f == "value" else (f,))]
-    assert GRAPH_KEYS == _fields("graph.fbs", "Graph")
+    assert [k for f in tensor for k in ((f"{f}_type", f) if f == "value" else (f,))] == TENSOR_KEYS
+    assert _fields("graph.fbs", "Graph") == GRAPH_KEYS
     enum = (REFERENCE / "data_types.fbs").read_text()
-    assert HIPDNN_DATA_TYPES == {m[0]: int(m[1]) for m in re.findall(r"(\w+) = (\d+),", enum)}
+    assert {m[0]: int(m[1]) for m in re.findall(r"(\w+) = (\d+),", enum)} == HIPDNN_DATA_TYPES
 
 
 def test_python_schema_copy_changes_only_the_value_structs() -> None:
