@@ -218,7 +218,9 @@ def _value_struct(b: flatbuffers.Builder, tag: int, hex_bytes: str) -> int:
 def _tensor(b: flatbuffers.Builder, t: Desc, style: _Style) -> int:
     # children first (strings and vectors cannot be built inside a table), in another order
     # than Graph::Pack's (value struct first, then dims, strides, name)
-    value = _value_struct(b, t["value_type"], t["value"]) if t["value_type"] else None
+    value = None  # a tag without a value is kept as such (hipDNN's Verifier rejects it)
+    if t["value_type"] and t["value"] is not None:
+        value = _value_struct(b, t["value_type"], t["value"])
     dims = _long_vector(b, t["dims"], style)
     strides = _long_vector(b, t["strides"], style)
     name = _string(b, t["name"], style)
@@ -232,8 +234,9 @@ def _tensor(b: flatbuffers.Builder, t: Desc, style: _Style) -> int:
     if dims is not None:
         TA.AddDims(b, dims)
     TA.AddVirtual(b, t["virtual"])
-    if value is not None:
+    if t["value_type"]:
         TA.AddValueType(b, t["value_type"])
+    if value is not None:
         TA.AddValue(b, value)
     TA.AddIsRuntimePassByValue(b, t["is_runtime_pass_by_value"])
     if t["ragged_offset_tensor_uid"] is not None:

@@ -65,6 +65,26 @@ def test_node_without_a_readable_kind_is_refused(cpp: CppOracle, node: dict[str,
     _refused(blob, "odd", str(node["attributes_type"]))
 
 
+@pytest.mark.parametrize("tag", [1, 4, 6, 7, 8])
+def test_value_tag_without_a_value_is_refused(cpp: CppOracle, tag: int) -> None:
+    """A10: hipDNN's Verifier rejects a TensorValue tag without its struct."""
+    desc = b8_desc(2)
+    desc["tensors"][5].update(value_type=tag, value=None)  # Seed
+    blob = py_oracle.build(desc)
+    assert cpp.read(blob)["verified"] is False
+    _refused(blob)
+
+
+def test_unknown_value_tag_is_refused(cpp: CppOracle) -> None:
+    """A TensorValue tag past BoolValue (a newer member) passes hipDNN's Verifier unchecked,
+    like unknown NodeAttributes tags; its struct's size is unknown, so the reader refuses it."""
+    desc = b8_desc(2)
+    desc["tensors"][5].update(value_type=9, value=None)
+    blob = py_oracle.build(desc)
+    _verified(cpp, blob)
+    _refused(blob)
+
+
 def _set_tensor_type(value: int) -> Desc:
     desc = b8_desc(1)
     desc["tensors"][0]["data_type"] = value
