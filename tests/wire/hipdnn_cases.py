@@ -276,6 +276,36 @@ def two_forward_nodes() -> Desc:
     return graph_desc("chain", tensors, [n1, n2])
 
 
+def float_formats() -> Desc:
+    """Floats whose JSON layout differs between nlohmann and Python's repr (B2): 2**50 as a
+    binary32 attribute (1.125899906842624e+15), 1e15 as a Float64Value (1e+15), -0.0 and a
+    binary32 1e-5 (9.999999747378752e-06)."""
+    f32, half = DT["FLOAT"], DT["HALF"]
+    tensors = [
+        *_qkvo(),
+        tensor_desc(5, "Scale", f32, [1], **value_fields("Float32Value", -0.0)),
+        tensor_desc(6, "Seed", DT["INT64"], [1], **value_fields("Int64Value", -(2**63))),
+        tensor_desc(7, "Offset", DT["INT64"], [1], **value_fields("Int64Value", 1)),
+        tensor_desc(8, "DropMask", half, [1, 2, 8, 8]),
+        tensor_desc(9, "DropScale", DT["DOUBLE"], [1], **value_fields("Float64Value", 1e15)),
+    ]
+    node = node_desc(
+        "fwd",
+        SDPA_TAG,
+        f32,
+        **_fwd_uids(),
+        scale_tensor_uid=5,
+        seed_tensor_uid=6,
+        offset_tensor_uid=7,
+        dropout_mask_tensor_uid=8,
+        dropout_scale_tensor_uid=9,
+        generate_stats=False,
+        attn_scale_value=f32_bits(2.0**50),
+        dropout_probability=f32_bits(1e-5),
+    )
+    return graph_desc("floats", tensors, [node], io_data_type=half)
+
+
 MODELLED: dict[str, Callable[[], Desc]] = {
     "b8_1": lambda: b8_desc(1),
     "b8_2": lambda: b8_desc(2),
@@ -284,6 +314,7 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "graph_extras": graph_extras,
     "big_numbers": big_numbers,
     "two_forward_nodes": two_forward_nodes,
+    "float_formats": float_formats,
     **{f"io_{name.lower()}": io_type(name) for name in HIPDNN_DATA_TYPES if name != "UNSET"},
     **{f"scale_{name.lower()}": scale_value(name) for name in SCALE_VALUES},
 }
