@@ -14,9 +14,10 @@ $(PY):
 	$(PIP) install -q -e .
 	touch $@
 
-.stamp-test: .stamp-install requirements-test.txt requirements-docs.txt
+.stamp-test: .stamp-install requirements-test.txt requirements-docs.txt tools/install_wire_oracle_deps.sh
 	$(PIP) install -q -r requirements-test.txt
 	$(PIP) install -q -r requirements-docs.txt
+	bash tools/install_wire_oracle_deps.sh
 	touch $@
 
 demo: .stamp-install

@@ -1,0 +1,498 @@
+// A test oracle for hipDNN's serialized Graph, built from flatc's C++ output for hipDNN's
+// UNMODIFIED schemas and a FlatBuffers C++ runtime of the same version (see tests/wire/cpp_oracle.py).
+//
+//   wire_checker read FILE   verify FILE as hipDNN does (flatbuffers::Verifier, default options,
+//                            no identifier; an "HDGP" container is verified with its identifier
+//                            and its graph_blob read from a fresh copy) and print every field of
+//                            the graph, its tensors and its SDPA nodes as one JSON object: strings
+//                            as hex of their bytes, floats as their binary32 bits, TensorValue
+//                            structs as hex of their bytes, null for absent optionals.
+//   wire_checker pack IN OUT read a description (whitespace-separated "key value" tokens, written
+//                            by tests/wire/cpp_oracle.py) into the generated object API (GraphT)
+//                            and write Finish(Graph::Pack(builder, graphT)) to OUT, as hipDNN's
+//                            backend writes every graph; with a leading "hdgp" token, wrap it in
+//                            an HDGP container as hipDNN's SerializedGraphContainer does.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "flatbuffers/flatbuffers.h"
+#include "graph_generated.h"
+#include "serialized_graph_and_plan_generated.h"
+
+namespace fo = hipdnn_flatbuffers_sdk::data_objects;
+
+// Each SDPA table field once, by kind:
+// REQ long | OPTI optional integer | OBOOL optional bool | BOOL bool | OFLOAT optional float |
+// ENUM int8 enum | STR string.
+#define SDPA_FWD_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                              \
+  REQ(q_tensor_uid) REQ(k_tensor_uid) REQ(v_tensor_uid) REQ(o_tensor_uid)                       \
+  OPTI(attn_mask_tensor_uid) OPTI(scale_tensor_uid) OPTI(seq_len_q_tensor_uid)                  \
+  OPTI(seq_len_kv_tensor_uid) OPTI(seed_tensor_uid) OPTI(offset_tensor_uid)                     \
+  OPTI(dropout_mask_tensor_uid) OPTI(dropout_scale_tensor_uid) OPTI(page_table_k_tensor_uid)    \
+  OPTI(page_table_v_tensor_uid) OPTI(block_mask_tensor_uid) OPTI(sink_token_tensor_uid)         \
+  OPTI(descale_q_tensor_uid) OPTI(descale_k_tensor_uid) OPTI(descale_v_tensor_uid)              \
+  OPTI(descale_s_tensor_uid) OPTI(scale_s_tensor_uid) OPTI(scale_o_tensor_uid)                  \
+  OPTI(stats_tensor_uid) OPTI(max_tensor_uid) OPTI(sum_exp_tensor_uid)                          \
+  OPTI(rng_dump_tensor_uid) OPTI(amax_s_tensor_uid) OPTI(amax_o_tensor_uid)                     \
+  OBOOL(generate_stats) BOOL(alibi_mask) BOOL(padding_mask) BOOL(causal_mask)                   \
+  BOOL(causal_mask_bottom_right) OFLOAT(dropout_probability) OFLOAT(attn_scale_value)           \
+  OPTI(left_bound) OPTI(right_bound) OPTI(max_seq_len_kv) ENUM(diagonal_alignment)              \
+  ENUM(mma_core_mode) ENUM(implementation) STR(umd_flops) STR(umd_bytes)
+
+#define SDPA_BWD_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                              \
+  REQ(q_tensor_uid) REQ(k_tensor_uid) REQ(v_tensor_uid) REQ(o_tensor_uid) REQ(do_tensor_uid)    \
+  REQ(stats_tensor_uid) REQ(dq_tensor_uid) REQ(dk_tensor_uid) REQ(dv_tensor_uid)                \
+  OPTI(scale_tensor_uid) OPTI(attn_mask_tensor_uid) OPTI(seq_len_q_tensor_uid)                  \
+  OPTI(seq_len_kv_tensor_uid) OPTI(seed_tensor_uid) OPTI(offset_tensor_uid)                     \
+  OPTI(dropout_mask_tensor_uid) OPTI(dropout_scale_tensor_uid)                                  \
+  OPTI(dropout_scale_inv_tensor_uid) OPTI(dbias_tensor_uid) BOOL(alibi_mask)                    \
+  BOOL(padding_mask) BOOL(causal_mask) BOOL(causal_mask_bottom_right)                           \
+  OFLOAT(dropout_probability) OFLOAT(attn_scale_value) OPTI(left_bound) OPTI(right_bound)       \
+  ENUM(diagonal_alignment)
+
+#define NONE_(x)
+
+// ----- output: one JSON object -----
+namespace {
+
+std::string hex(const uint8_t *p, size_t n) {
+  static const char *d = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    s += d[p[i] >> 4];
+    s += d[p[i] & 15];
+  }
+  return s;
+}
+
+struct Out {
+  std::ostringstream s;
+  bool first = true;
+  void key(const char *k) {
+    if (!first) s << ',';
+    first = false;
+    s << '"' << k << "\":";
+  }
+  void open(char c) {
+    s << c;
+    first = true;
+  }
+  void close(char c) {
+    s << c;
+    first = false;
+  }
+  void null() { s << "null"; }
+  void i64(int64_t v) { s << v; }
+  void b(bool v) { s << (v ? "true" : "false"); }
+  void str(const flatbuffers::String *v) {
+    if (v == nullptr) {
+      null();
+    } else {
+      s << '"' << hex(reinterpret_cast<const uint8_t *>(v->data()), v->size()) << '"';
+    }
+  }
+  void f32bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    s << u;
+  }
+  template <class T>
+  void opt(const flatbuffers::Optional<T> &v) {
+    if (v.has_value()) {
+      s << static_cast<int64_t>(*v);
+    } else {
+      null();
+    }
+  }
+  void optb(const flatbuffers::Optional<bool> &v) {
+    if (v.has_value()) {
+      b(*v);
+    } else {
+      null();
+    }
+  }
+  void optf(const flatbuffers::Optional<float> &v) {
+    if (v.has_value()) {
+      f32bits(*v);
+    } else {
+      null();
+    }
+  }
+  template <class V>
+  void longs(const V *v) {
+    if (v == nullptr) {
+      null();
+      return;
+    }
+    s << '[';
+    for (flatbuffers::uoffset_t i = 0; i < v->size(); ++i) s << (i ? "," : "") << v->Get(i);
+    s << ']';
+  }
+};
+
+#define P_REQ(x) o.key(#x); o.i64(a->x());
+#define P_OPTI(x) o.key(#x); o.opt(a->x());
+#define P_OBOOL(x) o.key(#x); o.optb(a->x());
+#define P_BOOL(x) o.key(#x); o.b(a->x());
+#define P_OFLOAT(x) o.key(#x); o.optf(a->x());
+#define P_ENUM(x) o.key(#x); o.i64(static_cast<int64_t>(a->x()));
+#define P_STR(x) o.key(#x); o.str(a->x());
+
+void print_fwd(Out &o, const fo::SdpaAttributes *a) {
+  o.open('{');
+  SDPA_FWD_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
+  o.close('}');
+}
+
+void print_bwd(Out &o, const fo::SdpaBackwardAttributes *a) {
+  o.open('{');
+  SDPA_BWD_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
+  o.close('}');
+}
+
+size_t value_size(fo::TensorValue t) {
+  switch (t) {
+    case fo::TensorValue::Float32Value: return sizeof(fo::Float32Value);
+    case fo::TensorValue::Float16Value: return sizeof(fo::Float16Value);
+    case fo::TensorValue::BFloat16Value: return sizeof(fo::BFloat16Value);
+    case fo::TensorValue::Float8Value: return sizeof(fo::Float8Value);
+    case fo::TensorValue::Int32Value: return sizeof(fo::Int32Value);
+    case fo::TensorValue::Float64Value: return sizeof(fo::Float64Value);
+    case fo::TensorValue::Int64Value: return sizeof(fo::Int64Value);
+    case fo::TensorValue::BoolValue: return sizeof(fo::BoolValue);
+    default: return 0;
+  }
+}
+
+void print_tensor(Out &o, const fo::TensorAttributes *t) {
+  o.open('{');
+  o.key("uid"); o.i64(t->uid());
+  o.key("name"); o.str(t->name());
+  o.key("data_type"); o.i64(static_cast<int64_t>(t->data_type()));
+  o.key("strides"); o.longs(t->strides());
+  o.key("dims"); o.longs(t->dims());
+  o.key("virtual"); o.b(t->virtual_());
+  o.key("value_type"); o.i64(static_cast<int64_t>(t->value_type()));
+  o.key("value");
+  const void *v = t->value();
+  size_t n = value_size(t->value_type());
+  if (v == nullptr || n == 0) {
+    o.null();
+  } else {  // the struct's bytes, as the generated accessor (value_as_*) sees them
+    o.s << '"' << hex(static_cast<const uint8_t *>(v), n) << '"';
+  }
+  o.key("is_runtime_pass_by_value"); o.b(t->is_runtime_pass_by_value());
+  o.key("ragged_offset_tensor_uid"); o.opt(t->ragged_offset_tensor_uid());
+  o.key("alignment"); o.i64(t->alignment());
+  o.key("ragged_offset_multiplier"); o.i64(t->ragged_offset_multiplier());
+  o.close('}');
+}
+
+void print_graph(Out &o, const uint8_t *buf, size_t len) {
+  flatbuffers::Verifier verifier(buf, len);  // default options: check_alignment on
+  bool ok = fo::VerifyGraphBuffer(verifier);
+  o.open('{');
+  o.key("verified"); o.b(ok);
+  if (ok) {
+    const fo::Graph *g = fo::GetGraph(buf);
+    o.key("name"); o.str(g->name());
+    o.key("compute_data_type"); o.i64(static_cast<int64_t>(g->compute_data_type()));
+    o.key("intermediate_data_type"); o.i64(static_cast<int64_t>(g->intermediate_data_type()));
+    o.key("io_data_type"); o.i64(static_cast<int64_t>(g->io_data_type()));
+    o.key("preferred_engine_id"); o.opt(g->preferred_engine_id());
+    o.key("is_override_shape_enabled"); o.b(g->is_override_shape_enabled());
+    o.key("min_required_engine_api_version");
+    if (const fo::EngineApiVersion *e = g->min_required_engine_api_version()) {
+      o.s << '[' << e->major() << ',' << e->minor() << ',' << e->patch() << ']';
+    } else {
+      o.null();
+    }
+    o.key("id");
+    if (const fo::Uuid *id = g->id()) {
+      o.s << '"' << hex(id->bytes()->Data(), 16) << '"';
+    } else {
+      o.null();
+    }
+    o.key("tensors");
+    if (g->tensors() == nullptr) {
+      o.null();
+    } else {
+      o.open('[');
+      for (const fo::TensorAttributes *t : *g->tensors()) {
+        if (!o.first) o.s << ',';
+        o.first = false;
+        print_tensor(o, t);
+      }
+      o.close(']');
+    }
+    o.key("nodes");
+    if (g->nodes() == nullptr) {
+      o.null();
+    } else {
+      o.open('[');
+      for (const fo::Node *n : *g->nodes()) {
+        if (!o.first) o.s << ',';
+        o.first = false;
+        o.open('{');
+        o.key("name"); o.str(n->name());
+        o.key("compute_data_type"); o.i64(static_cast<int64_t>(n->compute_data_type()));
+        o.key("attributes_type"); o.i64(static_cast<int64_t>(n->attributes_type()));
+        o.key("has_attributes"); o.b(n->attributes() != nullptr);
+        o.key("attributes");
+        if (const fo::SdpaAttributes *a = n->attributes_as_SdpaAttributes()) {
+          print_fwd(o, a);
+        } else if (const fo::SdpaBackwardAttributes *a = n->attributes_as_SdpaBackwardAttributes()) {
+          print_bwd(o, a);
+        } else {
+          o.null();
+        }
+        o.close('}');
+      }
+      o.close(']');
+    }
+  }
+  o.close('}');
+}
+
+std::vector<uint8_t> read_file(const char *path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+int do_read(const char *path) {
+  std::vector<uint8_t> data = read_file(path);  // heap memory: aligned for any scalar
+  Out o;
+  if (data.size() >= 8 && std::memcmp(data.data() + 4, "HDGP", 4) == 0) {
+    flatbuffers::Verifier verifier(data.data(), data.size());
+    bool ok = fo::VerifySerializedGraphAndPlanBuffer(verifier);
+    o.open('{');
+    o.key("container"); o.b(true);
+    o.key("verified"); o.b(ok);
+    if (ok) {
+      const fo::SerializedGraphAndPlan *c = fo::GetSerializedGraphAndPlan(data.data());
+      o.key("plan_blob");
+      if (c->plan_blob() == nullptr) {
+        o.null();
+      } else {
+        o.s << '"' << hex(c->plan_blob()->data(), c->plan_blob()->size()) << '"';
+      }
+      o.key("graph");
+      if (c->graph_blob() == nullptr) {
+        o.null();
+      } else {  // a fresh buffer: offsets and alignment count from its byte 0
+        std::vector<uint8_t> inner(c->graph_blob()->begin(), c->graph_blob()->end());
+        print_graph(o, inner.data(), inner.size());
+      }
+    }
+    o.close('}');
+  } else {
+    print_graph(o, data.data(), data.size());
+  }
+  std::cout << o.s.str() << std::endl;
+  return 0;
+}
+
+// ----- input: "key value" tokens -----
+std::string unhex(const std::string &tok) {  // "-" (absent) or "s:<hex>"
+  std::string s;
+  if (tok == "-") return s;
+  if (tok.compare(0, 2, "s:") != 0) throw std::runtime_error("bad string token " + tok);
+  for (size_t i = 2; i + 1 < tok.size(); i += 2) {
+    s += static_cast<char>(std::stoul(tok.substr(i, 2), nullptr, 16));
+  }
+  return s;
+}
+
+int64_t to_i64(const std::string &tok) { return static_cast<int64_t>(std::stoll(tok)); }
+
+float to_f32(const std::string &tok) {
+  uint32_t u = static_cast<uint32_t>(std::stoul(tok));
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+template <class T>
+void set_opt(flatbuffers::Optional<T> &field, const std::string &tok) {
+  if (tok == "-") {
+    field = flatbuffers::nullopt;
+  } else {
+    field = static_cast<T>(to_i64(tok));
+  }
+}
+
+void set_optf(flatbuffers::Optional<float> &field, const std::string &tok) {
+  if (tok == "-") {
+    field = flatbuffers::nullopt;
+  } else {
+    field = to_f32(tok);
+  }
+}
+
+std::vector<int64_t> longs(std::istream &in) {
+  std::string n;
+  in >> n;
+  std::vector<int64_t> v;
+  if (n == "-") return v;
+  for (long i = 0, m = std::stol(n); i < m; ++i) {
+    std::string e;
+    in >> e;
+    v.push_back(to_i64(e));
+  }
+  return v;
+}
+
+#define S_REQ(x) if (k == "a." #x) { a->x = to_i64(val); return true; }
+#define S_OPTI(x) if (k == "a." #x) { set_opt(a->x, val); return true; }
+#define S_OBOOL(x) if (k == "a." #x) { if (val == "-") a->x = flatbuffers::nullopt; else a->x = val == "1"; return true; }
+#define S_BOOL(x) if (k == "a." #x) { a->x = val == "1"; return true; }
+#define S_OFLOAT(x) if (k == "a." #x) { set_optf(a->x, val); return true; }
+#define S_ENUM(x) if (k == "a." #x) { a->x = static_cast<decltype(a->x)>(to_i64(val)); return true; }
+#define S_STR(x) if (k == "a." #x) { a->x = unhex(val); return true; }
+
+bool set_fwd(fo::SdpaAttributesT *a, const std::string &k, const std::string &val) {
+  SDPA_FWD_FIELDS(S_REQ, S_OPTI, S_OBOOL, S_BOOL, S_OFLOAT, S_ENUM, S_STR)
+  return false;
+}
+
+bool set_bwd(fo::SdpaBackwardAttributesT *a, const std::string &k, const std::string &val) {
+  SDPA_BWD_FIELDS(S_REQ, S_OPTI, NONE_, S_BOOL, S_OFLOAT, S_ENUM, S_STR)
+  return false;
+}
+
+void set_value(fo::TensorValueUnion &u, int tag, const std::string &hexbytes) {
+  std::string raw = unhex("s:" + hexbytes);
+  auto put = [&](auto s) {
+    if (raw.size() != sizeof(s)) throw std::runtime_error("bad value size");
+    std::memcpy(&s, raw.data(), sizeof(s));  // structs are plain little-endian bytes
+    u.Set(s);
+  };
+  switch (static_cast<fo::TensorValue>(tag)) {
+    case fo::TensorValue::Float32Value: put(fo::Float32Value()); break;
+    case fo::TensorValue::Float16Value: put(fo::Float16Value()); break;
+    case fo::TensorValue::BFloat16Value: put(fo::BFloat16Value()); break;
+    case fo::TensorValue::Float8Value: put(fo::Float8Value()); break;
+    case fo::TensorValue::Int32Value: put(fo::Int32Value()); break;
+    case fo::TensorValue::Float64Value: put(fo::Float64Value()); break;
+    case fo::TensorValue::Int64Value: put(fo::Int64Value()); break;
+    case fo::TensorValue::BoolValue: put(fo::BoolValue()); break;
+    default: throw std::runtime_error("bad value tag");
+  }
+}
+
+int do_pack(const char *in_path, const char *out_path) {
+  std::ifstream in(in_path);
+  fo::GraphT g;
+  bool container = false;
+  std::vector<uint8_t> plan;
+  bool has_plan = false;
+  std::string k, val;
+  while (in >> k) {
+    if (k == "hdgp") { container = true; continue; }
+    if (k == "tensor") { g.tensors.emplace_back(new fo::TensorAttributesT()); continue; }
+    if (k == "node") { g.nodes.emplace_back(new fo::NodeT()); continue; }
+    if (k == "t.strides") { g.tensors.back()->strides = longs(in); continue; }
+    if (k == "t.dims") { g.tensors.back()->dims = longs(in); continue; }
+    if (!(in >> val)) throw std::runtime_error("missing value for " + k);
+    if (k == "plan") {
+      std::string raw = unhex(val);
+      plan.assign(raw.begin(), raw.end());
+      has_plan = true;
+    } else if (k == "g.name") {
+      g.name = unhex(val);
+    } else if (k == "g.compute_data_type") {
+      g.compute_data_type = static_cast<fo::DataType>(to_i64(val));
+    } else if (k == "g.intermediate_data_type") {
+      g.intermediate_data_type = static_cast<fo::DataType>(to_i64(val));
+    } else if (k == "g.io_data_type") {
+      g.io_data_type = static_cast<fo::DataType>(to_i64(val));
+    } else if (k == "g.preferred_engine_id") {
+      set_opt(g.preferred_engine_id, val);
+    } else if (k == "g.is_override_shape_enabled") {
+      g.is_override_shape_enabled = val == "1";
+    } else if (k == "g.min_required_engine_api_version") {  // "major.minor.patch"
+      unsigned a = 0, b = 0, c = 0;
+      if (std::sscanf(val.c_str(), "%u.%u.%u", &a, &b, &c) != 3) throw std::runtime_error("version");
+      g.min_required_engine_api_version.reset(new fo::EngineApiVersion(a, b, c));
+    } else if (k == "g.id") {  // 32 hex digits
+      std::string raw = unhex("s:" + val);
+      if (raw.size() != 16) throw std::runtime_error("id");
+      const uint8_t *bytes = reinterpret_cast<const uint8_t *>(raw.data());
+      g.id.reset(new fo::Uuid(flatbuffers::span<const uint8_t, 16>(bytes, 16)));
+    } else if (k.compare(0, 2, "t.") == 0) {
+      fo::TensorAttributesT *t = g.tensors.back().get();
+      if (k == "t.uid") t->uid = to_i64(val);
+      else if (k == "t.name") t->name = unhex(val);
+      else if (k == "t.data_type") t->data_type = static_cast<fo::DataType>(to_i64(val));
+      else if (k == "t.virtual") t->virtual_ = val == "1";
+      else if (k == "t.value") {  // "<tag>:<hex of the struct>"
+        size_t colon = val.find(':');
+        set_value(t->value, std::stoi(val.substr(0, colon)), val.substr(colon + 1));
+      } else if (k == "t.is_runtime_pass_by_value") t->is_runtime_pass_by_value = val == "1";
+      else if (k == "t.ragged_offset_tensor_uid") set_opt(t->ragged_offset_tensor_uid, val);
+      else if (k == "t.alignment") t->alignment = to_i64(val);
+      else if (k == "t.ragged_offset_multiplier") t->ragged_offset_multiplier = to_i64(val);
+      else throw std::runtime_error("unknown key " + k);
+    } else if (k == "n.name") {
+      g.nodes.back()->name = unhex(val);
+    } else if (k == "n.compute_data_type") {
+      g.nodes.back()->compute_data_type = static_cast<fo::DataType>(to_i64(val));
+    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 9 Matmul (a default table)
+      fo::NodeAttributesUnion &u = g.nodes.back()->attributes;
+      int tag = std::stoi(val);
+      if (tag == 12) u.Set(fo::SdpaAttributesT());
+      else if (tag == 15) u.Set(fo::SdpaBackwardAttributesT());
+      else if (tag == 9) u.Set(fo::MatmulAttributesT());
+      else throw std::runtime_error("unsupported kind " + val);
+    } else if (k.compare(0, 2, "a.") == 0) {
+      fo::NodeAttributesUnion &u = g.nodes.back()->attributes;
+      bool done = false;
+      if (fo::SdpaAttributesT *a = u.AsSdpaAttributes()) done = set_fwd(a, k, val);
+      else if (fo::SdpaBackwardAttributesT *a = u.AsSdpaBackwardAttributes()) done = set_bwd(a, k, val);
+      if (!done) throw std::runtime_error("unknown attribute key " + k);
+    } else {
+      throw std::runtime_error("unknown key " + k);
+    }
+  }
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(fo::Graph::Pack(fbb, &g));
+  std::vector<uint8_t> out(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  if (container) {  // as SerializedGraphContainer: both blobs' data 8-aligned
+    flatbuffers::FlatBufferBuilder cb;
+    flatbuffers::Offset<flatbuffers::Vector<uint8_t>> plan_off;
+    if (has_plan) {
+      cb.ForceVectorAlignment(plan.size(), sizeof(uint8_t), 8);
+      plan_off = cb.CreateVector(plan);
+    }
+    cb.ForceVectorAlignment(out.size(), sizeof(uint8_t), 8);
+    auto graph_off = cb.CreateVector(out);
+    fo::FinishSerializedGraphAndPlanBuffer(
+        cb, fo::CreateSerializedGraphAndPlan(cb, graph_off, plan_off));
+    out.assign(cb.GetBufferPointer(), cb.GetBufferPointer() + cb.GetSize());
+  }
+  std::ofstream f(out_path, std::ios::binary);
+  f.write(reinterpret_cast<const char *>(out.data()), static_cast<std::streamsize>(out.size()));
+  return f ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  try {
+    if (argc == 3 && std::string(argv[1]) == "read") return do_read(argv[2]);
+    if (argc == 4 && std::string(argv[1]) == "pack") return do_pack(argv[2], argv[3]);
+  } catch (const std::exception &e) {
+    std::cerr << "wire_checker: " << e.what() << std::endl;
+    return 2;
+  }
+  std::cerr << "usage: wire_checker read FILE | wire_checker pack IN OUT" << std::endl;
+  return 2;
+}

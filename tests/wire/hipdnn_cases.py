@@ -1,0 +1,353 @@
+"""Hand-written descriptions of hipDNN graphs, as hipDNN (not this project) would write them.
+
+Every case is a valid SDPA graph (shapes, types and wiring follow the project's graph rules) built
+from hipDNN's schema alone, never from the project's writer. ``MODELLED`` holds content the
+project models (it must read and write these back byte for byte); ``UNMODELLED`` holds content
+that HIPDNN_WIRE.md A12 lets the project keep or refuse, never drop.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from wire_model import (
+    HIPDNN_DATA_TYPES,
+    SDPA_BACKWARD_TAG,
+    SDPA_TAG,
+    Desc,
+    description_from_hipdnn_json,
+    f32_bits,
+    graph_desc,
+    node_desc,
+    tensor_desc,
+    value_fields,
+)
+
+DATA = Path(__file__).resolve().parent / "data"
+DT = HIPDNN_DATA_TYPES
+SHAPE = [1, 2, 8, 4]
+STATS = [1, 2, 8, 1]
+
+
+def b8(number: int) -> str:
+    """The compact canonical text of spec example B8.<number> (as committed in data/)."""
+    return (DATA / f"b8_{number}.json").read_text(encoding="utf-8").rstrip("\n")
+
+
+def b8_desc(number: int) -> Desc:
+    return description_from_hipdnn_json(json.loads(b8(number)))
+
+
+def _qkvo(io: int = DT["HALF"], names: str = "QKVO") -> list[Desc]:
+    return [tensor_desc(i + 1, n, io, SHAPE) for i, n in enumerate(names)]
+
+
+def _fwd_uids() -> dict[str, int]:
+    return {"q_tensor_uid": 1, "k_tensor_uid": 2, "v_tensor_uid": 3, "o_tensor_uid": 4}
+
+
+def forward_every_field() -> Desc:
+    """A forward node with every slot and scalar the project models set."""
+    half, f32 = DT["HALF"], DT["FLOAT"]
+    tensors = [
+        *_qkvo(),
+        tensor_desc(5, "Stats", f32, STATS),
+        tensor_desc(6, "Bias", half, [1, 2, 8, 8]),
+        tensor_desc(7, "Scale", f32, [1], **value_fields("Float32Value", 0.125)),
+        tensor_desc(8, "SeqLenQ", DT["INT32"], [1, 1, 1, 1]),
+        tensor_desc(9, "SeqLenKV", DT["INT32"], [1, 1, 1, 1]),
+        tensor_desc(10, "Seed", DT["INT64"], [1], **value_fields("Int64Value", 2**40 + 1)),
+        tensor_desc(11, "Offset", DT["INT64"], [1], **value_fields("Int64Value", 0)),
+        tensor_desc(12, "DropMask", half, [1, 2, 8, 8]),
+        tensor_desc(13, "DropScale", f32, [1], **value_fields("Float32Value", 1.25)),
+    ]
+    node = node_desc(
+        "fwd",
+        SDPA_TAG,
+        f32,
+        **_fwd_uids(),
+        stats_tensor_uid=5,
+        attn_mask_tensor_uid=6,
+        scale_tensor_uid=7,
+        seq_len_q_tensor_uid=8,
+        seq_len_kv_tensor_uid=9,
+        seed_tensor_uid=10,
+        offset_tensor_uid=11,
+        dropout_mask_tensor_uid=12,
+        dropout_scale_tensor_uid=13,
+        generate_stats=True,
+        alibi_mask=True,
+        padding_mask=True,
+        causal_mask=True,
+        causal_mask_bottom_right=True,
+        dropout_probability=f32_bits(0.1),
+        attn_scale_value=f32_bits(0.3),
+        left_bound=4,
+        right_bound=0,
+        diagonal_alignment=1,
+    )
+    return graph_desc("fwd_every_field", tensors, [node], io_data_type=half)
+
+
+def backward_every_field() -> Desc:
+    """A backward node with every slot and scalar set, tensors in hipDNN's (not uid) order."""
+    bf16, f32 = DT["BFLOAT16"], DT["FLOAT"]
+    names = ["Q", "K", "V", "O", "dO"]
+    tensors = [
+        tensor_desc(uid, n, bf16, SHAPE) for uid, n in zip([5, 3, 1, 2, 4], names, strict=True)
+    ]
+    tensors += [
+        tensor_desc(6, "Stats", f32, STATS),
+        tensor_desc(30, "dQ", bf16, SHAPE),
+        tensor_desc(31, "dK", bf16, SHAPE),
+        tensor_desc(32, "dV", bf16, SHAPE),
+        tensor_desc(20, "Scale", f32, [1], is_runtime_pass_by_value=True),
+        tensor_desc(21, "Bias", bf16, [1, 2, 8, 8]),
+        tensor_desc(33, "dBias", bf16, [1, 2, 8, 8]),
+        tensor_desc(22, "SeqLenQ", DT["INT32"], [1, 1, 1, 1]),
+        tensor_desc(23, "SeqLenKV", DT["INT32"], [1, 1, 1, 1]),
+        tensor_desc(24, "Seed", DT["INT64"], [1], **value_fields("Int64Value", -7)),
+        tensor_desc(25, "Offset", DT["INT64"], [1], **value_fields("Int64Value", 2**62)),
+        tensor_desc(26, "DropMask", bf16, [1, 2, 8, 8]),
+        tensor_desc(27, "DropScale", f32, [1], **value_fields("Float32Value", 1.25)),
+        tensor_desc(28, "DropScaleInv", f32, [1], **value_fields("Float32Value", 0.8)),
+    ]
+    node = node_desc(
+        "bwd",
+        SDPA_BACKWARD_TAG,
+        f32,
+        q_tensor_uid=5,
+        k_tensor_uid=3,
+        v_tensor_uid=1,
+        o_tensor_uid=2,
+        do_tensor_uid=4,
+        stats_tensor_uid=6,
+        dq_tensor_uid=30,
+        dk_tensor_uid=31,
+        dv_tensor_uid=32,
+        scale_tensor_uid=20,
+        attn_mask_tensor_uid=21,
+        dbias_tensor_uid=33,
+        seq_len_q_tensor_uid=22,
+        seq_len_kv_tensor_uid=23,
+        seed_tensor_uid=24,
+        offset_tensor_uid=25,
+        dropout_mask_tensor_uid=26,
+        dropout_scale_tensor_uid=27,
+        dropout_scale_inv_tensor_uid=28,
+        alibi_mask=True,
+        padding_mask=True,
+        causal_mask=True,
+        causal_mask_bottom_right=False,
+        dropout_probability=f32_bits(0.25),
+        attn_scale_value=f32_bits(1 / 3),
+        left_bound=64,
+        right_bound=None,
+        diagonal_alignment=1,
+    )
+    return graph_desc("bwd_every_field", tensors, [node], io_data_type=bf16)
+
+
+def graph_extras() -> Desc:
+    """Graph-level fields newer hipDNN stamps (id, API floor, override flag), an engine id at
+    0 (present, not absent), an absent graph name and unnamed node, optional scalars at 0."""
+    f32 = DT["FLOAT"]
+    tensors = [*_qkvo(), tensor_desc(5, "Stats", f32, STATS)]
+    node = node_desc(
+        None,
+        SDPA_TAG,
+        f32,
+        **_fwd_uids(),
+        stats_tensor_uid=5,
+        generate_stats=False,
+        left_bound=0,
+        attn_scale_value=f32_bits(0.0),
+    )
+    return graph_desc(
+        None,
+        tensors,
+        [node],
+        preferred_engine_id=0,
+        is_override_shape_enabled=True,
+        min_required_engine_api_version=[1, 2, 3],
+        id="00112233445566778899aabbccddeeff",
+    )
+
+
+def big_numbers() -> Desc:
+    """Large uids, a negative engine id (an unsigned id >= 2**63), odd strides and alignment,
+    and names that need escaping or are not ASCII."""
+    half, f32 = DT["HALF"], DT["FLOAT"]
+    uids = [2**62, 2**40, 7, 2**63 - 1, 3]
+    tensors = [
+        tensor_desc(uids[0], 'Q "quoted"\n', half, SHAPE, [64, 4, 8, 1], alignment=64),
+        tensor_desc(uids[1], "K/\u00e9\u6ce8", half, SHAPE),
+        tensor_desc(uids[2], "V\u0001", half, [1, 1, 8, 4]),
+        tensor_desc(uids[3], "O", half, SHAPE, virtual=False),
+        tensor_desc(uids[4], "", f32, STATS, alignment=256),
+    ]
+    node = node_desc(
+        "\U0001f600 attn",
+        SDPA_TAG,
+        f32,
+        q_tensor_uid=uids[0],
+        k_tensor_uid=uids[1],
+        v_tensor_uid=uids[2],
+        o_tensor_uid=uids[3],
+        stats_tensor_uid=uids[4],
+        generate_stats=True,
+    )
+    return graph_desc("big", tensors, [node], preferred_engine_id=-(2**63) + 5)
+
+
+def io_type(name: str) -> Callable[[], Desc]:
+    """A forward graph whose Q, K, V and O have hipDNN data type ``name`` (every type of the
+    schema, including those without a TensorValue member)."""
+
+    def build() -> Desc:
+        tensors = _qkvo(DT[name])
+        node = node_desc("fwd", SDPA_TAG, DT["FLOAT"], **_fwd_uids(), generate_stats=False)
+        return graph_desc(f"io_{name.lower()}", tensors, [node], io_data_type=DT[name])
+
+    return build
+
+
+#: Scale tensors of every data type that has a TensorValue member, with that member (A4):
+#: data type -> (member, value given to the struct).
+SCALE_VALUES = {
+    "FLOAT": ("Float32Value", f32_bits(0.1)),
+    "HALF": ("Float16Value", f32_bits(0.1)),  # binary32, not rounded to 16 bits
+    "BFLOAT16": ("BFloat16Value", f32_bits(-2.5)),
+    "DOUBLE": ("Float64Value", 0.1),
+    "INT32": ("Int32Value", -(2**31)),
+    "INT64": ("Int64Value", 2**63 - 1),
+    "UINT8": ("Float8Value", 255),
+    "INT8": ("Float8Value", 0x80),  # -128
+    "FP8_E4M3": ("Float8Value", 0x38),  # 1.0
+    "FP8_E5M2": ("Float8Value", 0x3C),  # 1.0
+    "FP8_E4M3_FNUZ": ("Float8Value", 0x40),  # 1.0
+    "FP8_E5M2_FNUZ": ("Float8Value", 0x40),  # 1.0
+}
+
+
+def scale_value(dtype: str) -> Callable[[], Desc]:
+    member, raw = SCALE_VALUES[dtype]
+
+    def build() -> Desc:
+        if member in ("Float32Value", "Float16Value", "BFloat16Value"):
+            fields = {
+                "value_type": value_fields(member, 0)["value_type"],
+                "value": raw.to_bytes(4, "little").hex(),
+            }
+        else:
+            fields = value_fields(member, raw)
+        scale = tensor_desc(5, "Scale", DT[dtype], [1], **fields)
+        node = node_desc(
+            "fwd", SDPA_TAG, DT["FLOAT"], **_fwd_uids(), scale_tensor_uid=5, generate_stats=False
+        )
+        return graph_desc(f"scale_{dtype.lower()}", [*_qkvo(), scale], [node])
+
+    return build
+
+
+def two_forward_nodes() -> Desc:
+    """Two independent-looking forward nodes chained through a virtual output, in topological
+    order, sharing K and V."""
+    half, f32 = DT["HALF"], DT["FLOAT"]
+    tensors = [
+        *_qkvo(names="QKV"),  # uids 1-3
+        tensor_desc(4, "fwd1::O", half, SHAPE, virtual=True),
+        tensor_desc(5, "O2", half, SHAPE),
+    ]
+    n1 = node_desc("fwd1", SDPA_TAG, f32, **_fwd_uids(), generate_stats=False)
+    n2 = node_desc(
+        "fwd2",
+        SDPA_TAG,
+        f32,
+        q_tensor_uid=4,
+        k_tensor_uid=2,
+        v_tensor_uid=3,
+        o_tensor_uid=5,
+        generate_stats=False,
+        causal_mask=True,
+    )
+    return graph_desc("chain", tensors, [n1, n2])
+
+
+def float_formats() -> Desc:
+    """Floats whose JSON layout differs between nlohmann and Python's repr (B2): 2**50 as a
+    binary32 attribute (1.125899906842624e+15), 1e15 as a Float64Value (1e+15), -0.0 and a
+    binary32 1e-5 (9.999999747378752e-06)."""
+    f32, half = DT["FLOAT"], DT["HALF"]
+    tensors = [
+        *_qkvo(),
+        tensor_desc(5, "Scale", f32, [1], **value_fields("Float32Value", -0.0)),
+        tensor_desc(6, "Seed", DT["INT64"], [1], **value_fields("Int64Value", -(2**63))),
+        tensor_desc(7, "Offset", DT["INT64"], [1], **value_fields("Int64Value", 1)),
+        tensor_desc(8, "DropMask", half, [1, 2, 8, 8]),
+        tensor_desc(9, "DropScale", DT["DOUBLE"], [1], **value_fields("Float64Value", 1e15)),
+    ]
+    node = node_desc(
+        "fwd",
+        SDPA_TAG,
+        f32,
+        **_fwd_uids(),
+        scale_tensor_uid=5,
+        seed_tensor_uid=6,
+        offset_tensor_uid=7,
+        dropout_mask_tensor_uid=8,
+        dropout_scale_tensor_uid=9,
+        generate_stats=False,
+        attn_scale_value=f32_bits(2.0**50),
+        dropout_probability=f32_bits(1e-5),
+    )
+    return graph_desc("floats", tensors, [node], io_data_type=half)
+
+
+MODELLED: dict[str, Callable[[], Desc]] = {
+    "b8_1": lambda: b8_desc(1),
+    "b8_2": lambda: b8_desc(2),
+    "forward_every_field": forward_every_field,
+    "backward_every_field": backward_every_field,
+    "graph_extras": graph_extras,
+    "big_numbers": big_numbers,
+    "two_forward_nodes": two_forward_nodes,
+    "float_formats": float_formats,
+    **{f"io_{name.lower()}": io_type(name) for name in HIPDNN_DATA_TYPES if name != "UNSET"},
+    **{f"scale_{name.lower()}": scale_value(name) for name in SCALE_VALUES},
+}
+
+
+def _with_fwd(**attrs: object) -> Callable[[], Desc]:
+    def build() -> Desc:
+        desc = forward_every_field()
+        desc["nodes"][0]["attributes"].update(attrs)
+        return desc
+
+    return build
+
+
+def _with_tensor(index: int, **fields: object) -> Callable[[], Desc]:
+    def build() -> Desc:
+        desc = forward_every_field()
+        desc["tensors"][index].update(fields)
+        return desc
+
+    return build
+
+
+#: A12: content the project may keep or refuse (UNSUPPORTED_GRAPH_FORMAT), but never drop.
+UNMODELLED: dict[str, Callable[[], Desc]] = {
+    "ragged_offset_tensor_uid": _with_tensor(0, ragged_offset_tensor_uid=8),
+    "ragged_offset_multiplier": _with_tensor(0, ragged_offset_multiplier=4),
+    "mismatched_value_member": _with_tensor(6, **value_fields("Float64Value", 0.125)),
+    "page_table_k": _with_fwd(page_table_k_tensor_uid=9),
+    "descale_q": _with_fwd(descale_q_tensor_uid=7),
+    "max_tensor": _with_fwd(max_tensor_uid=5, stats_tensor_uid=None),
+    "max_seq_len_kv": _with_fwd(max_seq_len_kv=8),
+    "mma_core_mode": _with_fwd(mma_core_mode=DT["FP8_E4M3"]),
+    "implementation": _with_fwd(implementation=2),
+    "umd_flops": _with_fwd(umd_flops='{"*":[{"var":"q.0"},2]}', umd_bytes="64"),
+}

@@ -1,0 +1,229 @@
+"""hipDNN's JSON text of a wire description, written from HIPDNN_WIRE.md part B alone.
+
+An independent writer for the tests: key names and order (B1, B3-B5), nulls, enum spellings
+(B6), number formatting (B2: shortest round-trip digits, nlohmann's layout), escapes (B1) and the
+project's additions where hipDNN's JSON loses data (B7). Its output for the B8 descriptions is
+checked to be the spec's documents, character for character.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+from typing import Any
+
+from wire_model import (
+    HIPDNN_DATA_TYPES,
+    SDPA_TAG,
+    VALUE_FORMAT_BY_TAG,
+    VALUE_MEMBERS,
+    Desc,
+    bits_f32,
+)
+
+_DATA_TYPE_NAMES = {number: name.lower() for name, number in HIPDNN_DATA_TYPES.items()}
+_MEMBER_NAMES = {tag: name for name, (tag, _) in VALUE_MEMBERS.items()}
+_DIAGONAL = {0: "TOP_LEFT", 1: "BOTTOM_RIGHT"}
+_IMPLEMENTATION = {0: "AUTO", 1: "COMPOSITE", 2: "UNIFIED"}
+
+_FWD_INPUTS = [
+    "q",
+    "k",
+    "v",
+    "attn_mask",
+    "scale",
+    "seq_len_q",
+    "seq_len_kv",
+    "seed",
+    "offset",
+    "dropout_mask",
+    "dropout_scale",
+    "page_table_k",
+    "page_table_v",
+    "block_mask",
+    "sink_token",
+    "descale_q",
+    "descale_k",
+    "descale_v",
+    "descale_s",
+    "scale_s",
+    "scale_o",
+]
+_FWD_OUTPUTS = ["o", "stats", "max", "sum_exp", "rng_dump", "amax_s", "amax_o"]
+_FWD_SCALARS = [
+    "generate_stats",
+    "alibi_mask",
+    "padding_mask",
+    "causal_mask",
+    "causal_mask_bottom_right",
+    "dropout_probability",
+    "attn_scale_value",
+    "left_bound",
+    "right_bound",
+    "max_seq_len_kv",
+    "diagonal_alignment",
+    "mma_core_mode",
+    "implementation",
+]
+_BWD_INPUTS = [
+    "q",
+    "k",
+    "v",
+    "o",
+    "do",
+    "stats",
+    "scale",
+    "attn_mask",
+    "seq_len_q",
+    "seq_len_kv",
+    "seed",
+    "offset",
+    "dropout_mask",
+    "dropout_scale",
+    "dropout_scale_inv",
+]
+_BWD_OUTPUTS = ["dq", "dk", "dv", "dbias"]
+_BWD_SCALARS = [
+    "alibi_mask",
+    "padding_mask",
+    "causal_mask",
+    "causal_mask_bottom_right",
+    "dropout_probability",
+    "attn_scale_value",
+    "left_bound",
+    "right_bound",
+    "diagonal_alignment",
+]
+
+
+class Float(float):
+    """A double to be written with B2's formatting."""
+
+
+def format_double(x: float) -> str:
+    """B2: shortest round-trip digits d1..dk with value 0.d1..dk x 10^n, laid out as nlohmann."""
+    if math.isnan(x) or math.isinf(x):
+        raise ValueError("hipDNN's JSON has no NaN or infinity")
+    if x == 0:
+        return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
+    sign, digit_tuple, exponent = Decimal(repr(x)).as_tuple()
+    digits = "".join(map(str, digit_tuple)).rstrip("0")
+    k = len(digits)
+    n = len(digit_tuple) + int(exponent)  # value = 0.<all digits> x 10^n
+    lead = "-" if sign else ""
+    if k <= n <= 15:
+        return lead + digits + "0" * (n - k) + ".0"
+    if 0 < n <= 15:
+        return lead + digits[:n] + "." + digits[n:]
+    if -4 < n <= 0:
+        return lead + "0." + "0" * (-n) + digits
+    e = n - 1
+    mantissa = digits[0] + ("." + digits[1:] if k > 1 else "")
+    return f"{lead}{mantissa}e{'-' if e < 0 else '+'}{abs(e):02d}"
+
+
+def _dump(value: Any) -> str:
+    if isinstance(value, dict):
+        keys = sorted(value, key=lambda k: k.encode("utf-8"))
+        return "{" + ",".join(f"{json.dumps(k)}:{_dump(value[k])}" for k in keys) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_dump(v) for v in value) + "]"
+    if isinstance(value, Float):
+        return format_double(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    assert value is None or isinstance(value, bool | int), value
+    return json.dumps(value)
+
+
+def _f32(bits: int | None) -> Float | None:
+    return None if bits is None else Float(bits_f32(bits))
+
+
+def _value(tag: int, hex_bytes: str) -> Any:
+    raw = bytes.fromhex(hex_bytes)
+    member = _MEMBER_NAMES[tag]
+    (value,) = __import__("struct").unpack(VALUE_FORMAT_BY_TAG[tag], raw)
+    if member in ("Float32Value", "Float16Value", "BFloat16Value", "Float64Value"):
+        return Float(value)
+    return value
+
+
+def _tensor(t: Desc) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "alignment": t["alignment"],
+        "data_type": _DATA_TYPE_NAMES[t["data_type"]],
+        "dims": t["dims"] or [],
+        "is_runtime_pass_by_value": t["is_runtime_pass_by_value"],
+        "name": t["name"] or "",
+        "strides": t["strides"] or [],
+        "uid": t["uid"],
+        "virtual": t["virtual"],
+    }
+    if t["ragged_offset_tensor_uid"] is not None:
+        out["ragged_offset_tensor_uid"] = t["ragged_offset_tensor_uid"]
+    if t["ragged_offset_multiplier"] != 1:
+        out["ragged_offset_multiplier"] = t["ragged_offset_multiplier"]
+    if t["value_type"]:
+        out["value_type"] = _MEMBER_NAMES[t["value_type"]]
+        out["value"] = _value(t["value_type"], t["value"])
+    return out
+
+
+def _scalar(name: str, value: Any) -> Any:
+    if name in ("dropout_probability", "attn_scale_value"):
+        return _f32(value)
+    if name == "diagonal_alignment":
+        return _DIAGONAL[value]
+    if name == "implementation":
+        return _IMPLEMENTATION[value]
+    if name == "mma_core_mode":
+        return _DATA_TYPE_NAMES[value]
+    return value
+
+
+def _node(n: Desc) -> dict[str, Any]:
+    a = n["attributes"]
+    forward = n["attributes_type"] == SDPA_TAG
+    inputs, outputs, scalars = (
+        (_FWD_INPUTS, _FWD_OUTPUTS, _FWD_SCALARS)
+        if forward
+        else (_BWD_INPUTS, _BWD_OUTPUTS, _BWD_SCALARS)
+    )
+    params = {s: _scalar(s, a[s]) for s in scalars}
+    if forward:
+        for s in ("umd_flops", "umd_bytes"):
+            if a[s] is not None:
+                params[s] = a[s]
+    return {
+        "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+        "inputs": {f"{x}_tensor_uid": a[f"{x}_tensor_uid"] for x in inputs},
+        "name": n["name"] or "",
+        "outputs": {f"{x}_tensor_uid": a[f"{x}_tensor_uid"] for x in outputs},
+        "attributes" if forward else "parameters": params,
+        "type": "SdpaAttributes" if forward else "SdpaBackwardAttributes",
+    }
+
+
+def hipdnn_json(desc: Desc) -> str:
+    """The canonical compact hipDNN JSON text of a wire description."""
+    doc: dict[str, Any] = {
+        "compute_data_type": _DATA_TYPE_NAMES[desc["compute_data_type"]],
+        "intermediate_data_type": _DATA_TYPE_NAMES[desc["intermediate_data_type"]],
+        "io_data_type": _DATA_TYPE_NAMES[desc["io_data_type"]],
+        "is_override_shape_enabled": desc["is_override_shape_enabled"],
+        "name": desc["name"] or "",
+        "nodes": [_node(n) for n in desc["nodes"] or []],
+        "tensors": [_tensor(t) for t in desc["tensors"] or []],
+    }
+    if desc["preferred_engine_id"] is not None:
+        doc["preferred_engine_id"] = desc["preferred_engine_id"]
+    if desc["id"] is not None:
+        h = desc["id"]
+        doc["id"] = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    if desc["min_required_engine_api_version"] is not None:
+        doc["min_required_engine_api_version"] = dict(
+            zip(("major", "minor", "patch"), desc["min_required_engine_api_version"], strict=True)
+        )
+    return _dump(doc)

@@ -1,0 +1,112 @@
+"""Graphs built with the project's public API, for the writer tests (HIPDNN_WIRE.md C3).
+
+``WRITABLE``: typical graphs (tests/sdpa_graph_cases.py) plus one graph per hipDNN data type and
+one scale value per TensorValue member; ``serialize()`` must write each so that hipDNN reads the
+graph's own content. ``UNWRITABLE``: graphs whose content hipDNN's schema cannot carry; the writer
+must refuse them with ``UNSUPPORTED_GRAPH_FORMAT``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import sdpa_graph_cases as cases
+from wire_model import HIPDNN_DATA_TYPES
+
+import hipdnn_graph as hg
+
+
+def _forward_with_scale(name: str, scale: hg.TensorAttributes | None, io: hg.DataType) -> hg.Graph:
+    g = cases.new_graph(name, io=io)
+    q, k, v = (g.tensor(name=n, dim=cases.SHAPE) for n in "QKV")
+    kwargs: dict[str, Any] = {}
+    if scale is not None:
+        g.tensor(scale)
+        kwargs["attn_scale"] = scale
+    o, _ = g.sdpa(q, k, v, name="fwd", generate_stats=False, **kwargs)
+    o.set_output(True)
+    return g
+
+
+def io_type(dtype: hg.DataType) -> Callable[[], hg.Graph]:
+    """Q, K, V and O of ``dtype`` (tensors without values: every type of the schema)."""
+    return lambda: _forward_with_scale(f"io_{dtype.name.lower()}", None, dtype)
+
+
+def scale_of(dtype: hg.DataType, value: Any) -> Callable[[], hg.Graph]:
+    """A scale tensor of ``dtype`` holding ``value`` (set as a Python scalar, then retyped)."""
+
+    def build() -> hg.Graph:
+        scale = hg.TensorAttributes(name="Scale").set_value(value).set_data_type(dtype)
+        return _forward_with_scale(f"scale_{dtype.name.lower()}", scale, hg.DataType.HALF)
+
+    return build
+
+
+def backward_band_dropout() -> hg.Graph:
+    """Backward alone with a band, bottom-right alignment, a runtime scale and philox dropout."""
+    g = cases.new_graph("bwd_band")
+    q, k, v, o, do = (g.tensor(name=n, dim=cases.SHAPE) for n in ("Q", "K", "V", "O", "dO"))
+    stats = g.tensor(name="Stats", dim=[cases.B, cases.H, cases.S, 1], data_type=hg.DataType.FLOAT)
+    scale = g.tensor(name="Scale", dim=[1], data_type=hg.DataType.FLOAT)
+    scale.set_as_runtime_parameter()
+    seed = g.tensor(name="Seed").set_value(np.int64(-3))
+    offset = g.tensor(name="Offset").set_value(np.int64(2**62))
+    attrs = (
+        hg.SdpaBackwardAttributes()
+        .set_name("bwd")
+        .set_attn_scale(scale)
+        .set_dropout(0.3, seed, offset)
+        .set_diagonal_band_left_bound(5)
+        .set_diagonal_band_right_bound(0)
+        .set_diagonal_alignment(hg.DiagonalAlignment.BOTTOM_RIGHT)
+    )
+    for t in g.sdpa_backward(q, k, v, o, do, stats, attrs):
+        t.set_output(True)
+    return g
+
+
+_SCALE_VALUES: list[tuple[str, Any]] = [
+    ("FLOAT", 0.1),
+    ("HALF", 0.1),  # Float16Value holds the nearest binary32, not a 16-bit rounding
+    ("BFLOAT16", -2.5),
+    ("DOUBLE", 0.1),
+    ("INT32", -(2**31)),
+    ("INT64", 2**63 - 1),
+    ("UINT8", 255),
+    ("INT8", -128),
+    ("FP8_E4M3", 1.5),
+    ("FP8_E5M2", -0.25),
+    ("FP8_E4M3_FNUZ", 0.5),
+    ("FP8_E5M2_FNUZ", 2.0),
+]
+
+WRITABLE: dict[str, Callable[[], hg.Graph]] = {
+    **{name: build for name, build in cases.CASES.items() if name != "scalar_boolean"},
+    "bwd_band_dropout": backward_band_dropout,
+    **{
+        f"io_{name.lower()}": io_type(hg.DataType[name])
+        for name in HIPDNN_DATA_TYPES
+        if name != "UNSET"
+    },
+    **{f"scale_{n.lower()}": scale_of(hg.DataType[n], v) for n, v in _SCALE_VALUES},
+}
+
+#: graph -> a word the refusal's message must contain.
+UNWRITABLE: dict[str, tuple[Callable[[], hg.Graph], str]] = {
+    # [U] BOOLEAN has no number in the available schema (A5): the writer refuses it
+    "boolean_value": (dict(cases.CASES)["scalar_boolean"], "BOOLEAN"),
+    "boolean_io": (io_type(hg.DataType.BOOLEAN), "BOOLEAN"),
+    **{
+        f"no_number_{name.lower()}": (io_type(hg.DataType[name]), name)
+        for name in ("INT8x4", "UINT8x4", "INT8x32", "FAST_FLOAT_FOR_FP8", "COMPLEX_FP32")
+    },
+    # A4: types without a TensorValue member cannot hold a value
+    **{
+        f"value_in_{name.lower()}": (scale_of(hg.DataType[name], 1.0), name)
+        for name in ("FP8_E8M0", "FP4_E2M1", "FP6_E2M3", "FP6_E3M2", "INT4")
+    },
+    "int32_value_out_of_range": (scale_of(hg.DataType.INT32, 2**31), "INT32"),
+}

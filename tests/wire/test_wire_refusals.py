@@ -1,0 +1,174 @@
+"""(e) What the reader must refuse: ``HipdnnError(UNSUPPORTED_GRAPH_FORMAT)`` (A5, A6, A10, A12).
+
+Each refused blob is first shown to be one hipDNN's Verifier accepts (where the spec says it
+does), so the refusal is the project's rule and not a broken test blob. Then truncations and byte
+flips of the anchors, judged by hipDNN's Verifier: whatever it rejects, the reader rejects too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Callable
+
+import py_oracle
+import pytest
+from cpp_oracle import CppOracle
+from hipdnn_cases import MODELLED, b8_desc, forward_every_field
+from wire_model import MATMUL_TAG, SDPA_TAG, Desc, node_desc
+
+import hipdnn_graph as hg
+
+
+def _refused(blob: bytes, *words: str) -> hg.HipdnnError:
+    with pytest.raises(hg.HipdnnError) as info:
+        hg.Graph.deserialize(blob)
+    error = info.value
+    assert error.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT, repr(error)
+    for word in words:
+        assert word.lower() in str(error).lower(), (word, str(error))
+    return error
+
+
+def _verified(cpp: CppOracle, blob: bytes) -> None:
+    assert cpp.read(blob)["verified"] is True, "hipDNN's Verifier accepts this blob"
+
+
+def _b8_1_plus(node: Desc) -> Desc:
+    desc = b8_desc(1)
+    desc["nodes"].append(node)
+    return desc
+
+
+def test_other_node_kind_is_refused_by_name(cpp: CppOracle) -> None:
+    """A6: `hipDNN node "mm" has kind MatmulAttributes (9); only ... are supported`."""
+    blob = cpp.pack(_b8_1_plus(node_desc("mm", MATMUL_TAG)))
+    _verified(cpp, blob)
+    _refused(blob, '"mm"', "MatmulAttributes", "(9)")
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        pytest.param({"attributes_type": 0, "has_attributes": False}, id="NONE"),
+        pytest.param(
+            {"attributes_type": SDPA_TAG, "has_attributes": False}, id="sdpa_tag_no_table"
+        ),
+        pytest.param({"attributes_type": 30, "has_attributes": True}, id="unknown_newer_tag_30"),
+    ],
+)
+def test_node_without_a_readable_kind_is_refused(cpp: CppOracle, node: dict[str, object]) -> None:
+    """The Verifier passes a tag without a table and unknown tags (A10); the reader refuses."""
+    n = {"name": "odd", "compute_data_type": 1, "attributes": None, **node}
+    blob = py_oracle.build(_b8_1_plus(n))
+    _verified(cpp, blob)
+    _refused(blob, "odd", str(node["attributes_type"]))
+
+
+@pytest.mark.parametrize("tag", [1, 4, 6, 7, 8])
+def test_value_tag_without_a_value_is_refused(cpp: CppOracle, tag: int) -> None:
+    """A10: hipDNN's Verifier rejects a TensorValue tag without its struct."""
+    desc = b8_desc(2)
+    desc["tensors"][5].update(value_type=tag, value=None)  # Seed
+    blob = py_oracle.build(desc)
+    assert cpp.read(blob)["verified"] is False
+    _refused(blob)
+
+
+def test_unknown_value_tag_is_refused(cpp: CppOracle) -> None:
+    """A TensorValue tag past BoolValue (a newer member) passes hipDNN's Verifier unchecked,
+    like unknown NodeAttributes tags; its struct's size is unknown, so the reader refuses it."""
+    desc = b8_desc(2)
+    desc["tensors"][5].update(value_type=9, value=None)
+    blob = py_oracle.build(desc)
+    _verified(cpp, blob)
+    _refused(blob)
+
+
+def _set_tensor_type(value: int) -> Desc:
+    desc = b8_desc(1)
+    desc["tensors"][0]["data_type"] = value
+    return desc
+
+
+def _set_graph_type(value: int) -> Desc:
+    desc = b8_desc(1)
+    desc["io_data_type"] = value
+    return desc
+
+
+def _set_node_type(value: int) -> Desc:
+    desc = b8_desc(1)
+    desc["nodes"][0]["compute_data_type"] = value
+    return desc
+
+
+@pytest.mark.parametrize("where", [_set_tensor_type, _set_graph_type, _set_node_type],
+                         ids=["tensor", "graph_io", "node_compute"])  # fmt: skip
+@pytest.mark.parametrize("number", [18, 19, 127, -1, -128])
+def test_data_type_numbers_outside_the_schema_are_refused(
+    cpp: CppOracle, where: Callable[[int], Desc], number: int
+) -> None:
+    """A5: numbers outside 0-17 (18 may be a newer BOOLEAN) are refused, naming the number."""
+    blob = cpp.pack(where(number))
+    _verified(cpp, blob)  # the Verifier does not check enum ranges
+    _refused(blob, str(number))
+
+
+@pytest.mark.parametrize(
+    "field,value", [("diagonal_alignment", 2), ("diagonal_alignment", -1), ("implementation", 3)]
+)
+def test_enum_values_outside_the_schema_are_refused(cpp: CppOracle, field: str, value: int) -> None:
+    desc = forward_every_field()
+    desc["nodes"][0]["attributes"][field] = value
+    blob = cpp.pack(desc)
+    _verified(cpp, blob)
+    _refused(blob, field)
+
+
+@pytest.mark.parametrize("table", sorted(py_oracle.KNOWN_SLOTS))
+def test_fields_of_a_newer_schema_are_refused(cpp: CppOracle, table: str) -> None:
+    """A12: a non-zero vtable entry past the last known slot is refused, naming the table."""
+    desc = b8_desc(2)  # forward and backward nodes: every table occurs
+    blob = py_oracle.build(desc, newer_field_in=table)
+    _verified(cpp, blob)  # unknown fields are not checked by the Verifier
+    error = _refused(blob)
+    assert table in str(error), f"the refusal does not name the table {table}: {error}"
+
+
+def _judged_by_verifier(cpp: CppOracle, blob: bytes) -> None:
+    """What hipDNN's Verifier rejects is refused; what it accepts reads or is refused, cleanly
+    (a HipdnnError, never another exception)."""
+    if not cpp.read(blob)["verified"]:
+        _refused(blob)
+        return
+    with contextlib.suppress(hg.HipdnnError):
+        hg.Graph.deserialize(blob).serialize()
+
+
+@pytest.mark.parametrize("number", [1, 2])
+def test_truncations_are_judged_as_the_verifier_does(cpp: CppOracle, number: int) -> None:
+    """A truncation the Verifier still accepts cut only trailing padding (every referenced byte
+    is in bounds), so it is the same graph: it reads and writes back the whole canonical blob.
+    (The anchors end in 3 and 1 bytes of string padding, so such truncations exist.)"""
+    blob = cpp.pack(b8_desc(number))
+    sizes = sorted({*range(0, len(blob), 11), *range(len(blob) - 9, len(blob))})
+    accepted = 0
+    for size in sizes:
+        if cpp.read(blob[:size])["verified"]:
+            accepted += 1
+            assert hg.Graph.deserialize(blob[:size]).serialize() == blob, size
+        else:
+            _refused(blob[:size])
+    assert accepted >= 1
+
+
+@pytest.mark.parametrize("case", ["b8_2", "backward_every_field", "graph_extras"])
+def test_byte_flips_are_judged_as_the_verifier_does(cpp: CppOracle, case: str) -> None:
+    blob = cpp.pack(MODELLED[case]())
+    rng = random.Random(case)
+    for _ in range(120):
+        mutated = bytearray(blob)
+        position = rng.randrange(len(blob))
+        mutated[position] ^= 1 << rng.randrange(8)
+        _judged_by_verifier(cpp, bytes(mutated))

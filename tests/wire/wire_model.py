@@ -1,0 +1,484 @@
+"""The oracles' common description of a hipDNN serialized Graph ("wire description").
+
+A wire description is a plain dict with every field of hipDNN's ``Graph``, its tensors and its
+SDPA nodes, by hipDNN's field names (HIPDNN_WIRE.md A2-A8): ``None`` for an absent optional,
+string or vector; floats as their binary32 bits (an int); TensorValue structs as ``value_type``
+(the union tag) plus ``value`` (hex of the struct's little-endian bytes); the graph ``id`` as 32
+hex digits; ``min_required_engine_api_version`` as ``[major, minor, patch]``. Both oracles (the
+C++ checker and the generated Python code) read blobs into this form and build blobs from it.
+
+This module also derives the description a graph *should* have from the graph's own public API
+(:func:`expected_description`), independently of the project's writer, and reads hipDNN's JSON
+form (spec part B) into a description (:func:`description_from_hipdnn_json`).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+import hipdnn_graph as hg
+
+Desc = dict[str, Any]
+
+# ----- hipDNN's schema facts (HIPDNN_WIRE.md A4-A8), checked against the schema text by
+# ----- test_wire_model_matches_schemas.
+
+#: hipDNN's DataType numbers (data_types.fbs).
+HIPDNN_DATA_TYPES = {
+    "UNSET": 0,
+    "FLOAT": 1,
+    "HALF": 2,
+    "BFLOAT16": 3,
+    "DOUBLE": 4,
+    "UINT8": 5,
+    "INT32": 6,
+    "INT8": 7,
+    "FP8_E4M3": 8,
+    "FP8_E5M2": 9,
+    "FP8_E8M0": 10,
+    "FP4_E2M1": 11,
+    "FP6_E2M3": 12,
+    "FP6_E3M2": 13,
+    "INT4": 14,
+    "INT64": 15,
+    "FP8_E4M3_FNUZ": 16,
+    "FP8_E5M2_FNUZ": 17,
+}
+
+#: TensorValue member -> (tag, struct format): the members are structs (A4).
+VALUE_MEMBERS = {
+    "Float32Value": (1, "<f"),
+    "Float16Value": (2, "<f"),
+    "BFloat16Value": (3, "<f"),
+    "Float8Value": (4, "<B"),
+    "Int32Value": (5, "<i"),
+    "Float64Value": (6, "<d"),
+    "Int64Value": (7, "<q"),
+    "BoolValue": (8, "<?"),
+}
+VALUE_FORMAT_BY_TAG = dict(VALUE_MEMBERS.values())
+
+#: NodeAttributes tags the project reads (A6) and one it must refuse.
+SDPA_TAG, SDPA_BACKWARD_TAG, MATMUL_TAG = 12, 15, 9
+
+# Field kinds: "req" long; "opt" optional integer; "obool" optional bool; "bool"; "ofloat"
+# optional float (bits); "enum" int8; "str" string.
+_FWD_OPTIONAL_UIDS = [
+    "attn_mask",
+    "scale",
+    "seq_len_q",
+    "seq_len_kv",
+    "seed",
+    "offset",
+    "dropout_mask",
+    "dropout_scale",
+    "page_table_k",
+    "page_table_v",
+    "block_mask",
+    "sink_token",
+    "descale_q",
+    "descale_k",
+    "descale_v",
+    "descale_s",
+    "scale_s",
+    "scale_o",
+    "stats",
+    "max",
+    "sum_exp",
+    "rng_dump",
+    "amax_s",
+    "amax_o",
+]
+#: SdpaAttributes fields in slot order (A7), with their kinds.
+SDPA_FIELDS: list[tuple[str, str]] = [
+    *((f"{x}_tensor_uid", "req") for x in "qkvo"),
+    *((f"{x}_tensor_uid", "opt") for x in _FWD_OPTIONAL_UIDS),
+    ("generate_stats", "obool"),
+    *(
+        (f, "bool")
+        for f in ("alibi_mask", "padding_mask", "causal_mask", "causal_mask_bottom_right")
+    ),
+    ("dropout_probability", "ofloat"),
+    ("attn_scale_value", "ofloat"),
+    ("left_bound", "opt"),
+    ("right_bound", "opt"),
+    ("max_seq_len_kv", "opt"),
+    ("diagonal_alignment", "enum"),
+    ("mma_core_mode", "enum"),
+    ("implementation", "enum"),
+    ("umd_flops", "str"),
+    ("umd_bytes", "str"),
+]
+_BWD_OPTIONAL_UIDS = [
+    "scale",
+    "attn_mask",
+    "seq_len_q",
+    "seq_len_kv",
+    "seed",
+    "offset",
+    "dropout_mask",
+    "dropout_scale",
+    "dropout_scale_inv",
+    "dbias",
+]
+#: SdpaBackwardAttributes fields in slot order (A8), with their kinds.
+SDPA_BACKWARD_FIELDS: list[tuple[str, str]] = [
+    *((f"{x}_tensor_uid", "req") for x in ["q", "k", "v", "o", "do", "stats", "dq", "dk", "dv"]),
+    *((f"{x}_tensor_uid", "opt") for x in _BWD_OPTIONAL_UIDS),
+    *(
+        (f, "bool")
+        for f in ("alibi_mask", "padding_mask", "causal_mask", "causal_mask_bottom_right")
+    ),
+    ("dropout_probability", "ofloat"),
+    ("attn_scale_value", "ofloat"),
+    ("left_bound", "opt"),
+    ("right_bound", "opt"),
+    ("diagonal_alignment", "enum"),
+]
+FIELDS_BY_TAG = {SDPA_TAG: SDPA_FIELDS, SDPA_BACKWARD_TAG: SDPA_BACKWARD_FIELDS}
+
+#: Fields of the description of a tensor, in slot order (A3).
+TENSOR_KEYS = [
+    "uid",
+    "name",
+    "data_type",
+    "strides",
+    "dims",
+    "virtual",
+    "value_type",
+    "value",
+    "is_runtime_pass_by_value",
+    "ragged_offset_tensor_uid",
+    "alignment",
+    "ragged_offset_multiplier",
+]
+GRAPH_KEYS = [
+    "name",
+    "compute_data_type",
+    "intermediate_data_type",
+    "io_data_type",
+    "tensors",
+    "nodes",
+    "preferred_engine_id",
+    "is_override_shape_enabled",
+    "min_required_engine_api_version",
+    "id",
+]
+STRING_FIELDS = ("name", "umd_flops", "umd_bytes")
+
+_DEFAULTS = {"req": 0, "opt": None, "obool": None, "bool": False, "ofloat": None, "enum": 0}
+
+
+def f32_bits(x: float) -> int:
+    """The binary32 bits of the float32 nearest to ``x``."""
+    return int(np.array([x], dtype="<f4").view("<u4")[0])
+
+
+def bits_f32(bits: int) -> float:
+    """The float32 with these bits, widened exactly to a Python float."""
+    return float(np.array([bits], dtype="<u4").view("<f4")[0])
+
+
+def default_attributes(tag: int) -> Desc:
+    """An SDPA attribute table with every field at its schema default."""
+    return {name: _DEFAULTS.get(kind) for name, kind in FIELDS_BY_TAG[tag]}
+
+
+def tensor_desc(
+    uid: int,
+    name: str | None,
+    data_type: int,
+    dims: list[int] | None,
+    strides: list[int] | None = None,
+    **fields: Any,
+) -> Desc:
+    """A tensor description with defaults; packed strides when only dims are given."""
+    if strides is None and dims is not None:
+        strides = hg.generate_strides(dims)
+    t: Desc = {
+        "uid": uid,
+        "name": name,
+        "data_type": data_type,
+        "strides": strides,
+        "dims": dims,
+        "virtual": False,
+        "value_type": 0,
+        "value": None,
+        "is_runtime_pass_by_value": False,
+        "ragged_offset_tensor_uid": None,
+        "alignment": 16,
+        "ragged_offset_multiplier": 1,
+    }
+    unknown = set(fields) - set(t)
+    assert not unknown, unknown
+    t.update(fields)
+    return t
+
+
+def value_fields(member: str, value: Any) -> dict[str, Any]:
+    """``value_type`` and ``value`` of a tensor holding ``value`` as TensorValue ``member``."""
+    tag, fmt = VALUE_MEMBERS[member]
+    return {"value_type": tag, "value": struct.pack(fmt, value).hex()}
+
+
+def node_desc(name: str | None, tag: int, compute_data_type: int = 1, **attributes: Any) -> Desc:
+    """A node description; ``attributes`` override the defaults of the SDPA table."""
+    attrs = default_attributes(tag) if tag in FIELDS_BY_TAG else None
+    if attrs is not None:
+        unknown = set(attributes) - set(attrs)
+        assert not unknown, unknown
+        attrs.update(attributes)
+    return {
+        "name": name,
+        "compute_data_type": compute_data_type,
+        "attributes_type": tag,
+        "has_attributes": tag != 0,
+        "attributes": attrs,
+    }
+
+
+def graph_desc(name: str | None, tensors: list[Desc], nodes: list[Desc], **fields: Any) -> Desc:
+    g: Desc = {
+        "name": name,
+        "compute_data_type": 1,
+        "intermediate_data_type": 1,
+        "io_data_type": 2,
+        "tensors": tensors,
+        "nodes": nodes,
+        "preferred_engine_id": None,
+        "is_override_shape_enabled": False,
+        "min_required_engine_api_version": None,
+        "id": None,
+    }
+    unknown = set(fields) - set(g)
+    assert not unknown, unknown
+    g.update(fields)
+    return g
+
+
+def normalized(desc: Desc) -> Desc:
+    """``desc`` with absent and empty strings/vectors made alike ("" and []), as A12 allows."""
+
+    def norm(d: Desc) -> Desc:
+        out = dict(d)
+        for key in STRING_FIELDS:
+            if key in out and out[key] is None:
+                out[key] = ""
+        for key in ("strides", "dims"):
+            if key in out and out[key] is None:
+                out[key] = []
+        return out
+
+    g = norm(desc)
+    g["tensors"] = [norm(t) for t in desc["tensors"] or []]
+    g["nodes"] = []
+    for n in desc["nodes"] or []:
+        node = norm(n)
+        if n["attributes"] is not None:
+            node["attributes"] = norm(n["attributes"])
+        g["nodes"].append(node)
+    return g
+
+
+# ----- what a graph built with the project's API must read as (A2-A8) -----
+
+
+def hipdnn_data_type(dt: hg.DataType) -> int:
+    """hipDNN's number of the project's data type (by name; NOT_SET is UNSET)."""
+    name = "UNSET" if dt.name == "NOT_SET" else dt.name
+    return HIPDNN_DATA_TYPES[name]
+
+
+_FP8_DTYPES = {
+    "FP8_E4M3": ml_dtypes.float8_e4m3fn,
+    "FP8_E5M2": ml_dtypes.float8_e5m2,
+    "FP8_E4M3_FNUZ": ml_dtypes.float8_e4m3fnuz,
+    "FP8_E5M2_FNUZ": ml_dtypes.float8_e5m2fnuz,
+}
+
+
+def expected_value(data_type: hg.DataType, value: Any) -> dict[str, Any]:
+    """``value_type`` and ``value`` a tensor of ``data_type`` holding ``value`` is written with.
+
+    The member follows the data type (A4): float types hold the nearest binary32, integer types
+    their own width, 8-bit types the 8-bit pattern (FP8 types: the value encoded in that FP8).
+    """
+    if value is None:
+        return {"value_type": 0, "value": None}
+    name = data_type.name
+    if name in ("FLOAT", "HALF", "BFLOAT16"):
+        member = {"FLOAT": "Float32Value", "HALF": "Float16Value", "BFLOAT16": "BFloat16Value"}
+        return value_fields(member[name], float(np.float32(value)))
+    if name == "DOUBLE":
+        return value_fields("Float64Value", float(value))
+    if name == "INT32":
+        return value_fields("Int32Value", int(value))
+    if name == "INT64":
+        return value_fields("Int64Value", int(value))
+    if name in ("UINT8", "INT8"):
+        return value_fields("Float8Value", int(value) & 0xFF)
+    if name in _FP8_DTYPES:
+        encoded = np.array([value], dtype=_FP8_DTYPES[name])
+        assert float(encoded[0]) == value, f"{value} is not exact in {name}"
+        return value_fields("Float8Value", int(encoded.view(np.uint8)[0]))
+    raise AssertionError(f"no TensorValue member for {name}")
+
+
+def _uid(t: hg.TensorAttributes | None) -> int | None:
+    return None if t is None else t.get_uid()
+
+
+def _expected_tensor(t: hg.TensorAttributes) -> Desc:
+    return tensor_desc(
+        t.get_uid(),
+        t.get_name(),
+        hipdnn_data_type(t.get_data_type()),
+        list(t.get_dim()),
+        list(t.get_stride()),
+        virtual=t.get_is_virtual(),
+        is_runtime_pass_by_value=t.get_is_runtime_pass_by_value(),
+        alignment=t.get_alignment(),
+        **expected_value(t.get_data_type(), t.get_value()),
+    )
+
+
+def _common_scalars(a: Any) -> dict[str, Any]:
+    def bits(x: float | None) -> int | None:
+        return None if x is None else f32_bits(x)
+
+    return {
+        "alibi_mask": a.get_alibi_mask(),
+        "padding_mask": a.get_padding_mask(),
+        "causal_mask": a.get_causal_mask(),
+        "causal_mask_bottom_right": a.get_causal_mask_bottom_right(),
+        "dropout_probability": bits(a.get_dropout_probability()),
+        "attn_scale_value": bits(a.get_attn_scale_value()),
+        "left_bound": a.get_diagonal_band_left_bound(),
+        "right_bound": a.get_diagonal_band_right_bound(),
+        "diagonal_alignment": int(a.get_diagonal_alignment()),
+    }
+
+
+def _expected_node(node: Any) -> Desc:
+    a = node.attributes
+    common_uids = {
+        "q_tensor_uid": _uid(a.get_q()),
+        "k_tensor_uid": _uid(a.get_k()),
+        "v_tensor_uid": _uid(a.get_v()),
+        "o_tensor_uid": _uid(a.get_o()),
+        "scale_tensor_uid": _uid(a.get_attn_scale()),
+        "attn_mask_tensor_uid": _uid(a.get_bias()),
+        "seq_len_q_tensor_uid": _uid(a.get_seq_len_q()),
+        "seq_len_kv_tensor_uid": _uid(a.get_seq_len_kv()),
+        "seed_tensor_uid": _uid(a.get_seed()),
+        "offset_tensor_uid": _uid(a.get_offset()),
+        "dropout_mask_tensor_uid": _uid(a.get_dropout_mask()),
+        "dropout_scale_tensor_uid": _uid(a.get_dropout_scale()),
+        "stats_tensor_uid": _uid(a.get_stats()),
+    }
+    cdt = hipdnn_data_type(a.get_compute_data_type())
+    if isinstance(node, hg.SdpaFwdNode):
+        return node_desc(
+            node.name,
+            SDPA_TAG,
+            cdt,
+            **common_uids,
+            **_common_scalars(a),
+            generate_stats=a.get_generate_stats(),
+        )
+    assert isinstance(node, hg.SdpaBwdNode), node
+    return node_desc(
+        node.name,
+        SDPA_BACKWARD_TAG,
+        cdt,
+        **common_uids,
+        **_common_scalars(a),
+        do_tensor_uid=_uid(a.get_do()),
+        dq_tensor_uid=_uid(a.get_dq()),
+        dk_tensor_uid=_uid(a.get_dk()),
+        dv_tensor_uid=_uid(a.get_dv()),
+        dropout_scale_inv_tensor_uid=_uid(a.get_dropout_scale_inv()),
+        dbias_tensor_uid=_uid(a.get_dbias()),
+    )
+
+
+def expected_description(g: hg.Graph) -> Desc:
+    """What ``g.serialize()`` must read as, from the graph's own public API (call it after
+    ``serialize()``, which validates and assigns uids). Tensors in the graph's declaration order
+    (compare them by uid: the spec fixes the order only for graphs that were read)."""
+    engine = g.get_preferred_engine_id_ext()
+    used = g.graph_tensors()
+    return graph_desc(
+        g.get_name(),
+        [_expected_tensor(t) for t in used],
+        [_expected_node(n) for n in g.nodes],
+        compute_data_type=hipdnn_data_type(g.get_compute_data_type()),
+        intermediate_data_type=hipdnn_data_type(g.get_intermediate_data_type()),
+        io_data_type=hipdnn_data_type(g.get_io_data_type()),
+        # hipDNN's field is a signed long: an id >= 2**63 is carried as its two's complement
+        preferred_engine_id=None if engine is None else engine - (engine >> 63 << 64),
+    )
+
+
+# ----- hipDNN's JSON (spec part B) -> description, written from the spec alone -----
+
+_JSON_DATA_TYPES = {name.lower(): number for name, number in HIPDNN_DATA_TYPES.items()}
+_JSON_ENUMS = {"TOP_LEFT": 0, "BOTTOM_RIGHT": 1, "AUTO": 0, "COMPOSITE": 1, "UNIFIED": 2}
+_JSON_KINDS = {"SdpaAttributes": SDPA_TAG, "SdpaBackwardAttributes": SDPA_BACKWARD_TAG}
+
+
+def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
+    """The wire description of a hipDNN JSON document (B3-B6)."""
+    tensors = []
+    for t in doc["tensors"]:
+        extra = {}
+        if "value_type" in t:
+            extra = value_fields(t["value_type"], t["value"])
+        tensors.append(
+            tensor_desc(
+                t["uid"],
+                t["name"],
+                _JSON_DATA_TYPES[t["data_type"]],
+                t["dims"],
+                t["strides"],
+                virtual=t["virtual"],
+                is_runtime_pass_by_value=t["is_runtime_pass_by_value"],
+                alignment=t.get("alignment", 16),
+                ragged_offset_tensor_uid=t.get("ragged_offset_tensor_uid"),
+                ragged_offset_multiplier=t.get("ragged_offset_multiplier", 1),
+                **extra,
+            )
+        )
+    nodes = []
+    for n in doc["nodes"]:
+        tag = _JSON_KINDS[n["type"]]
+        scalars = n["attributes"] if tag == SDPA_TAG else n["parameters"]
+        attrs: dict[str, Any] = {**n["inputs"], **n["outputs"]}
+        for key, value in scalars.items():
+            if key in ("dropout_probability", "attn_scale_value"):
+                value = None if value is None else f32_bits(value)
+            elif key == "mma_core_mode":
+                value = _JSON_DATA_TYPES[value]
+            elif isinstance(value, str):
+                value = _JSON_ENUMS[value]
+            attrs[key] = value
+        nodes.append(node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs))
+    version = doc.get("min_required_engine_api_version")
+    return graph_desc(
+        doc["name"] or None,
+        tensors,
+        nodes,
+        compute_data_type=_JSON_DATA_TYPES[doc["compute_data_type"]],
+        intermediate_data_type=_JSON_DATA_TYPES[doc["intermediate_data_type"]],
+        io_data_type=_JSON_DATA_TYPES[doc["io_data_type"]],
+        preferred_engine_id=doc.get("preferred_engine_id"),
+        is_override_shape_enabled=doc.get("is_override_shape_enabled", False),
+        min_required_engine_api_version=(
+            None if version is None else [version[k] for k in ("major", "minor", "patch")]
+        ),
+        id=None if doc.get("id") is None else doc["id"].replace("-", ""),
+    )
