@@ -108,11 +108,13 @@ class _Table:
         entries = self.entries
         return entries[slot] if slot < len(entries) else 0
 
-    def refuse_unknown(self, known: int, what: str) -> None:
+    def refuse_unknown(self, known: int, table: str, what: str) -> None:
+        """Refuse a field past the ``known`` ones of hipDNN's ``table`` (a newer schema's)."""
         for slot in range(known, len(self.entries)):
             if self.entries[slot]:
                 raise unsupported(
-                    f"{what} has field {slot}, which hipDNN's schema as known here does not have"
+                    f"{what}: {table} field {slot} is not in hipDNN's schema as known here "
+                    "(written by a newer hipDNN?)"
                 )
 
 
@@ -212,7 +214,7 @@ _VALUE_SIZES = {member: struct.calcsize(code) for member, code in VALUE_CODES.it
 def _tensor(buf: bytes, n: int, pos: int, index: int, counter: list[int]) -> TensorAttributes:
     what = f"tensor {index}"
     t = _Table(buf, n, pos, what, counter)
-    t.refuse_unknown(12, what)
+    t.refuse_unknown(12, "TensorAttributes", what)
     uid = _scalar(buf, n, t, 0, "q", what) or 0
     name = _string(buf, n, t, 1, f"{what} name")
     where = f"Tensor {name or uid}"
@@ -289,7 +291,7 @@ def _node(
 ) -> tuple[NodeSpec, Any]:
     what = f"node {index}"
     t = _Table(buf, n, pos, what, counter)
-    t.refuse_unknown(4, what)
+    t.refuse_unknown(4, "Node", what)
     name = _string(buf, n, t, 0, f"{what} name")
     label = f'hipDNN node "{name}"'
     compute = _data_type(_scalar(buf, n, t, 1, "b", what), label)
@@ -304,7 +306,7 @@ def _node(
             f"{label} has kind {kind} ({tag}){missing}; only {supported_kinds()} are supported"
         )
     body = _Table(buf, n, body_pos, f"{label} attributes", counter)
-    body.refuse_unknown(spec.field_count, f"{label} {spec.table}")
+    body.refuse_unknown(spec.field_count, spec.table, label)
     inputs: dict[Any, TensorAttributes] = {}
     outputs: dict[Any, TensorAttributes] = {}
     for slot in spec.slots:
@@ -399,7 +401,7 @@ def read_graph(data: bytes | bytearray | memoryview) -> WireGraph:
     n = len(buf)
     counter = [0]
     g = _Table(buf, n, _root(buf, "graph"), "the graph table", counter)
-    g.refuse_unknown(10, "the graph table")
+    g.refuse_unknown(10, "Graph", "the graph table")
     name = _string(buf, n, g, 0, "the graph name")
     dtypes = [_data_type(_scalar(buf, n, g, s, "b", "graph"), "Graph") for s in (1, 2, 3)]
     tensor_positions = _tables(buf, n, g, 4, "tensors", MAX_TENSORS)

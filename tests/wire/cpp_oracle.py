@@ -159,12 +159,13 @@ class CppOracle:
 
 
 def _decode(doc: Desc) -> Desc:
-    """Strings arrive as hex of their bytes: decode them (UTF-8)."""
+    """Strings arrive as hex of their bytes: decode them (UTF-8; the Verifier does not check
+    UTF-8, so mutated bytes keep their undecodable bytes as surrogates)."""
 
     def dec(d: Desc) -> None:
         for key in STRING_FIELDS:
             if d.get(key) is not None:
-                d[key] = bytes.fromhex(d[key]).decode("utf-8")
+                d[key] = bytes.fromhex(d[key]).decode("utf-8", "surrogateescape")
 
     if not doc.get("verified"):
         return doc
