@@ -31,6 +31,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+import numpy as np
+
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import DataType, DiagonalAlignment, ErrorCode
@@ -188,17 +190,30 @@ def _tables(buf: bytes, n: int, table: _Table, slot: int, what: str, cap: int) -
     length, start = _vector(buf, n, pos, 4, what)
     if length > cap:
         raise HipdnnError(ErrorCode.INVALID_VALUE, f"Graph has {length} {what}, more than {cap}")
-    rels = struct.unpack_from(f"<{length}I", buf, start)
-    return [start + 4 * i + rel for i, rel in enumerate(rels)]
+    if length > 256:  # many entries: look for repeats before making an int object of each
+        offsets = np.frombuffer(buf, dtype="<u4", count=length, offset=start)
+        if (offsets >= n).any():
+            raise _bad(f"a {what[:-1]} entry points outside the buffer")
+        rels = np.arange(start, start + 4 * length, 4, dtype=np.uint32)  # sums < 2**32
+        rels += offsets
+        ordered = np.sort(rels)
+        if (ordered[1:] == ordered[:-1]).any():
+            _repeated(what)
+        del ordered
+        return rels.tolist()
+    rels_ = struct.unpack_from(f"<{length}I", buf, start)
+    positions = [start + 4 * i + rel for i, rel in enumerate(rels_)]
+    if len(set(positions)) != length:
+        _repeated(what)
+    return positions
+
+
+def _repeated(what: str) -> None:
+    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Graph lists one {what[:-1]} table more than once")
 
 
 def _data_type(value: int | None, what: str) -> DataType:
     return DataType.NOT_SET if value is None else data_type_from_wire(value, what)
-
-
-def _unique(positions: list[int], what: str) -> None:
-    if len(set(positions)) != len(positions):
-        raise HipdnnError(ErrorCode.INVALID_VALUE, f"Graph lists one {what} table more than once")
 
 
 # ----- tensors ----------------------------------------------------------------------------------
@@ -410,8 +425,6 @@ def read_graph(data: bytes | bytearray | memoryview) -> WireGraph:
     override = bool(_scalar(buf, n, g, 7, "?", "is_override_shape_enabled"))
     version = _struct(buf, n, g, 8, 12, 4, "min_required_engine_api_version")
     uuid = _struct(buf, n, g, 9, 16, 1, "id")
-    _unique(tensor_positions, "tensor")
-    _unique(node_positions, "node")
     tensors = [_tensor(buf, n, p, i, counter) for i, p in enumerate(tensor_positions)]
     graph = WireGraph(
         name=name,
