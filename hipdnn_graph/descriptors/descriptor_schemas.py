@@ -172,19 +172,11 @@ _GRAPH = _Schema(
 )
 
 
-#: descriptor attributes of hipDNN's operation classes that the node specs do not model
-#: (paged attention, fp8 scales, extra outputs, hints), accepted as hipDNN accepts them
-_UNMODELLED_OPERATION_SLOTS: dict[int, dict[int, _Slot]] = {
-    D.OPERATION_SDPA_FWD: {
-        **{a: _TENSOR_REF for a in A if 2612 <= a <= 2627 and a != A.OPERATION_SDPA_FWD_STATSDESC},
-        A.SDPA_FWD_MAX_SEQ_LEN_KV_EXT: _Slot(T.INT32),
-        A.SDPA_FWD_MMA_CORE_MODE_EXT: _Slot(T.DATA_TYPE, default=DataType.NOT_SET),
-        A.SDPA_FWD_IMPLEMENTATION_EXT: _Slot(T.ATTENTION_IMPLEMENTATION, default=0),
-    },
-}
 _SCALAR_DEFAULTS: dict[T, object] = {
     T.BOOLEAN: False,
     T.DIAGONAL_ALIGNMENT: DiagonalAlignment.TOP_LEFT,
+    T.DATA_TYPE: DataType.NOT_SET,
+    T.ATTENTION_IMPLEMENTATION: 0,
 }
 
 
@@ -196,7 +188,15 @@ def _operation_schema(spec: NodeSpec) -> _Schema:
             name, attr_type = scalar.attribute
             default = _SCALAR_DEFAULTS.get(attr_type) if scalar.always else None
             slots[name] = _Slot(attr_type, default=default)
-    slots.update(_UNMODELLED_OPERATION_SLOTS.get(spec.descriptor_type, {}))
+    for extra in spec.unmodelled:  # what hipDNN's descriptor accepts and the frontend ignores
+        if extra.attribute is not None:
+            name, attr_type = extra.attribute
+            default = None if attr_type is T.INT32 else _SCALAR_DEFAULTS.get(attr_type)
+            slots[name] = (
+                _TENSOR_REF
+                if attr_type is T.BACKEND_DESCRIPTOR
+                else _Slot(attr_type, default=default)
+            )
     slots[spec.compute_type] = _Slot(T.DATA_TYPE, default=DataType.NOT_SET)
     slots[A.OPERATION_NAME_EXT] = _Slot(T.CHAR)
     cls = spec.descriptor_class

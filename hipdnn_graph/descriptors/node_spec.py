@@ -154,12 +154,14 @@ class UnmodelledSpec:
         fb_slot: Field number in hipDNN's table.
         group: Its JSON group: ``"inputs"``, ``"outputs"`` or ``"scalars"`` (the node's scalar
             object), or ``"extra"`` for fields hipDNN's JSON writes only when set.
+        attribute: The descriptor attribute and type hipDNN's backend accepts for it, if any.
     """
 
     wire: str
     kind: Kind
     fb_slot: int
     group: str
+    attribute: tuple[AttributeName, AttributeType] | None = None
 
     @property
     def default(self) -> Any:

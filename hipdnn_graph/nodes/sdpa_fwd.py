@@ -95,10 +95,17 @@ def _slot(member: Any, fb_slot: int, attribute: A, wire: str = "", **kw: Any) ->
     return SlotSpec(member, output, required, fb_slot, attribute, f"{wire}_tensor_uid", **kw)
 
 
-def _unmodelled(group: str, kind: Kind, first: int, *names: str) -> tuple[UnmodelledSpec, ...]:
-    suffix = "_tensor_uid" if kind is Kind.UID_OPT else ""
+def _unmodelled(group: str, first: int, attribute: int, *names: str) -> tuple[UnmodelledSpec, ...]:
+    """Unmodelled tensor slots at consecutive fields and descriptor attributes."""
     return tuple(
-        UnmodelledSpec(f"{name}{suffix}", kind, first + i, group) for i, name in enumerate(names)
+        UnmodelledSpec(
+            f"{name}_tensor_uid",
+            Kind.UID_OPT,
+            first + i,
+            group,
+            (A(attribute + i), T.BACKEND_DESCRIPTOR),
+        )
+        for i, name in enumerate(names)
     )
 
 
@@ -169,8 +176,8 @@ SDPA_FWD_SPEC = register_node_spec(
         unmodelled=(
             *_unmodelled(
                 "inputs",
-                Kind.UID_OPT,
                 12,
+                A.OPERATION_SDPA_FWD_PAGE_TABLE_KDESC,
                 "page_table_k",
                 "page_table_v",
                 "block_mask",
@@ -183,11 +190,36 @@ SDPA_FWD_SPEC = register_node_spec(
                 "scale_o",
             ),
             *_unmodelled(
-                "outputs", Kind.UID_OPT, 23, "max", "sum_exp", "rng_dump", "amax_s", "amax_o"
+                "outputs",
+                23,
+                A.OPERATION_SDPA_FWD_MAX_EXT,
+                "max",
+                "sum_exp",
+                "rng_dump",
+                "amax_s",
+                "amax_o",
             ),
-            UnmodelledSpec("max_seq_len_kv", Kind.I32_OPT, 37, "scalars"),
-            UnmodelledSpec("mma_core_mode", Kind.DTYPE, 39, "scalars"),
-            UnmodelledSpec("implementation", Kind.IMPL, 40, "scalars"),
+            UnmodelledSpec(
+                "max_seq_len_kv",
+                Kind.I32_OPT,
+                37,
+                "scalars",
+                (A.SDPA_FWD_MAX_SEQ_LEN_KV_EXT, T.INT32),
+            ),
+            UnmodelledSpec(
+                "mma_core_mode",
+                Kind.DTYPE,
+                39,
+                "scalars",
+                (A.SDPA_FWD_MMA_CORE_MODE_EXT, T.DATA_TYPE),
+            ),
+            UnmodelledSpec(
+                "implementation",
+                Kind.IMPL,
+                40,
+                "scalars",
+                (A.SDPA_FWD_IMPLEMENTATION_EXT, T.ATTENTION_IMPLEMENTATION),
+            ),
             UnmodelledSpec("umd_flops", Kind.STRING, 41, "extra"),
             UnmodelledSpec("umd_bytes", Kind.STRING, 42, "extra"),
         ),
