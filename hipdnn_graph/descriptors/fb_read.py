@@ -46,12 +46,13 @@ from .wire_model import (
     ValueMember,
     WireGraph,
     WireMetadata,
-    attributes_template,
     check_node_names,
     check_wire_graph,
     data_type_from_wire,
     decode_value,
-    new_trusted,
+    decoded_attributes,
+    decoded_tensor,
+    refuse_unmodelled,
     unsupported,
 )
 
@@ -218,11 +219,6 @@ def _data_type(value: int | None, what: str) -> DataType:
 
 # ----- tensors ----------------------------------------------------------------------------------
 
-#: every field of a tensor with its default (a decoded tensor overrides all but fields added later)
-_TENSOR_DEFAULTS = {
-    name: info.get_default(call_default_factory=True)
-    for name, info in TensorAttributes.model_fields.items()
-}
 _VALUE_SIZES = {member: struct.calcsize(code) for member, code in VALUE_CODES.items()}
 
 
@@ -258,8 +254,7 @@ def _tensor(buf: bytes, n: int, pos: int, index: int, counter: list[int]) -> Ten
     multiplier = _scalar(buf, n, t, 11, "q", what)
     if multiplier is not None and multiplier != 1:
         raise unsupported(f"{where}: ragged_offset_multiplier {multiplier} is not supported")
-    values = dict(_TENSOR_DEFAULTS)
-    values.update(
+    return decoded_tensor(
         uid=uid,
         name=name,
         data_type=data_type,
@@ -270,7 +265,6 @@ def _tensor(buf: bytes, n: int, pos: int, index: int, counter: list[int]) -> Ten
         value=value,
         alignment=16 if alignment is None else alignment,
     )
-    return new_trusted(TensorAttributes, values, set(_TENSOR_DEFAULTS))
 
 
 # ----- nodes -------------------------------------------------------------------------------------
@@ -322,36 +316,18 @@ def _node(
         )
     body = _Table(buf, n, body_pos, f"{label} attributes", counter)
     body.refuse_unknown(spec.field_count, spec.table, label)
-    inputs: dict[Any, TensorAttributes] = {}
-    outputs: dict[Any, TensorAttributes] = {}
+    uids: dict[Any, int | None] = {}
     for slot in spec.slots:
         uid = _scalar(buf, n, body, slot.fb_slot, "q", label)
-        if uid is None:
-            if not slot.required:
-                continue
-            uid = 0
-        tensor = tensors.get(uid)
-        if tensor is None:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                f"Node {name} refers to tensor uid {uid} ({slot.wire}), "
-                "which is not a tensor of the graph",
-            )
-        (outputs if slot.output else inputs)[slot.member] = tensor
-    fields, private = attributes_template(spec.attributes_cls)
-    values = dict(fields)
-    values.update(name=name, compute_data_type=compute, inputs=inputs, outputs=outputs)
-    for scalar in spec.scalars:
-        values[scalar.name] = _read_scalar(
-            buf, n, body, scalar.kind, scalar.fb_slot, f"{label} {scalar.name}"
-        )
+        uids[slot] = 0 if uid is None and slot.required else uid
+    scalars = {
+        s.name: _read_scalar(buf, n, body, s.kind, s.fb_slot, f"{label} {s.name}")
+        for s in spec.scalars
+    }
     for extra in spec.unmodelled:
         value = _read_scalar(buf, n, body, extra.kind, extra.fb_slot, f"{label} {extra.wire}")
-        if value != extra.default:
-            raise unsupported(
-                f"{label}: {spec.table}.{extra.wire} = {value!r} is not supported by this version"
-            )
-    attributes = new_trusted(spec.attributes_cls, values, set(), dict(private))
+        refuse_unmodelled(spec, label, extra.wire, value, extra.default)
+    attributes = decoded_attributes(spec, name, compute, uids, scalars, tensors)
     return spec, attributes
 
 

@@ -37,13 +37,14 @@ from .wire_model import (
     ValueMember,
     WireGraph,
     WireMetadata,
-    attributes_template,
     check_node_names,
     check_wire_graph,
     decode_value,
+    decoded_attributes,
+    decoded_tensor,
     encode_value,
     float32,
-    new_trusted,
+    refuse_unmodelled,
     unsupported,
 )
 
@@ -331,12 +332,6 @@ class _Obj:
             )
 
 
-_TENSOR_DEFAULTS = {
-    name: info.get_default(call_default_factory=True)
-    for name, info in TensorAttributes.model_fields.items()
-}
-
-
 def _tensor(o: _Obj) -> TensorAttributes:
     uid = o.get_int("uid")
     name = o.get_str("name")
@@ -358,8 +353,7 @@ def _tensor(o: _Obj) -> TensorAttributes:
         value = decode_value(member, _raw_value(member, raw, where), data_type, where)
     elif o._get("value", True) is not None:
         raise unsupported(f"{where}: a value without a value_type")
-    values = dict(_TENSOR_DEFAULTS)
-    values.update(
+    tensor = decoded_tensor(
         uid=uid,
         name=name,
         data_type=data_type,
@@ -371,7 +365,7 @@ def _tensor(o: _Obj) -> TensorAttributes:
         alignment=16 if alignment is None else alignment,
     )
     o.done()
-    return new_trusted(TensorAttributes, values, set(_TENSOR_DEFAULTS))
+    return tensor
 
 
 def _raw_value(member: ValueMember, raw: Any, where: str) -> Any:
@@ -445,26 +439,13 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
             raise unsupported(f"{label}: both '{group}' and '{other}' are present")
     scalars_obj = o.obj_at(group)
     assert scalars_obj is not None
-    inputs: dict[Any, TensorAttributes] = {}
-    outputs: dict[Any, TensorAttributes] = {}
-    for slot in spec.slots:
-        holder = outputs_obj if slot.output else inputs_obj
-        uid = holder.get_int(slot.wire, nullable=not slot.required)
-        if uid is None:
-            continue
-        tensor = tensors.get(uid)
-        if tensor is None:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                f"Node {name} refers to tensor uid {uid} ({slot.wire}), "
-                "which is not a tensor of the graph",
-            )
-        (outputs if slot.output else inputs)[slot.member] = tensor
-    fields, private = attributes_template(spec.attributes_cls)
-    values = dict(fields)
-    values.update(name=name, compute_data_type=compute, inputs=inputs, outputs=outputs)
-    for scalar in spec.scalars:
-        values[scalar.name] = _scalar(scalars_obj, scalar.kind, scalar.name, label)
+    uids: dict[Any, int | None] = {
+        slot: (outputs_obj if slot.output else inputs_obj).get_int(
+            slot.wire, nullable=not slot.required
+        )
+        for slot in spec.slots
+    }
+    scalars = {s.name: _scalar(scalars_obj, s.kind, s.name, label) for s in spec.scalars}
     holders = {"inputs": inputs_obj, "outputs": outputs_obj, "scalars": scalars_obj}
     for extra in spec.unmodelled:
         if extra.group == "extra":
@@ -473,13 +454,10 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
             value = holders[extra.group].get_int(extra.wire, nullable=True)
         else:
             value = _scalar(holders[extra.group], extra.kind, extra.wire, label)
-        if value != extra.default:
-            raise unsupported(
-                f"{label}: {spec.table}.{extra.wire} = {value!r} is not supported by this version"
-            )
+        refuse_unmodelled(spec, label, extra.wire, value, extra.default)
     for holder in (inputs_obj, outputs_obj, scalars_obj, o):
         holder.done()
-    return spec, new_trusted(spec.attributes_cls, values, set(), dict(private))
+    return spec, decoded_attributes(spec, name, compute, uids, scalars, tensors)
 
 
 def _text(text: Any) -> str:

@@ -58,9 +58,12 @@ __all__ = [
     "check_wire_graph",
     "data_type_from_wire",
     "decode_value",
+    "decoded_attributes",
+    "decoded_tensor",
     "encode_value",
     "float32",
     "new_trusted",
+    "refuse_unmodelled",
     "unsupported",
 ]
 
@@ -453,3 +456,63 @@ def attributes_template(cls: type[Any]) -> tuple[dict[str, Any], dict[str, Any]]
         private = {name: attr.get_default() for name, attr in cls.__private_attributes__.items()}
         template = _TEMPLATES[cls] = (fields, private)
     return template
+
+
+def decoded_attributes(
+    spec: NodeSpec,
+    name: str,
+    compute: DataType,
+    uids: dict[Any, int | None],
+    scalars: dict[str, Any],
+    tensors: dict[int, TensorAttributes],
+) -> Any:
+    """A node's attributes from what a decoder read: the uid of each slot (``None`` when an
+    optional slot is absent) and the scalars, built without validation.
+
+    Raises:
+        HipdnnError: INVALID_VALUE for a uid that is not a tensor of the graph.
+    """
+    inputs: dict[Any, TensorAttributes] = {}
+    outputs: dict[Any, TensorAttributes] = {}
+    for slot, uid in uids.items():
+        if uid is None:
+            continue
+        tensor = tensors.get(uid)
+        if tensor is None:
+            raise _invalid(
+                f"Node {name} refers to tensor uid {uid} ({slot.wire}), "
+                "which is not a tensor of the graph"
+            )
+        (outputs if slot.output else inputs)[slot.member] = tensor
+    fields, private = attributes_template(spec.attributes_cls)
+    values = dict(fields)
+    values.update(name=name, compute_data_type=compute, inputs=inputs, outputs=outputs)
+    values.update(scalars)
+    return new_trusted(spec.attributes_cls, values, set(), dict(private))
+
+
+def refuse_unmodelled(spec: NodeSpec, label: str, wire: str, value: Any, default: Any) -> None:
+    """Refuse a field this version does not model unless it holds its default.
+
+    Raises:
+        HipdnnError: UNSUPPORTED_GRAPH_FORMAT naming the table, field and value.
+    """
+    if value != default:
+        raise unsupported(
+            f"{label}: {spec.table}.{wire} = {value!r} is not supported by this version"
+        )
+
+
+#: every field of a tensor with its default (a decoded tensor overrides all but fields added later)
+_TENSOR_DEFAULTS = {
+    name: info.get_default(call_default_factory=True)
+    for name, info in TensorAttributes.model_fields.items()
+}
+
+
+def decoded_tensor(**fields: Any) -> TensorAttributes:
+    """A tensor from decoded, checked fields (``uid``, ``name``, ``data_type``, ``dim``,
+    ``stride``, ``is_virtual``, ``is_pass_by_value``, ``value``, ``alignment``), unvalidated."""
+    values = dict(_TENSOR_DEFAULTS)
+    values.update(fields)
+    return new_trusted(TensorAttributes, values, set(_TENSOR_DEFAULTS))
