@@ -145,7 +145,10 @@ def read_dlpack(producer: Any, what: str) -> DlpackInfo:
     if export is None:
         raise FrontendTypeError(f"{what}: expected an object implementing __dlpack__")
     try:
-        capsule = export()
+        try:  # DLPack 1.x first: it can also export read-only memory (NumPy needs it for that)
+            capsule = export(max_version=(1, 0))
+        except TypeError:  # a producer from before DLPack 1.0
+            capsule = export()
     except Exception as exc:
         raise FrontendValueError(f"{what}: __dlpack__() failed: {exc}") from None
     tensor = _tensor_of(capsule, what)

@@ -316,8 +316,10 @@ class Graph:
     def get_ranked_engine_ids(
         self, modes: list[HeuristicMode] | list[int] | None = None
     ) -> list[int]:
-        """The ids of the applicable engines, best first (runs ``create_execution_plans``)."""
-        _raising(lambda: self.core_graph.create_execution_plans(modes))
+        """The ids of the applicable engines, best first (runs ``create_execution_plans`` when
+        it has not run; every mode ranks alike on hipdnn-graph)."""
+        if not self.core_graph.get_engine_names():
+            _raising(lambda: self.core_graph.create_execution_plans(modes))
         return [engine_id(name) for name in self.core_graph.get_engine_names()]
 
     def get_plan_name_at_index(self, plan_index: int) -> str:
