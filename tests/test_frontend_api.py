@@ -147,7 +147,9 @@ class TestTensor:
             (0.5, hipdnn.DataType.FLOAT, 0.5),
         ],
     )
-    def test_set_value_infers_the_type(self, value: object, data_type: hg.DataType, stored: object) -> None:
+    def test_set_value_infers_the_type(
+        self, value: object, data_type: hg.DataType, stored: object
+    ) -> None:
         t = hipdnn.Tensor().set_value(value)  # type: ignore[arg-type]
         assert t.get_data_type() == data_type
         assert t.get_value() == stored and type(t.get_value()) is type(stored)
@@ -236,7 +238,9 @@ class TestGraphConfiguration:
     def test_preferred_engine_by_name_id_and_none(self) -> None:
         g = hipdnn.Graph()
         assert g.get_preferred_engine_id_ext() is None
-        engine = g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").get_preferred_engine_id_ext()
+        engine = g.set_preferred_engine_id_ext(
+            "NUMPY_REFERENCE_ENGINE"
+        ).get_preferred_engine_id_ext()
         assert engine == hg.backend.engine_id("NUMPY_REFERENCE_ENGINE")
         assert g.set_preferred_engine_id_ext(5).get_preferred_engine_id_ext() == 5
         assert g.set_preferred_engine_id_ext().get_preferred_engine_id_ext() is None
@@ -254,10 +258,10 @@ class TestGraphConfiguration:
             hipdnn.Graph.tensor([1, 2])  # type: ignore[arg-type]
 
     def test_node_methods_return_tuples_and_name_outputs(self) -> None:
-        graph, q, k, v, o, stats = sdpa_graph()
+        *_, o, stats = sdpa_graph()
         assert stats is not None
         assert o.get_name().endswith("::O") and stats.get_name().endswith("::Stats")
-        _, *_, d_o, _, dq, dk, dv = sdpa_backward_graph()
+        *_, dq, dk, dv = sdpa_backward_graph()
         assert [t.get_name().split("::")[1] for t in (dq, dk, dv)] == ["dQ", "dK", "dV"]
 
     def test_stats_are_none_unless_generated(self) -> None:
@@ -441,8 +445,14 @@ def _table() -> hipdnn.Tensor:
 
 
 REFUSED = [
-    (lambda a: a.set_paged_attention_k_table(_table()), "SDPA paged attention is unsupported by hipDNN"),
-    (lambda a: a.set_paged_attention_max_seq_len_kv(32), "SDPA paged attention is unsupported by hipDNN"),
+    (
+        lambda a: a.set_paged_attention_k_table(_table()),
+        "SDPA paged attention is unsupported by hipDNN",
+    ),
+    (
+        lambda a: a.set_paged_attention_max_seq_len_kv(32),
+        "SDPA paged attention is unsupported by hipDNN",
+    ),
     (lambda a: a.set_sink_token(_table()), "SDPA sink token is unsupported by hipDNN"),
     (lambda a: a.set_block_mask(_table()), "SDPA block mask is unsupported by hipdnn-graph"),
     (lambda a: a.set_descale_q(_table()), "SDPA FP8 descale_q is unsupported by hipdnn-graph"),
@@ -491,8 +501,19 @@ class TestUnsupportedMembersAtValidate:
 
 class TestOtherOpFamilies:
     @pytest.mark.parametrize(
-        "name", ["pointwise", "matmul", "conv_fprop", "batchnorm", "layernorm", "rmsnorm",
-                 "reduction", "resample_bwd", "autotune", "get_engine_configs"]
+        "name",
+        [
+            "pointwise",
+            "matmul",
+            "conv_fprop",
+            "batchnorm",
+            "layernorm",
+            "rmsnorm",
+            "reduction",
+            "resample_bwd",
+            "autotune",
+            "get_engine_configs",
+        ],
     )
     def test_graph_methods_name_the_op(self, name: str) -> None:
         graph = hipdnn.Graph()

@@ -136,7 +136,11 @@ class TestTensorLike:
     @pytest.mark.parametrize(
         ("producer", "error", "match"),
         [
-            (lambda: np.zeros((2, 2), np.uint16), ValueError, r"unsupported DLPack dtype \(code=1, bits=16\)"),
+            (
+                lambda: np.zeros((2, 2), np.uint16),
+                ValueError,
+                r"unsupported DLPack dtype \(code=1, bits=16\)",
+            ),
             (lambda: object(), TypeError, "__dlpack__"),
             (lambda: NoneDlpack(), ValueError, "valid DLPack capsule"),
             (lambda: HandMadeProducer(8, dtype=(2, 32, 4)), ValueError, "lanes != 1"),

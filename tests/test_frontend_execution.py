@@ -48,7 +48,13 @@ class TestExecuteMatchesTorch:
         data = _random((q, k, v))
         out = np.zeros(o.get_dim(), np.float32)
         lse = np.zeros(stats.get_dim(), np.float32)
-        pack = {q: data[q.get_uid()], k: data[k.get_uid()], v: data[v.get_uid()], o: out, stats: lse}
+        pack = {
+            q: data[q.get_uid()],
+            k: data[k.get_uid()],
+            v: data[v.get_uid()],
+            o: out,
+            stats: lse,
+        }
         assert graph.execute(handle, pack).is_good()
         qd, kd, vd = (data[t.get_uid()] for t in (q, k, v))
         np.testing.assert_allclose(out, _torch_forward(qd, kd, vd), rtol=1e-4, atol=1e-5)
@@ -82,7 +88,9 @@ class TestExecuteMatchesTorch:
         graph.set_preferred_engine_id_ext(engine)
         handle = build_all(graph)
         data = _random((q, k, v, d_o), seed=2)
-        qt, kt, vt = (torch.from_numpy(data[t.get_uid()]).double().requires_grad_() for t in (q, k, v))
+        qt, kt, vt = (
+            torch.from_numpy(data[t.get_uid()]).double().requires_grad_() for t in (q, k, v)
+        )
         ot = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=True)
         ot.backward(torch.from_numpy(data[d_o.get_uid()]).double())
         scale = 1 / math.sqrt(DIMS[2])
@@ -230,7 +238,7 @@ class TestErrorPaths:
             graph.execute(handle, [1, 2])  # type: ignore[arg-type]
 
     def test_execute_before_plans(self) -> None:
-        graph, q, *_ = sdpa_graph()
+        graph, *_ = sdpa_graph()
         error = graph.execute(hipdnn.create_handle(), {})
         assert error.get_code() == hipdnn.ErrorCode.INVALID_VALUE
         assert error.get_message() == hg.lifecycle.NO_PLAN_MESSAGE
@@ -281,7 +289,7 @@ class TestErrorPaths:
 
 class TestPlans:
     def test_plan_queries(self) -> None:
-        graph, handle, *_ = _built_forward("NUMPY_REFERENCE_ENGINE")
+        graph, *_ = _built_forward("NUMPY_REFERENCE_ENGINE")
         count = graph.get_execution_plan_count()
         assert count >= 2  # the NumPy reference and the torch math engine apply on any machine
         ranked = graph.get_ranked_engine_ids([hipdnn.HeuristicMode.FALLBACK])
@@ -296,7 +304,9 @@ class TestPlans:
             graph.get_behavior_notes_for_engine(12345)
 
     def test_build_and_execute_every_plan_index(self) -> None:
-        graph, q, k, v, o, _ = sdpa_graph(sq=8, skv=8, attributes=hipdnn.SdpaAttributes(), dims=DIMS)
+        graph, q, k, v, o, _ = sdpa_graph(
+            sq=8, skv=8, attributes=hipdnn.SdpaAttributes(), dims=DIMS
+        )
         assert graph.validate().is_good()
         assert graph.build_operation_graph(hipdnn.create_handle()).is_good()
         assert graph.create_execution_plans([hipdnn.HeuristicMode.FALLBACK]).is_good()

@@ -86,7 +86,9 @@ class TestStreamsAndDestroy:
 
 class TestEngines:
     def test_engine_info_for_a_loaded_engine(self) -> None:
-        engine = hipdnn.Graph().set_preferred_engine_id_ext(NUMPY_ENGINE).get_preferred_engine_id_ext()
+        engine = (
+            hipdnn.Graph().set_preferred_engine_id_ext(NUMPY_ENGINE).get_preferred_engine_id_ext()
+        )
         assert engine is not None
         info = hipdnn.create_handle().get_engine_info(engine)
         assert isinstance(info, hipdnn.EngineInfo)

@@ -13,7 +13,9 @@ import pytest
 SCRIPT = Path(__file__).parent / "scripts" / "hipdnn_sdpa_script.py"
 
 
-def _python(code: str, tmp_path: Path, extra_path: Path | None = None) -> subprocess.CompletedProcess[str]:
+def _python(
+    code: str, tmp_path: Path, extra_path: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     env_path = str(extra_path) if extra_path is not None else ""
     prelude = f"import sys; sys.path.insert(0, {env_path!r})\n" if env_path else ""
     return subprocess.run(

@@ -29,18 +29,24 @@ def _forward_cases() -> dict[str, Callable[[], Any]]:
     return {
         "plain": lambda: hipdnn.SdpaAttributes().set_generate_stats(True),
         "inference": lambda: hipdnn.SdpaAttributes(),
-        "causal_scale": lambda: hipdnn.SdpaAttributes()
-        .set_generate_stats(True)
-        .set_causal_mask(True)
-        .set_attn_scale(0.125),
-        "bottom_right_band": lambda: hipdnn.SdpaAttributes()
-        .set_causal_mask_bottom_right(True)
-        .set_diagonal_band_left_bound(4)
-        .set_name("banded"),
-        "padding": lambda: hipdnn.SdpaAttributes()
-        .set_padding_mask(True)
-        .set_seq_len_q(_seq_len())
-        .set_seq_len_kv(_seq_len()),
+        "causal_scale": lambda: (
+            hipdnn.SdpaAttributes()
+            .set_generate_stats(True)
+            .set_causal_mask(True)
+            .set_attn_scale(0.125)
+        ),
+        "bottom_right_band": lambda: (
+            hipdnn.SdpaAttributes()
+            .set_causal_mask_bottom_right(True)
+            .set_diagonal_band_left_bound(4)
+            .set_name("banded")
+        ),
+        "padding": lambda: (
+            hipdnn.SdpaAttributes()
+            .set_padding_mask(True)
+            .set_seq_len_q(_seq_len())
+            .set_seq_len_kv(_seq_len())
+        ),
         "dropout": lambda: hipdnn.SdpaAttributes().set_dropout(
             0.1,
             hipdnn.Tensor.create([1, 1, 1, 1], hipdnn.DataType.INT64),
@@ -56,21 +62,29 @@ def _forward_cases() -> dict[str, Callable[[], Any]]:
 def _backward_cases() -> dict[str, Callable[[], Any]]:
     return {
         "plain": lambda: hipdnn.SdpaBackwardAttributes(),
-        "causal_scale": lambda: hipdnn.SdpaBackwardAttributes()
-        .set_causal_mask(True)
-        .set_attn_scale(0.125)
-        .set_name("bwd"),
-        "alibi_alignment": lambda: hipdnn.SdpaBackwardAttributes()
-        .set_alibi_mask(True)
-        .set_diagonal_alignment(hipdnn.DiagonalAlignment.BOTTOM_RIGHT)
-        .set_diagonal_band_right_bound(2),
-        "bias_dbias": lambda: hipdnn.SdpaBackwardAttributes()
-        .set_bias(hipdnn.Tensor.create([1, 8, 16, 32], hipdnn.DataType.FLOAT))
-        .set_dbias(hipdnn.Tensor.create([1, 8, 16, 32], hipdnn.DataType.FLOAT).set_output(True)),
+        "causal_scale": lambda: (
+            hipdnn.SdpaBackwardAttributes()
+            .set_causal_mask(True)
+            .set_attn_scale(0.125)
+            .set_name("bwd")
+        ),
+        "alibi_alignment": lambda: (
+            hipdnn.SdpaBackwardAttributes()
+            .set_alibi_mask(True)
+            .set_diagonal_alignment(hipdnn.DiagonalAlignment.BOTTOM_RIGHT)
+            .set_diagonal_band_right_bound(2)
+        ),
+        "bias_dbias": lambda: (
+            hipdnn.SdpaBackwardAttributes()
+            .set_bias(hipdnn.Tensor.create([1, 8, 16, 32], hipdnn.DataType.FLOAT))
+            .set_dbias(hipdnn.Tensor.create([1, 8, 16, 32], hipdnn.DataType.FLOAT).set_output(True))
+        ),
     }
 
 
-CASES = [("fwd_" + n, lambda f=f: sdpa_graph(attributes=f())[0]) for n, f in _forward_cases().items()]
+CASES = [
+    ("fwd_" + n, lambda f=f: sdpa_graph(attributes=f())[0]) for n, f in _forward_cases().items()
+]
 CASES += [
     ("bwd_" + n, lambda f=f: sdpa_backward_graph(attributes=f())[0])
     for n, f in _backward_cases().items()
@@ -174,7 +188,9 @@ class TestLoaders:
         restored = hipdnn.Graph()
         assert restored.from_binary(graph.to_binary()).is_good()
         rng = np.random.default_rng(3)
-        inputs = {t.get_uid(): rng.standard_normal(t.get_dim()).astype(np.float32) for t in (q, k, v)}
+        inputs = {
+            t.get_uid(): rng.standard_normal(t.get_dim()).astype(np.float32) for t in (q, k, v)
+        }
         results = []
         for g in (graph, restored):
             handle = build_all(g)

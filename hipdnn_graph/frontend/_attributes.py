@@ -65,16 +65,17 @@ EXTRA_TENSORS: dict[str, tuple[str, str, str]] = {
 class SdpaAttributes(CoreSdpaAttributes):
     """hipDNN's ``SdpaAttributes`` binding: the core's class plus the members listed above.
 
-    | extra member | setter | read back with |
-    |---|---|---|
-    | paged attention tables | ``set_paged_attention_k_table`` / ``_v_table`` | ``get_page_table_k`` / ``_v`` |
-    | block mask, sink token | ``set_block_mask``, ``set_sink_token`` | ``get_`` of the same name |
-    | FP8 scales | ``set_descale_q|k|v|s``, ``set_scale_s|o`` | ``get_`` of the same name |
-    | statistics outputs | ``set_logit_max``, ``set_score_sum_exp``, ``set_rng_dump``, ``set_amax_s|o`` | ``get_max``, ``get_sum_exp``, ``get_rng_dump``, ``get_amax_s|o`` |
-    | ``max_seq_len_kv`` | ``set_paged_attention_max_seq_len_kv`` | property |
-    | ``mma_core_mode`` | ``set_mma_core_mode`` | property |
-    | ``implementation`` | ``set_implementation`` | property (a hint; any value runs) |
-    | ``unfuse_fma_hint`` | ``set_unfuse_fma`` | property (advisory, ignored, as in hipDNN) |
+    Extra members (set → read back):
+
+    - paged attention tables: ``set_paged_attention_k_table`` / ``_v_table`` →
+      ``get_page_table_k`` / ``_v``; ``set_paged_attention_max_seq_len_kv`` → ``max_seq_len_kv``;
+    - ``set_block_mask``, ``set_sink_token``, ``set_descale_q|k|v|s``, ``set_scale_s|o`` →
+      ``get_`` of the same name;
+    - statistics outputs ``set_logit_max``, ``set_score_sum_exp``, ``set_rng_dump``,
+      ``set_amax_s|o`` → ``get_max``, ``get_sum_exp``, ``get_rng_dump``, ``get_amax_s|o``;
+    - ``set_mma_core_mode`` → ``mma_core_mode``; ``set_implementation`` → ``implementation``
+      (a hint: any value runs); ``set_unfuse_fma`` → ``unfuse_fma_hint`` (advisory and ignored,
+      with a warning, as in hipDNN).
     """
 
     extra_tensors: dict[str, TensorAttributes] = Field(default_factory=dict)

@@ -25,7 +25,7 @@ from typing import Any
 from ..types import DataType
 from ._errors import FrontendTypeError, FrontendValueError
 
-__all__ = ["DlpackInfo", "SUPPORTED_DEVICES", "read_dlpack"]
+__all__ = ["SUPPORTED_DEVICES", "DlpackInfo", "read_dlpack"]
 
 CPU, CUDA, CUDA_HOST, ROCM, ROCM_HOST = 1, 2, 3, 10, 11
 #: DLPack device types accepted, and whether each is host memory
@@ -129,7 +129,8 @@ def _tensor_of(capsule: Any, what: str) -> _DLTensor:
         if _is_valid(capsule, name):
             address = _get_pointer(capsule, name)
             if versioned:
-                return _ManagedVersioned.from_address(address).dl_tensor
+                tensor: _DLTensor = _ManagedVersioned.from_address(address).dl_tensor
+                return tensor
             return _DLTensor.from_address(address)
     raise FrontendValueError(f"{what}: __dlpack__ did not return a valid DLPack capsule")
 

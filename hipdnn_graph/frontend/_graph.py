@@ -34,10 +34,13 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..attributes.sdpa import SdpaAttributes as CoreSdpaAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..backend.contract import engine_id
 from ..backend.registry import current_registry
+from ..backend.variant_pack import is_torch_tensor
 from ..errors import HipdnnError
 from ..graph import Graph as CoreGraph
 from ..tensor import TensorAttributes
@@ -93,7 +96,7 @@ def _stream_context(handle: Any) -> AbstractContextManager[Any]:
     if stream and torch_device_available():
         import torch
 
-        return torch.cuda.stream(torch.cuda.ExternalStream(stream))
+        return torch.cuda.stream(torch.cuda.ExternalStream(stream))  # type: ignore[no-untyped-call]
     return nullcontext()
 
 
@@ -191,11 +194,8 @@ class Graph:
         data_type = info.data_type
         if data_type is None:
             raise FrontendValueError(f"tensor_like(): unsupported DLPack dtype {info.dtype_text()}")
-        if hasattr(source, "__array_interface__") or hasattr(source, "data_ptr"):
-            try:
-                _remember(source)
-            except (AttributeError, TypeError):  # pragma: no cover - exotic producers
-                pass
+        if isinstance(source, np.ndarray) or is_torch_tensor(source):
+            _remember(source)  # so that its address resolves in execute()
         return Tensor(
             name=name,
             data_type=data_type,
@@ -274,15 +274,15 @@ class Graph:
         _stream_context(handle)
         return returning_error(self.core_graph.build_operation_graph)
 
-    def create_execution_plans(
-        self, modes: list[HeuristicMode] | list[int] | None = None
-    ) -> Error:
+    def create_execution_plans(self, modes: list[HeuristicMode] | list[int] | None = None) -> Error:
         return returning_error(lambda: self.core_graph.create_execution_plans(modes))
 
     def check_support(self) -> Error:
         return returning_error(self.core_graph.check_support)
 
-    def build_plans(self, policy: BuildPlanPolicy | int = BuildPlanPolicy.HEURISTICS_CHOICE) -> Error:
+    def build_plans(
+        self, policy: BuildPlanPolicy | int = BuildPlanPolicy.HEURISTICS_CHOICE
+    ) -> Error:
         return returning_error(lambda: self.core_graph.build_plans(policy))
 
     def build_plan_at_index(self, plan_index: int) -> Error:
@@ -417,7 +417,8 @@ class Graph:
         if on_device:
             import torch
 
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             start.record()
             error = returning_error(call)
             end.record()

@@ -238,7 +238,7 @@ def hip_stream_synchronize(stream: int = 0) -> None:
         import torch
 
         if stream:
-            torch.cuda.ExternalStream(stream).synchronize()
+            torch.cuda.ExternalStream(stream).synchronize()  # type: ignore[no-untyped-call]
         else:
             torch.cuda.current_stream().synchronize()
 

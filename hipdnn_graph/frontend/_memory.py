@@ -166,7 +166,9 @@ class DeviceBuffer:
 
     def __repr__(self) -> str:
         where = "device" if _is_torch(self._flat) else "host"
-        return f"<hipdnn_frontend.DeviceBuffer {self._nbytes} bytes at {self._address:#x} ({where})>"
+        return (
+            f"<hipdnn_frontend.DeviceBuffer {self._nbytes} bytes at {self._address:#x} ({where})>"
+        )
 
 
 def get_data_ptr(value: Any, what: str = "value") -> int:
@@ -221,7 +223,7 @@ def resolve_pointer(
         raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"Variant pack tensor {label} is null")
     for region in list(_regions.values()):
         offset = address - region.start
-        if 0 <= offset and offset + span <= region.nbytes:
+        if offset >= 0 and offset + span <= region.nbytes:
             flat = region.flat()
             if flat is not None:
                 return _view(flat, offset, span, shape, strides, data_type)
@@ -264,7 +266,7 @@ def _torch_block(address: int, span: int) -> Any:
         return None
     import torch
 
-    for segment in torch.cuda.memory_snapshot():
+    for segment in torch.cuda.memory_snapshot():  # type: ignore[no-untyped-call]
         start, size = int(segment["address"]), int(segment["total_size"])
         if start <= address and address + span <= start + size:
             interface = {

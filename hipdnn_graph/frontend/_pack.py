@@ -3,11 +3,12 @@
 Keys: a :class:`~hipdnn_graph.TensorAttributes` with a uid, or an integer uid (``np.int64``
 too). Values, checked in hipDNN's order by :func:`~hipdnn_graph.frontend._memory.get_data_ptr`:
 
-| value | handed to the engine as |
-|---|---|
-| NumPy array, torch tensor, other ``__dlpack__`` producer | the object itself (zero-copy) |
-| ``int`` / NumPy integer address, :class:`DeviceBuffer`, object with ``data_ptr()`` | a view of known memory (see :mod:`~hipdnn_graph.frontend._memory`) |
-| ``float`` for a pass-by-value tensor | the number (an extension: hipDNN wants an address) |
+- a NumPy array, a torch tensor or another ``__dlpack__`` producer goes to the engine as itself
+  (zero-copy);
+- an ``int`` or NumPy-integer address, a :class:`DeviceBuffer` or an object with ``data_ptr()``
+  becomes a view of known memory (see :mod:`hipdnn_graph.frontend._memory`);
+- a ``float`` for a pass-by-value tensor is the number itself (an extension: hipDNN wants an
+  address there; an integer scalar goes as a one-element NumPy array).
 
 Example:
     >>> import numpy as np, hipdnn_graph as hg
@@ -78,9 +79,7 @@ def core_variant_pack(graph: CoreGraph, variant_pack: Mapping[Any, Any]) -> dict
         HipdnnError: ``INVALID_VARIANT_PACK`` for an address outside known memory.
     """
     if not isinstance(variant_pack, Mapping):
-        raise FrontendTypeError(
-            f"variant_pack must be a dict, got {type(variant_pack).__name__}"
-        )
+        raise FrontendTypeError(f"variant_pack must be a dict, got {type(variant_pack).__name__}")
     by_uid = {t.get_uid(): t for t in graph.graph_tensors() if t.has_uid()}
     converted: dict[int, Any] = {}
     addresses: dict[int, int] = {}

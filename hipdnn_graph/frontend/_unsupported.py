@@ -10,8 +10,8 @@ Example:
     >>> try:
     ...     hipdnn.Graph().pointwise
     ... except hipdnn.UnsupportedFeatureError as err:
-    ...     print(err.code.name, str(err).split(":")[0])
-    GRAPH_NOT_SUPPORTED Graph.pointwise() (the pointwise op family) is not supported by hipdnn_graph.frontend
+    ...     print(err.code.name, str(err).split(" is ")[0])
+    GRAPH_NOT_SUPPORTED Graph.pointwise() (the pointwise op family)
 """
 
 from __future__ import annotations
@@ -45,9 +45,8 @@ GRAPH_METHODS: dict[str, str] = {
         }.items()
         for name in names
     },
-    **{
-        name: "autotuning"
-        for name in (
+    **dict.fromkeys(
+        (
             "autotune",
             "get_autotune_workspace_size",
             "get_engine_configs",
@@ -63,8 +62,9 @@ GRAPH_METHODS: dict[str, str] = {
             "deselect_workspace_greater_than",
             "deselect_engines",
             "create_execution_plan_ext",
-        )
-    },
+        ),
+        "autotuning",
+    ),
     "checkNoDuplicateTensorIds": "hipDNN's internal graph passes (validate() runs them)",
     "topologicallySortGraph": "hipDNN's internal graph passes (validate() runs them)",
 }
@@ -101,9 +101,8 @@ _ATTRIBUTE_CLASSES = {
 #: module-level names of hipDNN's bindings that are missing here -> what they belong to
 MODULE_NAMES: dict[str, str] = {
     **{name: f"the {family} op family" for name, family in _ATTRIBUTE_CLASSES.items()},
-    **{
-        name: "autotuning"
-        for name in (
+    **dict.fromkeys(
+        (
             "TuneMode",
             "AutotuneStrategy",
             "PrimingFailurePolicy",
@@ -112,20 +111,20 @@ MODULE_NAMES: dict[str, str] = {
             "AutotuneStorageConfig",
             "AutotuneResult",
             "KnobSetting",
-        )
-    },
-    **{
-        name: "hipDNN's provisional HIP helpers"
-        for name in ("HipEvent", "HipStallGate", "hip_can_use_stream_wait_value")
-    },
+        ),
+        "autotuning",
+    ),
+    **dict.fromkeys(
+        ("HipEvent", "HipStallGate", "hip_can_use_stream_wait_value"),
+        "hipDNN's provisional HIP helpers",
+    ),
 }
 
 
 def unsupported_graph_method(name: str) -> UnsupportedFeatureError:
     """The error for ``Graph.<name>``."""
     return UnsupportedFeatureError(
-        f"Graph.{name}() ({GRAPH_METHODS[name]}) is not supported by hipdnn_graph.frontend: "
-        f"{_OPS}"
+        f"Graph.{name}() ({GRAPH_METHODS[name]}) is not supported by hipdnn_graph.frontend: {_OPS}"
     )
 
 

@@ -7,9 +7,8 @@ It prints one line per check and exits non-zero on the first failure.
 import json
 import sys
 
-import numpy as np
-
 import hipdnn_frontend as hipdnn
+import numpy as np
 from hipdnn_frontend.hipdnn_frontend_python import _get_data_ptr
 
 B, H, SQ, SKV, D = 1, 2, 8, 8, 16
