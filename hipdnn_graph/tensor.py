@@ -323,22 +323,22 @@ class TensorAttributes(BaseModel):
             )
         return self
 
+    def check(self) -> None:
+        """The rules of :meth:`TensorAttributes.validate`, always raising, whatever a subclass
+        makes of ``validate()`` (``hipdnn_graph.frontend.Tensor`` returns hipDNN's ``Error`` value
+        from it, as hipDNN's Python bindings do). The graph calls this one.
+
+        Raises:
+            HipdnnError: as :meth:`validate`.
+        """
+        TensorAttributes.validate(self)
+
     def validate(self) -> None:  # type: ignore[override]  # pydantic's is a deprecated alias
         """Check the tensor, raising on the first broken rule (hipDNN's order).
 
         Raises:
             HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing data type or empty dims,
                 ``INVALID_VALUE`` for the other rules.
-        """
-        self.check()
-
-    def check(self) -> None:
-        """The rules of :meth:`validate`, always raising: the graph calls this one, so that a
-        subclass may give ``validate()`` another form (``hipdnn_graph.frontend.Tensor`` returns
-        hipDNN's ``Error`` value from it, as hipDNN's Python bindings do).
-
-        Raises:
-            HipdnnError: as :meth:`validate`.
         """
         name, dim = self.name, self.dim
         if not self.data_type:  # NOT_SET is 0
