@@ -163,6 +163,25 @@ class TestValueKinds:
         expected = _torch_forward(*(data[t.get_uid()] for t in (q, k, v)))
         np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
 
+    def test_addresses_of_torch_tensors_and_their_views(self) -> None:
+        graph, handle, q, k, v, o, _ = _built_forward("TORCH_SDPA_MATH_ENGINE", NO_STATS())
+        data = _random((q, k, v), seed=8)
+        arena = torch.zeros(sum(a.size for a in data.values()) + o.get_volume() + 2)
+        pack, at = {}, 1
+        for uid, array in data.items():
+            arena[at : at + array.size] = torch.from_numpy(array.ravel())
+            pack[uid] = _get_data_ptr(arena[at:])  # the view dies; its base stays known
+            at += array.size
+        pack[o.get_uid()] = arena.data_ptr() + 4 * at
+        assert graph.execute(handle, pack).is_good()
+        out = arena[at : at + o.get_volume()].reshape(o.get_dim()).numpy()
+        expected = _torch_forward(*(data[t.get_uid()] for t in (q, k, v)))
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+        pack[o.get_uid()] += 1  # not a multiple of the element size
+        error = graph.execute(handle, pack)
+        assert error.get_code() == hipdnn.ErrorCode.INVALID_VARIANT_PACK
+        assert "cannot hold FLOAT" in error.get_message()
+
     def test_runtime_scalar_from_a_host_array_or_a_float(self) -> None:
         scale = hipdnn.Graph.tensor_like(np.array([0.25], np.float32), "scale")
         assert scale.get_is_pass_by_value() and scale.get_dim() == [1]

@@ -84,6 +84,8 @@ _regions: dict[int, _Region] = {}
 def _remember(owner: Any) -> None:
     """Remember the allocation behind a NumPy array or torch tensor (weakly)."""
     if _is_torch(owner):
+        while owner._base is not None:  # a view lives shorter than the tensor it views
+            owner = owner._base
         storage = owner.untyped_storage()
         start, nbytes = storage.data_ptr(), storage.nbytes()
     else:
@@ -226,10 +228,10 @@ def resolve_pointer(
         if offset >= 0 and offset + span <= region.nbytes:
             flat = region.flat()
             if flat is not None:
-                return _view(flat, offset, span, shape, strides, data_type)
+                return _view(flat, offset, span, shape, strides, data_type, label)
     block = _torch_block(address, span)
     if block is not None:
-        return _view(block, 0, span, shape, strides, data_type)
+        return _view(block, 0, span, shape, strides, data_type, label)
     raise HipdnnError(
         ErrorCode.INVALID_VARIANT_PACK,
         f"Variant pack tensor {label} is the raw address {address:#x} ({span} bytes), which is "
@@ -245,6 +247,7 @@ def _view(
     shape: tuple[int, ...],
     strides: tuple[int, ...],
     data_type: DataType,
+    label: str,
 ) -> Any:
     piece = flat[offset : offset + span]
     if _is_torch(flat):
@@ -252,7 +255,13 @@ def _view(
 
         from ..backend.dtypes import torch_dtype
 
-        typed = piece.view(torch_dtype(data_type))
+        try:
+            typed = piece.view(torch_dtype(data_type))
+        except RuntimeError as exc:  # an address not aligned to the element size
+            raise HipdnnError(
+                ErrorCode.INVALID_VARIANT_PACK,
+                f"Variant pack tensor {label}: the address cannot hold {data_type.name}: {exc}",
+            ) from None
         return torch.as_strided(typed, shape, strides)
     dtype = numpy_dtype(data_type)
     byte_strides = tuple(s * dtype.itemsize for s in strides)
@@ -273,6 +282,7 @@ def _torch_block(address: int, span: int) -> Any:
                 "shape": (span,),
                 "typestr": "|u1",
                 "data": (address, False),
+                "strides": None,
                 "version": 2,
             }
             holder = type("_Block", (), {"__cuda_array_interface__": interface})()
