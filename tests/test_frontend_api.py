@@ -3,6 +3,8 @@ as hipDNN's Python bindings define them (ported from the behaviours of hipDNN's 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from frontend_cases import float_graph, sdpa_backward_graph, sdpa_graph
 
@@ -539,3 +541,33 @@ class TestOtherOpFamilies:
         with pytest.raises(AttributeError) as caught:
             hipdnn.Graph().no_such_method  # noqa: B018
         assert not isinstance(caught.value, hg.HipdnnError)
+
+
+@pytest.mark.parametrize("data_type", [hipdnn.DataType.HALF, hipdnn.DataType.BFLOAT16])
+class TestNonFloatDataTypes:
+    """An SDPA graph whose io type is HALF or BFLOAT16 (compute FLOAT) validates, infers its
+    outputs' types from the graph, lowers and round-trips."""
+
+    def _graph(self, data_type: hg.DataType) -> tuple[hipdnn.Graph, Any, Any]:
+        graph = hipdnn.Graph().set_io_data_type(data_type)
+        graph.set_intermediate_data_type(hipdnn.DataType.FLOAT)
+        graph.set_compute_data_type(hipdnn.DataType.FLOAT)
+        q = hipdnn.Tensor().set_dim([1, 2, 8, 16]).set_stride([256, 128, 16, 1])  # type unset
+        o, stats = graph.sdpa(q, q, q, hipdnn.SdpaAttributes().set_generate_stats(True))
+        o.set_output(True)
+        return graph, q, (o, stats)
+
+    def test_validates_and_fills_types(self, data_type: hg.DataType) -> None:
+        graph, q, (o, stats) = self._graph(data_type)
+        assert graph.validate().is_good()
+        assert q.get_data_type() == data_type  # a graph input takes the io type
+        assert o.get_data_type() == data_type  # a real output too
+        assert stats.get_data_type() == hipdnn.DataType.FLOAT  # a virtual one the intermediate
+
+    def test_builds_and_round_trips(self, data_type: hg.DataType) -> None:
+        graph, *_ = self._graph(data_type)
+        assert graph.build_operation_graph(hipdnn.create_handle()).is_good()
+        restored = hipdnn.Graph()
+        assert restored.from_binary(graph.to_binary()).is_good()
+        assert restored.get_io_data_type() == data_type
+        assert restored.to_json() == graph.to_json()
