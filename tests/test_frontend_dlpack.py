@@ -225,9 +225,11 @@ class TestDeviceBuffer:
 
     def test_size_mismatch_raises_runtime_error(self) -> None:
         buffer = hipdnn.DeviceBuffer(16)
-        with pytest.raises(RuntimeError, match="32 bytes given for a 16-byte buffer"):
-            buffer.copy_from_host(np.zeros(8, np.float32).tobytes())
-        assert buffer.copy_to_host() == bytes(16)
+        before = buffer.copy_to_host()
+        with pytest.raises(RuntimeError, match="32 bytes given for a 16-byte buffer") as caught:
+            buffer.copy_from_host(np.ones(8, np.float32).tobytes())
+        assert isinstance(caught.value, hg.HipdnnError)
+        assert buffer.copy_to_host() == before
 
     def test_size_must_be_positive(self) -> None:
         with pytest.raises(RuntimeError):
