@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import ctypes
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -234,3 +234,64 @@ class TestDeviceBuffer:
     def test_size_must_be_positive(self) -> None:
         with pytest.raises(RuntimeError):
             hipdnn.DeviceBuffer(0)
+
+
+class TestTorchAllocatorBlocks:
+    """Resolving an unknown address against torch's allocator snapshot: only inside one allocated
+    block (torch.cuda is replaced by a fake snapshot here; the GPU suite uses the real one)."""
+
+    SEGMENT: ClassVar[dict[str, Any]] = {
+        "device": 1,
+        "address": 0x1000,
+        "total_size": 0x400,
+        "blocks": [
+            {"size": 0x100, "state": "active_allocated"},  # 0x1000 (no "address": computed)
+            {"address": 0x1100, "size": 0x100, "state": "inactive"},
+            {"address": 0x1200, "size": 0x200, "state": "active_allocated"},
+        ],
+    }
+
+    @pytest.fixture
+    def seen(self, monkeypatch: pytest.MonkeyPatch) -> list[tuple[dict[str, Any], str]]:
+        torch = pytest.importorskip("torch")
+        from hipdnn_graph.frontend import _memory
+
+        calls: list[tuple[dict[str, Any], str]] = []
+        monkeypatch.setattr(_memory, "torch_device_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "memory_snapshot", lambda: [self.SEGMENT])
+
+        def as_tensor(holder: Any, device: str) -> Any:
+            calls.append((holder.__cuda_array_interface__, device))
+            return torch.zeros(holder.__cuda_array_interface__["shape"], dtype=torch.uint8)
+
+        monkeypatch.setattr(torch, "as_tensor", as_tensor)
+        return calls
+
+    @pytest.mark.parametrize(
+        ("address", "nbytes", "found"),
+        [
+            (0x1000, 0x100, True),
+            (0x1010, 0x10, True),
+            (0x10F0, 0x20, False),  # runs into the next block
+            (0x1100, 0x10, False),  # a free block
+            (0x1200, 0x200, True),
+            (0x1300, 0x101, False),  # past the segment's end
+            (0x2000, 0x10, False),  # no segment
+        ],
+    )
+    def test_only_inside_an_allocated_block(
+        self, seen: list[tuple[dict[str, Any], str]], address: int, nbytes: int, found: bool
+    ) -> None:
+        from hipdnn_graph.frontend._memory import resolve_pointer
+
+        if found:
+            view = resolve_pointer(address, (nbytes,), (1,), hipdnn.DataType.UINT8, "'t'")
+            assert tuple(view.shape) == (nbytes,)
+            interface, device = seen[-1]
+            assert interface["data"] == (address, False) and interface["shape"] == (nbytes,)
+            assert device == "cuda:1"
+        else:
+            with pytest.raises(hg.HipdnnError, match="not inside memory") as caught:
+                resolve_pointer(address, (nbytes,), (1,), hipdnn.DataType.UINT8, "'t'")
+            assert caught.value.code == hg.ErrorCode.INVALID_VARIANT_PACK
+            assert not seen

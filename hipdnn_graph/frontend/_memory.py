@@ -269,22 +269,32 @@ def _view(
 
 
 def _torch_block(address: int, span: int) -> Any:
-    """A uint8 torch view of ``[address, address + span)`` when it lies in a block of torch's
-    device allocator, else ``None``."""
+    """A uint8 torch view of ``[address, address + span)`` when it lies inside one allocated
+    block of torch's device allocator, else ``None``."""
     if not torch_device_available():
         return None
     import torch
 
     for segment in torch.cuda.memory_snapshot():  # type: ignore[no-untyped-call]
-        start, size = int(segment["address"]), int(segment["total_size"])
-        if start <= address and address + span <= start + size:
-            interface = {
-                "shape": (span,),
-                "typestr": "|u1",
-                "data": (address, False),
-                "strides": None,
-                "version": 2,
-            }
-            holder = type("_Block", (), {"__cuda_array_interface__": interface})()
-            return torch.as_tensor(holder, device=f"cuda:{int(segment['device'])}")
+        start = int(segment["address"])
+        if not start <= address < start + int(segment["total_size"]):
+            continue
+        for block in segment.get("blocks", []):
+            block_start = int(block.get("address", start))
+            size = int(block["size"])
+            if (
+                block.get("state") == "active_allocated"
+                and block_start <= address
+                and address + span <= block_start + size
+            ):
+                interface = {
+                    "shape": (span,),
+                    "typestr": "|u1",
+                    "data": (address, False),
+                    "strides": None,
+                    "version": 2,
+                }
+                holder = type("_Block", (), {"__cuda_array_interface__": interface})()
+                return torch.as_tensor(holder, device=f"cuda:{int(segment['device'])}")
+            start = block_start + size  # blocks are listed in address order
     return None

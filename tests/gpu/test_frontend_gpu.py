@@ -151,6 +151,10 @@ def test_unknown_device_address_is_a_bad_error() -> None:
     error = graph.execute(handle, {q: 0x10, k: kt, v: vt, o: out})
     assert error.get_code() == hipdnn.ErrorCode.INVALID_VARIANT_PACK
     assert "0x10" in error.get_message()
+    small = torch.empty(4, dtype=torch.float16, device="cuda")  # Q needs far more than its block
+    error = graph.execute(handle, {q: small.data_ptr(), k: kt, v: vt, o: out})
+    assert error.get_code() == hipdnn.ErrorCode.INVALID_VARIANT_PACK
+    assert "not inside memory" in error.get_message()
 
 
 @pytest.mark.parametrize("engine", ENGINES)
