@@ -7,8 +7,8 @@ guessing, for memory whose extent is known:
 * a :class:`DeviceBuffer` (host NumPy memory without a device, torch device memory with one);
 * a NumPy array or torch tensor whose address went through :func:`get_data_ptr` or
   ``Graph.tensor_like`` (they are remembered, weakly, while they live);
-* with a CUDA/ROCm device, any address inside a block of torch's caching allocator
-  (``torch.cuda.memory_snapshot()``).
+* with a CUDA/ROCm device, a span that lies inside one allocated block of torch's caching
+  allocator (``torch.cuda.memory_snapshot()``).
 
 Any other address is refused with ``INVALID_VARIANT_PACK`` (reading unknown host memory could
 crash the process). Passing the array itself always works.
