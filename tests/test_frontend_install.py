@@ -82,3 +82,18 @@ print(getattr(hipdnn_frontend, "REAL", False))
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["hipdnn_frontend", "True"]
+
+
+def test_importing_the_module_stays_light(tmp_path: Path) -> None:
+    done = _python(
+        """
+        import sys
+        import hipdnn_graph.frontend as f
+        f.install()
+        f.Graph(); f.create_handle(); f.Tensor.create([1], f.DataType.FLOAT)
+        print("torch" in sys.modules)
+        """,
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False"]
