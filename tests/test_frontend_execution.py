@@ -352,6 +352,15 @@ class TestPlans:
         error = graph.execute_plan_at_index(hipdnn.create_handle(), data, 0, count)
         assert error.get_code() == hipdnn.ErrorCode.INVALID_VALUE
 
+    def test_enum_arguments_are_checked(self) -> None:
+        graph, *_ = sdpa_graph()
+        assert graph.validate().is_good()
+        with pytest.raises(TypeError, match="mode must be a HeuristicMode, got 9"):
+            graph.create_execution_plans([9])
+        with pytest.raises(TypeError, match="policy must be a BuildPlanPolicy, got 7"):
+            graph.build_plans(7)
+        assert graph.create_execution_plans([0]).is_good()  # the integer of a member is one
+
     def test_build_plans_all(self) -> None:
         graph, *_ = sdpa_graph()
         build_all(graph)

@@ -27,11 +27,8 @@ Example:
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -47,7 +44,6 @@ from ..tensor import TensorAttributes
 from ..types import BuildPlanPolicy, DataType, ErrorCode, HeuristicMode
 from ._attributes import SdpaAttributes
 from ._dlpack import read_dlpack
-from ._enums import TimingQuality
 from ._errors import (
     Error,
     FrontendRuntimeError,
@@ -55,22 +51,12 @@ from ._errors import (
     FrontendValueError,
     returning_error,
 )
-from ._memory import _remember, torch_device_available
-from ._pack import core_variant_pack, core_workspace, is_device_array
+from ._execute import ExecutionTiming, run_core, stream_context
+from ._memory import remember
 from ._tensor import Tensor, adopt, adopt_all
 from ._unsupported import GRAPH_METHODS, unsupported_graph_method
 
-__all__ = ["ExecutionTiming", "Graph"]
-
-
-@dataclass
-class ExecutionTiming:
-    """What :meth:`Graph.execute_timed_ext` measured (``elapsed_ms`` is ``None`` when nothing was
-    measured)."""
-
-    elapsed_ms: float | None = None
-    timed_out: bool = False
-    quality: TimingQuality = TimingQuality.INVALID
+__all__ = ["Graph"]
 
 
 def _raising(call: Callable[[], Any]) -> Any:
@@ -82,22 +68,6 @@ def _raising(call: Callable[[], Any]) -> Any:
         if isinstance(err, RuntimeError | TypeError | ValueError | IndexError):
             raise
         raise FrontendRuntimeError(err.message, err.code) from None
-
-
-def _stream_context(handle: Any) -> AbstractContextManager[Any]:
-    """Run on the handle's stream (checks the handle: a destroyed one raises)."""
-    get = getattr(handle, "get", None)
-    if not callable(get):
-        raise FrontendTypeError(
-            f"handle must be a Handle (an object with get()), got {type(handle).__name__}"
-        )
-    get()
-    stream = handle.get_stream() if callable(getattr(handle, "get_stream", None)) else 0
-    if stream and torch_device_available():
-        import torch
-
-        return torch.cuda.stream(torch.cuda.ExternalStream(stream))  # type: ignore[no-untyped-call]
-    return nullcontext()
 
 
 class Graph:
@@ -195,7 +165,7 @@ class Graph:
         if data_type is None:
             raise FrontendValueError(f"tensor_like(): unsupported DLPack dtype {info.dtype_text()}")
         if isinstance(source, np.ndarray) or is_torch_tensor(source):
-            _remember(source)  # so that its address resolves in execute()
+            remember(source)  # so that its address resolves in execute()
         return Tensor(
             name=name,
             data_type=data_type,
@@ -271,11 +241,18 @@ class Graph:
 
     def build_operation_graph(self, handle: Any) -> Error:
         """Validate if needed, assign uids and lower (``handle`` is checked, otherwise unused)."""
-        _stream_context(handle)
+        stream_context(handle)
         return returning_error(self.core_graph.build_operation_graph)
 
     def create_execution_plans(self, modes: list[HeuristicMode] | list[int] | None = None) -> Error:
-        return returning_error(lambda: self.core_graph.create_execution_plans(modes))
+        """Rank the engines that apply (every mode ranks alike on hipdnn-graph).
+
+        Raises:
+            FrontendTypeError: a mode that is not a ``HeuristicMode`` (nanobind raises
+                ``TypeError`` for it).
+        """
+        checked = None if modes is None else [_enum(HeuristicMode, m, "mode") for m in modes]
+        return returning_error(lambda: self.core_graph.create_execution_plans(checked))
 
     def check_support(self) -> Error:
         return returning_error(self.core_graph.check_support)
@@ -283,7 +260,13 @@ class Graph:
     def build_plans(
         self, policy: BuildPlanPolicy | int = BuildPlanPolicy.HEURISTICS_CHOICE
     ) -> Error:
-        return returning_error(lambda: self.core_graph.build_plans(policy))
+        """Build the best plan (``HEURISTICS_CHOICE``) or every ranked plan (``ALL``).
+
+        Raises:
+            FrontendTypeError: a policy that is not a ``BuildPlanPolicy``.
+        """
+        checked = _enum(BuildPlanPolicy, policy, "policy")
+        return returning_error(lambda: self.core_graph.build_plans(checked))
 
     def build_plan_at_index(self, plan_index: int) -> Error:
         """Make plan ``plan_index`` executable. hipdnn-graph builds every ranked plan here (its
@@ -355,14 +338,14 @@ class Graph:
             FrontendTypeError / FrontendValueError: keys and values hipDNN rejects the same way.
             FrontendRuntimeError: a destroyed handle.
         """
-        error, _ = self._run(handle, variant_pack, workspace, None, timed=False)
+        error, _ = run_core(self.core_graph, handle, variant_pack, workspace)
         return error
 
     def execute_plan_at_index(
         self, handle: Any, variant_pack: Mapping[Any, Any], workspace: Any, plan_index: int
     ) -> Error:
         """Run the plan built at ``plan_index`` (see :meth:`build_plan_at_index`)."""
-        error, _ = self._run(handle, variant_pack, workspace, plan_index, timed=False)
+        error, _ = run_core(self.core_graph, handle, variant_pack, workspace, plan_index)
         return error
 
     def execute_timed_ext(
@@ -371,66 +354,7 @@ class Graph:
         """Run once and time it: with device buffers, torch events on the handle's stream
         (``DEVICE_ONLY``); with host buffers, the host clock around the engine, since the host
         is then the device (``DEVICE_ONLY`` too). A failed run has no timing (``INVALID``)."""
-        return self._run(handle, variant_pack, workspace, None, timed=True)
-
-    def _run(
-        self,
-        handle: Any,
-        variant_pack: Mapping[Any, Any],
-        workspace: Any,
-        plan_index: int | None,
-        timed: bool,
-    ) -> tuple[Error, ExecutionTiming]:
-        timing = ExecutionTiming()
-        with _stream_context(handle):
-            core = self.core_graph
-            try:
-                size = core.get_workspace_size()
-            except HipdnnError as err:
-                return Error.of(err), timing
-            pack: dict[int, Any] = {}
-            buffer: Any = None
-
-            def convert() -> None:
-                pack.update(core_variant_pack(core, variant_pack))
-                nonlocal buffer
-                buffer = core_workspace(workspace, size)
-
-            error = returning_error(convert)
-            if error.is_bad():
-                return error, timing
-            if plan_index is None:
-
-                def call() -> None:
-                    core.execute(pack, buffer)
-            else:
-
-                def call() -> None:
-                    core.execute_plan_at_index(pack, buffer, plan_index)
-
-            if not timed:
-                return returning_error(call), timing
-            return self._timed(call, any(is_device_array(v) for v in pack.values()))
-
-    @staticmethod
-    def _timed(call: Callable[[], None], on_device: bool) -> tuple[Error, ExecutionTiming]:
-        if on_device:
-            import torch
-
-            start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-            end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-            start.record()
-            error = returning_error(call)
-            end.record()
-            end.synchronize()
-            elapsed = float(start.elapsed_time(end))
-        else:
-            began = time.perf_counter()
-            error = returning_error(call)
-            elapsed = (time.perf_counter() - began) * 1e3
-        if error.is_bad():
-            return error, ExecutionTiming()
-        return error, ExecutionTiming(elapsed, False, TimingQuality.DEVICE_ONLY)
+        return run_core(self.core_graph, handle, variant_pack, workspace, timed=True)
 
     # ----- serialization: hipDNN's JSON and binary, through the core -----
     def to_json(self) -> str:
@@ -454,7 +378,7 @@ class Graph:
 
     def _load(self, handle: Any, load: Callable[[], CoreGraph]) -> Error:
         if handle is not None:
-            _stream_context(handle)
+            stream_context(handle)
         loaded: list[CoreGraph] = []
 
         def fill() -> None:
@@ -468,6 +392,13 @@ class Graph:
             self.core_graph = loaded[0]
             adopt_all(self.core_graph.tensors)
         return error
+
+
+def _enum(cls: Any, value: Any, what: str) -> Any:
+    try:
+        return cls(value)
+    except (ValueError, TypeError):
+        raise FrontendTypeError(f"{what} must be a {cls.__name__}, got {value!r}") from None
 
 
 def _loader_args(name: str, args: tuple[Any, ...]) -> tuple[Any, Any]:

@@ -39,7 +39,7 @@ from ..types import DataType, ErrorCode
 from ._dlpack import read_dlpack
 from ._errors import FrontendRuntimeError, FrontendTypeError
 
-__all__ = ["DeviceBuffer", "get_data_ptr", "resolve_pointer", "torch_device_available"]
+__all__ = ["DeviceBuffer", "get_data_ptr", "remember", "resolve_pointer", "torch_device_available"]
 
 
 def torch_device_available() -> bool:
@@ -81,7 +81,7 @@ class _Region:
 _regions: dict[int, _Region] = {}
 
 
-def _remember(owner: Any) -> None:
+def remember(owner: Any) -> None:
     """Remember the allocation behind a NumPy array or torch tensor (weakly)."""
     if _is_torch(owner):
         while owner._base is not None:  # a view lives shorter than the tensor it views
@@ -193,12 +193,12 @@ def get_data_ptr(value: Any, what: str = "value") -> int:
     data_ptr = getattr(value, "data_ptr", None)
     if callable(data_ptr):
         if _is_torch(value):
-            _remember(value)
+            remember(value)
         return operator.index(data_ptr())
     if hasattr(value, "__dlpack__"):
         pointer = read_dlpack(value, what).pointer
         if isinstance(value, np.ndarray):
-            _remember(value)
+            remember(value)
         return pointer
     if hasattr(type(value), "__index__"):
         return operator.index(value)

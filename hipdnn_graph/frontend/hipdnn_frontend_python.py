@@ -19,7 +19,8 @@ from ..types import BuildPlanPolicy, DataType, DiagonalAlignment, ErrorCode, Heu
 from ._attributes import SdpaAttributes
 from ._enums import AttentionImplementation, BehaviorNote, PluginLoadingMode, TimingQuality
 from ._errors import Error, UnsupportedFeatureError
-from ._graph import ExecutionTiming, Graph
+from ._execute import ExecutionTiming
+from ._graph import Graph
 from ._handle import (
     EngineInfo,
     Handle,
