@@ -454,7 +454,7 @@ class Graph(GraphLifecycle, GraphSerialization):
         self._order = self._sort(ins, outs)
         for tensor in _graph_inputs(self._order, ins, outs):
             tensor.fill_from_context(self.attributes)
-            tensor.validate()
+            tensor.check()
         for node in self.nodes:
             node.graph_attributes = self.attributes
             node.validate_node()

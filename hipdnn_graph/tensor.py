@@ -323,6 +323,16 @@ class TensorAttributes(BaseModel):
             )
         return self
 
+    def check(self) -> None:
+        """The rules of :meth:`TensorAttributes.validate`, always raising, whatever a subclass
+        makes of ``validate()`` (``hipdnn_graph.frontend.Tensor`` returns hipDNN's ``Error`` value
+        from it, as hipDNN's Python bindings do). The graph calls this one.
+
+        Raises:
+            HipdnnError: as :meth:`validate`.
+        """
+        TensorAttributes.validate(self)
+
     def validate(self) -> None:  # type: ignore[override]  # pydantic's is a deprecated alias
         """Check the tensor, raising on the first broken rule (hipDNN's order).
 

@@ -114,6 +114,17 @@ class NodeAttributes(BaseModel):
             self._unsupported_reason = reason
         return self
 
+    def record_unsupported(self, reason: str) -> Self:
+        """Record that a feature hipDNN does not support was asked for; ``validate()`` then fails
+        with ``INVALID_VALUE`` and the first recorded reason (as the cuDNN-only setters do).
+
+        Example:
+            >>> from hipdnn_graph import SdpaAttributes
+            >>> SdpaAttributes().record_unsupported("no").get_unsupported_reason()
+            'no'
+        """
+        return self._record_unsupported(reason)
+
     def has_unsupported_usage(self) -> bool:
         """Whether a setter hipDNN does not support was called."""
         return self._unsupported_reason is not None

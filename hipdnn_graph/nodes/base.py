@@ -78,7 +78,7 @@ class Node(Generic[A]):
                 f"Node {self.name} does not have a compute_data_type set",
             )
         for tensor in self.outputs():
-            tensor.validate()
+            tensor.check()
 
     def validate_node(self) -> None:
         """Run the whole lifecycle: pre-validate, infer, post-validate."""

@@ -1,0 +1,58 @@
+"""hipDNN's own Python API (the ``hipdnn_frontend`` wheel), running on hipdnn-graph.
+
+Code written as ``import hipdnn_frontend as hipdnn`` runs unchanged on hipdnn-graph's engines
+(NumPy on any machine, torch on CUDA/ROCm) after :func:`install`, for SDPA graphs: the names,
+signatures, return values (``Error`` values, tuples) and raised exception types are those of
+hipDNN's bindings. See ``docs/hipdnn-python.md``.
+
+Example:
+    >>> import hipdnn_graph.frontend as hipdnn
+    >>> t = hipdnn.Tensor.create([1, 2, 8, 16], hipdnn.DataType.FLOAT)
+    >>> hipdnn.Graph().validate().is_good(), t.get_volume()
+    (True, 256)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from typing import Any
+
+from . import hipdnn_frontend_python
+from ._unsupported import MODULE_NAMES, unsupported_name
+from .hipdnn_frontend_python import *  # noqa: F403
+from .hipdnn_frontend_python import __all__ as _binding_names
+
+__all__ = [*_binding_names, "hipdnn_frontend_python", "install"]
+
+MODULE_NAME = "hipdnn_frontend"
+
+
+def install() -> str:
+    """Make ``import hipdnn_frontend`` resolve to this module, unless hipDNN's own wheel is
+    importable (a real installation is never shadowed).
+
+    Returns:
+        Which module ``hipdnn_frontend`` is: ``"hipdnn_graph.frontend"`` or ``"hipdnn_frontend"``
+        (hipDNN's wheel).
+
+    Example:
+        >>> import hipdnn_graph.frontend as hipdnn
+        >>> hipdnn.install() in ("hipdnn_graph.frontend", "hipdnn_frontend")
+        True
+    """
+    this = sys.modules[__name__]
+    current = sys.modules.get(MODULE_NAME)
+    if current is this:
+        return __name__
+    if current is not None or importlib.util.find_spec(MODULE_NAME) is not None:
+        return MODULE_NAME
+    sys.modules[MODULE_NAME] = this
+    sys.modules[f"{MODULE_NAME}.hipdnn_frontend_python"] = hipdnn_frontend_python
+    return __name__
+
+
+def __getattr__(name: str) -> Any:
+    if name in MODULE_NAMES:
+        raise unsupported_name(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

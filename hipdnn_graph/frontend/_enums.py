@@ -1,0 +1,49 @@
+"""The enums hipDNN's bindings have and the core does not (values in binding order).
+
+The shared ones (``DataType``, ``ErrorCode``, ``HeuristicMode``, ``BuildPlanPolicy``,
+``DiagonalAlignment``) are the core's own.
+
+Example:
+    >>> from hipdnn_graph.frontend import AttentionImplementation, TimingQuality
+    >>> AttentionImplementation.UNIFIED.name, TimingQuality.INVALID.value
+    ('UNIFIED', 0)
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+__all__ = ["AttentionImplementation", "BehaviorNote", "PluginLoadingMode", "TimingQuality"]
+
+
+class AttentionImplementation(IntEnum):
+    """Which SDPA implementation to prefer (a hint; every value runs on hipdnn-graph's engines)."""
+
+    AUTO = 0
+    COMPOSITE = 1
+    UNIFIED = 2
+
+
+class BehaviorNote(IntEnum):
+    """Engine behaviour notes (hipdnn-graph's engines declare none)."""
+
+    RUNTIME_COMPILATION = 0
+    REQUIRES_LAYOUT_TRANSFORM = 1
+    SUPPORTS_GRAPH_CAPTURE = 2
+    EXTERNAL_LIBRARY_DEPENDENCY = 3
+    SUPPORTS_EXECUTION_PLAN_SERIALIZATION = 4
+
+
+class PluginLoadingMode(IntEnum):
+    """How :func:`~hipdnn_graph.frontend.set_engine_plugin_paths` treats the loaded plugins."""
+
+    ADDITIVE = 0
+    ABSOLUTE = 1
+
+
+class TimingQuality(IntEnum):
+    """How :meth:`~hipdnn_graph.frontend.Graph.execute_timed_ext` measured."""
+
+    INVALID = 0
+    DEVICE_ONLY = 1
+    UNSTALLED = 2

@@ -1,0 +1,136 @@
+"""hipDNN bindings this module does not provide, each failing with a message that names it.
+
+hipdnn-graph runs SDPA graphs (forward and backward); the other op families of hipDNN's bindings,
+its autotuning API and its provisional HIP helpers are not part of it. Reaching for one raises
+:class:`~hipdnn_graph.frontend.UnsupportedFeatureError` (``GRAPH_NOT_SUPPORTED``, also an
+``AttributeError``, so ``hasattr`` answers ``False``).
+
+Example:
+    >>> import hipdnn_graph.frontend as hipdnn
+    >>> try:
+    ...     hipdnn.Graph().pointwise
+    ... except hipdnn.UnsupportedFeatureError as err:
+    ...     print(err.code.name, str(err).split(" is ")[0])
+    GRAPH_NOT_SUPPORTED Graph.pointwise() (the pointwise op family)
+"""
+
+from __future__ import annotations
+
+from ._errors import UnsupportedFeatureError
+
+__all__ = ["GRAPH_METHODS", "MODULE_NAMES", "unsupported_graph_method", "unsupported_name"]
+
+_OPS = "only sdpa() and sdpa_backward() graphs are"
+#: Graph methods of hipDNN's bindings that are missing here -> what they belong to
+GRAPH_METHODS: dict[str, str] = {
+    **{
+        name: f"the {family} op family"
+        for family, names in {
+            "pointwise": ("pointwise",),
+            "matmul": ("matmul",),
+            "convolution": ("conv_fprop", "conv_dgrad", "conv_wgrad"),
+            "batchnorm": (
+                "batchnorm",
+                "batchnorm_backward",
+                "batchnorm_inference",
+                "batchnorm_inference_variance_ext",
+            ),
+            "layernorm": ("layernorm", "layernorm_backward"),
+            "rmsnorm": ("rmsnorm", "rmsnorm_backward"),
+            "block-scale": ("block_scale_dequantize", "block_scale_quantize"),
+            "reduction": ("reduction",),
+            "MoE grouped matmul": ("moe_grouped_matmul",),
+            "custom op": ("custom_op",),
+            "resample": ("resample", "resample_fwd", "resample_bwd"),
+        }.items()
+        for name in names
+    },
+    **dict.fromkeys(
+        (
+            "autotune",
+            "get_autotune_workspace_size",
+            "get_engine_configs",
+            "get_knobs_for_engine",
+            "get_knob_lookup_for_engine",
+            "get_estimated_max_workspace_size",
+            "add_engine_configs",
+            "add_engine",
+            "add_engines",
+            "add_engine_variants",
+            "add_engine_sweep",
+            "add_all_engines",
+            "deselect_workspace_greater_than",
+            "deselect_engines",
+            "create_execution_plan_ext",
+        ),
+        "autotuning",
+    ),
+    "checkNoDuplicateTensorIds": "hipDNN's internal graph passes (validate() runs them)",
+    "topologicallySortGraph": "hipDNN's internal graph passes (validate() runs them)",
+}
+
+_ATTRIBUTE_CLASSES = {
+    "PointwiseAttributes": "pointwise",
+    "MatmulAttributes": "matmul",
+    "ConvFpropAttributes": "convolution",
+    "ConvDgradAttributes": "convolution",
+    "ConvWgradAttributes": "convolution",
+    "BatchnormAttributes": "batchnorm",
+    "BatchnormBackwardAttributes": "batchnorm",
+    "BatchnormInferenceAttributes": "batchnorm",
+    "BatchnormInferenceAttributesVarianceExt": "batchnorm",
+    "LayernormAttributes": "layernorm",
+    "LayernormBackwardAttributes": "layernorm",
+    "RMSNormAttributes": "rmsnorm",
+    "RMSNormBackwardAttributes": "rmsnorm",
+    "BlockScaleDequantizeAttributes": "block-scale",
+    "BlockScaleQuantizeAttributes": "block-scale",
+    "ReductionAttributes": "reduction",
+    "MoeGroupedMatmulAttributes": "MoE grouped matmul",
+    "CustomOpAttributes": "custom op",
+    "ResampleFwdAttributes": "resample",
+    "ResampleBwdAttributes": "resample",
+    "ConvolutionMode": "convolution",
+    "PointwiseMode": "pointwise",
+    "ReductionMode": "reduction",
+    "ResampleMode": "resample",
+    "PaddingMode": "resample",
+    "MoeGroupedMatmulMode": "MoE grouped matmul",
+    "NormFwdPhase": "normalization",
+}
+#: module-level names of hipDNN's bindings that are missing here -> what they belong to
+MODULE_NAMES: dict[str, str] = {
+    **{name: f"the {family} op family" for name, family in _ATTRIBUTE_CLASSES.items()},
+    **dict.fromkeys(
+        (
+            "TuneMode",
+            "AutotuneStrategy",
+            "PrimingFailurePolicy",
+            "AutotuneCacheWriteOutcome",
+            "AutotuneConfig",
+            "AutotuneStorageConfig",
+            "AutotuneResult",
+            "KnobSetting",
+        ),
+        "autotuning",
+    ),
+    **dict.fromkeys(
+        ("HipEvent", "HipStallGate", "hip_can_use_stream_wait_value"),
+        "hipDNN's provisional HIP helpers",
+    ),
+}
+
+
+def unsupported_graph_method(name: str) -> UnsupportedFeatureError:
+    """The error for ``Graph.<name>``."""
+    return UnsupportedFeatureError(
+        f"Graph.{name}() ({GRAPH_METHODS[name]}) is not supported by hipdnn_graph.frontend: {_OPS}"
+    )
+
+
+def unsupported_name(name: str) -> UnsupportedFeatureError:
+    """The error for the module-level ``<name>``."""
+    return UnsupportedFeatureError(
+        f"hipdnn_frontend.{name} ({MODULE_NAMES[name]}) is not supported by "
+        f"hipdnn_graph.frontend: {_OPS}"
+    )

@@ -1,0 +1,85 @@
+"""Every name of hipDNN's compiled extension ``hipdnn_frontend.hipdnn_frontend_python``.
+
+hipDNN's wheel does ``from .hipdnn_frontend_python import *``; its tests also import the private
+``_get_data_ptr`` from here. :mod:`hipdnn_graph.frontend` does the same with this module.
+
+Example:
+    >>> from hipdnn_graph.frontend.hipdnn_frontend_python import _get_data_ptr
+    >>> _get_data_ptr(4096)
+    4096
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import __version__
+from ..attributes.sdpa_backward import SdpaBackwardAttributes
+from ..types import BuildPlanPolicy, DataType, DiagonalAlignment, ErrorCode, HeuristicMode
+from ._attributes import SdpaAttributes
+from ._enums import AttentionImplementation, BehaviorNote, PluginLoadingMode, TimingQuality
+from ._errors import Error, UnsupportedFeatureError
+from ._execute import ExecutionTiming
+from ._graph import Graph
+from ._handle import (
+    EngineInfo,
+    Handle,
+    create_handle,
+    destroy_handle,
+    engine_id_to_name,
+    get_loaded_engine_plugin_paths,
+    get_stream,
+    hip_device_synchronize,
+    hip_get_device_count,
+    hip_stream_synchronize,
+    set_engine_plugin_paths,
+    set_stream,
+)
+from ._memory import DeviceBuffer, get_data_ptr
+from ._tensor import Tensor
+from ._unsupported import MODULE_NAMES, unsupported_name
+
+__all__ = [
+    "AttentionImplementation",
+    "BehaviorNote",
+    "BuildPlanPolicy",
+    "DataType",
+    "DeviceBuffer",
+    "DiagonalAlignment",
+    "EngineInfo",
+    "Error",
+    "ErrorCode",
+    "ExecutionTiming",
+    "Graph",
+    "Handle",
+    "HeuristicMode",
+    "PluginLoadingMode",
+    "SdpaAttributes",
+    "SdpaBackwardAttributes",
+    "Tensor",
+    "TimingQuality",
+    "UnsupportedFeatureError",
+    "__version__",
+    "create_handle",
+    "destroy_handle",
+    "engine_id_to_name",
+    "get_loaded_engine_plugin_paths",
+    "get_stream",
+    "hip_device_synchronize",
+    "hip_get_device_count",
+    "hip_stream_synchronize",
+    "set_engine_plugin_paths",
+    "set_stream",
+]
+
+
+def _get_data_ptr(value: Any) -> int:
+    """The address hipDNN's ``execute`` would read from ``value`` (see
+    :func:`hipdnn_graph.frontend._memory.get_data_ptr`)."""
+    return get_data_ptr(value, "value")
+
+
+def __getattr__(name: str) -> Any:
+    if name in MODULE_NAMES:
+        raise unsupported_name(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
