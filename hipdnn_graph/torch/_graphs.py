@@ -235,7 +235,7 @@ def sdpa_backward(
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE, "dbias_shape needs a floating-point attn_mask"
             )
-    pack = {"Q": q, "K": k, "V": v, "O": o, "dO": _no_zero_strides(do), "Stats": stats, **tensors}
+    pack = {"Q": q, "K": k, "V": v, "O": o, "dO": _materialized(do), "Stats": stats, **tensors}
     with_dbias = dbias_shape is not None
     key = (_key("bwd", pack, options), with_dbias)
     entry, out = _run(key, pack, options, functools.partial(_backward_graph, dbias=with_dbias))
@@ -389,6 +389,11 @@ def seq_lens(
     )
 
 
+def _materialized(t: Tensor) -> Tensor:
+    """``t`` itself, or a packed copy when it is broadcast (a stride-0 dim: ``x.sum()``'s grad)."""
+    return t.contiguous() if 0 in t.stride() else t
+
+
 def _seq_lens(name: str, value: SeqLens, batch: int, full: int, device: torch.device) -> Tensor:
     if value is None:
         return torch.full((batch, 1, 1, 1), full, dtype=torch.int32, device=device)
@@ -429,7 +434,11 @@ def _run(
     entry = _CACHE.get_or_build(key, make)
     if first:  # the outputs of the entry that ran (another thread's may have been cached)
         return first[0]
-    return entry, entry.graph.run({entry.slots[s]: t for s, t in pack.items()})
+    return entry, entry.graph.run(_variant_pack(entry, pack))
+
+
+def _variant_pack(entry: _Entry, pack: dict[str, Any]) -> dict[TensorAttributes, Any]:
+    return {entry.slots[s]: t for s, t in pack.items() if s in entry.slots}
 
 
 def _first_run(
@@ -444,7 +453,7 @@ def _first_run(
     names = entry.graph.get_engine_names()
     while True:
         try:
-            return entry, entry.graph.run({entry.slots[s]: t for s, t in pack.items()})
+            return entry, entry.graph.run(_variant_pack(entry, pack))
         except HipdnnError as err:
             tried = entry.graph.get_plan_name()
             rest = names[names.index(tried) + 1 :] if tried in names else []
