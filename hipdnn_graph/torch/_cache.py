@@ -95,6 +95,11 @@ class GraphCache(Generic[T]):
         with self._lock:
             return CacheInfo(self._hits, self._misses, self._maxsize, len(self._entries))
 
+    def values(self) -> list[T]:
+        """A snapshot of the cached values, least recently used first."""
+        with self._lock:
+            return list(self._entries.values())
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
