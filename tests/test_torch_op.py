@@ -206,3 +206,17 @@ def test_fully_masked_rows_give_zero_output_and_gradient() -> None:
     (dq,) = torch.autograd.grad(out.sum(), [q])
     assert torch.all(out[:, :, 1] == 0) and torch.all(dq[:, :, 1] == 0)
     assert torch.isfinite(out).all() and torch.isfinite(dq).all()
+
+
+def test_outputs_and_gradients_keep_the_input_layout() -> None:
+    # transformers hands Q, K, V as [B, H, S, D] views of [B, S, H, D] memory
+    base = [torch.randn(2, 5, h, 4, requires_grad=True) for h in (4, 2, 2)]
+    q, k, v = (t.transpose(1, 2) for t in base)
+    out = sdpa(q, k, v, is_causal=True, enable_gqa=True)
+    assert out.transpose(1, 2).is_contiguous()  # so transformers' .contiguous() copies nothing
+    out.square().sum().backward()
+    for t in base:
+        assert t.grad is not None and t.grad.is_contiguous()
+    fwd_args = (q.detach(), k.detach(), v.detach(), None, None, None, None, 1.0, 0.5, True, 0,
+                None, None, False, None)  # fmt: skip
+    torch.library.opcheck(sdpa_fwd_op, fwd_args, test_utils=("test_schema", "test_faketensor"))

@@ -49,6 +49,7 @@ __all__ = [
     "sdpa_backward",
     "sdpa_forward",
     "seq_lens",
+    "strides_like",
 ]
 
 Tensor = torch.Tensor
@@ -106,6 +107,27 @@ def mask_to_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(
         ~mask, float("-inf")
     )
+
+
+def strides_like(t: Tensor, shape: Sequence[int]) -> tuple[int, ...]:
+    """Packed strides for ``shape`` with ``t``'s dimension order (outermost first).
+
+    Outputs take their input's layout: O takes Q's and dQ, dK, dV take Q's, K's and V's, so
+    that transformers' ``[B, S, H, D]`` activations flow through without copies (the fused
+    kernels write that layout, and ``o.transpose(1, 2).contiguous()`` is then free).
+
+    Example:
+        >>> q = torch.empty(2, 16, 4, 8).transpose(1, 2)  # [B, H, S, D] over [B, S, H, D] memory
+        >>> strides_like(q, (2, 4, 16, 32))
+        (2048, 32, 128, 1)
+    """
+    order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), d))
+    strides = [0] * len(shape)
+    step = 1
+    for d in reversed(order):
+        strides[d] = step
+        step *= max(int(shape[d]), 1)
+    return tuple(strides)
 
 
 def sdpa_forward(
@@ -532,7 +554,10 @@ def _forward_graph(pack: dict[str, Any], options: _Options, prefer: str | None =
         kw["dropout"] = (slots["Dropout_mask"], slots["Dropout_scale"])
     o, stats = g.sdpa(slots["Q"], slots["K"], slots["V"], name="fwd", generate_stats=True, **kw)
     assert stats is not None
-    if pack["Q"].dtype == torch.float64:  # exact float64 gradients (gradcheck) need exact Stats
+    q = pack["Q"]
+    o_shape = [*q.shape[:3], pack["V"].shape[3]]
+    o.set_dim(o_shape).set_stride(list(strides_like(q, o_shape)))
+    if q.dtype == torch.float64:  # exact float64 gradients (gradcheck) need exact Stats
         stats.set_data_type(DataType.DOUBLE)
     for t in (o, stats):
         t.set_output(True)
@@ -556,6 +581,9 @@ def _backward_graph(
         slots["Q"], slots["K"], slots["V"], slots["O"], slots["dO"], slots["Stats"], name="bwd",
         **kw,
     )  # fmt: skip
+    for grad, slot in ((dq, "Q"), (dk, "K"), (dv, "V")):
+        like = pack[slot]
+        grad.set_dim(list(like.shape)).set_stride(list(strides_like(like, like.shape)))
     outputs = (dq, dk, dv) if dbias_t is None else (dq, dk, dv, dbias_t)
     for t in outputs:
         t.set_output(True)

@@ -26,6 +26,7 @@ from ._graphs import (
     sdpa_backward,
     sdpa_forward,
     seq_lens,
+    strides_like,
 )
 
 __all__ = ["scaled_dot_product_attention"]
@@ -64,7 +65,8 @@ def sdpa_fwd_op(
 @sdpa_fwd_op.register_fake
 def _sdpa_fwd_fake(q: Tensor, k: Tensor, v: Tensor, *args: Any) -> tuple[Tensor, Tensor]:
     b, h, sq, _ = q.shape
-    o = q.new_empty((b, h, sq, v.shape[-1]))
+    shape = (b, h, sq, v.shape[-1])
+    o = q.new_empty_strided(shape, strides_like(q, shape))
     stats = q.new_empty((b, h, sq, 1), dtype=_stats_dtype(q.dtype))
     return o, stats
 
@@ -110,7 +112,8 @@ def _sdpa_bwd_fake(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
     bias_grad = args[-1]
     dbias = bias.new_empty(bias.shape) if bias_grad and bias is not None else q.new_empty(0)
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), dbias
+    dq, dk, dv = (t.new_empty_strided(t.shape, strides_like(t, t.shape)) for t in (q, k, v))
+    return dq, dk, dv, dbias
 
 
 def _stats_dtype(dtype: torch.dtype) -> torch.dtype:
