@@ -156,8 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default="gpt2-small,llama-gqa")
     parser.add_argument("--seqs", default="1024,4096")
     parser.add_argument("--tokens", type=int, default=TOKENS, help="tokens per step")
-    parser.add_argument("--cpu-smoke", action="store_true",
-                        help="run on the CPU (checks the script; its figures mean nothing)")
+    parser.add_argument(
+        "--cpu-smoke",
+        action="store_true",
+        help="run on the CPU (checks the script; its figures mean nothing)",
+    )
     args = parser.parse_args(argv)
     if not torch.cuda.is_available() and not args.cpu_smoke:
         print("needs a CUDA or ROCm device (or --cpu-smoke)", file=sys.stderr)

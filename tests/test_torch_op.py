@@ -141,8 +141,10 @@ def test_dropout_mask_comes_from_torch_generator_and_feeds_both_graphs() -> None
     ro, rstats = reference_forward(q, k, v, scale=0.5, dropout_mask=keep.numpy(),
                                    dropout_scale=1 / (1 - p))  # fmt: skip
     np.testing.assert_allclose(out.detach().numpy(), ro, rtol=1e-9, atol=1e-9)
-    rgrads = reference_backward(q, k, v, ro, np.ones_like(ro), rstats, scale=0.5,
-                                dropout_mask=keep.numpy(), dropout_scale=1 / (1 - p))[:3]  # fmt: skip
+    rgrads = reference_backward(
+        q, k, v, ro, np.ones_like(ro), rstats, scale=0.5, dropout_mask=keep.numpy(),
+        dropout_scale=1 / (1 - p),
+    )[:3]  # fmt: skip
     for a, b in zip(grads, rgrads, strict=True):
         np.testing.assert_allclose(a.numpy(), b, rtol=1e-9, atol=1e-9)
     torch.manual_seed(123)
@@ -176,8 +178,8 @@ def test_opcheck_on_the_custom_ops() -> None:
     torch.library.opcheck(sdpa_fwd_op, fwd_args)
     o, stats = sdpa_fwd_op(*fwd_args)
     do = torch.randn_like(o)
-    bwd_args = (q.detach(), k.detach(), v.detach(), o.detach(), do, stats.detach(),
-                bias.detach(), None, None, None, 1.0, 0.5, True, 0, None, None, False, None, True)
+    detached = (q.detach(), k.detach(), v.detach(), o.detach(), do, stats.detach(), bias.detach())
+    bwd_args = (*detached, None, None, None, 1.0, 0.5, True, 0, None, None, False, None, True)
     torch.library.opcheck(sdpa_bwd_op, bwd_args,
                           test_utils=("test_schema", "test_faketensor"))  # fmt: skip
 

@@ -35,7 +35,11 @@ FEATURES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     ),
     "band": ({"left_bound": 2, "right_bound": 1}, {"left_bound": 2, "right_bound": 1}),
     "band_bottom_right": (
-        {"left_bound": 3, "right_bound": 0, "diagonal_alignment": hg.DiagonalAlignment.BOTTOM_RIGHT},
+        {
+            "left_bound": 3,
+            "right_bound": 0,
+            "diagonal_alignment": hg.DiagonalAlignment.BOTTOM_RIGHT,
+        },
         {"left_bound": 3, "right_bound": 0, "bottom_right": True},
     ),
     "padding": (
@@ -202,8 +206,8 @@ def test_graph_rules_surface_as_hipdnn_errors() -> None:
 
 def test_forced_engine_must_exist_and_apply() -> None:
     q, k, v, _ = _inputs(11)
-    with pytest.raises(hg.NotSupportedError, match="engine 'NO_SUCH' is not registered; "
-                       "registered engines: .*NUMPY_REFERENCE_ENGINE"):  # fmt: skip
+    known = r"engine 'NO_SUCH' is not registered; registered engines: .*NUMPY_REFERENCE_ENGINE"
+    with pytest.raises(hg.NotSupportedError, match=known):
         sdpa_forward(q, k, v, engine="NO_SUCH")
     with pytest.raises(hg.NotSupportedError, match="engine 'TORCH_SDPA_FLASH_ENGINE' cannot run"):
         sdpa_forward(q, k, v, engine="TORCH_SDPA_FLASH_ENGINE")

@@ -121,7 +121,7 @@ def strides_like(t: Tensor, shape: Sequence[int]) -> tuple[int, ...]:
         >>> strides_like(q, (2, 4, 16, 32))
         (2048, 32, 128, 1)
     """
-    order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), d))
+    order = sorted(range(t.dim()), key=lambda d: (-int(t.stride()[d]), d))
     strides = [0] * len(shape)
     step = 1
     for d in reversed(order):
@@ -252,11 +252,8 @@ def sdpa_backward(
     options = _options(q, scale, is_causal, diagonal_alignment, left_bound, right_bound, alibi,
                        engine)  # fmt: skip
     tensors = _optional_inputs(q, k, attn_mask, seq_len_q, seq_len_kv, dropout_mask, dropout_scale)
-    if dbias_shape is not None:
-        if "Bias" not in tensors or attn_mask is None or attn_mask.dtype == torch.bool:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE, "dbias_shape needs a floating-point attn_mask"
-            )
+    if dbias_shape is not None and (attn_mask is None or attn_mask.dtype == torch.bool):
+        raise HipdnnError(ErrorCode.INVALID_VALUE, "dbias_shape needs a floating-point attn_mask")
     pack = {"Q": q, "K": k, "V": v, "O": o, "dO": _materialized(do), "Stats": stats, **tensors}
     with_dbias = dbias_shape is not None
     key = (_key("bwd", pack, options), with_dbias)
