@@ -290,3 +290,30 @@ def test_importing_hipdnn_graph_does_not_import_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
+
+
+def test_one_bool_mask_is_converted_once_and_again_after_an_in_place_change() -> None:
+    q, k, v, _ = _inputs(13)
+    keep = torch.ones(B, 1, SQ, SKV, dtype=torch.bool)
+    a, _ = sdpa_forward(q, k, v, attn_mask=keep, scale=0.5)
+    keep[:, :, :, 1:] = False  # the same object, changed in place: a new conversion
+    b, _ = sdpa_forward(q, k, v, attn_mask=keep, scale=0.5)
+    c, _ = sdpa_forward(q, k, v, attn_mask=keep.clone(), scale=0.5)
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=keep, scale=0.5, enable_gqa=True
+    )
+    assert not torch.allclose(a, b)
+    _close(b, ref.numpy())
+    _close(c, ref.numpy())
+
+
+def test_no_engine_for_the_problem_is_a_not_supported_error() -> None:
+    from hipdnn_custom_backend import create_backend
+
+    graph_cache().clear()
+    q, k, v, _ = _inputs(14)
+    with hg.backend.isolated_registry(load_entry_points=False):
+        hg.register_backend(create_backend())  # an engine without bias support
+        with pytest.raises(hg.NotSupportedError, match="an additive bias is not implemented"):
+            sdpa_forward(q, k, v, attn_mask=torch.zeros(SQ, SKV, dtype=torch.float64))
+    graph_cache().clear()

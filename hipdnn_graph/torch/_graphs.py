@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -374,12 +375,28 @@ def as_bias(mask: Tensor, q: Tensor) -> Tensor:
     """
     _check_tensor("attn_mask", mask, q)
     if mask.dtype == torch.bool:
-        mask = mask_to_bias(mask, q.dtype)
+        mask = _bool_bias(mask, q.dtype)
     elif not mask.is_floating_point():
         raise _fail(f"attn_mask must be bool or floating point, got {mask.dtype}")
     if mask.dim() > 4:
         raise _fail(f"attn_mask must have rank ≤ 4, got shape {list(mask.shape)}")
     return _no_zero_strides(mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape)))
+
+
+#: the last bool mask converted, so that the layers of a model, which all receive the same mask
+#: object, share one bias (and autograd saves it once): (mask, its version, dtype, bias)
+_LAST_BOOL: list[tuple[weakref.ref[Tensor], int, torch.dtype, Tensor]] = []
+
+
+def _bool_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    if torch.compiler.is_compiling():
+        return mask_to_bias(mask, dtype)
+    last = _LAST_BOOL[0] if _LAST_BOOL else None
+    if last is not None and last[0]() is mask and last[1] == mask._version and last[2] == dtype:
+        return last[3]
+    bias = mask_to_bias(mask, dtype)
+    _LAST_BOOL[:] = [(weakref.ref(mask), mask._version, dtype, bias)]
+    return bias
 
 
 def _no_zero_strides(t: Tensor) -> Tensor:
