@@ -75,9 +75,10 @@ class Trainer:
 
     def __init__(self, name: str, seq: int, batch: int, impl: str, device: str) -> None:
         torch.manual_seed(0)
-        self.model = transformers.AutoModelForCausalLM.from_config(
-            config(name, seq), attn_implementation=impl, dtype=torch.bfloat16
-        ).to(device)
+        with torch.device(device):  # initialised where it trains (fast on a GPU)
+            self.model = transformers.AutoModelForCausalLM.from_config(
+                config(name, seq), attn_implementation=impl, dtype=torch.bfloat16
+            )
         self.model.train()
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, foreach=True)
         g = torch.Generator().manual_seed(1)

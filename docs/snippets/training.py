@@ -26,7 +26,7 @@ print(hgt.graph_cache().info())
 # --8<-- [end:op]
 
 # --8<-- [start:transformers]
-from transformers import AutoModelForCausalLM, LlamaConfig
+from transformers import AutoModelForCausalLM, LlamaConfig  # noqa: E402
 
 hgt.register_transformers()  # adds "hipdnn" to transformers' AttentionInterface
 config = LlamaConfig(
@@ -38,7 +38,7 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
 ids = torch.arange(32).repeat(2, 1)
 padding = torch.ones_like(ids)
 padding[1, :4] = 0  # left padding: transformers builds the mask, hipdnn-graph applies it
-for step in range(3):
+for _ in range(3):
     loss = model(input_ids=ids, attention_mask=padding, labels=ids).loss
     loss.backward()
     optimizer.step()
