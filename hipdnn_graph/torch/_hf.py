@@ -55,17 +55,31 @@ def hipdnn_attention_forward(
         if position_bias is not None:
             position_bias = position_bias[..., :q_length]
     if position_bias is not None:
-        from transformers.integrations.sdpa_attention import create_position_bias_mask
-
-        attention_mask = create_position_bias_mask(
-            position_bias, attention_mask, is_causal, query, key
-        )
+        attention_mask = _with_position_bias(position_bias, attention_mask, is_causal, key)
         is_causal = False
     out = scaled_dot_product_attention(
         query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling,
         is_causal=is_causal, enable_gqa=True,
     )  # fmt: skip
     return out.transpose(1, 2).contiguous(), None
+
+
+def _with_position_bias(
+    position_bias: Tensor, mask: Tensor | None, is_causal: bool, key: Tensor
+) -> Tensor:
+    """One additive mask from a learned position bias and the model's mask (as transformers'
+    ``create_position_bias_mask``): masked pairs get the dtype's lowest value."""
+    lowest = torch.finfo(key.dtype).min
+    if mask is None:
+        if not is_causal:
+            return position_bias
+        q_len, kv_len = position_bias.shape[-2], key.shape[2]
+        rows = torch.arange(q_len, device=key.device)[:, None]
+        causal = rows >= torch.arange(kv_len, device=key.device)[None, :]
+        return torch.where(causal, position_bias, lowest)
+    if mask.dtype == torch.bool:
+        return torch.where(mask, position_bias, lowest)
+    return position_bias + mask
 
 
 def register_transformers(name: str = "hipdnn") -> None:
