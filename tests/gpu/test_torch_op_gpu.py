@@ -78,7 +78,7 @@ def test_bf16_values_and_gradients_against_float32(case: str) -> None:
     names = ["O", "dQ", "dK", "dV", "dBias"]
     for name, a, t, r in zip(names, ours, torch_bf16, ref, strict=False):
         assert a.dtype == BF16 and torch.isfinite(a).all(), name
-        assert _rel(a, r) <= 2 * _rel(t, r) + 2e-3, (name, _rel(a, r), _rel(t, r))
+        assert _rel(a, r) <= 2 * _rel(t, r) + 5e-3, (name, _rel(a, r), _rel(t, r))
 
 
 def test_fused_engines_run_bf16_training_graphs() -> None:
