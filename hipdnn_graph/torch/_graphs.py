@@ -1,0 +1,459 @@
+"""Graph-level building blocks of the torch op: one SDPA forward or backward graph per call.
+
+:func:`sdpa_forward` runs an ``SdpaFwd`` graph that produces O and Stats; :func:`sdpa_backward`
+runs an ``SdpaBwd`` graph fed exactly those. Both build their graph through the public
+:class:`~hipdnn_graph.Graph` API, keep it in the shared LRU cache (:func:`graph_cache`) keyed by
+everything that changes it, and let the graph's engines allocate the outputs (``Graph.run``,
+no copies). There is no autograd here: :mod:`hipdnn_graph.torch` wraps these in a custom op.
+
+These two functions are semi-public: other parts of hipdnn-graph (context parallelism) call
+them directly, and their signatures are kept stable.
+
+Example:
+    >>> import torch
+    >>> from hipdnn_graph.torch._graphs import sdpa_backward, sdpa_forward
+    >>> q = k = v = torch.randn(1, 2, 8, 4)
+    >>> o, stats = sdpa_forward(q, k, v, is_causal=True)
+    >>> o.shape, stats.shape, stats.dtype
+    (torch.Size([1, 2, 8, 4]), torch.Size([1, 2, 8, 1]), torch.float32)
+    >>> dq, dk, dv, dbias = sdpa_backward(q, k, v, o, torch.ones_like(o), stats, is_causal=True)
+    >>> dq.shape, dbias is None
+    (torch.Size([1, 2, 8, 4]), True)
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .. import list_backends
+from ..backend import as_torch
+from ..errors import HipdnnError, NotSupportedError
+from ..graph import Graph
+from ..tensor import TensorAttributes
+from ..types import DataType, DiagonalAlignment, ErrorCode
+from ._args import (
+    IO_TYPES,
+    SeqLens,
+    alignment_of,
+    as_bias,
+    check_qkv,
+    check_tensor,
+    fail,
+    materialized,
+    no_zero_strides,
+    seq_lens,
+    strides_like,
+)
+from ._cache import GraphCache
+
+__all__ = ["graph_cache", "sdpa_backward", "sdpa_forward"]
+
+Tensor = torch.Tensor
+
+_CACHE: GraphCache[_Entry] = GraphCache(256)
+
+
+def graph_cache() -> GraphCache[Any]:
+    """The LRU cache shared by every forward and backward graph of the torch op.
+
+    ``graph_cache().info()`` reports hits and misses, ``resize(n)`` changes the bound (256 by
+    default) and ``clear()`` empties it.
+    """
+    return _CACHE
+
+
+@dataclass(frozen=True)
+class _Options:
+    """Every keyword that changes a graph (part of the cache key)."""
+
+    scale: float
+    causal: bool
+    alignment: DiagonalAlignment
+    left_bound: int | None
+    right_bound: int | None
+    alibi: bool
+    engine: str | None
+
+
+@dataclass
+class _Entry:
+    """A built graph and its graph tensors by slot name."""
+
+    graph: Graph
+    slots: dict[str, TensorAttributes]
+    outputs: tuple[TensorAttributes, ...]
+
+
+def sdpa_forward(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    attn_mask: Tensor | None = None,
+    scale: float | None = None,
+    is_causal: bool = False,
+    diagonal_alignment: DiagonalAlignment | str | None = None,
+    left_bound: int | None = None,
+    right_bound: int | None = None,
+    seq_len_q: SeqLens = None,
+    seq_len_kv: SeqLens = None,
+    alibi: bool = False,
+    dropout_mask: Tensor | None = None,
+    dropout_scale: float | None = None,
+    engine: str | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Run a cached SDPA forward graph; returns ``(O, Stats)``.
+
+    Args:
+        q: ``[B, H, Sq, D]`` queries (float16, bfloat16, float32 or float64).
+        k: ``[B, Hk, Skv, D]`` keys; Hk divides H (GQA/MQA).
+        v: ``[B, Hv, Skv, Dv]`` values; Hv divides H.
+        attn_mask: additive float bias broadcastable to ``[B, H, Sq, Skv]`` (rank ≤ 4, each dim
+            full or 1), or a bool mask with True = attend.
+        scale: the score scale; ``1/sqrt(D)`` when ``None``.
+        is_causal: causal mask, aligned by ``diagonal_alignment`` (top-left by default).
+        diagonal_alignment: ``"top_left"``/``"bottom_right"`` or a
+            :class:`~hipdnn_graph.DiagonalAlignment`, for the causal mask and the band.
+        left_bound: band: key ``j`` is visible from query ``i`` when ``j ≥ i − left_bound``.
+        right_bound: band: ``j ≤ i + right_bound``.
+        seq_len_q: valid query length per batch (padding); the full length where ``None``.
+        seq_len_kv: valid key length per batch (padding).
+        alibi: add ALiBi slopes.
+        dropout_mask: keep mask ``[B or 1, H or 1, Sq, Skv]`` (1 keeps, 0 drops).
+        dropout_scale: factor on kept probabilities (``1/(1 − p)``); needs ``dropout_mask``.
+        engine: force this engine by name; ``None`` takes what ``Graph.build()`` picks.
+
+    Returns:
+        O ``[B, H, Sq, Dv]`` in q's dtype and Stats ``[B, H, Sq, 1]``, the natural-log
+        log-sum-exp of each (undropped) score row: float32 (float64 for float64 inputs, so
+        that float64 gradients are exact).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for bad arguments (the graph's own rules included).
+        NotSupportedError: when no engine (or not the forced one) runs the graph.
+    """
+    check_qkv(q, k, v)
+    options = _options(q, scale, is_causal, diagonal_alignment, left_bound, right_bound, alibi,
+                       engine)  # fmt: skip
+    tensors = _optional_inputs(q, k, attn_mask, seq_len_q, seq_len_kv, dropout_mask, dropout_scale)
+    pack = {"Q": q, "K": k, "V": v, **tensors}
+    key = _key("fwd", pack, options)
+    entry, out = _run(key, pack, options, _forward_graph)
+    o, stats = (_torch(out[t]) for t in entry.outputs)
+    return o, stats
+
+
+def sdpa_backward(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    o: Tensor,
+    do: Tensor,
+    stats: Tensor,
+    *,
+    attn_mask: Tensor | None = None,
+    scale: float | None = None,
+    is_causal: bool = False,
+    diagonal_alignment: DiagonalAlignment | str | None = None,
+    left_bound: int | None = None,
+    right_bound: int | None = None,
+    seq_len_q: SeqLens = None,
+    seq_len_kv: SeqLens = None,
+    alibi: bool = False,
+    dropout_mask: Tensor | None = None,
+    dropout_scale: float | None = None,
+    engine: str | None = None,
+    dbias_shape: Sequence[int] | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """Run a cached SDPA backward graph fed the forward's O and Stats; returns dQ, dK, dV, dBias.
+
+    Takes the keywords of :func:`sdpa_forward` (they must be the forward's), plus
+    ``dbias_shape``: when given (``attn_mask`` must be a float bias), dBias is computed and
+    returned summed to that shape (a shape the bias broadcasts from, e.g. the caller's own
+    mask shape); otherwise the fourth result is ``None``.
+
+    Args:
+        q: as given to the forward.
+        k: as given to the forward.
+        v: as given to the forward.
+        o: the forward's O.
+        do: gradient of the loss with respect to O.
+        stats: the forward's Stats.
+        attn_mask: see :func:`sdpa_forward`; likewise every other keyword.
+        scale: see :func:`sdpa_forward`.
+        is_causal: see :func:`sdpa_forward`.
+        diagonal_alignment: see :func:`sdpa_forward`.
+        left_bound: see :func:`sdpa_forward`.
+        right_bound: see :func:`sdpa_forward`.
+        seq_len_q: see :func:`sdpa_forward`.
+        seq_len_kv: see :func:`sdpa_forward`.
+        alibi: see :func:`sdpa_forward`.
+        dropout_mask: the forward's mask.
+        dropout_scale: the forward's scale.
+        engine: see :func:`sdpa_forward`.
+        dbias_shape: the shape of the bias gradient wanted, or ``None`` for no dBias.
+
+    Returns:
+        dQ, dK, dV shaped like q, k, v (their dtype), and dBias or ``None``.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for bad arguments.
+        NotSupportedError: when no engine (or not the forced one) runs the graph.
+    """
+    check_qkv(q, k, v)
+    for name, t in (("o", o), ("do", do), ("stats", stats)):
+        check_tensor(name, t, q)
+    options = _options(q, scale, is_causal, diagonal_alignment, left_bound, right_bound, alibi,
+                       engine)  # fmt: skip
+    tensors = _optional_inputs(q, k, attn_mask, seq_len_q, seq_len_kv, dropout_mask, dropout_scale)
+    if dbias_shape is not None and (attn_mask is None or attn_mask.dtype == torch.bool):
+        raise HipdnnError(ErrorCode.INVALID_VALUE, "dbias_shape needs a floating-point attn_mask")
+    pack = {"Q": q, "K": k, "V": v, "O": o, "dO": materialized(do), "Stats": stats, **tensors}
+    with_dbias = dbias_shape is not None
+    key = (_key("bwd", pack, options), with_dbias)
+    entry, out = _run(key, pack, options, functools.partial(_backward_graph, dbias=with_dbias))
+    grads = [_torch(out[t]) for t in entry.outputs]
+    dbias = None
+    if dbias_shape is not None:
+        dbias = grads[3].sum_to_size(tuple(dbias_shape))
+    return grads[0], grads[1], grads[2], dbias
+
+
+# ----- arguments -----
+def _options(
+    q: Tensor,
+    scale: float | None,
+    is_causal: bool,
+    alignment: DiagonalAlignment | str | None,
+    left_bound: int | None,
+    right_bound: int | None,
+    alibi: bool,
+    engine: str | None,
+) -> _Options:
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
+    elif isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale):
+        raise fail(f"scale must be a finite number, got {scale!r}")
+    for name, bound in (("left_bound", left_bound), ("right_bound", right_bound)):
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)):
+            raise fail(f"{name} must be an integer or None, got {bound!r}")
+    if engine is not None and not isinstance(engine, str):
+        raise fail(f"engine must be an engine name or None, got {engine!r}")
+    return _Options(float(scale), bool(is_causal), alignment_of(alignment), left_bound, right_bound,
+                    bool(alibi), engine)  # fmt: skip
+
+
+def _optional_inputs(
+    q: Tensor,
+    k: Tensor,
+    attn_mask: Tensor | None,
+    seq_len_q: SeqLens,
+    seq_len_kv: SeqLens,
+    dropout_mask: Tensor | None,
+    dropout_scale: float | None,
+) -> dict[str, Any]:
+    """The optional graph inputs by slot name (tensors, or floats for pass-by-value scalars)."""
+    out: dict[str, Any] = {}
+    if attn_mask is not None:
+        out["Bias"] = as_bias(attn_mask, q)
+    lens = seq_lens(q, k, seq_len_q, seq_len_kv)
+    if lens is not None:
+        out["SEQ_LEN_Q"], out["SEQ_LEN_KV"] = lens
+    if dropout_mask is not None:
+        check_tensor("dropout_mask", dropout_mask, q)
+        scale = 1.0 if dropout_scale is None else dropout_scale
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0:
+            raise fail(f"dropout_scale must be a positive number, got {dropout_scale!r}")
+        out["Dropout_mask"] = no_zero_strides(dropout_mask)
+        out["Dropout_scale"] = float(scale)
+        out["Dropout_scale_inv"] = 1.0 / float(scale)
+    elif dropout_scale is not None:
+        raise fail("dropout_scale needs a dropout_mask")
+    return out
+
+
+# ----- the cache -----
+def _key(kind: str, pack: dict[str, Any], options: _Options) -> Hashable:
+    device = pack["Q"].device
+    signature = tuple(
+        (slot, tuple(t.shape), t.stride(), t.dtype) if isinstance(t, torch.Tensor) else (slot,)
+        for slot, t in pack.items()
+    )
+    return (kind, device.type, device.index, signature, options)
+
+
+def _run(
+    key: Hashable, pack: dict[str, Any], options: _Options, build: Any
+) -> tuple[_Entry, dict[TensorAttributes, Any]]:
+    """Run the cached graph for ``key`` (built on a miss) on ``pack``: ``(entry, outputs)``."""
+    first: list[tuple[_Entry, dict[TensorAttributes, Any]]] = []
+
+    def make() -> _Entry:
+        first.append(_first_run(build(pack, options), pack, options, build))
+        return first[0][0]
+
+    entry = _CACHE.get_or_build(key, make)
+    if first:  # the outputs of the entry that ran (another thread's may have been cached)
+        return first[0]
+    return entry, entry.graph.run(_variant_pack(entry, pack))
+
+
+def _variant_pack(entry: _Entry, pack: dict[str, Any]) -> dict[TensorAttributes, Any]:
+    return {entry.slots[s]: t for s, t in pack.items() if s in entry.slots}
+
+
+def _first_run(
+    entry: _Entry, pack: dict[str, Any], options: _Options, build: Any
+) -> tuple[_Entry, dict[TensorAttributes, Any]]:
+    """Run a freshly built graph; CPU tensors skip engines that cannot run on the CPU.
+
+    The engine contract has no device: on a machine with a GPU the fused engines accept a
+    graph of CPU tensors and fail when they run, so the next ranked engine is tried (only when
+    no engine was forced, and only for ``GRAPH_EXECUTION_FAILED``).
+    """
+    names = entry.graph.get_engine_names()
+    while True:
+        try:
+            return entry, entry.graph.run(_variant_pack(entry, pack))
+        except HipdnnError as err:
+            tried = entry.graph.get_plan_name()
+            rest = names[names.index(tried) + 1 :] if tried in names else []
+            retry = (
+                err.code == ErrorCode.GRAPH_EXECUTION_FAILED
+                and pack["Q"].device.type == "cpu"
+                and options.engine is None
+                and rest
+            )
+            if not retry:
+                raise
+            entry = build(pack, options, prefer=rest[0])
+            names = rest
+
+
+def _torch(value: Any) -> Tensor:
+    return value if isinstance(value, torch.Tensor) else as_torch(value)
+
+
+# ----- graphs -----
+def _graph(pack: dict[str, Any], name: str) -> tuple[Graph, dict[str, TensorAttributes]]:
+    q = pack["Q"]
+    io = IO_TYPES[q.dtype]
+    wide = DataType.DOUBLE if io == DataType.DOUBLE else DataType.FLOAT
+    g = Graph(name=name, io_data_type=io, intermediate_data_type=wide, compute_data_type=wide)
+    slots: dict[str, TensorAttributes] = {}
+    for slot, value in pack.items():
+        if isinstance(value, torch.Tensor):
+            slots[slot] = g.tensor(
+                name=slot,
+                dim=list(value.shape),
+                stride=list(value.stride()),
+                data_type=_data_type(value.dtype),
+            )
+        else:  # a runtime pass-by-value scalar
+            slots[slot] = g.tensor(
+                name=slot, dim=[1], stride=[1], data_type=DataType.FLOAT, is_pass_by_value=True
+            )
+    return g, slots
+
+
+def _data_type(dtype: torch.dtype) -> DataType:
+    if dtype in IO_TYPES:
+        return IO_TYPES[dtype]
+    if dtype == torch.int32:
+        return DataType.INT32
+    if dtype == torch.uint8:
+        return DataType.UINT8
+    raise fail(f"tensors of dtype {dtype} are not supported")
+
+
+def _keywords(options: _Options, slots: dict[str, TensorAttributes]) -> dict[str, Any]:
+    bottom_right = options.alignment == DiagonalAlignment.BOTTOM_RIGHT
+    kw: dict[str, Any] = {
+        "attn_scale": options.scale,
+        "use_alibi_mask": options.alibi or None,
+        "use_causal_mask": (options.causal and not bottom_right) or None,
+        "use_causal_mask_bottom_right": (options.causal and bottom_right) or None,
+        "bias": slots.get("Bias"),
+    }
+    if options.left_bound is not None or options.right_bound is not None:
+        kw["diagonal_alignment"] = options.alignment
+        kw["diagonal_band_left_bound"] = options.left_bound
+        kw["diagonal_band_right_bound"] = options.right_bound
+    if "SEQ_LEN_Q" in slots:
+        kw.update(use_padding_mask=True, seq_len_q=slots["SEQ_LEN_Q"],
+                  seq_len_kv=slots["SEQ_LEN_KV"])  # fmt: skip
+    return kw
+
+
+def _forward_graph(pack: dict[str, Any], options: _Options, prefer: str | None = None) -> _Entry:
+    pack = {s: t for s, t in pack.items() if s != "Dropout_scale_inv"}
+    g, slots = _graph(pack, "hipdnn_torch_sdpa_fwd")
+    kw = _keywords(options, slots)
+    if "Dropout_mask" in slots:
+        kw["dropout"] = (slots["Dropout_mask"], slots["Dropout_scale"])
+    o, stats = g.sdpa(slots["Q"], slots["K"], slots["V"], name="fwd", generate_stats=True, **kw)
+    assert stats is not None
+    q = pack["Q"]
+    o_shape = [*q.shape[:3], pack["V"].shape[3]]
+    o.set_dim(o_shape).set_stride(list(strides_like(q, o_shape)))
+    if q.dtype == torch.float64:  # exact float64 gradients (gradcheck) need exact Stats
+        stats.set_data_type(DataType.DOUBLE)
+    for t in (o, stats):
+        t.set_output(True)
+    _build(g, options.engine or prefer, forced=options.engine is not None)
+    return _Entry(g, slots, (o, stats))
+
+
+def _backward_graph(
+    pack: dict[str, Any], options: _Options, prefer: str | None = None, *, dbias: bool = False
+) -> _Entry:
+    g, slots = _graph(pack, "hipdnn_torch_sdpa_bwd")
+    kw = _keywords(options, slots)
+    if "Dropout_mask" in slots:
+        kw["dropout"] = (slots["Dropout_mask"], slots["Dropout_scale"], slots["Dropout_scale_inv"])
+    dbias_t = None
+    if dbias:
+        bias = slots["Bias"]
+        dbias_t = g.tensor(name="dBias", dim=list(bias.dim), data_type=bias.data_type)
+        kw["dBias"] = dbias_t
+    dq, dk, dv = g.sdpa_backward(
+        slots["Q"], slots["K"], slots["V"], slots["O"], slots["dO"], slots["Stats"], name="bwd",
+        **kw,
+    )  # fmt: skip
+    for grad, slot in ((dq, "Q"), (dk, "K"), (dv, "V")):
+        like = pack[slot]
+        grad.set_dim(list(like.shape)).set_stride(list(strides_like(like, like.shape)))
+    outputs = (dq, dk, dv) if dbias_t is None else (dq, dk, dv, dbias_t)
+    for t in outputs:
+        t.set_output(True)
+    _build(g, options.engine or prefer, forced=options.engine is not None)
+    return _Entry(g, slots, outputs)
+
+
+def _build(g: Graph, engine: str | None, *, forced: bool) -> None:
+    """``g.build()``, with ``engine`` ranked first; a forced engine must be the one chosen."""
+    if engine is not None:
+        g.set_preferred_engine_id_ext(engine)
+    try:
+        g.build()
+    except NotSupportedError as err:
+        if forced:
+            raise _not_supported(g, engine, str(err)) from None
+        raise
+    if forced and g.get_plan_name() != engine:
+        raise _not_supported(g, engine, g.get_engine_refusals().get(str(engine)))
+
+
+def _not_supported(g: Graph, engine: str | None, reason: str | None) -> NotSupportedError:
+    known = sorted(name for info in list_backends() for name in info.engines)
+    if engine not in known:
+        return NotSupportedError(
+            f"engine '{engine}' is not registered; registered engines: {', '.join(known)}"
+        )
+    return NotSupportedError(f"engine '{engine}' cannot run graph '{g.get_name()}': {reason}")
