@@ -25,7 +25,7 @@ print({k: doc["nodes"][0]["attributes"][k] for k in ("type", "q", "k", "v", "o",
 # --8<-- [end:formats]
 
 # --8<-- [start:errors]
-bad_inputs = {
+bad_inputs: dict[str, str | bytes] = {
     "truncated bytes": blob[:20],
     "not a graph": b"\x00" * 64,
     "future version": g.to_json().replace('"format_version":1', '"format_version":2'),
