@@ -144,7 +144,7 @@ def test_plugins_import_nothing_private_from_the_core() -> None:
         (
             "def f():\n    from hipdnn_graph_torch_rocm import x\n",
             ["x.py:2: the core imports the plugin hipdnn_graph_torch_rocm"],
-        ),  # noqa: E501
+        ),
     ],
 )
 def test_the_core_checker_finds_what_it_should(source: str, expected: list[str]) -> None:
