@@ -27,6 +27,7 @@ print(q.get_is_virtual(), q.get_data_type().name)  # non-virtual: the io type
 print(stats.get_data_type().name)  # Stats are FLOAT unless you set another type
 # --8<-- [end:virtual]
 
+
 # --8<-- [start:lifecycle]
 def t(name: str, dims: list[int]) -> hg.TensorAttributes:
     return hg.TensorAttributes(name=name, dim=dims, stride=hg.generate_strides(dims))
