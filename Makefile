@@ -14,9 +14,15 @@ $(PY):
 	$(PIP) install -q -e .
 	touch $@
 
-.stamp-test: .stamp-install requirements-test.txt requirements-docs.txt
-	$(PIP) install -q -r requirements-test.txt
+# the docs need only the docs tools (no torch, no test tools)
+.stamp-docs: .stamp-install requirements-docs.txt
 	$(PIP) install -q -r requirements-docs.txt
+	touch $@
+
+# the test tools are the `dev` extra; requirements-test.txt adds the CPU torch pin and the
+# example plugin
+.stamp-test: .stamp-docs pyproject.toml requirements-test.txt
+	$(PIP) install -q -e '.[dev]' -r requirements-test.txt
 	touch $@
 
 demo: .stamp-install
@@ -29,7 +35,7 @@ lint: .stamp-test
 typecheck: .stamp-test
 	$(PY) -m mypy
 
-docs: .stamp-test
+docs: .stamp-docs
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 pytest: .stamp-test
