@@ -66,7 +66,8 @@ def test_every_module_of_the_wheel_imports_without_test_only_packages(
                 mod = importlib.import_module(module)
                 assert mod.__file__.startswith({str(tmp_path)!r}), mod.__file__
             except Exception as exc:
-                if not (module.startswith({TORCH_EXTRA!r}) and "import of torch halted" in str(exc)):
+                needs_torch = "import of torch halted" in str(exc)
+                if not (module.startswith({TORCH_EXTRA!r}) and needs_torch):
                     failed.append(f"{{module}}: {{type(exc).__name__}}: {{exc}}")
         # without torch the torch plugin still loads, and its engines refuse with a reason
         import hipdnn_graph as hg
@@ -110,7 +111,7 @@ def test_the_dev_extra_holds_what_the_tests_import() -> None:
     assert {"ruff", "mypy"} <= declared
     distributions = metadata.packages_distributions()
     missing = {}
-    for path in sorted((ROOT / "tests").rglob("test_*.py")) + [ROOT / "tests" / "conftest.py"]:
+    for path in [*sorted((ROOT / "tests").rglob("test_*.py")), ROOT / "tests" / "conftest.py"]:
         for module in _unguarded_imports(path) - local - first_party:
             if module in sys.stdlib_module_names or module == "__future__":
                 continue
