@@ -14,8 +14,19 @@ $(PY):
 	$(PIP) install -q -e .
 	touch $@
 
+# Mermaid is served with the site (no CDN at view time): the script comes from the npm package
+# of this version, fetched once with npm (only its tarball, no dependencies).
+MERMAID_VERSION := 11.12.0
+MERMAID_JS      := docs/javascripts/mermaid.min.js
+
+$(MERMAID_JS): Makefile
+	mkdir -p $(@D) .cache/npm
+	cd .cache/npm && npm pack --silent mermaid@$(MERMAID_VERSION) >/dev/null
+	tar -xzf .cache/npm/mermaid-$(MERMAID_VERSION).tgz -O package/dist/mermaid.min.js > $@.tmp
+	mv $@.tmp $@
+
 # the docs need only the docs tools (no torch, no test tools)
-.stamp-docs: .stamp-install requirements-docs.txt
+.stamp-docs: .stamp-install requirements-docs.txt $(MERMAID_JS)
 	$(PIP) install -q -r requirements-docs.txt
 	touch $@
 
@@ -44,4 +55,4 @@ pytest: .stamp-test
 test: lint typecheck docs pytest
 
 clean:
-	rm -rf $(VENV) .stamp-* .mypy_cache .ruff_cache .pytest_cache site
+	rm -rf $(VENV) .stamp-* .mypy_cache .ruff_cache .pytest_cache site .cache $(MERMAID_JS)
