@@ -381,3 +381,17 @@ def test_numpy_bfloat16_inputs_give_numpy_bfloat16_results() -> None:
     rng = np.random.default_rng(0)
     results = g.run({x: rng.standard_normal(DIMS).astype(bf16) for x in g.graph_inputs()})
     assert type(results[o]) is np.ndarray and results[o].dtype == bf16
+
+
+def test_read_only_inputs_run_on_the_torch_engine_without_a_warning() -> None:
+    import warnings
+
+    g, t = _forward("TORCH_SDPA_MATH_ENGINE")
+    pack = _inputs(t)
+    for array in pack.values():
+        array.flags.writeable = False
+    out = np.zeros(DIMS, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g.execute({**pack, t["O"]: out})
+    np.testing.assert_allclose(out, _reference(pack, t), rtol=1e-5, atol=1e-6)

@@ -182,8 +182,9 @@ def current_registry() -> Registry:
 def isolated_registry(*, load_entry_points: bool = True) -> Iterator[Registry]:
     """Use a fresh registry inside a ``with`` block (for tests and experiments).
 
-    Only the calling thread (more exactly, its :mod:`contextvars` context) sees the fresh
-    registry; other threads keep using theirs.
+    Only the calling thread (more exactly, its :mod:`contextvars` context, which asyncio tasks
+    started inside the block inherit) sees the fresh registry; other threads keep using theirs,
+    and so do threads started inside the block (a new thread starts with an empty context).
 
     Args:
         load_entry_points: also load the installed plugins into the fresh registry.

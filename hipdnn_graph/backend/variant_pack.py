@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import sys
+import warnings
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -170,9 +171,13 @@ def as_torch(value: Any, label: str = "buffer") -> Any:
 
     if isinstance(value, np.ndarray):
         try:
-            if value.dtype == numpy_dtype(DataType.BFLOAT16):
-                return torch.from_numpy(value.view(np.int16)).view(torch.bfloat16)
-            return torch.from_numpy(value)
+            with warnings.catch_warnings():
+                # a read-only array reaches here only as an input, which engines never write
+                # (read-only outputs are refused before conversion): torch's warning is moot
+                warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+                if value.dtype == numpy_dtype(DataType.BFLOAT16):
+                    return torch.from_numpy(value.view(np.int16)).view(torch.bfloat16)
+                return torch.from_numpy(value)
         except (TypeError, ValueError, RuntimeError) as exc:  # negative strides, odd dtypes
             raise _fail(
                 f"Variant pack tensor {label} cannot be viewed as a torch tensor: {exc}"
