@@ -12,26 +12,40 @@ D=128``) through ``graph.execute``.
 
 Issue 4's targets: ratio ≤ 1.4 and ≤ 256 MiB extra for the 16k-token head.
 
-``OMP_WAIT_POLICY`` defaults to ``PASSIVE`` here: torch's OpenMP workers otherwise spin for a
-while after each op and, when the two libraries take turns on two cores, steal them from
-OpenBLAS's threads (and the other way round), which made both timings noisy by up to 5x.
+Why the ratio moves (measured, see docs/performance.md): OpenBLAS runs each matmul on all its
+threads and its idle workers busy-wait between calls, so during the engine's single-threaded
+elementwise steps a worker burns a core (the "other threads" CPU printed below equals the main
+thread's). That is free on an idle machine and costly on a busy one: another process, or torch's
+OpenMP workers when they busy-wait too, take the cores the engine's fork-join calls wait for.
+So this script sets ``OMP_WAIT_POLICY=PASSIVE`` before torch's OpenMP runtime loads (unless the
+caller set a policy), prints every thread pool and the load it ran under, and splits each
+contender's CPU time into its main thread's and its worker threads'. ``--blas-threads 1`` runs
+the NumPy engine on one BLAS thread (no busy-waiting worker).
 
-Run: ``.venv/bin/python benchmarks/numpy_reference.py [--repeats N] [--skip-16k] [--threads T]``.
+Run: ``.venv/bin/python benchmarks/numpy_reference.py [--repeats N] [--skip-16k] [--threads T]
+[--blas-threads N] [--seq S]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
-import time
-import tracemalloc
-from collections.abc import Callable
-from typing import Any
+import sys
 
-import numpy as np
+# before numpy and torch load their thread pools: an OpenMP runtime reads its policy once
+POLICY_TOO_LATE = "torch" in sys.modules
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import hipdnn_graph as hg
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+import tracemalloc  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+from threads import limit_blas_threads, thread_settings  # noqa: E402
+
+import hipdnn_graph as hg  # noqa: E402
 
 ENGINE = "NUMPY_REFERENCE_ENGINE"
 RATIO_TARGET = 1.4
@@ -66,15 +80,31 @@ def graph_flops(g: hg.Graph) -> int:
 
 def interleaved_medians(fns: list[Callable[[], Any]], repeats: int) -> list[float]:
     """Median seconds of each function, run in turns so that load changes hit all alike."""
+    return [wall for wall, _, _ in interleaved_profile(fns, repeats)]
+
+
+def interleaved_profile(
+    fns: list[Callable[[], Any]], repeats: int
+) -> list[tuple[float, float, float]]:
+    """Per function, medians of (wall s, main-thread CPU s, CPU s of the process's other
+    threads: BLAS/OpenMP workers, busy-waiting included), run in turns."""
     for fn in fns:
         fn()  # warm-up
-    times: list[list[float]] = [[] for _ in fns]
+    samples: list[list[tuple[float, float, float]]] = [[] for _ in fns]
     for _ in range(repeats):
-        for fn, ts in zip(fns, times, strict=True):
-            start = time.perf_counter()
+        for fn, rows in zip(fns, samples, strict=True):
+            wall, main, process = time.perf_counter(), time.thread_time(), time.process_time()
             fn()
-            ts.append(time.perf_counter() - start)
-    return [statistics.median(ts) for ts in times]
+            main = time.thread_time() - main
+            rows.append((time.perf_counter() - wall, main, time.process_time() - process - main))
+    return [
+        (
+            statistics.median(r[0] for r in rows),
+            statistics.median(r[1] for r in rows),
+            statistics.median(r[2] for r in rows),
+        )
+        for rows in samples
+    ]
 
 
 def compare_with_torch(b: int, h: int, s: int, d: int, causal: bool, repeats: int) -> float:
@@ -101,7 +131,7 @@ def compare_with_torch(b: int, h: int, s: int, d: int, causal: bool, repeats: in
     }
     for name in ("dQ", "dK", "dV"):
         pack[t[name]] = np.empty((b, h, s, d), np.float32)
-    t_torch, t_graph = interleaved_medians(
+    (t_torch, torch_main, torch_other), (t_graph, np_main, np_other) = interleaved_profile(
         [lambda: bwd(do, q, k, v, out, lse, 0.0, causal, scale=scale), lambda: g.execute(pack)],
         repeats,
     )
@@ -113,7 +143,15 @@ def compare_with_torch(b: int, h: int, s: int, d: int, causal: bool, repeats: in
         f"| {label:<29} | {t_graph * 1e3:9.1f} | {gflops:7.1f} | {t_torch * 1e3:9.1f} | "
         f"{torch_gflops:7.1f} | {ratio:5.2f} {'ok' if ratio <= RATIO_TARGET else 'MISS'} |"
     )
+    CPU_LINES.append(
+        f"{label}: NumPy engine CPU {np_main * 1e3:.0f} ms main thread + {np_other * 1e3:.0f} ms "
+        f"other threads; torch CPU {torch_main * 1e3:.0f} + {torch_other * 1e3:.0f} ms"
+    )
     return ratio
+
+
+#: CPU splits of the rows, printed under the table
+CPU_LINES: list[str] = []
 
 
 def peak_memory(s: int = 16384, d: int = 128) -> float:
@@ -147,20 +185,32 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--skip-16k", action="store_true")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument(
+        "--blas-threads", type=int, default=0, help="BLAS (OpenBLAS) threads (0: default)"
+    )
+    parser.add_argument("--seq", type=int, default=2048, help="sequence length (default 2048)")
     args = parser.parse_args()
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads its OpenMP runtime
     import torch
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    limits = limit_blas_threads(args.blas_threads) if args.blas_threads else None
+    if args.blas_threads and limits is None:
+        print("--blas-threads needs threadpoolctl; running with the default BLAS threads")
+    torch.zeros(64).sum()  # starts torch's OpenMP pool, so that the pools below are all there
     print(f"{ENGINE} backward via graph.execute vs torch fused CPU backward, fp32 "
-          f"(torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, "
-          f"{os.cpu_count()} CPUs, {args.repeats} repeats, medians)")  # fmt: skip
+          f"({args.repeats} repeats, medians); thread settings:")  # fmt: skip
+    for line in thread_settings():
+        print(f"  {line}")
+    if POLICY_TOO_LATE:
+        print("  note: torch was loaded before this script set OMP_WAIT_POLICY, so its OpenMP "
+              "runtime kept the policy it found")  # fmt: skip
     print("| shape                         | numpy ms  | GFLOP/s | torch ms  | GFLOP/s | ratio   |")
     print("|-------------------------------|-----------|---------|-----------|---------|---------|")
     for causal in (False, True):
-        compare_with_torch(1, 4, 2048, 128, causal, args.repeats)
+        compare_with_torch(1, 4, args.seq, 128, causal, args.repeats)
+    for line in CPU_LINES:
+        print(line)
     if not args.skip_16k:
         peak_memory()
 

@@ -18,6 +18,7 @@ import tracemalloc
 
 import numpy as np
 from numpy_reference import interleaved_medians
+from threads import thread_settings
 
 import hipdnn_graph as hg
 from hipdnn_graph_numpy_reference.sdpa_math import sdpa_backward, sdpa_forward
@@ -80,6 +81,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--skip-16k", action="store_true")
     args = parser.parse_args()
+    import torch
+
+    torch.zeros(64).sum()  # starts torch's OpenMP pool, so that every pool is listed
+    for line in thread_settings():
+        print(line)
     for causal in (False, True):
         compare_with_torch(1, 4, 2048, 128, causal, args.repeats)
     if not args.skip_16k:

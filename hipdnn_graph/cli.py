@@ -10,9 +10,13 @@ Subcommands::
     hipdnn-graph convert FILE --to json|binary -o OUT
     hipdnn-graph schema                        the JSON Schema of the JSON format
 
-Files are recognised by content: the FlatBuffers identifier ``HDGR`` means binary, a leading
-``{`` means JSON. Exit status: 0 on success; 1 when the graph is rejected (the message is
-``<ERROR_CODE_NAME>: <message>`` on stderr); 2 for usage errors and unreadable files.
+Files are recognised by content: the FlatBuffers identifier ``HDGR`` means binary, text that
+starts like a JSON document (after an optional UTF-8 byte-order mark) means JSON. At most
+:data:`~hipdnn_graph.descriptors.MAX_INPUT_BYTES` are read, whatever the file is (``/dev/zero``
+included). Names from a file are printed with control characters escaped (``\x1b``, ``\n``), so
+a file cannot forge lines or colours on the terminal. Exit status: 0 on success; 1 when the graph
+is rejected (the message is ``<ERROR_CODE_NAME>: <message>`` on stderr); 2 for usage errors and
+unreadable files.
 
 Example:
     >>> from hipdnn_graph.cli import main
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -42,7 +47,7 @@ from .serialization import FORMATS
 from .tensor import TensorAttributes
 from .types import DataType
 
-__all__ = ["CliError", "detect_format", "load_graph", "main"]
+__all__ = ["CliError", "detect_format", "load_graph", "main", "safe_text"]
 
 PROG = "hipdnn-graph"
 
@@ -51,19 +56,70 @@ class CliError(Exception):
     """A usage or file problem: printed as ``hipdnn-graph: error: ...`` with exit status 2."""
 
 
+_UTF8_BOM = b"\xef\xbb\xbf"
+#: first bytes of a JSON document: object, array, string, number, true, false, null
+_JSON_STARTS = frozenset(b'{["-0123456789tfn')
+_UNSAFE = re.compile(
+    # controls (C0, DEL, C1), line/paragraph separators, bidirectional overrides, surrogates
+    r"[^\x20-\x7e\u00a0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+    r"|[\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def safe_text(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` with control and other non-printable characters escaped (``\\x1b``, ``\\n``).
+
+    Example:
+        >>> safe_text("Q\\n\\x1b[31mOK: forged")
+        'Q\\\\n\\\\x1b[31mOK: forged'
+    """
+
+    def escape(match: re.Match[str]) -> str:
+        char = match.group()
+        if char == "\n":
+            return "\n" if keep_newlines else "\\n"
+        if char == "\t":
+            return "\\t"
+        return char.encode("unicode_escape").decode("ascii")
+
+    return _UNSAFE.sub(escape, text)
+
+
 # ----- loading -----
 def detect_format(data: bytes) -> str:
-    """``"json"`` for text that starts like JSON, ``"binary"`` otherwise.
+    """``"json"`` for text that starts like a JSON document (after an optional UTF-8
+    byte-order mark and white space), ``"binary"`` otherwise.
 
     hipDNN's serialized graph has no file identifier: it starts with a little-endian root offset,
     whose upper bytes are NUL for any graph (JSON text never holds a NUL byte).
     """
     if b"\0" in data[:4]:
         return "binary"
-    head = data.removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
-    if head in (b"{", b"["):
+    head = data.removeprefix(_UTF8_BOM).lstrip()[:1]
+    if head and head[0] in _JSON_STARTS:
         return "json"
     return "binary"
+
+
+def _read_capped(path: str, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of ``path`` (``st_size`` says nothing for devices and pipes).
+
+    Raises:
+        CliError: the file cannot be read, is a directory, or holds more than ``limit`` bytes.
+    """
+    if Path(path).is_dir():
+        raise CliError(f"'{safe_text(path)}' is a directory, not a graph file")
+    try:
+        with open(path, "rb") as file:
+            data = file.read(limit + 1)
+    except OSError as exc:
+        raise CliError(f"cannot read '{safe_text(path)}': {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise CliError(
+            f"'{safe_text(path)}' holds more than {limit} bytes; serialized graphs are limited "
+            f"to {limit} bytes"
+        )
+    return data
 
 
 def load_graph(path: str) -> tuple[Graph, str]:
@@ -75,28 +131,18 @@ def load_graph(path: str) -> tuple[Graph, str]:
     """
     from .descriptors import MAX_INPUT_BYTES
 
-    file = Path(path)
-    try:
-        size = file.stat().st_size
-        if file.is_dir():
-            raise CliError(f"'{path}' is a directory, not a graph file")
-        if size > MAX_INPUT_BYTES:
-            raise CliError(
-                f"'{path}' is {size} bytes; serialized graphs are limited to "
-                f"{MAX_INPUT_BYTES} bytes"
-            )
-        data = file.read_bytes()
-    except OSError as exc:
-        raise CliError(f"cannot read '{path}': {exc.strerror or exc}") from None
+    data = _read_capped(path, MAX_INPUT_BYTES)
     fmt = detect_format(data)
-    graph = Graph.deserialize(data) if fmt == "binary" else Graph.from_json(data)
-    return graph, fmt
+    if fmt == "binary":
+        return Graph.deserialize(data), fmt
+    return Graph.from_json(data.removeprefix(_UTF8_BOM)), fmt
 
 
 def _summary(graph: Graph, fmt: str) -> str:
-    nodes = " -> ".join(f"{n.name} ({n.get_node_type().name})" for n in graph.nodes)
+    nodes = " -> ".join(f"{safe_text(n.name)} ({n.get_node_type().name})" for n in graph.nodes)
+    name = safe_text(graph.get_name() or "<unnamed>")
     return (
-        f"graph '{graph.get_name() or '<unnamed>'}' ({fmt}): {len(graph.graph_tensors())} tensors, "
+        f"graph '{name}' ({fmt}): {len(graph.graph_tensors())} tensors, "
         f"{len(graph)} node(s): {nodes or 'none'}"
     )
 
@@ -115,7 +161,8 @@ def _fmt_list(values: Sequence[int]) -> str:
 
 
 def _tensor_ref(t: TensorAttributes) -> str:
-    return f"{t.name or '(unnamed)'}#{t.uid}" if t.uid is not None else t.name or "(unnamed)"
+    name = safe_text(t.name or "(unnamed)")
+    return f"{name}#{t.uid}" if t.uid is not None else name
 
 
 def _node_details(node: Any) -> list[str]:
@@ -137,8 +184,8 @@ def _node_details(node: Any) -> list[str]:
     ins = " ".join(f"{s.name}={_tensor_ref(t)}" for s, t in sorted(a.inputs.items()))
     outs = " ".join(f"{s.name}={_tensor_ref(t)}" for s, t in sorted(a.outputs.items()))
     return [
-        f"{node.name}  {node.get_node_type().name}  compute {a.compute_data_type.name}"
-        + (f"  [{', '.join(flags)}]" if flags else ""),
+        f"{safe_text(node.name)}  {node.get_node_type().name}  compute "
+        f"{a.compute_data_type.name}" + (f"  [{', '.join(flags)}]" if flags else ""),
         f"      in:  {ins}",
         f"      out: {outs}",
     ]
@@ -151,6 +198,15 @@ def _table(rows: list[list[str]]) -> list[str]:
     ]
 
 
+def _escape_names(graph: Graph) -> None:
+    """Replace every name in ``graph`` (loaded only to be shown) by its :func:`safe_text`."""
+    graph.set_name(safe_text(graph.get_name()))
+    for tensor in graph.graph_tensors():
+        tensor.set_name(safe_text(tensor.name))
+    for node in graph.nodes:
+        node.attributes.set_name(safe_text(node.name))
+
+
 def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     graph, fmt = load_graph(args.file)
     problem: HipdnnError | None = None
@@ -158,10 +214,10 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
         graph.validate()
     except HipdnnError as exc:  # still show what the file holds
         problem = exc
-    if args.dot:
-        out.write(graph.to_dot())
-    elif args.mermaid:
-        out.write(graph.to_mermaid())
+    if args.dot or args.mermaid:
+        _escape_names(graph)  # a name's newline would otherwise start a line of its own
+        picture = graph.to_dot() if args.dot else graph.to_mermaid()
+        out.write(safe_text(picture, keep_newlines=True))
     else:
         a = graph.attributes
         print(_summary(graph, fmt), file=out)
@@ -174,7 +230,7 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
         rows = [["uid", "name", "dims", "strides", "type", "virtual", "by value"]]
         for t in graph.graph_tensors():
             by_value = (
-                f"value={t.value!r}"
+                safe_text(f"value={t.value!r}")
                 if t.value is not None
                 else "runtime"
                 if t.is_pass_by_value
@@ -183,7 +239,7 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
             rows.append(
                 [
                     "-" if t.uid is None else str(t.uid),
-                    t.name,
+                    safe_text(t.name),
                     _fmt_list(t.dim),
                     _fmt_list(t.stride),
                     t.data_type.name,
@@ -200,7 +256,7 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
             for line in lines[1:]:
                 print(line, file=out)
     if problem is not None:
-        print(f"{problem.code.name}: {problem.message}", file=sys.stderr)
+        print(f"{problem.code.name}: {safe_text(problem.message)}", file=sys.stderr)
         return 1
     return 0
 
@@ -256,7 +312,8 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         names = [e.name for e in current_registry().engines()]
         if args.engine not in names:
             raise CliError(
-                f"no engine named '{args.engine}'; available: {', '.join(names) or 'none'}"
+                f"no engine named '{safe_text(args.engine)}'; available: "
+                f"{', '.join(names) or 'none'}"
             )
         graph.set_preferred_engine_id_ext(args.engine)
     graph.build()
@@ -267,7 +324,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
             f"GRAPH_NOT_SUPPORTED: {args.engine} cannot run this graph: {reason}", file=sys.stderr
         )
         return 1
-    device: str | None = args.device
+    device: str | None = _checked_device(args.device)
     if device == "auto":
         device = default_device(current_registry().find_engine(engine))
     elif device == "numpy":
@@ -292,7 +349,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     median = statistics.median(times)
     buffers = f"torch tensors on {device}" if device else "NumPy arrays"
     print(
-        f"graph '{graph.get_name()}': engine {engine}, {buffers}, "
+        f"graph '{safe_text(graph.get_name())}': engine {engine}, {buffers}, "
         f"workspace {graph.get_workspace_size()} bytes",
         file=out,
     )
@@ -306,7 +363,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     for t in graph_outputs(graph):
         rows.append(
             [
-                t.name,
+                safe_text(t.name),
                 f"uid {t.uid}",
                 _fmt_list(t.dim),
                 t.data_type.name,
@@ -316,6 +373,31 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     for line in _table(rows) if rows else ["  (none: the graph has no non-virtual outputs)"]:
         print(line, file=out)
     return 0
+
+
+_DEVICE = re.compile(r"auto|numpy|cpu|cuda(:\d{1,4})?")
+
+
+def _checked_device(device: str) -> str:
+    """``device`` when it is one ``run`` can use (``auto``, ``numpy``, ``cpu``, ``cuda[:N]``).
+
+    Raises:
+        CliError: for anything else (``meta`` tensors hold no data to run on).
+    """
+    if _DEVICE.fullmatch(device) is None:
+        raise CliError(f"bad --device {safe_text(device)!r}: use auto, numpy, cpu, cuda or cuda:N")
+    return device
+
+
+def _non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def _synchronizer(device: str | None) -> Any:
@@ -451,7 +533,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="execute a graph on random inputs")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--engine", metavar="NAME", help="engine to run on (default: best ranked)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument(
+        "--seed", type=_non_negative_int, default=0, help="seed of the random inputs (default 0)"
+    )
     p.add_argument("--repeat", type=int, default=1, help="executions to time (default 1)")
     p.add_argument(
         "--device",
@@ -503,10 +587,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args, out))
     except HipdnnError as exc:
-        print(f"{exc.code.name}: {exc.message}", file=sys.stderr)
+        print(f"{exc.code.name}: {safe_text(exc.message)}", file=sys.stderr)
         return 1
     except CliError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {safe_text(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
@@ -516,5 +600,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except Exception as exc:  # never a traceback for the user
-        print(f"{PROG}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(
+            f"{PROG}: internal error: {type(exc).__name__}: {safe_text(str(exc))}", file=sys.stderr
+        )
         return 3

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Self, cast
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
+
+import numpy as np
 
 from .backend.contract import Engine, ExecutionPlan, checked_support, engine_id
 from .backend.registry import current_registry
-from .backend.variant_pack import TensorSpec, VariantPackBinder
+from .backend.variant_pack import TensorSpec, VariantPackBinder, as_numpy, is_torch_tensor
 from .errors import HipdnnError, NotSupportedError
 from .types import BuildPlanPolicy, ErrorCode, HeuristicMode
 
@@ -24,6 +27,38 @@ if TYPE_CHECKING:
     from .tensor import TensorAttributes
 
 __all__ = ["NO_PLAN_MESSAGE", "GraphLifecycle", "PlanState", "assign_uids"]
+
+_E = TypeVar("_E", bound=IntEnum)
+
+
+def _enum_argument(kind: type[_E], value: Any, what: str) -> _E:
+    """``value`` as a member of ``kind`` (a member or its integer value, never a bool).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` naming the accepted members.
+    """
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    members = ", ".join(f"{m.name} ({m.value})" for m in kind)
+    raise HipdnnError(ErrorCode.INVALID_VALUE, f"{what} must be one of {members}; got {value!r}")
+
+
+def _heuristic_modes(modes: Any) -> list[HeuristicMode]:
+    if modes is None:
+        return [HeuristicMode.FALLBACK]
+    if isinstance(modes, str | bytes) or not isinstance(modes, Iterable):
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            f"Heuristic modes must be a list of HeuristicMode values; got {modes!r}",
+        )
+    checked = [_enum_argument(HeuristicMode, m, "A heuristic mode") for m in modes]
+    return checked or [HeuristicMode.FALLBACK]
+
 
 NO_PLAN_MESSAGE = (
     "Graph has no compiled execution plan. Call build() or from_compiled_plan_binary() first."
@@ -86,8 +121,9 @@ def create_execution_plans(
     graph: Graph, state: PlanState, modes: Iterable[HeuristicMode | int] | None
 ) -> None:
     """Rank every registered engine that accepts the graph (preferred engine first)."""
+    checked = _heuristic_modes(modes)
     _ensure_lowered(graph, state)
-    state.modes = [HeuristicMode(m) for m in (modes or [HeuristicMode.FALLBACK])]
+    state.modes = checked
     accepted: list[tuple[int, int, Engine]] = []
     state.refusals = []
     for order, engine in enumerate(current_registry().engines()):
@@ -131,9 +167,9 @@ def _binder(graph: Graph, array_kind: str) -> VariantPackBinder:
 
 def build_plans(graph: Graph, state: PlanState, policy: BuildPlanPolicy | int) -> None:
     """Build the first buildable plan (HEURISTICS_CHOICE) or every candidate's plan (ALL)."""
+    policy = _enum_argument(BuildPlanPolicy, policy, "The build plan policy")
     check_support(graph, state)
     assert state.candidates is not None
-    policy = BuildPlanPolicy(policy)
     failures: list[str] = []
     state.plans = []
     for engine in state.candidates:
@@ -166,30 +202,58 @@ def run(state: PlanState, inputs: Mapping[Any, Any], workspace: Any) -> dict[Ten
 
     Outputs given in ``inputs`` are written in place as in :func:`execute`; the others are
     handed over by plans that can return their own results (``allocates_outputs``, no copy)
-    and allocated here otherwise.
+    and allocated here otherwise. Results come back as NumPy arrays unless some input buffer is
+    a torch tensor, whichever engine ran.
     """
     built = active_plan(state)
     binder = built.binder
     bound = binder.bind(inputs, workspace, built.workspace_size, allow_missing_outputs=True)
+    given = set(bound)
     if not getattr(built.plan, "allocates_outputs", False):
         for spec in binder.outputs:
             if spec.uid not in bound:
                 bound[spec.uid] = _allocate(spec, binder.array_kind, bound)
     _run_plan(built, bound, workspace)
-    return {cast("TensorAttributes", spec.tensor): bound[spec.uid] for spec in binder.outputs}
+    results = {cast("TensorAttributes", spec.tensor): bound[spec.uid] for spec in binder.outputs}
+    if binder.array_kind == "torch" and not any(map(is_torch_tensor, inputs.values())):
+        # a NumPy caller gets NumPy results whatever engine ran (zero-copy views of the CPU
+        # tensors; outputs the caller passed in come back as the caller's own arrays)
+        by_uid = {_key_uid(key): value for key, value in inputs.items()}
+        for spec in binder.outputs:
+            tensor = cast("TensorAttributes", spec.tensor)
+            if spec.uid in given and isinstance(by_uid.get(spec.uid), np.ndarray):
+                results[tensor] = by_uid[spec.uid]
+            else:
+                results[tensor] = as_numpy(results[tensor].detach().cpu(), spec.label)
+    return results
+
+
+def _key_uid(key: Any) -> Any:
+    from .tensor import TensorAttributes
+
+    return key.uid if isinstance(key, TensorAttributes) else key
 
 
 def _allocate(spec: TensorSpec, array_kind: str, bound: Mapping[int, Any]) -> Any:
-    """An uninitialised buffer with the spec's shape, strides and type."""
-    if array_kind == "torch":
+    """An uninitialised buffer with the spec's shape, strides and type.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` when the memory cannot be had.
+    """
+    if array_kind == "torch" and all(s >= 0 for s in spec.strides):
         import torch
 
-        from .backend.variant_pack import is_torch_tensor
-
         device = next((b.device for b in bound.values() if is_torch_tensor(b)), "cpu")
-        return torch.empty_strided(
-            spec.shape, spec.strides, dtype=spec.torch_dtype(), device=device
-        )
+        try:
+            return torch.empty_strided(
+                spec.shape, spec.strides, dtype=spec.torch_dtype(), device=device
+            )
+        except (RuntimeError, MemoryError, OverflowError, ValueError) as exc:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"Cannot allocate output {spec.label} of dims {list(spec.shape)} and strides "
+                f"{list(spec.strides)} on {device}: {type(exc).__name__}: {exc}",
+            ) from None
     from .backend.dtypes import numpy_empty_strided
 
     return numpy_empty_strided(spec.shape, spec.strides, spec.data_type)
@@ -281,7 +345,14 @@ class GraphLifecycle:
         handle: Any = None,
     ) -> Self:
         """``validate`` (if needed) → ``build_operation_graph`` → ``create_execution_plans`` →
-        ``check_support`` → ``build_plans``."""
+        ``check_support`` → ``build_plans``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for unknown modes or policy (before any step runs),
+                and whatever the steps raise.
+        """
+        _heuristic_modes(modes)
+        _enum_argument(BuildPlanPolicy, policy, "The build plan policy")
         self.build_operation_graph()  # validates first when needed
         self.create_execution_plans(modes)
         return self.build_plans(policy)  # checks support first
@@ -327,7 +398,9 @@ class GraphLifecycle:
         A convenience on top of :meth:`execute` (whose outputs are caller-allocated, as in
         hipDNN): ``inputs`` holds the input buffers (outputs given there are written in place).
         Engines that can hand over their own result buffers do so without a copy, so this is
-        the fastest way to run on the fused torch engines.
+        the fastest way to run on the fused torch engines. The results are NumPy arrays unless
+        some input buffer is a torch tensor, whichever engine runs the graph: a NumPy caller
+        gets NumPy results even where torch is installed and a torch engine ranks first.
 
         Example:
             >>> import numpy as np, hipdnn_graph as hg
@@ -346,8 +419,16 @@ class GraphLifecycle:
     def execute_plan_at_index(
         self, variant_pack: Mapping[Any, Any], workspace: Any, index: int
     ) -> None:
-        """Run the plan built at ``index`` (see ``BuildPlanPolicy.ALL``)."""
+        """Run the plan built at ``index`` (see ``BuildPlanPolicy.ALL``).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` when ``index`` is not an integer in range.
+        """
         plans = self._state.plans
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"The plan index must be an integer; got {index!r}"
+            )
         if not 0 <= index < len(plans):
             if not plans:
                 raise HipdnnError(ErrorCode.INVALID_VALUE, NO_PLAN_MESSAGE)

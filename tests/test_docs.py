@@ -4,8 +4,11 @@ has an anchor, and every page is in the navigation. (`make docs` builds the site
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -86,9 +89,21 @@ def test_committed_diagram_is_what_to_mermaid_draws() -> None:
     assert committed == graph.to_mermaid(), (
         "regenerate: python docs/snippets/fwd_bwd_graph.py > docs/diagrams/fwd_bwd.mmd"
     )
-    for page in ("index.md", "concepts.md"):
-        text = (DOCS / page).read_text()
-        assert '```mermaid\n--8<-- "docs/diagrams/fwd_bwd.mmd"\n```' in text
+    text = (DOCS / "concepts.md").read_text()
+    assert '```mermaid\n--8<-- "docs/diagrams/fwd_bwd.mmd"\n```' in text
+
+
+def test_home_page_draws_the_graph_its_example_builds() -> None:
+    """The picture under the quick start is the quick start's own graph (issue 11, item 14)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        namespace = runpy.run_path(str(DOCS / "snippets" / "quickstart.py"))
+    committed = (DOCS / "diagrams" / "quickstart.mmd").read_text()
+    assert committed == namespace["g"].to_mermaid(), (
+        "regenerate docs/diagrams/quickstart.mmd from docs/snippets/quickstart.py's g.to_mermaid()"
+    )
+    text = (DOCS / "index.md").read_text()
+    assert '--8<-- "docs/snippets/quickstart.py"' in text
+    assert '```mermaid\n--8<-- "docs/diagrams/quickstart.mmd"\n```' in text
 
 
 # messages of HIPDNN_SPEC.md §2, §4 and §5, written out here independently of the code

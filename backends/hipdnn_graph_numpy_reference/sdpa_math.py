@@ -7,7 +7,7 @@ tested against a full-matrix float64 torch-autograd reference. Pure NumPy; no de
 Shapes: ``q [B,H,Sq,D]``, ``k [B,Hk,Skv,D]``, ``v [B,Hv,Skv,Dv]``, ``o``/``do [B,H,Sq,Dv]``,
 ``stats [B,H,Sq,1]``.
 
-Math (HIPDNN_SPEC.md §6), for query head ``h`` of batch element ``b``:
+Math (the docs' "SDPA math" page), for query head ``h`` of batch element ``b``:
 
 * GQA/MQA: head ``h`` reads K head ``h // (H/Hk)`` and V head ``h // (H/Hv)``; ``Hk`` and
   ``Hv`` are independent. dK and dV sum over the query heads that share a K or V head.

@@ -13,6 +13,7 @@ g = hg.Graph(
 q = g.tensor(name="Q", dim=[1, 2, 16, 64])
 k, v, do = g.tensor_like(q, "K"), g.tensor_like(q, "V"), g.tensor_like(q, "dO")
 o, stats = g.sdpa(q, k, v, name="fwd", use_causal_mask=True, generate_stats=True)
+assert stats is not None
 dq, dk, dv = g.sdpa_backward(q, k, v, o, do, stats, name="bwd", use_causal_mask=True)
 for grad in (dq, dk, dv):
     grad.set_output(True)

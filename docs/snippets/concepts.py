@@ -14,6 +14,7 @@ q = g.tensor(name="Q", dim=[1, 2, 16, 32])
 k = g.tensor(hg.TensorAttributes(name="K", dim=[1, 2, 16, 32], stride=[1024, 512, 32, 1], uid=1))
 v = g.tensor_like(q, "V")  # same type, dims, strides and alignment; no uid
 o, stats = g.sdpa(q, k, v, name="fwd", generate_stats=True)
+assert stats is not None  # typed Optional: None when generate_stats is False
 g.validate()
 print([t.uid for t in (q, k, v, o)])  # validate() never assigns uids
 g.build_operation_graph()  # lowering gives every tensor without one the next free integer
@@ -26,8 +27,12 @@ print(q.get_is_virtual(), q.get_data_type().name)  # non-virtual: the io type
 print(stats.get_data_type().name)  # Stats are FLOAT unless you set another type
 # --8<-- [end:virtual]
 
+
 # --8<-- [start:lifecycle]
-t = lambda name, dims: hg.TensorAttributes(name=name, dim=dims, stride=hg.generate_strides(dims))  # noqa: E731
+def t(name: str, dims: list[int]) -> hg.TensorAttributes:
+    return hg.TensorAttributes(name=name, dim=dims, stride=hg.generate_strides(dims))
+
+
 x = [1, 2, 8, 16]
 attributes = (
     hg.SdpaBackwardAttributes()
@@ -42,6 +47,7 @@ node.pre_validate_node()  # the rules, in hipDNN's order
 node.infer_properties_node()  # types from the graph, dQ/dK/dV dims from Q/K/V
 node.post_validate_node()  # compute type, then every output tensor
 dq = attributes.get_dq()
+assert dq is not None
 print(dq.get_dim(), dq.get_data_type().name, attributes.get_compute_data_type().name)
 # --8<-- [end:lifecycle]
 

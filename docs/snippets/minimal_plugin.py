@@ -31,7 +31,8 @@ class EinsumPlan:
 
     def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
         p = self.p
-        compute = np.float64 if p.compute_data_type == hg.DataType.DOUBLE else np.float32
+        double = p.compute_data_type == hg.DataType.DOUBLE
+        compute: np.dtype[Any] = np.dtype(np.float64 if double else np.float32)
         q, k, v = (np.asarray(variant_pack[p.uid(s)], compute) for s in ("Q", "K", "V"))
         k = np.repeat(k, p.heads // p.heads_k, axis=1)  # GQA: query head h reads K head h // g
         v = np.repeat(v, p.heads // p.heads_v, axis=1)

@@ -39,7 +39,7 @@ print(node["attributes"]["attn_scale_value"], node["attributes"]["diagonal_align
 
 # --8<-- [start:errors]
 text = g.to_json()
-bad_inputs = {
+bad_inputs: dict[str, str | bytes] = {
     "truncated bytes": blob[:20],
     "not a graph": b"\x00" * 64,
     "missing key": text.replace('"tensors":', '"tensor_list":'),

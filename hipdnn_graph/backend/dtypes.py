@@ -81,22 +81,47 @@ def numpy_empty_strided(
 ) -> np.ndarray[Any, Any]:
     """An uninitialised, writeable NumPy array with these dims and element strides.
 
+    Negative strides are honoured (the view starts inside its buffer, at the element that has
+    the highest address reached by going backwards).
+
     Example:
         >>> from hipdnn_graph import DataType
         >>> a = numpy_empty_strided([2, 3], [1, 2], DataType.FLOAT)
         >>> a.shape, a.strides
         ((2, 3), (4, 8))
+        >>> numpy_empty_strided([2, 3], [-3, 1], DataType.FLOAT).strides
+        (-12, 4)
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` when the memory cannot be had (the dims and strides
+            span more than the machine can allocate).
     """
     dtype = numpy_dtype(data_type)
-    if not shape or list(strides) == generate_strides(shape):
-        return np.empty(tuple(shape), dtype=dtype)
-    span = 1 + sum((d - 1) * abs(s) for d, s in zip(shape, strides, strict=True))
-    return np.lib.stride_tricks.as_strided(
-        np.empty(span, dtype=dtype),
-        shape=tuple(shape),
-        strides=tuple(s * dtype.itemsize for s in strides),
-        writeable=True,
-    )
+    shape, strides = tuple(int(d) for d in shape), tuple(int(s) for s in strides)
+    try:
+        if not shape or list(strides) == generate_strides(shape):
+            return np.empty(shape, dtype=dtype)
+        empty = any(d == 0 for d in shape)
+        span = (
+            0 if empty else 1 + sum((d - 1) * abs(s) for d, s in zip(shape, strides, strict=True))
+        )
+        # the element at index 0 sits after everything that negative strides reach backwards
+        start = (
+            0 if empty else sum((d - 1) * -s for d, s in zip(shape, strides, strict=True) if s < 0)
+        )
+        buffer = np.empty(span, dtype=dtype)
+        return np.lib.stride_tricks.as_strided(
+            buffer[start:],
+            shape=shape,
+            strides=tuple(s * dtype.itemsize for s in strides),
+            writeable=True,
+        )
+    except (MemoryError, ValueError, OverflowError) as exc:
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            f"Cannot allocate a {DataType(data_type).name} buffer of dims {list(shape)} and "
+            f"strides {list(strides)}: {exc}",
+        ) from None
 
 
 def torch_dtype(data_type: DataType) -> Any:

@@ -3,7 +3,10 @@
 A :class:`VariantPackBinder` is compiled once per plan from the graph's non-virtual tensors, so
 that each ``execute`` only compares precomputed tuples. Buffers may be NumPy arrays, torch
 tensors or any DLPack producer; they are converted zero-copy to the kind the engine asked for.
-Every failure raises ``INVALID_VARIANT_PACK`` naming the tensor and what is wrong.
+Every failure raises ``INVALID_VARIANT_PACK`` naming the tensor and what is wrong, for every
+engine alike: outputs must be writable (no read-only NumPy arrays, no views of ``bytes`` or of a
+read-only ``mmap``, see :mod:`hipdnn_graph.backend.memory`), must not require grad and must not
+alias other buffers; torch tensors must be dense (strided).
 
 Example:
     >>> import numpy as np, hipdnn_graph as hg
@@ -25,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import sys
+import warnings
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +40,7 @@ from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode
 from .dtypes import numpy_dtype, torch_dtype
+from .memory import array_is_read_only, tensor_is_read_only
 
 __all__ = ["TensorSpec", "VariantPackBinder", "as_numpy", "as_torch", "is_torch_tensor"]
 
@@ -108,8 +113,24 @@ def is_torch_tensor(value: Any) -> bool:
     return torch is not None and isinstance(value, torch.Tensor)
 
 
+def _check_dense(value: Any, label: str) -> None:
+    """Reject torch tensors that have no strides (sparse, mkldnn, nested)."""
+    import torch
+
+    if value.layout != torch.strided or value.is_nested:
+        layout = "nested" if value.is_nested else str(value.layout)
+        raise _fail(
+            f"Variant pack tensor {label} has layout {layout}; pass a dense (strided) tensor"
+        )
+
+
 def as_numpy(value: Any, label: str = "buffer") -> np.ndarray[Any, Any]:
-    """A zero-copy NumPy view of a NumPy array, CPU torch tensor or CPU DLPack producer."""
+    """A zero-copy NumPy view of a NumPy array, CPU torch tensor or CPU DLPack producer.
+
+    A torch tensor that requires grad is read through ``detach()``; one with its negative or
+    conjugate bit set is resolved first (a copy: fine for inputs, and outputs with those bits are
+    rejected by :class:`VariantPackBinder` before they get here).
+    """
     if isinstance(value, np.ndarray):
         return value
     if is_torch_tensor(value):
@@ -119,6 +140,11 @@ def as_numpy(value: Any, label: str = "buffer") -> np.ndarray[Any, Any]:
             )
         import torch
 
+        _check_dense(value, label)
+        if value.requires_grad:
+            value = value.detach()
+        if value.is_neg() or value.is_conj():
+            value = value.resolve_neg().resolve_conj()
         if value.dtype == torch.bfloat16:
             array: np.ndarray[Any, Any] = value.view(torch.int16).numpy()
             return array.view(numpy_dtype(DataType.BFLOAT16))
@@ -139,13 +165,23 @@ def as_numpy(value: Any, label: str = "buffer") -> np.ndarray[Any, Any]:
 def as_torch(value: Any, label: str = "buffer") -> Any:
     """A zero-copy torch view of a torch tensor, NumPy array or DLPack producer."""
     if is_torch_tensor(value):
+        _check_dense(value, label)
         return value
     import torch
 
     if isinstance(value, np.ndarray):
-        if value.dtype == numpy_dtype(DataType.BFLOAT16):
-            return torch.from_numpy(value.view(np.int16)).view(torch.bfloat16)
-        return torch.from_numpy(value)
+        try:
+            with warnings.catch_warnings():
+                # a read-only array reaches here only as an input, which engines never write
+                # (read-only outputs are refused before conversion): torch's warning is moot
+                warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+                if value.dtype == numpy_dtype(DataType.BFLOAT16):
+                    return torch.from_numpy(value.view(np.int16)).view(torch.bfloat16)
+                return torch.from_numpy(value)
+        except (TypeError, ValueError, RuntimeError) as exc:  # negative strides, odd dtypes
+            raise _fail(
+                f"Variant pack tensor {label} cannot be viewed as a torch tensor: {exc}"
+            ) from None
     if hasattr(value, "__dlpack__"):
         try:
             from torch.utils.dlpack import from_dlpack
@@ -202,10 +238,14 @@ class VariantPackBinder:
         ]
         self._buffers = self._inputs + self.outputs
         self._last_checked: list[weakref.ref[Any]] | None = None
+        self._strided: Any = None
         if array_kind == "torch":
             for spec in self.specs:  # resolve once, for the fast path of bind()
                 if not spec.pass_by_value:
                     spec.torch_dtype()
+            import torch
+
+            self._strided = torch.strided
         self._last_pointers: tuple[int, ...] | None = None
 
     def bind(
@@ -277,27 +317,31 @@ class VariantPackBinder:
                 torch_kind
                 and spec._torch_dtype is not None
                 and getattr(value, "dtype", None) is spec._torch_dtype
+                and value.layout is self._strided
                 and value.stride() == spec.strides
                 and value.shape == spec.shape
+                and not value.requires_grad
             ):  # fast path: a torch tensor exactly as declared
                 bound[spec.uid] = value
                 continue
-            array = as_torch(value, spec.label) if torch_kind else as_numpy(value, spec.label)
+            if spec.is_output:
+                _check_output_kind(value, spec, torch_kind)
+            array: Any
+            if torch_kind:
+                array = as_torch(value, spec.label)
+                if array.requires_grad:  # an input: engines read it, never train it
+                    array = array.detach()
+            else:
+                array = as_numpy(value, spec.label)
             self._check_array(array, spec, torch_kind)
             bound[spec.uid] = array
-        if self._pairs and len(bound) == len(self.specs):
+        if self.outputs and len(bound) == len(self.specs):
             if torch_kind:
-                self._check_torch_aliasing(bound)
+                self._check_torch_outputs(bound)
             else:
-                self._check_numpy_aliasing(bound)
-        elif self._pairs:  # some outputs left out: check the pairs that are present
-            for out, other in self._pairs:
-                a, b = bound.get(out.uid), bound.get(other.uid)
-                if a is not None and b is not None and _overlap(a, b, out, other, torch_kind):
-                    raise _fail(
-                        f"Variant pack output {out.label} shares memory with {other.label}; "
-                        "outputs must not alias other tensors"
-                    )
+                self._check_numpy_outputs(bound)
+        elif self.outputs:  # some outputs left out: check those present, remembering nothing
+            self._check_outputs(bound, torch_kind)
         if workspace_size > 0:
             self._check_workspace(workspace, workspace_size)
         return bound
@@ -327,35 +371,39 @@ class VariantPackBinder:
                 f"Variant pack tensor {spec.label} has strides {tuple(strides)} but the graph "
                 f"declares strides {list(spec.strides)}"
             )
-        if spec.is_output and not torch_kind and not array.flags.writeable:
-            raise _fail(f"Variant pack output {spec.label} is read-only")
 
-    def _check_numpy_aliasing(self, bound: Mapping[int, Any]) -> None:
+    def _check_outputs(self, bound: Mapping[int, Any], torch_kind: bool) -> None:
+        """Outputs present in ``bound`` are writable and alias nothing else present."""
+        for spec in self.outputs:
+            value = bound.get(spec.uid)
+            if value is not None and (
+                tensor_is_read_only(value) if torch_kind else array_is_read_only(value)
+            ):
+                raise _fail(f"Variant pack output {spec.label} is read-only")
+        for out, other in self._pairs:
+            a, b = bound.get(out.uid), bound.get(other.uid)
+            if a is not None and b is not None and _overlap(a, b, out, other, torch_kind):
+                raise _alias_error(out, other)
+
+    def _check_numpy_outputs(self, bound: Mapping[int, Any]) -> None:
         buffers = self._buffers
         last = self._last_checked
         if last is not None and all(
             ref() is bound[spec.uid] for ref, spec in zip(last, buffers, strict=True)
         ):
-            return  # the same NumPy arrays as last time: already known not to alias
-        for out, other in self._pairs:
-            if _overlap(bound[out.uid], bound[other.uid], out, other, False):
-                raise _alias_error(out, other)
+            return  # the same NumPy arrays as last time: already known to be fine
+        self._check_outputs(bound, False)
         # an ndarray's memory never changes, so identity is enough to reuse the answer; torch
         # tensors can be re-pointed in place (set_), so they are checked by address every time
         self._last_checked = [weakref.ref(bound[spec.uid]) for spec in buffers]
 
-    def _check_torch_aliasing(self, bound: Mapping[int, Any]) -> None:
-        # addresses are all that decide aliasing (shapes and strides were checked above), so
-        # the answer for the same addresses as last time is known
+    def _check_torch_outputs(self, bound: Mapping[int, Any]) -> None:
+        # addresses are all that decide aliasing and writability (shapes and strides were
+        # checked above), so the answer for the same addresses as last time is known
         pointers = tuple(bound[spec.uid].data_ptr() for spec in self._buffers)
         if pointers == self._last_pointers:
             return
-        start = dict(zip((spec.uid for spec in self._buffers), pointers, strict=True))
-        for out, other in self._pairs:
-            lo_a, lo_b = start[out.uid], start[other.uid]
-            meet = lo_a < lo_b + other.span_bytes and lo_b < lo_a + out.span_bytes
-            if meet and _torch_shares(bound[out.uid], bound[other.uid]):
-                raise _alias_error(out, other)
+        self._check_outputs(bound, True)
         self._last_pointers = pointers
 
     @staticmethod
@@ -366,8 +414,14 @@ class VariantPackBinder:
             size = workspace.numel() * workspace.element_size()
         else:
             size = getattr(workspace, "nbytes", None)
-            if size is None:
-                size = len(workspace)
+            if not isinstance(size, int):
+                try:
+                    size = memoryview(workspace).nbytes
+                except TypeError:
+                    raise _fail(
+                        f"The workspace is a {type(workspace).__name__}; pass a buffer (a NumPy "
+                        f"array, a torch tensor, a bytearray) of at least {needed} bytes"
+                    ) from None
         if size < needed:
             raise _fail(f"The workspace has {size} bytes, but the plan needs {needed}")
 
@@ -391,6 +445,24 @@ def _torch_layout(t: Any) -> np.ndarray[Any, Any]:
     itemsize = t.element_size()
     strides = tuple(s * itemsize for s in t.stride())
     return np.asarray(_AddressView(t.data_ptr(), tuple(t.shape), strides, itemsize))
+
+
+def _check_output_kind(value: Any, spec: TensorSpec, torch_kind: bool) -> None:
+    """Reject, before any conversion, output buffers that cannot be written in place."""
+    if isinstance(value, np.ndarray):
+        if not value.flags.writeable:  # checked here: torch.from_numpy would drop the flag
+            raise _fail(f"Variant pack output {spec.label} is read-only")
+    elif is_torch_tensor(value):
+        if value.requires_grad:
+            raise _fail(
+                f"Variant pack output {spec.label} requires grad; engines write outputs in "
+                "place, so pass a tensor that does not (for example out.detach())"
+            )
+        if not torch_kind and (value.is_neg() or value.is_conj()):
+            raise _fail(
+                f"Variant pack output {spec.label} has its negative or conjugate bit set; "
+                "pass a tensor without it (resolve_neg() / resolve_conj())"
+            )
 
 
 def _overlap(a: Any, b: Any, sa: TensorSpec, sb: TensorSpec, torch_kind: bool) -> bool:

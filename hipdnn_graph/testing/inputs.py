@@ -36,8 +36,10 @@ import numpy as np
 
 from ..backend.dtypes import numpy_dtype, numpy_empty_strided
 from ..backend.variant_pack import as_numpy, as_torch, is_torch_tensor
+from ..errors import HipdnnError
 from ..graph import Graph
 from ..tensor import TensorAttributes, generate_strides
+from ..types import ErrorCode
 
 __all__ = [
     "default_device",
@@ -180,7 +182,20 @@ def make_inputs(graph: Graph, rng: np.random.Generator) -> dict[TensorAttributes
 
     Returns:
         ``{tensor: buffer}`` ready for ``graph.execute``.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` when a buffer cannot be allocated (dims or strides that
+            span more memory than the machine has).
     """
+    try:
+        return _make_inputs(graph, rng)
+    except MemoryError as exc:
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE, f"Cannot allocate the graph's inputs: MemoryError: {exc}"
+        ) from None
+
+
+def _make_inputs(graph: Graph, rng: np.random.Generator) -> dict[TensorAttributes, Any]:
     roles = tensor_roles(graph)
     pack: dict[TensorAttributes, Any] = {}
     for tensor in runtime_inputs(graph):

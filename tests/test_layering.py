@@ -1,0 +1,198 @@
+"""The layering rules of DESIGN.md, checked (issue 11, item 17).
+
+* ruff's banned-api rules (``TID251``/``TID253`` in pyproject.toml) reject torch, networkx and
+  built-in plugin imports in the core, and module-level torch imports even in the lazy places;
+* this module reads every core module with :mod:`ast` for what per-file lint settings cannot say
+  exactly (which file may import what, and where);
+* no plugin (``backends/``, the example plugin) imports a private name of ``hipdnn_graph``.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "hipdnn_graph"
+PLUGINS = ("hipdnn_graph_numpy_reference", "hipdnn_graph_torch_rocm")
+
+#: core files that may import torch inside functions (besides the hipdnn_graph/torch package)
+LAZY_TORCH = {
+    "hipdnn_graph/backend/variant_pack.py",
+    "hipdnn_graph/backend/dtypes.py",
+    "hipdnn_graph/lifecycle.py",
+    "hipdnn_graph/testing/inputs.py",
+    "hipdnn_graph/testing/conformance.py",
+    "hipdnn_graph/cli.py",
+}
+NETWORKX = {"hipdnn_graph/ordering.py"}
+
+
+def _imports(tree: ast.AST) -> Iterator[tuple[str, list[str], ast.stmt, bool, bool]]:
+    """``(module, names, node, at module level, under TYPE_CHECKING)`` for every import."""
+
+    def walk(
+        node: ast.AST, top: bool, typing_only: bool
+    ) -> Iterator[tuple[str, list[str], ast.stmt, bool, bool]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    yield alias.name, [], child, top, typing_only
+            elif isinstance(child, ast.ImportFrom):
+                module = "." * child.level + (child.module or "")
+                yield module, [a.name for a in child.names], child, top, typing_only
+            elif isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                yield from walk(child, top, True)
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                yield from walk(child, False, typing_only)
+            else:
+                yield from walk(child, top, typing_only)
+
+    yield from walk(tree, True, False)
+
+
+def _root(module: str) -> str:
+    return module.split(".")[0]
+
+
+def core_violations(path: Path, source: str) -> list[str]:
+    """Broken layering rules in one core module (``path`` relative to the repository)."""
+    rel = path.as_posix()
+    problems = []
+    for module, _, node, top, typing_only in _imports(ast.parse(source)):
+        root = _root(module)
+        where = f"{rel}:{node.lineno}"
+        if root in PLUGINS:
+            problems.append(f"{where}: the core imports the plugin {module}")
+        elif root == "networkx" and not typing_only and rel not in NETWORKX:
+            problems.append(f"{where}: networkx outside ordering.py")
+        elif root == "torch" and not typing_only:
+            in_package = rel.startswith("hipdnn_graph/torch/")
+            if top and not in_package:
+                problems.append(f"{where}: torch imported at module level")
+            elif not in_package and rel not in LAZY_TORCH:
+                problems.append(f"{where}: torch imported outside the named lazy places")
+    return problems
+
+
+def private_imports(path: Path, source: str) -> list[str]:
+    """Private names of ``hipdnn_graph`` that a plugin module imports or reaches."""
+    problems = []
+    aliases: set[str] = set()
+    tree = ast.parse(source)
+    for module, names, node, _, _ in _imports(tree):
+        if _root(module) != "hipdnn_graph":
+            continue
+        where = f"{path.as_posix()}:{node.lineno}"
+        parts = module.split(".")
+        private = [p for p in parts if p.startswith("_")]
+        private += [n for n in names if n.startswith("_") and not n.startswith("__")]
+        if private:
+            problems.append(f"{where}: imports private {', '.join(private)} from {module}")
+        if isinstance(node, ast.Import):
+            aliases.update(a.asname or a.name for a in node.names if a.name == module)
+        else:
+            aliases.update(a.asname or a.name for a in node.names)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and isinstance(node.value, ast.Name | ast.Attribute)
+            and ast.unparse(node.value).split(".")[0] in aliases
+        ):
+            problems.append(f"{path.as_posix()}:{node.lineno}: uses {ast.unparse(node)}")
+    return problems
+
+
+def _python_files(*folders: Path) -> list[Path]:
+    return sorted(p for folder in folders for p in folder.rglob("*.py") if "fbs" not in p.parts)
+
+
+def test_core_modules_follow_the_layering() -> None:
+    problems = [
+        problem
+        for path in _python_files(CORE)
+        for problem in core_violations(path.relative_to(ROOT), path.read_text())
+    ]
+    assert problems == []
+
+
+def test_plugins_import_nothing_private_from_the_core() -> None:
+    folders = [ROOT / "backends", ROOT / "examples" / "custom_backend"]
+    problems = [
+        problem
+        for path in _python_files(*folders)
+        for problem in private_imports(path.relative_to(ROOT), path.read_text())
+    ]
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import torch\n", ["x.py:1: torch imported at module level"]),
+        ("def f():\n    import torch\n", ["x.py:2: torch imported outside the named lazy places"]),
+        ("import networkx as nx\n", ["x.py:1: networkx outside ordering.py"]),
+        ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import networkx\n", []),
+        (
+            "def f():\n    from hipdnn_graph_torch_rocm import x\n",
+            ["x.py:2: the core imports the plugin hipdnn_graph_torch_rocm"],
+        ),
+    ],
+)
+def test_the_core_checker_finds_what_it_should(source: str, expected: list[str]) -> None:
+    assert core_violations(Path("x.py"), source) == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "count"),
+    [
+        ("from hipdnn_graph.backend._impl import x\n", 1),
+        ("from hipdnn_graph.backend import _private\n", 1),
+        ("import hipdnn_graph as hg\nhg.backend._registry\n", 1),
+        ("import hipdnn_graph._core\n", 1),
+        ("from hipdnn_graph.backend import Support, __all__\n", 0),
+        ("import hipdnn_graph as hg\nhg.Graph.__name__\n", 0),
+    ],
+)
+def test_the_private_import_checker_finds_what_it_should(source: str, count: int) -> None:
+    assert len(private_imports(Path("p.py"), source)) == count
+
+
+def _ruff_codes(filename: str, source: str) -> list[str]:
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed")
+    done = subprocess.run(
+        [ruff, "check", "--no-cache", "--output-format", "concise", "--select", "TID",
+         "--stdin-filename", filename, "-"],
+        input=source, capture_output=True, text=True, cwd=ROOT, timeout=120, check=False,
+    )  # fmt: skip
+    return [
+        line.split(": ", 1)[1].split(" ", 1)[0]
+        for line in done.stdout.splitlines()
+        if ": TID" in line
+    ]
+
+
+BANNED = "import networkx\nimport torch\nfrom hipdnn_graph_numpy_reference import x\n"
+
+
+def test_lint_bans_torch_networkx_and_plugins_in_the_core() -> None:
+    assert _ruff_codes("hipdnn_graph/new_module.py", BANNED) == [
+        "TID251", "TID251", "TID253", "TID251",
+    ]  # fmt: skip
+    lazy = "def f():\n    import torch\n"
+    assert _ruff_codes("hipdnn_graph/new_module.py", lazy) == ["TID251"]
+    assert _ruff_codes("hipdnn_graph/cli.py", lazy) == []
+    assert _ruff_codes("hipdnn_graph/cli.py", "import torch\n") == ["TID253"]
+    assert _ruff_codes("hipdnn_graph/torch/op.py", BANNED) == []
+    assert _ruff_codes("tests/test_new.py", BANNED) == []
+    assert _ruff_codes("backends/hipdnn_graph_torch_rocm/new.py", BANNED) == []
