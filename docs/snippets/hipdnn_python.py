@@ -13,7 +13,7 @@ rng = np.random.default_rng(0)
 q_host, k_host, v_host = (rng.standard_normal((1, 2, 8, 16)).astype(np.float32) for _ in range(3))
 
 # --8<-- [start:hipdnn]
-import hipdnn_frontend as hipdnn  # noqa: E402  (hipDNN's module name, after install())
+import hipdnn_frontend as hipdnn  # type: ignore[import-not-found]  # noqa: E402  (after install())
 
 graph = hipdnn.Graph()
 graph.set_io_data_type(hipdnn.DataType.FLOAT)

@@ -16,11 +16,12 @@ v = torch.randn(2, 2, 128, 64, requires_grad=True)
 bias = torch.zeros(1, 8, 1, 128, requires_grad=True)  # broadcast over batch and queries
 
 out = hgt.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=True, enable_gqa=True)
-out.square().sum().backward()  # SdpaBwd graph fed the forward's O and Stats
+out.square().sum().backward()  # type: ignore[no-untyped-call]  # SdpaBwd fed the forward's O, Stats
 ref = torch.nn.functional.scaled_dot_product_attention(
     q, k, v, attn_mask=bias + torch.full((128, 128), float("-inf")).triu(1), enable_gqa=True
 )
 print(out.shape, torch.allclose(out, ref, atol=1e-5))
+assert q.grad is not None and k.grad is not None and bias.grad is not None
 print(q.grad.shape, k.grad.shape, bias.grad.shape)  # dBias summed to the bias's own shape
 print(hgt.graph_cache().info())
 # --8<-- [end:op]
@@ -33,7 +34,7 @@ config = LlamaConfig(
     vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
     num_attention_heads=4, num_key_value_heads=2,
 )  # fmt: skip
-model = AutoModelForCausalLM.from_config(config, attn_implementation="hipdnn")
+model = AutoModelForCausalLM.from_config(config, attn_implementation="hipdnn")  # type: ignore[no-untyped-call]
 optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
 ids = torch.arange(32).repeat(2, 1)
 padding = torch.ones_like(ids)
