@@ -17,16 +17,22 @@ from .backend.contract import Engine, ExecutionPlan, checked_support, engine_id
 from .backend.registry import current_registry
 from .backend.variant_pack import TensorSpec, VariantPackBinder
 from .errors import HipdnnError, NotSupportedError
+from .tensor import assign_uid
 from .types import BuildPlanPolicy, ErrorCode, HeuristicMode
 
 if TYPE_CHECKING:
     from .graph import Graph
     from .tensor import TensorAttributes
 
-__all__ = ["NO_PLAN_MESSAGE", "GraphLifecycle", "PlanState", "assign_uids"]
+__all__ = ["NO_OUTPUT_MESSAGE", "NO_PLAN_MESSAGE", "GraphLifecycle", "PlanState", "assign_uids"]
 
 NO_PLAN_MESSAGE = (
     "Graph has no compiled execution plan. Call build() or from_compiled_plan_binary() first."
+)
+NO_OUTPUT_MESSAGE = (
+    "run() has no output to return: every node output of the graph is virtual. Call "
+    "set_output(True) on the tensors you want back (for example dq.set_output(True)), then "
+    "build() again"
 )
 
 
@@ -54,7 +60,10 @@ class PlanState:
 
 
 def assign_uids(graph: Graph) -> None:
-    """Give every tensor without a uid the next unused integer, in declaration order (from 1)."""
+    """Give every tensor without a uid the next unused integer, in declaration order (from 1).
+
+    The graph stays validated: an unused uid cannot break a rule (see :func:`assign_uid`).
+    """
     tensors = graph.graph_tensors()
     used = {t.uid for t in tensors if t.uid is not None}
     next_uid = 1
@@ -62,7 +71,7 @@ def assign_uids(graph: Graph) -> None:
         if tensor.uid is None:
             while next_uid in used:
                 next_uid += 1
-            tensor.uid = next_uid
+            assign_uid(tensor, next_uid)
             used.add(next_uid)
 
 
@@ -167,9 +176,15 @@ def run(state: PlanState, inputs: Mapping[Any, Any], workspace: Any) -> dict[Ten
     Outputs given in ``inputs`` are written in place as in :func:`execute`; the others are
     handed over by plans that can return their own results (``allocates_outputs``, no copy)
     and allocated here otherwise.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` (:data:`NO_OUTPUT_MESSAGE`) when the graph has no output
+            to return: every node output is virtual (``set_output(True)`` was forgotten).
     """
     built = active_plan(state)
     binder = built.binder
+    if not binder.outputs:
+        raise HipdnnError(ErrorCode.INVALID_VALUE, NO_OUTPUT_MESSAGE)
     bound = binder.bind(inputs, workspace, built.workspace_size, allow_missing_outputs=True)
     if not getattr(built.plan, "allocates_outputs", False):
         for spec in binder.outputs:
@@ -327,7 +342,9 @@ class GraphLifecycle:
         A convenience on top of :meth:`execute` (whose outputs are caller-allocated, as in
         hipDNN): ``inputs`` holds the input buffers (outputs given there are written in place).
         Engines that can hand over their own result buffers do so without a copy, so this is
-        the fastest way to run on the fused torch engines.
+        the fastest way to run on the fused torch engines. Only real (non-virtual) outputs are
+        returned: a graph whose outputs are all virtual (``set_output(True)`` forgotten) is an
+        error rather than an empty result.
 
         Example:
             >>> import numpy as np, hipdnn_graph as hg
@@ -340,6 +357,10 @@ class GraphLifecycle:
             >>> x = np.ones((1, 1, 4, 8), np.float32)
             >>> g.run({t: x for t in g.graph_inputs()})[o].shape
             (1, 1, 4, 8)
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` when no output is real, before plans exist, or for a
+                variant pack that does not match (as :meth:`execute`).
         """
         return run(self._state, inputs, workspace)
 
