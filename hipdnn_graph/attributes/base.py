@@ -189,7 +189,7 @@ def _real_float32(value: Any, what: str) -> float:
         return math.inf
 
 
-def attn_scale_value(value: Any) -> float:
+def checked_attn_scale(value: Any) -> float:
     """A scale for ``attn_scale_value``: finite once rounded to float32, as hipDNN stores it.
 
     Raises:
@@ -204,7 +204,7 @@ def attn_scale_value(value: Any) -> float:
     return rounded
 
 
-def dropout_probability(value: Any) -> float:
+def checked_dropout_probability(value: Any) -> float:
     """A dropout probability in ``[0, 1)`` once rounded to float32, as hipDNN stores it.
 
     Raises:
@@ -266,8 +266,8 @@ class SdpaCommonAttributes(NodeAttributes):
     padding_mask: Annotated[bool, _keyword(_flag, "padding_mask")] = False
     causal_mask: Annotated[bool, _keyword(_flag, "causal_mask")] = False
     causal_mask_bottom_right: Annotated[bool, _keyword(_flag, "causal_mask_bottom_right")] = False
-    dropout_probability: Annotated[float | None, _optional(dropout_probability)] = None
-    attn_scale_value: Annotated[float | None, _optional(attn_scale_value)] = None
+    dropout_probability: Annotated[float | None, _optional(checked_dropout_probability)] = None
+    attn_scale_value: Annotated[float | None, _optional(checked_attn_scale)] = None
     left_bound: Annotated[int | None, _keyword(_optional_index, "left_bound")] = None
     right_bound: Annotated[int | None, _keyword(_optional_index, "right_bound")] = None
     diagonal_alignment: DiagonalAlignment = DiagonalAlignment.TOP_LEFT
@@ -291,7 +291,7 @@ class SdpaCommonAttributes(NodeAttributes):
                 ErrorCode.INVALID_VALUE,
                 f"attn_scale must be a float or a TensorAttributes, got {type(scale).__name__}",
             )
-        self.attn_scale_value = attn_scale_value(scale)
+        self.attn_scale_value = checked_attn_scale(scale)
         return self
 
     def set_bias(self, tensor: TensorAttributes | None) -> Self:
@@ -418,7 +418,7 @@ class SdpaCommonAttributes(NodeAttributes):
     def _set_dropout_probability(
         self, probability: float, seed: TensorAttributes | None, offset: TensorAttributes | None
     ) -> Self:
-        self.dropout_probability = dropout_probability(probability)
+        self.dropout_probability = checked_dropout_probability(probability)
         self._set_input(self._IN["Seed"], seed)
         return self._set_input(self._IN["Offset"], offset)
 
