@@ -4,7 +4,11 @@ INVALID_VALUE; hipDNN's first failing rule still comes first."""
 
 from __future__ import annotations
 
+import importlib.util
+import re
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -278,3 +282,37 @@ def test_checked_graphs_now_fail_in_validate_not_in_execute() -> None:
         g.build()
     assert info.value.code == INVALID
     assert "is virtual but no node produces it" in info.value.message
+
+
+# ----- the documentation's tables are the code's ---------------------------------------------
+
+
+def _hook() -> ModuleType:
+    path = Path(__file__).resolve().parents[1] / "docs" / "hooks" / "hipdnn_docs.py"
+    spec = importlib.util.spec_from_file_location("hipdnn_docs_hook_checks", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("node", ["SdpaBwdNode", "SdpaFwdNode"])
+def test_the_checks_table_lists_every_check_in_order(node: str) -> None:
+    table = _hook().rules_table(node, "checks")
+    names = [r.__name__ for r in getattr(hg, node).checks]
+    rows = [line.split("`")[1] for line in table.splitlines()[2:] if line.startswith("| ") and
+            not line.startswith("| |")]  # fmt: skip
+    assert rows == names
+
+
+def test_a_generated_check_message_matches_the_raised_one() -> None:
+    table = _hook().rules_table("SdpaBwdNode", "checks")
+    template = re.findall(r"`(SdpaBwdNode: Stats dims [^`]*)`", table)[0]
+    g = backward()
+    redim(_bwd(g).get_stats(), [B, S, H, 1])
+    pattern = "".join(
+        ".+" if part.startswith("<") else re.escape(part)
+        for part in re.split(r"(<[^>]*>)", template)
+        if part
+    )
+    assert re.fullmatch(pattern, _error(g).message)
