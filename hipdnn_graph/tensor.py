@@ -78,8 +78,9 @@ def _int_list(values: Iterable[Any], what: str) -> list[int]:
         raise HipdnnError(ErrorCode.INVALID_VALUE, f"{what} must be a sequence of integers")
     try:
         items = list(values)
-        if not any(isinstance(v, bool | np.bool_) for v in items):
-            return [operator.index(v) for v in items]
+        ints = list(map(operator.index, items))  # NumPy bools have no __index__: TypeError
+        if bool not in map(type, items):
+            return ints
     except TypeError:
         pass
     raise HipdnnError(
