@@ -430,8 +430,10 @@ class Graph(GraphLifecycle, GraphSerialization):
             for tensor in inputs:
                 tensor.fill_from_context(self.attributes)
                 tensor.validate()
+            attributes = self.attributes
             for node in self.nodes:
-                node.graph_attributes = self.attributes
+                if node.graph_attributes is not attributes:
+                    node.graph_attributes = attributes
                 node.validate_node()
             rules.check_single_producer(self._nodes, outs)
             rules.check_real_inputs(inputs)

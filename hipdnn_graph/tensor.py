@@ -409,10 +409,12 @@ class TensorAttributes(BaseModel):
     def fill_from_context(self, graph_attributes: GraphAttributes) -> TensorAttributes:
         """Fill an unset data type from the graph: intermediate type if virtual, else io type."""
         if not self.data_type:  # NOT_SET is 0
-            self.data_type = (
-                graph_attributes.get_intermediate_data_type()
-                if self.is_virtual
-                else graph_attributes.get_io_data_type()
+            self._set_fields(
+                {
+                    "data_type": graph_attributes.intermediate_data_type
+                    if self.is_virtual
+                    else graph_attributes.io_data_type
+                }
             )
         return self
 

@@ -59,6 +59,9 @@ def required_slots(inputs: Sequence[str], outputs: Sequence[str]) -> Rule:
 
 def qkv_rank4(a: SdpaCommonAttributes, node: str) -> None:
     """Q, K and V must be rank-4."""
+    q, k, v = _dims(a.get_q()), _dims(a.get_k()), _dims(a.get_v())
+    if len(q) == len(k) == len(v) == 4:
+        return  # the common case, without building the loop below
     for label, tensor in (
         ("Query tensor Q", a.get_q()),
         ("Key tensor K", a.get_k()),
@@ -72,7 +75,10 @@ def qkv_rank4(a: SdpaCommonAttributes, node: str) -> None:
 def batch_match(a: SdpaCommonAttributes, node: str) -> None:
     """K and V share Q's batch size."""
     b = _dims(a.get_q())[0]
-    for label, tensor in (("K", a.get_k()), ("V", a.get_v())):
+    k, v = a.get_k(), a.get_v()
+    if b == _dims(k)[0] == _dims(v)[0]:
+        return
+    for label, tensor in (("K", k), ("V", v)):
         other = _dims(tensor)[0]
         if other != b:
             _fail(f"{node}: batch size mismatch between Q and {label}: {b} vs {other}")
@@ -95,7 +101,11 @@ def seq_kv_match(a: SdpaCommonAttributes, node: str) -> None:
 def gqa_heads(a: SdpaCommonAttributes, node: str) -> None:
     """K and V head counts are positive and divide Q's (GQA/MQA); they are independent."""
     h = _dims(a.get_q())[1]
-    for label, tensor in (("k", a.get_k()), ("v", a.get_v())):
+    k, v = a.get_k(), a.get_v()
+    hk, hv = _dims(k)[1], _dims(v)[1]
+    if hk > 0 and hv > 0 and h % hk == 0 and h % hv == 0:
+        return
+    for label, tensor in (("k", k), ("v", v)):
         hx = _dims(tensor)[1]
         if hx <= 0:
             _fail(f"{node}: num_heads_{label} must be positive, got {hx}")
@@ -109,7 +119,7 @@ def gqa_heads(a: SdpaCommonAttributes, node: str) -> None:
 def do_matches_o(a: Any, node: str) -> None:
     """When O and dO both have dims, dO is rank-4 and matches O."""
     o_dims, do_dims = _dims(a.get_o()), _dims(a.get_do())
-    if not o_dims or not do_dims:
+    if not o_dims or not do_dims or (do_dims == o_dims and len(do_dims) == 4):
         return
     if len(do_dims) != 4:
         _fail(f"{node}: dO must be rank-4, got rank={len(do_dims)}")
