@@ -19,15 +19,16 @@ Example:
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from . import graph_rules as rules
 from . import lifecycle
 from .attributes.graph_attributes import GraphAttributes
 from .attributes.sdpa import SdpaAttributes
 from .attributes.sdpa_backward import SdpaBackwardAttributes
 from .backend.contract import engine_id
+from .changes import CLOCK, changed_since
 from .descriptors.wire_model import WireMetadata
 from .errors import HipdnnError
 from .lifecycle import GraphLifecycle
@@ -86,6 +87,8 @@ class Graph(GraphLifecycle, GraphSerialization):
         # every tensor the graph has seen, in declaration order (id -> handle)
         self._tensors: dict[int, TensorAttributes] = {}
         self._validated = False
+        # the change clock's time when validate() last succeeded (see is_validated)
+        self._validated_at = 0
         self._preferred_engine_id: int | None = None
         self._state = lifecycle.PlanState()  # lowering and plans (see lifecycle.py)
         #: hipDNN's graph fields the frontend does not use (id, engine-API floor, override flag),
@@ -178,14 +181,27 @@ class Graph(GraphLifecycle, GraphSerialization):
     def set_preferred_engine_id_ext(self, engine: int | str | None) -> Graph:
         """Rank this engine first whenever it applies (an engine id, or an engine name).
 
+        A name is checked here, against the engines registered in this process, so that a
+        misspelled name fails at once instead of silently ranking another engine first. An id
+        is not checked (as in hipDNN, an id no engine has is ignored when plans are ranked):
+        pass ``hg.backend.engine_id(name)`` to prefer an engine that may not be installed.
+
         Example:
             >>> import hipdnn_graph as hg
             >>> g = hg.Graph().set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE")
             >>> g.get_preferred_engine_id_ext() == hg.backend.engine_id("NUMPY_REFERENCE_ENGINE")
             True
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a name no registered engine has (the message
+                lists the registered engines), or a value that is neither a name nor a
+                64-bit id.
         """
-        if engine is None or isinstance(engine, str):
-            self._preferred_engine_id = None if engine is None else engine_id(engine)
+        if isinstance(engine, str):
+            rules.check_engine_name(engine)
+            self._preferred_engine_id = engine_id(engine)
+        elif engine is None:
+            self._preferred_engine_id = None
         elif isinstance(engine, int) and not isinstance(engine, bool) and 0 <= engine < 2**64:
             self._preferred_engine_id = engine
         else:
@@ -424,7 +440,7 @@ class Graph(GraphLifecycle, GraphSerialization):
     def graph_inputs(self) -> list[TensorAttributes]:
         """Tensors read by some node and produced by none, in node then slot order."""
         order = self._order if self._order is not None else range(len(self._nodes))
-        return _graph_inputs(
+        return rules.graph_inputs(
             order, [n.inputs() for n in self._nodes], [n.outputs() for n in self._nodes]
         )
 
@@ -442,54 +458,71 @@ class Graph(GraphLifecycle, GraphSerialization):
 
         1. duplicate uids; 2. topological sort (cycle / disconnected components);
         3. every graph input is filled from the graph's types and validated;
-        4. every node runs pre-validate → infer → post-validate, in topological order.
+        4. every node runs pre-validate → infer → post-validate, in topological order;
+        5. then this project's graph rules, after all of hipDNN's: each tensor is written by
+           one node at most, and no graph input is virtual (nothing would fill it).
 
         Raises:
-            HipdnnError: the first broken rule, with hipDNN's code and message.
+            HipdnnError: the first broken rule, with hipDNN's code and message (``INVALID_VALUE``
+                with a message of ours for step 5).
         """
         self._validated = False
-        ins = [n.inputs() for n in self._nodes]
-        outs = [n.outputs() for n in self._nodes]
-        self._check_duplicate_uids(ins, outs)
-        self._order = self._sort(ins, outs)
-        for tensor in _graph_inputs(self._order, ins, outs):
-            tensor.fill_from_context(self.attributes)
-            tensor.check()
-        for node in self.nodes:
-            node.graph_attributes = self.attributes
-            node.validate_node()
+        with rules.collector_paused(len(self._nodes)):
+            ins = [n.inputs() for n in self._nodes]
+            outs = [n.outputs() for n in self._nodes]
+            rules.check_duplicate_uids(ins, outs)
+            self._order = self._sort(ins, outs)
+            inputs = rules.graph_inputs(self._order, ins, outs)
+            for tensor in inputs:
+                tensor.fill_from_context(self.attributes)
+                tensor.check()
+            attributes = self.attributes
+            for node in self.nodes:
+                if node.graph_attributes is not attributes:
+                    node.graph_attributes = attributes
+                node.validate_node()
+            rules.check_single_producer(self._nodes, outs)
+            rules.check_real_inputs(inputs)
         self._validated = True
+        self._validated_at = CLOCK.now
 
     @property
     def is_validated(self) -> bool:
-        """Whether :meth:`validate` succeeded since the last change."""
-        return self._validated
+        """Whether :meth:`validate` succeeded and nothing it checked changed since.
 
-    def _check_duplicate_uids(
-        self, ins: list[list[TensorAttributes]], outs: list[list[TensorAttributes]]
-    ) -> None:
-        unique = {id(t): t for ts in (*ins, *outs) for t in ts}
-        uids = [t.uid for t in unique.values() if t.uid is not None]
-        if len(uids) == len(set(uids)):
-            return
-        duplicates = sorted(uid for uid, n in Counter(uids).items() if n > 1)
-        raise HipdnnError(
-            ErrorCode.INVALID_VALUE,
-            "Duplicate tensor UIDs found in the graph: " + ", ".join(map(str, duplicates)),
-        )
+        Any setter called on the graph, its attributes, one of its nodes' attributes or one of
+        the tensors in their slots after ``validate()`` clears it (``build()`` then validates
+        again). When nothing anywhere changed since, this is a single comparison.
 
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT,
+            ...              intermediate_data_type=hg.DataType.FLOAT,
+            ...              compute_data_type=hg.DataType.FLOAT)
+            >>> q = g.tensor(name="Q", dim=[1, 1, 4, 8])
+            >>> o, _ = g.sdpa(q, g.tensor_like(q, "K"), g.tensor_like(q, "V"))
+            >>> g.validate(); g.is_validated
+            True
+            >>> _ = q.set_dim([1, 1, 4, 16]); g.is_validated
+            False
+        """
+        if not self._validated:
+            return False
+        mark = self._validated_at
+        if CLOCK.now != mark and changed_since(self._validated_objects(), mark):
+            self._validated = False
+            return False
+        self._validated_at = CLOCK.now  # nothing of ours changed: next time is one comparison
+        return True
 
-def _graph_inputs(
-    order: Iterable[int], ins: list[list[TensorAttributes]], outs: list[list[TensorAttributes]]
-) -> list[TensorAttributes]:
-    """Tensors some node reads and none produces, each once, in node (``order``) then slot order."""
-    produced = {id(t) for ts in outs for t in ts}
-    seen: dict[int, TensorAttributes] = {}
-    for index in order:
-        for tensor in ins[index]:
-            if id(tensor) not in produced:
-                seen.setdefault(id(tensor), tensor)
-    return list(seen.values())
+    def _validated_objects(self) -> Iterator[Any]:
+        """What ``validate()`` read: graph attributes, node attributes, their slots' tensors."""
+        yield self.attributes
+        for node in self._nodes:
+            attributes = node.attributes
+            yield attributes
+            yield from attributes.inputs.values()
+            yield from attributes.outputs.values()
 
 
 _PREFIX: dict[type[Any], str] = {

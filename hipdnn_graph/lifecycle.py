@@ -20,13 +20,14 @@ from .backend.contract import Engine, ExecutionPlan, checked_support, engine_id
 from .backend.registry import current_registry
 from .backend.variant_pack import TensorSpec, VariantPackBinder, as_numpy, is_torch_tensor
 from .errors import HipdnnError, NotSupportedError
+from .tensor import assign_uid
 from .types import BuildPlanPolicy, ErrorCode, HeuristicMode
 
 if TYPE_CHECKING:
     from .graph import Graph
     from .tensor import TensorAttributes
 
-__all__ = ["NO_PLAN_MESSAGE", "GraphLifecycle", "PlanState", "assign_uids"]
+__all__ = ["NO_OUTPUT_MESSAGE", "NO_PLAN_MESSAGE", "GraphLifecycle", "PlanState", "assign_uids"]
 
 _E = TypeVar("_E", bound=IntEnum)
 
@@ -63,6 +64,11 @@ def _heuristic_modes(modes: Any) -> list[HeuristicMode]:
 NO_PLAN_MESSAGE = (
     "Graph has no compiled execution plan. Call build() or from_compiled_plan_binary() first."
 )
+NO_OUTPUT_MESSAGE = (
+    "run() has no output to return: every node output of the graph is virtual. Call "
+    "set_output(True) on the tensors you want back (for example dq.set_output(True)), then "
+    "build() again"
+)
 
 
 @dataclass
@@ -89,7 +95,10 @@ class PlanState:
 
 
 def assign_uids(graph: Graph) -> None:
-    """Give every tensor without a uid the next unused integer, in declaration order (from 1)."""
+    """Give every tensor without a uid the next unused integer, in declaration order (from 1).
+
+    The graph stays validated: an unused uid cannot break a rule (see :func:`assign_uid`).
+    """
     tensors = graph.graph_tensors()
     used = {t.uid for t in tensors if t.uid is not None}
     next_uid = 1
@@ -97,7 +106,7 @@ def assign_uids(graph: Graph) -> None:
         if tensor.uid is None:
             while next_uid in used:
                 next_uid += 1
-            tensor.uid = next_uid
+            assign_uid(tensor, next_uid)
             used.add(next_uid)
 
 
@@ -204,9 +213,15 @@ def run(state: PlanState, inputs: Mapping[Any, Any], workspace: Any) -> dict[Ten
     handed over by plans that can return their own results (``allocates_outputs``, no copy)
     and allocated here otherwise. Results come back as NumPy arrays unless some input buffer is
     a torch tensor, whichever engine ran.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` (:data:`NO_OUTPUT_MESSAGE`) when the graph has no output
+            to return: every node output is virtual (``set_output(True)`` was forgotten).
     """
     built = active_plan(state)
     binder = built.binder
+    if not binder.outputs:
+        raise HipdnnError(ErrorCode.INVALID_VALUE, NO_OUTPUT_MESSAGE)
     bound = binder.bind(inputs, workspace, built.workspace_size, allow_missing_outputs=True)
     given = set(bound)
     if not getattr(built.plan, "allocates_outputs", False):
@@ -400,7 +415,9 @@ class GraphLifecycle:
         Engines that can hand over their own result buffers do so without a copy, so this is
         the fastest way to run on the fused torch engines. The results are NumPy arrays unless
         some input buffer is a torch tensor, whichever engine runs the graph: a NumPy caller
-        gets NumPy results even where torch is installed and a torch engine ranks first.
+        gets NumPy results even where torch is installed and a torch engine ranks first. Only
+        real (non-virtual) outputs are returned: a graph whose outputs are all virtual
+        (``set_output(True)`` forgotten) is an error rather than an empty result.
 
         Example:
             >>> import numpy as np, hipdnn_graph as hg
@@ -413,6 +430,10 @@ class GraphLifecycle:
             >>> x = np.ones((1, 1, 4, 8), np.float32)
             >>> g.run({t: x for t in g.graph_inputs()})[o].shape
             (1, 1, 4, 8)
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` when no output is real, before plans exist, or for a
+                variant pack that does not match (as :meth:`execute`).
         """
         return run(self._state, inputs, workspace)
 

@@ -39,18 +39,28 @@ DISCONNECTED_MESSAGE = (
 def dependency_edges(
     node_inputs: Sequence[Iterable[Any]], node_outputs: Sequence[Iterable[Any]]
 ) -> list[tuple[int, int]]:
-    """Edges ``(producer, consumer)`` between node indices, found through shared tensors."""
+    """Edges ``(producer, consumer)`` between node indices, found through shared tensors.
+
+    Each pair appears once, in consumer then first-use order; linear in the number of slots.
+    As in hipDNN, a tensor written by several nodes counts as produced by the last of them
+    (``Graph.validate()`` rejects such graphs after hipDNN's own rules).
+
+    Example:
+        >>> a, b, c = object(), object(), object()
+        >>> dependency_edges([[a], [b, b], [b, c]], [[b], [c], []])
+        [(0, 1), (0, 2), (1, 2)]
+    """
     producer: dict[int, int] = {}
     for index, outputs in enumerate(node_outputs):
         for tensor in outputs:
-            producer.setdefault(id(tensor), index)
-    edges: list[tuple[int, int]] = []
+            producer[id(tensor)] = index
+    edges: dict[tuple[int, int], None] = {}  # an ordered set
     for index, inputs in enumerate(node_inputs):
         for tensor in inputs:
             source = producer.get(id(tensor))
-            if source is not None and (source, index) not in edges:
-                edges.append((source, index))
-    return edges
+            if source is not None:
+                edges[(source, index)] = None
+    return list(edges)
 
 
 def _digraph(count: int, edges: Iterable[tuple[int, int]]) -> nx.DiGraph:

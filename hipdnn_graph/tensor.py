@@ -16,26 +16,29 @@ Example:
 
 from __future__ import annotations
 
+import math
 import operator
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from .changes import CLOCK, STAMP_SLOT
 from .errors import HipdnnError
 from .types import DataType, ErrorCode
 
 if TYPE_CHECKING:
     from .attributes.graph_attributes import GraphAttributes
 
-__all__ = ["ScalarValue", "TensorAttributes", "generate_strides"]
+__all__ = ["ScalarValue", "TensorAttributes", "assign_uid", "generate_strides"]
 
 #: Python types a pass-by-value scalar may hold.
 ScalarValue = bool | int | float
 
 _DEFAULT_ALIGNMENT = 16
 _INT32_RANGE = range(-(2**31), 2**31)
+_INT64_RANGE = range(-(2**63), 2**63)
 
 # numpy scalar type -> hipDNN data type, for set_value(); Python scalars follow C++ literals.
 _NUMPY_SCALAR_TYPES: dict[str, DataType] = {
@@ -67,25 +70,49 @@ def generate_strides(dims: Sequence[int]) -> list[int]:
 
 
 def _int_list(values: Iterable[Any], what: str) -> list[int]:
-    """Convert ``values`` to a list of Python ints, or raise a clear INVALID_VALUE error."""
+    """Convert ``values`` to a list of Python ints, or raise a clear INVALID_VALUE error.
+
+    Integers and NumPy integers are accepted; floats (even ``16.0``), bools and strings are not.
+    """
     if isinstance(values, str | bytes):
         raise HipdnnError(ErrorCode.INVALID_VALUE, f"{what} must be a sequence of integers")
     try:
-        return [operator.index(v) for v in values]
+        items = list(values)
+        ints = list(map(operator.index, items))  # NumPy bools have no __index__: TypeError
+        if bool not in map(type, items):
+            return ints
     except TypeError:
-        raise HipdnnError(
-            ErrorCode.INVALID_VALUE, f"{what} must be a sequence of integers, got {values!r}"
-        ) from None
+        pass
+    raise HipdnnError(
+        ErrorCode.INVALID_VALUE, f"{what} must be a sequence of integers, got {values!r}"
+    )
 
 
 def _index(value: Any, what: str) -> int:
-    """``value`` as a Python int, or a clear INVALID_VALUE error."""
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise HipdnnError(
-            ErrorCode.INVALID_VALUE, f"{what} must be an integer, got {value!r}"
-        ) from None
+    """``value`` as a Python int, or a clear INVALID_VALUE error (a bool is not an integer here)."""
+    if not isinstance(value, bool | np.bool_):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise HipdnnError(ErrorCode.INVALID_VALUE, f"{what} must be an integer, got {value!r}")
+
+
+def _flag(value: Any, what: str) -> bool:
+    """``value`` as a bool: only ``bool`` and NumPy bools are accepted (``"false"`` is refused,
+    not read as a truthy string)."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    raise HipdnnError(
+        ErrorCode.INVALID_VALUE,
+        f"{what} must be a bool (True or False), got {type(value).__name__} {value!r}",
+    )
+
+
+def _float32(value: float) -> float:
+    """``value`` rounded to float32 (``inf`` when it overflows, without a warning)."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(value))
 
 
 def _scalar_type(value: Any) -> tuple[ScalarValue, DataType]:
@@ -101,14 +128,63 @@ def _scalar_type(value: Any) -> tuple[ScalarValue, DataType]:
         py = value.item()
         return (float(py) if isinstance(py, float) else int(py)), dtype
     if isinstance(value, int):
+        if value not in _INT64_RANGE:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"set_value({value}): the value does not fit in INT64"
+            )
         return value, DataType.INT32 if value in _INT32_RANGE else DataType.INT64
     if isinstance(value, float):
-        return float(np.float32(value)), DataType.FLOAT
+        rounded = _float32(value)
+        if math.isinf(rounded) and not math.isinf(value):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"set_value({value!r}): the value overflows FLOAT (float32); "
+                "pass np.float64(...) for a DOUBLE constant",
+            )
+        return rounded, DataType.FLOAT
     raise HipdnnError(
         ErrorCode.INVALID_VALUE,
         f"Unsupported scalar type {type(value).__name__} for set_value "
         "(use bool, int, float or a NumPy scalar)",
     )
+
+
+def _data_type(value: DataType | int) -> DataType:
+    """``value`` as a :class:`DataType` (a member or its integer value; not a bool or a float)."""
+    if isinstance(value, DataType):
+        return value
+    try:
+        if not isinstance(value, bool | np.bool_):
+            return DataType(operator.index(value))
+    except (TypeError, ValueError):
+        pass
+    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown data type {value!r}")
+
+
+def _scalar_value(value: Any) -> ScalarValue | None:
+    """A pass-by-value scalar given as a keyword: bool, int, float or a NumPy scalar."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, np.generic) and isinstance(value.item(), bool | int | float):
+        item: ScalarValue = value.item()
+        return item
+    raise HipdnnError(
+        ErrorCode.INVALID_VALUE,
+        f"TensorAttributes value must be a bool, int or float, got {type(value).__name__}",
+    )
+
+
+def _keyword(convert: Callable[[Any, str], Any], what: str) -> BeforeValidator:
+    """Run a keyword given to ``TensorAttributes(...)`` through the same check as its setter."""
+    return BeforeValidator(lambda value: convert(value, what))
+
+
+def _optional_index(value: Any, what: str) -> int | None:
+    return None if value is None else _index(value, what)
+
+
+def _optional_flag(value: Any, what: str) -> bool | None:
+    return None if value is None else _flag(value, what)
 
 
 class TensorAttributes(BaseModel):
@@ -133,16 +209,23 @@ class TensorAttributes(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    # the change clock's time of the last field change (see :mod:`hipdnn_graph.changes`)
+    __slots__ = (STAMP_SLOT,)
 
-    uid: int | None = None
+    # Keywords get the setters' checks: no bools or floats for integers, no strings for flags.
+    uid: Annotated[int | None, _keyword(_optional_index, "TensorAttributes uid")] = None
     name: str = ""
-    data_type: DataType = DataType.NOT_SET
-    dim: list[int] = Field(default_factory=list)
-    stride: list[int] = Field(default_factory=list)
-    is_virtual: bool = False
-    is_pass_by_value: bool = False
-    value: ScalarValue | None = None
-    alignment: int = _DEFAULT_ALIGNMENT
+    data_type: Annotated[DataType, BeforeValidator(_data_type)] = DataType.NOT_SET
+    dim: Annotated[list[int], _keyword(_int_list, "TensorAttributes dim")] = Field(
+        default_factory=list
+    )
+    stride: Annotated[list[int], _keyword(_int_list, "TensorAttributes stride")] = Field(
+        default_factory=list
+    )
+    is_virtual: Annotated[bool, _keyword(_flag, "TensorAttributes is_virtual")] = False
+    is_pass_by_value: Annotated[bool, _keyword(_flag, "TensorAttributes is_pass_by_value")] = False
+    value: Annotated[ScalarValue | None, BeforeValidator(_scalar_value)] = None
+    alignment: Annotated[int, _keyword(_index, "TensorAttributes alignment")] = _DEFAULT_ALIGNMENT
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -156,9 +239,12 @@ class TensorAttributes(BaseModel):
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Setters already check their values; skip pydantic's generic path (hot in validate()).
+        # Every field change is recorded, so that a graph holding this tensor knows it changed.
         if name in _FIELD_NAMES:
             self.__dict__[name] = value
             self.__pydantic_fields_set__.add(name)
+            CLOCK.now += 1  # touch(self), inlined: inference sets fields of every output
+            _set_stamp(self, CLOCK.now)
         else:
             super().__setattr__(name, value)
 
@@ -216,17 +302,17 @@ class TensorAttributes(BaseModel):
         return self
 
     def set_is_virtual(self, is_virtual: bool) -> TensorAttributes:
-        """Mark the tensor virtual (graph-owned intermediate) or not."""
-        self.is_virtual = bool(is_virtual)
+        """Mark the tensor virtual (a graph-owned intermediate) or not; takes a bool."""
+        self.is_virtual = _flag(is_virtual, f"Tensor {self.name} is_virtual")
         return self
 
     def set_output(self, output: bool) -> TensorAttributes:
         """``set_output(True)`` makes a node output a real, caller-provided tensor."""
-        return self.set_is_virtual(not output)
+        return self.set_is_virtual(not _flag(output, f"Tensor {self.name} set_output"))
 
     def set_is_pass_by_value(self, flag: bool) -> TensorAttributes:
         """Set the runtime pass-by-value flag, leaving any stored value intact."""
-        self.is_pass_by_value = bool(flag)
+        self.is_pass_by_value = _flag(flag, f"Tensor {self.name} is_pass_by_value")
         return self
 
     def set_as_runtime_parameter(self) -> TensorAttributes:
@@ -313,13 +399,22 @@ class TensorAttributes(BaseModel):
         return volume
 
     # ----- graph-time behaviour -----
+    def _set_fields(self, values: dict[str, Any]) -> None:
+        """Set already checked fields at once, recording one change (for inference)."""
+        self.__dict__.update(values)
+        self.__pydantic_fields_set__.update(values)
+        CLOCK.now += 1
+        _set_stamp(self, CLOCK.now)
+
     def fill_from_context(self, graph_attributes: GraphAttributes) -> TensorAttributes:
         """Fill an unset data type from the graph: intermediate type if virtual, else io type."""
         if not self.data_type:  # NOT_SET is 0
-            self.data_type = (
-                graph_attributes.get_intermediate_data_type()
-                if self.is_virtual
-                else graph_attributes.get_io_data_type()
+            self._set_fields(
+                {
+                    "data_type": graph_attributes.intermediate_data_type
+                    if self.is_virtual
+                    else graph_attributes.io_data_type
+                }
             )
         return self
 
@@ -385,10 +480,14 @@ class TensorAttributes(BaseModel):
 
 
 _FIELD_NAMES = frozenset(TensorAttributes.model_fields)
+_set_stamp = getattr(TensorAttributes, STAMP_SLOT).__set__
 
 
-def _data_type(value: DataType | int) -> DataType:
-    try:
-        return DataType(value)
-    except ValueError:
-        raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown data type {value!r}") from None
+def assign_uid(tensor: TensorAttributes, uid: int) -> None:
+    """Give ``tensor`` a uid chosen by lowering, without recording a change.
+
+    Lowering only picks uids no tensor of the graph uses, which cannot break a rule that
+    ``validate()`` checked, so the graph stays validated (a user's ``set_uid`` is recorded).
+    """
+    tensor.__dict__["uid"] = uid
+    tensor.__pydantic_fields_set__.add("uid")

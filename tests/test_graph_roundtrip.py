@@ -398,7 +398,9 @@ def test_first_missing_slot_wins_through_the_graph() -> None:
 
 def test_unset_compute_type_cannot_be_packed() -> None:
     g = _validated("bwd")
-    g.nodes[0].attributes.compute_data_type = hg.DataType.NOT_SET
+    # behind validate()'s back: an assignment would un-validate the graph, and build would
+    # validate again (filling the type from the graph)
+    g.nodes[0].attributes.__dict__["compute_data_type"] = hg.DataType.NOT_SET
     err = _lowering_error(g)
     assert err.code == ErrorCode.INVALID_VALUE
     assert err.message == "Unsupported data type for SdpaBwdNode compute type: NOT_SET"

@@ -334,6 +334,7 @@ def test_numbers_are_written_as_nlohmann_writes_them(value: float, text: str) ->
 
 def test_nan_and_infinity_are_refused_not_written_as_null() -> None:
     g = WIRE_CASES["scalar_double"]()
+    g.build_operation_graph()  # uids assigned: the graph is written as it stands
     next(t for t in g.tensors if t.name == "Scale").value = float("nan")
     assert "cannot be written in JSON" in _refused(g.to_json)
     assert hg.Graph.deserialize(g.serialize()).serialize() == g.serialize()  # bytes hold NaN

@@ -5,6 +5,7 @@ A page writes a marker comment and the hook replaces it with generated Markdown:
 | marker | replaced by |
 |---|---|
 | ``rules NODE`` | the node's pre-validation rules, in order, with messages and codes |
+| ``checks NODE`` | the checks this project adds after hipDNN's rules (``NODE.checks``) |
 | ``post-rules NODE`` | the node's post-validation messages |
 | ``slots NODE`` | slot, input/output, required, descriptor attribute |
 | ``scalars NODE`` | flags and scalars with their descriptor attributes |
@@ -148,6 +149,10 @@ def _messages_in(
                 msg, code = call.args[0], call.args[1] if len(call.args) > 1 else None
             elif name in ("HipdnnError",) and len(call.args) == 2:
                 code, msg = call.args
+            elif name == "check_shape" and len(call.args) == 5:  # sdpa_rules' shared helper
+                what, source = (_render(call.args[i], {}, label) for i in (1, 4))
+                text = f"{label}: {what} dims <dims> must match {source} dims <expected dims>"
+                msg, code = ast.Constant(text), None
             else:
                 continue
             for env in envs:
@@ -185,11 +190,11 @@ def _node_class(name: str) -> Any:
     return getattr(hg, name)
 
 
-def rules_table(node_name: str) -> str:
-    """Markdown table of a node's pre-validation rules (see the module docstring)."""
+def rules_table(node_name: str, table: str = "rules") -> str:
+    """Markdown table of a node's pre-validation rules, or of its added ``checks``."""
     cls = _node_class(node_name)
     rows = ["| # | rule | checks | code | message |", "|---|---|---|---|---|"]
-    for i, rule in enumerate(cls.rules):
+    for i, rule in enumerate(getattr(cls, table)):
         name = "required_slots" if rule.__name__ == "rule" else rule.__name__
         first = True
         for msg, code in messages(rule, cls.label) or [
@@ -212,7 +217,7 @@ def post_rules_table(node_name: str) -> str:
         ("Node.post_validate_node", Node.post_validate_node),
         (f"{node_name}.post_validate_node", cls.post_validate_node),
     ]
-    for helper in ("check_output_shape", "check_layout"):  # shared helpers, when present
+    for helper in ("check_shape", "check_layout"):  # shared helpers, when present
         if hasattr(r, helper):
             sources.append((helper, getattr(r, helper)))
     rows = ["| step | code | message |", "|---|---|---|"]
@@ -357,6 +362,7 @@ def include_if_exists(path: str) -> str:
 
 GENERATORS: dict[str, Callable[..., str]] = {
     "rules": rules_table,
+    "checks": lambda node_name: rules_table(node_name, "checks"),
     "post-rules": post_rules_table,
     "slots": slots_table,
     "scalars": scalars_table,

@@ -3,16 +3,25 @@ hipDNN's record of cuDNN-compatibility setters that hipDNN does not support."""
 
 from __future__ import annotations
 
+import math
 from enum import IntEnum
 from functools import cache
 from numbers import Real
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
-import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
+from ..changes import STAMP_SLOT, touch
 from ..errors import HipdnnError
-from ..tensor import TensorAttributes, _data_type, _index
+from ..tensor import (
+    TensorAttributes,
+    _data_type,
+    _flag,
+    _float32,
+    _index,
+    _keyword,
+    _optional_index,
+)
 from ..types import DataType, DiagonalAlignment, ErrorCode
 from .graph_attributes import GraphAttributes
 
@@ -23,6 +32,8 @@ class NodeAttributes(BaseModel):
     """Base of every node's attributes: ``inputs``/``outputs`` keyed by the node's slot enums."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    # the change clock's time of the last change (see :mod:`hipdnn_graph.changes`)
+    __slots__ = (STAMP_SLOT,)
 
     InputNames: ClassVar[type[IntEnum]]
     OutputNames: ClassVar[type[IntEnum]]
@@ -39,10 +50,20 @@ class NodeAttributes(BaseModel):
             cls._OUT = dict(cls.OutputNames.__members__)
 
     name: str = ""
-    compute_data_type: DataType = DataType.NOT_SET
+    compute_data_type: Annotated[DataType, BeforeValidator(_data_type)] = DataType.NOT_SET
     inputs: dict[Any, TensorAttributes] = Field(default_factory=dict)
     outputs: dict[Any, TensorAttributes] = Field(default_factory=dict)
     _unsupported_reason: str | None = PrivateAttr(default=None)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Setters check their values (no validate_assignment): store fields directly, as
+        # pydantic would, and record the change so that a graph holding the node validates again.
+        if name in type(self).__pydantic_fields__:
+            self.__dict__[name] = value
+            self.__pydantic_fields_set__.add(name)
+        else:
+            super().__setattr__(name, value)
+        touch(self)
 
     def set_name(self, name: str) -> Self:
         """Set the node's name (unnamed nodes get ``<Prefix>_<index>`` when added to a graph)."""
@@ -68,6 +89,7 @@ class NodeAttributes(BaseModel):
             self.inputs.pop(slot, None)
         else:
             self.inputs[slot] = _check_tensor(tensor, slot)
+        touch(self)
         return self
 
     def _set_output(self, slot: IntEnum, tensor: TensorAttributes | None) -> Self:
@@ -75,6 +97,7 @@ class NodeAttributes(BaseModel):
             self.outputs.pop(slot, None)
         else:
             self.outputs[slot] = _check_tensor(tensor, slot)
+        touch(self)
         return self
 
     def get_input(self, slot: IntEnum) -> TensorAttributes | None:
@@ -127,7 +150,8 @@ class NodeAttributes(BaseModel):
 
     def has_unsupported_usage(self) -> bool:
         """Whether a setter hipDNN does not support was called."""
-        return self._unsupported_reason is not None
+        private = self.__pydantic_private__  # read directly: checked for every node
+        return private is not None and private.get("_unsupported_reason") is not None
 
     def get_unsupported_reason(self) -> str:
         """The first recorded unsupported-usage reason (``""`` when none)."""
@@ -136,10 +160,10 @@ class NodeAttributes(BaseModel):
     # ----- graph context -----
     def fill_from_context(self, graph_attributes: GraphAttributes) -> Self:
         """Fill every set tensor's data type and an unset compute type from the graph."""
-        for tensor in self.inputs.values():
-            tensor.fill_from_context(graph_attributes)
-        for tensor in self.outputs.values():
-            tensor.fill_from_context(graph_attributes)
+        for tensors in (self.inputs, self.outputs):
+            for tensor in tensors.values():
+                if not tensor.data_type:  # NOT_SET is 0; most tensors have a type already
+                    tensor.fill_from_context(graph_attributes)
         if self.compute_data_type == DataType.NOT_SET:
             self.compute_data_type = graph_attributes.get_compute_data_type()
         return self
@@ -156,7 +180,59 @@ class NodeAttributes(BaseModel):
 def as_float32(value: float) -> float:
     """``value`` rounded to float32, the type hipDNN stores scalar attributes in (so that
     descriptors and serialized graphs round-trip exactly)."""
-    return float(np.float32(value))
+    return _float32(value)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _real_float32(value: Any, what: str) -> float:
+    """``value`` (a real number, not a bool) rounded to float32; ``inf`` when it overflows."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE, f"{what} must be a float, got {type(value).__name__}"
+        )
+    try:
+        return _float32(float(value))
+    except OverflowError:  # an int too large for a double
+        return math.inf
+
+
+def checked_attn_scale(value: Any) -> float:
+    """A scale for ``attn_scale_value``: finite once rounded to float32, as hipDNN stores it.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for NaN, ±inf or a value that overflows float32.
+    """
+    rounded = _real_float32(value, "attn_scale")
+    if not math.isfinite(rounded):
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            f"attn_scale must be a finite number that fits in float32, got {_short(value)}",
+        )
+    return rounded
+
+
+def checked_dropout_probability(value: Any) -> float:
+    """A dropout probability in ``[0, 1)`` once rounded to float32, as hipDNN stores it.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` outside ``[0, 1)`` (NaN included).
+    """
+    rounded = _real_float32(value, "dropout probability")
+    if not 0.0 <= rounded < 1.0:
+        note = f" ({rounded!r} as float32)" if rounded != value else ""
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            f"dropout probability must be in [0, 1), got {_short(value)}{note}",
+        )
+    return rounded
+
+
+def _optional(check: Any) -> BeforeValidator:
+    return BeforeValidator(lambda value: None if value is None else check(value))
 
 
 @cache
@@ -196,14 +272,15 @@ class MaskWindow(BaseModel):
 class SdpaCommonAttributes(NodeAttributes):
     """Slots, flags and scalars shared by SDPA forward and backward attributes."""
 
-    alibi_mask: bool = False
-    padding_mask: bool = False
-    causal_mask: bool = False
-    causal_mask_bottom_right: bool = False
-    dropout_probability: float | None = None
-    attn_scale_value: float | None = None
-    left_bound: int | None = None
-    right_bound: int | None = None
+    # Keywords get the setters' checks (bools only for flags, finite float32 scalars, ...).
+    alibi_mask: Annotated[bool, _keyword(_flag, "alibi_mask")] = False
+    padding_mask: Annotated[bool, _keyword(_flag, "padding_mask")] = False
+    causal_mask: Annotated[bool, _keyword(_flag, "causal_mask")] = False
+    causal_mask_bottom_right: Annotated[bool, _keyword(_flag, "causal_mask_bottom_right")] = False
+    dropout_probability: Annotated[float | None, _optional(checked_dropout_probability)] = None
+    attn_scale_value: Annotated[float | None, _optional(checked_attn_scale)] = None
+    left_bound: Annotated[int | None, _keyword(_optional_index, "left_bound")] = None
+    right_bound: Annotated[int | None, _keyword(_optional_index, "right_bound")] = None
     diagonal_alignment: DiagonalAlignment = DiagonalAlignment.TOP_LEFT
 
     # ----- input slots common to forward and backward -----
@@ -225,7 +302,7 @@ class SdpaCommonAttributes(NodeAttributes):
                 ErrorCode.INVALID_VALUE,
                 f"attn_scale must be a float or a TensorAttributes, got {type(scale).__name__}",
             )
-        self.attn_scale_value = as_float32(scale)
+        self.attn_scale_value = checked_attn_scale(scale)
         return self
 
     def set_bias(self, tensor: TensorAttributes | None) -> Self:
@@ -284,21 +361,21 @@ class SdpaCommonAttributes(NodeAttributes):
 
     # ----- flags and scalars -----
     def set_alibi_mask(self, value: bool) -> Self:
-        self.alibi_mask = bool(value)
+        self.alibi_mask = _flag(value, "alibi_mask")
         return self
 
     def set_padding_mask(self, value: bool) -> Self:
-        self.padding_mask = bool(value)
+        self.padding_mask = _flag(value, "padding_mask")
         return self
 
     def set_causal_mask(self, value: bool) -> Self:
         """Causal mask aligned top-left (key ``j`` visible to query ``i`` iff ``j <= i``)."""
-        self.causal_mask = bool(value)
+        self.causal_mask = _flag(value, "causal_mask")
         return self
 
     def set_causal_mask_bottom_right(self, value: bool) -> Self:
         """Causal mask aligned bottom-right (``j <= i + seq_kv - seq_q``)."""
-        self.causal_mask_bottom_right = bool(value)
+        self.causal_mask_bottom_right = _flag(value, "causal_mask_bottom_right")
         return self
 
     def set_diagonal_band_left_bound(self, value: int | None) -> Self:
@@ -352,12 +429,7 @@ class SdpaCommonAttributes(NodeAttributes):
     def _set_dropout_probability(
         self, probability: float, seed: TensorAttributes | None, offset: TensorAttributes | None
     ) -> Self:
-        if isinstance(probability, bool) or not isinstance(probability, Real):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                f"dropout probability must be a float, got {type(probability).__name__}",
-            )
-        self.dropout_probability = as_float32(probability)
+        self.dropout_probability = checked_dropout_probability(probability)
         self._set_input(self._IN["Seed"], seed)
         return self._set_input(self._IN["Offset"], offset)
 

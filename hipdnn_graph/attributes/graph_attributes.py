@@ -9,8 +9,11 @@ Example:
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated, Any
 
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+
+from ..changes import STAMP_SLOT, touch
 from ..tensor import _data_type
 from ..types import DataType
 
@@ -21,11 +24,17 @@ class GraphAttributes(BaseModel):
     """hipDNN's ``GraphAttributes``: name, io, intermediate and compute data types (all NOT_SET)."""
 
     model_config = ConfigDict(extra="forbid")
+    # the change clock's time of the last change (see :mod:`hipdnn_graph.changes`)
+    __slots__ = (STAMP_SLOT,)
 
     name: str = ""
-    io_data_type: DataType = DataType.NOT_SET
-    intermediate_data_type: DataType = DataType.NOT_SET
-    compute_data_type: DataType = DataType.NOT_SET
+    io_data_type: Annotated[DataType, BeforeValidator(_data_type)] = DataType.NOT_SET
+    intermediate_data_type: Annotated[DataType, BeforeValidator(_data_type)] = DataType.NOT_SET
+    compute_data_type: Annotated[DataType, BeforeValidator(_data_type)] = DataType.NOT_SET
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        touch(self)  # a graph using these attributes is no longer validated
 
     def set_name(self, name: str) -> GraphAttributes:
         self.name = str(name)

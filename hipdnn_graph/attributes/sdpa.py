@@ -10,10 +10,10 @@ Example:
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any, overload
+from typing import Annotated, Any, overload
 
 from ..errors import HipdnnError
-from ..tensor import TensorAttributes
+from ..tensor import TensorAttributes, _flag, _keyword, _optional_flag
 from ..types import ErrorCode
 from .base import SdpaCommonAttributes
 
@@ -53,7 +53,7 @@ class SdpaAttributes(SdpaCommonAttributes):
         O = 0  # noqa: E741
         Stats = 1
 
-    generate_stats: bool | None = None
+    generate_stats: Annotated[bool | None, _keyword(_optional_flag, "generate_stats")] = None
 
     def set_o(self, tensor: TensorAttributes | None) -> SdpaAttributes:
         return self._set_output(self.OutputNames.O, tensor)
@@ -69,7 +69,7 @@ class SdpaAttributes(SdpaCommonAttributes):
 
     def set_generate_stats(self, value: bool | None) -> SdpaAttributes:
         """Whether the forward writes Stats (needed by the backward)."""
-        self.generate_stats = None if value is None else bool(value)
+        self.generate_stats = _optional_flag(value, "generate_stats")
         return self
 
     def get_generate_stats(self) -> bool | None:
@@ -77,7 +77,7 @@ class SdpaAttributes(SdpaCommonAttributes):
 
     def set_is_inference(self, value: bool) -> SdpaAttributes:
         """cuDNN spelling: ``set_is_inference(b)`` is ``set_generate_stats(not b)``."""
-        return self.set_generate_stats(not value)
+        return self.set_generate_stats(not _flag(value, "is_inference"))
 
     @overload
     def set_dropout(

@@ -47,6 +47,10 @@ _FLOATING = (DataType.FLOAT, DataType.DOUBLE, DataType.HALF, DataType.BFLOAT16)
 class Tensor(TensorAttributes):
     """A tensor handle with hipDNN's Python-binding API (see the module docstring)."""
 
+    # no state of its own: the same memory layout as TensorAttributes, so that adopt() can
+    # re-type a core tensor in place
+    __slots__ = ()
+
     @staticmethod
     def create(dims: Sequence[int], data_type: DataType | int) -> Tensor:
         """A tensor with ``dims``, packed row-major strides and ``data_type``."""

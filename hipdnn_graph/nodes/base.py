@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import MutableMapping, MutableSequence
-from typing import ClassVar, Generic, Self, TypeVar
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from ..attributes.base import NodeAttributes
 from ..attributes.graph_attributes import GraphAttributes
+from ..changes import touch
 from ..descriptors.backend_descriptor import BackendDescriptor
 from ..descriptors.node_spec import NodeSpec
 from ..descriptors.packing import pack_node, unpack_node
@@ -32,11 +33,40 @@ class Node(Generic[A]):
     #: where the node's slots and scalars live on every wire (set by each node module)
     spec: ClassVar[NodeSpec]
 
+    @classmethod
+    def attributes_class(cls) -> type[Any]:
+        """The attributes class this node takes (its spec's; checked by the constructor)."""
+        spec = cls.__dict__.get("spec") or getattr(cls, "spec", None)
+        return spec.attributes_cls if spec is not None else NodeAttributes
+
     def __init__(self, attributes: A, graph_attributes: GraphAttributes | None = None) -> None:
+        """Wrap ``attributes`` (shared, not copied) in a node.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` when ``attributes`` is not of the node's attributes
+                class, or ``graph_attributes`` not a :class:`GraphAttributes`.
+        """
+        label = type(self).__name__
+        expected = self.attributes_class()
+        if not isinstance(attributes, expected):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"{label} expects {expected.__name__}, got {type(attributes).__name__}",
+            )
+        if graph_attributes is not None and not isinstance(graph_attributes, GraphAttributes):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"{label} expects GraphAttributes, got {type(graph_attributes).__name__}",
+            )
         self.attributes: A = attributes
         self.graph_attributes = (
             graph_attributes if graph_attributes is not None else GraphAttributes()
         )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name == "attributes":
+            touch(value)  # new attributes: a graph holding this node must validate again
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
@@ -66,11 +96,13 @@ class Node(Generic[A]):
         self.attributes.fill_from_context(self.graph_attributes)
 
     def post_validate_node(self) -> None:
-        """Check the compute type, then validate every output tensor.
+        """Check the compute type, then validate every output tensor (hipDNN's steps); then
+        check that each output is a tensor of its own: not in two output slots, and not an
+        input of the node too (one of the results, or an input, would be overwritten).
 
         Raises:
-            HipdnnError: ``ATTRIBUTE_NOT_SET`` when no compute type is set, or the first output
-                tensor's validation error.
+            HipdnnError: ``ATTRIBUTE_NOT_SET`` when no compute type is set, the first output
+                tensor's validation error, or ``INVALID_VALUE`` for a shared output.
         """
         if self.attributes.compute_data_type == DataType.NOT_SET:
             raise HipdnnError(
@@ -79,6 +111,26 @@ class Node(Generic[A]):
             )
         for tensor in self.outputs():
             tensor.check()
+        outputs, inputs = self.attributes.outputs, self.attributes.inputs
+        own = {id(t) for t in outputs.values()}
+        if len(own) == len(outputs) and own.isdisjoint(map(id, inputs.values())):
+            return  # the common case, checked without building messages
+        slots: dict[int, str] = {}
+        for slot, tensor in sorted(outputs.items()):
+            other = slots.setdefault(id(tensor), slot.name)
+            if other != slot.name:
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    f"Node {self.name}: outputs {other} and {slot.name} are the same tensor "
+                    f"{tensor.name}; each output needs a tensor of its own",
+                )
+        for slot, tensor in sorted(inputs.items()):
+            if id(tensor) in slots:
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    f"Node {self.name}: tensor {tensor.name} is both input {slot.name} and "
+                    f"output {slots[id(tensor)]}; an output needs a tensor of its own",
+                )
 
     def validate_node(self) -> None:
         """Run the whole lifecycle: pre-validate, infer, post-validate."""

@@ -19,6 +19,8 @@ class SdpaNode(Node[A]):
     label: ClassVar[str]
     #: the node's pre-validation rules, in hipDNN's order; the first failure raises
     rules: ClassVar[tuple[r.Rule, ...]]
+    #: this project's checks, run at the end of post-validation (after all of hipDNN's rules)
+    checks: ClassVar[tuple[r.Rule, ...]]
 
     def pre_validate_node(self) -> None:
         """Check every rule of :attr:`rules` in order.
@@ -28,4 +30,13 @@ class SdpaNode(Node[A]):
                 ``INVALID_VALUE`` for a shape, type or unsupported-usage rule.
         """
         for rule in self.rules:
+            rule(self.attributes, self.label)
+
+    def run_checks(self) -> None:
+        """Check every rule of :attr:`checks` in order (the last step of post-validation).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for the first failing check.
+        """
+        for rule in self.checks:
             rule(self.attributes, self.label)

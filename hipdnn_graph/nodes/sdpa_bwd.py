@@ -55,6 +55,14 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
         r.padding_tensors,
         r.scale_rules,
     )
+    #: this project's checks, after hipDNN's rules (see :meth:`post_validate_node`).
+    checks: ClassVar[tuple[r.Rule, ...]] = (
+        r.scalar_slots,
+        r.backward_input_shapes,
+        r.bias_broadcast,
+        r.finite_scale,
+        r.dropout_range,
+    )
 
     def infer_properties_node(self) -> None:
         """Fill types from the graph; dQ/dK/dV take Q/K/V's dims and packed strides if unset.
@@ -75,11 +83,12 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
             r.infer_like(a.get_dbias(), bias.dim)
 
     def post_validate_node(self) -> None:
-        """Base checks, then explicit gradient shapes must agree with Q, K, V (and Bias).
+        """Base checks, then explicit gradient shapes must agree with Q, K, V (and Bias), then
+        :attr:`checks` (O, dO and Stats shapes, scalar slots, bias broadcast, scale, dropout).
 
         Raises:
             HipdnnError: ``INVALID_VALUE`` when dQ/dK/dV/dBias dims disagree with their source
-                or their strides overlap.
+                or their strides overlap, or a check fails.
         """
         super().post_validate_node()
         a = self.attributes
@@ -97,6 +106,7 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
                     ErrorCode.INVALID_VALUE, f"{self.label}: dBias requires a Bias input"
                 )
             r.check_output_shape(self.label, "dBias", dbias, bias.dim, "Bias")
+        self.run_checks()
 
 
 _In, _Out = SdpaBackwardAttributes.InputNames, SdpaBackwardAttributes.OutputNames

@@ -58,6 +58,13 @@ class SdpaFwdNode(SdpaNode[SdpaAttributes]):
         r.dropout_mask_shape,
         r.padding_tensors,
     )
+    #: this project's checks, after hipDNN's rules (see :meth:`post_validate_node`).
+    checks: ClassVar[tuple[r.Rule, ...]] = (
+        r.scalar_slots,
+        r.bias_broadcast,
+        r.finite_scale,
+        r.dropout_range,
+    )
 
     def infer_properties_node(self) -> None:
         """O ← [B, H, Sq, Dv] and Stats ← [B, H, Sq, 1] (FLOAT unless set), packed strides."""
@@ -74,7 +81,8 @@ class SdpaFwdNode(SdpaNode[SdpaAttributes]):
         r.infer_like(stats, [b, h, sq, 1])
 
     def post_validate_node(self) -> None:
-        """Base checks; O must not overlap itself and an explicit Stats must be [B, H, Sq, 1]."""
+        """Base checks; O must not overlap itself and an explicit Stats must be [B, H, Sq, 1];
+        then :attr:`checks` (scalar slots, bias broadcast, scale, dropout)."""
         super().post_validate_node()
         a = self.attributes
         q = a.get_q()
@@ -82,6 +90,7 @@ class SdpaFwdNode(SdpaNode[SdpaAttributes]):
         b, h, sq, _ = q.dim
         r.check_layout(self.label, "O", a.get_o())
         r.check_output_shape(self.label, "Stats", a.get_stats(), [b, h, sq, 1], "[B, H, Sq, 1]")
+        self.run_checks()
 
 
 _In, _Out = SdpaAttributes.InputNames, SdpaAttributes.OutputNames

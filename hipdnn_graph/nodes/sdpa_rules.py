@@ -3,11 +3,16 @@
 Each node lists its rules in hipDNN's order (see ``SdpaBwdNode.rules`` and
 ``SdpaFwdNode.rules``); the first rule that fails raises. Every rule receives the node's
 attributes and the node label used in messages (``"SdpaBwdNode"`` or ``"SdpaFwdNode"``).
+The checks this project adds (``SdpaBwdNode.checks``, ``SdpaFwdNode.checks``) have the same
+form and run at the end of post-validation, after every rule of hipDNN's, so that hipDNN's
+first failing rule stays the first.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from functools import cache, lru_cache
 from typing import Any
 
 from ..attributes.base import SdpaCommonAttributes
@@ -39,11 +44,13 @@ def required_slots(inputs: Sequence[str], outputs: Sequence[str]) -> Rule:
     """A rule checking that the named slots are set, inputs first, in the given order."""
 
     def rule(a: SdpaCommonAttributes, node: str) -> None:
+        given, names = a.inputs, a._IN
         for slot in inputs:
-            if a.inputs.get(a.InputNames[slot]) is None:
+            if names[slot] not in given:
                 _fail(f"{node} missing {slot} input", ErrorCode.ATTRIBUTE_NOT_SET)
+        given, names = a.outputs, a._OUT
         for slot in outputs:
-            if a.outputs.get(a.OutputNames[slot]) is None:
+            if names[slot] not in given:
                 _fail(f"{node} missing {slot} output", ErrorCode.ATTRIBUTE_NOT_SET)
 
     rule.__doc__ = f"Required slots: inputs {list(inputs)}, outputs {list(outputs)}."
@@ -52,6 +59,9 @@ def required_slots(inputs: Sequence[str], outputs: Sequence[str]) -> Rule:
 
 def qkv_rank4(a: SdpaCommonAttributes, node: str) -> None:
     """Q, K and V must be rank-4."""
+    q, k, v = _dims(a.get_q()), _dims(a.get_k()), _dims(a.get_v())
+    if len(q) == len(k) == len(v) == 4:
+        return  # the common case, without building the loop below
     for label, tensor in (
         ("Query tensor Q", a.get_q()),
         ("Key tensor K", a.get_k()),
@@ -65,7 +75,10 @@ def qkv_rank4(a: SdpaCommonAttributes, node: str) -> None:
 def batch_match(a: SdpaCommonAttributes, node: str) -> None:
     """K and V share Q's batch size."""
     b = _dims(a.get_q())[0]
-    for label, tensor in (("K", a.get_k()), ("V", a.get_v())):
+    k, v = a.get_k(), a.get_v()
+    if b == _dims(k)[0] == _dims(v)[0]:
+        return
+    for label, tensor in (("K", k), ("V", v)):
         other = _dims(tensor)[0]
         if other != b:
             _fail(f"{node}: batch size mismatch between Q and {label}: {b} vs {other}")
@@ -88,7 +101,11 @@ def seq_kv_match(a: SdpaCommonAttributes, node: str) -> None:
 def gqa_heads(a: SdpaCommonAttributes, node: str) -> None:
     """K and V head counts are positive and divide Q's (GQA/MQA); they are independent."""
     h = _dims(a.get_q())[1]
-    for label, tensor in (("k", a.get_k()), ("v", a.get_v())):
+    k, v = a.get_k(), a.get_v()
+    hk, hv = _dims(k)[1], _dims(v)[1]
+    if hk > 0 and hv > 0 and h % hk == 0 and h % hv == 0:
+        return
+    for label, tensor in (("k", k), ("v", v)):
         hx = _dims(tensor)[1]
         if hx <= 0:
             _fail(f"{node}: num_heads_{label} must be positive, got {hx}")
@@ -102,7 +119,7 @@ def gqa_heads(a: SdpaCommonAttributes, node: str) -> None:
 def do_matches_o(a: Any, node: str) -> None:
     """When O and dO both have dims, dO is rank-4 and matches O."""
     o_dims, do_dims = _dims(a.get_o()), _dims(a.get_do())
-    if not o_dims or not do_dims:
+    if not o_dims or not do_dims or (do_dims == o_dims and len(do_dims) == 4):
         return
     if len(do_dims) != 4:
         _fail(f"{node}: dO must be rank-4, got rank={len(do_dims)}")
@@ -206,15 +223,116 @@ def output_o_dims(a: Any, node: str) -> None:
         _fail(f"{node}: Output O head_dim must match V head_dim: expected {dv} got {o_dims[3]}")
 
 
+# ----- this project's checks, run after hipDNN's rules (``SdpaNode.checks``) -----
+
+#: the slots that take a scalar: a pass-by-value value, or a one-element tensor
+SCALAR_SLOTS = ("Attn_scale", "Dropout_scale", "Dropout_scale_inv", "Seed", "Offset")
+
+
+@cache
+def _scalar_members(attributes_class: type[Any]) -> frozenset[Any]:
+    return frozenset(m for name, m in attributes_class._IN.items() if name in SCALAR_SLOTS)
+
+
+def _nothing_to_check(a: SdpaCommonAttributes) -> bool:
+    """No scalar slot is set and no tensor is pass-by-value (the common case, checked fast)."""
+    scalar = _scalar_members(type(a))
+    for slot, tensor in a.inputs.items():
+        if slot in scalar or tensor.value is not None or tensor.is_pass_by_value:
+            return False
+    for tensor in a.outputs.values():
+        if tensor.value is not None or tensor.is_pass_by_value:
+            return False
+    return True
+
+
+def scalar_slots(a: SdpaCommonAttributes, node: str) -> None:
+    """Only the scalar slots take pass-by-value tensors (never an output), and each of their
+    tensors holds one element."""
+    if _nothing_to_check(a):
+        return
+    for slot, tensor in (*sorted(a.inputs.items()), *sorted(a.outputs.items())):
+        if slot.name in SCALAR_SLOTS:
+            volume = tensor.get_volume()
+            if volume != 1:
+                _fail(
+                    f"{node}: {slot.name} must be a scalar (single element), "
+                    f"but has {volume} elements"
+                )
+        elif tensor.get_is_pass_by_value():
+            what = "holds a constant value" if tensor.value is not None else "is pass-by-value"
+            _fail(
+                f"{node}: {slot.name} tensor {tensor.name} {what}; only the scalar slots "
+                "(Attn_scale, Dropout_scale, Dropout_scale_inv, Seed, Offset) take "
+                "pass-by-value tensors"
+            )
+
+
+def backward_input_shapes(a: Any, node: str) -> None:
+    """O and dO are [B, H, Sq, Dv] (Q's batch, heads and sequence length, V's head dim) and
+    Stats is [B, H, Sq, 1]."""
+    b, h, sq, _ = _dims(a.get_q())
+    expected = [b, h, sq, _dims(a.get_v())[3]]
+    check_shape(node, "O", a.get_o(), expected, "[B, H, Sq, Dv]")
+    check_shape(node, "dO", a.get_do(), expected, "[B, H, Sq, Dv]")
+    check_shape(node, "Stats", a.get_stats(), [b, h, sq, 1], "[B, H, Sq, 1]")
+
+
+def bias_broadcast(a: SdpaCommonAttributes, node: str) -> None:
+    """The bias's leading dims broadcast too: its batch and head dims (counted from the right)
+    are B and H, or 1."""
+    bias = a.get_bias()
+    if bias is None:
+        return
+    dims = bias.dim
+    b, h = _dims(a.get_q())[:2]
+    if len(dims) >= 4 and dims[-4] not in (b, 1):
+        _fail(f"{node}: ATTN_MASK batch dim must equal batch ({b}) or 1, got {dims[-4]}")
+    if len(dims) >= 3 and dims[-3] not in (h, 1):
+        _fail(f"{node}: ATTN_MASK num_heads dim must equal num_heads ({h}) or 1, got {dims[-3]}")
+
+
+def finite_scale(a: SdpaCommonAttributes, node: str) -> None:
+    """The scale is a finite number: ``attn_scale_value``, or the constant an Attn_scale tensor
+    holds."""
+    value = a.attn_scale_value
+    if value is not None and not math.isfinite(value):
+        _fail(f"{node}: attn_scale_value must be a finite number, got {value}")
+    scale = a.get_attn_scale()
+    if scale is not None and scale.value is not None and not math.isfinite(scale.value):
+        _fail(f"{node}: attn_scale tensor {scale.name} holds {scale.value}, not a finite number")
+
+
+def dropout_range(a: SdpaCommonAttributes, node: str) -> None:
+    """``dropout_probability`` is in [0, 1)."""
+    p = a.dropout_probability
+    if p is not None and not 0.0 <= p < 1.0:
+        _fail(f"{node}: dropout_probability must be in [0, 1), got {p}")
+
+
 # ----- helpers for inference and post-validation -----
+@lru_cache(maxsize=1024)
+def _packed(dims: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(generate_strides(dims))
+
+
+def packed_strides(dims: Sequence[int]) -> list[int]:
+    """:func:`~hipdnn_graph.generate_strides`, remembered for the shapes seen last (a graph
+    of many nodes has few shapes)."""
+    return list(_packed(tuple(dims)))
+
+
 def infer_like(target: TensorAttributes | None, dims: Sequence[int]) -> None:
     """Give ``target`` ``dims`` and packed strides where it has none."""
     if target is None:
         return
+    if not target.dim and not target.stride:  # a fresh output: one change for both fields
+        target._set_fields({"dim": list(dims), "stride": packed_strides(dims)})
+        return
     if not target.dim:
         target.dim = list(dims)
     if not target.stride:
-        target.stride = generate_strides(target.dim)
+        target.stride = packed_strides(target.dim)
 
 
 def check_output_shape(
@@ -223,9 +341,17 @@ def check_output_shape(
     """Reject an explicit output shape that disagrees with its source, or an overlapping layout."""
     if tensor is None:
         return
-    if list(tensor.dim) != list(expected):
+    check_shape(node, label, tensor, expected, source)
+    if tuple(tensor.stride) != _packed(tuple(tensor.dim)):  # packed (the common case) is fine
+        check_layout(node, label, tensor)
+
+
+def check_shape(
+    node: str, label: str, tensor: TensorAttributes | None, expected: Sequence[int], source: str
+) -> None:
+    """Reject dims that differ from ``expected`` (``source`` names where they come from)."""
+    if tensor is not None and tensor.dim != list(expected):
         _fail(f"{node}: {label} dims {tensor.dim} must match {source} dims {list(expected)}")
-    check_layout(node, label, tensor)
 
 
 def check_layout(node: str, label: str, tensor: TensorAttributes | None) -> None:
@@ -239,7 +365,7 @@ def check_layout(node: str, label: str, tensor: TensorAttributes | None) -> None
 
 def is_non_overlapping(dims: Sequence[int], strides: Sequence[int]) -> bool:
     """Whether distinct indices of a strided tensor address distinct elements."""
-    if list(strides) == generate_strides(dims):
+    if tuple(strides) == _packed(tuple(dims)):
         return True  # packed row-major, the common case
     pairs = sorted((s, d) for d, s in zip(dims, strides, strict=True) if d != 1)
     span = 1

@@ -439,7 +439,10 @@ def _backward_graph(
 def _build(g: Graph, engine: str | None, *, forced: bool) -> None:
     """``g.build()``, with ``engine`` ranked first; a forced engine must be the one chosen."""
     if engine is not None:
-        g.set_preferred_engine_id_ext(engine)
+        try:
+            g.set_preferred_engine_id_ext(engine)
+        except HipdnnError:  # a name no registered engine has
+            raise _not_supported(g, engine, None) from None
     try:
         g.build()
     except NotSupportedError as err:

@@ -1,0 +1,148 @@
+"""The graph-level steps of ``Graph.validate()`` that are not about one node.
+
+hipDNN's own steps (duplicate uids, graph inputs) come with its messages; the checks this project
+adds (one producer per tensor, no virtual graph input) run after every rule of hipDNN's, so that
+hipDNN's first failing rule stays the first. Every step is linear in the number of slots
+(``benchmarks/validate_scale.py`` prints validation times of graphs up to 65,536 nodes).
+
+Example:
+    >>> import hipdnn_graph as hg
+    >>> from hipdnn_graph.graph_rules import check_duplicate_uids
+    >>> a, b = hg.TensorAttributes(name="a", uid=1), hg.TensorAttributes(name="b", uid=1)
+    >>> check_duplicate_uids([[a]], [[b]])
+    Traceback (most recent call last):
+    ...
+    hipdnn_graph.errors.HipdnnError: Duplicate tensor UIDs found in the graph: 1
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from .backend.registry import current_registry
+from .errors import HipdnnError
+from .tensor import TensorAttributes
+from .types import ErrorCode
+
+__all__ = [
+    "PAUSE_COLLECTOR_NODES",
+    "check_duplicate_uids",
+    "check_engine_name",
+    "check_real_inputs",
+    "check_single_producer",
+    "collector_paused",
+    "graph_inputs",
+]
+
+Slots = Sequence[Sequence[TensorAttributes]]
+
+#: graphs with more nodes than this validate with Python's cyclic garbage collector paused
+PAUSE_COLLECTOR_NODES = 1024
+
+
+@contextmanager
+def collector_paused(node_count: int) -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a large graph is validated.
+
+    Validation creates no reference cycles, but it allocates a few containers per node (slot
+    lists, the dependency graph, inferred dims and strides); in a process holding a large graph
+    those allocations would trigger full collections that scan every object of the graph again
+    and again. The collector is enabled again afterwards (if it was enabled before), also when a
+    rule fails. Small graphs are left alone.
+    """
+    pause = node_count > PAUSE_COLLECTOR_NODES and gc.isenabled()
+    if pause:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if pause:
+            gc.enable()
+
+
+def check_duplicate_uids(ins: Slots, outs: Slots) -> None:
+    """hipDNN's step 1: no two tensors of the graph share a uid.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` listing the shared uids in ascending order.
+    """
+    owner: dict[int, int] = {}  # uid -> id of the first tensor holding it
+    duplicates: set[int] = set()
+    for slots in (ins, outs):
+        for tensors in slots:
+            for tensor in tensors:
+                uid = tensor.uid
+                if uid is not None and owner.setdefault(uid, id(tensor)) != id(tensor):
+                    duplicates.add(uid)
+    if duplicates:
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            "Duplicate tensor UIDs found in the graph: " + ", ".join(map(str, sorted(duplicates))),
+        )
+
+
+def graph_inputs(order: Iterable[int], ins: Slots, outs: Slots) -> list[TensorAttributes]:
+    """Tensors some node reads and none produces, each once, in node (``order``) then slot order."""
+    produced = {id(t) for ts in outs for t in ts}
+    seen: dict[int, TensorAttributes] = {}
+    for index in order:
+        for tensor in ins[index]:
+            if id(tensor) not in produced:
+                seen.setdefault(id(tensor), tensor)
+    return list(seen.values())
+
+
+def check_single_producer(nodes: Sequence[Any], outs: Slots) -> None:
+    """This project's check: a tensor is written by one node at most (else a result is lost).
+
+    A tensor in two output slots of the same node is reported by the node's post-validation.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` naming the tensor and two of its producers.
+    """
+    producer: dict[int, int] = {}
+    for index, outputs in enumerate(outs):
+        for tensor in outputs:
+            first = producer.setdefault(id(tensor), index)
+            if first != index:
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    f"Tensor {tensor.name} is an output of more than one node "
+                    f"({nodes[first].name} and {nodes[index].name}); "
+                    "each tensor must have a single producer",
+                )
+
+
+def check_real_inputs(inputs: Iterable[TensorAttributes]) -> None:
+    """This project's check: no graph input is virtual (no buffer would ever fill it).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` naming the first virtual graph input.
+    """
+    for tensor in inputs:
+        if tensor.is_virtual:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"Tensor {tensor.name} is virtual but no node produces it: a graph input must be "
+                "a real tensor (set_is_virtual(False))",
+            )
+
+
+def check_engine_name(name: str) -> None:
+    """Raise unless an engine called ``name`` is registered in this process.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` listing the registered engines.
+    """
+    known = [engine.name for engine in current_registry().engines()]
+    if name not in known:
+        listed = ", ".join(sorted(known)) if known else "none (no backend is registered)"
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            f"Unknown engine name '{name}'; registered engines: {listed}. "
+            "Pass an engine id (hg.backend.engine_id(name)) to prefer an engine that is not "
+            "registered here",
+        )
