@@ -1,4 +1,4 @@
-"""One rank of the context-parallel tests: ``python context_parallel_worker.py RANK WORLD INIT OUT``.
+"""One rank of the context-parallel tests: ``context_parallel_worker.py RANK WORLD INIT OUT``.
 
 ``tests/test_context_parallel.py`` starts ``WORLD`` of these on the CPU (gloo, rendezvous through
 the file ``INIT``). Every rank runs the same cases in the same order and writes one JSON record
@@ -90,7 +90,9 @@ def value_case(
         "shape": list(out.shape),
         "out_dtype": str(out.dtype),
         "grad_dtypes": [str(t.grad.dtype) for t in local],  # type: ignore[union-attr]
-        "inputs_unchanged": all(torch.equal(a, b.detach()) for a, b in zip(before, local)),
+        "inputs_unchanged": all(
+            torch.equal(a, b.detach()) for a, b in zip(before, local, strict=True)
+        ),
     }
 
 
@@ -100,7 +102,7 @@ def error_of(fn: Callable[[], Any]) -> dict[str, Any]:
         fn()
     except HipdnnError as err:
         return {"raised": "HipdnnError", "code": err.code.name, "message": err.message}
-    except Exception as err:  # noqa: BLE001 - reported to the test process as a failure
+    except Exception as err:  # reported to the test process as a failure
         return {"raised": type(err).__name__, "message": str(err)}
     return {"raised": None}
 
@@ -136,22 +138,19 @@ def bad_cases(rank: int, world: int) -> dict[str, Callable[[], Any]]:
 
 
 def value_cases(world: int) -> dict[str, dict[str, Any]]:
+    f32 = torch.float32
     cases: dict[str, dict[str, Any]] = {}
     for layout in ("zigzag", "contiguous"):
-        for causal in (True, False):
-            cases[f"f64-{layout}-{'causal' if causal else 'full'}"] = dict(
-                layout=layout, causal=causal
-            )
-        cases[f"f64-{layout}-causal-gqa"] = dict(layout=layout, causal=True, h=4, hk=2, seed=1)
-        cases[f"f32-{layout}-causal-gqa"] = dict(
-            layout=layout, causal=True, dtype=torch.float32, h=4, hk=1, seed=2
-        )
-    cases["f64-zigzag-full-gqa-dv8-scale"] = dict(
-        layout="zigzag", causal=False, h=2, hk=1, dv=8, scale=0.375, seed=3
-    )
-    cases["f32-contiguous-full"] = dict(
-        layout="contiguous", causal=False, dtype=torch.float32, seed=4
-    )
+        cases[f"f64-{layout}-causal"] = {"layout": layout, "causal": True}
+        cases[f"f64-{layout}-full"] = {"layout": layout, "causal": False}
+        cases[f"f64-{layout}-causal-gqa"] = {"layout": layout, "causal": True, "h": 4, "hk": 2}
+        cases[f"f32-{layout}-causal-gqa"] = {"layout": layout, "causal": True, "dtype": f32,
+                                              "h": 4, "hk": 1, "seed": 2}  # fmt: skip
+    cases["f64-zigzag-full-gqa-dv8-scale"] = {
+        "layout": "zigzag", "causal": False, "h": 2, "hk": 1, "dv": 8, "scale": 0.375, "seed": 3
+    }  # fmt: skip
+    cases["f32-contiguous-full"] = {"layout": "contiguous", "causal": False, "dtype": f32,
+                                    "seed": 4}  # fmt: skip
     return cases
 
 
