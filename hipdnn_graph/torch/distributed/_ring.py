@@ -38,8 +38,16 @@ def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _rows(t: Tensor, start: int, length: int) -> Tensor:
+def _view(t: Tensor, start: int, length: int) -> Tensor:
+    """Rows ``[start, start + length)`` of dim 2, as a view (for in-place accumulation)."""
     return t if start == 0 and length == t.shape[2] else t.narrow(2, start, length)
+
+
+def _rows(t: Tensor, start: int, length: int) -> Tensor:
+    """Rows ``[start, start + length)`` of dim 2 as a graph input: the tensor itself when whole,
+    else a packed copy of the half block (cheap next to the block's attention, and every engine
+    takes packed tensors)."""
+    return t if start == 0 and length == t.shape[2] else t.narrow(2, start, length).contiguous()
 
 
 def _blocks(ring: Ring, local_len: int, causal: bool, layout: str) -> list[Block | None]:
@@ -83,8 +91,8 @@ def ring_forward(
                 lse_acc = lse_b.to(acc, copy=True)
             else:
                 _merge(
-                    _rows(o_acc, blk.q_start, blk.q_len),
-                    _rows(lse_acc, blk.q_start, blk.q_len),
+                    _view(o_acc, blk.q_start, blk.q_len),
+                    _view(lse_acc, blk.q_start, blk.q_len),
                     o_b,
                     lse_b,
                 )
@@ -127,7 +135,7 @@ def ring_backward(
                 scale=scale,
                 is_causal=blk.causal,
             )
-            _rows(dq, *rows).add_(dq_b)
+            _view(dq, *rows).add_(dq_b)
             parts = (dk_b, dv_b)
         if grads is None:  # this slice's accumulators start here, at its owner
             dk_acc = torch.zeros(kv[0].shape, dtype=acc, device=q.device)
@@ -135,8 +143,8 @@ def ring_backward(
         else:
             dk_acc, dv_acc = grads.wait()
         if parts is not None and blk is not None:
-            _rows(dk_acc, blk.kv_start, blk.kv_len).add_(parts[0])
-            _rows(dv_acc, blk.kv_start, blk.kv_len).add_(parts[1])
+            _view(dk_acc, blk.kv_start, blk.kv_len).add_(parts[0])
+            _view(dv_acc, blk.kv_start, blk.kv_len).add_(parts[1])
         grads = ring.exchange((dk_acc, dv_acc), _GRAD_TAG)
         if pending is not None:
             kv = pending.wait()
@@ -166,6 +174,7 @@ class RingAttention(torch.autograd.Function):
         return o
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx: Any, do: Tensor) -> tuple[Any, ...]:
         q, k, v, o, stats = ctx.saved_tensors
         dq, dk, dv = ring_backward(q, k, v, o, stats, do, *ctx.options)
