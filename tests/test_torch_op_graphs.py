@@ -317,3 +317,58 @@ def test_no_engine_for_the_problem_is_a_not_supported_error() -> None:
         with pytest.raises(hg.NotSupportedError, match="an additive bias is not implemented"):
             sdpa_forward(q, k, v, attn_mask=torch.zeros(SQ, SKV, dtype=torch.float64))
     graph_cache().clear()
+
+
+class _FailingPlan:
+    engine_name = "FAILS_ON_RUN_ENGINE"
+    workspace_size = 0
+
+    def execute(self, variant_pack: Any, workspace: Any) -> None:
+        raise RuntimeError("this engine runs on no device here")
+
+
+class _FailingEngine:
+    """Accepts every graph and fails when it runs, as a GPU engine does on CPU tensors."""
+
+    name = "FAILS_ON_RUN_ENGINE"
+    priority = 0
+    array_kind = "torch"
+
+    def check(self, graph: Any) -> Any:
+        return hg.backend.Support.yes()
+
+    def workspace_size(self, graph: Any) -> int:
+        return 0
+
+    def build_plan(self, graph: Any) -> _FailingPlan:
+        return _FailingPlan()
+
+
+class _FailingBackend:
+    name = "failing"
+
+    def engines(self) -> list[Any]:
+        return [_FailingEngine()]
+
+
+def test_cpu_tensors_fall_through_an_engine_that_fails_to_run_them() -> None:
+    from hipdnn_graph_numpy_reference import create_backend as numpy_backend
+
+    graph_cache().clear()
+    q, k, v, do = _inputs(15)
+    with hg.backend.isolated_registry(load_entry_points=False):
+        hg.register_backend(_FailingBackend())
+        hg.register_backend(numpy_backend())
+        o, stats = sdpa_forward(q, k, v, scale=0.5)  # ranked first: FAILS_ON_RUN, then NumPy
+        _close(o, reference_forward(q, k, v, scale=0.5)[0])
+        (entry,) = graph_cache().values()
+        assert entry.graph.get_plan_name() == "NUMPY_REFERENCE_ENGINE"
+        sdpa_forward(q, k, v, scale=0.5)  # a hit runs the engine that worked
+        assert graph_cache().info()[:2] == (1, 1)
+        dq = sdpa_backward(q, k, v, o, do, stats, scale=0.5)[0]
+        _close(dq, reference_backward(q, k, v, o, do, stats, scale=0.5)[0])
+        with pytest.raises(hg.HipdnnError, match="FAILS_ON_RUN_ENGINE failed during execute: "
+                           "RuntimeError: this engine runs on no device here") as info:  # fmt: skip
+            sdpa_forward(q, k, v, engine="FAILS_ON_RUN_ENGINE")  # forced: no fall-through
+        assert info.value.code == hg.ErrorCode.GRAPH_EXECUTION_FAILED
+    graph_cache().clear()

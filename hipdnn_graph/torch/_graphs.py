@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import math
-import weakref
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,31 +37,24 @@ from ..errors import HipdnnError, NotSupportedError
 from ..graph import Graph
 from ..tensor import TensorAttributes
 from ..types import DataType, DiagonalAlignment, ErrorCode
+from ._args import (
+    IO_TYPES,
+    SeqLens,
+    alignment_of,
+    as_bias,
+    check_qkv,
+    check_tensor,
+    fail,
+    materialized,
+    no_zero_strides,
+    seq_lens,
+    strides_like,
+)
 from ._cache import GraphCache
 
-__all__ = [
-    "SeqLens",
-    "alignment_of",
-    "as_bias",
-    "check_qkv",
-    "graph_cache",
-    "mask_to_bias",
-    "sdpa_backward",
-    "sdpa_forward",
-    "seq_lens",
-    "strides_like",
-]
+__all__ = ["graph_cache", "sdpa_backward", "sdpa_forward"]
 
 Tensor = torch.Tensor
-#: a per-batch valid length: a tensor of B integers (any shape with B elements) or B ints
-SeqLens = Tensor | Sequence[int] | None
-
-_IO_TYPES: dict[torch.dtype, DataType] = {
-    torch.float16: DataType.HALF,
-    torch.bfloat16: DataType.BFLOAT16,
-    torch.float32: DataType.FLOAT,
-    torch.float64: DataType.DOUBLE,
-}
 
 _CACHE: GraphCache[_Entry] = GraphCache(256)
 
@@ -96,39 +88,6 @@ class _Entry:
     graph: Graph
     slots: dict[str, TensorAttributes]
     outputs: tuple[TensorAttributes, ...]
-
-
-def mask_to_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
-    """The additive bias of a boolean mask (True = attend): 0 where True, -inf where False.
-
-    Example:
-        >>> mask_to_bias(torch.tensor([True, False]), torch.float32)
-        tensor([0., -inf])
-    """
-    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(
-        ~mask, float("-inf")
-    )
-
-
-def strides_like(t: Tensor, shape: Sequence[int]) -> tuple[int, ...]:
-    """Packed strides for ``shape`` with ``t``'s dimension order (outermost first).
-
-    Outputs take their input's layout: O takes Q's and dQ, dK, dV take Q's, K's and V's, so
-    that transformers' ``[B, S, H, D]`` activations flow through without copies (the fused
-    kernels write that layout, and ``o.transpose(1, 2).contiguous()`` is then free).
-
-    Example:
-        >>> q = torch.empty(2, 16, 4, 8).transpose(1, 2)  # [B, H, S, D] over [B, S, H, D] memory
-        >>> strides_like(q, (2, 4, 16, 32))
-        (2048, 32, 128, 1)
-    """
-    order = sorted(range(t.dim()), key=lambda d: (-int(t.stride()[d]), d))
-    strides = [0] * len(shape)
-    step = 1
-    for d in reversed(order):
-        strides[d] = step
-        step *= max(int(shape[d]), 1)
-    return tuple(strides)
 
 
 def sdpa_forward(
@@ -249,13 +208,13 @@ def sdpa_backward(
     """
     check_qkv(q, k, v)
     for name, t in (("o", o), ("do", do), ("stats", stats)):
-        _check_tensor(name, t, q)
+        check_tensor(name, t, q)
     options = _options(q, scale, is_causal, diagonal_alignment, left_bound, right_bound, alibi,
                        engine)  # fmt: skip
     tensors = _optional_inputs(q, k, attn_mask, seq_len_q, seq_len_kv, dropout_mask, dropout_scale)
     if dbias_shape is not None and (attn_mask is None or attn_mask.dtype == torch.bool):
         raise HipdnnError(ErrorCode.INVALID_VALUE, "dbias_shape needs a floating-point attn_mask")
-    pack = {"Q": q, "K": k, "V": v, "O": o, "dO": _materialized(do), "Stats": stats, **tensors}
+    pack = {"Q": q, "K": k, "V": v, "O": o, "dO": materialized(do), "Stats": stats, **tensors}
     with_dbias = dbias_shape is not None
     key = (_key("bwd", pack, options), with_dbias)
     entry, out = _run(key, pack, options, functools.partial(_backward_graph, dbias=with_dbias))
@@ -267,52 +226,6 @@ def sdpa_backward(
 
 
 # ----- arguments -----
-def _fail(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VALUE, message)
-
-
-def check_qkv(q: Any, k: Any, v: Any) -> None:
-    for name, t in (("query", q), ("key", k), ("value", v)):
-        if not isinstance(t, torch.Tensor):
-            raise _fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 4:
-            raise _fail(f"{name} must be rank-4 [B, H, S, D], got shape {list(t.shape)}")
-    if q.dtype not in _IO_TYPES:
-        raise _fail(f"query dtype {q.dtype} is not supported (float16, bfloat16, float32, float64)")
-    for name, t in (("key", k), ("value", v)):
-        _check_tensor(name, t, q)
-        if t.dtype != q.dtype:
-            raise _fail(f"{name} dtype {t.dtype} differs from query dtype {q.dtype}")
-        if t.shape[1] == 0 or q.shape[1] % t.shape[1]:
-            raise _fail(
-                f"{name} heads ({t.shape[1]}) must divide query heads ({q.shape[1]}) for GQA"
-            )
-
-
-def _check_tensor(name: str, t: Any, q: Tensor) -> None:
-    if not isinstance(t, torch.Tensor):
-        raise _fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.device != q.device:
-        raise _fail(f"{name} is on {t.device} but query is on {q.device}")
-
-
-def alignment_of(value: DiagonalAlignment | str | None) -> DiagonalAlignment:
-    """``None`` (top-left), a name (``"bottom_right"``) or an enum value as the enum."""
-    if value is None:
-        return DiagonalAlignment.TOP_LEFT
-    if isinstance(value, str):
-        try:
-            return DiagonalAlignment[value.upper()]
-        except KeyError:
-            pass
-    elif isinstance(value, int) and not isinstance(value, bool):
-        try:
-            return DiagonalAlignment(value)
-        except ValueError:
-            pass
-    raise _fail(f"diagonal_alignment must be 'top_left' or 'bottom_right', got {value!r}")
-
-
 def _options(
     q: Tensor,
     scale: float | None,
@@ -326,12 +239,12 @@ def _options(
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
     elif isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale):
-        raise _fail(f"scale must be a finite number, got {scale!r}")
+        raise fail(f"scale must be a finite number, got {scale!r}")
     for name, bound in (("left_bound", left_bound), ("right_bound", right_bound)):
         if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)):
-            raise _fail(f"{name} must be an integer or None, got {bound!r}")
+            raise fail(f"{name} must be an integer or None, got {bound!r}")
     if engine is not None and not isinstance(engine, str):
-        raise _fail(f"engine must be an engine name or None, got {engine!r}")
+        raise fail(f"engine must be an engine name or None, got {engine!r}")
     return _Options(float(scale), bool(is_causal), alignment_of(alignment), left_bound, right_bound,
                     bool(alibi), engine)  # fmt: skip
 
@@ -353,98 +266,16 @@ def _optional_inputs(
     if lens is not None:
         out["SEQ_LEN_Q"], out["SEQ_LEN_KV"] = lens
     if dropout_mask is not None:
-        _check_tensor("dropout_mask", dropout_mask, q)
+        check_tensor("dropout_mask", dropout_mask, q)
         scale = 1.0 if dropout_scale is None else dropout_scale
         if isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0:
-            raise _fail(f"dropout_scale must be a positive number, got {dropout_scale!r}")
-        out["Dropout_mask"] = _no_zero_strides(dropout_mask)
+            raise fail(f"dropout_scale must be a positive number, got {dropout_scale!r}")
+        out["Dropout_mask"] = no_zero_strides(dropout_mask)
         out["Dropout_scale"] = float(scale)
         out["Dropout_scale_inv"] = 1.0 / float(scale)
     elif dropout_scale is not None:
-        raise _fail("dropout_scale needs a dropout_mask")
+        raise fail("dropout_scale needs a dropout_mask")
     return out
-
-
-def as_bias(mask: Tensor, q: Tensor) -> Tensor:
-    """The graph's Bias for ``attn_mask``: a bool mask becomes an additive bias, the rank is
-    padded to 4 and broadcast (stride-0) dims are narrowed to 1. Differentiable, no copy of a
-    float mask.
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` for a mask of another dtype, rank > 4 or another device.
-    """
-    _check_tensor("attn_mask", mask, q)
-    if mask.dtype == torch.bool:
-        mask = _bool_bias(mask, q.dtype)
-    elif not mask.is_floating_point():
-        raise _fail(f"attn_mask must be bool or floating point, got {mask.dtype}")
-    if mask.dim() > 4:
-        raise _fail(f"attn_mask must have rank ≤ 4, got shape {list(mask.shape)}")
-    return _no_zero_strides(mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape)))
-
-
-#: the last bool mask converted, so that the layers of a model, which all receive the same mask
-#: object, share one bias (and autograd saves it once): (mask, its version, dtype, bias)
-_LAST_BOOL: list[tuple[weakref.ref[Tensor], int, torch.dtype, Tensor]] = []
-
-
-def _bool_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
-    if torch.compiler.is_compiling():
-        return mask_to_bias(mask, dtype)
-    last = _LAST_BOOL[0] if _LAST_BOOL else None
-    if last is not None and last[0]() is mask and last[1] == mask._version and last[2] == dtype:
-        return last[3]
-    bias = mask_to_bias(mask, dtype)
-    _LAST_BOOL[:] = [(weakref.ref(mask), mask._version, dtype, bias)]
-    return bias
-
-
-def _no_zero_strides(t: Tensor) -> Tensor:
-    """A broadcast (stride-0) dim of size > 1 narrowed to size 1: same values, no copy."""
-    for dim, (size, stride) in enumerate(zip(t.shape, t.stride(), strict=True)):
-        if stride == 0 and size > 1:
-            t = t.narrow(dim, 0, 1)
-    return t
-
-
-def seq_lens(
-    q: Tensor, k: Tensor, seq_len_q: SeqLens, seq_len_kv: SeqLens
-) -> tuple[Tensor, Tensor] | None:
-    """Both padding lengths as int32 ``[B, 1, 1, 1]`` tensors on q's device (the full length
-    where one is ``None``), or ``None`` when neither is given.
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` for non-integers or a count other than B.
-    """
-    if seq_len_q is None and seq_len_kv is None:
-        return None
-    b = q.shape[0]
-    return (
-        _seq_lens("seq_len_q", seq_len_q, b, q.shape[2], q.device),
-        _seq_lens("seq_len_kv", seq_len_kv, b, k.shape[2], q.device),
-    )
-
-
-def _materialized(t: Tensor) -> Tensor:
-    """``t`` itself, or a packed copy when it is broadcast (a stride-0 dim: ``x.sum()``'s grad)."""
-    return t.contiguous() if 0 in t.stride() else t
-
-
-def _seq_lens(name: str, value: SeqLens, batch: int, full: int, device: torch.device) -> Tensor:
-    if value is None:
-        return torch.full((batch, 1, 1, 1), full, dtype=torch.int32, device=device)
-    if isinstance(value, torch.Tensor):
-        if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
-            raise _fail(f"{name} must hold integers, got {value.dtype}")
-        t = value.to(device=device, dtype=torch.int32)
-    else:
-        try:
-            t = torch.tensor([int(x) for x in value], dtype=torch.int32, device=device)
-        except (TypeError, ValueError):
-            raise _fail(f"{name} must be a tensor or a sequence of integers") from None
-    if t.numel() != batch:
-        raise _fail(f"{name} must have one length per batch ({batch}), got {t.numel()}")
-    return t.reshape(batch, 1, 1, 1).contiguous()
 
 
 # ----- the cache -----
@@ -512,7 +343,7 @@ def _torch(value: Any) -> Tensor:
 # ----- graphs -----
 def _graph(pack: dict[str, Any], name: str) -> tuple[Graph, dict[str, TensorAttributes]]:
     q = pack["Q"]
-    io = _IO_TYPES[q.dtype]
+    io = IO_TYPES[q.dtype]
     wide = DataType.DOUBLE if io == DataType.DOUBLE else DataType.FLOAT
     g = Graph(name=name, io_data_type=io, intermediate_data_type=wide, compute_data_type=wide)
     slots: dict[str, TensorAttributes] = {}
@@ -532,13 +363,13 @@ def _graph(pack: dict[str, Any], name: str) -> tuple[Graph, dict[str, TensorAttr
 
 
 def _data_type(dtype: torch.dtype) -> DataType:
-    if dtype in _IO_TYPES:
-        return _IO_TYPES[dtype]
+    if dtype in IO_TYPES:
+        return IO_TYPES[dtype]
     if dtype == torch.int32:
         return DataType.INT32
     if dtype == torch.uint8:
         return DataType.UINT8
-    raise _fail(f"tensors of dtype {dtype} are not supported")
+    raise fail(f"tensors of dtype {dtype} are not supported")
 
 
 def _keywords(options: _Options, slots: dict[str, TensorAttributes]) -> dict[str, Any]:

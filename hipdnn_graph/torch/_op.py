@@ -18,16 +18,8 @@ import torch
 
 from ..errors import HipdnnError
 from ..types import DiagonalAlignment, ErrorCode
-from ._graphs import (
-    SeqLens,
-    alignment_of,
-    as_bias,
-    check_qkv,
-    sdpa_backward,
-    sdpa_forward,
-    seq_lens,
-    strides_like,
-)
+from ._args import SeqLens, alignment_of, as_bias, check_qkv, seq_lens, strides_like
+from ._graphs import sdpa_backward, sdpa_forward
 
 __all__ = ["scaled_dot_product_attention"]
 

@@ -1,0 +1,204 @@
+"""Arguments of the torch op: checks, masks as biases, padding lengths and output layouts.
+
+Everything here turns torch-level arguments into what the graphs take, and raises
+``HipdnnError(INVALID_VALUE)`` naming the argument when one is wrong.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ..errors import HipdnnError
+from ..types import DataType, DiagonalAlignment, ErrorCode
+
+__all__ = [
+    "IO_TYPES",
+    "SeqLens",
+    "alignment_of",
+    "as_bias",
+    "check_qkv",
+    "check_tensor",
+    "fail",
+    "mask_to_bias",
+    "materialized",
+    "no_zero_strides",
+    "seq_lens",
+    "strides_like",
+]
+
+Tensor = torch.Tensor
+#: a per-batch valid length: a tensor of B integers (any shape with B elements) or B ints
+SeqLens = Tensor | Sequence[int] | None
+
+#: torch dtype -> hipDNN data type of the tensors the op takes
+IO_TYPES: dict[torch.dtype, DataType] = {
+    torch.float16: DataType.HALF,
+    torch.bfloat16: DataType.BFLOAT16,
+    torch.float32: DataType.FLOAT,
+    torch.float64: DataType.DOUBLE,
+}
+
+
+def mask_to_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """The additive bias of a boolean mask (True = attend): 0 where True, -inf where False.
+
+    Example:
+        >>> mask_to_bias(torch.tensor([True, False]), torch.float32)
+        tensor([0., -inf])
+    """
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(
+        ~mask, float("-inf")
+    )
+
+
+def strides_like(t: Tensor, shape: Sequence[int]) -> tuple[int, ...]:
+    """Packed strides for ``shape`` with ``t``'s dimension order (outermost first).
+
+    Outputs take their input's layout: O takes Q's and dQ, dK, dV take Q's, K's and V's, so
+    that transformers' ``[B, S, H, D]`` activations flow through without copies (the fused
+    kernels write that layout, and ``o.transpose(1, 2).contiguous()`` is then free).
+
+    Example:
+        >>> q = torch.empty(2, 16, 4, 8).transpose(1, 2)  # [B, H, S, D] over [B, S, H, D] memory
+        >>> strides_like(q, (2, 4, 16, 32))
+        (2048, 32, 128, 1)
+    """
+    order = sorted(range(t.dim()), key=lambda d: (-int(t.stride()[d]), d))
+    strides = [0] * len(shape)
+    step = 1
+    for d in reversed(order):
+        strides[d] = step
+        step *= max(int(shape[d]), 1)
+    return tuple(strides)
+
+
+def fail(message: str) -> HipdnnError:
+    return HipdnnError(ErrorCode.INVALID_VALUE, message)
+
+
+def check_qkv(q: Any, k: Any, v: Any) -> None:
+    for name, t in (("query", q), ("key", k), ("value", v)):
+        if not isinstance(t, torch.Tensor):
+            raise fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise fail(f"{name} must be rank-4 [B, H, S, D], got shape {list(t.shape)}")
+    if q.dtype not in IO_TYPES:
+        raise fail(f"query dtype {q.dtype} is not supported (float16, bfloat16, float32, float64)")
+    for name, t in (("key", k), ("value", v)):
+        check_tensor(name, t, q)
+        if t.dtype != q.dtype:
+            raise fail(f"{name} dtype {t.dtype} differs from query dtype {q.dtype}")
+        if t.shape[1] == 0 or q.shape[1] % t.shape[1]:
+            raise fail(
+                f"{name} heads ({t.shape[1]}) must divide query heads ({q.shape[1]}) for GQA"
+            )
+
+
+def check_tensor(name: str, t: Any, q: Tensor) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.device != q.device:
+        raise fail(f"{name} is on {t.device} but query is on {q.device}")
+
+
+def alignment_of(value: DiagonalAlignment | str | None) -> DiagonalAlignment:
+    """``None`` (top-left), a name (``"bottom_right"``) or an enum value as the enum."""
+    if value is None:
+        return DiagonalAlignment.TOP_LEFT
+    if isinstance(value, str):
+        try:
+            return DiagonalAlignment[value.upper()]
+        except KeyError:
+            pass
+    elif isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return DiagonalAlignment(value)
+        except ValueError:
+            pass
+    raise fail(f"diagonal_alignment must be 'top_left' or 'bottom_right', got {value!r}")
+
+
+def as_bias(mask: Tensor, q: Tensor) -> Tensor:
+    """The graph's Bias for ``attn_mask``: a bool mask becomes an additive bias, the rank is
+    padded to 4 and broadcast (stride-0) dims are narrowed to 1. Differentiable, no copy of a
+    float mask.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for a mask of another dtype, rank > 4 or another device.
+    """
+    check_tensor("attn_mask", mask, q)
+    if mask.dtype == torch.bool:
+        mask = _bool_bias(mask, q.dtype)
+    elif not mask.is_floating_point():
+        raise fail(f"attn_mask must be bool or floating point, got {mask.dtype}")
+    if mask.dim() > 4:
+        raise fail(f"attn_mask must have rank ≤ 4, got shape {list(mask.shape)}")
+    return no_zero_strides(mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape)))
+
+
+#: the last bool mask converted, so that the layers of a model, which all receive the same mask
+#: object, share one bias (and autograd saves it once): (mask, its version, dtype, bias)
+_LAST_BOOL: list[tuple[weakref.ref[Tensor], int, torch.dtype, Tensor]] = []
+
+
+def _bool_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    if torch.compiler.is_compiling():
+        return mask_to_bias(mask, dtype)
+    last = _LAST_BOOL[0] if _LAST_BOOL else None
+    if last is not None and last[0]() is mask and last[1] == mask._version and last[2] == dtype:
+        return last[3]
+    bias = mask_to_bias(mask, dtype)
+    _LAST_BOOL[:] = [(weakref.ref(mask), mask._version, dtype, bias)]
+    return bias
+
+
+def no_zero_strides(t: Tensor) -> Tensor:
+    """A broadcast (stride-0) dim of size > 1 narrowed to size 1: same values, no copy."""
+    for dim, (size, stride) in enumerate(zip(t.shape, t.stride(), strict=True)):
+        if stride == 0 and size > 1:
+            t = t.narrow(dim, 0, 1)
+    return t
+
+
+def seq_lens(
+    q: Tensor, k: Tensor, seq_len_q: SeqLens, seq_len_kv: SeqLens
+) -> tuple[Tensor, Tensor] | None:
+    """Both padding lengths as int32 ``[B, 1, 1, 1]`` tensors on q's device (the full length
+    where one is ``None``), or ``None`` when neither is given.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for non-integers or a count other than B.
+    """
+    if seq_len_q is None and seq_len_kv is None:
+        return None
+    b = q.shape[0]
+    return (
+        _seq_lens("seq_len_q", seq_len_q, b, q.shape[2], q.device),
+        _seq_lens("seq_len_kv", seq_len_kv, b, k.shape[2], q.device),
+    )
+
+
+def materialized(t: Tensor) -> Tensor:
+    """``t`` itself, or a packed copy when it is broadcast (a stride-0 dim: ``x.sum()``'s grad)."""
+    return t.contiguous() if 0 in t.stride() else t
+
+
+def _seq_lens(name: str, value: SeqLens, batch: int, full: int, device: torch.device) -> Tensor:
+    if value is None:
+        return torch.full((batch, 1, 1, 1), full, dtype=torch.int32, device=device)
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
+            raise fail(f"{name} must hold integers, got {value.dtype}")
+        t = value.to(device=device, dtype=torch.int32)
+    else:
+        try:
+            t = torch.tensor([int(x) for x in value], dtype=torch.int32, device=device)
+        except (TypeError, ValueError):
+            raise fail(f"{name} must be a tensor or a sequence of integers") from None
+    if t.numel() != batch:
+        raise fail(f"{name} must have one length per batch ({batch}), got {t.numel()}")
+    return t.reshape(batch, 1, 1, 1).contiguous()
