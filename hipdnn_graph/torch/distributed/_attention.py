@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from ...errors import HipdnnError
-from .._graphs import check_qkv
+from .._args import check_qkv
 from .._op import scaled_dot_product_attention
 from ._group import DTYPE_NAMES, Ring, agree, dtype_code, resolve
 from ._layout import LAYOUTS, check_layout
