@@ -17,7 +17,12 @@ It prints ``speedup = single / cp``, the parallel efficiency ``speedup / W``, an
 communication share ``1 − cp_local / cp`` (the part of the step that communication adds, i.e.
 what the overlap does not hide). With W = 1, ``cp`` is the op through a group of one and the
 row's ``ratio = cp / single`` is the overhead of the distributed entry point (target ≤ 1.02).
-Rounds alternate the variants so that clock drift hits all alike.
+Calls alternate between the variants so that clock drift hits all alike.
+
+Before timing, a check runs ``cp`` on a short sequence (1024·W tokens) and compares its gathered
+output and gradients with the op on the whole sequence in float32; the script prints the errors
+and exits with status 1 when they exceed twice the op's own error in the benchmark dtype plus
+5e-3.
 
 NVLink multicast stays off (``NCCL_NVLS_ENABLE=0``, ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``),
 whatever the environment says.
@@ -44,7 +49,11 @@ import torch
 import torch.distributed as dist
 
 import hipdnn_graph.torch as hgt
-from hipdnn_graph.torch.distributed import context_parallel_attention
+from hipdnn_graph.torch.distributed import (
+    context_parallel_attention,
+    gather_sequence,
+    shard_sequence,
+)
 from hipdnn_graph.torch.distributed._group import local_copies
 
 VARIANTS = ("single", "cp", "cp_local")
@@ -125,6 +134,37 @@ def inputs(seq: int, heads: int, dim: int, dtype: torch.dtype, device: torch.dev
     return out
 
 
+def check(args: argparse.Namespace, world: int, device: torch.device) -> dict[str, Any]:
+    """Before timing: outputs and gradients of ``cp`` on a short sequence (1024·W tokens) against
+    the op on the whole sequence in float32; passes when the errors are at most twice the op's
+    own error in the benchmark dtype plus 5e-3 (the margin of the op's GPU tests)."""
+    dtype = getattr(torch, args.dtype)
+    seq = 1024 * world
+    g = torch.Generator(device=device).manual_seed(1234)  # the same tensors on every rank
+    full = [torch.randn(1, args.heads, seq, args.dim, generator=g, device=device)
+            for _ in range(4)]  # fmt: skip
+
+    def op(tensors: list[torch.Tensor], attention: Callable[..., torch.Tensor], **kw: Any):
+        leaves = [t.detach().clone().requires_grad_() for t in tensors[:3]]
+        out = attention(*leaves, is_causal=True, **kw)
+        out.backward(tensors[3])
+        return [out.detach()] + [t.grad for t in leaves]
+
+    ref = op(full, hgt.scaled_dot_product_attention)
+    low = [t.to(dtype) for t in full]
+    plain = op(low, hgt.scaled_dot_product_attention)
+    local = [shard_sequence(t, layout=args.layout) for t in low]
+    parts = op(local, context_parallel_attention, layout=args.layout)
+    cp = [gather_sequence(t, layout=args.layout) for t in parts]
+    names = ("out", "dq", "dk", "dv")
+    op_err = {
+        n: (a.float() - r).abs().max().item() for n, a, r in zip(names, plain, ref, strict=True)
+    }
+    cp_err = {n: (a.float() - r).abs().max().item() for n, a, r in zip(names, cp, ref, strict=True)}
+    ok = all(cp_err[n] <= 2 * op_err[n] + 5e-3 for n in names)
+    return {"seq": seq, "op_error": op_err, "cp_error": cp_err, "passed": ok}
+
+
 def measure_seq(seq: int, args: argparse.Namespace, world: int, rank: int, device: torch.device,
                 rounds: int, warmup: int, reps: int) -> Row:  # fmt: skip
     dtype = getattr(torch, args.dtype)
@@ -139,14 +179,16 @@ def measure_seq(seq: int, args: argparse.Namespace, world: int, rank: int, devic
     if world > 1:
         runs["cp_local"] = runs["cp"]
     times: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            if name == "cp_local":
-                with local_copies():
-                    samples = [step_ms(run, device, world) for _ in range(warmup + reps)]
-            else:
-                samples = [step_ms(run, device, world) for _ in range(warmup + reps)]
-            times[name] += samples[warmup:]
+    for _ in range(rounds):  # calls alternate between the variants: drift hits all alike
+        for i in range(warmup + reps):
+            for name, run in runs.items():
+                if name == "cp_local":
+                    with local_copies():
+                        ms = step_ms(run, device, world)
+                else:
+                    ms = step_ms(run, device, world)
+                if i >= warmup:
+                    times[name].append(ms)
     row.single_ms = statistics.median(times["single"])
     row.cp_ms = statistics.median(times["cp"])
     row.speedup = row.single_ms / row.cp_ms
@@ -194,6 +236,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{platform.python_version()}; {args.dtype}, B=1, H={args.heads}, D={args.dim}, "
               f"causal, {args.layout}; forward+backward, median of {rounds} round(s) x {reps}; "
               f"NCCL_NVLS_ENABLE={os.environ['NCCL_NVLS_ENABLE']}")  # fmt: skip
+    verdict = check(args, world, device)
+    if lead:
+        print(f"# check at S={verdict['seq']} against the op in float32: max error of cp "
+              + ", ".join(f"{n} {e:.2e}" for n, e in verdict["cp_error"].items())
+              + "; of the op in " + args.dtype + " "
+              + ", ".join(f"{n} {e:.2e}" for n, e in verdict["op_error"].items())
+              + (": passed" if verdict["passed"] else ": FAILED"), flush=True)  # fmt: skip
         print("| S | S/W | 1 GPU ms | W GPUs ms | no-comm ms | speedup | efficiency | "
               "comm share | W=1 ratio | MiB/rank | engines |")  # fmt: skip
         print("|" + "---|" * 11, flush=True)
@@ -216,9 +265,10 @@ def main(argv: list[str] | None = None) -> int:
                 "reps": reps, "warmup": warmup, "quick": args.quick,
                 "nccl_nvls_enable": os.environ["NCCL_NVLS_ENABLE"]}  # fmt: skip
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"meta": meta, "rows": [asdict(r) for r in rows]}, f, indent=2)
+            json.dump({"meta": meta, "check": verdict, "rows": [asdict(r) for r in rows]}, f,
+                      indent=2)  # fmt: skip
     dist.destroy_process_group()
-    return 0
+    return 0 if verdict["passed"] else 1
 
 
 if __name__ == "__main__":
