@@ -66,17 +66,29 @@ def value_case(
     dv: int = D,
     scale: float | None = None,
     seed: int = 0,
+    bshd: bool = False,
+    sum_loss: bool = False,
 ) -> dict[str, Any]:
+    """``bshd``: the local slices are ``[B, S, H, D]`` memory seen as ``[B, H, S, D]`` (as
+    transformers passes them); ``sum_loss``: the loss is ``out.sum()`` (a broadcast dO)."""
     s = 2 * world * CHUNK
     q, k, v, do = full_inputs(seed, s, h, hk, dv, dtype)
+    if sum_loss:
+        do = torch.ones_like(do)
     gqa = hk != h
     ref = reference(q, k, v, do, is_causal=causal, scale=scale, enable_gqa=gqa)
-    local = [shard_sequence(t, group, layout).requires_grad_() for t in (q, k, v)]
+    local = [shard_sequence(t, group, layout) for t in (q, k, v)]
+    if bshd:
+        local = [t.transpose(1, 2).contiguous().transpose(1, 2) for t in local]
+    local = [t.requires_grad_() for t in local]
     before = [t.detach().clone() for t in local]
     out = context_parallel_attention(
         *local, group=group, is_causal=causal, scale=scale, enable_gqa=gqa, layout=layout
     )
-    out.backward(shard_sequence(do, group, layout))
+    if sum_loss:
+        out.sum().backward()
+    else:
+        out.backward(shard_sequence(do, group, layout))
     got = [out.detach()] + [t.grad for t in local]
     errors = {
         name: (g.double() - shard_sequence(r, group, layout)).abs().max().item()
@@ -149,6 +161,8 @@ def value_cases(world: int) -> dict[str, dict[str, Any]]:
     cases["f64-zigzag-full-gqa-dv8-scale"] = {
         "layout": "zigzag", "causal": False, "h": 2, "hk": 1, "dv": 8, "scale": 0.375, "seed": 3
     }  # fmt: skip
+    cases["f64-zigzag-causal-bshd-sum"] = {"layout": "zigzag", "causal": True, "h": 4, "hk": 2,
+                                           "bshd": True, "sum_loss": True, "seed": 5}  # fmt: skip
     cases["f32-contiguous-full"] = {"layout": "contiguous", "causal": False, "dtype": f32,
                                     "seed": 4}  # fmt: skip
     return cases

@@ -182,7 +182,7 @@ VALUE_CASES = [
         ("f64", "causal-gqa"),
         ("f32", "causal-gqa"),
     )
-] + ["f64-zigzag-full-gqa-dv8-scale", "f32-contiguous-full"]
+] + ["f64-zigzag-full-gqa-dv8-scale", "f64-zigzag-causal-bshd-sum", "f32-contiguous-full"]
 
 
 @pytest.mark.parametrize("case", VALUE_CASES)

@@ -116,6 +116,8 @@ def ring_backward(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """dQ, dK, dV of the local slices (their dtypes), from the forward's global O and Stats."""
     acc = _acc_dtype(q.dtype)
+    if 0 in do.stride():  # a broadcast gradient (``out.sum()``): packed once, not per block
+        do = do.contiguous()
     dq = torch.zeros(q.shape, dtype=acc, device=q.device)
     kv: tuple[Tensor, ...] = (k, v)
     grads: Pending | None = None
