@@ -94,6 +94,7 @@ def value_case(
         name: (g.double() - shard_sequence(r, group, layout)).abs().max().item()
         for name, g, r in zip(("out", "dq", "dk", "dv"), got, ref, strict=True)
     }
+    follows = all(g.stride() == t.stride() for g, t in zip(got[1:], local, strict=True))
     gathered = gather_sequence(out.detach(), group, layout)
     errors["gathered_out"] = (gathered.double() - ref[0]).abs().max().item()
     return {
@@ -102,6 +103,8 @@ def value_case(
         "shape": list(out.shape),
         "out_dtype": str(out.dtype),
         "grad_dtypes": [str(t.grad.dtype) for t in local],  # type: ignore[union-attr]
+        # outputs in their inputs' dimension order, as the op's: O like Q, dQ/dK/dV like Q/K/V
+        "strides_follow_inputs": follows and (dv != D or out.stride() == local[0].stride()),
         "inputs_unchanged": all(
             torch.equal(a, b.detach()) for a, b in zip(before, local, strict=True)
         ),

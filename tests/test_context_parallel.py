@@ -196,6 +196,7 @@ def test_equals_torch_sdpa_on_the_whole_sequence(ranks: list[dict[str, Any]], ca
         dtype = "torch.float64" if case.startswith("f64") else "torch.float32"
         assert got["out_dtype"] == dtype and got["grad_dtypes"] == [dtype] * 3
         assert got["inputs_unchanged"]
+        assert got["strides_follow_inputs"]
         assert got["shape"][2] == 8  # 2 chunks of 4 tokens per rank
 
 

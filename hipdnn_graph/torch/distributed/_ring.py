@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from .._args import strides_like
 from .._graphs import sdpa_backward, sdpa_forward
 from ._group import Pending, Ring
 from ._layout import Block, block
@@ -56,6 +57,18 @@ def _blocks(ring: Ring, local_len: int, causal: bool, layout: str) -> list[Block
     return [block(layout, w, r, (r - t) % w, local_len, causal) for t in range(w)]
 
 
+def _restrided(t: Tensor, strides: tuple[int, ...], dtype: torch.dtype | None = None) -> Tensor:
+    """A copy of ``t`` with these strides (and dtype)."""
+    out = torch.empty_strided(t.shape, strides, dtype=dtype or t.dtype, device=t.device)
+    return out.copy_(t)
+
+
+def _like(acc: Tensor, like: Tensor) -> Tensor:
+    """The accumulator in ``like``'s dtype and dimension order (the op's convention: O like Q,
+    dQ/dK/dV like Q/K/V, so ``[B, S, H, D]`` activations stay that way)."""
+    return _restrided(acc, strides_like(like, acc.shape), like.dtype)
+
+
 def _merge(o: Tensor, lse: Tensor, o_b: Tensor, lse_b: Tensor) -> None:
     """Fold a block's (O, LSE) into the accumulators ``o``, ``lse`` (views, in place)."""
     new = torch.logaddexp(lse, lse_b)
@@ -68,8 +81,9 @@ def ring_forward(
 ) -> tuple[Tensor, Tensor]:
     """Exact attention of the local queries over every rank's K/V: ``(O, Stats)``.
 
-    O is in q's dtype, Stats (``[B, H, L, 1]``) is the global natural-log LSE, float32
-    (float64 for float64 inputs). ``k`` and ``v`` must be contiguous (they are sent as is).
+    O is in q's dtype and dimension order, Stats (``[B, H, L, 1]``) is the global natural-log
+    LSE, float32 (float64 for float64 inputs). ``k`` and ``v`` must be contiguous (they are
+    sent as they are).
     """
     acc = _acc_dtype(q.dtype)
     o_acc: Tensor | None = None
@@ -99,7 +113,7 @@ def ring_forward(
         if pending is not None:
             kv = pending.wait()
     assert o_acc is not None and lse_acc is not None
-    return o_acc.to(q.dtype), lse_acc
+    return _like(o_acc, q), lse_acc
 
 
 def ring_backward(
@@ -114,7 +128,8 @@ def ring_backward(
     scale: float,
     layout: str,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """dQ, dK, dV of the local slices (their dtypes), from the forward's global O and Stats."""
+    """dQ, dK, dV of the local slices (their dtypes and dimension orders), from the forward's
+    global O and Stats."""
     acc = _acc_dtype(q.dtype)
     if 0 in do.stride():  # a broadcast gradient (``out.sum()``): packed once, not per block
         do = do.contiguous()
@@ -152,7 +167,7 @@ def ring_backward(
             kv = pending.wait()
     assert grads is not None
     dk, dv = grads.wait()  # after W hops each slice's accumulators are back at their owner
-    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+    return _like(dq, q), _like(dk, k), _like(dv, v)
 
 
 class RingAttention(torch.autograd.Function):
@@ -169,7 +184,8 @@ class RingAttention(torch.autograd.Function):
         scale: float,
         layout: str,
     ) -> Tensor:
-        k, v = k.contiguous(), v.contiguous()
+        ctx.kv_strides = (strides_like(k, k.shape), strides_like(v, v.shape))
+        k, v = k.contiguous(), v.contiguous()  # sent around the ring as they are
         o, stats = ring_forward(q, k, v, ring, causal, scale, layout)
         ctx.save_for_backward(q, k, v, o, stats)
         ctx.options = (ring, causal, scale, layout)
@@ -180,4 +196,8 @@ class RingAttention(torch.autograd.Function):
     def backward(ctx: Any, do: Tensor) -> tuple[Any, ...]:
         q, k, v, o, stats = ctx.saved_tensors
         dq, dk, dv = ring_backward(q, k, v, o, stats, do, *ctx.options)
+        dk, dv = (  # in the dimension order of the caller's K and V
+            g if g.stride() == strides else _restrided(g, strides)
+            for g, strides in zip((dk, dv), ctx.kv_strides, strict=True)
+        )
         return dq, dk, dv, None, None, None, None
