@@ -56,8 +56,6 @@ from hipdnn_graph.torch.distributed import (
 )
 from hipdnn_graph.torch.distributed._group import local_copies
 
-VARIANTS = ("single", "cp", "cp_local")
-
 
 @dataclass
 class Row:
