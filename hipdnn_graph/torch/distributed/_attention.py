@@ -1,0 +1,167 @@
+"""``context_parallel_attention``: exact attention over a sequence sharded across ranks."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from ...errors import HipdnnError
+from .._args import check_qkv
+from .._op import scaled_dot_product_attention
+from ._group import DTYPE_NAMES, Ring, agree, dtype_code, resolve
+from ._layout import LAYOUTS, check_layout
+from ._ring import RingAttention
+
+__all__ = ["context_parallel_attention"]
+
+Tensor = torch.Tensor
+
+_NAMES = (
+    "batch", "query heads", "local query length", "query head dim", "key heads",
+    "local key length", "key head dim", "value heads", "local value length", "value head dim",
+    "dtype", "is_causal", "scale", "enable_gqa", "layout",
+)  # fmt: skip
+
+
+_BOOL = ("False", "True")
+
+
+def context_parallel_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    *,
+    group: Any = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    layout: str = "zigzag",
+) -> Tensor:
+    """Exact attention over a sequence sharded along dim 2 across the ranks of ``group``.
+
+    Each rank passes its own slice of the sequence (``[B, H, L, D]`` queries, ``[B, Hk, L, D]``
+    keys and ``[B, Hk, L, Dv]`` values, ``L = S / W``, laid out by ``layout``; see
+    :func:`shard_sequence`) and gets its slice of the output, equal to what
+    :func:`~hipdnn_graph.torch.scaled_dot_product_attention` gives on the whole sequence.
+    K/V slices travel around the ring of ranks with asynchronous point-to-point sends
+    (``torch.distributed.batch_isend_irecv``: NCCL on GPUs, gloo on CPUs) while each rank
+    computes its block with an SdpaFwd graph; blocks merge through their Stats. The backward
+    (autograd) runs SdpaBwd graphs fed the merged O and Stats; dQ accumulates locally and the
+    dK/dV partials travel with their slices back to their owners. Under ``is_causal`` each
+    block gets its mask (full, top-left causal on the diagonal, or skipped); the ``"zigzag"``
+    layout (rank ``r`` holds chunks ``r`` and ``2W−1−r`` of ``2W``) gives every rank the same
+    causal work, ``"contiguous"`` (rank ``r`` holds ``[r·L, (r+1)·L)``) does not.
+
+    This is a collective: every rank of the group calls it with the same shapes and options
+    (checked with one small ``all_gather`` per call), and the backward is one too. A group of
+    one (or ``group=None`` without an initialized torch.distributed) is plain attention through
+    the op, for any sequence length.
+
+    Args:
+        query: this rank's ``[B, H, L, D]`` queries (float16, bfloat16, float32 or float64).
+        key: this rank's ``[B, Hk, L, D]`` keys, the same local length as the queries.
+        value: this rank's ``[B, Hk, L, Dv]`` values.
+        group: the process group (``None``: the default group, the world).
+        is_causal: causal attention over the whole sequence (query at position ``i`` sees
+            keys at positions ``≤ i``).
+        scale: the score scale; ``1/sqrt(D)`` when ``None``.
+        enable_gqa: allow fewer key/value heads than query heads (dividing them).
+        layout: ``"zigzag"`` or ``"contiguous"``: which positions each rank holds.
+
+    Returns:
+        This rank's ``[B, H, L, Dv]`` slice of the attention output, in query's dtype.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` on every rank when any rank's arguments are bad: not
+            rank-4 tensors, unequal local lengths, a local length that is not a positive
+            multiple of the layout's chunks per rank (zigzag: 2, i.e. a sequence not divisible
+            by ``2W``), heads that differ without ``enable_gqa``, or shapes, dtypes or options
+            that differ across ranks; an unknown layout.
+        NotSupportedError: when no engine runs a block's graph.
+
+    Example:
+        >>> import torch
+        >>> from hipdnn_graph.torch.distributed import context_parallel_attention
+        >>> q = k = v = torch.randn(1, 2, 16, 8, requires_grad=True)
+        >>> out = context_parallel_attention(q, k, v, is_causal=True)  # one process here
+        >>> torch.allclose(out, torch.nn.functional.scaled_dot_product_attention(
+        ...     q, k, v, is_causal=True), atol=1e-6)
+        True
+    """
+    layout = check_layout(layout)
+    grp = resolve(group)
+    if grp.world == 1:
+        return scaled_dot_product_attention(
+            query, key, value, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa
+        )
+    error = _local_error(query, key, value, scale, enable_gqa, layout)
+    if scale is None and error is None:
+        scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
+    agree(
+        grp,
+        "context_parallel_attention",
+        error,
+        _signature(query, key, value, is_causal, scale, enable_gqa, layout, error is None),
+        _NAMES,
+        query,
+        {"dtype": DTYPE_NAMES, "layout": tuple(LAYOUTS), "is_causal": _BOOL, "enable_gqa": _BOOL},
+    )
+    assert scale is not None
+    out: Tensor = RingAttention.apply(  # type: ignore[no-untyped-call]
+        query, key, value, Ring(grp), bool(is_causal), float(scale), layout
+    )
+    return out
+
+
+def _local_error(q: Any, k: Any, v: Any, scale: Any, enable_gqa: bool, layout: str) -> str | None:
+    """Why this rank's arguments are bad, or ``None``."""
+    try:
+        check_qkv(q, k, v)
+    except HipdnnError as err:
+        return err.message
+    h = q.shape[1]
+    if not enable_gqa and (k.shape[1] != h or v.shape[1] != h):
+        return (
+            f"key/value heads ({k.shape[1]}, {v.shape[1]}) differ from query heads ({h}); "
+            "pass enable_gqa=True for grouped-query attention"
+        )
+    lengths = (q.shape[2], k.shape[2], v.shape[2])
+    if len(set(lengths)) > 1:
+        return (
+            "query, key and value must have the same local sequence length, got "
+            f"{', '.join(map(str, lengths))}"
+        )
+    if k.shape[0] != q.shape[0] or v.shape[0] != q.shape[0]:
+        return f"batch sizes differ: query {q.shape[0]}, key {k.shape[0]}, value {v.shape[0]}"
+    if k.shape[3] != q.shape[3]:
+        return f"key head dim ({k.shape[3]}) differs from query head dim ({q.shape[3]})"
+    chunks = LAYOUTS[layout]
+    if lengths[0] == 0 or lengths[0] % chunks:
+        return (
+            f"the {layout} layout needs a local sequence length that is a positive multiple "
+            f"of {chunks} (each rank holds {chunks} equal chunk{'s' if chunks > 1 else ''}), "
+            f"got {lengths[0]}"
+        )
+    if scale is not None and (
+        isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale)
+    ):
+        return f"scale must be a finite number, got {scale!r}"
+    return None
+
+
+def _signature(
+    q: Any, k: Any, v: Any, causal: bool, scale: Any, gqa: bool, layout: str, ok: bool
+) -> list[float]:
+    """Shapes and options as numbers (zeros where this rank's arguments are bad)."""
+    if not ok:
+        return [0.0] * len(_NAMES)
+    return [
+        *map(float, (*q.shape, *k.shape[1:], *v.shape[1:])),
+        dtype_code(q.dtype),
+        float(bool(causal)),
+        float(scale),
+        float(bool(gqa)),
+        float(list(LAYOUTS).index(layout)),
+    ]

@@ -1,0 +1,255 @@
+"""Context-parallel attention (``hipdnn_graph.torch.distributed``) on the CPU over gloo.
+
+Two and four processes (``context_parallel_worker.py``, started as subprocesses with a file
+rendezvous and bounded timeouts) run the same cases; outputs and gradients must equal torch's
+own ``scaled_dot_product_attention`` on the whole sequence: float64 within 1e-10, float32 within
+1e-5 (against the float64 reference). Bad input must raise ``HipdnnError`` on every rank and
+leave the group usable. The layout arithmetic is checked here against the causal mask itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from hipdnn_graph import ErrorCode, HipdnnError  # noqa: E402
+from hipdnn_graph.torch import scaled_dot_product_attention  # noqa: E402
+from hipdnn_graph.torch.distributed import (  # noqa: E402
+    context_parallel_attention,
+    gather_sequence,
+    shard_sequence,
+)
+from hipdnn_graph.torch.distributed._layout import block, local_positions  # noqa: E402
+
+WORKER = Path(__file__).with_name("context_parallel_worker.py")
+TIMEOUT_S = 120  # for a whole run; a hung collective fails the test instead of blocking CI
+
+
+# ----- layouts (no processes) -----
+@pytest.mark.parametrize("layout", ["contiguous", "zigzag"])
+@pytest.mark.parametrize("world", [1, 2, 3, 4, 5])
+def test_positions_partition_the_sequence(layout: str, world: int) -> None:
+    local = 6
+    positions = [local_positions(layout, world, r, local) for r in range(world)]
+    assert sorted(p for ps in positions for p in ps) == list(range(world * local))
+    for ps in positions:  # a rank's local order follows the sequence order
+        assert ps == sorted(ps)
+
+
+def test_zigzag_positions_are_chunks_r_and_2w_minus_1_minus_r() -> None:
+    assert local_positions("zigzag", 4, 1, 4) == [2, 3, 12, 13]
+    assert local_positions("zigzag", 4, 3, 4) == [6, 7, 8, 9]
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "zigzag"])
+@pytest.mark.parametrize("world", [1, 2, 3, 4, 6])
+@pytest.mark.parametrize("causal", [True, False])
+def test_blocks_reproduce_the_global_mask(layout: str, world: int, causal: bool) -> None:
+    """For every (rank, source) pair the block's rectangle (full or top-left triangle) is
+    exactly the whole-sequence mask restricted to their positions."""
+    local = 8
+    for rank in range(world):
+        qpos = torch.tensor(local_positions(layout, world, rank, local))
+        for src in range(world):
+            kpos = torch.tensor(local_positions(layout, world, src, local))
+            want = kpos[None, :] <= qpos[:, None]
+            if not causal:
+                want = torch.ones(local, local, dtype=torch.bool)
+            got = torch.zeros(local, local, dtype=torch.bool)
+            b = block(layout, world, rank, src, local, causal)
+            if b is not None:
+                rect = torch.ones(b.q_len, b.kv_len, dtype=torch.bool)
+                if b.causal:
+                    assert b.q_len == b.kv_len and b.q_start == b.kv_start == 0
+                    rect = torch.tril(rect)
+                got[b.q_start : b.q_start + b.q_len, b.kv_start : b.kv_start + b.kv_len] = rect
+            assert torch.equal(got, want), (rank, src)
+
+
+def test_zigzag_balances_causal_work() -> None:
+    """Every rank of the zigzag layout computes the same number of visible pairs."""
+    world, local = 4, 8
+    work = []
+    for rank in range(world):
+        blocks = [block("zigzag", world, rank, s, local, True) for s in range(world)]
+        work.append(sum(b.q_len * b.kv_len for b in blocks if b is not None))
+    assert len(set(work)) == 1
+
+
+# ----- one process (torch.distributed not initialized): a group of one -----
+def test_without_torch_distributed_it_is_the_op() -> None:
+    q, k, v = (torch.randn(1, 4, 7, 8, dtype=torch.float64) for _ in range(3))
+    kv = k[:, :2], v[:, :2]
+    out = context_parallel_attention(q, *kv, is_causal=True, enable_gqa=True, scale=0.5)
+    plain = scaled_dot_product_attention(q, *kv, is_causal=True, enable_gqa=True, scale=0.5)
+    assert torch.equal(out, plain)  # any length: 7 is not divisible by anything
+
+
+def test_group_of_one_has_gradients() -> None:
+    q = torch.randn(1, 2, 6, 8, dtype=torch.float64, requires_grad=True)
+    context_parallel_attention(q, q, q, is_causal=True, layout="contiguous").sum().backward()
+    ref = q.detach().clone().requires_grad_()
+    torch.nn.functional.scaled_dot_product_attention(ref, ref, ref, is_causal=True).sum().backward()
+    assert q.grad is not None and torch.allclose(q.grad, ref.grad, atol=1e-6)
+
+
+def test_shard_and_gather_of_one_process_copy() -> None:
+    x = torch.randn(2, 3, 5, 4)
+    for fn in (shard_sequence, gather_sequence):
+        y = fn(x)
+        assert torch.equal(y, x) and y.data_ptr() != x.data_ptr()
+
+
+@pytest.mark.parametrize(
+    ("call", "text"),
+    [
+        (lambda x: context_parallel_attention(x, x, x, layout="ring"), "layout must be"),
+        (lambda x: shard_sequence(x, layout="Zigzag"), "layout must be"),
+        (lambda x: gather_sequence(x, layout=None), "layout must be"),
+        (lambda x: shard_sequence(x, dim=4), "dim 4 is out of range"),
+        (lambda x: gather_sequence(x.numpy()), "must be a torch.Tensor"),
+        (lambda x: context_parallel_attention(x, x, x, group=object()), "not initialized"),
+    ],
+    ids=["cp-layout", "shard-layout", "gather-layout", "shard-dim", "gather-numpy", "no-init"],
+)
+def test_bad_input_in_one_process(call: Any, text: str) -> None:
+    with pytest.raises(HipdnnError) as info:
+        call(torch.randn(1, 2, 4, 8))
+    assert info.value.code == ErrorCode.INVALID_VALUE
+    assert text in info.value.message
+
+
+# ----- several processes over gloo -----
+def _run_world(world: int, tmp: Path) -> list[dict[str, Any]]:
+    """Start ``world`` workers, wait (bounded), return each rank's results."""
+    init = tmp / f"init{world}"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), str(r), str(world), str(init), str(tmp / f"{r}.json")],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in range(world)
+    ]
+    logs = []
+    try:
+        for p in procs:
+            logs.append(p.communicate(timeout=TIMEOUT_S)[0])
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+            p.communicate()
+        pytest.fail(f"the {world}-process run did not finish in {TIMEOUT_S} s")
+    for r, (p, log) in enumerate(zip(procs, logs, strict=True)):
+        assert p.returncode == 0, f"rank {r} exited with {p.returncode}:\n{log[-4000:]}"
+    results = [json.loads((tmp / f"{r}.json").read_text()) for r in range(world)]
+    for r, res in enumerate(results):
+        assert "crashed" not in res, f"rank {r}:\n{res['crashed']}"
+    return results
+
+
+_RESULTS: dict[int, list[dict[str, Any]]] = {}  # one run per world size per session
+
+
+def _results(world: int, factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    if world not in _RESULTS:
+        _RESULTS[world] = _run_world(world, factory.mktemp(f"cp{world}"))
+    return _RESULTS[world]
+
+
+@pytest.fixture(params=[2, 4], ids=["W2", "W4"])
+def ranks(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return _results(request.param, tmp_path_factory)
+
+
+VALUE_CASES = [
+    f"{dtype}-{layout}-{kind}"
+    for layout in ("zigzag", "contiguous")
+    for dtype, kind in (
+        ("f64", "causal"),
+        ("f64", "full"),
+        ("f64", "causal-gqa"),
+        ("f32", "causal-gqa"),
+    )
+] + ["f64-zigzag-full-gqa-dv8-scale", "f64-zigzag-causal-bshd-sum", "f32-contiguous-full"]
+
+
+@pytest.mark.parametrize("case", VALUE_CASES)
+def test_equals_torch_sdpa_on_the_whole_sequence(ranks: list[dict[str, Any]], case: str) -> None:
+    tol = 1e-10 if case.startswith("f64") else 1e-5
+    for r, res in enumerate(ranks):
+        got = res[f"value/{case}"]
+        assert set(got["errors"]) == {"out", "dq", "dk", "dv", "gathered_out"}
+        for name, err in got["errors"].items():
+            assert err <= tol, f"rank {r} {name}: {err:.3g} > {tol:g}"
+        dtype = "torch.float64" if case.startswith("f64") else "torch.float32"
+        assert got["out_dtype"] == dtype and got["grad_dtypes"] == [dtype] * 3
+        assert got["inputs_unchanged"]
+        assert got["strides_follow_inputs"]
+        assert got["shape"][2] == 8  # 2 chunks of 4 tokens per rank
+
+
+BAD = {
+    # case: (the message on every rank, or (message on the refusing rank, on the others))
+    "odd_zigzag_length": "positive multiple of 2 (each rank holds 2 equal chunks), got 3",
+    "lengths_differ_across_ranks": "arguments differ across ranks",
+    "causal_differs_across_ranks": "is_causal",
+    "dtype_differs_across_ranks": "dtype float",
+    "heads_without_gqa": "pass enable_gqa=True",
+    "unknown_layout": "layout must be 'contiguous' or 'zigzag', got 'ring'",
+    "shard_not_divisible": "is not divisible by",
+    "shard_contiguous_not_divisible": "is not divisible by",
+    "gather_shapes_differ": "gather_sequence: arguments differ across ranks",
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_raises_on_every_rank(ranks: list[dict[str, Any]], case: str) -> None:
+    for r, res in enumerate(ranks):
+        got = res[f"bad/{case}"]
+        assert got["raised"] == "HipdnnError", f"rank {r}: {got}"
+        assert got["code"] == "INVALID_VALUE"
+        assert BAD[case] in got["message"], f"rank {r}: {got['message']}"
+
+
+def test_differing_shapes_name_the_ranks_and_lengths(ranks: list[dict[str, Any]]) -> None:
+    message = ranks[0]["bad/lengths_differ_across_ranks"]["message"]
+    assert "rank 0 vs rank 1: local query length 4 vs 8" in message
+
+
+def test_one_rank_refusing_stops_every_rank(ranks: list[dict[str, Any]]) -> None:
+    for r, res in enumerate(ranks):
+        message = res["bad/one_rank_passes_rank3"]["message"]
+        if r == 1:
+            assert "query must be rank-4" in message
+        else:
+            assert message.endswith("rank 1 of the group refused its arguments")
+
+
+def test_gather_sequence_values_and_gradient(ranks: list[dict[str, Any]]) -> None:
+    for res in ranks:
+        for layout in ("zigzag", "contiguous"):
+            assert res["gather_grad"][layout] == {"equal": True, "grad_error": 0.0}
+
+
+def test_group_of_one_inside_a_world_is_the_op(ranks: list[dict[str, Any]]) -> None:
+    for res in ranks:
+        assert res["group_of_one"] == {"equal_to_op": True, "shape": [1, 2, 10, 16]}
+
+
+def test_subgroups_ring_over_global_ranks(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Of four processes, the even and the odd ranks run a ring each, at the same time."""
+    for r, res in enumerate(_results(4, tmp_path_factory)):
+        for name, err in res["subgroups"]["errors"].items():
+            assert err <= 1e-10, f"rank {r} {name}: {err:.3g}"
