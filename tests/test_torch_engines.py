@@ -11,8 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import hipdnn_graph as hg  # noqa: E402
-from hipdnn_graph_torch_rocm import ENGINES, create_backend  # noqa: E402
-from hipdnn_graph_torch_rocm.engines import TorchSdpaEngine  # noqa: E402
+from hipdnn_graph_torch_rocm import ENGINES, TorchSdpaEngine, create_backend  # noqa: E402
 
 FUSED = [name for name, op, _ in ENGINES if op is not None]
 
