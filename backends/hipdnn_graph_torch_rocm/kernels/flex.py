@@ -1,0 +1,514 @@
+"""SDPA forward and backward on torch's FlexAttention (``TORCH_SDPA_FLEX_ENGINE``).
+
+FlexAttention (``torch.nn.attention.flex_attention``) turns a score modifier and a block mask
+into fused Triton kernels through ``torch.compile``, on CUDA and ROCm builds alike. This module
+expresses a node in those terms (:mod:`._flex_mods`) and compiles one :class:`FlexKernel` per
+:class:`FlexSpec`: in its constructor, which the engine calls from ``build_plans()``; kernels
+are cached per process, and a call never compiles (each runs under
+``torch.compiler.set_stance("fail_on_recompile")``, so a call that would recompile raises).
+
+* Forward: ``flex_attention`` with the log-sum-exp; Stats are natural-log ``[B,H,Sq,1]`` fp32,
+  ``+inf`` on rows that see no key (flex returns ``−inf`` there).
+* Backward, fed the graph's own O and Stats: ``torch.ops.higher_order.flex_attention_backward``
+  called directly with the given ``out`` and ``logsumexp``. Its LSE is base 2 (the forward
+  operator's internal convention; the public function converts), so Stats are divided by
+  ``ln 2``. Whether this compiles is measured when the kernel is built; where it does not (as for
+  dBias in torch 2.13, whose joint graph cannot take a captured bias that needs a gradient) the
+  kernel recomputes the forward through autograd (``backward_mode == "recompute"``): the
+  compiled flex forward and its compiled backward, with the bias as a captured buffer that
+  requires grad, so dBias is accumulated inside the fused backward kernel.
+* Bias: a score modifier over the bias reshaped to the dims it varies along; dBias comes back in
+  that shape (fp32) and is summed to the requested shape. ALiBi: ``slope_h·(j − i)``. Padding: a
+  block mask built per call from the ``seq_len`` tensors (compiled ``create_block_mask``).
+  Bands and causal masks in both alignments: a block mask built once. GQA/MQA: ``enable_gqa``
+  (K/V never expanded); FlexAttention needs ``Hk == Hv``.
+
+Refused (:func:`static_reason`): dropout masks (a score modifier acts before the softmax; a
+dropout mask multiplies after it), ``Hk ≠ Hv``, head dims below 16 on GPU, and CPU unless
+``HIPDNN_GRAPH_TORCH_FLEX_CPU=1`` (torch's compiled CPU FlexAttention has no backward and no
+log-sum-exp; on CPU the kernel runs FlexAttention's reference implementation, for tests).
+
+Example:
+    >>> import torch
+    >>> spec = FlexSpec(b=1, h=2, hk=1, hv=1, sq=8, skv=8, d=16, dv=16, dtype=torch.float32,
+    ...                 device="cpu", forward=True, dropout_mask=True)
+    >>> static_reason(spec, allow_cpu=True)  # doctest: +ELLIPSIS
+    'FlexAttention cannot apply a dropout mask: ...'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+import types
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import _flex_mods as mods
+from ._fused_common import reduce_to
+
+__all__ = [
+    "CPU_ENV",
+    "FlexKernel",
+    "FlexSpec",
+    "clear_cache",
+    "cpu_allowed",
+    "flex_available",
+    "kernel",
+    "static_reason",
+]
+
+Tensor = torch.Tensor
+_LN2 = math.log(2.0)
+
+#: Environment variable that lets the flex engine run on CPU (FlexAttention's reference path).
+CPU_ENV = "HIPDNN_GRAPH_TORCH_FLEX_CPU"
+
+
+def flex_available() -> bool:
+    """Whether this torch has FlexAttention and its backward operator."""
+    import importlib
+
+    try:
+        importlib.import_module("torch.nn.attention.flex_attention")
+        hop = importlib.import_module("torch._higher_order_ops.flex_attention")
+    except ImportError:
+        return False
+    return hasattr(hop, "flex_attention_backward")
+
+
+def cpu_allowed() -> bool:
+    """Whether ``HIPDNN_GRAPH_TORCH_FLEX_CPU`` is set to 1 (the engine then accepts CPU)."""
+    return os.environ.get(CPU_ENV, "").strip() == "1"
+
+
+@dataclass(frozen=True)
+class FlexSpec:
+    """Everything about one SDPA node that its compiled kernel depends on."""
+
+    b: int
+    h: int
+    hk: int
+    hv: int
+    sq: int
+    skv: int
+    d: int
+    dv: int
+    dtype: torch.dtype
+    device: str
+    forward: bool
+    bias_shape: tuple[int, ...] | None = None
+    dbias_shape: tuple[int, ...] | None = None
+    alibi: bool = False
+    bottom_right: bool = False
+    left_bound: int | None = None
+    right_bound: int | None = None
+    padding: bool = False
+    dropout_mask: bool = False
+    scale: float | None = None  # None: given at run time
+    want_stats: bool = True  # forward: produce Stats
+
+    @property
+    def features(self) -> mods.Features:
+        return mods.Features(
+            sq=self.sq,
+            skv=self.skv,
+            bias_dims=None if self.bias_shape is None else mods.bias_dims(self.bias_shape),
+            alibi=self.alibi,
+            runtime_scale=self.scale is None,
+            bottom_right=self.bottom_right,
+            left_bound=self.left_bound,
+            right_bound=self.right_bound,
+            padding=self.padding,
+        )
+
+
+def static_reason(spec: FlexSpec, *, allow_cpu: bool | None = None) -> str | None:
+    """Why FlexAttention cannot run ``spec`` exactly; None if it can (compiled at build time).
+
+    ``allow_cpu`` defaults to :func:`cpu_allowed`.
+    """
+    if not flex_available():
+        return f"torch {torch.__version__} has no FlexAttention backward operator"
+    if spec.dropout_mask:
+        return (
+            "FlexAttention cannot apply a dropout mask: its score modifier acts before the "
+            "softmax and a dropout mask multiplies after it"
+        )
+    if spec.hk != spec.hv:
+        return f"FlexAttention needs K and V with one head count (Hk={spec.hk}, Hv={spec.hv})"
+    if spec.h % spec.hk:
+        return f"query heads {spec.h} are not a multiple of K/V heads {spec.hk}"
+    if spec.bias_shape is not None and len(spec.bias_shape) > 4:
+        return f"bias rank {len(spec.bias_shape)} > 4"
+    dev = torch.device(spec.device)
+    if dev.type == "cpu":
+        if not (cpu_allowed() if allow_cpu is None else allow_cpu):
+            return (
+                "FlexAttention on CPU has no compiled backward or log-sum-exp in torch; the "
+                f"math engine is faster there (set {CPU_ENV}=1 to run flex's reference path)"
+            )
+        captured = spec.bias_shape is not None or spec.alibi or spec.scale is None
+        if not spec.forward and captured:
+            return (
+                "FlexAttention's CPU reference backward fails on captured tensors (bias, ALiBi "
+                "slopes, a runtime scale)"
+            )
+    elif dev.type == "cuda":
+        if spec.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+            return f"FlexAttention runs float16/bfloat16/float32, not {spec.dtype}"
+        if min(spec.d, spec.dv) < 16:
+            return f"FlexAttention's Triton kernels need head dims >= 16 (D={spec.d}, Dv={spec.dv})"
+    else:
+        return f"FlexAttention does not run on {dev.type}"
+    return None
+
+
+# ------------------------------------------------------------------------------ compiled bodies
+# Module-level functions without closures, so that each kernel can get its own copy of the code
+# object (dynamo's compile cache, and its recompile limit, are per code object).
+
+
+def _aux_kw() -> dict[str, Any]:
+    from torch.nn.attention import flex_attention as fa
+
+    aux = getattr(fa, "AuxRequest", None)
+    return {"return_aux": aux(lse=True)} if aux is not None else {"return_lse": True}
+
+
+def _forward_body(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    bias: Tensor | None,
+    slopes: Tensor | None,
+    scale_t: Tensor | None,
+    block_mask: Any,
+    cfg: tuple[mods.Features, float, bool, bool],
+) -> tuple[Tensor, Tensor | None]:
+    from torch.nn.attention.flex_attention import flex_attention
+
+    f, scale, gqa, want_lse = cfg
+    sm = mods.score_mod(f, bias, slopes, scale_t)
+    if not want_lse:
+        out = flex_attention(q, k, v, score_mod=sm, block_mask=block_mask, scale=scale,
+                             enable_gqa=gqa)  # fmt: skip
+        return out, None
+    out, aux = flex_attention(q, k, v, score_mod=sm, block_mask=block_mask, scale=scale,
+                              enable_gqa=gqa, **_aux_kw())  # fmt: skip
+    return out, getattr(aux, "lse", aux)
+
+
+def _backward_body(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    o: Tensor,
+    do: Tensor,
+    lse2: Tensor,
+    bias: Tensor | None,
+    slopes: Tensor | None,
+    scale_t: Tensor | None,
+    block_mask: Any,
+    cfg: tuple[mods.Features, float, dict[str, Any], bool],
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    from torch._higher_order_ops.flex_attention import flex_attention_backward
+
+    f, scale, options, dbias = cfg
+    if dbias:  # the bias as an explicit buffer that needs a gradient
+
+        def sm(s: Tensor, b: Tensor, h: Tensor, qi: Tensor, ki: Tensor, bb: Tensor) -> Tensor:
+            return mods.score_mod(f, bb, slopes, scale_t)(s, b, h, qi, ki)
+
+        buffers: tuple[Tensor, ...] = (bias,) if bias is not None else ()
+    else:
+        sm = mods.score_mod(f, bias, slopes, scale_t)  # type: ignore[assignment]
+        buffers = ()
+    joint: Any = None  # derived by torch from the score modifier
+    dq, dk, dv, grads = flex_attention_backward(
+        q, k, v, o, lse2, do, None, sm, joint, block_mask.as_tuple(), scale, options, buffers, ()
+    )
+    return dq, dk, dv, (grads[0] if dbias and grads else None)
+
+
+def _fresh(fn: Callable[..., Any], tag: str) -> Callable[..., Any]:
+    """A copy of ``fn`` with a code object of its own (named ``<fn>_<tag>``)."""
+    code = fn.__code__.replace(co_name=f"{fn.__name__}_{tag}")
+    return types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__)
+
+
+@contextlib.contextmanager
+def _no_recompile(building: bool) -> Iterator[None]:
+    """Calls after the build may not compile: a recompile raises instead."""
+    stance = getattr(torch.compiler, "set_stance", None)
+    if building or stance is None:
+        yield
+        return
+    with stance("fail_on_recompile"):
+        yield
+
+
+def _distinct(*tensors: Tensor) -> list[Tensor]:
+    """Contiguous tensors, a copy where one object is passed twice (dynamo compiles a call with
+    one tensor in two places as a different graph, which a call may not do)."""
+    out: list[Tensor] = []
+    for t in tensors:
+        c = t.contiguous()
+        out.append(c.clone() if any(c is o for o in out) else c)
+    return out
+
+
+def _kernel_options(q: Tensor, k: Tensor, v: Tensor) -> dict[str, Any]:
+    from torch.nn.attention import flex_attention as fa
+
+    apply = getattr(fa, "_apply_kernel_options", None)
+    if apply is None:
+        return {"OUTPUT_LOGSUMEXP": True}
+    return dict(apply(q, k, v, True, None))
+
+
+# ------------------------------------------------------------------------------------ the kernel
+
+
+@dataclass
+class FlexKernel:
+    """The compiled forward or backward of one :class:`FlexSpec` (built once, called often).
+
+    Attributes:
+        backward_mode: ``"given"`` (flex's backward operator reads the given O and Stats) or
+            ``"recompute"`` (the forward is recomputed through autograd); ``""`` for forwards.
+        build_seconds: wall time of the compilation and warm-up run.
+        notes: why the given-O path was not taken, when it was not.
+    """
+
+    spec: FlexSpec
+    backward_mode: str = ""
+    build_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        t0 = time.perf_counter()
+        self._building = True
+        s = self.spec
+        self._dev = torch.device(s.device)
+        self._f = s.features
+        self._tag = f"{abs(hash(s)) & 0xFFFFFFFF:08x}"
+        self._gqa = s.hk != s.h
+        self._scale = 1.0 if s.scale is None else float(s.scale)
+        self._scale_t = (
+            torch.ones((), dtype=torch.float32, device=self._dev) if s.scale is None else None
+        )
+        self._slopes = _alibi_slopes(s.h, self._dev) if s.alibi else None
+        self._len_q: Tensor | None = None
+        self._len_kv: Tensor | None = None
+        if s.padding:
+            self._len_q = torch.full((s.b,), s.sq, dtype=torch.int32, device=self._dev)
+            self._len_kv = torch.full((s.b,), s.skv, dtype=torch.int32, device=self._dev)
+        self._mask_mod = mods.mask_mod(self._f, self._len_q, self._len_kv)
+        self._static_mask = None if s.padding else self._make_block_mask()
+        cpu = self._dev.type == "cpu"
+        inductor = not cpu or (s.forward and not s.want_stats)
+        self._backend = "inductor" if inductor else "aot_eager"
+        warm = self._warm_inputs()
+        if s.forward:
+            self._fwd = self._compile(_forward_body)
+            self.forward(*warm[:3], scale=self._scale, bias=warm[6], **self._warm_lens())
+        else:
+            self._options = _kernel_options(*warm[:3])
+            self._build_backward(warm)
+        self._building = False
+        self.build_seconds = time.perf_counter() - t0
+
+    # ----- build helpers -----
+    def _compile(self, body: Callable[..., Any]) -> Callable[..., Any]:
+        return torch.compile(
+            _fresh(body, self._tag), backend=self._backend, fullgraph=True, dynamic=False
+        )
+
+    def _make_block_mask(self) -> Any:
+        from torch.nn.attention.flex_attention import create_block_mask
+
+        s = self.spec
+        b = s.b if s.padding else None
+        return create_block_mask(
+            self._mask_mod,
+            b,
+            None,
+            s.sq,
+            s.skv,
+            device=str(self._dev),
+            _compile=s.padding and self._dev.type == "cuda",
+        )
+
+    def _warm_inputs(self) -> list[Any]:
+        s, dev, dt = self.spec, self._dev, self.spec.dtype
+        g = torch.Generator(device="cpu").manual_seed(0)
+
+        def rn(*shape: int) -> Tensor:
+            return torch.randn(*shape, generator=g).to(device=dev, dtype=dt)
+
+        q, k, v = rn(s.b, s.h, s.sq, s.d), rn(s.b, s.hk, s.skv, s.d), rn(s.b, s.hv, s.skv, s.dv)
+        o, do = rn(s.b, s.h, s.sq, s.dv), rn(s.b, s.h, s.sq, s.dv)
+        stats = torch.zeros(s.b, s.h, s.sq, 1, dtype=torch.float32, device=dev)
+        bias = None if s.bias_shape is None else rn(*s.bias_shape)
+        return [q, k, v, o, do, stats, bias]
+
+    def _warm_lens(self) -> dict[str, Tensor]:
+        s = self.spec
+        if not s.padding:
+            return {}
+        return {
+            "seq_len_q": torch.full((s.b, 1, 1, 1), s.sq, dtype=torch.int32, device=self._dev),
+            "seq_len_kv": torch.full((s.b, 1, 1, 1), s.skv, dtype=torch.int32, device=self._dev),
+        }
+
+    def _build_backward(self, warm: list[Any]) -> None:
+        q, k, v, o, do, stats, bias = warm
+        kw = {"scale": self._scale, "bias": bias, **self._warm_lens()}
+        try:
+            self._bwd = self._compile(_backward_body)
+            self.backward_mode = "given"
+            self.backward(q, k, v, o, do, stats, **kw)
+            return
+        except Exception as e:  # the given-O path does not compile here: recompute instead
+            text = str(e).strip().splitlines()
+            self.notes.append(f"{type(e).__name__}: {text[0][:300] if text else ''}")
+        self._fwd = self._compile(_forward_body)
+        self.backward_mode = "recompute"
+        self.backward(q, k, v, o, do, stats, **kw)
+
+    # ----- per-call helpers -----
+    def _block_mask(self, seq_len_q: Tensor | None, seq_len_kv: Tensor | None) -> Any:
+        if not self.spec.padding:
+            return self._static_mask
+        s = self.spec
+        assert self._len_q is not None and self._len_kv is not None
+        for buf, given, full in ((self._len_q, seq_len_q, s.sq), (self._len_kv, seq_len_kv, s.skv)):
+            if given is None:
+                buf.fill_(full)
+            else:
+                buf.copy_(given.reshape(-1).to(device=buf.device).clamp(0, full))
+        return self._make_block_mask()
+
+    def _bias(self, bias: Tensor | None, grad: bool) -> Tensor | None:
+        f = self._f
+        if bias is None or f.bias_dims is None:
+            return None
+        c = mods.compact_bias(bias, f.bias_dims)
+        if grad:
+            return c.detach().float().contiguous().requires_grad_(True)
+        return c.contiguous()
+
+    def _set_scale(self, scale: float) -> None:
+        if self._scale_t is not None:
+            self._scale_t.fill_(float(scale))
+
+    # ----- calls -----
+    def forward(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        scale: float,
+        bias: Tensor | None = None,
+        seq_len_q: Tensor | None = None,
+        seq_len_kv: Tensor | None = None,
+        **unused: Any,
+    ) -> tuple[Tensor, Tensor | None]:
+        """O ``[B,H,Sq,Dv]`` (input dtype) and Stats ``[B,H,Sq,1]`` fp32 (None when not wanted)."""
+        self._set_scale(scale)
+        bm = self._block_mask(seq_len_q, seq_len_kv)
+        cfg = (self._f, self._scale, self._gqa, self.spec.want_stats)
+        args = (*_distinct(q, k, v), self._bias(bias, False))
+        with _no_recompile(self._building), torch.no_grad():
+            out, lse = self._fwd(*args, self._slopes, self._scale_t, bm, cfg)
+        if lse is None:
+            return out, None
+        stats = lse.float().unsqueeze(-1)
+        return out, stats.masked_fill(stats == -math.inf, math.inf)
+
+    def backward(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        o: Tensor,
+        do: Tensor,
+        stats: Tensor,
+        *,
+        scale: float,
+        bias: Tensor | None = None,
+        dbias_shape: Sequence[int] | None = None,
+        seq_len_q: Tensor | None = None,
+        seq_len_kv: Tensor | None = None,
+        **unused: Any,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """dQ, dK, dV (input dtype) and dBias (fp32, in ``dbias_shape``, or None)."""
+        s = self.spec
+        want_db = s.dbias_shape is not None
+        shape = tuple(dbias_shape) if dbias_shape is not None else s.dbias_shape
+        self._set_scale(scale)
+        bm = self._block_mask(seq_len_q, seq_len_kv)
+        dt = s.dtype
+        q, k, v, o, do = _distinct(q, k, v, o.to(dt), do.to(dt))
+        bc = self._bias(bias, want_db)
+        if self.backward_mode == "given":
+            lse2 = stats.reshape(s.b, s.h, s.sq).float()
+            lse2 = (lse2.masked_fill(torch.isinf(lse2), math.inf) / _LN2).contiguous()
+            cfg = (self._f, self._scale, self._options, want_db)
+            with _no_recompile(self._building), torch.no_grad():
+                # q marked as needing a gradient: flex derives the score modifier's joint graph
+                # (the gradient of the scores) only for a query that needs one
+                qg = q.detach().requires_grad_(True)
+                dq, dk, dv, db = self._bwd(
+                    qg, k, v, o, do, lse2, bc, self._slopes, self._scale_t, bm, cfg
+                )
+        else:
+            qg, kg, vg = (x.detach().requires_grad_(True) for x in (q, k, v))
+            cfg_f = (self._f, self._scale, self._gqa, False)
+            with _no_recompile(self._building), torch.enable_grad():
+                out, _ = self._fwd(qg, kg, vg, bc, self._slopes, self._scale_t, bm, cfg_f)
+                leaves = [qg, kg, vg] + ([bc] if want_db and bc is not None else [])
+                grads = torch.autograd.grad(out, leaves, do)
+            dq, dk, dv = grads[:3]
+            db = grads[3] if len(grads) > 3 else None
+        dbias = None
+        if want_db and db is not None and shape is not None:
+            full = (1,) * (4 - len(s.bias_shape or ())) + tuple(s.bias_shape or ())
+            dbias = reduce_to(db.float().reshape(full), shape)
+        return dq, dk, dv, dbias
+
+
+def _alibi_slopes(heads: int, device: torch.device) -> Tensor:
+    h = torch.arange(heads, dtype=torch.float64)
+    return torch.pow(2.0, -8.0 * (h + 1.0) / heads).to(device=device, dtype=torch.float32)
+
+
+_KERNELS: dict[FlexSpec, FlexKernel] = {}
+
+
+def kernel(spec: FlexSpec) -> FlexKernel:
+    """The compiled kernel of ``spec``, built on first request and cached for the process.
+
+    Raises:
+        ValueError: :func:`static_reason` refuses ``spec`` (the message is the reason).
+    """
+    hit = _KERNELS.get(spec)
+    if hit is None:
+        reason = static_reason(spec)
+        if reason is not None:
+            raise ValueError(reason)
+        hit = FlexKernel(spec)
+        _KERNELS[spec] = hit
+    return hit
+
+
+def clear_cache() -> None:
+    """Forget every compiled kernel of this process."""
+    _KERNELS.clear()
