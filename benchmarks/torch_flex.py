@@ -147,9 +147,22 @@ def _mods(sq: int, skv: int, b: int, kw: dict[str, Any], opt: dict[str, Any], x:
     return score_mod, bm
 
 
-def row(name: str, with_math: bool) -> dict[str, Any]:
+def _flex_call(q: Any, k: Any, v: Any, **kw: Any) -> Any:
     from torch.nn.attention.flex_attention import flex_attention
 
+    return flex_attention(q, k, v, **kw)
+
+
+def _compiled(fn: Callable[..., Any], tag: str) -> Callable[..., Any]:
+    """``torch.compile`` of a copy of ``fn`` with its own code object (dynamo's cache and its
+    recompile limit are per code object: one shared compile would fall back to eager)."""
+    import types
+
+    code = fn.__code__.replace(co_name=f"{fn.__name__}_{tag}")
+    return torch.compile(types.FunctionType(code, fn.__globals__, code.co_name))
+
+
+def row(name: str, with_math: bool) -> dict[str, Any]:
     sq, skv, kw, opt = CONFIGS[name]
     b = max(1, TOKENS // sq)
     g, t = _graph(sq, skv, b, kw, opt)
@@ -164,7 +177,7 @@ def row(name: str, with_math: bool) -> dict[str, Any]:
         for n, s in (("SEQ_LEN_Q", sq), ("SEQ_LEN_KV", skv)):
             x[n] = torch.full((b, 1, 1, 1), int(opt["pad"] * s), dtype=torch.int32, device="cuda")
     score_mod, bm = _mods(sq, skv, b, kw, opt, x)
-    cflex = torch.compile(flex_attention)
+    cflex, cflex_grad = _compiled(_flex_call, name), _compiled(_flex_call, name + "_g")
     with torch.no_grad():
         o, lse = cflex(x["Q"], x["K"], x["V"], score_mod=score_mod, block_mask=bm, return_lse=True)
     x["O"] = o
@@ -173,6 +186,10 @@ def row(name: str, with_math: bool) -> dict[str, Any]:
     if "dBias" in t:
         outs["dBias"] = torch.empty(t["dBias"].dim, device="cuda")
     pack = {**{t[n]: v for n, v in x.items() if n in t}, **{t[n]: v for n, v in outs.items()}}
+    by_name = {x_.name: v for x_, v in pack.items()}
+
+    def pack_for(other: hg.Graph) -> dict[Any, Any]:
+        return {x_: by_name[x_.name] for x_ in other.graph_tensors() if x_.name in by_name}
 
     leaves = [x[n].detach().requires_grad_(True) for n in ("Q", "K", "V")]
     bias_leaf = x["Bias"].detach().requires_grad_(True) if "Bias" in x else None
@@ -185,10 +202,15 @@ def row(name: str, with_math: bool) -> dict[str, Any]:
             return cflex(*leaves, score_mod=score_mod, block_mask=bm)
 
     def direct_fwd_bwd() -> Any:
-        out = cflex(*leaves, score_mod=score_mod, block_mask=bm)
+        out = cflex_grad(*leaves, score_mod=score_mod, block_mask=bm)
         out.backward(x["dO"])
 
     fns = {"execute": lambda: g.execute(pack), "fwd": direct_fwd, "fwd_bwd": direct_fwd_bwd}
+    forced = None
+    if g.get_plan_name() != FLEX:  # the default engine, and flex forced, side by side
+        forced, _ = _graph(sq, skv, b, kw, opt)
+        forced.set_preferred_engine_id_ext(FLEX).build()
+        fns["flex_engine"] = lambda: forced.execute(pack_for(forced))
     ms = interleaved(fns)
     flops = 2.0 * H * _visible(sq, skv, b, kw, opt) * (3 * D + 2 * D)
     direct_ms = ms["fwd_bwd"] - ms["fwd"]
@@ -202,6 +224,13 @@ def row(name: str, with_math: bool) -> dict[str, Any]:
         "direct_ms": direct_ms, "direct_tflops": flops / direct_ms / 1e9,
         "ratio": ms["execute"] / direct_ms,
     }  # fmt: skip
+    if forced is not None:
+        fp = forced._state.active.plan  # type: ignore[union-attr]
+        fk = getattr(fp.steps[0].run, "__self__", None)
+        fe = ms["flex_engine"]
+        r.update(flex_engine_ms=fe, flex_engine_tflops=flops / fe / 1e9,
+                 flex_engine_mode=getattr(fk, "backward_mode", ""),
+                 flex_engine_ratio=fe / direct_ms)  # fmt: skip
     if with_math and sq <= 4096:
         g.set_preferred_engine_id_ext(MATH).build()
         math_ms = interleaved({"math": lambda: g.execute(pack)}, calls=2, rounds=3)["math"]
@@ -233,6 +262,10 @@ def run(quick: bool, with_math: bool = True) -> list[dict[str, Any]]:
         print(f"| {name} | {r['B']} | {r['engine']} | {r['backward_mode']} | {r['build_s']:.1f} "
               f"| {r['execute_tflops']:.0f} | {r['direct_tflops']:.0f} | {r['ratio']:.3f} | "
               f"{maths} |", flush=True)  # fmt: skip
+        if "flex_engine_tflops" in r:
+            print(f"| {name} (flex forced) | {r['B']} | {FLEX} | {r['flex_engine_mode']} | — | "
+                  f"{r['flex_engine_tflops']:.0f} | {r['direct_tflops']:.0f} | "
+                  f"{r['flex_engine_ratio']:.3f} | — | — |", flush=True)  # fmt: skip
     return rows
 
 

@@ -46,9 +46,7 @@ def spec(**kw: Any) -> flex.FlexSpec:
         ({"bias_shape": (1, 1, 1, 32, 32)}, "bias rank 5 > 4"),
         ({"device": "cuda:0", "d": 8, "dtype": torch.bfloat16}, "head dims >= 16 (D=8"),
         ({"device": "cuda:0", "dtype": torch.float64}, "not torch.float64"),
-        ({"bias_shape": (1, 4, 32, 32)}, "CPU reference backward fails on captured tensors"),
-        ({"alibi": True}, "CPU reference backward"),
-        ({"scale": None}, "CPU reference backward"),
+        ({"bias_shape": (1, 4, 32, 32), "dbias_shape": (1, 4, 32, 32)}, "cannot compute dBias"),
     ],
 )
 def test_static_reasons_name_the_feature(kw: dict[str, Any], needle: str) -> None:
@@ -62,8 +60,8 @@ def test_cpu_is_refused_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> Non
     assert reason is not None and flex.CPU_ENV in reason
     monkeypatch.setenv(flex.CPU_ENV, "1")
     assert flex.static_reason(spec()) is None
-    # the forward takes captured tensors on CPU too
-    assert flex.static_reason(spec(forward=True, bias_shape=(1, 4, 32, 32), alibi=True)) is None
+    # captured tensors (bias, ALiBi slopes, a runtime scale) run on CPU too
+    assert flex.static_reason(spec(bias_shape=(1, 4, 32, 32), alibi=True, scale=None)) is None
 
 
 def test_kernel_refuses_with_value_error() -> None:
@@ -167,10 +165,8 @@ CASES: dict[str, dict[str, Any]] = {
     "rows_without_keys": {"dims": (1, 2, 2, 40, 16, 16, 16),
                           "kw": {"use_causal_mask_bottom_right": True}},
 }  # fmt: skip
-FORWARD_ONLY: dict[str, dict[str, Any]] = {
-    "bias_alibi": {"dims": (2, 4, 4, 24, 24, 16, 16), "bias": (2, 1, 24, 24),
-                   "kw": {"use_alibi_mask": True, "use_causal_mask": True}},
-}  # fmt: skip
+CASES["bias_alibi"] = {"dims": (2, 4, 4, 24, 24, 16, 16), "bias": (2, 1, 24, 24),
+                      "kw": {"use_alibi_mask": True, "use_causal_mask": True}}  # fmt: skip
 
 
 def _check(backward: bool, case: dict[str, Any], seed: int) -> None:
@@ -198,14 +194,6 @@ def test_flex_matches_numpy_on_cpu(name: str, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv(flex.CPU_ENV, "1")
     _check(False, CASES[name], 1)
     _check(True, CASES[name], 2)
-
-
-@pytest.mark.parametrize("name", list(FORWARD_ONLY))
-def test_flex_forward_with_captured_tensors_matches_numpy(
-    name: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv(flex.CPU_ENV, "1")
-    _check(False, FORWARD_ONLY[name], 3)
 
 
 def test_dropout_mask_is_refused_by_flex_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,11 +12,12 @@ are cached per process, and a call never compiles (each runs under
 * Backward, fed the graph's own O and Stats: ``torch.ops.higher_order.flex_attention_backward``
   called directly with the given ``out`` and ``logsumexp``. Its LSE is base 2 (the forward
   operator's internal convention; the public function converts), so Stats are divided by
-  ``ln 2``. Whether this compiles is measured when the kernel is built; where it does not (as for
-  dBias in torch 2.13, whose joint graph cannot take a captured bias that needs a gradient) the
-  kernel recomputes the forward through autograd (``backward_mode == "recompute"``): the
-  compiled flex forward and its compiled backward, with the bias as a captured buffer that
-  requires grad, so dBias is accumulated inside the fused backward kernel.
+  ``ln 2``. The score modifier, its joint (gradient) graph and the mask modifier are traced with
+  ``make_fx`` at build time and handed over through a dict (the only form torch 2.11's dynamo
+  passes to that operator). Where this does not compile, the kernel recomputes the forward
+  through autograd (``backward_mode == "recompute"``, reasons in ``notes``). dBias: the bias is a
+  captured buffer that needs a gradient, accumulated inside the fused backward kernel (fp32;
+  the input type where fp32 does not fit the kernel's shared memory, noted).
 * Bias: a score modifier over the bias reshaped to the dims it varies along; dBias comes back in
   that shape (fp32) and is summed to the requested shape. ALiBi: ``slope_h·(j − i)``. Padding: a
   block mask built per call from the ``seq_len`` tensors (compiled ``create_block_mask``).
@@ -24,9 +25,10 @@ are cached per process, and a call never compiles (each runs under
   (K/V never expanded); FlexAttention needs ``Hk == Hv``.
 
 Refused (:func:`static_reason`): dropout masks (a score modifier acts before the softmax; a
-dropout mask multiplies after it), ``Hk ≠ Hv``, head dims below 16 on GPU, and CPU unless
-``HIPDNN_GRAPH_TORCH_FLEX_CPU=1`` (torch's compiled CPU FlexAttention has no backward and no
-log-sum-exp; on CPU the kernel runs FlexAttention's reference implementation, for tests).
+dropout mask multiplies after it), ``Hk ≠ Hv``, head dims below 16 on GPU, dBias on CPU, and
+CPU unless ``HIPDNN_GRAPH_TORCH_FLEX_CPU=1`` (torch's compiled CPU FlexAttention has no
+backward and no log-sum-exp; on CPU the kernel runs FlexAttention's reference implementation,
+for tests).
 
 Example:
     >>> import torch
@@ -39,6 +41,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import time
@@ -153,12 +156,8 @@ def static_reason(spec: FlexSpec, *, allow_cpu: bool | None = None) -> str | Non
                 "FlexAttention on CPU has no compiled backward or log-sum-exp in torch; the "
                 f"math engine is faster there (set {CPU_ENV}=1 to run flex's reference path)"
             )
-        captured = spec.bias_shape is not None or spec.alibi or spec.scale is None
-        if not spec.forward and captured:
-            return (
-                "FlexAttention's CPU reference backward fails on captured tensors (bias, ALiBi "
-                "slopes, a runtime scale)"
-            )
+        if spec.dbias_shape is not None:
+            return "FlexAttention's CPU reference backward cannot compute dBias"
     elif dev.type == "cuda":
         if spec.dtype not in (torch.float16, torch.bfloat16, torch.float32):
             return f"FlexAttention runs float16/bfloat16/float32, not {spec.dtype}"
@@ -204,6 +203,12 @@ def _forward_body(
     return out, getattr(aux, "lse", aux)
 
 
+#: per kernel tag: the score modifier, its joint graph and the mask modifier, traced once
+#: (``make_fx``) at build time. Dynamo passes pretraced graphs to flex's backward operator only
+#: when they come from a dict like this one (torch 2.11 traces no other form).
+_GRAPHS: dict[str, dict[str, Any]] = {}
+
+
 def _backward_body(
     q: Tensor,
     k: Tensor,
@@ -211,29 +216,53 @@ def _backward_body(
     o: Tensor,
     do: Tensor,
     lse2: Tensor,
-    bias: Tensor | None,
-    slopes: Tensor | None,
-    scale_t: Tensor | None,
-    block_mask: Any,
-    cfg: tuple[mods.Features, float, dict[str, Any], bool],
+    score_buffers: tuple[Tensor, ...],
+    mask_buffers: tuple[Tensor, ...],
+    block_mask: tuple[Any, ...],
+    cfg: tuple[str, float, dict[str, Any], bool],
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     from torch._higher_order_ops.flex_attention import flex_attention_backward
 
-    f, scale, options, dbias = cfg
-    if dbias:  # the bias as an explicit buffer that needs a gradient
-
-        def sm(s: Tensor, b: Tensor, h: Tensor, qi: Tensor, ki: Tensor, bb: Tensor) -> Tensor:
-            return mods.score_mod(f, bb, slopes, scale_t)(s, b, h, qi, ki)
-
-        buffers: tuple[Tensor, ...] = (bias,) if bias is not None else ()
-    else:
-        sm = mods.score_mod(f, bias, slopes, scale_t)  # type: ignore[assignment]
-        buffers = ()
-    joint: Any = None  # derived by torch from the score modifier
+    tag, scale, options, dbias = cfg
+    g = _GRAPHS[tag]
     dq, dk, dv, grads = flex_attention_backward(
-        q, k, v, o, lse2, do, None, sm, joint, block_mask.as_tuple(), scale, options, buffers, ()
-    )
+        q, k, v, o, lse2, do, None, g["fw"], g["joint"], (*block_mask, g["mask"]), scale,
+        options, score_buffers, mask_buffers,
+    )  # fmt: skip
     return dq, dk, dv, (grads[0] if dbias and grads else None)
+
+
+def _trace_graphs(
+    f: mods.Features,
+    score_buffers: Sequence[Tensor],
+    mask_buffers: Sequence[Tensor],
+    names: tuple[bool, bool, bool],
+    dtype: torch.dtype,
+    device: torch.device,
+) -> dict[str, Any]:
+    """``make_fx`` graphs of the score modifier (buffers as inputs), its joint (gradient) graph
+    and the mask modifier, as flex's backward operator takes them."""
+    from torch._higher_order_ops.flex_attention import create_fw_bw_graph
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    has_bias, has_slopes, has_scale = names
+
+    def score(s: Tensor, b: Tensor, h: Tensor, q: Tensor, k: Tensor, *bufs: Tensor) -> Tensor:
+        it = iter(bufs)
+        bias = next(it) if has_bias else None
+        slopes = next(it) if has_slopes else None
+        scale = next(it) if has_scale else None
+        return mods.score_mod(f, bias, slopes, scale)(s, b, h, q, k)
+
+    def mask(b: Tensor, h: Tensor, q: Tensor, k: Tensor, *bufs: Tensor) -> Tensor:
+        lq, lk = bufs if bufs else (None, None)
+        return mods.mask_mod(f, lq, lk)(b, h, q, k)
+
+    idx = tuple(torch.zeros((), dtype=torch.int, device=device) for _ in range(4))
+    example = (torch.zeros((), dtype=dtype, device=device, requires_grad=True), *idx)
+    fw = make_fx(score)(*example, *score_buffers)
+    _, joint = create_fw_bw_graph(fw, example, tuple(score_buffers))  # type: ignore[arg-type]
+    return {"fw": fw, "joint": joint, "mask": make_fx(mask)(*idx, *mask_buffers)}
 
 
 def _fresh(fn: Callable[..., Any], tag: str) -> Callable[..., Any]:
@@ -297,7 +326,7 @@ class FlexKernel:
         s = self.spec
         self._dev = torch.device(s.device)
         self._f = s.features
-        self._tag = f"{abs(hash(s)) & 0xFFFFFFFF:08x}"
+        self._tag = f"flex_{next(_TAGS)}"
         self._gqa = s.hk != s.h
         self._scale = 1.0 if s.scale is None else float(s.scale)
         self._scale_t = (
@@ -370,17 +399,38 @@ class FlexKernel:
     def _build_backward(self, warm: list[Any]) -> None:
         q, k, v, o, do, stats, bias = warm
         kw = {"scale": self._scale, "bias": bias, **self._warm_lens()}
-        try:
-            self._bwd = self._compile(_backward_body)
-            self.backward_mode = "given"
-            self.backward(q, k, v, o, do, stats, **kw)
-            return
-        except Exception as e:  # the given-O path does not compile here: recompute instead
-            text = str(e).strip().splitlines()
-            self.notes.append(f"{type(e).__name__}: {text[0][:300] if text else ''}")
-        self._fwd = self._compile(_forward_body)
-        self.backward_mode = "recompute"
-        self.backward(q, k, v, o, do, stats, **kw)
+        s = self.spec
+        # dBias accumulates in fp32 where the kernel fits; else in the input type
+        for grad_dtype in (torch.float32, s.dtype) if s.dbias_shape is not None else (None,):
+            self._grad_dtype = grad_dtype
+            for mode in ("given", "recompute"):
+                try:
+                    self.backward_mode = mode
+                    if mode == "given":
+                        self._prepare_given(bias)
+                    else:
+                        self._fwd = self._compile(_forward_body)
+                    self.backward(q, k, v, o, do, stats, **kw)
+                    if grad_dtype is not None and grad_dtype != torch.float32:
+                        self.notes.append(f"dBias accumulates in {grad_dtype} (fp32 did not fit)")
+                    return
+                except Exception as e:  # record why, try the next way
+                    text = str(e).strip().splitlines()
+                    self.notes.append(
+                        f"{mode}: {type(e).__name__}: {text[0][:300] if text else ''}"
+                    )
+        raise RuntimeError("flex backward did not compile: " + " | ".join(self.notes))
+
+    def _prepare_given(self, bias: Tensor | None) -> None:
+        s = self.spec
+        bc = self._bias(bias, s.dbias_shape is not None)
+        score_bufs = [x for x in (bc, self._slopes, self._scale_t) if x is not None]
+        mask_bufs = [x for x in (self._len_q, self._len_kv) if x is not None]
+        names = (bc is not None, self._slopes is not None, self._scale_t is not None)
+        _GRAPHS[self._tag] = _trace_graphs(
+            self._f, score_bufs, mask_bufs, names, s.dtype, self._dev
+        )
+        self._bwd = self._compile(_backward_body)
 
     # ----- per-call helpers -----
     def _block_mask(self, seq_len_q: Tensor | None, seq_len_kv: Tensor | None) -> Any:
@@ -401,7 +451,8 @@ class FlexKernel:
             return None
         c = mods.compact_bias(bias, f.bias_dims)
         if grad:
-            return c.detach().float().contiguous().requires_grad_(True)
+            dtype = getattr(self, "_grad_dtype", None) or torch.float32
+            return c.detach().to(dtype).contiguous().requires_grad_(True)
         return c.contiguous()
 
     def _set_scale(self, scale: float) -> None:
@@ -461,13 +512,12 @@ class FlexKernel:
         if self.backward_mode == "given":
             lse2 = stats.reshape(s.b, s.h, s.sq).float()
             lse2 = (lse2.masked_fill(torch.isinf(lse2), math.inf) / _LN2).contiguous()
-            cfg = (self._f, self._scale, self._options, want_db)
+            cfg = (self._tag, self._scale, self._options, want_db)
+            score_bufs = tuple(x for x in (bc, self._slopes, self._scale_t) if x is not None)
+            mask_bufs = tuple(x for x in (self._len_q, self._len_kv) if x is not None)
             with _no_recompile(self._building), torch.no_grad():
-                # q marked as needing a gradient: flex derives the score modifier's joint graph
-                # (the gradient of the scores) only for a query that needs one
-                qg = q.detach().requires_grad_(True)
                 dq, dk, dv, db = self._bwd(
-                    qg, k, v, o, do, lse2, bc, self._slopes, self._scale_t, bm, cfg
+                    q, k, v, o, do, lse2, score_bufs, mask_bufs, bm.as_tuple()[:-1], cfg
                 )
         else:
             qg, kg, vg = (x.detach().requires_grad_(True) for x in (q, k, v))
@@ -491,6 +541,7 @@ def _alibi_slopes(heads: int, device: torch.device) -> Tensor:
 
 
 _KERNELS: dict[FlexSpec, FlexKernel] = {}
+_TAGS = itertools.count()
 
 
 def kernel(spec: FlexSpec) -> FlexKernel:
