@@ -240,9 +240,9 @@ def row(name: str, with_math: bool) -> dict[str, Any]:
     return r
 
 
-def run(quick: bool, with_math: bool = True) -> list[dict[str, Any]]:
-    """Measure the configurations (QUICK ones with ``quick``) and print the table."""
-    names = QUICK if quick else list(CONFIGS)
+def run(quick: bool, with_math: bool = True, only: list[str] | None = None) -> list[dict]:
+    """Measure the configurations (``only`` these, or the QUICK ones) and print the table."""
+    names = only or (QUICK if quick else list(CONFIGS))
     rows = []
     print("| config | B | engine | mode | build s | execute TFLOP/s | flex direct TFLOP/s | "
           "execute/direct | math TFLOP/s | execute vs math |")  # fmt: skip
@@ -273,10 +273,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
     parser.add_argument("--no-math", action="store_true", help="skip the math engine")
+    parser.add_argument("--only", help="comma-separated configuration names")
     parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args()
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    rows = run(args.quick, not args.no_math)
+    rows = run(args.quick, not args.no_math, args.only.split(",") if args.only else None)
     if args.json:
         Path(args.json).write_text(json.dumps({"flex": rows, "torch": torch.__version__}, indent=1))
 
