@@ -89,6 +89,16 @@ def test_efficient_defers_to_flex_for_a_bias_only_when_flex_accepts() -> None:
         assert _ranking.deferral(family, with_bias, flex_accepts=True) is None
 
 
+@pytest.mark.parametrize("feature", ["padding", "band"])
+def test_flash_and_efficient_defer_to_flex_for_padding_and_bands(feature: str) -> None:
+    features = _ranking.Features(**{feature: True})
+    for family in ("flash", "efficient"):
+        reason = _ranking.deferral(family, features, flex_accepts=True)
+        assert reason is not None and "TFLOP/s" in reason and FLEX in reason
+        assert _ranking.deferral(family, features, flex_accepts=False) is None
+    assert _ranking.deferral("cudnn", features, flex_accepts=True) is None
+
+
 @pytest.mark.parametrize(
     ("accepting", "features", "best"),
     [
@@ -98,6 +108,9 @@ def test_efficient_defers_to_flex_for_a_bias_only_when_flex_accepts() -> None:
          "TORCH_SDPA_EFFICIENT_ENGINE"),
         ({"TORCH_SDPA_CUDNN_ENGINE", FLEX}, {"bias": True}, "TORCH_SDPA_CUDNN_ENGINE"),
         ({"TORCH_SDPA_MATH_ENGINE"}, {"dropout_mask": True}, "TORCH_SDPA_MATH_ENGINE"),
+        ({"TORCH_SDPA_FLASH_ENGINE", FLEX}, {"padding": True}, FLEX),
+        ({"TORCH_SDPA_FLASH_ENGINE", FLEX}, {"band": True}, FLEX),
+        ({"TORCH_SDPA_FLASH_ENGINE", FLEX}, {}, "TORCH_SDPA_FLASH_ENGINE"),
     ],
 )  # fmt: skip
 def test_rank_picks_the_measured_fastest(
@@ -244,6 +257,46 @@ def test_given_backward_reads_the_given_stats() -> None:
         want = tm.sdpa_backward(q, kk, v, o, do, st + shift, scale=0.25)
         for a, b in zip(got[:3], want[:3], strict=True):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_bias_of_another_type_than_qkv_runs_without_recompiling() -> None:
+    """A FLOAT bias on bf16 Q/K/V (as graphs declare it): the build warms up with that type."""
+    s = spec(forward=True, dtype=torch.bfloat16, bias_shape=(1, 4, 32, 32),
+             bias_dtype=torch.float32, right_bound=0)  # fmt: skip
+    k = flex.FlexKernel(s)
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(1, 4, 32, 16, generator=g)
+    kv = torch.randn(1, 2, 32, 16, generator=g)
+    bias = torch.randn(1, 4, 32, 32, generator=g)
+    bf = torch.bfloat16
+    o, st = k.forward(q.to(bf), kv.to(bf), kv.to(bf), scale=0.25, bias=bias)
+    ref_o, ref_st = tm.sdpa_forward(q.to(bf).float(), kv.to(bf).float(), kv.to(bf).float(),
+                                    scale=0.25, bias=bias, right_bound=0)  # fmt: skip
+    torch.testing.assert_close(o.float(), ref_o, rtol=2e-2, atol=2e-2)
+    assert st is not None
+    torch.testing.assert_close(st, ref_st, rtol=1e-3, atol=1e-3)
+
+
+def test_forward_falls_back_to_expanded_heads_when_gqa_does_not_compile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    original = flex._forward_body
+
+    def no_gqa(*args: Any) -> Any:
+        if args[-1][2]:  # cfg = (features, scale, enable_gqa, want_lse)
+            raise RuntimeError("pretend GQA does not compile")
+        return original(*args)
+
+    monkeypatch.setattr(flex, "_forward_body", no_gqa)
+    k = flex.FlexKernel(spec(forward=True, sq=24, right_bound=0))
+    assert k.notes[-1].startswith("K/V heads expanded")
+    g = torch.Generator().manual_seed(6)
+    q, kv = torch.randn(1, 4, 24, 16, generator=g), torch.randn(1, 2, 32, 16, generator=g)
+    o, st = k.forward(q, kv, kv, scale=0.25)
+    ref_o, ref_st = tm.sdpa_forward(q, kv, kv, scale=0.25, right_bound=0)
+    torch.testing.assert_close(o, ref_o, rtol=1e-5, atol=1e-5)
+    assert st is not None
+    torch.testing.assert_close(st, ref_st, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.slow

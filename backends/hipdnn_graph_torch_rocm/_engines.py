@@ -183,16 +183,18 @@ class TorchSdpaEngine:
             dtype=torch_dtype(io),
             device=f"cuda:{torch.cuda.current_device()}",
             bias_shape=tuple(p.tensors["Bias"].dim) if p.has("Bias") else None,
-            dbias=p.has("dBias"), alibi=p.alibi, bottom_right=p.window.bottom_right,
+                    dbias=p.has("dBias"), alibi=p.alibi, bottom_right=p.window.bottom_right,
             left_bound=p.window.left_bound, right_bound=p.window.right_bound,
             padding=p.padding, dropout_mask=p.has("Dropout_mask"), forward=not p.backward,
         )  # fmt: skip
         assert self.op is not None
         reason = fused.check(fused.FusedOp(self.op), fp)
         if reason is None:
-            reason = deferral(
-                self.op, Features(bias=p.has("Bias")), flex_accepts=_flex_accepts(p, io)
-            )
+            w = p.window
+            band = w.left_bound is not None or (w.right_bound or 0) > 0
+            features = Features(bias=p.has("Bias"), padding=p.padding, band=band)
+            if features != Features():
+                reason = deferral(self.op, features, flex_accepts=_flex_accepts(p, io))
         return None if reason is None else f"node '{p.name}': {reason}"
 
     def _flex_reason(self, p: SdpaProblem, io: hg.DataType) -> str | None:
@@ -316,6 +318,7 @@ def _flex_spec(p: SdpaProblem, io: hg.DataType) -> Any:
         d=p.head_dim, dv=p.head_dim_v, dtype=torch_dtype(io), device=_flex_device(),
         forward=not p.backward,
         bias_shape=tuple(p.tensors["Bias"].dim) if p.has("Bias") else None,
+        bias_dtype=torch_dtype(p.tensors["Bias"].data_type) if p.has("Bias") else None,
         dbias_shape=tuple(p.tensors["dBias"].dim) if p.has("dBias") else None,
         alibi=p.alibi, bottom_right=w.bottom_right, left_bound=w.left_bound,
         right_bound=w.right_bound, padding=p.padding, dropout_mask=p.has("Dropout_mask"),

@@ -7,8 +7,13 @@ engine *defers*: its ``check`` refuses with a reason naming the faster engine an
 so ``check_support`` says why. Measured on an H200 (CUDA torch 2.11, bf16, D = 128, backward,
 issue 14 and docs/performance.md):
 
-* a bias (with or without dBias): memory-efficient 92–102 TFLOP/s, FlexAttention 218–232, so
-  the efficient engine defers to flex whenever flex accepts the node.
+* a bias (with or without dBias): memory-efficient 92–102 TFLOP/s, FlexAttention 218–232 (issue
+  14), so the efficient engine defers to flex whenever flex accepts the node;
+* padding (75 % valid, S = 4k): flash's varlen backward 170 TFLOP/s, the flex engine 357
+  (``benchmarks/torch_flex.py``), so flash and efficient defer to flex;
+* a band (±256 at S = 16k): flash's window backward 146 TFLOP/s, the flex engine 195, so flash
+  and efficient defer to flex for bands and sliding windows (plain causal masks stay on cuDNN
+  and flash).
 
 The math engine takes only what no fused kernel or flex runs exactly: dropout masks (flex cannot
 apply a mask after the softmax), ``Hk ≠ Hv``, head dims below 16, float64, and CPU.
@@ -45,17 +50,23 @@ class Features:
 
     bias: bool = False
     dropout_mask: bool = False
+    padding: bool = False
+    band: bool = False  # a left bound, or a right bound above 0 (not plain causal)
 
 
 #: (family, predicate, figures): the family defers to flex when the predicate holds
+_PAD = "with padding (75% valid, S=4k) flash's varlen backward measured 170 TFLOP/s against "
+_BAND = "with a band (+-256, S=16k) flash's window backward measured 146 TFLOP/s against "
+_H200 = " on the H200 (bf16, D=128)"
 _DEFERRALS: tuple[tuple[str, str, str], ...] = (
-    (
-        "efficient",
-        "bias",
-        "with a bias the memory-efficient backward measured 92-102 TFLOP/s against flex's "
-        "218-232 on the H200 (bf16, D=128, S=1k-4k)",
-    ),
-)
+    ("efficient", "bias",
+     "with a bias the memory-efficient backward measured 92-102 TFLOP/s against flex's "
+     "218-232 on the H200 (bf16, D=128, S=1k-4k)"),
+    ("flash", "padding", _PAD + "the flex engine's 357" + _H200),
+    ("efficient", "padding", _PAD + "the flex engine's 357" + _H200),
+    ("flash", "band", _BAND + "the flex engine's 195" + _H200),
+    ("efficient", "band", _BAND + "the flex engine's 195" + _H200),
+)  # fmt: skip
 
 
 def deferral(family: str | None, features: Features, *, flex_accepts: bool) -> str | None:

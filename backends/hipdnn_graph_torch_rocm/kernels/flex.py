@@ -106,6 +106,7 @@ class FlexSpec:
     device: str
     forward: bool
     bias_shape: tuple[int, ...] | None = None
+    bias_dtype: torch.dtype | None = None  # None: the input type
     dbias_shape: tuple[int, ...] | None = None
     alibi: bool = False
     bottom_right: bool = False
@@ -268,7 +269,7 @@ def _trace_graphs(
 def _fresh(fn: Callable[..., Any], tag: str) -> Callable[..., Any]:
     """A copy of ``fn`` with a code object of its own (named ``<fn>_<tag>``)."""
     code = fn.__code__.replace(co_name=f"{fn.__name__}_{tag}")
-    return types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__)
+    return types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__, fn.__closure__)
 
 
 @contextlib.contextmanager
@@ -344,9 +345,9 @@ class FlexKernel:
         inductor = not cpu or (s.forward and not s.want_stats)
         self._backend = "inductor" if inductor else "aot_eager"
         warm = self._warm_inputs()
+        self._expand_kv = False
         if s.forward:
-            self._fwd = self._compile(_forward_body)
-            self.forward(*warm[:3], scale=self._scale, bias=warm[6], **self._warm_lens())
+            self._build_forward(warm)
         else:
             self._options = _kernel_options(*warm[:3])
             self._build_backward(warm)
@@ -384,7 +385,9 @@ class FlexKernel:
         q, k, v = rn(s.b, s.h, s.sq, s.d), rn(s.b, s.hk, s.skv, s.d), rn(s.b, s.hv, s.skv, s.dv)
         o, do = rn(s.b, s.h, s.sq, s.dv), rn(s.b, s.h, s.sq, s.dv)
         stats = torch.zeros(s.b, s.h, s.sq, 1, dtype=torch.float32, device=dev)
-        bias = None if s.bias_shape is None else rn(*s.bias_shape)
+        bias = None
+        if s.bias_shape is not None:
+            bias = rn(*s.bias_shape).to(s.bias_dtype or dt)
         return [q, k, v, o, do, stats, bias]
 
     def _warm_lens(self) -> dict[str, Tensor]:
@@ -395,6 +398,30 @@ class FlexKernel:
             "seq_len_q": torch.full((s.b, 1, 1, 1), s.sq, dtype=torch.int32, device=self._dev),
             "seq_len_kv": torch.full((s.b, 1, 1, 1), s.skv, dtype=torch.int32, device=self._dev),
         }
+
+    def _build_forward(self, warm: list[Any]) -> None:
+        """Native GQA first; where flex's forward does not compile with it (seen on the H200 for
+        GQA/MQA with Sq = 96 and a causal or window mask), K/V heads are expanded instead."""
+        kw = {"scale": self._scale, "bias": warm[6], **self._warm_lens()}
+        for expand in (False, True) if self._gqa else (False,):
+            self._expand_kv = expand
+            try:
+                self._fwd = self._compile(_forward_body)
+                self.forward(*warm[:3], **kw)
+                if expand:
+                    self.notes.append("K/V heads expanded: flex's GQA forward did not compile")
+                return
+            except Exception as e:
+                if expand or not self._gqa:
+                    raise
+                text = (str(e).strip().splitlines() or [""])[0][:300]
+                self.notes.append(f"gqa forward: {type(e).__name__}: {text}")
+
+    def _kv(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        if not self._expand_kv:
+            return k, v
+        g = self.spec.h // self.spec.hk
+        return k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
 
     def _build_backward(self, warm: list[Any]) -> None:
         q, k, v, o, do, stats, bias = warm
@@ -409,6 +436,7 @@ class FlexKernel:
                     if mode == "given":
                         self._prepare_given(bias)
                     else:
+                        self._expand_kv = False
                         self._fwd = self._compile(_forward_body)
                     self.backward(q, k, v, o, do, stats, **kw)
                     if grad_dtype is not None and grad_dtype != torch.float32:
@@ -475,8 +503,9 @@ class FlexKernel:
         """O ``[B,H,Sq,Dv]`` (input dtype) and Stats ``[B,H,Sq,1]`` fp32 (None when not wanted)."""
         self._set_scale(scale)
         bm = self._block_mask(seq_len_q, seq_len_kv)
-        cfg = (self._f, self._scale, self._gqa, self.spec.want_stats)
-        args = (*_distinct(q, k, v), self._bias(bias, False))
+        cfg = (self._f, self._scale, self._gqa and not self._expand_kv, self.spec.want_stats)
+        q, k, v = _distinct(q, k, v)
+        args = (q, *self._kv(k, v), self._bias(bias, False))
         with _no_recompile(self._building), torch.no_grad():
             out, lse = self._fwd(*args, self._slopes, self._scale_t, bm, cfg)
         if lse is None:
@@ -521,9 +550,10 @@ class FlexKernel:
                 )
         else:
             qg, kg, vg = (x.detach().requires_grad_(True) for x in (q, k, v))
-            cfg_f = (self._f, self._scale, self._gqa, False)
+            cfg_f = (self._f, self._scale, self._gqa and not self._expand_kv, False)
             with _no_recompile(self._building), torch.enable_grad():
-                out, _ = self._fwd(qg, kg, vg, bc, self._slopes, self._scale_t, bm, cfg_f)
+                kx, vx = self._kv(kg, vg)  # autograd sums expanded heads back
+                out, _ = self._fwd(qg, kx, vx, bc, self._slopes, self._scale_t, bm, cfg_f)
                 leaves = [qg, kg, vg] + ([bc] if want_db and bc is not None else [])
                 grads = torch.autograd.grad(out, leaves, do)
             dq, dk, dv = grads[:3]
