@@ -311,3 +311,16 @@ def test_compiled_cpu_forward_without_stats_matches_math() -> None:
     assert st is None
     ref, _ = tm.sdpa_forward(q, kv, kv, scale=0.25, bias=bias, right_bound=0)
     torch.testing.assert_close(o, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_a_backward_that_compiles_nowhere_raises_naming_every_attempt() -> None:
+    """dBias on CPU: FlexAttention's reference backward has no gradient for captured buffers;
+    the build tries every way (given O in fp32, with smaller tiles, recompute, the input type)
+    and its error lists each (static_reason refuses this before any engine builds it)."""
+    s = spec(bias_shape=(1, 4, 32, 32), dbias_shape=(1, 4, 32, 32), h=4, hk=4, hv=4)
+    with pytest.raises(RuntimeError, match="flex backward did not compile") as info:
+        flex.FlexKernel(s)
+    text = str(info.value)
+    assert "given (torch.float32, {}):" in text and "given (torch.float32, {'BLOCK_M1': 32" in text
+    assert "recompute (torch.float32, {}):" in text
+    assert text.count(" | ") == 4  # five attempts
