@@ -10,8 +10,10 @@ Public modules:
 * :mod:`.fused` — wrappers over torch's fused SDPA ops (cuDNN, FlashAttention, memory-efficient)
   fed with the user's O and Stats, with ``check()`` reasons for what each op cannot do.
 * :mod:`.probe` — the capability probe of the fused ops (tiny runs, cached per device/dtype).
+* :mod:`.flex` — FlexAttention kernels (``TORCH_SDPA_FLEX_ENGINE``), compiled once per node.
 
 Imports follow the call graph: ``fused`` → ``probe`` → ``_fused_ops`` → ``_fused_common`` →
-``_fused_rules`` (a leaf; its rules take the measured capabilities as an argument), and
-``math`` → ``_math_plan``.
+``_fused_rules`` (a leaf; its rules take the measured capabilities as an argument);
+``flex`` → ``_flex_compiled`` → ``_flex_mods`` (and ``_fused_common``); ``math`` →
+``_math_plan``.
 """
