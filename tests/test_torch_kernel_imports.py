@@ -62,7 +62,16 @@ def _import_blocked(module: str) -> subprocess.CompletedProcess[str]:
 
 def test_every_kernel_module_is_listed() -> None:
     names = {m.rsplit(".", 1)[1] for m in KERNEL_MODULES}
-    assert {"math", "fused", "probe", "flex", "_flex_mods", "_flex_compiled", "_fused_rules", "_fused_ops"} <= names
+    assert {
+        "math",
+        "fused",
+        "probe",
+        "flex",
+        "_flex_mods",
+        "_flex_compiled",
+        "_fused_rules",
+        "_fused_ops",
+    } <= names
 
 
 @pytest.mark.parametrize("module", MODULES)
