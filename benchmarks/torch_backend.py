@@ -15,7 +15,10 @@ not; GQA 32:8 at 4k) it prints:
   repeated ``execute`` is), and the copy alone as a share of the aten time;
 
 then the host time of a tiny graph's execute and of the direct aten call it wraps, and the math
-engine's TFLOP/s at S=4k, D=128. FLOPs = 2·B·H·N·(3·D + 2·Dv), N = visible (query, key) pairs.
+engine's TFLOP/s at S=4k, D=128. With ``--flex`` (or ``--flex-only``) it also runs issue 14's
+FlexAttention configurations (:mod:`torch_flex`: bias+dBias, padding, bands, ALiBi,
+bottom-right causal; ``graph.execute`` vs flex called directly vs the math engine, build time),
+written under ``"flex"`` in the JSON. FLOPs = 2·B·H·N·(3·D + 2·Dv), N = visible (query, key) pairs.
 All figures of one row come from the same run, timed with CUDA events: rounds of ten
 back-to-back calls of each contender in turn, median over nine rounds.
 """
@@ -355,11 +358,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two configurations only")
     parser.add_argument("--json", help="write the results to this file")
+    parser.add_argument("--flex", action="store_true", help="also the FlexAttention configs")
+    parser.add_argument("--flex-only", action="store_true", help="only the FlexAttention configs")
     args = parser.parse_args()
     print(
         f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
         f"{time.strftime('%Y-%m-%d')}"
     )
+    flex_rows: list[dict[str, Any]] = []
+    if args.flex or args.flex_only:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import torch_flex
+
+        flex_rows = torch_flex.run(args.quick)
+    if args.flex_only:
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"flex": flex_rows, "torch": torch.__version__}, fh, indent=1)
+        return
     configs = [(d, s, c) for d in (64, 128) for s in (1024, 4096, 16384) for c in (False, True)]
     if args.quick:
         configs = [(128, 4096, False), (64, 1024, True)]
@@ -397,6 +413,7 @@ def main() -> None:
                     "rows": rows,
                     "host": overhead,
                     "math": maths,
+                    "flex": flex_rows,
                     "device": torch.cuda.get_device_name(),
                     "torch": torch.__version__,
                 },

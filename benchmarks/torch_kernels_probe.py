@@ -24,38 +24,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(_ROOT), str(_ROOT / "backends")]  # run from a checkout, installed or not
 
-import torch
+import torch  # noqa: E402
 
-
-def _import_kernels() -> tuple[Any, Any, Any]:
-    """The kernel modules, even where ``hipdnn_graph_torch_rocm`` cannot be imported.
-
-    ``hipdnn_graph_torch_rocm/__init__.py`` imports the engines and so hipdnn_graph (pydantic); the
-    device machine has no pydantic. The kernels need neither, so on ImportError the parent
-    package is replaced by a bare namespace and only the kernels are imported.
-    """
-    import importlib
-    import sys
-    import types
-    from pathlib import Path
-
-    try:
-        importlib.import_module("hipdnn_graph_torch_rocm")
-    except ImportError:
-        root = Path(__file__).resolve().parents[1]
-        if "hipdnn_graph_torch_rocm" not in sys.modules:
-            mod = types.ModuleType("hipdnn_graph_torch_rocm")
-            mod.__path__ = [str(root / "backends" / "hipdnn_graph_torch_rocm")]
-            sys.modules["hipdnn_graph_torch_rocm"] = mod
-    return tuple(  # type: ignore[return-value]
-        importlib.import_module(f"hipdnn_graph_torch_rocm.kernels.{m}")
-        for m in ("fused", "math", "probe")
-    )
-
-
-fused, tm, probe = _import_kernels()
+from hipdnn_graph_torch_rocm.kernels import fused, probe  # noqa: E402
+from hipdnn_graph_torch_rocm.kernels import math as tm  # noqa: E402
 
 OPS = [
     "_scaled_dot_product_cudnn_attention",

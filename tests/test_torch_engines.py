@@ -11,8 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import hipdnn_graph as hg  # noqa: E402
-from hipdnn_graph_torch_rocm import ENGINES, create_backend  # noqa: E402
-from hipdnn_graph_torch_rocm.engines import TorchSdpaEngine  # noqa: E402
+from hipdnn_graph_torch_rocm import ENGINES, TorchSdpaEngine, create_backend  # noqa: E402
 
 FUSED = [name for name, op, _ in ENGINES if op is not None]
 
@@ -33,12 +32,13 @@ def bwd_graph(io: hg.DataType = hg.DataType.FLOAT, **kw: Any) -> tuple[hg.Graph,
                "dV": dv}  # fmt: skip
 
 
-def test_backend_lists_four_engines_in_measured_speed_order() -> None:
+def test_backend_lists_five_engines_in_measured_speed_order() -> None:
     engines = create_backend().engines()
     assert [e.name for e in engines] == [
         "TORCH_SDPA_CUDNN_ENGINE",
         "TORCH_SDPA_FLASH_ENGINE",
         "TORCH_SDPA_EFFICIENT_ENGINE",
+        "TORCH_SDPA_FLEX_ENGINE",
         "TORCH_SDPA_MATH_ENGINE",
     ]
     priorities = [e.priority for e in engines]

@@ -1,9 +1,19 @@
 """Torch kernels of the torch backend: the chunked math kernel and the fused-op wrappers.
 
-Importing this package imports torch; the backend imports it lazily, so that
-``import hipdnn_graph`` never pulls torch in.
+Importing this package imports torch (and nothing of ``hipdnn_graph``: the kernels run where
+only torch is installed); the engines import it lazily, so that ``import hipdnn_graph`` never
+pulls torch in.
+
+Public modules:
 
 * :mod:`.math` — ``sdpa_forward`` / ``sdpa_backward``: every feature of spec §6, any device.
 * :mod:`.fused` — wrappers over torch's fused SDPA ops (cuDNN, FlashAttention, memory-efficient)
   fed with the user's O and Stats, with ``check()`` reasons for what each op cannot do.
+* :mod:`.probe` — the capability probe of the fused ops (tiny runs, cached per device/dtype).
+* :mod:`.flex` — FlexAttention kernels (``TORCH_SDPA_FLEX_ENGINE``), compiled once per node.
+
+Imports follow the call graph: ``fused`` → ``probe`` → ``_fused_ops`` → ``_fused_common`` →
+``_fused_rules`` (a leaf; its rules take the measured capabilities as an argument);
+``flex`` → ``_flex_compiled`` → ``_flex_mods`` (and ``_fused_common``); ``math`` →
+``_math_plan``.
 """

@@ -33,7 +33,7 @@ import math
 
 import torch
 
-from .math_plan import (
+from ._math_plan import (
     _buf,
     _check_broadcast,
     _group,

@@ -17,9 +17,10 @@ from typing import Any
 
 import torch
 
-from . import _fused_impl as impl
+from . import _fused_ops as impl
 from . import math as tmath
-from .fused import FusedOp, OpCaps, SdpaProblem, _op
+from ._fused_common import PLANS, aten_op, clear_empty_rows, empty_rows, remember_rng
+from ._fused_rules import FusedOp, OpCaps, SdpaProblem
 
 __all__ = ["capabilities", "clear_cache", "verify"]
 
@@ -38,10 +39,8 @@ def _norm_device(device: torch.device | str) -> torch.device:
 
 def clear_cache() -> None:
     """Forget measured capabilities (and the per-signature checks built on them)."""
-    from . import fused
-
     _CACHE.clear()
-    fused._PLANS.clear()
+    PLANS.clear()
 
 
 def capabilities(device: torch.device | str, dtype: torch.dtype) -> dict[FusedOp, OpCaps]:
@@ -88,8 +87,6 @@ def verify(
     be compared with several interpretations (alignment probes). Returns relative errors
     (``inf`` for NaN/inf in finite places); raises whatever the op raises.
     """
-    from . import fused
-
     dev = _norm_device(device)
     b, h, hk, hv, sq, skv, d, dv = dims
     g = torch.Generator(device="cpu").manual_seed(seed)
@@ -144,8 +141,8 @@ def verify(
         seq_len_q=lens.get("seq_len_q"),
         seq_len_kv=lens.get("seq_len_kv"),
     )
-    er = fused.empty_rows(p, dev, lens.get("seq_len_q"), lens.get("seq_len_kv"))
-    o, st = fused.clear_empty_rows(er, *fwd)
+    er = empty_rows(p, dev, lens.get("seq_len_q"), lens.get("seq_len_kv"))
+    o, st = clear_empty_rows(er, *fwd)
     fin = torch.isfinite(st_ref)
     out = {
         "o": _rel(o, o_ref),
@@ -213,22 +210,22 @@ def _own_forward(op: FusedOp, dev: torch.device, dtype: torch.dtype) -> tuple[in
     sq = 72  # not a multiple of 32: shows the efficient kernel's LSE padding
     q = torch.randn(1, 2, sq, 64, device=dev, dtype=dtype)
     if op is FusedOp.CUDNN:
-        res = _op("_scaled_dot_product_cudnn_attention")(
+        res = aten_op("_scaled_dot_product_cudnn_attention")(
             q, q, q, None, True, 0.0, False, False, scale=0.125
         )
-        impl._remember_rng(op, dev, res[6], res[7])
+        remember_rng(op, dev, res[6], res[7])
         return int(res[1].dim()), 1
     qt = q.transpose(1, 2)
     if op is FusedOp.FLASH:
-        res = _op("_flash_attention_forward")(
+        res = aten_op("_flash_attention_forward")(
             qt, qt, qt, None, None, sq, sq, 0.0, False, False, scale=0.125
         )
-        impl._remember_rng(op, dev, res[2], res[3])
+        remember_rng(op, dev, res[2], res[3])
         return int(res[1].dim()), 1
-    res = _op("_efficient_attention_forward")(
+    res = aten_op("_efficient_attention_forward")(
         qt, qt, qt, None, None, None, sq, sq, 0.0, 0, True, scale=0.125
     )
-    impl._remember_rng(op, dev, res[2], res[3])
+    remember_rng(op, dev, res[2], res[3])
     last = int(res[1].shape[-1])
     return int(res[1].dim()), (32 if last != sq and last % 32 == 0 else 1)
 

@@ -7,12 +7,15 @@ Every engine runs whole SDPA forward/backward graphs, node by node in topologica
 | ``TORCH_SDPA_CUDNN_ENGINE`` | cuDNN attention (``aten._scaled_dot_product_cudnn_*``) | CUDA only |
 | ``TORCH_SDPA_FLASH_ENGINE`` | FlashAttention-2 (CUDA) / AOTriton (ROCm) | GPU |
 | ``TORCH_SDPA_EFFICIENT_ENGINE`` | memory-efficient kernels (AOTriton on ROCm) | GPU |
+| ``TORCH_SDPA_FLEX_ENGINE`` | FlexAttention (Triton kernels compiled in ``build_plans``) | GPU |
 | ``TORCH_SDPA_MATH_ENGINE`` | chunked matmuls, every feature of the node | any, CPU too |
 
 The fused engines feed the graph's own O and Stats to torch's fused backward ops (the forward is
-never recomputed); what an op cannot do exactly is refused in ``check()`` with a reason naming
-the feature, so ranking falls through, in the end to the math engine. Everything that can be
-decided when the plan is built is decided then; ``execute`` gathers buffers, resolves runtime
+never recomputed; flex does so where its backward operator compiles, see
+:mod:`.kernels.flex`); what an op cannot do exactly is refused in ``check()`` with a reason
+naming the feature, so ranking falls through, in the end to the math engine. Where an earlier
+engine was measured slower than flex it defers with a reason (:mod:`._ranking`). Everything that
+can be decided when the plan is built is decided then; ``execute`` gathers buffers, resolves runtime
 scalars and calls the kernel.
 """
 
@@ -27,20 +30,12 @@ import hipdnn_graph as hg
 from hipdnn_graph.backend import SdpaProblem, Support
 from hipdnn_graph.backend.dtypes import torch_dtype
 
+from ._ranking import ENGINES, Features, deferral
 from .replay import CudaGraphReplay
 
 __all__ = ["ENGINES", "TorchSdpaBackend", "TorchSdpaEngine", "create_engines"]
 
 _LOWP = frozenset({hg.DataType.HALF, hg.DataType.BFLOAT16})
-
-#: (engine name, fused op family or None for math, priority: lower ranks first).
-#: Order measured on an H200 for bf16 at long sequences: cuDNN > flash > efficient > math.
-ENGINES: tuple[tuple[str, str | None, int], ...] = (
-    ("TORCH_SDPA_CUDNN_ENGINE", "cudnn", 10),
-    ("TORCH_SDPA_FLASH_ENGINE", "flash", 20),
-    ("TORCH_SDPA_EFFICIENT_ENGINE", "efficient", 30),
-    ("TORCH_SDPA_MATH_ENGINE", None, 500),
-)
 
 
 def torch_available() -> bool:
@@ -119,8 +114,8 @@ class TorchSdpaPlan:
 
 
 class TorchSdpaEngine:
-    """One torch engine; ``op`` is the fused family (``"cudnn"``, ``"flash"``, ``"efficient"``)
-    or ``None`` for the math engine."""
+    """One torch engine; ``op`` is the kernel family (``"cudnn"``, ``"flash"``, ``"efficient"``,
+    ``"flex"``) or ``None`` for the math engine."""
 
     array_kind = "torch"
 
@@ -138,7 +133,15 @@ class TorchSdpaEngine:
             return Support.no("torch is not installed")
         import torch
 
-        if self.op is not None:
+        if self.op == "flex":
+            from .kernels import flex
+
+            if not (torch.cuda.is_available() or flex.cpu_allowed()):
+                return Support.no(
+                    "flex needs a CUDA or ROCm device (or "
+                    f"{flex.CPU_ENV}=1 for FlexAttention's CPU reference path); none is available"
+                )
+        elif self.op is not None:
             if not torch.cuda.is_available():
                 return Support.no(f"{self.op} needs a CUDA or ROCm device; none is available")
             if self.op == "cudnn" and torch.version.hip:
@@ -161,6 +164,8 @@ class TorchSdpaEngine:
         if p.compute_data_type != hg.DataType.FLOAT:
             return f"{node}: fused kernels compute in FLOAT, not {p.compute_data_type.name}"
         io = p.tensors["Q"].data_type
+        if self.op == "flex":
+            return self._flex_reason(p, io)
         if io not in _LOWP:
             return f"{node}: fused kernels need HALF or BFLOAT16 Q/K/V, got {io.name}"
         if any(p.tensors[s].data_type != io for s in ("K", "V")):
@@ -178,13 +183,30 @@ class TorchSdpaEngine:
             dtype=torch_dtype(io),
             device=f"cuda:{torch.cuda.current_device()}",
             bias_shape=tuple(p.tensors["Bias"].dim) if p.has("Bias") else None,
-            dbias=p.has("dBias"), alibi=p.alibi, bottom_right=p.window.bottom_right,
+                    dbias=p.has("dBias"), alibi=p.alibi, bottom_right=p.window.bottom_right,
             left_bound=p.window.left_bound, right_bound=p.window.right_bound,
             padding=p.padding, dropout_mask=p.has("Dropout_mask"), forward=not p.backward,
         )  # fmt: skip
         assert self.op is not None
         reason = fused.check(fused.FusedOp(self.op), fp)
+        if reason is None:
+            w = p.window
+            band = w.left_bound is not None or (w.right_bound or 0) > 0
+            features = Features(bias=p.has("Bias"), padding=p.padding, band=band)
+            if features != Features():
+                reason = deferral(self.op, features, flex_accepts=_flex_accepts(p, io))
         return None if reason is None else f"node '{p.name}': {reason}"
+
+    def _flex_reason(self, p: SdpaProblem, io: hg.DataType) -> str | None:
+        node = f"node '{p.name}'"
+        if any(p.tensors[s].data_type != io for s in ("K", "V")):
+            return f"{node}: flex needs Q, K and V of one data type"
+        if io not in _LOWP and not (io == hg.DataType.FLOAT and _flex_device() == "cpu"):
+            return f"{node}: flex runs HALF or BFLOAT16 Q/K/V on the GPU, got {io.name}"
+        from .kernels import flex
+
+        reason = flex.static_reason(_flex_spec(p, io))
+        return None if reason is None else f"{node}: {reason}"
 
     def workspace_size(self, graph: hg.Graph) -> int:
         return 0
@@ -266,12 +288,55 @@ class TorchSdpaEngine:
                 static["matmul_dtype"] = torch_dtype(io)
             kernel: Callable[..., Any] = kmath.sdpa_backward if p.backward else kmath.sdpa_forward
             return _math_on_device(kernel) if lowp else kernel
+        if self.op == "flex":
+            from .kernels import flex
+
+            io = p.tensors["Q"].data_type
+            k = flex.kernel(_flex_spec(p, io))
+            return k.backward if p.backward else k.forward
         from .kernels import fused
 
         op = fused.FusedOp(self.op)
         static["check"] = False
         wrapper: Callable[..., Any] = fused.backward if p.backward else fused.forward
         return lambda *args, **kw: wrapper(op, *args, **kw)
+
+
+def _flex_device() -> str:
+    import torch
+
+    return f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
+
+
+def _flex_spec(p: SdpaProblem, io: hg.DataType) -> Any:
+    """The :class:`~.kernels.flex.FlexSpec` of a node (on the current device)."""
+    from .kernels import flex
+
+    w = p.window
+    return flex.FlexSpec(
+        b=p.batch, h=p.heads, hk=p.heads_k, hv=p.heads_v, sq=p.seq_q, skv=p.seq_kv,
+        d=p.head_dim, dv=p.head_dim_v, dtype=torch_dtype(io), device=_flex_device(),
+        forward=not p.backward,
+        bias_shape=tuple(p.tensors["Bias"].dim) if p.has("Bias") else None,
+        bias_dtype=torch_dtype(p.tensors["Bias"].data_type) if p.has("Bias") else None,
+        dbias_shape=tuple(p.tensors["dBias"].dim) if p.has("dBias") else None,
+        alibi=p.alibi, bottom_right=w.bottom_right, left_bound=w.left_bound,
+        right_bound=w.right_bound, padding=p.padding, dropout_mask=p.has("Dropout_mask"),
+        scale=p.scale.value if p.scale.uid is None else None,
+        want_stats=p.backward or p.has("Stats"),
+    )  # fmt: skip
+
+
+def _flex_accepts(p: SdpaProblem, io: hg.DataType) -> bool:
+    """Whether the flex engine would take this node (static rules; nothing is compiled)."""
+    del io
+    import torch
+
+    from .kernels import flex
+
+    if not (torch.cuda.is_available() or flex.cpu_allowed()) or _common_refusal(p):
+        return False
+    return _FLEX_RULES._refusal(p) is None
 
 
 def _scale_or_one(value: Any) -> float:
@@ -315,8 +380,12 @@ def _math_on_device(fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+#: the flex engine's rules, for engines that defer to it
+_FLEX_RULES = TorchSdpaEngine("TORCH_SDPA_FLEX_ENGINE", "flex", 40)
+
+
 def create_engines() -> list[TorchSdpaEngine]:
-    """The four engines, in priority order."""
+    """The five engines, in priority order."""
     return [TorchSdpaEngine(name, op, priority) for name, op, priority in ENGINES]
 
 

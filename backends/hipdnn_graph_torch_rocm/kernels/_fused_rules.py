@@ -1,8 +1,9 @@
-"""What torch's fused SDPA ops can run: the problem description, measured capabilities, and the
+"""What torch's fused SDPA ops can run: the problem description, the capability record, and the
 rules that refuse what an op cannot do exactly (each reason names the feature).
 
-Split from :mod:`.fused` (which re-exports every public name here) so that the rules read on
-their own; the op calls themselves live in :mod:`.fused` and :mod:`._fused_impl`.
+A leaf of the kernels package: the rules take the measured capabilities as an argument (the
+probe in :mod:`.probe` measures them; :mod:`.fused` joins the two and re-exports every public
+name here), so nothing here runs on a device.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ __all__ = [
     "FusedUnsupportedError",
     "OpCaps",
     "SdpaProblem",
-    "capabilities",
     "check",
+    "measured_reason",
     "static_reason",
 ]
 
@@ -124,7 +125,7 @@ class SdpaProblem:
 
 @dataclass(frozen=True)
 class OpCaps:
-    """What one fused op does on one (device, dtype), measured by tiny runs (see probe.py)."""
+    """What one fused op does on one (device, dtype), measured by tiny runs (see :mod:`.probe`)."""
 
     op: FusedOp
     available: bool
@@ -159,7 +160,7 @@ class OpCaps:
 def static_reason(op: FusedOp, p: SdpaProblem) -> str | None:
     """Why ``op`` can never run ``p`` exactly, judged from torch's op signatures; None if it may.
 
-    Device facts (alignment, native GQA, …) are added by :func:`check`.
+    Device facts (alignment, native GQA, …) are added by :func:`measured_reason`.
     """
     dev = torch.device(p.device)
     if dev.type != "cuda":
@@ -224,12 +225,22 @@ def static_reason(op: FusedOp, p: SdpaProblem) -> str | None:
     return None
 
 
-def check(op: FusedOp, p: SdpaProblem) -> str | None:
-    """Why ``op`` cannot run ``p`` exactly on its device (static rules + measured caps)."""
-    reason = static_reason(op, p)
-    if reason is not None:
-        return reason
-    c = capabilities(p.device, p.dtype)[op]
+def check(op: FusedOp, p: SdpaProblem, c: OpCaps) -> str | None:
+    """Why ``op`` cannot run ``p`` exactly: the static rules, then the measured capabilities ``c``.
+
+    Example:
+        >>> import torch
+        >>> p = SdpaProblem(b=1, h=1, hk=1, hv=1, sq=8, skv=8, d=64, dv=64,
+        ...                 dtype=torch.bfloat16, device="cuda:0", dbias=True)
+        >>> check(FusedOp.CUDNN, p, OpCaps(op=FusedOp.CUDNN, available=True))
+        "cudnn's backward does not compute dBias"
+    """
+    return static_reason(op, p) or measured_reason(op, p, c)
+
+
+def measured_reason(op: FusedOp, p: SdpaProblem, c: OpCaps) -> str | None:
+    """Why ``op`` cannot run ``p`` given what the probe measured (``c``); the static rules of
+    :func:`static_reason` are assumed to have passed."""
     if not c.available:
         return c.reason or f"{op.value} is not available on {p.device}"
     if p.dv != p.d and not c.dv_ne_d:
@@ -283,10 +294,3 @@ def _efficient_measured(p: SdpaProblem, band: bool) -> str | None:
     if band and (br or p.sq > p.skv):
         return "efficient sliding windows are verified only top-left with Sq <= Skv"
     return None
-
-
-def capabilities(device: torch.device | str, dtype: torch.dtype) -> dict[FusedOp, OpCaps]:
-    """Measured capabilities of every fused op on ``(device, dtype)``; cached. See probe.py."""
-    from . import probe
-
-    return probe.capabilities(device, dtype)

@@ -14,21 +14,19 @@ from typing import Any
 
 import torch
 
-from .fused import (
-    RNG_STATE,
-    FusedOp,
-    OpCaps,
-    SdpaProblem,
-    _aligned,
-    _expand_heads,
-    _masking,
-    _op,
-    _Pack,
-    _reduce_heads,
-    _reduce_to,
-    _rng,
-    _to4,
+from ._fused_common import (
+    Pack,
+    aligned,
+    aten_op,
+    expand_heads,
+    masking,
+    reduce_heads,
+    reduce_to,
+    remember_rng,
+    rng_state,
+    to4,
 )
+from ._fused_rules import FusedOp, OpCaps, SdpaProblem
 
 Tensor = torch.Tensor
 _INF = math.inf
@@ -69,11 +67,7 @@ def _kv_for(p: SdpaProblem, c: OpCaps, k: Tensor, v: Tensor) -> tuple[Tensor, Te
         return k, v, False
     if c.gqa_native and p.hk == p.hv:
         return k, v, False
-    return _expand_heads(k, p.h), _expand_heads(v, p.h), True
-
-
-def _remember_rng(op: FusedOp, device: torch.device, a: Tensor, b: Tensor) -> None:
-    RNG_STATE.setdefault((op, device), (a, b))
+    return expand_heads(k, p.h), expand_heads(v, p.h), True
 
 
 # ------------------------------------------------------------------------------------------ flash
@@ -92,11 +86,11 @@ def flash_forward(
     seq_len_kv: Tensor | None,
 ) -> tuple[Tensor, Tensor]:
     del bias
-    causal, wl, wr, _ = _masking(
+    causal, wl, wr, _ = masking(
         FusedOp.FLASH, c, p.sq, p.skv, p.bottom_right, p.left_bound, p.right_bound, p.padding
     )
     kx, vx, _ = _kv_for(p, c, k, v)
-    fn = _op("_flash_attention_forward")
+    fn = aten_op("_flash_attention_forward")
     kw = {"scale": scale, **_window_kw(wl, wr)}
     if not p.padding:
         out, lse, rng, unused, _ = fn(
@@ -112,14 +106,14 @@ def flash_forward(
             False,
             **kw,
         )
-        _remember_rng(FusedOp.FLASH, q.device, rng, unused)
+        remember_rng(FusedOp.FLASH, q.device, rng, unused)
         return out.transpose(1, 2), _stats_out(lse, p)
-    pq = _Pack.make(seq_len_q, p.b, p.sq, q.device)
-    pk = _Pack.make(seq_len_kv, p.b, p.skv, q.device)
+    pq = Pack.make(seq_len_q, p.b, p.sq, q.device)
+    pk = Pack.make(seq_len_kv, p.b, p.skv, q.device)
     out, lse, rng, unused, _ = fn(
         pq.pack(q), pk.pack(kx), pk.pack(vx), pq.cu, pk.cu, p.sq, p.skv, 0.0, causal, False, **kw
     )
-    _remember_rng(FusedOp.FLASH, q.device, rng, unused)
+    remember_rng(FusedOp.FLASH, q.device, rng, unused)
     o = pq.unpack(out)
     # [H, total] per token (CUDA flash), or [B, H, max_q] per sequence
     st = lse[:, pq.gather].permute(1, 0, 2) if lse.dim() == 2 else lse[:, :, : p.sq]
@@ -144,14 +138,14 @@ def flash_backward(
     seq_len_kv: Tensor | None,
 ) -> tuple[Tensor, Tensor, Tensor, None]:
     del bias, dbias_shape
-    causal, wl, wr, _ = _masking(
+    causal, wl, wr, _ = masking(
         FusedOp.FLASH, c, p.sq, p.skv, p.bottom_right, p.left_bound, p.right_bound, p.padding
     )
     kx, vx, expanded = _kv_for(p, c, k, v)
     o = _same(o, q)
     do = _same(do, q)
-    rng, unused = _rng(FusedOp.FLASH, q.device)
-    fn = _op("_flash_attention_backward")
+    rng, unused = rng_state(FusedOp.FLASH, q.device)
+    fn = aten_op("_flash_attention_backward")
     kw = {"scale": scale, **_window_kw(wl, wr)}
     if not p.padding:
         lse = _lse_dense(stats, p, 1)
@@ -174,8 +168,8 @@ def flash_backward(
         )
         dq, dk, dv = dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)
     else:
-        pq = _Pack.make(seq_len_q, p.b, p.sq, q.device)
-        pk = _Pack.make(seq_len_kv, p.b, p.skv, q.device)
+        pq = Pack.make(seq_len_q, p.b, p.sq, q.device)
+        pk = Pack.make(seq_len_kv, p.b, p.skv, q.device)
         if c.varlen_lse == "batch":
             lse = _lse_dense(stats, p, 1)
         else:
@@ -200,7 +194,7 @@ def flash_backward(
         )
         dq, dk, dv = pq.unpack(dqp), pk.unpack(dkp), pk.unpack(dvp)
     if expanded:
-        dk, dv = _reduce_heads(dk, p.hk), _reduce_heads(dv, p.hv)
+        dk, dv = reduce_heads(dk, p.hk), reduce_heads(dv, p.hv)
     return dq, dk, dv, None
 
 
@@ -212,12 +206,12 @@ def _eff_bias(
 ) -> Tensor | None:
     if bias is None and not want_db:
         return None
-    b4 = _to4(bias) if bias is not None else torch.zeros(1, 1, 1, 1, dtype=dtype, device=device)
-    return _aligned(b4, p.skv, dtype).expand(p.b, p.h, p.sq, p.skv)
+    b4 = to4(bias) if bias is not None else torch.zeros(1, 1, 1, 1, dtype=dtype, device=device)
+    return aligned(b4, p.skv, dtype).expand(p.b, p.h, p.sq, p.skv)
 
 
 def _eff_mask(p: SdpaProblem, c: OpCaps) -> tuple[int, dict[str, Any]]:
-    _, _, _, mt = _masking(
+    _, _, _, mt = masking(
         FusedOp.EFFICIENT, c, p.sq, p.skv, p.bottom_right, p.left_bound, p.right_bound, p.padding
     )
     if p.left_bound is not None:
@@ -240,7 +234,7 @@ def efficient_forward(
     mt, wkw = _eff_mask(p, c)
     kx, vx, _ = _kv_for(p, c, k, v)
     bt = _eff_bias(p, bias, False, q.dtype, q.device)
-    fn = _op("_efficient_attention_forward")
+    fn = aten_op("_efficient_attention_forward")
     if not p.padding:
         out, lse, seed, off, _, _ = fn(
             q.transpose(1, 2),
@@ -257,10 +251,10 @@ def efficient_forward(
             scale=scale,
             **wkw,
         )
-        _remember_rng(FusedOp.EFFICIENT, q.device, seed, off)
+        remember_rng(FusedOp.EFFICIENT, q.device, seed, off)
         return out.transpose(1, 2), _stats_out(lse, p)
-    pq = _Pack.make(seq_len_q, p.b, p.sq, q.device)
-    pk = _Pack.make(seq_len_kv, p.b, p.skv, q.device)
+    pq = Pack.make(seq_len_q, p.b, p.sq, q.device)
+    pk = Pack.make(seq_len_kv, p.b, p.skv, q.device)
     out, lse, seed, off, _, _ = fn(
         pq.pack(q)[None],
         pk.pack(kx)[None],
@@ -276,7 +270,7 @@ def efficient_forward(
         scale=scale,
         **wkw,
     )
-    _remember_rng(FusedOp.EFFICIENT, q.device, seed, off)
+    remember_rng(FusedOp.EFFICIENT, q.device, seed, off)
     st = lse.reshape(p.b, p.h, -1)[:, :, : p.sq].masked_fill(~pq.valid.view(p.b, 1, p.sq), _INF)
     return pq.unpack(out[0]), _stats_out(st, p)
 
@@ -303,9 +297,9 @@ def efficient_backward(
     bt = _eff_bias(p, bias, want_db, q.dtype, q.device)
     o = _same(o, q)
     do = _same(do, q)
-    seed, off = _rng(FusedOp.EFFICIENT, q.device)
+    seed, off = rng_state(FusedOp.EFFICIENT, q.device)
     lse = _lse_dense(stats, p, c.lse_pad)
-    fn = _op("_efficient_attention_backward")
+    fn = aten_op("_efficient_attention_backward")
     if not p.padding:
         # The kernel derives O's row stride as H·Dv (it reads only O's batch and head strides):
         # O must be BMHK-contiguous, which is what the op's own forward returns.
@@ -331,8 +325,8 @@ def efficient_backward(
         )
         dq, dk, dv = dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)
     else:
-        pq = _Pack.make(seq_len_q, p.b, p.sq, q.device)
-        pk = _Pack.make(seq_len_kv, p.b, p.skv, q.device)
+        pq = Pack.make(seq_len_q, p.b, p.sq, q.device)
+        pk = Pack.make(seq_len_kv, p.b, p.skv, q.device)
         dq, dk, dv, db = fn(
             pq.pack(do)[None],
             pq.pack(q)[None],
@@ -355,8 +349,8 @@ def efficient_backward(
         )
         dq, dk, dv = pq.unpack(dq[0]), pk.unpack(dk[0]), pk.unpack(dv[0])
     if expanded:
-        dk, dv = _reduce_heads(dk, p.hk), _reduce_heads(dv, p.hv)
-    dbias = _reduce_to(db, dbias_shape) if want_db and dbias_shape is not None else None
+        dk, dv = reduce_heads(dk, p.hk), reduce_heads(dv, p.hv)
+    dbias = reduce_to(db, dbias_shape) if want_db and dbias_shape is not None else None
     return dq, dk, dv, dbias
 
 
@@ -366,7 +360,7 @@ def efficient_backward(
 def _cudnn_bias(p: SdpaProblem, c: OpCaps, bias: Tensor | None, dtype: torch.dtype) -> Any:
     if bias is None:
         return None
-    b4 = _aligned(_to4(bias), p.skv, dtype)
+    b4 = aligned(to4(bias), p.skv, dtype)
     b4 = b4.expand(p.b, b4.shape[1], p.sq, p.skv)
     return b4 if c.bias_broadcast else b4.contiguous()
 
@@ -384,14 +378,14 @@ def cudnn_forward(
     seq_len_kv: Tensor | None,
 ) -> tuple[Tensor, Tensor]:
     del seq_len_q, seq_len_kv
-    causal, _, _, _ = _masking(
+    causal, _, _, _ = masking(
         FusedOp.CUDNN, c, p.sq, p.skv, p.bottom_right, p.left_bound, p.right_bound, p.padding
     )
     kx, vx, _ = _kv_for(p, c, k, v)
-    res = _op("_scaled_dot_product_cudnn_attention")(
+    res = aten_op("_scaled_dot_product_cudnn_attention")(
         q, kx, vx, _cudnn_bias(p, c, bias, q.dtype), True, 0.0, causal, False, scale=scale
     )
-    _remember_rng(FusedOp.CUDNN, q.device, res[6], res[7])
+    remember_rng(FusedOp.CUDNN, q.device, res[6], res[7])
     return res[0], _stats_out(res[1], p)
 
 
@@ -412,15 +406,15 @@ def cudnn_backward(
     seq_len_kv: Tensor | None,
 ) -> tuple[Tensor, Tensor, Tensor, None]:
     del dbias_shape, seq_len_q, seq_len_kv
-    causal, _, _, _ = _masking(
+    causal, _, _, _ = masking(
         FusedOp.CUDNN, c, p.sq, p.skv, p.bottom_right, p.left_bound, p.right_bound, p.padding
     )
     kx, vx, expanded = _kv_for(p, c, k, v)
     lse = _lse_dense(stats, p, 1)
     if c.lse_rank == 4:
         lse = lse.unsqueeze(-1)
-    seed, off = _rng(FusedOp.CUDNN, q.device)
-    dq, dk, dv = _op("_scaled_dot_product_cudnn_attention_backward")(
+    seed, off = rng_state(FusedOp.CUDNN, q.device)
+    dq, dk, dv = aten_op("_scaled_dot_product_cudnn_attention_backward")(
         _same(do, q),
         q,
         kx,
@@ -439,7 +433,7 @@ def cudnn_backward(
         scale=scale,
     )
     if expanded:
-        dk, dv = _reduce_heads(dk, p.hk), _reduce_heads(dv, p.hv)
+        dk, dv = reduce_heads(dk, p.hk), reduce_heads(dv, p.hv)
     return dq, dk, dv, None
 
 

@@ -1,0 +1,151 @@
+"""The functions :mod:`.flex` compiles, and the helpers around its compiled calls.
+
+Module-level functions without closures over state, so that each kernel can compile its own
+copy of the code object (:func:`fresh`; dynamo's compile cache and its recompile limit are per
+code object), and the ``make_fx`` tracing of the modifiers that flex's backward operator takes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import types
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+
+from . import _flex_mods as mods
+
+Tensor = torch.Tensor
+
+# ------------------------------------------------------------------------------ compiled bodies
+# Module-level functions without closures, so that each kernel can get its own copy of the code
+# object (dynamo's compile cache, and its recompile limit, are per code object).
+
+
+def _aux_kw() -> dict[str, Any]:
+    from torch.nn.attention import flex_attention as fa
+
+    aux = getattr(fa, "AuxRequest", None)
+    return {"return_aux": aux(lse=True)} if aux is not None else {"return_lse": True}
+
+
+def _forward_body(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    bias: Tensor | None,
+    slopes: Tensor | None,
+    scale_t: Tensor | None,
+    block_mask: Any,
+    cfg: tuple[mods.Features, float, bool, bool],
+) -> tuple[Tensor, Tensor | None]:
+    from torch.nn.attention.flex_attention import flex_attention
+
+    f, scale, gqa, want_lse = cfg
+    sm = mods.score_mod(f, bias, slopes, scale_t)
+    if not want_lse:
+        out = flex_attention(q, k, v, score_mod=sm, block_mask=block_mask, scale=scale,
+                             enable_gqa=gqa)  # fmt: skip
+        return out, None
+    out, aux = flex_attention(q, k, v, score_mod=sm, block_mask=block_mask, scale=scale,
+                              enable_gqa=gqa, **_aux_kw())  # fmt: skip
+    return out, getattr(aux, "lse", aux)
+
+
+#: per kernel tag: the score modifier, its joint graph and the mask modifier, traced once
+#: (``make_fx``) at build time. Dynamo passes pretraced graphs to flex's backward operator only
+#: when they come from a dict like this one (torch 2.11 traces no other form).
+GRAPHS: dict[str, dict[str, Any]] = {}
+
+
+def _backward_body(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    o: Tensor,
+    do: Tensor,
+    lse2: Tensor,
+    score_buffers: tuple[Tensor, ...],
+    mask_buffers: tuple[Tensor, ...],
+    block_mask: tuple[Any, ...],
+    cfg: tuple[str, float, dict[str, Any], bool],
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    from torch._higher_order_ops.flex_attention import flex_attention_backward
+
+    tag, scale, options, dbias = cfg
+    g = GRAPHS[tag]
+    dq, dk, dv, grads = flex_attention_backward(
+        q, k, v, o, lse2, do, None, g["fw"], g["joint"], (*block_mask, g["mask"]), scale,
+        options, score_buffers, mask_buffers,
+    )  # fmt: skip
+    return dq, dk, dv, (grads[0] if dbias and grads else None)
+
+
+def trace_graphs(
+    f: mods.Features,
+    score_buffers: Sequence[Tensor],
+    mask_buffers: Sequence[Tensor],
+    names: tuple[bool, bool, bool],
+    dtype: torch.dtype,
+    device: torch.device,
+) -> dict[str, Any]:
+    """``make_fx`` graphs of the score modifier (buffers as inputs), its joint (gradient) graph
+    and the mask modifier, as flex's backward operator takes them."""
+    from torch._higher_order_ops.flex_attention import create_fw_bw_graph
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    has_bias, has_slopes, has_scale = names
+
+    def score(s: Tensor, b: Tensor, h: Tensor, q: Tensor, k: Tensor, *bufs: Tensor) -> Tensor:
+        it = iter(bufs)
+        bias = next(it) if has_bias else None
+        slopes = next(it) if has_slopes else None
+        scale = next(it) if has_scale else None
+        return mods.score_mod(f, bias, slopes, scale)(s, b, h, q, k)
+
+    def mask(b: Tensor, h: Tensor, q: Tensor, k: Tensor, *bufs: Tensor) -> Tensor:
+        lq, lk = bufs if bufs else (None, None)
+        return mods.mask_mod(f, lq, lk)(b, h, q, k)
+
+    idx = tuple(torch.zeros((), dtype=torch.int, device=device) for _ in range(4))
+    example = (torch.zeros((), dtype=dtype, device=device, requires_grad=True), *idx)
+    fw = make_fx(score)(*example, *score_buffers)
+    _, joint = create_fw_bw_graph(fw, example, tuple(score_buffers))  # type: ignore[arg-type]
+    return {"fw": fw, "joint": joint, "mask": make_fx(mask)(*idx, *mask_buffers)}
+
+
+def fresh(fn: Callable[..., Any], tag: str) -> Callable[..., Any]:
+    """A copy of ``fn`` with a code object of its own (named ``<fn>_<tag>``)."""
+    code = fn.__code__.replace(co_name=f"{fn.__name__}_{tag}")
+    return types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__, fn.__closure__)
+
+
+@contextlib.contextmanager
+def no_recompile(building: bool) -> Iterator[None]:
+    """Calls after the build may not compile: a recompile raises instead."""
+    stance = getattr(torch.compiler, "set_stance", None)
+    if building or stance is None:
+        yield
+        return
+    with stance("fail_on_recompile"):
+        yield
+
+
+def distinct(*tensors: Tensor) -> list[Tensor]:
+    """Contiguous tensors, a copy where one object is passed twice (dynamo compiles a call with
+    one tensor in two places as a different graph, which a call may not do)."""
+    out: list[Tensor] = []
+    for t in tensors:
+        c = t.contiguous()
+        out.append(c.clone() if any(c is o for o in out) else c)
+    return out
+
+
+def kernel_options(q: Tensor, k: Tensor, v: Tensor) -> dict[str, Any]:
+    from torch.nn.attention import flex_attention as fa
+
+    apply = getattr(fa, "_apply_kernel_options", None)
+    if apply is None:
+        return {"OUTPUT_LOGSUMEXP": True}
+    return dict(apply(q, k, v, True, None))

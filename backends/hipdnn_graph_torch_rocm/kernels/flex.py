@@ -1,0 +1,481 @@
+"""SDPA forward and backward on torch's FlexAttention (``TORCH_SDPA_FLEX_ENGINE``).
+
+FlexAttention (``torch.nn.attention.flex_attention``) turns a score modifier and a block mask
+into fused Triton kernels through ``torch.compile``, on CUDA and ROCm builds alike. This module
+expresses a node in those terms (:mod:`._flex_mods`) and compiles one :class:`FlexKernel` per
+:class:`FlexSpec`: in its constructor, which the engine calls from ``build_plans()``; kernels
+are cached per process, and a call never compiles (each runs under
+``torch.compiler.set_stance("fail_on_recompile")``, so a call that would recompile raises).
+
+* Forward: ``flex_attention`` with the log-sum-exp; Stats are natural-log ``[B,H,Sq,1]`` fp32,
+  ``+inf`` on rows that see no key (flex returns ``−inf`` there).
+* Backward, fed the graph's own O and Stats: ``torch.ops.higher_order.flex_attention_backward``
+  called directly with the given ``out`` and ``logsumexp``. Its LSE is base 2 (the forward
+  operator's internal convention; the public function converts), so Stats are divided by
+  ``ln 2``. The score modifier, its joint (gradient) graph and the mask modifier are traced with
+  ``make_fx`` at build time and handed over through a dict (the only form torch 2.11's dynamo
+  passes to that operator). Where this does not compile, the kernel recomputes the forward
+  through autograd (``backward_mode == "recompute"``, reasons in ``notes``). dBias: the bias is a
+  captured buffer that needs a gradient, accumulated inside the fused backward kernel in fp32
+  (smaller tiles where the default ones do not fit shared memory; the input type as a last
+  resort, noted).
+* Bias: a score modifier over the bias reshaped to the dims it varies along; dBias comes back in
+  that shape (fp32) and is summed to the requested shape. ALiBi: ``slope_h·(j − i)``. Padding: a
+  block mask built per call from the ``seq_len`` tensors (compiled ``create_block_mask``).
+  Bands and causal masks in both alignments: a block mask built once. GQA/MQA: ``enable_gqa``
+  (K/V never expanded); FlexAttention needs ``Hk == Hv``.
+
+Refused (:func:`static_reason`): dropout masks (a score modifier acts before the softmax; a
+dropout mask multiplies after it), ``Hk ≠ Hv``, head dims below 16 on GPU, dBias on CPU, and
+CPU unless ``HIPDNN_GRAPH_TORCH_FLEX_CPU=1`` (torch's compiled CPU FlexAttention has no
+backward and no log-sum-exp; on CPU the kernel runs FlexAttention's reference implementation,
+for tests).
+
+Example:
+    >>> import torch
+    >>> spec = FlexSpec(b=1, h=2, hk=1, hv=1, sq=8, skv=8, d=16, dv=16, dtype=torch.float32,
+    ...                 device="cpu", forward=True, dropout_mask=True)
+    >>> static_reason(spec, allow_cpu=True)  # doctest: +ELLIPSIS
+    'FlexAttention cannot apply a dropout mask: ...'
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import _flex_mods as mods
+from ._flex_compiled import (
+    GRAPHS,
+    _backward_body,
+    _forward_body,
+    distinct,
+    fresh,
+    kernel_options,
+    no_recompile,
+    trace_graphs,
+)
+from ._fused_common import reduce_to
+
+__all__ = [
+    "CPU_ENV",
+    "FlexKernel",
+    "FlexSpec",
+    "clear_cache",
+    "cpu_allowed",
+    "flex_available",
+    "kernel",
+    "static_reason",
+]
+
+Tensor = torch.Tensor
+_LN2 = math.log(2.0)
+
+#: Environment variable that lets the flex engine run on CPU (FlexAttention's reference path).
+CPU_ENV = "HIPDNN_GRAPH_TORCH_FLEX_CPU"
+
+
+def flex_available() -> bool:
+    """Whether this torch has FlexAttention and its backward operator."""
+    import importlib
+
+    try:
+        importlib.import_module("torch.nn.attention.flex_attention")
+        hop = importlib.import_module("torch._higher_order_ops.flex_attention")
+    except ImportError:
+        return False
+    return hasattr(hop, "flex_attention_backward")
+
+
+def cpu_allowed() -> bool:
+    """Whether ``HIPDNN_GRAPH_TORCH_FLEX_CPU`` is set to 1 (the engine then accepts CPU)."""
+    return os.environ.get(CPU_ENV, "").strip() == "1"
+
+
+@dataclass(frozen=True)
+class FlexSpec:
+    """Everything about one SDPA node that its compiled kernel depends on."""
+
+    b: int
+    h: int
+    hk: int
+    hv: int
+    sq: int
+    skv: int
+    d: int
+    dv: int
+    dtype: torch.dtype
+    device: str
+    forward: bool
+    bias_shape: tuple[int, ...] | None = None
+    bias_dtype: torch.dtype | None = None  # None: the input type
+    dbias_shape: tuple[int, ...] | None = None
+    alibi: bool = False
+    bottom_right: bool = False
+    left_bound: int | None = None
+    right_bound: int | None = None
+    padding: bool = False
+    dropout_mask: bool = False
+    scale: float | None = None  # None: given at run time
+    want_stats: bool = True  # forward: produce Stats
+
+    @property
+    def features(self) -> mods.Features:
+        return mods.Features(
+            sq=self.sq,
+            skv=self.skv,
+            bias_dims=None if self.bias_shape is None else mods.bias_dims(self.bias_shape),
+            alibi=self.alibi,
+            runtime_scale=self.scale is None,
+            bottom_right=self.bottom_right,
+            left_bound=self.left_bound,
+            right_bound=self.right_bound,
+            padding=self.padding,
+        )
+
+
+def static_reason(spec: FlexSpec, *, allow_cpu: bool | None = None) -> str | None:
+    """Why FlexAttention cannot run ``spec`` exactly; None if it can (compiled at build time).
+
+    ``allow_cpu`` defaults to :func:`cpu_allowed`.
+    """
+    if not flex_available():
+        return f"torch {torch.__version__} has no FlexAttention backward operator"
+    if spec.dropout_mask:
+        return (
+            "FlexAttention cannot apply a dropout mask: its score modifier acts before the "
+            "softmax and a dropout mask multiplies after it"
+        )
+    if spec.hk != spec.hv:
+        return f"FlexAttention needs K and V with one head count (Hk={spec.hk}, Hv={spec.hv})"
+    if spec.h % spec.hk:
+        return f"query heads {spec.h} are not a multiple of K/V heads {spec.hk}"
+    if spec.bias_shape is not None and len(spec.bias_shape) > 4:
+        return f"bias rank {len(spec.bias_shape)} > 4"
+    dev = torch.device(spec.device)
+    if dev.type == "cpu":
+        if not (cpu_allowed() if allow_cpu is None else allow_cpu):
+            return (
+                "FlexAttention on CPU has no compiled backward or log-sum-exp in torch; the "
+                f"math engine is faster there (set {CPU_ENV}=1 to run flex's reference path)"
+            )
+        if spec.dbias_shape is not None:
+            return "FlexAttention's CPU reference backward cannot compute dBias"
+    elif dev.type == "cuda":
+        if spec.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+            return f"FlexAttention runs float16/bfloat16/float32, not {spec.dtype}"
+        if min(spec.d, spec.dv) < 16:
+            return f"FlexAttention's Triton kernels need head dims >= 16 (D={spec.d}, Dv={spec.dv})"
+    else:
+        return f"FlexAttention does not run on {dev.type}"
+    return None
+
+
+# ------------------------------------------------------------------------------------ the kernel
+
+
+@dataclass
+class FlexKernel:
+    """The compiled forward or backward of one :class:`FlexSpec` (built once, called often).
+
+    Attributes:
+        backward_mode: ``"given"`` (flex's backward operator reads the given O and Stats) or
+            ``"recompute"`` (the forward is recomputed through autograd); ``""`` for forwards.
+        build_seconds: wall time of the compilation and warm-up run.
+        notes: why the given-O path was not taken, when it was not.
+    """
+
+    spec: FlexSpec
+    backward_mode: str = ""
+    build_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        t0 = time.perf_counter()
+        self._building = True
+        s = self.spec
+        self._dev = torch.device(s.device)
+        self._f = s.features
+        self._tag = f"flex_{next(_TAGS)}"
+        self._gqa = s.hk != s.h
+        self._scale = 1.0 if s.scale is None else float(s.scale)
+        self._scale_t = (
+            torch.ones((), dtype=torch.float32, device=self._dev) if s.scale is None else None
+        )
+        self._slopes = _alibi_slopes(s.h, self._dev) if s.alibi else None
+        self._len_q: Tensor | None = None
+        self._len_kv: Tensor | None = None
+        if s.padding:
+            self._len_q = torch.full((s.b,), s.sq, dtype=torch.int32, device=self._dev)
+            self._len_kv = torch.full((s.b,), s.skv, dtype=torch.int32, device=self._dev)
+        self._mask_mod = mods.mask_mod(self._f, self._len_q, self._len_kv)
+        self._static_mask = None if s.padding else self._make_block_mask()
+        cpu = self._dev.type == "cpu"
+        inductor = not cpu or (s.forward and not s.want_stats)
+        self._backend = "inductor" if inductor else "aot_eager"
+        warm = self._warm_inputs()
+        self._expand_kv = False
+        if s.forward:
+            self._build_forward(warm)
+        else:
+            self._options = kernel_options(*warm[:3])
+            self._build_backward(warm)
+        self._building = False
+        self.build_seconds = time.perf_counter() - t0
+
+    # ----- build helpers -----
+    def _compile(self, body: Callable[..., Any]) -> Callable[..., Any]:
+        return torch.compile(
+            fresh(body, self._tag), backend=self._backend, fullgraph=True, dynamic=False
+        )
+
+    def _make_block_mask(self) -> Any:
+        from torch.nn.attention.flex_attention import create_block_mask
+
+        s = self.spec
+        b = s.b if s.padding else None
+        return create_block_mask(
+            self._mask_mod,
+            b,
+            None,
+            s.sq,
+            s.skv,
+            device=str(self._dev),
+            _compile=s.padding and self._dev.type == "cuda",
+        )
+
+    def _warm_inputs(self) -> list[Any]:
+        s, dev, dt = self.spec, self._dev, self.spec.dtype
+        g = torch.Generator(device="cpu").manual_seed(0)
+
+        def rn(*shape: int) -> Tensor:
+            return torch.randn(*shape, generator=g).to(device=dev, dtype=dt)
+
+        q, k, v = rn(s.b, s.h, s.sq, s.d), rn(s.b, s.hk, s.skv, s.d), rn(s.b, s.hv, s.skv, s.dv)
+        o, do = rn(s.b, s.h, s.sq, s.dv), rn(s.b, s.h, s.sq, s.dv)
+        stats = torch.zeros(s.b, s.h, s.sq, 1, dtype=torch.float32, device=dev)
+        bias = None
+        if s.bias_shape is not None:
+            bias = rn(*s.bias_shape).to(s.bias_dtype or dt)
+        return [q, k, v, o, do, stats, bias]
+
+    def _warm_lens(self) -> dict[str, Tensor]:
+        s = self.spec
+        if not s.padding:
+            return {}
+        return {
+            "seq_len_q": torch.full((s.b, 1, 1, 1), s.sq, dtype=torch.int32, device=self._dev),
+            "seq_len_kv": torch.full((s.b, 1, 1, 1), s.skv, dtype=torch.int32, device=self._dev),
+        }
+
+    def _build_forward(self, warm: list[Any]) -> None:
+        """Native GQA first; where flex's forward does not compile with it (seen on the H200 for
+        GQA/MQA with Sq = 96 and a causal or window mask), K/V heads are expanded instead."""
+        kw = {"scale": self._scale, "bias": warm[6], **self._warm_lens()}
+        for expand in (False, True) if self._gqa else (False,):
+            self._expand_kv = expand
+            try:
+                self._fwd = self._compile(_forward_body)
+                self.forward(*warm[:3], **kw)
+                if expand:
+                    self.notes.append("K/V heads expanded: flex's GQA forward did not compile")
+                return
+            except Exception as e:
+                if expand or not self._gqa:
+                    raise
+                text = (str(e).strip().splitlines() or [""])[0][:300]
+                self.notes.append(f"gqa forward: {type(e).__name__}: {text}")
+
+    def _kv(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        if not self._expand_kv:
+            return k, v
+        g = self.spec.h // self.spec.hk
+        return k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+
+    def _build_backward(self, warm: list[Any]) -> None:
+        q, k, v, o, do, stats, bias = warm
+        kw = {"scale": self._scale, "bias": bias, **self._warm_lens()}
+        s = self.spec
+        base = dict(self._options)
+        attempts: list[tuple[str, torch.dtype | None, dict[str, Any]]]
+        if s.dbias_shape is None:
+            attempts = [("given", None, {}), ("recompute", None, {})]
+        else:  # dBias accumulates in fp32 where the kernel fits (smaller tiles if need be)
+            attempts = [("given", torch.float32, {}), ("given", torch.float32, _SMALL_TILES),
+                        ("recompute", torch.float32, {}), ("given", s.dtype, {}),
+                        ("recompute", s.dtype, {})]  # fmt: skip
+        for mode, grad_dtype, extra in attempts:
+            self._grad_dtype = grad_dtype
+            self._options = {**base, **extra}
+            try:
+                self.backward_mode = mode
+                if mode == "given":
+                    self._prepare_given(bias)
+                else:
+                    self._expand_kv = False
+                    self._fwd = self._compile(_forward_body)
+                self.backward(q, k, v, o, do, stats, **kw)
+                if grad_dtype is not None and grad_dtype != torch.float32:
+                    self.notes.append(f"dBias accumulates in {grad_dtype} (fp32 did not fit)")
+                elif extra:
+                    self.notes.append(f"smaller tiles for the fp32 dBias: {extra}")
+                return
+            except Exception as e:  # record why, try the next way
+                text = (str(e).strip().splitlines() or [""])[0][:300]
+                self.notes.append(f"{mode} ({grad_dtype}, {extra}): {type(e).__name__}: {text}")
+        raise RuntimeError("flex backward did not compile: " + " | ".join(self.notes))
+
+    def _prepare_given(self, bias: Tensor | None) -> None:
+        s = self.spec
+        bc = self._bias(bias, s.dbias_shape is not None)
+        score_bufs = [x for x in (bc, self._slopes, self._scale_t) if x is not None]
+        mask_bufs = [x for x in (self._len_q, self._len_kv) if x is not None]
+        names = (bc is not None, self._slopes is not None, self._scale_t is not None)
+        GRAPHS[self._tag] = trace_graphs(self._f, score_bufs, mask_bufs, names, s.dtype, self._dev)
+        self._bwd = self._compile(_backward_body)
+
+    # ----- per-call helpers -----
+    def _block_mask(self, seq_len_q: Tensor | None, seq_len_kv: Tensor | None) -> Any:
+        if not self.spec.padding:
+            return self._static_mask
+        s = self.spec
+        assert self._len_q is not None and self._len_kv is not None
+        for buf, given, full in ((self._len_q, seq_len_q, s.sq), (self._len_kv, seq_len_kv, s.skv)):
+            if given is None:
+                buf.fill_(full)
+            else:
+                buf.copy_(given.reshape(-1).to(device=buf.device).clamp(0, full))
+        return self._make_block_mask()
+
+    def _bias(self, bias: Tensor | None, grad: bool) -> Tensor | None:
+        f = self._f
+        if bias is None or f.bias_dims is None:
+            return None
+        c = mods.compact_bias(bias, f.bias_dims)
+        if grad:
+            dtype = getattr(self, "_grad_dtype", None) or torch.float32
+            return c.detach().to(dtype).contiguous().requires_grad_(True)
+        return c.contiguous()
+
+    def _set_scale(self, scale: float) -> None:
+        if self._scale_t is not None:
+            self._scale_t.fill_(float(scale))
+
+    # ----- calls -----
+    def forward(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        scale: float,
+        bias: Tensor | None = None,
+        seq_len_q: Tensor | None = None,
+        seq_len_kv: Tensor | None = None,
+        **unused: Any,
+    ) -> tuple[Tensor, Tensor | None]:
+        """O ``[B,H,Sq,Dv]`` (input dtype) and Stats ``[B,H,Sq,1]`` fp32 (None when not wanted)."""
+        self._set_scale(scale)
+        bm = self._block_mask(seq_len_q, seq_len_kv)
+        cfg = (self._f, self._scale, self._gqa and not self._expand_kv, self.spec.want_stats)
+        q, k, v = distinct(q, k, v)
+        args = (q, *self._kv(k, v), self._bias(bias, False))
+        with no_recompile(self._building), torch.no_grad():
+            out, lse = self._fwd(*args, self._slopes, self._scale_t, bm, cfg)
+        if lse is None:
+            return out, None
+        stats = lse.float().unsqueeze(-1)
+        return out, stats.masked_fill(stats == -math.inf, math.inf)
+
+    def backward(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        o: Tensor,
+        do: Tensor,
+        stats: Tensor,
+        *,
+        scale: float,
+        bias: Tensor | None = None,
+        dbias_shape: Sequence[int] | None = None,
+        seq_len_q: Tensor | None = None,
+        seq_len_kv: Tensor | None = None,
+        **unused: Any,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """dQ, dK, dV (input dtype) and dBias (fp32, in ``dbias_shape``, or None)."""
+        s = self.spec
+        want_db = s.dbias_shape is not None
+        shape = tuple(dbias_shape) if dbias_shape is not None else s.dbias_shape
+        self._set_scale(scale)
+        bm = self._block_mask(seq_len_q, seq_len_kv)
+        dt = s.dtype
+        q, k, v, o, do = distinct(q, k, v, o.to(dt), do.to(dt))
+        bc = self._bias(bias, want_db)
+        if self.backward_mode == "given":
+            lse2 = stats.reshape(s.b, s.h, s.sq).float()
+            lse2 = (lse2.masked_fill(torch.isinf(lse2), math.inf) / _LN2).contiguous()
+            cfg = (self._tag, self._scale, self._options, want_db)
+            score_bufs = tuple(x for x in (bc, self._slopes, self._scale_t) if x is not None)
+            mask_bufs = tuple(x for x in (self._len_q, self._len_kv) if x is not None)
+            with no_recompile(self._building), torch.no_grad():
+                dq, dk, dv, db = self._bwd(
+                    q, k, v, o, do, lse2, score_bufs, mask_bufs, bm.as_tuple()[:-1], cfg
+                )
+        else:
+            qg, kg, vg = (x.detach().requires_grad_(True) for x in (q, k, v))
+            cfg_f = (self._f, self._scale, self._gqa and not self._expand_kv, False)
+            with no_recompile(self._building), torch.enable_grad():
+                kx, vx = self._kv(kg, vg)  # autograd sums expanded heads back
+                out, _ = self._fwd(qg, kx, vx, bc, self._slopes, self._scale_t, bm, cfg_f)
+                leaves = [qg, kg, vg] + ([bc] if want_db and bc is not None else [])
+                grads = torch.autograd.grad(out, leaves, do)
+            dq, dk, dv = grads[:3]
+            db = grads[3] if len(grads) > 3 else None
+        dbias = None
+        if want_db and db is not None and shape is not None:
+            full = (1,) * (4 - len(s.bias_shape or ())) + tuple(s.bias_shape or ())
+            dbias = reduce_to(db.float().reshape(full), shape)
+        return dq, dk, dv, dbias
+
+
+def _alibi_slopes(heads: int, device: torch.device) -> Tensor:
+    h = torch.arange(heads, dtype=torch.float64)
+    return torch.pow(2.0, -8.0 * (h + 1.0) / heads).to(device=device, dtype=torch.float32)
+
+
+#: backward tiles small enough for an fp32 dBias buffer in shared memory (the default tiles
+#: needed 262144 bytes against the H200's 232448 in this session's runs)
+_SMALL_TILES: dict[str, Any] = {"BLOCK_M1": 32, "BLOCK_N1": 64, "BLOCK_M2": 64, "BLOCK_N2": 32,
+                                "num_stages": 1}  # fmt: skip
+
+_KERNELS: dict[FlexSpec, FlexKernel] = {}
+_TAGS = itertools.count()
+
+
+def kernel(spec: FlexSpec) -> FlexKernel:
+    """The compiled kernel of ``spec``, built on first request and cached for the process.
+
+    Raises:
+        ValueError: :func:`static_reason` refuses ``spec`` (the message is the reason).
+    """
+    hit = _KERNELS.get(spec)
+    if hit is None:
+        reason = static_reason(spec)
+        if reason is not None:
+            raise ValueError(reason)
+        hit = FlexKernel(spec)
+        _KERNELS[spec] = hit
+    return hit
+
+
+def clear_cache() -> None:
+    """Forget every compiled kernel of this process."""
+    _KERNELS.clear()

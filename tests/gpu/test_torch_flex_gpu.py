@@ -1,0 +1,218 @@
+"""GPU suite of TORCH_SDPA_FLEX_ENGINE (run on the device machine; skipped without CUDA/ROCm).
+
+Every feature the flex engine adds × {MHA, GQA 4:1, MQA} × {bf16, fp16}, backward and forward,
+through ``graph.execute`` with the flex engine preferred, against the float64 autograd reference
+(``tests/sdpa_autograd_reference.py``, stricter than fp32) on the same rounded inputs: relative
+error ≤ 1e-2, no NaN, inputs untouched, rows and keys that see nothing exactly zero. Each case
+compiles its own kernels (seconds each), so shard the run (``-k bf16`` / ``-k fp16``, ...).
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from sdpa_autograd_reference import reference_backward, reference_forward  # noqa: E402
+
+import hipdnn_graph as hg  # noqa: E402
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA or ROCm device"),
+]
+
+FLEX = "TORCH_SDPA_FLEX_ENGINE"
+HEADS = {"MHA": (8, 8), "GQA4": (8, 2), "MQA": (8, 1)}
+DTYPES = {"bf16": (torch.bfloat16, hg.DataType.BFLOAT16), "fp16": (torch.float16, hg.DataType.HALF)}
+B = 2
+TOL = 1e-2
+
+#: feature -> (Sq, Skv, D, Dv, node keywords, reference keywords, extras)
+FEATURES: dict[str, tuple[int, int, int, int, dict[str, Any], dict[str, Any], dict[str, Any]]] = {
+    "bias": (128, 128, 64, 64, {}, {}, {"bias": (1, 8, 128, 128)}),
+    "bias_dbias": (128, 192, 64, 64, {}, {}, {"bias": (1, 8, 128, 192), "dbias": True}),
+    "bias_bcast_dbias": (96, 128, 64, 64, {}, {}, {"bias": (B, 1, 1, 128), "dbias": True}),
+    "alibi_causal": (128, 128, 64, 64, {"use_alibi_mask": True, "use_causal_mask": True},
+                     {"alibi": True, "right_bound": 0}, {}),
+    "padding": (128, 160, 64, 64, {}, {}, {"lens": ([100, 128], [160, 37])}),
+    "padding_causal_br": (128, 160, 64, 64, {"use_causal_mask_bottom_right": True},
+                          {"right_bound": 0, "bottom_right": True},
+                          {"lens": ([128, 50], [70, 160])}),
+    "band_tl": (128, 192, 64, 64,
+                {"diagonal_band_left_bound": 24, "diagonal_band_right_bound": 8},
+                {"left_bound": 24, "right_bound": 8}, {}),
+    "window_br": (96, 160, 64, 64,
+                  {"diagonal_band_left_bound": 24, "use_causal_mask_bottom_right": True},
+                  {"left_bound": 24, "right_bound": 0, "bottom_right": True}, {}),
+    "causal_tl_rect": (96, 160, 64, 64, {"use_causal_mask": True}, {"right_bound": 0}, {}),
+    "causal_br_sq_gt_skv": (160, 96, 64, 64, {"use_causal_mask_bottom_right": True},
+                            {"right_bound": 0, "bottom_right": True}, {}),
+    "dv_ne_d": (128, 128, 64, 128, {"use_causal_mask": True}, {"right_bound": 0}, {}),
+}  # fmt: skip
+
+
+def _seed(*case: str) -> int:
+    return zlib.crc32(repr(case).encode())
+
+
+def _rel(out: np.ndarray, ref: np.ndarray) -> float:
+    assert not np.isnan(out).any(), "NaN in output"
+    denom = float(np.linalg.norm(ref))
+    return float(np.linalg.norm(out - ref)) / (denom if denom > 0 else 1.0)
+
+
+def _graph(backward: bool, feature: str, heads: str, dt: hg.DataType) -> tuple[hg.Graph, dict]:
+    sq, skv, d, dv, kw, _, extra = FEATURES[feature]
+    h, hk = HEADS[heads]
+    g = hg.Graph(name=feature, io_data_type=dt, intermediate_data_type=hg.DataType.FLOAT,
+                 compute_data_type=hg.DataType.FLOAT)  # fmt: skip
+    t: dict[str, Any] = {
+        "Q": g.tensor(name="Q", dim=[B, h, sq, d]),
+        "K": g.tensor(name="K", dim=[B, hk, skv, d]),
+        "V": g.tensor(name="V", dim=[B, hk, skv, dv]),
+    }
+    kw = dict(kw)
+    if "bias" in extra:
+        shape = list(extra["bias"])
+        shape[1] = h if shape[1] != 1 else 1
+        t["Bias"] = g.tensor(name="Bias", dim=shape, data_type=hg.DataType.FLOAT)
+        kw["bias"] = t["Bias"]
+        if extra.get("dbias") and backward:
+            t["dBias"] = g.tensor(name="dBias", dim=shape, data_type=hg.DataType.FLOAT)
+            kw["dBias"] = t["dBias"]
+    if "lens" in extra:
+        for name in ("SEQ_LEN_Q", "SEQ_LEN_KV"):
+            t[name] = g.tensor(name=name, dim=[B, 1, 1, 1], data_type=hg.DataType.INT32)
+        kw.update(use_padding_mask=True, seq_len_q=t["SEQ_LEN_Q"], seq_len_kv=t["SEQ_LEN_KV"])
+    if backward:
+        t["O"] = g.tensor(name="O", dim=[B, h, sq, dv])
+        t["dO"] = g.tensor(name="dO", dim=[B, h, sq, dv])
+        t["Stats"] = g.tensor(name="Stats", dim=[B, h, sq, 1], data_type=hg.DataType.FLOAT)
+        t["dQ"], t["dK"], t["dV"] = g.sdpa_backward(
+            t["Q"], t["K"], t["V"], t["O"], t["dO"], t["Stats"], name="bwd", **kw
+        )
+        outs = ["dQ", "dK", "dV"] + (["dBias"] if "dBias" in t else [])
+    else:
+        t["O"], t["Stats"] = g.sdpa(t["Q"], t["K"], t["V"], name="fwd", generate_stats=True, **kw)
+        outs = ["O", "Stats"]
+    for name in outs:
+        t[name].set_output(True)
+    g.set_preferred_engine_id_ext(FLEX)
+    g.build()
+    assert g.get_plan_name() == FLEX, g.get_engine_refusals().get(FLEX)
+    return g, t
+
+
+def _inputs(feature: str, t: dict[str, Any], tdt: Any, seed: int) -> tuple[dict, dict]:
+    rng = np.random.default_rng(seed)
+    _, _, d, _, _, ref_kw, extra = FEATURES[feature]
+
+    def rand(dims: list[int], dtype: Any = tdt) -> Any:
+        return torch.from_numpy(rng.standard_normal(dims)).to("cuda", dtype)
+
+    x = {n: rand(t[n].dim) for n in ("Q", "K", "V", "dO") if n in t}
+    ref = dict(ref_kw, scale=1 / np.sqrt(d))
+    if "Bias" in t:
+        x["Bias"] = rand(t["Bias"].dim, torch.float32)
+        ref["bias"] = x["Bias"]
+    if "lens" in extra:
+        for name, lens in zip(("SEQ_LEN_Q", "SEQ_LEN_KV"), extra["lens"], strict=True):
+            x[name] = torch.tensor(lens, dtype=torch.int32, device="cuda").view(B, 1, 1, 1)
+        ref.update(seq_len_q=x["SEQ_LEN_Q"], seq_len_kv=x["SEQ_LEN_KV"])
+    return x, ref
+
+
+def _zero_rows_and_keys(feature: str, outs: dict[str, Any], grads: bool) -> None:
+    """Rows past seq_len_q (O, dQ) and keys past seq_len_kv (dK, dV) are exactly zero."""
+    extra = FEATURES[feature][6]
+    if "lens" not in extra:
+        return
+    lq, lkv = extra["lens"]
+    for b in range(B):
+        row_out = outs["dQ"] if grads else outs["O"]
+        if lq[b] < row_out.shape[2]:
+            assert float(row_out[b, :, lq[b] :].abs().max().cpu()) == 0
+        if grads and lkv[b] < outs["dK"].shape[2]:
+            assert float(outs["dK"][b, :, lkv[b] :].abs().max().cpu()) == 0
+            assert float(outs["dV"][b, :, lkv[b] :].abs().max().cpu()) == 0
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("heads", list(HEADS))
+@pytest.mark.parametrize("feature", list(FEATURES))
+def test_backward(feature: str, heads: str, dtype: str) -> None:
+    tdt, hdt = DTYPES[dtype]
+    g, t = _graph(True, feature, heads, hdt)
+    x, ref_kw = _inputs(feature, t, tdt, _seed(feature, heads, dtype))
+    o, stats = reference_forward(x["Q"], x["K"], x["V"], **ref_kw)
+    x["O"] = torch.from_numpy(o).to("cuda", tdt)
+    x["Stats"] = torch.from_numpy(stats).to("cuda", torch.float32)
+    outs = {n: torch.full(t[n].dim, float("nan"), device="cuda", dtype=tdt)
+            for n in ("dQ", "dK", "dV")}  # fmt: skip
+    if "dBias" in t:
+        outs["dBias"] = torch.full(t["dBias"].dim, float("nan"), device="cuda")
+        ref_kw["dbias_shape"] = tuple(t["dBias"].dim)
+    before = {n: v.clone() for n, v in x.items()}
+    pack = {t[n]: v for n, v in x.items() if n in t}
+    for _ in range(3):  # eager, capture, replay: the same numbers every time
+        g.execute({**pack, **{t[n]: v for n, v in outs.items()}})
+    torch.cuda.synchronize()
+    for n, v in x.items():
+        assert torch.equal(v, before[n]), f"input {n} was modified"
+    grads = reference_backward(x["Q"], x["K"], x["V"], x["O"], x["dO"], x["Stats"], **ref_kw)
+    for name, ref in zip(("dQ", "dK", "dV", "dBias"), grads, strict=True):
+        if name in outs:
+            err = _rel(outs[name].float().cpu().numpy(), ref)
+            assert err <= TOL, f"{name}: relative error {err:.3g}"
+    _zero_rows_and_keys(feature, outs, True)
+    if feature == "causal_br_sq_gt_skv":  # rows i < Sq - Skv see no key
+        assert float(outs["dQ"][:, :, : 160 - 96].abs().max().cpu()) == 0
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("heads", list(HEADS))
+@pytest.mark.parametrize("feature", [f for f in FEATURES if not FEATURES[f][6].get("dbias")])
+def test_forward(feature: str, heads: str, dtype: str) -> None:
+    tdt, hdt = DTYPES[dtype]
+    g, t = _graph(False, feature, heads, hdt)
+    x, ref_kw = _inputs(feature, t, tdt, _seed(feature, heads, dtype, "f"))
+    x.pop("dO", None)
+    o = torch.full(t["O"].dim, float("nan"), device="cuda", dtype=tdt)
+    stats = torch.full(t["Stats"].dim, float("nan"), device="cuda")
+    pack = {t[n]: v for n, v in x.items() if n in t}
+    for _ in range(3):
+        g.execute({**pack, t["O"]: o, t["Stats"]: stats})
+    torch.cuda.synchronize()
+    ref_o, ref_stats = reference_forward(x["Q"], x["K"], x["V"], **ref_kw)
+    assert _rel(o.float().cpu().numpy(), ref_o) <= TOL
+    finite = np.isfinite(ref_stats)
+    got = stats.cpu().numpy()
+    assert np.array_equal(np.isinf(got), ~finite), "rows without keys must have Stats=+inf"
+    assert _rel(got[finite], ref_stats[finite]) <= 1e-3
+    _zero_rows_and_keys(feature, {"O": o}, False)
+    if feature == "causal_br_sq_gt_skv":
+        assert float(o[:, :, : 160 - 96].abs().max().cpu()) == 0
+
+
+def test_default_ranking_sends_bias_with_dbias_to_flex() -> None:
+    """bf16 bias + dBias: efficient defers to flex (measured faster), cuDNN has no dBias."""
+    h = hg.Graph(io_data_type=hg.DataType.BFLOAT16, intermediate_data_type=hg.DataType.FLOAT,
+                 compute_data_type=hg.DataType.FLOAT)  # fmt: skip
+    q = h.tensor(name="Q", dim=[2, 8, 256, 64])
+    k, v, o, do = (h.tensor_like(q, n) for n in ("K", "V", "O", "dO"))
+    st = h.tensor(name="Stats", dim=[2, 8, 256, 1], data_type=hg.DataType.FLOAT)
+    bias = h.tensor(name="Bias", dim=[1, 8, 256, 256], data_type=hg.DataType.FLOAT)
+    dbias = h.tensor(name="dBias", dim=[1, 8, 256, 256], data_type=hg.DataType.FLOAT)
+    grads = h.sdpa_backward(q, k, v, o, do, st, bias=bias, dBias=dbias)
+    for x in grads:
+        x.set_output(True)
+    dbias.set_output(True)
+    h.build()
+    assert h.get_plan_name() == FLEX, h.get_engine_refusals()
+    refusals = h.get_engine_refusals()
+    assert "defers to TORCH_SDPA_FLEX_ENGINE" in str(refusals.get("TORCH_SDPA_EFFICIENT_ENGINE"))
