@@ -53,7 +53,7 @@ def test_every_module_of_the_wheel_imports_without_test_only_packages(
             for name in archive.namelist()
             if name.endswith(".py") and ".dist-info" not in name
         )
-    assert "hipdnn_graph.cli" in modules and "hipdnn_graph_torch_rocm.engines" in modules
+    assert "hipdnn_graph.cli" in modules and "hipdnn_graph_torch_rocm._engines" in modules
     code = textwrap.dedent(
         f"""
         import importlib, sys

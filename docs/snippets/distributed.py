@@ -22,15 +22,18 @@ def attention_step(rank: int) -> None:
     # rank 0 holds chunks 0 and 3, rank 1 holds chunks 1 and 2
     q_l, k_l, v_l = (shard_sequence(t).requires_grad_() for t in (q, k, v))
     out = context_parallel_attention(q_l, k_l, v_l, is_causal=True, enable_gqa=True)
-    out.square().sum().backward()  # this rank's loss; dK and dV come home around the ring
+    loss = out.square().sum()  # this rank's loss; dK and dV come home around the ring
+    loss.backward()  # type: ignore[no-untyped-call]
 
     # the same on one process, whole sequence: torch's own SDPA
-    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-    ref = F.scaled_dot_product_attention(*leaves, is_causal=True, enable_gqa=True)
-    ref.square().sum().backward()  # the sum of every rank's loss
+    q_r, k_r, v_r = leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    ref = F.scaled_dot_product_attention(q_r, k_r, v_r, is_causal=True, enable_gqa=True)
+    ref.square().sum().backward()  # type: ignore[no-untyped-call]  # every rank's loss
     whole = gather_sequence(out.detach())
     grads_match = all(
-        torch.allclose(mine.grad, shard_sequence(t.grad), atol=1e-4)
+        mine.grad is not None
+        and t.grad is not None
+        and torch.allclose(mine.grad, shard_sequence(t.grad), atol=1e-4)
         for mine, t in zip((q_l, k_l, v_l), leaves, strict=True)
     )
     print(f"rank {rank}: local {list(out.shape)}, gathered {list(whole.shape)}, "
@@ -57,5 +60,5 @@ def worker(rank: int, world: int, rendezvous: str) -> None:
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as folder:
         rendezvous = "file://" + os.path.join(folder, "rendezvous")
-        torch.multiprocessing.spawn(worker, args=(2, rendezvous), nprocs=2)
+        torch.multiprocessing.spawn(worker, args=(2, rendezvous), nprocs=2)  # type: ignore[attr-defined,no-untyped-call]
 # --8<-- [end:launch]
