@@ -186,7 +186,8 @@ def test_backward_matches_autograd(engine: str) -> None:
         tensors["q"]: qt.detach().to(dtype),
         tensors["k"]: kt.detach().to(dtype),
         tensors["v"]: vt.detach().to(dtype),
-        tensors["o"]: ot.detach().to(dtype),
+        # torch's fused forward may return O in another memory layout: the graph declared it packed
+        tensors["o"]: ot.detach().to(dtype).contiguous(),
         tensors["dO"]: dot,
         stats: lse,
         **grads,

@@ -147,7 +147,14 @@ def _batch(step: int) -> tuple[Any, Any]:
     return ids.cuda(), mask.cuda()
 
 
-def _train(impl: str, steps: int = 20) -> tuple[list[float], dict[str, Any]]:
+def _train(impl: str, steps: int = 20, backend: Any = None) -> tuple[list[float], dict[str, Any]]:
+    """Losses of ``steps`` bf16 training steps and the first step's gradients (``backend``:
+    the one torch SDPA kernel "sdpa" may use)."""
+    if backend is not None:
+        from torch.nn.attention import sdpa_kernel
+
+        with sdpa_kernel([backend]):
+            return _train(impl, steps)
     model = _llama(impl, BF16)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     losses, first_grads = [], {}
@@ -166,11 +173,24 @@ def _train(impl: str, steps: int = 20) -> tuple[list[float], dict[str, Any]]:
 
 
 def test_llama_bf16_training_matches_sdpa_within_bf16_noise() -> None:
+    from torch.nn.attention import SDPBackend
+
     ref_losses, ref_grads = _train("sdpa")
     losses, grads = _train("hipdnn")
     assert losses[-1] < losses[0]
-    for ours, theirs in zip(losses, ref_losses, strict=True):
-        assert abs(ours - theirs) <= 2e-2 * abs(theirs), (losses, ref_losses)
+    # bf16 noise: how far two of torch's own kernels drift apart over the same steps (rounding
+    # differences grow along a training run); ours may drift from "sdpa" twice as far
+    cudnn, _ = _train("sdpa", backend=SDPBackend.CUDNN_ATTENTION)
+    efficient, _ = _train("sdpa", backend=SDPBackend.EFFICIENT_ATTENTION)
+    for step, (ours, theirs) in enumerate(zip(losses, ref_losses, strict=True)):
+        noise = abs(cudnn[step] - efficient[step])
+        assert abs(ours - theirs) <= 2 * noise + 5e-3 * abs(theirs), (
+            step,
+            losses,
+            ref_losses,
+            cudnn,
+            efficient,
+        )
     # first-step gradients against a float32 model: no worse than sdpa's bf16 ones (+ margin)
     fp32 = _llama("sdpa", torch.float32)
     ids, mask = _batch(0)
