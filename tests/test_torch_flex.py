@@ -46,7 +46,6 @@ def spec(**kw: Any) -> flex.FlexSpec:
         ({"bias_shape": (1, 1, 1, 32, 32)}, "bias rank 5 > 4"),
         ({"device": "cuda:0", "d": 8, "dtype": torch.bfloat16}, "head dims >= 16 (D=8"),
         ({"device": "cuda:0", "dtype": torch.float64}, "not torch.float64"),
-        ({"bias_shape": (1, 4, 32, 32), "dbias_shape": (1, 4, 32, 32)}, "cannot compute dBias"),
     ],
 )
 def test_static_reasons_name_the_feature(kw: dict[str, Any], needle: str) -> None:
@@ -313,14 +312,42 @@ def test_compiled_cpu_forward_without_stats_matches_math() -> None:
     torch.testing.assert_close(o, ref, rtol=1e-4, atol=1e-5)
 
 
-def test_a_backward_that_compiles_nowhere_raises_naming_every_attempt() -> None:
-    """dBias on CPU: FlexAttention's reference backward has no gradient for captured buffers;
-    the build tries every way (given O in fp32, with smaller tiles, recompute, the input type)
-    and its error lists each (static_reason refuses this before any engine builds it)."""
+def test_dbias_through_the_given_o_backward_matches_autograd() -> None:
+    """A learnable bias: flex's backward reads the given O and Stats and returns dBias (its
+    modifiers index the bias with torch's mod_index, whose gradient flex lowers)."""
+    s = spec(bias_shape=(1, 4, 32, 32), dbias_shape=(1, 4, 32, 32), h=4, hk=4, hv=4)
+    kernel = flex.FlexKernel(s)
+    assert kernel.backward_mode == "given", kernel.notes
+    g = torch.Generator().manual_seed(1)
+    q, k, v, do = (torch.randn(1, 4, 32, 16, generator=g) for _ in range(4))
+    bias = torch.randn(1, 4, 32, 32, generator=g)
+    qr, kr, vr, br = (x.clone().requires_grad_() for x in (q, k, v, bias))
+    scores = qr @ kr.transpose(-1, -2) * 0.25 + br
+    o = torch.softmax(scores, -1) @ vr
+    o.backward(do)
+    lse = torch.logsumexp(scores, -1, keepdim=True).detach()
+    got = kernel.backward(q, k, v, o.detach(), do, lse, scale=0.25, bias=bias,
+                          dbias_shape=(1, 4, 32, 32))  # fmt: skip
+    for ours, ref in zip(got, (qr.grad, kr.grad, vr.grad, br.grad), strict=True):
+        assert ours is not None and ref is not None
+        assert float((ours - ref).abs().max() / ref.abs().max()) < 1e-5
+
+
+def test_a_backward_that_compiles_nowhere_raises_naming_every_attempt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The build tries every way (given O in fp32, with smaller tiles, recompute, with smaller
+    tiles, the input type twice) and its error lists each."""
+
+    def refuse(self: Any, body: Any) -> Any:
+        raise RuntimeError("no kernel here")
+
+    monkeypatch.setattr(flex.FlexKernel, "_compile", refuse)
     s = spec(bias_shape=(1, 4, 32, 32), dbias_shape=(1, 4, 32, 32), h=4, hk=4, hv=4)
     with pytest.raises(RuntimeError, match="flex backward did not compile") as info:
         flex.FlexKernel(s)
     text = str(info.value)
-    assert "given (torch.float32, {}):" in text and "given (torch.float32, {'BLOCK_M1': 32" in text
+    assert "given (torch.float32, {}): RuntimeError: no kernel here" in text
+    assert "given (torch.float32, {'BLOCK_M1': 32" in text
     assert "recompute (torch.float32, {}):" in text
-    assert text.count(" | ") == 4  # five attempts
+    assert text.count(" | ") == 5  # six attempts

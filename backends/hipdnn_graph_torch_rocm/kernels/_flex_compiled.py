@@ -38,18 +38,20 @@ def _forward_body(
     slopes: Tensor | None,
     scale_t: Tensor | None,
     block_mask: Any,
-    cfg: tuple[mods.Features, float, bool, bool],
+    cfg: tuple[mods.Features, float, bool, bool, tuple[tuple[str, Any], ...]],
 ) -> tuple[Tensor, Tensor | None]:
     from torch.nn.attention.flex_attention import flex_attention
 
-    f, scale, gqa, want_lse = cfg
+    f, scale, gqa, want_lse, options = cfg
     sm = mods.score_mod(f, bias, slopes, scale_t)
+    kernel_options: Any = dict(options) or None  # flex's FlexKernelOptions: a TypedDict
     if not want_lse:
         out = flex_attention(q, k, v, score_mod=sm, block_mask=block_mask, scale=scale,
-                             enable_gqa=gqa)  # fmt: skip
+                             enable_gqa=gqa, kernel_options=kernel_options)  # fmt: skip
         return out, None
     out, aux = flex_attention(q, k, v, score_mod=sm, block_mask=block_mask, scale=scale,
-                              enable_gqa=gqa, **_aux_kw())  # fmt: skip
+                              enable_gqa=gqa, kernel_options=kernel_options,
+                              **_aux_kw())  # fmt: skip
     return out, getattr(aux, "lse", aux)
 
 
@@ -111,7 +113,9 @@ def trace_graphs(
     idx = tuple(torch.zeros((), dtype=torch.int, device=device) for _ in range(4))
     example = (torch.zeros((), dtype=dtype, device=device, requires_grad=True), *idx)
     fw = make_fx(score)(*example, *score_buffers)
-    _, joint = create_fw_bw_graph(fw, example, tuple(score_buffers))  # type: ignore[arg-type]
+    # the joint graph from the Python modifier (as flex's own autograd path does), so that the
+    # gradient of an indexed buffer is mod_index's zeros_and_scatter, not a traced aten.index's
+    _, joint = create_fw_bw_graph(score, example, tuple(score_buffers))  # type: ignore[arg-type]
     return {"fw": fw, "joint": joint, "mask": make_fx(mask)(*idx, *mask_buffers)}
 
 

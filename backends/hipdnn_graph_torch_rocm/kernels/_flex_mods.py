@@ -2,9 +2,12 @@
 
 A leaf of the flex kernel (:mod:`.flex`): pure functions of the node's static features and of
 the tensors they read (bias, ALiBi slopes, a runtime scale, padding lengths). Tensors are read
-with ``torch.ops.aten.index`` rather than Python indexing: FlexAttention traces the modifiers
-with 0-d index tensors, and plain ``t[h, q, k]`` on a captured tensor fails there in some torch
-versions (a data-dependent guard while deriving the joint graph).
+with torch's own ``mod_index`` (what FlexAttention turns ``t[h, q, k]`` into while it traces a
+modifier) rather than Python indexing: plain indexing of a captured tensor fails in some torch
+versions (a data-dependent guard while deriving the joint graph), and ``mod_index``'s gradient is
+flex's ``zeros_and_scatter``, which the backward kernel lowers (a plain ``aten.index``'s gradient
+allocates a buffer inside the kernel's pointwise subgraph: "Buffers cannot be created while
+lowering a pointwise subgraph", seen on the H200 for a bias with dBias).
 
 Math (HIPDNN_SPEC.md §6, as :mod:`hipdnn_graph_numpy_reference.sdpa_math` defines it):
 ``S = scale·Q·Kᵀ + bias + slope_h·(j − i)``; key ``j`` is visible to query ``i`` iff
@@ -24,7 +27,16 @@ Tensor = torch.Tensor
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 MaskMod = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
 
-_index = torch.ops.aten.index.Tensor
+
+def _load_index() -> Callable[..., Tensor]:
+    try:
+        from torch._dynamo._trace_wrapped_higher_order_op import mod_index
+    except ImportError:  # an older torch: plain indexing (no dBias there)
+        return torch.ops.aten.index.Tensor
+    return mod_index  # type: ignore[no-any-return]
+
+
+_index = _load_index()
 
 
 @dataclass(frozen=True)

@@ -166,8 +166,6 @@ def static_reason(spec: FlexSpec, *, allow_cpu: bool | None = None) -> str | Non
                 "FlexAttention on CPU has no compiled backward or log-sum-exp in torch; the "
                 f"math engine is faster there (set {CPU_ENV}=1 to run flex's reference path)"
             )
-        if spec.dbias_shape is not None:
-            return "FlexAttention's CPU reference backward cannot compute dBias"
     elif dev.type == "cuda":
         if spec.dtype not in (torch.float16, torch.bfloat16, torch.float32):
             return f"FlexAttention runs float16/bfloat16/float32, not {spec.dtype}"
@@ -222,6 +220,7 @@ class FlexKernel:
         self._backend = "inductor" if inductor else "aot_eager"
         warm = self._warm_inputs()
         self._expand_kv = False
+        self._fwd_options: tuple[tuple[str, Any], ...] = ()  # forward tiles ((): flex's own)
         if s.forward:
             self._build_forward(warm)
         else:
@@ -277,21 +276,30 @@ class FlexKernel:
 
     def _build_forward(self, warm: list[Any]) -> None:
         """Native GQA first; where flex's forward does not compile with it (seen on the H200 for
-        GQA/MQA with Sq = 96 and a causal or window mask), K/V heads are expanded instead."""
+        GQA/MQA with Sq = 96 and a causal or window mask), K/V heads are expanded instead. Where
+        the default tiles need more shared memory than the device has (seen on the H200 with an
+        fp32 bias on bf16 inputs), smaller tiles are tried."""
         kw = {"scale": self._scale, "bias": warm[6], **self._warm_lens()}
-        for expand in (False, True) if self._gqa else (False,):
-            self._expand_kv = expand
+        layouts = (False, True) if self._gqa else (False,)
+        attempts = [(expand, tiles) for expand in layouts for tiles in ((), _SMALL_FWD_TILES)]
+        for n, (expand, tiles) in enumerate(attempts, start=1):
+            self._expand_kv, self._fwd_options = expand, tiles
             try:
                 self._fwd = self._compile(_forward_body)
                 self.forward(*warm[:3], **kw)
-                if expand:
-                    self.notes.append("K/V heads expanded: flex's GQA forward did not compile")
-                return
             except Exception as e:
-                if expand or not self._gqa:
+                if n == len(attempts):
                     raise
                 text = (str(e).strip().splitlines() or [""])[0][:300]
-                self.notes.append(f"gqa forward: {type(e).__name__}: {text}")
+                self.notes.append(
+                    f"forward (expand={expand}, {dict(tiles)}): {type(e).__name__}: {text}"
+                )
+                continue
+            if expand:
+                self.notes.append("K/V heads expanded: flex's GQA forward did not compile")
+            if tiles:
+                self.notes.append(f"smaller forward tiles: {dict(tiles)}")
+            return
 
     def _kv(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         if not self._expand_kv:
@@ -309,11 +317,14 @@ class FlexKernel:
             attempts = [("given", None, {}), ("recompute", None, {})]
         else:  # dBias accumulates in fp32 where the kernel fits (smaller tiles if need be)
             attempts = [("given", torch.float32, {}), ("given", torch.float32, _SMALL_TILES),
-                        ("recompute", torch.float32, {}), ("given", s.dtype, {}),
-                        ("recompute", s.dtype, {})]  # fmt: skip
+                        ("recompute", torch.float32, {}),
+                        ("recompute", torch.float32, _SMALL_TILES),
+                        ("given", s.dtype, {}), ("recompute", s.dtype, {})]  # fmt: skip
         for mode, grad_dtype, extra in attempts:
             self._grad_dtype = grad_dtype
             self._options = {**base, **extra}
+            # a recomputed forward's autograd backward takes its tiles from the forward's options
+            self._fwd_options = tuple(extra.items())
             try:
                 self.backward_mode = mode
                 if mode == "given":
@@ -384,7 +395,13 @@ class FlexKernel:
         """O ``[B,H,Sq,Dv]`` (input dtype) and Stats ``[B,H,Sq,1]`` fp32 (None when not wanted)."""
         self._set_scale(scale)
         bm = self._block_mask(seq_len_q, seq_len_kv)
-        cfg = (self._f, self._scale, self._gqa and not self._expand_kv, self.spec.want_stats)
+        cfg = (
+            self._f,
+            self._scale,
+            self._gqa and not self._expand_kv,
+            self.spec.want_stats,
+            self._fwd_options,
+        )
         q, k, v = distinct(q, k, v)
         args = (q, *self._kv(k, v), self._bias(bias, False))
         with no_recompile(self._building), torch.no_grad():
@@ -431,7 +448,8 @@ class FlexKernel:
                 )
         else:
             qg, kg, vg = (x.detach().requires_grad_(True) for x in (q, k, v))
-            cfg_f = (self._f, self._scale, self._gqa and not self._expand_kv, False)
+            cfg_f = (self._f, self._scale, self._gqa and not self._expand_kv, False,
+                     self._fwd_options)  # fmt: skip
             with no_recompile(self._building), torch.enable_grad():
                 kx, vx = self._kv(kg, vg)  # autograd sums expanded heads back
                 out, _ = self._fwd(qg, kx, vx, bc, self._slopes, self._scale_t, bm, cfg_f)
@@ -455,6 +473,12 @@ def _alibi_slopes(heads: int, device: torch.device) -> Tensor:
 #: needed 262144 bytes against the H200's 232448 in this session's runs)
 _SMALL_TILES: dict[str, Any] = {"BLOCK_M1": 32, "BLOCK_N1": 64, "BLOCK_M2": 64, "BLOCK_N2": 32,
                                 "num_stages": 1}  # fmt: skip
+#: forward tiles that fit the H200's 227 KiB of shared memory where flex's defaults do not
+_SMALL_FWD_TILES: tuple[tuple[str, Any], ...] = (
+    ("BLOCK_M", 64),
+    ("BLOCK_N", 32),
+    ("num_stages", 1),
+)
 
 _KERNELS: dict[FlexSpec, FlexKernel] = {}
 _TAGS = itertools.count()
