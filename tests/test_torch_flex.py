@@ -46,6 +46,10 @@ def spec(**kw: Any) -> flex.FlexSpec:
         ({"bias_shape": (1, 1, 1, 32, 32)}, "bias rank 5 > 4"),
         ({"device": "cuda:0", "d": 8, "dtype": torch.bfloat16}, "head dims >= 16 (D=8"),
         ({"device": "cuda:0", "dtype": torch.float64}, "not torch.float64"),
+        (
+            {"bias_shape": (1, 16, 2**14, 2**14), "dbias_shape": (1, 16, 2**14, 2**14)},
+            "scatters dBias with 32-bit offsets",
+        ),
     ],
 )
 def test_static_reasons_name_the_feature(kw: dict[str, Any], needle: str) -> None:
@@ -110,6 +114,9 @@ def test_flash_and_efficient_defer_to_flex_for_padding_and_bands(feature: str) -
         ({"TORCH_SDPA_FLASH_ENGINE", FLEX}, {"padding": True}, FLEX),
         ({"TORCH_SDPA_FLASH_ENGINE", FLEX}, {"band": True}, FLEX),
         ({"TORCH_SDPA_FLASH_ENGINE", FLEX}, {}, "TORCH_SDPA_FLASH_ENGINE"),
+        ({"TORCH_SDPA_FLASH_ENGINE", FLEX}, {"offset_diagonal": True}, FLEX),
+        ({"TORCH_SDPA_EFFICIENT_ENGINE", FLEX}, {"offset_diagonal": True},
+         "TORCH_SDPA_EFFICIENT_ENGINE"),
     ],
 )  # fmt: skip
 def test_rank_picks_the_measured_fastest(

@@ -192,7 +192,10 @@ class TorchSdpaEngine:
         if reason is None:
             w = p.window
             band = w.left_bound is not None or (w.right_bound or 0) > 0
-            features = Features(bias=p.has("Bias"), padding=p.padding, band=band)
+            offset = w.bottom_right and p.seq_q != p.seq_kv
+            features = Features(
+                bias=p.has("Bias"), padding=p.padding, band=band, offset_diagonal=offset
+            )
             if features != Features():
                 reason = deferral(self.op, features, flex_accepts=_flex_accepts(p, io))
         return None if reason is None else f"node '{p.name}': {reason}"

@@ -13,7 +13,9 @@ issue 14 and docs/performance.md):
   (``benchmarks/torch_flex.py``), so flash and efficient defer to flex;
 * a band (±256 at S = 16k): flash's window backward 146 TFLOP/s, the flex engine 195, so flash
   and efficient defer to flex for bands and sliding windows (plain causal masks stay on cuDNN
-  and flash).
+  and flash);
+* a bottom-right causal mask with Sq ≠ Skv (Sq = 2k, Skv = 4k; cuDNN cannot align it): flash's
+  backward 263 TFLOP/s, the flex engine 341 (2026-12-01), so flash defers to flex there.
 
 The math engine takes only what no fused kernel or flex runs exactly: dropout masks (flex cannot
 apply a mask after the softmax), ``Hk ≠ Hv``, head dims below 16, float64, and CPU.
@@ -52,6 +54,7 @@ class Features:
     dropout_mask: bool = False
     padding: bool = False
     band: bool = False  # a left bound, or a right bound above 0 (not plain causal)
+    offset_diagonal: bool = False  # bottom-right alignment with Sq != Skv
 
 
 #: (family, predicate, figures): the family defers to flex when the predicate holds
@@ -66,6 +69,9 @@ _DEFERRALS: tuple[tuple[str, str, str], ...] = (
     ("efficient", "padding", _PAD + "the flex engine's 357" + _H200),
     ("flash", "band", _BAND + "the flex engine's 195" + _H200),
     ("efficient", "band", _BAND + "the flex engine's 195" + _H200),
+    ("flash", "offset_diagonal",
+     "with a bottom-right causal mask and Sq != Skv (2k, 4k) flash's backward measured 263 "
+     "TFLOP/s against the flex engine's 341" + _H200),
 )  # fmt: skip
 
 
