@@ -468,3 +468,24 @@ def test_aliasing_is_checked_again_when_the_buffers_change() -> None:
     a["dK"] = a["K"]
     with pytest.raises(hg.HipdnnError, match=r"'bwd::dK' .* shares memory with input 'K'"):
         g.execute(pack(t, a))
+
+
+def test_a_bool_key_is_not_a_uid() -> None:
+    # True == 1 in Python, but a pack keyed by True names no tensor (issue 11, item 6)
+    g = hg.Graph(
+        io_data_type=hg.DataType.FLOAT,
+        intermediate_data_type=hg.DataType.FLOAT,
+        compute_data_type=hg.DataType.FLOAT,
+    )
+    q = g.tensor(name="Q", dim=[1, 1, 4, 8])
+    o, _ = g.sdpa(q, g.tensor_like(q, "K"), g.tensor_like(q, "V"), generate_stats=False)
+    o.set_output(True)
+    g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
+    a = np.ones((1, 1, 4, 8), np.float32)
+    with pytest.raises(hg.HipdnnError) as err:
+        g.run({True: a, 2: a, 3: a})
+    assert err.value.code == hg.ErrorCode.INVALID_VARIANT_PACK
+    assert err.value.message == (
+        "Variant pack key True does not name a non-virtual tensor of the graph"
+    )
+    assert set(g.run({1: a, 2: a, 3: a})) == {o}

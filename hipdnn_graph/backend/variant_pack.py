@@ -284,7 +284,7 @@ class VariantPackBinder:
                         "this graph's tensor or by uid"
                     )
                 given[spec.uid] = value
-            elif key in by_uid:
+            elif key in by_uid and type(key) is not bool:  # True == 1, but is no uid
                 given[key] = value
             else:
                 raise _fail(
