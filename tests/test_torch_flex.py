@@ -48,8 +48,9 @@ def spec(**kw: Any) -> flex.FlexSpec:
         ({"device": "cuda:0", "dtype": torch.float64}, "not torch.float64"),
         (
             {"bias_shape": (1, 16, 2**14, 2**14), "dbias_shape": (1, 16, 2**14, 2**14)},
-            "scatters dBias with 32-bit offsets",
+            "with 32-bit offsets",
         ),
+        ({"bias_shape": (1, 16, 2**14, 2**14), "forward": True}, "with 32-bit offsets"),
     ],
 )
 def test_static_reasons_name_the_feature(kw: dict[str, Any], needle: str) -> None:
@@ -115,8 +116,8 @@ def test_flash_and_efficient_defer_to_flex_for_padding_and_bands(feature: str) -
         ({"TORCH_SDPA_FLASH_ENGINE", FLEX}, {"band": True}, FLEX),
         ({"TORCH_SDPA_FLASH_ENGINE", FLEX}, {}, "TORCH_SDPA_FLASH_ENGINE"),
         ({"TORCH_SDPA_FLASH_ENGINE", FLEX}, {"offset_diagonal": True}, FLEX),
-        ({"TORCH_SDPA_EFFICIENT_ENGINE", FLEX}, {"offset_diagonal": True},
-         "TORCH_SDPA_EFFICIENT_ENGINE"),
+        ({"TORCH_SDPA_EFFICIENT_ENGINE", FLEX}, {"offset_diagonal": True}, FLEX),
+        ({"TORCH_SDPA_CUDNN_ENGINE", FLEX}, {"offset_diagonal": True}, "TORCH_SDPA_CUDNN_ENGINE"),
     ],
 )  # fmt: skip
 def test_rank_picks_the_measured_fastest(

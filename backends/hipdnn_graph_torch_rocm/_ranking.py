@@ -15,7 +15,8 @@ issue 14 and docs/performance.md):
   and efficient defer to flex for bands and sliding windows (plain causal masks stay on cuDNN
   and flash);
 * a bottom-right causal mask with Sq ≠ Skv (Sq = 2k, Skv = 4k; cuDNN cannot align it): flash's
-  backward 263 TFLOP/s, the flex engine 341 (2026-12-01), so flash defers to flex there.
+  backward 263 TFLOP/s, memory-efficient 111, the flex engine 341–346 (2026-12-01), so flash and
+  efficient defer to flex there.
 
 The math engine takes only what no fused kernel or flex runs exactly: dropout masks (flex cannot
 apply a mask after the softmax), ``Hk ≠ Hv``, head dims below 16, float64, and CPU.
@@ -72,6 +73,9 @@ _DEFERRALS: tuple[tuple[str, str, str], ...] = (
     ("flash", "offset_diagonal",
      "with a bottom-right causal mask and Sq != Skv (2k, 4k) flash's backward measured 263 "
      "TFLOP/s against the flex engine's 341" + _H200),
+    ("efficient", "offset_diagonal",
+     "with a bottom-right causal mask and Sq != Skv (2k, 4k) the memory-efficient backward "
+     "measured 111 TFLOP/s against the flex engine's 346" + _H200),
 )  # fmt: skip
 
 

@@ -159,13 +159,13 @@ def static_reason(spec: FlexSpec, *, allow_cpu: bool | None = None) -> str | Non
         return f"query heads {spec.h} are not a multiple of K/V heads {spec.hk}"
     if spec.bias_shape is not None and len(spec.bias_shape) > 4:
         return f"bias rank {len(spec.bias_shape)} > 4"
-    if spec.dbias_shape is not None and spec.bias_shape is not None:
+    if spec.bias_shape is not None:
         elements = math.prod(spec.bias_shape)
-        if elements >= _MAX_SCATTER:
+        if elements >= _MAX_BUFFER:
             return (
-                f"a bias of {elements} elements with dBias: FlexAttention scatters dBias with "
-                "32-bit offsets (a [1,16,16384,16384] bias crashed the H200 with an illegal "
-                "memory access)"
+                f"a bias of {elements} elements: FlexAttention indexes captured tensors (and "
+                "scatters dBias) with 32-bit offsets (a [1,16,16384,16384] bias crashed the H200 "
+                "with an illegal memory access)"
             )
     dev = torch.device(spec.device)
     if dev.type == "cpu":
@@ -481,8 +481,8 @@ def _alibi_slopes(heads: int, device: torch.device) -> Tensor:
 #: needed 262144 bytes against the H200's 232448 in this session's runs)
 _SMALL_TILES: dict[str, Any] = {"BLOCK_M1": 32, "BLOCK_N1": 64, "BLOCK_M2": 64, "BLOCK_N2": 32,
                                 "num_stages": 1}  # fmt: skip
-#: FlexAttention's dBias scatter indexes the bias with 32-bit offsets
-_MAX_SCATTER = 2**31
+#: FlexAttention's kernels index a captured tensor (and scatter its gradient) with 32-bit offsets
+_MAX_BUFFER = 2**31
 #: forward tiles that fit the H200's 227 KiB of shared memory where flex's defaults do not
 _SMALL_FWD_TILES: tuple[tuple[str, Any], ...] = (
     ("BLOCK_M", 64),
