@@ -112,10 +112,11 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
 _In, _Out = SdpaBackwardAttributes.InputNames, SdpaBackwardAttributes.OutputNames
 
 
-def _slot(member: Any, fb_slot: int, attribute: A, wire: str = "", **kw: Any) -> SlotSpec:
+def _slot(member: Any, fb_slot: int, attribute: A, wire: str = "") -> SlotSpec:
     output = isinstance(member, _Out)
     wire = wire or member.name.lower()
-    return SlotSpec(member, output, fb_slot < 9, fb_slot, attribute, f"{wire}_tensor_uid", **kw)
+    scalar = member.name in r.SCALAR_SLOTS
+    return SlotSpec(member, output, fb_slot < 9, fb_slot, attribute, f"{wire}_tensor_uid", scalar)
 
 
 #: Where every slot and scalar of SDPA backward lives on each wire (hipDNN's
@@ -137,21 +138,18 @@ SDPA_BWD_SPEC = register_node_spec(
             _slot(_In.O, 3, A.OPERATION_SDPA_BWD_O_EXT),
             _slot(_In.dO, 4, A.OPERATION_SDPA_BWD_DO_EXT),
             _slot(_In.Stats, 5, A.OPERATION_SDPA_BWD_STATS_EXT),
-            _slot(_In.Attn_scale, 9, A.OPERATION_SDPA_BWD_SCALE_EXT, "scale", pass_by_value=True),
+            _slot(_In.Attn_scale, 9, A.OPERATION_SDPA_BWD_SCALE_EXT, "scale"),
             _slot(_In.Bias, 10, A.OPERATION_SDPA_BWD_ATTN_MASK_EXT, "attn_mask"),
             _slot(_In.SEQ_LEN_Q, 11, A.OPERATION_SDPA_BWD_SEQ_LEN_Q_EXT),
             _slot(_In.SEQ_LEN_KV, 12, A.OPERATION_SDPA_BWD_SEQ_LEN_KV_EXT),
-            _slot(_In.Seed, 13, A.OPERATION_SDPA_BWD_SEED_EXT, pass_by_value=True),
-            _slot(_In.Offset, 14, A.OPERATION_SDPA_BWD_OFFSET_EXT, pass_by_value=True),
+            _slot(_In.Seed, 13, A.OPERATION_SDPA_BWD_SEED_EXT),
+            _slot(_In.Offset, 14, A.OPERATION_SDPA_BWD_OFFSET_EXT),
             _slot(_In.Dropout_mask, 15, A.OPERATION_SDPA_BWD_DROPOUT_MASK_EXT),
-            _slot(
-                _In.Dropout_scale, 16, A.OPERATION_SDPA_BWD_DROPOUT_SCALE_EXT, pass_by_value=True
-            ),
+            _slot(_In.Dropout_scale, 16, A.OPERATION_SDPA_BWD_DROPOUT_SCALE_EXT),
             _slot(
                 _In.Dropout_scale_inv,
                 17,
                 A.OPERATION_SDPA_BWD_DROPOUT_SCALE_INV_EXT,
-                pass_by_value=True,
             ),
             _slot(_Out.dQ, 6, A.OPERATION_SDPA_BWD_DQ_EXT),
             _slot(_Out.dK, 7, A.OPERATION_SDPA_BWD_DK_EXT),

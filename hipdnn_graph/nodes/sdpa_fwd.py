@@ -97,11 +97,12 @@ _In, _Out = SdpaAttributes.InputNames, SdpaAttributes.OutputNames
 _REQUIRED = frozenset({"Q", "K", "V", "O"})
 
 
-def _slot(member: Any, fb_slot: int, attribute: A, wire: str = "", **kw: Any) -> SlotSpec:
+def _slot(member: Any, fb_slot: int, attribute: A, wire: str = "") -> SlotSpec:
     output = isinstance(member, _Out)
     wire = wire or member.name.lower()
     required = member.name in _REQUIRED
-    return SlotSpec(member, output, required, fb_slot, attribute, f"{wire}_tensor_uid", **kw)
+    scalar = member.name in r.SCALAR_SLOTS
+    return SlotSpec(member, output, required, fb_slot, attribute, f"{wire}_tensor_uid", scalar)
 
 
 def _unmodelled(group: str, first: int, attribute: int, *names: str) -> tuple[UnmodelledSpec, ...]:
@@ -134,16 +135,14 @@ SDPA_FWD_SPEC = register_node_spec(
             _slot(_In.Q, 0, A.OPERATION_SDPA_FWD_QDESC),
             _slot(_In.K, 1, A.OPERATION_SDPA_FWD_KDESC),
             _slot(_In.V, 2, A.OPERATION_SDPA_FWD_VDESC),
-            _slot(_In.Attn_scale, 5, A.OPERATION_SDPA_FWD_SCALEDESC, "scale", pass_by_value=True),
+            _slot(_In.Attn_scale, 5, A.OPERATION_SDPA_FWD_SCALEDESC, "scale"),
             _slot(_In.Bias, 4, A.OPERATION_SDPA_FWD_ATTN_MASK_EXT, "attn_mask"),
             _slot(_In.SEQ_LEN_Q, 6, A.OPERATION_SDPA_FWD_SEQ_LEN_QDESC),
             _slot(_In.SEQ_LEN_KV, 7, A.OPERATION_SDPA_FWD_SEQ_LEN_KVDESC),
-            _slot(_In.Seed, 8, A.OPERATION_SDPA_FWD_SEED_EXT, pass_by_value=True),
-            _slot(_In.Offset, 9, A.OPERATION_SDPA_FWD_OFFSET_EXT, pass_by_value=True),
+            _slot(_In.Seed, 8, A.OPERATION_SDPA_FWD_SEED_EXT),
+            _slot(_In.Offset, 9, A.OPERATION_SDPA_FWD_OFFSET_EXT),
             _slot(_In.Dropout_mask, 10, A.OPERATION_SDPA_FWD_DROPOUT_MASK_EXT),
-            _slot(
-                _In.Dropout_scale, 11, A.OPERATION_SDPA_FWD_DROPOUT_SCALE_EXT, pass_by_value=True
-            ),
+            _slot(_In.Dropout_scale, 11, A.OPERATION_SDPA_FWD_DROPOUT_SCALE_EXT),
             _slot(_Out.O, 3, A.OPERATION_SDPA_FWD_ODESC),
             _slot(_Out.Stats, 22, A.OPERATION_SDPA_FWD_STATSDESC),
         ),
