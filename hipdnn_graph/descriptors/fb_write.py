@@ -78,14 +78,6 @@ class Builder:
         self.push(text + b"\0")
         return self.push(_U32.pack(len(text)))
 
-    def longs(self, values: list[int]) -> int:
-        """A ``[long]`` vector."""
-        n = len(values)
-        self.prealign(8 * n, 4)
-        self.prealign(8 * n, 8)
-        self.push(struct.pack(f"<{n}q", *values))
-        return self.push(_U32.pack(n))
-
     def offsets(self, targets: list[int]) -> int:
         """A vector of tables."""
         n = len(targets)
@@ -94,16 +86,6 @@ class Builder:
         for target in reversed(targets):
             self.push(_U32.pack(self.size + 4 - target))
         return self.push(_U32.pack(n))
-
-    def struct_value(self, code: str) -> Any:
-        """A function emitting an out-of-line struct of one field (a union member)."""
-        fmt = struct.Struct("<" + code)
-
-        def emit(value: Any) -> int:
-            self.prealign(0, fmt.size)
-            return self.push(fmt.pack(value))
-
-        return emit
 
     def table(self, fields: list[tuple[int, str, Any]]) -> int:
         """A table from ``(slot, code, value)`` in add order; code ``O`` is an offset (a size),
