@@ -5,10 +5,53 @@ from __future__ import annotations
 from typing import ClassVar, TypeVar
 
 from ..attributes.base import SdpaCommonAttributes
+from ..descriptors.enums import AttributeName
+from ..descriptors.enums import AttributeType as T
+from ..descriptors.node_spec import Kind, ScalarSpec
 from . import sdpa_rules as r
 from .base import Node
 
-__all__ = ["SdpaNode"]
+__all__ = ["SdpaNode", "sdpa_scalars"]
+
+#: the plain members both SDPA tables hold in this order: (name, kind, descriptor type, always)
+_SDPA_SCALARS = (
+    ("alibi_mask", Kind.BOOL, T.BOOLEAN, True),
+    ("padding_mask", Kind.BOOL, T.BOOLEAN, True),
+    ("causal_mask", Kind.BOOL, T.BOOLEAN, True),
+    ("causal_mask_bottom_right", Kind.BOOL, T.BOOLEAN, True),
+    ("dropout_probability", Kind.F32_OPT, T.FLOAT, False),
+    ("attn_scale_value", Kind.F32_OPT, T.FLOAT, False),
+    ("left_bound", Kind.I64_OPT, T.INT64, False),
+    ("right_bound", Kind.I64_OPT, T.INT64, False),
+)
+
+
+def sdpa_scalars(prefix: str, first: int, alignment_field: int) -> tuple[ScalarSpec, ...]:
+    """The mask flags, optional scalars and diagonal alignment of an SDPA table.
+
+    hipDNN's tables hold them at consecutive fields from ``first`` (the alignment at
+    ``alignment_field``); their descriptor attributes are ``SDPA_<prefix>_<NAME>_EXT``.
+
+    Example:
+        >>> [(s.name, s.fb_slot) for s in sdpa_scalars("BWD", 19, 27)][::4]
+        [('alibi_mask', 19), ('dropout_probability', 23), ('diagonal_alignment', 27)]
+    """
+    scalars = []
+    for i, (name, kind, attr_type, always) in enumerate(_SDPA_SCALARS):
+        attribute = AttributeName[f"SDPA_{prefix}_{name.upper()}_EXT"]
+        scalars.append(ScalarSpec(name, kind, first + i, (attribute, attr_type), always))
+    alignment = AttributeName[f"SDPA_{prefix}_DIAGONAL_ALIGNMENT_EXT"]
+    scalars.append(
+        ScalarSpec(
+            "diagonal_alignment",
+            Kind.ALIGN,
+            alignment_field,
+            (alignment, T.DIAGONAL_ALIGNMENT),
+            True,
+        )
+    )
+    return tuple(scalars)
+
 
 A = TypeVar("A", bound=SdpaCommonAttributes)
 

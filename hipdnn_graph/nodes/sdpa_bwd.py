@@ -6,13 +6,12 @@ from typing import Any, ClassVar
 
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..descriptors.enums import AttributeName as A
-from ..descriptors.enums import AttributeType as T
 from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import Kind, NodeSpec, ScalarSpec, SlotSpec, register_node_spec
+from ..descriptors.node_spec import NodeSpec, SlotSpec, register_node_spec
 from ..errors import HipdnnError
 from ..types import ErrorCode, NodeType
 from . import sdpa_rules as r
-from .sdpa_base import SdpaNode
+from .sdpa_base import SdpaNode, sdpa_scalars
 
 __all__ = ["SDPA_BWD_SPEC", "SdpaBwdNode"]
 
@@ -156,38 +155,7 @@ SDPA_BWD_SPEC = register_node_spec(
             _slot(_Out.dV, 8, A.OPERATION_SDPA_BWD_DV_EXT),
             _slot(_Out.dBias, 18, A.OPERATION_SDPA_BWD_DBIAS_EXT),
         ),
-        scalars=(
-            ScalarSpec("alibi_mask", Kind.BOOL, 19, (A.SDPA_BWD_ALIBI_MASK_EXT, T.BOOLEAN), True),
-            ScalarSpec(
-                "padding_mask", Kind.BOOL, 20, (A.SDPA_BWD_PADDING_MASK_EXT, T.BOOLEAN), True
-            ),
-            ScalarSpec("causal_mask", Kind.BOOL, 21, (A.SDPA_BWD_CAUSAL_MASK_EXT, T.BOOLEAN), True),
-            ScalarSpec(
-                "causal_mask_bottom_right",
-                Kind.BOOL,
-                22,
-                (A.SDPA_BWD_CAUSAL_MASK_BOTTOM_RIGHT_EXT, T.BOOLEAN),
-                True,
-            ),
-            ScalarSpec(
-                "dropout_probability",
-                Kind.F32_OPT,
-                23,
-                (A.SDPA_BWD_DROPOUT_PROBABILITY_EXT, T.FLOAT),
-            ),
-            ScalarSpec(
-                "attn_scale_value", Kind.F32_OPT, 24, (A.SDPA_BWD_ATTN_SCALE_VALUE_EXT, T.FLOAT)
-            ),
-            ScalarSpec("left_bound", Kind.I64_OPT, 25, (A.SDPA_BWD_LEFT_BOUND_EXT, T.INT64)),
-            ScalarSpec("right_bound", Kind.I64_OPT, 26, (A.SDPA_BWD_RIGHT_BOUND_EXT, T.INT64)),
-            ScalarSpec(
-                "diagonal_alignment",
-                Kind.ALIGN,
-                27,
-                (A.SDPA_BWD_DIAGONAL_ALIGNMENT_EXT, T.DIAGONAL_ALIGNMENT),
-                True,
-            ),
-        ),
+        scalars=sdpa_scalars("BWD", 19, 27),
         unmodelled=(),
         field_count=28,
         attributes_cls=SdpaBackwardAttributes,

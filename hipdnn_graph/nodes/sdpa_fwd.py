@@ -18,7 +18,7 @@ from ..descriptors.node_spec import (
 )
 from ..types import DataType, NodeType
 from . import sdpa_rules as r
-from .sdpa_base import SdpaNode
+from .sdpa_base import SdpaNode, sdpa_scalars
 
 __all__ = ["SDPA_FWD_SPEC", "SdpaFwdNode"]
 
@@ -150,36 +150,7 @@ SDPA_FWD_SPEC = register_node_spec(
             ScalarSpec(
                 "generate_stats", Kind.BOOL_OPT, 28, (A.SDPA_FWD_GENERATE_STATS_EXT, T.BOOLEAN)
             ),
-            ScalarSpec("alibi_mask", Kind.BOOL, 29, (A.SDPA_FWD_ALIBI_MASK_EXT, T.BOOLEAN), True),
-            ScalarSpec(
-                "padding_mask", Kind.BOOL, 30, (A.SDPA_FWD_PADDING_MASK_EXT, T.BOOLEAN), True
-            ),
-            ScalarSpec("causal_mask", Kind.BOOL, 31, (A.SDPA_FWD_CAUSAL_MASK_EXT, T.BOOLEAN), True),
-            ScalarSpec(
-                "causal_mask_bottom_right",
-                Kind.BOOL,
-                32,
-                (A.SDPA_FWD_CAUSAL_MASK_BOTTOM_RIGHT_EXT, T.BOOLEAN),
-                True,
-            ),
-            ScalarSpec(
-                "dropout_probability",
-                Kind.F32_OPT,
-                33,
-                (A.SDPA_FWD_DROPOUT_PROBABILITY_EXT, T.FLOAT),
-            ),
-            ScalarSpec(
-                "attn_scale_value", Kind.F32_OPT, 34, (A.SDPA_FWD_ATTN_SCALE_VALUE_EXT, T.FLOAT)
-            ),
-            ScalarSpec("left_bound", Kind.I64_OPT, 35, (A.SDPA_FWD_LEFT_BOUND_EXT, T.INT64)),
-            ScalarSpec("right_bound", Kind.I64_OPT, 36, (A.SDPA_FWD_RIGHT_BOUND_EXT, T.INT64)),
-            ScalarSpec(
-                "diagonal_alignment",
-                Kind.ALIGN,
-                38,
-                (A.SDPA_FWD_DIAGONAL_ALIGNMENT_EXT, T.DIAGONAL_ALIGNMENT),
-                True,
-            ),
+            *sdpa_scalars("FWD", 29, 38),
         ),
         unmodelled=(
             *_unmodelled(
