@@ -9,9 +9,14 @@ configuration prints, from one run:
   operator reads the graph's O and Stats; ``recompute``: the forward is recomputed),
 * TFLOP/s of ``graph.execute`` (backward only; O and Stats computed once beforehand),
 * TFLOP/s of FlexAttention called directly through autograd on the same tensors, the backward
-  taken as (forward + backward) − forward (issue 14's method), and the ratio of times
-  ``execute / direct``,
+  taken as (forward + backward) − forward (issue 14's method; gradients cleared before each
+  call, so no accumulation is timed), and the ratio of times ``execute / direct``,
 * TFLOP/s of ``TORCH_SDPA_MATH_ENGINE`` on the same graph where it fits (S ≤ 4k).
+
+The bias is bf16 (``bias_fp32_*``: FLOAT, the direct call then with two backward pipeline
+stages, as flex's defaults do not fit an H200) and dBias FLOAT. A bias of 2³¹ elements or more
+(S = 16k) crashes a direct flex call, so there O and Stats come from four direct calls over four
+heads each and only ``graph.execute`` is timed.
 
 FLOPs = 2·B·H·N·(3·D + 2·Dv), N = visible (query, key) pairs (padding and bands counted).
 Times: CUDA events, medians over rounds of back-to-back calls (``interleaved``).
@@ -43,6 +48,8 @@ MATH = "TORCH_SDPA_MATH_ENGINE"
 #: name -> (Sq, Skv, node keywords, options)
 CONFIGS: dict[str, tuple[int, int, dict[str, Any], dict[str, Any]]] = {
     **{f"bias_dbias_{s // 1024}k": (s, s, {}, {"bias": True}) for s in (1024, 4096, 16384)},
+    **{f"bias_fp32_dbias_{s // 1024}k": (s, s, {}, {"bias": True, "bias_fp32": True})
+       for s in (1024, 4096)},
     **{f"padding75_{s // 1024}k": (s, s, {}, {"pad": 0.75}) for s in (1024, 4096, 16384)},
     **{f"band256_{s // 1024}k": (s, s, {"diagonal_band_left_bound": 256,
                                         "diagonal_band_right_bound": 256}, {})
@@ -85,6 +92,8 @@ def _graph(sq: int, skv: int, b: int, kw: dict[str, Any], opt: dict[str, Any]) -
     kw = dict(kw)
     if opt.get("bias"):
         t["Bias"] = g.tensor(name="Bias", dim=[1, H, sq, skv])  # bf16, as issue 14 measured
+        if opt.get("bias_fp32"):
+            t["Bias"].set_data_type(hg.DataType.FLOAT)
         t["dBias"] = g.tensor(name="dBias", dim=[1, H, sq, skv], data_type=hg.DataType.FLOAT)
         kw.update(bias=t["Bias"], dBias=t["dBias"])
     if opt.get("pad"):
@@ -172,14 +181,27 @@ def row(name: str, with_math: bool) -> dict[str, Any]:
     torch.manual_seed(0)
     x = {n: torch.randn(t[n].dim, device="cuda", dtype=BF16) for n in ("Q", "K", "V", "dO")}
     if "Bias" in t:
-        x["Bias"] = torch.randn(t["Bias"].dim, device="cuda", dtype=BF16)
+        dtype = torch.float32 if opt.get("bias_fp32") else BF16
+        x["Bias"] = torch.randn(t["Bias"].dim, device="cuda", dtype=dtype)
     if "SEQ_LEN_Q" in t:
         for n, s in (("SEQ_LEN_Q", sq), ("SEQ_LEN_KV", skv)):
             x[n] = torch.full((b, 1, 1, 1), int(opt["pad"] * s), dtype=torch.int32, device="cuda")
     score_mod, bm = _mods(sq, skv, b, kw, opt, x)
     cflex, cflex_grad = _compiled(_flex_call, name), _compiled(_flex_call, name + "_g")
-    with torch.no_grad():
-        o, lse = cflex(x["Q"], x["K"], x["V"], score_mod=score_mod, block_mask=bm, return_lse=True)
+    # flex indexes a captured tensor with 32-bit offsets: a direct call with a bias of 2**31
+    # elements or more crashes the device (illegal memory access); O and Stats then come from
+    # four calls over four heads each, and the direct backward is not measured
+    direct = "Bias" not in x or x["Bias"].numel() < 2**31
+    groups = 1 if direct else 4
+    parts = []
+    for i in range(groups):
+        hs = slice(i * H // groups, (i + 1) * H // groups)
+        xi = {**x, "Bias": x["Bias"][:, hs]} if "Bias" in x else x
+        sm_i, bm_i = (score_mod, bm) if direct else _mods(sq, skv, b, kw, opt, xi)
+        with torch.no_grad():
+            parts.append(cflex(x["Q"][:, hs], x["K"][:, hs], x["V"][:, hs], score_mod=sm_i,
+                               block_mask=bm_i, return_lse=True))  # fmt: skip
+    o, lse = (torch.cat(list(t), 1) for t in zip(*parts, strict=True))
     x["O"] = o
     x["Stats"] = lse.float().unsqueeze(-1).masked_fill(torch.isinf(lse).unsqueeze(-1), math.inf)
     outs = {n: torch.empty(t[n].dim, device="cuda", dtype=BF16) for n in ("dQ", "dK", "dV")}
@@ -201,11 +223,20 @@ def row(name: str, with_math: bool) -> dict[str, Any]:
         with torch.no_grad():
             return cflex(*leaves, score_mod=score_mod, block_mask=bm)
 
+    # an fp32 bias: flex's default backward tiles need more shared memory than an H200 has
+    # (262144 > 232448 bytes); two pipeline stages fit, as the engine finds at build time
+    opts = {"kernel_options": {"bwd_num_stages": 2}} if opt.get("bias_fp32") else {}
+
     def direct_fwd_bwd() -> Any:
-        out = cflex_grad(*leaves, score_mod=score_mod, block_mask=bm)
+        for leaf in (*leaves, bias_leaf):  # fresh gradients: no accumulation kernels timed
+            if leaf is not None:
+                leaf.grad = None
+        out = cflex_grad(*leaves, score_mod=score_mod, block_mask=bm, **opts)
         out.backward(x["dO"])
 
-    fns = {"execute": lambda: g.execute(pack), "fwd": direct_fwd, "fwd_bwd": direct_fwd_bwd}
+    fns: dict[str, Callable[[], Any]] = {"execute": lambda: g.execute(pack)}
+    if direct:
+        fns.update(fwd=direct_fwd, fwd_bwd=direct_fwd_bwd)
     forced = None
     if g.get_plan_name() != FLEX:  # the default engine, and flex forced, side by side
         forced, _ = _graph(sq, skv, b, kw, opt)
@@ -213,7 +244,7 @@ def row(name: str, with_math: bool) -> dict[str, Any]:
         fns["flex_engine"] = lambda: forced.execute(pack_for(forced))
     ms = interleaved(fns)
     flops = 2.0 * H * _visible(sq, skv, b, kw, opt) * (3 * D + 2 * D)
-    direct_ms = ms["fwd_bwd"] - ms["fwd"]
+    direct_ms = ms["fwd_bwd"] - ms["fwd"] if direct else math.nan
     plan = g._state.active.plan  # type: ignore[union-attr]
     kernel = getattr(plan.steps[0].run, "__self__", None)
     r: dict[str, Any] = {

@@ -46,16 +46,73 @@ def spec(**kw: Any) -> flex.FlexSpec:
         ({"bias_shape": (1, 1, 1, 32, 32)}, "bias rank 5 > 4"),
         ({"device": "cuda:0", "d": 8, "dtype": torch.bfloat16}, "head dims >= 16 (D=8"),
         ({"device": "cuda:0", "dtype": torch.float64}, "not torch.float64"),
+        ({"bias_shape": (1, 1, 2**16, 2**15), "forward": True}, "with 32-bit offsets"),
         (
-            {"bias_shape": (1, 16, 2**14, 2**14), "dbias_shape": (1, 16, 2**14, 2**14)},
-            "with 32-bit offsets",
+            {"bias_shape": (1, 4, 2**15, 2**15), "dbias_shape": (1, 4, 2**15, 2**15)},
+            "no split into groups of whole K/V heads",
         ),
-        ({"bias_shape": (1, 16, 2**14, 2**14), "forward": True}, "with 32-bit offsets"),
+        ({"bias_shape": (1, 4, 2**15, 2**14), "alibi": True}, "not with ALiBi"),
     ],
 )
 def test_static_reasons_name_the_feature(kw: dict[str, Any], needle: str) -> None:
     reason = flex.static_reason(spec(**kw), allow_cpu=True)
     assert reason is not None and needle in reason
+
+
+@pytest.mark.parametrize(
+    ("kw", "groups"),
+    [
+        ({}, 1),
+        ({"bias_shape": (1, 4, 32, 32)}, 1),
+        ({"h": 16, "hk": 16, "hv": 16, "bias_shape": (1, 16, 2**14, 2**14)}, 4),
+        ({"h": 16, "hk": 4, "hv": 4, "bias_shape": (16, 2**14, 2**14)}, 4),  # GQA 4:1
+        ({"h": 16, "hk": 8, "hv": 8, "bias_shape": (2, 16, 2**14, 2**13)}, 4),
+        ({"h": 4, "hk": 2, "hv": 2, "bias_shape": (1, 4, 2**15, 2**15)}, None),  # 2**31 per half
+        ({"bias_shape": (1, 1, 2**16, 2**15)}, None),  # one head: nothing to split
+    ],
+)
+def test_head_groups_bring_each_bias_slice_below_32_bit_offsets(
+    kw: dict[str, Any], groups: int | None
+) -> None:
+    s = spec(**kw)
+    assert flex.head_groups(s) == groups
+    assert (flex.static_reason(s, allow_cpu=True) is None) == (groups is not None)
+    if groups is not None and groups > 1:
+        part = flex.group_spec(s, groups)
+        assert (part.h, part.hk, part.bias_shape[-3]) == (s.h // groups, s.hk // groups,
+                                                          s.h // groups)  # fmt: skip
+        assert flex.head_groups(part) == 1
+
+
+@pytest.mark.parametrize("dbias_shape", [(1, 4, 32, 32), (1, 1, 32, 32)])
+def test_a_bias_run_in_head_groups_matches_one_call(
+    dbias_shape: tuple[int, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the offset limit lowered to this bias's size, the node runs as two calls over two
+    heads each; O, Stats, dQ/dK/dV and dBias (per head, or summed over heads) match the
+    reference math."""
+    monkeypatch.setenv(flex.CPU_ENV, "1")
+    monkeypatch.setattr(flex, "_MAX_BUFFER", 4096)  # the [1,4,32,32] bias: 4096 elements
+    g = torch.Generator().manual_seed(7)
+    q, do = (torch.randn(1, 4, 32, 16, generator=g) for _ in range(2))
+    k, v = (torch.randn(1, 2, 32, 16, generator=g) for _ in range(2))
+    bias = torch.randn(1, 4, 32, 32, generator=g)
+    fwd = flex.kernel(spec(forward=True, bias_shape=(1, 4, 32, 32), right_bound=0))
+    assert isinstance(fwd, flex.HeadGroups) and fwd.groups == 2
+    assert fwd.inner.spec.h == 2 and "heads in 2 groups" in fwd.notes[-1]
+    o, st = fwd.forward(q, k, v, scale=0.25, bias=bias)
+    ref_o, ref_st = tm.sdpa_forward(q, k, v, scale=0.25, bias=bias, right_bound=0)
+    torch.testing.assert_close(o, ref_o, rtol=1e-5, atol=1e-5)
+    assert st is not None
+    torch.testing.assert_close(st, ref_st, rtol=1e-5, atol=1e-5)
+    bwd = flex.kernel(spec(bias_shape=(1, 4, 32, 32), dbias_shape=dbias_shape, right_bound=0))
+    assert isinstance(bwd, flex.HeadGroups) and bwd.backward_mode == "given"
+    got = bwd.backward(q, k, v, ref_o, do, ref_st, scale=0.25, bias=bias, dbias_shape=dbias_shape)
+    want = tm.sdpa_backward(q, k, v, ref_o, do, ref_st, scale=0.25, bias=bias,
+                            dbias_shape=dbias_shape, right_bound=0)  # fmt: skip
+    for ours, ref in zip(got, want, strict=True):
+        assert ours is not None and ref is not None and ours.shape == ref.shape
+        torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-5)
 
 
 def test_cpu_is_refused_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -153,10 +210,13 @@ def _graph(backward: bool, case: dict[str, Any]) -> tuple[hg.Graph, dict[str, An
         t["O"] = g.tensor(name="O", dim=[b, h, sq, dv])
         t["dO"] = g.tensor(name="dO", dim=[b, h, sq, dv])
         t["Stats"] = g.tensor(name="Stats", dim=[b, h, sq, 1])
+        if "dbias" in case:
+            t["dBias"] = g.tensor(name="dBias", dim=list(case["dbias"]))
+            kw["dBias"] = t["dBias"]
         t["dQ"], t["dK"], t["dV"] = g.sdpa_backward(
             t["Q"], t["K"], t["V"], t["O"], t["dO"], t["Stats"], name="bwd", **kw
         )
-        outs = ("dQ", "dK", "dV")
+        outs = ("dQ", "dK", "dV", "dBias") if "dbias" in case else ("dQ", "dK", "dV")
     else:
         t["O"], t["Stats"] = g.sdpa(t["Q"], t["K"], t["V"], name="fwd", generate_stats=True, **kw)
         outs = ("O", "Stats")
@@ -187,6 +247,8 @@ CASES: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 CASES["bias_alibi"] = {"dims": (2, 4, 4, 24, 24, 16, 16), "bias": (2, 1, 24, 24),
                       "kw": {"use_alibi_mask": True, "use_causal_mask": True}}  # fmt: skip
+CASES["bias_dbias_gqa"] = {"dims": (2, 4, 2, 24, 32, 16, 16), "bias": (1, 4, 24, 32),
+                          "dbias": (1, 4, 24, 32), "kw": {"use_causal_mask": True}}  # fmt: skip
 
 
 def _check(backward: bool, case: dict[str, Any], seed: int) -> None:
@@ -214,6 +276,39 @@ def test_flex_matches_numpy_on_cpu(name: str, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv(flex.CPU_ENV, "1")
     _check(False, CASES[name], 1)
     _check(True, CASES[name], 2)
+
+
+def test_gradients_land_in_the_callers_buffers_through_execute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``execute`` hands the caller's dQ, dK, dV and dBias buffers to the kernel, which writes
+    them in place (no copy by the engine afterwards); the values match the NumPy engine's."""
+    monkeypatch.setenv(flex.CPU_ENV, "1")
+    case = CASES["bias_dbias_gqa"]
+    g, t = _graph(True, case)
+    g.set_preferred_engine_id_ext(FLEX).build()
+    data = _inputs(t, case, 3)
+    fwd, ft = _graph(False, case)
+    fwd.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
+    ran = fwd.run({ft[n]: data[t[n]] for n in ft if n in t and t[n] in data})
+    data[t["O"]], data[t["Stats"]] = ran[ft["O"]], ran[ft["Stats"]]
+    outs = {t[n]: torch.full(t[n].dim, math.nan) for n in ("dQ", "dK", "dV", "dBias")}
+    copies: list[Any] = []
+    real_copy = torch.Tensor.copy_
+
+    def counting_copy(self: Any, src: Any, *args: Any, **kw: Any) -> Any:
+        if any(self is out for out in outs.values()):
+            copies.append(src)
+        return real_copy(self, src, *args, **kw)
+
+    monkeypatch.setattr(torch.Tensor, "copy_", counting_copy)
+    g.execute({**{k: torch.from_numpy(v) for k, v in data.items()}, **outs})
+    monkeypatch.undo()
+    assert copies == []  # the engine copied nothing into the gradients: the kernel wrote them
+    g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
+    ref = g.run(data)
+    for key, out in outs.items():
+        np.testing.assert_allclose(out.numpy(), ref[key], rtol=1e-4, atol=1e-5)
 
 
 def test_dropout_mask_is_refused_by_flex_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -245,6 +340,10 @@ def test_kernels_are_compiled_once_per_process_and_never_in_a_call(
     o1, st1 = k1.forward(q, q, q, scale=0.25)  # one tensor three times: copied, no recompile
     o2, st2 = k1.forward(q, q.clone(), q.clone(), scale=0.25)
     assert torch.equal(o1, o2) and st1 is not None and st2 is not None
+    # a contiguous view with another stride on its dim of size 1 (a head slice): copied
+    wide = torch.cat([q, torch.randn(1, 2, 16, 16)], 1)
+    o3, _ = k1.forward(wide[:, :2], q.clone(), q.clone(), scale=0.25)
+    assert wide[:, :2].stride()[0] == 1024 and torch.equal(o3, o1)
     ref_o, ref_st = tm.sdpa_forward(q, q, q, scale=0.25, right_bound=0)
     torch.testing.assert_close(o1, ref_o, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(st1, ref_st, rtol=1e-5, atol=1e-5)
@@ -339,23 +438,41 @@ def test_dbias_through_the_given_o_backward_matches_autograd() -> None:
     for ours, ref in zip(got, (qr.grad, kr.grad, vr.grad, br.grad), strict=True):
         assert ours is not None and ref is not None
         assert float((ours - ref).abs().max() / ref.abs().max()) < 1e-5
+    # each gradient is written straight into a caller's buffer of the declared type and layout
+    # (fp32 here); any other buffer (another layout, another type) gets a new tensor
+    dense = [torch.full(x.shape, math.nan) for x in (q, k, v, bias)]
+    strided = torch.full((1, 4, 32, 64), math.nan)[..., ::2]
+    outs = dict(zip(("dq_out", "dk_out", "dv_out", "dbias_out"), dense, strict=True))
+    for kw, in_place in ((outs, True), ({**outs, "dbias_out": strided}, False),
+                         ({**outs, "dbias_out": dense[3].double()}, False)):  # fmt: skip
+        again = kernel.backward(q, k, v, o.detach(), do, lse, scale=0.25, bias=bias,
+                                dbias_shape=(1, 4, 32, 32), **kw)  # fmt: skip
+        assert all(a is b for a, b in zip(again[:3], dense[:3], strict=True))
+        assert (again[3] is kw["dbias_out"]) == in_place
+        for a, b in zip(again, got, strict=True):
+            assert a is not None and b is not None and torch.equal(a, b)
+    assert torch.isnan(strided).all()
 
 
 def test_a_backward_that_compiles_nowhere_raises_naming_every_attempt(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The build tries every way (given O in fp32, with smaller tiles, recompute, with smaller
-    tiles, the input type twice) and its error lists each."""
+    """The build tries every way (given O with flex's tiles, two and one pipeline stages and
+    small tiles, then recomputed with flex's tiles and small ones) and its error lists each."""
 
     def refuse(self: Any, body: Any) -> Any:
         raise RuntimeError("no kernel here")
 
     monkeypatch.setattr(flex.FlexKernel, "_compile", refuse)
-    s = spec(bias_shape=(1, 4, 32, 32), dbias_shape=(1, 4, 32, 32), h=4, hk=4, hv=4)
+    s = spec(bias_shape=(1, 4, 32, 32), dbias_shape=(1, 4, 32, 32), h=4, hk=4, hv=4,
+             bias_dtype=torch.float32)  # fmt: skip
     with pytest.raises(RuntimeError, match="flex backward did not compile") as info:
         flex.FlexKernel(s)
     text = str(info.value)
     assert "given (torch.float32, {}): RuntimeError: no kernel here" in text
+    assert "given (torch.float32, {'num_stages': 2}):" in text
+    assert "given (torch.float32, {'num_stages': 1}):" in text
     assert "given (torch.float32, {'BLOCK_M1': 32" in text
     assert "recompute (torch.float32, {}):" in text
+    assert "recompute (torch.float32, {'BLOCK_M1': 32" in text
     assert text.count(" | ") == 5  # six attempts

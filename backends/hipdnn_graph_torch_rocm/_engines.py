@@ -53,6 +53,10 @@ def _common_refusal(p: SdpaProblem) -> str | None:
     return p.data_type_problem()
 
 
+#: the backward's gradient slots, in the order the kernels return them
+_GRADS = ("dQ", "dK", "dV", "dBias")
+
+
 @dataclass
 class _Step:
     """One node, with everything decided at plan time."""
@@ -68,6 +72,9 @@ class _Step:
     #: (keyword, uid, conversion or None) of what is read from the variant pack: tensors, and
     #: scales given as runtime pass-by-value tensors
     runtime: tuple[tuple[str, int, Callable[[Any], Any] | None], ...] = ()
+    #: (keyword, uid) of outputs the kernel may write in place: the caller's buffer (or None)
+    #: is passed under that keyword, and a result that is that buffer is not copied again
+    destinations: tuple[tuple[str, int], ...] = ()
 
 
 class TorchSdpaPlan:
@@ -93,20 +100,22 @@ class TorchSdpaPlan:
     def _run_steps(self, buffers: dict[int, Any]) -> None:
         for step in self.steps:
             kw = step.static
-            if step.runtime:
+            if step.runtime or step.destinations:
                 kw = {
                     **kw,
                     **{
                         key: buffers[uid] if convert is None else convert(buffers[uid])
                         for key, uid, convert in step.runtime
                     },
+                    **{key: buffers.get(uid) for key, uid in step.destinations},
                 }
             results = step.run(*[buffers[uid] for uid in step.inputs], **kw)
             for index, uid, virtual, dtype, strides in step.outputs:
                 value = results[index]
                 out = buffers.get(uid)
                 if out is not None:
-                    out.copy_(value.view(out.shape))
+                    if value is not out:
+                        out.copy_(value.view(out.shape))
                 elif virtual:
                     buffers[uid] = value.to(dtype)
                 else:
@@ -250,7 +259,7 @@ class TorchSdpaEngine:
         out_slots: tuple[str, ...]
         if p.backward:
             names = ("Q", "K", "V", "O", "dO", "Stats")
-            out_slots = ("dQ", "dK", "dV", "dBias")
+            out_slots = _GRADS
             if p.has("dBias"):
                 static["dbias_shape"] = tuple(p.tensors["dBias"].dim)
         else:
@@ -277,7 +286,14 @@ class TorchSdpaEngine:
             for index, s in enumerate(out_slots)
             if p.has(s)
         )
-        return _Step(run, tuple(p.uid(s) for s in names), outputs, static, tuple(runtime))
+        destinations: tuple[tuple[str, int], ...] = ()
+        if self.op == "flex" and p.backward:  # the flex backward writes its gradients itself
+            destinations = tuple(
+                (f"{slot.lower()}_out", p.uid(slot)) for slot in _GRADS if p.has(slot)
+            )
+        return _Step(
+            run, tuple(p.uid(s) for s in names), outputs, static, tuple(runtime), destinations
+        )
 
     def _kernel(self, p: SdpaProblem, static: dict[str, Any], torch: Any) -> Callable[..., Any]:
         if self.op is None:
@@ -323,6 +339,9 @@ def _flex_spec(p: SdpaProblem, io: hg.DataType) -> Any:
         bias_shape=tuple(p.tensors["Bias"].dim) if p.has("Bias") else None,
         bias_dtype=torch_dtype(p.tensors["Bias"].data_type) if p.has("Bias") else None,
         dbias_shape=tuple(p.tensors["dBias"].dim) if p.has("dBias") else None,
+        grad_dtypes=tuple(torch_dtype(p.tensors[g].data_type) for g in _GRADS if p.has(g))
+        if p.backward
+        else (),
         alibi=p.alibi, bottom_right=w.bottom_right, left_bound=w.left_bound,
         right_bound=w.right_bound, padding=p.padding, dropout_mask=p.has("Dropout_mask"),
         scale=p.scale.value if p.scale.uid is None else None,

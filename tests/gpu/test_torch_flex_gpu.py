@@ -37,6 +37,9 @@ FEATURES: dict[str, tuple[int, int, int, int, dict[str, Any], dict[str, Any], di
     "bias": (128, 128, 64, 64, {}, {}, {"bias": (1, 8, 128, 128)}),
     "bias_dbias": (128, 192, 64, 64, {}, {}, {"bias": (1, 8, 128, 192), "dbias": True}),
     "bias_bcast_dbias": (96, 128, 64, 64, {}, {}, {"bias": (B, 1, 1, 128), "dbias": True}),
+    # a bias in the input type: its own buffer type, dBias accumulated in fp32 by flex
+    "bias_io_dbias": (128, 128, 64, 64, {}, {}, {"bias": (1, 8, 128, 128), "dbias": True,
+                                                 "bias_io": True}),
     "alibi_causal": (128, 128, 64, 64, {"use_alibi_mask": True, "use_causal_mask": True},
                      {"alibi": True, "right_bound": 0}, {}),
     "padding": (128, 160, 64, 64, {}, {}, {"lens": ([100, 128], [160, 37])}),
@@ -80,7 +83,8 @@ def _graph(backward: bool, feature: str, heads: str, dt: hg.DataType) -> tuple[h
     if "bias" in extra:
         shape = list(extra["bias"])
         shape[1] = h if shape[1] != 1 else 1
-        t["Bias"] = g.tensor(name="Bias", dim=shape, data_type=hg.DataType.FLOAT)
+        bias_type = dt if extra.get("bias_io") else hg.DataType.FLOAT
+        t["Bias"] = g.tensor(name="Bias", dim=shape, data_type=bias_type)
         kw["bias"] = t["Bias"]
         if extra.get("dbias") and backward:
             t["dBias"] = g.tensor(name="dBias", dim=shape, data_type=hg.DataType.FLOAT)
@@ -108,6 +112,35 @@ def _graph(backward: bool, feature: str, heads: str, dt: hg.DataType) -> tuple[h
     return g, t
 
 
+def _backward_case(feature: str, heads: str, dtype: str) -> dict[str, Any]:
+    """Build, run three times and check one backward case; returns its outputs."""
+    tdt, hdt = DTYPES[dtype]
+    g, t = _graph(True, feature, heads, hdt)
+    x, ref_kw = _inputs(feature, t, tdt, _seed(feature, heads, dtype))
+    o, stats = reference_forward(x["Q"], x["K"], x["V"], **ref_kw)
+    x["O"] = torch.from_numpy(o).to("cuda", tdt)
+    x["Stats"] = torch.from_numpy(stats).to("cuda", torch.float32)
+    outs = {n: torch.full(t[n].dim, float("nan"), device="cuda", dtype=tdt)
+            for n in ("dQ", "dK", "dV")}  # fmt: skip
+    if "dBias" in t:
+        outs["dBias"] = torch.full(t["dBias"].dim, float("nan"), device="cuda")
+        ref_kw["dbias_shape"] = tuple(t["dBias"].dim)
+    before = {n: v.clone() for n, v in x.items()}
+    pack = {t[n]: v for n, v in x.items() if n in t}
+    for _ in range(3):  # eager, capture, replay: the same numbers every time
+        g.execute({**pack, **{t[n]: v for n, v in outs.items()}})
+    torch.cuda.synchronize()
+    for n, v in x.items():
+        assert torch.equal(v, before[n]), f"input {n} was modified"
+    grads = reference_backward(x["Q"], x["K"], x["V"], x["O"], x["dO"], x["Stats"], **ref_kw)
+    for name, ref in zip(("dQ", "dK", "dV", "dBias"), grads, strict=True):
+        if name in outs:
+            err = _rel(outs[name].float().cpu().numpy(), ref)
+            assert err <= TOL, f"{name}: relative error {err:.3g}"
+    _zero_rows_and_keys(feature, outs, True)
+    return {"graph": g, **outs}
+
+
 def _inputs(feature: str, t: dict[str, Any], tdt: Any, seed: int) -> tuple[dict, dict]:
     rng = np.random.default_rng(seed)
     _, _, d, _, _, ref_kw, extra = FEATURES[feature]
@@ -118,7 +151,7 @@ def _inputs(feature: str, t: dict[str, Any], tdt: Any, seed: int) -> tuple[dict,
     x = {n: rand(t[n].dim) for n in ("Q", "K", "V", "dO") if n in t}
     ref = dict(ref_kw, scale=1 / np.sqrt(d))
     if "Bias" in t:
-        x["Bias"] = rand(t["Bias"].dim, torch.float32)
+        x["Bias"] = rand(t["Bias"].dim, tdt if extra.get("bias_io") else torch.float32)
         ref["bias"] = x["Bias"]
     if "lens" in extra:
         for name, lens in zip(("SEQ_LEN_Q", "SEQ_LEN_KV"), extra["lens"], strict=True):
@@ -146,30 +179,7 @@ def _zero_rows_and_keys(feature: str, outs: dict[str, Any], grads: bool) -> None
 @pytest.mark.parametrize("heads", list(HEADS))
 @pytest.mark.parametrize("feature", list(FEATURES))
 def test_backward(feature: str, heads: str, dtype: str) -> None:
-    tdt, hdt = DTYPES[dtype]
-    g, t = _graph(True, feature, heads, hdt)
-    x, ref_kw = _inputs(feature, t, tdt, _seed(feature, heads, dtype))
-    o, stats = reference_forward(x["Q"], x["K"], x["V"], **ref_kw)
-    x["O"] = torch.from_numpy(o).to("cuda", tdt)
-    x["Stats"] = torch.from_numpy(stats).to("cuda", torch.float32)
-    outs = {n: torch.full(t[n].dim, float("nan"), device="cuda", dtype=tdt)
-            for n in ("dQ", "dK", "dV")}  # fmt: skip
-    if "dBias" in t:
-        outs["dBias"] = torch.full(t["dBias"].dim, float("nan"), device="cuda")
-        ref_kw["dbias_shape"] = tuple(t["dBias"].dim)
-    before = {n: v.clone() for n, v in x.items()}
-    pack = {t[n]: v for n, v in x.items() if n in t}
-    for _ in range(3):  # eager, capture, replay: the same numbers every time
-        g.execute({**pack, **{t[n]: v for n, v in outs.items()}})
-    torch.cuda.synchronize()
-    for n, v in x.items():
-        assert torch.equal(v, before[n]), f"input {n} was modified"
-    grads = reference_backward(x["Q"], x["K"], x["V"], x["O"], x["dO"], x["Stats"], **ref_kw)
-    for name, ref in zip(("dQ", "dK", "dV", "dBias"), grads, strict=True):
-        if name in outs:
-            err = _rel(outs[name].float().cpu().numpy(), ref)
-            assert err <= TOL, f"{name}: relative error {err:.3g}"
-    _zero_rows_and_keys(feature, outs, True)
+    outs = _backward_case(feature, heads, dtype)
     if feature == "causal_br_sq_gt_skv":  # rows i < Sq - Skv see no key
         assert float(outs["dQ"][:, :, : 160 - 96].abs().max().cpu()) == 0
 
@@ -216,3 +226,24 @@ def test_default_ranking_sends_bias_with_dbias_to_flex() -> None:
     assert h.get_plan_name() == FLEX, h.get_engine_refusals()
     refusals = h.get_engine_refusals()
     assert "defers to TORCH_SDPA_FLEX_ENGINE" in str(refusals.get("TORCH_SDPA_EFFICIENT_ENGINE"))
+
+
+@pytest.mark.parametrize("heads", ["MHA", "GQA4"])
+@pytest.mark.parametrize("feature", ["bias_dbias", "bias_io_dbias"])
+def test_a_bias_past_the_offset_limit_runs_in_head_groups(
+    feature: str, heads: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the 32-bit offset limit lowered to this bias's size, the node runs in two head
+    groups (as a [1,16,16k,16k] bias does at the real limit) with the same accuracy."""
+    from hipdnn_graph_torch_rocm.kernels import flex
+
+    bias = FEATURES[feature][6]["bias"]
+    monkeypatch.setattr(flex, "_MAX_BUFFER", int(np.prod(bias)))
+    flex.clear_cache()
+    try:
+        outs = _backward_case(feature, heads, "bf16")
+        plan = outs["graph"]._state.active.plan
+        kernel = plan.steps[0].run.__self__
+        assert isinstance(kernel, flex.HeadGroups) and kernel.groups == 2, kernel
+    finally:
+        flex.clear_cache()

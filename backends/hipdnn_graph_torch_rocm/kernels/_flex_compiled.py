@@ -71,8 +71,12 @@ def _backward_body(
     score_buffers: tuple[Tensor, ...],
     mask_buffers: tuple[Tensor, ...],
     block_mask: tuple[Any, ...],
+    outs: tuple[Tensor | None, ...],
     cfg: tuple[str, float, dict[str, Any], bool],
-) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+) -> Tensor | None:
+    """Writes dQ, dK, dV (and dBias where ``outs`` has a tensor for it) into ``outs``: the
+    conversions to the outputs' types fuse with the kernels' own stores. Returns dBias where it
+    still needs summing over broadcast dims, else None."""
     from torch._higher_order_ops.flex_attention import flex_attention_backward
 
     tag, scale, options, dbias = cfg
@@ -81,7 +85,11 @@ def _backward_body(
         q, k, v, o, lse2, do, None, g["fw"], g["joint"], (*block_mask, g["mask"]), scale,
         options, score_buffers, mask_buffers,
     )  # fmt: skip
-    return dq, dk, dv, (grads[0] if dbias and grads else None)
+    grad = grads[0] if dbias and grads else None
+    for dest, value in zip(outs, (dq, dk, dv, grad), strict=True):
+        if dest is not None and value is not None:
+            dest.copy_(value.reshape(dest.shape))
+    return grad if outs[3] is None else None
 
 
 def trace_graphs(
@@ -137,13 +145,28 @@ def no_recompile(building: bool) -> Iterator[None]:
 
 
 def distinct(*tensors: Tensor) -> list[Tensor]:
-    """Contiguous tensors, a copy where one object is passed twice (dynamo compiles a call with
-    one tensor in two places as a different graph, which a call may not do)."""
+    """Tensors in the row-major strides the kernels were compiled for, a copy where one object
+    is passed twice or where a contiguous tensor has other strides on a dim of size 1 (dynamo
+    guards every stride: either would make a call compile a different graph, which it may not)."""
     out: list[Tensor] = []
     for t in tensors:
-        c = t.contiguous()
-        out.append(c.clone() if any(c is o for o in out) else c)
+        c = t if t.stride() == row_major(t.shape) else _fresh_copy(t)
+        out.append(_fresh_copy(c) if any(c is o for o in out) else c)
     return out
+
+
+def row_major(shape: Sequence[int]) -> tuple[int, ...]:
+    """The strides of a dense row-major tensor of ``shape``."""
+    strides: list[int] = []
+    step = 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
+def _fresh_copy(t: Tensor) -> Tensor:
+    return torch.empty(t.shape, dtype=t.dtype, device=t.device).copy_(t)
 
 
 def kernel_options(q: Tensor, k: Tensor, v: Tensor) -> dict[str, Any]:

@@ -79,12 +79,13 @@ def aligned(b4: Tensor, skv: int, dtype: torch.dtype) -> Tensor:
 
 
 def reduce_to(g: Tensor, shape: Sequence[int]) -> Tensor:
-    """Sum a [B,H,Sq,Skv] gradient down to a right-aligned broadcast shape (fp32)."""
+    """Sum a [B,H,Sq,Skv] gradient down to a right-aligned broadcast shape, in fp32 (a gradient
+    that needs no sum keeps its type: the engine converts it once, into the declared output)."""
     shape4 = (1,) * (4 - len(shape)) + tuple(int(x) for x in shape)
-    r = g.float()
+    r = g
     for dim in range(4):
         if shape4[dim] == 1 and r.shape[dim] != 1:
-            r = r.sum(dim, keepdim=True)
+            r = r.sum(dim, keepdim=True, dtype=torch.float32)
     return r.reshape(tuple(int(x) for x in shape))
 
 

@@ -16,18 +16,23 @@ are cached per process, and a call never compiles (each runs under
   ``make_fx`` at build time and handed over through a dict (the only form torch 2.11's dynamo
   passes to that operator). Where this does not compile, the kernel recomputes the forward
   through autograd (``backward_mode == "recompute"``, reasons in ``notes``). dBias: the bias is a
-  captured buffer that needs a gradient, accumulated inside the fused backward kernel in fp32
-  (smaller tiles where the default ones do not fit shared memory; the input type as a last
-  resort, noted).
+  captured buffer of its own type (as in a direct flex call) that needs a gradient; torch
+  accumulates it inside the fused backward kernel in fp32 and rounds once to that type (fewer
+  pipeline stages, then smaller tiles, where flex's defaults do not fit shared memory, as for an
+  fp32 bias on the H200).
 * Bias: a score modifier over the bias reshaped to the dims it varies along; dBias comes back in
-  that shape (fp32) and is summed to the requested shape. ALiBi: ``slope_h·(j − i)``. Padding: a
-  block mask built per call from the ``seq_len`` tensors (compiled ``create_block_mask``).
+  that shape and is summed (in fp32) to the requested shape; one that needs no sum keeps its
+  type (the engine converts it once, into the declared output). ALiBi: ``slope_h·(j − i)``.
+  Padding: a block mask built per call from the ``seq_len`` tensors (compiled
+  ``create_block_mask``).
   Bands and causal masks in both alignments: a block mask built once. GQA/MQA: ``enable_gqa``
   (K/V never expanded); FlexAttention needs ``Hk == Hv``.
 
 Refused (:func:`static_reason`): dropout masks (a score modifier acts before the softmax; a
-dropout mask multiplies after it), ``Hk ≠ Hv``, head dims below 16 on GPU, dBias on CPU, and
-CPU unless ``HIPDNN_GRAPH_TORCH_FLEX_CPU=1`` (torch's compiled CPU FlexAttention has no
+dropout mask multiplies after it), ``Hk ≠ Hv``, head dims below 16 on GPU, a bias of 2³¹
+elements or more that no split by heads brings below (:func:`head_groups`; splittable ones
+run in groups of whole K/V heads, :class:`HeadGroups`), and CPU unless
+``HIPDNN_GRAPH_TORCH_FLEX_CPU=1`` (torch's compiled CPU FlexAttention has no
 backward and no log-sum-exp; on CPU the kernel runs FlexAttention's reference implementation,
 for tests).
 
@@ -46,7 +51,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -60,6 +65,7 @@ from ._flex_compiled import (
     fresh,
     kernel_options,
     no_recompile,
+    row_major,
     trace_graphs,
 )
 from ._fused_common import reduce_to
@@ -68,9 +74,12 @@ __all__ = [
     "CPU_ENV",
     "FlexKernel",
     "FlexSpec",
+    "HeadGroups",
     "clear_cache",
     "cpu_allowed",
     "flex_available",
+    "group_spec",
+    "head_groups",
     "kernel",
     "static_reason",
 ]
@@ -117,6 +126,8 @@ class FlexSpec:
     bias_shape: tuple[int, ...] | None = None
     bias_dtype: torch.dtype | None = None  # None: the input type
     dbias_shape: tuple[int, ...] | None = None
+    #: backward: declared types of dQ, dK, dV (and dBias); () means the input type (dBias fp32)
+    grad_dtypes: tuple[torch.dtype, ...] = ()
     alibi: bool = False
     bottom_right: bool = False
     left_bound: int | None = None
@@ -159,14 +170,14 @@ def static_reason(spec: FlexSpec, *, allow_cpu: bool | None = None) -> str | Non
         return f"query heads {spec.h} are not a multiple of K/V heads {spec.hk}"
     if spec.bias_shape is not None and len(spec.bias_shape) > 4:
         return f"bias rank {len(spec.bias_shape)} > 4"
-    if spec.bias_shape is not None:
-        elements = math.prod(spec.bias_shape)
-        if elements >= _MAX_BUFFER:
-            return (
-                f"a bias of {elements} elements: FlexAttention indexes captured tensors (and "
-                "scatters dBias) with 32-bit offsets (a [1,16,16384,16384] bias crashed the H200 "
-                "with an illegal memory access)"
-            )
+    if head_groups(spec) is None:
+        elements = math.prod(spec.bias_shape or ())
+        return (
+            f"a bias of {elements} elements: FlexAttention indexes captured tensors (and "
+            "scatters dBias) with 32-bit offsets (a [1,16,16384,16384] bias crashed the H200 "
+            "with an illegal memory access), and no split into groups of whole K/V heads brings "
+            f"its slices below 2^31 elements{_ALIBI_NOTE if spec.alibi else ''}"
+        )
     dev = torch.device(spec.device)
     if dev.type == "cpu":
         if not (cpu_allowed() if allow_cpu is None else allow_cpu):
@@ -182,6 +193,44 @@ def static_reason(spec: FlexSpec, *, allow_cpu: bool | None = None) -> str | Non
     else:
         return f"FlexAttention does not run on {dev.type}"
     return None
+
+
+def head_groups(spec: FlexSpec) -> int | None:
+    """In how many groups of whole K/V heads ``spec`` runs: 1 when its bias is below 2³¹
+    elements (FlexAttention's 32-bit offsets), else the fewest groups whose bias slices are;
+    None when no split does (the bias does not vary by head, or ALiBi is on).
+
+    Example:
+        >>> big = FlexSpec(b=1, h=16, hk=16, hv=16, sq=2**14, skv=2**14, d=128, dv=128,
+        ...                dtype=torch.bfloat16, device="cuda", forward=False,
+        ...                bias_shape=(1, 16, 2**14, 2**14))
+        >>> head_groups(big)  # 2**32 elements: four slices of 2**30
+        4
+    """
+    if spec.bias_shape is None:
+        return 1
+    elements = math.prod(spec.bias_shape)
+    if elements < _MAX_BUFFER:
+        return 1
+    if spec.alibi or not mods.bias_dims(spec.bias_shape)[1]:
+        return None
+    for groups in range(2, spec.hk + 1):
+        if spec.hk % groups == 0 and elements // groups < _MAX_BUFFER:
+            return groups
+    return None
+
+
+def _dims4(shape: Sequence[int] | None) -> tuple[int, ...] | None:
+    """``shape`` right-aligned to four dims (leading ones added)."""
+    return None if shape is None else (1,) * (4 - len(shape)) + tuple(shape)
+
+
+def _per_group(shape: tuple[int, ...] | None, groups: int) -> tuple[int, ...] | None:
+    """``shape`` (right-aligned to ``[B,H,Sq,Skv]``) with its head dim divided by ``groups``."""
+    if shape is None or len(shape) < 3 or shape[-3] == 1:
+        return shape
+    i = len(shape) - 3
+    return (*shape[:i], shape[i] // groups, *shape[i + 1 :])
 
 
 # ------------------------------------------------------------------------------------ the kernel
@@ -323,11 +372,10 @@ class FlexKernel:
         attempts: list[tuple[str, torch.dtype | None, dict[str, Any]]]
         if s.dbias_shape is None:
             attempts = [("given", None, {}), ("recompute", None, {})]
-        else:  # dBias accumulates in fp32 where the kernel fits (smaller tiles if need be)
-            attempts = [("given", torch.float32, {}), ("given", torch.float32, _SMALL_TILES),
-                        ("recompute", torch.float32, {}),
-                        ("recompute", torch.float32, _SMALL_TILES),
-                        ("given", s.dtype, {}), ("recompute", s.dtype, {})]  # fmt: skip
+        else:  # the bias buffer keeps its type; tiles shrink where flex's defaults do not fit
+            keep = s.bias_dtype or s.dtype
+            attempts = [("given", keep, tiles) for tiles in _BACKWARD_TILES]
+            attempts += [("recompute", keep, tiles) for tiles in (_BACKWARD_TILES[0], _SMALL_TILES)]
         for mode, grad_dtype, extra in attempts:
             self._grad_dtype = grad_dtype
             self._options = {**base, **extra}
@@ -341,10 +389,8 @@ class FlexKernel:
                     self._expand_kv = False
                     self._fwd = self._compile(_forward_body)
                 self.backward(q, k, v, o, do, stats, **kw)
-                if grad_dtype is not None and grad_dtype != torch.float32:
-                    self.notes.append(f"dBias accumulates in {grad_dtype} (fp32 did not fit)")
-                elif extra:
-                    self.notes.append(f"smaller tiles for the fp32 dBias: {extra}")
+                if extra:
+                    self.notes.append(f"backward tiles {extra}: flex's defaults did not fit")
                 return
             except Exception as e:  # record why, try the next way
                 text = (str(e).strip().splitlines() or [""])[0][:300]
@@ -379,9 +425,35 @@ class FlexKernel:
             return None
         c = mods.compact_bias(bias, f.bias_dims)
         if grad:
-            dtype = getattr(self, "_grad_dtype", None) or torch.float32
+            dtype = getattr(self, "_grad_dtype", None) or c.dtype
             return c.detach().to(dtype).contiguous().requires_grad_(True)
         return c.contiguous()
+
+    def _destinations(
+        self, outs: Sequence[Tensor | None], device: torch.device
+    ) -> tuple[Tensor | None, ...]:
+        """Where the given-O backward writes dQ, dK, dV and dBias itself: each caller's buffer
+        that has the layout the backward was compiled for (declared type, dense rows), else a
+        new tensor; None for dBias that is returned to be summed over broadcast dims."""
+        s = self.spec
+        same = s.dbias_shape is not None and _dims4(s.dbias_shape) == _dims4(s.bias_shape)
+        shapes = [(s.b, s.h, s.sq, s.d), (s.b, s.hk, s.skv, s.d), (s.b, s.hv, s.skv, s.dv),
+                  s.dbias_shape if same else None]  # fmt: skip
+        dests: list[Tensor | None] = []
+        for i, (shape, out) in enumerate(zip(shapes, outs, strict=True)):
+            if shape is None:
+                dests.append(None)
+                continue
+            dtype = s.grad_dtypes[i] if s.grad_dtypes else (torch.float32 if i == 3 else s.dtype)
+            fits = (
+                out is not None
+                and out.dtype == dtype
+                and out.device == device
+                and tuple(out.shape) == shape
+                and out.stride() == row_major(shape)
+            )
+            dests.append(out if fits else torch.empty(shape, dtype=dtype, device=device))
+        return tuple(dests)
 
     def _set_scale(self, scale: float) -> None:
         if self._scale_t is not None:
@@ -431,11 +503,22 @@ class FlexKernel:
         scale: float,
         bias: Tensor | None = None,
         dbias_shape: Sequence[int] | None = None,
+        dq_out: Tensor | None = None,
+        dk_out: Tensor | None = None,
+        dv_out: Tensor | None = None,
+        dbias_out: Tensor | None = None,
         seq_len_q: Tensor | None = None,
         seq_len_kv: Tensor | None = None,
         **unused: Any,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
-        """dQ, dK, dV (input dtype) and dBias (fp32, in ``dbias_shape``, or None)."""
+        """dQ, dK, dV and dBias (in ``dbias_shape``; None without one).
+
+        The given-O backward writes each gradient itself, in its declared type
+        (``spec.grad_dtypes``): into the caller's ``*_out`` buffer where that is a dense tensor
+        of that type and shape (no copy afterwards), else into a new tensor; dBias that needs
+        summing over broadcast dims comes back summed in fp32. A recomputed forward returns
+        autograd's gradients (input type; dBias in the bias's type, or fp32 where summed).
+        """
         s = self.spec
         want_db = s.dbias_shape is not None
         shape = tuple(dbias_shape) if dbias_shape is not None else s.dbias_shape
@@ -450,10 +533,15 @@ class FlexKernel:
             cfg = (self._tag, self._scale, self._options, want_db)
             score_bufs = tuple(x for x in (bc, self._slopes, self._scale_t) if x is not None)
             mask_bufs = tuple(x for x in (self._len_q, self._len_kv) if x is not None)
+            dests = self._destinations((dq_out, dk_out, dv_out, dbias_out), q.device)
             with no_recompile(self._building), torch.no_grad():
-                dq, dk, dv, db = self._bwd(
-                    q, k, v, o, do, lse2, score_bufs, mask_bufs, bm.as_tuple()[:-1], cfg
+                db = self._bwd(
+                    q, k, v, o, do, lse2, score_bufs, mask_bufs, bm.as_tuple()[:-1], dests, cfg
                 )
+            dq, dk, dv, written = dests
+            assert dq is not None and dk is not None and dv is not None
+            if written is not None:
+                return dq, dk, dv, written
         else:
             qg, kg, vg = (x.detach().requires_grad_(True) for x in (q, k, v))
             cfg_f = (self._f, self._scale, self._gqa and not self._expand_kv, False,
@@ -467,9 +555,104 @@ class FlexKernel:
             db = grads[3] if len(grads) > 3 else None
         dbias = None
         if want_db and db is not None and shape is not None:
-            full = (1,) * (4 - len(s.bias_shape or ())) + tuple(s.bias_shape or ())
-            dbias = reduce_to(db.float().reshape(full), shape)
+            dbias = reduce_to(db.reshape(_dims4(s.bias_shape) or ()), shape)
         return dq, dk, dv, dbias
+
+
+@dataclass
+class HeadGroups:
+    """A node whose bias is too large for FlexAttention's 32-bit offsets, run as ``groups``
+    calls of one kernel over whole K/V heads (see :func:`head_groups`); each call reads its
+    slice of the bias, and the results are joined along the head dim.
+
+    Example (a [1,16,16k,16k] bias of 2³² elements runs as four calls over 4 heads each):
+        >>> big = FlexSpec(b=1, h=16, hk=16, hv=16, sq=2**14, skv=2**14, d=128, dv=128,
+        ...                dtype=torch.bfloat16, device="cuda", forward=False,
+        ...                bias_shape=(1, 16, 2**14, 2**14))
+        >>> group_spec(big, 4).bias_shape
+        (1, 4, 16384, 16384)
+    """
+
+    spec: FlexSpec
+    inner: FlexKernel
+    groups: int
+
+    @property
+    def backward_mode(self) -> str:
+        return self.inner.backward_mode
+
+    @property
+    def build_seconds(self) -> float:
+        return self.inner.build_seconds
+
+    @property
+    def notes(self) -> list[str]:
+        return [*self.inner.notes, f"heads in {self.groups} groups: the bias has 2^31 elements "
+                "or more"]  # fmt: skip
+
+    def _part(self, i: int, *tensors: Tensor) -> list[Tensor]:
+        return [t.tensor_split(self.groups, dim=1)[i] for t in tensors]
+
+    def _bias_part(self, i: int, bias: Tensor | None) -> Tensor | None:
+        if bias is None or bias.dim() < 3 or bias.shape[-3] == 1:
+            return bias
+        return bias.tensor_split(self.groups, dim=bias.dim() - 3)[i]
+
+    def forward(
+        self, q: Tensor, k: Tensor, v: Tensor, *, bias: Tensor | None = None, **kw: Any
+    ) -> tuple[Tensor, Tensor | None]:
+        """As :meth:`FlexKernel.forward`."""
+        parts = [
+            self.inner.forward(*self._part(i, q, k, v), bias=self._bias_part(i, bias), **kw)
+            for i in range(self.groups)
+        ]
+        stats = [st for _, st in parts if st is not None]
+        return torch.cat([o for o, _ in parts], 1), torch.cat(stats, 1) if stats else None
+
+    def backward(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        o: Tensor,
+        do: Tensor,
+        stats: Tensor,
+        *,
+        bias: Tensor | None = None,
+        dbias_shape: Sequence[int] | None = None,
+        **kw: Any,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """As :meth:`FlexKernel.backward`; dBias slices are joined (or summed, where dBias has
+        one head) into a new tensor."""
+        for key in ("dq_out", "dk_out", "dv_out", "dbias_out"):
+            kw.pop(key, None)
+        full = tuple(dbias_shape) if dbias_shape is not None else self.spec.dbias_shape
+        parts = [
+            self.inner.backward(*self._part(i, q, k, v, o, do, stats),
+                                bias=self._bias_part(i, bias),
+                                dbias_shape=_per_group(full, self.groups), **kw)
+            for i in range(self.groups)
+        ]  # fmt: skip
+        dq, dk, dv = (torch.cat([p[0] for p in parts], 1), torch.cat([p[1] for p in parts], 1),
+                      torch.cat([p[2] for p in parts], 1))  # fmt: skip
+        slices = [db for *_, db in parts if db is not None]
+        if not slices or full is None:
+            return dq, dk, dv, None
+        if len(full) >= 3 and full[-3] != 1:
+            return dq, dk, dv, torch.cat(slices, len(full) - 3)
+        return dq, dk, dv, torch.stack(slices).sum(0)
+
+
+def group_spec(spec: FlexSpec, groups: int) -> FlexSpec:
+    """The spec of one of ``groups`` head groups of ``spec`` (its heads and bias divided)."""
+    return replace(
+        spec,
+        h=spec.h // groups,
+        hk=spec.hk // groups,
+        hv=spec.hv // groups,
+        bias_shape=_per_group(spec.bias_shape, groups),
+        dbias_shape=_per_group(spec.dbias_shape, groups),
+    )
 
 
 def _alibi_slopes(heads: int, device: torch.device) -> Tensor:
@@ -481,8 +664,14 @@ def _alibi_slopes(heads: int, device: torch.device) -> Tensor:
 #: needed 262144 bytes against the H200's 232448 in this session's runs)
 _SMALL_TILES: dict[str, Any] = {"BLOCK_M1": 32, "BLOCK_N1": 64, "BLOCK_M2": 64, "BLOCK_N2": 32,
                                 "num_stages": 1}  # fmt: skip
+#: backward tiles tried in turn for a bias with dBias: flex's defaults, then fewer pipeline stages
+#: (an fp32 bias on the H200: 179/175 TFLOP/s at S = 1k/4k with 2 stages, 187/163 with 1, 87/68
+#: with the small tiles), then the small tiles
+_BACKWARD_TILES: tuple[dict[str, Any], ...] = ({}, {"num_stages": 2}, {"num_stages": 1},
+                                               _SMALL_TILES)  # fmt: skip
 #: FlexAttention's kernels index a captured tensor (and scatter its gradient) with 32-bit offsets
 _MAX_BUFFER = 2**31
+_ALIBI_NOTE = " (not with ALiBi: its slopes follow the head)"
 #: forward tiles that fit the H200's 227 KiB of shared memory where flex's defaults do not
 _SMALL_FWD_TILES: tuple[tuple[str, Any], ...] = (
     ("BLOCK_M", 64),
@@ -490,12 +679,13 @@ _SMALL_FWD_TILES: tuple[tuple[str, Any], ...] = (
     ("num_stages", 1),
 )
 
-_KERNELS: dict[FlexSpec, FlexKernel] = {}
+_KERNELS: dict[FlexSpec, FlexKernel | HeadGroups] = {}
 _TAGS = itertools.count()
 
 
-def kernel(spec: FlexSpec) -> FlexKernel:
-    """The compiled kernel of ``spec``, built on first request and cached for the process.
+def kernel(spec: FlexSpec) -> FlexKernel | HeadGroups:
+    """The compiled kernel of ``spec``, built on first request and cached for the process (a
+    bias of 2³¹ elements or more: one kernel over groups of heads, :class:`HeadGroups`).
 
     Raises:
         ValueError: :func:`static_reason` refuses ``spec`` (the message is the reason).
@@ -505,7 +695,13 @@ def kernel(spec: FlexSpec) -> FlexKernel:
         reason = static_reason(spec)
         if reason is not None:
             raise ValueError(reason)
-        hit = FlexKernel(spec)
+        groups = head_groups(spec) or 1
+        if groups == 1:
+            hit = FlexKernel(spec)
+        else:
+            inner = kernel(group_spec(spec, groups))
+            assert isinstance(inner, FlexKernel)  # a group's bias is below 2**31 elements
+            hit = HeadGroups(spec, inner, groups)
         _KERNELS[spec] = hit
     return hit
 

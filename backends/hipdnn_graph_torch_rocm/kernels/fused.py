@@ -229,7 +229,8 @@ def backward(
     dropout_scale: float = 1.0,
     check: bool = True,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
-    """dQ, dK, dV (input dtype) and dBias (fp32, or None) from the fused backward op.
+    """dQ, dK, dV (input dtype) and dBias (fp32 where summed over broadcast dims, or None) from
+    the fused backward op.
 
     The op reads the GIVEN ``o`` and ``stats`` (``[B,H,Sq,1]`` natural-log LSE); nothing is
     recomputed. dBias is produced when ``dbias_shape`` is given (efficient only). ``check`` as
