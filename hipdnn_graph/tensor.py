@@ -406,16 +406,16 @@ class TensorAttributes(BaseModel):
         CLOCK.now += 1
         _set_stamp(self, CLOCK.now)
 
+    def _context_data_type(self, graph_attributes: GraphAttributes) -> DataType:
+        """The type :meth:`fill_from_context` gives: intermediate if virtual, else io."""
+        if self.is_virtual:
+            return graph_attributes.intermediate_data_type
+        return graph_attributes.io_data_type
+
     def fill_from_context(self, graph_attributes: GraphAttributes) -> TensorAttributes:
         """Fill an unset data type from the graph: intermediate type if virtual, else io type."""
         if not self.data_type:  # NOT_SET is 0
-            self._set_fields(
-                {
-                    "data_type": graph_attributes.intermediate_data_type
-                    if self.is_virtual
-                    else graph_attributes.io_data_type
-                }
-            )
+            self._set_fields({"data_type": self._context_data_type(graph_attributes)})
         return self
 
     def check(self) -> None:

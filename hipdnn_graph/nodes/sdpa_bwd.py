@@ -66,20 +66,24 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
     def infer_properties_node(self) -> None:
         """Fill types from the graph; dQ/dK/dV take Q/K/V's dims and packed strides if unset.
 
-        dBias, when set and shapeless, takes the Bias's dims (an addition to hipDNN).
+        dBias, when set and shapeless, takes the Bias's dims (an addition to hipDNN). Each
+        gradient gets its type, dims and strides in one change; ``fill_from_context`` then fills
+        the other tensors' types and the compute type (the order does not matter: a type never
+        depends on dims, nor dims on a type).
         """
         a = self.attributes
-        a.fill_from_context(self.graph_attributes)
+        context = self.graph_attributes
         for grad, source in (
             (a.get_dq(), a.get_q()),
             (a.get_dk(), a.get_k()),
             (a.get_dv(), a.get_v()),
         ):
             if source is not None:
-                r.infer_like(grad, source.dim)
+                r.infer_like(grad, source.dim, context)
         bias = a.get_bias()
         if bias is not None:
-            r.infer_like(a.get_dbias(), bias.dim)
+            r.infer_like(a.get_dbias(), bias.dim, context)
+        a.fill_from_context(context)
 
     def post_validate_node(self) -> None:
         """Base checks, then explicit gradient shapes must agree with Q, K, V (and Bias), then

@@ -72,13 +72,14 @@ class SdpaFwdNode(SdpaNode[SdpaAttributes]):
         stats = a.get_stats()
         if stats is not None and stats.data_type == DataType.NOT_SET:
             stats.data_type = DataType.FLOAT
-        a.fill_from_context(self.graph_attributes)
+        context = self.graph_attributes
+        a.fill_from_context(context)
         q, v = a.get_q(), a.get_v()
         if q is None or v is None or len(q.dim) != 4 or len(v.dim) != 4:
             return
         b, h, sq, _ = q.dim
-        r.infer_like(a.get_o(), [b, h, sq, v.dim[3]])
-        r.infer_like(stats, [b, h, sq, 1])
+        r.infer_like(a.get_o(), [b, h, sq, v.dim[3]], context)
+        r.infer_like(stats, [b, h, sq, 1], context)
 
     def post_validate_node(self) -> None:
         """Base checks; O must not overlap itself and an explicit Stats must be [B, H, Sq, 1];

@@ -13,12 +13,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from functools import cache, lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..attributes.base import SdpaCommonAttributes
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes, generate_strides
 from ..types import DataType, ErrorCode
+
+if TYPE_CHECKING:
+    from ..attributes.graph_attributes import GraphAttributes
 
 Rule = Callable[[Any, str], None]
 
@@ -322,17 +325,22 @@ def packed_strides(dims: Sequence[int]) -> list[int]:
     return list(_packed(tuple(dims)))
 
 
-def infer_like(target: TensorAttributes | None, dims: Sequence[int]) -> None:
-    """Give ``target`` ``dims`` and packed strides where it has none."""
+def infer_like(
+    target: TensorAttributes | None, dims: Sequence[int], context: GraphAttributes
+) -> None:
+    """Give ``target`` what it lacks: the graph's data type (as ``fill_from_context`` does),
+    ``dims`` and packed strides, recorded as one change (a fresh output lacks all three)."""
     if target is None:
         return
-    if not target.dim and not target.stride:  # a fresh output: one change for both fields
-        target._set_fields({"dim": list(dims), "stride": packed_strides(dims)})
-        return
+    fields: dict[str, Any] = {}
+    if not target.data_type:  # NOT_SET is 0
+        fields["data_type"] = target._context_data_type(context)
     if not target.dim:
-        target.dim = list(dims)
+        fields["dim"] = list(dims)
     if not target.stride:
-        target.stride = packed_strides(target.dim)
+        fields["stride"] = packed_strides(fields.get("dim", target.dim))
+    if fields:
+        target._set_fields(fields)
 
 
 def check_output_shape(
