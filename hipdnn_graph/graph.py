@@ -468,23 +468,28 @@ class Graph(GraphLifecycle, GraphSerialization):
         """
         self._validated = False
         with rules.collector_paused(len(self._nodes)):
-            ins = [n.inputs() for n in self._nodes]
-            outs = [n.outputs() for n in self._nodes]
-            rules.check_duplicate_uids(ins, outs)
-            self._order = self._sort(ins, outs)
-            inputs = rules.graph_inputs(self._order, ins, outs)
-            for tensor in inputs:
-                tensor.fill_from_context(self.attributes)
-                tensor.check()
-            attributes = self.attributes
-            for node in self.nodes:
-                if node.graph_attributes is not attributes:
-                    node.graph_attributes = attributes
-                node.validate_node()
-            rules.check_single_producer(self._nodes, outs)
-            rules.check_real_inputs(inputs)
+            self._validate_steps()
         self._validated = True
         self._validated_at = CLOCK.now
+
+    def _validate_steps(self) -> None:
+        """The steps of :meth:`validate`. Its per-node slot lists are freed when it returns,
+        before the garbage collector resumes: the collector would scan each of them once."""
+        ins = [n.inputs() for n in self._nodes]
+        outs = [n.outputs() for n in self._nodes]
+        rules.check_duplicate_uids(ins, outs)
+        self._order = self._sort(ins, outs)
+        inputs = rules.graph_inputs(self._order, ins, outs)
+        for tensor in inputs:
+            tensor.fill_from_context(self.attributes)
+            tensor.check()
+        attributes = self.attributes
+        for node in self.nodes:
+            if node.graph_attributes is not attributes:
+                node.graph_attributes = attributes
+            node.validate_node()
+        rules.check_single_producer(self._nodes, outs)
+        rules.check_real_inputs(inputs)
 
     @property
     def is_validated(self) -> bool:

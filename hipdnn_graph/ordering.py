@@ -96,9 +96,18 @@ def stable_topological_order(count: int, edges: Sequence[tuple[int, int]]) -> li
         return []
     if not edges and count == 1:
         return [0]
+    graph = _digraph(count, sorted(edges, key=lambda edge: edge[1]))
+    try:
+        return _checked_order(graph)
+    finally:
+        # sorting leaves the graph referring to itself (networkx caches views of it), so only
+        # the garbage collector could free it: free its per-node dicts now instead
+        graph.clear()
+
+
+def _checked_order(graph: nx.DiGraph) -> list[int]:
     import networkx as nx
 
-    graph = _digraph(count, sorted(edges, key=lambda edge: edge[1]))
     try:
         order: list[int] = list(nx.topological_sort(graph))
     except nx.NetworkXUnfeasible:
