@@ -33,6 +33,7 @@ from .descriptors.wire_model import WireMetadata
 from .errors import HipdnnError
 from .lifecycle import GraphLifecycle
 from .nodes.base import Node
+from .nodes.input_memo import InputRuleMemo
 from .nodes.sdpa_bwd import SdpaBwdNode
 from .nodes.sdpa_fwd import SdpaFwdNode
 from .sdpa_keywords import BACKWARD_KEYWORDS, FORWARD_KEYWORDS, apply_keywords
@@ -484,10 +485,11 @@ class Graph(GraphLifecycle, GraphSerialization):
             tensor.fill_from_context(self.attributes)
             tensor.check()
         attributes = self.attributes
+        memo = InputRuleMemo()  # this pass only: the next validate() checks all again
         for node in self.nodes:
             if node.graph_attributes is not attributes:
                 node.graph_attributes = attributes
-            node.validate_node()
+            node.validate_node(memo)
         rules.check_single_producer(self._nodes, outs)
         rules.check_real_inputs(inputs)
 

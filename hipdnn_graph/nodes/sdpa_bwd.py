@@ -11,6 +11,7 @@ from ..descriptors.node_spec import NodeSpec, SlotSpec, register_node_spec
 from ..errors import HipdnnError
 from ..types import ErrorCode, NodeType
 from . import sdpa_rules as r
+from .input_memo import InputRuleMemo
 from .sdpa_base import SdpaNode, sdpa_scalars
 
 __all__ = ["SDPA_BWD_SPEC", "SdpaBwdNode"]
@@ -85,7 +86,7 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
             r.infer_like(a.get_dbias(), bias.dim, context)
         a.fill_from_context(context)
 
-    def post_validate_node(self) -> None:
+    def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """Base checks, then explicit gradient shapes must agree with Q, K, V (and Bias), then
         :attr:`checks` (O, dO and Stats shapes, scalar slots, bias broadcast, scale, dropout).
 
@@ -109,7 +110,7 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
                     ErrorCode.INVALID_VALUE, f"{self.label}: dBias requires a Bias input"
                 )
             r.check_output_shape(self.label, "dBias", dbias, bias.dim, "Bias")
-        self.run_checks()
+        self.run_checks(memo)
 
 
 _In, _Out = SdpaBackwardAttributes.InputNames, SdpaBackwardAttributes.OutputNames

@@ -18,6 +18,7 @@ from ..descriptors.node_spec import (
 )
 from ..types import DataType, NodeType
 from . import sdpa_rules as r
+from .input_memo import InputRuleMemo
 from .sdpa_base import SdpaNode, sdpa_scalars
 
 __all__ = ["SDPA_FWD_SPEC", "SdpaFwdNode"]
@@ -81,7 +82,7 @@ class SdpaFwdNode(SdpaNode[SdpaAttributes]):
         r.infer_like(a.get_o(), [b, h, sq, v.dim[3]], context)
         r.infer_like(stats, [b, h, sq, 1], context)
 
-    def post_validate_node(self) -> None:
+    def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """Base checks; O must not overlap itself and an explicit Stats must be [B, H, Sq, 1];
         then :attr:`checks` (scalar slots, bias broadcast, scale, dropout)."""
         super().post_validate_node()
@@ -91,7 +92,7 @@ class SdpaFwdNode(SdpaNode[SdpaAttributes]):
         b, h, sq, _ = q.dim
         r.check_layout(self.label, "O", a.get_o())
         r.check_output_shape(self.label, "Stats", a.get_stats(), [b, h, sq, 1], "[B, H, Sq, 1]")
-        self.run_checks()
+        self.run_checks(memo)
 
 
 _In, _Out = SdpaAttributes.InputNames, SdpaAttributes.OutputNames

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 Rule = Callable[[Any, str], None]
 
-__all__ = ["Rule", "required_slots"]
+__all__ = ["INPUT_RULES", "Rule", "required_slots"]
 
 
 def _fail(message: str, code: ErrorCode = ErrorCode.INVALID_VALUE) -> None:
@@ -311,6 +311,26 @@ def dropout_range(a: SdpaCommonAttributes, node: str) -> None:
     p = a.dropout_probability
     if p is not None and not 0.0 <= p < 1.0:
         _fail(f"{node}: dropout_probability must be in [0, 1), got {p}")
+
+
+#: The rules above that read nothing of a node but its input tensors (never a flag, a scalar or
+#: an output tensor): their answer is the same for every node whose slots hold the same tensors,
+#: so ``Graph.validate()`` runs them once per set of input tensors (see :mod:`.input_memo`).
+#: ``tests/test_core_validate_scale.py`` checks that each one reads input slots only.
+INPUT_RULES: frozenset[Rule] = frozenset(
+    {
+        qkv_rank4,
+        batch_match,
+        head_dim_match,
+        seq_kv_match,
+        gqa_heads,
+        do_matches_o,
+        bias_shape,
+        dropout_mask_shape,
+        backward_input_shapes,
+        bias_broadcast,
+    }
+)
 
 
 # ----- helpers for inference and post-validation -----

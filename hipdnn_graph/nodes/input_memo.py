@@ -1,0 +1,57 @@
+"""Rules already passed in one ``Graph.validate()``, remembered by the input tensors they read.
+
+Many nodes of a graph often read the same tensors: the denial-of-service graph of issue 11 has
+65,535 SDPA-backward nodes reading one forward's O and Stats and the same Q, K, V and dO. A rule
+that reads nothing of a node but its input tensors (no flag, no scalar, no output) gives the
+same answer for each of them, so ``Graph.validate()`` hands every node one :class:`InputRuleMemo`:
+a node runs such rules when its input tensors are new to the memo and skips them when another
+node of its class already passed them with the same tensors in the same slots.
+
+The key holds each input tensor's identity *and* its change time (see
+:mod:`hipdnn_graph.changes`), so a tensor changed in between (by a node's inference, say) is
+checked again. A memo lives for one ``validate()`` only: the next one checks everything again.
+
+Example:
+    >>> from hipdnn_graph import SdpaAttributes, TensorAttributes
+    >>> from hipdnn_graph.nodes.input_memo import InputRuleMemo
+    >>> q = TensorAttributes(name="Q", dim=[1, 1, 4, 8])
+    >>> a, b = SdpaAttributes().set_q(q), SdpaAttributes().set_q(q)
+    >>> memo = InputRuleMemo()
+    >>> rules = ("a rule list",)
+    >>> memo.add(memo.key(rules, a))
+    >>> memo.key(rules, b) in memo
+    True
+    >>> _ = q.set_dim([1, 1, 4, 16])  # changed: checked again
+    >>> memo.key(rules, b) in memo
+    False
+"""
+
+from __future__ import annotations
+
+from itertools import repeat
+from typing import Any
+
+from ..attributes.base import NodeAttributes
+from ..changes import STAMP_SLOT
+
+__all__ = ["InputRuleMemo"]
+
+Key = tuple[Any, ...]
+
+
+class InputRuleMemo(set[Key]):
+    """The keys of the rule lists that passed in this validation pass (see the module)."""
+
+    @staticmethod
+    def key(rules: object, attributes: NodeAttributes) -> Key:
+        """What the input-only rules of the list ``rules`` read of a node with ``attributes``:
+        the attributes class, then each input slot, its tensor's identity and change time."""
+        inputs = attributes.inputs
+        tensors = inputs.values()
+        return (
+            id(rules),
+            type(attributes),
+            *inputs,
+            *map(id, tensors),
+            *map(getattr, tensors, repeat(STAMP_SLOT), repeat(0)),  # changes.changed_at, inlined
+        )
