@@ -164,7 +164,7 @@ class NodeAttributes(BaseModel):
             for tensor in tensors.values():
                 if not tensor.data_type:  # NOT_SET is 0; most tensors have a type already
                     tensor.fill_from_context(graph_attributes)
-        if self.compute_data_type == DataType.NOT_SET:
+        if not self.compute_data_type:  # NOT_SET is 0
             self.compute_data_type = graph_attributes.get_compute_data_type()
         return self
 

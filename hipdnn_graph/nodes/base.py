@@ -110,15 +110,16 @@ class Node(Generic[A]):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` when no compute type is set, the first output
                 tensor's validation error, or ``INVALID_VALUE`` for a shared output.
         """
-        if self.attributes.compute_data_type == DataType.NOT_SET:
+        a = self.attributes
+        if a.compute_data_type == DataType.NOT_SET:
             raise HipdnnError(
                 ErrorCode.ATTRIBUTE_NOT_SET,
                 f"Node {self.name} does not have a compute_data_type set",
             )
         for tensor in self.outputs():
             tensor.check()
-        outputs, inputs = self.attributes.outputs, self.attributes.inputs
-        own = {id(t) for t in outputs.values()}
+        outputs, inputs = a.outputs, a.inputs
+        own = set(map(id, outputs.values()))
         if len(own) == len(outputs) and own.isdisjoint(map(id, inputs.values())):
             return  # the common case, checked without building messages
         slots: dict[int, str] = {}

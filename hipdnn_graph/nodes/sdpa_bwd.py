@@ -17,6 +17,15 @@ from .sdpa_base import SdpaNode, sdpa_scalars
 __all__ = ["SDPA_BWD_SPEC", "SdpaBwdNode"]
 
 
+_In, _Out = SdpaBackwardAttributes.InputNames, SdpaBackwardAttributes.OutputNames
+
+#: each gradient, the input whose dims it takes and must keep, and their slot names
+_GRADIENTS = tuple(
+    (grad, source, grad.name, source.name)
+    for grad, source in ((_Out.dQ, _In.Q), (_Out.dK, _In.K), (_Out.dV, _In.V))
+)
+
+
 class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
     """Computes dQ, dK, dV (and dBias) from Q, K, V, O, dO and the softmax Stats.
 
@@ -74,16 +83,13 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
         """
         a = self.attributes
         context = self.graph_attributes
-        for grad, source in (
-            (a.get_dq(), a.get_q()),
-            (a.get_dk(), a.get_k()),
-            (a.get_dv(), a.get_v()),
-        ):
-            if source is not None:
-                r.infer_like(grad, source.dim, context)
-        bias = a.get_bias()
+        inputs, outputs = a.inputs, a.outputs
+        for grad, source, _, _ in _GRADIENTS:
+            if (tensor := inputs.get(source)) is not None:
+                r.infer_like(outputs.get(grad), tensor.dim, context)
+        bias = inputs.get(_In.Bias)
         if bias is not None:
-            r.infer_like(a.get_dbias(), bias.dim, context)
+            r.infer_like(outputs.get(_Out.dBias), bias.dim, context)
         a.fill_from_context(context)
 
     def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
@@ -96,13 +102,10 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
         """
         super().post_validate_node()
         a = self.attributes
-        for label, grad, source, src_label in (
-            ("dQ", a.get_dq(), a.get_q(), "Q"),
-            ("dK", a.get_dk(), a.get_k(), "K"),
-            ("dV", a.get_dv(), a.get_v(), "V"),
-        ):
-            assert source is not None
-            r.check_output_shape(self.label, label, grad, source.dim, src_label)
+        inputs, outputs = a.inputs, a.outputs
+        for grad, source, grad_name, source_name in _GRADIENTS:  # Q, K, V: set (pre-validated)
+            expected = inputs[source].dim
+            r.check_output_shape(self.label, grad_name, outputs.get(grad), expected, source_name)
         dbias, bias = a.get_dbias(), a.get_bias()
         if dbias is not None:
             if bias is None:
@@ -111,9 +114,6 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
                 )
             r.check_output_shape(self.label, "dBias", dbias, bias.dim, "Bias")
         self.run_checks(memo)
-
-
-_In, _Out = SdpaBackwardAttributes.InputNames, SdpaBackwardAttributes.OutputNames
 
 
 def _slot(member: Any, fb_slot: int, attribute: A, wire: str = "") -> SlotSpec:

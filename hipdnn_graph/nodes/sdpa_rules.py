@@ -239,11 +239,9 @@ def _scalar_members(attributes_class: type[Any]) -> frozenset[Any]:
 
 def _nothing_to_check(a: SdpaCommonAttributes) -> bool:
     """No scalar slot is set and no tensor is pass-by-value (the common case, checked fast)."""
-    scalar = _scalar_members(type(a))
-    for slot, tensor in a.inputs.items():
-        if slot in scalar or tensor.value is not None or tensor.is_pass_by_value:
-            return False
-    for tensor in a.outputs.values():
+    if not _scalar_members(type(a)).isdisjoint(a.inputs):
+        return False
+    for tensor in (*a.inputs.values(), *a.outputs.values()):
         if tensor.value is not None or tensor.is_pass_by_value:
             return False
     return True
@@ -350,8 +348,8 @@ def infer_like(
 ) -> None:
     """Give ``target`` what it lacks: the graph's data type (as ``fill_from_context`` does),
     ``dims`` and packed strides, recorded as one change (a fresh output lacks all three)."""
-    if target is None:
-        return
+    if target is None or (target.data_type and target.dim and target.stride):
+        return  # nothing to fill (every output, when validate() runs again)
     fields: dict[str, Any] = {}
     if not target.data_type:  # NOT_SET is 0
         fields["data_type"] = target._context_data_type(context)
@@ -364,7 +362,7 @@ def infer_like(
 
 
 def check_output_shape(
-    node: str, label: str, tensor: TensorAttributes | None, expected: Sequence[int], source: str
+    node: str, label: str, tensor: TensorAttributes | None, expected: list[int], source: str
 ) -> None:
     """Reject an explicit output shape that disagrees with its source, or an overlapping layout."""
     if tensor is None:
@@ -375,10 +373,10 @@ def check_output_shape(
 
 
 def check_shape(
-    node: str, label: str, tensor: TensorAttributes | None, expected: Sequence[int], source: str
+    node: str, label: str, tensor: TensorAttributes | None, expected: list[int], source: str
 ) -> None:
     """Reject dims that differ from ``expected`` (``source`` names where they come from)."""
-    if tensor is not None and tensor.dim != list(expected):
+    if tensor is not None and tensor.dim != expected:
         _fail(f"{node}: {label} dims {tensor.dim} must match {source} dims {list(expected)}")
 
 
