@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .errors import HipdnnError
@@ -96,7 +97,7 @@ def stable_topological_order(count: int, edges: Sequence[tuple[int, int]]) -> li
         return []
     if not edges and count == 1:
         return [0]
-    graph = _digraph(count, sorted(edges, key=lambda edge: edge[1]))
+    graph = _digraph(count, sorted(edges, key=itemgetter(1)))
     try:
         return _checked_order(graph)
     finally:

@@ -46,7 +46,17 @@ def unsupported_usage(a: SdpaCommonAttributes, node: str) -> None:
 def required_slots(inputs: Sequence[str], outputs: Sequence[str]) -> Rule:
     """A rule checking that the named slots are set, inputs first, in the given order."""
 
+    @cache
+    def members(attributes_class: type[Any]) -> tuple[frozenset[Any], frozenset[Any]]:
+        return (
+            frozenset(attributes_class._IN[slot] for slot in inputs),
+            frozenset(attributes_class._OUT[slot] for slot in outputs),
+        )
+
     def rule(a: SdpaCommonAttributes, node: str) -> None:
+        needed_inputs, needed_outputs = members(type(a))
+        if a.inputs.keys() >= needed_inputs and a.outputs.keys() >= needed_outputs:
+            return  # every slot is set (the common case, checked without the loops below)
         given, names = a.inputs, a._IN
         for slot in inputs:
             if names[slot] not in given:
@@ -348,17 +358,20 @@ def infer_like(
 ) -> None:
     """Give ``target`` what it lacks: the graph's data type (as ``fill_from_context`` does),
     ``dims`` and packed strides, recorded as one change (a fresh output lacks all three)."""
-    if target is None or (target.data_type and target.dim and target.stride):
+    if target is None:
+        return
+    current = target.__dict__  # the field values, read once (this runs for every output)
+    data_type, dim, stride = current["data_type"], current["dim"], current["stride"]
+    if data_type and dim and stride:
         return  # nothing to fill (every output, when validate() runs again)
     fields: dict[str, Any] = {}
-    if not target.data_type:  # NOT_SET is 0
+    if not data_type:  # NOT_SET is 0
         fields["data_type"] = target._context_data_type(context)
-    if not target.dim:
-        fields["dim"] = list(dims)
-    if not target.stride:
-        fields["stride"] = packed_strides(fields.get("dim", target.dim))
-    if fields:
-        target._set_fields(fields)
+    if not dim:
+        fields["dim"] = dim = list(dims)
+    if not stride:
+        fields["stride"] = packed_strides(dim)
+    target._set_fields(fields)
 
 
 def check_output_shape(
@@ -367,8 +380,10 @@ def check_output_shape(
     """Reject an explicit output shape that disagrees with its source, or an overlapping layout."""
     if tensor is None:
         return
-    check_shape(node, label, tensor, expected, source)
-    if tuple(tensor.stride) != _packed(tuple(tensor.dim)):  # packed (the common case) is fine
+    dim = tensor.dim
+    if dim != expected:
+        check_shape(node, label, tensor, expected, source)
+    if tuple(tensor.stride) != _packed(tuple(dim)):  # packed (the common case) is fine
         check_layout(node, label, tensor)
 
 
