@@ -13,6 +13,7 @@ import pytest
 from sdpa_graph_cases import SHAPE, forward_backward, new_graph, redim
 
 import hipdnn_graph as hg
+from hipdnn_graph.changes import changed_at
 from hipdnn_graph.nodes import sdpa_rules as r
 from hipdnn_graph.nodes.input_memo import InputRuleMemo
 from hipdnn_graph.nodes.sdpa_base import SdpaNode
@@ -87,6 +88,19 @@ def test_the_key_follows_slots_identities_and_changes() -> None:
     before = key(rules, a)
     k.set_dim([1, 2, 3, 4])
     assert key(rules, a) != before
+
+
+def test_a_tensor_that_never_changed_has_change_time_zero_in_the_key() -> None:
+    """A tensor made with keywords (or copied) has no change time yet: it reads 0, as
+    changes.changed_at says, and the next change shows in the key."""
+    q = hg.TensorAttributes(name="q", dim=[1, 2, 3, 4], data_type=hg.DataType.HALF)
+    assert changed_at(q) == 0
+    a = hg.SdpaBackwardAttributes().set_q(q)
+    before = InputRuleMemo.key(("rules",), a)
+    assert before == InputRuleMemo.key(("rules",), a)
+    assert changed_at(q) == 0
+    q.set_dim([1, 2, 3, 5])
+    assert InputRuleMemo.key(("rules",), a) != before
 
 
 def _shared_inputs(count: int) -> tuple[hg.Graph, list[hg.TensorAttributes]]:

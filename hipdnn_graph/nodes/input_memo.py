@@ -28,15 +28,33 @@ Example:
 
 from __future__ import annotations
 
-from itertools import repeat
+from collections.abc import Collection
 from typing import Any
 
 from ..attributes.base import NodeAttributes
 from ..changes import STAMP_SLOT
+from ..tensor import TensorAttributes
 
 __all__ = ["InputRuleMemo"]
 
 Key = tuple[Any, ...]
+
+#: reads a tensor's change time straight from its slot (``getattr`` would go through pydantic's
+#: ``__getattr__`` hook, which is slow for a slot never written); raises when it is unset
+_read_stamp = getattr(TensorAttributes, STAMP_SLOT).__get__
+
+
+def _change_times(tensors: Collection[TensorAttributes]) -> tuple[int, ...]:
+    """Each tensor's change time (:func:`hipdnn_graph.changes.changed_at`)."""
+    try:
+        return tuple(map(_read_stamp, tensors))
+    except AttributeError:  # a tensor that never changed since it was made or copied
+        for tensor in tensors:
+            try:
+                _read_stamp(tensor)
+            except AttributeError:  # give it the time changed_at reads for it: 0, "never"
+                object.__setattr__(tensor, STAMP_SLOT, 0)
+        return tuple(map(_read_stamp, tensors))
 
 
 class InputRuleMemo(set[Key]):
@@ -48,10 +66,4 @@ class InputRuleMemo(set[Key]):
         the attributes class, then each input slot, its tensor's identity and change time."""
         inputs = attributes.inputs
         tensors = inputs.values()
-        return (
-            id(rules),
-            type(attributes),
-            *inputs,
-            *map(id, tensors),
-            *map(getattr, tensors, repeat(STAMP_SLOT), repeat(0)),  # changes.changed_at, inlined
-        )
+        return (id(rules), type(attributes), *inputs, *map(id, tensors), *_change_times(tensors))
