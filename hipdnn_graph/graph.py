@@ -487,7 +487,9 @@ class Graph(GraphLifecycle, GraphSerialization):
             tensor.fill_from_context(self.attributes)
             tensor.check()
         attributes = self.attributes
-        memo = InputRuleMemo()  # this pass only: the next validate() checks all again
+        # rules passed in this pass only (the next validate() checks all again); a single node
+        # has nothing to share
+        memo = InputRuleMemo() if len(self._nodes) > 1 else None
         for node in self.nodes:
             if node.graph_attributes is not attributes:
                 node.graph_attributes = attributes
