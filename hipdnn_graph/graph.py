@@ -33,6 +33,7 @@ from .descriptors.wire_model import WireMetadata
 from .errors import HipdnnError
 from .lifecycle import GraphLifecycle
 from .nodes.base import Node
+from .nodes.input_memo import InputRuleMemo
 from .nodes.sdpa_bwd import SdpaBwdNode
 from .nodes.sdpa_fwd import SdpaFwdNode
 from .sdpa_keywords import BACKWARD_KEYWORDS, FORWARD_KEYWORDS, apply_keywords
@@ -401,12 +402,10 @@ class Graph(GraphLifecycle, GraphSerialization):
     def __len__(self) -> int:
         return len(self._nodes)
 
-    def _sort(
-        self, ins: list[list[TensorAttributes]], outs: list[list[TensorAttributes]]
-    ) -> list[int]:
-        from .ordering import dependency_edges, stable_topological_order
+    def _sort(self, ins: list[list[TensorAttributes]], producers: dict[int, int]) -> list[int]:
+        from .ordering import producer_edges, stable_topological_order
 
-        return stable_topological_order(len(self._nodes), dependency_edges(ins, outs))
+        return stable_topological_order(len(self._nodes), producer_edges(ins, producers))
 
     def to_networkx(self) -> nx.DiGraph:
         """The node dependency graph: one networkx node per graph node (by name), one edge per
@@ -439,10 +438,11 @@ class Graph(GraphLifecycle, GraphSerialization):
 
     def graph_inputs(self) -> list[TensorAttributes]:
         """Tensors read by some node and produced by none, in node then slot order."""
+        from .ordering import last_producers
+
         order = self._order if self._order is not None else range(len(self._nodes))
-        return rules.graph_inputs(
-            order, [n.inputs() for n in self._nodes], [n.outputs() for n in self._nodes]
-        )
+        produced = last_producers([n.outputs() for n in self._nodes])
+        return rules.graph_inputs(order, [n.inputs() for n in self._nodes], produced)
 
     def graph_tensors(self) -> list[TensorAttributes]:
         """Every tensor some node reads or writes, in declaration order."""
@@ -468,23 +468,34 @@ class Graph(GraphLifecycle, GraphSerialization):
         """
         self._validated = False
         with rules.collector_paused(len(self._nodes)):
-            ins = [n.inputs() for n in self._nodes]
-            outs = [n.outputs() for n in self._nodes]
-            rules.check_duplicate_uids(ins, outs)
-            self._order = self._sort(ins, outs)
-            inputs = rules.graph_inputs(self._order, ins, outs)
-            for tensor in inputs:
-                tensor.fill_from_context(self.attributes)
-                tensor.check()
-            attributes = self.attributes
-            for node in self.nodes:
-                if node.graph_attributes is not attributes:
-                    node.graph_attributes = attributes
-                node.validate_node()
-            rules.check_single_producer(self._nodes, outs)
-            rules.check_real_inputs(inputs)
+            self._validate_steps()
         self._validated = True
         self._validated_at = CLOCK.now
+
+    def _validate_steps(self) -> None:
+        """The steps of :meth:`validate`. Its per-node slot lists are freed when it returns,
+        before the garbage collector resumes: the collector would scan each of them once."""
+        from .ordering import last_producers
+
+        ins = [n.inputs() for n in self._nodes]
+        outs = [n.outputs() for n in self._nodes]
+        rules.check_duplicate_uids(ins, outs)
+        producers = last_producers(outs)  # who writes each tensor, for the next three steps
+        self._order = self._sort(ins, producers)
+        inputs = rules.graph_inputs(self._order, ins, producers)
+        for tensor in inputs:
+            tensor.fill_from_context(self.attributes)
+            tensor.check()
+        attributes = self.attributes
+        # rules passed in this pass only (the next validate() checks all again); a single node
+        # has nothing to share
+        memo = InputRuleMemo() if len(self._nodes) > 1 else None
+        for node in self.nodes:
+            if node.graph_attributes is not attributes:
+                node.graph_attributes = attributes
+            node.validate_node(memo)
+        rules.check_single_producer(self._nodes, outs, producers)
+        rules.check_real_inputs(inputs)
 
     @property
     def is_validated(self) -> bool:

@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence, Sized
 from contextlib import contextmanager
 from typing import Any
 
@@ -84,9 +84,13 @@ def check_duplicate_uids(ins: Slots, outs: Slots) -> None:
         )
 
 
-def graph_inputs(order: Iterable[int], ins: Slots, outs: Slots) -> list[TensorAttributes]:
-    """Tensors some node reads and none produces, each once, in node (``order``) then slot order."""
-    produced = {id(t) for ts in outs for t in ts}
+def graph_inputs(
+    order: Iterable[int], ins: Slots, produced: Container[int]
+) -> list[TensorAttributes]:
+    """Tensors some node reads and none produces, each once, in node (``order``) then slot order.
+
+    ``produced`` holds the id of every tensor some node writes (``ordering.last_producers``).
+    """
     seen: dict[int, TensorAttributes] = {}
     for index in order:
         for tensor in ins[index]:
@@ -95,14 +99,18 @@ def graph_inputs(order: Iterable[int], ins: Slots, outs: Slots) -> list[TensorAt
     return list(seen.values())
 
 
-def check_single_producer(nodes: Sequence[Any], outs: Slots) -> None:
+def check_single_producer(nodes: Sequence[Any], outs: Slots, produced: Sized) -> None:
     """This project's check: a tensor is written by one node at most (else a result is lost).
 
     A tensor in two output slots of the same node is reported by the node's post-validation.
+    ``produced`` holds the id of every tensor some node writes (``ordering.last_producers``):
+    when there are as many as output slots, no tensor is written twice.
 
     Raises:
         HipdnnError: ``INVALID_VALUE`` naming the tensor and two of its producers.
     """
+    if len(produced) == sum(map(len, outs)):
+        return  # the common case, known without the loop below
     producer: dict[int, int] = {}
     for index, outputs in enumerate(outs):
         for tensor in outputs:

@@ -13,7 +13,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .errors import HipdnnError
@@ -26,6 +27,8 @@ __all__ = [
     "CYCLE_MESSAGE",
     "DISCONNECTED_MESSAGE",
     "dependency_edges",
+    "last_producers",
+    "producer_edges",
     "stable_topological_order",
     "to_networkx",
 ]
@@ -34,6 +37,21 @@ CYCLE_MESSAGE = "Graph contains a cycle, cannot be sorted."
 DISCONNECTED_MESSAGE = (
     "Graph contains multiple disconnected components, please split the graph into individual graphs"
 )
+
+
+def last_producers(node_outputs: Sequence[Iterable[Any]]) -> dict[int, int]:
+    """The id of every tensor some node writes, and the index of the last node writing it.
+
+    Example:
+        >>> a, b = object(), object()
+        >>> last_producers([[a], [b, a]]) == {id(a): 1, id(b): 1}
+        True
+    """
+    producer: dict[int, int] = {}
+    for index, outputs in enumerate(node_outputs):
+        for tensor in outputs:
+            producer[id(tensor)] = index
+    return producer
 
 
 def dependency_edges(
@@ -50,10 +68,13 @@ def dependency_edges(
         >>> dependency_edges([[a], [b, b], [b, c]], [[b], [c], []])
         [(0, 1), (0, 2), (1, 2)]
     """
-    producer: dict[int, int] = {}
-    for index, outputs in enumerate(node_outputs):
-        for tensor in outputs:
-            producer[id(tensor)] = index
+    return producer_edges(node_inputs, last_producers(node_outputs))
+
+
+def producer_edges(
+    node_inputs: Sequence[Iterable[Any]], producer: Mapping[int, int]
+) -> list[tuple[int, int]]:
+    """:func:`dependency_edges`, given the :func:`last_producers` of the nodes' outputs."""
     edges: dict[tuple[int, int], None] = {}  # an ordered set
     for index, inputs in enumerate(node_inputs):
         for tensor in inputs:
@@ -96,9 +117,18 @@ def stable_topological_order(count: int, edges: Sequence[tuple[int, int]]) -> li
         return []
     if not edges and count == 1:
         return [0]
+    graph = _digraph(count, sorted(edges, key=itemgetter(1)))
+    try:
+        return _checked_order(graph)
+    finally:
+        # sorting leaves the graph referring to itself (networkx caches views of it), so only
+        # the garbage collector could free it: free its per-node dicts now instead
+        graph.clear()
+
+
+def _checked_order(graph: nx.DiGraph) -> list[int]:
     import networkx as nx
 
-    graph = _digraph(count, sorted(edges, key=lambda edge: edge[1]))
     try:
         order: list[int] = list(nx.topological_sort(graph))
     except nx.NetworkXUnfeasible:

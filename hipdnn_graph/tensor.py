@@ -406,16 +406,16 @@ class TensorAttributes(BaseModel):
         CLOCK.now += 1
         _set_stamp(self, CLOCK.now)
 
+    def _context_data_type(self, graph_attributes: GraphAttributes) -> DataType:
+        """The type :meth:`fill_from_context` gives: intermediate if virtual, else io."""
+        if self.is_virtual:
+            return graph_attributes.intermediate_data_type
+        return graph_attributes.io_data_type
+
     def fill_from_context(self, graph_attributes: GraphAttributes) -> TensorAttributes:
         """Fill an unset data type from the graph: intermediate type if virtual, else io type."""
         if not self.data_type:  # NOT_SET is 0
-            self._set_fields(
-                {
-                    "data_type": graph_attributes.intermediate_data_type
-                    if self.is_virtual
-                    else graph_attributes.io_data_type
-                }
-            )
+            self._set_fields({"data_type": self._context_data_type(graph_attributes)})
         return self
 
     def check(self) -> None:
@@ -435,21 +435,22 @@ class TensorAttributes(BaseModel):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing data type or empty dims,
                 ``INVALID_VALUE`` for the other rules.
         """
-        name, dim = self.name, self.dim
-        if not self.data_type:  # NOT_SET is 0
+        fields = self.__dict__  # read once: every tensor of a graph is checked
+        name, dim, virtual = fields["name"], fields["dim"], fields["is_virtual"]
+        if not fields["data_type"]:  # NOT_SET is 0
             raise HipdnnError(
                 ErrorCode.ATTRIBUTE_NOT_SET, f"Tensor {name} does not have a data type set"
             )
-        if self.is_virtual and self.is_pass_by_value:
+        if virtual and fields["is_pass_by_value"]:
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE,
                 f"Tensor {name} cannot be virtual and runtime pass by value",
             )
-        if self.is_virtual and self.value is not None:
+        if virtual and fields["value"] is not None:
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE, f"Tensor {name} cannot be virtual and pass by value"
             )
-        if len(dim) != len(self.stride):
+        if len(dim) != len(fields["stride"]):
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE, f"Tensor {name} dims and strides have different sizes"
             )
@@ -459,7 +460,7 @@ class TensorAttributes(BaseModel):
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE, f"Tensor {name} must have only positive dimensions"
             )
-        if self.alignment < 1:
+        if fields["alignment"] < 1:
             raise HipdnnError(ErrorCode.INVALID_VALUE, f"Tensor {name} alignment must be >= 1")
 
     def logically_equals(self, other: TensorAttributes) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from enum import IntEnum
-from functools import cache
 from numbers import Real
 from typing import Annotated, Any, ClassVar, Self
 
@@ -109,14 +108,14 @@ class NodeAttributes(BaseModel):
         return self.outputs.get(slot)
 
     def input_tensors(self) -> list[TensorAttributes]:
-        """Set input tensors in slot order."""
+        """Set input tensors in slot order (the slot enums' value order)."""
         inputs = self.inputs
-        return [inputs[s] for s in _slot_order(self.InputNames) if s in inputs]
+        return list(map(inputs.__getitem__, sorted(inputs)))
 
     def output_tensors(self) -> list[TensorAttributes]:
-        """Set output tensors in slot order."""
+        """Set output tensors in slot order (the slot enums' value order)."""
         outputs = self.outputs
-        return [outputs[s] for s in _slot_order(self.OutputNames) if s in outputs]
+        return list(map(outputs.__getitem__, sorted(outputs)))
 
     def tensors_by_slot(self) -> dict[str, TensorAttributes]:
         """Every set tensor by its slot's name, inputs then outputs.
@@ -164,7 +163,7 @@ class NodeAttributes(BaseModel):
             for tensor in tensors.values():
                 if not tensor.data_type:  # NOT_SET is 0; most tensors have a type already
                     tensor.fill_from_context(graph_attributes)
-        if self.compute_data_type == DataType.NOT_SET:
+        if not self.compute_data_type:  # NOT_SET is 0
             self.compute_data_type = graph_attributes.get_compute_data_type()
         return self
 
@@ -233,11 +232,6 @@ def checked_dropout_probability(value: Any) -> float:
 
 def _optional(check: Any) -> BeforeValidator:
     return BeforeValidator(lambda value: None if value is None else check(value))
-
-
-@cache
-def _slot_order(slots: type[IntEnum]) -> tuple[IntEnum, ...]:
-    return tuple(slots)
 
 
 def _check_tensor(tensor: Any, slot: IntEnum) -> TensorAttributes:

@@ -14,6 +14,7 @@ from ..descriptors.packing import pack_node, unpack_node
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode, NodeType
+from .input_memo import InputRuleMemo
 
 __all__ = ["Node"]
 
@@ -88,31 +89,37 @@ class Node(Generic[A]):
         """Output tensors in slot order."""
         return self.attributes.output_tensors()
 
-    def pre_validate_node(self) -> None:
-        """Check the node's rules before inference (hipDNN's order; first failure raises)."""
+    def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
+        """Check the node's rules before inference (hipDNN's order; first failure raises).
+
+        ``memo`` (given by ``Graph.validate()``) lets a node skip the rules that read only
+        input tensors another node already passed (see :mod:`~hipdnn_graph.nodes.input_memo`).
+        """
 
     def infer_properties_node(self) -> None:
         """Fill data types from the graph and infer output shapes."""
         self.attributes.fill_from_context(self.graph_attributes)
 
-    def post_validate_node(self) -> None:
+    def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """Check the compute type, then validate every output tensor (hipDNN's steps); then
         check that each output is a tensor of its own: not in two output slots, and not an
         input of the node too (one of the results, or an input, would be overwritten).
+        ``memo`` is as in :meth:`pre_validate_node`.
 
         Raises:
             HipdnnError: ``ATTRIBUTE_NOT_SET`` when no compute type is set, the first output
                 tensor's validation error, or ``INVALID_VALUE`` for a shared output.
         """
-        if self.attributes.compute_data_type == DataType.NOT_SET:
+        a = self.attributes
+        if a.compute_data_type == DataType.NOT_SET:
             raise HipdnnError(
                 ErrorCode.ATTRIBUTE_NOT_SET,
                 f"Node {self.name} does not have a compute_data_type set",
             )
         for tensor in self.outputs():
             tensor.check()
-        outputs, inputs = self.attributes.outputs, self.attributes.inputs
-        own = {id(t) for t in outputs.values()}
+        outputs, inputs = a.outputs, a.inputs
+        own = set(map(id, outputs.values()))
         if len(own) == len(outputs) and own.isdisjoint(map(id, inputs.values())):
             return  # the common case, checked without building messages
         slots: dict[int, str] = {}
@@ -132,11 +139,12 @@ class Node(Generic[A]):
                     f"output {slots[id(tensor)]}; an output needs a tensor of its own",
                 )
 
-    def validate_node(self) -> None:
-        """Run the whole lifecycle: pre-validate, infer, post-validate."""
-        self.pre_validate_node()
+    def validate_node(self, memo: InputRuleMemo | None = None) -> None:
+        """Run the whole lifecycle: pre-validate, infer, post-validate (``memo``: the rules
+        passed so far in this ``Graph.validate()``, as in :meth:`pre_validate_node`)."""
+        self.pre_validate_node(memo)
         self.infer_properties_node()
-        self.post_validate_node()
+        self.post_validate_node(memo)
 
     # ----- descriptors (spec §7) -----
     def create_operation(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from ..attributes.base import SdpaCommonAttributes
 from ..descriptors.enums import AttributeName
@@ -10,6 +10,7 @@ from ..descriptors.enums import AttributeType as T
 from ..descriptors.node_spec import Kind, ScalarSpec
 from . import sdpa_rules as r
 from .base import Node
+from .input_memo import InputRuleMemo
 
 __all__ = ["SdpaNode", "sdpa_scalars"]
 
@@ -64,22 +65,60 @@ class SdpaNode(Node[A]):
     rules: ClassVar[tuple[r.Rule, ...]]
     #: this project's checks, run at the end of post-validation (after all of hipDNN's rules)
     checks: ClassVar[tuple[r.Rule, ...]]
+    #: ``rules`` and ``checks`` without the input-only ones (:data:`~.sdpa_rules.INPUT_RULES`):
+    #: what a node runs when another node already passed those with the same input tensors
+    _rules_per_node: ClassVar[tuple[r.Rule, ...]]
+    _checks_per_node: ClassVar[tuple[r.Rule, ...]]
 
-    def pre_validate_node(self) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "rules" in cls.__dict__:
+            cls._rules_per_node = _per_node(cls.rules)
+        if "checks" in cls.__dict__:
+            cls._checks_per_node = _per_node(cls.checks)
+
+    def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """Check every rule of :attr:`rules` in order.
+
+        Args:
+            memo: the rules passed so far in this ``Graph.validate()`` (see
+                :mod:`~hipdnn_graph.nodes.input_memo`); without one every rule runs.
 
         Raises:
             HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing slot (or seq-len tensor),
                 ``INVALID_VALUE`` for a shape, type or unsupported-usage rule.
         """
-        for rule in self.rules:
-            rule(self.attributes, self.label)
+        self._check(self.rules, self._rules_per_node, memo)
 
-    def run_checks(self) -> None:
+    def run_checks(self, memo: InputRuleMemo | None = None) -> None:
         """Check every rule of :attr:`checks` in order (the last step of post-validation).
 
         Raises:
             HipdnnError: ``INVALID_VALUE`` for the first failing check.
         """
-        for rule in self.checks:
-            rule(self.attributes, self.label)
+        self._check(self.checks, self._checks_per_node, memo)
+
+    def _check(
+        self,
+        rules: tuple[r.Rule, ...],
+        per_node: tuple[r.Rule, ...],
+        memo: InputRuleMemo | None,
+    ) -> None:
+        """Run ``rules`` in order, or only ``per_node`` when ``memo`` shows that the input-only
+        ones already passed with these input tensors: a rule skipped that way would pass, so
+        the first failing rule is the same either way."""
+        a, label = self.attributes, self.label
+        if memo is None:
+            for rule in rules:
+                rule(a, label)
+            return
+        key = memo.key(rules, a)
+        passed = key in memo
+        for rule in per_node if passed else rules:
+            rule(a, label)
+        if not passed:
+            memo.add(key)
+
+
+def _per_node(rules: tuple[r.Rule, ...]) -> tuple[r.Rule, ...]:
+    return tuple(rule for rule in rules if rule not in r.INPUT_RULES)

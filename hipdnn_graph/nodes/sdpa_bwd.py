@@ -11,9 +11,19 @@ from ..descriptors.node_spec import NodeSpec, SlotSpec, register_node_spec
 from ..errors import HipdnnError
 from ..types import ErrorCode, NodeType
 from . import sdpa_rules as r
+from .input_memo import InputRuleMemo
 from .sdpa_base import SdpaNode, sdpa_scalars
 
 __all__ = ["SDPA_BWD_SPEC", "SdpaBwdNode"]
+
+
+_In, _Out = SdpaBackwardAttributes.InputNames, SdpaBackwardAttributes.OutputNames
+
+#: each gradient, the input whose dims it takes and must keep, and their slot names
+_GRADIENTS = tuple(
+    (grad, source, grad.name, source.name)
+    for grad, source in ((_Out.dQ, _In.Q), (_Out.dK, _In.K), (_Out.dV, _In.V))
+)
 
 
 class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
@@ -66,22 +76,23 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
     def infer_properties_node(self) -> None:
         """Fill types from the graph; dQ/dK/dV take Q/K/V's dims and packed strides if unset.
 
-        dBias, when set and shapeless, takes the Bias's dims (an addition to hipDNN).
+        dBias, when set and shapeless, takes the Bias's dims (an addition to hipDNN). Each
+        gradient gets its type, dims and strides in one change; ``fill_from_context`` then fills
+        the other tensors' types and the compute type (the order does not matter: a type never
+        depends on dims, nor dims on a type).
         """
         a = self.attributes
-        a.fill_from_context(self.graph_attributes)
-        for grad, source in (
-            (a.get_dq(), a.get_q()),
-            (a.get_dk(), a.get_k()),
-            (a.get_dv(), a.get_v()),
-        ):
-            if source is not None:
-                r.infer_like(grad, source.dim)
-        bias = a.get_bias()
+        context = self.graph_attributes
+        inputs, outputs = a.inputs, a.outputs
+        for grad, source, _, _ in _GRADIENTS:
+            if (tensor := inputs.get(source)) is not None:
+                r.infer_like(outputs.get(grad), tensor.dim, context)
+        bias = inputs.get(_In.Bias)
         if bias is not None:
-            r.infer_like(a.get_dbias(), bias.dim)
+            r.infer_like(outputs.get(_Out.dBias), bias.dim, context)
+        a.fill_from_context(context)
 
-    def post_validate_node(self) -> None:
+    def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """Base checks, then explicit gradient shapes must agree with Q, K, V (and Bias), then
         :attr:`checks` (O, dO and Stats shapes, scalar slots, bias broadcast, scale, dropout).
 
@@ -91,13 +102,10 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
         """
         super().post_validate_node()
         a = self.attributes
-        for label, grad, source, src_label in (
-            ("dQ", a.get_dq(), a.get_q(), "Q"),
-            ("dK", a.get_dk(), a.get_k(), "K"),
-            ("dV", a.get_dv(), a.get_v(), "V"),
-        ):
-            assert source is not None
-            r.check_output_shape(self.label, label, grad, source.dim, src_label)
+        inputs, outputs = a.inputs, a.outputs
+        for grad, source, grad_name, source_name in _GRADIENTS:  # Q, K, V: set (pre-validated)
+            expected = inputs[source].dim
+            r.check_output_shape(self.label, grad_name, outputs.get(grad), expected, source_name)
         dbias, bias = a.get_dbias(), a.get_bias()
         if dbias is not None:
             if bias is None:
@@ -105,10 +113,7 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
                     ErrorCode.INVALID_VALUE, f"{self.label}: dBias requires a Bias input"
                 )
             r.check_output_shape(self.label, "dBias", dbias, bias.dim, "Bias")
-        self.run_checks()
-
-
-_In, _Out = SdpaBackwardAttributes.InputNames, SdpaBackwardAttributes.OutputNames
+        self.run_checks(memo)
 
 
 def _slot(member: Any, fb_slot: int, attribute: A, wire: str = "") -> SlotSpec:

@@ -18,6 +18,7 @@ from ..descriptors.node_spec import (
 )
 from ..types import DataType, NodeType
 from . import sdpa_rules as r
+from .input_memo import InputRuleMemo
 from .sdpa_base import SdpaNode, sdpa_scalars
 
 __all__ = ["SDPA_FWD_SPEC", "SdpaFwdNode"]
@@ -72,15 +73,16 @@ class SdpaFwdNode(SdpaNode[SdpaAttributes]):
         stats = a.get_stats()
         if stats is not None and stats.data_type == DataType.NOT_SET:
             stats.data_type = DataType.FLOAT
-        a.fill_from_context(self.graph_attributes)
+        context = self.graph_attributes
+        a.fill_from_context(context)
         q, v = a.get_q(), a.get_v()
         if q is None or v is None or len(q.dim) != 4 or len(v.dim) != 4:
             return
         b, h, sq, _ = q.dim
-        r.infer_like(a.get_o(), [b, h, sq, v.dim[3]])
-        r.infer_like(stats, [b, h, sq, 1])
+        r.infer_like(a.get_o(), [b, h, sq, v.dim[3]], context)
+        r.infer_like(stats, [b, h, sq, 1], context)
 
-    def post_validate_node(self) -> None:
+    def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """Base checks; O must not overlap itself and an explicit Stats must be [B, H, Sq, 1];
         then :attr:`checks` (scalar slots, bias broadcast, scale, dropout)."""
         super().post_validate_node()
@@ -90,7 +92,7 @@ class SdpaFwdNode(SdpaNode[SdpaAttributes]):
         b, h, sq, _ = q.dim
         r.check_layout(self.label, "O", a.get_o())
         r.check_output_shape(self.label, "Stats", a.get_stats(), [b, h, sq, 1], "[B, H, Sq, 1]")
-        self.run_checks()
+        self.run_checks(memo)
 
 
 _In, _Out = SdpaAttributes.InputNames, SdpaAttributes.OutputNames

@@ -13,16 +13,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from functools import cache, lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..attributes.base import SdpaCommonAttributes
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes, generate_strides
 from ..types import DataType, ErrorCode
 
+if TYPE_CHECKING:
+    from ..attributes.graph_attributes import GraphAttributes
+
 Rule = Callable[[Any, str], None]
 
-__all__ = ["Rule", "required_slots"]
+__all__ = ["INPUT_RULES", "Rule", "required_slots"]
 
 
 def _fail(message: str, code: ErrorCode = ErrorCode.INVALID_VALUE) -> None:
@@ -43,7 +46,17 @@ def unsupported_usage(a: SdpaCommonAttributes, node: str) -> None:
 def required_slots(inputs: Sequence[str], outputs: Sequence[str]) -> Rule:
     """A rule checking that the named slots are set, inputs first, in the given order."""
 
+    @cache
+    def members(attributes_class: type[Any]) -> tuple[frozenset[Any], frozenset[Any]]:
+        return (
+            frozenset(attributes_class._IN[slot] for slot in inputs),
+            frozenset(attributes_class._OUT[slot] for slot in outputs),
+        )
+
     def rule(a: SdpaCommonAttributes, node: str) -> None:
+        needed_inputs, needed_outputs = members(type(a))
+        if a.inputs.keys() >= needed_inputs and a.outputs.keys() >= needed_outputs:
+            return  # every slot is set (the common case, checked without the loops below)
         given, names = a.inputs, a._IN
         for slot in inputs:
             if names[slot] not in given:
@@ -236,11 +249,9 @@ def _scalar_members(attributes_class: type[Any]) -> frozenset[Any]:
 
 def _nothing_to_check(a: SdpaCommonAttributes) -> bool:
     """No scalar slot is set and no tensor is pass-by-value (the common case, checked fast)."""
-    scalar = _scalar_members(type(a))
-    for slot, tensor in a.inputs.items():
-        if slot in scalar or tensor.value is not None or tensor.is_pass_by_value:
-            return False
-    for tensor in a.outputs.values():
+    if not _scalar_members(type(a)).isdisjoint(a.inputs):
+        return False
+    for tensor in (*a.inputs.values(), *a.outputs.values()):
         if tensor.value is not None or tensor.is_pass_by_value:
             return False
     return True
@@ -310,6 +321,26 @@ def dropout_range(a: SdpaCommonAttributes, node: str) -> None:
         _fail(f"{node}: dropout_probability must be in [0, 1), got {p}")
 
 
+#: The rules above that read nothing of a node but its input tensors (never a flag, a scalar or
+#: an output tensor): their answer is the same for every node whose slots hold the same tensors,
+#: so ``Graph.validate()`` runs them once per set of input tensors (see :mod:`.input_memo`).
+#: ``tests/test_core_validate_scale.py`` checks that each one reads input slots only.
+INPUT_RULES: frozenset[Rule] = frozenset(
+    {
+        qkv_rank4,
+        batch_match,
+        head_dim_match,
+        seq_kv_match,
+        gqa_heads,
+        do_matches_o,
+        bias_shape,
+        dropout_mask_shape,
+        backward_input_shapes,
+        bias_broadcast,
+    }
+)
+
+
 # ----- helpers for inference and post-validation -----
 @lru_cache(maxsize=1024)
 def _packed(dims: tuple[int, ...]) -> tuple[int, ...]:
@@ -322,35 +353,45 @@ def packed_strides(dims: Sequence[int]) -> list[int]:
     return list(_packed(tuple(dims)))
 
 
-def infer_like(target: TensorAttributes | None, dims: Sequence[int]) -> None:
-    """Give ``target`` ``dims`` and packed strides where it has none."""
+def infer_like(
+    target: TensorAttributes | None, dims: Sequence[int], context: GraphAttributes
+) -> None:
+    """Give ``target`` what it lacks: the graph's data type (as ``fill_from_context`` does),
+    ``dims`` and packed strides, recorded as one change (a fresh output lacks all three)."""
     if target is None:
         return
-    if not target.dim and not target.stride:  # a fresh output: one change for both fields
-        target._set_fields({"dim": list(dims), "stride": packed_strides(dims)})
-        return
-    if not target.dim:
-        target.dim = list(dims)
-    if not target.stride:
-        target.stride = packed_strides(target.dim)
+    current = target.__dict__  # the field values, read once (this runs for every output)
+    data_type, dim, stride = current["data_type"], current["dim"], current["stride"]
+    if data_type and dim and stride:
+        return  # nothing to fill (every output, when validate() runs again)
+    fields: dict[str, Any] = {}
+    if not data_type:  # NOT_SET is 0
+        fields["data_type"] = target._context_data_type(context)
+    if not dim:
+        fields["dim"] = dim = list(dims)
+    if not stride:
+        fields["stride"] = packed_strides(dim)
+    target._set_fields(fields)
 
 
 def check_output_shape(
-    node: str, label: str, tensor: TensorAttributes | None, expected: Sequence[int], source: str
+    node: str, label: str, tensor: TensorAttributes | None, expected: list[int], source: str
 ) -> None:
     """Reject an explicit output shape that disagrees with its source, or an overlapping layout."""
     if tensor is None:
         return
-    check_shape(node, label, tensor, expected, source)
-    if tuple(tensor.stride) != _packed(tuple(tensor.dim)):  # packed (the common case) is fine
+    dim = tensor.dim
+    if dim != expected:
+        check_shape(node, label, tensor, expected, source)
+    if tuple(tensor.stride) != _packed(tuple(dim)):  # packed (the common case) is fine
         check_layout(node, label, tensor)
 
 
 def check_shape(
-    node: str, label: str, tensor: TensorAttributes | None, expected: Sequence[int], source: str
+    node: str, label: str, tensor: TensorAttributes | None, expected: list[int], source: str
 ) -> None:
     """Reject dims that differ from ``expected`` (``source`` names where they come from)."""
-    if tensor is not None and tensor.dim != list(expected):
+    if tensor is not None and tensor.dim != expected:
         _fail(f"{node}: {label} dims {tensor.dim} must match {source} dims {list(expected)}")
 
 

@@ -1,0 +1,69 @@
+"""Rules already passed in one ``Graph.validate()``, remembered by the input tensors they read.
+
+Many nodes of a graph often read the same tensors: the denial-of-service graph of issue 11 has
+65,535 SDPA-backward nodes reading one forward's O and Stats and the same Q, K, V and dO. A rule
+that reads nothing of a node but its input tensors (no flag, no scalar, no output) gives the
+same answer for each of them, so ``Graph.validate()`` hands every node one :class:`InputRuleMemo`:
+a node runs such rules when its input tensors are new to the memo and skips them when another
+node of its class already passed them with the same tensors in the same slots.
+
+The key holds each input tensor's identity *and* its change time (see
+:mod:`hipdnn_graph.changes`), so a tensor changed in between (by a node's inference, say) is
+checked again. A memo lives for one ``validate()`` only: the next one checks everything again.
+
+Example:
+    >>> from hipdnn_graph import SdpaAttributes, TensorAttributes
+    >>> from hipdnn_graph.nodes.input_memo import InputRuleMemo
+    >>> q = TensorAttributes(name="Q", dim=[1, 1, 4, 8])
+    >>> a, b = SdpaAttributes().set_q(q), SdpaAttributes().set_q(q)
+    >>> memo = InputRuleMemo()
+    >>> rules = ("a rule list",)
+    >>> memo.add(memo.key(rules, a))
+    >>> memo.key(rules, b) in memo
+    True
+    >>> _ = q.set_dim([1, 1, 4, 16])  # changed: checked again
+    >>> memo.key(rules, b) in memo
+    False
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from ..attributes.base import NodeAttributes
+from ..changes import STAMP_SLOT
+from ..tensor import TensorAttributes
+
+__all__ = ["InputRuleMemo"]
+
+Key = tuple[Any, ...]
+
+#: reads a tensor's change time straight from its slot (``getattr`` would go through pydantic's
+#: ``__getattr__`` hook, which is slow for a slot never written); raises when it is unset
+_read_stamp = getattr(TensorAttributes, STAMP_SLOT).__get__
+
+
+def _change_times(tensors: Collection[TensorAttributes]) -> tuple[int, ...]:
+    """Each tensor's change time (:func:`hipdnn_graph.changes.changed_at`)."""
+    try:
+        return tuple(map(_read_stamp, tensors))
+    except AttributeError:  # a tensor that never changed since it was made or copied
+        for tensor in tensors:
+            try:
+                _read_stamp(tensor)
+            except AttributeError:  # give it the time changed_at reads for it: 0, "never"
+                object.__setattr__(tensor, STAMP_SLOT, 0)
+        return tuple(map(_read_stamp, tensors))
+
+
+class InputRuleMemo(set[Key]):
+    """The keys of the rule lists that passed in this validation pass (see the module)."""
+
+    @staticmethod
+    def key(rules: object, attributes: NodeAttributes) -> Key:
+        """What the input-only rules of the list ``rules`` read of a node with ``attributes``:
+        the attributes class, then each input slot, its tensor's identity and change time."""
+        inputs = attributes.inputs
+        tensors = inputs.values()
+        return (id(rules), type(attributes), *inputs, *map(id, tensors), *_change_times(tensors))
