@@ -369,15 +369,15 @@ class FlexKernel:
         kw = {"scale": self._scale, "bias": bias, **self._warm_lens()}
         s = self.spec
         base = dict(self._options)
-        attempts: list[tuple[str, torch.dtype | None, dict[str, Any]]]
+        attempts: list[tuple[str, dict[str, Any]]]
         if s.dbias_shape is None:
-            attempts = [("given", None, {}), ("recompute", None, {})]
+            grad_dtype = None
+            attempts = [("given", {}), ("recompute", {})]
         else:  # the bias buffer keeps its type; tiles shrink where flex's defaults do not fit
-            keep = s.bias_dtype or s.dtype
-            attempts = [("given", keep, tiles) for tiles in _BACKWARD_TILES]
-            attempts += [("recompute", keep, tiles) for tiles in (_BACKWARD_TILES[0], _SMALL_TILES)]
-        for mode, grad_dtype, extra in attempts:
-            self._grad_dtype = grad_dtype
+            grad_dtype = self._bias_dtype
+            attempts = [("given", tiles) for tiles in _BACKWARD_TILES]
+            attempts += [("recompute", tiles) for tiles in (_BACKWARD_TILES[0], _SMALL_TILES)]
+        for mode, extra in attempts:
             self._options = {**base, **extra}
             # a recomputed forward's autograd backward takes its tiles from the forward's options
             self._fwd_options = tuple(extra.items())
@@ -424,10 +424,13 @@ class FlexKernel:
         if bias is None or f.bias_dims is None:
             return None
         c = mods.compact_bias(bias, f.bias_dims)
-        if grad:
-            dtype = getattr(self, "_grad_dtype", None) or c.dtype
-            return c.detach().to(dtype).contiguous().requires_grad_(True)
+        if grad:  # a buffer of the declared type, as the backward was compiled for
+            return c.detach().to(self._bias_dtype).contiguous().requires_grad_(True)
         return c.contiguous()
+
+    @property
+    def _bias_dtype(self) -> torch.dtype:
+        return self.spec.bias_dtype or self.spec.dtype
 
     def _destinations(
         self, outs: Sequence[Tensor | None], device: torch.device
