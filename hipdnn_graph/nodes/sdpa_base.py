@@ -7,7 +7,7 @@ from typing import Any, ClassVar, TypeVar
 from ..attributes.base import SdpaCommonAttributes
 from ..descriptors.enums import AttributeName
 from ..descriptors.enums import AttributeType as T
-from ..descriptors.node_spec import Kind, ScalarSpec
+from ..descriptors.node_spec import Kind, ScalarSpec, SlotSpec
 from . import sdpa_rules as r
 from .base import Node
 from .input_memo import InputRuleMemo
@@ -25,6 +25,25 @@ _SDPA_SCALARS = (
     ("left_bound", Kind.I64_OPT, T.INT64, False),
     ("right_bound", Kind.I64_OPT, T.INT64, False),
 )
+
+
+def sdpa_slot(
+    member: Any,
+    fb_slot: int,
+    attribute: AttributeName,
+    *,
+    output: bool,
+    required: bool,
+    wire: str = "",
+) -> SlotSpec:
+    """One SDPA slot's wire facts: its uid field is ``<wire>_tensor_uid`` (``wire`` defaults to
+    the slot's name in lower case) and it is passed by value when
+    :data:`~.sdpa_rules.SCALAR_SLOTS` names it; each family says which slots are outputs and
+    which are required.
+    """
+    wire = wire or member.name.lower()
+    scalar = member.name in r.SCALAR_SLOTS
+    return SlotSpec(member, output, required, fb_slot, attribute, f"{wire}_tensor_uid", scalar)
 
 
 def sdpa_scalars(prefix: str, first: int, alignment_field: int) -> tuple[ScalarSpec, ...]:

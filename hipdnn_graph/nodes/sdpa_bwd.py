@@ -12,7 +12,7 @@ from ..errors import HipdnnError
 from ..types import ErrorCode, NodeType
 from . import sdpa_rules as r
 from .input_memo import InputRuleMemo
-from .sdpa_base import SdpaNode, sdpa_scalars
+from .sdpa_base import SdpaNode, sdpa_scalars, sdpa_slot
 
 __all__ = ["SDPA_BWD_SPEC", "SdpaBwdNode"]
 
@@ -118,9 +118,7 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
 
 def _slot(member: Any, fb_slot: int, attribute: A, wire: str = "") -> SlotSpec:
     output = isinstance(member, _Out)
-    wire = wire or member.name.lower()
-    scalar = member.name in r.SCALAR_SLOTS
-    return SlotSpec(member, output, fb_slot < 9, fb_slot, attribute, f"{wire}_tensor_uid", scalar)
+    return sdpa_slot(member, fb_slot, attribute, output=output, required=fb_slot < 9, wire=wire)
 
 
 #: Where every slot and scalar of SDPA backward lives on each wire (hipDNN's

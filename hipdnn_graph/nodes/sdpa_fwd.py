@@ -19,7 +19,7 @@ from ..descriptors.node_spec import (
 from ..types import DataType, NodeType
 from . import sdpa_rules as r
 from .input_memo import InputRuleMemo
-from .sdpa_base import SdpaNode, sdpa_scalars
+from .sdpa_base import SdpaNode, sdpa_scalars, sdpa_slot
 
 __all__ = ["SDPA_FWD_SPEC", "SdpaFwdNode"]
 
@@ -100,11 +100,8 @@ _REQUIRED = frozenset({"Q", "K", "V", "O"})
 
 
 def _slot(member: Any, fb_slot: int, attribute: A, wire: str = "") -> SlotSpec:
-    output = isinstance(member, _Out)
-    wire = wire or member.name.lower()
-    required = member.name in _REQUIRED
-    scalar = member.name in r.SCALAR_SLOTS
-    return SlotSpec(member, output, required, fb_slot, attribute, f"{wire}_tensor_uid", scalar)
+    output, required = isinstance(member, _Out), member.name in _REQUIRED
+    return sdpa_slot(member, fb_slot, attribute, output=output, required=required, wire=wire)
 
 
 def _unmodelled(group: str, first: int, attribute: int, *names: str) -> tuple[UnmodelledSpec, ...]:
