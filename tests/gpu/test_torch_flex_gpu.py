@@ -247,3 +247,43 @@ def test_a_bias_past_the_offset_limit_runs_in_head_groups(
         assert isinstance(kernel, flex.HeadGroups) and kernel.groups == 2, kernel
     finally:
         flex.clear_cache()
+
+
+def test_padding_plans_replay_and_read_new_lengths_in_place() -> None:
+    """A padding plan computes its block mask from the lengths in closed form (a kernel compiled
+    at build time, checked against create_block_mask), so the plan is captured as a CUDA graph
+    like any other; lengths written into the same seq_len buffers are read by the replay."""
+    tdt, hdt = DTYPES["bf16"]
+    g, t = _graph(True, "padding", "GQA4", hdt)
+    plan = g._state.active.plan
+    assert not any("create_block_mask" in n for n in plan.steps[0].run.__self__.notes)
+    x, ref_kw = _inputs("padding", t, tdt, _seed("padding", "new lengths"))
+    for name in ("O", "dQ", "dK", "dV"):
+        x[name] = torch.empty(t[name].dim, device="cuda", dtype=tdt)
+    x["Stats"] = torch.empty(t["Stats"].dim, device="cuda")
+    pack = {t[n]: v for n, v in x.items()}
+
+    def run_with(len_q: list[int], len_kv: list[int]) -> None:
+        x["SEQ_LEN_Q"].copy_(torch.tensor(len_q).view(B, 1, 1, 1))
+        x["SEQ_LEN_KV"].copy_(torch.tensor(len_kv).view(B, 1, 1, 1))
+        o, stats = reference_forward(x["Q"], x["K"], x["V"], **ref_kw)
+        x["O"].copy_(torch.from_numpy(o))
+        x["Stats"].copy_(torch.from_numpy(stats))
+        for name in ("dQ", "dK", "dV"):
+            x[name].fill_(float("nan"))
+        g.execute(pack)
+        torch.cuda.synchronize()
+        grads = reference_backward(x["Q"], x["K"], x["V"], x["O"], x["dO"], x["Stats"], **ref_kw)
+        for name, ref in zip(("dQ", "dK", "dV"), grads, strict=False):
+            err = _rel(x[name].float().cpu().numpy(), ref)
+            assert err <= TOL, f"{name} with lengths {len_q}, {len_kv}: relative error {err:.3g}"
+        for b in range(B):  # rows and keys past the lengths: exactly zero
+            assert not x["dQ"][b, :, len_q[b] :].any()
+            assert not x["dK"][b, :, len_kv[b] :].any()
+
+    run_with([100, 128], [160, 37])  # new buffers: eager
+    run_with([100, 128], [160, 37])  # captured
+    assert plan.replay.captures == 1, "the padding plan was not captured"
+    run_with([64, 128], [160, 90])  # replayed, with new lengths in the same buffers
+    run_with([128, 1], [3, 160])
+    assert plan.replay.captures == 1

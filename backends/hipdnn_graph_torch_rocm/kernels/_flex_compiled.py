@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from . import _flex_blocks as blocks
 from . import _flex_mods as mods
 
 Tensor = torch.Tensor
@@ -53,6 +54,11 @@ def _forward_body(
                               enable_gqa=gqa, kernel_options=kernel_options,
                               **_aux_kw())  # fmt: skip
     return out, getattr(aux, "lse", aux)
+
+
+def _padding_blocks_body(len_q: Tensor, len_kv: Tensor, f: mods.Features) -> tuple[Tensor, ...]:
+    """A padding block mask's tensors from the lengths (:func:`._flex_blocks.padding_blocks`)."""
+    return blocks.padding_blocks(f, len_q, len_kv)
 
 
 #: per kernel tag: the score modifier, its joint graph and the mask modifier, traced once

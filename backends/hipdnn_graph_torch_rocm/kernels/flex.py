@@ -23,8 +23,8 @@ are cached per process, and a call never compiles (each runs under
 * Bias: a score modifier over the bias reshaped to the dims it varies along; dBias comes back in
   that shape and is summed (in fp32) to the requested shape; one that needs no sum keeps its
   type (the engine converts it once, into the declared output). ALiBi: ``slope_h·(j − i)``.
-  Padding: a block mask built per call from the ``seq_len`` tensors (compiled
-  ``create_block_mask``).
+  Padding: a block mask computed on every call from the ``seq_len`` tensors in closed form
+  (:mod:`._flex_blocks`, compiled at build time and checked against ``create_block_mask``).
   Bands and causal masks in both alignments: a block mask built once. GQA/MQA: ``enable_gqa``
   (K/V never expanded); FlexAttention needs ``Hk == Hv``.
 
@@ -56,11 +56,13 @@ from typing import Any
 
 import torch
 
+from . import _flex_blocks as blocks
 from . import _flex_mods as mods
 from ._flex_compiled import (
     GRAPHS,
     _backward_body,
     _forward_body,
+    _padding_blocks_body,
     distinct,
     fresh,
     kernel_options,
@@ -271,10 +273,13 @@ class FlexKernel:
             self._len_q = torch.full((s.b,), s.sq, dtype=torch.int32, device=self._dev)
             self._len_kv = torch.full((s.b,), s.skv, dtype=torch.int32, device=self._dev)
         self._mask_mod = mods.mask_mod(self._f, self._len_q, self._len_kv)
-        self._static_mask = None if s.padding else self._make_block_mask()
         cpu = self._dev.type == "cpu"
         inductor = not cpu or (s.forward and not s.want_stats)
         self._backend = "inductor" if inductor else "aot_eager"
+        self._padding_blocks: Callable[..., tuple[Tensor, ...]] | None = None
+        if s.padding:
+            self._padding_blocks = self._closed_form_blocks()
+        self._static_mask = None if s.padding else self._make_block_mask()
         warm = self._warm_inputs()
         self._expand_kv = False
         self._fwd_options: tuple[tuple[str, Any], ...] = ()  # forward tiles ((): flex's own)
@@ -292,20 +297,45 @@ class FlexKernel:
             fresh(body, self._tag), backend=self._backend, fullgraph=True, dynamic=False
         )
 
+    def _closed_form_blocks(self) -> Callable[..., tuple[Tensor, ...]] | None:
+        """The padding block mask's construction from the lengths (:mod:`._flex_blocks`),
+        compiled on GPU and checked against ``create_block_mask`` on two sets of lengths; None
+        (``create_block_mask`` on every call, slower) where it does not compile or differs."""
+        s = self.spec
+        assert self._len_q is not None and self._len_kv is not None
+        build = _padding_blocks_body
+        try:
+            if self._dev.type != "cpu":
+                build = self._compile(_padding_blocks_body)
+            for lq, lk in _probe_lengths(s):
+                self._len_q.copy_(torch.tensor(lq))
+                self._len_kv.copy_(torch.tensor(lk))
+                got = self._block_mask_of(build(self._len_q, self._len_kv, self._f))
+                if not _same_blocks(got, self._created_block_mask()):
+                    raise ValueError(f"differs from create_block_mask for lengths {lq}, {lk}")
+        except Exception as e:
+            text = (str(e).strip().splitlines() or [""])[0][:300]
+            self.notes.append(f"padding block mask from create_block_mask: {type(e).__name__}: "
+                              f"{text}")  # fmt: skip
+            return None
+        return build
+
+    def _block_mask_of(self, parts: Sequence[Tensor]) -> Any:
+        return blocks.as_block_mask(self.spec.sq, self.spec.skv, parts, self._mask_mod)
+
     def _make_block_mask(self) -> Any:
+        build = self._padding_blocks
+        if build is None:
+            return self._created_block_mask()
+        with no_recompile(self._building):
+            return self._block_mask_of(build(self._len_q, self._len_kv, self._f))
+
+    def _created_block_mask(self) -> Any:
         from torch.nn.attention.flex_attention import create_block_mask
 
         s = self.spec
         b = s.b if s.padding else None
-        return create_block_mask(
-            self._mask_mod,
-            b,
-            None,
-            s.sq,
-            s.skv,
-            device=str(self._dev),
-            _compile=s.padding and self._dev.type == "cuda",
-        )
+        return create_block_mask(self._mask_mod, b, None, s.sq, s.skv, device=str(self._dev))
 
     def _warm_inputs(self) -> list[Any]:
         s, dev, dt = self.spec, self._dev, self.spec.dtype
@@ -656,6 +686,21 @@ def group_spec(spec: FlexSpec, groups: int) -> FlexSpec:
         bias_shape=_per_group(spec.bias_shape, groups),
         dbias_shape=_per_group(spec.dbias_shape, groups),
     )
+
+
+def _probe_lengths(spec: FlexSpec) -> list[tuple[list[int], list[int]]]:
+    """Lengths the closed-form padding block mask is checked on at build time: full, and uneven
+    ones (blocks cut in the middle, an empty batch entry where there are several)."""
+
+    def uneven(full: int) -> list[int]:
+        lengths = [max(0, full - full * (i + 1) // (spec.b + 2) - 37 * i) for i in range(spec.b)]
+        return [*lengths[:-1], 0] if spec.b > 1 else lengths
+
+    return [([spec.sq] * spec.b, [spec.skv] * spec.b), (uneven(spec.sq), uneven(spec.skv))]
+
+
+def _same_blocks(a: Any, b: Any) -> bool:
+    return all(torch.equal(getattr(a, n), getattr(b, n)) for n in blocks.FIELDS)
 
 
 def _alibi_slopes(heads: int, device: torch.device) -> Tensor:
