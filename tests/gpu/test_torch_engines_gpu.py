@@ -329,3 +329,30 @@ def test_replay_keeps_a_graph_per_buffer_set_and_survives_run(engine: str) -> No
     assert plan.replay.captures == 2
     for n in ("dQ", "dK", "dV"):
         assert _rel(ran[t[n]].float().cpu().numpy(), expected[0][n]) <= TOL
+
+
+def test_a_plan_that_syncs_with_the_host_runs_eagerly_without_a_warning() -> None:
+    """The math engine reads padding lengths on the host: its capture fails at once and the plan
+    stays eager, with the right numbers and without torch's "CUDA Graph is empty" warning."""
+    import warnings
+
+    case = _case("padding", HEADS["MHA"])
+    g, t = _graph(True, case, "padding", hg.DataType.BFLOAT16, "TORCH_SDPA_MATH_ENGINE")
+    data = _inputs(case, "padding", torch.bfloat16, np.random.default_rng(5))
+    x, ref_kw = data["x"], data["ref"]
+    o, stats = reference_forward(x["Q"], x["K"], x["V"], **ref_kw)
+    x["O"] = torch.from_numpy(o).to("cuda", torch.bfloat16)
+    x["Stats"] = torch.from_numpy(stats).to("cuda", torch.float32)
+    outs = {n: torch.empty(t[n].dim, device="cuda", dtype=x["Q"].dtype) for n in ("dQ", "dK", "dV")}
+    pack = {t[n]: v for n, v in {**x, **outs}.items() if n in t}
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            g.execute(pack)
+        torch.cuda.synchronize()
+    assert not [w for w in seen if "CUDA Graph is empty" in str(w.message)]
+    plan = g._state.active.plan  # type: ignore[union-attr]
+    assert plan.replay.captures == 0 and plan.replay.capacity == 0
+    grads = reference_backward(x["Q"], x["K"], x["V"], x["O"], x["dO"], x["Stats"], **ref_kw)
+    for name, ref in zip(("dQ", "dK", "dV"), grads, strict=False):
+        assert _rel(outs[name].float().cpu().numpy(), ref) <= TOL
