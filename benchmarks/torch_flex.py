@@ -11,7 +11,8 @@ configuration prints, from one run:
 * TFLOP/s of FlexAttention called directly through autograd on the same tensors, the backward
   taken as (forward + backward) − forward (issue 14's method; gradients cleared before each
   call, so no accumulation is timed), and the ratio of times ``execute / direct``,
-* TFLOP/s of ``TORCH_SDPA_MATH_ENGINE`` on the same graph where it fits (S ≤ 4k).
+* TFLOP/s of ``TORCH_SDPA_MATH_ENGINE`` on the same graph where it fits (S ≤ 4k),
+* whether ``execute`` ran as a replayed CUDA graph (the plan captured one: ``replayed``).
 
 The bias is bf16 (``bias_fp32_*``: FLOAT, the direct call then with two backward pipeline
 stages, as flex's defaults do not fit an H200) and dBias FLOAT. A bias of 2³¹ elements or more
@@ -19,6 +20,7 @@ stages, as flex's defaults do not fit an H200) and dBias FLOAT. A bias of 2³¹ 
 heads each and only ``graph.execute`` is timed.
 
 FLOPs = 2·B·H·N·(3·D + 2·Dv), N = visible (query, key) pairs (padding and bands counted).
+
 Times: CUDA events, medians over rounds of back-to-back calls (``interleaved``).
 """
 
@@ -253,7 +255,7 @@ def row(name: str, with_math: bool) -> dict[str, Any]:
         "notes": list(getattr(kernel, "notes", [])),
         "execute_ms": ms["execute"], "execute_tflops": flops / ms["execute"] / 1e9,
         "direct_ms": direct_ms, "direct_tflops": flops / direct_ms / 1e9,
-        "ratio": ms["execute"] / direct_ms,
+        "ratio": ms["execute"] / direct_ms, "cuda_graphs": plan.replay.captures,
     }  # fmt: skip
     if forced is not None:
         fp = forced._state.active.plan  # type: ignore[union-attr]
@@ -276,8 +278,8 @@ def run(quick: bool, with_math: bool = True, only: list[str] | None = None) -> l
     names = only or (QUICK if quick else list(CONFIGS))
     rows = []
     print("| config | B | engine | mode | build s | execute TFLOP/s | flex direct TFLOP/s | "
-          "execute/direct | math TFLOP/s | execute vs math |")  # fmt: skip
-    print("|---" * 10 + "|")
+          "execute/direct | math TFLOP/s | execute vs math | replayed |")  # fmt: skip
+    print("|---" * 11 + "|")
     for name in names:
         torch.cuda.empty_cache()
         try:
@@ -292,7 +294,7 @@ def run(quick: bool, with_math: bool = True, only: list[str] | None = None) -> l
                  else "— | —")  # fmt: skip
         print(f"| {name} | {r['B']} | {r['engine']} | {r['backward_mode']} | {r['build_s']:.1f} "
               f"| {r['execute_tflops']:.0f} | {r['direct_tflops']:.0f} | {r['ratio']:.3f} | "
-              f"{maths} |", flush=True)  # fmt: skip
+              f"{maths} | {'yes' if r['cuda_graphs'] else 'no'} |", flush=True)  # fmt: skip
         if "flex_engine_tflops" in r:
             print(f"| {name} (flex forced) | {r['B']} | {FLEX} | {r['flex_engine_mode']} | — | "
                   f"{r['flex_engine_tflops']:.0f} | {r['direct_tflops']:.0f} | "
