@@ -8,6 +8,7 @@ code object), and the ``make_fx`` tracing of the modifiers that flex's backward 
 from __future__ import annotations
 
 import contextlib
+import math
 import types
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -18,6 +19,7 @@ from . import _flex_blocks as blocks
 from . import _flex_mods as mods
 
 Tensor = torch.Tensor
+_LN2 = math.log(2.0)
 
 # ------------------------------------------------------------------------------ compiled bodies
 # Module-level functions without closures, so that each kernel can get its own copy of the code
@@ -73,7 +75,7 @@ def _backward_body(
     v: Tensor,
     o: Tensor,
     do: Tensor,
-    lse2: Tensor,
+    stats: Tensor,
     score_buffers: tuple[Tensor, ...],
     mask_buffers: tuple[Tensor, ...],
     block_mask: tuple[Any, ...],
@@ -81,12 +83,16 @@ def _backward_body(
     cfg: tuple[str, float, dict[str, Any], bool],
 ) -> Tensor | None:
     """Writes dQ, dK, dV (and dBias where ``outs`` has a tensor for it) into ``outs``: the
-    conversions to the outputs' types fuse with the kernels' own stores. Returns dBias where it
-    still needs summing over broadcast dims, else None."""
+    conversions to the outputs' types fuse with the kernels' own stores. ``stats`` are the
+    node's fp32 natural-log Stats ``[B,H,Sq,1]`` (``+inf`` on rows without keys), turned into
+    flex's base-2 log-sum-exp here, in one fused kernel. Returns dBias where it still needs
+    summing over broadcast dims, else None."""
     from torch._higher_order_ops.flex_attention import flex_attention_backward
 
     tag, scale, options, dbias = cfg
     g = GRAPHS[tag]
+    lse = stats.reshape(stats.shape[:-1])
+    lse2 = torch.where(torch.isinf(lse), math.inf, lse) / _LN2
     dq, dk, dv, grads = flex_attention_backward(
         q, k, v, o, lse2, do, None, g["fw"], g["joint"], (*block_mask, g["mask"]), scale,
         options, score_buffers, mask_buffers,

@@ -87,7 +87,6 @@ __all__ = [
 ]
 
 Tensor = torch.Tensor
-_LN2 = math.log(2.0)
 
 #: Environment variable that lets the flex engine run on CPU (FlexAttention's reference path).
 CPU_ENV = "HIPDNN_GRAPH_TORCH_FLEX_CPU"
@@ -561,15 +560,14 @@ class FlexKernel:
         q, k, v, o, do = distinct(q, k, v, o.to(dt), do.to(dt))
         bc = self._bias(bias, want_db)
         if self.backward_mode == "given":
-            lse2 = stats.reshape(s.b, s.h, s.sq).float()
-            lse2 = (lse2.masked_fill(torch.isinf(lse2), math.inf) / _LN2).contiguous()
+            (lse,) = distinct(stats.reshape(s.b, s.h, s.sq, 1).float())
             cfg = (self._tag, self._scale, self._options, want_db)
             score_bufs = tuple(x for x in (bc, self._slopes, self._scale_t) if x is not None)
             mask_bufs = tuple(x for x in (self._len_q, self._len_kv) if x is not None)
             dests = self._destinations((dq_out, dk_out, dv_out, dbias_out), q.device)
             with no_recompile(self._building), torch.no_grad():
                 db = self._bwd(
-                    q, k, v, o, do, lse2, score_bufs, mask_bufs, bm.as_tuple()[:-1], dests, cfg
+                    q, k, v, o, do, lse, score_bufs, mask_bufs, bm.as_tuple()[:-1], dests, cfg
                 )
             dq, dk, dv, written = dests
             assert dq is not None and dk is not None and dv is not None
