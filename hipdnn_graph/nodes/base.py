@@ -13,7 +13,7 @@ from ..descriptors.node_spec import NodeSpec
 from ..descriptors.packing import pack_node, unpack_node
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
-from ..types import DataType, ErrorCode, NodeType
+from ..types import ErrorCode, NodeType
 from .input_memo import InputRuleMemo
 
 __all__ = ["Node"]
@@ -111,7 +111,7 @@ class Node(Generic[A]):
                 tensor's validation error, or ``INVALID_VALUE`` for a shared output.
         """
         a = self.attributes
-        if a.compute_data_type == DataType.NOT_SET:
+        if not a.compute_data_type:  # NOT_SET is 0
             raise HipdnnError(
                 ErrorCode.ATTRIBUTE_NOT_SET,
                 f"Node {self.name} does not have a compute_data_type set",

@@ -44,17 +44,14 @@ Key = tuple[Any, ...]
 _read_stamp = getattr(TensorAttributes, STAMP_SLOT).__get__
 
 
-def _change_times(tensors: Collection[TensorAttributes]) -> tuple[int, ...]:
-    """Each tensor's change time (:func:`hipdnn_graph.changes.changed_at`)."""
-    try:
-        return tuple(map(_read_stamp, tensors))
-    except AttributeError:  # a tensor that never changed since it was made or copied
-        for tensor in tensors:
-            try:
-                _read_stamp(tensor)
-            except AttributeError:  # give it the time changed_at reads for it: 0, "never"
-                object.__setattr__(tensor, STAMP_SLOT, 0)
-        return tuple(map(_read_stamp, tensors))
+def _give_change_times(tensors: Collection[TensorAttributes]) -> None:
+    """Give each tensor that never changed since it was made or copied the change time
+    :func:`hipdnn_graph.changes.changed_at` reads for it: 0, "never"."""
+    for tensor in tensors:
+        try:
+            _read_stamp(tensor)
+        except AttributeError:
+            object.__setattr__(tensor, STAMP_SLOT, 0)
 
 
 class InputRuleMemo(set[Key]):
@@ -66,4 +63,14 @@ class InputRuleMemo(set[Key]):
         the attributes class, then each input slot, its tensor's identity and change time."""
         inputs = attributes.inputs
         tensors = inputs.values()
-        return (id(rules), type(attributes), *inputs, *map(id, tensors), *_change_times(tensors))
+        try:  # one tuple, built without intermediate ones: this runs twice per node
+            return (
+                id(rules),
+                type(attributes),
+                *inputs,
+                *map(id, tensors),
+                *map(_read_stamp, tensors),
+            )
+        except AttributeError:  # a tensor without a change time yet: give it one, then again
+            _give_change_times(tensors)
+            return InputRuleMemo.key(rules, attributes)

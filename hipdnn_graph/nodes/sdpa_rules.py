@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from functools import cache, lru_cache
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from ..attributes.base import SdpaCommonAttributes
@@ -249,10 +250,12 @@ def _scalar_members(attributes_class: type[Any]) -> frozenset[Any]:
 
 def _nothing_to_check(a: SdpaCommonAttributes) -> bool:
     """No scalar slot is set and no tensor is pass-by-value (the common case, checked fast)."""
-    if not _scalar_members(type(a)).isdisjoint(a.inputs):
+    inputs = a.inputs
+    if not _scalar_members(type(a)).isdisjoint(inputs):
         return False
-    for tensor in (*a.inputs.values(), *a.outputs.values()):
-        if tensor.value is not None or tensor.is_pass_by_value:
+    for tensor in chain(inputs.values(), a.outputs.values()):
+        fields = tensor.__dict__  # two fields of every tensor of every node: read the dict once
+        if fields["value"] is not None or fields["is_pass_by_value"]:
             return False
     return True
 
@@ -380,10 +383,11 @@ def check_output_shape(
     """Reject an explicit output shape that disagrees with its source, or an overlapping layout."""
     if tensor is None:
         return
-    dim = tensor.dim
+    fields = tensor.__dict__  # read once: this runs for every output
+    dim = fields["dim"]
     if dim != expected:
         check_shape(node, label, tensor, expected, source)
-    if tuple(tensor.stride) != _packed(tuple(dim)):  # packed (the common case) is fine
+    if tuple(fields["stride"]) != _packed(tuple(dim)):  # packed (the common case) is fine
         check_layout(node, label, tensor)
 
 
