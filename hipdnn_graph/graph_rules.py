@@ -18,8 +18,9 @@ Example:
 from __future__ import annotations
 
 import gc
-from collections.abc import Container, Iterable, Iterator, Sequence, Sized
+from collections.abc import Collection, Container, Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
+from operator import itemgetter
 from typing import Any
 
 from .backend.registry import current_registry
@@ -37,7 +38,10 @@ __all__ = [
     "graph_inputs",
 ]
 
-Slots = Sequence[Sequence[TensorAttributes]]
+#: each node's tensors (input or output), one collection per node, in any order
+Slots = Sequence[Collection[TensorAttributes]]
+
+_POSITION_AND_SLOT = itemgetter(0, 1)
 
 #: graphs with more nodes than this validate with Python's cyclic garbage collector paused
 PAUSE_COLLECTOR_NODES = 1024
@@ -85,26 +89,40 @@ def check_duplicate_uids(ins: Slots, outs: Slots) -> None:
 
 
 def graph_inputs(
-    order: Iterable[int], ins: Slots, produced: Container[int]
+    order: Iterable[int], ins: Sequence[Mapping[Any, TensorAttributes]], produced: Container[int]
 ) -> list[TensorAttributes]:
     """Tensors some node reads and none produces, each once, in node (``order``) then slot order.
 
-    ``produced`` holds the id of every tensor some node writes (``ordering.last_producers``).
+    ``ins`` holds each node's input slots (slot -> tensor, in any order); ``produced`` the id of
+    every tensor some node writes (``ordering.last_producers``). Each tensor is placed where it
+    is first read (its earliest node in ``order``, there its lowest slot): the slots of every
+    node need not be sorted, only the tensors found.
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> a, b, c = (hg.TensorAttributes(name=n) for n in "abc")
+        >>> [t.name for t in graph_inputs([1, 0], [{1: a, 0: b}, {2: c, 1: a}], {id(c)})]
+        ['a', 'b']
     """
-    seen: dict[int, TensorAttributes] = {}
-    for index in order:
-        for tensor in ins[index]:
-            if id(tensor) not in produced:
-                seen.setdefault(id(tensor), tensor)
-    return list(seen.values())
+    first: dict[int, tuple[int, Any, TensorAttributes]] = {}  # id -> (position, slot, tensor)
+    for position, index in enumerate(order):
+        for slot, tensor in ins[index].items():
+            if id(tensor) in produced:
+                continue
+            seen = first.get(id(tensor))
+            if seen is None or (seen[0] == position and slot < seen[1]):
+                first[id(tensor)] = (position, slot, tensor)
+    return [tensor for _, _, tensor in sorted(first.values(), key=_POSITION_AND_SLOT)]
 
 
 def check_single_producer(nodes: Sequence[Any], outs: Slots, produced: Sized) -> None:
     """This project's check: a tensor is written by one node at most (else a result is lost).
 
     A tensor in two output slots of the same node is reported by the node's post-validation.
-    ``produced`` holds the id of every tensor some node writes (``ordering.last_producers``):
-    when there are as many as output slots, no tensor is written twice.
+    ``outs`` holds each node's output tensors (in any order); ``produced`` the id of every tensor
+    some node writes (``ordering.last_producers``): when there are as many as output slots, no
+    tensor is written twice. Otherwise the first tensor written twice, in node then slot order,
+    is reported.
 
     Raises:
         HipdnnError: ``INVALID_VALUE`` naming the tensor and two of its producers.
@@ -112,8 +130,8 @@ def check_single_producer(nodes: Sequence[Any], outs: Slots, produced: Sized) ->
     if len(produced) == sum(map(len, outs)):
         return  # the common case, known without the loop below
     producer: dict[int, int] = {}
-    for index, outputs in enumerate(outs):
-        for tensor in outputs:
+    for index, node in enumerate(nodes):
+        for tensor in node.outputs():
             first = producer.setdefault(id(tensor), index)
             if first != index:
                 raise HipdnnError(
