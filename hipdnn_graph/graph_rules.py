@@ -56,14 +56,26 @@ def collector_paused(node_count: int) -> Iterator[None]:
     those allocations would trigger full collections that scan every object of the graph again
     and again. The collector is enabled again afterwards (if it was enabled before), also when a
     rule fails. Small graphs are left alone.
+
+    The containers that outlive the pass (the dims and strides inference gives every output)
+    live as long as the graph, so they join the oldest generation at once instead of being
+    scanned by the young collections first (two scans of every one of them, for nothing):
+    the young generations are collected when the pause begins, so that what is young when it
+    ends was made by the pass, and that is moved to the oldest generation
+    (``gc.freeze()`` then ``gc.unfreeze()``; skipped when the process keeps frozen objects of
+    its own, which ``unfreeze`` would release).
     """
     pause = node_count > PAUSE_COLLECTOR_NODES and gc.isenabled()
     if pause:
+        gc.collect(1)  # the young generations, before the pass: they hold nothing of it
         gc.disable()
     try:
         yield
     finally:
         if pause:
+            if not gc.get_freeze_count():
+                gc.freeze()  # everything tracked, the pass's containers included, ...
+                gc.unfreeze()  # ... back into the oldest generation
             gc.enable()
 
 
