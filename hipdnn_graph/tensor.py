@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
@@ -418,18 +418,12 @@ class TensorAttributes(BaseModel):
             self._set_fields({"data_type": self._context_data_type(graph_attributes)})
         return self
 
-    def check(self) -> None:
-        """The rules of :meth:`TensorAttributes.validate`, always raising, whatever a subclass
-        makes of ``validate()`` (``hipdnn_graph.frontend.Tensor`` returns hipDNN's ``Error`` value
-        from it, as hipDNN's Python bindings do). The graph calls this one.
-
-        Raises:
-            HipdnnError: as :meth:`validate`.
-        """
-        TensorAttributes.validate(self)
-
     def validate(self) -> None:  # type: ignore[override]  # pydantic's is a deprecated alias
         """Check the tensor, raising on the first broken rule (hipDNN's order).
+
+        ``check()`` is this same function under another name: it always raises, whatever a
+        subclass makes of ``validate()`` (``hipdnn_graph.frontend.Tensor`` returns hipDNN's
+        ``Error`` value from it); the graph calls ``check()``.
 
         Raises:
             HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing data type or empty dims,
@@ -462,6 +456,12 @@ class TensorAttributes(BaseModel):
             )
         if fields["alignment"] < 1:
             raise HipdnnError(ErrorCode.INVALID_VALUE, f"Tensor {name} alignment must be >= 1")
+
+    #: The rules of :meth:`TensorAttributes.validate`, always raising, whatever a subclass makes
+    #: of ``validate()`` (``hipdnn_graph.frontend.Tensor`` returns hipDNN's ``Error`` value from
+    #: it, as hipDNN's Python bindings do). The graph calls this one for every tensor it checks;
+    #: it is the same function object (not a method calling it), so a check is one call.
+    check: ClassVar[Callable[[TensorAttributes], None]] = validate
 
     def logically_equals(self, other: TensorAttributes) -> bool:
         """Compare content (type, dims, strides, virtual flag, pass-by-value), ignoring name/uid."""
