@@ -20,7 +20,6 @@ from __future__ import annotations
 import gc
 from collections.abc import Collection, Container, Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
-from operator import itemgetter
 from typing import Any
 
 from .backend.registry import current_registry
@@ -41,7 +40,6 @@ __all__ = [
 #: each node's tensors (input or output), one collection per node, in any order
 Slots = Sequence[Collection[TensorAttributes]]
 
-_POSITION_AND_SLOT = itemgetter(0, 1)
 
 #: graphs with more nodes than this validate with Python's cyclic garbage collector paused
 PAUSE_COLLECTOR_NODES = 1024
@@ -106,9 +104,8 @@ def graph_inputs(
     """Tensors some node reads and none produces, each once, in node (``order``) then slot order.
 
     ``ins`` holds each node's input slots (slot -> tensor, in any order); ``produced`` the id of
-    every tensor some node writes (``ordering.last_producers``). Each tensor is placed where it
-    is first read (its earliest node in ``order``, there its lowest slot): the slots of every
-    node need not be sorted, only the tensors found.
+    every tensor some node writes (``ordering.last_producers``). Only a node that reads a tensor
+    not found yet has its slots sorted.
 
     Example:
         >>> import hipdnn_graph as hg
@@ -116,15 +113,26 @@ def graph_inputs(
         >>> [t.name for t in graph_inputs([1, 0], [{1: a, 0: b}, {2: c, 1: a}], {id(c)})]
         ['a', 'b']
     """
-    first: dict[int, tuple[int, Any, TensorAttributes]] = {}  # id -> (position, slot, tensor)
-    for position, index in enumerate(order):
-        for slot, tensor in ins[index].items():
-            if id(tensor) in produced:
-                continue
-            seen = first.get(id(tensor))
-            if seen is None or (seen[0] == position and slot < seen[1]):
-                first[id(tensor)] = (position, slot, tensor)
-    return [tensor for _, _, tensor in sorted(first.values(), key=_POSITION_AND_SLOT)]
+    found: dict[int, TensorAttributes] = {}
+    for index in order:
+        slots = ins[index]
+        if _nothing_new(slots, produced, found):
+            continue  # the common case: every tensor it reads is produced or found already
+        for slot in sorted(slots):
+            tensor = slots[slot]
+            if id(tensor) not in produced:
+                found.setdefault(id(tensor), tensor)
+    return list(found.values())
+
+
+def _nothing_new(
+    slots: Mapping[Any, TensorAttributes], produced: Container[int], found: Container[int]
+) -> bool:
+    for tensor in slots.values():
+        key = id(tensor)
+        if key not in produced and key not in found:
+            return False
+    return True
 
 
 def check_single_producer(nodes: Sequence[Any], outs: Slots, produced: Sized) -> None:
