@@ -110,13 +110,13 @@ class Node(Generic[A]):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` when no compute type is set, the first output
                 tensor's validation error, or ``INVALID_VALUE`` for a shared output.
         """
-        a = self.attributes
-        if not a.compute_data_type:  # NOT_SET is 0
+        fields = self.attributes.__dict__  # read once: this runs for every node
+        if not fields["compute_data_type"]:  # NOT_SET is 0
             raise HipdnnError(
                 ErrorCode.ATTRIBUTE_NOT_SET,
                 f"Node {self.name} does not have a compute_data_type set",
             )
-        outputs, inputs = a.outputs, a.inputs
+        outputs, inputs = fields["outputs"], fields["inputs"]
         try:  # in the slot map's own order, without a sorted copy (checking changes nothing)
             for tensor in outputs.values():
                 tensor.check()

@@ -250,10 +250,11 @@ def _scalar_members(attributes_class: type[Any]) -> frozenset[Any]:
 
 def _nothing_to_check(a: SdpaCommonAttributes) -> bool:
     """No scalar slot is set and no tensor is pass-by-value (the common case, checked fast)."""
-    inputs = a.inputs
+    fields = a.__dict__
+    inputs = fields["inputs"]
     if not _scalar_members(type(a)).isdisjoint(inputs):
         return False
-    for tensor in chain(inputs.values(), a.outputs.values()):
+    for tensor in chain(inputs.values(), fields["outputs"].values()):
         fields = tensor.__dict__  # two fields of every tensor of every node: read the dict once
         if fields["value"] is not None or fields["is_pass_by_value"]:
             return False
