@@ -406,16 +406,11 @@ class TensorAttributes(BaseModel):
         CLOCK.now += 1
         _set_stamp(self, CLOCK.now)
 
-    def _context_data_type(self, graph_attributes: GraphAttributes) -> DataType:
-        """The type :meth:`fill_from_context` gives: intermediate if virtual, else io."""
-        if self.is_virtual:
-            return graph_attributes.intermediate_data_type
-        return graph_attributes.io_data_type
-
     def fill_from_context(self, graph_attributes: GraphAttributes) -> TensorAttributes:
         """Fill an unset data type from the graph: intermediate type if virtual, else io type."""
         if not self.data_type:  # NOT_SET is 0
-            self._set_fields({"data_type": self._context_data_type(graph_attributes)})
+            data_type = context_data_type(self.is_virtual, graph_attributes)
+            self._set_fields({"data_type": data_type})
         return self
 
     def validate(self) -> None:  # type: ignore[override]  # pydantic's is a deprecated alias
@@ -478,6 +473,14 @@ class TensorAttributes(BaseModel):
     def clone(self) -> TensorAttributes:
         """A new, independent handle with the same content (uid included)."""
         return self.model_copy(deep=True)
+
+
+def context_data_type(is_virtual: bool, graph_attributes: GraphAttributes) -> DataType:
+    """The type :meth:`TensorAttributes.fill_from_context` gives a tensor without one: the
+    graph's intermediate type if the tensor is virtual, else its io type."""
+    if is_virtual:
+        return graph_attributes.intermediate_data_type
+    return graph_attributes.io_data_type
 
 
 _FIELD_NAMES = frozenset(TensorAttributes.model_fields)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..attributes.base import SdpaCommonAttributes
 from ..errors import HipdnnError
-from ..tensor import TensorAttributes, generate_strides
+from ..tensor import TensorAttributes, context_data_type, generate_strides
 from ..types import DataType, ErrorCode
 
 if TYPE_CHECKING:
@@ -370,7 +370,7 @@ def infer_like(
         return  # nothing to fill (every output, when validate() runs again)
     fields: dict[str, Any] = {}
     if not data_type:  # NOT_SET is 0
-        fields["data_type"] = target._context_data_type(context)
+        fields["data_type"] = context_data_type(current["is_virtual"], context)
     if not dim:
         fields["dim"] = dim = list(dims)
     if not stride:
