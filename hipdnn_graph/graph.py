@@ -479,8 +479,8 @@ class Graph(GraphLifecycle, GraphSerialization):
         the garbage collector resumes: the collector would scan each of them once.
 
         The graph-level steps read the nodes' slot maps as they are: none of them depends on the
-        order of a node's slots (``graph_inputs`` sorts the few tensors it finds), so no sorted
-        copy of each node's slots is made."""
+        order of a node's slots (``graph_inputs`` sorts the slots of the few nodes that read a
+        tensor it has not found yet), so no sorted copy of each node's slots is made."""
         from .ordering import last_producers
 
         in_slots = [n.attributes.inputs for n in self._nodes]

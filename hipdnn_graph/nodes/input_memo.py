@@ -94,7 +94,7 @@ class InputRuleMemo(set[Key]):
         the attributes class, then each input slot, its tensor's identity and change time."""
         inputs = attributes.inputs
         tensors = inputs.values()
-        try:  # one tuple, built without intermediate ones: this runs twice per node
+        try:  # one tuple, built without intermediate ones
             return (
                 id(rules),
                 type(attributes),

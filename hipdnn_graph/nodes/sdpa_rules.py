@@ -250,13 +250,13 @@ def _scalar_members(attributes_class: type[Any]) -> frozenset[Any]:
 
 def _nothing_to_check(a: SdpaCommonAttributes) -> bool:
     """No scalar slot is set and no tensor is pass-by-value (the common case, checked fast)."""
-    fields = a.__dict__
-    inputs = fields["inputs"]
+    fields = a.__dict__  # the field dicts are read once: this runs for every node
+    inputs, outputs = fields["inputs"], fields["outputs"]
     if not _scalar_members(type(a)).isdisjoint(inputs):
         return False
-    for tensor in chain(inputs.values(), fields["outputs"].values()):
-        fields = tensor.__dict__  # two fields of every tensor of every node: read the dict once
-        if fields["value"] is not None or fields["is_pass_by_value"]:
+    for tensor in chain(inputs.values(), outputs.values()):
+        values = tensor.__dict__
+        if values["value"] is not None or values["is_pass_by_value"]:
             return False
     return True
 
