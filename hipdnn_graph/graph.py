@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import graph_rules as rules
@@ -402,7 +402,9 @@ class Graph(GraphLifecycle, GraphSerialization):
     def __len__(self) -> int:
         return len(self._nodes)
 
-    def _sort(self, ins: list[list[TensorAttributes]], producers: dict[int, int]) -> list[int]:
+    def _sort(
+        self, ins: Sequence[Iterable[TensorAttributes]], producers: dict[int, int]
+    ) -> list[int]:
         from .ordering import producer_edges, stable_topological_order
 
         return stable_topological_order(len(self._nodes), producer_edges(ins, producers))
@@ -441,8 +443,8 @@ class Graph(GraphLifecycle, GraphSerialization):
         from .ordering import last_producers
 
         order = self._order if self._order is not None else range(len(self._nodes))
-        produced = last_producers([n.outputs() for n in self._nodes])
-        return rules.graph_inputs(order, [n.inputs() for n in self._nodes], produced)
+        produced = last_producers([n.attributes.outputs.values() for n in self._nodes])
+        return rules.graph_inputs(order, [n.attributes.inputs for n in self._nodes], produced)
 
     def graph_tensors(self) -> list[TensorAttributes]:
         """Every tensor some node reads or writes, in declaration order."""
@@ -473,16 +475,21 @@ class Graph(GraphLifecycle, GraphSerialization):
         self._validated_at = CLOCK.now
 
     def _validate_steps(self) -> None:
-        """The steps of :meth:`validate`. Its per-node slot lists are freed when it returns,
-        before the garbage collector resumes: the collector would scan each of them once."""
+        """The steps of :meth:`validate`. Its per-node lists are freed when it returns, before
+        the garbage collector resumes: the collector would scan each of them once.
+
+        The graph-level steps read the nodes' slot maps as they are: none of them depends on the
+        order of a node's slots (``graph_inputs`` sorts the slots of the few nodes that read a
+        tensor it has not found yet), so no sorted copy of each node's slots is made."""
         from .ordering import last_producers
 
-        ins = [n.inputs() for n in self._nodes]
-        outs = [n.outputs() for n in self._nodes]
+        in_slots = [n.attributes.inputs for n in self._nodes]
+        ins = [slots.values() for slots in in_slots]
+        outs = [n.attributes.outputs.values() for n in self._nodes]
         rules.check_duplicate_uids(ins, outs)
         producers = last_producers(outs)  # who writes each tensor, for the next three steps
         self._order = self._sort(ins, producers)
-        inputs = rules.graph_inputs(self._order, ins, producers)
+        inputs = rules.graph_inputs(self._order, in_slots, producers)
         for tensor in inputs:
             tensor.fill_from_context(self.attributes)
             tensor.check()

@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 import gc
-from collections.abc import Container, Iterable, Iterator, Sequence, Sized
+from collections.abc import Collection, Container, Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
 from typing import Any
 
@@ -37,7 +37,9 @@ __all__ = [
     "graph_inputs",
 ]
 
-Slots = Sequence[Sequence[TensorAttributes]]
+#: each node's tensors (input or output), one collection per node, in any order
+Slots = Sequence[Collection[TensorAttributes]]
+
 
 #: graphs with more nodes than this validate with Python's cyclic garbage collector paused
 PAUSE_COLLECTOR_NODES = 1024
@@ -52,14 +54,26 @@ def collector_paused(node_count: int) -> Iterator[None]:
     those allocations would trigger full collections that scan every object of the graph again
     and again. The collector is enabled again afterwards (if it was enabled before), also when a
     rule fails. Small graphs are left alone.
+
+    The containers that outlive the pass (the dims and strides inference gives every output)
+    live as long as the graph, so they join the oldest generation at once instead of being
+    scanned by the young collections first (two scans of every one of them, for nothing):
+    the young generations are collected when the pause begins, so that what is young when it
+    ends was made by the pass, and that is moved to the oldest generation
+    (``gc.freeze()`` then ``gc.unfreeze()``; skipped when the process keeps frozen objects of
+    its own, which ``unfreeze`` would release).
     """
     pause = node_count > PAUSE_COLLECTOR_NODES and gc.isenabled()
     if pause:
+        gc.collect(1)  # the young generations, before the pass: they hold nothing of it
         gc.disable()
     try:
         yield
     finally:
         if pause:
+            if not gc.get_freeze_count():
+                gc.freeze()  # everything tracked, the pass's containers included, ...
+                gc.unfreeze()  # ... back into the oldest generation
             gc.enable()
 
 
@@ -85,26 +99,50 @@ def check_duplicate_uids(ins: Slots, outs: Slots) -> None:
 
 
 def graph_inputs(
-    order: Iterable[int], ins: Slots, produced: Container[int]
+    order: Iterable[int], ins: Sequence[Mapping[Any, TensorAttributes]], produced: Container[int]
 ) -> list[TensorAttributes]:
     """Tensors some node reads and none produces, each once, in node (``order``) then slot order.
 
-    ``produced`` holds the id of every tensor some node writes (``ordering.last_producers``).
+    ``ins`` holds each node's input slots (slot -> tensor, in any order); ``produced`` the id of
+    every tensor some node writes (``ordering.last_producers``). Only a node that reads a tensor
+    not found yet has its slots sorted.
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> a, b, c = (hg.TensorAttributes(name=n) for n in "abc")
+        >>> [t.name for t in graph_inputs([1, 0], [{1: a, 0: b}, {2: c, 1: a}], {id(c)})]
+        ['a', 'b']
     """
-    seen: dict[int, TensorAttributes] = {}
+    found: dict[int, TensorAttributes] = {}
     for index in order:
-        for tensor in ins[index]:
+        slots = ins[index]
+        if _nothing_new(slots, produced, found):
+            continue  # the common case: every tensor it reads is produced or found already
+        for slot in sorted(slots):
+            tensor = slots[slot]
             if id(tensor) not in produced:
-                seen.setdefault(id(tensor), tensor)
-    return list(seen.values())
+                found.setdefault(id(tensor), tensor)
+    return list(found.values())
+
+
+def _nothing_new(
+    slots: Mapping[Any, TensorAttributes], produced: Container[int], found: Container[int]
+) -> bool:
+    for tensor in slots.values():
+        key = id(tensor)
+        if key not in produced and key not in found:
+            return False
+    return True
 
 
 def check_single_producer(nodes: Sequence[Any], outs: Slots, produced: Sized) -> None:
     """This project's check: a tensor is written by one node at most (else a result is lost).
 
     A tensor in two output slots of the same node is reported by the node's post-validation.
-    ``produced`` holds the id of every tensor some node writes (``ordering.last_producers``):
-    when there are as many as output slots, no tensor is written twice.
+    ``outs`` holds each node's output tensors (in any order); ``produced`` the id of every tensor
+    some node writes (``ordering.last_producers``): when there are as many as output slots, no
+    tensor is written twice. Otherwise the first tensor written twice, in node then slot order,
+    is reported.
 
     Raises:
         HipdnnError: ``INVALID_VALUE`` naming the tensor and two of its producers.
@@ -112,8 +150,8 @@ def check_single_producer(nodes: Sequence[Any], outs: Slots, produced: Sized) ->
     if len(produced) == sum(map(len, outs)):
         return  # the common case, known without the loop below
     producer: dict[int, int] = {}
-    for index, outputs in enumerate(outs):
-        for tensor in outputs:
+    for index, node in enumerate(nodes):
+        for tensor in node.outputs():
             first = producer.setdefault(id(tensor), index)
             if first != index:
                 raise HipdnnError(

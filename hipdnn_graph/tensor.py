@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
@@ -406,30 +406,19 @@ class TensorAttributes(BaseModel):
         CLOCK.now += 1
         _set_stamp(self, CLOCK.now)
 
-    def _context_data_type(self, graph_attributes: GraphAttributes) -> DataType:
-        """The type :meth:`fill_from_context` gives: intermediate if virtual, else io."""
-        if self.is_virtual:
-            return graph_attributes.intermediate_data_type
-        return graph_attributes.io_data_type
-
     def fill_from_context(self, graph_attributes: GraphAttributes) -> TensorAttributes:
         """Fill an unset data type from the graph: intermediate type if virtual, else io type."""
         if not self.data_type:  # NOT_SET is 0
-            self._set_fields({"data_type": self._context_data_type(graph_attributes)})
+            data_type = context_data_type(self.is_virtual, graph_attributes)
+            self._set_fields({"data_type": data_type})
         return self
-
-    def check(self) -> None:
-        """The rules of :meth:`TensorAttributes.validate`, always raising, whatever a subclass
-        makes of ``validate()`` (``hipdnn_graph.frontend.Tensor`` returns hipDNN's ``Error`` value
-        from it, as hipDNN's Python bindings do). The graph calls this one.
-
-        Raises:
-            HipdnnError: as :meth:`validate`.
-        """
-        TensorAttributes.validate(self)
 
     def validate(self) -> None:  # type: ignore[override]  # pydantic's is a deprecated alias
         """Check the tensor, raising on the first broken rule (hipDNN's order).
+
+        ``check()`` is this same function under another name: it always raises, whatever a
+        subclass makes of ``validate()`` (``hipdnn_graph.frontend.Tensor`` returns hipDNN's
+        ``Error`` value from it); the graph calls ``check()``.
 
         Raises:
             HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing data type or empty dims,
@@ -463,6 +452,12 @@ class TensorAttributes(BaseModel):
         if fields["alignment"] < 1:
             raise HipdnnError(ErrorCode.INVALID_VALUE, f"Tensor {name} alignment must be >= 1")
 
+    #: The rules of :meth:`TensorAttributes.validate`, always raising, whatever a subclass makes
+    #: of ``validate()`` (``hipdnn_graph.frontend.Tensor`` returns hipDNN's ``Error`` value from
+    #: it, as hipDNN's Python bindings do). The graph calls this one for every tensor it checks;
+    #: it is the same function object (not a method calling it), so a check is one call.
+    check: ClassVar[Callable[[TensorAttributes], None]] = validate
+
     def logically_equals(self, other: TensorAttributes) -> bool:
         """Compare content (type, dims, strides, virtual flag, pass-by-value), ignoring name/uid."""
         return (
@@ -478,6 +473,14 @@ class TensorAttributes(BaseModel):
     def clone(self) -> TensorAttributes:
         """A new, independent handle with the same content (uid included)."""
         return self.model_copy(deep=True)
+
+
+def context_data_type(is_virtual: bool, graph_attributes: GraphAttributes) -> DataType:
+    """The type :meth:`TensorAttributes.fill_from_context` gives a tensor without one: the
+    graph's intermediate type if the tensor is virtual, else its io type."""
+    if is_virtual:
+        return graph_attributes.intermediate_data_type
+    return graph_attributes.io_data_type
 
 
 _FIELD_NAMES = frozenset(TensorAttributes.model_fields)

@@ -485,6 +485,22 @@ def test_inputs_filled_from_io_type() -> None:
     assert ts[5].get_data_type() is DataType.FLOAT  # explicit type kept
 
 
+def test_graph_inputs_in_node_then_slot_order_whatever_order_the_slots_were_set() -> None:
+    """validate() reads each node's slot map as it is; the graph inputs still come in slot order
+    (a tensor read in two slots of a node counts at its lowest slot), and the first one that
+    fails is the first reported."""
+    g = graph()
+    q, k, v, o, do, stats = inputs(g)
+    given = SdpaBackwardAttributes().set_stats(stats).set_do(do).set_bias(q)  # Q read twice
+    g.sdpa_backward(q, k, v, o, do, stats, given)
+    assert [slot.name for slot in g.nodes[0].attributes.inputs][:3] == ["Stats", "dO", "Bias"]
+    assert [t.name for t in g.graph_inputs()] == ["Q", "K", "V", "O", "dO", "Stats"]
+    assert g.graph_inputs() == list(dict.fromkeys(g.nodes[0].inputs()))  # slot order, once each
+    stats.set_alignment(0)
+    q.set_alignment(0)
+    expect(g.validate, INVALID, "Tensor Q alignment must be >= 1")
+
+
 def test_input_without_data_type_when_io_not_set() -> None:
     g = graph(io_data_type=DataType.NOT_SET)
     ts = inputs(g)

@@ -164,3 +164,25 @@ def test_validate_gives_the_same_error_with_and_without_the_memo() -> None:
             break
     else:
         pytest.fail("no node failed without the memo")
+
+
+def test_passed_compares_with_the_last_slots_that_passed_as_carefully_as_the_keys() -> None:
+    """The memo's shortcut (the slots that passed last, copied, and their change times) answers
+    as the keys do: the same tensors in the same slots, for the same class and rule list, and
+    none changed since."""
+    q, k = (hg.TensorAttributes(name=n, dim=[1, 2, 3, 4]) for n in "qk")
+    rules = ("rules",)
+    memo = InputRuleMemo()
+    first = hg.SdpaBackwardAttributes().set_q(q).set_k(k)
+    assert not memo.passed(rules, first)
+    memo.record(rules, first)
+    assert memo.passed(rules, first)
+    assert memo.passed(rules, hg.SdpaBackwardAttributes().set_q(q).set_k(k))
+    assert not memo.passed(rules, hg.SdpaBackwardAttributes().set_q(k).set_k(q))
+    assert not memo.passed(rules, hg.SdpaBackwardAttributes().set_q(q))
+    assert not memo.passed(rules, hg.SdpaAttributes().set_q(q).set_k(k))
+    assert not memo.passed(("checks",), first)
+    first.set_k(q)  # the memo kept a copy of the slots that passed
+    assert memo.passed(rules, hg.SdpaBackwardAttributes().set_q(q).set_k(k))
+    k.set_dim([1, 2, 3, 5])
+    assert not memo.passed(rules, hg.SdpaBackwardAttributes().set_q(q).set_k(k))

@@ -713,6 +713,22 @@ def test_post_validate_validates_outputs() -> None:
     assert info.value.message == "Tensor dQ does not have a data type set"
 
 
+def test_post_validate_reports_the_first_failing_output_in_slot_order() -> None:
+    """Outputs set dV first, then dK: dK (the lower slot) is reported, as hipDNN walks them."""
+    dv, dk = TensorAttributes().set_name("dV"), TensorAttributes().set_name("dK")
+    a = attrs().set_dq(None).set_dk(None).set_dv(None).set_dv(dv).set_dk(dk)
+    a.set_dq(TensorAttributes().set_name("dQ"))
+    assert [slot.name for slot in a.outputs] == ["dV", "dK", "dQ"]
+    node = SdpaBwdNode(a, ga())
+    node.pre_validate_node()
+    node.infer_properties_node()
+    dv.set_alignment(0)
+    dk.set_alignment(0)
+    with pytest.raises(HipdnnError) as info:
+        node.post_validate_node()
+    assert info.value.message == "Tensor dK alignment must be >= 1"
+
+
 @pytest.mark.parametrize(
     ("getter", "dims"),
     [

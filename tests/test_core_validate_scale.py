@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import time
 
 import pytest
 from sdpa_graph_cases import forward_backward, new_graph
 
 import hipdnn_graph as hg
+from hipdnn_graph.graph_rules import PAUSE_COLLECTOR_NODES, collector_paused
 from hipdnn_graph.ordering import dependency_edges
 
 
@@ -96,3 +98,28 @@ def test_hipdnn_rules_are_reported_before_the_producer_check() -> None:
     with pytest.raises(hg.HipdnnError) as info:
         g.validate()
     assert info.value.message == "SdpaBwdNode: head_dim mismatch between Q and K: 8 vs 4"
+
+
+def test_the_collector_pause_moves_what_the_pass_made_to_the_oldest_generation() -> None:
+    """A large graph's inferred dims and strides skip the young collections, the collector runs
+    again afterwards (also when validation fails), and objects the process froze stay frozen."""
+    assert gc.isenabled()
+    with collector_paused(PAUSE_COLLECTOR_NODES + 1):
+        assert not gc.isenabled()
+        made = [[i] for i in range(10)]
+    assert gc.isenabled()
+    oldest = set(map(id, gc.get_objects(2)))
+    assert all(id(m) in oldest for m in made)
+    with pytest.raises(hg.HipdnnError), collector_paused(PAUSE_COLLECTOR_NODES + 1):
+        raise hg.HipdnnError(hg.ErrorCode.INVALID_VALUE, "a rule failed")
+    assert gc.isenabled()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with collector_paused(PAUSE_COLLECTOR_NODES + 1):
+            pass
+        assert gc.get_freeze_count() == frozen  # nothing of the process's was released
+    finally:
+        gc.unfreeze()
+    with collector_paused(PAUSE_COLLECTOR_NODES):  # a small graph: the collector is left alone
+        assert gc.isenabled()

@@ -13,7 +13,7 @@ from ..descriptors.node_spec import NodeSpec
 from ..descriptors.packing import pack_node, unpack_node
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
-from ..types import DataType, ErrorCode, NodeType
+from ..types import ErrorCode, NodeType
 from .input_memo import InputRuleMemo
 
 __all__ = ["Node"]
@@ -110,15 +110,20 @@ class Node(Generic[A]):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` when no compute type is set, the first output
                 tensor's validation error, or ``INVALID_VALUE`` for a shared output.
         """
-        a = self.attributes
-        if a.compute_data_type == DataType.NOT_SET:
+        fields = self.attributes.__dict__  # read once: this runs for every node
+        if not fields["compute_data_type"]:  # NOT_SET is 0
             raise HipdnnError(
                 ErrorCode.ATTRIBUTE_NOT_SET,
                 f"Node {self.name} does not have a compute_data_type set",
             )
-        for tensor in self.outputs():
-            tensor.check()
-        outputs, inputs = a.outputs, a.inputs
+        outputs, inputs = fields["outputs"], fields["inputs"]
+        try:  # in the slot map's own order, without a sorted copy (checking changes nothing)
+            for tensor in outputs.values():
+                tensor.check()
+        except HipdnnError:
+            for tensor in self.outputs():  # again in slot order: the first failing slot reports
+                tensor.check()
+            raise
         own = set(map(id, outputs.values()))
         if len(own) == len(outputs) and own.isdisjoint(map(id, inputs.values())):
             return  # the common case, checked without building messages

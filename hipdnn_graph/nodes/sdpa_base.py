@@ -131,12 +131,11 @@ class SdpaNode(Node[A]):
             for rule in rules:
                 rule(a, label)
             return
-        key = memo.key(rules, a)
-        passed = key in memo
+        passed = memo.passed(rules, a)
         for rule in per_node if passed else rules:
             rule(a, label)
         if not passed:
-            memo.add(key)
+            memo.record(rules, a)
 
 
 def _per_node(rules: tuple[r.Rule, ...]) -> tuple[r.Rule, ...]:

@@ -101,18 +101,17 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
                 or their strides overlap, or a check fails.
         """
         super().post_validate_node()
-        a = self.attributes
+        a, label = self.attributes, self.label
         inputs, outputs = a.inputs, a.outputs
         for grad, source, grad_name, source_name in _GRADIENTS:  # Q, K, V: set (pre-validated)
             expected = inputs[source].dim
-            r.check_output_shape(self.label, grad_name, outputs.get(grad), expected, source_name)
-        dbias, bias = a.get_dbias(), a.get_bias()
+            r.check_output_shape(label, grad_name, outputs.get(grad), expected, source_name)
+        dbias = outputs.get(_Out.dBias)
         if dbias is not None:
+            bias = inputs.get(_In.Bias)
             if bias is None:
-                raise HipdnnError(
-                    ErrorCode.INVALID_VALUE, f"{self.label}: dBias requires a Bias input"
-                )
-            r.check_output_shape(self.label, "dBias", dbias, bias.dim, "Bias")
+                raise HipdnnError(ErrorCode.INVALID_VALUE, f"{label}: dBias requires a Bias input")
+            r.check_output_shape(label, "dBias", dbias, bias.dim, "Bias")
         self.run_checks(memo)
 
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from functools import cache, lru_cache
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from ..attributes.base import SdpaCommonAttributes
 from ..errors import HipdnnError
-from ..tensor import TensorAttributes, generate_strides
+from ..tensor import TensorAttributes, context_data_type, generate_strides
 from ..types import DataType, ErrorCode
 
 if TYPE_CHECKING:
@@ -249,10 +250,13 @@ def _scalar_members(attributes_class: type[Any]) -> frozenset[Any]:
 
 def _nothing_to_check(a: SdpaCommonAttributes) -> bool:
     """No scalar slot is set and no tensor is pass-by-value (the common case, checked fast)."""
-    if not _scalar_members(type(a)).isdisjoint(a.inputs):
+    fields = a.__dict__  # the field dicts are read once: this runs for every node
+    inputs, outputs = fields["inputs"], fields["outputs"]
+    if not _scalar_members(type(a)).isdisjoint(inputs):
         return False
-    for tensor in (*a.inputs.values(), *a.outputs.values()):
-        if tensor.value is not None or tensor.is_pass_by_value:
+    for tensor in chain(inputs.values(), outputs.values()):
+        values = tensor.__dict__
+        if values["value"] is not None or values["is_pass_by_value"]:
             return False
     return True
 
@@ -366,11 +370,11 @@ def infer_like(
         return  # nothing to fill (every output, when validate() runs again)
     fields: dict[str, Any] = {}
     if not data_type:  # NOT_SET is 0
-        fields["data_type"] = target._context_data_type(context)
+        fields["data_type"] = context_data_type(current["is_virtual"], context)
     if not dim:
         fields["dim"] = dim = list(dims)
     if not stride:
-        fields["stride"] = packed_strides(dim)
+        fields["stride"] = list(_packed(tuple(dim)))  # packed_strides(dim), one call less
     target._set_fields(fields)
 
 
@@ -380,10 +384,11 @@ def check_output_shape(
     """Reject an explicit output shape that disagrees with its source, or an overlapping layout."""
     if tensor is None:
         return
-    dim = tensor.dim
+    fields = tensor.__dict__  # read once: this runs for every output
+    dim = fields["dim"]
     if dim != expected:
         check_shape(node, label, tensor, expected, source)
-    if tuple(tensor.stride) != _packed(tuple(dim)):  # packed (the common case) is fine
+    if tuple(fields["stride"]) != _packed(tuple(dim)):  # packed (the common case) is fine
         check_layout(node, label, tensor)
 
 
