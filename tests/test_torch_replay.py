@@ -130,3 +130,69 @@ def test_graphs_per_plan_reads_the_environment(
     else:
         monkeypatch.setenv("HIPDNN_GRAPH_CUDA_GRAPHS", raw)
     assert graphs_per_plan() == expected
+
+
+class _WarningGraph:
+    """A stand-in CUDA graph whose capture_end warns as torch's does on an empty capture."""
+
+    ended = 0
+
+    def capture_begin(self, **kw: Any) -> None:
+        pass
+
+    def capture_end(self) -> None:
+        _WarningGraph.ended += 1
+        import warnings
+
+        warnings.warn("The CUDA Graph is empty. This usually means ...", UserWarning, stacklevel=1)
+
+
+@pytest.fixture
+def _fake_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    import contextlib
+
+    class _Stream:
+        def __init__(self, device: Any = None) -> None:
+            pass
+
+        def wait_stream(self, other: Any) -> None:
+            pass
+
+    _WarningGraph.ended = 0
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", _WarningGraph)
+    monkeypatch.setattr(torch.cuda, "Stream", _Stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: _Stream())
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+
+
+@pytest.mark.usefixtures("_fake_cuda")
+def test_a_failed_capture_ends_without_torchs_empty_graph_warning() -> None:
+    """A plan that syncs with the host fails its capture: the capture is ended, the error goes
+    to the caller (which then runs eagerly) and torch's "graph is empty" warning is silenced."""
+    import warnings
+
+    def syncs(buffers: dict[int, Any]) -> None:
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    r = CudaGraphReplay(frozenset({9}), 4)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with pytest.raises(RuntimeError, match="not permitted"):
+            r._record(_packs(1)[0], syncs)
+    assert _WarningGraph.ended == 1
+    assert seen == []
+
+
+@pytest.mark.usefixtures("_fake_cuda")
+def test_a_successful_capture_leaves_torchs_warnings_alone() -> None:
+    """Only failed captures are quiet: a capture that succeeds but records nothing still warns,
+    as torch does for the caller's own captures."""
+    import warnings
+
+    r = CudaGraphReplay(frozenset({9}), 4)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        graph = r._record(_packs(1)[0], lambda buffers: None)
+    assert isinstance(graph, _WarningGraph) and _WarningGraph.ended == 1
+    assert [str(w.message)[:25] for w in seen] == ["The CUDA Graph is empty. "]

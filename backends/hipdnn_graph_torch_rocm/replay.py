@@ -127,17 +127,25 @@ class CudaGraphReplay:
         graph = torch.cuda.CUDAGraph()
         current = torch.cuda.current_stream(device)
         stream.wait_stream(current)
-        with torch.cuda.device(device), torch.cuda.stream(stream), warnings.catch_warnings():
-            # a plan that syncs with the host fails its capture at once; torch then also warns
-            # that the graph is empty, which says nothing more to the caller
-            warnings.filterwarnings("ignore", message="The CUDA Graph is empty")
+        with torch.cuda.device(device), torch.cuda.stream(stream):
             graph.capture_begin(capture_error_mode="thread_local")
             try:
                 run_steps(dict(buffers))
-            finally:
-                graph.capture_end()
+            except BaseException:
+                _end_failed_capture(graph)
+                raise
+            graph.capture_end()
         current.wait_stream(stream)
         return graph
+
+
+def _end_failed_capture(graph: Any) -> None:
+    """End a capture whose kernels raised (a plan that syncs with the host fails at its first
+    sync): torch then also warns that the graph is empty, which tells the caller nothing more
+    (the plan runs eagerly from then on), so that warning is silenced here, and only here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The CUDA Graph is empty")
+        graph.capture_end()
 
 
 def _key(buffers: dict[int, Any], uids: tuple[int, ...]) -> tuple[Hashable, ...]:
