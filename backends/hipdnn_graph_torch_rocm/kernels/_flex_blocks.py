@@ -115,11 +115,9 @@ def _side(
     bottom = last if left is None else torch.minimum(last, cols - 1 - off + left)
     seen = (top <= bottom) & (cols > 0)
     if left is not None and right is not None and left + right < 0:
-        seen = seen & False
-    start = _floor(lo(top), block)
-    end = torch.where(seen, _floor(hi(bottom), block) + 1, start)
-    start = torch.where(seen, start, 0)
-    end = torch.where(seen, end, 0)
+        seen = torch.zeros_like(seen)  # the band is empty: no row sees anything
+    start = torch.where(seen, _floor(lo(top), block), 0)
+    end = torch.where(seen, _floor(hi(bottom), block) + 1, 0)
     # fully visible columns: every row of the block is inside the length and sees all of them
     full_start = _floor(lo(first + block - 1) + block - 1, block)
     full_end = _floor(hi(first) + 1, block)
