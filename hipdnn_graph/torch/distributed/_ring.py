@@ -11,6 +11,8 @@ Backward: the K/V slices travel the ring again; each step runs an SdpaBwd graph 
 *global* O and Stats of the forward (the exact softmax of the whole row, so its dQ, dK, dV are
 exact partial sums); dQ accumulates locally, and each slice's dK/dV accumulators travel with it
 (one step behind, overlapped with the next block) and arrive at their owner after ``W`` hops.
+The last hop has no block left to hide behind, so it carries the finished sums already rounded
+to K's and V's dtype (the rounding the owner would do; half the bytes for 16-bit inputs).
 
 Every graph is the torch op's cached graph (:func:`~hipdnn_graph.torch.sdpa_forward`,
 :func:`~hipdnn_graph.torch.sdpa_backward`), so any engine that runs the op runs this.
@@ -162,12 +164,15 @@ def ring_backward(
         if parts is not None and blk is not None:
             _view(dk_acc, blk.kv_start, blk.kv_len).add_(parts[0])
             _view(dv_acc, blk.kv_start, blk.kv_len).add_(parts[1])
+        if step == ring.world - 1:  # the sums are complete: home in K's and V's dtype and order
+            dk_acc, dv_acc = _like(dk_acc, k), _like(dv_acc, v)
         grads = ring.exchange((dk_acc, dv_acc), _GRAD_TAG)
         if pending is not None:
             kv = pending.wait()
     assert grads is not None
-    dk, dv = grads.wait()  # after W hops each slice's accumulators are back at their owner
-    return _like(dq, q), _like(dk, k), _like(dv, v)
+    dq_out = _like(dq, q)  # queued while the last hop is in flight
+    dk, dv = grads.wait()  # after W hops each slice's dK and dV are back at their owner
+    return dq_out, dk, dv
 
 
 class RingAttention(torch.autograd.Function):
