@@ -1,4 +1,5 @@
-"""One rank of the context-parallel tests: ``context_parallel_worker.py RANK WORLD INIT OUT``.
+"""One rank of the context-parallel tests:
+``context_parallel_worker.py RANK WORLD INIT OUT [cuda]``.
 
 ``tests/test_context_parallel.py`` starts ``WORLD`` of these on the CPU (gloo, rendezvous through
 the file ``INIT``). Every rank runs the same cases in the same order and writes one JSON record
@@ -9,16 +10,25 @@ A value case builds the whole sequence from a seed (the same on every rank), sha
 ``context_parallel_attention`` forward and backward, and measures the largest difference of its
 output slice and gradient slices from torch's own ``scaled_dot_product_attention`` on the whole
 sequence in float64 (``gather_sequence`` of the output is compared too).
+
+With ``cuda`` (``tests/gpu/test_context_parallel_gpu.py``) each rank takes GPU ``RANK`` and
+the group runs over NCCL (NVLink multicast off); only the 16-bit value cases run there, on
+longer sequences.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
+
+# Before torch loads NCCL: never NVLink multicast (NVLS) on shared machines.
+os.environ["NCCL_NVLS_ENABLE"] = "0"
+os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
 
 import torch
 import torch.distributed as dist
@@ -68,15 +78,19 @@ def value_case(
     seed: int = 0,
     bshd: bool = False,
     sum_loss: bool = False,
+    chunk: int = CHUNK,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """``bshd``: the local slices are ``[B, S, H, D]`` memory seen as ``[B, H, S, D]`` (as
-    transformers passes them); ``sum_loss``: the loss is ``out.sum()`` (a broadcast dO)."""
-    s = 2 * world * CHUNK
-    q, k, v, do = full_inputs(seed, s, h, hk, dv, dtype)
+    transformers passes them); ``sum_loss``: the loss is ``out.sum()`` (a broadcast dO);
+    ``chunk``: tokens per zigzag chunk; ``device``: where the op runs (the reference: CPU)."""
+    s = 2 * world * chunk
+    host = full_inputs(seed, s, h, hk, dv, dtype)
     if sum_loss:
-        do = torch.ones_like(do)
+        host[3] = torch.ones_like(host[3])
     gqa = hk != h
-    ref = reference(q, k, v, do, is_causal=causal, scale=scale, enable_gqa=gqa)
+    ref = [t.to(device) for t in reference(*host, is_causal=causal, scale=scale, enable_gqa=gqa)]
+    q, k, v, do = (t.to(device) for t in host)
     local = [shard_sequence(t, group, layout) for t in (q, k, v)]
     if bshd:
         local = [t.transpose(1, 2).contiguous().transpose(1, 2) for t in local]
@@ -97,8 +111,18 @@ def value_case(
     follows = all(g.stride() == t.stride() for g, t in zip(got[1:], local, strict=True))
     gathered = gather_sequence(out.detach(), group, layout)
     errors["gathered_out"] = (gathered.double() - ref[0]).abs().max().item()
+    # the error scale of the dtype: the op itself on the whole sequence, in that dtype
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    whole = scaled_dot_product_attention(*leaves, is_causal=causal, scale=scale, enable_gqa=gqa)
+    whole.backward(do)
+    op = [whole.detach()] + [t.grad for t in leaves]
+    op_errors = {
+        name: (g.double() - r).abs().max().item()  # type: ignore[union-attr]
+        for name, g, r in zip(("out", "dq", "dk", "dv"), op, ref, strict=True)
+    }
     return {
         "errors": errors,
+        "op_errors": op_errors,
         "dtype": str(dtype),
         "shape": list(out.shape),
         "out_dtype": str(out.dtype),
@@ -168,6 +192,26 @@ def value_cases(world: int) -> dict[str, dict[str, Any]]:
                                            "bshd": True, "sum_loss": True, "seed": 5}  # fmt: skip
     cases["f32-contiguous-full"] = {"layout": "contiguous", "causal": False, "dtype": f32,
                                     "seed": 4}  # fmt: skip
+    # 16-bit: dK and dV make their last hop already rounded to the inputs' dtype
+    for layout in ("zigzag", "contiguous"):
+        cases[f"bf16-{layout}-causal-gqa-bshd"] = {
+            "layout": layout, "causal": True, "dtype": torch.bfloat16, "h": 4, "hk": 2,
+            "bshd": True, "seed": 6,
+        }  # fmt: skip
+    return cases
+
+
+def gpu_value_cases() -> dict[str, dict[str, Any]]:
+    """The 16-bit cases on GPUs: 2·256 tokens per rank, both layouts, GQA, ``[B, S, H, D]``."""
+    cases: dict[str, dict[str, Any]] = {}
+    for name, dtype in (("bf16", torch.bfloat16), ("f16", torch.float16)):
+        for layout in ("zigzag", "contiguous"):
+            for causal in (True, False):
+                kind = "causal" if causal else "full"
+                cases[f"{name}-{layout}-{kind}-gqa-bshd"] = {
+                    "layout": layout, "causal": causal, "dtype": dtype, "h": 4, "hk": 2,
+                    "bshd": True, "seed": 6, "chunk": 256,
+                }  # fmt: skip
     return cases
 
 
@@ -219,18 +263,32 @@ def run(rank: int, world: int) -> dict[str, Any]:
     return results
 
 
+def run_gpu(rank: int, world: int) -> dict[str, Any]:
+    device = f"cuda:{rank}"
+    return {
+        f"value/{name}": value_case(None, world, device=device, **kw)
+        for name, kw in gpu_value_cases().items()
+    }
+
+
 def main() -> None:
     rank, world, init, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    on_gpu = sys.argv[5:] == ["cuda"]
     torch.set_num_threads(1)
+    options: dict[str, Any] = {}
+    if on_gpu:
+        torch.cuda.set_device(rank)
+        options["device_id"] = torch.device("cuda", rank)
     dist.init_process_group(
-        "gloo",
+        "nccl" if on_gpu else "gloo",
         init_method=f"file://{init}",
         rank=rank,
         world_size=world,
         timeout=datetime.timedelta(seconds=60),
+        **options,
     )
     try:
-        results = run(rank, world)
+        results = run_gpu(rank, world) if on_gpu else run(rank, world)
     except Exception:
         results = {"crashed": traceback.format_exc()}
     with open(out, "w", encoding="utf-8") as f:

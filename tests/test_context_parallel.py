@@ -9,16 +9,13 @@ leave the group usable. The layout arithmetic is checked here against the causal
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from context_parallel_launch import run_world  # noqa: E402
 
 from hipdnn_graph import ErrorCode, HipdnnError  # noqa: E402
 from hipdnn_graph.torch import scaled_dot_product_attention  # noqa: E402
@@ -28,9 +25,6 @@ from hipdnn_graph.torch.distributed import (  # noqa: E402
     shard_sequence,
 )
 from hipdnn_graph.torch.distributed._layout import block, local_positions  # noqa: E402
-
-WORKER = Path(__file__).with_name("context_parallel_worker.py")
-TIMEOUT_S = 120  # for a whole run; a hung collective fails the test instead of blocking CI
 
 
 # ----- layouts (no processes) -----
@@ -128,43 +122,12 @@ def test_bad_input_in_one_process(call: Any, text: str) -> None:
 
 
 # ----- several processes over gloo -----
-def _run_world(world: int, tmp: Path) -> list[dict[str, Any]]:
-    """Start ``world`` workers, wait (bounded), return each rank's results."""
-    init = tmp / f"init{world}"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(WORKER), str(r), str(world), str(init), str(tmp / f"{r}.json")],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for r in range(world)
-    ]
-    logs = []
-    try:
-        for p in procs:
-            logs.append(p.communicate(timeout=TIMEOUT_S)[0])
-    except subprocess.TimeoutExpired:
-        for p in procs:
-            p.kill()
-            p.communicate()
-        pytest.fail(f"the {world}-process run did not finish in {TIMEOUT_S} s")
-    for r, (p, log) in enumerate(zip(procs, logs, strict=True)):
-        assert p.returncode == 0, f"rank {r} exited with {p.returncode}:\n{log[-4000:]}"
-    results = [json.loads((tmp / f"{r}.json").read_text()) for r in range(world)]
-    for r, res in enumerate(results):
-        assert "crashed" not in res, f"rank {r}:\n{res['crashed']}"
-    return results
-
-
 _RESULTS: dict[int, list[dict[str, Any]]] = {}  # one run per world size per session
 
 
 def _results(world: int, factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     if world not in _RESULTS:
-        _RESULTS[world] = _run_world(world, factory.mktemp(f"cp{world}"))
+        _RESULTS[world] = run_world(world, factory.mktemp(f"cp{world}"))
     return _RESULTS[world]
 
 
@@ -183,6 +146,7 @@ VALUE_CASES = [
         ("f32", "causal-gqa"),
     )
 ] + ["f64-zigzag-full-gqa-dv8-scale", "f64-zigzag-causal-bshd-sum", "f32-contiguous-full"]
+LOW_CASES = [f"bf16-{layout}-causal-gqa-bshd" for layout in ("zigzag", "contiguous")]
 
 
 @pytest.mark.parametrize("case", VALUE_CASES)
@@ -198,6 +162,21 @@ def test_equals_torch_sdpa_on_the_whole_sequence(ranks: list[dict[str, Any]], ca
         assert got["inputs_unchanged"]
         assert got["strides_follow_inputs"]
         assert got["shape"][2] == 8  # 2 chunks of 4 tokens per rank
+
+
+@pytest.mark.parametrize("case", LOW_CASES)
+def test_16_bit_within_the_ops_own_error(ranks: list[dict[str, Any]], case: str) -> None:
+    """bf16 against float64: within twice the op's own bf16 error on the whole sequence plus
+    one bf16 step at 2 (the largest values here), in bf16 and the inputs' dimension order."""
+    for r, res in enumerate(ranks):
+        got = res[f"value/{case}"]
+        for name in ("out", "dq", "dk", "dv"):
+            err, own = got["errors"][name], got["op_errors"][name]
+            assert own > 0  # bf16 really rounds: the bound is not vacuous
+            assert err <= 2 * own + 2**-6, f"rank {r} {name}: {err:.3g} vs the op's {own:.3g}"
+        assert got["out_dtype"] == "torch.bfloat16"
+        assert got["grad_dtypes"] == ["torch.bfloat16"] * 3
+        assert got["inputs_unchanged"] and got["strides_follow_inputs"]
 
 
 BAD = {
@@ -253,3 +232,31 @@ def test_subgroups_ring_over_global_ranks(tmp_path_factory: pytest.TempPathFacto
     for r, res in enumerate(_results(4, tmp_path_factory)):
         for name, err in res["subgroups"]["errors"].items():
             assert err <= 1e-10, f"rank {r} {name}: {err:.3g}"
+
+
+def _benchmark() -> Any:
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "benchmarks" / "context_parallel.py"
+    spec = importlib.util.spec_from_file_location("context_parallel_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks itself up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("comm", "compute", "covered"),
+    [
+        ([(0, 10)], [], 0),
+        ([(0, 10)], [(2, 4), (3, 6), (8, 20)], 6),  # overlapping compute spans count once
+        ([(0, 2), (1, 5), (9, 12)], [(4, 10)], 2),  # comm spans merge first: [0, 5] and [9, 12]
+        ([(5, 6)], [(0, 5), (6, 9)], 0),  # touching is not overlapping
+        ([(0, 3), (4, 7)], [(1, 6)], 4),  # one compute span under two comm spans
+    ],
+)
+def test_profile_overlap_of_span_unions(comm: Any, compute: Any, covered: float) -> None:
+    assert _benchmark().overlap_us(comm, compute) == covered

@@ -1,0 +1,48 @@
+"""Start the ranks of ``context_parallel_worker.py`` as processes and collect their results
+(used by ``test_context_parallel.py`` on CPUs and ``gpu/test_context_parallel_gpu.py``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+WORKER = Path(__file__).with_name("context_parallel_worker.py")
+TIMEOUT_S = 120  # for a whole run; a hung collective fails the test instead of blocking CI
+
+
+def run_world(world: int, tmp: Path, *extra: str) -> list[dict[str, Any]]:
+    """Start ``world`` workers (``extra``: more arguments for each), wait (bounded), return each
+    rank's results."""
+    init = tmp / f"init{world}"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), str(r), str(world), str(init), f"{tmp}/{r}.json", *extra],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in range(world)
+    ]
+    logs = []
+    try:
+        for p in procs:
+            logs.append(p.communicate(timeout=TIMEOUT_S)[0])
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+            p.communicate()
+        pytest.fail(f"the {world}-process run did not finish in {TIMEOUT_S} s")
+    for r, (p, log) in enumerate(zip(procs, logs, strict=True)):
+        assert p.returncode == 0, f"rank {r} exited with {p.returncode}:\n{log[-4000:]}"
+    results = [json.loads((tmp / f"{r}.json").read_text()) for r in range(world)]
+    for r, res in enumerate(results):
+        assert "crashed" not in res, f"rank {r}:\n{res['crashed']}"
+    return results

@@ -1,0 +1,51 @@
+"""Context-parallel attention on two GPUs over NCCL (skipped with fewer than two devices).
+
+Two processes (``context_parallel_worker.py … cuda``), one per GPU, NVLink multicast off, run
+bf16 and float16, both layouts, causal and not, GQA, ``[B, S, H, D]`` slices of 512 tokens per
+rank: outputs and gradients against torch's SDPA on the whole sequence in float64 (on the CPU)
+within twice the op's own error on the whole sequence in the same dtype plus one 16-bit step at
+2, in the inputs' dtype and dimension order, the inputs untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from context_parallel_launch import run_world  # noqa: E402
+from context_parallel_worker import gpu_value_cases  # noqa: E402
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not torch.cuda.is_available() or torch.cuda.device_count() < 2,
+        reason="needs two CUDA or ROCm devices",
+    ),
+]
+
+CASES = sorted(gpu_value_cases())
+_RESULTS: list[list[dict[str, Any]]] = []  # one two-process run per session
+
+
+@pytest.fixture
+def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    if not _RESULTS:
+        _RESULTS.append(run_world(2, tmp_path_factory.mktemp("cp-gpu"), "cuda"))
+    return _RESULTS[0]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_two_gpus_within_the_ops_own_error(ranks: list[dict[str, Any]], case: str) -> None:
+    dtype = "torch.bfloat16" if case.startswith("bf16") else "torch.float16"
+    for r, res in enumerate(ranks):
+        got = res[f"value/{case}"]
+        for name in ("out", "dq", "dk", "dv"):
+            err, own = got["errors"][name], got["op_errors"][name]
+            assert own > 0  # 16-bit really rounds: the bound is not vacuous
+            assert err <= 2 * own + 2**-6, f"rank {r} {name}: {err:.3g} vs the op's {own:.3g}"
+        assert got["out_dtype"] == dtype and got["grad_dtypes"] == [dtype] * 3
+        assert got["inputs_unchanged"] and got["strides_follow_inputs"]
+        assert got["shape"] == [1, 4, 512, 16]
