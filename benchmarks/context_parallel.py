@@ -24,6 +24,11 @@ output and gradients with the op on the whole sequence in float32; the script pr
 and exits with status 1 when they exceed twice the op's own error in the benchmark dtype plus
 5e-3.
 
+``--profile TRACE`` then profiles one ``cp`` call and its backward at the longest sequence on
+every rank (``torch.profiler``), prints per rank the time of the communication kernels (NCCL)
+and the part of it that runs while a compute kernel runs on the same GPU (the overlap), and
+writes rank 0's Chrome trace to ``TRACE``.
+
 NVLink multicast stays off (``NCCL_NVLS_ENABLE=0``, ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``),
 whatever the environment says.
 """
@@ -194,9 +199,10 @@ def measure_seq(seq: int, args: argparse.Namespace, world: int, rank: int, devic
     if world > 1:
         row.cp_local_ms = statistics.median(times["cp_local"])
         row.comm_share = max(0.0, 1.0 - row.cp_local_ms / row.cp_ms)
-        # per rank: K and V (io dtype) W−1 times forward and backward; dK, dV (float32) W times
+        # per rank: K and V (io dtype) W−1 times forward and backward; dK, dV W−1 times as
+        # float32 accumulators and once, finished, in the io dtype
         kv = 2 * local * args.heads * args.dim
-        total = kv * dtype.itemsize * 2 * (world - 1) + kv * 4 * world
+        total = kv * dtype.itemsize * (2 * (world - 1) + 1) + kv * 4 * (world - 1)
         row.comm_mib_per_rank = total / 2**20
     else:
         row.ratio = row.cp_ms / row.single_ms
@@ -205,6 +211,57 @@ def measure_seq(seq: int, args: argparse.Namespace, world: int, rank: int, devic
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return row
+
+
+def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def overlap_us(comm: list[tuple[float, float]], compute: list[tuple[float, float]]) -> float:
+    """Microseconds of the union of ``comm`` spans that the union of ``compute`` spans covers."""
+    busy, total, j = _union(compute), 0.0, 0
+    for start, end in _union(comm):
+        while j < len(busy) and busy[j][1] <= start:
+            j += 1
+        k = j
+        while k < len(busy) and busy[k][0] < end:
+            total += min(end, busy[k][1]) - max(start, busy[k][0])
+            k += 1
+    return total
+
+
+def profile(seq: int, args: argparse.Namespace, world: int, rank: int, device: torch.device,
+            trace: str) -> dict[str, float]:  # fmt: skip
+    """One profiled ``cp`` call and backward: communication kernel time and its overlap."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    dtype = getattr(torch, args.dtype)
+    mine = inputs(seq // world, args.heads, args.dim, dtype, device, 1 + rank)
+    run = fwd_bwd(context_parallel_attention, mine, layout=args.layout)
+    for _ in range(2):
+        step_ms(run, device, world)
+    with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        step_ms(run, device, world)
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    spans = {"comm": [], "compute": []}  # type: dict[str, list[tuple[float, float]]]
+    for e in kernels:
+        kind = "comm" if "nccl" in e.name.lower() else "compute"
+        spans[kind].append((e.time_range.start, e.time_range.end))
+    comm = sum(end - start for start, end in _union(spans["comm"]))
+    hidden = overlap_us(spans["comm"], spans["compute"])
+    busy = sum(end - start for start, end in _union(spans["compute"]))
+    if rank == 0:
+        prof.export_chrome_trace(trace)
+    return {"rank": rank, "seq": seq, "comm_kernel_ms": comm / 1e3, "overlapped_ms": hidden / 1e3,
+            "compute_kernel_ms": busy / 1e3,
+            "overlap": hidden / comm if comm else 1.0}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--reps", type=int, default=5, help="timed calls per variant and round")
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument(
+        "--profile", metavar="TRACE", help="profile one cp call at the longest S; rank 0's trace"
+    )
     args = parser.parse_args(argv)
     default = "32768" if args.quick else "32768,65536,131072"
     seqs = [int(s) for s in (args.seqs or default).split(",")]
@@ -256,6 +316,18 @@ def main(argv: list[str] | None = None) -> int:
                   f"{local} | {row.speedup:.2f} | {row.efficiency:.2f} | {share} | {ratio} | "
                   f"{row.comm_mib_per_rank:.1f} | {', '.join(row.engines)} |",
                   flush=True)  # fmt: skip
+    profiles: list[dict[str, float]] = []
+    if args.profile:
+        mine = profile(max(seqs), args, world, rank, device, args.profile)
+        gathered: list[Any] = [None] * world
+        dist.all_gather_object(gathered, mine)
+        profiles = gathered
+        if lead:
+            for p in profiles:
+                print(f"# profile S={p['seq']} rank {p['rank']}: communication kernels "
+                      f"{p['comm_kernel_ms']:.2f} ms, {100 * p['overlap']:.1f}% of it under "
+                      f"compute kernels; compute kernels {p['compute_kernel_ms']:.2f} ms",
+                      flush=True)  # fmt: skip
     if lead and args.json:
         meta = {"device": name, "world": world, "torch": torch.__version__,
                 "python": platform.python_version(), "dtype": args.dtype, "heads": args.heads,
@@ -263,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
                 "reps": reps, "warmup": warmup, "quick": args.quick,
                 "nccl_nvls_enable": os.environ["NCCL_NVLS_ENABLE"]}  # fmt: skip
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"meta": meta, "check": verdict, "rows": [asdict(r) for r in rows]}, f,
+            json.dump({"meta": meta, "check": verdict, "rows": [asdict(r) for r in rows],
+                       "profile": profiles}, f,
                       indent=2)  # fmt: skip
     dist.destroy_process_group()
     return 0 if verdict["passed"] else 1
