@@ -460,10 +460,10 @@ def test_a_backward_that_compiles_nowhere_raises_naming_every_attempt(
     """The build tries every way (given O with flex's tiles, two and one pipeline stages and
     small tiles, then recomputed with flex's tiles and small ones) and its error lists each."""
 
-    def refuse(self: Any, body: Any) -> Any:
+    def refuse(self: Any, body: Any, suffix: str) -> Any:
         raise RuntimeError("no kernel here")
 
-    monkeypatch.setattr(flex.FlexKernel, "_compile", refuse)
+    monkeypatch.setattr(flex.FlexKernel, "_compile_as", refuse)
     s = spec(bias_shape=(1, 4, 32, 32), dbias_shape=(1, 4, 32, 32), h=4, hk=4, hv=4,
              bias_dtype=torch.float32)  # fmt: skip
     with pytest.raises(RuntimeError, match="flex backward did not compile") as info:

@@ -209,6 +209,19 @@ def test_forward(feature: str, heads: str, dtype: str) -> None:
         assert float(o[:, :, : 160 - 96].abs().max().cpu()) == 0
 
 
+IN_PLACE = ["band_tl", "padding", "bias_dbias", "bias_io_dbias", "dv_ne_d"]
+
+
+@pytest.mark.parametrize("feature", IN_PLACE)
+def test_the_backward_kernel_stores_gradients_in_place(feature: str) -> None:
+    """The kernel stores dQ, dK, dV straight into their buffers (no copy kernel after it), the
+    build having found the same bits both ways; the values are checked as in test_backward."""
+    outs = _backward_case(feature, "GQA4", "bf16")
+    kernel = outs["graph"]._state.active.plan.steps[0].run.__self__
+    assert set(kernel.stored_in_place) == {"dq", "dk", "dv"}, kernel.notes
+    assert not any("copied" in n for n in kernel.notes), kernel.notes
+
+
 def test_default_ranking_sends_bias_with_dbias_to_flex() -> None:
     """bf16 bias + dBias: efficient defers to flex (measured faster), cuDNN has no dBias."""
     h = hg.Graph(io_data_type=hg.DataType.BFLOAT16, intermediate_data_type=hg.DataType.FLOAT,

@@ -100,7 +100,7 @@ def _backward_body(
     grad = grads[0] if dbias and grads else None
     for dest, value in zip(outs, (dq, dk, dv, grad), strict=True):
         if dest is not None and value is not None:
-            dest.copy_(value.reshape(dest.shape))
+            dest.copy_(value if value.shape == dest.shape else value.reshape(dest.shape))
     return grad if outs[3] is None else None
 
 

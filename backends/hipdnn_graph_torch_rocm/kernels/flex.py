@@ -70,6 +70,7 @@ from ._flex_compiled import (
     row_major,
     trace_graphs,
 )
+from ._flex_inplace import stores_into_destinations
 from ._fused_common import reduce_to
 
 __all__ = [
@@ -246,12 +247,16 @@ class FlexKernel:
             ``"recompute"`` (the forward is recomputed through autograd); ``""`` for forwards.
         build_seconds: wall time of the compilation and warm-up run.
         notes: why the given-O path was not taken, when it was not.
+        stored_in_place: the gradients (``"dq"``, ``"dk"``, ``"dv"``) the given-O backward's
+            kernel stores straight into their destination buffers, with no copy kernel after it
+            (:mod:`._flex_inplace`); empty where the build kept the copies (see ``notes``).
     """
 
     spec: FlexSpec
     backward_mode: str = ""
     build_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    stored_in_place: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         t0 = time.perf_counter()
@@ -260,6 +265,7 @@ class FlexKernel:
         self._dev = torch.device(s.device)
         self._f = s.features
         self._tag = f"flex_{next(_TAGS)}"
+        self._graphs = self._tag  # the key of the backward's traced modifiers in GRAPHS
         self._gqa = s.hk != s.h
         self._scale = 1.0 if s.scale is None else float(s.scale)
         self._scale_t = (
@@ -292,8 +298,11 @@ class FlexKernel:
 
     # ----- build helpers -----
     def _compile(self, body: Callable[..., Any]) -> Callable[..., Any]:
+        return self._compile_as(body, "")
+
+    def _compile_as(self, body: Callable[..., Any], suffix: str) -> Callable[..., Any]:
         return torch.compile(
-            fresh(body, self._tag), backend=self._backend, fullgraph=True, dynamic=False
+            fresh(body, self._tag + suffix), backend=self._backend, fullgraph=True, dynamic=False
         )
 
     def _closed_form_blocks(self) -> Callable[..., tuple[Tensor, ...]] | None:
@@ -420,20 +429,71 @@ class FlexKernel:
                 self.backward(q, k, v, o, do, stats, **kw)
                 if extra:
                     self.notes.append(f"backward tiles {extra}: flex's defaults did not fit")
+                if mode == "given" and self._backend == "inductor":
+                    self._store_in_place(warm, kw)
                 return
             except Exception as e:  # record why, try the next way
                 text = (str(e).strip().splitlines() or [""])[0][:300]
                 self.notes.append(f"{mode} ({grad_dtype}, {extra}): {type(e).__name__}: {text}")
         raise RuntimeError("flex backward did not compile: " + " | ".join(self.notes))
 
-    def _prepare_given(self, bias: Tensor | None) -> None:
+    def _prepare_given(self, bias: Tensor | None, suffix: str = "") -> None:
+        """Trace the modifiers (under a key of their own: dynamo takes a traced graph into one
+        compiled body only) and compile the backward body."""
         s = self.spec
         bc = self._bias(bias, s.dbias_shape is not None)
         score_bufs = [x for x in (bc, self._slopes, self._scale_t) if x is not None]
         mask_bufs = [x for x in (self._len_q, self._len_kv) if x is not None]
         names = (bc is not None, self._slopes is not None, self._scale_t is not None)
-        GRAPHS[self._tag] = trace_graphs(self._f, score_bufs, mask_bufs, names, s.dtype, self._dev)
-        self._bwd = self._compile(_backward_body)
+        self._graphs = self._tag + suffix
+        GRAPHS[self._graphs] = trace_graphs(self._f, score_bufs, mask_bufs, names, s.dtype,
+                                            self._dev)  # fmt: skip
+        self._bwd = self._compile_as(_backward_body, suffix)
+
+    def _store_in_place(self, warm: list[Any], kw: dict[str, Any]) -> None:
+        """Compile the backward body again with the gradients stored straight into their
+        destinations (:mod:`._flex_inplace`) and keep it where both bodies give the same dQ, dK
+        and dV bits (and dBias, up to its atomic sums' order) on the warm inputs; else keep the
+        copying body and say why in the notes."""
+        q, k, v, o, do, stats, bias = warm
+        s = self.spec
+        shapes = [(s.b, s.h, s.sq, s.d), (s.b, s.hk, s.skv, s.d), (s.b, s.hv, s.skv, s.dv)]
+        dtypes = s.grad_dtypes[:3] if s.grad_dtypes else (s.dtype,) * 3
+
+        def run(fill: float) -> list[Tensor | None]:
+            outs = [torch.full(sh, fill, dtype=dt, device=self._dev)
+                    for sh, dt in zip(shapes, dtypes, strict=True)]  # fmt: skip
+            db_out = None
+            if s.dbias_shape is not None:
+                db_out = torch.full(s.dbias_shape, fill, dtype=torch.float32, device=self._dev)
+            got = self.backward(q, k, v, o, do, stats, **kw, dq_out=outs[0], dk_out=outs[1],
+                                dv_out=outs[2], dbias_out=db_out)  # fmt: skip
+            return [*outs, got[3]]
+
+        copying, graphs = self._bwd, self._graphs
+        try:
+            expected = run(7.0)
+            self._prepare_given(bias, "_stores")
+            with stores_into_destinations() as stored:
+                got = run(-3.0)
+            for i, (a, b) in enumerate(zip(got, expected, strict=True)):
+                if (a is None) != (b is None):
+                    raise ValueError("dBias returned by one body only")
+                if a is None or b is None:
+                    continue
+                # dQ, dK, dV: the same bits. dBias sums over programs with atomic adds (its
+                # bits vary from call to call), so: equal up to a 16-bit rounding step.
+                tol = 0.0 if i < 3 else 2**-7 * float(b.abs().max())
+                torch.testing.assert_close(a, b, rtol=0, atol=tol, equal_nan=True)
+        except Exception as e:
+            self._bwd, self._graphs = copying, graphs
+            text = (str(e).strip().splitlines() or [""])[0][:300]
+            self.notes.append(f"gradients copied after the kernel: {type(e).__name__}: {text}")
+            return
+        if not stored:
+            self._bwd, self._graphs = copying, graphs
+            self.notes.append("gradients copied after the kernel: no destination fits")
+        self.stored_in_place = tuple(stored)
 
     # ----- per-call helpers -----
     def _block_mask(self, seq_len_q: Tensor | None, seq_len_kv: Tensor | None) -> Any:
@@ -561,7 +621,7 @@ class FlexKernel:
         bc = self._bias(bias, want_db)
         if self.backward_mode == "given":
             (lse,) = distinct(stats.reshape(s.b, s.h, s.sq, 1).float())
-            cfg = (self._tag, self._scale, self._options, want_db)
+            cfg = (self._graphs, self._scale, self._options, want_db)
             score_bufs = tuple(x for x in (bc, self._slopes, self._scale_t) if x is not None)
             mask_bufs = tuple(x for x in (self._len_q, self._len_kv) if x is not None)
             dests = self._destinations((dq_out, dk_out, dv_out, dbias_out), q.device)
@@ -615,6 +675,10 @@ class HeadGroups:
     @property
     def build_seconds(self) -> float:
         return self.inner.build_seconds
+
+    @property
+    def stored_in_place(self) -> tuple[str, ...]:
+        return self.inner.stored_in_place
 
     @property
     def notes(self) -> list[str]:

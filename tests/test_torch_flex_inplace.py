@@ -1,0 +1,220 @@
+"""The flex backward's in-place gradient stores (``kernels/_flex_inplace.py``), on the CPU.
+
+The lowering itself only runs where inductor compiles flex's backward (GPUs; the GPU suite
+checks that every gradient is stored in place there). Here: which gradients the wrapper
+picks (an FX graph walked with a stand-in for inductor's graph), that the context restores
+inductor's lowering and caches, and the build's decision: keep the storing body only where it
+gives the copying body's bits, else keep the copies and say why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch.fx import Graph  # noqa: E402
+
+from hipdnn_graph_torch_rocm.kernels import _flex_compiled, flex  # noqa: E402
+from hipdnn_graph_torch_rocm.kernels import _flex_inplace as inplace  # noqa: E402
+
+copy_ = torch.ops.aten.copy_.default
+
+
+def _hop(*args: Any) -> Any:  # stands in for flex's backward operator in the graphs below
+    raise AssertionError("never called")
+
+
+class _Box:
+    """Stands in for an inductor TensorBox: size, stride, dtype, device."""
+
+    def __init__(self, size: list[int], stride: list[int], dtype: Any = torch.bfloat16) -> None:
+        self.size, self.stride, self.dtype = size, stride, dtype
+
+    def get_size(self) -> list[int]:
+        return self.size
+
+    def get_stride(self) -> list[int]:
+        return self.stride
+
+    def get_dtype(self) -> Any:
+        return self.dtype
+
+    def get_device(self) -> Any:
+        return torch.device("cuda", 0)
+
+
+def _destinations(build: Any) -> dict[int, str]:
+    """Run ``_destinations`` on the graph ``build(graph, hop_node)`` makes; index → input name."""
+    from torch._inductor.virtualized import V
+
+    g = Graph()
+    q = g.placeholder("q")
+    outs = [g.placeholder(f"out{i}") for i in range(4)]
+    node = g.call_function(_hop, (q,))
+    build(g, node, outs)
+    boxes = {f"out{i}": f"out{i}" for i in range(4)}
+    handler = type("G", (), {"current_node": node, "graph_inputs": boxes})()
+    with V.set_graph_handler(handler):  # type: ignore[arg-type]
+        return inplace._destinations()
+
+
+def _plain(g: Graph, node: Any, outs: list[Any], indices: tuple[int, ...] = (0, 1, 2)) -> None:
+    for i in indices:
+        item = g.call_function(operator.getitem, (node, i))
+        g.call_function(copy_, (outs[i], item))
+
+
+def test_each_gradient_copied_into_an_input_is_picked() -> None:
+    assert _destinations(_plain) == {0: "out0", 1: "out1", 2: "out2"}
+
+
+def test_a_gradient_with_another_use_is_left_to_inductor() -> None:
+    def build(g: Graph, node: Any, outs: list[Any]) -> None:
+        _plain(g, node, outs, (0, 2))
+        dk = g.call_function(operator.getitem, (node, 1))
+        g.call_function(copy_, (outs[1], dk))
+        g.call_function(torch.ops.aten.sum.default, (dk,))  # dK is also read
+
+    assert _destinations(build) == {0: "out0", 2: "out2"}
+
+
+def test_an_input_that_is_also_read_is_not_written_early() -> None:
+    def build(g: Graph, node: Any, outs: list[Any]) -> None:
+        _plain(g, node, outs)
+        g.call_function(torch.ops.aten.sum.default, (outs[2],))  # the dV buffer is read
+
+    assert _destinations(build) == {0: "out0", 1: "out1"}
+
+
+def test_a_converted_or_reshaped_gradient_is_left_to_inductor() -> None:
+    def build(g: Graph, node: Any, outs: list[Any]) -> None:
+        dq = g.call_function(operator.getitem, (node, 0))
+        g.call_function(copy_, (outs[0], g.call_function(torch.ops.aten.view.default, (dq,))))
+        dk = g.call_function(operator.getitem, (node, 1))
+        g.call_function(copy_, (outs[1], dk, True))  # non_blocking: not the plain copy
+        dv = g.call_function(operator.getitem, (node, 2))
+        g.call_function(copy_, (outs[2], dv))
+
+    assert _destinations(build) == {2: "out2"}
+
+
+def test_the_captured_gradients_are_never_picked() -> None:
+    def build(g: Graph, node: Any, outs: list[Any]) -> None:
+        grads = g.call_function(operator.getitem, (node, 3))
+        g.call_function(copy_, (outs[3], g.call_function(operator.getitem, (grads, 0))))
+
+    assert _destinations(build) == {}
+
+
+@pytest.mark.parametrize(
+    ("box", "fits"),
+    [
+        (_Box([2, 4, 8, 16], [512, 128, 16, 1]), True),
+        (_Box([2, 4, 8, 16], [512, 16, 64, 1]), False),  # other strides
+        (_Box([2, 4, 8, 8], [256, 64, 8, 1]), False),  # other size
+        (_Box([2, 4, 8, 16], [512, 128, 16, 1], torch.float32), False),  # other dtype
+    ],
+)
+def test_only_a_destination_of_the_very_same_layout_is_used(box: _Box, fits: bool) -> None:
+    got = inplace._same_layout(box, [2, 4, 8, 16], [512, 128, 16, 1], torch.bfloat16,
+                               torch.device("cuda", 0))  # fmt: skip
+    assert got is fits
+
+
+def test_the_context_restores_the_lowering_and_the_caches_even_on_error() -> None:
+    from torch._functorch import config as functorch_config
+    from torch._higher_order_ops.flex_attention import flex_attention_backward as hop
+    from torch._inductor import config as inductor_config
+    from torch._inductor.lowering import lowerings
+
+    original, cache = lowerings[hop], inductor_config.fx_graph_cache
+    aot_cache = functorch_config.enable_autograd_cache
+    with pytest.raises(RuntimeError, match="boom"), inplace.stores_into_destinations() as stored:
+        assert lowerings[hop] is not original
+        assert inductor_config.fx_graph_cache is False
+        assert functorch_config.enable_autograd_cache is False
+        assert stored == []
+        raise RuntimeError("boom")
+    assert lowerings[hop] is original
+    assert inductor_config.fx_graph_cache == cache
+    assert functorch_config.enable_autograd_cache == aot_cache
+
+
+# ----------------------------------------------------------------------- the build's decision
+
+
+def _kernel(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv(flex.CPU_ENV, "1")
+    s = flex.FlexSpec(b=1, h=4, hk=2, hv=2, sq=32, skv=32, d=16, dv=16, dtype=torch.float32,
+                      device="cpu", forward=False, scale=0.25, right_bound=0)  # fmt: skip
+    return flex.FlexKernel(s)
+
+
+def _probe(kernel: Any, stored: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the build's in-place probe with ``stores_into_destinations`` replaced by a context
+    that reports ``stored`` (on the CPU nothing is stored for real)."""
+
+    @contextlib.contextmanager
+    def reporting() -> Iterator[list[str]]:
+        yield list(stored)
+
+    monkeypatch.setattr(flex, "stores_into_destinations", reporting)
+    warm = kernel._warm_inputs()
+    kernel._building = True  # as inside the build: compiling is allowed
+    kernel._store_in_place(warm, {"scale": 0.25, "bias": warm[6]})
+    kernel._building = False
+
+
+def _grads(kernel: Any) -> list[Any]:
+    q, k, v, o, do, stats, _ = kernel._warm_inputs()
+    return list(kernel.backward(q, k, v, o, do, stats, scale=0.25)[:3])
+
+
+def test_on_the_cpu_the_build_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    kernel = _kernel(monkeypatch)
+    assert kernel.backward_mode == "given" and kernel.stored_in_place == ()
+    assert not any("copied" in n for n in kernel.notes)  # not tried: no inductor lowering
+
+
+def test_the_storing_body_is_kept_when_its_bits_match(monkeypatch: pytest.MonkeyPatch) -> None:
+    kernel = _kernel(monkeypatch)
+    before = _grads(kernel)
+    _probe(kernel, ["dq", "dv", "dk"], monkeypatch)
+    assert kernel.stored_in_place == ("dq", "dv", "dk")
+    assert kernel._graphs.endswith("_stores")
+    for a, b in zip(_grads(kernel), before, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_a_storing_body_with_other_bits_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    kernel = _kernel(monkeypatch)
+    before, copying = _grads(kernel), kernel._bwd
+    real = _flex_compiled._backward_body
+
+    def off_by_one(*args: Any) -> Any:
+        out = real(*args)
+        args[9][1].add_(1.0)  # dK one higher than the copying body's
+        return out
+
+    monkeypatch.setattr(flex, "_backward_body", off_by_one)
+    _probe(kernel, ["dq", "dv", "dk"], monkeypatch)
+    assert kernel.stored_in_place == () and kernel._bwd is copying
+    assert not kernel._graphs.endswith("_stores")
+    assert any(n.startswith("gradients copied after the kernel: AssertionError") for n in
+               kernel.notes), kernel.notes  # fmt: skip
+    for a, b in zip(_grads(kernel), before, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_a_storing_body_that_stores_nothing_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    kernel = _kernel(monkeypatch)
+    copying = kernel._bwd
+    _probe(kernel, [], monkeypatch)
+    assert kernel.stored_in_place == () and kernel._bwd is copying
+    assert "gradients copied after the kernel: no destination fits" in kernel.notes
