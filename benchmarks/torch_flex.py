@@ -12,7 +12,10 @@ configuration prints, from one run:
   taken as (forward + backward) − forward (issue 14's method; gradients cleared before each
   call, so no accumulation is timed), and the ratio of times ``execute / direct``,
 * TFLOP/s of ``TORCH_SDPA_MATH_ENGINE`` on the same graph where it fits (S ≤ 4k),
-* whether ``execute`` ran as a replayed CUDA graph (the plan captured one: ``replayed``).
+* whether ``execute`` ran as a replayed CUDA graph (the plan captured one: ``replayed``),
+* in the mode column, which gradients the kernel stores straight into the caller's buffers
+  (``stores dq/dk/dv``; otherwise they are copied after it), and below the row the kernel's
+  notes (why a faster path was not taken).
 
 The bias is bf16 (``bias_fp32_*``: FLOAT, the direct call then with two backward pipeline
 stages, as flex's defaults do not fit an H200) and dBias FLOAT. A bias of 2³¹ elements or more
@@ -253,6 +256,7 @@ def row(name: str, with_math: bool) -> dict[str, Any]:
         "config": name, "B": b, "Sq": sq, "Skv": skv, "engine": g.get_plan_name(),
         "build_s": build_s, "backward_mode": getattr(kernel, "backward_mode", ""),
         "notes": list(getattr(kernel, "notes", [])),
+        "stored_in_place": list(getattr(kernel, "stored_in_place", ())),
         "execute_ms": ms["execute"], "execute_tflops": flops / ms["execute"] / 1e9,
         "direct_ms": direct_ms, "direct_tflops": flops / direct_ms / 1e9,
         "ratio": ms["execute"] / direct_ms, "cuda_graphs": plan.replay.captures,
@@ -292,9 +296,13 @@ def run(quick: bool, with_math: bool = True, only: list[str] | None = None) -> l
         rows.append(r)
         maths = (f"{r['math_tflops']:.0f} | {r['vs_math']:.1f}x" if "math_tflops" in r
                  else "— | —")  # fmt: skip
-        print(f"| {name} | {r['B']} | {r['engine']} | {r['backward_mode']} | {r['build_s']:.1f} "
+        mode = r["backward_mode"] + (f", stores {'/'.join(r['stored_in_place'])}"
+                                     if r["stored_in_place"] else "")  # fmt: skip
+        print(f"| {name} | {r['B']} | {r['engine']} | {mode} | {r['build_s']:.1f} "
               f"| {r['execute_tflops']:.0f} | {r['direct_tflops']:.0f} | {r['ratio']:.3f} | "
               f"{maths} | {'yes' if r['cuda_graphs'] else 'no'} |", flush=True)  # fmt: skip
+        for note in r["notes"]:
+            print(f"#   {name}: {note}", flush=True)
         if "flex_engine_tflops" in r:
             print(f"| {name} (flex forced) | {r['B']} | {FLEX} | {r['flex_engine_mode']} | — | "
                   f"{r['flex_engine_tflops']:.0f} | {r['direct_tflops']:.0f} | "
