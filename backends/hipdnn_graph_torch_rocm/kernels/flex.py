@@ -486,14 +486,20 @@ class FlexKernel:
                 tol = 0.0 if i < 3 else 2**-7 * float(b.abs().max())
                 torch.testing.assert_close(a, b, rtol=0, atol=tol, equal_nan=True)
         except Exception as e:
-            self._bwd, self._graphs = copying, graphs
             text = (str(e).strip().splitlines() or [""])[0][:300]
-            self.notes.append(f"gradients copied after the kernel: {type(e).__name__}: {text}")
+            self._keep_copying(copying, graphs, f"{type(e).__name__}: {text}")
             return
         if not stored:
-            self._bwd, self._graphs = copying, graphs
-            self.notes.append("gradients copied after the kernel: no destination fits")
+            self._keep_copying(copying, graphs, "no destination fits")
+            return
+        GRAPHS.pop(graphs, None)  # the copying body's modifiers: no longer called
         self.stored_in_place = tuple(stored)
+
+    def _keep_copying(self, body: Callable[..., Any], graphs: str, why: str) -> None:
+        if self._graphs != graphs:
+            GRAPHS.pop(self._graphs, None)
+        self._bwd, self._graphs = body, graphs
+        self.notes.append(f"gradients copied after the kernel: {why}")
 
     # ----- per-call helpers -----
     def _block_mask(self, seq_len_q: Tensor | None, seq_len_kv: Tensor | None) -> Any:
