@@ -18,8 +18,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch.fx import Graph  # noqa: E402
-
 from hipdnn_graph_torch_rocm.kernels import _flex_compiled, flex  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels import _flex_inplace as inplace  # noqa: E402
 
@@ -52,6 +50,7 @@ class _Box:
 def _destinations(build: Any) -> dict[int, str]:
     """Run ``_destinations`` on the graph ``build(graph, hop_node)`` makes; index → input name."""
     from torch._inductor.virtualized import V
+    from torch.fx import Graph
 
     g = Graph()
     q = g.placeholder("q")
@@ -64,7 +63,7 @@ def _destinations(build: Any) -> dict[int, str]:
         return inplace._destinations()
 
 
-def _plain(g: Graph, node: Any, outs: list[Any], indices: tuple[int, ...] = (0, 1, 2)) -> None:
+def _plain(g: Any, node: Any, outs: list[Any], indices: tuple[int, ...] = (0, 1, 2)) -> None:
     for i in indices:
         item = g.call_function(operator.getitem, (node, i))
         g.call_function(copy_, (outs[i], item))
@@ -75,7 +74,7 @@ def test_each_gradient_copied_into_an_input_is_picked() -> None:
 
 
 def test_a_gradient_with_another_use_is_left_to_inductor() -> None:
-    def build(g: Graph, node: Any, outs: list[Any]) -> None:
+    def build(g: Any, node: Any, outs: list[Any]) -> None:
         _plain(g, node, outs, (0, 2))
         dk = g.call_function(operator.getitem, (node, 1))
         g.call_function(copy_, (outs[1], dk))
@@ -85,7 +84,7 @@ def test_a_gradient_with_another_use_is_left_to_inductor() -> None:
 
 
 def test_an_input_that_is_also_read_is_not_written_early() -> None:
-    def build(g: Graph, node: Any, outs: list[Any]) -> None:
+    def build(g: Any, node: Any, outs: list[Any]) -> None:
         _plain(g, node, outs)
         g.call_function(torch.ops.aten.sum.default, (outs[2],))  # the dV buffer is read
 
@@ -93,7 +92,7 @@ def test_an_input_that_is_also_read_is_not_written_early() -> None:
 
 
 def test_a_converted_or_reshaped_gradient_is_left_to_inductor() -> None:
-    def build(g: Graph, node: Any, outs: list[Any]) -> None:
+    def build(g: Any, node: Any, outs: list[Any]) -> None:
         dq = g.call_function(operator.getitem, (node, 0))
         g.call_function(copy_, (outs[0], g.call_function(torch.ops.aten.view.default, (dq,))))
         dk = g.call_function(operator.getitem, (node, 1))
@@ -105,7 +104,7 @@ def test_a_converted_or_reshaped_gradient_is_left_to_inductor() -> None:
 
 
 def test_the_captured_gradients_are_never_picked() -> None:
-    def build(g: Graph, node: Any, outs: list[Any]) -> None:
+    def build(g: Any, node: Any, outs: list[Any]) -> None:
         grads = g.call_function(operator.getitem, (node, 3))
         g.call_function(copy_, (outs[3], g.call_function(operator.getitem, (grads, 0))))
 
