@@ -2,7 +2,8 @@
 
 The lowering itself only runs where inductor compiles flex's backward (GPUs; the GPU suite
 checks that every gradient is stored in place there). Here: which gradients the wrapper
-picks (an FX graph walked with a stand-in for inductor's graph), that the context restores
+picks (an FX graph walked with a stand-in for inductor's graph), what the wrapped lowering hands
+out (a stand-in lowering that allocates as inductor's does), that the context restores
 inductor's lowering and caches, and the build's decision: keep the storing body only where it
 gives the copying body's bits, else keep the copies and say why.
 """
@@ -143,6 +144,59 @@ def test_the_context_restores_the_lowering_and_the_caches_even_on_error() -> Non
     assert lowerings[hop] is original
     assert inductor_config.fx_graph_cache == cache
     assert functorch_config.enable_autograd_cache == aot_cache
+
+
+_allocated: list[str] = []  # what the stand-in lowering below got from empty_strided
+
+
+def empty_strided(size: list[int], stride: Any = None, **kw: Any) -> Any:
+    """The stand-in lowering's allocator (the wrapper swaps this global while it runs)."""
+    _allocated.append("own")
+    return _Box(size, stride, kw["dtype"])
+
+
+_OWN_ALLOCATOR = empty_strided
+
+
+def _lowering(*args: Any) -> Any:
+    """Allocates as inductor's flex backward lowering does: dQ, then dV; dK is its output."""
+    cuda = torch.device("cuda", 0)
+    dq = empty_strided([1, 4, 8, 16], stride=[512, 128, 16, 1], dtype=torch.bfloat16, device=cuda)
+    dv = empty_strided([1, 2, 8, 16], stride=[256, 128, 16, 1], dtype=torch.bfloat16, device=cuda)
+    return dq, "dk", dv, ()
+
+
+@pytest.mark.parametrize(
+    ("dv_box", "stored"),
+    [
+        (_Box([1, 2, 8, 16], [256, 128, 16, 1]), ["dq", "dv"]),
+        (_Box([1, 2, 8, 16], [256, 16, 32, 1]), ["dq"]),  # [B, S, H, D] memory: not this layout
+    ],
+)
+def test_the_wrapped_lowering_hands_out_the_destinations(
+    dv_box: _Box, stored: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torch._higher_order_ops.flex_attention import flex_attention_backward as hop
+    from torch._inductor.lowering import lowerings
+    from torch._inductor.virtualized import V
+    from torch.fx import Graph
+
+    g = Graph()
+    outs = [g.placeholder(f"out{i}") for i in range(3)]
+    node = g.call_function(_hop, ())
+    _plain(g, node, outs)
+    boxes = {"out0": _Box([1, 4, 8, 16], [512, 128, 16, 1]), "out1": "dK's", "out2": dv_box}
+    handler = type("G", (), {"current_node": node, "graph_inputs": boxes})()
+    monkeypatch.setitem(lowerings, hop, _lowering)
+    _allocated.clear()
+    with V.set_graph_handler(handler), inplace.stores_into_destinations() as got:  # type: ignore[arg-type]
+        dq, dk, dv, _ = lowerings[hop]()
+    assert got == stored
+    assert dq is boxes["out0"] and dk == "dk"  # dK: not a template buffer here, left alone
+    assert (dv is dv_box) == ("dv" in stored)
+    assert _allocated == ([] if "dv" in stored else ["own"])
+    assert globals()["empty_strided"] is _OWN_ALLOCATOR  # the wrapper put it back
+    assert lowerings[hop] is _lowering
 
 
 # ----------------------------------------------------------------------- the build's decision
