@@ -250,7 +250,7 @@ def profile(seq: int, args: argparse.Namespace, world: int, rank: int, device: t
     with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         step_ms(run, device, world)
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    spans = {"comm": [], "compute": []}  # type: dict[str, list[tuple[float, float]]]
+    spans: dict[str, list[tuple[float, float]]] = {"comm": [], "compute": []}
     for e in kernels:
         kind = "comm" if "nccl" in e.name.lower() else "compute"
         spans[kind].append((e.time_range.start, e.time_range.end))
@@ -319,9 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     profiles: list[dict[str, float]] = []
     if args.profile:
         mine = profile(max(seqs), args, world, rank, device, args.profile)
-        gathered: list[Any] = [None] * world
-        dist.all_gather_object(gathered, mine)
-        profiles = gathered
+        profiles = [{}] * world
+        dist.all_gather_object(profiles, mine)  # every rank's figures, for rank 0 to print
         if lead:
             for p in profiles:
                 print(f"# profile S={p['seq']} rank {p['rank']}: communication kernels "

@@ -1,5 +1,6 @@
-"""Start the ranks of ``context_parallel_worker.py`` as processes and collect their results
-(used by ``test_context_parallel.py`` on CPUs and ``gpu/test_context_parallel_gpu.py``)."""
+"""Start the ranks of ``context_parallel_worker.py`` as processes, collect their results and
+check the 16-bit ones (used by ``test_context_parallel.py`` on CPUs and
+``gpu/test_context_parallel_gpu.py``)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,17 @@ def run_world(world: int, tmp: Path, *extra: str) -> list[dict[str, Any]]:
     for r, res in enumerate(results):
         assert "crashed" not in res, f"rank {r}:\n{res['crashed']}"
     return results
+
+
+def check_16_bit(ranks: list[dict[str, Any]], case: str, dtype: str) -> None:
+    """Each rank's 16-bit value ``case`` against float64: within twice the op's own error on the
+    whole sequence in that dtype plus one 16-bit step at 2 (the largest values there), in
+    ``dtype`` (``"torch.bfloat16"``) and the inputs' dimension order, the inputs untouched."""
+    for r, res in enumerate(ranks):
+        got = res[f"value/{case}"]
+        for name in ("out", "dq", "dk", "dv"):
+            err, own = got["errors"][name], got["op_errors"][name]
+            assert own > 0  # 16-bit really rounds: the bound is not vacuous
+            assert err <= 2 * own + 2**-6, f"rank {r} {name}: {err:.3g} vs the op's {own:.3g}"
+        assert got["out_dtype"] == dtype and got["grad_dtypes"] == [dtype] * 3
+        assert got["inputs_unchanged"] and got["strides_follow_inputs"]

@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from context_parallel_launch import run_world  # noqa: E402
+from context_parallel_launch import check_16_bit, run_world  # noqa: E402
 
 from hipdnn_graph import ErrorCode, HipdnnError  # noqa: E402
 from hipdnn_graph.torch import scaled_dot_product_attention  # noqa: E402
@@ -168,15 +168,7 @@ def test_equals_torch_sdpa_on_the_whole_sequence(ranks: list[dict[str, Any]], ca
 def test_16_bit_within_the_ops_own_error(ranks: list[dict[str, Any]], case: str) -> None:
     """bf16 against float64: within twice the op's own bf16 error on the whole sequence plus
     one bf16 step at 2 (the largest values here), in bf16 and the inputs' dimension order."""
-    for r, res in enumerate(ranks):
-        got = res[f"value/{case}"]
-        for name in ("out", "dq", "dk", "dv"):
-            err, own = got["errors"][name], got["op_errors"][name]
-            assert own > 0  # bf16 really rounds: the bound is not vacuous
-            assert err <= 2 * own + 2**-6, f"rank {r} {name}: {err:.3g} vs the op's {own:.3g}"
-        assert got["out_dtype"] == "torch.bfloat16"
-        assert got["grad_dtypes"] == ["torch.bfloat16"] * 3
-        assert got["inputs_unchanged"] and got["strides_follow_inputs"]
+    check_16_bit(ranks, case, "torch.bfloat16")
 
 
 BAD = {

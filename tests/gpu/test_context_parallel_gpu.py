@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from context_parallel_launch import run_world  # noqa: E402
+from context_parallel_launch import check_16_bit, run_world  # noqa: E402
 from context_parallel_worker import gpu_value_cases  # noqa: E402
 
 pytestmark = [
@@ -39,13 +39,5 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("case", CASES)
 def test_two_gpus_within_the_ops_own_error(ranks: list[dict[str, Any]], case: str) -> None:
-    dtype = "torch.bfloat16" if case.startswith("bf16") else "torch.float16"
-    for r, res in enumerate(ranks):
-        got = res[f"value/{case}"]
-        for name in ("out", "dq", "dk", "dv"):
-            err, own = got["errors"][name], got["op_errors"][name]
-            assert own > 0  # 16-bit really rounds: the bound is not vacuous
-            assert err <= 2 * own + 2**-6, f"rank {r} {name}: {err:.3g} vs the op's {own:.3g}"
-        assert got["out_dtype"] == dtype and got["grad_dtypes"] == [dtype] * 3
-        assert got["inputs_unchanged"] and got["strides_follow_inputs"]
-        assert got["shape"] == [1, 4, 512, 16]
+    check_16_bit(ranks, case, "torch.bfloat16" if case.startswith("bf16") else "torch.float16")
+    assert all(res[f"value/{case}"]["shape"] == [1, 4, 512, 16] for res in ranks)
