@@ -322,9 +322,7 @@ class FlexKernel:
                 if not _same_blocks(got, self._created_block_mask()):
                     raise ValueError(f"differs from create_block_mask for lengths {lq}, {lk}")
         except Exception as e:
-            text = (str(e).strip().splitlines() or [""])[0][:300]
-            self.notes.append(f"padding block mask from create_block_mask: {type(e).__name__}: "
-                              f"{text}")  # fmt: skip
+            self.notes.append(f"padding block mask from create_block_mask: {_why(e)}")
             return None
         return build
 
@@ -385,10 +383,7 @@ class FlexKernel:
             except Exception as e:
                 if n == len(attempts):
                     raise
-                text = (str(e).strip().splitlines() or [""])[0][:300]
-                self.notes.append(
-                    f"forward (expand={expand}, {dict(tiles)}): {type(e).__name__}: {text}"
-                )
+                self.notes.append(f"forward (expand={expand}, {dict(tiles)}): {_why(e)}")
                 continue
             if expand:
                 self.notes.append("K/V heads expanded: flex's GQA forward did not compile")
@@ -433,8 +428,7 @@ class FlexKernel:
                     self._store_in_place(warm, kw)
                 return
             except Exception as e:  # record why, try the next way
-                text = (str(e).strip().splitlines() or [""])[0][:300]
-                self.notes.append(f"{mode} ({grad_dtype}, {extra}): {type(e).__name__}: {text}")
+                self.notes.append(f"{mode} ({grad_dtype}, {extra}): {_why(e)}")
         raise RuntimeError("flex backward did not compile: " + " | ".join(self.notes))
 
     def _prepare_given(self, bias: Tensor | None, suffix: str = "") -> None:
@@ -486,8 +480,7 @@ class FlexKernel:
                 tol = 0.0 if i < 3 else 2**-7 * float(b.abs().max())
                 torch.testing.assert_close(a, b, rtol=0, atol=tol, equal_nan=True)
         except Exception as e:
-            text = (str(e).strip().splitlines() or [""])[0][:300]
-            self._keep_copying(copying, graphs, f"{type(e).__name__}: {text}")
+            self._keep_copying(copying, graphs, _why(e))
             return
         if not stored:
             self._keep_copying(copying, graphs, "no destination fits")
@@ -742,6 +735,12 @@ class HeadGroups:
         if len(full) >= 3 and full[-3] != 1:
             return dq, dk, dv, torch.cat(slices, len(full) - 3)
         return dq, dk, dv, torch.stack(slices).sum(0)
+
+
+def _why(e: Exception) -> str:
+    """An exception for a kernel's notes: its type and the first line of its message."""
+    text = (str(e).strip().splitlines() or [""])[0][:300]
+    return f"{type(e).__name__}: {text}"
 
 
 def group_spec(spec: FlexSpec, groups: int) -> FlexSpec:
