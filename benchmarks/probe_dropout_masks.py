@@ -7,7 +7,7 @@ generator, the seed/offset tensors it returned, how far it advanced the generato
 back from its output: with Q = 0 every row's softmax is uniform (1/N), and with V = [I_N | 0]
 the output row i is M[i, :] / (N (1 - p)), so M = O · N (1 - p) > 0.5.
 
-Run on the device machine: ``python3 tools/probe_dropout_masks.py``.
+Run on the device machine: ``python3 benchmarks/probe_dropout_masks.py``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def note(key: str, value: object) -> None:
 def schema(name: str) -> str:
     try:
         return str(getattr(torch.ops.aten, name).default._schema)
-    except Exception as exc:  # noqa: BLE001 - a probe records what it finds
+    except Exception as exc:
         return f"missing: {exc}"
 
 
@@ -140,7 +140,7 @@ for kind in ("efficient", "flash", "cudnn"):
             gen.set_offset(offset)
             out2, *_ = run_fwd(kind, q, k, v, p)
             note(f"{tag}.repeat_same", bool(torch.equal(out, out2)))
-        except Exception:  # noqa: BLE001
+        except Exception:
             note(f"{tag}.error", traceback.format_exc()[-1500:])
 
 # the fill op alone at odd shapes and offsets not a multiple of 4
@@ -158,11 +158,12 @@ for fi, (b, h, m, n, p, seed, offset) in enumerate(fill_cases):
         torch.ops.aten._fill_mem_eff_dropout_mask_(fill, p, seed, offset)
         arrays[f"{tag}.values"] = fill.cpu().numpy()
         note(f"{tag}.meta", {"shape": [b, h, m, n], "p": p, "seed": seed, "offset": offset})
-    except Exception:  # noqa: BLE001
+    except Exception:
         note(f"{tag}.error", traceback.format_exc()[-1500:])
 
+
 # a backward fed hand-made seed/offset tensors equals the one fed the forward's own
-for kind in ("efficient", "flash", "cudnn"):
+def backward_rng_probe(kind: str) -> None:
     try:
         b, h, m, n, d, p = 2, 4, 128, 128, 64, 0.2
         torch.manual_seed(0)
@@ -200,8 +201,12 @@ for kind in ("efficient", "flash", "cudnn"):
                 )[:3]
 
         g_own = bwd(s_t, o_t)
-        made_s = torch.tensor(555, dtype=s_t.dtype, device=s_t.device).reshape(s_t.shape)
-        made_o = torch.tensor(64, dtype=o_t.dtype, device=o_t.device).reshape(o_t.shape)
+        made_s = s_t.clone()  # flash: rng_state (seed, offset) as uint64[2]
+        if s_t.numel() == 1:
+            made_s = torch.tensor(555, dtype=s_t.dtype, device=s_t.device).reshape(s_t.shape)
+        made_o = o_t.clone()
+        if s_t.numel() == 1:
+            made_o = torch.tensor(64, dtype=o_t.dtype, device=o_t.device).reshape(o_t.shape)
         g_made = bwd(made_s, made_o)
         same = [bool(torch.equal(x, y)) for x, y in zip(g_own, g_made, strict=True)]
         note(f"bwd_made_rng.{kind}", {"equal": same, "seed": tinfo(s_t), "offset": tinfo(o_t)})
@@ -213,13 +218,17 @@ for kind in ("efficient", "flash", "cudnn"):
             gen.set_offset(64)
             g_again = bwd(made_s, made_o)
             note(f"bwd_made_rng.{kind}.no_sync", True)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             note(f"bwd_made_rng.{kind}.no_sync", f"sync: {exc}")
         finally:
             torch.cuda.set_sync_debug_mode(0)
         del g_again
-    except Exception:  # noqa: BLE001
+    except Exception:
         note(f"bwd_made_rng.{kind}.error", traceback.format_exc()[-1500:])
+
+
+for kind in ("efficient", "flash", "cudnn"):
+    backward_rng_probe(kind)
 
 # how F.scaled_dot_product_attention advances the generator per backend
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
@@ -233,8 +242,9 @@ for be in (SDPBackend.EFFICIENT_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBacken
         with sdpa_kernel(be):
             torch.nn.functional.scaled_dot_product_attention(q, q, q, dropout_p=0.1, is_causal=True)
         after = gen.get_offset()
-        note(f"sdpa_advance.{be.name}", {"shape": [b, h, m, n, d], "before": before, "after": after})
-    except Exception:  # noqa: BLE001
+        advance = {"shape": [b, h, m, n, d], "before": before, "after": after}
+        note(f"sdpa_advance.{be.name}", advance)
+    except Exception:
         note(f"sdpa_advance.{be.name}.error", traceback.format_exc()[-800:])
 
 np.savez_compressed(os.path.join(OUT, "dropout_probe.npz"), **arrays)
