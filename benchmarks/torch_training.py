@@ -1,11 +1,16 @@
 """Training step time and peak memory of transformers models with "hipdnn" against "sdpa".
 
 Run on a GPU machine (``python benchmarks/torch_training.py [--quick] [--json OUT]``). For each
-configuration (bf16 weights and activations, AdamW, random tokens, dropout off, no download):
+configuration (bf16 weights and activations, AdamW, random tokens, no download):
 
-* ``gpt2-small``: GPT-2 small sized (12 layers, hidden 768, 12 heads, head dim 64), MHA;
+* ``gpt2-default``: GPT-2 small in transformers' DEFAULT configuration (12 layers, hidden 768,
+  12 heads, head dim 64, MHA), so attention, residual and embedding dropout are 0.1: what a
+  user who trains GPT-2 runs;
+* ``llama-small``: a small Llama with grouped-query attention (8 layers, hidden 1024, 16 heads,
+  4 KV heads, head dim 64, SwiGLU 2816), whose small kernels expose host time;
+* ``gpt2-small``: GPT-2 small sized as above with dropout off;
 * ``llama-gqa``: Llama style with grouped-query attention (8 layers, hidden 2048, 32 heads,
-  8 KV heads, head dim 64, SwiGLU 5632);
+  8 KV heads, head dim 64, SwiGLU 5632), dropout off;
 
 at sequence 1k and 4k with 16k tokens per step, it trains one model per attention
 implementation from the same seed and prints the median step time (forward, backward and
@@ -56,6 +61,14 @@ class Row:
 
 
 def config(name: str, seq: int) -> Any:
+    if name == "gpt2-default":  # transformers' defaults: GPT-2 small, dropout 0.1 everywhere
+        return transformers.GPT2Config(n_positions=seq)
+    if name == "llama-small":
+        return transformers.LlamaConfig(
+            num_hidden_layers=8, hidden_size=1024, num_attention_heads=16,
+            num_key_value_heads=4, intermediate_size=2816, vocab_size=32000,
+            max_position_embeddings=seq,
+        )  # fmt: skip
     if name == "gpt2-small":
         return transformers.GPT2Config(
             n_layer=12, n_embd=768, n_head=12, n_positions=seq, vocab_size=50257,
@@ -154,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one round, fewer steps")
     parser.add_argument("--json", help="also write the rows as JSON to this path")
-    parser.add_argument("--models", default="gpt2-small,llama-gqa")
+    parser.add_argument("--models", default="gpt2-default,llama-small,gpt2-small,llama-gqa")
     parser.add_argument("--seqs", default="1024,4096")
     parser.add_argument("--tokens", type=int, default=TOKENS, help="tokens per step")
     parser.add_argument(
