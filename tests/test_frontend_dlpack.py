@@ -79,6 +79,33 @@ class NoneDlpack:
         return None
 
 
+class RaisingDlpack:
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("producer refused export")
+
+
+class CopyOnlyProducer:
+    """Can export only a copy, so it refuses ``copy=False``."""
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+
+    def __dlpack__(self, *, copy: bool | None = None, **kwargs: Any) -> Any:
+        if copy is False:
+            raise BufferError("export requires a copy")
+        return self.array.copy().__dlpack__(**kwargs)
+
+
+class LegacyProducer:
+    """The signature from before the 2023.12 array API: no max_version, no copy."""
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+
+    def __dlpack__(self, stream: Any = None) -> Any:
+        return self.array.__dlpack__()
+
+
 class TestTensorLike:
     def test_host_array_gives_dims_strides_type_and_runtime_scalar(self) -> None:
         t = hipdnn.Graph.tensor_like(np.zeros((2, 3, 4), np.float32), "x")
@@ -165,6 +192,16 @@ class TestTensorLike:
         assert hipdnn.Graph.tensor_like(host).get_dim() == [2, 3]
         assert _get_data_ptr(host) == host.ctypes.data
 
+    def test_producer_exception_propagates(self) -> None:
+        with pytest.raises(RuntimeError, match="producer refused export") as caught:
+            hipdnn.Graph.tensor_like(RaisingDlpack())
+        assert type(caught.value) is RuntimeError  # the producer's own, not a wrapper
+
+    def test_legacy_producer_signature(self) -> None:
+        host = np.zeros((2, 3), np.float32)
+        assert hipdnn.Graph.tensor_like(LegacyProducer(host)).get_dim() == [2, 3]
+        assert _get_data_ptr(LegacyProducer(host)) == host.ctypes.data
+
 
 class TestGetDataPtr:
     def test_host_dlpack_honours_byte_offset(self) -> None:
@@ -214,6 +251,19 @@ class TestGetDataPtr:
     def test_rejections(self, value: Any, error: type, match: str) -> None:
         with pytest.raises(error, match=match):
             _get_data_ptr(value)
+
+    def test_producer_exception_propagates(self) -> None:
+        with pytest.raises(RuntimeError, match="producer refused export") as caught:
+            _get_data_ptr(RaisingDlpack())
+        assert type(caught.value) is RuntimeError
+
+    def test_pointer_path_refuses_copies(self) -> None:
+        """A copy would be freed with the export, leaving a dangling address."""
+        host = np.zeros(4, np.float32)
+        with pytest.raises(BufferError, match="requires a copy"):
+            _get_data_ptr(CopyOnlyProducer(host))
+        # metadata needs no ownership, so tensor_like still accepts it
+        assert hipdnn.Graph.tensor_like(CopyOnlyProducer(host)).get_dim() == [4]
 
 
 class TestDeviceBuffer:

@@ -39,6 +39,7 @@ import numpy as np
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode
+from .dlpack import Exported, checked_export
 from .dtypes import numpy_dtype, torch_dtype
 from .memory import array_is_read_only, tensor_is_read_only
 
@@ -150,12 +151,13 @@ def as_numpy(value: Any, label: str = "buffer") -> np.ndarray[Any, Any]:
             return array.view(numpy_dtype(DataType.BFLOAT16))
         return value.numpy()  # type: ignore[no-any-return]
     if hasattr(value, "__dlpack__"):
+        capsule = checked_export(value, label, torch_kind=False)
         try:
-            return np.from_dlpack(value)
-        except (TypeError, RuntimeError, BufferError, ValueError) as exc:
+            return np.from_dlpack(Exported(capsule))
+        except Exception as exc:  # a device NumPy cannot read, a type it lacks, ...
             raise _fail(
                 f"Variant pack tensor {label} cannot be read through DLPack: {exc}"
-            ) from None
+            ) from exc
     raise _fail(
         f"Variant pack value for {label} is a {type(value).__name__}; pass a NumPy array, "
         "a torch tensor or a DLPack producer"
@@ -183,14 +185,15 @@ def as_torch(value: Any, label: str = "buffer") -> Any:
                 f"Variant pack tensor {label} cannot be viewed as a torch tensor: {exc}"
             ) from None
     if hasattr(value, "__dlpack__"):
+        capsule = checked_export(value, label, torch_kind=True)
         try:
             from torch.utils.dlpack import from_dlpack
 
-            return from_dlpack(value)
-        except (TypeError, RuntimeError, BufferError, ValueError) as exc:
+            return from_dlpack(capsule)
+        except Exception as exc:
             raise _fail(
                 f"Variant pack tensor {label} cannot be read through DLPack: {exc}"
-            ) from None
+            ) from exc
     raise _fail(
         f"Variant pack value for {label} is a {type(value).__name__}; pass a NumPy array, "
         "a torch tensor or a DLPack producer"
