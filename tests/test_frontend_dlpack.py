@@ -107,13 +107,20 @@ class LegacyProducer:
 
 
 class TestTensorLike:
-    def test_host_array_gives_dims_strides_type_and_runtime_scalar(self) -> None:
+    def test_host_array_gives_dims_strides_type_and_an_ordinary_tensor(self) -> None:
         t = hipdnn.Graph.tensor_like(np.zeros((2, 3, 4), np.float32), "x")
         assert isinstance(t, hipdnn.Tensor)
         assert (t.get_dim(), t.get_stride()) == ([2, 3, 4], [12, 4, 1])
         assert t.get_data_type() == hipdnn.DataType.FLOAT and t.get_name() == "x"
         assert t.has_uid() is False
-        assert t.get_is_pass_by_value() is True  # host memory: a runtime pass-by-value tensor
+        # hipDNN marks every host producer pass-by-value; on the CPU engines host memory holds
+        # Q, K and V, so only a one-element host array is a runtime scalar here
+        assert t.get_is_pass_by_value() is False
+
+    @pytest.mark.parametrize("shape", [(1,), (1, 1, 1, 1), ()])
+    def test_one_element_host_array_is_a_runtime_scalar(self, shape: tuple[int, ...]) -> None:
+        t = hipdnn.Graph.tensor_like(np.full(shape, 0.125, np.float32))
+        assert t.get_is_pass_by_value() is True and t.get_dim() == list(shape)
 
     def test_non_contiguous_strides_are_element_strides(self) -> None:
         t = hipdnn.Graph.tensor_like(np.zeros((4, 6), np.float32)[:, ::2])
@@ -152,7 +159,8 @@ class TestTensorLike:
             assert t.get_data_type() == data_type and t.get_stride() == [3, 1]
         t = hipdnn.Graph.tensor_like(torch.zeros(16).view(4, 4).t())
         assert (t.get_dim(), t.get_stride()) == ([4, 4], [1, 4])
-        assert t.get_is_pass_by_value() is True  # CPU memory
+        assert t.get_is_pass_by_value() is False  # CPU memory, but no scalar
+        assert hipdnn.Graph.tensor_like(torch.tensor([0.5])).get_is_pass_by_value() is True
 
     def test_device_memory_is_not_pass_by_value(self) -> None:
         host = np.zeros(4, np.float32)

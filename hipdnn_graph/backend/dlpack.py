@@ -37,6 +37,7 @@ __all__ = [
     "export_capsule",
     "layout_problem",
     "read_capsule",
+    "runtime_scalar",
 ]
 
 CPU, CUDA, CUDA_HOST, ROCM, ROCM_HOST = 1, 2, 3, 10, 11
@@ -212,6 +213,23 @@ def read_capsule(capsule: Any) -> DlpackLayout | None:
         lanes=int(tensor.dtype.lanes),
         read_only=versioned and bool(flags & _READ_ONLY),
     )
+
+
+def runtime_scalar(on_cpu: bool, dims: list[int]) -> bool:
+    """Whether ``tensor_like`` of an array makes a runtime pass-by-value tensor: the array is in
+    ``cpu`` memory and holds exactly one element.
+
+    hipDNN's binding (like cuDNN's) marks *every* ``cpu`` producer pass-by-value, because on a
+    GPU machine host memory only ever carries scalars (a runtime ``attn_scale``). Here host
+    memory is also where the NumPy and CPU torch engines read Q, K and V, and a pass-by-value
+    Q is refused by ``validate()``, so only a one-element host array is taken for a scalar. A
+    graph hipDNN accepts is declared the same way: hipDNN takes pass-by-value tensors only in
+    the scalar slots, which hold one element.
+    """
+    volume = 1
+    for dim in dims:
+        volume *= dim
+    return on_cpu and volume == 1
 
 
 def layout_problem(layout: DlpackLayout, *, negative_strides: bool) -> str | None:

@@ -336,7 +336,7 @@ class VariantPackBinder:
                     array = array.detach()
             else:
                 array = as_numpy(value, spec.label)
-            self._check_array(array, spec, torch_kind)
+            self._check_array(array, spec, torch_kind, value)
             bound[spec.uid] = array
         if self.outputs and len(bound) == len(self.specs):
             if torch_kind:
@@ -350,7 +350,10 @@ class VariantPackBinder:
         return bound
 
     @staticmethod
-    def _check_array(array: Any, spec: TensorSpec, torch_kind: bool) -> None:
+    def _check_array(array: Any, spec: TensorSpec, torch_kind: bool, given: Any = None) -> None:
+        """Check a converted buffer's shape, dtype and strides; messages name the dtype of the
+        buffer as ``given`` (a NumPy array reads ``float64`` even when a torch engine sees a
+        ``torch.float64`` view of it)."""
         shape = tuple(array.shape)
         if shape != spec.shape:
             raise _fail(
@@ -365,8 +368,10 @@ class VariantPackBinder:
             strides = tuple(s // itemsize for s in array.strides)
             dtype_ok = array.dtype == spec.np_dtype
         if not dtype_ok:
+            dtype = getattr(given, "dtype", None)
             raise _fail(
-                f"Variant pack tensor {spec.label} has dtype {array.dtype} but the graph declares "
+                f"Variant pack tensor {spec.label} has dtype "
+                f"{array.dtype if dtype is None else dtype} but the graph declares "
                 f"{spec.data_type.name}"
             )
         if not spec.strides_match(strides):
