@@ -310,3 +310,20 @@ def test_an_address_into_a_freed_storage_is_a_variant_pack_error() -> None:
     assert error.get_code() == hipdnn.ErrorCode.INVALID_VARIANT_PACK
     assert f"raw address {address:#x}" in error.get_message()
     assert not out.any()
+
+
+def test_a_tensor_whose_storage_was_freed_is_refused_not_read() -> None:
+    torch = pytest.importorskip("torch")
+    g, q, k, v, o = core_graph("NUMPY_REFERENCE_ENGINE")
+    x = torch.ones(SHAPE)
+    query = torch.ones(SHAPE)
+    query.untyped_storage().resize_(0)  # the view now reaches memory it does not own
+    out = torch.zeros(SHAPE)
+    with pytest.raises(hg.HipdnnError) as caught:
+        g.execute({q: query, k: x, v: x, o: out})
+    assert caught.value.code == hg.ErrorCode.INVALID_VARIANT_PACK
+    assert str(caught.value) == (
+        "Variant pack tensor 'Q' (uid 1) reaches past the end of its storage (0 bytes: resized "
+        "or freed under the view)"
+    )
+    assert not out.any()

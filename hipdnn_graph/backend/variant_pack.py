@@ -41,7 +41,7 @@ from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode
 from .dlpack import Exported, checked_export
 from .dtypes import numpy_dtype, torch_dtype
-from .memory import array_is_read_only, tensor_is_read_only
+from .memory import array_is_read_only, tensor_is_read_only, tensor_storage_shortfall
 
 __all__ = ["TensorSpec", "VariantPackBinder", "as_numpy", "as_torch", "is_torch_tensor"]
 
@@ -142,6 +142,11 @@ def as_numpy(value: Any, label: str = "buffer") -> np.ndarray[Any, Any]:
         import torch
 
         _check_dense(value, label)
+        if tensor_storage_shortfall(value) is not None:
+            raise _fail(
+                f"Variant pack tensor {label} reaches past the end of its storage "
+                f"({value.untyped_storage().nbytes()} bytes: resized or freed under the view)"
+            )
         if value.requires_grad:
             value = value.detach()
         if value.is_neg() or value.is_conj():
