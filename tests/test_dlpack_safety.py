@@ -327,3 +327,24 @@ def test_a_tensor_whose_storage_was_freed_is_refused_not_read() -> None:
         "or freed under the view)"
     )
     assert not out.any()
+
+
+def test_frontend_execute_lets_a_copy_only_producer_s_error_through() -> None:
+    """As hipDNN's binding: the variant-pack conversion asks for copy=False, and the producer's
+    own BufferError reaches the caller (it is no graph error); outputs stay untouched."""
+
+    class CopyOnly:
+        def __init__(self, array: Any) -> None:
+            self.array = array
+
+        def __dlpack__(self, *, copy: bool | None = None, **kwargs: Any) -> Any:
+            if copy is False:
+                raise BufferError("export requires a copy")
+            return self.array.copy().__dlpack__(**kwargs)
+
+    g, handle, q, k, v, o, stats = _frontend_graph()
+    x = np.ones(SHAPE, np.float32)
+    out, st = np.zeros_like(x), np.zeros((1, 1, 4, 1), np.float32)
+    with pytest.raises(BufferError, match="export requires a copy"):
+        g.execute(handle, {q: x, k: x, v: x, o: CopyOnly(out), stats: st})
+    assert not out.any() and not st.any()
