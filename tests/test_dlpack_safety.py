@@ -348,3 +348,20 @@ def test_frontend_execute_lets_a_copy_only_producer_s_error_through() -> None:
     with pytest.raises(BufferError, match="export requires a copy"):
         g.execute(handle, {q: x, k: x, v: x, o: CopyOnly(out), stats: st})
     assert not out.any() and not st.any()
+
+
+def test_a_re_pointed_view_resolves_to_its_new_storage() -> None:
+    torch = pytest.importorskip("torch")
+    g, handle, q, k, v, o, stats = _frontend_graph()
+    x = torch.ones(SHAPE)
+    base = torch.zeros(2, *SHAPE)
+    query = base[1]  # a view: its own storage is its base's until set_() re-points it
+    _get_data_ptr(query)
+    query.set_(torch.full(SHAPE, 2.0))
+    value = torch.arange(32, dtype=torch.float32).reshape(SHAPE)
+    out = torch.zeros(SHAPE)
+    pack = {q: query.data_ptr(), k: x, v: value, o: out, stats: torch.zeros(1, 1, 4, 1)}
+    error = g.execute(handle, pack)
+    assert error.is_good(), error.get_message()
+    want = torch.nn.functional.scaled_dot_product_attention(torch.full(SHAPE, 2.0), x, value)
+    torch.testing.assert_close(out, want)

@@ -103,16 +103,20 @@ _regions: dict[int, _Region] = {}
 
 def remember(owner: Any) -> None:
     """Remember the allocation behind a NumPy array or torch tensor (weakly)."""
+    owners = [owner]
     if _is_torch(owner):
         while owner._base is not None:  # a view lives shorter than the tensor it views
             owner = owner._base
+        owners.append(owner)  # the view too: set_() can re-point it away from its base
     else:
         owner = _contiguous_base(owner)
         if not (owner.flags.c_contiguous or owner.flags.f_contiguous):
             return
-    key = id(owner)
-    if key not in _regions:
-        _regions[key] = _Region(weakref.ref(owner, _forget(key)))
+        owners = [owner]
+    for each in owners:
+        key = id(each)
+        if key not in _regions:
+            _regions[key] = _Region(weakref.ref(each, _forget(key)))
 
 
 def _forget(key: int) -> Any:
