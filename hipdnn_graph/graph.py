@@ -38,7 +38,7 @@ from .nodes.sdpa_bwd import SdpaBwdNode
 from .nodes.sdpa_fwd import SdpaFwdNode
 from .sdpa_keywords import BACKWARD_KEYWORDS, FORWARD_KEYWORDS, apply_keywords
 from .serialization import GraphSerialization
-from .tensor import TensorAttributes, generate_strides
+from .tensor import DataTypeLike, TensorAttributes, generate_strides
 from .types import DataType, ErrorCode
 
 if TYPE_CHECKING:
@@ -63,9 +63,9 @@ class Graph(GraphLifecycle, GraphSerialization):
     def __init__(
         self,
         name: str = "",
-        io_data_type: DataType | int = DataType.NOT_SET,
-        intermediate_data_type: DataType | int = DataType.NOT_SET,
-        compute_data_type: DataType | int = DataType.NOT_SET,
+        io_data_type: DataTypeLike = DataType.NOT_SET,
+        intermediate_data_type: DataTypeLike = DataType.NOT_SET,
+        compute_data_type: DataTypeLike = DataType.NOT_SET,
         *,
         attributes: GraphAttributes | None = None,
     ) -> None:
@@ -149,15 +149,15 @@ class Graph(GraphLifecycle, GraphSerialization):
         self.attributes.set_name(name)
         return self._changed()
 
-    def set_io_data_type(self, data_type: DataType | int) -> Graph:
+    def set_io_data_type(self, data_type: DataTypeLike) -> Graph:
         self.attributes.set_io_data_type(data_type)
         return self._changed()
 
-    def set_intermediate_data_type(self, data_type: DataType | int) -> Graph:
+    def set_intermediate_data_type(self, data_type: DataTypeLike) -> Graph:
         self.attributes.set_intermediate_data_type(data_type)
         return self._changed()
 
-    def set_compute_data_type(self, data_type: DataType | int) -> Graph:
+    def set_compute_data_type(self, data_type: DataTypeLike) -> Graph:
         self.attributes.set_compute_data_type(data_type)
         return self._changed()
 
@@ -253,23 +253,50 @@ class Graph(GraphLifecycle, GraphSerialization):
         self._changed()
         return tensor
 
-    def tensor_like(self, tensor: TensorAttributes, name: str = "") -> TensorAttributes:
-        """Declare a new non-virtual tensor with ``tensor``'s type, dims, strides and alignment.
+    def tensor_like(self, tensor: TensorAttributes | Any, name: str = "") -> TensorAttributes:
+        """Declare a new non-virtual tensor shaped like ``tensor``.
 
-        The uid is not copied, so the new tensor gets its own.
+        ``tensor`` is a :class:`TensorAttributes` (its type, dims, strides and alignment; the
+        uid is not copied, so the new tensor gets its own), or, as in cudnn-frontend, an array:
+        a NumPy array, a torch tensor (any device, ``meta`` too) or any DLPack producer, whose
+        dims, element strides and data type are declared. A one-element array in ``cpu``
+        memory declares a runtime pass-by-value scalar (its value is passed at execute time);
+        any other array declares an ordinary tensor (see
+        :func:`hipdnn_graph.backend.dlpack.runtime_scalar`).
+
+        Example:
+            >>> import numpy as np, hipdnn_graph as hg
+            >>> g = hg.Graph()
+            >>> q = g.tensor_like(np.zeros((1, 2, 8, 16), np.float16), "Q")
+            >>> q.get_dim(), q.get_stride(), q.get_data_type().name, q.get_is_pass_by_value()
+            ([1, 2, 8, 16], [256, 128, 16, 1], 'HALF', False)
+            >>> g.tensor_like(np.float32(0.125).reshape(1), "scale").get_is_pass_by_value()
+            True
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for anything else, or an array whose dtype hipDNN
+                lacks (see :func:`hipdnn_graph.backend.array_info.describe_array`).
         """
-        if not isinstance(tensor, TensorAttributes):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                f"Graph.tensor_like() expects a TensorAttributes, got {type(tensor).__name__}",
+        if isinstance(tensor, TensorAttributes):
+            return self.tensor(
+                TensorAttributes(
+                    name=name,
+                    data_type=tensor.data_type,
+                    dim=list(tensor.dim),
+                    stride=list(tensor.stride),
+                    alignment=tensor.alignment,
+                )
             )
+        from .backend.array_info import describe_array
+
+        info = describe_array(tensor, "Graph.tensor_like()")
         return self.tensor(
             TensorAttributes(
                 name=name,
-                data_type=tensor.data_type,
-                dim=list(tensor.dim),
-                stride=list(tensor.stride),
-                alignment=tensor.alignment,
+                data_type=info.data_type,
+                dim=info.dims,
+                stride=info.strides,
+                is_pass_by_value=info.is_runtime_scalar,
             )
         )
 

@@ -392,13 +392,18 @@ class GraphLifecycle:
         """Engines that refused this graph, with their reasons."""
         return dict(self._state.refusals)
 
-    def execute(self, variant_pack: Mapping[Any, Any], workspace: Any = None) -> None:
+    def execute(
+        self, variant_pack: Mapping[Any, Any], workspace: Any = None, handle: Any = None
+    ) -> None:
         """Run the active plan.
 
         Args:
             variant_pack: ``{tensor or uid: buffer}`` for every non-virtual tensor (NumPy
                 arrays, torch tensors or DLPack producers); outputs are written in place.
             workspace: a buffer of at least ``get_workspace_size()`` bytes (``None`` when 0).
+            handle: accepted, like ``build_plans(handle=...)``, for cudnn-frontend's
+                ``execute(variant_pack, workspace, handle=handle)``; unused: engines run on
+                torch's current stream (select one with ``torch.cuda.stream(...)``).
 
         Raises:
             HipdnnError: ``INVALID_VALUE`` before plans exist; ``INVALID_VARIANT_PACK`` naming
@@ -407,7 +412,9 @@ class GraphLifecycle:
         """
         execute(self._state, variant_pack, workspace)
 
-    def run(self, inputs: Mapping[Any, Any], workspace: Any = None) -> dict[Any, Any]:
+    def run(
+        self, inputs: Mapping[Any, Any], workspace: Any = None, handle: Any = None
+    ) -> dict[Any, Any]:
         """Execute and return the outputs, allocated for you: ``{output tensor: buffer}``.
 
         A convenience on top of :meth:`execute` (whose outputs are caller-allocated, as in
@@ -417,7 +424,8 @@ class GraphLifecycle:
         some input buffer is a torch tensor, whichever engine runs the graph: a NumPy caller
         gets NumPy results even where torch is installed and a torch engine ranks first. Only
         real (non-virtual) outputs are returned: a graph whose outputs are all virtual
-        (``set_output(True)`` forgotten) is an error rather than an empty result.
+        (``set_output(True)`` forgotten) is an error rather than an empty result. ``handle``
+        is accepted and unused, as in :meth:`execute`.
 
         Example:
             >>> import numpy as np, hipdnn_graph as hg
@@ -438,9 +446,10 @@ class GraphLifecycle:
         return run(self._state, inputs, workspace)
 
     def execute_plan_at_index(
-        self, variant_pack: Mapping[Any, Any], workspace: Any, index: int
+        self, variant_pack: Mapping[Any, Any], workspace: Any, index: int, handle: Any = None
     ) -> None:
-        """Run the plan built at ``index`` (see ``BuildPlanPolicy.ALL``).
+        """Run the plan built at ``index`` (see ``BuildPlanPolicy.ALL``); ``handle`` as in
+        :meth:`execute`.
 
         Raises:
             HipdnnError: ``INVALID_VALUE`` when ``index`` is not an integer in range.

@@ -25,16 +25,20 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from .changes import CLOCK, STAMP_SLOT
+from .dtype_names import data_type_of
 from .errors import HipdnnError
 from .types import DataType, ErrorCode
 
 if TYPE_CHECKING:
     from .attributes.graph_attributes import GraphAttributes
 
-__all__ = ["ScalarValue", "TensorAttributes", "assign_uid", "generate_strides"]
+__all__ = ["DataTypeLike", "ScalarValue", "TensorAttributes", "assign_uid", "generate_strides"]
 
 #: Python types a pass-by-value scalar may hold.
 ScalarValue = bool | int | float
+#: what stands for a :class:`DataType`: a member, its integer value, or a ``torch.dtype`` or
+#: NumPy dtype (``torch.float16``, ``np.float32``) of a type hipDNN has
+DataTypeLike = DataType | int | Any
 
 _DEFAULT_ALIGNMENT = 16
 _INT32_RANGE = range(-(2**31), 2**31)
@@ -149,8 +153,9 @@ def _scalar_type(value: Any) -> tuple[ScalarValue, DataType]:
     )
 
 
-def _data_type(value: DataType | int) -> DataType:
-    """``value`` as a :class:`DataType` (a member or its integer value; not a bool or a float)."""
+def _data_type(value: DataTypeLike) -> DataType:
+    """``value`` as a :class:`DataType`: a member, its integer value (not a bool or a float), or
+    a ``torch.dtype`` / NumPy dtype of a type hipDNN has (``torch.float16`` is HALF)."""
     if isinstance(value, DataType):
         return value
     try:
@@ -158,6 +163,14 @@ def _data_type(value: DataType | int) -> DataType:
             return DataType(operator.index(value))
     except (TypeError, ValueError):
         pass
+    try:
+        data_type = data_type_of(value)
+    except KeyError as missing:
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE, f"Data type {value} ({missing}) has no hipDNN DataType"
+        ) from None
+    if data_type is not None:
+        return data_type
     raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown data type {value!r}")
 
 
@@ -286,7 +299,7 @@ class TensorAttributes(BaseModel):
         self.name = name
         return self
 
-    def set_data_type(self, data_type: DataType | int) -> TensorAttributes:
+    def set_data_type(self, data_type: DataTypeLike) -> TensorAttributes:
         """Set the element type."""
         self.data_type = _data_type(data_type)
         return self

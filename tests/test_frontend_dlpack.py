@@ -79,14 +79,48 @@ class NoneDlpack:
         return None
 
 
+class RaisingDlpack:
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("producer refused export")
+
+
+class CopyOnlyProducer:
+    """Can export only a copy, so it refuses ``copy=False``."""
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+
+    def __dlpack__(self, *, copy: bool | None = None, **kwargs: Any) -> Any:
+        if copy is False:
+            raise BufferError("export requires a copy")
+        return self.array.copy().__dlpack__(**kwargs)
+
+
+class LegacyProducer:
+    """The signature from before the 2023.12 array API: no max_version, no copy."""
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+
+    def __dlpack__(self, stream: Any = None) -> Any:
+        return self.array.__dlpack__()
+
+
 class TestTensorLike:
-    def test_host_array_gives_dims_strides_type_and_runtime_scalar(self) -> None:
+    def test_host_array_gives_dims_strides_type_and_an_ordinary_tensor(self) -> None:
         t = hipdnn.Graph.tensor_like(np.zeros((2, 3, 4), np.float32), "x")
         assert isinstance(t, hipdnn.Tensor)
         assert (t.get_dim(), t.get_stride()) == ([2, 3, 4], [12, 4, 1])
         assert t.get_data_type() == hipdnn.DataType.FLOAT and t.get_name() == "x"
         assert t.has_uid() is False
-        assert t.get_is_pass_by_value() is True  # host memory: a runtime pass-by-value tensor
+        # hipDNN marks every host producer pass-by-value; on the CPU engines host memory holds
+        # Q, K and V, so only a one-element host array is a runtime scalar here
+        assert t.get_is_pass_by_value() is False
+
+    @pytest.mark.parametrize("shape", [(1,), (1, 1, 1, 1), ()])
+    def test_one_element_host_array_is_a_runtime_scalar(self, shape: tuple[int, ...]) -> None:
+        t = hipdnn.Graph.tensor_like(np.full(shape, 0.125, np.float32))
+        assert t.get_is_pass_by_value() is True and t.get_dim() == list(shape)
 
     def test_non_contiguous_strides_are_element_strides(self) -> None:
         t = hipdnn.Graph.tensor_like(np.zeros((4, 6), np.float32)[:, ::2])
@@ -125,7 +159,8 @@ class TestTensorLike:
             assert t.get_data_type() == data_type and t.get_stride() == [3, 1]
         t = hipdnn.Graph.tensor_like(torch.zeros(16).view(4, 4).t())
         assert (t.get_dim(), t.get_stride()) == ([4, 4], [1, 4])
-        assert t.get_is_pass_by_value() is True  # CPU memory
+        assert t.get_is_pass_by_value() is False  # CPU memory, but no scalar
+        assert hipdnn.Graph.tensor_like(torch.tensor([0.5])).get_is_pass_by_value() is True
 
     def test_device_memory_is_not_pass_by_value(self) -> None:
         host = np.zeros(4, np.float32)
@@ -164,6 +199,16 @@ class TestTensorLike:
         host.setflags(write=False)
         assert hipdnn.Graph.tensor_like(host).get_dim() == [2, 3]
         assert _get_data_ptr(host) == host.ctypes.data
+
+    def test_producer_exception_propagates(self) -> None:
+        with pytest.raises(RuntimeError, match="producer refused export") as caught:
+            hipdnn.Graph.tensor_like(RaisingDlpack())
+        assert type(caught.value) is RuntimeError  # the producer's own, not a wrapper
+
+    def test_legacy_producer_signature(self) -> None:
+        host = np.zeros((2, 3), np.float32)
+        assert hipdnn.Graph.tensor_like(LegacyProducer(host)).get_dim() == [2, 3]
+        assert _get_data_ptr(LegacyProducer(host)) == host.ctypes.data
 
 
 class TestGetDataPtr:
@@ -214,6 +259,19 @@ class TestGetDataPtr:
     def test_rejections(self, value: Any, error: type, match: str) -> None:
         with pytest.raises(error, match=match):
             _get_data_ptr(value)
+
+    def test_producer_exception_propagates(self) -> None:
+        with pytest.raises(RuntimeError, match="producer refused export") as caught:
+            _get_data_ptr(RaisingDlpack())
+        assert type(caught.value) is RuntimeError
+
+    def test_pointer_path_refuses_copies(self) -> None:
+        """A copy would be freed with the export, leaving a dangling address."""
+        host = np.zeros(4, np.float32)
+        with pytest.raises(BufferError, match="requires a copy"):
+            _get_data_ptr(CopyOnlyProducer(host))
+        # metadata needs no ownership, so tensor_like still accepts it
+        assert hipdnn.Graph.tensor_like(CopyOnlyProducer(host)).get_dim() == [4]
 
 
 class TestDeviceBuffer:

@@ -297,8 +297,8 @@ def test_wrong_shape_strides_and_dtype_are_named() -> None:
     expect_error(
         g,
         pack(t, a),
-        f"Variant pack tensor 'bwd::dV' (uid {t['dV'].get_uid()}) has dtype float16 but the graph "
-        "declares FLOAT",
+        f"Variant pack tensor 'bwd::dV' (uid {t['dV'].get_uid()}) has dtype torch.float16 but the "
+        "graph declares FLOAT",  # named as the caller's buffer names it (issue 23 item 17)
     )
 
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 from ..changes import STAMP_SLOT, touch
 from ..errors import HipdnnError
 from ..tensor import (
+    DataTypeLike,
     TensorAttributes,
     _data_type,
     _flag,
@@ -74,7 +75,7 @@ class NodeAttributes(BaseModel):
     def get_name(self) -> str:
         return self.name
 
-    def set_compute_data_type(self, data_type: DataType | int) -> Self:
+    def set_compute_data_type(self, data_type: DataTypeLike) -> Self:
         """Set the type the node computes in (defaults to the graph's)."""
         self.compute_data_type = _data_type(data_type)
         return self

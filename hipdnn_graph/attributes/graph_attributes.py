@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from ..changes import STAMP_SLOT, touch
-from ..tensor import _data_type
+from ..tensor import DataTypeLike, _data_type
 from ..types import DataType
 
 __all__ = ["GraphAttributes"]
@@ -40,15 +40,15 @@ class GraphAttributes(BaseModel):
         self.name = str(name)
         return self
 
-    def set_io_data_type(self, data_type: DataType | int) -> GraphAttributes:
+    def set_io_data_type(self, data_type: DataTypeLike) -> GraphAttributes:
         self.io_data_type = _data_type(data_type)
         return self
 
-    def set_intermediate_data_type(self, data_type: DataType | int) -> GraphAttributes:
+    def set_intermediate_data_type(self, data_type: DataTypeLike) -> GraphAttributes:
         self.intermediate_data_type = _data_type(data_type)
         return self
 
-    def set_compute_data_type(self, data_type: DataType | int) -> GraphAttributes:
+    def set_compute_data_type(self, data_type: DataTypeLike) -> GraphAttributes:
         self.compute_data_type = _data_type(data_type)
         return self
 

@@ -16,6 +16,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from ..dtype_names import DTYPE_NAMES
 from ..errors import HipdnnError
 from ..tensor import generate_strides
 from ..types import DataType, ErrorCode
@@ -40,24 +41,8 @@ _NUMPY: dict[DataType, Any] = {
     DataType.COMPLEX_FP64: np.complex128,
 }
 
-#: hipDNN data type → attribute name of the matching ``torch`` dtype
-TORCH_DTYPE_NAMES: dict[DataType, str] = {
-    DataType.FLOAT: "float32",
-    DataType.HALF: "float16",
-    DataType.BFLOAT16: "bfloat16",
-    DataType.DOUBLE: "float64",
-    DataType.UINT8: "uint8",
-    DataType.INT32: "int32",
-    DataType.INT8: "int8",
-    DataType.INT64: "int64",
-    DataType.BOOLEAN: "bool",
-    DataType.FP8_E4M3: "float8_e4m3fn",
-    DataType.FP8_E5M2: "float8_e5m2",
-    DataType.FP8_E4M3_FNUZ: "float8_e4m3fnuz",
-    DataType.FP8_E5M2_FNUZ: "float8_e5m2fnuz",
-    DataType.COMPLEX_FP32: "complex64",
-    DataType.COMPLEX_FP64: "complex128",
-}
+#: hipDNN data type → attribute name of the matching ``torch`` dtype (NumPy spells them alike)
+TORCH_DTYPE_NAMES = DTYPE_NAMES
 
 
 @cache

@@ -24,7 +24,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["array_is_read_only", "pages_read_only", "tensor_is_read_only"]
+__all__ = [
+    "array_is_read_only",
+    "pages_read_only",
+    "tensor_is_read_only",
+    "tensor_storage_shortfall",
+]
 
 _MAPS = "/proc/self/maps"
 
@@ -111,3 +116,18 @@ def tensor_is_read_only(tensor: Any) -> bool:
     itemsize = tensor.element_size()
     byte_strides = [s * itemsize for s in tensor.stride()]
     return pages_read_only(*_byte_span(tensor.data_ptr(), tensor.shape, byte_strides, itemsize))
+
+
+def tensor_storage_shortfall(tensor: Any) -> int | None:
+    """How many bytes a dense torch tensor's view reaches past the end of its storage (``None``
+    when the storage covers it): a storage resized (``untyped_storage().resize_(0)``) or freed
+    under a view leaves the view pointing at memory it no longer owns, which ``numpy()`` would
+    read without a check."""
+    if tensor.numel() == 0:
+        return None
+    reach = tensor.storage_offset() + sum(
+        (d - 1) * s for d, s in zip(tensor.shape, tensor.stride(), strict=True)
+    )
+    needed = (reach + 1) * tensor.element_size()
+    have = int(tensor.untyped_storage().nbytes())
+    return needed - have if needed > have else None

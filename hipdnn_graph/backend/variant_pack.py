@@ -39,8 +39,9 @@ import numpy as np
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode
+from .dlpack import Exported, checked_export
 from .dtypes import numpy_dtype, torch_dtype
-from .memory import array_is_read_only, tensor_is_read_only
+from .memory import array_is_read_only, tensor_is_read_only, tensor_storage_shortfall
 
 __all__ = ["TensorSpec", "VariantPackBinder", "as_numpy", "as_torch", "is_torch_tensor"]
 
@@ -141,6 +142,11 @@ def as_numpy(value: Any, label: str = "buffer") -> np.ndarray[Any, Any]:
         import torch
 
         _check_dense(value, label)
+        if tensor_storage_shortfall(value) is not None:
+            raise _fail(
+                f"Variant pack tensor {label} reaches past the end of its storage "
+                f"({value.untyped_storage().nbytes()} bytes: resized or freed under the view)"
+            )
         if value.requires_grad:
             value = value.detach()
         if value.is_neg() or value.is_conj():
@@ -150,12 +156,13 @@ def as_numpy(value: Any, label: str = "buffer") -> np.ndarray[Any, Any]:
             return array.view(numpy_dtype(DataType.BFLOAT16))
         return value.numpy()  # type: ignore[no-any-return]
     if hasattr(value, "__dlpack__"):
+        capsule = checked_export(value, label, torch_kind=False)
         try:
-            return np.from_dlpack(value)
-        except (TypeError, RuntimeError, BufferError, ValueError) as exc:
+            return np.from_dlpack(Exported(capsule))
+        except Exception as exc:  # a device NumPy cannot read, a type it lacks, ...
             raise _fail(
                 f"Variant pack tensor {label} cannot be read through DLPack: {exc}"
-            ) from None
+            ) from exc
     raise _fail(
         f"Variant pack value for {label} is a {type(value).__name__}; pass a NumPy array, "
         "a torch tensor or a DLPack producer"
@@ -183,14 +190,15 @@ def as_torch(value: Any, label: str = "buffer") -> Any:
                 f"Variant pack tensor {label} cannot be viewed as a torch tensor: {exc}"
             ) from None
     if hasattr(value, "__dlpack__"):
+        capsule = checked_export(value, label, torch_kind=True)
         try:
             from torch.utils.dlpack import from_dlpack
 
-            return from_dlpack(value)
-        except (TypeError, RuntimeError, BufferError, ValueError) as exc:
+            return from_dlpack(capsule)
+        except Exception as exc:
             raise _fail(
                 f"Variant pack tensor {label} cannot be read through DLPack: {exc}"
-            ) from None
+            ) from exc
     raise _fail(
         f"Variant pack value for {label} is a {type(value).__name__}; pass a NumPy array, "
         "a torch tensor or a DLPack producer"
@@ -333,7 +341,7 @@ class VariantPackBinder:
                     array = array.detach()
             else:
                 array = as_numpy(value, spec.label)
-            self._check_array(array, spec, torch_kind)
+            self._check_array(array, spec, torch_kind, value)
             bound[spec.uid] = array
         if self.outputs and len(bound) == len(self.specs):
             if torch_kind:
@@ -347,7 +355,10 @@ class VariantPackBinder:
         return bound
 
     @staticmethod
-    def _check_array(array: Any, spec: TensorSpec, torch_kind: bool) -> None:
+    def _check_array(array: Any, spec: TensorSpec, torch_kind: bool, given: Any = None) -> None:
+        """Check a converted buffer's shape, dtype and strides; messages name the dtype of the
+        buffer as ``given`` (a NumPy array reads ``float64`` even when a torch engine sees a
+        ``torch.float64`` view of it)."""
         shape = tuple(array.shape)
         if shape != spec.shape:
             raise _fail(
@@ -362,8 +373,10 @@ class VariantPackBinder:
             strides = tuple(s // itemsize for s in array.strides)
             dtype_ok = array.dtype == spec.np_dtype
         if not dtype_ok:
+            dtype = getattr(given, "dtype", None)
             raise _fail(
-                f"Variant pack tensor {spec.label} has dtype {array.dtype} but the graph declares "
+                f"Variant pack tensor {spec.label} has dtype "
+                f"{array.dtype if dtype is None else dtype} but the graph declares "
                 f"{spec.data_type.name}"
             )
         if not spec.strides_match(strides):

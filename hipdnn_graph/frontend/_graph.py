@@ -36,11 +36,12 @@ import numpy as np
 from ..attributes.sdpa import SdpaAttributes as CoreSdpaAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..backend.contract import engine_id
+from ..backend.dlpack import CPU, runtime_scalar
 from ..backend.registry import current_registry
 from ..backend.variant_pack import is_torch_tensor
 from ..errors import HipdnnError
 from ..graph import Graph as CoreGraph
-from ..tensor import TensorAttributes
+from ..tensor import DataTypeLike, TensorAttributes
 from ..types import BuildPlanPolicy, DataType, ErrorCode, HeuristicMode
 from ._attributes import SdpaAttributes
 from ._dlpack import read_dlpack
@@ -89,15 +90,15 @@ class Graph:
         self.core_graph.set_name(name)
         return self
 
-    def set_io_data_type(self, data_type: DataType | int) -> Graph:
+    def set_io_data_type(self, data_type: DataTypeLike) -> Graph:
         self.core_graph.set_io_data_type(data_type)
         return self
 
-    def set_intermediate_data_type(self, data_type: DataType | int) -> Graph:
+    def set_intermediate_data_type(self, data_type: DataTypeLike) -> Graph:
         self.core_graph.set_intermediate_data_type(data_type)
         return self
 
-    def set_compute_data_type(self, data_type: DataType | int) -> Graph:
+    def set_compute_data_type(self, data_type: DataTypeLike) -> Graph:
         self.core_graph.set_compute_data_type(data_type)
         return self
 
@@ -133,8 +134,11 @@ class Graph:
     def tensor_like(source: Any, name: str = "") -> Tensor:
         """A new tensor shaped like a ``Tensor`` (uid cleared) or like a DLPack producer.
 
-        From a DLPack producer: its dims, element strides and data type; host memory (``cpu``)
-        makes a runtime pass-by-value tensor, as in hipDNN and cuDNN.
+        From a DLPack producer: its dims, element strides and data type. A one-element
+        producer in ``cpu`` memory makes a runtime pass-by-value scalar (hipDNN's runtime
+        ``attn_scale`` pattern); any other producer an ordinary tensor, so Q, K and V in host
+        memory work on the CPU engines. hipDNN's own binding marks every ``cpu`` producer
+        pass-by-value (see :func:`hipdnn_graph.backend.dlpack.runtime_scalar`).
 
         Raises:
             FrontendTypeError: neither a ``Tensor`` nor a ``__dlpack__`` producer.
@@ -171,7 +175,7 @@ class Graph:
             data_type=data_type,
             dim=info.dims,
             stride=info.strides,
-            is_pass_by_value=info.device_type == 1,
+            is_pass_by_value=runtime_scalar(info.device_type == CPU, info.dims),
         )
 
     # ----- nodes -----

@@ -58,14 +58,34 @@ def _is_torch(value: Any) -> bool:
 
 @dataclass
 class _Region:
-    """A known allocation: ``[start, start + nbytes)``, read through ``flat`` (uint8, 1-D)."""
+    """A known allocation, read through its owner: a :class:`DeviceBuffer`, a NumPy array (the
+    root of a ``base`` chain) or a torch tensor (its current storage).
 
-    start: int
-    nbytes: int
+    The bounds are read from the owner each time (:meth:`bounds`), never remembered: a torch
+    tensor re-pointed with ``set_()`` resolves to its new storage, and one whose storage was
+    resized (``resize_``) or freed no longer covers its old addresses.
+    """
+
     owner: weakref.ref[Any]
 
-    def flat(self) -> Any:
+    def bounds(self) -> tuple[int, int] | None:
+        """``(start, nbytes)`` of the owner's memory now; ``None`` once the owner is gone or
+        holds no memory."""
         owner = self.owner()
+        if owner is None:
+            return None
+        if isinstance(owner, DeviceBuffer):
+            return owner.ptr(), owner.nbytes
+        if _is_torch(owner):
+            storage = owner.untyped_storage()
+            start, nbytes = int(storage.data_ptr()), int(storage.nbytes())
+        else:
+            start, nbytes = int(owner.ctypes.data), int(owner.nbytes)
+        return (start, nbytes) if start and nbytes else None
+
+    def flat(self) -> Any:
+        """The owner's memory as a flat uint8 array or tensor (call after :meth:`bounds`)."""
+        owner: Any = self.owner()
         if owner is None:
             return None
         if isinstance(owner, DeviceBuffer):
@@ -83,18 +103,20 @@ _regions: dict[int, _Region] = {}
 
 def remember(owner: Any) -> None:
     """Remember the allocation behind a NumPy array or torch tensor (weakly)."""
+    owners = [owner]
     if _is_torch(owner):
         while owner._base is not None:  # a view lives shorter than the tensor it views
             owner = owner._base
-        storage = owner.untyped_storage()
-        start, nbytes = storage.data_ptr(), storage.nbytes()
+        owners.append(owner)  # the view too: set_() can re-point it away from its base
     else:
         owner = _contiguous_base(owner)
         if not (owner.flags.c_contiguous or owner.flags.f_contiguous):
             return
-        start, nbytes = owner.ctypes.data, owner.nbytes
-    if start and nbytes:
-        _regions[id(owner)] = _Region(start, nbytes, weakref.ref(owner, _forget(id(owner))))
+        owners = [owner]
+    for each in owners:
+        key = id(each)
+        if key not in _regions:
+            _regions[key] = _Region(weakref.ref(each, _forget(key)))
 
 
 def _forget(key: int) -> Any:
@@ -131,7 +153,7 @@ class DeviceBuffer:
         else:
             self._flat = np.zeros(size, np.uint8)
             self._address = int(self._flat.ctypes.data)
-        _regions[id(self)] = _Region(self._address, size, weakref.ref(self, _forget(id(self))))
+        _regions[id(self)] = _Region(weakref.ref(self, _forget(id(self))))
 
     @property
     def nbytes(self) -> int:
@@ -183,6 +205,9 @@ def get_data_ptr(value: Any, what: str = "value") -> int:
         FrontendTypeError: a ``bool``, or a value of none of those kinds.
         FrontendValueError: a ``__dlpack__`` that returns no valid capsule, or an unsupported
             device.
+        Exception: what a producer's ``__dlpack__(copy=False)`` raises, unchanged (for example
+            ``BufferError`` from a producer that can only export a copy, whose address would
+            be freed at once).
     """
     if isinstance(value, bool | np.bool_):
         raise FrontendTypeError(f"{what}: bool is not a data pointer")
@@ -196,7 +221,7 @@ def get_data_ptr(value: Any, what: str = "value") -> int:
             remember(value)
         return operator.index(data_ptr())
     if hasattr(value, "__dlpack__"):
-        pointer = read_dlpack(value, what).pointer
+        pointer = read_dlpack(value, what, copy=False).pointer
         if isinstance(value, np.ndarray):
             remember(value)
         return pointer
@@ -224,11 +249,13 @@ def resolve_pointer(
     if address == 0:
         raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"Variant pack tensor {label} is null")
     for region in list(_regions.values()):
-        offset = address - region.start
-        if offset >= 0 and offset + span <= region.nbytes:
-            flat = region.flat()
-            if flat is not None:
-                return _view(flat, offset, span, shape, strides, data_type, label)
+        bounds = region.bounds()
+        if bounds is None:
+            continue
+        offset = address - bounds[0]
+        flat = region.flat() if offset >= 0 and offset + span <= bounds[1] else None
+        if flat is not None:
+            return _view(flat, offset, span, shape, strides, data_type, label)
     block = _torch_block(address, span)
     if block is not None:
         return _view(block, 0, span, shape, strides, data_type, label)

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..backend.dtypes import numpy_dtype
 from ..errors import HipdnnError
-from ..tensor import TensorAttributes, generate_strides
+from ..tensor import DataTypeLike, TensorAttributes, generate_strides
 from ..types import DataType
 from ._errors import Error, FrontendTypeError, FrontendValueError
 
@@ -52,7 +52,7 @@ class Tensor(TensorAttributes):
     __slots__ = ()
 
     @staticmethod
-    def create(dims: Sequence[int], data_type: DataType | int) -> Tensor:
+    def create(dims: Sequence[int], data_type: DataTypeLike) -> Tensor:
         """A tensor with ``dims``, packed row-major strides and ``data_type``."""
         tensor = Tensor().set_dim(dims).set_data_type(data_type)
         return tensor.set_stride(generate_strides(tensor.dim))  # type: ignore[return-value]

@@ -14,6 +14,18 @@ Example:
 
 from __future__ import annotations
 
+try:
+    import torch as _torch  # noqa: F401  (checked first: every module below imports it)
+except ImportError as _missing:
+    if _missing.name not in ("torch", None) and not str(_missing.name).startswith("torch."):
+        raise  # torch is there but something it needs is not: its own message says what
+    raise ImportError(
+        "hipdnn_graph.torch needs PyTorch, which is not installed: install torch "
+        "(pip install torch, or the extra: pip install 'hipdnn-graph[torch]'); "
+        f"the import failed with: {_missing}",
+        name=__name__,
+    ) from _missing
+
 from ._cache import CacheInfo, GraphCache
 from ._graphs import graph_cache, sdpa_backward, sdpa_forward
 from ._hf import hipdnn_attention_forward, register_transformers

@@ -143,6 +143,31 @@ def test_forward_with_device_buffers_raw_addresses_and_dlpack_only_producers() -
     _close(result.view(B, H, SQ, D).cuda(), expected)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_core_dlpack_only_device_producers_are_read_and_written_in_place(engine: str) -> None:
+    """The core API on device memory: DLPack-only inputs and output (exported once with
+    copy=False on torch's current stream, layout checked, then handed to torch)."""
+    g = hg.Graph(
+        io_data_type=torch.float16,
+        intermediate_data_type=torch.float32,
+        compute_data_type=torch.float32,
+    )
+    qt, kt, vt = _inputs(torch.float16, seed=3)
+    q, k, v = (g.tensor_like(t, n) for t, n in ((qt, "Q"), (kt, "K"), (vt, "V")))
+    assert not any(t.get_is_pass_by_value() for t in (q, k, v))
+    o, _ = g.sdpa(q, k, v, generate_stats=False)
+    o.set_output(True)
+    g.set_preferred_engine_id_ext(engine).build()
+    if g.get_plan_name() != engine:
+        pytest.skip(f"{engine} does not apply here (ranked {g.get_plan_name()})")
+    out = torch.full((B, H, SQ, D), float("nan"), dtype=torch.float16, device="cuda")
+    pack = {q: DlpackOnly(qt), k: DlpackOnly(kt), v: DlpackOnly(vt), o: DlpackOnly(out)}
+    g.execute(pack, None, handle=hipdnn.create_handle())
+    torch.cuda.synchronize()
+    expected = torch.nn.functional.scaled_dot_product_attention(qt.float(), kt.float(), vt.float())
+    _close(out, expected)
+
+
 def test_unknown_device_address_is_a_bad_error() -> None:
     graph, q, k, v, o = _forward(hg.DataType.HALF)
     handle = _build(graph)
@@ -234,7 +259,10 @@ def test_data_pointers_and_tensor_like_on_the_device() -> None:
     t = hipdnn.Graph.tensor_like(x.view(4, 4).t())
     assert t.get_dim() == [4, 4] and t.get_stride() == [1, 4]
     assert t.get_is_pass_by_value() is False
-    assert hipdnn.Graph.tensor_like(x.cpu()).get_is_pass_by_value() is True
+    # host memory: only a one-element host tensor is a runtime scalar (issue 23 item 18)
+    assert hipdnn.Graph.tensor_like(x.cpu()).get_is_pass_by_value() is False
+    assert hipdnn.Graph.tensor_like(x[:1].cpu()).get_is_pass_by_value() is True
+    assert hipdnn.Graph.tensor_like(x[:1]).get_is_pass_by_value() is False  # device memory
     assert hipdnn.hip_get_device_count() == torch.cuda.device_count() >= 1
     hipdnn.hip_device_synchronize()
 
