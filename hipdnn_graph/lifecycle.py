@@ -99,7 +99,7 @@ def assign_uids(graph: Graph) -> None:
 
     The graph stays validated: an unused uid cannot break a rule (see :func:`assign_uid`).
     """
-    tensors = graph.graph_tensors()
+    tensors = graph.wire_tensors()
     used = {t.uid for t in tensors if t.uid is not None}
     next_uid = 1
     for tensor in tensors:
