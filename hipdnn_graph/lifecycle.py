@@ -111,9 +111,19 @@ def assign_uids(graph: Graph) -> None:
 
 
 def build_operation_graph(graph: Graph, state: PlanState) -> None:
-    """Validate if needed, assign missing uids, lower to a finalized OPERATIONGRAPH descriptor."""
+    """Validate if needed, assign missing uids, lower to a finalized OPERATIONGRAPH descriptor.
+
+    Raises:
+        HipdnnError: the validation error, or ``INVALID_VALUE`` for a graph without nodes (it
+            validates, as in hipDNN, but there is nothing to build).
+    """
     if not graph.is_validated:
         graph.validate()
+    if not graph.nodes:
+        name = graph.get_name() or "<unnamed>"
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE, f"Graph '{name}' has no nodes: there is nothing to build"
+        )
     assign_uids(graph)
     from .lowering import lower_graph
 

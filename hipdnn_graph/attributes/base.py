@@ -20,6 +20,7 @@ from ..tensor import (
     _index,
     _keyword,
     _optional_index,
+    _text,
 )
 from ..types import DataType, DiagonalAlignment, ErrorCode
 from .graph_attributes import GraphAttributes
@@ -48,7 +49,7 @@ class NodeAttributes(BaseModel):
         if "OutputNames" in cls.__dict__:
             cls._OUT = dict(cls.OutputNames.__members__)
 
-    name: str = ""
+    name: Annotated[str, _keyword(_text, "Node name")] = ""
     compute_data_type: Annotated[DataType, BeforeValidator(_data_type)] = DataType.NOT_SET
     inputs: dict[Any, TensorAttributes] = Field(default_factory=dict)
     outputs: dict[Any, TensorAttributes] = Field(default_factory=dict)
@@ -65,10 +66,13 @@ class NodeAttributes(BaseModel):
         touch(self)
 
     def set_name(self, name: str) -> Self:
-        """Set the node's name (unnamed nodes get ``<Prefix>_<index>`` when added to a graph)."""
-        if not isinstance(name, str):
-            raise HipdnnError(ErrorCode.INVALID_VALUE, "Node name must be a string")
-        self.name = name
+        """Set the node's name (unnamed nodes get ``<Prefix>_<index>`` when added to a graph).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a name that is not a string, or not valid
+                Unicode text (a lone surrogate cannot be serialized).
+        """
+        self.name = _text(name, "Node name")
         return self
 
     def get_name(self) -> str:

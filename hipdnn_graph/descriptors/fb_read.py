@@ -59,9 +59,11 @@ from .wire_model import (
     decoded_tensor,
     refuse_unmodelled,
     unsupported,
+    wide_text_encoding,
+    wide_text_error,
 )
 
-__all__ = ["CONTAINER_IDENTIFIER", "NODE_KINDS", "read_graph"]
+__all__ = ["CONTAINER_IDENTIFIER", "NODE_KINDS", "RETIRED_IDENTIFIER", "read_graph"]
 
 #: hipDNN's ``NodeAttributes`` union members, by tag (``graph.fbs``).
 NODE_KINDS = (
@@ -76,6 +78,8 @@ NODE_KINDS = (
 )  # fmt: skip
 #: Bytes 4–7 of hipDNN's graph-and-plan container (``serialized_graph_and_plan.fbs``).
 CONTAINER_IDENTIFIER = b"HDGP"
+#: Bytes 4–7 of hipdnn-graph's own earlier format, retired for hipDNN's (refused by name).
+RETIRED_IDENTIFIER = b"HDGR"
 
 _MAX_BUFFER = 2**31 - 1
 _MAX_DEPTH = 64
@@ -417,6 +421,14 @@ def read_graph(data: bytes | bytearray | memoryview) -> WireGraph:
     buf = _bytes(data)
     if len(buf) >= 8 and buf[4:8] == CONTAINER_IDENTIFIER:
         buf = unwrap_container(buf)
+    elif len(buf) >= 8 and buf[4:8] == RETIRED_IDENTIFIER:
+        raise unsupported(
+            "The input is in hipdnn-graph's retired HDGR format, not hipDNN's serialized graph: "
+            "load it with the hipdnn-graph version that wrote it and serialize it again"
+        )
+    encoding = wide_text_encoding(buf)
+    if encoding is not None:
+        raise wide_text_error(encoding)
     n = len(buf)
     counter = _counter()
     g = _Table(buf, n, _root(buf, "graph"), "the graph table", counter)
