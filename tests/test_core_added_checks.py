@@ -351,3 +351,48 @@ def test_float32_scale_constants_at_the_limit_validate() -> None:
     g = backward()
     _bwd(g).set_attn_scale(g.tensor(name="Scale").set_value(np.float64(3.4028234663852886e38)))
     g.validate()
+
+
+def _dropout_forward(
+    scale: hg.TensorAttributes | None,
+) -> tuple[hg.Graph, list[hg.TensorAttributes]]:
+    g = hg.Graph(
+        io_data_type=hg.DataType.FLOAT,
+        intermediate_data_type=hg.DataType.FLOAT,
+        compute_data_type=hg.DataType.FLOAT,
+    )
+    q = g.tensor(name="Q", dim=[1, 2, 8, 4])
+    k, v = g.tensor_like(q, "K"), g.tensor_like(q, "V")
+    mask = g.tensor(name="Mask", dim=[1, 2, 8, 8])
+    if scale is None:
+        scale = g.tensor(
+            name="S", dim=[1], stride=[1], data_type=hg.DataType.FLOAT, is_pass_by_value=True
+        )
+    else:
+        g.tensor(scale)
+    o, _ = g.sdpa(q, k, v, name="fwd", dropout=(mask, scale), generate_stats=False)
+    o.set_output(True)
+    return g, [q, k, v, mask, scale, o]
+
+
+@pytest.mark.parametrize("engine", ["NUMPY_REFERENCE_ENGINE", "TORCH_SDPA_MATH_ENGINE"])
+def test_a_one_element_dropout_scale_buffer_executes_like_the_number(engine: str) -> None:
+    """Before: validate() and build() accepted a [1] Dropout_scale buffer (a scalar slot takes
+    one), and the NumPy engine's execute() failed with an internal TypeError."""
+    if engine.startswith("TORCH"):
+        pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    data = [rng.standard_normal([1, 2, 8, 4]).astype(np.float32) for _ in range(3)]
+    keep = (rng.random([1, 2, 8, 8]) > 0.2).astype(np.float32)
+    outputs = []
+    buffer = hg.TensorAttributes(name="S", dim=[1], stride=[1], data_type=hg.DataType.FLOAT)
+    for scale, value in ((None, 1.25), (buffer, np.array([1.25], np.float32))):
+        g, (q, k, v, mask, s, o) = _dropout_forward(scale)
+        g.set_preferred_engine_id_ext(engine)
+        g.build()
+        assert g.get_plan_name() == engine
+        out = np.zeros([1, 2, 8, 4], np.float32)
+        g.execute({q: data[0], k: data[1], v: data[2], mask: keep, s: value, o: out})
+        outputs.append(out)
+    np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-6)
+    assert np.isfinite(outputs[0]).all() and outputs[0].any()
