@@ -125,7 +125,7 @@ class SdpaProblem:
             seq_kv=k.dim[2],
             head_dim=d,
             head_dim_v=v.dim[3],
-            window=a.mask_window(),
+            window=a.mask_window().within(sq, k.dim[2]),
             alibi=a.alibi_mask,
             padding=a.padding_mask,
             scale=ScalarSource.of(a.get_attn_scale(), scale_fallback),
