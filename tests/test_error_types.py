@@ -202,3 +202,18 @@ def test_an_hdgr_file_is_named_as_the_retired_format() -> None:
         "load it with the hipdnn-graph version that wrote it and serialize it again"
     )
     assert "newer hipDNN" not in message
+
+
+def test_a_lone_surrogate_assigned_past_the_setters_is_refused_when_written() -> None:
+    g = WIRE_CASES["bwd"]()
+    g.validate()
+    g.tensors[0].name = "Q\udc00"  # a plain field assignment skips the setter's check
+    expected = (
+        "Tensor name 'Q\\udc00' is not valid Unicode text: it holds a lone surrogate at position 1"
+    )
+    for write in (g.serialize, g.key, g.to_json):
+        assert _raises(ErrorCode.INVALID_VALUE, write) == expected
+    g.tensors[0].name = "Q"
+    g.nodes[0].attributes.name = "n\ud800"
+    message = _raises(ErrorCode.INVALID_VALUE, g.serialize)
+    assert message.startswith("Node name 'n\\ud800' is not valid Unicode text")

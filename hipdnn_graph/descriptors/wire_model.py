@@ -34,7 +34,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from ..errors import HipdnnError
-from ..tensor import TensorAttributes
+from ..tensor import TensorAttributes, _text
 from ..types import DataType, ErrorCode
 from .node_spec import NodeSpec
 
@@ -375,6 +375,8 @@ class WireGraph:
 def _check_name(kind: str, name: str) -> None:
     if len(name) > MAX_NAME_LENGTH:
         raise _invalid(f"{kind} name is longer than {MAX_NAME_LENGTH} characters")
+    if not name.isascii():
+        _text(name, f"{kind} name")  # UTF-8 must encode it (a name assigned past the setters)
 
 
 def _explain_tensor(t: TensorAttributes) -> None:
@@ -429,6 +431,8 @@ def check_wire_graph(graph: WireGraph) -> None:
             or prod(dims) > MAX_VOLUME
         ):
             _explain_tensor(t)
+        if not td["name"].isascii():
+            _check_name("Tensor", td["name"])
         all_dims += dims
         all_strides += strides
         uids.append(td["uid"])
