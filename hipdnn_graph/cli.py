@@ -142,7 +142,7 @@ def _summary(graph: Graph, fmt: str) -> str:
     nodes = " -> ".join(f"{safe_text(n.name)} ({n.get_node_type().name})" for n in graph.nodes)
     name = safe_text(graph.get_name() or "<unnamed>")
     return (
-        f"graph '{name}' ({fmt}): {len(graph.graph_tensors())} tensors, "
+        f"graph '{name}' ({fmt}): {len(graph.wire_tensors())} tensors, "
         f"{len(graph)} node(s): {nodes or 'none'}"
     )
 
@@ -201,7 +201,7 @@ def _table(rows: list[list[str]]) -> list[str]:
 def _escape_names(graph: Graph) -> None:
     """Replace every name in ``graph`` (loaded only to be shown) by its :func:`safe_text`."""
     graph.set_name(safe_text(graph.get_name()))
-    for tensor in graph.graph_tensors():
+    for tensor in graph.wire_tensors():
         tensor.set_name(safe_text(tensor.name))
     for node in graph.nodes:
         node.attributes.set_name(safe_text(node.name))
@@ -228,7 +228,7 @@ def _cmd_show(args: argparse.Namespace, out: TextIO) -> int:
         )
         print("tensors:", file=out)
         rows = [["uid", "name", "dims", "strides", "type", "virtual", "by value"]]
-        for t in graph.graph_tensors():
+        for t in graph.wire_tensors():
             by_value = (
                 safe_text(f"value={t.value!r}")
                 if t.value is not None

@@ -87,6 +87,8 @@ class Graph(GraphLifecycle, GraphSerialization):
         self._order: list[int] | None = None
         # every tensor the graph has seen, in declaration order (id -> handle)
         self._tensors: dict[int, TensorAttributes] = {}
+        # tensors a decoded graph listed (ids): serialized even when no node uses them
+        self._listed: set[int] = set()
         self._validated = False
         # the change clock's time when validate() last succeeded (see is_validated)
         self._validated_at = 0
@@ -109,7 +111,9 @@ class Graph(GraphLifecycle, GraphSerialization):
         """A graph made of parts that are already built: what a decoder or a descriptor lift has.
 
         Tensors keep the given order (then any further tensor the nodes hold, in node order);
-        nodes keep theirs. Nothing is validated.
+        nodes keep theirs. Every given tensor stays part of the graph's serialized form
+        (:meth:`wire_tensors`) even when no node uses it, so that a decoded graph writes back
+        what it read. Nothing is validated.
 
         Args:
             attributes: The graph attributes (copied).
@@ -130,6 +134,7 @@ class Graph(GraphLifecycle, GraphSerialization):
         graph = cls(attributes=attributes)
         for tensor in tensors:
             graph._track(tensor)
+            graph._listed.add(id(tensor))
         for node in nodes:
             graph.add_node(node)
         if preferred_engine_id is not None:
@@ -477,6 +482,24 @@ class Graph(GraphLifecycle, GraphSerialization):
         """Every tensor some node reads or writes, in declaration order."""
         used: set[int] = set()
         for node in self._nodes:  # slot order does not matter here: read the slot dicts
+            used.update(map(id, node.attributes.inputs.values()))
+            used.update(map(id, node.attributes.outputs.values()))
+        return [t for key, t in self._tensors.items() if key in used]
+
+    def wire_tensors(self) -> list[TensorAttributes]:
+        """The tensors the graph's serialized form lists, in declaration order: every tensor some
+        node reads or writes, and every tensor a decoded graph listed although no node uses it
+        (hipDNN's wire may list such tensors; they are written back as read).
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> spare = hg.TensorAttributes(name="spare", uid=7)
+            >>> g = hg.Graph.from_parts(hg.GraphAttributes(), [spare], [])
+            >>> [t.name for t in g.wire_tensors()], g.graph_tensors()
+            (['spare'], [])
+        """
+        used = self._listed.copy()
+        for node in self._nodes:
             used.update(map(id, node.attributes.inputs.values()))
             used.update(map(id, node.attributes.outputs.values()))
         return [t for key, t in self._tensors.items() if key in used]

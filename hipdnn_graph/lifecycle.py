@@ -99,7 +99,7 @@ def assign_uids(graph: Graph) -> None:
 
     The graph stays validated: an unused uid cannot break a rule (see :func:`assign_uid`).
     """
-    tensors = graph.graph_tensors()
+    tensors = graph.wire_tensors()
     used = {t.uid for t in tensors if t.uid is not None}
     next_uid = 1
     for tensor in tensors:
@@ -111,9 +111,19 @@ def assign_uids(graph: Graph) -> None:
 
 
 def build_operation_graph(graph: Graph, state: PlanState) -> None:
-    """Validate if needed, assign missing uids, lower to a finalized OPERATIONGRAPH descriptor."""
+    """Validate if needed, assign missing uids, lower to a finalized OPERATIONGRAPH descriptor.
+
+    Raises:
+        HipdnnError: the validation error, or ``INVALID_VALUE`` for a graph without nodes (it
+            validates, as in hipDNN, but there is nothing to build).
+    """
     if not graph.is_validated:
         graph.validate()
+    if not graph.nodes:
+        name = graph.get_name() or "<unnamed>"
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE, f"Graph '{name}' has no nodes: there is nothing to build"
+        )
     assign_uids(graph)
     from .lowering import lower_graph
 

@@ -192,6 +192,23 @@ def _keyword(convert: Callable[[Any, str], Any], what: str) -> BeforeValidator:
     return BeforeValidator(lambda value: convert(value, what))
 
 
+def _text(value: Any, what: str) -> str:
+    """``value`` as a name: a ``str`` that UTF-8 can encode (hipDNN's wire and JSON hold UTF-8,
+    which has no code for a lone surrogate such as ``"\\ud800"``)."""
+    if not isinstance(value, str):
+        raise HipdnnError(ErrorCode.INVALID_VALUE, f"{what} must be a string")
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError as exc:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"{what} {value!r} is not valid Unicode text: it holds a lone surrogate "
+                f"at position {exc.start}",
+            ) from None
+    return value
+
+
 def _optional_index(value: Any, what: str) -> int | None:
     return None if value is None else _index(value, what)
 
@@ -227,7 +244,7 @@ class TensorAttributes(BaseModel):
 
     # Keywords get the setters' checks: no bools or floats for integers, no strings for flags.
     uid: Annotated[int | None, _keyword(_optional_index, "TensorAttributes uid")] = None
-    name: str = ""
+    name: Annotated[str, _keyword(_text, "Tensor name")] = ""
     data_type: Annotated[DataType, BeforeValidator(_data_type)] = DataType.NOT_SET
     dim: Annotated[list[int], _keyword(_int_list, "TensorAttributes dim")] = Field(
         default_factory=list
@@ -293,10 +310,13 @@ class TensorAttributes(BaseModel):
         return self
 
     def set_name(self, name: str) -> TensorAttributes:
-        """Set the tensor's name."""
-        if not isinstance(name, str):
-            raise HipdnnError(ErrorCode.INVALID_VALUE, "Tensor name must be a string")
-        self.name = name
+        """Set the tensor's name.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a name that is not a string, or not valid
+                Unicode text (a lone surrogate cannot be serialized).
+        """
+        self.name = _text(name, "Tensor name")
         return self
 
     def set_data_type(self, data_type: DataTypeLike) -> TensorAttributes:

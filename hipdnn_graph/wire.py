@@ -53,14 +53,14 @@ def graph_to_wire(graph: Graph) -> WireGraph:
         HipdnnError: the graph's validation error, or INVALID_VALUE for a broken content rule
             (duplicate uids, absurd dims).
     """
-    tensors = graph.graph_tensors()
+    tensors = graph.wire_tensors()
     if any(t.uid is None for t in tensors):
         if not graph.is_validated:
             graph.validate()
         from .lifecycle import assign_uids
 
         assign_uids(graph)
-        tensors = graph.graph_tensors()
+        tensors = graph.wire_tensors()
     attrs = graph.attributes
     preferred = graph.get_preferred_engine_id_ext()
     wire = WireGraph(

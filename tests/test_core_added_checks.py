@@ -260,7 +260,7 @@ def test_values_set_behind_the_setters_are_checked_by_validate() -> None:
     """Attributes read from a descriptor are assigned directly; validate() still refuses them."""
     g = backward()
     _bwd(g).attn_scale_value = float("nan")
-    _expect(g, f"{P}attn_scale_value must be a finite number, got nan")
+    _expect(g, f"{P}attn_scale_value must be a finite number that fits in float32, got nan")
     g = forward()
     g.nodes[0].attributes.dropout_probability = 1.0
     _expect(g, "SdpaFwdNode: dropout_probability must be in [0, 1), got 1.0")
@@ -269,7 +269,7 @@ def test_values_set_behind_the_setters_are_checked_by_validate() -> None:
 def test_a_scale_tensor_holding_a_non_finite_value_is_refused() -> None:
     g = backward()
     _bwd(g).set_attn_scale(g.tensor(name="Scale").set_value(float("inf")))
-    _expect(g, f"{P}attn_scale tensor Scale holds inf, not a finite number")
+    _expect(g, f"{P}Attn_scale tensor Scale holds inf, not a finite number that fits in float32")
 
 
 @pytest.mark.usefixtures("only_numpy")
@@ -316,3 +316,83 @@ def test_a_generated_check_message_matches_the_raised_one() -> None:
         if part
     )
     assert re.fullmatch(pattern, _error(g).message)
+
+
+# ----- issue 23 item 8: scale constants that overflow float32 compute --------------------------
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 1.7e308, -4e38])
+@pytest.mark.parametrize("slot", ["Dropout_scale", "Dropout_scale_inv"])
+def test_a_dropout_scale_constant_outside_float32_is_refused(slot: str, value: float) -> None:
+    g = backward()
+    a = _bwd(g)
+    mask = g.tensor(name="Mask", dim=[B, H, S, S], data_type=hg.DataType.FLOAT)
+    constants = {
+        name: g.tensor(name=name).set_value(np.float64(value if name == slot else 1.25))
+        for name in ("Dropout_scale", "Dropout_scale_inv")
+    }
+    a.set_dropout(mask, constants["Dropout_scale"], constants["Dropout_scale_inv"])
+    _expect(g, f"{P}{slot} tensor {slot} holds {value}, not a finite number that fits in float32")
+
+
+@pytest.mark.parametrize("build", [forward, backward])
+def test_an_attn_scale_constant_outside_float32_is_refused(build: Callable[[], hg.Graph]) -> None:
+    g = build()
+    a = g.nodes[-1].attributes
+    a.set_attn_scale(g.tensor(name="Scale").set_value(np.float64(1.7e308)))
+    node = "SdpaBwdNode" if build is backward else "SdpaFwdNode"
+    _expect(
+        g,
+        f"{node}: Attn_scale tensor Scale holds 1.7e+308, not a finite number that fits in float32",
+    )
+
+
+def test_float32_scale_constants_at_the_limit_validate() -> None:
+    g = backward()
+    _bwd(g).set_attn_scale(g.tensor(name="Scale").set_value(np.float64(3.4028234663852886e38)))
+    g.validate()
+
+
+def _dropout_forward(
+    scale: hg.TensorAttributes | None,
+) -> tuple[hg.Graph, list[hg.TensorAttributes]]:
+    g = hg.Graph(
+        io_data_type=hg.DataType.FLOAT,
+        intermediate_data_type=hg.DataType.FLOAT,
+        compute_data_type=hg.DataType.FLOAT,
+    )
+    q = g.tensor(name="Q", dim=[1, 2, 8, 4])
+    k, v = g.tensor_like(q, "K"), g.tensor_like(q, "V")
+    mask = g.tensor(name="Mask", dim=[1, 2, 8, 8])
+    if scale is None:
+        scale = g.tensor(
+            name="S", dim=[1], stride=[1], data_type=hg.DataType.FLOAT, is_pass_by_value=True
+        )
+    else:
+        g.tensor(scale)
+    o, _ = g.sdpa(q, k, v, name="fwd", dropout=(mask, scale), generate_stats=False)
+    o.set_output(True)
+    return g, [q, k, v, mask, scale, o]
+
+
+@pytest.mark.parametrize("engine", ["NUMPY_REFERENCE_ENGINE", "TORCH_SDPA_MATH_ENGINE"])
+def test_a_one_element_dropout_scale_buffer_executes_like_the_number(engine: str) -> None:
+    """Before: validate() and build() accepted a [1] Dropout_scale buffer (a scalar slot takes
+    one), and the NumPy engine's execute() failed with an internal TypeError."""
+    if engine.startswith("TORCH"):
+        pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    data = [rng.standard_normal([1, 2, 8, 4]).astype(np.float32) for _ in range(3)]
+    keep = (rng.random([1, 2, 8, 8]) > 0.2).astype(np.float32)
+    outputs = []
+    buffer = hg.TensorAttributes(name="S", dim=[1], stride=[1], data_type=hg.DataType.FLOAT)
+    for scale, value in ((None, 1.25), (buffer, np.array([1.25], np.float32))):
+        g, (q, k, v, mask, s, o) = _dropout_forward(scale)
+        g.set_preferred_engine_id_ext(engine)
+        g.build()
+        assert g.get_plan_name() == engine
+        out = np.zeros([1, 2, 8, 4], np.float32)
+        g.execute({q: data[0], k: data[1], v: data[2], mask: keep, s: value, o: out})
+        outputs.append(out)
+    np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-6)
+    assert np.isfinite(outputs[0]).all() and outputs[0].any()

@@ -3,6 +3,7 @@ graph, keys follow content, uids are assigned deterministically, descriptor rule
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -442,3 +443,20 @@ def test_reloaded_objects_behave_like_declared_ones() -> None:
     assert copy.get_q() is a.get_q() and copy.inputs is not a.inputs
     assert a.model_dump()["name"] == "bwd"
     assert g.nodes[0].graph_attributes is g.attributes
+
+
+def test_tensors_no_node_uses_survive_bytes_and_json_round_trips() -> None:
+    g = _validated("bwd")
+    doc = json.loads(g.to_json())
+    spare = dict(doc["tensors"][0], uid=99, name="spare")
+    doc["tensors"].insert(1, spare)  # listed between used tensors: the order is kept too
+    text = json.dumps(doc, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    loaded = hg.Graph.from_json(text)
+    assert loaded.to_json() == text
+    blob = loaded.serialize()
+    back = hg.Graph.deserialize(blob)
+    assert back.serialize() == blob
+    assert back.to_json() == text
+    assert [t.name for t in back.wire_tensors()][:3] == ["Q", "spare", "K"]
+    assert "spare" not in [t.name for t in back.graph_tensors()]  # no node reads or writes it
+    assert back.key() != g.key()

@@ -223,3 +223,27 @@ def test_outputs_and_gradients_keep_the_input_layout() -> None:
     grads = sdpa_bwd_op(*fwd_args[:3], o, torch.randn_like(o), stats, *fwd_args[3:], False)
     for grad, t in zip(grads[:3], (q, k, v), strict=True):
         assert grad.stride() == t.stride()
+
+
+@pytest.mark.parametrize("d", [3, 48, 80])
+def test_float64_with_the_default_scale_is_as_exact_as_torch(d: int) -> None:
+    """Issue 23 item 10: the default scale 1/sqrt(D) used to be stored in the graph as a binary32
+    attn_scale_value (2.5e-8 off for D=48); left unset, the engine computes it in float64."""
+    q, k, v = _qkv(1, 2, 2, 6, 7, d, d)
+    ours = sdpa(q, k, v)
+    theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    assert (ours - theirs).abs().max().item() < 1e-13
+    grads = torch.autograd.grad(ours.square().sum(), [q, k, v])
+    tgrads = torch.autograd.grad(theirs.square().sum(), [q, k, v])
+    for a, b in zip(grads, tgrads, strict=True):
+        assert (a - b).abs().max().item() < 1e-12
+
+
+def test_an_explicit_scale_is_stored_as_hipdnn_stores_it() -> None:
+    """An explicit scale other than 1/sqrt(D) is hipDNN's binary32 attn_scale_value (documented),
+    so the result is exactly torch's with that scale rounded to float32."""
+    q, k, v = _qkv(1, 2, 2, 6, 7, 4, 4)
+    ours = sdpa(q, k, v, scale=0.1)
+    rounded = float(np.float32(0.1))
+    theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=rounded)
+    assert (ours - theirs).abs().max().item() < 1e-13

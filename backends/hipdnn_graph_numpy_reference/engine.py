@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import SdpaProblem, Support
+from hipdnn_graph.backend import ScalarSource, SdpaProblem, Support
 from hipdnn_graph.backend.dtypes import numpy_dtype
 
 from .sdpa_math import presized_backward, sdpa_backward, sdpa_forward
@@ -179,7 +179,7 @@ class NumpyReferencePlan:
                 for kw, uid in step.optional:
                     kwargs[kw] = buffers[uid]
                 for kw, uid in step.runtime:
-                    kwargs[kw] = float(buffers[uid])
+                    kwargs[kw] = ScalarSource.read(buffers[uid])
                 values = step.function(*args, **kwargs)
             else:
                 values = step.function(*args, **step.static)

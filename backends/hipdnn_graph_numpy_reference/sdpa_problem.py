@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from hipdnn_graph import MaskWindow
+
 from .masks import padding_lengths
 
 __all__ = [
@@ -183,6 +185,10 @@ def prepare(
         if mask.dtype.kind not in "biu" and mask.dtype != ct:
             mask = mask.astype(ct)
         dropout4 = mask
+
+    if left_bound is not None or right_bound is not None:  # exact for any int64 bound
+        window = MaskWindow(left_bound=left_bound, right_bound=right_bound).within(sq, skv)
+        left_bound, right_bound = window.left_bound, window.right_bound
 
     return Problem(
         qa,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import SdpaProblem, Support
+from hipdnn_graph.backend import ScalarSource, SdpaProblem, Support
 from hipdnn_graph.backend.dtypes import torch_dtype
 
 from ._ranking import ENGINES, Features, deferral
@@ -244,7 +244,7 @@ class TorchSdpaEngine:
         }
         runtime: list[tuple[str, int, Callable[[Any], Any] | None]] = []
         for key, source, convert in (
-            ("scale", p.scale, float),
+            ("scale", p.scale, ScalarSource.read),
             ("dropout_scale", p.dropout_scale, _scale_or_one),
         ):
             if source.uid is not None:
@@ -363,7 +363,7 @@ def _flex_accepts(p: SdpaProblem, io: hg.DataType) -> bool:
 
 def _scale_or_one(value: Any) -> float:
     """A runtime dropout scale; 0 (or unset) means no scaling, as for a constant one."""
-    return float(value) or 1.0
+    return ScalarSource.read(value) or 1.0
 
 
 def _as_declared(value: Any, dtype: Any, strides: tuple[int, ...]) -> Any:

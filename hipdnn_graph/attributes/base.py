@@ -20,7 +20,7 @@ from ..tensor import (
     _float32,
     _index,
     _keyword,
-    _optional_index,
+    _text,
 )
 from ..types import DataType, DiagonalAlignment, ErrorCode
 from .graph_attributes import GraphAttributes
@@ -49,7 +49,7 @@ class NodeAttributes(BaseModel):
         if "OutputNames" in cls.__dict__:
             cls._OUT = dict(cls.OutputNames.__members__)
 
-    name: str = ""
+    name: Annotated[str, _keyword(_text, "Node name")] = ""
     compute_data_type: Annotated[DataType, BeforeValidator(_data_type)] = DataType.NOT_SET
     inputs: dict[Any, TensorAttributes] = Field(default_factory=dict)
     outputs: dict[Any, TensorAttributes] = Field(default_factory=dict)
@@ -66,10 +66,13 @@ class NodeAttributes(BaseModel):
         touch(self)
 
     def set_name(self, name: str) -> Self:
-        """Set the node's name (unnamed nodes get ``<Prefix>_<index>`` when added to a graph)."""
-        if not isinstance(name, str):
-            raise HipdnnError(ErrorCode.INVALID_VALUE, "Node name must be a string")
-        self.name = name
+        """Set the node's name (unnamed nodes get ``<Prefix>_<index>`` when added to a graph).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a name that is not a string, or not valid
+                Unicode text (a lone surrogate cannot be serialized).
+        """
+        self.name = _text(name, "Node name")
         return self
 
     def get_name(self) -> str:
@@ -231,6 +234,17 @@ def checked_dropout_probability(value: Any) -> float:
     return rounded
 
 
+def _bound(value: Any, what: str) -> int | None:
+    """A diagonal-band bound: ``None``, or an integer in int64 (hipDNN's type for it)."""
+    if value is None:
+        return None
+    bound = _index(value, what)
+    if not -(2**63) <= bound < 2**63:
+        message = f"{what} must be a 64-bit integer (hipDNN's int64), got {bound}"
+        raise HipdnnError(ErrorCode.INVALID_VALUE, message)
+    return bound
+
+
 def _optional(check: Any) -> BeforeValidator:
     return BeforeValidator(lambda value: None if value is None else check(value))
 
@@ -263,6 +277,29 @@ class MaskWindow(BaseModel):
         """True when no diagonal constraint applies."""
         return self.left_bound is None and self.right_bound is None
 
+    def within(self, seq_q: int, seq_kv: int) -> MaskWindow:
+        """The same window for ``seq_q`` queries and ``seq_kv`` keys, its bounds clamped to
+        ``±(seq_q + seq_kv + 1)``.
+
+        A key and a query are never more than ``seq_q + seq_kv - 1`` apart (padding included:
+        the bottom-right offset lies in ``[-seq_q, seq_kv]``), so a bound past that distance hides
+        every key or none, exactly as the clamped one does; engines then compute
+        ``i + offset + bound`` in int64 without overflow, for any int64 bound hipDNN can hold.
+
+        Example:
+            >>> MaskWindow(left_bound=-(2**63), right_bound=2**63 - 1).within(4, 6)
+            MaskWindow(bottom_right=False, left_bound=-11, right_bound=11)
+        """
+        span = seq_q + seq_kv + 1
+        left, right = self.left_bound, self.right_bound
+        if left is not None:
+            left = max(-span, min(left, span))
+        if right is not None:
+            right = max(-span, min(right, span))
+        if left == self.left_bound and right == self.right_bound:
+            return self
+        return MaskWindow(bottom_right=self.bottom_right, left_bound=left, right_bound=right)
+
 
 class SdpaCommonAttributes(NodeAttributes):
     """Slots, flags and scalars shared by SDPA forward and backward attributes."""
@@ -274,8 +311,8 @@ class SdpaCommonAttributes(NodeAttributes):
     causal_mask_bottom_right: Annotated[bool, _keyword(_flag, "causal_mask_bottom_right")] = False
     dropout_probability: Annotated[float | None, _optional(checked_dropout_probability)] = None
     attn_scale_value: Annotated[float | None, _optional(checked_attn_scale)] = None
-    left_bound: Annotated[int | None, _keyword(_optional_index, "left_bound")] = None
-    right_bound: Annotated[int | None, _keyword(_optional_index, "right_bound")] = None
+    left_bound: Annotated[int | None, _keyword(_bound, "left_bound")] = None
+    right_bound: Annotated[int | None, _keyword(_bound, "right_bound")] = None
     diagonal_alignment: DiagonalAlignment = DiagonalAlignment.TOP_LEFT
 
     # ----- input slots common to forward and backward -----
@@ -374,11 +411,21 @@ class SdpaCommonAttributes(NodeAttributes):
         return self
 
     def set_diagonal_band_left_bound(self, value: int | None) -> Self:
-        self.left_bound = None if value is None else _index(value, "diagonal_band_left_bound")
+        """Hide keys ``j < i + offset - value`` (``None``: no left bound); any int64.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a value that is not an int64 (hipDNN's type).
+        """
+        self.left_bound = _bound(value, "diagonal_band_left_bound")
         return self
 
     def set_diagonal_band_right_bound(self, value: int | None) -> Self:
-        self.right_bound = None if value is None else _index(value, "diagonal_band_right_bound")
+        """Hide keys ``j > i + offset + value`` (``None``: no right bound); any int64.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a value that is not an int64 (hipDNN's type).
+        """
+        self.right_bound = _bound(value, "diagonal_band_right_bound")
         return self
 
     def set_sliding_window_length(self, value: int) -> Self:

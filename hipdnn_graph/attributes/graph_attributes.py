@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from ..changes import STAMP_SLOT, touch
-from ..tensor import DataTypeLike, _data_type
+from ..tensor import DataTypeLike, _data_type, _keyword, _text
 from ..types import DataType
 
 __all__ = ["GraphAttributes"]
@@ -27,7 +27,7 @@ class GraphAttributes(BaseModel):
     # the change clock's time of the last change (see :mod:`hipdnn_graph.changes`)
     __slots__ = (STAMP_SLOT,)
 
-    name: str = ""
+    name: Annotated[str, _keyword(_text, "Graph name")] = ""
     io_data_type: Annotated[DataType, BeforeValidator(_data_type)] = DataType.NOT_SET
     intermediate_data_type: Annotated[DataType, BeforeValidator(_data_type)] = DataType.NOT_SET
     compute_data_type: Annotated[DataType, BeforeValidator(_data_type)] = DataType.NOT_SET
@@ -37,7 +37,13 @@ class GraphAttributes(BaseModel):
         touch(self)  # a graph using these attributes is no longer validated
 
     def set_name(self, name: str) -> GraphAttributes:
-        self.name = str(name)
+        """Set the graph's name (any value is taken as its ``str``).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a name that is not valid Unicode text (a lone
+                surrogate cannot be serialized).
+        """
+        self.name = _text(str(name), "Graph name")
         return self
 
     def set_io_data_type(self, data_type: DataTypeLike) -> GraphAttributes:

@@ -48,10 +48,24 @@ class ScalarSource:
     uid: int | None = None
 
     def resolve(self, variant_pack: Mapping[int, Any]) -> float | None:
-        """The value, reading the variant pack for runtime pass-by-value tensors."""
+        """The value, reading the variant pack for runtime tensors (see :meth:`read`)."""
         if self.uid is not None:
-            return float(variant_pack[self.uid])
+            return self.read(variant_pack[self.uid])
         return self.value
+
+    @staticmethod
+    def read(buffer: Any) -> float:
+        """A runtime scalar's value: a pass-by-value number, or the one element of the buffer a
+        scalar slot may also take (``validate()`` checked that it holds one element).
+
+        Example:
+            >>> import numpy as np
+            >>> ScalarSource.read(1.25), ScalarSource.read(np.array([1.25], np.float32))
+            (1.25, 1.25)
+        """
+        if getattr(buffer, "ndim", 0):
+            buffer = buffer.reshape(-1)[0]
+        return float(buffer)
 
     @classmethod
     def of(cls, tensor: TensorAttributes | None, fallback: float | None = None) -> ScalarSource:
@@ -111,7 +125,7 @@ class SdpaProblem:
             seq_kv=k.dim[2],
             head_dim=d,
             head_dim_v=v.dim[3],
-            window=a.mask_window(),
+            window=a.mask_window().within(sq, k.dim[2]),
             alibi=a.alibi_mask,
             padding=a.padding_mask,
             scale=ScalarSource.of(a.get_attn_scale(), scale_fallback),

@@ -12,8 +12,13 @@ buffer of its own and read.
 Any input gives a :class:`~.wire_model.WireGraph` or raises
 :class:`~hipdnn_graph.errors.HipdnnError`: UNSUPPORTED_GRAPH_FORMAT for bytes that are not a
 graph we can carry, INVALID_VALUE for a broken content rule. Work and memory are proportional to
-the input: every table is read once, and tensor or node entries that share one table are refused
-before anything is built from them.
+the input: every table is read once, tensor or node entries that share one table are refused
+before anything is built from them, nodes that share one attributes table are refused (hipDNN's
+writer never shares a table, and such nodes would write the same outputs), and the strings and
+vectors decoded, counted once per reference, add up to at most the input's size. hipDNN's writer
+(``Graph::Pack``) never shares a string or a vector, so its blobs always fit; another writer may
+share some (a flatbuffers builder dedupes strings when asked), as long as decoding them once per
+reference stays within that bound.
 
 Example:
     >>> from hipdnn_graph.descriptors.fb_write import write_graph
@@ -54,9 +59,11 @@ from .wire_model import (
     decoded_tensor,
     refuse_unmodelled,
     unsupported,
+    wide_text_encoding,
+    wide_text_error,
 )
 
-__all__ = ["CONTAINER_IDENTIFIER", "NODE_KINDS", "read_graph"]
+__all__ = ["CONTAINER_IDENTIFIER", "NODE_KINDS", "RETIRED_IDENTIFIER", "read_graph"]
 
 #: hipDNN's ``NodeAttributes`` union members, by tag (``graph.fbs``).
 NODE_KINDS = (
@@ -71,6 +78,8 @@ NODE_KINDS = (
 )  # fmt: skip
 #: Bytes 4–7 of hipDNN's graph-and-plan container (``serialized_graph_and_plan.fbs``).
 CONTAINER_IDENTIFIER = b"HDGP"
+#: Bytes 4–7 of hipdnn-graph's own earlier format, retired for hipDNN's (refused by name).
+RETIRED_IDENTIFIER = b"HDGR"
 
 _MAX_BUFFER = 2**31 - 1
 _MAX_DEPTH = 64
@@ -87,10 +96,26 @@ def _bad(what: str) -> HipdnnError:
     return unsupported(f"Invalid hipDNN graph: {what}")
 
 
-class _Table:
-    """A verified table: its position and its vtable's entries (0 = absent)."""
+def _counter() -> list[int]:
+    """A decode's running counts: tables verified, bytes of strings and vectors decoded."""
+    return [0, 0]
 
-    __slots__ = ("entries", "pos")
+
+def _charge(counter: list[int], size: int, n: int) -> None:
+    """Count ``size`` decoded bytes; refuse once a decode copies more than the buffer holds
+    (only strings or vectors that many tables share can do that)."""
+    counter[1] += size
+    if counter[1] > n:
+        raise _bad(
+            f"its tables share strings or vectors that decode to more than the buffer's {n} bytes"
+        )
+
+
+class _Table:
+    """A verified table: its position, its vtable's entries (0 = absent) and the decode's
+    running counts (see :func:`_counter`)."""
+
+    __slots__ = ("counter", "entries", "pos")
 
     def __init__(self, buf: bytes, n: int, pos: int, what: str, counter: list[int]) -> None:
         if pos % 4 or pos + 4 > n or pos < 0:
@@ -98,6 +123,7 @@ class _Table:
         counter[0] += 1
         if counter[0] > _MAX_TABLES:
             raise _bad(f"more than {_MAX_TABLES} tables")
+        self.counter = counter
         vt = pos - _i32(buf, pos)[0]
         if vt < 0 or vt % 2 or vt + 2 > n:
             raise _bad(f"{what} has its vtable outside the buffer")
@@ -165,6 +191,7 @@ def _string(buf: bytes, n: int, table: _Table, slot: int, what: str) -> str:
     end = start + length
     if end >= n or buf[end] != 0:
         raise _bad(f"{what} does not end in a NUL byte")
+    _charge(table.counter, length, n)
     try:
         return buf[start:end].decode()
     except UnicodeDecodeError:
@@ -180,6 +207,7 @@ def _longs(buf: bytes, n: int, table: _Table, slot: int, what: str) -> list[int]
         raise HipdnnError(
             ErrorCode.INVALID_VALUE, f"{what} has {length} entries, more than {MAX_RANK}"
         )
+    _charge(table.counter, 8 * length, n)
     return list(_LONGS[length](buf, start))
 
 
@@ -297,6 +325,7 @@ def _node(
     index: int,
     tensors: dict[int, TensorAttributes],
     counter: list[int],
+    bodies: set[int],
 ) -> tuple[NodeSpec, Any]:
     what = f"node {index}"
     t = _Table(buf, n, pos, what, counter)
@@ -314,6 +343,9 @@ def _node(
         raise unsupported(
             f"{label} has kind {kind} ({tag}){missing}; only {supported_kinds()} are supported"
         )
+    if body_pos in bodies:
+        _repeated("node attributes")  # "one node attribute table"
+    bodies.add(body_pos)
     body = _Table(buf, n, body_pos, f"{label} attributes", counter)
     body.refuse_unknown(spec.field_count, spec.table, label)
     uids: dict[Any, int | None] = {}
@@ -363,7 +395,7 @@ def unwrap_container(buf: bytes) -> bytes:
             graph blob.
     """
     n = len(buf)
-    counter = [0]
+    counter = _counter()
     t = _Table(buf, n, _root(buf, "container"), "the container", counter)
     pos = _target(buf, n, t, 0, "the container's graph_blob")
     if pos is None:
@@ -389,8 +421,16 @@ def read_graph(data: bytes | bytearray | memoryview) -> WireGraph:
     buf = _bytes(data)
     if len(buf) >= 8 and buf[4:8] == CONTAINER_IDENTIFIER:
         buf = unwrap_container(buf)
+    elif len(buf) >= 8 and buf[4:8] == RETIRED_IDENTIFIER:
+        raise unsupported(
+            "The input is in hipdnn-graph's retired HDGR format, not hipDNN's serialized graph: "
+            "load it with the hipdnn-graph version that wrote it and serialize it again"
+        )
+    encoding = wide_text_encoding(buf)
+    if encoding is not None:
+        raise wide_text_error(encoding)
     n = len(buf)
-    counter = [0]
+    counter = _counter()
     g = _Table(buf, n, _root(buf, "graph"), "the graph table", counter)
     g.refuse_unknown(10, "Graph", "the graph table")
     name = _string(buf, n, g, 0, "the graph name")
@@ -419,7 +459,10 @@ def read_graph(data: bytes | bytearray | memoryview) -> WireGraph:
     )
     check_wire_graph(graph)  # the tensors, before any node refers to them
     by_uid: dict[int, TensorAttributes] = {t.uid: t for t in tensors}  # type: ignore[misc]
-    graph.nodes = [_node(buf, n, p, i, by_uid, counter) for i, p in enumerate(node_positions)]
+    bodies: set[int] = set()
+    graph.nodes = [
+        _node(buf, n, p, i, by_uid, counter, bodies) for i, p in enumerate(node_positions)
+    ]
     check_node_names(graph)
     return graph
 

@@ -46,6 +46,8 @@ from .wire_model import (
     float32,
     refuse_unmodelled,
     unsupported,
+    wide_text_encoding,
+    wide_text_error,
 )
 
 __all__ = ["format_number", "graph_from_json", "graph_to_json", "json_schema"]
@@ -280,9 +282,10 @@ class _Obj:
         value = self._get(key, False)
         if value is None:
             return None
-        if type(value) not in (int, float):
-            raise self._fail(key, "a number")
-        return float(value)
+        number = finite_number(value)
+        if number is None:
+            raise self._fail(key, "a finite number")
+        return number
 
     def get_str(self, key: str, optional: bool = False) -> Any:
         value = self._get(key, optional)
@@ -290,6 +293,11 @@ class _Obj:
             return None
         if not isinstance(value, str):
             raise self._fail(key, "a string")
+        if not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError:  # a lone surrogate escaped as \ud800
+                raise self._fail(key, "valid Unicode text (it holds a lone surrogate)") from None
         return value
 
     def get_list(self, key: str) -> list[Any]:
@@ -383,11 +391,24 @@ def _raw_value(member: ValueMember, raw: Any, where: str) -> Any:
         if type(raw) is not int or not limits[0] <= raw <= limits[1]:
             raise unsupported(f"{where}: a {member.name} must be an integer in {list(limits)}")
         return raw
-    if type(raw) not in (int, float):
-        raise unsupported(f"{where}: a {member.name} must be a number")
+    number = finite_number(raw)
+    if number is None:
+        raise unsupported(f"{where}: a {member.name} must be a finite number")
     if member is ValueMember.Float64Value:
-        return float(raw)
-    return float32(float(raw), where)
+        return number
+    return float32(number, where)
+
+
+def finite_number(raw: Any) -> float | None:
+    """A JSON number as a finite float, or None when it is not a number or has no finite
+    double (``1e400`` parses as inf, a 400-digit integer overflows)."""
+    if type(raw) not in (int, float):
+        return None
+    try:
+        number = float(raw)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _scalar(o: _Obj, kind: Kind, key: str, where: str) -> Any:
@@ -464,8 +485,12 @@ def _text(text: Any) -> str:
     if isinstance(text, bytes | bytearray | memoryview):
         if len(text) > MAX_INPUT_BYTES:
             raise unsupported(f"Graph JSON is larger than {MAX_INPUT_BYTES} bytes")
+        raw = bytes(text)
+        encoding = wide_text_encoding(raw)
+        if encoding is not None:
+            raise wide_text_error(encoding)
         try:
-            return bytes(text).decode("utf-8-sig")
+            return raw.decode("utf-8-sig")
         except UnicodeDecodeError:
             raise unsupported("Graph JSON is not UTF-8") from None
     if not isinstance(text, str):

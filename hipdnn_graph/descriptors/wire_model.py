@@ -34,7 +34,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from ..errors import HipdnnError
-from ..tensor import TensorAttributes
+from ..tensor import TensorAttributes, _text
 from ..types import DataType, ErrorCode
 from .node_spec import NodeSpec
 
@@ -65,6 +65,8 @@ __all__ = [
     "new_trusted",
     "refuse_unmodelled",
     "unsupported",
+    "wide_text_encoding",
+    "wide_text_error",
 ]
 
 #: Largest input either decoder accepts, in bytes (characters for ``str`` JSON).
@@ -83,6 +85,51 @@ MAX_TENSORS = 65_536
 MAX_NODES = 65_536
 #: Longest graph, node or tensor name, in characters.
 MAX_NAME_LENGTH = 4096
+
+
+#: the wider text encodings: (name, codec, byte-order mark, bytes per character)
+_WIDE_TEXT = (
+    ("UTF-32", "utf-32-le", b"\xff\xfe\x00\x00", 4),
+    ("UTF-32", "utf-32-be", b"\x00\x00\xfe\xff", 4),
+    ("UTF-16", "utf-16-le", b"\xff\xfe", 2),
+    ("UTF-16", "utf-16-be", b"\xfe\xff", 2),
+)
+_JSON_HEAD = frozenset("\t\n\r" + "".join(map(chr, range(32, 127))))
+
+
+def wide_text_encoding(data: bytes) -> str | None:
+    """``"UTF-16"`` or ``"UTF-32"`` when ``data`` is JSON-looking text in that encoding (with or
+    without a byte-order mark: its first characters are printable ASCII, the first one that is
+    not white space a ``{`` or ``[``), else None. No binary graph looks like that: its first
+    bytes would all have to be such characters interleaved with NUL bytes.
+
+    hipDNN's JSON is UTF-8; a file saved as UTF-16 (as some Windows editors do) is neither it
+    nor a binary graph, and the readers say so.
+
+    Example:
+        >>> wide_text_encoding('{"name": "g"}'.encode("utf-16")), wide_text_encoding(b"{}")
+        ('UTF-16', None)
+    """
+    for name, codec, mark, width in _WIDE_TEXT:
+        body = data.removeprefix(mark)
+        head = body[: 16 * width]
+        if len(head) < 2 * width or b"\0" not in head:
+            continue
+        try:
+            text = head[: len(head) - len(head) % width].decode(codec)
+        except UnicodeDecodeError:
+            continue
+        if set(text) <= _JSON_HEAD and text.lstrip()[:1] in ("{", "["):
+            return name
+    return None
+
+
+def wide_text_error(encoding: str) -> HipdnnError:
+    """The UNSUPPORTED_GRAPH_FORMAT error for input that is text in ``encoding``."""
+    return unsupported(
+        f"The input is {encoding} text, not a hipDNN graph: hipDNN's JSON is UTF-8 "
+        "(save the file as UTF-8)"
+    )
 
 
 def unsupported(message: str) -> HipdnnError:
@@ -328,6 +375,8 @@ class WireGraph:
 def _check_name(kind: str, name: str) -> None:
     if len(name) > MAX_NAME_LENGTH:
         raise _invalid(f"{kind} name is longer than {MAX_NAME_LENGTH} characters")
+    if not name.isascii():
+        _text(name, f"{kind} name")  # UTF-8 must encode it (a name assigned past the setters)
 
 
 def _explain_tensor(t: TensorAttributes) -> None:
@@ -344,8 +393,8 @@ def _explain_tensor(t: TensorAttributes) -> None:
         raise _invalid(f"Tensor {name} has a dimension larger than {MAX_DIM}")
     if prod(dims) > MAX_VOLUME:
         raise _invalid(f"Tensor {name} has more than {MAX_VOLUME} elements")
-    if any(not 0 <= stride <= MAX_STRIDE for stride in strides):
-        raise _invalid(f"Tensor {name} strides must be in [0, {MAX_STRIDE}]")
+    if any(not -MAX_STRIDE <= stride <= MAX_STRIDE for stride in strides):
+        raise _invalid(f"Tensor {name} strides must be in [-{MAX_STRIDE}, {MAX_STRIDE}]")
     raise _invalid(f"Tensor {name} alignment must be >= 1")
 
 
@@ -354,7 +403,9 @@ def check_wire_graph(graph: WireGraph) -> None:
 
     At most :data:`MAX_TENSORS` tensors and :data:`MAX_NODES` nodes; names at most
     :data:`MAX_NAME_LENGTH` characters; a tensor has as many strides as dims, rank at most
-    :data:`MAX_RANK`, dims in ``[1, MAX_DIM]``, strides in ``[0, MAX_STRIDE]``, volume at most
+    :data:`MAX_RANK`, dims in ``[1, MAX_DIM]``, strides in ``[-MAX_STRIDE, MAX_STRIDE]`` (hipDNN's
+    strides are int64 and its rules leave their sign free; a negative stride walks its dimension
+    backwards, as the engines here read it), volume at most
     :data:`MAX_VOLUME`, alignment >= 1 (empty dims mean "not inferred yet"); uids are unique.
 
     Raises:
@@ -380,19 +431,21 @@ def check_wire_graph(graph: WireGraph) -> None:
             or prod(dims) > MAX_VOLUME
         ):
             _explain_tensor(t)
+        if not td["name"].isascii():
+            _check_name("Tensor", td["name"])
         all_dims += dims
         all_strides += strides
         uids.append(td["uid"])
     if all_dims and (
         min(all_dims) < 1
         or max(all_dims) > MAX_DIM
-        or min(all_strides) < 0
+        or min(all_strides) < -MAX_STRIDE
         or max(all_strides) > MAX_STRIDE
     ):
         for t in tensors:
             if t.dim and (min(t.dim) < 1 or max(t.dim) > MAX_DIM):
                 _explain_tensor(t)
-            if t.stride and (min(t.stride) < 0 or max(t.stride) > MAX_STRIDE):
+            if t.stride and (min(t.stride) < -MAX_STRIDE or max(t.stride) > MAX_STRIDE):
                 _explain_tensor(t)
     if len(set(uids)) != len(uids):
         seen: set[int] = set()

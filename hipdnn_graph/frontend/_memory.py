@@ -132,26 +132,54 @@ def _contiguous_base(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return root if root.flags.c_contiguous or root.flags.f_contiguous else array
 
 
+def _allocate(size: int, *, device: bool) -> Any:
+    """``size`` bytes of device (torch) or host (NumPy) memory.
+
+    Raises:
+        FrontendRuntimeError: ``INVALID_VALUE`` when the memory cannot be had (out of memory,
+            or more bytes than an address space holds).
+    """
+    try:
+        if device:
+            import torch
+
+            return torch.empty(size, dtype=torch.uint8, device="cuda")
+        return np.zeros(size, np.uint8)
+    except (MemoryError, ValueError, OverflowError, RuntimeError) as exc:
+        where = "device" if device else "host"
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise FrontendRuntimeError(
+            f"DeviceBuffer of {size} bytes cannot be allocated in {where} memory: {reason}"
+        ) from None
+
+
 class DeviceBuffer:
     """``nbytes`` of memory with an address: torch device memory when a CUDA/ROCm device is
     visible, host (NumPy) memory otherwise.
 
     Args:
         nbytes: the size in bytes (``> 0``).
+
+    Raises:
+        FrontendTypeError: ``nbytes`` is not an integer.
+        FrontendRuntimeError: ``INVALID_VALUE`` for a size that is not positive, or memory that
+            cannot be allocated (out of memory, or a size no address space holds).
     """
 
     def __init__(self, nbytes: int) -> None:
+        if isinstance(nbytes, bool) or not hasattr(nbytes, "__index__"):
+            raise FrontendTypeError(
+                f"DeviceBuffer size must be an integer, got {type(nbytes).__name__}"
+            )
         size = operator.index(nbytes)
         if size <= 0:
             raise FrontendRuntimeError(f"DeviceBuffer size must be positive, got {size}")
         self._nbytes = size
         if torch_device_available():
-            import torch
-
-            self._flat: Any = torch.empty(size, dtype=torch.uint8, device="cuda")
+            self._flat: Any = _allocate(size, device=True)
             self._address = int(self._flat.data_ptr())
         else:
-            self._flat = np.zeros(size, np.uint8)
+            self._flat = _allocate(size, device=False)
             self._address = int(self._flat.ctypes.data)
         _regions[id(self)] = _Region(weakref.ref(self, _forget(id(self))))
 

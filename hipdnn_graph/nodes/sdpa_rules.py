@@ -307,15 +307,34 @@ def bias_broadcast(a: SdpaCommonAttributes, node: str) -> None:
         _fail(f"{node}: ATTN_MASK num_heads dim must equal num_heads ({h}) or 1, got {dims[-3]}")
 
 
+#: the slots whose constant multiplies scores or probabilities: finite in float32 like
+#: ``attn_scale_value`` (hipDNN stores its scalars as binary32)
+_SCALE_SLOTS = ("Attn_scale", "Dropout_scale", "Dropout_scale_inv")
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _fits_float32(value: float) -> bool:
+    return math.isfinite(value) and abs(value) <= _FLOAT32_MAX
+
+
 def finite_scale(a: SdpaCommonAttributes, node: str) -> None:
-    """The scale is a finite number: ``attn_scale_value``, or the constant an Attn_scale tensor
-    holds."""
+    """The scales are finite numbers that fit in float32 (hipDNN's type for scalar attributes;
+    a larger one overflows float32 compute, and the outputs would be NaN): ``attn_scale_value``,
+    and the constant an Attn_scale, Dropout_scale or Dropout_scale_inv tensor holds."""
     value = a.attn_scale_value
-    if value is not None and not math.isfinite(value):
-        _fail(f"{node}: attn_scale_value must be a finite number, got {value}")
-    scale = a.get_attn_scale()
-    if scale is not None and scale.value is not None and not math.isfinite(scale.value):
-        _fail(f"{node}: attn_scale tensor {scale.name} holds {scale.value}, not a finite number")
+    if value is not None and not _fits_float32(value):
+        _fail(f"{node}: attn_scale_value must be a finite number that fits in float32, got {value}")
+    inputs, names = a.inputs, a._IN
+    for slot in _SCALE_SLOTS:
+        tensor = inputs.get(names[slot]) if slot in names else None
+        if tensor is None or tensor.value is None:
+            continue
+        held = tensor.value
+        if not _fits_float32(float(held)):
+            _fail(
+                f"{node}: {slot} tensor {tensor.name} holds {held}, not a finite number that "
+                "fits in float32"
+            )
 
 
 def dropout_range(a: SdpaCommonAttributes, node: str) -> None:

@@ -72,7 +72,9 @@ def graph_cache() -> GraphCache[Any]:
 class _Options:
     """Every keyword that changes a graph (part of the cache key)."""
 
-    scale: float
+    #: None for the default 1/sqrt(D): left unset in the graph, the engine computes it in the
+    #: data's precision (a float64 user gets float64's 1/sqrt(D), not a binary32 attribute)
+    scale: float | None
     causal: bool
     alignment: DiagonalAlignment
     left_bound: int | None
@@ -236,17 +238,20 @@ def _options(
     alibi: bool,
     engine: str | None,
 ) -> _Options:
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
-    elif isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale):
+    if scale is not None and (
+        isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale)
+    ):
         raise fail(f"scale must be a finite number, got {scale!r}")
+    if scale is not None and q.shape[-1] and scale == 1.0 / math.sqrt(q.shape[-1]):
+        scale = None  # the default (the torch op passes it on explicitly): the engine's own
     for name, bound in (("left_bound", left_bound), ("right_bound", right_bound)):
         if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)):
             raise fail(f"{name} must be an integer or None, got {bound!r}")
     if engine is not None and not isinstance(engine, str):
         raise fail(f"engine must be an engine name or None, got {engine!r}")
-    return _Options(float(scale), bool(is_causal), alignment_of(alignment), left_bound, right_bound,
-                    bool(alibi), engine)  # fmt: skip
+    return _Options(None if scale is None else float(scale), bool(is_causal),
+                    alignment_of(alignment), left_bound, right_bound, bool(alibi),
+                    engine)  # fmt: skip
 
 
 def _optional_inputs(
@@ -375,7 +380,7 @@ def _data_type(dtype: torch.dtype) -> DataType:
 def _keywords(options: _Options, slots: dict[str, TensorAttributes]) -> dict[str, Any]:
     bottom_right = options.alignment == DiagonalAlignment.BOTTOM_RIGHT
     kw: dict[str, Any] = {
-        "attn_scale": options.scale,
+        "attn_scale": options.scale,  # None: unset, 1/sqrt(D) in the data's precision
         "use_alibi_mask": options.alibi or None,
         "use_causal_mask": (options.causal and not bottom_right) or None,
         "use_causal_mask_bottom_right": (options.causal and bottom_right) or None,
