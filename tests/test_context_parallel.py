@@ -213,11 +213,12 @@ BAD = {
     "gather_shapes_differ": "gather_sequence: arguments differ across ranks",
     "layout_one_rank": "context_parallel_attention: rank 1 refused its arguments: "
     "layout must be 'contiguous' or 'zigzag', got 'ring'",
-    "scale_overflows_one_rank": "rank 0 refused its arguments: scale must be a finite number",
+    "scale_overflows_one_rank": "rank 0 refused its arguments: scale must be a finite number, "
+    "got 1000",
     "string_flag_one_rank": "rank 1 refused its arguments: is_causal must be a bool, got 'false'",
     "bogus_group_one_rank": "rank 1 refused its arguments: group must be a torch.distributed "
-    "process group, got <object object",
-    "meta_one_rank": "rank 0 refused its arguments: query has no data to exchange (meta device",
+    "process group or None, got an object of type object",
+    "meta_one_rank": "rank 0 refused its arguments: query has no data to exchange (a meta tensor)",
     "requires_grad_one_rank": "arguments differ across ranks (rank 0 vs rank 1: autograd True "
     "vs False)",
     "gather_layouts_differ": "gather_sequence: arguments differ across ranks (rank 0 vs rank 1: "
@@ -226,7 +227,7 @@ BAD = {
     "gather_requires_grad_one_rank": "autograd False vs True",
     "gather_meta_one_rank": "rank 1 refused its arguments: x_local has no data to exchange",
     "gather_bogus_group_one_rank": "rank 0 refused its arguments: group must be a "
-    "torch.distributed process group, got 'world'",
+    "torch.distributed process group or None, got 'world'",
 }
 #: cases without communication (every rank raises its own, the same, error)
 LOCAL = {"shard_not_divisible", "shard_contiguous_not_divisible"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import reprlib
 from typing import Any
 
 import torch
@@ -138,22 +139,22 @@ def _reason(q: Any, k: Any, v: Any, causal: Any, scale: Any, gqa: Any, layout: A
     check_layout(layout)
     for name, flag in (("is_causal", causal), ("enable_gqa", gqa)):
         if not isinstance(flag, bool):
-            return f"{name} must be a bool, got {flag!r}"[:300]
+            return f"{name} must be a bool, got {reprlib.repr(flag)}"
     if scale is not None:
         if isinstance(scale, bool) or not isinstance(scale, int | float):
-            return f"scale must be a finite number, got {scale!r}"[:300]
+            return f"scale must be a finite number, got {reprlib.repr(scale)}"
         try:
             finite = math.isfinite(float(scale))
         except OverflowError:
             finite = False
         if not finite:
-            return f"scale must be a finite number, got {scale!r}"[:300]
+            return f"scale must be a finite number, got {reprlib.repr(scale)}"
     check_qkv(q, k, v)
     for name, t in (("query", q), ("key", k), ("value", v)):
         if t.device.type == "meta" or t.layout != torch.strided:
             return (
-                f"{name} has no data to exchange ({t.device.type} device, {t.layout}): "
-                "context parallelism needs dense tensors on a CPU or GPU"
+                f"{name} has no data to exchange (a {_kind(t)} tensor): context parallelism "
+                "needs dense tensors on a CPU or GPU"
             )
     h = q.shape[1]
     if not gqa and (k.shape[1] != h or v.shape[1] != h):
@@ -179,6 +180,11 @@ def _reason(q: Any, k: Any, v: Any, causal: Any, scale: Any, gqa: Any, layout: A
             f"got {lengths[0]}"
         )
     return None
+
+
+def _kind(t: Tensor) -> str:
+    """``"meta"`` or the layout of a tensor that is not dense (``"sparse_coo"``)."""
+    return "meta" if t.device.type == "meta" else str(t.layout).removeprefix("torch.")
 
 
 def _signature(

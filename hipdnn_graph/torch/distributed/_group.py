@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import reprlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,7 +74,9 @@ def resolve(group: Any) -> Group:
         world = dist.get_world_size(handle)
     except (ValueError, RuntimeError, TypeError, AttributeError):
         world_handle = dist.group.WORLD
-        bad = _fail(f"group must be a torch.distributed process group, got {group!r}"[:300])
+        plain = isinstance(group, str | int | float)
+        got = reprlib.repr(group) if plain else f"an object of type {type(group).__name__}"
+        bad = _fail(f"group must be a torch.distributed process group or None, got {got}")
         return Group(world_handle, dist.get_rank(), dist.get_world_size(), bad)
     if rank < 0:
         raise _fail("this process is not a member of the given process group")

@@ -150,9 +150,10 @@ def _gather_signature(x: Any, layout: Any, dim: Any) -> tuple[int, list[float]]:
     check_layout(layout)
     d = _dim(x, dim, "x_local")
     if x.device.type == "meta" or x.layout != torch.strided:
+        kind = "meta" if x.device.type == "meta" else str(x.layout).removeprefix("torch.")
         raise _fail(
-            f"x_local has no data to exchange ({x.device.type} device, {x.layout}): "
-            "gather_sequence needs a dense tensor on a CPU or GPU"
+            f"x_local has no data to exchange (a {kind} tensor): gather_sequence needs a "
+            "dense tensor on a CPU or GPU"
         )
     chunks = chunks_per_rank(layout)
     if x.shape[d] % chunks or x.shape[d] == 0:
