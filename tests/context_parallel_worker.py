@@ -173,6 +173,40 @@ def bad_cases(rank: int, world: int) -> dict[str, Callable[[], Any]]:
             torch.randn(1, 2, world * CHUNK + 1, D), layout="contiguous"
         ),
         "gather_shapes_differ": lambda: gather_sequence(mine),
+        # one rank's bad argument: every rank raises its error (none waits in the exchange)
+        "layout_one_rank": lambda: context_parallel_attention(
+            x, x, x, layout="ring" if rank == 1 else "zigzag"
+        ),
+        "scale_overflows_one_rank": lambda: context_parallel_attention(
+            x, x, x, scale=10**400 if rank == 0 else 0.25
+        ),
+        "string_flag_one_rank": lambda: context_parallel_attention(
+            x,
+            x,
+            x,
+            is_causal="false" if rank == 1 else False,  # type: ignore[arg-type]
+        ),
+        "bogus_group_one_rank": lambda: context_parallel_attention(
+            x, x, x, group=object() if rank == 1 else None
+        ),
+        "meta_one_rank": lambda: context_parallel_attention(
+            *([x.to("meta")] * 3 if rank == 0 else [x] * 3)
+        ),
+        # autograd on one rank only: its backward would wait for the others forever
+        "requires_grad_one_rank": lambda: context_parallel_attention(
+            x.clone().requires_grad_(rank == 0), x, x
+        ),
+        "gather_layouts_differ": lambda: gather_sequence(
+            x, layout="zigzag" if rank == 0 else "contiguous"
+        ),
+        "gather_layout_one_rank": lambda: gather_sequence(x, layout="ring" if rank else "zigzag"),
+        "gather_requires_grad_one_rank": lambda: gather_sequence(
+            x.clone().requires_grad_(rank == world - 1)
+        ),
+        "gather_meta_one_rank": lambda: gather_sequence(x.to("meta") if rank == 1 else x),
+        "gather_bogus_group_one_rank": lambda: gather_sequence(
+            x, group="world" if rank == 0 else None
+        ),
     }
 
 

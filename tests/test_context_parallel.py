@@ -3,8 +3,10 @@
 Two and four processes (``context_parallel_worker.py``, started as subprocesses with a file
 rendezvous and bounded timeouts) run the same cases; outputs and gradients must equal torch's
 own ``scaled_dot_product_attention`` on the whole sequence: float64 within 1e-10, float32 within
-1e-5 (against the float64 reference). Bad input must raise ``HipdnnError`` on every rank and
-leave the group usable. The layout arithmetic is checked here against the causal mask itself.
+1e-5 (against the float64 reference). Bad input, on one rank or on all, must raise the same
+``HipdnnError`` (code and message) on every rank and leave the group usable; a rank left waiting
+fails the run (60 s process-group timeout, 120 s for the whole run) instead of hanging it. The
+layout arithmetic is checked here against the causal mask itself.
 """
 
 from __future__ import annotations
@@ -121,14 +123,41 @@ def test_bad_input_in_one_process(call: Any, text: str) -> None:
     assert text in info.value.message
 
 
+# ----- the agreement's message encoding (no processes) -----
+@pytest.mark.parametrize(
+    ("message", "size", "back"),
+    [
+        ("layout must be 'contiguous' or 'zigzag', got 'ring'", 512, None),
+        ("näive 🙂 scale", 512, None),
+        ("ab🙂", 5, "ab"),  # a character cut in half is dropped, not garbled
+        ("x" * 600, 512, "x" * 512),
+        ("", 8, ""),
+    ],
+)
+def test_messages_cross_ranks_as_fixed_size_numbers(message: str, size: int, back: Any) -> None:
+    from hipdnn_graph.torch.distributed._agree import decode, encode
+
+    numbers = encode(message, size)
+    assert len(numbers) == size and all(0 <= x < 256 for x in numbers)
+    assert decode(numbers) == (message if back is None else back)
+
+
 # ----- several processes over gloo -----
-_RESULTS: dict[int, list[dict[str, Any]]] = {}  # one run per world size per session
+_RESULTS: dict[int, list[dict[str, Any]] | str] = {}  # one run per world size per session
 
 
 def _results(world: int, factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """The ``world``-process run's results; a run that failed (a rank left waiting until the
+    timeouts, a crash) fails every test that reads it, without running again."""
     if world not in _RESULTS:
-        _RESULTS[world] = run_world(world, factory.mktemp(f"cp{world}"))
-    return _RESULTS[world]
+        try:
+            _RESULTS[world] = run_world(world, factory.mktemp(f"cp{world}"))
+        except (AssertionError, pytest.fail.Exception) as err:
+            _RESULTS[world] = f"the {world}-process run failed: {err}"
+    got = _RESULTS[world]
+    if isinstance(got, str):
+        pytest.fail(got, pytrace=False)
+    return got
 
 
 @pytest.fixture(params=[2, 4], ids=["W2", "W4"])
@@ -182,7 +211,26 @@ BAD = {
     "shard_not_divisible": "is not divisible by",
     "shard_contiguous_not_divisible": "is not divisible by",
     "gather_shapes_differ": "gather_sequence: arguments differ across ranks",
+    "layout_one_rank": "context_parallel_attention: rank 1 refused its arguments: "
+    "layout must be 'contiguous' or 'zigzag', got 'ring'",
+    "scale_overflows_one_rank": "rank 0 refused its arguments: scale must be a finite number, "
+    "got 1000",
+    "string_flag_one_rank": "rank 1 refused its arguments: is_causal must be a bool, got 'false'",
+    "bogus_group_one_rank": "rank 1 refused its arguments: group must be a torch.distributed "
+    "process group or None, got an object of type object",
+    "meta_one_rank": "rank 0 refused its arguments: query has no data to exchange (a meta tensor)",
+    "requires_grad_one_rank": "arguments differ across ranks (rank 0 vs rank 1: autograd True "
+    "vs False)",
+    "gather_layouts_differ": "gather_sequence: arguments differ across ranks (rank 0 vs rank 1: "
+    "layout zigzag vs contiguous)",
+    "gather_layout_one_rank": "gather_sequence: rank 1 refused its arguments",
+    "gather_requires_grad_one_rank": "autograd False vs True",
+    "gather_meta_one_rank": "rank 1 refused its arguments: x_local has no data to exchange",
+    "gather_bogus_group_one_rank": "rank 0 refused its arguments: group must be a "
+    "torch.distributed process group or None, got 'world'",
 }
+#: cases without communication (every rank raises its own, the same, error)
+LOCAL = {"shard_not_divisible", "shard_contiguous_not_divisible"}
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
@@ -199,13 +247,21 @@ def test_differing_shapes_name_the_ranks_and_lengths(ranks: list[dict[str, Any]]
     assert "rank 0 vs rank 1: local query length 4 vs 8" in message
 
 
+@pytest.mark.parametrize("case", sorted(set(BAD) - LOCAL))
+def test_every_rank_raises_the_same_error(ranks: list[dict[str, Any]], case: str) -> None:
+    """The same code and message on every rank, naming the rank (and the differing fields)."""
+    first = ranks[0][f"bad/{case}"]
+    assert "rank" in first["message"], first
+    for r, res in enumerate(ranks[1:], 1):
+        assert res[f"bad/{case}"] == first, f"rank {r}"
+
+
 def test_one_rank_refusing_stops_every_rank(ranks: list[dict[str, Any]]) -> None:
-    for r, res in enumerate(ranks):
+    for res in ranks:
         message = res["bad/one_rank_passes_rank3"]["message"]
-        if r == 1:
-            assert "query must be rank-4" in message
-        else:
-            assert message.endswith("rank 1 of the group refused its arguments")
+        assert message.startswith(
+            "context_parallel_attention: rank 1 refused its arguments: query must be rank-4"
+        ), message
 
 
 def test_gather_sequence_values_and_gradient(ranks: list[dict[str, Any]]) -> None:

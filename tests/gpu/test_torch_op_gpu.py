@@ -172,24 +172,38 @@ def _train(impl: str, steps: int = 20, backend: Any = None) -> tuple[list[float]
     return losses, first_grads
 
 
+def _noise(runs: list[list[float]]) -> list[float]:
+    """bf16 noise at each step: the largest difference between any two of ``runs`` (loss
+    curves) at that step or before (rounding differences grow along a training run, but the
+    difference at one step can shrink to nothing by chance)."""
+    noise, most = [], 0.0
+    for values in zip(*runs, strict=True):
+        most = max(most, max(values) - min(values))
+        noise.append(most)
+    return noise
+
+
 def test_llama_bf16_training_matches_sdpa_within_bf16_noise() -> None:
     from torch.nn.attention import SDPBackend
 
     ref_losses, ref_grads = _train("sdpa")
     losses, grads = _train("hipdnn")
     assert losses[-1] < losses[0]
-    # bf16 noise: how far two of torch's own kernels drift apart over the same steps (rounding
-    # differences grow along a training run); ours may drift from "sdpa" twice as far
-    cudnn, _ = _train("sdpa", backend=SDPBackend.CUDNN_ATTENTION)
-    efficient, _ = _train("sdpa", backend=SDPBackend.EFFICIENT_ATTENTION)
+    # bf16 noise: how far torch's own bf16 runs drift apart over the same steps: "sdpa" again
+    # (its run-to-run variation: atomic adds in backward kernels) and two of its kernels; ours
+    # may drift from "sdpa" twice as far
+    others = [
+        _train("sdpa"),
+        _train("sdpa", backend=SDPBackend.CUDNN_ATTENTION),
+        _train("sdpa", backend=SDPBackend.EFFICIENT_ATTENTION),
+    ]
+    noise = _noise([ref_losses] + [run[0] for run in others])
     for step, (ours, theirs) in enumerate(zip(losses, ref_losses, strict=True)):
-        noise = abs(cudnn[step] - efficient[step])
-        assert abs(ours - theirs) <= 2 * noise + 5e-3 * abs(theirs), (
+        assert abs(ours - theirs) <= 2 * noise[step] + 5e-3 * abs(theirs), (
             step,
             losses,
             ref_losses,
-            cudnn,
-            efficient,
+            noise,
         )
     # first-step gradients against a float32 model: no worse than sdpa's bf16 ones (+ margin)
     fp32 = _llama("sdpa", torch.float32)
@@ -199,5 +213,7 @@ def test_llama_bf16_training_matches_sdpa_within_bf16_noise() -> None:
     ).loss.backward()
     for name, p in fp32.named_parameters():
         assert p.grad is not None
-        ours_err, sdpa_err = _rel(grads[name], p.grad), _rel(ref_grads[name], p.grad)
+        # torch's worst bf16 error among its runs: one run's error can be small by chance
+        sdpa_err = max(_rel(g[name], p.grad) for g in [ref_grads] + [run[1] for run in others])
+        ours_err = _rel(grads[name], p.grad)
         assert ours_err <= 1.5 * sdpa_err + 1e-2, (name, ours_err, sdpa_err)

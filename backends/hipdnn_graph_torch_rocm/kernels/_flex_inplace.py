@@ -13,22 +13,32 @@ inside the score modifier's gradient graph, out of this wrapper's reach.
 Anything else is left as inductor lowers it.
 
 This reaches into inductor's internals, so :class:`~.flex.FlexKernel` compiles the body both
-ways and uses this one only where both give the same dQ, dK and dV bits; inductor's graph caches
-are off while it compiles (a cached copy-path graph would skip the lowering).
+ways and uses this one only where both agree (:func:`disagreement`): the same bits where the
+copying body gives the same bits on every run, else no further apart than its own run-to-run
+variation (dBias sums with atomic adds, in an order that changes from run to run); inductor's
+graph caches are off while it compiles (a cached copy-path graph would skip the lowering).
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 import operator
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 
-__all__ = ["stores_into_destinations"]
+__all__ = ["ATOMIC_FLOOR", "disagreement", "stores_into_destinations"]
+
+#: where an output is summed with atomic adds, two runs may round differently even when the
+#: measured runs happened to agree: such an output may differ by this much of its largest
+#: magnitude (a 16-bit rounding step), or by twice the measured variation if that is more
+ATOMIC_FLOOR = 2.0**-7
+
+_Runs = Sequence[Sequence[torch.Tensor | None]]
 
 _LOCK = threading.Lock()
 
@@ -146,3 +156,72 @@ def stores_into_destinations() -> Iterator[list[str]]:
                 yield stored
         finally:
             lowerings[hop] = original
+
+
+def _spread(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The largest difference of ``a`` and ``b`` (in float64); ``inf`` where their NaNs or
+    infinities sit in other places."""
+    x, y = a.detach().double(), b.detach().double()
+    if x.shape != y.shape or not torch.equal(torch.isnan(x), torch.isnan(y)):
+        return math.inf
+    x, y = x.nan_to_num(0.0), y.nan_to_num(0.0)
+    if not torch.equal(torch.isinf(x), torch.isinf(y)) or not torch.equal(
+        x[torch.isinf(x)], y[torch.isinf(y)]
+    ):
+        return math.inf
+    finite = torch.isfinite(x)
+    return float((x[finite] - y[finite]).abs().max()) if bool(finite.any()) else 0.0
+
+
+def _magnitude(a: torch.Tensor) -> float:
+    """The largest finite magnitude in ``a`` (0 for none)."""
+    x = a.detach().double()
+    finite = x[torch.isfinite(x)]
+    return float(finite.abs().max()) if finite.numel() else 0.0
+
+
+def disagreement(
+    copying: _Runs, storing: _Runs, names: Sequence[str], atomic: Sequence[str] = ()
+) -> str | None:
+    """Why the storing body's outputs are not the copying body's, or ``None`` when they agree.
+
+    ``copying`` holds two or more runs of the copying body on the same inputs, ``storing`` one
+    or more of the storing body (each run's outputs in ``names`` order; ``None`` for an output
+    a body does not return; each run writes into fresh buffers filled with another value, so an
+    element a body leaves unwritten shows). The copying body's run-to-run variation of an
+    output is the largest difference between any two of its runs. An output agrees when every
+    storing run is within twice that variation of the first copying run: the same bits where
+    the copying body repeats its bits (dQ, dK, dV are deterministic), and for the outputs named
+    in ``atomic`` (summed with atomic adds in a changing order) at least within
+    :data:`ATOMIC_FLOOR` of their largest magnitude, since two runs may agree by chance.
+
+    Example:
+        >>> import torch
+        >>> a, b = torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0 + 2**-20])
+        >>> disagreement([[a], [a]], [[b]], ["dk"]) is None  # dK repeats its bits: b differs
+        False
+        >>> disagreement([[a], [b]], [[b]], ["db"]) is None  # within dBias's own variation
+        True
+    """
+    if len(copying) < 2 or not storing:
+        raise ValueError("two copying runs and a storing run are needed")
+    for i, name in enumerate(names):
+        ref = [run[i] for run in copying]
+        got = [run[i] for run in storing]
+        if any((t is None) != (ref[0] is None) for t in ref + got):
+            return f"{name} returned by one body only"
+        first = ref[0]
+        if first is None:
+            continue
+        runs = [t for t in ref if t is not None]
+        variation = max(_spread(a, b) for j, a in enumerate(runs) for b in runs[j + 1 :])
+        tol = 2 * variation
+        if name in atomic:
+            tol = max(tol, ATOMIC_FLOOR * _magnitude(first))
+        diff = max(_spread(t, first) for t in got if t is not None)
+        if not diff <= tol:
+            return (
+                f"{name} differs from the copying body's by {diff:.3g} (its own run-to-run "
+                f"variation {variation:.3g}, tolerance {tol:.3g})"
+            )
+    return None

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import math
+import reprlib
 from typing import Any
 
 import torch
 
 from ...errors import HipdnnError
+from ...types import ErrorCode
 from .._args import check_qkv
 from .._op import scaled_dot_product_attention
-from ._group import DTYPE_NAMES, Ring, agree, dtype_code, resolve
+from ._agree import DEVICE_TYPES, DTYPE_NAMES, agree, device_code, dtype_code
+from ._group import Ring, resolve
 from ._layout import LAYOUTS, check_layout
 from ._ring import RingAttention
 
@@ -21,11 +24,13 @@ Tensor = torch.Tensor
 _NAMES = (
     "batch", "query heads", "local query length", "query head dim", "key heads",
     "local key length", "key head dim", "value heads", "local value length", "value head dim",
-    "dtype", "is_causal", "scale", "enable_gqa", "layout",
+    "dtype", "is_causal", "scale", "enable_gqa", "layout", "device", "autograd",
 )  # fmt: skip
 
 
 _BOOL = ("False", "True")
+_LABELS = {"dtype": DTYPE_NAMES, "layout": tuple(LAYOUTS), "is_causal": _BOOL,
+           "enable_gqa": _BOOL, "device": DEVICE_TYPES, "autograd": _BOOL}  # fmt: skip
 
 
 def context_parallel_attention(
@@ -74,11 +79,15 @@ def context_parallel_attention(
         This rank's ``[B, H, L, Dv]`` slice of the attention output, in query's dtype.
 
     Raises:
-        HipdnnError: ``INVALID_VALUE`` on every rank when any rank's arguments are bad: not
-            rank-4 tensors, unequal local lengths, a local length that is not a positive
-            multiple of the layout's chunks per rank (zigzag: 2, i.e. a sequence not divisible
-            by ``2W``), heads that differ without ``enable_gqa``, or shapes, dtypes or options
-            that differ across ranks; an unknown layout.
+        HipdnnError: the same code and message on every rank when any rank's arguments are
+            bad (the first refusing rank's error, prefixed
+            ``"context_parallel_attention: rank R refused its arguments: "``): not rank-4
+            tensors, unequal local lengths, a local length that is not a positive multiple of
+            the layout's chunks per rank (zigzag: 2, i.e. a sequence not divisible by ``2W``),
+            heads that differ without ``enable_gqa``, an unknown layout, a scale that is not a
+            finite number, flags that are not bools, meta tensors, a ``group`` that is not a
+            process group; or ``INVALID_VALUE`` when shapes, dtypes, device types, options or
+            autograd (``requires_grad`` and grad mode) differ across ranks.
         NotSupportedError: when no engine runs a block's graph.
 
     Example:
@@ -90,24 +99,21 @@ def context_parallel_attention(
         ...     q, k, v, is_causal=True), atol=1e-6)
         True
     """
-    layout = check_layout(layout)
     grp = resolve(group)
     if grp.world == 1:
+        if grp.error is not None:
+            raise grp.error
+        check_layout(layout)
         return scaled_dot_product_attention(
             query, key, value, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa
         )
-    error = _local_error(query, key, value, scale, enable_gqa, layout)
-    if scale is None and error is None:
-        scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
-    agree(
-        grp,
-        "context_parallel_attention",
-        error,
-        _signature(query, key, value, is_causal, scale, enable_gqa, layout, error is None),
-        _NAMES,
-        query,
-        {"dtype": DTYPE_NAMES, "layout": tuple(LAYOUTS), "is_causal": _BOOL, "enable_gqa": _BOOL},
-    )
+    error = grp.error or _local_error(query, key, value, is_causal, scale, enable_gqa, layout)
+    signature = [0.0] * len(_NAMES)
+    if error is None:
+        if scale is None:
+            scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
+        signature = _signature(query, key, value, is_causal, scale, enable_gqa, layout)
+    agree(grp, "context_parallel_attention", error, signature, _NAMES, query, _LABELS)
     assert scale is not None
     out: Tensor = RingAttention.apply(  # type: ignore[no-untyped-call]
         query, key, value, Ring(grp), bool(is_causal), float(scale), layout
@@ -115,14 +121,43 @@ def context_parallel_attention(
     return out
 
 
-def _local_error(q: Any, k: Any, v: Any, scale: Any, enable_gqa: bool, layout: str) -> str | None:
-    """Why this rank's arguments are bad, or ``None``."""
+def _local_error(
+    q: Any, k: Any, v: Any, causal: Any, scale: Any, gqa: Any, layout: Any
+) -> HipdnnError | None:
+    """Why this rank's arguments are bad (an error to share with the other ranks), or ``None``."""
     try:
-        check_qkv(q, k, v)
+        reason = _reason(q, k, v, causal, scale, gqa, layout)
     except HipdnnError as err:
-        return err.message
+        return err
+    except Exception as err:  # anything unforeseen: refused together, never raised alone
+        reason = f"bad arguments ({type(err).__name__}: {err})"
+    return None if reason is None else HipdnnError(ErrorCode.INVALID_VALUE, reason)
+
+
+def _reason(q: Any, k: Any, v: Any, causal: Any, scale: Any, gqa: Any, layout: Any) -> str | None:
+    """What is wrong with this rank's arguments, or ``None`` (raises the op's own checks)."""
+    check_layout(layout)
+    for name, flag in (("is_causal", causal), ("enable_gqa", gqa)):
+        if not isinstance(flag, bool):
+            return f"{name} must be a bool, got {reprlib.repr(flag)}"
+    if scale is not None:
+        if isinstance(scale, bool) or not isinstance(scale, int | float):
+            return f"scale must be a finite number, got {reprlib.repr(scale)}"
+        try:
+            finite = math.isfinite(float(scale))
+        except OverflowError:
+            finite = False
+        if not finite:
+            return f"scale must be a finite number, got {reprlib.repr(scale)}"
+    check_qkv(q, k, v)
+    for name, t in (("query", q), ("key", k), ("value", v)):
+        if t.device.type == "meta" or t.layout != torch.strided:
+            return (
+                f"{name} has no data to exchange (a {_kind(t)} tensor): context parallelism "
+                "needs dense tensors on a CPU or GPU"
+            )
     h = q.shape[1]
-    if not enable_gqa and (k.shape[1] != h or v.shape[1] != h):
+    if not gqa and (k.shape[1] != h or v.shape[1] != h):
         return (
             f"key/value heads ({k.shape[1]}, {v.shape[1]}) differ from query heads ({h}); "
             "pass enable_gqa=True for grouped-query attention"
@@ -144,24 +179,27 @@ def _local_error(q: Any, k: Any, v: Any, scale: Any, enable_gqa: bool, layout: s
             f"of {chunks} (each rank holds {chunks} equal chunk{'s' if chunks > 1 else ''}), "
             f"got {lengths[0]}"
         )
-    if scale is not None and (
-        isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale)
-    ):
-        return f"scale must be a finite number, got {scale!r}"
     return None
 
 
+def _kind(t: Tensor) -> str:
+    """``"meta"`` or the layout of a tensor that is not dense (``"sparse_coo"``)."""
+    return "meta" if t.device.type == "meta" else str(t.layout).removeprefix("torch.")
+
+
 def _signature(
-    q: Any, k: Any, v: Any, causal: bool, scale: Any, gqa: bool, layout: str, ok: bool
+    q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, gqa: bool, layout: str
 ) -> list[float]:
-    """Shapes and options as numbers (zeros where this rank's arguments are bad)."""
-    if not ok:
-        return [0.0] * len(_NAMES)
+    """Shapes, options, device type and whether autograd records the call (then every rank
+    must run the backward's exchanges), as numbers."""
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     return [
         *map(float, (*q.shape, *k.shape[1:], *v.shape[1:])),
         dtype_code(q.dtype),
-        float(bool(causal)),
+        float(causal),
         float(scale),
-        float(bool(gqa)),
+        float(gqa),
         float(list(LAYOUTS).index(layout)),
+        device_code(q.device),
+        float(grad),
     ]

@@ -1,16 +1,14 @@
-"""The process group side of context parallelism: who is in the ring, agreement, exchanges.
+"""The process group side of context parallelism: who is in the ring, and the exchanges.
 
 Everything here is torch.distributed (NCCL on GPUs, gloo on CPUs); nothing is home-made.
 
 * :func:`resolve` turns ``group=None`` into the world (a single process when torch.distributed
   is not initialized) and finds this rank.
-* :func:`agree` is the one collective that guards every distributed call: each rank contributes
-  a small vector (its verdict on its own arguments and its shapes and options); all ranks see
-  all vectors and raise the same kind of error together, so bad input never leaves a rank
-  waiting in a ring that another rank has left.
 * :class:`Ring` sends tensors to the next rank while receiving the previous rank's, with
   ``batch_isend_irecv``; the caller computes while the transfer runs and waits on the result
   when it needs it.
+
+Agreement on the arguments before any of this is :mod:`._agree`'s.
 
 Example:
     >>> resolve(None)  # torch.distributed not initialized: one process
@@ -20,9 +18,9 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import functools
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+import reprlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -31,34 +29,9 @@ import torch.distributed as dist
 from ...errors import HipdnnError
 from ...types import ErrorCode
 
-__all__ = [
-    "DTYPES",
-    "DTYPE_NAMES",
-    "Group",
-    "Pending",
-    "Ring",
-    "agree",
-    "dtype_code",
-    "local_copies",
-    "resolve",
-]
+__all__ = ["Group", "Pending", "Ring", "local_copies", "resolve"]
 
 Tensor = torch.Tensor
-
-#: dtypes by code in signatures (any other dtype is ``len(DTYPES)``)
-DTYPES: tuple[torch.dtype, ...] = (
-    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.uint8, torch.int8,
-    torch.int16, torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128,
-)  # fmt: skip
-
-
-#: the names of :data:`DTYPES` (labels of a signature's dtype entry)
-DTYPE_NAMES: tuple[str, ...] = tuple(str(d).removeprefix("torch.") for d in DTYPES)
-
-
-def dtype_code(dtype: torch.dtype) -> float:
-    """A dtype as a signature entry."""
-    return float(DTYPES.index(dtype)) if dtype in DTYPES else float(len(DTYPES))
 
 
 def _fail(message: str) -> HipdnnError:
@@ -68,94 +41,46 @@ def _fail(message: str) -> HipdnnError:
 @dataclass(frozen=True)
 class Group:
     """A resolved process group: its handle (``None`` without torch.distributed), this
-    process's rank in it and its size."""
+    process's rank in it and its size; ``error`` when ``group`` was not a process group (then
+    the handle is the world's, so that the other ranks hear of it in the agreement)."""
 
     handle: Any
     rank: int
     world: int
+    error: HipdnnError | None = field(default=None, repr=False, compare=False)
 
 
 def resolve(group: Any) -> Group:
     """``group`` (``None``: the world) with this process's rank and the group's size.
 
-    Without an initialized torch.distributed, ``None`` is a group of one.
+    Without an initialized torch.distributed, ``None`` is a group of one. Something that is not
+    a process group of torch.distributed is not raised here: the result is the world with an
+    ``error``, for the caller to contribute to the agreement over the world (where the other
+    ranks passed the world too, every rank then raises it; they cannot hear of it through a
+    group they passed and this rank did not).
 
     Raises:
         HipdnnError: ``INVALID_VALUE`` when a group is given but torch.distributed is not
-            initialized, or when this process is not a member of ``group``.
+            initialized, or when this process is not a member of ``group`` (then it takes no
+            part in the group's collectives).
     """
     if not (dist.is_available() and dist.is_initialized()):
         if group is not None:
             raise _fail("a process group was given but torch.distributed is not initialized")
         return Group(None, 0, 1)
     handle = dist.group.WORLD if group is None else group
-    rank = dist.get_rank(handle)
+    try:
+        rank = dist.get_rank(handle)
+        world = dist.get_world_size(handle)
+    except (ValueError, RuntimeError, TypeError, AttributeError):
+        world_handle = dist.group.WORLD
+        plain = isinstance(group, str | int | float)
+        got = reprlib.repr(group) if plain else f"an object of type {type(group).__name__}"
+        bad = _fail(f"group must be a torch.distributed process group or None, got {got}")
+        return Group(world_handle, dist.get_rank(), dist.get_world_size(), bad)
     if rank < 0:
         raise _fail("this process is not a member of the given process group")
-    return Group(handle, rank, dist.get_world_size(handle))
-
-
-def _device(group: Group, like: Any) -> torch.device:
-    """Where the group's collectives take their tensors."""
-    backend = str(dist.get_backend(group.handle))
-    if backend == "nccl":
-        return torch.device("cuda", torch.cuda.current_device())
-    if backend == "gloo" or not isinstance(like, Tensor):
-        return torch.device("cpu")
-    return like.device
-
-
-def agree(
-    group: Group,
-    what: str,
-    error: str | None,
-    signature: Sequence[float],
-    names: Sequence[str],
-    like: Any = None,
-    labels: Mapping[str, Sequence[str]] | None = None,
-) -> None:
-    """Check collectively that every rank accepted its arguments and that their signatures match.
-
-    Each rank passes its own verdict (``error``: why its arguments are bad, or ``None``) and a
-    signature of equal length on every rank (shapes and options as numbers; ``names`` label its
-    entries for the message, and ``labels`` names the codes of coded entries, such as dtypes).
-    One ``all_gather`` of these vectors; then every rank raises when any rank failed or any
-    signature differs, so all ranks leave together.
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE``: this rank's own ``error``, or which rank refused its
-            arguments, or which entries differ between which ranks.
-    """
-    device = _device(group, like)
-    mine = torch.tensor([0.0 if error is None else 1.0, *signature], dtype=torch.float64)
-    parts = [torch.empty_like(mine, device=device) for _ in range(group.world)]
-    dist.all_gather(parts, mine.to(device), group=group.handle)
-    if error is not None:
-        raise _fail(error)
-    rows = torch.stack(parts).cpu().tolist()
-    for rank, row in enumerate(rows):
-        if row[0]:
-            raise _fail(f"{what}: rank {rank} of the group refused its arguments")
-    ours = rows[group.rank]
-    for rank, row in enumerate(rows):
-        diff = [i for i, (a, b) in enumerate(zip(ours[1:], row[1:], strict=True)) if a != b]
-        if diff:
-            show = functools.partial(_show, labels or {})
-            detail = ", ".join(
-                f"{names[i]} {show(names[i], ours[i + 1])} vs {show(names[i], row[i + 1])}"
-                for i in diff
-            )
-            raise _fail(
-                f"{what}: arguments differ across ranks (rank {group.rank} vs rank {rank}: "
-                f"{detail}); every rank must pass the same shapes and options"
-            )
-
-
-def _show(labels: Mapping[str, Sequence[str]], name: str, x: float) -> str:
-    if name in labels:
-        names = labels[name]
-        return names[int(x)] if 0 <= x < len(names) and float(x).is_integer() else "other"
-    return str(int(x)) if float(x).is_integer() else repr(x)
+    return Group(handle, rank, world)
 
 
 # ----- the ring -----

@@ -9,8 +9,9 @@ import torch.distributed as dist
 
 from ...errors import HipdnnError
 from ...types import ErrorCode
-from ._group import DTYPE_NAMES, Group, agree, dtype_code, resolve
-from ._layout import check_layout, chunks_per_rank, local_positions
+from ._agree import DEVICE_TYPES, DTYPE_NAMES, agree, device_code, dtype_code
+from ._group import Group, resolve
+from ._layout import LAYOUTS, check_layout, chunks_per_rank, local_positions
 
 __all__ = ["gather_sequence", "shard_sequence"]
 
@@ -64,6 +65,8 @@ def shard_sequence(x: Tensor, group: Any = None, layout: str = "zigzag", *, dim:
     layout = check_layout(layout)
     d = _dim(x, dim, "x")
     grp = resolve(group)
+    if grp.error is not None:  # no communication here: this rank alone raises
+        raise grp.error
     if grp.world == 1:
         return x.clone()
     chunks = chunks_per_rank(layout) * grp.world
@@ -97,43 +100,73 @@ def gather_sequence(
         The ``W·L`` positions along ``dim`` in sequence order.
 
     Raises:
-        HipdnnError: ``INVALID_VALUE`` on every rank when the slices' shapes or dtypes differ
-            across ranks or a local length is not a multiple of the layout's chunks per rank;
-            for an unknown layout or a bad ``dim``.
+        HipdnnError: the same code and message on every rank when any rank's arguments are
+            bad (a local length that is not a multiple of the layout's chunks per rank, an
+            unknown layout, a bad ``dim``, a meta tensor, a ``group`` that is not a process
+            group) or the slices' shapes, dtypes, device types, layouts or autograd differ
+            across ranks.
 
     Example:
         >>> import torch
         >>> gather_sequence(torch.arange(4).view(1, 1, 4, 1)).flatten().tolist()  # one process
         [0, 1, 2, 3]
     """
-    layout = check_layout(layout)
     grp = resolve(group)
     if grp.world == 1:
+        if grp.error is not None:
+            raise grp.error
+        check_layout(layout)
         _dim(x_local, dim, "x_local")
         return x_local.clone()
-    error: str | None = None
-    signature = [0.0] * (_MAX_RANK + 3)
+    error = grp.error
+    signature = [0.0] * len(_GATHER_NAMES)
     d = 0
-    try:
-        d = _dim(x_local, dim, "x_local")
-        chunks = chunks_per_rank(layout)
-        if x_local.shape[d] % chunks or x_local.shape[d] == 0:
-            raise _fail(
-                f"the {layout} layout needs a local sequence length that is a positive "
-                f"multiple of {chunks}, got {x_local.shape[d]}"
-            )
-        if x_local.dim() > _MAX_RANK:
-            raise _fail(f"gather_sequence takes tensors of rank ≤ {_MAX_RANK}, got {x_local.dim()}")
-        sizes = [*map(float, x_local.shape)] + [-1.0] * (_MAX_RANK - x_local.dim())
-        signature = [float(x_local.dim()), float(d), dtype_code(x_local.dtype), *sizes]
-    except HipdnnError as err:
-        error = err.message
-    names = ["rank", "dim", "dtype", *(f"size[{i}]" for i in range(_MAX_RANK))]
-    agree(grp, "gather_sequence", error, signature, names, x_local, {"dtype": DTYPE_NAMES})
+    if error is None:
+        try:
+            d, signature = _gather_signature(x_local, layout, dim)
+        except HipdnnError as err:
+            error = err
+        except Exception as err:  # anything unforeseen: refused together, never raised alone
+            error = _fail(f"bad arguments ({type(err).__name__}: {err})"[:400])
+    labels = {"dtype": DTYPE_NAMES, "layout": tuple(LAYOUTS), "device": DEVICE_TYPES,
+              "autograd": ("False", "True")}  # fmt: skip
+    agree(grp, "gather_sequence", error, signature, _GATHER_NAMES, x_local, labels)
     out: Tensor = _Gather.apply(  # type: ignore[no-untyped-call]
         x_local, grp, layout, d
     )
     return out
+
+
+_GATHER_NAMES = ("rank", "dim", "dtype", "layout", "device", "autograd",
+                 *(f"size[{i}]" for i in range(_MAX_RANK)))  # fmt: skip
+
+
+def _gather_signature(x: Any, layout: Any, dim: Any) -> tuple[int, list[float]]:
+    """The sequence dim and the signature of a ``gather_sequence`` call.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for this rank's bad arguments.
+    """
+    check_layout(layout)
+    d = _dim(x, dim, "x_local")
+    if x.device.type == "meta" or x.layout != torch.strided:
+        kind = "meta" if x.device.type == "meta" else str(x.layout).removeprefix("torch.")
+        raise _fail(
+            f"x_local has no data to exchange (a {kind} tensor): gather_sequence needs a "
+            "dense tensor on a CPU or GPU"
+        )
+    chunks = chunks_per_rank(layout)
+    if x.shape[d] % chunks or x.shape[d] == 0:
+        raise _fail(
+            f"the {layout} layout needs a local sequence length that is a positive "
+            f"multiple of {chunks}, got {x.shape[d]}"
+        )
+    if x.dim() > _MAX_RANK:
+        raise _fail(f"gather_sequence takes tensors of rank ≤ {_MAX_RANK}, got {x.dim()}")
+    sizes = [*map(float, x.shape)] + [-1.0] * (_MAX_RANK - x.dim())
+    grad = torch.is_grad_enabled() and x.requires_grad
+    head = (x.dim(), d, dtype_code(x.dtype), list(LAYOUTS).index(layout), device_code(x.device))
+    return d, [*map(float, head), float(grad), *sizes]
 
 
 class _Gather(torch.autograd.Function):
