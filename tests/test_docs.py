@@ -77,9 +77,25 @@ def test_includes_exist_and_outputs_match(page: Path) -> None:
             last = path
         else:
             assert last is not None and last.suffix == ".py", f"{page.name}: output of what?"
-            stdout = _run(last)
-            for line in match.group(1).splitlines():
-                assert line in stdout, f"{page.name}: {line!r} is not printed by {last.name}"
+            _assert_printed(page.name, last.name, match.group(1).splitlines(), _run(last))
+
+
+def _assert_printed(page: str, script: str, shown: list[str], stdout: str) -> None:
+    """Each line a page shows is a whole line the script prints, in the page's order (``True``
+    must not match inside ``... True`` printed by another call, nor a line printed earlier)."""
+    printed = stdout.splitlines()
+    at = 0
+    for line in shown:
+        assert line in printed[at:], f"{page}: {line!r} is not a line {script} prints (in order)"
+        at = printed.index(line, at) + 1
+
+
+def test_output_lines_are_compared_whole_and_in_order() -> None:
+    stdout = "OPERATIONGRAPH ['X']\nFalse\nNUMPY True\n"
+    _assert_printed("p", "s", ["OPERATIONGRAPH ['X']", "False"], stdout)
+    for shown in (["True"], ["OPERATIONGRAPH"], ["False", "OPERATIONGRAPH ['X']"]):
+        with pytest.raises(AssertionError):
+            _assert_printed("p", "s", shown, stdout)
 
 
 def test_committed_diagram_is_what_to_mermaid_draws() -> None:
