@@ -289,3 +289,27 @@ def test_cli_page_examples_replay(tmp_path: Path) -> None:
             assert line in shown, f"$ {command}: {line!r} not in:\n{shown}"
     if shutil.which("dot"):
         assert "<svg" in (tmp_path / "attn.svg").read_text()
+
+
+def test_plugin_page_documents_every_feature_and_problem_field() -> None:
+    """Plugin authors find each conformance-kit feature name and each SdpaProblem field and
+    property (``uses_dropout`` included) explained on the plugin page, and in the API docs."""
+    import dataclasses
+    import inspect
+
+    from hipdnn_graph.backend import SdpaProblem
+    from hipdnn_graph.testing import FEATURES
+
+    text = (DOCS / "plugins.md").read_text()
+    section = text.split("## Reading a node: `SdpaProblem`", 1)[1].split("\n## ", 1)[0]
+    for feature in FEATURES:
+        assert f"`{feature}`" in section, feature
+    names = [f.name for f in dataclasses.fields(SdpaProblem) if f.name != "name"]
+    for name in [*names, "uses_dropout"]:
+        assert f"p.{name}" in section, name
+    documented = (inspect.getdoc(SdpaProblem) or "").split("Attributes:", 1)[-1]
+    for name in [f.name for f in dataclasses.fields(SdpaProblem)]:
+        assert f"\n{name}: " in "\n" + documented.replace("\n    ", "\n"), name
+    for name, member in vars(SdpaProblem).items():
+        if not name.startswith("_") and callable(getattr(member, "fget", member)):
+            assert inspect.getdoc(getattr(SdpaProblem, name)), name
