@@ -100,11 +100,11 @@ def missing_schemas(directory: Path, environ: Mapping[str, str] = os.environ) ->
     where = (
         f"${SCHEMAS_ENV} = {directory}"
         if environ.get(SCHEMAS_ENV, "").strip()
-        else f"{directory.resolve()} (the default: no ../shared beside the checkout?)"
+        else f"{directory.resolve()}, the default, in the shared/ folder beside the checkout"
     )
     what = "no schema" if len(absent) == len(PYTHON_ROOTS) else "not " + ", ".join(absent)
     return (
-        f"hipDNN's FlatBuffers schemas are absent ({what} in {where}); set {SCHEMAS_ENV} to the "
+        f"hipDNN's FlatBuffers schemas are absent: {what} in {where}. Set {SCHEMAS_ENV} to the "
         "schemas folder of a hipDNN checkout (projects/hipdnn/flatbuffers_sdk/schemas in "
         f"ROCm/rocm-libraries) to run the wire oracles; {REQUIRE_ENV}=1 makes this a failure"
     )

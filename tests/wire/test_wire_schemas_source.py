@@ -51,9 +51,10 @@ def test_verdict_runs_skips_or_fails(tmp_path: Path) -> None:
     absent = {SCHEMAS_ENV: str(tmp_path / "nowhere")}
     action, reason = schemas_verdict(absent)
     assert action == "skip" and reason is not None
-    assert (
-        f"${SCHEMAS_ENV} = {tmp_path / 'nowhere'}" in reason and "set HIPDNN_SCHEMAS_DIR" in reason
-    )
+    assert f"no schema in ${SCHEMAS_ENV} = {tmp_path / 'nowhere'}." in reason
+    assert "Set HIPDNN_SCHEMAS_DIR to the schemas folder of a hipDNN checkout" in reason
+    default = schemas_verdict({SCHEMAS_ENV: ""})[1] if not DEFAULT_REFERENCE.is_dir() else None
+    assert default is None or "the default, in the shared/ folder beside the checkout" in default
     for value in ("1", "yes", "true"):
         assert schemas_verdict({**absent, REQUIRE_ENV: value}) == ("fail", reason)
     for value in ("", "0", "false", "no"):
