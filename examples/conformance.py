@@ -24,19 +24,34 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib import metadata
 
 import hipdnn_graph as hg
+from hipdnn_graph.backend import ENTRY_POINT_GROUP
 from hipdnn_graph.testing import FEATURES, check_engine
 
-BUILT_IN_PACKAGE = "hipdnn_graph_"  # the project's own plugins (numpy, torch)
+#: the distribution whose own entry points are the built-in backends (numpy, torch)
+PROJECT = "hipdnn-graph"
+
+
+def built_in_sources() -> set[str]:
+    """The entry points (``module:attribute``) that hipdnn-graph itself declares, exactly: a
+    third-party plugin is never taken for a built-in one, whatever its package is called (the
+    docs suggest names like ``hipdnn_graph_einsum``)."""
+    return {
+        point.value
+        for point in metadata.entry_points(group=ENTRY_POINT_GROUP)
+        if point.dist is not None and point.dist.name == PROJECT
+    }
 
 
 def third_party_engines() -> list[str]:
     """Engines of installed plugins that are not part of this project."""
+    built_in = built_in_sources()
     return [
         engine
         for info in hg.list_backends()
-        if info.loaded and not info.source.startswith(BUILT_IN_PACKAGE)
+        if info.loaded and info.source not in built_in
         for engine in info.engines
     ]
 

@@ -10,11 +10,13 @@ Subcommands::
     hipdnn-graph convert FILE --to json|binary -o OUT
     hipdnn-graph schema                        the JSON Schema of the JSON format
 
-Files are recognised by content: the FlatBuffers identifier ``HDGR`` means binary, text that
-starts like a JSON document (after an optional UTF-8 byte-order mark) means JSON. At most
-:data:`~hipdnn_graph.descriptors.MAX_INPUT_BYTES` are read, whatever the file is (``/dev/zero``
-included). Names from a file are printed with control characters escaped (``\x1b``, ``\n``), so
-a file cannot forge lines or colours on the terminal. Exit status: 0 on success; 1 when the graph
+Files are recognised by content (hipDNN's binary graph has no file identifier): a NUL byte in
+the first four bytes (the upper bytes of the FlatBuffers root offset) means binary, text that
+starts like a JSON document (after an optional UTF-8 byte-order mark) means JSON, anything else
+is tried as binary. At most :data:`~hipdnn_graph.descriptors.MAX_INPUT_BYTES` are read, whatever
+the file is (``/dev/zero`` included). Names from a file, and file paths, are printed with
+control characters escaped (``\x1b``, ``\n``), so neither can forge lines or colours on the
+terminal. Exit status: 0 on success; 1 when the graph
 is rejected (the message is ``<ERROR_CODE_NAME>: <message>`` on stderr); 2 for usage errors and
 unreadable files.
 
@@ -45,7 +47,6 @@ from .errors import HipdnnError
 from .graph import Graph
 from .serialization import FORMATS
 from .tensor import TensorAttributes
-from .types import DataType
 
 __all__ = ["CliError", "detect_format", "load_graph", "main", "safe_text"]
 
@@ -321,7 +322,8 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     if args.engine and engine != args.engine:
         reason = graph.get_engine_refusals().get(args.engine, "its plan could not be built")
         print(
-            f"GRAPH_NOT_SUPPORTED: {args.engine} cannot run this graph: {reason}", file=sys.stderr
+            safe_text(f"GRAPH_NOT_SUPPORTED: {args.engine} cannot run this graph: {reason}"),
+            file=sys.stderr,
         )
         return 1
     device: str | None = _checked_device(args.device)
@@ -349,7 +351,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     median = statistics.median(times)
     buffers = f"torch tensors on {device}" if device else "NumPy arrays"
     print(
-        f"graph '{safe_text(graph.get_name())}': engine {engine}, {buffers}, "
+        f"graph '{safe_text(graph.get_name())}': engine {safe_text(engine)}, {buffers}, "
         f"workspace {graph.get_workspace_size()} bytes",
         file=out,
     )
@@ -420,61 +422,28 @@ def _synchronizer(device: str | None) -> Any:
 
 
 # ----- backends -----
-def _probe_graph(io: DataType) -> Graph:
-    g = Graph(
-        name=f"probe_{io.name.lower()}",
-        io_data_type=io,
-        intermediate_data_type=DataType.FLOAT,
-        compute_data_type=DataType.FLOAT,
-    )
-    q = g.tensor(name="Q", dim=[1, 2, 64, 64])
-    k, v = g.tensor_like(q, "K"), g.tensor_like(q, "V")
-    o, stats = g.sdpa(q, k, v, name="fwd", generate_stats=True)
-    assert stats is not None
-    dq, dk, dv = g.sdpa_backward(q, k, v, o, g.tensor_like(q, "dO"), stats, name="bwd")
-    for t in (o, dq, dk, dv):
-        t.set_output(True)
-    g.build_operation_graph()
-    return g
-
-
-def _availability(engine: Any, probes: dict[DataType, Graph]) -> str:
-    from .backend.contract import checked_support
-
-    ok: list[str] = []
-    reasons: list[str] = []
-    for io, graph in probes.items():
-        accepted, reason = checked_support(engine, graph)
-        if accepted:
-            ok.append(io.name)
-        elif reason not in reasons:
-            reasons.append(reason)
-    if ok:
-        return "available for SDPA fwd+bwd in " + ", ".join(ok)
-    return "unavailable: " + "; ".join(reasons)
-
-
 def _cmd_backends(args: argparse.Namespace, out: TextIO) -> int:
     from .backend.contract import engine_id
     from .backend.registry import current_registry, list_backends
+    from .cli_backends import availability, probe_graphs
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # load errors are listed below
         infos = list_backends()
     registry = current_registry()
-    probes = {io: _probe_graph(io) for io in (DataType.FLOAT, DataType.HALF, DataType.BFLOAT16)}
+    probes = probe_graphs()
     if not infos:
         print("no backend is registered", file=out)
     for info in infos:
         state = "loaded" if info.loaded else f"FAILED TO LOAD: {info.error}"
-        print(f"{info.name}  ({info.source})  {state}", file=out)
+        print(safe_text(f"{info.name}  ({info.source})  {state}"), file=out)
         for name in info.engines:
             engine = registry.find_engine(name)
             priority = getattr(engine, "priority", "?")
             line = f"  {name}  id {engine_id(name):#018x}  priority {priority}"
             if engine is not None:
-                line += f"  {_availability(engine, probes)}"
-            print(line, file=out)
+                line += f"  {availability(engine, probes)}"
+            print(safe_text(line), file=out)
     return 0 if all(i.loaded for i in infos) else 1
 
 
@@ -495,8 +464,12 @@ def _cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
     try:
         Path(args.output).write_bytes(data)
     except OSError as exc:
-        raise CliError(f"cannot write '{args.output}': {exc.strerror or exc}") from None
-    print(f"wrote {args.output} ({args.to}, {len(data)} bytes) from {args.file} ({fmt})", file=out)
+        raise CliError(f"cannot write '{safe_text(args.output)}': {exc.strerror or exc}") from None
+    print(
+        f"wrote {safe_text(args.output)} ({args.to}, {len(data)} bytes) "
+        f"from {safe_text(args.file)} ({fmt})",
+        file=out,
+    )
     return 0
 
 

@@ -19,8 +19,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Unpack
 
 from . import graph_rules as rules
 from . import lifecycle
@@ -31,6 +31,7 @@ from .backend.contract import engine_id
 from .changes import CLOCK, changed_since
 from .descriptors.wire_model import WireMetadata
 from .errors import HipdnnError
+from .keyword_types import SdpaBackwardKeywords, SdpaKeywords, TensorKeywords
 from .lifecycle import GraphLifecycle
 from .nodes.base import Node
 from .nodes.input_memo import InputRuleMemo
@@ -224,11 +225,13 @@ class Graph(GraphLifecycle, GraphSerialization):
 
     # ----- tensors -----
     def tensor(
-        self, attributes: TensorAttributes | None = None, /, **fields: Any
+        self, attributes: TensorAttributes | None = None, /, **fields: Unpack[TensorKeywords]
     ) -> TensorAttributes:
         """Declare a tensor, from an attributes object or from keywords.
 
-        Strides default to packed row-major when dims are given without strides.
+        Strides default to packed row-major when dims are given without strides. The keywords
+        are typed (:class:`~hipdnn_graph.keyword_types.TensorKeywords`), so a type checker flags
+        a misspelled one.
 
         Example:
             >>> import hipdnn_graph as hg
@@ -329,7 +332,7 @@ class Graph(GraphLifecycle, GraphSerialization):
         self._changed()
 
     def _node_attributes(
-        self, given: Any, cls: type[Any], keywords: dict[str, Any], op: str, table: Any
+        self, given: Any, cls: type[Any], keywords: Mapping[str, Any], op: str, table: Any
     ) -> Any:
         if given is None:
             attributes = cls()
@@ -351,7 +354,7 @@ class Graph(GraphLifecycle, GraphSerialization):
         k: TensorAttributes,
         v: TensorAttributes,
         attributes: SdpaAttributes | None = None,
-        **keywords: Any,
+        **keywords: Unpack[SdpaKeywords],
     ) -> tuple[TensorAttributes, TensorAttributes | None]:
         """Add an SDPA forward node; returns virtual ``(O, Stats)``.
 
@@ -359,7 +362,9 @@ class Graph(GraphLifecycle, GraphSerialization):
         cudnn-frontend's spellings (``name``, ``attn_scale``, ``bias``, ``use_causal_mask``,
         ``use_causal_mask_bottom_right``, ``use_padding_mask``, ``seq_len_q``, ``seq_len_kv``,
         ``diagonal_alignment``, ``diagonal_band_left_bound``, ``diagonal_band_right_bound``,
-        ``dropout=(p, seed, offset)`` or ``(mask, scale)``, ``generate_stats``, ``is_inference``).
+        ``dropout=(p, seed, offset)`` or ``(mask, scale)``, ``generate_stats``, ``is_inference``),
+        typed by :class:`~hipdnn_graph.keyword_types.SdpaKeywords` so that a type checker flags
+        a misspelled keyword such as ``use_casual_mask``.
 
         Raises:
             HipdnnError: ``INVALID_VALUE`` for an unknown keyword or wrong argument type.
@@ -386,14 +391,15 @@ class Graph(GraphLifecycle, GraphSerialization):
         dO: TensorAttributes,
         stats: TensorAttributes,
         attributes: SdpaBackwardAttributes | None = None,
-        **keywords: Any,
+        **keywords: Unpack[SdpaBackwardKeywords],
     ) -> tuple[TensorAttributes, TensorAttributes, TensorAttributes]:
         """Add an SDPA backward node; returns virtual ``(dQ, dK, dV)`` named ``<node>::dQ`` ….
 
         Unnamed Q, K, V and dO inputs are renamed ``<node>::Q`` … ``<node>::dO`` (O and Stats
         keep their names). dBias is only produced when a ``dBias`` tensor is given. Keywords as in
         :meth:`sdpa`, plus ``dBias``; ``dropout`` is ``(p, seed, offset)`` or
-        ``(mask, scale, scale_inv)``.
+        ``(mask, scale, scale_inv)`` (typed by
+        :class:`~hipdnn_graph.keyword_types.SdpaBackwardKeywords`).
 
         Raises:
             HipdnnError: ``INVALID_VALUE`` for an unknown keyword or wrong argument type.

@@ -92,8 +92,19 @@ def _tensor_lines(t: TensorAttributes) -> list[str]:
     return lines
 
 
+def _dot_escape(text: str) -> str:
+    """``text`` for the inside of a quoted DOT string: backslashes and quotes escaped, so that a
+    name can neither end the string nor start an escape sequence (``\\n``, ``\\l``)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def _dot_quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + _dot_escape(text) + '"'
+
+
+def _dot_label(lines: list[str]) -> str:
+    """A quoted DOT label of ``lines``, one line each (joined by DOT's ``\\n`` escape)."""
+    return '"' + "\\n".join(_dot_escape(line) for line in lines) + '"'
 
 
 def to_dot(graph: Graph) -> str:
@@ -114,12 +125,11 @@ def to_dot(graph: Graph) -> str:
         '  edge [fontname="Helvetica", fontsize=9];',
     ]
     for i, t in enumerate(pic.tensors):
-        label = "\\n".join(s.replace("\\", "\\\\").replace('"', '\\"') for s in _tensor_lines(t))
         style = 'style="dashed"' if t.is_virtual else 'style="solid"'
-        out.append(f'  t{i} [shape=ellipse, {style}, label="{label}"];')
+        out.append(f"  t{i} [shape=ellipse, {style}, label={_dot_label(_tensor_lines(t))}];")
     for n, (name, kind) in enumerate(pic.nodes):
-        label = f"{name}\\n{kind}".replace('"', '\\"')
-        out.append(f'  n{n} [shape=box, style="rounded,bold", label="{label}"];')
+        label = _dot_label([name, kind])
+        out.append(f'  n{n} [shape=box, style="rounded,bold", label={label}];')
     for e in pic.edges:
         a, b = (f"t{e.tensor}", f"n{e.node}") if e.into_node else (f"n{e.node}", f"t{e.tensor}")
         out.append(f"  {a} -> {b} [label={_dot_quote(e.slot)}];")

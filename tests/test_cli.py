@@ -319,3 +319,64 @@ def test_run_on_a_torch_device(files: dict[str, Path], capsys: Capsys) -> None:
     assert numpy_sums == torch_sums  # same inputs, same engine, torch buffers this time
     assert main([*args, "--device", "no-such-device"]) == 2
     assert "bad --device" in capsys.readouterr().err
+
+
+def test_backends_reports_one_direction_engines_and_double(capsys: Capsys) -> None:
+    # An engine that runs only forward (or only backward) graphs is available for that
+    # direction, not "unavailable"; DOUBLE is probed beside the 16- and 32-bit types.
+    class OneWay:
+        array_kind = "numpy"
+
+        def __init__(self, name: str, node_type: hg.NodeType, types: set[hg.DataType]) -> None:
+            self.name, self.priority = name, 1
+            self.node_type, self.types = node_type, types
+
+        def check(self, graph: hg.Graph) -> Support:
+            kinds = {node.get_node_type() for node in graph.nodes}
+            if kinds != {self.node_type}:
+                return Support.no(f"runs graphs of {self.node_type.name} nodes only")
+            if graph.get_io_data_type() not in self.types:
+                return Support.no("wrong data type")
+            return Support.yes()
+
+        def workspace_size(self, graph: hg.Graph) -> int:
+            return 0
+
+        def build_plan(self, graph: hg.Graph) -> None:
+            raise AssertionError("never built")
+
+    class OneWayBackend:
+        name = "oneway"
+
+        def engines(self) -> list[OneWay]:
+            return [
+                OneWay("FWD_ONLY_ENGINE", hg.NodeType.SDPA_FWD, {hg.DataType.HALF}),
+                OneWay("BWD_ONLY_ENGINE", hg.NodeType.SDPA_BWD, {hg.DataType.DOUBLE}),
+            ]
+
+    with isolated_registry() as registry:
+        registry.register(OneWayBackend())
+        assert main(["backends"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    fwd = next(line for line in lines if "FWD_ONLY_ENGINE" in line)
+    assert fwd.endswith("available for SDPA fwd only in HALF")
+    bwd = next(line for line in lines if "BWD_ONLY_ENGINE" in line)
+    assert bwd.endswith("available for SDPA bwd only in DOUBLE")
+    numpy = next(line for line in lines if "NUMPY_REFERENCE_ENGINE" in line)
+    assert numpy.endswith("available for SDPA fwd+bwd in FLOAT, HALF, BFLOAT16, DOUBLE")
+
+
+def test_convert_escapes_the_paths_it_prints(
+    files: dict[str, Path], tmp_path: Path, capsys: Capsys
+) -> None:
+    # A file name holding an escape sequence or a newline must not reach the terminal raw.
+    hostile = tmp_path / "out\x1b[31mred\nforged.json"
+    assert main(["convert", str(files["binary"]), "--to", "json", "-o", str(hostile)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and out.count("\n") == 1
+    assert "out\\x1b[31mred\\nforged.json (json, " in out
+    assert hostile.exists()
+    blocked = tmp_path / "no\x1bdir" / "x.json"
+    assert main(["convert", str(files["binary"]), "--to", "json", "-o", str(blocked)]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "no\\x1bdir" in err

@@ -77,9 +77,25 @@ def test_includes_exist_and_outputs_match(page: Path) -> None:
             last = path
         else:
             assert last is not None and last.suffix == ".py", f"{page.name}: output of what?"
-            stdout = _run(last)
-            for line in match.group(1).splitlines():
-                assert line in stdout, f"{page.name}: {line!r} is not printed by {last.name}"
+            _assert_printed(page.name, last.name, match.group(1).splitlines(), _run(last))
+
+
+def _assert_printed(page: str, script: str, shown: list[str], stdout: str) -> None:
+    """Each line a page shows is a whole line the script prints, in the page's order (``True``
+    must not match inside ``... True`` printed by another call, nor a line printed earlier)."""
+    printed = stdout.splitlines()
+    at = 0
+    for line in shown:
+        assert line in printed[at:], f"{page}: {line!r} is not a line {script} prints (in order)"
+        at = printed.index(line, at) + 1
+
+
+def test_output_lines_are_compared_whole_and_in_order() -> None:
+    stdout = "OPERATIONGRAPH ['X']\nFalse\nNUMPY True\n"
+    _assert_printed("p", "s", ["OPERATIONGRAPH ['X']", "False"], stdout)
+    for shown in (["True"], ["OPERATIONGRAPH"], ["False", "OPERATIONGRAPH ['X']"]):
+        with pytest.raises(AssertionError):
+            _assert_printed("p", "s", shown, stdout)
 
 
 def test_committed_diagram_is_what_to_mermaid_draws() -> None:
@@ -273,3 +289,27 @@ def test_cli_page_examples_replay(tmp_path: Path) -> None:
             assert line in shown, f"$ {command}: {line!r} not in:\n{shown}"
     if shutil.which("dot"):
         assert "<svg" in (tmp_path / "attn.svg").read_text()
+
+
+def test_plugin_page_documents_every_feature_and_problem_field() -> None:
+    """Plugin authors find each conformance-kit feature name and each SdpaProblem field and
+    property (``uses_dropout`` included) explained on the plugin page, and in the API docs."""
+    import dataclasses
+    import inspect
+
+    from hipdnn_graph.backend import SdpaProblem
+    from hipdnn_graph.testing import FEATURES
+
+    text = (DOCS / "plugins.md").read_text()
+    section = text.split("## Reading a node: `SdpaProblem`", 1)[1].split("\n## ", 1)[0]
+    for feature in FEATURES:
+        assert f"`{feature}`" in section, feature
+    names = [f.name for f in dataclasses.fields(SdpaProblem) if f.name != "name"]
+    for name in [*names, "uses_dropout"]:
+        assert f"p.{name}" in section, name
+    documented = (inspect.getdoc(SdpaProblem) or "").split("Attributes:", 1)[-1]
+    for name in [f.name for f in dataclasses.fields(SdpaProblem)]:
+        assert f"\n{name}: " in "\n" + documented.replace("\n    ", "\n"), name
+    for name, member in vars(SdpaProblem).items():
+        if not name.startswith("_") and callable(getattr(member, "fget", member)):
+            assert inspect.getdoc(getattr(SdpaProblem, name)), name

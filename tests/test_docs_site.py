@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import html
 import http.server
+import importlib.util
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,6 +63,71 @@ def test_mermaid_is_served_with_the_site(site: Path) -> None:
         text = page.read_text()
         scripts = re.findall(r'<script src="([^"]+)"', text)
         assert any(s.endswith("javascripts/mermaid.min.js") for s in scripts), page.name
+
+
+def _hook() -> Any:
+    spec = importlib.util.spec_from_file_location("docs_hook", ROOT / "docs/hooks/hipdnn_docs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_without_the_script_diagrams_show_their_source(site: Path) -> None:
+    """Built without npm (no docs/javascripts/mermaid.min.js), no page loads a script the site
+    lacks or leaves Material to fetch Mermaid from a CDN: each diagram is a code block of its
+    source under a note that says why."""
+    if MERMAID_JS.is_file():
+        pytest.skip("docs/javascripts/mermaid.min.js is here: the diagrams are drawn")
+    pages = _pages(site)
+    for page in pages:
+        text = page.read_text()
+        assert 'class="mermaid"' not in text, page.name
+        assert not re.search(r'<script src="[^"]*mermaid\.min\.js"', text), page.name
+    noted = [p for p in pages if "shown as its Mermaid source" in p.read_text()]
+    assert {p.parent.name for p in noted} >= {site.name, "concepts"}
+    assert all("flowchart LR" in p.read_text() for p in noted)
+
+
+def test_the_hook_turns_mermaid_fences_into_source_blocks() -> None:
+    hook = _hook()
+    page = (
+        'Text\n\n```mermaid\n--8<-- "docs/diagrams/x.mmd"\n```\n\n    ``` mermaid\n    a\n    ```\n'
+    )
+    out = hook.mermaid_as_source(page)
+    assert "```mermaid" not in out and "``` mermaid" not in out
+    assert out.count('```text title="Mermaid source"') == 2
+    assert '!!! note "Diagram source"\n    This diagram is shown as its Mermaid source' in out
+    assert '    !!! note "Diagram source"\n        This diagram' in out  # keeps the indent
+    config = {"extra_javascript": ["javascripts/other.js", "javascripts/mermaid.min.js"]}
+    assert hook.without_mermaid_script(config)["extra_javascript"] == ["javascripts/other.js"]
+
+
+def test_make_builds_the_docs_without_npm(tmp_path: Path) -> None:
+    """The Mermaid rule of the Makefile, run where no npm is on the PATH: a note, no failure,
+    no file (the docs hook then shows the diagrams as source)."""
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make is not installed")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("mkdir", "tar", "mv", "sh", "cat", "rm"):
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    shutil.copyfile(ROOT / "Makefile", tmp_path / "Makefile")
+    done = subprocess.run(
+        [make, "docs/javascripts/mermaid.min.js"],
+        cwd=tmp_path,
+        env={"PATH": str(bin_dir), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "note: npm is not installed: the docs show the Mermaid diagrams as source" in done.stdout
+    assert not (tmp_path / "docs" / "javascripts" / "mermaid.min.js").exists()
 
 
 @pytest.fixture()

@@ -97,3 +97,25 @@ def test_importing_the_module_stays_light(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False"]
+
+
+@pytest.mark.parametrize("imported_first", [False, True])
+def test_a_bare_folder_in_the_working_directory_is_no_installation(
+    tmp_path: Path, imported_first: bool
+) -> None:
+    # A folder named hipdnn_frontend without __init__.py (a namespace package once the working
+    # directory is on sys.path, as with `python -c`) is not hipDNN's wheel.
+    (tmp_path / "hipdnn_frontend").mkdir()
+    first = "import hipdnn_frontend\n" if imported_first else ""
+    done = _python(
+        first
+        + """
+import hipdnn_graph.frontend as f
+print(f.install())
+import hipdnn_frontend
+print(hipdnn_frontend is f, hipdnn_frontend.Graph().validate().is_good())
+""",
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["hipdnn_graph.frontend", "True", "True"]

@@ -258,3 +258,44 @@ def test_device_runs_the_engine_on_torch_tensors() -> None:
             back = to_numpy(moved[tensor])
             assert back.dtype == value.dtype
             np.testing.assert_array_equal(back.astype(np.float64), value.astype(np.float64))
+
+
+def test_conformance_example_checks_plugins_named_like_the_built_in_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # plugins.md suggests packages named hipdnn_graph_<name>: such a plugin is third-party and
+    # gets checked; only hipdnn-graph's own entry points (numpy, torch) are built in.
+    from importlib import metadata
+
+    from hipdnn_graph.backend import ENTRY_POINT_GROUP
+
+    (tmp_path / "hipdnn_graph_einsum.py").write_text(
+        "from hipdnn_graph_numpy_reference import create_backend as numpy_backend\n"
+        "class Einsum:\n"
+        "    name = 'einsum'\n"
+        "    def engines(self):\n"
+        "        engine = numpy_backend().engines()[0]\n"
+        "        return [type('E', (), {'name': 'EINSUM_SDPA_ENGINE', 'priority': 1,\n"
+        "            'check': engine.check, 'workspace_size': engine.workspace_size,\n"
+        "            'build_plan': engine.build_plan})()]\n"
+        "def create_backend():\n"
+        "    return Einsum()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    real = metadata.entry_points(group=ENTRY_POINT_GROUP)
+    einsum = metadata.EntryPoint("einsum", "hipdnn_graph_einsum:create_backend", ENTRY_POINT_GROUP)
+
+    def entry_points(group: str) -> list[metadata.EntryPoint]:
+        return [*real, einsum] if group == ENTRY_POINT_GROUP else []
+
+    monkeypatch.setattr(metadata, "entry_points", entry_points)
+    example = runpy.run_path(str(ROOT / "examples" / "conformance.py"))
+    with isolated_registry():
+        engines = example["third_party_engines"]()
+    assert "EINSUM_SDPA_ENGINE" in engines
+    assert "NUMPY_REFERENCE_ENGINE" not in engines
+    assert not any(name.startswith("TORCH_SDPA_") for name in engines)
+    assert example["built_in_sources"]() == {
+        "hipdnn_graph_numpy_reference:create_backend",
+        "hipdnn_graph_torch_rocm:create_backend",
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -79,3 +80,39 @@ def test_dot_renders_with_graphviz() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "<svg" in result.stdout and "bwd::dQ" in result.stdout
+
+
+_DOT_TOKEN = re.compile(r'"((?:[^"\\]|\\.)*)"|([A-Za-z_][A-Za-z_0-9]*|\d+)|(->|[{}\[\];,=])|(\s+)')
+_DOT_WORDS = {"digraph", "rankdir", "LR", "node", "edge", "fontname", "fontsize", "shape"}
+_DOT_WORDS |= {"ellipse", "box", "style", "label"}
+
+
+def _dot_strings(dot: str) -> list[str]:
+    """The quoted strings of a DOT text, unescaped as Graphviz reads a label (``\\n`` a line
+    break); fails when anything outside a string is not this module's own syntax."""
+    strings, pos = [], 0
+    while pos < len(dot):
+        match = _DOT_TOKEN.match(dot, pos)
+        assert match is not None, f"not DOT syntax at {dot[pos : pos + 40]!r}"
+        quoted, word = match.group(1), match.group(2)
+        if quoted is not None:
+            strings.append(re.sub(r"\\(.)", lambda m: "\n" if m[1] == "n" else m[1], quoted))
+        elif word is not None:
+            assert word in _DOT_WORDS or re.fullmatch(r"[tn]?\d+", word), word
+        pos = match.end()
+    return strings
+
+
+@pytest.mark.parametrize(
+    "name", ['x\\"]; evil [label="pwned', "back\\slash", "end\\", "two\nlines \\n"]
+)
+def test_dot_labels_cannot_break_out(name: str) -> None:
+    # A backslash in a node, tensor or graph name must reach the label as a backslash: left
+    # raw it escapes the quote that follows and the rest of the name becomes DOT statements.
+    g = hg.Graph(name=name)
+    q = g.tensor(name=name + "Q", dim=[1, 1, 4, 8])
+    g.sdpa(q, g.tensor_like(q, "K"), g.tensor_like(q, "V"), name=name, generate_stats=False)
+    strings = _dot_strings(g.to_dot())
+    assert strings[0] == name
+    assert f"{name}\nSDPA_FWD" in strings
+    assert f"{name}Q\n[1, 1, 4, 8] type?" in strings

@@ -143,12 +143,12 @@ class TorchSdpaEngine:
         import torch
 
         if self.op == "flex":
-            from .kernels import flex
+            from .kernels._flex_env import CPU_ENV, cpu_allowed  # not .flex: a second to import
 
-            if not (torch.cuda.is_available() or flex.cpu_allowed()):
+            if not (torch.cuda.is_available() or cpu_allowed()):
                 return Support.no(
                     "flex needs a CUDA or ROCm device (or "
-                    f"{flex.CPU_ENV}=1 for FlexAttention's CPU reference path); none is available"
+                    f"{CPU_ENV}=1 for FlexAttention's CPU reference path); none is available"
                 )
         elif self.op is not None:
             if not torch.cuda.is_available():
@@ -354,9 +354,9 @@ def _flex_accepts(p: SdpaProblem, io: hg.DataType) -> bool:
     del io
     import torch
 
-    from .kernels import flex
+    from .kernels._flex_env import cpu_allowed
 
-    if not (torch.cuda.is_available() or flex.cpu_allowed()) or _common_refusal(p):
+    if not (torch.cuda.is_available() or cpu_allowed()) or _common_refusal(p):
         return False
     return _FLEX_RULES._refusal(p) is None
 

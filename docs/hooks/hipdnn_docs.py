@@ -387,12 +387,48 @@ def expand(markdown: str) -> str:
     return MARKER.sub(replace, markdown)
 
 
+# ----- Mermaid without its script -----
+#: the Mermaid script served with the site (`make docs` takes it from the npm package)
+MERMAID_SCRIPT = "javascripts/mermaid.min.js"
+MERMAID_JS = ROOT / "docs" / MERMAID_SCRIPT
+MERMAID_FENCE = re.compile(r"^([ \t]*)```[ \t]*mermaid[ \t]*$", re.MULTILINE)
+MERMAID_NOTE = (
+    "This diagram is shown as its Mermaid source: the site was built without "
+    "`docs/javascripts/mermaid.min.js`, which `make docs` fetches with npm. Install npm and "
+    "run `make docs` again to draw it."
+)
+
+
+def mermaid_as_source(markdown: str) -> str:
+    """``markdown`` with each Mermaid fence turned into a plain code block under a note, for a
+    site built without the Mermaid script (Material would otherwise fetch one from a CDN)."""
+
+    def replace(match: re.Match[str]) -> str:
+        indent = match.group(1)
+        note = f'{indent}!!! note "Diagram source"\n{indent}    {MERMAID_NOTE}\n\n'
+        return f'{note}{indent}```text title="Mermaid source"'
+
+    return MERMAID_FENCE.sub(replace, markdown)
+
+
+def without_mermaid_script(config: Any) -> Any:
+    """``config`` without the Mermaid script in ``extra_javascript`` (no page then loads a
+    script the site does not have)."""
+    scripts = config.get("extra_javascript")
+    if isinstance(scripts, list):
+        scripts[:] = [s for s in scripts if str(s) != MERMAID_SCRIPT]
+    return config
+
+
 # ----- MkDocs events -----
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
-    return expand(markdown)
+    markdown = expand(markdown)
+    return markdown if MERMAID_JS.is_file() else mermaid_as_source(markdown)
 
 
 def on_config(config: Any, **kwargs: Any) -> Any:
+    if not MERMAID_JS.is_file():
+        config = without_mermaid_script(config)
     notes = sorted((ROOT / "docs" / "notes").glob("*.md"))
     nav = config.get("nav")
     if notes and isinstance(nav, list):

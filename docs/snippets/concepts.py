@@ -75,7 +75,11 @@ desc = g.get_operation_graph_descriptor()
 ops = desc.get_attribute(A.OPERATIONGRAPH_OPS, T.BACKEND_DESCRIPTOR)
 print(desc.descriptor_type.name, [op.descriptor_type.name for op in ops])
 lifted = hg.Graph.from_operation_graph_descriptor(desc)
-print(lifted.key() == g.key())
+print([t.name for t in lifted.graph_tensors()])  # uid order: a descriptor keeps no other
+print(lifted.key() == g.key())  # key() hashes the bytes, and they keep the tensor order
+lifted.build_operation_graph()
+again = hg.Graph.from_operation_graph_descriptor(lifted.get_operation_graph_descriptor())
+print(again.key() == lifted.key())  # from there on, lowering and lifting change nothing
 # --8<-- [end:descriptors]
 
 # --8<-- [start:engines]

@@ -78,7 +78,36 @@ class ScalarSource:
 
 @dataclass(frozen=True)
 class SdpaProblem:
-    """Everything an engine needs to know about one SDPA forward or backward node."""
+    """Everything an engine needs to know about one SDPA forward or backward node.
+
+    Attributes:
+        backward: ``True`` for an SDPA backward node, ``False`` for a forward one.
+        name: the node's name (for ``Support.no`` reasons: ``"node '<name>': ..."``).
+        batch: B.
+        heads: the head count of Q.
+        heads_k: the head count of K (fewer than ``heads`` for GQA/MQA).
+        heads_v: the head count of V.
+        seq_q: Sq, the query sequence length.
+        seq_kv: Skv, the key/value sequence length.
+        head_dim: D, the head dim of Q and K.
+        head_dim_v: Dv, the head dim of V.
+        window: the effective mask window: ``is_full`` (no mask), ``left_bound`` /
+            ``right_bound`` (``None`` for unbounded; causal is ``right_bound == 0``) and
+            ``bottom_right`` (the diagonal aligned to the bottom-right corner).
+        alibi: the ALiBi bias is applied (``use_alibi_mask``).
+        padding: the padding mask is on (SEQ_LEN_Q / SEQ_LEN_KV tensors give the lengths).
+        scale: the attention scale, known now (``scale.value``) or read from the variant pack
+            (``scale.uid``, a runtime pass-by-value tensor); ``1/sqrt(D)`` when none is given.
+        dropout_probability: the dropout probability, or ``None``.
+        dropout_scale: the scale applied to kept elements (``1.0`` when not given).
+        compute_data_type: the node's compute type.
+        tensors: slot name → tensor for every set slot. The slot names are those of the node
+            pages' slot tables: inputs ``Q``, ``K``, ``V``, ``Attn_scale``, ``Bias``,
+            ``SEQ_LEN_Q``, ``SEQ_LEN_KV``, ``Seed``, ``Offset``, ``Dropout_mask``,
+            ``Dropout_scale`` (and for the backward ``O``, ``dO``, ``Stats``,
+            ``Dropout_scale_inv``); outputs ``O``, ``Stats`` (forward) or ``dQ``, ``dK``,
+            ``dV``, ``dBias`` (backward).
+    """
 
     backward: bool
     name: str
@@ -136,7 +165,8 @@ class SdpaProblem:
         )
 
     def has(self, slot: str) -> bool:
-        """Whether the slot is set (``"Bias"``, ``"dBias"``, ``"Dropout_mask"``, …)."""
+        """Whether the slot is set (``"Bias"``, ``"dBias"``, ``"Dropout_mask"``, …; the names
+        of :attr:`tensors`)."""
         return slot in self.tensors
 
     def uid(self, slot: str) -> int:
@@ -145,6 +175,10 @@ class SdpaProblem:
 
     @property
     def uses_dropout(self) -> bool:
+        """Whether the node applies dropout in either form: an explicit mask (the
+        ``Dropout_mask`` slot is set, with ``dropout_scale``) or Philox dropout (a non-zero
+        ``dropout_probability``, the mask drawn from the ``Seed`` and ``Offset`` tensors). An
+        engine that computes neither refuses on this one flag."""
         return self.has("Dropout_mask") or bool(self.dropout_probability)
 
     def data_type_problem(self) -> str | None:

@@ -28,9 +28,25 @@ __all__ = [*_binding_names, "hipdnn_frontend_python", "install"]
 MODULE_NAME = "hipdnn_frontend"
 
 
+def _is_real_module(module: Any) -> bool:
+    """Whether an imported ``hipdnn_frontend`` is a real module or package (it has a file: an
+    ``__init__.py``, a source file or an extension), not a namespace package that a bare
+    folder of that name on ``sys.path`` (the working directory, say) makes."""
+    return getattr(module, "__file__", None) is not None
+
+
+def _real_module_is_importable() -> bool:
+    """Whether ``import hipdnn_frontend`` would load a real module or package, checked without
+    importing it; a folder without ``__init__.py`` (a namespace package) does not count."""
+    spec = importlib.util.find_spec(MODULE_NAME)
+    return spec is not None and spec.has_location and spec.origin is not None
+
+
 def install() -> str:
     """Make ``import hipdnn_frontend`` resolve to this module, unless hipDNN's own wheel is
-    importable (a real installation is never shadowed).
+    importable (a real installation is never shadowed). A bare folder named
+    ``hipdnn_frontend`` (no ``__init__.py``, so only a namespace package) is no installation:
+    it neither counts as hipDNN's wheel nor keeps this module from being installed.
 
     Returns:
         Which module ``hipdnn_frontend`` is: ``"hipdnn_graph.frontend"`` or ``"hipdnn_frontend"``
@@ -45,7 +61,10 @@ def install() -> str:
     current = sys.modules.get(MODULE_NAME)
     if current is this:
         return __name__
-    if current is not None or importlib.util.find_spec(MODULE_NAME) is not None:
+    if current is not None:
+        if _is_real_module(current):
+            return MODULE_NAME
+    elif _real_module_is_importable():
         return MODULE_NAME
     sys.modules[MODULE_NAME] = this
     sys.modules[f"{MODULE_NAME}.hipdnn_frontend_python"] = hipdnn_frontend_python

@@ -1,4 +1,5 @@
-"""Compilable copies of hipDNN's schemas (``../shared/reference/hipdnn_schemas``) for flatc.
+"""Compilable copies of hipDNN's schemas (``$HIPDNN_SCHEMAS_DIR``, by default
+``../shared/reference/hipdnn_schemas``) for flatc.
 
 hipDNN's ``graph.fbs`` includes schemas that are not in the reference folder (batchnorm,
 layernorm, pointwise, ...). flatc needs them to parse ``graph.fbs``; only the *order* of the
@@ -16,12 +17,31 @@ their includers use).
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
-#: hipDNN's reference schemas (shared/ lies beside the worktree in every checkout).
-REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" / "hipdnn_schemas"
+#: the variable that points at hipDNN's schemas: a folder of ``.fbs`` files, such as
+#: ``projects/hipdnn/flatbuffers_sdk/schemas`` in a checkout of ROCm/rocm-libraries
+SCHEMAS_ENV = "HIPDNN_SCHEMAS_DIR"
+#: set to ``1`` (``.ci/run`` does), absent schemas fail the oracle tests instead of skipping them
+REQUIRE_ENV = "HIPDNN_GRAPH_REQUIRE_SCHEMAS"
+#: where the schemas are when the variable is unset: the project's reference copies in the
+#: ``shared/`` folder beside the checkout
+DEFAULT_REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference"
+DEFAULT_REFERENCE = DEFAULT_REFERENCE / "hipdnn_schemas"
+
+
+def reference_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """The folder of hipDNN's schemas: ``$HIPDNN_SCHEMAS_DIR``, else :data:`DEFAULT_REFERENCE`."""
+    chosen = environ.get(SCHEMAS_ENV, "").strip()
+    return Path(chosen).expanduser() if chosen else DEFAULT_REFERENCE
+
+
+#: hipDNN's reference schemas (``$HIPDNN_SCHEMAS_DIR``, else ``../shared/reference/hipdnn_schemas``)
+REFERENCE = reference_dir()
 
 _NAMESPACE = "namespace hipdnn_flatbuffers_sdk.data_objects;\n"
 
@@ -71,6 +91,40 @@ PYTHON_ROOTS = [
 ]
 
 
+def missing_schemas(directory: Path, environ: Mapping[str, str] = os.environ) -> str | None:
+    """Why the oracles cannot be built from ``directory``, or ``None`` when it holds every schema
+    they are generated from (:data:`PYTHON_ROOTS` and what ``graph.fbs`` needs of them)."""
+    absent = [name for name in PYTHON_ROOTS if not (directory / name).is_file()]
+    if not absent:
+        return None
+    where = (
+        f"${SCHEMAS_ENV} = {directory}"
+        if environ.get(SCHEMAS_ENV, "").strip()
+        else f"{directory.resolve()}, the default, in the shared/ folder beside the checkout"
+    )
+    what = "no schema" if len(absent) == len(PYTHON_ROOTS) else "not " + ", ".join(absent)
+    return (
+        f"hipDNN's FlatBuffers schemas are absent: {what} in {where}. Set {SCHEMAS_ENV} to the "
+        "schemas folder of a hipDNN checkout (projects/hipdnn/flatbuffers_sdk/schemas in "
+        f"ROCm/rocm-libraries) to run the wire oracles; {REQUIRE_ENV}=1 makes this a failure"
+    )
+
+
+def verdict(reason: str | None, environ: Mapping[str, str] = os.environ) -> tuple[str, str | None]:
+    """``("run", None)`` when nothing is missing (``reason`` is ``None``), else
+    ``("skip", reason)``, or ``("fail", reason)`` when ``$HIPDNN_GRAPH_REQUIRE_SCHEMAS`` is set
+    to a true value (CI: the oracles never skip there)."""
+    if reason is None:
+        return "run", None
+    required = environ.get(REQUIRE_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    return ("fail" if required else "skip"), reason
+
+
+def schemas_verdict(environ: Mapping[str, str] = os.environ) -> tuple[str, str | None]:
+    """:func:`verdict` on hipDNN's schemas (:func:`reference_dir`, :func:`missing_schemas`)."""
+    return verdict(missing_schemas(reference_dir(environ), environ), environ)
+
+
 def reference_schemas() -> list[Path]:
     """The ``.fbs`` files of the reference folder, sorted by name."""
     found = sorted(REFERENCE.glob("*.fbs"))
@@ -86,11 +140,14 @@ def _placeholder(body: str) -> str:
 
 
 def _write_placeholders(dst: Path) -> None:
+    # only where the schemas folder lacks the file: a full hipDNN checkout has them all
     for name, table in PLACEHOLDER_TABLES.items():
-        (dst / name).write_text(_placeholder(f"table {table} {{}}\n"))
+        if not (dst / name).exists():
+            (dst / name).write_text(_placeholder(f"table {table} {{}}\n"))
     for name, enums in PLACEHOLDER_ENUMS.items():
-        body = "".join(f"enum {e} : byte {{ {e}_PLACEHOLDER = 0 }}\n" for e in enums)
-        (dst / name).write_text(_placeholder(body))
+        if not (dst / name).exists():
+            body = "".join(f"enum {e} : byte {{ {e}_PLACEHOLDER = 0 }}\n" for e in enums)
+            (dst / name).write_text(_placeholder(body))
 
 
 def write_cpp_schemas(dst: Path) -> Path:

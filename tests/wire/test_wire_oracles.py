@@ -47,7 +47,7 @@ ANCHORS = {
 ALL_CASES = {**MODELLED, **UNMODELLED}
 
 
-def test_committed_python_oracle_is_what_flatc_generates() -> None:
+def test_committed_python_oracle_is_what_flatc_generates(hipdnn_schemas: Path) -> None:
     flatc = find_flatc()
     if flatc is None:
         pytest.skip("flatc is not installed (make test installs the pinned wheel)")
@@ -69,7 +69,7 @@ def _fields(schema: str, table: str) -> list[str]:
     return [line.split(":")[0].strip() for line in lines if ":" in line]
 
 
-def test_field_tables_are_hipdnn_schemas_slot_order() -> None:
+def test_field_tables_are_hipdnn_schemas_slot_order(hipdnn_schemas: Path) -> None:
     assert [f for f, _ in SDPA_FIELDS] == _fields("sdpa_attributes.fbs", "SdpaAttributes")
     assert [f for f, _ in SDPA_BACKWARD_FIELDS] == _fields(
         "sdpa_backward_attributes.fbs", "SdpaBackwardAttributes"
@@ -82,18 +82,18 @@ def test_field_tables_are_hipdnn_schemas_slot_order() -> None:
     assert {m[0]: int(m[1]) for m in re.findall(r"(\w+) = (\d+),", enum)} == HIPDNN_DATA_TYPES
 
 
-def test_python_schema_copy_changes_only_the_value_structs() -> None:
+def test_python_schema_copy_changes_only_the_value_structs(hipdnn_schemas: Path) -> None:
     original = (REFERENCE / "tensor_attributes.fbs").read_text()
     changed = structs_as_tables(original)
     assert changed.replace("table ", "struct ") == original.replace("table ", "struct ")
     assert changed.count("\ntable ") == original.count("\ntable ") + 8
 
 
-def test_spec_examples_are_the_committed_documents() -> None:
+def test_spec_examples_are_the_committed_documents(project_spec: Path) -> None:
     """data/b8_*.json are the spec's B8 documents, compact, with the spec's SHA-256."""
     import json
 
-    spec = (REFERENCE.parents[1] / "HIPDNN_WIRE.md").read_text(encoding="utf-8")
+    spec = project_spec.read_text(encoding="utf-8")
     blocks = re.findall(r"```json\n(.*?)```", spec, re.S)
     assert len(blocks) == 2
     for number, block in enumerate(blocks, 1):

@@ -14,6 +14,7 @@ Public modules:
 
 Imports follow the call graph: ``fused`` → ``probe`` → ``_fused_ops`` → ``_fused_common`` →
 ``_fused_rules`` (a leaf; its rules take the measured capabilities as an argument);
-``flex`` → ``_flex_compiled`` → ``_flex_mods`` (and ``_fused_common``); ``math`` →
+``flex`` → ``_flex_compiled`` → ``_flex_mods`` (and ``_fused_common``), and ``_flex_env`` (a
+leaf the engine reads before it imports ``flex``); ``math`` →
 ``_math_plan``.
 """

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -70,6 +69,7 @@ from ._flex_compiled import (
     row_major,
     trace_graphs,
 )
+from ._flex_env import CPU_ENV, cpu_allowed
 from ._flex_inplace import disagreement, stores_into_destinations
 from ._fused_common import reduce_to
 
@@ -89,9 +89,6 @@ __all__ = [
 
 Tensor = torch.Tensor
 
-#: Environment variable that lets the flex engine run on CPU (FlexAttention's reference path).
-CPU_ENV = "HIPDNN_GRAPH_TORCH_FLEX_CPU"
-
 
 def flex_available() -> bool:
     """Whether this torch has FlexAttention and its backward operator."""
@@ -103,11 +100,6 @@ def flex_available() -> bool:
     except ImportError:
         return False
     return hasattr(hop, "flex_attention_backward")
-
-
-def cpu_allowed() -> bool:
-    """Whether ``HIPDNN_GRAPH_TORCH_FLEX_CPU`` is set to 1 (the engine then accepts CPU)."""
-    return os.environ.get(CPU_ENV, "").strip() == "1"
 
 
 @dataclass(frozen=True)
