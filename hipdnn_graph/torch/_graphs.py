@@ -26,8 +26,8 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import torch
 
@@ -35,6 +35,7 @@ from .. import list_backends
 from ..backend import as_torch
 from ..errors import HipdnnError, NotSupportedError
 from ..graph import Graph
+from ..prepared import PreparedRun, prepared_run
 from ..tensor import TensorAttributes
 from ..types import DataType, DiagonalAlignment, ErrorCode
 from ._args import (
@@ -45,6 +46,7 @@ from ._args import (
     check_qkv,
     check_tensor,
     fail,
+    mask_to_bias,
     materialized,
     no_zero_strides,
     seq_lens,
@@ -68,9 +70,8 @@ def graph_cache() -> GraphCache[Any]:
     return _CACHE
 
 
-@dataclass(frozen=True)
-class _Options:
-    """Every keyword that changes a graph (part of the cache key)."""
+class _Options(NamedTuple):
+    """Every keyword that changes a graph (part of the cache key; a tuple, hashed in C)."""
 
     scale: float
     causal: bool
@@ -83,11 +84,36 @@ class _Options:
 
 @dataclass
 class _Entry:
-    """A built graph and its graph tensors by slot name."""
+    """A built graph, its graph tensors by slot name, and what a cache hit needs to run it."""
 
     graph: Graph
     slots: dict[str, TensorAttributes]
     outputs: tuple[TensorAttributes, ...]
+    #: the plan called directly (the cache key fixed every fact the variant-pack check reads),
+    #: or None for engines that need ``Graph.run``'s conversions
+    call: PreparedRun | None = field(init=False)
+    #: (slot, uid) of every graph input, and the uids of the outputs, in ``outputs`` order
+    order: tuple[tuple[str, int], ...] = field(init=False)
+    out_uids: tuple[int, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.call = prepared_run(self.graph)
+        self.order = tuple((slot, t.get_uid()) for slot, t in self.slots.items())
+        self.out_uids = tuple(t.get_uid() for t in self.outputs)
+
+    def run(self, pack: dict[str, Any]) -> list[Tensor]:
+        """The outputs of one run on ``pack`` (slot -> value, with this entry's cache key)."""
+        call = self.call
+        if call is None:
+            out = self.graph.run(_variant_pack(self, pack))
+            return [_torch(out[t]) for t in self.outputs]
+        buffers = {uid: pack[slot] for slot, uid in self.order}
+        if torch.is_grad_enabled():  # engines read their inputs, they never train them
+            with torch.no_grad():
+                call(buffers)
+        else:
+            call(buffers)
+        return [buffers[uid] for uid in self.out_uids]
 
 
 def sdpa_forward(
@@ -139,14 +165,10 @@ def sdpa_forward(
         NotSupportedError: when no engine (or not the forced one) runs the graph.
     """
     check_qkv(q, k, v)
-    options = _options(q, scale, is_causal, diagonal_alignment, left_bound, right_bound, alibi,
-                       engine)  # fmt: skip
+    options = checked_options(q.shape[-1], scale, is_causal, diagonal_alignment, left_bound,
+                              right_bound, alibi, engine)  # fmt: skip
     tensors = _optional_inputs(q, k, attn_mask, seq_len_q, seq_len_kv, dropout_mask, dropout_scale)
-    pack = {"Q": q, "K": k, "V": v, **tensors}
-    key = _key("fwd", pack, options)
-    entry, out = _run(key, pack, options, _forward_graph)
-    o, stats = (_torch(out[t]) for t in entry.outputs)
-    return o, stats
+    return run_forward({"Q": q, "K": k, "V": v, **tensors}, options)
 
 
 def sdpa_backward(
@@ -209,16 +231,30 @@ def sdpa_backward(
     check_qkv(q, k, v)
     for name, t in (("o", o), ("do", do), ("stats", stats)):
         check_tensor(name, t, q)
-    options = _options(q, scale, is_causal, diagonal_alignment, left_bound, right_bound, alibi,
-                       engine)  # fmt: skip
+    options = checked_options(q.shape[-1], scale, is_causal, diagonal_alignment, left_bound,
+                              right_bound, alibi, engine)  # fmt: skip
     tensors = _optional_inputs(q, k, attn_mask, seq_len_q, seq_len_kv, dropout_mask, dropout_scale)
     if dbias_shape is not None and (attn_mask is None or attn_mask.dtype == torch.bool):
         raise HipdnnError(ErrorCode.INVALID_VALUE, "dbias_shape needs a floating-point attn_mask")
     pack = {"Q": q, "K": k, "V": v, "O": o, "dO": materialized(do), "Stats": stats, **tensors}
+    return run_backward(pack, options, dbias_shape)
+
+
+def run_forward(pack: dict[str, Any], options: _Options) -> tuple[Tensor, Tensor]:
+    """:func:`sdpa_forward` on arguments already checked: ``pack`` maps slot names to values
+    (Q, K, V and :func:`optional_slots`), ``options`` comes from :func:`checked_options`."""
+    o, stats = _run(_key("fwd", pack, options), pack, options, _forward_graph)
+    return o, stats
+
+
+def run_backward(
+    pack: dict[str, Any], options: _Options, dbias_shape: Sequence[int] | None
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """:func:`sdpa_backward` on arguments already checked (``pack`` also holds O, a dense dO
+    and Stats)."""
     with_dbias = dbias_shape is not None
     key = (_key("bwd", pack, options), with_dbias)
-    entry, out = _run(key, pack, options, functools.partial(_backward_graph, dbias=with_dbias))
-    grads = [_torch(out[t]) for t in entry.outputs]
+    grads = _run(key, pack, options, functools.partial(_backward_graph, dbias=with_dbias))
     dbias = None
     if dbias_shape is not None:
         dbias = grads[3].sum_to_size(tuple(dbias_shape))
@@ -226,8 +262,11 @@ def sdpa_backward(
 
 
 # ----- arguments -----
-def _options(
-    q: Tensor,
+_INT64 = range(-(2**63), 2**63)
+
+
+def checked_options(
+    head_dim: int,
     scale: float | None,
     is_causal: bool,
     alignment: DiagonalAlignment | str | None,
@@ -236,17 +275,28 @@ def _options(
     alibi: bool,
     engine: str | None,
 ) -> _Options:
+    """The graph-changing keywords, checked as the core API checks them (flags are bools, bounds
+    int64 integers, the scale a finite number).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` naming the argument.
+    """
     if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
+        scale = 1.0 / math.sqrt(head_dim) if head_dim else 1.0
     elif isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale):
         raise fail(f"scale must be a finite number, got {scale!r}")
+    for name, flag in (("is_causal", is_causal), ("alibi", alibi)):
+        if not isinstance(flag, bool):
+            raise fail(f"{name} must be True or False, got {flag!r}")
     for name, bound in (("left_bound", left_bound), ("right_bound", right_bound)):
-        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)):
-            raise fail(f"{name} must be an integer or None, got {bound!r}")
+        if bound is not None and (
+            isinstance(bound, bool) or not isinstance(bound, int) or bound not in _INT64
+        ):
+            raise fail(f"{name} must be an integer (int64) or None, got {bound!r}")
     if engine is not None and not isinstance(engine, str):
         raise fail(f"engine must be an engine name or None, got {engine!r}")
-    return _Options(float(scale), bool(is_causal), alignment_of(alignment), left_bound, right_bound,
-                    bool(alibi), engine)  # fmt: skip
+    return _Options(float(scale), is_causal, alignment_of(alignment), left_bound, right_bound,
+                    alibi, engine)  # fmt: skip
 
 
 def _optional_inputs(
@@ -258,41 +308,63 @@ def _optional_inputs(
     dropout_mask: Tensor | None,
     dropout_scale: float | None,
 ) -> dict[str, Any]:
-    """The optional graph inputs by slot name (tensors, or floats for pass-by-value scalars)."""
-    out: dict[str, Any] = {}
-    if attn_mask is not None:
-        out["Bias"] = as_bias(attn_mask, q)
+    """The optional graph inputs by slot name, after checking the arguments."""
+    bias = None if attn_mask is None else as_bias(attn_mask, q)
     lens = seq_lens(q, k, seq_len_q, seq_len_kv)
-    if lens is not None:
-        out["SEQ_LEN_Q"], out["SEQ_LEN_KV"] = lens
+    scale = 1.0
     if dropout_mask is not None:
         check_tensor("dropout_mask", dropout_mask, q)
         scale = 1.0 if dropout_scale is None else dropout_scale
         if isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0:
             raise fail(f"dropout_scale must be a positive number, got {dropout_scale!r}")
-        out["Dropout_mask"] = no_zero_strides(dropout_mask)
-        out["Dropout_scale"] = float(scale)
-        out["Dropout_scale_inv"] = 1.0 / float(scale)
+        dropout_mask = no_zero_strides(dropout_mask)
     elif dropout_scale is not None:
         raise fail("dropout_scale needs a dropout_mask")
+    slq, slkv = lens if lens is not None else (None, None)
+    return optional_slots(q.dtype, bias, slq, slkv, dropout_mask, float(scale))
+
+
+def optional_slots(
+    dtype: torch.dtype,
+    bias: Tensor | None,
+    seq_len_q: Tensor | None,
+    seq_len_kv: Tensor | None,
+    dropout_mask: Tensor | None,
+    dropout_scale: float,
+) -> dict[str, Any]:
+    """The optional graph inputs by slot name (tensors, or floats for pass-by-value scalars),
+    from arguments already checked and shaped: a rank-4 bias (a bool one becomes the additive
+    bias of ``dtype`` here, on every call, so that no stale conversion is ever reused), both
+    padding tensors or neither, a dropout mask without stride-0 dims and its scale."""
+    out: dict[str, Any] = {}
+    if bias is not None:
+        out["Bias"] = mask_to_bias(bias, dtype) if bias.dtype == torch.bool else bias
+    if seq_len_q is not None:
+        out["SEQ_LEN_Q"], out["SEQ_LEN_KV"] = seq_len_q, seq_len_kv
+    if dropout_mask is not None:
+        out["Dropout_mask"] = dropout_mask
+        out["Dropout_scale"] = dropout_scale
+        out["Dropout_scale_inv"] = 1.0 / dropout_scale
     return out
 
 
 # ----- the cache -----
 def _key(kind: str, pack: dict[str, Any], options: _Options) -> Hashable:
-    device = pack["Q"].device
+    """Everything the graph and the variant-pack check depend on: each slot's shape, strides
+    and dtype (its name alone for a scalar), Q's device, the options."""
     signature = tuple(
-        (slot, tuple(t.shape), t.stride(), t.dtype) if isinstance(t, torch.Tensor) else (slot,)
+        (slot, t.shape, t.stride(), t.dtype) if isinstance(t, Tensor) else slot
         for slot, t in pack.items()
     )
-    return (kind, device.type, device.index, signature, options)
+    return (kind, pack["Q"].device, signature, options)
 
 
-def _run(
-    key: Hashable, pack: dict[str, Any], options: _Options, build: Any
-) -> tuple[_Entry, dict[TensorAttributes, Any]]:
-    """Run the cached graph for ``key`` (built on a miss) on ``pack``: ``(entry, outputs)``."""
-    first: list[tuple[_Entry, dict[TensorAttributes, Any]]] = []
+def _run(key: Hashable, pack: dict[str, Any], options: _Options, build: Any) -> list[Tensor]:
+    """The outputs of the cached graph for ``key`` (built and checked on a miss) on ``pack``."""
+    entry = _CACHE.get(key)
+    if entry is not None:
+        return entry.run(pack)
+    first: list[tuple[_Entry, list[Tensor]]] = []
 
     def make() -> _Entry:
         first.append(_first_run(build(pack, options), pack, options, build))
@@ -300,8 +372,8 @@ def _run(
 
     entry = _CACHE.get_or_build(key, make)
     if first:  # the outputs of the entry that ran (another thread's may have been cached)
-        return first[0]
-    return entry, entry.graph.run(_variant_pack(entry, pack))
+        return first[0][1]
+    return entry.run(pack)
 
 
 def _variant_pack(entry: _Entry, pack: dict[str, Any]) -> dict[TensorAttributes, Any]:
@@ -310,8 +382,9 @@ def _variant_pack(entry: _Entry, pack: dict[str, Any]) -> dict[TensorAttributes,
 
 def _first_run(
     entry: _Entry, pack: dict[str, Any], options: _Options, build: Any
-) -> tuple[_Entry, dict[TensorAttributes, Any]]:
-    """Run a freshly built graph; CPU tensors skip engines that cannot run on the CPU.
+) -> tuple[_Entry, list[Tensor]]:
+    """Run a freshly built graph through ``Graph.run`` (every variant-pack check, once per
+    cache entry); CPU tensors skip engines that cannot run on the CPU.
 
     The engine contract has no device: on a machine with a GPU the fused engines accept a
     graph of CPU tensors and fail when they run, so the next ranked engine is tried (only when
@@ -320,7 +393,8 @@ def _first_run(
     names = entry.graph.get_engine_names()
     while True:
         try:
-            return entry, entry.graph.run(_variant_pack(entry, pack))
+            out = entry.graph.run(_variant_pack(entry, pack))
+            return entry, [_torch(out[t]) for t in entry.outputs]
         except HipdnnError as err:
             tried = entry.graph.get_plan_name()
             rest = names[names.index(tried) + 1 :] if tried in names else []
