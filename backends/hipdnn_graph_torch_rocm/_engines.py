@@ -369,10 +369,12 @@ def _scale_or_one(value: Any) -> float:
 
 def _as_declared(value: Any, dtype: Any, strides: tuple[int, ...]) -> Any:
     """``value`` itself when it has the declared type and layout, else a converted copy."""
-    if value.dtype == dtype and all(
-        d == 1 or a == b for d, a, b in zip(value.shape, value.stride(), strides, strict=True)
-    ):
-        return value
+    if value.dtype == dtype:
+        got = value.stride()
+        if got == strides or all(
+            d == 1 or a == b for d, a, b in zip(value.shape, got, strides, strict=True)
+        ):
+            return value
     import torch
 
     out = torch.empty_strided(value.shape, strides, dtype=dtype, device=value.device)
