@@ -25,17 +25,14 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from .. import list_backends
-from ..backend import as_torch
 from ..errors import HipdnnError, NotSupportedError
 from ..graph import Graph
-from ..prepared import PreparedRun, prepared_run
 from ..tensor import TensorAttributes
 from ..types import DataType, DiagonalAlignment, ErrorCode
 from ._args import (
@@ -52,68 +49,29 @@ from ._args import (
     seq_lens,
     strides_like,
 )
-from ._cache import GraphCache
+from ._cached import (
+    CachedGraph,
+    Entry,
+    Options,
+    cache_key,
+    cached_graphs,
+    graph_cache,
+    run_cached,
+)
 
-__all__ = ["graph_cache", "sdpa_backward", "sdpa_forward"]
+__all__ = [
+    "CachedGraph",
+    "cached_graphs",
+    "checked_options",
+    "graph_cache",
+    "optional_slots",
+    "run_backward",
+    "run_forward",
+    "sdpa_backward",
+    "sdpa_forward",
+]
 
 Tensor = torch.Tensor
-
-_CACHE: GraphCache[_Entry] = GraphCache(256)
-
-
-def graph_cache() -> GraphCache[Any]:
-    """The LRU cache shared by every forward and backward graph of the torch op.
-
-    ``graph_cache().info()`` reports hits and misses, ``resize(n)`` changes the bound (256 by
-    default) and ``clear()`` empties it.
-    """
-    return _CACHE
-
-
-class _Options(NamedTuple):
-    """Every keyword that changes a graph (part of the cache key; a tuple, hashed in C)."""
-
-    scale: float
-    causal: bool
-    alignment: DiagonalAlignment
-    left_bound: int | None
-    right_bound: int | None
-    alibi: bool
-    engine: str | None
-
-
-@dataclass
-class _Entry:
-    """A built graph, its graph tensors by slot name, and what a cache hit needs to run it."""
-
-    graph: Graph
-    slots: dict[str, TensorAttributes]
-    outputs: tuple[TensorAttributes, ...]
-    #: the plan called directly (the cache key fixed every fact the variant-pack check reads),
-    #: or None for engines that need ``Graph.run``'s conversions
-    call: PreparedRun | None = field(init=False)
-    #: (slot, uid) of every graph input, and the uids of the outputs, in ``outputs`` order
-    order: tuple[tuple[str, int], ...] = field(init=False)
-    out_uids: tuple[int, ...] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.call = prepared_run(self.graph)
-        self.order = tuple((slot, t.get_uid()) for slot, t in self.slots.items())
-        self.out_uids = tuple(t.get_uid() for t in self.outputs)
-
-    def run(self, pack: dict[str, Any]) -> list[Tensor]:
-        """The outputs of one run on ``pack`` (slot -> value, with this entry's cache key)."""
-        call = self.call
-        if call is None:
-            out = self.graph.run(_variant_pack(self, pack))
-            return [_torch(out[t]) for t in self.outputs]
-        buffers = {uid: pack[slot] for slot, uid in self.order}
-        if torch.is_grad_enabled():  # engines read their inputs, they never train them
-            with torch.no_grad():
-                call(buffers)
-        else:
-            call(buffers)
-        return [buffers[uid] for uid in self.out_uids]
 
 
 def sdpa_forward(
@@ -240,21 +198,21 @@ def sdpa_backward(
     return run_backward(pack, options, dbias_shape)
 
 
-def run_forward(pack: dict[str, Any], options: _Options) -> tuple[Tensor, Tensor]:
+def run_forward(pack: dict[str, Any], options: Options) -> tuple[Tensor, Tensor]:
     """:func:`sdpa_forward` on arguments already checked: ``pack`` maps slot names to values
     (Q, K, V and :func:`optional_slots`), ``options`` comes from :func:`checked_options`."""
-    o, stats = _run(_key("fwd", pack, options), pack, options, _forward_graph)
+    o, stats = run_cached(cache_key("fwd", pack, options), pack, options, _forward_graph)
     return o, stats
 
 
 def run_backward(
-    pack: dict[str, Any], options: _Options, dbias_shape: Sequence[int] | None
+    pack: dict[str, Any], options: Options, dbias_shape: Sequence[int] | None
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """:func:`sdpa_backward` on arguments already checked (``pack`` also holds O, a dense dO
     and Stats)."""
     with_dbias = dbias_shape is not None
-    key = (_key("bwd", pack, options), with_dbias)
-    grads = _run(key, pack, options, functools.partial(_backward_graph, dbias=with_dbias))
+    key = (cache_key("bwd", pack, options), with_dbias)
+    grads = run_cached(key, pack, options, functools.partial(_backward_graph, dbias=with_dbias))
     dbias = None
     if dbias_shape is not None:
         dbias = grads[3].sum_to_size(tuple(dbias_shape))
@@ -274,7 +232,7 @@ def checked_options(
     right_bound: int | None,
     alibi: bool,
     engine: str | None,
-) -> _Options:
+) -> Options:
     """The graph-changing keywords, checked as the core API checks them (flags are bools, bounds
     int64 integers, the scale a finite number).
 
@@ -295,7 +253,7 @@ def checked_options(
             raise fail(f"{name} must be an integer (int64) or None, got {bound!r}")
     if engine is not None and not isinstance(engine, str):
         raise fail(f"engine must be an engine name or None, got {engine!r}")
-    return _Options(float(scale), is_causal, alignment_of(alignment), left_bound, right_bound,
+    return Options(float(scale), is_causal, alignment_of(alignment), left_bound, right_bound,
                     alibi, engine)  # fmt: skip
 
 
@@ -348,72 +306,6 @@ def optional_slots(
     return out
 
 
-# ----- the cache -----
-def _key(kind: str, pack: dict[str, Any], options: _Options) -> Hashable:
-    """Everything the graph and the variant-pack check depend on: each slot's shape, strides
-    and dtype (its name alone for a scalar), Q's device, the options."""
-    signature = tuple(
-        (slot, t.shape, t.stride(), t.dtype) if isinstance(t, Tensor) else slot
-        for slot, t in pack.items()
-    )
-    return (kind, pack["Q"].device, signature, options)
-
-
-def _run(key: Hashable, pack: dict[str, Any], options: _Options, build: Any) -> list[Tensor]:
-    """The outputs of the cached graph for ``key`` (built and checked on a miss) on ``pack``."""
-    entry = _CACHE.get(key)
-    if entry is not None:
-        return entry.run(pack)
-    first: list[tuple[_Entry, list[Tensor]]] = []
-
-    def make() -> _Entry:
-        first.append(_first_run(build(pack, options), pack, options, build))
-        return first[0][0]
-
-    entry = _CACHE.get_or_build(key, make)
-    if first:  # the outputs of the entry that ran (another thread's may have been cached)
-        return first[0][1]
-    return entry.run(pack)
-
-
-def _variant_pack(entry: _Entry, pack: dict[str, Any]) -> dict[TensorAttributes, Any]:
-    return {entry.slots[s]: t for s, t in pack.items() if s in entry.slots}
-
-
-def _first_run(
-    entry: _Entry, pack: dict[str, Any], options: _Options, build: Any
-) -> tuple[_Entry, list[Tensor]]:
-    """Run a freshly built graph through ``Graph.run`` (every variant-pack check, once per
-    cache entry); CPU tensors skip engines that cannot run on the CPU.
-
-    The engine contract has no device: on a machine with a GPU the fused engines accept a
-    graph of CPU tensors and fail when they run, so the next ranked engine is tried (only when
-    no engine was forced, and only for ``GRAPH_EXECUTION_FAILED``).
-    """
-    names = entry.graph.get_engine_names()
-    while True:
-        try:
-            out = entry.graph.run(_variant_pack(entry, pack))
-            return entry, [_torch(out[t]) for t in entry.outputs]
-        except HipdnnError as err:
-            tried = entry.graph.get_plan_name()
-            rest = names[names.index(tried) + 1 :] if tried in names else []
-            retry = (
-                err.code == ErrorCode.GRAPH_EXECUTION_FAILED
-                and pack["Q"].device.type == "cpu"
-                and options.engine is None
-                and rest
-            )
-            if not retry:
-                raise
-            entry = build(pack, options, prefer=rest[0])
-            names = rest
-
-
-def _torch(value: Any) -> Tensor:
-    return value if isinstance(value, torch.Tensor) else as_torch(value)
-
-
 # ----- graphs -----
 def _graph(pack: dict[str, Any], name: str) -> tuple[Graph, dict[str, TensorAttributes]]:
     q = pack["Q"]
@@ -446,7 +338,7 @@ def _data_type(dtype: torch.dtype) -> DataType:
     raise fail(f"tensors of dtype {dtype} are not supported")
 
 
-def _keywords(options: _Options, slots: dict[str, TensorAttributes]) -> dict[str, Any]:
+def _keywords(options: Options, slots: dict[str, TensorAttributes]) -> dict[str, Any]:
     bottom_right = options.alignment == DiagonalAlignment.BOTTOM_RIGHT
     kw: dict[str, Any] = {
         "attn_scale": options.scale,
@@ -465,7 +357,7 @@ def _keywords(options: _Options, slots: dict[str, TensorAttributes]) -> dict[str
     return kw
 
 
-def _forward_graph(pack: dict[str, Any], options: _Options, prefer: str | None = None) -> _Entry:
+def _forward_graph(pack: dict[str, Any], options: Options, prefer: str | None = None) -> Entry:
     pack = {s: t for s, t in pack.items() if s != "Dropout_scale_inv"}
     g, slots = _graph(pack, "hipdnn_torch_sdpa_fwd")
     kw = _keywords(options, slots)
@@ -481,12 +373,12 @@ def _forward_graph(pack: dict[str, Any], options: _Options, prefer: str | None =
     for t in (o, stats):
         t.set_output(True)
     _build(g, options.engine or prefer, forced=options.engine is not None)
-    return _Entry(g, slots, (o, stats))
+    return Entry(g, slots, (o, stats))
 
 
 def _backward_graph(
-    pack: dict[str, Any], options: _Options, prefer: str | None = None, *, dbias: bool = False
-) -> _Entry:
+    pack: dict[str, Any], options: Options, prefer: str | None = None, *, dbias: bool = False
+) -> Entry:
     g, slots = _graph(pack, "hipdnn_torch_sdpa_bwd")
     kw = _keywords(options, slots)
     if "Dropout_mask" in slots:
@@ -507,7 +399,7 @@ def _backward_graph(
     for t in outputs:
         t.set_output(True)
     _build(g, options.engine or prefer, forced=options.engine is not None)
-    return _Entry(g, slots, outputs)
+    return Entry(g, slots, outputs)
 
 
 def _build(g: Graph, engine: str | None, *, forced: bool) -> None:
