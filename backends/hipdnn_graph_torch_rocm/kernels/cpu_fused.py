@@ -30,6 +30,9 @@ __all__ = ["applies", "backward", "forward", "on_cpu"]
 
 Tensor = torch.Tensor
 
+_FORWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+
 #: what the fused CPU kernel accumulates in, by input dtype
 _ACCUMULATE = {
     torch.float16: torch.float32,
@@ -69,9 +72,7 @@ def forward(
     q: Tensor, k: Tensor, v: Tensor, *, scale: float, causal: bool
 ) -> tuple[Tensor, Tensor]:
     """``(O, Stats)``: O in q's dtype, Stats ``[B, H, Sq, 1]`` natural-log LSE."""
-    o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        q, k, v, 0.0, causal, scale=scale
-    )
+    o, lse = _FORWARD(q, k, v, 0.0, causal, scale=scale)
     return o, lse.unsqueeze(-1)
 
 
@@ -81,10 +82,15 @@ def backward(
 ) -> tuple[Tensor, Tensor, Tensor, None]:  # fmt: skip
     """``(dQ, dK, dV, None)`` from the given O and Stats (an LSE of ``−inf`` never occurs here:
     every row of a plain or top-left causal problem sees a key)."""
-    lse = stats.reshape(stats.shape[:3]).to(_ACCUMULATE[q.dtype])
-    dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
-        do.to(q.dtype), q, k, v, o.to(q.dtype), lse, 0.0, causal, scale=scale
-    )
+    dtype = q.dtype
+    lse = stats.reshape(stats.shape[:3])
+    if lse.dtype is not _ACCUMULATE[dtype]:
+        lse = lse.to(_ACCUMULATE[dtype])
+    if do.dtype is not dtype:
+        do = do.to(dtype)
+    if o.dtype is not dtype:
+        o = o.to(dtype)
+    dq, dk, dv = _BACKWARD(do, q, k, v, o, lse, 0.0, causal, scale=scale)
     return dq, dk, dv, None
 
 
