@@ -39,10 +39,12 @@ __all__ = ["PreparedRun", "prepared_run"]
 class PreparedRun:
     """Calls one built plan on ``{uid: buffer}``; returns that dict with the outputs added.
 
-    The buffers must be what the plan's variant-pack check would accept unchanged (torch tensors
-    of the declared shapes, strides, dtypes, on one device; no output buffers): nothing is
-    checked but runtime scalars, which are read as numbers as ``execute`` reads them. Engine
-    failures raise as in ``execute``.
+    The buffers must be what the plan's variant-pack check would accept (torch tensors of the
+    declared shapes, strides, dtypes, dense, on one device; no output buffers): nothing is
+    checked. What the check would convert is converted the same way: runtime scalars are read
+    as numbers, and tensors that require grad are passed detached (engines read their inputs,
+    they never train them; compiled kernels are guarded on ``requires_grad``). Engine failures
+    raise as in ``execute``.
 
     Args:
         built: the plan, from a graph whose plans were built.
@@ -53,6 +55,9 @@ class PreparedRun:
         self.engine_name: str = built.engine.name
         self._scalars: tuple[TensorSpec, ...] = tuple(
             s for s in built.binder.specs if s.pass_by_value
+        )
+        self._tensors: tuple[int, ...] = tuple(
+            s.uid for s in built.binder.specs if not s.pass_by_value and not s.is_output
         )
 
     def __call__(self, buffers: dict[int, Any]) -> dict[int, Any]:
@@ -66,6 +71,10 @@ class PreparedRun:
             value = buffers[spec.uid]
             if type(value) is not float and type(value) is not int:
                 buffers[spec.uid] = _scalar(value, spec)
+        for uid in self._tensors:
+            value = buffers[uid]
+            if value.requires_grad:
+                buffers[uid] = value.detach()
         _run_plan(self.built, buffers, None)
         return buffers
 

@@ -135,6 +135,27 @@ def test_a_cache_hit_calls_the_plan_directly_and_builds_nothing(monkeypatch: Any
     assert graph_cache().info()[:2] == (4, 2)
 
 
+def test_engines_get_inputs_that_do_not_require_grad_on_hits_too(monkeypatch: Any) -> None:
+    # as the variant-pack check hands them over (compiled kernels are guarded on requires_grad)
+    from hipdnn_graph_torch_rocm._engines import TorchSdpaPlan
+
+    seen: list[bool] = []
+    execute = TorchSdpaPlan.execute
+
+    def recording(self: Any, variant_pack: Any, workspace: Any) -> None:
+        seen.extend(v.requires_grad for v in variant_pack.values() if torch.is_tensor(v))
+        execute(self, variant_pack, workspace)
+
+    monkeypatch.setattr(TorchSdpaPlan, "execute", recording)
+    graph_cache().clear()
+    q, k, v = _qkv()
+    for _ in range(2):  # a miss, then a hit
+        scaled_dot_product_attention(q, k, v).sum().backward()
+        o, stats = sdpa_forward(q, k, v)
+        sdpa_backward(q, k, v, o, torch.ones_like(o), stats)
+    assert seen and not any(seen)
+
+
 def test_a_hit_with_new_layout_or_device_facts_is_a_miss() -> None:
     graph_cache().clear()
     q, k, v = (t.detach() for t in _qkv(dtype=torch.float32))

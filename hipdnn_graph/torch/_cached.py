@@ -142,12 +142,7 @@ class Entry:
         if call is None:
             out = self.graph.run(_variant_pack(self, pack))
             return [_torch(out[t]) for t in self.outputs]
-        buffers = {uid: pack[slot] for slot, uid in self.order}
-        if torch.is_grad_enabled():  # engines read their inputs, they never train them
-            with torch.no_grad():
-                call(buffers)
-        else:
-            call(buffers)
+        buffers = call({uid: pack[slot] for slot, uid in self.order})
         return [buffers[uid] for uid in self.out_uids]
 
 
