@@ -171,16 +171,22 @@ class _SdpaFunction(torch.autograd.Function):
         drop_scale: float,
         options: Any,
     ) -> Tensor:
+        # the graphs read detached tensors (as the variant-pack check hands them to engines);
+        # detached once here, and saved so, the backward has none left to detach
+        q, k, v = (t.detach() if t.requires_grad else t for t in (q, k, v))
+        if bias is not None and bias.requires_grad:
+            bias = bias.detach()
         extra = optional_slots(q.dtype, bias, slq, slkv, mask, drop_scale)
         o, stats = run_forward({"Q": q, "K": k, "V": v, **extra}, options)
-        ctx.save_for_backward(q, k, v, bias, slq, slkv, mask, o, stats)
+        ctx.save_for_backward(q, k, v, bias, slq, slkv, mask, o.detach(), stats)
         ctx.drop_scale = drop_scale
         ctx.options = options
         return o
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx: Any, do: Tensor) -> tuple[Any, ...]:
+        # the graphs read detached tensors, so no autograd history is recorded even under
+        # create_graph=True: the gradients are not differentiable again (as with the custom op)
         q, k, v, bias, slq, slkv, mask, o, stats = ctx.saved_tensors
         bias_grad = bias is not None and ctx.needs_input_grad[3]
         extra = optional_slots(q.dtype, bias, slq, slkv, mask, ctx.drop_scale)
