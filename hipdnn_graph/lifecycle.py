@@ -9,6 +9,7 @@ graphs. The flow mirrors hipDNN::
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
 __all__ = ["NO_OUTPUT_MESSAGE", "NO_PLAN_MESSAGE", "GraphLifecycle", "PlanState", "assign_uids"]
 
 _E = TypeVar("_E", bound=IntEnum)
+
+#: engine choices and refusals, at DEBUG (``logging.getLogger("hipdnn_graph").setLevel(DEBUG)``
+#: with a handler shows them; nothing is formatted while DEBUG is off)
+_LOG = logging.getLogger("hipdnn_graph.engines")
 
 
 def _enum_argument(kind: type[_E], value: Any, what: str) -> _E:
@@ -159,6 +164,12 @@ def create_execution_plans(
     state.candidates = ranked
     state.plans = []
     state.active = None
+    if _LOG.isEnabledFor(logging.DEBUG):
+        name = graph.get_name() or "<unnamed>"
+        for engine_name, reason in state.refusals:
+            _LOG.debug("graph '%s': engine %s refuses: %s", name, engine_name, reason)
+        best_first = ", ".join(e.name for e in ranked) or "none"
+        _LOG.debug("graph '%s': engines that apply, best first: %s", name, best_first)
 
 
 def check_support(graph: Graph, state: PlanState) -> None:
@@ -198,6 +209,10 @@ def build_plans(graph: Graph, state: PlanState, policy: BuildPlanPolicy | int) -
             binder = _binder(graph, getattr(engine, "array_kind", "numpy"))
         except Exception as exc:
             failures.append(f"  {engine.name}: {type(exc).__name__}: {exc}")
+            if _LOG.isEnabledFor(logging.DEBUG):
+                _LOG.debug("graph '%s': engine %s failed to build a plan: %s: %s",
+                           graph.get_name() or "<unnamed>", engine.name, type(exc).__name__,
+                           exc)  # fmt: skip
             continue
         state.plans.append(BuiltPlan(engine, plan, workspace, binder))
         if policy == BuildPlanPolicy.HEURISTICS_CHOICE:
@@ -208,6 +223,9 @@ def build_plans(graph: Graph, state: PlanState, policy: BuildPlanPolicy | int) -
             "No execution plan could be built:\n" + "\n".join(failures),
         )
     state.active = state.plans[0]
+    if _LOG.isEnabledFor(logging.DEBUG):
+        _LOG.debug("graph '%s' runs on engine %s", graph.get_name() or "<unnamed>",
+                   state.active.engine.name)  # fmt: skip
 
 
 def active_plan(state: PlanState) -> BuiltPlan:

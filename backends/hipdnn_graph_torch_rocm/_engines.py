@@ -306,7 +306,8 @@ class TorchSdpaEngine:
             if lowp:
                 static["matmul_dtype"] = torch_dtype(io)
             kernel: Callable[..., Any] = kmath.sdpa_backward if p.backward else kmath.sdpa_forward
-            return _math_on_device(kernel) if lowp else kernel
+            kernel = _math_on_device(kernel) if lowp else kernel
+            return _cpu_shortcut(p, kernel, compute) or kernel
         if self.op == "flex":
             from .kernels import flex
 
@@ -368,10 +369,12 @@ def _scale_or_one(value: Any) -> float:
 
 def _as_declared(value: Any, dtype: Any, strides: tuple[int, ...]) -> Any:
     """``value`` itself when it has the declared type and layout, else a converted copy."""
-    if value.dtype == dtype and all(
-        d == 1 or a == b for d, a, b in zip(value.shape, value.stride(), strides, strict=True)
-    ):
-        return value
+    if value.dtype == dtype:
+        got = value.stride()
+        if got == strides or all(
+            d == 1 or a == b for d, a, b in zip(value.shape, got, strides, strict=True)
+        ):
+            return value
     import torch
 
     out = torch.empty_strided(value.shape, strides, dtype=dtype, device=value.device)
@@ -387,6 +390,35 @@ def _casting(fn: Callable[..., Any], casts: dict[int, Any]) -> Callable[..., Any
         return fn(*converted, **kw)
 
     return run
+
+
+def _cpu_shortcut(
+    p: SdpaProblem, chunked: Callable[..., Any], compute: Any
+) -> Callable[..., Any] | None:
+    """The math kernel that runs CPU tensors on torch's fused CPU kernel, for a node that
+    kernel computes exactly (:mod:`.kernels.cpu_fused`); None for any other node."""
+    from .kernels import cpu_fused
+
+    w = p.window
+    causal = None
+    if w.left_bound is None and w.right_bound in (None, 0):
+        causal = w.right_bound == 0
+    io = p.tensors["Q"].data_type
+    plain = not (p.has("Bias") or p.alibi or p.padding or p.uses_dropout or p.has("dBias"))
+    one_type = all(p.tensors[s].data_type == io for s in ("K", "V", "O", "dO") if p.has(s))
+    if not (plain and one_type) or not cpu_fused.applies(
+        io=torch_dtype(io),
+        compute=compute,
+        heads=(p.heads, p.heads_k, p.heads_v),
+        dims=(p.head_dim, p.head_dim_v),
+        seq=(p.seq_q, p.seq_kv),
+        causal=causal,
+        bottom_right=w.bottom_right,
+    ):
+        return None
+    assert causal is not None
+    fused = cpu_fused.backward if p.backward else cpu_fused.forward
+    return cpu_fused.on_cpu(chunked, fused, causal)
 
 
 def _math_on_device(fn: Callable[..., Any]) -> Callable[..., Any]:

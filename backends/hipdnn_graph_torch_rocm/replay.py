@@ -87,8 +87,9 @@ class CudaGraphReplay:
         return True
 
     def _remember(self, buffers: dict[int, Any]) -> None:
-        device = _single_cuda_device(buffers)
-        if device is None or not self.output_uids.issubset(buffers):
+        # outputs left to the plan (Graph.run, the torch op) are new tensors every call: the
+        # cheap test first, so that such calls pay nothing more here
+        if not self.output_uids.issubset(buffers) or _single_cuda_device(buffers) is None:
             return
         uids = tuple(sorted(buffers))
         if uids != self._uids:

@@ -220,8 +220,11 @@ def _scalar(value: Any, spec: TensorSpec) -> int | float | bool:
 class VariantPackBinder:
     """Checks a variant pack against precomputed specs and converts its buffers.
 
-    The common case, a NumPy array of exactly the declared shape, dtype and strides, is checked
-    with a few tuple comparisons; anything else takes the slow path that explains the mismatch.
+    The common case, a pack keyed by this graph's tensors (or uids) whose buffers are NumPy
+    arrays or torch tensors of exactly the declared shape, dtype and strides, is checked in one
+    pass with a dict lookup and a few tuple comparisons per buffer (a table built with the
+    plan); anything else takes the slow path, which checks again from the start and explains
+    the first mismatch.
     The aliasing check is skipped when the same buffer objects as in the previous call come back
     (tracked through weak references, so the binder never keeps caller buffers alive).
 
@@ -245,6 +248,10 @@ class VariantPackBinder:
             for other in self._inputs + self.outputs[i + 1 :]
         ]
         self._buffers = self._inputs + self.outputs
+        #: the fast path's table: every accepted key (the graph's tensor object, its uid) -> spec
+        self._lookup: dict[Any, TensorSpec] = {s.uid: s for s in self.specs}
+        self._lookup.update({s.tensor: s for s in self.specs if s.tensor is not None})
+        self._required = [s for s in self.specs if not s.is_output]
         self._last_checked: list[weakref.ref[Any]] | None = None
         self._strided: Any = None
         if array_kind == "torch":
@@ -276,6 +283,70 @@ class VariantPackBinder:
                 f"The variant pack must be a mapping of tensors or uids to buffers, "
                 f"got {type(variant_pack).__name__}"
             )
+        bound = self._bind_exact(variant_pack, allow_missing_outputs)
+        if bound is None:
+            bound = self._bind_checked(variant_pack, allow_missing_outputs)
+        torch_kind = self.array_kind == "torch"
+        if self.outputs and len(bound) == len(self.specs):
+            if torch_kind:
+                self._check_torch_outputs(bound)
+            else:
+                self._check_numpy_outputs(bound)
+        elif self.outputs:  # some outputs left out: check those present, remembering nothing
+            self._check_outputs(bound, torch_kind)
+        if workspace_size > 0:
+            self._check_workspace(workspace, workspace_size)
+        return bound
+
+    def _bind_exact(
+        self, variant_pack: Mapping[Any, Any], allow_missing_outputs: bool
+    ) -> dict[int, Any] | None:
+        """The pack bound in one pass when every key and buffer is exactly as declared (outputs
+        writable, nothing requiring grad) and nothing is missing; ``None`` otherwise (the slow
+        path then checks everything and names what is wrong)."""
+        lookup = self._lookup
+        torch_kind = self.array_kind == "torch"
+        strided = self._strided
+        bound: dict[int, Any] = {}
+        try:
+            for key, value in variant_pack.items():
+                spec = lookup.get(key)
+                if spec is None or key.__class__ is bool:  # True == 1, but is no uid
+                    return None
+                if spec.pass_by_value:
+                    bound[spec.uid] = _scalar(value, spec)
+                elif torch_kind:
+                    if not (
+                        getattr(value, "dtype", None) is spec._torch_dtype
+                        and value.layout is strided
+                        and value.stride() == spec.strides
+                        and value.shape == spec.shape
+                        and not value.requires_grad
+                    ):
+                        return None
+                    bound[spec.uid] = value
+                else:
+                    if not (
+                        type(value) is np.ndarray
+                        and value.shape == spec.shape
+                        and value.dtype == spec.np_dtype
+                        and value.strides == spec.byte_strides
+                        and (value.flags.writeable or not spec.is_output)
+                    ):
+                        return None
+                    bound[spec.uid] = value
+        except (TypeError, HipdnnError):  # an unhashable key, a scalar that is no number
+            return None
+        if len(bound) == len(self.specs):
+            return bound
+        if allow_missing_outputs and all(s.uid in bound for s in self._required):
+            return bound
+        return None
+
+    def _bind_checked(
+        self, variant_pack: Mapping[Any, Any], allow_missing_outputs: bool
+    ) -> dict[int, Any]:
+        """Every rule checked in turn; the first broken one raises, naming the tensor."""
         by_uid = self.by_uid
         given: dict[int, Any] = {}
         for key, value in variant_pack.items():
@@ -343,15 +414,6 @@ class VariantPackBinder:
                 array = as_numpy(value, spec.label)
             self._check_array(array, spec, torch_kind, value)
             bound[spec.uid] = array
-        if self.outputs and len(bound) == len(self.specs):
-            if torch_kind:
-                self._check_torch_outputs(bound)
-            else:
-                self._check_numpy_outputs(bound)
-        elif self.outputs:  # some outputs left out: check those present, remembering nothing
-            self._check_outputs(bound, torch_kind)
-        if workspace_size > 0:
-            self._check_workspace(workspace, workspace_size)
         return bound
 
     @staticmethod

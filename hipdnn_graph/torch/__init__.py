@@ -27,13 +27,15 @@ except ImportError as _missing:
     ) from _missing
 
 from ._cache import CacheInfo, GraphCache
-from ._graphs import graph_cache, sdpa_backward, sdpa_forward
+from ._graphs import CachedGraph, cached_graphs, graph_cache, sdpa_backward, sdpa_forward
 from ._hf import hipdnn_attention_forward, register_transformers
 from ._op import scaled_dot_product_attention
 
 __all__ = [
     "CacheInfo",
+    "CachedGraph",
     "GraphCache",
+    "cached_graphs",
     "graph_cache",
     "hipdnn_attention_forward",
     "register_transformers",

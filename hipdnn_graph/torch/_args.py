@@ -6,7 +6,7 @@ Everything here turns torch-level arguments into what the graphs take, and raise
 
 from __future__ import annotations
 
-import weakref
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +20,7 @@ __all__ = [
     "SeqLens",
     "alignment_of",
     "as_bias",
+    "as_mask",
     "check_qkv",
     "check_tensor",
     "fail",
@@ -50,9 +51,7 @@ def mask_to_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
         >>> mask_to_bias(torch.tensor([True, False]), torch.float32)
         tensor([0., -inf])
     """
-    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(
-        ~mask, float("-inf")
-    )
+    return mask.to(dtype).log_()  # log 1 = 0, log 0 = -inf, exactly: two kernels
 
 
 def strides_like(t: Tensor, shape: Sequence[int]) -> tuple[int, ...]:
@@ -103,6 +102,8 @@ def check_tensor(name: str, t: Any, q: Tensor) -> None:
         raise fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.device != q.device:
         raise fail(f"{name} is on {t.device} but query is on {q.device}")
+    if t.layout is not torch.strided:
+        raise fail(f"{name} must be a dense (strided) tensor, got layout {t.layout}")
 
 
 def alignment_of(value: DiagonalAlignment | str | None) -> DiagonalAlignment:
@@ -122,38 +123,32 @@ def alignment_of(value: DiagonalAlignment | str | None) -> DiagonalAlignment:
     raise fail(f"diagonal_alignment must be 'top_left' or 'bottom_right', got {value!r}")
 
 
-def as_bias(mask: Tensor, q: Tensor) -> Tensor:
-    """The graph's Bias for ``attn_mask``: a bool mask becomes an additive bias, the rank is
-    padded to 4 and broadcast (stride-0) dims are narrowed to 1. Differentiable, no copy of a
-    float mask.
+def as_mask(mask: Tensor, q: Tensor) -> Tensor:
+    """``attn_mask`` checked and shaped for the graph, still bool when it is: the rank padded
+    to 4, broadcast (stride-0) dims narrowed to 1. A view (no copy), differentiable.
 
     Raises:
         HipdnnError: ``INVALID_VALUE`` for a mask of another dtype, rank > 4 or another device.
     """
     check_tensor("attn_mask", mask, q)
-    if mask.dtype == torch.bool:
-        mask = _bool_bias(mask, q.dtype)
-    elif not mask.is_floating_point():
+    if mask.dtype != torch.bool and not mask.is_floating_point():
         raise fail(f"attn_mask must be bool or floating point, got {mask.dtype}")
     if mask.dim() > 4:
         raise fail(f"attn_mask must have rank ≤ 4, got shape {list(mask.shape)}")
     return no_zero_strides(mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape)))
 
 
-#: the last bool mask converted, so that the layers of a model, which all receive the same mask
-#: object, share one bias (and autograd saves it once): (mask, its version, dtype, bias)
-_LAST_BOOL: list[tuple[weakref.ref[Tensor], int, torch.dtype, Tensor]] = []
+def as_bias(mask: Tensor, q: Tensor) -> Tensor:
+    """The graph's Bias for ``attn_mask``: :func:`as_mask`, and a bool mask becomes an additive
+    bias of q's dtype. The conversion is made afresh on every call: a mask's memory can change
+    without its version counter moving (writes through ``.data`` or ``.numpy()``), so no
+    earlier conversion is ever reused.
 
-
-def _bool_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
-    if torch.compiler.is_compiling():
-        return mask_to_bias(mask, dtype)
-    last = _LAST_BOOL[0] if _LAST_BOOL else None
-    if last is not None and last[0]() is mask and last[1] == mask._version and last[2] == dtype:
-        return last[3]
-    bias = mask_to_bias(mask, dtype)
-    _LAST_BOOL[:] = [(weakref.ref(mask), mask._version, dtype, bias)]
-    return bias
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for a mask of another dtype, rank > 4 or another device.
+    """
+    mask = as_mask(mask, q)
+    return mask_to_bias(mask, q.dtype) if mask.dtype == torch.bool else mask
 
 
 def no_zero_strides(t: Tensor) -> Tensor:
@@ -182,9 +177,42 @@ def seq_lens(
     )
 
 
+def _is_int(x: object) -> bool:
+    """An integer that is no bool (Python or NumPy integers, as ``operator.index`` takes)."""
+    if isinstance(x, bool) or type(x).__name__ == "bool_":
+        return False
+    try:
+        operator.index(x)  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    return True
+
+
+def _int32_lengths(name: str, value: Tensor) -> Tensor:
+    """An integer length tensor as int32 without wrapping: values of a host tensor outside
+    [0, 2**31 - 1] are refused; a device tensor is never read on the host (that would stall
+    the device), so its values are clamped to that range (a negative length is then 0, a length
+    past the sequence is the whole sequence, as the engines read them).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for a host tensor holding an out-of-range length.
+    """
+    if value.device.type == "cpu":
+        if value.numel() and (int(value.min()) < 0 or int(value.max()) >= 2**31):
+            bad = value[(value < 0) | (value >= 2**31)].reshape(-1)[0].item()
+            raise fail(f"{name} lengths must be in [0, 2**31 - 1], got {bad}")
+    elif value.dtype not in (torch.int8, torch.uint8, torch.int16, torch.int32):
+        value = value.to(torch.int64).clamp(0, 2**31 - 1)
+    return value.to(dtype=torch.int32)
+
+
 def materialized(t: Tensor) -> Tensor:
     """``t`` itself, or a packed copy when it is broadcast (a stride-0 dim: ``x.sum()``'s grad)."""
     return t.contiguous() if 0 in t.stride() else t
+
+
+#: the lengths a padding tensor (int32, as hipDNN's SEQ_LEN tensors) can hold
+_LENGTHS = range(2**31)
 
 
 def _seq_lens(name: str, value: SeqLens, batch: int, full: int, device: torch.device) -> Tensor:
@@ -193,12 +221,15 @@ def _seq_lens(name: str, value: SeqLens, batch: int, full: int, device: torch.de
     if isinstance(value, torch.Tensor):
         if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
             raise fail(f"{name} must hold integers, got {value.dtype}")
-        t = value.to(device=device, dtype=torch.int32)
+        t = _int32_lengths(name, value).to(device=device)
     else:
-        try:
-            t = torch.tensor([int(x) for x in value], dtype=torch.int32, device=device)
-        except (TypeError, ValueError):
-            raise fail(f"{name} must be a tensor or a sequence of integers") from None
+        lengths = list(value) if isinstance(value, Sequence) and not isinstance(value, str) else 0
+        if not isinstance(lengths, list) or not all(_is_int(x) for x in lengths):
+            raise fail(f"{name} must be a tensor or a sequence of integers, got {value!r}")
+        bad = next((x for x in lengths if int(x) not in _LENGTHS), None)
+        if bad is not None:
+            raise fail(f"{name} lengths must be in [0, 2**31 - 1], got {bad!r}")
+        t = torch.tensor([int(x) for x in lengths], dtype=torch.int32, device=device)
     if t.numel() != batch:
         raise fail(f"{name} must have one length per batch ({batch}), got {t.numel()}")
     return t.reshape(batch, 1, 1, 1).contiguous()

@@ -59,6 +59,16 @@ class GraphCache(Generic[T]):
         self._misses = 0
         self._maxsize = _checked_size(maxsize)
 
+    def get(self, key: Hashable) -> T | None:
+        """The cached value for ``key`` (counted as a hit), or ``None`` (not counted: the
+        caller goes on to :meth:`get_or_build`, which counts the miss)."""
+        with self._lock:
+            value = self._entries.get(key)
+            if value is not None:
+                self._entries.move_to_end(key)
+                self._hits += 1
+            return value
+
     def get_or_build(self, key: Hashable, build: Callable[[], T]) -> T:
         """The cached value for ``key``, or ``build()``'s result (stored) on a miss."""
         with self._lock:

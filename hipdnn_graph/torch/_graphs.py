@@ -25,14 +25,12 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from .. import list_backends
-from ..backend import as_torch
 from ..errors import HipdnnError, NotSupportedError
 from ..graph import Graph
 from ..tensor import TensorAttributes
@@ -45,51 +43,35 @@ from ._args import (
     check_qkv,
     check_tensor,
     fail,
+    mask_to_bias,
     materialized,
     no_zero_strides,
     seq_lens,
     strides_like,
 )
-from ._cache import GraphCache
+from ._cached import (
+    CachedGraph,
+    Entry,
+    Options,
+    cache_key,
+    cached_graphs,
+    graph_cache,
+    run_cached,
+)
 
-__all__ = ["graph_cache", "sdpa_backward", "sdpa_forward"]
+__all__ = [
+    "CachedGraph",
+    "cached_graphs",
+    "checked_options",
+    "graph_cache",
+    "optional_slots",
+    "run_backward",
+    "run_forward",
+    "sdpa_backward",
+    "sdpa_forward",
+]
 
 Tensor = torch.Tensor
-
-_CACHE: GraphCache[_Entry] = GraphCache(256)
-
-
-def graph_cache() -> GraphCache[Any]:
-    """The LRU cache shared by every forward and backward graph of the torch op.
-
-    ``graph_cache().info()`` reports hits and misses, ``resize(n)`` changes the bound (256 by
-    default) and ``clear()`` empties it.
-    """
-    return _CACHE
-
-
-@dataclass(frozen=True)
-class _Options:
-    """Every keyword that changes a graph (part of the cache key)."""
-
-    #: None for the default 1/sqrt(D): left unset in the graph, the engine computes it in the
-    #: data's precision (a float64 user gets float64's 1/sqrt(D), not a binary32 attribute)
-    scale: float | None
-    causal: bool
-    alignment: DiagonalAlignment
-    left_bound: int | None
-    right_bound: int | None
-    alibi: bool
-    engine: str | None
-
-
-@dataclass
-class _Entry:
-    """A built graph and its graph tensors by slot name."""
-
-    graph: Graph
-    slots: dict[str, TensorAttributes]
-    outputs: tuple[TensorAttributes, ...]
 
 
 def sdpa_forward(
@@ -141,14 +123,10 @@ def sdpa_forward(
         NotSupportedError: when no engine (or not the forced one) runs the graph.
     """
     check_qkv(q, k, v)
-    options = _options(q, scale, is_causal, diagonal_alignment, left_bound, right_bound, alibi,
-                       engine)  # fmt: skip
+    options = checked_options(q.shape[-1], scale, is_causal, diagonal_alignment, left_bound,
+                              right_bound, alibi, engine)  # fmt: skip
     tensors = _optional_inputs(q, k, attn_mask, seq_len_q, seq_len_kv, dropout_mask, dropout_scale)
-    pack = {"Q": q, "K": k, "V": v, **tensors}
-    key = _key("fwd", pack, options)
-    entry, out = _run(key, pack, options, _forward_graph)
-    o, stats = (_torch(out[t]) for t in entry.outputs)
-    return o, stats
+    return run_forward({"Q": q, "K": k, "V": v, **tensors}, options)
 
 
 def sdpa_backward(
@@ -211,16 +189,30 @@ def sdpa_backward(
     check_qkv(q, k, v)
     for name, t in (("o", o), ("do", do), ("stats", stats)):
         check_tensor(name, t, q)
-    options = _options(q, scale, is_causal, diagonal_alignment, left_bound, right_bound, alibi,
-                       engine)  # fmt: skip
+    options = checked_options(q.shape[-1], scale, is_causal, diagonal_alignment, left_bound,
+                              right_bound, alibi, engine)  # fmt: skip
     tensors = _optional_inputs(q, k, attn_mask, seq_len_q, seq_len_kv, dropout_mask, dropout_scale)
     if dbias_shape is not None and (attn_mask is None or attn_mask.dtype == torch.bool):
         raise HipdnnError(ErrorCode.INVALID_VALUE, "dbias_shape needs a floating-point attn_mask")
     pack = {"Q": q, "K": k, "V": v, "O": o, "dO": materialized(do), "Stats": stats, **tensors}
+    return run_backward(pack, options, dbias_shape)
+
+
+def run_forward(pack: dict[str, Any], options: Options) -> tuple[Tensor, Tensor]:
+    """:func:`sdpa_forward` on arguments already checked: ``pack`` maps slot names to values
+    (Q, K, V and :func:`optional_slots`), ``options`` comes from :func:`checked_options`."""
+    o, stats = run_cached(cache_key("fwd", pack, options), pack, options, _forward_graph)
+    return o, stats
+
+
+def run_backward(
+    pack: dict[str, Any], options: Options, dbias_shape: Sequence[int] | None
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """:func:`sdpa_backward` on arguments already checked (``pack`` also holds O, a dense dO
+    and Stats)."""
     with_dbias = dbias_shape is not None
-    key = (_key("bwd", pack, options), with_dbias)
-    entry, out = _run(key, pack, options, functools.partial(_backward_graph, dbias=with_dbias))
-    grads = [_torch(out[t]) for t in entry.outputs]
+    key = (cache_key("bwd", pack, options), with_dbias)
+    grads = run_cached(key, pack, options, functools.partial(_backward_graph, dbias=with_dbias))
     dbias = None
     if dbias_shape is not None:
         dbias = grads[3].sum_to_size(tuple(dbias_shape))
@@ -228,8 +220,11 @@ def sdpa_backward(
 
 
 # ----- arguments -----
-def _options(
-    q: Tensor,
+_INT64 = range(-(2**63), 2**63)
+
+
+def checked_options(
+    head_dim: int,
     scale: float | None,
     is_causal: bool,
     alignment: DiagonalAlignment | str | None,
@@ -237,21 +232,35 @@ def _options(
     right_bound: int | None,
     alibi: bool,
     engine: str | None,
-) -> _Options:
+) -> Options:
+    """The graph-changing keywords, checked as the core API checks them (flags are bools, bounds
+    int64 integers, the scale a finite number).
+
+    The default scale (none given, or exactly 1/sqrt(D) as torch passes it on) stays None: left
+    unset in the graph, the engine computes 1/sqrt(D) in the data's precision, so a float64
+    user gets float64's value and not a binary32 attribute.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` naming the argument.
+    """
     if scale is not None and (
         isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale)
     ):
         raise fail(f"scale must be a finite number, got {scale!r}")
-    if scale is not None and q.shape[-1] and scale == 1.0 / math.sqrt(q.shape[-1]):
-        scale = None  # the default (the torch op passes it on explicitly): the engine's own
+    if scale is not None and head_dim and scale == 1.0 / math.sqrt(head_dim):
+        scale = None
+    for name, flag in (("is_causal", is_causal), ("alibi", alibi)):
+        if not isinstance(flag, bool):
+            raise fail(f"{name} must be True or False, got {flag!r}")
     for name, bound in (("left_bound", left_bound), ("right_bound", right_bound)):
-        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)):
-            raise fail(f"{name} must be an integer or None, got {bound!r}")
+        if bound is not None and (
+            isinstance(bound, bool) or not isinstance(bound, int) or bound not in _INT64
+        ):
+            raise fail(f"{name} must be an integer (int64) or None, got {bound!r}")
     if engine is not None and not isinstance(engine, str):
         raise fail(f"engine must be an engine name or None, got {engine!r}")
-    return _Options(None if scale is None else float(scale), bool(is_causal),
-                    alignment_of(alignment), left_bound, right_bound, bool(alibi),
-                    engine)  # fmt: skip
+    return Options(None if scale is None else float(scale), is_causal, alignment_of(alignment),
+                   left_bound, right_bound, alibi, engine)  # fmt: skip
 
 
 def _optional_inputs(
@@ -263,86 +272,44 @@ def _optional_inputs(
     dropout_mask: Tensor | None,
     dropout_scale: float | None,
 ) -> dict[str, Any]:
-    """The optional graph inputs by slot name (tensors, or floats for pass-by-value scalars)."""
-    out: dict[str, Any] = {}
-    if attn_mask is not None:
-        out["Bias"] = as_bias(attn_mask, q)
+    """The optional graph inputs by slot name, after checking the arguments."""
+    bias = None if attn_mask is None else as_bias(attn_mask, q)
     lens = seq_lens(q, k, seq_len_q, seq_len_kv)
-    if lens is not None:
-        out["SEQ_LEN_Q"], out["SEQ_LEN_KV"] = lens
+    scale = 1.0
     if dropout_mask is not None:
         check_tensor("dropout_mask", dropout_mask, q)
         scale = 1.0 if dropout_scale is None else dropout_scale
         if isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0:
             raise fail(f"dropout_scale must be a positive number, got {dropout_scale!r}")
-        out["Dropout_mask"] = no_zero_strides(dropout_mask)
-        out["Dropout_scale"] = float(scale)
-        out["Dropout_scale_inv"] = 1.0 / float(scale)
+        dropout_mask = no_zero_strides(dropout_mask)
     elif dropout_scale is not None:
         raise fail("dropout_scale needs a dropout_mask")
+    slq, slkv = lens if lens is not None else (None, None)
+    return optional_slots(q.dtype, bias, slq, slkv, dropout_mask, float(scale))
+
+
+def optional_slots(
+    dtype: torch.dtype,
+    bias: Tensor | None,
+    seq_len_q: Tensor | None,
+    seq_len_kv: Tensor | None,
+    dropout_mask: Tensor | None,
+    dropout_scale: float,
+) -> dict[str, Any]:
+    """The optional graph inputs by slot name (tensors, or floats for pass-by-value scalars),
+    from arguments already checked and shaped: a rank-4 bias (a bool one becomes the additive
+    bias of ``dtype`` here, on every call, so that no stale conversion is ever reused), both
+    padding tensors or neither, a dropout mask without stride-0 dims and its scale."""
+    out: dict[str, Any] = {}
+    if bias is not None:
+        out["Bias"] = mask_to_bias(bias, dtype) if bias.dtype == torch.bool else bias
+    if seq_len_q is not None:
+        out["SEQ_LEN_Q"], out["SEQ_LEN_KV"] = seq_len_q, seq_len_kv
+    if dropout_mask is not None:
+        out["Dropout_mask"] = dropout_mask
+        out["Dropout_scale"] = dropout_scale
+        out["Dropout_scale_inv"] = 1.0 / dropout_scale
     return out
-
-
-# ----- the cache -----
-def _key(kind: str, pack: dict[str, Any], options: _Options) -> Hashable:
-    device = pack["Q"].device
-    signature = tuple(
-        (slot, tuple(t.shape), t.stride(), t.dtype) if isinstance(t, torch.Tensor) else (slot,)
-        for slot, t in pack.items()
-    )
-    return (kind, device.type, device.index, signature, options)
-
-
-def _run(
-    key: Hashable, pack: dict[str, Any], options: _Options, build: Any
-) -> tuple[_Entry, dict[TensorAttributes, Any]]:
-    """Run the cached graph for ``key`` (built on a miss) on ``pack``: ``(entry, outputs)``."""
-    first: list[tuple[_Entry, dict[TensorAttributes, Any]]] = []
-
-    def make() -> _Entry:
-        first.append(_first_run(build(pack, options), pack, options, build))
-        return first[0][0]
-
-    entry = _CACHE.get_or_build(key, make)
-    if first:  # the outputs of the entry that ran (another thread's may have been cached)
-        return first[0]
-    return entry, entry.graph.run(_variant_pack(entry, pack))
-
-
-def _variant_pack(entry: _Entry, pack: dict[str, Any]) -> dict[TensorAttributes, Any]:
-    return {entry.slots[s]: t for s, t in pack.items() if s in entry.slots}
-
-
-def _first_run(
-    entry: _Entry, pack: dict[str, Any], options: _Options, build: Any
-) -> tuple[_Entry, dict[TensorAttributes, Any]]:
-    """Run a freshly built graph; CPU tensors skip engines that cannot run on the CPU.
-
-    The engine contract has no device: on a machine with a GPU the fused engines accept a
-    graph of CPU tensors and fail when they run, so the next ranked engine is tried (only when
-    no engine was forced, and only for ``GRAPH_EXECUTION_FAILED``).
-    """
-    names = entry.graph.get_engine_names()
-    while True:
-        try:
-            return entry, entry.graph.run(_variant_pack(entry, pack))
-        except HipdnnError as err:
-            tried = entry.graph.get_plan_name()
-            rest = names[names.index(tried) + 1 :] if tried in names else []
-            retry = (
-                err.code == ErrorCode.GRAPH_EXECUTION_FAILED
-                and pack["Q"].device.type == "cpu"
-                and options.engine is None
-                and rest
-            )
-            if not retry:
-                raise
-            entry = build(pack, options, prefer=rest[0])
-            names = rest
-
-
-def _torch(value: Any) -> Tensor:
-    return value if isinstance(value, torch.Tensor) else as_torch(value)
 
 
 # ----- graphs -----
@@ -377,7 +344,7 @@ def _data_type(dtype: torch.dtype) -> DataType:
     raise fail(f"tensors of dtype {dtype} are not supported")
 
 
-def _keywords(options: _Options, slots: dict[str, TensorAttributes]) -> dict[str, Any]:
+def _keywords(options: Options, slots: dict[str, TensorAttributes]) -> dict[str, Any]:
     bottom_right = options.alignment == DiagonalAlignment.BOTTOM_RIGHT
     kw: dict[str, Any] = {
         "attn_scale": options.scale,  # None: unset, 1/sqrt(D) in the data's precision
@@ -396,7 +363,7 @@ def _keywords(options: _Options, slots: dict[str, TensorAttributes]) -> dict[str
     return kw
 
 
-def _forward_graph(pack: dict[str, Any], options: _Options, prefer: str | None = None) -> _Entry:
+def _forward_graph(pack: dict[str, Any], options: Options, prefer: str | None = None) -> Entry:
     pack = {s: t for s, t in pack.items() if s != "Dropout_scale_inv"}
     g, slots = _graph(pack, "hipdnn_torch_sdpa_fwd")
     kw = _keywords(options, slots)
@@ -412,12 +379,12 @@ def _forward_graph(pack: dict[str, Any], options: _Options, prefer: str | None =
     for t in (o, stats):
         t.set_output(True)
     _build(g, options.engine or prefer, forced=options.engine is not None)
-    return _Entry(g, slots, (o, stats))
+    return Entry(g, slots, (o, stats))
 
 
 def _backward_graph(
-    pack: dict[str, Any], options: _Options, prefer: str | None = None, *, dbias: bool = False
-) -> _Entry:
+    pack: dict[str, Any], options: Options, prefer: str | None = None, *, dbias: bool = False
+) -> Entry:
     g, slots = _graph(pack, "hipdnn_torch_sdpa_bwd")
     kw = _keywords(options, slots)
     if "Dropout_mask" in slots:
@@ -438,7 +405,7 @@ def _backward_graph(
     for t in outputs:
         t.set_output(True)
     _build(g, options.engine or prefer, forced=options.engine is not None)
-    return _Entry(g, slots, outputs)
+    return Entry(g, slots, outputs)
 
 
 def _build(g: Graph, engine: str | None, *, forced: bool) -> None:

@@ -1,25 +1,40 @@
 """``scaled_dot_product_attention``: torch's SDPA semantics on hipdnn-graph, with autograd.
 
-Two ``torch.library`` custom ops carry the work: ``hipdnn_graph::sdpa_fwd`` runs the SdpaFwd
-graph (O and Stats) and ``hipdnn_graph::sdpa_bwd`` the SdpaBwd graph fed exactly those. The
-forward op has an autograd formula (``register_autograd``) and both have fake kernels
-(``register_fake``), so ``torch.compile(fullgraph=True)`` traces them without graph breaks.
-The Python wrapper does what must stay differentiable or random outside the ops: it turns a
-bool mask into a bias, shapes the bias for the graph, and draws the dropout mask from torch's
-generator.
+Two routes reach the same cached graphs (:mod:`._graphs`):
+
+* eager calls go through a plain ``torch.autograd.Function`` (:class:`_SdpaFunction`): its
+  forward runs the SdpaFwd graph (O and Stats), its backward the SdpaBwd graph fed exactly
+  those. The arguments are checked once, in the public function; a call whose graph is cached
+  builds nothing, and the graph's plan is called directly (see :mod:`hipdnn_graph.prepared`).
+* under ``torch.compile`` two ``torch.library`` custom ops carry the work:
+  ``hipdnn_graph::sdpa_fwd`` and ``hipdnn_graph::sdpa_bwd``, with an autograd formula
+  (``register_autograd``) and fake kernels (``register_fake``), so that
+  ``torch.compile(fullgraph=True)`` traces them without graph breaks. The custom-op
+  dispatcher's layers cost far more host time than the kernels of a small problem, which is
+  why eager calls do not take them.
+
+The Python wrapper does what must stay differentiable or random outside the graphs: it shapes
+the mask for the graph (a bool mask is turned into a bias by each graph call, afresh) and draws
+the dropout mask from torch's generator.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
 from ..errors import HipdnnError
 from ..types import DiagonalAlignment, ErrorCode
-from ._args import SeqLens, alignment_of, as_bias, check_qkv, seq_lens, strides_like
-from ._graphs import sdpa_backward, sdpa_forward
+from ._args import SeqLens, as_mask, check_qkv, fail, materialized, seq_lens, strides_like
+from ._graphs import (
+    checked_options,
+    optional_slots,
+    run_backward,
+    run_forward,
+    sdpa_backward,
+    sdpa_forward,
+)
 
 __all__ = ["scaled_dot_product_attention"]
 
@@ -36,7 +51,7 @@ def sdpa_fwd_op(
     seq_len_kv: Tensor | None,
     dropout_mask: Tensor | None,
     dropout_scale: float,
-    scale: float,
+    scale: float | None,
     is_causal: bool,
     alignment: int,
     left_bound: int | None,
@@ -76,7 +91,7 @@ def sdpa_bwd_op(
     seq_len_kv: Tensor | None,
     dropout_mask: Tensor | None,
     dropout_scale: float,
-    scale: float,
+    scale: float | None,
     is_causal: bool,
     alignment: int,
     left_bound: int | None,
@@ -136,6 +151,50 @@ def _backward(ctx: Any, do: Tensor, _dstats: Tensor | None) -> tuple[Any, ...]:
 sdpa_fwd_op.register_autograd(_backward, setup_context=_setup_context)
 
 
+class _SdpaFunction(torch.autograd.Function):
+    """The eager route: the forward and backward graphs without the custom-op layers.
+
+    Takes what the public function checked and shaped: Q, K, V, the rank-4 mask (bool or
+    float), the padding tensors, the dropout mask, its scale and the graph options.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        bias: Tensor | None,
+        slq: Tensor | None,
+        slkv: Tensor | None,
+        mask: Tensor | None,
+        drop_scale: float,
+        options: Any,
+    ) -> Tensor:
+        # the graphs read detached tensors (as the variant-pack check hands them to engines);
+        # detached once here, and saved so, the backward has none left to detach
+        q, k, v = (t.detach() if t.requires_grad else t for t in (q, k, v))
+        if bias is not None and bias.requires_grad:
+            bias = bias.detach()
+        extra = optional_slots(q.dtype, bias, slq, slkv, mask, drop_scale)
+        o, stats = run_forward({"Q": q, "K": k, "V": v, **extra}, options)
+        ctx.save_for_backward(q, k, v, bias, slq, slkv, mask, o.detach(), stats)
+        ctx.drop_scale = drop_scale
+        ctx.options = options
+        return o
+
+    @staticmethod
+    def backward(ctx: Any, do: Tensor) -> tuple[Any, ...]:
+        # the graphs read detached tensors, so no autograd history is recorded even under
+        # create_graph=True: the gradients are not differentiable again (as with the custom op)
+        q, k, v, bias, slq, slkv, mask, o, stats = ctx.saved_tensors
+        bias_grad = bias is not None and ctx.needs_input_grad[3]
+        extra = optional_slots(q.dtype, bias, slq, slkv, mask, ctx.drop_scale)
+        pack = {"Q": q, "K": k, "V": v, "O": o, "dO": materialized(do), "Stats": stats, **extra}
+        dq, dk, dv, dbias = run_backward(pack, ctx.options, bias.shape if bias_grad else None)
+        return dq, dk, dv, dbias, None, None, None, None, None
+
+
 # ----- the public op -----
 def scaled_dot_product_attention(
     query: Tensor,
@@ -160,8 +219,9 @@ def scaled_dot_product_attention(
     The arguments torch has mean what they mean there: a float ``attn_mask`` is added to the
     scores (broadcast from any shape with each dim full or 1; its gradient, when it requires
     one, comes from the graph's dBias reduced over its broadcast dims), a bool mask keeps the
-    pairs where it is True, ``is_causal`` is top-left, ``scale`` defaults to ``1/sqrt(D)``,
-    ``enable_gqa`` lets K and V have fewer heads (dividing Q's). ``dropout_p > 0`` draws one
+    pairs where it is True (converted on every call, never cached), ``is_causal`` is top-left,
+    ``scale`` defaults to ``1/sqrt(D)``, ``enable_gqa`` lets K and V have fewer heads (dividing
+    Q's). ``dropout_p > 0`` draws one
     keep mask from torch's generator (``torch.manual_seed`` reproduces it) and feeds the same
     mask to the forward and backward graphs. Unlike torch, ``attn_mask`` and ``is_causal`` may
     be combined (hipDNN applies both).
@@ -180,11 +240,18 @@ def scaled_dot_product_attention(
         >>> out.sum().backward(); q.grad.shape
         torch.Size([1, 4, 8, 16])
 
+    Flags (``is_causal``, ``enable_gqa``, ``alibi``) must be bools and the band bounds int64
+    integers (no bools, no floats); padding lengths given as a sequence or a CPU tensor must lie
+    in ``[0, 2**31 - 1]`` (a device tensor is never read on the host: its lengths are clamped
+    to that range, a negative length counting as 0).
+
     Raises:
         HipdnnError: ``INVALID_VALUE`` for bad arguments.
         NotSupportedError: when no engine (or not the forced one) runs the problem.
     """
     check_qkv(query, key, value)
+    if not isinstance(enable_gqa, bool):
+        raise fail(f"enable_gqa must be True or False, got {enable_gqa!r}")
     h = query.shape[1]
     if not enable_gqa and (key.shape[1] != h or value.shape[1] != h):
         raise HipdnnError(
@@ -192,16 +259,21 @@ def scaled_dot_product_attention(
             f"key/value heads ({key.shape[1]}, {value.shape[1]}) differ from query heads ({h}); "
             "pass enable_gqa=True for grouped-query attention",
         )
-    bias = None if attn_mask is None else as_bias(attn_mask, query)
+    options = checked_options(query.shape[-1], scale, is_causal, diagonal_alignment, left_bound,
+                              right_bound, alibi, engine)  # fmt: skip
+    bias = None if attn_mask is None else as_mask(attn_mask, query)
     mask, drop_scale = _dropout(query, key, dropout_p)
     lens = seq_lens(query, key, seq_len_q, seq_len_kv)
     slq, slkv = lens if lens is not None else (None, None)
-    if scale is None:
-        scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
-    alignment = int(alignment_of(diagonal_alignment))
+    if not torch.compiler.is_compiling():
+        out = _SdpaFunction.apply(  # type: ignore[no-untyped-call]
+            query, key, value, bias, slq, slkv, mask, drop_scale, options
+        )
+        return out  # type: ignore[no-any-return]
     o, _ = sdpa_fwd_op(
-        query, key, value, bias, slq, slkv, mask, drop_scale, float(scale), bool(is_causal),
-        alignment, left_bound, right_bound, bool(alibi), engine,
+        query, key, value, bias, slq, slkv, mask, drop_scale, options.scale, options.causal,
+        int(options.alignment), options.left_bound, options.right_bound, options.alibi,
+        options.engine,
     )  # fmt: skip
     return o  # type: ignore[no-any-return]
 

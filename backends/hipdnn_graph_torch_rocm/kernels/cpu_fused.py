@@ -1,0 +1,107 @@
+"""The math engine's CPU shortcut: torch's fused CPU attention kernel for plain nodes.
+
+``torch.nn.functional.scaled_dot_product_attention`` runs CPU tensors on one fused kernel
+(``aten._scaled_dot_product_flash_attention_for_cpu`` and its backward); the chunked matmuls of
+:mod:`.math` cost several times its host time on small problems. A node that kernel computes
+exactly (no bias, ALiBi, band, padding or dropout; a causal mask only top-left or on a square
+problem; as many K/V heads as Q heads; equal head dims; the compute type that the kernel
+accumulates in) runs on it when its tensors are on the CPU; anything else, and every other
+device, keeps the chunked kernels. The results have the chunked kernels' contract: ``(O, Stats)``
+with Stats ``[B, H, Sq, 1]``, and ``(dQ, dK, dV, None)`` from the given O and Stats.
+
+Example:
+    >>> import torch
+    >>> from hipdnn_graph_torch_rocm.kernels import cpu_fused, math
+    >>> q = k = v = torch.randn(1, 2, 4, 8)
+    >>> o, stats = cpu_fused.forward(q, k, v, scale=0.5, causal=True)
+    >>> ref, _ = math.sdpa_forward(q, k, v, scale=0.5, right_bound=0)
+    >>> torch.allclose(o, ref, atol=1e-6), stats.shape
+    (True, torch.Size([1, 2, 4, 1]))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+__all__ = ["applies", "backward", "forward", "on_cpu"]
+
+Tensor = torch.Tensor
+
+_FORWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+
+#: what the fused CPU kernel accumulates in, by input dtype
+_ACCUMULATE = {
+    torch.float16: torch.float32,
+    torch.bfloat16: torch.float32,
+    torch.float32: torch.float32,
+    torch.float64: torch.float64,
+}
+
+
+def applies(
+    *,
+    io: torch.dtype,
+    compute: torch.dtype,
+    heads: tuple[int, int, int],
+    dims: tuple[int, int],
+    seq: tuple[int, int],
+    causal: bool | None,
+    bottom_right: bool,
+) -> bool:
+    """Whether the fused CPU kernel computes a node exactly as the chunked kernels do.
+
+    ``causal`` is True for a causal mask, False for no mask and None for any other window.
+    """
+    h, hk, hv = heads
+    sq, skv = seq
+    return (
+        causal is not None
+        and _ACCUMULATE.get(io) == compute
+        and h == hk == hv
+        and dims[0] == dims[1]
+        and min(h, sq, skv, dims[0]) > 0
+        and not (causal and bottom_right and sq != skv)
+    )
+
+
+def forward(
+    q: Tensor, k: Tensor, v: Tensor, *, scale: float, causal: bool
+) -> tuple[Tensor, Tensor]:
+    """``(O, Stats)``: O in q's dtype, Stats ``[B, H, Sq, 1]`` natural-log LSE."""
+    o, lse = _FORWARD(q, k, v, 0.0, causal, scale=scale)
+    return o, lse.unsqueeze(-1)
+
+
+def backward(
+    q: Tensor, k: Tensor, v: Tensor, o: Tensor, do: Tensor, stats: Tensor, *, scale: float,
+    causal: bool,
+) -> tuple[Tensor, Tensor, Tensor, None]:  # fmt: skip
+    """``(dQ, dK, dV, None)`` from the given O and Stats (an LSE of ``−inf`` never occurs here:
+    every row of a plain or top-left causal problem sees a key)."""
+    dtype = q.dtype
+    lse = stats.reshape(stats.shape[:3])
+    if lse.dtype is not _ACCUMULATE[dtype]:
+        lse = lse.to(_ACCUMULATE[dtype])
+    if do.dtype is not dtype:
+        do = do.to(dtype)
+    if o.dtype is not dtype:
+        o = o.to(dtype)
+    dq, dk, dv = _BACKWARD(do, q, k, v, o, lse, 0.0, causal, scale=scale)
+    return dq, dk, dv, None
+
+
+def on_cpu(
+    chunked: Callable[..., Any], fused: Callable[..., Any], causal: bool
+) -> Callable[..., Any]:
+    """A kernel that runs ``fused`` on CPU tensors and ``chunked`` elsewhere (same keywords)."""
+
+    def run(*args: Any, **kw: Any) -> Any:
+        if args[0].is_cpu:
+            return fused(*args, scale=kw["scale"], causal=causal)
+        return chunked(*args, **kw)
+
+    return run

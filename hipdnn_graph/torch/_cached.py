@@ -1,0 +1,219 @@
+"""The torch op's graph cache: its entries, their keys, and the hot path of a cache hit.
+
+Graphs are keyed by everything that changes them or the variant-pack check (each slot's shape,
+strides and dtype, Q's device, the options), so a hit builds nothing and checks nothing again:
+the graph's plan is called directly (:class:`~hipdnn_graph.prepared.PreparedRun`). A miss
+builds the graph (the builder is passed in by :mod:`._graphs`) and runs it once through
+``Graph.run``, with every check. :func:`cached_graphs` lists the entries with their engines.
+
+Example:
+    >>> import torch
+    >>> from hipdnn_graph.torch._graphs import sdpa_forward
+    >>> from hipdnn_graph.torch._cached import graph_cache
+    >>> graph_cache().clear()
+    >>> q = torch.randn(1, 1, 4, 8)
+    >>> _ = sdpa_forward(q, q, q); _ = sdpa_forward(q + 1, q, q)
+    >>> graph_cache().info()[:2]  # (hits, misses)
+    (1, 1)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import torch
+
+from ..backend import as_torch
+from ..errors import HipdnnError
+from ..graph import Graph
+from ..prepared import PreparedRun, prepared_run
+from ..tensor import TensorAttributes
+from ..types import DiagonalAlignment, ErrorCode
+from ._cache import GraphCache
+
+__all__ = [
+    "CachedGraph",
+    "Entry",
+    "Options",
+    "cache_key",
+    "cached_graphs",
+    "graph_cache",
+    "run_cached",
+]
+
+Tensor = torch.Tensor
+
+_CACHE: GraphCache[Entry] = GraphCache(256)
+
+#: the op's graph builds and engine fall-throughs, at DEBUG (engine choices themselves are
+#: logged by ``hipdnn_graph.engines``)
+_LOG = logging.getLogger("hipdnn_graph.torch")
+
+
+def graph_cache() -> GraphCache[Any]:
+    """The LRU cache shared by every forward and backward graph of the torch op.
+
+    ``graph_cache().info()`` reports hits and misses, ``resize(n)`` changes the bound (256 by
+    default) and ``clear()`` empties it.
+    """
+    return _CACHE
+
+
+class CachedGraph(NamedTuple):
+    """One graph of the torch op's cache, as :func:`cached_graphs` lists it."""
+
+    #: ``"forward"`` (SdpaFwd: O and Stats) or ``"backward"`` (SdpaBwd: the gradients)
+    kind: str
+    #: the engine its plan runs on (``Graph.get_plan_name()``)
+    engine: str
+    #: the engines that applied, best first (``Graph.get_engine_names()``)
+    ranked: tuple[str, ...]
+    #: each input tensor's dims by slot (``"Q"``, ``"K"``, ``"Bias"``, ``"SEQ_LEN_Q"``, …)
+    shapes: dict[str, tuple[int, ...]]
+    #: the built graph itself (``to_dot()``, ``get_engine_refusals()``, ``serialize()``, …)
+    graph: Graph
+
+
+def cached_graphs() -> list[CachedGraph]:
+    """The graphs the torch op has built and cached, least recently used first, each with the
+    engine it runs on.
+
+    Example:
+        >>> import torch
+        >>> from hipdnn_graph.torch import cached_graphs, graph_cache
+        >>> from hipdnn_graph.torch import scaled_dot_product_attention as sdpa
+        >>> graph_cache().clear()
+        >>> q = torch.randn(1, 2, 8, 4, requires_grad=True)
+        >>> sdpa(q, q, q, is_causal=True).sum().backward()
+        >>> for g in cached_graphs():
+        ...     print(g.kind, g.engine, g.shapes["Q"])
+        forward TORCH_SDPA_MATH_ENGINE (1, 2, 8, 4)
+        backward TORCH_SDPA_MATH_ENGINE (1, 2, 8, 4)
+    """
+    return [
+        CachedGraph(
+            "backward" if "dO" in entry.slots else "forward",
+            entry.graph.get_plan_name(),
+            tuple(entry.graph.get_engine_names()),
+            {slot: tuple(t.dim) for slot, t in entry.slots.items() if not t.is_pass_by_value},
+            entry.graph,
+        )
+        for entry in _CACHE.values()
+    ]
+
+
+class Options(NamedTuple):
+    """Every keyword that changes a graph (part of the cache key; a tuple, hashed in C)."""
+
+    #: None for the default 1/sqrt(D), computed by the engine in the data's precision
+    scale: float | None
+    causal: bool
+    alignment: DiagonalAlignment
+    left_bound: int | None
+    right_bound: int | None
+    alibi: bool
+    engine: str | None
+
+
+@dataclass
+class Entry:
+    """A built graph, its graph tensors by slot name, and what a cache hit needs to run it."""
+
+    graph: Graph
+    slots: dict[str, TensorAttributes]
+    outputs: tuple[TensorAttributes, ...]
+    #: the plan called directly (the cache key fixed every fact the variant-pack check reads),
+    #: or None for engines that need ``Graph.run``'s conversions
+    call: PreparedRun | None = field(init=False)
+    #: (slot, uid) of every graph input, and the uids of the outputs, in ``outputs`` order
+    order: tuple[tuple[str, int], ...] = field(init=False)
+    out_uids: tuple[int, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.call = prepared_run(self.graph)
+        self.order = tuple((slot, t.get_uid()) for slot, t in self.slots.items())
+        self.out_uids = tuple(t.get_uid() for t in self.outputs)
+
+    def run(self, pack: dict[str, Any]) -> list[Tensor]:
+        """The outputs of one run on ``pack`` (slot -> value, with this entry's cache key)."""
+        call = self.call
+        if call is None:
+            out = self.graph.run(_variant_pack(self, pack))
+            return [_torch(out[t]) for t in self.outputs]
+        buffers = call({uid: pack[slot] for slot, uid in self.order})
+        return [buffers[uid] for uid in self.out_uids]
+
+
+def cache_key(kind: str, pack: dict[str, Any], options: Options) -> Hashable:
+    """Everything the graph and the variant-pack check depend on: each slot's shape, strides
+    and dtype (its name alone for a scalar), Q's device, the options."""
+    signature = tuple(
+        (slot, t.shape, t.stride(), t.dtype) if isinstance(t, Tensor) else slot
+        for slot, t in pack.items()
+    )
+    return (kind, pack["Q"].device, signature, options)
+
+
+def run_cached(key: Hashable, pack: dict[str, Any], options: Options, build: Any) -> list[Tensor]:
+    """The outputs of the cached graph for ``key`` (built and checked on a miss) on ``pack``."""
+    entry = _CACHE.get(key)
+    if entry is not None:
+        return entry.run(pack)
+    first: list[tuple[Entry, list[Tensor]]] = []
+
+    def make() -> Entry:
+        first.append(_first_run(build(pack, options), pack, options, build))
+        return first[0][0]
+
+    entry = _CACHE.get_or_build(key, make)
+    if first:  # the outputs of the entry that ran (another thread's may have been cached)
+        return first[0][1]
+    return entry.run(pack)
+
+
+def _variant_pack(entry: Entry, pack: dict[str, Any]) -> dict[TensorAttributes, Any]:
+    return {entry.slots[s]: t for s, t in pack.items() if s in entry.slots}
+
+
+def _first_run(
+    entry: Entry, pack: dict[str, Any], options: Options, build: Any
+) -> tuple[Entry, list[Tensor]]:
+    """Run a freshly built graph through ``Graph.run`` (every variant-pack check, once per
+    cache entry); CPU tensors skip engines that cannot run on the CPU.
+
+    The engine contract has no device: on a machine with a GPU the fused engines accept a
+    graph of CPU tensors and fail when they run, so the next ranked engine is tried (only when
+    no engine was forced, and only for ``GRAPH_EXECUTION_FAILED``).
+    """
+    names = entry.graph.get_engine_names()
+    while True:
+        try:
+            out = entry.graph.run(_variant_pack(entry, pack))
+            if _LOG.isEnabledFor(logging.DEBUG):
+                shapes = {s: tuple(t.dim) for s, t in entry.slots.items() if not t.is_pass_by_value}
+                _LOG.debug("built graph '%s' on engine %s for %s (cached)",
+                           entry.graph.get_name(), entry.graph.get_plan_name(), shapes)  # fmt: skip
+            return entry, [_torch(out[t]) for t in entry.outputs]
+        except HipdnnError as err:
+            tried = entry.graph.get_plan_name()
+            rest = names[names.index(tried) + 1 :] if tried in names else []
+            retry = (
+                err.code == ErrorCode.GRAPH_EXECUTION_FAILED
+                and pack["Q"].device.type == "cpu"
+                and options.engine is None
+                and rest
+            )
+            if not retry:
+                raise
+            if _LOG.isEnabledFor(logging.DEBUG):
+                _LOG.debug("graph '%s': engine %s failed on CPU tensors (%s); trying %s",
+                           entry.graph.get_name(), tried, err, rest[0])  # fmt: skip
+            entry = build(pack, options, prefer=rest[0])
+            names = rest
+
+
+def _torch(value: Any) -> Tensor:
+    return value if isinstance(value, torch.Tensor) else as_torch(value)
