@@ -60,6 +60,7 @@ __all__ = [
     "PHILOX_W0",
     "PHILOX_W1",
     "dropout_keep_mask",
+    "dropout_keep_words",
     "dropout_scale",
     "dropout_threshold",
     "dropout_uniforms",
@@ -173,6 +174,33 @@ def dropout_threshold(p: float) -> np.float32:
             ErrorCode.INVALID_VALUE, f"philox dropout: probability must be in [0, 1), got {p}"
         )
     return np.float32(p)
+
+
+def dropout_keep_words(p: float) -> int:
+    """The smallest 32-bit word whose uniform is kept: ``u(x) > fl32(p)`` iff ``x >= this``.
+
+    :func:`uniform_from_bits` never decreases as ``x`` grows, so the keep rule is one integer
+    comparison of the raw Philox word; this lets an engine skip the float conversion (the torch
+    math engine does). ``2**32`` means that no word is kept.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` unless ``0 <= p < 1``.
+
+    Example:
+        >>> from hipdnn_graph.philox import dropout_keep_words, uniform_from_bits
+        >>> t = dropout_keep_words(0.5)
+        >>> t, float(uniform_from_bits(t - 1)[()]), float(uniform_from_bits(t)[()])
+        (2147483777, 0.5, 0.5000000596046448)
+    """
+    threshold = dropout_threshold(p)
+    lo, hi = 0, 1 << 32  # invariant: u(lo - 1) <= threshold (or lo == 0), u(hi) > threshold
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if uniform_from_bits(np.uint32(mid))[()] > threshold:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def dropout_scale(p: float) -> float:
