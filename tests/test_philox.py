@@ -95,6 +95,17 @@ def test_blocks_equal_slices_of_the_whole_matrix(monkeypatch: pytest.MonkeyPatch
         block = philox.dropout_uniforms(2**40 + 3, 5, shape, rows=rows, cols=cols)
         np.testing.assert_array_equal(block, whole[:, :, rows[0] : rows[1], cols[0] : cols[1]])
     assert philox.dropout_uniforms(1, 2, shape, rows=(3, 3)).shape == (2, 3, 0, 129)
+    block = philox.dropout_uniforms(2**40 + 3, 5, shape, batches=(1, 2), heads=(1, 3), cols=(7, 9))
+    np.testing.assert_array_equal(block, whole[1:2, 1:3, :, 7:9])
+
+
+def test_keep_mask_is_the_uniforms_above_p() -> None:
+    shape = (2, 3, 17, 40)
+    u = philox.dropout_uniforms(11, 3, shape)
+    for p in (0.0, 0.1, 0.5, 0.9):
+        np.testing.assert_array_equal(philox.dropout_keep_mask(11, 3, p, shape), u > np.float32(p))
+    block = philox.dropout_keep_mask(11, 3, 0.5, shape, batches=(1, 2), heads=(2, 3), rows=(4, 5))
+    np.testing.assert_array_equal(block, u[1:2, 2:3, 4:5] > 0.5)
 
 
 def test_int64_values_read_as_unsigned() -> None:
@@ -160,6 +171,8 @@ def test_keep_mask_rate_and_determinism() -> None:
         (lambda: philox.dropout_uniforms(0, 0, (1, 1, -2, 2)), "shape"),
         (lambda: philox.dropout_uniforms(0, 0, (1, 1, 4, 4), rows=(3, 5)), "rows (3, 5)"),
         (lambda: philox.dropout_uniforms(0, 0, (1, 1, 4, 4), cols=(2, 1)), "cols (2, 1)"),
+        (lambda: philox.dropout_uniforms(0, 0, (1, 1, 4, 4), batches=(0, 2)), "batches (0, 2)"),
+        (lambda: philox.dropout_keep_mask(0, 0, 0.5, (1, 2, 4, 4), heads=(-1, 1)), "heads"),
         (lambda: philox.dropout_keep_mask(0, 0, 1.0, (1, 1, 2, 2)), "[0, 1)"),
         (lambda: philox.dropout_keep_mask(0, 0, float("nan"), (1, 1, 2, 2)), "[0, 1)"),
         (lambda: philox.dropout_scale(-0.1), "[0, 1)"),
