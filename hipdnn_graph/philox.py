@@ -386,7 +386,10 @@ def dropout_keep_mask(
         offset: The 64-bit stream offset (read as unsigned).
         p: The dropout probability, in ``[0, 1)``.
         shape: ``[B, H, Sq, Skv]`` of the whole attention matrix.
-        rows, cols, batches, heads: The block to return, as in :func:`dropout_uniforms`.
+        rows: ``(start, stop)`` of the query rows to return; all of them by default.
+        cols: ``(start, stop)`` of the key columns to return; all of them by default.
+        batches: ``(start, stop)`` of the batch elements to return; all by default.
+        heads: ``(start, stop)`` of the heads to return; all by default.
 
     Returns:
         bool ``[B, H, Sq, Skv]`` or the requested block of it; no float array is made (the
