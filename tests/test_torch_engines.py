@@ -86,8 +86,8 @@ def test_run_returns_outputs_with_the_declared_type_and_layout() -> None:
     assert out[t["dK"]].shape == (1, 2, 32, 16)
 
 
-@pytest.mark.parametrize("name", [n for n, _, _ in ENGINES])
-def test_philox_dropout_is_refused_by_every_torch_engine(
+@pytest.mark.parametrize("name", FUSED)
+def test_philox_dropout_is_refused_by_every_fused_torch_engine(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With a (pretended) CUDA device, so that the fused engines get past the device check."""

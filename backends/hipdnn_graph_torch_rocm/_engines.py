@@ -21,13 +21,15 @@ scalars and calls the kernel.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import ScalarSource, SdpaProblem, Support
+from hipdnn_graph.backend import PhiloxDropout, ScalarSource, SdpaProblem, Support
+from hipdnn_graph.backend.dropout import read_int
 from hipdnn_graph.backend.dtypes import torch_dtype
 
 from ._ranking import ENGINES, Features, deferral
@@ -44,13 +46,18 @@ def torch_available() -> bool:
 
 
 def _common_refusal(p: SdpaProblem) -> str | None:
-    node = f"node '{p.name}'"
-    if p.dropout_probability and not p.has("Dropout_mask"):
-        return (
-            f"{node}: philox dropout (dropout_probability with seed/offset) cannot be reproduced "
-            "from the graph's Seed/Offset; give an explicit Dropout_mask and Dropout_scale"
-        )
-    return p.data_type_problem()
+    return p.philox_problem() or p.data_type_problem()
+
+
+def _philox_refusal(p: SdpaProblem, family: str) -> str | None:
+    """Fused kernels draw dropout from streams of their own: only the math engine runs the
+    documented stream of :mod:`hipdnn_graph.philox`."""
+    if p.philox is None:
+        return None
+    return (
+        f"node '{p.name}': philox dropout runs on TORCH_SDPA_MATH_ENGINE (the documented "
+        f"Philox stream); {family} does not draw it"
+    )
 
 
 #: the backward's gradient slots, in the order the kernels return them
@@ -170,6 +177,9 @@ class TorchSdpaEngine:
             if p.compute_data_type not in (hg.DataType.FLOAT, hg.DataType.DOUBLE):
                 return f"{node}: compute type {p.compute_data_type.name} (FLOAT or DOUBLE only)"
             return None
+        philox = _philox_refusal(p, self.op)
+        if philox is not None:
+            return philox
         if p.compute_data_type != hg.DataType.FLOAT:
             return f"{node}: fused kernels compute in FLOAT, not {p.compute_data_type.name}"
         io = p.tensors["Q"].data_type
@@ -251,6 +261,8 @@ class TorchSdpaEngine:
                 runtime.append((key, source.uid, convert))
             else:
                 static[key] = source.value if key == "scale" else source.value or 1.0
+        if self.op is None and p.philox is not None:
+            _philox_arguments(p.philox, static, runtime)
         slots = [("bias", "Bias"), ("dropout_mask", "Dropout_mask")]
         if p.padding:
             slots += [("seq_len_q", "SEQ_LEN_Q"), ("seq_len_kv", "SEQ_LEN_KV")]
@@ -360,6 +372,37 @@ def _flex_accepts(p: SdpaProblem, io: hg.DataType) -> bool:
     if not (torch.cuda.is_available() or cpu_allowed()) or _common_refusal(p):
         return False
     return _FLEX_RULES._refusal(p) is None
+
+
+def _philox_arguments(
+    d: PhiloxDropout,
+    static: dict[str, Any],
+    runtime: list[tuple[str, int, Callable[[Any], Any] | None]],
+) -> None:
+    """The math kernel's ``dropout_p``/``dropout_seed``/``dropout_offset``/``dropout_scale``: a
+    constant Seed or Offset is static, the others are read per call (a tensor stays a tensor, so
+    a device seed is read on the device)."""
+    static["dropout_p"] = d.probability
+    static["dropout_scale"] = d.scale
+    for key, source in (("dropout_seed", d.seed), ("dropout_offset", d.offset)):
+        if source.uid is None:
+            static[key] = source.value
+        else:
+            runtime.append((key, source.uid, functools.partial(_philox_scalar, source.label)))
+
+
+def _philox_scalar(label: str, value: Any) -> Any:
+    """A runtime Seed or Offset: an integer tensor of one element as it is, else a host int."""
+    import torch
+
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype in _int_dtypes(torch):
+        return value
+    return read_int(value, label)
+
+
+@functools.cache
+def _int_dtypes(torch: Any) -> frozenset[Any]:
+    return frozenset({torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8})
 
 
 def _scale_or_one(value: Any) -> float:
