@@ -27,15 +27,16 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import SdpaProblem, Support
+from hipdnn_graph.backend import SdpaProblem, Support, engine_id
 from hipdnn_graph.backend.dtypes import torch_dtype
 
-from ._ranking import ENGINES, Features, deferral
+from ._ranking import ENGINES, Features, deferral, philox_deferral
 from .replay import CudaGraphReplay
 
 __all__ = ["ENGINES", "TorchSdpaBackend", "TorchSdpaEngine", "create_engines"]
 
 _LOWP = frozenset({hg.DataType.HALF, hg.DataType.BFLOAT16})
+_INTEGER = frozenset({hg.DataType.INT64, hg.DataType.INT32})
 
 
 def torch_available() -> bool:
@@ -44,14 +45,52 @@ def torch_available() -> bool:
 
 
 def _common_refusal(p: SdpaProblem) -> str | None:
+    return p.data_type_problem()
+
+
+def _is_philox(p: SdpaProblem) -> bool:
+    """Philox dropout: a probability with Seed and Offset, and no explicit mask."""
+    return bool(p.dropout_probability) and not p.has("Dropout_mask")
+
+
+def _philox_refusal(p: SdpaProblem, op: str | None) -> str | None:
+    """Why an engine of kernel family ``op`` cannot draw this node's philox dropout at all."""
     node = f"node '{p.name}'"
-    if p.dropout_probability and not p.has("Dropout_mask"):
+    if op is None or op == "flex":
         return (
             f"{node}: philox dropout (dropout_probability with seed/offset) cannot be reproduced "
             "from the graph's Seed/Offset; give an explicit Dropout_mask and Dropout_scale"
         )
-    return p.data_type_problem()
+    for slot in ("Seed", "Offset"):
+        t = p.tensors.get(slot)
+        if t is None:
+            return f"{node}: philox dropout needs both Seed and Offset"
+        if t.data_type not in _INTEGER:
+            return f"{node}: philox {slot} must be an integer tensor, not {t.data_type.name}"
+    offset = _constant(p, "Offset")
+    if offset is not None and offset % 4:
+        return (
+            f"{node}: {op} needs a philox Offset that is a multiple of 4 (torch's generator keeps "
+            f"offsets in steps of 4), got {offset}"
+        )
+    return None
 
+
+def _constant(p: SdpaProblem, slot: str) -> int | None:
+    """The value of a constant (not pass-by-value) scalar slot, else None."""
+    t = p.tensors.get(slot)
+    if t is None or t.value is None or t.is_pass_by_value:
+        return None
+    return int(t.value)
+
+
+#: why plans with philox dropout always run eagerly (see :mod:`.replay`)
+_NO_PHILOX_REPLAY = (
+    "philox dropout: a captured forward would draw its mask from the CUDA generator's state at "
+    "replay time (torch's fused forward ops take no seed), not from the graph's Seed and "
+    "Offset, and the memory-efficient backward reads its seed on the host, which a capture "
+    "cannot record"
+)
 
 #: the backward's gradient slots, in the order the kernels return them
 _GRADS = ("dQ", "dK", "dV", "dBias")
@@ -155,14 +194,37 @@ class TorchSdpaEngine:
                 return Support.no(f"{self.op} needs a CUDA or ROCm device; none is available")
             if self.op == "cudnn" and torch.version.hip:
                 return Support.no("cuDNN attention does not exist in ROCm builds of torch")
+        preferred = graph.get_preferred_engine_id_ext() == engine_id(self.name)
         for node in graph.nodes:
             if not isinstance(node, hg.SdpaBwdNode | hg.SdpaFwdNode):
                 return Support.no(f"{type(node).__name__} is not implemented")
             p = SdpaProblem.from_node(node)
-            reason = _common_refusal(p) or self._refusal(p)
+            philox = _is_philox(p)
+            reason = (
+                _common_refusal(p)
+                or (_philox_refusal(p, self.op) if philox else None)
+                or self._refusal(p)
+                or (self._philox_deferral(p, preferred) if philox else None)
+            )
             if reason is not None:
                 return Support.no(reason)
         return Support.yes()
+
+    def dropout_stream(self) -> str | None:
+        """The Philox stream this engine's philox dropout draws its mask from on this torch
+        build (None: the engine runs no philox dropout). See :mod:`.kernels._fused_philox`."""
+        if self.op is None or self.op == "flex":
+            return None
+        from .kernels import _fused_philox, fused
+
+        return _fused_philox.stream(fused.FusedOp(self.op))
+
+    def _philox_deferral(self, p: SdpaProblem, preferred: bool) -> str | None:
+        stream = self.dropout_stream()
+        if stream is None:
+            return None
+        reason = philox_deferral(self.name, stream, preferred=preferred)
+        return None if reason is None else f"node '{p.name}': {reason}"
 
     def _refusal(self, p: SdpaProblem) -> str | None:
         node = f"node '{p.name}'"
@@ -227,12 +289,16 @@ class TorchSdpaEngine:
     def build_plan(self, graph: hg.Graph) -> TorchSdpaPlan:
         import torch
 
-        steps = [self._step(SdpaProblem.from_node(node), torch) for node in graph.nodes]
+        problems = [SdpaProblem.from_node(node) for node in graph.nodes]
+        steps = [self._step(p, torch) for p in problems]
         produced = {id(t) for node in graph.nodes for t in node.outputs()}
         outputs = frozenset(
             t.get_uid() for t in graph.graph_tensors() if id(t) in produced and not t.is_virtual
         )
-        return TorchSdpaPlan(self.name, steps, outputs)
+        plan = TorchSdpaPlan(self.name, steps, outputs)
+        if any(_is_philox(p) for p in problems):
+            plan.replay.refuse(_NO_PHILOX_REPLAY)
+        return plan
 
     def _step(self, p: SdpaProblem, torch: Any) -> _Step:
         w = p.window
@@ -255,6 +321,14 @@ class TorchSdpaEngine:
         if p.padding:
             slots += [("seq_len_q", "SEQ_LEN_Q"), ("seq_len_kv", "SEQ_LEN_KV")]
         runtime += [(key, p.uid(slot), None) for key, slot in slots if p.has(slot)]
+        if self.op is not None and _is_philox(p):  # fused: the op draws the mask itself
+            static["dropout_p"] = float(p.dropout_probability or 0.0)
+            for key, slot in (("seed", "Seed"), ("offset", "Offset")):
+                value = _constant(p, slot)
+                if value is not None:
+                    static[key] = value
+                else:  # a pass-by-value number, or a one-element tensor (read by the kernel)
+                    runtime.append((key, p.uid(slot), None))
         names: tuple[str, ...]
         out_slots: tuple[str, ...]
         if p.backward:
@@ -357,6 +431,8 @@ def _flex_accepts(p: SdpaProblem, io: hg.DataType) -> bool:
     from .kernels import flex
 
     if not (torch.cuda.is_available() or flex.cpu_allowed()) or _common_refusal(p):
+        return False
+    if _is_philox(p):
         return False
     return _FLEX_RULES._refusal(p) is None
 
