@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -52,7 +52,7 @@ from ._args import (
 )
 from ._cache import GraphCache
 
-__all__ = ["graph_cache", "sdpa_backward", "sdpa_forward"]
+__all__ = ["graph_cache", "philox_backward", "philox_forward", "sdpa_backward", "sdpa_forward"]
 
 Tensor = torch.Tensor
 
@@ -79,6 +79,10 @@ class _Options:
     right_bound: int | None
     alibi: bool
     engine: str | None
+    #: philox dropout: the probability (Seed and Offset are pass-by-value inputs, not keys)
+    dropout_p: float = 0.0
+    #: an engine ranked first without being forced (a philox forward: the fused op to match)
+    prefer: str | None = None
 
 
 @dataclass
@@ -225,6 +229,90 @@ def sdpa_backward(
     return grads[0], grads[1], grads[2], dbias
 
 
+def philox_forward(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    dropout_p: float,
+    seed: int,
+    offset: int,
+    prefer: str | None = None,
+    **kw: Any,
+) -> tuple[Tensor, Tensor, str]:
+    """:func:`sdpa_forward` with philox dropout (no mask): ``(O, Stats, engine that ran)``.
+
+    ``seed`` and ``offset`` are the graph's pass-by-value Seed and Offset (so they are not part
+    of the cache key); ``prefer`` ranks an engine first without forcing it; ``kw`` are
+    :func:`sdpa_forward`'s keywords other than the dropout ones.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for bad arguments.
+        NotSupportedError: when no engine (or not the forced one) runs the graph.
+    """
+    options, pack = _philox_pack(q, k, {"Q": q, "K": k, "V": v}, dropout_p, seed, offset, kw)
+    if options.engine is None:
+        options = replace(options, prefer=prefer)
+    entry, out = _run(_key("fwd", pack, options), pack, options, _forward_graph)
+    o, stats = (_torch(out[t]) for t in entry.outputs)
+    return o, stats, str(entry.graph.get_plan_name())
+
+
+def philox_backward(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    o: Tensor,
+    do: Tensor,
+    stats: Tensor,
+    *,
+    dropout_p: float,
+    seed: int,
+    offset: int,
+    engine: str,
+    dbias_shape: Sequence[int] | None = None,
+    **kw: Any,
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """:func:`sdpa_backward` with philox dropout, on ``engine`` (the forward's: same mask).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for bad arguments.
+        NotSupportedError: when ``engine`` cannot run the backward graph.
+    """
+    for name, t in (("o", o), ("do", do), ("stats", stats)):
+        check_tensor(name, t, q)
+    base = {"Q": q, "K": k, "V": v, "O": o, "dO": materialized(do), "Stats": stats}
+    options, pack = _philox_pack(q, k, base, dropout_p, seed, offset, {**kw, "engine": engine})
+    with_dbias = dbias_shape is not None
+    if with_dbias and ("Bias" not in pack or kw.get("attn_mask") is None):
+        raise HipdnnError(ErrorCode.INVALID_VALUE, "dbias_shape needs a floating-point attn_mask")
+    key = (_key("bwd", pack, options), with_dbias)
+    entry, out = _run(key, pack, options, functools.partial(_backward_graph, dbias=with_dbias))
+    grads = [_torch(out[t]) for t in entry.outputs]
+    dbias = grads[3].sum_to_size(tuple(dbias_shape)) if dbias_shape is not None else None
+    return grads[0], grads[1], grads[2], dbias
+
+
+def _philox_pack(
+    q: Tensor,
+    k: Tensor,
+    base: dict[str, Any],
+    dropout_p: float,
+    seed: int,
+    offset: int,
+    kw: dict[str, Any],
+) -> tuple[_Options, dict[str, Any]]:
+    """The options and the pack of a philox graph (Seed and Offset as pass-by-value ints)."""
+    check_qkv(q, k, base["V"])
+    options = _options(q, kw.get("scale"), kw.get("is_causal", False),
+                       kw.get("diagonal_alignment"), kw.get("left_bound"),
+                       kw.get("right_bound"), kw.get("alibi", False), kw.get("engine"))  # fmt: skip
+    tensors = _optional_inputs(q, k, kw.get("attn_mask"), kw.get("seq_len_q"),
+                               kw.get("seq_len_kv"), None, None)  # fmt: skip
+    pack = {**base, **tensors, "Seed": int(seed), "Offset": int(offset)}
+    return replace(options, dropout_p=float(dropout_p)), pack
+
+
 # ----- arguments -----
 def _options(
     q: Tensor,
@@ -355,11 +443,15 @@ def _graph(pack: dict[str, Any], name: str) -> tuple[Graph, dict[str, TensorAttr
                 stride=list(value.stride()),
                 data_type=_data_type(value.dtype),
             )
-        else:  # a runtime pass-by-value scalar
+        else:  # a runtime pass-by-value scalar (Seed and Offset: 64-bit integers)
             slots[slot] = g.tensor(
-                name=slot, dim=[1], stride=[1], data_type=DataType.FLOAT, is_pass_by_value=True
-            )
+                name=slot, dim=[1], stride=[1], is_pass_by_value=True,
+                data_type=DataType.INT64 if slot in _PHILOX_SLOTS else DataType.FLOAT,
+            )  # fmt: skip
     return g, slots
+
+
+_PHILOX_SLOTS = ("Seed", "Offset")
 
 
 def _data_type(dtype: torch.dtype) -> DataType:
@@ -397,6 +489,8 @@ def _forward_graph(pack: dict[str, Any], options: _Options, prefer: str | None =
     kw = _keywords(options, slots)
     if "Dropout_mask" in slots:
         kw["dropout"] = (slots["Dropout_mask"], slots["Dropout_scale"])
+    elif options.dropout_p:
+        kw["dropout"] = (options.dropout_p, slots["Seed"], slots["Offset"])
     o, stats = g.sdpa(slots["Q"], slots["K"], slots["V"], name="fwd", generate_stats=True, **kw)
     assert stats is not None
     q = pack["Q"]
@@ -406,7 +500,7 @@ def _forward_graph(pack: dict[str, Any], options: _Options, prefer: str | None =
         stats.set_data_type(DataType.DOUBLE)
     for t in (o, stats):
         t.set_output(True)
-    _build(g, options.engine or prefer, forced=options.engine is not None)
+    _build(g, options.engine or prefer or options.prefer, forced=options.engine is not None)
     return _Entry(g, slots, (o, stats))
 
 
@@ -417,6 +511,8 @@ def _backward_graph(
     kw = _keywords(options, slots)
     if "Dropout_mask" in slots:
         kw["dropout"] = (slots["Dropout_mask"], slots["Dropout_scale"], slots["Dropout_scale_inv"])
+    elif options.dropout_p:
+        kw["dropout"] = (options.dropout_p, slots["Seed"], slots["Offset"])
     dbias_t = None
     if dbias:
         bias = slots["Bias"]

@@ -4,9 +4,11 @@ Two ``torch.library`` custom ops carry the work: ``hipdnn_graph::sdpa_fwd`` runs
 graph (O and Stats) and ``hipdnn_graph::sdpa_bwd`` the SdpaBwd graph fed exactly those. The
 forward op has an autograd formula (``register_autograd``) and both have fake kernels
 (``register_fake``), so ``torch.compile(fullgraph=True)`` traces them without graph breaks.
-The Python wrapper does what must stay differentiable or random outside the ops: it turns a
-bool mask into a bias, shapes the bias for the graph, and draws the dropout mask from torch's
-generator.
+The Python wrapper does what must stay differentiable outside the ops: it turns a bool mask
+into a bias and shapes the bias for the graph. Dropout is philox dropout inside the ops (no mask
+tensor): the forward op draws its seed and offset from torch's generator as
+``F.scaled_dot_product_attention`` does and returns them, with the engine it ran on, in a small
+CPU tensor that pins the backward op to the same engine and mask (:mod:`._dropout`).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import torch
 
 from ..errors import HipdnnError
 from ..types import DiagonalAlignment, ErrorCode
+from . import _dropout
 from ._args import SeqLens, alignment_of, as_bias, check_qkv, seq_lens, strides_like
-from ._graphs import sdpa_backward, sdpa_forward
+from ._graphs import philox_backward, philox_forward, sdpa_backward, sdpa_forward
 
 __all__ = ["scaled_dot_product_attention"]
 
@@ -34,8 +37,7 @@ def sdpa_fwd_op(
     bias: Tensor | None,
     seq_len_q: Tensor | None,
     seq_len_kv: Tensor | None,
-    dropout_mask: Tensor | None,
-    dropout_scale: float,
+    dropout_p: float,
     scale: float,
     is_causal: bool,
     alignment: int,
@@ -43,24 +45,43 @@ def sdpa_fwd_op(
     right_bound: int | None,
     alibi: bool,
     engine: str | None,
-) -> tuple[Tensor, Tensor]:
-    """The forward custom op: ``(O, Stats)`` of one SdpaFwd graph (see :func:`sdpa_forward`)."""
-    return sdpa_forward(
-        q, k, v, attn_mask=bias, scale=scale, is_causal=is_causal,
-        diagonal_alignment=DiagonalAlignment(alignment), left_bound=left_bound,
-        right_bound=right_bound, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, alibi=alibi,
-        dropout_mask=dropout_mask,
-        dropout_scale=dropout_scale if dropout_mask is not None else None, engine=engine,
-    )  # fmt: skip
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The forward custom op: ``(O, Stats, dropout state)`` of one SdpaFwd graph (see
+    :func:`sdpa_forward`); the state is empty without dropout (:mod:`._dropout`)."""
+    kw: dict[str, Any] = {
+        "attn_mask": bias, "scale": scale, "is_causal": is_causal,
+        "diagonal_alignment": DiagonalAlignment(alignment), "left_bound": left_bound,
+        "right_bound": right_bound, "seq_len_q": seq_len_q, "seq_len_kv": seq_len_kv,
+        "alibi": alibi,
+        "engine": engine,
+    }  # fmt: skip
+    if not dropout_p:
+        o, stats = sdpa_forward(q, k, v, **kw)
+        return o, stats, torch.empty(0, dtype=torch.int64)
+    plain = (alignment == 0 or not is_causal) and left_bound is None and right_bound is None
+    plain = plain and not alibi  # only then is F.sdpa's choice a choice for this very problem
+    prefer = None
+    if q.is_cuda and engine is None and plain and seq_len_q is None and seq_len_kv is None:
+        gqa = k.shape[1] != q.shape[1] or v.shape[1] != q.shape[1]
+        prefer = _dropout.choose_engine(q, k, v, bias, dropout_p, is_causal, scale, gqa)
+    seed, offset = _dropout.draw(q.device)
+    o, stats, ran = philox_forward(
+        q, k, v, dropout_p=dropout_p, seed=seed, offset=offset, prefer=prefer, **kw
+    )
+    _dropout.advance(q.device, offset, ran, (*q.shape[:3], k.shape[2]))
+    return o, stats, _dropout.pack_state(seed, offset, ran)
 
 
 @sdpa_fwd_op.register_fake
-def _sdpa_fwd_fake(q: Tensor, k: Tensor, v: Tensor, *args: Any) -> tuple[Tensor, Tensor]:
+def _sdpa_fwd_fake(
+    q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, slq: Tensor | None,
+    slkv: Tensor | None, dropout_p: float, *args: Any,
+) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
     b, h, sq, _ = q.shape
     shape = (b, h, sq, v.shape[-1])
     o = q.new_empty_strided(shape, strides_like(q, shape))
     stats = q.new_empty((b, h, sq, 1), dtype=_stats_dtype(q.dtype))
-    return o, stats
+    return o, stats, torch.empty(3 if dropout_p else 0, dtype=torch.int64)
 
 
 @torch.library.custom_op("hipdnn_graph::sdpa_bwd", mutates_args=())
@@ -74,8 +95,8 @@ def sdpa_bwd_op(
     bias: Tensor | None,
     seq_len_q: Tensor | None,
     seq_len_kv: Tensor | None,
-    dropout_mask: Tensor | None,
-    dropout_scale: float,
+    dropout_state: Tensor,
+    dropout_p: float,
     scale: float,
     is_causal: bool,
     alignment: int,
@@ -85,15 +106,23 @@ def sdpa_bwd_op(
     engine: str | None,
     bias_grad: bool,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The backward custom op: dQ, dK, dV and dBias (empty unless ``bias_grad``)."""
-    dq, dk, dv, dbias = sdpa_backward(
-        q, k, v, o, do, stats, attn_mask=bias, scale=scale, is_causal=is_causal,
-        diagonal_alignment=DiagonalAlignment(alignment), left_bound=left_bound,
-        right_bound=right_bound, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, alibi=alibi,
-        dropout_mask=dropout_mask,
-        dropout_scale=dropout_scale if dropout_mask is not None else None, engine=engine,
-        dbias_shape=tuple(bias.shape) if bias_grad and bias is not None else None,
-    )  # fmt: skip
+    """The backward custom op: dQ, dK, dV and dBias (empty unless ``bias_grad``); with dropout,
+    on the forward's engine with its seed and offset (``dropout_state``)."""
+    kw: dict[str, Any] = {
+        "attn_mask": bias, "scale": scale, "is_causal": is_causal,
+        "diagonal_alignment": DiagonalAlignment(alignment), "left_bound": left_bound,
+        "right_bound": right_bound, "seq_len_q": seq_len_q, "seq_len_kv": seq_len_kv,
+        "alibi": alibi,
+        "dbias_shape": tuple(bias.shape) if bias_grad and bias is not None else None,
+    }  # fmt: skip
+    if dropout_p:
+        seed, offset, ran = _dropout.unpack_state(dropout_state)
+        dq, dk, dv, dbias = philox_backward(
+            q, k, v, o, do, stats, dropout_p=dropout_p, seed=seed, offset=offset, engine=ran,
+            **kw,
+        )  # fmt: skip
+    else:
+        dq, dk, dv, dbias = sdpa_backward(q, k, v, o, do, stats, engine=engine, **kw)
     return dq, dk, dv, dbias if dbias is not None else q.new_empty(0)
 
 
@@ -113,20 +142,24 @@ def _stats_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 # ----- autograd -----
-_N_TENSORS = 7  # q, k, v, bias, seq_len_q, seq_len_kv, dropout_mask
+_N_TENSORS = 6  # q, k, v, bias, seq_len_q, seq_len_kv
 
 
-def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tensor]) -> None:
-    o, stats = output
-    ctx.save_for_backward(*inputs[:_N_TENSORS], o, stats)
+def _setup_context(
+    ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tensor, Tensor]
+) -> None:
+    o, stats, state = output
+    ctx.save_for_backward(*inputs[:_N_TENSORS], o, stats, state)
     ctx.flags = inputs[_N_TENSORS:]
 
 
-def _backward(ctx: Any, do: Tensor, _dstats: Tensor | None) -> tuple[Any, ...]:
-    q, k, v, bias, slq, slkv, mask, o, stats = ctx.saved_tensors
+def _backward(
+    ctx: Any, do: Tensor, _dstats: Tensor | None, _dstate: Tensor | None
+) -> tuple[Any, ...]:
+    q, k, v, bias, slq, slkv, o, stats, state = ctx.saved_tensors
     bias_grad = bias is not None and ctx.needs_input_grad[3]
     dq, dk, dv, dbias = sdpa_bwd_op(
-        q, k, v, o, do, stats, bias, slq, slkv, mask, *ctx.flags, bias_grad
+        q, k, v, o, do, stats, bias, slq, slkv, state, *ctx.flags, bias_grad
     )
     grads: list[Any] = [None] * (_N_TENSORS + len(ctx.flags))
     grads[:4] = [dq, dk, dv, dbias if bias_grad else None]
@@ -161,10 +194,12 @@ def scaled_dot_product_attention(
     scores (broadcast from any shape with each dim full or 1; its gradient, when it requires
     one, comes from the graph's dBias reduced over its broadcast dims), a bool mask keeps the
     pairs where it is True, ``is_causal`` is top-left, ``scale`` defaults to ``1/sqrt(D)``,
-    ``enable_gqa`` lets K and V have fewer heads (dividing Q's). ``dropout_p > 0`` draws one
-    keep mask from torch's generator (``torch.manual_seed`` reproduces it) and feeds the same
-    mask to the forward and backward graphs. Unlike torch, ``attn_mask`` and ``is_causal`` may
-    be combined (hipDNN applies both).
+    ``enable_gqa`` lets K and V have fewer heads (dividing Q's). ``dropout_p > 0`` is philox
+    dropout: the seed and offset come from torch's generator as for
+    ``F.scaled_dot_product_attention`` (``torch.manual_seed`` reproduces a run), the forward
+    runs on the fused kernel torch would pick, and the backward on the same engine with the same
+    seed and offset, so both use one mask and no ``[B, H, Sq, Skv]`` tensor is made. Unlike
+    torch, ``attn_mask`` and ``is_causal`` may be combined (hipDNN applies both).
 
     The keyword-only arguments are hipDNN features: ``diagonal_alignment``
     (``"top_left"``/``"bottom_right"``, for ``is_causal`` and the band), the band
@@ -193,25 +228,14 @@ def scaled_dot_product_attention(
             "pass enable_gqa=True for grouped-query attention",
         )
     bias = None if attn_mask is None else as_bias(attn_mask, query)
-    mask, drop_scale = _dropout(query, key, dropout_p)
+    p = _dropout.check_probability(dropout_p)
     lens = seq_lens(query, key, seq_len_q, seq_len_kv)
     slq, slkv = lens if lens is not None else (None, None)
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
     alignment = int(alignment_of(diagonal_alignment))
-    o, _ = sdpa_fwd_op(
-        query, key, value, bias, slq, slkv, mask, drop_scale, float(scale), bool(is_causal),
-        alignment, left_bound, right_bound, bool(alibi), engine,
+    o, _, _ = sdpa_fwd_op(
+        query, key, value, bias, slq, slkv, p, float(scale), bool(is_causal), alignment,
+        left_bound, right_bound, bool(alibi), engine,
     )  # fmt: skip
     return o  # type: ignore[no-any-return]
-
-
-def _dropout(q: Tensor, k: Tensor, p: float) -> tuple[Tensor | None, float]:
-    """A keep mask drawn from torch's generator, and its scale ``1/(1 − p)``."""
-    if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p < 1.0:
-        raise HipdnnError(ErrorCode.INVALID_VALUE, f"dropout_p must be in [0, 1), got {p!r}")
-    if p == 0.0:
-        return None, 1.0
-    b, h, sq, _ = q.shape
-    keep = torch.rand((b, h, sq, k.shape[2]), device=q.device) >= p
-    return keep.to(q.dtype), 1.0 / (1.0 - p)

@@ -122,6 +122,8 @@ def host_int(value: int | Tensor, what: str) -> int:
 
 
 def _generator(device: torch.device) -> Any:
+    if not torch.cuda.default_generators:
+        torch.cuda.init()  # the generators exist once CUDA is initialized
     index = device.index if device.index is not None else torch.cuda.current_device()
     return torch.cuda.default_generators[index]
 
