@@ -44,7 +44,7 @@ Example:
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, SupportsIndex
 
 import numpy as np
@@ -60,6 +60,7 @@ __all__ = [
     "PHILOX_W0",
     "PHILOX_W1",
     "dropout_keep_mask",
+    "dropout_keep_words",
     "dropout_scale",
     "dropout_threshold",
     "dropout_uniforms",
@@ -175,6 +176,33 @@ def dropout_threshold(p: float) -> np.float32:
     return np.float32(p)
 
 
+def dropout_keep_words(p: float) -> int:
+    """The smallest 32-bit word whose uniform is kept: ``u(x) > fl32(p)`` iff ``x >= this``.
+
+    :func:`uniform_from_bits` never decreases as ``x`` grows, so the keep rule is one integer
+    comparison of the raw Philox word; this lets an engine skip the float conversion (the torch
+    math engine does). ``2**32`` means that no word is kept.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` unless ``0 <= p < 1``.
+
+    Example:
+        >>> from hipdnn_graph.philox import dropout_keep_words, uniform_from_bits
+        >>> t = dropout_keep_words(0.5)
+        >>> t, float(uniform_from_bits(t - 1)[()]), float(uniform_from_bits(t)[()])
+        (2147483777, 0.5, 0.5000000596046448)
+    """
+    threshold = dropout_threshold(p)
+    lo, hi = 0, 1 << 32  # invariant: u(lo - 1) <= threshold (or lo == 0), u(hi) > threshold
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if uniform_from_bits(np.uint32(mid))[()] > threshold:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def dropout_scale(p: float) -> float:
     """The factor ``1 / (1 − p)`` that kept probabilities are multiplied by (float64).
 
@@ -228,13 +256,15 @@ def _span(span: tuple[int, int] | None, size: int, what: str) -> tuple[int, int]
     return start, stop
 
 
-def _uniform_rows(
-    out: npt.NDArray[np.float32],
+def _fill_rows(
+    out: npt.NDArray[Any],
     base: npt.NDArray[np.uint64],
     seed: int,
     offset: int,
+    convert: Callable[[U32Array], npt.NDArray[Any]],
 ) -> None:
-    """Fill ``out[r, t]`` with the uniform at stream position ``offset + base[r] + t``.
+    """Fill ``out[r, t]`` with ``convert`` of the word at stream position
+    ``offset + base[r] + t``.
 
     The positions of one row are consecutive, so a row of ``n`` elements needs at most
     ``n // 4 + 2`` Philox blocks; rows and columns are processed in chunks of at most
@@ -264,7 +294,36 @@ def _uniform_rows(
             )
             flat = np.stack(words, axis=-1).reshape(r1 - r0, 4 * nblocks)
             cols = lane[:, None] + np.arange(width, dtype=np.intp)[None, :]
-            out[r0:r1, c0 : c0 + width] = uniform_from_bits(np.take_along_axis(flat, cols, 1))
+            out[r0:r1, c0 : c0 + width] = convert(np.take_along_axis(flat, cols, 1))
+
+
+def _draw(
+    seed: SupportsIndex,
+    offset: SupportsIndex,
+    shape: Sequence[SupportsIndex],
+    spans: tuple[tuple[int, int] | None, ...],
+    dtype: type[Any],
+    convert: Callable[[U32Array], npt.NDArray[Any]],
+) -> npt.NDArray[Any]:
+    """``convert`` of the words of the block ``spans`` (batches, heads, rows, cols)."""
+    s = _u64(seed, "seed")
+    off = _u64(offset, "offset")
+    dims = _shape4(shape)
+    (b0, b1), (h0, h1), (r0, r1), (c0, c1) = (
+        _span(span, size, what)
+        for span, size, what in zip(spans, dims, ("batches", "heads", "rows", "cols"), strict=True)
+    )
+    _, h, sq, skv = dims
+    out = np.empty((b1 - b0, h1 - h0, r1 - r0, c1 - c0), dtype=dtype)
+    if out.size == 0:
+        return out
+    # each returned row starts at position ((b·H + h)·Sq + i)·Skv + c0 (uint64, exact)
+    bh = np.arange(b0, b1, dtype=np.uint64)[:, None] * np.uint64(h)
+    bh = (bh + np.arange(h0, h1, dtype=np.uint64)[None, :]).reshape(-1, 1) * np.uint64(sq)
+    row = bh + np.arange(r0, r1, dtype=np.uint64)[None, :]
+    base = (row * np.uint64(skv) + np.uint64(c0)).reshape(-1)
+    _fill_rows(out.reshape(-1, c1 - c0), base, s, off, convert)
+    return out
 
 
 def dropout_uniforms(
@@ -274,6 +333,8 @@ def dropout_uniforms(
     *,
     rows: tuple[int, int] | None = None,
     cols: tuple[int, int] | None = None,
+    batches: tuple[int, int] | None = None,
+    heads: tuple[int, int] | None = None,
 ) -> npt.NDArray[np.float32]:
     """The stream's uniforms for a ``[B, H, Sq, Skv]`` attention matrix (or a block of it).
 
@@ -286,13 +347,15 @@ def dropout_uniforms(
         shape: ``[B, H, Sq, Skv]`` of the whole attention matrix; positions follow from it.
         rows: ``(start, stop)`` of the query rows to return; all of them by default.
         cols: ``(start, stop)`` of the key columns to return; all of them by default.
+        batches: ``(start, stop)`` of the batch elements to return; all by default.
+        heads: ``(start, stop)`` of the heads to return; all by default.
 
     Returns:
-        float32 ``[B, H, stop_r − start_r, stop_c − start_c]`` uniforms in ``(0, 1]``.
+        float32 uniforms in ``(0, 1]``, ``[B, H, Sq, Skv]`` or the requested block of it.
 
     Raises:
         HipdnnError: ``INVALID_VALUE`` for a seed or offset that is not a 64-bit integer, a
-            shape that is not four non-negative sizes, or rows/cols outside the shape.
+            shape that is not four non-negative sizes, or a span outside the shape.
 
     Example:
         >>> from hipdnn_graph.philox import dropout_uniforms
@@ -301,20 +364,8 @@ def dropout_uniforms(
         >>> bool((block == full[:, :, 4:9, 3:20]).all())
         True
     """
-    s = _u64(seed, "seed")
-    off = _u64(offset, "offset")
-    b, h, sq, skv = _shape4(shape)
-    r0, r1 = _span(rows, sq, "rows")
-    c0, c1 = _span(cols, skv, "cols")
-    out = np.empty((b, h, r1 - r0, c1 - c0), dtype=np.float32)
-    if out.size == 0:
-        return out
-    # each returned row starts at position (bh·Sq + i)·Skv + c0 (uint64 in bounded chunks)
-    bh = np.arange(b * h, dtype=np.uint64)[:, None] * np.uint64(sq)
-    row = bh + np.arange(r0, r1, dtype=np.uint64)[None, :]
-    base = (row * np.uint64(skv) + np.uint64(c0)).reshape(-1)
-    _uniform_rows(out.reshape(b * h * (r1 - r0), c1 - c0), base, s, off)
-    return out
+    spans = (batches, heads, rows, cols)
+    return _draw(seed, offset, shape, spans, np.float32, uniform_from_bits)
 
 
 def dropout_keep_mask(
@@ -325,6 +376,8 @@ def dropout_keep_mask(
     *,
     rows: tuple[int, int] | None = None,
     cols: tuple[int, int] | None = None,
+    batches: tuple[int, int] | None = None,
+    heads: tuple[int, int] | None = None,
 ) -> npt.NDArray[np.bool_]:
     """The keep mask ``u > fl32(p)`` of :func:`dropout_uniforms` (True: kept).
 
@@ -333,11 +386,11 @@ def dropout_keep_mask(
         offset: The 64-bit stream offset (read as unsigned).
         p: The dropout probability, in ``[0, 1)``.
         shape: ``[B, H, Sq, Skv]`` of the whole attention matrix.
-        rows: ``(start, stop)`` of the query rows to return; all of them by default.
-        cols: ``(start, stop)`` of the key columns to return; all of them by default.
+        rows, cols, batches, heads: The block to return, as in :func:`dropout_uniforms`.
 
     Returns:
-        bool ``[B, H, rows, cols]``.
+        bool ``[B, H, Sq, Skv]`` or the requested block of it; no float array is made (the
+        rule is applied to the raw words, :func:`dropout_keep_words`).
 
     Raises:
         HipdnnError: ``INVALID_VALUE`` for ``p`` outside ``[0, 1)`` and as
@@ -349,5 +402,9 @@ def dropout_keep_mask(
         >>> m.shape, round(float(m.mean()), 2)
         ((1, 2, 64, 64), 0.9)
     """
-    threshold = dropout_threshold(p)
-    return dropout_uniforms(seed, offset, shape, rows=rows, cols=cols) > threshold
+    words = np.uint64(dropout_keep_words(p))
+
+    def keep(x: U32Array) -> npt.NDArray[np.bool_]:
+        return x >= words
+
+    return _draw(seed, offset, shape, (batches, heads, rows, cols), np.bool_, keep)

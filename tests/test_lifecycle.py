@@ -108,7 +108,8 @@ def pack_for(t: Mapping[str, hg.TensorAttributes], seed: int = 0) -> dict[Any, A
     return pack
 
 
-def philox_graph() -> hg.Graph:
+def philox_graph(seed_type: hg.DataType = hg.DataType.FLOAT) -> hg.Graph:
+    """Philox dropout whose Seed is FLOAT by default: no engine reads a float seed."""
     g = hg.Graph(
         name="philox",
         io_data_type=hg.DataType.FLOAT,
@@ -117,7 +118,7 @@ def philox_graph() -> hg.Graph:
     )
     q, k, v, o, do = (g.tensor(name=n, dim=[B, H, S, D]) for n in ("Q", "K", "V", "O", "dO"))
     stats = g.tensor(name="Stats", dim=[B, H, S, 1])
-    seed = g.tensor(name="Seed", dim=[1], data_type=hg.DataType.INT64)
+    seed = g.tensor(name="Seed", dim=[1], data_type=seed_type)
     offset = g.tensor(name="Offset", dim=[1], data_type=hg.DataType.INT64)
     for grad in g.sdpa_backward(q, k, v, o, do, stats, name="bwd", dropout=(0.25, seed, offset)):
         grad.set_output(True)
@@ -204,18 +205,36 @@ def test_check_support_lists_every_engine_and_reason() -> None:
     assert err.code == hg.ErrorCode.GRAPH_NOT_SUPPORTED
     assert str(err) == (
         "No engine supports graph 'philox':\n"
-        "  NUMPY_REFERENCE_ENGINE: node 'bwd': philox dropout (dropout_probability with "
-        "seed/offset) is not implemented; give an explicit Dropout_mask and Dropout_scale instead\n"
+        "  NUMPY_REFERENCE_ENGINE: node 'bwd': philox dropout reads Seed as an INT64 or INT32 "
+        "integer, got FLOAT\n"
         "  PICKY: only Tuesdays\n"
         "  FLAKY: check() raised RuntimeError: check blew up"
     )
 
 
-def test_philox_dropout_is_refused_by_the_numpy_engine_during_build(only_numpy: None) -> None:
+def test_philox_dropout_with_a_float_seed_is_refused_during_build(only_numpy: None) -> None:
     g = philox_graph()
     with pytest.raises(hg.NotSupportedError, match="NUMPY_REFERENCE_ENGINE: node 'bwd': philox"):
         g.build()
     assert "philox dropout" in g.get_engine_refusals()[NUMPY]
+
+
+def test_philox_dropout_builds_and_runs_on_the_numpy_engine(only_numpy: None) -> None:
+    g = philox_graph(hg.DataType.INT64)
+    g.build()
+    assert g.get_plan_name() == NUMPY
+    rng = np.random.default_rng(0)
+    grads = list(g.nodes[0].outputs())
+    pack: dict[Any, Any] = {}
+    for tensor in g.graph_tensors():
+        if tensor.name in ("Seed", "Offset"):
+            pack[tensor] = np.array([5], dtype=np.int64)
+        elif any(tensor is grad for grad in grads):
+            pack[tensor] = np.full(tensor.get_dim(), np.nan, np.float32)
+        else:
+            pack[tensor] = rng.standard_normal(tensor.get_dim()).astype(np.float32) + 2
+    g.execute(pack)
+    assert all(np.isfinite(pack[grad]).all() for grad in grads)
 
 
 def test_check_support_with_no_backend_registered() -> None:

@@ -141,12 +141,13 @@ def test_dropout_is_philox_seeded_from_torch_generator_and_feeds_both_graphs() -
     torch.manual_seed(123)
     seed, offset = _dropout.draw(torch.device("cpu"))  # the op's draw (CPU: offset 0)
     keep = torch.from_numpy(dropout_keep_mask(seed, offset, p, (2, 2, 4, 5))).to(F64)
+    scale = 1 / (1 - float(np.float32(p)))  # the graph keeps p as float32, as hipDNN does
     ro, rstats = reference_forward(q, k, v, scale=0.5, dropout_mask=keep.numpy(),
-                                   dropout_scale=1 / (1 - p))  # fmt: skip
+                                   dropout_scale=scale)  # fmt: skip
     np.testing.assert_allclose(out.detach().numpy(), ro, rtol=1e-9, atol=1e-9)
     rgrads = reference_backward(
         q, k, v, ro, np.ones_like(ro), rstats, scale=0.5, dropout_mask=keep.numpy(),
-        dropout_scale=1 / (1 - p),
+        dropout_scale=scale,
     )[:3]  # fmt: skip
     for a, b in zip(grads, rgrads, strict=True):
         np.testing.assert_allclose(a.numpy(), b, rtol=1e-9, atol=1e-9)

@@ -163,7 +163,7 @@ def test_flex_refuses_philox(cuda_build: None) -> None:
     [
         ({"offset": 6}, "Offset that is a multiple of 4 (torch's generator keeps offsets in "
                         "steps of 4), got 6"),
-        ({"seed_type": hg.DataType.FLOAT}, "philox Seed must be an integer tensor, not FLOAT"),
+        ({"seed_type": hg.DataType.FLOAT}, "reads Seed as an INT64 or INT32 integer, got FLOAT"),
     ],
     ids=["offset_not_multiple_of_4", "float_seed"],
 )  # fmt: skip
@@ -202,7 +202,11 @@ def test_plan_passes_seed_and_offset_and_never_replays(
     plan.execute(pack, None)
     (call,) = calls
     assert call["op"] is FusedOp.EFFICIENT
-    assert (call["dropout_p"], call["seed"], call["offset"]) == (0.25, 2**40 + 3, 12)
+    assert (call["dropout_p"], call["dropout_seed"], call["dropout_offset"]) == (
+        0.25,
+        2**40 + 3,
+        12,
+    )
 
 
 def test_device_tensor_seed_reaches_the_kernel_as_given(
@@ -218,7 +222,7 @@ def test_device_tensor_seed_reaches_the_kernel_as_given(
     seed, offset = torch.tensor([5]), torch.tensor([16])
     pack.update({t["Seed"].get_uid(): seed, t["Offset"].get_uid(): offset})
     plan.execute(pack, None)
-    assert seen[0]["seed"] is seed and seen[0]["offset"] is offset  # no host read here
+    assert seen[0]["dropout_seed"] is seed and seen[0]["dropout_offset"] is offset  # not read
 
 
 # ----- the generator around the forward op, and the backward's tensors --------------------
@@ -261,7 +265,9 @@ def test_fused_forward_runs_the_op_at_the_graph_seed(
 
     monkeypatch.setitem(fused._fused_ops.FORWARD, op, op_call)
     q = torch.zeros(1, 1, 4, 8)
-    fused.forward(op, q, q, q, scale=1.0, dropout_p=0.5, seed=torch.tensor([7]), offset=12)
+    fused.forward(
+        op, q, q, q, scale=1.0, dropout_p=0.5, dropout_seed=torch.tensor([7]), dropout_offset=12
+    )
     assert seen == [(7, 12, 0.5)] and (gen.seed, gen.offset) == (1, 0)
     seen.clear()
     fused.forward(op, q, q, q, scale=1.0)  # no dropout: the generator is left alone
@@ -291,7 +297,19 @@ def test_fused_backward_hands_the_op_its_rng_tensors(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setitem(fused._fused_ops.BACKWARD, FusedOp.EFFICIENT, op_call)
     q = torch.zeros(1, 1, 4, 8)
-    fused.backward(FusedOp.EFFICIENT, q, q, q, q, q, q, scale=1.0, dropout_p=0.1, seed=9, offset=4)
+    fused.backward(
+        FusedOp.EFFICIENT,
+        q,
+        q,
+        q,
+        q,
+        q,
+        q,
+        scale=1.0,
+        dropout_p=0.1,
+        dropout_seed=9,
+        dropout_offset=4,
+    )
     ((p, (s, o)),) = seen
     assert p == 0.1 and (int(s), int(o)) == (9, 4)
     with pytest.raises(ValueError, match="needs a seed and an offset"):

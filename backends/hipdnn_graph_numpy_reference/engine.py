@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import SdpaProblem, Support
+from hipdnn_graph.backend import PhiloxDropout, SdpaProblem, Support
 from hipdnn_graph.backend.dtypes import numpy_dtype
+from hipdnn_graph.philox import dropout_keep_mask
 
 from .sdpa_math import presized_backward, sdpa_backward, sdpa_forward
 
@@ -28,11 +29,9 @@ _COMPUTE = {hg.DataType.FLOAT: np.float32, hg.DataType.DOUBLE: np.float64}
 def refusal(problem: SdpaProblem) -> str | None:
     """Why the reference cannot run this node exactly, or ``None``."""
     node = f"node '{problem.name}'"
-    if problem.dropout_probability and not problem.has("Dropout_mask"):
-        return (
-            f"{node}: philox dropout (dropout_probability with seed/offset) is not implemented; "
-            "give an explicit Dropout_mask and Dropout_scale instead"
-        )
+    reason = problem.philox_problem()
+    if reason is not None:
+        return reason
     if problem.compute_data_type not in _COMPUTE:
         return f"{node}: compute type {problem.compute_data_type.name} (FLOAT or DOUBLE only)"
     return problem.data_type_problem()
@@ -65,6 +64,8 @@ class _Step:
     results: tuple[tuple[int, int, np.dtype[Any]], ...]
     #: the math with its checks done at build time (see :func:`_presized`), or None
     presized: Any = None
+    #: philox dropout: its keep mask is drawn per call from the Seed and Offset (or None)
+    philox: _PhiloxMask | None = None
     #: ``buffers → (q, k, v[, o, do, stats])`` (set from ``positional``)
     fetch: Any = field(init=False, repr=False, compare=False)
 
@@ -118,11 +119,36 @@ class _Step:
             runtime=tuple(runtime),
             results=results,
             presized=_presized(p, static) if not runtime else None,
+            philox=None if p.philox is None else _PhiloxMask.of(p, p.philox),
         )
 
     def inputs(self) -> set[int]:
         """The uids this node reads."""
-        return {*self.positional, *(uid for _, uid in self.optional + self.runtime)}
+        seeds = () if self.philox is None else self.philox.uids()
+        return {*self.positional, *(uid for _, uid in self.optional + self.runtime), *seeds}
+
+
+@dataclass(frozen=True)
+class _PhiloxMask:
+    """Draws a node's philox keep mask (:mod:`hipdnn_graph.philox`) for one call."""
+
+    dropout: PhiloxDropout
+    shape: tuple[int, int, int, int]
+
+    @classmethod
+    def of(cls, p: SdpaProblem, dropout: PhiloxDropout) -> _PhiloxMask:
+        return cls(dropout, (p.batch, p.heads, p.seq_q, p.seq_kv))
+
+    def uids(self) -> tuple[int, ...]:
+        return tuple(s.uid for s in (self.dropout.seed, self.dropout.offset) if s.uid is not None)
+
+    def arguments(self, buffers: Mapping[int, Any]) -> dict[str, Any]:
+        """``dropout_mask`` and ``dropout_scale`` of the math functions, for this call."""
+        d = self.dropout
+        mask = dropout_keep_mask(
+            d.seed.resolve(buffers), d.offset.resolve(buffers), d.probability, self.shape
+        )
+        return {"dropout_mask": mask, "dropout_scale": d.scale}
 
 
 def _presized(p: SdpaProblem, static: Mapping[str, Any]) -> Any:
@@ -134,6 +160,8 @@ def _presized(p: SdpaProblem, static: Mapping[str, Any]) -> Any:
     only; it returns None for the others).
     """
     if not p.backward or any(p.has(slot) for slot in ("Bias", "dBias", "Dropout_mask")):
+        return None
+    if p.philox is not None:
         return None
     if p.padding:
         return None
@@ -174,12 +202,14 @@ class NumpyReferencePlan:
             args = step.fetch(buffers)
             if step.presized is not None:
                 values = step.presized(*args)
-            elif step.optional or step.runtime:
+            elif step.optional or step.runtime or step.philox is not None:
                 kwargs = dict(step.static)
                 for kw, uid in step.optional:
                     kwargs[kw] = buffers[uid]
                 for kw, uid in step.runtime:
                     kwargs[kw] = float(buffers[uid])
+                if step.philox is not None:
+                    kwargs.update(step.philox.arguments(buffers))
                 values = step.function(*args, **kwargs)
             else:
                 values = step.function(*args, **step.static)
@@ -196,7 +226,8 @@ class NumpyReferencePlan:
 
 
 class NumpyReferenceEngine:
-    """The reference engine: every SDPA feature except philox dropout, on the CPU."""
+    """The reference engine: every SDPA feature on the CPU (philox dropout draws the stream of
+    :mod:`hipdnn_graph.philox`)."""
 
     name = "NUMPY_REFERENCE_ENGINE"
     priority = 1000

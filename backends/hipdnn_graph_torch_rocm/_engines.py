@@ -21,13 +21,15 @@ scalars and calls the kernel.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import SdpaProblem, Support, engine_id
+from hipdnn_graph.backend import PhiloxDropout, SdpaProblem, Support, engine_id
+from hipdnn_graph.backend.dropout import read_int
 from hipdnn_graph.backend.dtypes import torch_dtype
 
 from ._ranking import ENGINES, Features, deferral, philox_deferral
@@ -36,7 +38,6 @@ from .replay import CudaGraphReplay
 __all__ = ["ENGINES", "TorchSdpaBackend", "TorchSdpaEngine", "create_engines"]
 
 _LOWP = frozenset({hg.DataType.HALF, hg.DataType.BFLOAT16})
-_INTEGER = frozenset({hg.DataType.INT64, hg.DataType.INT32})
 
 
 def torch_available() -> bool:
@@ -45,43 +46,28 @@ def torch_available() -> bool:
 
 
 def _common_refusal(p: SdpaProblem) -> str | None:
-    return p.data_type_problem()
-
-
-def _is_philox(p: SdpaProblem) -> bool:
-    """Philox dropout: a probability with Seed and Offset, and no explicit mask."""
-    return bool(p.dropout_probability) and not p.has("Dropout_mask")
+    return p.philox_problem() or p.data_type_problem()
 
 
 def _philox_refusal(p: SdpaProblem, op: str | None) -> str | None:
-    """Why an engine of kernel family ``op`` cannot draw this node's philox dropout at all."""
+    """Why an engine of kernel family ``op`` (None: math) cannot draw this node's philox
+    dropout at all (which fused engine draws it by default is :func:`_ranking.philox_deferral`'s
+    rule)."""
+    if p.philox is None or op is None:
+        return None
     node = f"node '{p.name}'"
-    if op is None or op == "flex":
+    if op == "flex":
         return (
-            f"{node}: philox dropout (dropout_probability with seed/offset) cannot be reproduced "
-            "from the graph's Seed/Offset; give an explicit Dropout_mask and Dropout_scale"
+            f"{node}: flex cannot draw philox dropout (a score modifier acts before the softmax); "
+            "the fused and math engines run it"
         )
-    for slot in ("Seed", "Offset"):
-        t = p.tensors.get(slot)
-        if t is None:
-            return f"{node}: philox dropout needs both Seed and Offset"
-        if t.data_type not in _INTEGER:
-            return f"{node}: philox {slot} must be an integer tensor, not {t.data_type.name}"
-    offset = _constant(p, "Offset")
+    offset = p.philox.offset.value
     if offset is not None and offset % 4:
         return (
             f"{node}: {op} needs a philox Offset that is a multiple of 4 (torch's generator keeps "
             f"offsets in steps of 4), got {offset}"
         )
     return None
-
-
-def _constant(p: SdpaProblem, slot: str) -> int | None:
-    """The value of a constant (not pass-by-value) scalar slot, else None."""
-    t = p.tensors.get(slot)
-    if t is None or t.value is None or t.is_pass_by_value:
-        return None
-    return int(t.value)
 
 
 #: why plans with philox dropout always run eagerly (see :mod:`.replay`)
@@ -199,7 +185,7 @@ class TorchSdpaEngine:
             if not isinstance(node, hg.SdpaBwdNode | hg.SdpaFwdNode):
                 return Support.no(f"{type(node).__name__} is not implemented")
             p = SdpaProblem.from_node(node)
-            philox = _is_philox(p)
+            philox = p.philox is not None
             reason = (
                 _common_refusal(p)
                 or (_philox_refusal(p, self.op) if philox else None)
@@ -296,7 +282,7 @@ class TorchSdpaEngine:
             t.get_uid() for t in graph.graph_tensors() if id(t) in produced and not t.is_virtual
         )
         plan = TorchSdpaPlan(self.name, steps, outputs)
-        if any(_is_philox(p) for p in problems):
+        if self.op is not None and any(p.philox is not None for p in problems):
             plan.replay.refuse(_NO_PHILOX_REPLAY)
         return plan
 
@@ -317,18 +303,12 @@ class TorchSdpaEngine:
                 runtime.append((key, source.uid, convert))
             else:
                 static[key] = source.value if key == "scale" else source.value or 1.0
+        if p.philox is not None:  # math draws the mask, a fused op has it drawn (no mask tensor)
+            _philox_arguments(p.philox, static, runtime)
         slots = [("bias", "Bias"), ("dropout_mask", "Dropout_mask")]
         if p.padding:
             slots += [("seq_len_q", "SEQ_LEN_Q"), ("seq_len_kv", "SEQ_LEN_KV")]
         runtime += [(key, p.uid(slot), None) for key, slot in slots if p.has(slot)]
-        if self.op is not None and _is_philox(p):  # fused: the op draws the mask itself
-            static["dropout_p"] = float(p.dropout_probability or 0.0)
-            for key, slot in (("seed", "Seed"), ("offset", "Offset")):
-                value = _constant(p, slot)
-                if value is not None:
-                    static[key] = value
-                else:  # a pass-by-value number, or a one-element tensor (read by the kernel)
-                    runtime.append((key, p.uid(slot), None))
         names: tuple[str, ...]
         out_slots: tuple[str, ...]
         if p.backward:
@@ -432,9 +412,40 @@ def _flex_accepts(p: SdpaProblem, io: hg.DataType) -> bool:
 
     if not (torch.cuda.is_available() or flex.cpu_allowed()) or _common_refusal(p):
         return False
-    if _is_philox(p):
+    if p.philox is not None:
         return False
     return _FLEX_RULES._refusal(p) is None
+
+
+def _philox_arguments(
+    d: PhiloxDropout,
+    static: dict[str, Any],
+    runtime: list[tuple[str, int, Callable[[Any], Any] | None]],
+) -> None:
+    """The kernel's ``dropout_p``/``dropout_seed``/``dropout_offset``/``dropout_scale`` (math and
+    fused kernels alike): a constant Seed or Offset is static, the others are read per call (a
+    tensor stays a tensor, so a device seed is read where the kernel reads it)."""
+    static["dropout_p"] = d.probability
+    static["dropout_scale"] = d.scale
+    for key, source in (("dropout_seed", d.seed), ("dropout_offset", d.offset)):
+        if source.uid is None:
+            static[key] = source.value
+        else:
+            runtime.append((key, source.uid, functools.partial(_philox_scalar, source.label)))
+
+
+def _philox_scalar(label: str, value: Any) -> Any:
+    """A runtime Seed or Offset: an integer tensor of one element as it is, else a host int."""
+    import torch
+
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype in _int_dtypes(torch):
+        return value
+    return read_int(value, label)
+
+
+@functools.cache
+def _int_dtypes(torch: Any) -> frozenset[Any]:
+    return frozenset({torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8})
 
 
 def _scale_or_one(value: Any) -> float:

@@ -4,6 +4,7 @@ See :mod:`hipdnn_graph.backend.contract` for what a plugin implements.
 """
 
 from .contract import Backend, BackendInfo, Engine, ExecutionPlan, Support, engine_id
+from .dropout import IntSource, PhiloxDropout
 from .registry import (
     ENTRY_POINT_GROUP,
     Registry,
@@ -21,6 +22,8 @@ __all__ = [
     "BackendInfo",
     "Engine",
     "ExecutionPlan",
+    "IntSource",
+    "PhiloxDropout",
     "Registry",
     "ScalarSource",
     "SdpaProblem",

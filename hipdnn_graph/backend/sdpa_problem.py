@@ -36,6 +36,7 @@ from ..nodes.sdpa_bwd import SDPA_BWD_SPEC
 from ..nodes.sdpa_fwd import SDPA_FWD_SPEC
 from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode
+from .dropout import IntSource, PhiloxDropout, philox_refusal
 
 __all__ = ["ScalarSource", "SdpaProblem", "visible_pairs"]
 
@@ -132,6 +133,32 @@ class SdpaProblem:
     @property
     def uses_dropout(self) -> bool:
         return self.has("Dropout_mask") or bool(self.dropout_probability)
+
+    @property
+    def philox(self) -> PhiloxDropout | None:
+        """The node's philox dropout (a probability above 0 and no Dropout_mask), or ``None``.
+
+        Seed and Offset are read as :mod:`hipdnn_graph.philox` defines; call
+        :meth:`philox_problem` first (a slot may be missing).
+        """
+        p = self.dropout_probability
+        if not p or self.has("Dropout_mask"):
+            return None
+        seed, offset = self.tensors.get("Seed"), self.tensors.get("Offset")
+        if seed is None or offset is None:
+            return None
+        return PhiloxDropout(
+            float(p),
+            IntSource.of(seed, f"Seed tensor '{seed.name}'"),
+            IntSource.of(offset, f"Offset tensor '{offset.name}'"),
+        )
+
+    def philox_problem(self) -> str | None:
+        """Why this node's philox dropout cannot run on the documented stream, or ``None``
+        (also ``None`` without philox dropout)."""
+        if not self.dropout_probability or self.has("Dropout_mask"):
+            return None
+        return philox_refusal(self.name, self.tensors)
 
     def data_type_problem(self) -> str | None:
         """Why a slot's data type is not one an SDPA engine computes with, or ``None``.

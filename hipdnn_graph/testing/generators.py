@@ -297,7 +297,7 @@ def every_slot_backward_graph(
     Scale tensor, bias and dBias, seq_len_q/kv with padding, philox seed/offset and probability,
     dropout mask/scale/scale_inv, ALiBi, both causal flags, both band bounds and bottom-right
     alignment: 19 tensors. Serialization round-trip tests and ``benchmarks/serialization.py`` use
-    it; it is not meant to execute (philox dropout has no engine here).
+    it; it is not meant to execute (it sets both dropout forms at once).
 
     Example:
         >>> g = every_slot_backward_graph(1, 2, 16, 8)

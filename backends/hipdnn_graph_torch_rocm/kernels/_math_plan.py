@@ -9,6 +9,10 @@ from dataclasses import dataclass
 
 import torch
 
+from hipdnn_graph.philox import dropout_keep_words
+
+from ._math_philox import Scalar, philox_keep
+
 Tensor = torch.Tensor
 
 #: Elements of one [B, H, block, Skv] temporary (several live at once).
@@ -103,6 +107,29 @@ def _lengths(
     return torch.tensor(host, dtype=torch.int64, device=device).view(b, 1, 1, 1), host
 
 
+@dataclass(frozen=True)
+class _Philox:
+    """Philox dropout of a call: the keep mask of a block is drawn when the block is reached."""
+
+    seed: Scalar
+    offset: Scalar
+    keep_words: int
+
+
+def _philox(
+    dropout_p: float | None, seed: Scalar | None, offset: Scalar | None, has_mask: bool
+) -> _Philox | None:
+    if not dropout_p:
+        return None
+    if has_mask:
+        raise ValueError("sdpa math: give dropout_mask or dropout_p (philox), not both")
+    if not 0.0 < dropout_p < 1.0:
+        raise ValueError(f"sdpa math: dropout_p must be in [0, 1), got {dropout_p}")
+    if seed is None or offset is None:
+        raise ValueError("sdpa math: philox dropout (dropout_p) needs dropout_seed and offset")
+    return _Philox(seed, offset, dropout_keep_words(dropout_p))
+
+
 @dataclass
 class _Plan:
     g: _Geom
@@ -122,8 +149,10 @@ class _Plan:
     q_limit: int
     kv_limit: int
     mask4: Tensor | None
+    philox: _Philox | None
     dropout_scale: float
     block: int
+    q_device: torch.device
 
 
 def _plan(
@@ -144,6 +173,9 @@ def _plan(
     compute_dtype: torch.dtype,
     block_q: int | None,
     matmul_dtype: torch.dtype | None,
+    dropout_p: float | None = None,
+    dropout_seed: Scalar | None = None,
+    dropout_offset: Scalar | None = None,
 ) -> _Plan:
     g = _geometry(q, k, v)
     if compute_dtype not in (torch.float32, torch.float64):
@@ -218,8 +250,10 @@ def _plan(
         q_limit=q_limit,
         kv_limit=kv_limit,
         mask4=mask4,
+        philox=_philox(dropout_p, dropout_seed, dropout_offset, mask4 is not None),
         dropout_scale=float(dropout_scale),
         block=block,
+        q_device=q.device,
     )
 
 
@@ -331,6 +365,12 @@ def _scores(
 
 
 def _mask_block(p: _Plan, i0: int, i1: int, j0: int, j1: int) -> Tensor | None:
+    """The block's dropout factor ``M·s`` (explicit mask or philox draw), or None."""
+    if p.philox is not None:
+        g, d = p.g, p.philox
+        keep = philox_keep(d.seed, d.offset, d.keep_words, (g.b, g.h, g.sq, g.skv), (i0, i1),
+                           (j0, j1), p.q_device)  # fmt: skip
+        return keep.to(p.cdt) * p.dropout_scale
     if p.mask4 is None:
         return None
     return p.mask4[:, :, i0:i1, j0:j1].to(p.cdt) * p.dropout_scale

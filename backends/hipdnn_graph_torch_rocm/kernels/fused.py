@@ -177,14 +177,15 @@ def forward(
     dropout_mask: Tensor | None = None,
     dropout_scale: float = 1.0,
     dropout_p: float = 0.0,
-    seed: int | Tensor | None = None,
-    offset: int | Tensor | None = None,
+    dropout_seed: int | Tensor | None = None,
+    dropout_offset: int | Tensor | None = None,
     check: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """O ``[B,H,Sq,Dv]`` (input dtype) and Stats ``[B,H,Sq,1]`` fp32 from the fused op.
 
     Keywords as in :func:`hipdnn_graph_torch_rocm.kernels.math.sdpa_forward`, plus philox
-    dropout: ``dropout_p`` with the graph's ``seed`` and ``offset`` (ints, or one-element tensors
+    dropout: ``dropout_p`` with the graph's ``dropout_seed`` and ``dropout_offset`` (ints, or
+    one-element tensors
     read on the host), run by the op itself with the device's generator set to them for the
     call (:mod:`._fused_philox`; no mask tensor). :func:`check` runs
     once per call signature (cached); with ``check=False`` a failed check raises only for what
@@ -217,7 +218,7 @@ def forward(
         o, st = run(p, c, q, k, v, scale=scale, bias=bias, seq_len_q=seq_len_q,
                     seq_len_kv=seq_len_kv)  # fmt: skip
         return clear_empty_rows(er, o, st)
-    s, off = _philox_values(seed, offset)
+    s, off = _philox_values(dropout_seed, dropout_offset)
     with generator_at(op, q.device, s, off):
         o, st = run(p, c, q, k, v, scale=scale, bias=bias, seq_len_q=seq_len_q,
                     seq_len_kv=seq_len_kv, dropout_p=float(dropout_p))  # fmt: skip
@@ -251,8 +252,8 @@ def backward(
     dropout_mask: Tensor | None = None,
     dropout_scale: float = 1.0,
     dropout_p: float = 0.0,
-    seed: int | Tensor | None = None,
-    offset: int | Tensor | None = None,
+    dropout_seed: int | Tensor | None = None,
+    dropout_offset: int | Tensor | None = None,
     check: bool = True,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """dQ, dK, dV (input dtype) and dBias (fp32 where summed over broadcast dims, or None) from
@@ -260,7 +261,7 @@ def backward(
 
     The op reads the GIVEN ``o`` and ``stats`` (``[B,H,Sq,1]`` natural-log LSE); nothing is
     recomputed. dBias is produced when ``dbias_shape`` is given (efficient only). Philox dropout
-    (``dropout_p``, ``seed``, ``offset``) and ``check`` as in :func:`forward`; the seed and offset
+    (``dropout_p``, ``dropout_seed``, ``dropout_offset``) and ``check`` as in :func:`forward`; they
     reach the op in its own form (:func:`._fused_philox.backward_rng`).
 
     Raises:
@@ -286,9 +287,9 @@ def backward(
     )
     philox_rng = None
     if dropout_p:
-        if seed is None or offset is None:
+        if dropout_seed is None or dropout_offset is None:
             raise ValueError("philox dropout needs a seed and an offset")
-        philox_rng = backward_rng(op, q.device, seed, offset)
+        philox_rng = backward_rng(op, q.device, dropout_seed, dropout_offset)
     dq, dk, dv, db = _fused_ops.BACKWARD[op](
         p,
         c,

@@ -33,6 +33,7 @@ import math
 
 import torch
 
+from ._math_philox import Scalar
 from ._math_plan import (
     _buf,
     _check_broadcast,
@@ -75,6 +76,9 @@ def sdpa_forward(
     compute_dtype: torch.dtype = torch.float32,
     block_q: int | None = None,
     matmul_dtype: torch.dtype | None = None,
+    dropout_p: float | None = None,
+    dropout_seed: Scalar | None = None,
+    dropout_offset: Scalar | None = None,
 ) -> tuple[Tensor, Tensor]:
     """SDPA forward: ``O = softmax(S)∘M·s · V`` and ``Stats = logsumexp(S)``.
 
@@ -92,6 +96,10 @@ def sdpa_forward(
         compute_dtype: float32 or float64 accumulation.
         block_q: query rows per block (default: sized from a memory budget).
         matmul_dtype: fp16/bf16 to run the matmuls on tensor cores (see module docstring).
+        dropout_p, dropout_seed, dropout_offset: philox dropout instead of ``dropout_mask``:
+            ``M`` is drawn block by block from :mod:`hipdnn_graph.philox`'s stream (seed and
+            offset: ints, or one-element int tensors read on the device); ``dropout_scale``
+            still multiplies (pass ``1/(1 − p)``).
 
     Returns:
         ``(o [B,H,Sq,Dv], stats [B,H,Sq,1])``, both in compute_dtype (float32 by default).
@@ -117,6 +125,9 @@ def sdpa_forward(
         compute_dtype=compute_dtype,
         block_q=block_q,
         matmul_dtype=matmul_dtype,
+        dropout_p=dropout_p,
+        dropout_seed=dropout_seed,
+        dropout_offset=dropout_offset,
     )
     g = p.g
     dev = q.device
@@ -177,6 +188,9 @@ def sdpa_backward(
     compute_dtype: torch.dtype = torch.float32,
     block_q: int | None = None,
     matmul_dtype: torch.dtype | None = None,
+    dropout_p: float | None = None,
+    dropout_seed: Scalar | None = None,
+    dropout_offset: Scalar | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """SDPA backward from the GIVEN O and Stats (spec §6).
 
@@ -208,6 +222,9 @@ def sdpa_backward(
         compute_dtype=compute_dtype,
         block_q=block_q,
         matmul_dtype=matmul_dtype,
+        dropout_p=dropout_p,
+        dropout_seed=dropout_seed,
+        dropout_offset=dropout_offset,
     )
     g = p.g
     dev = q.device

@@ -1,0 +1,127 @@
+"""Philox dropout keep masks with torch integer ops, for the math kernel (any device, any build).
+
+The same stream as :mod:`hipdnn_graph.philox` (the NumPy definition; the memory-efficient CUDA
+kernel's stream), bit for bit: element ``(b, h, i, j)`` of a ``[B, H, Sq, Skv]`` matrix takes
+word ``L mod 4`` of Philox4x32-10 at counter ``L // 4`` under key ``seed``, where
+``L = offset + ((b·H + h)·Sq + i)·Skv + j``, and is kept iff that word is at least
+:func:`hipdnn_graph.philox.dropout_keep_words` (the integer form of ``uniform > p``).
+
+Everything is int64 arithmetic that never overflows (32×32-bit products are split into 16-bit
+halves), so it runs on the CPU, CUDA and ROCm alike without unsigned or CUDA-only ops. A seed or
+offset may be a Python int or a one-element integer tensor; a tensor on the compute device is
+used there (no host synchronization), one on the CPU is read as a host number.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from hipdnn_graph.philox import PHILOX_M0, PHILOX_M1, PHILOX_ROUNDS, PHILOX_W0, PHILOX_W1
+
+__all__ = ["Scalar", "philox_keep"]
+
+Tensor = torch.Tensor
+#: a seed or offset: a Python int (any sign, read mod 2**64) or a one-element integer tensor
+Scalar = int | Tensor
+
+_M32 = 0xFFFFFFFF
+_M16 = 0xFFFF
+#: Philox blocks per chunk (bounds the int64 temporaries: ~10 of this many elements live)
+_CHUNK_CPU = 1 << 16
+_CHUNK_GPU = 1 << 21
+
+
+def _words(x: Scalar, device: torch.device) -> tuple[int | Tensor, int | Tensor]:
+    """(low, high) 32-bit words of a 64-bit value read as unsigned."""
+    if isinstance(x, Tensor):
+        if x.device.type == "cpu" and device.type != "cpu":
+            x = int(x.reshape(-1)[0].item())  # a host number: no device synchronization
+        else:
+            t = x.reshape(()).to(device=device, dtype=torch.int64)
+            return t & _M32, (t >> 32) & _M32
+    u = int(x) % (1 << 64)
+    return u & _M32, u >> 32
+
+
+def _mulhilo(m: int, c: Tensor) -> tuple[Tensor, Tensor]:
+    """``(hi, lo)`` 32-bit halves of ``m·c`` for ``m, c < 2**32``, without int64 overflow."""
+    a = (c & _M16) * m  # < 2**48
+    b = (c >> 16) * m  # < 2**48
+    t = a + ((b & _M16) << 16)  # < 2**49
+    return (b >> 16) + (t >> 32), t & _M32
+
+
+def _philox(ctr: Tensor, k0: int | Tensor, k1: int | Tensor) -> list[Tensor]:
+    """The four output words of Philox4x32-10 at 128-bit counters ``ctr`` (< 2**63; words 2 and
+    3 zero) as int64 tensors holding 32-bit values."""
+    c0, c1 = ctr & _M32, ctr >> 32
+    c2 = c3 = torch.zeros_like(ctr)
+    for _ in range(PHILOX_ROUNDS):
+        hi0, lo0 = _mulhilo(PHILOX_M0, c0)
+        hi1, lo1 = _mulhilo(PHILOX_M1, c2)
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+        k0 = (k0 + PHILOX_W0) & _M32
+        k1 = (k1 + PHILOX_W1) & _M32
+    return [c0, c1, c2, c3]
+
+
+def philox_keep(
+    seed: Scalar,
+    offset: Scalar,
+    keep_words: int,
+    shape: tuple[int, int, int, int],
+    rows: tuple[int, int],
+    cols: tuple[int, int],
+    device: torch.device,
+) -> Tensor:
+    """The keep mask of the block ``[:, :, rows, cols]`` of a ``[B, H, Sq, Skv]`` matrix.
+
+    Args:
+        seed: The Philox key (64 bits, read as unsigned).
+        offset: The stream offset (64 bits, read as unsigned).
+        keep_words: :func:`hipdnn_graph.philox.dropout_keep_words` of the probability.
+        shape: ``(B, H, Sq, Skv)`` of the whole matrix (it fixes each element's position).
+        rows: ``(i0, i1)``, the query rows of the block.
+        cols: ``(j0, j1)``, the key columns of the block.
+        device: Where the mask is computed and returned.
+
+    Returns:
+        A bool tensor ``[B, H, i1 − i0, j1 − j0]`` on ``device`` (True: kept), equal to
+        ``hipdnn_graph.philox.dropout_keep_mask(seed, offset, p, shape, rows=rows, cols=cols)``.
+
+    Example:
+        >>> import torch
+        >>> from hipdnn_graph.philox import dropout_keep_mask, dropout_keep_words
+        >>> got = philox_keep(7, 13, dropout_keep_words(0.3), (2, 3, 9, 10), (2, 7), (1, 10),
+        ...                   torch.device("cpu"))
+        >>> want = dropout_keep_mask(7, 13, 0.3, (2, 3, 9, 10), rows=(2, 7), cols=(1, 10))
+        >>> bool((got.numpy() == want).all())
+        True
+    """
+    b, h, sq, skv = shape
+    (i0, i1), (j0, j1) = rows, cols
+    n, width = i1 - i0, j1 - j0
+    out = torch.empty(b * h * n, width, dtype=torch.bool, device=device)
+    if out.numel() == 0:
+        return out.view(b, h, n, width)
+    k0, k1 = _words(seed, device)
+    lo, hi = _words(offset, device)
+    off_block = hi * (1 << 30) + (lo >> 2)  # offset // 4, < 2**62
+    off_lane = lo & 3
+    lead = torch.arange(b * h, device=device, dtype=torch.int64).view(-1, 1) * sq
+    base = ((lead + torch.arange(i0, i1, device=device, dtype=torch.int64)) * skv + j0).view(-1)
+    nblocks = (width + 7) // 4  # a row that starts at lane 3 spans one block more
+    chunk = _CHUNK_CPU if device.type == "cpu" else _CHUNK_GPU
+    step = max(1, chunk // nblocks)
+    blocks = torch.arange(nblocks, device=device, dtype=torch.int64)
+    for r0 in range(0, base.numel(), step):
+        rel = base[r0 : r0 + step] + off_lane
+        ctr = (off_block + (rel >> 2)).view(-1, 1) + blocks
+        words = torch.stack(_philox(ctr, k0, k1), dim=-1).view(ctr.shape[0], 4 * nblocks)
+        kept = words >= keep_words
+        lane = (rel & 3).view(-1, 1)
+        sel = kept[:, 0:width]
+        for first in (1, 2, 3):
+            sel = torch.where(lane == first, kept[:, first : first + width], sel)
+        out[r0 : r0 + step] = sel
+    return out.view(b, h, n, width)
