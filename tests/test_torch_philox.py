@@ -135,6 +135,7 @@ def test_streams_each_engine_records(cuda_build: None, monkeypatch: pytest.Monke
     assert streams[EFFICIENT] == "hipdnn_graph.philox"
     assert streams[CUDNN].startswith("cudnn") and streams[FLASH].startswith("flash")
     assert streams["TORCH_SDPA_FLEX_ENGINE"] is None
+    assert streams["TORCH_SDPA_MATH_ENGINE"] == "hipdnn_graph.philox"
     monkeypatch.setattr(torch.version, "hip", "6.4.0", raising=False)
     assert engines[EFFICIENT].dropout_stream().startswith("aotriton")
     assert engines[FLASH].dropout_stream().startswith("aotriton")

@@ -32,7 +32,7 @@ from hipdnn_graph.backend import PhiloxDropout, SdpaProblem, Support, engine_id
 from hipdnn_graph.backend.dropout import read_int
 from hipdnn_graph.backend.dtypes import torch_dtype
 
-from ._ranking import ENGINES, Features, deferral, philox_deferral
+from ._ranking import DOCUMENTED_STREAM, ENGINES, Features, deferral, philox_deferral
 from .replay import CudaGraphReplay
 
 __all__ = ["ENGINES", "TorchSdpaBackend", "TorchSdpaEngine", "create_engines"]
@@ -199,7 +199,9 @@ class TorchSdpaEngine:
     def dropout_stream(self) -> str | None:
         """The Philox stream this engine's philox dropout draws its mask from on this torch
         build (None: the engine runs no philox dropout). See :mod:`.kernels._fused_philox`."""
-        if self.op is None or self.op == "flex":
+        if self.op is None:
+            return DOCUMENTED_STREAM  # the math kernel draws hipdnn_graph.philox's stream
+        if self.op == "flex":
             return None
         from .kernels import _fused_philox, fused
 
@@ -207,7 +209,7 @@ class TorchSdpaEngine:
 
     def _philox_deferral(self, p: SdpaProblem, preferred: bool) -> str | None:
         stream = self.dropout_stream()
-        if stream is None:
+        if stream is None or self.op is None:
             return None
         reason = philox_deferral(self.name, stream, preferred=preferred)
         return None if reason is None else f"node '{p.name}': {reason}"
