@@ -12,8 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import hipdnn_graph as hg  # noqa: E402
+from hipdnn_graph import philox  # noqa: E402
 from hipdnn_graph.philox import dropout_keep_mask, dropout_keep_words  # noqa: E402
 from hipdnn_graph_torch_rocm import TorchSdpaEngine  # noqa: E402
+from hipdnn_graph_torch_rocm.kernels import _math_philox  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels import math as kmath  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels._math_philox import philox_keep  # noqa: E402
 
@@ -158,9 +160,20 @@ def test_math_stream_equals_numpy_stream_bit_for_bit(seed, offset, p, shape) -> 
         np.testing.assert_array_equal(got.numpy(), want)
 
 
-def test_math_stream_chunks_give_the_same_mask(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hipdnn_graph_torch_rocm.kernels import _math_philox
+def test_math_kernels_restate_the_definition_exactly() -> None:
+    """Kernel modules cannot import hipdnn_graph (a torch-only machine runs them), so they
+    restate the constants and the keep rule: both must equal hipdnn_graph.philox's."""
+    for name in ("PHILOX_M0", "PHILOX_M1", "PHILOX_W0", "PHILOX_W1", "PHILOX_ROUNDS"):
+        assert getattr(_math_philox, name) == getattr(philox, name)
+    rng = np.random.default_rng(3)
+    probabilities = [0.0, 1e-12, 2.0**-33, 0.1, 0.2, 0.25, 0.5, 0.7, 0.9, 1 - 2.0**-24]
+    for p in [*probabilities, *rng.random(40).tolist()]:
+        assert _math_philox.keep_words(p) == dropout_keep_words(p), p
+    with pytest.raises(ValueError):
+        _math_philox.keep_words(1.0)
 
+
+def test_math_stream_chunks_give_the_same_mask(monkeypatch: pytest.MonkeyPatch) -> None:
     shape = (2, 3, 17, 33)
     want = dropout_keep_mask(5, 6, 0.3, shape)
     monkeypatch.setattr(_math_philox, "_CHUNK_CPU", 5)

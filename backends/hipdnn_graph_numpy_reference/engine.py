@@ -17,8 +17,8 @@ import numpy as np
 import hipdnn_graph as hg
 from hipdnn_graph.backend import PhiloxDropout, SdpaProblem, Support
 from hipdnn_graph.backend.dtypes import numpy_dtype
-from hipdnn_graph.philox import dropout_keep_mask
 
+from .philox_mask import PhiloxKeepMask
 from .sdpa_math import presized_backward, sdpa_backward, sdpa_forward
 
 __all__ = ["NumpyReferenceEngine", "NumpyReferencePlan"]
@@ -145,9 +145,8 @@ class _PhiloxMask:
     def arguments(self, buffers: Mapping[int, Any]) -> dict[str, Any]:
         """``dropout_mask`` and ``dropout_scale`` of the math functions, for this call."""
         d = self.dropout
-        mask = dropout_keep_mask(
-            d.seed.resolve(buffers), d.offset.resolve(buffers), d.probability, self.shape
-        )
+        seed, offset = d.seed.resolve(buffers), d.offset.resolve(buffers)
+        mask = PhiloxKeepMask(seed, offset, d.probability, self.shape)
         return {"dropout_mask": mask, "dropout_scale": d.scale}
 
 

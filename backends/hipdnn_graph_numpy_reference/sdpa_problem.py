@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .masks import padding_lengths
+from .philox_mask import PhiloxKeepMask
 
 __all__ = [
     "SMALL_PATH",
@@ -70,7 +71,8 @@ class Problem:
     scale: float
     ct: np.dtype[Any]
     bias4: Array | None
-    dropout4: Array | None
+    #: the keep mask: an array, or a philox mask drawn block by block where it is read
+    dropout4: Array | PhiloxKeepMask | None
     dropout_scale: float
     alibi: bool
     bottom_right: bool
@@ -173,8 +175,12 @@ def prepare(
         check_broadcast("bias", bias_arr.shape, (b, h, sq, skv))
         bias4 = as4(bias_arr.astype(ct, copy=False))
 
-    dropout4 = None
-    if dropout_mask is not None:
+    dropout4: Array | PhiloxKeepMask | None = None
+    if isinstance(dropout_mask, PhiloxKeepMask):
+        if dropout_mask.shape != (b, h, sq, skv):
+            raise ValueError(f"philox mask of shape {dropout_mask.shape} is not [B, H, Sq, Skv]")
+        dropout4 = dropout_mask
+    elif dropout_mask is not None:
         mask = np.asarray(dropout_mask)
         if mask.ndim != 4 or mask.shape[2:] != (sq, skv) or mask.shape[0] not in (1, b):
             raise ValueError(f"dropout_mask of shape {mask.shape} is not [B|1, H|1, Sq, Skv]")

@@ -25,7 +25,10 @@ import numpy as np
 import numpy.typing as npt
 
 from .masks import visibility
+from .philox_mask import PhiloxKeepMask
 from .sdpa_problem import Array, Backward, Problem
+
+_ALL = slice(None)
 
 __all__ = ["additive", "backward", "backward_block", "forward"]
 
@@ -111,6 +114,13 @@ def _b(x: Array | None, sl: slice) -> Array | None:
     return x if x is None or x.shape[0] == 1 else x[sl]
 
 
+def _mask(x: Array | PhiloxKeepMask | None, sl: slice = _ALL) -> Array | None:
+    """Batch elements ``sl`` of the dropout mask as an array (a philox mask draws just them)."""
+    if isinstance(x, PhiloxKeepMask):
+        return x[sl]
+    return _b(x, sl)
+
+
 def _scores(
     qs: Array, k: Array, bias: Array | None, add: Array | None, hidden: Array | None
 ) -> Array:
@@ -140,12 +150,13 @@ def forward(p: Problem, per_call: int) -> tuple[Array, Array]:
     add, hidden = additive(p), _hidden(p)
     b = p.q.shape[0]
     if per_call >= b:
-        return _forward(p, p.q, p.k, p.v, p.bias4, p.dropout4, add, hidden)
+        return _forward(p, p.q, p.k, p.v, p.bias4, _mask(p.dropout4), add, hidden)
     o = np.empty((*p.q.shape[:3], p.v.shape[3]), dtype=p.ct)
     stats = np.empty((*p.q.shape[:3], 1), dtype=p.ct)
     for sl in _chunks(b, per_call):
+        mask = _mask(p.dropout4, sl)
         o[sl], stats[sl] = _forward(
-            p, p.q[sl], p.k[sl], p.v[sl], _b(p.bias4, sl), _b(p.dropout4, sl), add, _b(hidden, sl)
+            p, p.q[sl], p.k[sl], p.v[sl], _b(p.bias4, sl), mask, add, _b(hidden, sl)
         )
     return o, stats
 
@@ -189,7 +200,7 @@ def backward(p: Problem, g: Backward, per_call: int) -> tuple[Array, Array, Arra
     shape = g.dbias_shape
     if per_call >= b:
         dq, dk, dv, dbias = backward_block(
-            p, p.q, p.k, p.v, g.o, g.do, g.lse, p.bias4, p.dropout4, add, hidden, shape
+            p, p.q, p.k, p.v, g.o, g.do, g.lse, p.bias4, _mask(p.dropout4), add, hidden, shape
         )
         return dq, dk, dv, None if dbias is None or shape is None else dbias.reshape(shape)
     dq = np.empty(p.q.shape, dtype=p.ct)
@@ -206,7 +217,7 @@ def backward(p: Problem, g: Backward, per_call: int) -> tuple[Array, Array, Arra
             g.do[sl],
             g.lse[sl],
             _b(p.bias4, sl),
-            _b(p.dropout4, sl),
+            _mask(p.dropout4, sl),
             add,
             _b(hidden, sl),
             shape,

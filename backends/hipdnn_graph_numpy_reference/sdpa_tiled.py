@@ -27,6 +27,7 @@ import numpy as np
 
 from . import sdpa_problem
 from .masks import KeyBand, QueryBlock, band_for_batch, padding_lengths
+from .philox_mask import PhiloxKeepMask
 from .sdpa_problem import Array, Backward, Problem
 
 __all__ = ["backward", "choose_blocks", "forward"]
@@ -175,7 +176,7 @@ def _stacked(x: Array, g: _Groups) -> Array:
     return x.reshape(g.count, -1, x.shape[-1])
 
 
-def _broadcast_block(x4: Array, t: _Tile) -> Array:
+def _broadcast_block(x4: Array | PhiloxKeepMask, t: _Tile) -> Array:
     """The ``[hc|1, rows|1, cols|1]`` block of a 4-D array broadcastable to ``[B,H,Sq,Skv]``."""
     nb, nh, nq, nk = x4.shape
     return x4[

@@ -4,7 +4,9 @@ The same stream as :mod:`hipdnn_graph.philox` (the NumPy definition; the memory-
 kernel's stream), bit for bit: element ``(b, h, i, j)`` of a ``[B, H, Sq, Skv]`` matrix takes
 word ``L mod 4`` of Philox4x32-10 at counter ``L // 4`` under key ``seed``, where
 ``L = offset + ((b·H + h)·Sq + i)·Skv + j``, and is kept iff that word is at least
-:func:`hipdnn_graph.philox.dropout_keep_words` (the integer form of ``uniform > p``).
+:func:`keep_words` (the integer form of ``uniform > p``). Kernel modules run where only torch is
+installed, so they cannot import ``hipdnn_graph``: the round constants and the uniform conversion
+are restated here, and ``tests/test_philox_dropout.py`` checks them against the definition.
 
 Everything is int64 arithmetic that never overflows (32×32-bit products are split into 16-bit
 halves), so it runs on the CPU, CUDA and ROCm alike without unsigned or CUDA-only ops. A seed or
@@ -14,11 +16,28 @@ used there (no host synchronization), one on the CPU is read as a host number.
 
 from __future__ import annotations
 
+import functools
+import struct
+
 import torch
 
-from hipdnn_graph.philox import PHILOX_M0, PHILOX_M1, PHILOX_ROUNDS, PHILOX_W0, PHILOX_W1
+__all__ = [
+    "PHILOX_M0",
+    "PHILOX_M1",
+    "PHILOX_ROUNDS",
+    "PHILOX_W0",
+    "PHILOX_W1",
+    "Scalar",
+    "keep_words",
+    "philox_keep",
+]
 
-__all__ = ["Scalar", "philox_keep"]
+#: Philox4x32 round multipliers and Weyl key increments (hipdnn_graph.philox's constants)
+PHILOX_M0 = 0xD2511F53
+PHILOX_M1 = 0xCD9E8D57
+PHILOX_W0 = 0x9E3779B9
+PHILOX_W1 = 0xBB67AE85
+PHILOX_ROUNDS = 10
 
 Tensor = torch.Tensor
 #: a seed or offset: a Python int (any sign, read mod 2**64) or a one-element integer tensor
@@ -29,6 +48,45 @@ _M16 = 0xFFFF
 #: Philox blocks per chunk (bounds the int64 temporaries: ~10 of this many elements live)
 _CHUNK_CPU = 1 << 16
 _CHUNK_GPU = 1 << 21
+
+
+def _fl32(x: float) -> float:
+    """``x`` rounded to float32 (to nearest, ties to even)."""
+    value: float = struct.unpack("f", struct.pack("f", x))[0]
+    return value
+
+
+def _uniform(x: int) -> float:
+    """curand's uniform of the 32-bit word ``x``: ``fl32(fl32(x)·2**-32 + 2**-33)``.
+
+    The sum is exact in float64 (at most 24 significant bits apart), so rounding it once to
+    float32 is the float32 addition.
+    """
+    return _fl32(_fl32(float(x)) * 2.0**-32 + 2.0**-33)
+
+
+@functools.cache
+def keep_words(p: float) -> int:
+    """The smallest 32-bit word kept by ``uniform > fl32(p)`` (``2**32``: none).
+
+    Raises:
+        ValueError: unless ``0 <= p < 1``.
+
+    Example:
+        >>> keep_words(0.5)
+        2147483777
+    """
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"sdpa math: dropout_p must be in [0, 1), got {p}")
+    threshold = _fl32(p)
+    lo, hi = 0, 1 << 32
+    while lo < hi:  # the uniform never decreases as the word grows
+        mid = (lo + hi) // 2
+        if _uniform(mid) > threshold:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def _words(x: Scalar, device: torch.device) -> tuple[int | Tensor, int | Tensor]:
@@ -68,7 +126,7 @@ def _philox(ctr: Tensor, k0: int | Tensor, k1: int | Tensor) -> list[Tensor]:
 def philox_keep(
     seed: Scalar,
     offset: Scalar,
-    keep_words: int,
+    threshold: int,
     shape: tuple[int, int, int, int],
     rows: tuple[int, int],
     cols: tuple[int, int],
@@ -79,7 +137,7 @@ def philox_keep(
     Args:
         seed: The Philox key (64 bits, read as unsigned).
         offset: The stream offset (64 bits, read as unsigned).
-        keep_words: :func:`hipdnn_graph.philox.dropout_keep_words` of the probability.
+        threshold: :func:`keep_words` of the probability.
         shape: ``(B, H, Sq, Skv)`` of the whole matrix (it fixes each element's position).
         rows: ``(i0, i1)``, the query rows of the block.
         cols: ``(j0, j1)``, the key columns of the block.
@@ -91,12 +149,10 @@ def philox_keep(
 
     Example:
         >>> import torch
-        >>> from hipdnn_graph.philox import dropout_keep_mask, dropout_keep_words
-        >>> got = philox_keep(7, 13, dropout_keep_words(0.3), (2, 3, 9, 10), (2, 7), (1, 10),
+        >>> got = philox_keep(42, 0, keep_words(0.5), (1, 1, 5, 7), (0, 1), (0, 4),
         ...                   torch.device("cpu"))
-        >>> want = dropout_keep_mask(7, 13, 0.3, (2, 3, 9, 10), rows=(2, 7), cols=(1, 10))
-        >>> bool((got.numpy() == want).all())
-        True
+        >>> got.flatten().tolist()  # hipdnn_graph.philox.dropout_keep_mask's first row
+        [True, False, False, False]
     """
     b, h, sq, skv = shape
     (i0, i1), (j0, j1) = rows, cols
@@ -118,7 +174,7 @@ def philox_keep(
         rel = base[r0 : r0 + step] + off_lane
         ctr = (off_block + (rel >> 2)).view(-1, 1) + blocks
         words = torch.stack(_philox(ctr, k0, k1), dim=-1).view(ctr.shape[0], 4 * nblocks)
-        kept = words >= keep_words
+        kept = words >= threshold
         lane = (rel & 3).view(-1, 1)
         sel = kept[:, 0:width]
         for first in (1, 2, 3):

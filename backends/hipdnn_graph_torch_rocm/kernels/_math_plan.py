@@ -9,9 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from hipdnn_graph.philox import dropout_keep_words
-
-from ._math_philox import Scalar, philox_keep
+from ._math_philox import Scalar, keep_words, philox_keep
 
 Tensor = torch.Tensor
 
@@ -123,11 +121,9 @@ def _philox(
         return None
     if has_mask:
         raise ValueError("sdpa math: give dropout_mask or dropout_p (philox), not both")
-    if not 0.0 < dropout_p < 1.0:
-        raise ValueError(f"sdpa math: dropout_p must be in [0, 1), got {dropout_p}")
     if seed is None or offset is None:
         raise ValueError("sdpa math: philox dropout (dropout_p) needs dropout_seed and offset")
-    return _Philox(seed, offset, dropout_keep_words(dropout_p))
+    return _Philox(seed, offset, keep_words(float(dropout_p)))
 
 
 @dataclass
