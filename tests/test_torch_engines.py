@@ -86,26 +86,6 @@ def test_run_returns_outputs_with_the_declared_type_and_layout() -> None:
     assert out[t["dK"]].shape == (1, 2, 32, 16)
 
 
-@pytest.mark.parametrize("name", FUSED)
-def test_philox_dropout_is_refused_by_every_fused_torch_engine(
-    name: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """With a (pretended) CUDA device, so that the fused engines get past the device check."""
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.version, "hip", None, raising=False)
-    g = hg.Graph(io_data_type=hg.DataType.BFLOAT16, intermediate_data_type=hg.DataType.FLOAT,
-                 compute_data_type=hg.DataType.FLOAT)  # fmt: skip
-    q = g.tensor(name="Q", dim=[1, 2, 16, 16])
-    seed = g.tensor(name="Seed", dim=[1], data_type=hg.DataType.INT64)
-    offset = g.tensor(name="Offset", dim=[1], data_type=hg.DataType.INT64)
-    g.sdpa(q, g.tensor_like(q, "K"), g.tensor_like(q, "V"), dropout=(0.1, seed, offset))
-    g.validate()
-    op = {n: o for n, o, _ in ENGINES}[name]
-    support = TorchSdpaEngine(name, op, 1).check(g)
-    assert not support.ok
-    assert "philox dropout" in support.reason
-
-
 def test_cudnn_engine_refuses_rocm_builds(monkeypatch: pytest.MonkeyPatch) -> None:
     """torch has no cuDNN attention on ROCm: the engine says so even when a device exists."""
     monkeypatch.setattr(torch.version, "hip", "6.4.0", raising=False)

@@ -20,6 +20,8 @@ from sdpa_autograd_reference import reference_backward, reference_forward  # noq
 
 import hipdnn_graph as hg  # noqa: E402
 import hipdnn_graph.torch as hgt  # noqa: E402
+from hipdnn_graph.philox import dropout_keep_mask  # noqa: E402
+from hipdnn_graph.torch import _dropout  # noqa: E402
 from hipdnn_graph.torch._op import sdpa_bwd_op, sdpa_fwd_op  # noqa: E402
 
 sdpa = hgt.scaled_dot_product_attention
@@ -72,15 +74,14 @@ def test_gradcheck_float64(case: str) -> None:
     assert torch.autograd.gradcheck(fn, args)
 
 
-def test_gradcheck_with_a_fixed_dropout_mask_through_the_custom_op() -> None:
+def test_gradcheck_with_philox_dropout_at_a_fixed_seed() -> None:
     q, k, v = _qkv(1, 2, 1, 3, 4, 2, 3)
-    mask = (torch.rand(1, 2, 3, 4, generator=torch.Generator().manual_seed(1)) > 0.3).to(F64)
     bias = torch.randn(1, 1, 3, 4, dtype=F64, requires_grad=True)
 
     def fn(q: Any, k: Any, v: Any, bias: Any) -> Any:
-        o, _ = sdpa_fwd_op(q, k, v, bias, None, None, mask, 1 / 0.7, 0.5, True, 0, None, None,
-                           False, None)  # fmt: skip
-        return o
+        torch.manual_seed(1)  # one mask for every evaluation
+        return sdpa(q, k, v, attn_mask=bias, dropout_p=0.3, scale=0.5, is_causal=True,
+                    enable_gqa=True)  # fmt: skip
 
     assert torch.autograd.gradcheck(fn, (q, k, v, bias))
 
@@ -130,20 +131,23 @@ def test_expanded_float_mask_gets_the_gradient_of_its_own_shape() -> None:
     torch.testing.assert_close(gbase, rbase, rtol=1e-6, atol=1e-6)
 
 
-def test_dropout_mask_comes_from_torch_generator_and_feeds_both_graphs() -> None:
+def test_dropout_is_philox_seeded_from_torch_generator_and_feeds_both_graphs() -> None:
     q, k, v = _qkv(2, 2, 2, 4, 5, 3, 3)
     p = 0.4
+    hgt.graph_cache().clear()
     torch.manual_seed(123)
     out = sdpa(q, k, v, dropout_p=p, scale=0.5)
     grads = torch.autograd.grad(out.sum(), [q, k, v])
     torch.manual_seed(123)
-    keep = (torch.rand(2, 2, 4, 5) >= p).to(F64)  # the op's draw: one uniform per score
+    seed, offset = _dropout.draw(torch.device("cpu"))  # the op's draw (CPU: offset 0)
+    keep = torch.from_numpy(dropout_keep_mask(seed, offset, p, (2, 2, 4, 5))).to(F64)
+    scale = 1 / (1 - float(np.float32(p)))  # the graph keeps p as float32, as hipDNN does
     ro, rstats = reference_forward(q, k, v, scale=0.5, dropout_mask=keep.numpy(),
-                                   dropout_scale=1 / (1 - p))  # fmt: skip
+                                   dropout_scale=scale)  # fmt: skip
     np.testing.assert_allclose(out.detach().numpy(), ro, rtol=1e-9, atol=1e-9)
     rgrads = reference_backward(
         q, k, v, ro, np.ones_like(ro), rstats, scale=0.5, dropout_mask=keep.numpy(),
-        dropout_scale=1 / (1 - p),
+        dropout_scale=scale,
     )[:3]  # fmt: skip
     for a, b in zip(grads, rgrads, strict=True):
         np.testing.assert_allclose(a.numpy(), b, rtol=1e-9, atol=1e-9)
@@ -151,6 +155,10 @@ def test_dropout_mask_comes_from_torch_generator_and_feeds_both_graphs() -> None
     assert torch.equal(sdpa(q, k, v, dropout_p=p, scale=0.5), out)
     torch.manual_seed(124)
     assert not torch.equal(sdpa(q, k, v, dropout_p=p, scale=0.5), out)
+    # the seed changes every call, the graphs do not: one forward and one backward graph
+    entries = hgt.graph_cache().values()
+    assert len(entries) == 2 and all("Seed" in e.slots for e in entries)
+    assert {e.graph.get_plan_name() for e in entries} == {"TORCH_SDPA_MATH_ENGINE"}
 
 
 def test_torch_compile_fullgraph_matches_eager() -> None:
@@ -174,12 +182,21 @@ def test_torch_compile_fullgraph_matches_eager() -> None:
 def test_opcheck_on_the_custom_ops() -> None:
     q, k, v = _qkv(1, 2, 1, 3, 4, 2, 2, dtype=torch.float32)
     bias = torch.randn(1, 2, 3, 4, requires_grad=True)
-    fwd_args = (q, k, v, bias, None, None, None, 1.0, 0.5, True, 0, None, None, False, None)
+    fwd_args = (q, k, v, bias, None, None, 0.0, 0.5, True, 0, None, None, False, None)
     torch.library.opcheck(sdpa_fwd_op, fwd_args)
-    o, stats = sdpa_fwd_op(*fwd_args)
+    o, stats, state = sdpa_fwd_op(*fwd_args)
     do = torch.randn_like(o)
     detached = (q.detach(), k.detach(), v.detach(), o.detach(), do, stats.detach(), bias.detach())
-    bwd_args = (*detached, None, None, None, 1.0, 0.5, True, 0, None, None, False, None, True)
+    bwd_args = (*detached, None, None, state, 0.0, 0.5, True, 0, None, None, False, None, True)
+    torch.library.opcheck(sdpa_bwd_op, bwd_args,
+                          test_utils=("test_schema", "test_faketensor"))  # fmt: skip
+    # with dropout: the state (seed, offset, engine) the forward hands to the backward
+    drop_args = (q, k, v, bias, None, None, 0.25, *fwd_args[7:])
+    torch.library.opcheck(sdpa_fwd_op, drop_args, test_utils=("test_schema", "test_faketensor"))
+    o, stats, state = sdpa_fwd_op(*drop_args)
+    assert state.device.type == "cpu" and state.dtype == torch.int64 and state.shape == (3,)
+    detached = (q.detach(), k.detach(), v.detach(), o.detach(), do, stats.detach(), bias.detach())
+    bwd_args = (*detached, None, None, state, 0.25, *bwd_args[11:])
     torch.library.opcheck(sdpa_bwd_op, bwd_args,
                           test_utils=("test_schema", "test_faketensor"))  # fmt: skip
 
@@ -216,11 +233,12 @@ def test_outputs_and_gradients_keep_the_input_layout() -> None:
     q, k, v = (t.transpose(1, 2) for t in base)
     out = sdpa(q, k, v, is_causal=True, enable_gqa=True)
     assert out.transpose(1, 2).is_contiguous()  # so transformers' .contiguous() copies nothing
-    fwd_args = (q.detach(), k.detach(), v.detach(), None, None, None, None, 1.0, 0.5, True, 0,
-                None, None, False, None)  # fmt: skip
+    fwd_args = (q.detach(), k.detach(), v.detach(), None, None, None, 0.0, 0.5, True, 0, None,
+                None, False, None)  # fmt: skip
     torch.library.opcheck(sdpa_fwd_op, fwd_args, test_utils=("test_schema", "test_faketensor"))
-    o, stats = sdpa_fwd_op(*fwd_args)
-    grads = sdpa_bwd_op(*fwd_args[:3], o, torch.randn_like(o), stats, *fwd_args[3:], False)
+    o, stats, state = sdpa_fwd_op(*fwd_args)
+    grads = sdpa_bwd_op(*fwd_args[:3], o, torch.randn_like(o), stats, *fwd_args[3:6], state,
+                        *fwd_args[6:], False)  # fmt: skip
     for grad, t in zip(grads[:3], (q, k, v), strict=True):
         assert grad.stride() == t.stride()
 

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import PhiloxDropout, ScalarSource, SdpaProblem, Support
+from hipdnn_graph.backend import PhiloxDropout, ScalarSource, SdpaProblem, Support, engine_id
 from hipdnn_graph.backend.dropout import read_int
 from hipdnn_graph.backend.dtypes import torch_dtype
 
-from ._ranking import ENGINES, Features, deferral
+from ._ranking import DOCUMENTED_STREAM, ENGINES, Features, deferral, philox_deferral
 from .replay import CudaGraphReplay
 
 __all__ = ["ENGINES", "TorchSdpaBackend", "TorchSdpaEngine", "create_engines"]
@@ -49,16 +49,34 @@ def _common_refusal(p: SdpaProblem) -> str | None:
     return p.philox_problem() or p.data_type_problem()
 
 
-def _philox_refusal(p: SdpaProblem, family: str) -> str | None:
-    """Fused kernels draw dropout from streams of their own: only the math engine runs the
-    documented stream of :mod:`hipdnn_graph.philox`."""
-    if p.philox is None:
+def _philox_refusal(p: SdpaProblem, op: str | None) -> str | None:
+    """Why an engine of kernel family ``op`` (None: math) cannot draw this node's philox
+    dropout at all (which fused engine draws it by default is :func:`_ranking.philox_deferral`'s
+    rule)."""
+    if p.philox is None or op is None:
         return None
-    return (
-        f"node '{p.name}': philox dropout runs on TORCH_SDPA_MATH_ENGINE (the documented "
-        f"Philox stream); {family} does not draw it"
-    )
+    node = f"node '{p.name}'"
+    if op == "flex":
+        return (
+            f"{node}: flex cannot draw philox dropout (a score modifier acts before the softmax); "
+            "the fused and math engines run it"
+        )
+    offset = p.philox.offset.value
+    if offset is not None and offset % 4:
+        return (
+            f"{node}: {op} needs a philox Offset that is a multiple of 4 (torch's generator keeps "
+            f"offsets in steps of 4), got {offset}"
+        )
+    return None
 
+
+#: why plans with philox dropout always run eagerly (see :mod:`.replay`)
+_NO_PHILOX_REPLAY = (
+    "philox dropout: a captured forward would draw its mask from the CUDA generator's state at "
+    "replay time (torch's fused forward ops take no seed), not from the graph's Seed and "
+    "Offset, and the memory-efficient backward reads its seed on the host, which a capture "
+    "cannot record"
+)
 
 #: the backward's gradient slots, in the order the kernels return them
 _GRADS = ("dQ", "dK", "dV", "dBias")
@@ -162,14 +180,39 @@ class TorchSdpaEngine:
                 return Support.no(f"{self.op} needs a CUDA or ROCm device; none is available")
             if self.op == "cudnn" and torch.version.hip:
                 return Support.no("cuDNN attention does not exist in ROCm builds of torch")
+        preferred = graph.get_preferred_engine_id_ext() == engine_id(self.name)
         for node in graph.nodes:
             if not isinstance(node, hg.SdpaBwdNode | hg.SdpaFwdNode):
                 return Support.no(f"{type(node).__name__} is not implemented")
             p = SdpaProblem.from_node(node)
-            reason = _common_refusal(p) or self._refusal(p)
+            philox = p.philox is not None
+            reason = (
+                _common_refusal(p)
+                or (_philox_refusal(p, self.op) if philox else None)
+                or self._refusal(p)
+                or (self._philox_deferral(p, preferred) if philox else None)
+            )
             if reason is not None:
                 return Support.no(reason)
         return Support.yes()
+
+    def dropout_stream(self) -> str | None:
+        """The Philox stream this engine's philox dropout draws its mask from on this torch
+        build (None: the engine runs no philox dropout). See :mod:`.kernels._fused_philox`."""
+        if self.op is None:
+            return DOCUMENTED_STREAM  # the math kernel draws hipdnn_graph.philox's stream
+        if self.op == "flex":
+            return None
+        from .kernels import _fused_philox, fused
+
+        return _fused_philox.stream(fused.FusedOp(self.op))
+
+    def _philox_deferral(self, p: SdpaProblem, preferred: bool) -> str | None:
+        stream = self.dropout_stream()
+        if stream is None or self.op is None:
+            return None
+        reason = philox_deferral(self.name, stream, preferred=preferred)
+        return None if reason is None else f"node '{p.name}': {reason}"
 
     def _refusal(self, p: SdpaProblem) -> str | None:
         node = f"node '{p.name}'"
@@ -177,9 +220,6 @@ class TorchSdpaEngine:
             if p.compute_data_type not in (hg.DataType.FLOAT, hg.DataType.DOUBLE):
                 return f"{node}: compute type {p.compute_data_type.name} (FLOAT or DOUBLE only)"
             return None
-        philox = _philox_refusal(p, self.op)
-        if philox is not None:
-            return philox
         if p.compute_data_type != hg.DataType.FLOAT:
             return f"{node}: fused kernels compute in FLOAT, not {p.compute_data_type.name}"
         io = p.tensors["Q"].data_type
@@ -237,12 +277,16 @@ class TorchSdpaEngine:
     def build_plan(self, graph: hg.Graph) -> TorchSdpaPlan:
         import torch
 
-        steps = [self._step(SdpaProblem.from_node(node), torch) for node in graph.nodes]
+        problems = [SdpaProblem.from_node(node) for node in graph.nodes]
+        steps = [self._step(p, torch) for p in problems]
         produced = {id(t) for node in graph.nodes for t in node.outputs()}
         outputs = frozenset(
             t.get_uid() for t in graph.graph_tensors() if id(t) in produced and not t.is_virtual
         )
-        return TorchSdpaPlan(self.name, steps, outputs)
+        plan = TorchSdpaPlan(self.name, steps, outputs)
+        if self.op is not None and any(p.philox is not None for p in problems):
+            plan.replay.refuse(_NO_PHILOX_REPLAY)
+        return plan
 
     def _step(self, p: SdpaProblem, torch: Any) -> _Step:
         w = p.window
@@ -261,7 +305,7 @@ class TorchSdpaEngine:
                 runtime.append((key, source.uid, convert))
             else:
                 static[key] = source.value if key == "scale" else source.value or 1.0
-        if self.op is None and p.philox is not None:
+        if p.philox is not None:  # math draws the mask, a fused op has it drawn (no mask tensor)
             _philox_arguments(p.philox, static, runtime)
         slots = [("bias", "Bias"), ("dropout_mask", "Dropout_mask")]
         if p.padding:
@@ -371,6 +415,8 @@ def _flex_accepts(p: SdpaProblem, io: hg.DataType) -> bool:
 
     if not (torch.cuda.is_available() or cpu_allowed()) or _common_refusal(p):
         return False
+    if p.philox is not None:
+        return False
     return _FLEX_RULES._refusal(p) is None
 
 
@@ -379,9 +425,9 @@ def _philox_arguments(
     static: dict[str, Any],
     runtime: list[tuple[str, int, Callable[[Any], Any] | None]],
 ) -> None:
-    """The math kernel's ``dropout_p``/``dropout_seed``/``dropout_offset``/``dropout_scale``: a
-    constant Seed or Offset is static, the others are read per call (a tensor stays a tensor, so
-    a device seed is read on the device)."""
+    """The kernel's ``dropout_p``/``dropout_seed``/``dropout_offset``/``dropout_scale`` (math and
+    fused kernels alike): a constant Seed or Offset is static, the others are read per call (a
+    tensor stays a tensor, so a device seed is read where the kernel reads it)."""
     static["dropout_p"] = d.probability
     static["dropout_scale"] = d.scale
     for key, source in (("dropout_seed", d.seed), ("dropout_offset", d.offset)):

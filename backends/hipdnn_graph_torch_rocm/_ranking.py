@@ -21,6 +21,15 @@ issue 14 and docs/performance.md):
 The math engine takes only what no fused kernel or flex runs exactly: dropout masks (flex cannot
 apply a mask after the softmax), ``Hk ≠ Hv``, head dims below 16, float64, and CPU.
 
+Philox dropout (``dropout_probability`` with Seed and Offset) is different: every fused kernel
+runs it, but each draws its mask from its own Philox stream, and a forward graph and a backward
+graph that a user builds separately must draw the same mask. So by default a philox node goes
+only to engines whose stream is the documented one (:mod:`hipdnn_graph.philox`: the math
+engine, and the CUDA memory-efficient kernel, which draws exactly that stream); cuDNN and flash
+(and, on ROCm builds, the AOTriton efficient kernel) run it only when the graph prefers them by
+name (``Graph.set_preferred_engine_id_ext``), and otherwise refuse with the reason
+:func:`philox_deferral` gives.
+
 Example:
     >>> features = Features(bias=True, dropout_mask=False)
     >>> deferral("efficient", features, flex_accepts=True)  # doctest: +ELLIPSIS
@@ -33,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ENGINES", "Features", "deferral", "rank"]
+__all__ = ["DOCUMENTED_STREAM", "ENGINES", "Features", "deferral", "philox_deferral", "rank"]
 
 #: (engine name, kernel family or None for math, priority: lower ranks first).
 ENGINES: tuple[tuple[str, str | None, int], ...] = (
@@ -45,6 +54,9 @@ ENGINES: tuple[tuple[str, str | None, int], ...] = (
 )
 
 FLEX = "TORCH_SDPA_FLEX_ENGINE"
+
+#: the name of the documented Philox stream (defined in :mod:`hipdnn_graph.philox`)
+DOCUMENTED_STREAM = "hipdnn_graph.philox"
 
 
 @dataclass(frozen=True)
@@ -87,6 +99,29 @@ def deferral(family: str | None, features: Features, *, flex_accepts: bool) -> s
         if fam == family and getattr(features, feature):
             return f"{family} defers to {FLEX}: {figures}"
     return None
+
+
+def philox_deferral(engine: str, stream: str, *, preferred: bool) -> str | None:
+    """Why ``engine``, whose philox dropout draws ``stream``, leaves a philox node to the
+    engines of the documented stream; None when its stream is the documented one or the graph
+    prefers it.
+
+    Example:
+        >>> philox_deferral("FLASH", "flash", preferred=False)  # doctest: +ELLIPSIS
+        'philox dropout: FLASH draws its mask from flash, not the documented stream ...'
+        >>> philox_deferral("FLASH", DOCUMENTED_STREAM, preferred=False) is None
+        True
+        >>> philox_deferral("FLASH", "flash", preferred=True) is None
+        True
+    """
+    if preferred or stream == DOCUMENTED_STREAM:
+        return None
+    return (
+        f"philox dropout: {engine} draws its mask from {stream}, not the documented stream "
+        f"({DOCUMENTED_STREAM}), so by default the node goes to an engine of that stream (a "
+        "forward and a backward graph built apart must draw one mask); prefer this engine by "
+        "name (set_preferred_engine_id_ext) to run it with its own stream"
+    )
 
 
 def rank(accepting: dict[str, bool], features: Features) -> list[str]:

@@ -14,7 +14,9 @@ in a cycle longer than the bound are never captured: they run eagerly, with no c
 
 Only full packs (every output given, as ``execute`` gives) of CUDA tensors on one device and
 plain Python numbers are captured; a plan whose kernels cannot be captured (a host sync) runs
-eagerly from then on.
+eagerly from then on. A plan may also refuse replay when it is built
+(:meth:`CudaGraphReplay.refuse`: philox dropout, whose generator use a capture cannot
+reproduce); ``refusal`` then says why.
 """
 
 from __future__ import annotations
@@ -66,6 +68,14 @@ class CudaGraphReplay:
         self.captures = 0
         self._uids: tuple[int, ...] = ()
         self._streams: dict[Any, Any] = {}
+        #: why this plan never replays (None: it may)
+        self.refusal: str | None = None
+
+    def refuse(self, reason: str) -> None:
+        """Never capture this plan's kernels: every ``run`` answers False (eager)."""
+        self.refusal = reason
+        self.capacity = 0
+        self.graphs.clear()
 
     def run(self, buffers: dict[int, Any], run_steps: Callable[[dict[int, Any]], None]) -> bool:
         """Replay the graph for these buffers; False when the caller must run eagerly."""

@@ -116,6 +116,10 @@ class Options(NamedTuple):
     right_bound: int | None
     alibi: bool
     engine: str | None
+    #: philox dropout: the probability (Seed and Offset are pass-by-value inputs, not keys)
+    dropout_p: float = 0.0
+    #: an engine ranked first without being forced (a philox forward: the fused op to match)
+    prefer: str | None = None
 
 
 @dataclass
@@ -157,11 +161,13 @@ def cache_key(kind: str, pack: dict[str, Any], options: Options) -> Hashable:
     return (kind, pack["Q"].device, signature, options)
 
 
-def run_cached(key: Hashable, pack: dict[str, Any], options: Options, build: Any) -> list[Tensor]:
-    """The outputs of the cached graph for ``key`` (built and checked on a miss) on ``pack``."""
+def run_cached(
+    key: Hashable, pack: dict[str, Any], options: Options, build: Any
+) -> tuple[Entry, list[Tensor]]:
+    """The cached graph for ``key`` (built and checked on a miss) and its outputs on ``pack``."""
     entry = _CACHE.get(key)
     if entry is not None:
-        return entry.run(pack)
+        return entry, entry.run(pack)
     first: list[tuple[Entry, list[Tensor]]] = []
 
     def make() -> Entry:
@@ -170,8 +176,8 @@ def run_cached(key: Hashable, pack: dict[str, Any], options: Options, build: Any
 
     entry = _CACHE.get_or_build(key, make)
     if first:  # the outputs of the entry that ran (another thread's may have been cached)
-        return first[0][1]
-    return entry.run(pack)
+        return first[0]
+    return entry, entry.run(pack)
 
 
 def _variant_pack(entry: Entry, pack: dict[str, Any]) -> dict[TensorAttributes, Any]:

@@ -65,6 +65,8 @@ __all__ = [
     "checked_options",
     "graph_cache",
     "optional_slots",
+    "philox_backward",
+    "philox_forward",
     "run_backward",
     "run_forward",
     "sdpa_backward",
@@ -201,8 +203,15 @@ def sdpa_backward(
 def run_forward(pack: dict[str, Any], options: Options) -> tuple[Tensor, Tensor]:
     """:func:`sdpa_forward` on arguments already checked: ``pack`` maps slot names to values
     (Q, K, V and :func:`optional_slots`), ``options`` comes from :func:`checked_options`."""
-    o, stats = run_cached(cache_key("fwd", pack, options), pack, options, _forward_graph)
+    o, stats, _ = run_forward_on(pack, options)
     return o, stats
+
+
+def run_forward_on(pack: dict[str, Any], options: Options) -> tuple[Tensor, Tensor, str]:
+    """:func:`run_forward` and the engine that ran it (a philox forward's backward must run on
+    the same engine: ``pack`` then holds the ints ``Seed`` and ``Offset``)."""
+    entry, (o, stats) = run_cached(cache_key("fwd", pack, options), pack, options, _forward_graph)
+    return o, stats, str(entry.graph.get_plan_name())
 
 
 def run_backward(
@@ -212,11 +221,95 @@ def run_backward(
     and Stats)."""
     with_dbias = dbias_shape is not None
     key = (cache_key("bwd", pack, options), with_dbias)
-    grads = run_cached(key, pack, options, functools.partial(_backward_graph, dbias=with_dbias))
+    _, grads = run_cached(key, pack, options, functools.partial(_backward_graph, dbias=with_dbias))
     dbias = None
     if dbias_shape is not None:
         dbias = grads[3].sum_to_size(tuple(dbias_shape))
     return grads[0], grads[1], grads[2], dbias
+
+
+def philox_forward(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    dropout_p: float,
+    seed: int,
+    offset: int,
+    prefer: str | None = None,
+    **kw: Any,
+) -> tuple[Tensor, Tensor, str]:
+    """:func:`sdpa_forward` with philox dropout (no mask): ``(O, Stats, engine that ran)``.
+
+    ``seed`` and ``offset`` are the graph's pass-by-value Seed and Offset (so they are not part
+    of the cache key); ``prefer`` ranks an engine first without forcing it; ``kw`` are
+    :func:`sdpa_forward`'s keywords other than the dropout ones.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for bad arguments.
+        NotSupportedError: when no engine (or not the forced one) runs the graph.
+    """
+    options, pack = _philox_pack(q, k, {"Q": q, "K": k, "V": v}, dropout_p, seed, offset, kw)
+    if options.engine is None:
+        options = options._replace(prefer=prefer)
+    return run_forward_on(pack, options)
+
+
+def philox_backward(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    o: Tensor,
+    do: Tensor,
+    stats: Tensor,
+    *,
+    dropout_p: float,
+    seed: int,
+    offset: int,
+    engine: str,
+    dbias_shape: Sequence[int] | None = None,
+    **kw: Any,
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """:func:`sdpa_backward` with philox dropout, on ``engine`` (the forward's: same mask).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for bad arguments.
+        NotSupportedError: when ``engine`` cannot run the backward graph.
+    """
+    for name, t in (("o", o), ("do", do), ("stats", stats)):
+        check_tensor(name, t, q)
+    base = {"Q": q, "K": k, "V": v, "O": o, "dO": materialized(do), "Stats": stats}
+    options, pack = _philox_pack(q, k, base, dropout_p, seed, offset, {**kw, "engine": engine})
+    mask = kw.get("attn_mask")
+    if dbias_shape is not None and (mask is None or mask.dtype == torch.bool):
+        raise HipdnnError(ErrorCode.INVALID_VALUE, "dbias_shape needs a floating-point attn_mask")
+    return run_backward(pack, options, dbias_shape)
+
+
+def _philox_pack(
+    q: Tensor,
+    k: Tensor,
+    base: dict[str, Any],
+    dropout_p: float,
+    seed: int,
+    offset: int,
+    kw: dict[str, Any],
+) -> tuple[Options, dict[str, Any]]:
+    """The options and the pack of a philox graph (Seed and Offset as pass-by-value ints)."""
+    check_qkv(q, k, base["V"])
+    options = checked_options(q.shape[-1], kw.get("scale"), kw.get("is_causal", False),
+                              kw.get("diagonal_alignment"), kw.get("left_bound"),
+                              kw.get("right_bound"), kw.get("alibi", False),
+                              kw.get("engine"))  # fmt: skip
+    tensors = _optional_inputs(q, k, kw.get("attn_mask"), kw.get("seq_len_q"),
+                               kw.get("seq_len_kv"), None, None)  # fmt: skip
+    pack = {**base, **tensors, **philox_slots(seed, offset)}
+    return options._replace(dropout_p=float(dropout_p)), pack
+
+
+def philox_slots(seed: int, offset: int) -> dict[str, int]:
+    """The pass-by-value Seed and Offset of a philox graph's pack (ints: not in the cache key)."""
+    return {"Seed": int(seed), "Offset": int(offset)}
 
 
 # ----- arguments -----
@@ -327,11 +420,15 @@ def _graph(pack: dict[str, Any], name: str) -> tuple[Graph, dict[str, TensorAttr
                 stride=list(value.stride()),
                 data_type=_data_type(value.dtype),
             )
-        else:  # a runtime pass-by-value scalar
+        else:  # a runtime pass-by-value scalar (Seed and Offset: 64-bit integers)
             slots[slot] = g.tensor(
-                name=slot, dim=[1], stride=[1], data_type=DataType.FLOAT, is_pass_by_value=True
-            )
+                name=slot, dim=[1], stride=[1], is_pass_by_value=True,
+                data_type=DataType.INT64 if slot in _PHILOX_SLOTS else DataType.FLOAT,
+            )  # fmt: skip
     return g, slots
+
+
+_PHILOX_SLOTS = ("Seed", "Offset")
 
 
 def _data_type(dtype: torch.dtype) -> DataType:
@@ -369,6 +466,8 @@ def _forward_graph(pack: dict[str, Any], options: Options, prefer: str | None = 
     kw = _keywords(options, slots)
     if "Dropout_mask" in slots:
         kw["dropout"] = (slots["Dropout_mask"], slots["Dropout_scale"])
+    elif options.dropout_p:
+        kw["dropout"] = (options.dropout_p, slots["Seed"], slots["Offset"])
     o, stats = g.sdpa(slots["Q"], slots["K"], slots["V"], name="fwd", generate_stats=True, **kw)
     assert stats is not None
     q = pack["Q"]
@@ -378,7 +477,7 @@ def _forward_graph(pack: dict[str, Any], options: Options, prefer: str | None = 
         stats.set_data_type(DataType.DOUBLE)
     for t in (o, stats):
         t.set_output(True)
-    _build(g, options.engine or prefer, forced=options.engine is not None)
+    _build(g, options.engine or prefer or options.prefer, forced=options.engine is not None)
     return Entry(g, slots, (o, stats))
 
 
@@ -389,6 +488,8 @@ def _backward_graph(
     kw = _keywords(options, slots)
     if "Dropout_mask" in slots:
         kw["dropout"] = (slots["Dropout_mask"], slots["Dropout_scale"], slots["Dropout_scale_inv"])
+    elif options.dropout_p:
+        kw["dropout"] = (options.dropout_p, slots["Seed"], slots["Offset"])
     dbias_t = None
     if dbias:
         bias = slots["Bias"]

@@ -13,9 +13,12 @@ Two routes reach the same cached graphs (:mod:`._graphs`):
   dispatcher's layers cost far more host time than the kernels of a small problem, which is
   why eager calls do not take them.
 
-The Python wrapper does what must stay differentiable or random outside the graphs: it shapes
-the mask for the graph (a bool mask is turned into a bias by each graph call, afresh) and draws
-the dropout mask from torch's generator.
+The Python wrapper does what must stay differentiable outside the graphs: it shapes the mask
+for the graph (a bool mask is turned into a bias by each graph call, afresh). Dropout is philox
+dropout inside the graphs (no mask tensor): the forward draws its seed and offset from torch's
+generator as ``F.scaled_dot_product_attention`` does, prefers the fused kernel torch would run,
+and hands the seed, the offset and the engine that ran to the backward, which runs on that
+engine with the same seed and offset, so both use one mask (:mod:`._dropout`).
 """
 
 from __future__ import annotations
@@ -26,12 +29,18 @@ import torch
 
 from ..errors import HipdnnError
 from ..types import DiagonalAlignment, ErrorCode
+from . import _dropout
 from ._args import SeqLens, as_mask, check_qkv, fail, materialized, seq_lens, strides_like
+from ._cached import Options
 from ._graphs import (
     checked_options,
     optional_slots,
+    philox_backward,
+    philox_forward,
+    philox_slots,
     run_backward,
     run_forward,
+    run_forward_on,
     sdpa_backward,
     sdpa_forward,
 )
@@ -49,8 +58,7 @@ def sdpa_fwd_op(
     bias: Tensor | None,
     seq_len_q: Tensor | None,
     seq_len_kv: Tensor | None,
-    dropout_mask: Tensor | None,
-    dropout_scale: float,
+    dropout_p: float,
     scale: float | None,
     is_causal: bool,
     alignment: int,
@@ -58,24 +66,39 @@ def sdpa_fwd_op(
     right_bound: int | None,
     alibi: bool,
     engine: str | None,
-) -> tuple[Tensor, Tensor]:
-    """The forward custom op: ``(O, Stats)`` of one SdpaFwd graph (see :func:`sdpa_forward`)."""
-    return sdpa_forward(
-        q, k, v, attn_mask=bias, scale=scale, is_causal=is_causal,
-        diagonal_alignment=DiagonalAlignment(alignment), left_bound=left_bound,
-        right_bound=right_bound, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, alibi=alibi,
-        dropout_mask=dropout_mask,
-        dropout_scale=dropout_scale if dropout_mask is not None else None, engine=engine,
-    )  # fmt: skip
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The forward custom op: ``(O, Stats, dropout state)`` of one SdpaFwd graph (see
+    :func:`sdpa_forward`); the state is empty without dropout (:mod:`._dropout`)."""
+    kw: dict[str, Any] = {
+        "attn_mask": bias, "scale": scale, "is_causal": is_causal,
+        "diagonal_alignment": DiagonalAlignment(alignment), "left_bound": left_bound,
+        "right_bound": right_bound, "seq_len_q": seq_len_q, "seq_len_kv": seq_len_kv,
+        "alibi": alibi, "engine": engine,
+    }  # fmt: skip
+    if not dropout_p:
+        o, stats = sdpa_forward(q, k, v, **kw)
+        return o, stats, torch.empty(0, dtype=torch.int64)
+    options = checked_options(q.shape[-1], scale, is_causal, DiagonalAlignment(alignment),
+                              left_bound, right_bound, alibi, engine)  # fmt: skip
+    prefer = _fused_choice(q, k, v, bias, dropout_p, options, padded=seq_len_q is not None)
+    seed, offset = _dropout.draw(q.device)
+    o, stats, ran = philox_forward(
+        q, k, v, dropout_p=dropout_p, seed=seed, offset=offset, prefer=prefer, **kw
+    )
+    _dropout.advance(q.device, offset, ran, (*q.shape[:3], k.shape[2]))
+    return o, stats, _dropout.pack_state(seed, offset, ran)
 
 
 @sdpa_fwd_op.register_fake
-def _sdpa_fwd_fake(q: Tensor, k: Tensor, v: Tensor, *args: Any) -> tuple[Tensor, Tensor]:
+def _sdpa_fwd_fake(
+    q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, slq: Tensor | None,
+    slkv: Tensor | None, dropout_p: float, *args: Any,
+) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
     b, h, sq, _ = q.shape
     shape = (b, h, sq, v.shape[-1])
     o = q.new_empty_strided(shape, strides_like(q, shape))
     stats = q.new_empty((b, h, sq, 1), dtype=_stats_dtype(q.dtype))
-    return o, stats
+    return o, stats, torch.empty(3 if dropout_p else 0, dtype=torch.int64)
 
 
 @torch.library.custom_op("hipdnn_graph::sdpa_bwd", mutates_args=())
@@ -89,8 +112,8 @@ def sdpa_bwd_op(
     bias: Tensor | None,
     seq_len_q: Tensor | None,
     seq_len_kv: Tensor | None,
-    dropout_mask: Tensor | None,
-    dropout_scale: float,
+    dropout_state: Tensor,
+    dropout_p: float,
     scale: float | None,
     is_causal: bool,
     alignment: int,
@@ -100,15 +123,23 @@ def sdpa_bwd_op(
     engine: str | None,
     bias_grad: bool,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The backward custom op: dQ, dK, dV and dBias (empty unless ``bias_grad``)."""
-    dq, dk, dv, dbias = sdpa_backward(
-        q, k, v, o, do, stats, attn_mask=bias, scale=scale, is_causal=is_causal,
-        diagonal_alignment=DiagonalAlignment(alignment), left_bound=left_bound,
-        right_bound=right_bound, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, alibi=alibi,
-        dropout_mask=dropout_mask,
-        dropout_scale=dropout_scale if dropout_mask is not None else None, engine=engine,
-        dbias_shape=tuple(bias.shape) if bias_grad and bias is not None else None,
-    )  # fmt: skip
+    """The backward custom op: dQ, dK, dV and dBias (empty unless ``bias_grad``); with dropout,
+    on the forward's engine with its seed and offset (``dropout_state``)."""
+    kw: dict[str, Any] = {
+        "attn_mask": bias, "scale": scale, "is_causal": is_causal,
+        "diagonal_alignment": DiagonalAlignment(alignment), "left_bound": left_bound,
+        "right_bound": right_bound, "seq_len_q": seq_len_q, "seq_len_kv": seq_len_kv,
+        "alibi": alibi,
+        "dbias_shape": tuple(bias.shape) if bias_grad and bias is not None else None,
+    }  # fmt: skip
+    if dropout_p:
+        seed, offset, ran = _dropout.unpack_state(dropout_state)
+        dq, dk, dv, dbias = philox_backward(
+            q, k, v, o, do, stats, dropout_p=dropout_p, seed=seed, offset=offset, engine=ran,
+            **kw,
+        )  # fmt: skip
+    else:
+        dq, dk, dv, dbias = sdpa_backward(q, k, v, o, do, stats, engine=engine, **kw)
     return dq, dk, dv, dbias if dbias is not None else q.new_empty(0)
 
 
@@ -127,21 +158,45 @@ def _stats_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+def _fused_choice(
+    q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, p: float, options: Options, *,
+    padded: bool,
+) -> str | None:  # fmt: skip
+    """The engine of the fused op ``F.scaled_dot_product_attention`` would run this philox call
+    on, to prefer (not force), so that both draw one mask; None on the CPU, for a forced engine,
+    or where the call uses a feature torch's op lacks (its choice then means nothing)."""
+    plain = (
+        (options.alignment == DiagonalAlignment.TOP_LEFT or not options.causal)
+        and options.left_bound is None
+        and options.right_bound is None
+        and not options.alibi
+        and not padded
+    )
+    if not q.is_cuda or options.engine is not None or not plain:
+        return None
+    gqa = k.shape[1] != q.shape[1] or v.shape[1] != q.shape[1]
+    return _dropout.choose_engine(q, k, v, bias, p, options.causal, options.scale, gqa)
+
+
 # ----- autograd -----
-_N_TENSORS = 7  # q, k, v, bias, seq_len_q, seq_len_kv, dropout_mask
+_N_TENSORS = 6  # q, k, v, bias, seq_len_q, seq_len_kv
 
 
-def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tensor]) -> None:
-    o, stats = output
-    ctx.save_for_backward(*inputs[:_N_TENSORS], o, stats)
+def _setup_context(
+    ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tensor, Tensor]
+) -> None:
+    o, stats, state = output
+    ctx.save_for_backward(*inputs[:_N_TENSORS], o, stats, state)
     ctx.flags = inputs[_N_TENSORS:]
 
 
-def _backward(ctx: Any, do: Tensor, _dstats: Tensor | None) -> tuple[Any, ...]:
-    q, k, v, bias, slq, slkv, mask, o, stats = ctx.saved_tensors
+def _backward(
+    ctx: Any, do: Tensor, _dstats: Tensor | None, _dstate: Tensor | None
+) -> tuple[Any, ...]:
+    q, k, v, bias, slq, slkv, o, stats, state = ctx.saved_tensors
     bias_grad = bias is not None and ctx.needs_input_grad[3]
     dq, dk, dv, dbias = sdpa_bwd_op(
-        q, k, v, o, do, stats, bias, slq, slkv, mask, *ctx.flags, bias_grad
+        q, k, v, o, do, stats, bias, slq, slkv, state, *ctx.flags, bias_grad
     )
     grads: list[Any] = [None] * (_N_TENSORS + len(ctx.flags))
     grads[:4] = [dq, dk, dv, dbias if bias_grad else None]
@@ -155,7 +210,7 @@ class _SdpaFunction(torch.autograd.Function):
     """The eager route: the forward and backward graphs without the custom-op layers.
 
     Takes what the public function checked and shaped: Q, K, V, the rank-4 mask (bool or
-    float), the padding tensors, the dropout mask, its scale and the graph options.
+    float), the padding tensors, the dropout probability and the graph options.
     """
 
     @staticmethod
@@ -167,19 +222,29 @@ class _SdpaFunction(torch.autograd.Function):
         bias: Tensor | None,
         slq: Tensor | None,
         slkv: Tensor | None,
-        mask: Tensor | None,
-        drop_scale: float,
-        options: Any,
+        dropout_p: float,
+        options: Options,
     ) -> Tensor:
         # the graphs read detached tensors (as the variant-pack check hands them to engines);
         # detached once here, and saved so, the backward has none left to detach
         q, k, v = (t.detach() if t.requires_grad else t for t in (q, k, v))
         if bias is not None and bias.requires_grad:
             bias = bias.detach()
-        extra = optional_slots(q.dtype, bias, slq, slkv, mask, drop_scale)
-        o, stats = run_forward({"Q": q, "K": k, "V": v, **extra}, options)
-        ctx.save_for_backward(q, k, v, bias, slq, slkv, mask, o.detach(), stats)
-        ctx.drop_scale = drop_scale
+        pack = {"Q": q, "K": k, "V": v, **optional_slots(q.dtype, bias, slq, slkv, None, 1.0)}
+        ctx.philox = None
+        if dropout_p:
+            prefer = _fused_choice(q, k, v, bias, dropout_p, options, padded=slq is not None)
+            seed, offset = _dropout.draw(q.device)
+            pack.update(philox_slots(seed, offset))
+            o, stats, ran = run_forward_on(
+                pack, options._replace(dropout_p=dropout_p, prefer=prefer)
+            )
+            _dropout.advance(q.device, offset, ran, (*q.shape[:3], k.shape[2]))
+            # the backward runs on the engine that ran, with the same seed and offset: one mask
+            ctx.philox = (seed, offset, options._replace(dropout_p=dropout_p, engine=ran))
+        else:
+            o, stats = run_forward(pack, options)
+        ctx.save_for_backward(q, k, v, bias, slq, slkv, o.detach(), stats)
         ctx.options = options
         return o
 
@@ -187,12 +252,16 @@ class _SdpaFunction(torch.autograd.Function):
     def backward(ctx: Any, do: Tensor) -> tuple[Any, ...]:
         # the graphs read detached tensors, so no autograd history is recorded even under
         # create_graph=True: the gradients are not differentiable again (as with the custom op)
-        q, k, v, bias, slq, slkv, mask, o, stats = ctx.saved_tensors
+        q, k, v, bias, slq, slkv, o, stats = ctx.saved_tensors
         bias_grad = bias is not None and ctx.needs_input_grad[3]
-        extra = optional_slots(q.dtype, bias, slq, slkv, mask, ctx.drop_scale)
+        extra = optional_slots(q.dtype, bias, slq, slkv, None, 1.0)
         pack = {"Q": q, "K": k, "V": v, "O": o, "dO": materialized(do), "Stats": stats, **extra}
-        dq, dk, dv, dbias = run_backward(pack, ctx.options, bias.shape if bias_grad else None)
-        return dq, dk, dv, dbias, None, None, None, None, None
+        options = ctx.options
+        if ctx.philox is not None:
+            seed, offset, options = ctx.philox
+            pack.update(philox_slots(seed, offset))
+        dq, dk, dv, dbias = run_backward(pack, options, bias.shape if bias_grad else None)
+        return dq, dk, dv, dbias, None, None, None, None
 
 
 # ----- the public op -----
@@ -221,10 +290,11 @@ def scaled_dot_product_attention(
     one, comes from the graph's dBias reduced over its broadcast dims), a bool mask keeps the
     pairs where it is True (converted on every call, never cached), ``is_causal`` is top-left,
     ``scale`` defaults to ``1/sqrt(D)``, ``enable_gqa`` lets K and V have fewer heads (dividing
-    Q's). ``dropout_p > 0`` draws one
-    keep mask from torch's generator (``torch.manual_seed`` reproduces it) and feeds the same
-    mask to the forward and backward graphs. Unlike torch, ``attn_mask`` and ``is_causal`` may
-    be combined (hipDNN applies both).
+    Q's). ``dropout_p > 0`` is philox dropout: the seed and offset come from torch's generator
+    as for ``F.scaled_dot_product_attention`` (``torch.manual_seed`` reproduces a run), the
+    forward runs on the fused kernel torch would pick, and the backward on the same engine with
+    the same seed and offset, so both use one mask and no ``[B, H, Sq, Skv]`` tensor is made.
+    Unlike torch, ``attn_mask`` and ``is_causal`` may be combined (hipDNN applies both).
 
     The keyword-only arguments are hipDNN features: ``diagonal_alignment``
     (``"top_left"``/``"bottom_right"``, for ``is_causal`` and the band), the band
@@ -262,28 +332,17 @@ def scaled_dot_product_attention(
     options = checked_options(query.shape[-1], scale, is_causal, diagonal_alignment, left_bound,
                               right_bound, alibi, engine)  # fmt: skip
     bias = None if attn_mask is None else as_mask(attn_mask, query)
-    mask, drop_scale = _dropout(query, key, dropout_p)
+    p = _dropout.check_probability(dropout_p)
     lens = seq_lens(query, key, seq_len_q, seq_len_kv)
     slq, slkv = lens if lens is not None else (None, None)
     if not torch.compiler.is_compiling():
         out = _SdpaFunction.apply(  # type: ignore[no-untyped-call]
-            query, key, value, bias, slq, slkv, mask, drop_scale, options
+            query, key, value, bias, slq, slkv, p, options
         )
         return out  # type: ignore[no-any-return]
-    o, _ = sdpa_fwd_op(
-        query, key, value, bias, slq, slkv, mask, drop_scale, options.scale, options.causal,
+    o, _, _ = sdpa_fwd_op(
+        query, key, value, bias, slq, slkv, p, options.scale, options.causal,
         int(options.alignment), options.left_bound, options.right_bound, options.alibi,
         options.engine,
     )  # fmt: skip
     return o  # type: ignore[no-any-return]
-
-
-def _dropout(q: Tensor, k: Tensor, p: float) -> tuple[Tensor | None, float]:
-    """A keep mask drawn from torch's generator, and its scale ``1/(1 − p)``."""
-    if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p < 1.0:
-        raise HipdnnError(ErrorCode.INVALID_VALUE, f"dropout_p must be in [0, 1), got {p!r}")
-    if p == 0.0:
-        return None, 1.0
-    b, h, sq, _ = q.shape
-    keep = torch.rand((b, h, sq, k.shape[2]), device=q.device) >= p
-    return keep.to(q.dtype), 1.0 / (1.0 - p)

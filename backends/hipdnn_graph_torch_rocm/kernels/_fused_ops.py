@@ -84,6 +84,7 @@ def flash_forward(
     bias: Tensor | None,
     seq_len_q: Tensor | None,
     seq_len_kv: Tensor | None,
+    dropout_p: float = 0.0,
 ) -> tuple[Tensor, Tensor]:
     del bias
     causal, wl, wr, _ = masking(
@@ -101,7 +102,7 @@ def flash_forward(
             None,
             p.sq,
             p.skv,
-            0.0,
+            dropout_p,
             causal,
             False,
             **kw,
@@ -111,7 +112,17 @@ def flash_forward(
     pq = Pack.make(seq_len_q, p.b, p.sq, q.device)
     pk = Pack.make(seq_len_kv, p.b, p.skv, q.device)
     out, lse, rng, unused, _ = fn(
-        pq.pack(q), pk.pack(kx), pk.pack(vx), pq.cu, pk.cu, p.sq, p.skv, 0.0, causal, False, **kw
+        pq.pack(q),
+        pk.pack(kx),
+        pk.pack(vx),
+        pq.cu,
+        pk.cu,
+        p.sq,
+        p.skv,
+        dropout_p,
+        causal,
+        False,
+        **kw,
     )
     remember_rng(FusedOp.FLASH, q.device, rng, unused)
     o = pq.unpack(out)
@@ -136,6 +147,8 @@ def flash_backward(
     dbias_shape: Sequence[int] | None,
     seq_len_q: Tensor | None,
     seq_len_kv: Tensor | None,
+    dropout_p: float = 0.0,
+    philox_rng: tuple[Tensor, Tensor] | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, None]:
     del bias, dbias_shape
     causal, wl, wr, _ = masking(
@@ -144,7 +157,7 @@ def flash_backward(
     kx, vx, expanded = _kv_for(p, c, k, v)
     o = _same(o, q)
     do = _same(do, q)
-    rng, unused = rng_state(FusedOp.FLASH, q.device)
+    rng, unused = philox_rng or rng_state(FusedOp.FLASH, q.device)
     fn = aten_op("_flash_attention_backward")
     kw = {"scale": scale, **_window_kw(wl, wr)}
     if not p.padding:
@@ -160,7 +173,7 @@ def flash_backward(
             None,
             p.sq,
             p.skv,
-            0.0,
+            dropout_p,
             causal,
             rng,
             unused,
@@ -186,7 +199,7 @@ def flash_backward(
             pk.cu,
             p.sq,
             p.skv,
-            0.0,
+            dropout_p,
             causal,
             rng,
             unused,
@@ -230,6 +243,7 @@ def efficient_forward(
     bias: Tensor | None,
     seq_len_q: Tensor | None,
     seq_len_kv: Tensor | None,
+    dropout_p: float = 0.0,
 ) -> tuple[Tensor, Tensor]:
     mt, wkw = _eff_mask(p, c)
     kx, vx, _ = _kv_for(p, c, k, v)
@@ -245,7 +259,7 @@ def efficient_forward(
             None,
             p.sq,
             p.skv,
-            0.0,
+            dropout_p,
             mt,
             True,
             scale=scale,
@@ -264,7 +278,7 @@ def efficient_forward(
         pk.cu,
         p.sq,
         p.skv,
-        0.0,
+        dropout_p,
         mt,
         True,
         scale=scale,
@@ -290,6 +304,8 @@ def efficient_backward(
     dbias_shape: Sequence[int] | None,
     seq_len_q: Tensor | None,
     seq_len_kv: Tensor | None,
+    dropout_p: float = 0.0,
+    philox_rng: tuple[Tensor, Tensor] | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     mt, wkw = _eff_mask(p, c)
     kx, vx, expanded = _kv_for(p, c, k, v)
@@ -297,7 +313,7 @@ def efficient_backward(
     bt = _eff_bias(p, bias, want_db, q.dtype, q.device)
     o = _same(o, q)
     do = _same(do, q)
-    seed, off = rng_state(FusedOp.EFFICIENT, q.device)
+    seed, off = philox_rng or rng_state(FusedOp.EFFICIENT, q.device)
     lse = _lse_dense(stats, p, c.lse_pad)
     fn = aten_op("_efficient_attention_backward")
     if not p.padding:
@@ -315,7 +331,7 @@ def efficient_backward(
             p.sq,
             p.skv,
             lse,
-            0.0,
+            dropout_p,
             seed,
             off,
             mt,
@@ -339,7 +355,7 @@ def efficient_backward(
             p.sq,
             p.skv,
             lse,
-            0.0,
+            dropout_p,
             seed,
             off,
             mt,
@@ -376,6 +392,7 @@ def cudnn_forward(
     bias: Tensor | None,
     seq_len_q: Tensor | None,
     seq_len_kv: Tensor | None,
+    dropout_p: float = 0.0,
 ) -> tuple[Tensor, Tensor]:
     del seq_len_q, seq_len_kv
     causal, _, _, _ = masking(
@@ -383,7 +400,7 @@ def cudnn_forward(
     )
     kx, vx, _ = _kv_for(p, c, k, v)
     res = aten_op("_scaled_dot_product_cudnn_attention")(
-        q, kx, vx, _cudnn_bias(p, c, bias, q.dtype), True, 0.0, causal, False, scale=scale
+        q, kx, vx, _cudnn_bias(p, c, bias, q.dtype), True, dropout_p, causal, False, scale=scale
     )
     remember_rng(FusedOp.CUDNN, q.device, res[6], res[7])
     return res[0], _stats_out(res[1], p)
@@ -404,6 +421,8 @@ def cudnn_backward(
     dbias_shape: Sequence[int] | None,
     seq_len_q: Tensor | None,
     seq_len_kv: Tensor | None,
+    dropout_p: float = 0.0,
+    philox_rng: tuple[Tensor, Tensor] | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, None]:
     del dbias_shape, seq_len_q, seq_len_kv
     causal, _, _, _ = masking(
@@ -413,7 +432,7 @@ def cudnn_backward(
     lse = _lse_dense(stats, p, 1)
     if c.lse_rank == 4:
         lse = lse.unsqueeze(-1)
-    seed, off = rng_state(FusedOp.CUDNN, q.device)
+    seed, off = philox_rng or rng_state(FusedOp.CUDNN, q.device)
     dq, dk, dv = aten_op("_scaled_dot_product_cudnn_attention_backward")(
         _same(do, q),
         q,
@@ -428,7 +447,7 @@ def cudnn_backward(
         None,
         p.sq,
         p.skv,
-        0.0,
+        dropout_p,
         causal,
         scale=scale,
     )

@@ -16,6 +16,10 @@ What each op cannot do is stated by :func:`static_reason` (API facts, no device 
 GQA, bias broadcasting, varlen, windows). Every reason names the feature, so an engine can refuse
 with it and let ranking fall through to the math engine.
 
+Philox dropout (probability, seed, offset; no mask tensor) runs on every op: the forward with
+the device's generator set to the seed and offset for the call, the backward with them in the
+op's own argument form (:mod:`._fused_philox`, which also names each op's Philox stream).
+
 Never supported by a fused op here: a dropout mask (no fused op takes an explicit mask), ALiBi
 (flash's backward has no slopes; torch exposes ALiBi nowhere else), float32/float64 inputs,
 negative band bounds. cuDNN additionally: dBias, padding, band/window masks. flash: bias,
@@ -30,6 +34,7 @@ import torch
 
 from . import _fused_ops, probe
 from ._fused_common import PLANS, clear_empty_rows, empty_rows
+from ._fused_philox import backward_rng, generator_at, host_int
 from ._fused_rules import (
     FusedOp,
     FusedUnsupportedError,
@@ -171,11 +176,18 @@ def forward(
     seq_len_kv: Tensor | None = None,
     dropout_mask: Tensor | None = None,
     dropout_scale: float = 1.0,
+    dropout_p: float = 0.0,
+    dropout_seed: int | Tensor | None = None,
+    dropout_offset: int | Tensor | None = None,
     check: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """O ``[B,H,Sq,Dv]`` (input dtype) and Stats ``[B,H,Sq,1]`` fp32 from the fused op.
 
-    Keywords as in :func:`hipdnn_graph_torch_rocm.kernels.math.sdpa_forward`. :func:`check` runs
+    Keywords as in :func:`hipdnn_graph_torch_rocm.kernels.math.sdpa_forward`, plus philox
+    dropout: ``dropout_p`` with the graph's ``dropout_seed`` and ``dropout_offset`` (ints, or
+    one-element tensors
+    read on the host), run by the op itself with the device's generator set to them for the
+    call (:mod:`._fused_philox`; no mask tensor). :func:`check` runs
     once per call signature (cached); with ``check=False`` a failed check raises only for what
     can never run (dropout mask, ALiBi, op unavailable) and otherwise the caller's plan-time
     check is trusted.
@@ -201,10 +213,22 @@ def forward(
         dropout_mask=dropout_mask,
         forward=True,
     )
-    o, st = _fused_ops.FORWARD[op](
-        p, c, q, k, v, scale=scale, bias=bias, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv
-    )
+    run = _fused_ops.FORWARD[op]
+    if not dropout_p:
+        o, st = run(p, c, q, k, v, scale=scale, bias=bias, seq_len_q=seq_len_q,
+                    seq_len_kv=seq_len_kv)  # fmt: skip
+        return clear_empty_rows(er, o, st)
+    s, off = _philox_values(dropout_seed, dropout_offset)
+    with generator_at(op, q.device, s, off):
+        o, st = run(p, c, q, k, v, scale=scale, bias=bias, seq_len_q=seq_len_q,
+                    seq_len_kv=seq_len_kv, dropout_p=float(dropout_p))  # fmt: skip
     return clear_empty_rows(er, o, st)
+
+
+def _philox_values(seed: int | Tensor | None, offset: int | Tensor | None) -> tuple[int, int]:
+    if seed is None or offset is None:
+        raise ValueError("philox dropout needs a seed and an offset")
+    return host_int(seed, "Seed"), host_int(offset, "Offset")
 
 
 def backward(
@@ -227,14 +251,18 @@ def backward(
     seq_len_kv: Tensor | None = None,
     dropout_mask: Tensor | None = None,
     dropout_scale: float = 1.0,
+    dropout_p: float = 0.0,
+    dropout_seed: int | Tensor | None = None,
+    dropout_offset: int | Tensor | None = None,
     check: bool = True,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """dQ, dK, dV (input dtype) and dBias (fp32 where summed over broadcast dims, or None) from
     the fused backward op.
 
     The op reads the GIVEN ``o`` and ``stats`` (``[B,H,Sq,1]`` natural-log LSE); nothing is
-    recomputed. dBias is produced when ``dbias_shape`` is given (efficient only). ``check`` as
-    in :func:`forward`.
+    recomputed. dBias is produced when ``dbias_shape`` is given (efficient only). Philox dropout
+    (``dropout_p``, ``dropout_seed``, ``dropout_offset``) and ``check`` as in :func:`forward`; they
+    reach the op in its own form (:func:`._fused_philox.backward_rng`).
 
     Raises:
         FusedUnsupportedError: the op cannot run this exactly (the message names the feature).
@@ -257,6 +285,11 @@ def backward(
         dropout_mask=dropout_mask,
         forward=False,
     )
+    philox_rng = None
+    if dropout_p:
+        if dropout_seed is None or dropout_offset is None:
+            raise ValueError("philox dropout needs a seed and an offset")
+        philox_rng = backward_rng(op, q.device, dropout_seed, dropout_offset)
     dq, dk, dv, db = _fused_ops.BACKWARD[op](
         p,
         c,
@@ -271,6 +304,8 @@ def backward(
         dbias_shape=dbias_shape,
         seq_len_q=seq_len_q,
         seq_len_kv=seq_len_kv,
+        dropout_p=float(dropout_p),
+        philox_rng=philox_rng,
     )
     if er is not None:
         dq = dq.masked_fill(er, 0.0)

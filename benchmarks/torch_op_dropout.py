@@ -1,0 +1,143 @@
+"""Forward+backward time and peak memory of the torch op with dropout against torch's own SDPA.
+
+Run on a GPU machine: ``python benchmarks/torch_op_dropout.py [--json OUT]``. For each shape
+(bf16, causal, dropout 0.1: B=8, H=12, S=1024, D=64 and B=2, H=12, S=4096, D=64, issue 22's GPT-2
+shapes) it prints the milliseconds of one forward+backward of
+``hipdnn_graph.torch.scaled_dot_product_attention`` and of
+``torch.nn.functional.scaled_dot_product_attention`` (CUDA events; rounds of ten calls of each
+in turn, median over the rounds), their ratio (target ≤ 1.10), the peak memory each call adds
+above its inputs (target: equal) and the engine the op's graphs ran on. Each call draws a new
+dropout mask from torch's generator, as in training.
+
+``--smoke`` runs one tiny shape on the CPU (no figures worth reading; the test suite runs it
+to keep the script working).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+import hipdnn_graph.torch as hgt
+
+SHAPES = ((8, 12, 1024, 64), (2, 12, 4096, 64))
+SMOKE = ((1, 2, 16, 8),)
+P = 0.1
+
+
+def _inputs(b: int, h: int, s: int, d: int, device: str, dtype: torch.dtype) -> list[Any]:
+    g = torch.Generator(device=device).manual_seed(0)
+    return [
+        torch.randn(b, h, s, d, device=device, dtype=dtype, generator=g, requires_grad=True)
+        for _ in range(3)
+    ]
+
+
+def _step(fn: Callable[..., Any], q: Any, k: Any, v: Any, do: Any) -> Callable[[], None]:
+    def run() -> None:
+        out = fn(q, k, v, dropout_p=P, is_causal=True)
+        torch.autograd.backward(out, do)
+
+    return run
+
+
+def _time_ms(steps: dict[str, Callable[[], None]], cuda: bool, rounds: int) -> dict[str, float]:
+    """Median ms of one call of each step, over ``rounds`` rounds of ten calls in turn."""
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            if cuda:
+                start, end = (
+                    torch.cuda.Event(enable_timing=True),
+                    torch.cuda.Event(enable_timing=True),
+                )
+                start.record()  # type: ignore[no-untyped-call]
+                for _ in range(10):
+                    step()
+                end.record()  # type: ignore[no-untyped-call]
+                end.synchronize()  # type: ignore[no-untyped-call]
+                times[name].append(start.elapsed_time(end) / 10)  # type: ignore[no-untyped-call]
+            else:
+                t0 = time.perf_counter()
+                for _ in range(10):
+                    step()
+                times[name].append((time.perf_counter() - t0) * 100)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def _peak_bytes(step: Callable[[], None], cuda: bool) -> int | None:
+    """Memory one call adds above what is allocated before it (None on the CPU)."""
+    if not cuda:
+        return None
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    step()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - base
+
+
+def row(b: int, h: int, s: int, d: int, device: str, rounds: int) -> dict[str, Any]:
+    cuda = device == "cuda"
+    hgt.graph_cache().clear()  # the engines listed below are this shape's
+    dtype = torch.bfloat16 if cuda else torch.float32
+    q, k, v = _inputs(b, h, s, d, device, dtype)
+    do = torch.randn_like(q)
+    steps = {
+        "sdpa": _step(F.scaled_dot_product_attention, q, k, v, do),
+        "hipdnn": _step(hgt.scaled_dot_product_attention, q, k, v, do),
+    }
+    for step in steps.values():  # warm: plans, caches, autotuning
+        step()
+        step()
+    for t in (q, k, v):
+        t.grad = None
+    peaks = {name: _peak_bytes(step, cuda) for name, step in steps.items()}
+    ms = _time_ms(steps, cuda, rounds)
+    engines = sorted(
+        {e.graph.get_plan_name() for e in hgt.graph_cache().values() if "Seed" in e.slots}
+    )
+    return {
+        "shape": [b, h, s, d],
+        "device": device,
+        "sdpa_ms": ms["sdpa"],
+        "hipdnn_ms": ms["hipdnn"],
+        "ratio": ms["hipdnn"] / ms["sdpa"],
+        "sdpa_peak_mib": None if peaks["sdpa"] is None else peaks["sdpa"] / 2**20,
+        "hipdnn_peak_mib": None if peaks["hipdnn"] is None else peaks["hipdnn"] / 2**20,
+        "engines": engines,
+    }
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="one tiny shape on the CPU")
+    parser.add_argument("--json", help="write the rows to this file")
+    parser.add_argument("--rounds", type=int, default=9, help="timing rounds (median)")
+    args = parser.parse_args(argv)
+    device = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
+    shapes = SMOKE if args.smoke else SHAPES
+    rows = [row(*shape, device, 2 if args.smoke else args.rounds) for shape in shapes]
+    for r in rows:
+        peak = ""
+        if r["sdpa_peak_mib"] is not None:
+            peak = f"  peak +{r['hipdnn_peak_mib']:.1f} vs +{r['sdpa_peak_mib']:.1f} MiB"
+        print(
+            f"B,H,S,D={r['shape']} {r['device']}: hipdnn {r['hipdnn_ms']:.3f} ms, sdpa "
+            f"{r['sdpa_ms']:.3f} ms, ratio {r['ratio']:.2f}{peak}  engines {r['engines']}"
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
