@@ -14,6 +14,7 @@ from __future__ import annotations
 from enum import IntEnum
 
 __all__ = [
+    "AttentionImplementation",
     "BuildPlanPolicy",
     "DataType",
     "DiagonalAlignment",
@@ -96,6 +97,14 @@ class DiagonalAlignment(IntEnum):
 
     TOP_LEFT = 0
     BOTTOM_RIGHT = 1
+
+
+class AttentionImplementation(IntEnum):
+    """How hipDNN maps SDPA forward onto kernels (carried on the wire, not modelled here)."""
+
+    AUTO = 0
+    COMPOSITE = 1
+    UNIFIED = 2
 
 
 class NodeType(IntEnum):

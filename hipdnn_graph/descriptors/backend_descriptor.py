@@ -53,6 +53,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import IntEnum
 from typing import Any
 
 from ..errors import HipdnnError
@@ -156,7 +157,7 @@ class BackendDescriptor:
         """Whether :meth:`finalize` has succeeded."""
         return self._finalized
 
-    def has_attribute(self, name: A) -> bool:
+    def has_attribute(self, name: int) -> bool:
         """Whether ``name`` was set explicitly (defaults do not count).
 
         Args:
@@ -167,7 +168,7 @@ class BackendDescriptor:
         """
         return name in self._attrs
 
-    def set_attribute(self, name: A, attr_type: T, values: Sequence[Any]) -> None:
+    def set_attribute(self, name: int, attr_type: T, values: Sequence[Any]) -> None:
         """Store ``values`` for attribute ``name``; a later call replaces them.
 
         Args:
@@ -219,7 +220,7 @@ class BackendDescriptor:
                 Status.BAD_PARAM, f"{schema.class_name}::setAttribute(): invalid value"
             ) from None
 
-    def get_attribute(self, name: A, attr_type: T) -> list[Any]:
+    def get_attribute(self, name: int, attr_type: T) -> list[Any]:
         """Read attribute ``name`` of a finalized descriptor.
 
         Args:
@@ -275,5 +276,15 @@ class BackendDescriptor:
 
     def __repr__(self) -> str:
         state = "finalized" if self._finalized else "open"
-        names = ", ".join(A(n).name for n in self._attrs)
+        names = ", ".join(_attribute_name(n) for n in self._attrs)
         return f"BackendDescriptor({self._type.name}, {state}, [{names}])"
+
+
+def _attribute_name(name: int) -> str:
+    """An attribute id's name: its own enum's (a family's) or hipDNN's generic table's."""
+    if isinstance(name, IntEnum):
+        return name.name
+    try:
+        return A(name).name
+    except ValueError:
+        return str(name)
