@@ -15,13 +15,14 @@ from .attributes import (
     GraphAttributes,
     MaskWindow,
     NodeAttributes,
+    PointwiseAttributes,
     SdpaAttributes,
     SdpaBackwardAttributes,
 )
 from .backend.registry import list_backends, register_backend
 from .errors import HipdnnError, NotSupportedError
 from .graph import Graph
-from .nodes import Node, SdpaBwdNode, SdpaFwdNode
+from .nodes import Node, PointwiseNode, SdpaBwdNode, SdpaFwdNode
 from .tensor import TensorAttributes, generate_strides
 from .types import (
     BuildPlanPolicy,
@@ -30,6 +31,7 @@ from .types import (
     ErrorCode,
     HeuristicMode,
     NodeType,
+    PointwiseMode,
 )
 
 __version__ = "0.1.0"
@@ -48,6 +50,9 @@ __all__ = [
     "NodeAttributes",
     "NodeType",
     "NotSupportedError",
+    "PointwiseAttributes",
+    "PointwiseMode",
+    "PointwiseNode",
     "SdpaAttributes",
     "SdpaBackwardAttributes",
     "SdpaBwdNode",

@@ -31,6 +31,7 @@ from .backend.contract import engine_id
 from .changes import CLOCK, changed_since
 from .descriptors.wire_model import WireMetadata
 from .errors import HipdnnError
+from .family_builders import FamilyBuilders
 from .lifecycle import GraphLifecycle
 from .nodes.base import Node
 from .nodes.input_memo import InputRuleMemo
@@ -49,7 +50,7 @@ __all__ = ["Graph"]
 AnyNode = Node[Any]
 
 
-class Graph(GraphLifecycle, GraphSerialization):
+class Graph(FamilyBuilders, GraphLifecycle, GraphSerialization):
     """A hipDNN-style operation graph.
 
     Args:

@@ -2,6 +2,7 @@
 
 from .base import MaskWindow, NodeAttributes
 from .graph_attributes import GraphAttributes
+from .pointwise import PointwiseAttributes
 from .sdpa import SdpaAttributes
 from .sdpa_backward import SdpaBackwardAttributes
 
@@ -9,6 +10,7 @@ __all__ = [
     "GraphAttributes",
     "MaskWindow",
     "NodeAttributes",
+    "PointwiseAttributes",
     "SdpaAttributes",
     "SdpaBackwardAttributes",
 ]

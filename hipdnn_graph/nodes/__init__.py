@@ -1,7 +1,8 @@
 """Nodes: one module per node family with its rules, inference and packing."""
 
 from .base import Node
+from .pointwise import PointwiseNode
 from .sdpa_bwd import SdpaBwdNode
 from .sdpa_fwd import SdpaFwdNode
 
-__all__ = ["Node", "SdpaBwdNode", "SdpaFwdNode"]
+__all__ = ["Node", "PointwiseNode", "SdpaBwdNode", "SdpaFwdNode"]
