@@ -1,6 +1,6 @@
 """Hand-written descriptions of hipDNN graphs, as hipDNN (not this project) would write them.
 
-Every case is a valid SDPA graph (shapes, types and wiring follow the project's graph rules) built
+Every case is a valid graph (shapes, types and wiring follow the project's graph rules) built
 from hipDNN's schema alone, never from the project's writer. ``MODELLED`` holds content the
 project models (it must read and write these back byte for byte); ``UNMODELLED`` holds content
 that HIPDNN_WIRE.md A12 lets the project keep or refuse, never drop.
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from wire_model import (
     HIPDNN_DATA_TYPES,
+    POINTWISE_TAG,
     SDPA_BACKWARD_TAG,
     SDPA_TAG,
     Desc,
@@ -306,6 +307,52 @@ def float_formats() -> Desc:
     return graph_desc("floats", tensors, [node], io_data_type=half)
 
 
+def pointwise_every_field() -> Desc:
+    """A ternary pointwise node with every field of its table set (axis among them)."""
+    f32, half = DT["FLOAT"], DT["HALF"]
+    tensors = [tensor_desc(i + 1, n, half, [2, 8]) for i, n in enumerate(("C", "A", "B", "Y"))]
+    node = node_desc(
+        "select",
+        POINTWISE_TAG,
+        f32,
+        operation=4,  # BINARY_SELECT
+        relu_lower_clip=f32_bits(0.1),
+        relu_upper_clip=f32_bits(6.0),
+        relu_lower_clip_slope=f32_bits(-0.0),
+        axis_tensor_uid=3,
+        in_0_tensor_uid=1,
+        in_1_tensor_uid=2,
+        in_2_tensor_uid=3,
+        out_0_tensor_uid=4,
+        swish_beta=f32_bits(1.0),
+        elu_alpha=f32_bits(2.0**50),
+        softplus_beta=f32_bits(1e-5),
+    )
+    return graph_desc("pointwise_every_field", tensors, [node], io_data_type=half)
+
+
+def pointwise_max_min_chain() -> Desc:
+    """MAX (MAX_OP, 28) then MIN (MIN_OP, 29) then a unary mode, chained through virtual tensors,
+    with only the required fields set."""
+    f32 = DT["FLOAT"]
+    tensors = [
+        tensor_desc(1, "X", f32, [4]),
+        tensor_desc(2, "Z", f32, [4]),
+        tensor_desc(3, "max::OUT_0", f32, [4], virtual=True),
+        tensor_desc(4, "min::OUT_0", f32, [4], virtual=True),
+        tensor_desc(5, "Y", f32, [4]),
+    ]
+    nodes = [
+        node_desc("max", POINTWISE_TAG, f32, operation=28, in_0_tensor_uid=1,
+                  in_1_tensor_uid=2, out_0_tensor_uid=3),
+        node_desc("min", POINTWISE_TAG, f32, operation=29, in_0_tensor_uid=3,
+                  in_1_tensor_uid=1, out_0_tensor_uid=4),
+        node_desc("sigmoid", POINTWISE_TAG, f32, operation=37, in_0_tensor_uid=4,
+                  out_0_tensor_uid=5),
+    ]  # fmt: skip
+    return graph_desc("pointwise_chain", tensors, nodes, io_data_type=f32)
+
+
 MODELLED: dict[str, Callable[[], Desc]] = {
     "b8_1": lambda: b8_desc(1),
     "b8_2": lambda: b8_desc(2),
@@ -315,6 +362,8 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "big_numbers": big_numbers,
     "two_forward_nodes": two_forward_nodes,
     "float_formats": float_formats,
+    "pointwise_every_field": pointwise_every_field,
+    "pointwise_max_min_chain": pointwise_max_min_chain,
     **{f"io_{name.lower()}": io_type(name) for name in HIPDNN_DATA_TYPES if name != "UNSET"},
     **{f"scale_{name.lower()}": scale_value(name) for name in SCALE_VALUES},
 }

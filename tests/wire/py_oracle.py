@@ -26,6 +26,9 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     Node as N,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    PointwiseAttributes as PA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     SdpaAttributes as SA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -41,15 +44,21 @@ from hipdnn_flatbuffers_sdk.data_objects.EngineApiVersion import CreateEngineApi
 from hipdnn_flatbuffers_sdk.data_objects.Uuid import CreateUuid
 from wire_model import (
     FIELDS_BY_TAG,
+    POINTWISE_TAG,
     SDPA_BACKWARD_TAG,
     SDPA_TAG,
+    TABLE_BY_TAG,
     VALUE_FORMAT_BY_TAG,
     Desc,
     f32_bits,
 )
 
-_TABLE_CLASSES = {SDPA_TAG: SA.SdpaAttributes, SDPA_BACKWARD_TAG: SBA.SdpaBackwardAttributes}
-_MODULES = {SDPA_TAG: SA, SDPA_BACKWARD_TAG: SBA}
+_TABLE_CLASSES = {
+    SDPA_TAG: SA.SdpaAttributes,
+    SDPA_BACKWARD_TAG: SBA.SdpaBackwardAttributes,
+    POINTWISE_TAG: PA.PointwiseAttributes,
+}
+_MODULES = {SDPA_TAG: SA, SDPA_BACKWARD_TAG: SBA, POINTWISE_TAG: PA}
 
 
 def camel(field: str) -> str:
@@ -160,6 +169,7 @@ KNOWN_SLOTS = {
     "Node": 4,
     "SdpaAttributes": 43,
     "SdpaBackwardAttributes": 28,
+    "PointwiseAttributes": 12,
 }
 
 
@@ -253,7 +263,7 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
         for field, kind in FIELDS_BY_TAG[tag]
         if kind == "str"
     }
-    table = "SdpaAttributes" if tag == SDPA_TAG else "SdpaBackwardAttributes"
+    table = TABLE_BY_TAG[tag]
     _start(b, module, table, style)
     for field, kind in FIELDS_BY_TAG[tag]:
         value = attrs[field]

@@ -1,10 +1,11 @@
 """Compilable copies of hipDNN's schemas (``../shared/reference/hipdnn_schemas``) for flatc.
 
 hipDNN's ``graph.fbs`` includes schemas that are not in the reference folder (batchnorm,
-layernorm, pointwise, ...). flatc needs them to parse ``graph.fbs``; only the *order* of the
-``NodeAttributes`` union members matters for the wire, so each missing file becomes a placeholder
-table of the right name (and the two ``*_common.fbs`` files a placeholder enum of each name
-their includers use).
+layernorm, pointwise, ...). A family this project models has its table **reconstructed** from
+hipDNN's sources in ``tests/wire/schemas/`` (each file states its evidence); flatc needs the
+others to parse ``graph.fbs``, and for them only the *order* of the ``NodeAttributes`` union
+members matters for the wire, so each becomes a placeholder table of the right name (and the two
+``*_common.fbs`` files a placeholder enum of each name their includers use).
 
 * :func:`write_cpp_schemas`: every reference schema verbatim, plus the placeholders. The C++
   checker is generated from this (unmodified) copy.
@@ -23,6 +24,9 @@ from pathlib import Path
 #: hipDNN's reference schemas (shared/ lies beside the worktree in every checkout).
 REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" / "hipdnn_schemas"
 
+#: schemas reconstructed from hipDNN's sources (see each file's header): they replace placeholders.
+RECONSTRUCTED = Path(__file__).resolve().parent / "schemas"
+
 _NAMESPACE = "namespace hipdnn_flatbuffers_sdk.data_objects;\n"
 
 #: included by graph.fbs but not copied from hipDNN: file -> placeholder table.
@@ -33,7 +37,6 @@ PLACEHOLDER_TABLES = {
     "batchnorm_inference_attributes_variance_ext.fbs": "BatchnormInferenceAttributesVarianceExt",
     "layernorm_attributes.fbs": "LayernormAttributes",
     "layernorm_backward_attributes.fbs": "LayernormBackwardAttributes",
-    "pointwise_attributes.fbs": "PointwiseAttributes",
     "rmsnorm_attributes.fbs": "RMSNormAttributes",
     "rmsnorm_backward_attributes.fbs": "RMSNormBackwardAttributes",
     "block_scale_dequantize_attributes.fbs": "BlockScaleDequantizeAttributes",
@@ -66,6 +69,7 @@ PYTHON_ROOTS = [
     "tensor_attributes.fbs",
     "sdpa_attributes.fbs",
     "sdpa_backward_attributes.fbs",
+    *sorted(p.name for p in RECONSTRUCTED.glob("*.fbs")),
     "graph.fbs",
     "serialized_graph_and_plan.fbs",
 ]
@@ -93,12 +97,20 @@ def _write_placeholders(dst: Path) -> None:
         (dst / name).write_text(_placeholder(body))
 
 
+def reconstructed_schemas() -> list[Path]:
+    """The reconstructed ``.fbs`` files, sorted by name."""
+    return sorted(RECONSTRUCTED.glob("*.fbs"))
+
+
 def write_cpp_schemas(dst: Path) -> Path:
-    """hipDNN's schemas verbatim plus placeholders, in ``dst`` (created); returns ``dst``."""
+    """hipDNN's schemas verbatim, the reconstructed ones and placeholders for the rest, in
+    ``dst`` (created); returns ``dst``."""
     dst.mkdir(parents=True, exist_ok=True)
     for src in reference_schemas():
         shutil.copyfile(src, dst / src.name)
     _write_placeholders(dst)
+    for src in reconstructed_schemas():
+        shutil.copyfile(src, dst / src.name)
     return dst
 
 

@@ -21,15 +21,19 @@ from cpp_oracle import CppOracle
 from hipdnn_cases import MODELLED, UNMODELLED, b8
 from regenerate_autogen import AUTOGEN, FLATC_VERSION, find_flatc, flatc_version, generate
 from regenerate_autogen import generated_files as files_of
-from schema_copies import REFERENCE, structs_as_tables
+from schema_copies import RECONSTRUCTED, REFERENCE, structs_as_tables
 from wire_model import (
     GRAPH_KEYS,
     HIPDNN_DATA_TYPES,
+    POINTWISE_FIELDS,
+    POINTWISE_MODES,
     SDPA_BACKWARD_FIELDS,
     SDPA_FIELDS,
     TENSOR_KEYS,
     normalized,
 )
+
+import hipdnn_graph as hg
 
 #: HIPDNN_WIRE.md A11 / B8: (canonical text SHA-256, canonical bytes length, bytes SHA-256)
 ANCHORS = {
@@ -62,7 +66,8 @@ def test_committed_python_oracle_is_what_flatc_generates() -> None:
 
 
 def _fields(schema: str, table: str) -> list[str]:
-    text = (REFERENCE / schema).read_text()
+    folder = REFERENCE if (REFERENCE / schema).is_file() else RECONSTRUCTED
+    text = (folder / schema).read_text()
     body = re.search(rf"\btable {table} \{{(.*?)\n\}}", text, re.S)
     assert body is not None, table
     lines = [re.sub(r"//.*", "", line).strip() for line in body.group(1).splitlines()]
@@ -80,6 +85,18 @@ def test_field_tables_are_hipdnn_schemas_slot_order() -> None:
     assert _fields("graph.fbs", "Graph") == GRAPH_KEYS
     enum = (REFERENCE / "data_types.fbs").read_text()
     assert {m[0]: int(m[1]) for m in re.findall(r"(\w+) = (\d+),", enum)} == HIPDNN_DATA_TYPES
+
+
+def test_reconstructed_tables_match_the_field_tables() -> None:
+    """The reconstructed schemas (tests/wire/schemas/) and the oracles' field tables agree, and
+    each reconstructed PointwiseMode number is the project's."""
+    fields = _fields("pointwise_attributes.fbs", "PointwiseAttributes")
+    assert [f for f, _ in POINTWISE_FIELDS] == fields
+    text = (RECONSTRUCTED / "pointwise_attributes.fbs").read_text()
+    modes = dict(re.findall(r"(\w+) = (\d+)", text.split("enum PointwiseMode")[1]))
+    assert [int(modes[m]) for m in POINTWISE_MODES] == list(range(48))
+    renamed = {"UNSET": "NOT_SET", "MAX_OP": "MAX", "MIN_OP": "MIN"}
+    assert [hg.PointwiseMode[renamed.get(m, m)] for m in POINTWISE_MODES] == list(range(48))
 
 
 def test_python_schema_copy_changes_only_the_value_structs() -> None:
