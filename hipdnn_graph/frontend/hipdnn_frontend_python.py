@@ -14,8 +14,16 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
+from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
-from ..types import BuildPlanPolicy, DataType, DiagonalAlignment, ErrorCode, HeuristicMode
+from ..types import (
+    BuildPlanPolicy,
+    DataType,
+    DiagonalAlignment,
+    ErrorCode,
+    HeuristicMode,
+    PointwiseMode,
+)
 from ._attributes import SdpaAttributes
 from ._enums import AttentionImplementation, BehaviorNote, PluginLoadingMode, TimingQuality
 from ._errors import Error, UnsupportedFeatureError
@@ -54,6 +62,8 @@ __all__ = [
     "Handle",
     "HeuristicMode",
     "PluginLoadingMode",
+    "PointwiseAttributes",
+    "PointwiseMode",
     "SdpaAttributes",
     "SdpaBackwardAttributes",
     "Tensor",
