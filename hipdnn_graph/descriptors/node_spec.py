@@ -25,10 +25,12 @@ kind       FlatBuffers type                       JSON
 =========  =====================================  ========================
 
 Example:
-    >>> from hipdnn_graph.nodes.sdpa_bwd import SDPA_BWD_SPEC
-    >>> slot = SDPA_BWD_SPEC.slot("Dropout_scale_inv")
-    >>> slot.wire, slot.fb_slot, slot.attribute.value
-    ('dropout_scale_inv_tensor_uid', 17, 3117)
+    >>> import hipdnn_graph  # the node modules register their specs
+    >>> specs = node_specs()
+    >>> all(s.wire.endswith("_tensor_uid") for spec in specs.values() for s in spec.slots)
+    True
+    >>> all(spec_for_attributes(spec.attributes_cls()) is spec for spec in specs.values())
+    True
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ class WireEnum:
     """An int8 enum of hipDNN's schema, as a family declares it for a ``Kind.ENUM`` field.
 
     Attributes:
-        name: The schema's enum name (used in messages: ``"PointwiseMode"``).
+        name: The schema's enum name (used in messages).
         cls: The project's enum the field reads into (same numbers as the schema).
         json: hipDNN's JSON spelling of each value (its ``NLOHMANN_JSON_SERIALIZE_ENUM``).
 
@@ -144,7 +146,7 @@ class SlotSpec:
 
     @property
     def name(self) -> str:
-        """The slot's name (``"dO"``, ``"Dropout_scale_inv"``)."""
+        """The slot's name (its member's name in the attributes' slot enum)."""
         return self.member.name
 
     @property
@@ -294,7 +296,8 @@ def node_specs() -> dict[int, NodeSpec]:
 
 
 def supported_kinds() -> str:
-    """The registered node kinds for messages: ``"SdpaAttributes (12) and ..."``, by tag."""
+    """The registered node kinds for messages: ``"<Table> (<tag>), ... and <Table> (<tag>)"``,
+    by tag."""
     names = [f"{s.table} ({s.union_tag})" for _, s in sorted(_SPECS.items())]
     return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 2 else names)
 
