@@ -23,8 +23,8 @@ Every failure raises :class:`DescriptorError`, a :class:`~hipdnn_graph.errors.Hi
 
 Value conventions (``values`` is always a list): ``BOOLEAN`` → ``bool``; ``INT64``/``INT32`` →
 ``int``; ``FLOAT``/``DOUBLE`` → ``float``; ``DATA_TYPE`` → :class:`~hipdnn_graph.types.DataType`;
-an enum attribute → the member of its spec's enum (:class:`~.node_spec.WireEnum`); ``CHAR`` → one ``str``
-(names) or one ``bytes`` object (``TENSOR_VALUE_EXT``, the pass-by-value bytes);
+an enum attribute → the member of its spec's enum (:class:`~.node_spec.WireEnum`); ``CHAR`` →
+one ``str`` (names) or one ``bytes`` object (``TENSOR_VALUE_EXT``, the pass-by-value bytes);
 ``BACKEND_DESCRIPTOR`` → finalized :class:`BackendDescriptor` objects (stored by reference,
 which is how tensors are shared).
 
