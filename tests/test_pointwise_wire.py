@@ -94,10 +94,29 @@ def test_cli_validates_shows_and_draws_pointwise_graphs(
     assert "add (POINTWISE) -> relu (POINTWISE)" in capsys.readouterr().out
     assert main(["show", str(binary)]) == 0
     out = capsys.readouterr().out
-    assert "add  POINTWISE" in out and "IN_0=x#1 IN_1=b#2" in out and "OUT_0=relu::OUT_0" in out
+    assert "add  POINTWISE  compute FLOAT  [mode=ADD]" in out
+    assert "relu  POINTWISE  compute FLOAT  [mode=RELU_FWD, relu_upper_clip=6.0, axis=1]" in out
+    assert "IN_0=x#1 IN_1=b#2" in out and "OUT_0=relu::OUT_0" in out
     assert main(["show", "--mermaid", str(text)]) == 0
     assert "<b>relu</b><br/>POINTWISE" in capsys.readouterr().out
     assert main(["show", "--dot", str(binary)]) == 0
     assert 'label="add\\nPOINTWISE"' in capsys.readouterr().out
     assert main(["run", str(binary)]) == 1
     assert "does not run POINTWISE nodes" in capsys.readouterr().err
+
+
+def test_enum_fields_at_their_default_read_as_enum_members() -> None:
+    """A ``Kind.ENUM`` field absent from the bytes (its default) reads as the enum's member, in
+    every family (an absent diagonal alignment once read as a bare 0)."""
+    g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+    g.set_intermediate_data_type(hg.DataType.FLOAT)
+    q = g.tensor(name="q", dim=[1, 1, 4, 8])
+    o, _ = g.sdpa(q, q, q, name="attn", generate_stats=False)
+    y = g.pointwise(o, mode=M.EXP, name="exp")
+    y.set_output(True)
+    for read in (hg.Graph.deserialize(g.serialize()), hg.Graph.from_json(g.to_json())):
+        attn = next(n for n in read.nodes if n.name == "attn")
+        assert type(attn.attributes.diagonal_alignment) is hg.DiagonalAlignment
+        assert all(
+            type(n.attributes.mode) is M for n in read.nodes if isinstance(n, hg.PointwiseNode)
+        )

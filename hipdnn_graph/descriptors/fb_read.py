@@ -278,7 +278,9 @@ def _read_scalar(
     code, _, optional, default = WIRE_KINDS[kind]
     value = _scalar(buf, n, t, slot, code, what)
     if value is None:
-        return None if optional else default
+        if optional:
+            return None
+        return enum.cls(default) if enum is not None else default
     if kind is Kind.ENUM:
         assert enum is not None
         member = enum.member(value)

@@ -186,7 +186,8 @@ class ScalarSpec:
 
     @property
     def default(self) -> Any:
-        return WIRE_KINDS[self.kind][3]
+        default = WIRE_KINDS[self.kind][3]
+        return self.enum.cls(default) if self.enum is not None else default
 
 
 @dataclass(frozen=True)
