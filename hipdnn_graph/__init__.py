@@ -14,6 +14,7 @@ from . import backend
 from .attributes import (
     GraphAttributes,
     MaskWindow,
+    MatmulAttributes,
     NodeAttributes,
     PointwiseAttributes,
     SdpaAttributes,
@@ -22,7 +23,7 @@ from .attributes import (
 from .backend.registry import list_backends, register_backend
 from .errors import HipdnnError, NotSupportedError
 from .graph import Graph
-from .nodes import Node, PointwiseNode, SdpaBwdNode, SdpaFwdNode
+from .nodes import MatmulNode, Node, PointwiseNode, SdpaBwdNode, SdpaFwdNode
 from .tensor import TensorAttributes, generate_strides
 from .types import (
     BuildPlanPolicy,
@@ -46,6 +47,8 @@ __all__ = [
     "HeuristicMode",
     "HipdnnError",
     "MaskWindow",
+    "MatmulAttributes",
+    "MatmulNode",
     "Node",
     "NodeAttributes",
     "NodeType",

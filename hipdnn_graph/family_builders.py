@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import HipdnnError
 from .nodes.base import Node
+from .nodes.matmul import MatmulNode
 from .nodes.pointwise import PointwiseNode
 from .tensor import TensorAttributes
 from .types import ErrorCode
@@ -76,6 +77,30 @@ class FamilyBuilders:
         a.set_output_0(out)
         self._add_node(PointwiseNode(a, self.attributes))
         return out
+
+    def matmul(
+        self, a: Any = None, b: Any = None, attributes: Any = None, **keywords: Any
+    ) -> TensorAttributes:
+        """Add a matmul node ``C = A @ B``: ``matmul(a, b, attrs)``; returns the virtual
+        ``<node>::C``. Unnamed inputs are renamed ``<node>::A`` and ``<node>::B``; keywords set
+        the attributes' ``name`` and ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+        """
+        if not isinstance(a, TensorAttributes) or not isinstance(b, TensorAttributes):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, "matmul() takes tensors A and B, then MatmulAttributes"
+            )
+        attrs = self._family_attributes(attributes, MatmulNode, keywords, "matmul")
+        for tensor, slot in ((a, "A"), (b, "B")):
+            if not tensor.name:
+                tensor.name = f"{attrs.name}::{slot}"
+        c = self._output_tensor(f"{attrs.name}::C")
+        attrs.set_a(a).set_b(b).set_c(c)
+        self._add_node(MatmulNode(attrs, self.attributes))
+        return c
 
     def _family_attributes(
         self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str

@@ -291,7 +291,6 @@ class TestOtherOpFamilies:
     @pytest.mark.parametrize(
         "name",
         [
-            "matmul",
             "conv_fprop",
             "batchnorm",
             "layernorm",
@@ -310,7 +309,7 @@ class TestOtherOpFamilies:
         assert caught.value.code == hg.ErrorCode.GRAPH_NOT_SUPPORTED
 
     @pytest.mark.parametrize(
-        "name", ["ReductionAttributes", "MatmulAttributes", "ReductionMode", "AutotuneConfig"]
+        "name", ["ReductionAttributes", "ConvFpropAttributes", "ReductionMode", "AutotuneConfig"]
     )
     def test_module_names_name_the_feature(self, name: str) -> None:
         assert not hasattr(hipdnn, name)

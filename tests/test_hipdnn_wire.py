@@ -261,7 +261,9 @@ def test_other_node_kinds_are_refused_by_name() -> None:
     assert message == (
         f'hipDNN node "mm" has kind ResampleBwdAttributes (21); only {supported} are supported'
     )
-    assert "PointwiseAttributes (2), SdpaAttributes (12) and SdpaBackwardAttributes (15)" in message
+    assert (
+        "(2), MatmulAttributes (9), SdpaAttributes (12) and SdpaBackwardAttributes (15)" in message
+    )
     doc["nodes"][0]["type"] = "ResampleBwdAttributes"
     assert _refused(hg.Graph.from_json, json.dumps(doc)) == message
 

@@ -2,6 +2,7 @@
 
 from .base import MaskWindow, NodeAttributes
 from .graph_attributes import GraphAttributes
+from .matmul import MatmulAttributes
 from .pointwise import PointwiseAttributes
 from .sdpa import SdpaAttributes
 from .sdpa_backward import SdpaBackwardAttributes
@@ -9,6 +10,7 @@ from .sdpa_backward import SdpaBackwardAttributes
 __all__ = [
     "GraphAttributes",
     "MaskWindow",
+    "MatmulAttributes",
     "NodeAttributes",
     "PointwiseAttributes",
     "SdpaAttributes",

@@ -444,8 +444,9 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
     scalars = {s.name: _scalar(scalars_obj, s.kind, s.key, label, s.enum) for s in spec.scalars}
     holders = {"inputs": inputs_obj, "outputs": outputs_obj, "scalars": scalars_obj}
     for extra in spec.unmodelled:
-        if extra.group == "extra":
-            value = scalars_obj.get_str(extra.wire, optional=True) or ""
+        if extra.group == "extra":  # written only in a scalar object of the family's own
+            own = _scalar_holder(spec) == "scalars"
+            value = (scalars_obj.get_str(extra.wire, optional=True) or "") if own else ""
         elif extra.kind is Kind.UID_OPT:
             value = holders[extra.group].get_int(extra.wire, nullable=True)
         else:
@@ -602,6 +603,8 @@ def _node_schema(spec: NodeSpec) -> dict[str, Any]:
         groups[holder][scalar.key] = _kind_schema(scalar.kind, scalar.enum)
     extras = []
     for extra in spec.unmodelled:
+        if extra.group == "extra" and holder != "scalars":
+            continue  # no object to hold it: the field must keep its default
         key = holder if extra.group in ("extra", "scalars") else extra.group
         groups[key][extra.wire] = _kind_schema(extra.kind, extra.enum)
         if extra.group == "extra":

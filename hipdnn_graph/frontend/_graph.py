@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.sdpa import SdpaAttributes as CoreSdpaAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
@@ -243,6 +244,19 @@ class Graph:
             )
         out = self._node(lambda: self.core_graph.pointwise(*args))
         return adopt(out)  # type: ignore[return-value]
+
+    def matmul(self, a: Any, b: Any, attributes: Any) -> TensorAttributes:
+        """Add a matmul node ``C = A @ B``; returns ``C`` (``<node>::C``).
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, MatmulAttributes):
+            raise FrontendTypeError(
+                f"matmul() expects MatmulAttributes, got {type(attributes).__name__}"
+            )
+        c = self._node(lambda: self.core_graph.matmul(a, b, attributes))
+        return adopt(c)  # type: ignore[return-value]
 
     def _node(self, add: Callable[[], Any]) -> Any:
         try:

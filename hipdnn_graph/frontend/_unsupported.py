@@ -1,17 +1,18 @@
 """hipDNN bindings this module does not provide, each failing with a message that names it.
 
-hipdnn-graph builds SDPA (forward and backward) and pointwise graphs; the other op families of
-hipDNN's bindings, its autotuning API and its provisional HIP helpers are not part of it.
+hipdnn-graph builds SDPA (forward and backward), pointwise and matmul graphs; the other op
+families of hipDNN's bindings, its autotuning API and its provisional HIP helpers are not part
+of it.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
 (``GRAPH_NOT_SUPPORTED``, also an ``AttributeError``, so ``hasattr`` answers ``False``).
 
 Example:
     >>> import hipdnn_graph.frontend as hipdnn
     >>> try:
-    ...     hipdnn.Graph().matmul
+    ...     hipdnn.Graph().conv_fprop
     ... except hipdnn.UnsupportedFeatureError as err:
     ...     print(err.code.name, str(err).split(" is ")[0])
-    GRAPH_NOT_SUPPORTED Graph.matmul() (the matmul op family)
+    GRAPH_NOT_SUPPORTED Graph.conv_fprop() (the convolution op family)
 """
 
 from __future__ import annotations
@@ -20,13 +21,12 @@ from ._errors import UnsupportedFeatureError
 
 __all__ = ["GRAPH_METHODS", "MODULE_NAMES", "unsupported_graph_method", "unsupported_name"]
 
-_OPS = "only sdpa(), sdpa_backward() and pointwise() graphs are"
+_OPS = "only sdpa(), sdpa_backward(), pointwise() and matmul() graphs are"
 #: Graph methods of hipDNN's bindings that are missing here -> what they belong to
 GRAPH_METHODS: dict[str, str] = {
     **{
         name: f"the {family} op family"
         for family, names in {
-            "matmul": ("matmul",),
             "convolution": ("conv_fprop", "conv_dgrad", "conv_wgrad"),
             "batchnorm": (
                 "batchnorm",
@@ -69,7 +69,6 @@ GRAPH_METHODS: dict[str, str] = {
 }
 
 _ATTRIBUTE_CLASSES = {
-    "MatmulAttributes": "matmul",
     "ConvFpropAttributes": "convolution",
     "ConvDgradAttributes": "convolution",
     "ConvWgradAttributes": "convolution",

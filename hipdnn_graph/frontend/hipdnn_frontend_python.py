@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
+from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..types import (
@@ -61,6 +62,7 @@ __all__ = [
     "Graph",
     "Handle",
     "HeuristicMode",
+    "MatmulAttributes",
     "PluginLoadingMode",
     "PointwiseAttributes",
     "PointwiseMode",

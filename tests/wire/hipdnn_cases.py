@@ -14,6 +14,7 @@ from pathlib import Path
 
 from wire_model import (
     HIPDNN_DATA_TYPES,
+    MATMUL_TAG,
     POINTWISE_TAG,
     SDPA_BACKWARD_TAG,
     SDPA_TAG,
@@ -353,6 +354,37 @@ def pointwise_max_min_chain() -> Desc:
     return graph_desc("pointwise_chain", tensors, nodes, io_data_type=f32)
 
 
+def matmul_batched() -> Desc:
+    """A batched matmul (B broadcast over the batch) followed by a bias add and a ReLU: the
+    matmul-epilogue graph hipDNN users write."""
+    bf16, f32 = DT["BFLOAT16"], DT["FLOAT"]
+    tensors = [
+        tensor_desc(1, "A", bf16, [4, 16, 32]),
+        tensor_desc(2, "B", bf16, [1, 32, 8]),
+        tensor_desc(3, "mm::C", f32, [4, 16, 8], virtual=True),
+        tensor_desc(4, "bias", bf16, [1, 1, 8]),
+        tensor_desc(5, "add::OUT_0", f32, [4, 16, 8], virtual=True),
+        tensor_desc(6, "Y", bf16, [4, 16, 8]),
+    ]
+    nodes = [
+        node_desc("mm", MATMUL_TAG, f32, a_tensor_uid=1, b_tensor_uid=2, c_tensor_uid=3),
+        node_desc("add", POINTWISE_TAG, f32, operation=2, in_0_tensor_uid=3, in_1_tensor_uid=4,
+                  out_0_tensor_uid=5),
+        node_desc("relu", POINTWISE_TAG, f32, operation=34, in_0_tensor_uid=5,
+                  out_0_tensor_uid=6),
+    ]  # fmt: skip
+    return graph_desc("matmul_epilogue", tensors, nodes, io_data_type=bf16)
+
+
+def _with_matmul(**attrs: object) -> Callable[[], Desc]:
+    def build() -> Desc:
+        desc = matmul_batched()
+        desc["nodes"][0]["attributes"].update(attrs)
+        return desc
+
+    return build
+
+
 MODELLED: dict[str, Callable[[], Desc]] = {
     "b8_1": lambda: b8_desc(1),
     "b8_2": lambda: b8_desc(2),
@@ -364,6 +396,7 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "float_formats": float_formats,
     "pointwise_every_field": pointwise_every_field,
     "pointwise_max_min_chain": pointwise_max_min_chain,
+    "matmul_batched": matmul_batched,
     **{f"io_{name.lower()}": io_type(name) for name in HIPDNN_DATA_TYPES if name != "UNSET"},
     **{f"scale_{name.lower()}": scale_value(name) for name in SCALE_VALUES},
 }
@@ -399,4 +432,5 @@ UNMODELLED: dict[str, Callable[[], Desc]] = {
     "mma_core_mode": _with_fwd(mma_core_mode=DT["FP8_E4M3"]),
     "implementation": _with_fwd(implementation=2),
     "umd_flops": _with_fwd(umd_flops='{"*":[{"var":"q.0"},2]}', umd_bytes="64"),
+    "matmul_umd_bytes": _with_matmul(umd_bytes="128"),
 }

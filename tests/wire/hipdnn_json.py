@@ -15,6 +15,7 @@ from typing import Any
 
 from wire_model import (
     HIPDNN_DATA_TYPES,
+    MATMUL_TAG,
     POINTWISE_FIELDS,
     POINTWISE_MODES,
     POINTWISE_TAG,
@@ -207,6 +208,15 @@ def _pointwise(n: Desc) -> dict[str, Any]:
 def _node(n: Desc) -> dict[str, Any]:
     if n["attributes_type"] == POINTWISE_TAG:
         return _pointwise(n)
+    if n["attributes_type"] == MATMUL_TAG:  # hipDNN's matmul JSON: uids only
+        a = n["attributes"]
+        return {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "inputs": {"a_tensor_uid": a["a_tensor_uid"], "b_tensor_uid": a["b_tensor_uid"]},
+            "name": n["name"] or "",
+            "outputs": {"c_tensor_uid": a["c_tensor_uid"]},
+            "type": "MatmulAttributes",
+        }
     a = n["attributes"]
     forward = n["attributes_type"] == SDPA_TAG
     inputs, outputs, scalars = (

@@ -104,6 +104,19 @@ def attention_then_pointwise() -> hg.Graph:
     return g
 
 
+def matmul_bias_relu() -> hg.Graph:
+    """A batched matmul with a broadcast B, a bias add and a ReLU (matmul + pointwise)."""
+    g = cases.new_graph("matmul_bias_relu", io=hg.DataType.BFLOAT16)
+    a = g.tensor(name="A", dim=[4, 16, 32])
+    b = g.tensor(name="B", dim=[1, 32, 8])
+    c = g.matmul(a, b, hg.MatmulAttributes().set_name("mm"))
+    bias = g.tensor(name="bias", dim=[1, 1, 8])
+    s = g.pointwise(c, bias, mode=hg.PointwiseMode.ADD, name="add")
+    y = g.pointwise(s, mode=hg.PointwiseMode.RELU_FWD, name="relu")
+    y.set_output(True)
+    return g
+
+
 _SCALE_VALUES: list[tuple[str, Any]] = [
     ("FLOAT", 0.1),
     ("HALF", 0.1),  # Float16Value holds the nearest binary32, not a 16-bit rounding
@@ -124,6 +137,7 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "bwd_band_dropout": backward_band_dropout,
     "pointwise_chain": pointwise_chain,
     "attention_then_pointwise": attention_then_pointwise,
+    "matmul_bias_relu": matmul_bias_relu,
     **{
         f"io_{name.lower()}": io_type(hg.DataType[name])
         for name in HIPDNN_DATA_TYPES

@@ -23,6 +23,9 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     Graph as G,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    MatmulAttributes as MA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     Node as N,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -44,6 +47,7 @@ from hipdnn_flatbuffers_sdk.data_objects.EngineApiVersion import CreateEngineApi
 from hipdnn_flatbuffers_sdk.data_objects.Uuid import CreateUuid
 from wire_model import (
     FIELDS_BY_TAG,
+    MATMUL_TAG,
     POINTWISE_TAG,
     SDPA_BACKWARD_TAG,
     SDPA_TAG,
@@ -57,8 +61,9 @@ _TABLE_CLASSES = {
     SDPA_TAG: SA.SdpaAttributes,
     SDPA_BACKWARD_TAG: SBA.SdpaBackwardAttributes,
     POINTWISE_TAG: PA.PointwiseAttributes,
+    MATMUL_TAG: MA.MatmulAttributes,
 }
-_MODULES = {SDPA_TAG: SA, SDPA_BACKWARD_TAG: SBA, POINTWISE_TAG: PA}
+_MODULES = {SDPA_TAG: SA, SDPA_BACKWARD_TAG: SBA, POINTWISE_TAG: PA, MATMUL_TAG: MA}
 
 
 def camel(field: str) -> str:
@@ -170,6 +175,7 @@ KNOWN_SLOTS = {
     "SdpaAttributes": 43,
     "SdpaBackwardAttributes": 28,
     "PointwiseAttributes": 12,
+    "MatmulAttributes": 5,
 }
 
 
@@ -285,7 +291,7 @@ def _node(b: flatbuffers.Builder, n: Desc, style: _Style) -> int:
     attrs = None
     if n["attributes"] is not None:
         attrs = _attributes(b, tag, n["attributes"], style)
-    elif n["has_attributes"]:  # a table of another kind (e.g. Matmul): an empty table
+    elif n["has_attributes"]:  # a table of an unmodelled kind: an empty table
         b.StartObject(0)
         attrs = b.EndObject()
     name = _string(b, n["name"], style)

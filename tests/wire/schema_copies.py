@@ -69,6 +69,7 @@ PYTHON_ROOTS = [
     "tensor_attributes.fbs",
     "sdpa_attributes.fbs",
     "sdpa_backward_attributes.fbs",
+    "matmul_attributes.fbs",
     *sorted(p.name for p in RECONSTRUCTED.glob("*.fbs")),
     "graph.fbs",
     "serialized_graph_and_plan.fbs",

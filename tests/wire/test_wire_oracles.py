@@ -25,6 +25,7 @@ from schema_copies import RECONSTRUCTED, REFERENCE, structs_as_tables
 from wire_model import (
     GRAPH_KEYS,
     HIPDNN_DATA_TYPES,
+    MATMUL_FIELDS,
     POINTWISE_FIELDS,
     POINTWISE_MODES,
     SDPA_BACKWARD_FIELDS,
@@ -83,6 +84,7 @@ def test_field_tables_are_hipdnn_schemas_slot_order() -> None:
     # a union field takes two slots: <name>_type, then <name>
     assert [k for f in tensor for k in ((f"{f}_type", f) if f == "value" else (f,))] == TENSOR_KEYS
     assert _fields("graph.fbs", "Graph") == GRAPH_KEYS
+    assert [f for f, _ in MATMUL_FIELDS] == _fields("matmul_attributes.fbs", "MatmulAttributes")
     enum = (REFERENCE / "data_types.fbs").read_text()
     assert {m[0]: int(m[1]) for m in re.findall(r"(\w+) = (\d+),", enum)} == HIPDNN_DATA_TYPES
 

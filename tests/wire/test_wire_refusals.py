@@ -14,8 +14,14 @@ from collections.abc import Callable
 import py_oracle
 import pytest
 from cpp_oracle import CppOracle
-from hipdnn_cases import MODELLED, b8_desc, forward_every_field, pointwise_every_field
-from wire_model import MATMUL_TAG, SDPA_TAG, Desc, node_desc
+from hipdnn_cases import (
+    MODELLED,
+    b8_desc,
+    forward_every_field,
+    matmul_batched,
+    pointwise_every_field,
+)
+from wire_model import SDPA_TAG, UNMODELLED_TAG, Desc, node_desc
 
 import hipdnn_graph as hg
 
@@ -41,10 +47,10 @@ def _b8_1_plus(node: Desc) -> Desc:
 
 
 def test_other_node_kind_is_refused_by_name(cpp: CppOracle) -> None:
-    """A6: `hipDNN node "mm" has kind MatmulAttributes (9); only ... are supported`."""
-    blob = cpp.pack(_b8_1_plus(node_desc("mm", MATMUL_TAG)))
+    """A6: `hipDNN node "rs" has kind ResampleBwdAttributes (21); only ... are supported`."""
+    blob = cpp.pack(_b8_1_plus(node_desc("rs", UNMODELLED_TAG)))
     _verified(cpp, blob)
-    _refused(blob, '"mm"', "MatmulAttributes", "(9)")
+    _refused(blob, '"rs"', "ResampleBwdAttributes", "(21)")
 
 
 @pytest.mark.parametrize(
@@ -131,6 +137,7 @@ def test_fields_of_a_newer_schema_are_refused(cpp: CppOracle, table: str) -> Non
     """A12: a non-zero vtable entry past the last known slot is refused, naming the table."""
     desc = b8_desc(2)  # forward and backward nodes: every table occurs but the pointwise one
     desc["nodes"] += pointwise_every_field()["nodes"] if table == "PointwiseAttributes" else []
+    desc["nodes"] += matmul_batched()["nodes"] if table == "MatmulAttributes" else []
     blob = py_oracle.build(desc, newer_field_in=table)
     _verified(cpp, blob)  # unknown fields are not checked by the Verifier
     error = _refused(blob)

@@ -64,8 +64,11 @@ VALUE_FORMAT_BY_TAG = dict(VALUE_MEMBERS.values())
 
 #: NodeAttributes tags the project reads (A6) and one it must refuse.
 SDPA_TAG, SDPA_BACKWARD_TAG, MATMUL_TAG = 12, 15, 9
-#: further families the project reads, from their (reconstructed) schemas in tests/wire/schemas/
+#: further families the project reads, from hipDNN's schemas (matmul) or reconstructed ones in
+#: tests/wire/schemas/ (pointwise)
 POINTWISE_TAG = 2
+#: a NodeAttributes member no family of the project models (refused by name)
+UNMODELLED_TAG = 21  # ResampleBwdAttributes
 
 # Field kinds: "req" long; "opt" optional integer; "obool" optional bool; "bool"; "ofloat"
 # optional float (bits); "enum" int8; "str" string.
@@ -156,16 +159,26 @@ POINTWISE_FIELDS: list[tuple[str, str]] = [
     ("elu_alpha", "ofloat"),
     ("softplus_beta", "ofloat"),
 ]
+#: MatmulAttributes fields in slot order (matmul_attributes.fbs).
+MATMUL_FIELDS: list[tuple[str, str]] = [
+    ("a_tensor_uid", "req"),
+    ("b_tensor_uid", "req"),
+    ("c_tensor_uid", "req"),
+    ("umd_flops", "str"),
+    ("umd_bytes", "str"),
+]
 FIELDS_BY_TAG = {
     SDPA_TAG: SDPA_FIELDS,
     SDPA_BACKWARD_TAG: SDPA_BACKWARD_FIELDS,
     POINTWISE_TAG: POINTWISE_FIELDS,
+    MATMUL_TAG: MATMUL_FIELDS,
 }
 #: each table's name by tag
 TABLE_BY_TAG = {
     SDPA_TAG: "SdpaAttributes",
     SDPA_BACKWARD_TAG: "SdpaBackwardAttributes",
     POINTWISE_TAG: "PointwiseAttributes",
+    MATMUL_TAG: "MatmulAttributes",
 }
 #: hipDNN's PointwiseMode names by number (MAX/MIN are MAX_OP/MIN_OP in the schema)
 POINTWISE_MODES = [
@@ -469,6 +482,16 @@ def _expected_pointwise(node: Any) -> Desc:
 def _expected_node(node: Any) -> Desc:
     if isinstance(node, hg.PointwiseNode):
         return _expected_pointwise(node)
+    if isinstance(node, hg.MatmulNode):
+        a = node.attributes
+        return node_desc(
+            node.name,
+            MATMUL_TAG,
+            hipdnn_data_type(a.get_compute_data_type()),
+            a_tensor_uid=_uid(a.get_a()),
+            b_tensor_uid=_uid(a.get_b()),
+            c_tensor_uid=_uid(a.get_c()),
+        )
     a = node.attributes
     common_uids = {
         "q_tensor_uid": _uid(a.get_q()),
@@ -567,6 +590,12 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
             for key in _POINTWISE_FLOATS:
                 attrs[key] = None if attrs[key] is None else f32_bits(attrs[key])
             attrs["operation"] = [m.lower() for m in POINTWISE_MODES].index(attrs["operation"])
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag == MATMUL_TAG:  # no scalar object
+            attrs = {**n["inputs"], **n["outputs"]}
             nodes.append(
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
             )

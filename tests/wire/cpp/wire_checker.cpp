@@ -65,6 +65,10 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
   OPTI(in_1_tensor_uid) OPTI(in_2_tensor_uid) REQ(out_0_tensor_uid) OFLOAT(swish_beta)          \
   OFLOAT(elu_alpha) OFLOAT(softplus_beta)
 
+// MatmulAttributes (hipDNN's matmul_attributes.fbs).
+#define MATMUL_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                                \
+  REQ(a_tensor_uid) REQ(b_tensor_uid) REQ(c_tensor_uid) STR(umd_flops) STR(umd_bytes)
+
 #define NONE_(x)
 
 // ----- output: one JSON object -----
@@ -171,6 +175,12 @@ void print_pointwise(Out &o, const fo::PointwiseAttributes *a) {
   o.close('}');
 }
 
+void print_matmul(Out &o, const fo::MatmulAttributes *a) {
+  o.open('{');
+  MATMUL_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
+  o.close('}');
+}
+
 size_t value_size(fo::TensorValue t) {
   switch (t) {
     case fo::TensorValue::Float32Value: return sizeof(fo::Float32Value);
@@ -266,6 +276,8 @@ void print_graph(Out &o, const uint8_t *buf, size_t len) {
           print_bwd(o, a);
         } else if (const fo::PointwiseAttributes *a = n->attributes_as_PointwiseAttributes()) {
           print_pointwise(o, a);
+        } else if (const fo::MatmulAttributes *a = n->attributes_as_MatmulAttributes()) {
+          print_matmul(o, a);
         } else {
           o.null();
         }
@@ -388,6 +400,11 @@ bool set_pointwise(fo::PointwiseAttributesT *a, const std::string &k, const std:
   return false;
 }
 
+bool set_matmul(fo::MatmulAttributesT *a, const std::string &k, const std::string &val) {
+  MATMUL_FIELDS(S_REQ, NONE_, NONE_, NONE_, NONE_, NONE_, S_STR)
+  return false;
+}
+
 void set_value(fo::TensorValueUnion &u, int tag, const std::string &hexbytes) {
   std::string raw = unhex("s:" + hexbytes);
   auto put = [&](auto s) {
@@ -465,13 +482,14 @@ int do_pack(const char *in_path, const char *out_path) {
       g.nodes.back()->name = unhex(val);
     } else if (k == "n.compute_data_type") {
       g.nodes.back()->compute_data_type = static_cast<fo::DataType>(to_i64(val));
-    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul (default)
+    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 21 (empty)
       fo::NodeAttributesUnion &u = g.nodes.back()->attributes;
       int tag = std::stoi(val);
       if (tag == 12) u.Set(fo::SdpaAttributesT());
       else if (tag == 15) u.Set(fo::SdpaBackwardAttributesT());
       else if (tag == 2) u.Set(fo::PointwiseAttributesT());
       else if (tag == 9) u.Set(fo::MatmulAttributesT());
+      else if (tag == 21) u.Set(fo::ResampleBwdAttributesT());
       else throw std::runtime_error("unsupported kind " + val);
     } else if (k.compare(0, 2, "a.") == 0) {
       fo::NodeAttributesUnion &u = g.nodes.back()->attributes;
@@ -479,6 +497,7 @@ int do_pack(const char *in_path, const char *out_path) {
       if (fo::SdpaAttributesT *a = u.AsSdpaAttributes()) done = set_fwd(a, k, val);
       else if (fo::SdpaBackwardAttributesT *a = u.AsSdpaBackwardAttributes()) done = set_bwd(a, k, val);
       else if (fo::PointwiseAttributesT *a = u.AsPointwiseAttributes()) done = set_pointwise(a, k, val);
+      else if (fo::MatmulAttributesT *a = u.AsMatmulAttributes()) done = set_matmul(a, k, val);
       if (!done) throw std::runtime_error("unknown attribute key " + k);
     } else {
       throw std::runtime_error("unknown key " + k);

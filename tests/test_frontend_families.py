@@ -1,6 +1,7 @@
-"""hipDNN's Python-binding tests of pointwise (``frontend_wheel_package/tests/test_pointwise.py``
-and ``hipdnn_frontend/test/test_pointwise.py``), ported as the SDPA ones were: the same calls on
-``hipdnn_graph.frontend``; execution, which needs a pointwise engine, is refused by name."""
+"""hipDNN's Python-binding tests of pointwise and matmul (``frontend_wheel_package/tests/`` and
+``hipdnn_frontend/test/``: ``test_pointwise.py``, ``test_matmul.py``), ported as the SDPA ones
+were: the same calls on ``hipdnn_graph.frontend``; execution, which needs an engine for the
+family, is refused naming the family."""
 
 from __future__ import annotations
 
@@ -144,3 +145,88 @@ class TestPointwiseAdd:
         error = graph.validate()
         assert error.get_code() == hipdnn.ErrorCode.INVALID_VALUE
         assert error.get_message() == "PointwiseNode with two inputs must have a binary operation"
+
+
+# ----- matmul (hipDNN's frontend_wheel_package/tests/test_matmul.py and
+# ----- hipdnn_frontend/test/test_matmul.py, ported the same way) -----
+
+
+def build_matmul_graph(m: int = 4, k: int = 3, n: int = 5) -> tuple[Any, ...]:
+    """Build a matmul graph (A [M, K] x B [K, N] -> C [M, N])."""
+    graph = float_graph()
+    graph.set_name("matmul_test")
+    a = hipdnn.Tensor.create([m, k], hipdnn.DataType.FLOAT)
+    a.set_name("A")
+    b = hipdnn.Tensor.create([k, n], hipdnn.DataType.FLOAT)
+    b.set_name("B")
+    attrs = hipdnn.MatmulAttributes()
+    attrs.set_name("matmul_node")
+    c = graph.matmul(a, b, attrs)
+    c.set_name("C")
+    c.set_output(True)
+    return graph, a, b, c
+
+
+class TestMatmulAttributeBindings:
+    def test_methods_are_callable(self) -> None:
+        a, b, c = (hipdnn.Tensor.create([1], hipdnn.DataType.FLOAT) for _ in range(3))
+        call_attribute_methods(
+            hipdnn.MatmulAttributes(),
+            (
+                ("set_name", ("matmul",), "get_name", "matmul"),
+                ("set_compute_data_type", (hipdnn.DataType.FLOAT,), "get_compute_data_type",
+                 hipdnn.DataType.FLOAT),
+                ("set_a", (a,), "get_a", a),
+                ("set_b", (b,), "get_b", b),
+                ("set_c", (c,), "get_c", c),
+            ),
+        )  # fmt: skip
+
+
+class TestMatmul:
+    def test_graph_validates(self) -> None:
+        graph, *_, c = build_matmul_graph()
+        result = graph.validate()
+        assert result.is_good(), f"Validation failed: {result.get_message()}"
+        assert isinstance(c, hipdnn.Tensor) and (c.get_dim(), c.get_stride()) == ([4, 5], [5, 1])
+
+    def test_builds_operation_graph(self) -> None:
+        graph, *_ = build_matmul_graph()
+        handle = hipdnn.create_handle()
+        assert graph.validate().is_good() and graph.build_operation_graph(handle).is_good()
+
+    def test_execution_is_refused_naming_the_family(self) -> None:
+        graph, *_ = build_matmul_graph()
+        handle = hipdnn.create_handle()
+        assert graph.validate().is_good() and graph.build_operation_graph(handle).is_good()
+        error = graph.create_execution_plans()
+        if error.is_good():
+            error = graph.check_support()
+        assert error.get_code() == hipdnn.ErrorCode.GRAPH_NOT_SUPPORTED
+        assert "does not run MATMUL nodes (node 'matmul_node')" in error.get_message()
+
+    def test_serialization_round_trips_and_rules_return_errors(self) -> None:
+        graph, *_ = build_matmul_graph()
+        assert graph.validate().is_good()
+        text, blob = graph.to_json(), graph.to_binary()
+        restored = hipdnn.Graph()
+        assert restored.from_json(text).is_good()
+        assert restored.to_json() == text and restored.to_binary() == blob
+        bad = float_graph()
+        x = hipdnn.Tensor.create([4, 3], hipdnn.DataType.FLOAT)
+        bad.matmul(x, x, hipdnn.MatmulAttributes())
+        error = bad.validate()
+        assert error.get_code() == hipdnn.ErrorCode.INVALID_VALUE
+        assert error.get_message() == (
+            "MatmulNode: Inner dimensions must match (a[...,K] vs b[...,K,...]). Got 3 vs 4"
+        )
+
+    def test_wrong_arguments_raise_type_error(self) -> None:
+        graph = float_graph()
+        x = hipdnn.Tensor.create([4, 4], hipdnn.DataType.FLOAT)
+        for args in ((x, x, hipdnn.PointwiseAttributes()), (x, "b", hipdnn.MatmulAttributes())):
+            try:
+                graph.matmul(*args)
+            except TypeError:
+                continue
+            raise AssertionError(f"matmul{args} did not raise TypeError")

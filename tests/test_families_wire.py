@@ -1,4 +1,4 @@
-"""Pointwise graphs through the project's own tools: descriptors (pack/unpack), the JSON schema,
+"""Pointwise and matmul graphs through the project's own tools: descriptors (pack/unpack), the JSON schema,
 JSON shape refusals, the CLI (validate/show/run) and pictures (DOT, Mermaid). The byte-exact wire
 against hipDNN's generated code is in tests/wire/."""
 
@@ -120,3 +120,34 @@ def test_enum_fields_at_their_default_read_as_enum_members() -> None:
         assert all(
             type(n.attributes.mode) is M for n in read.nodes if isinstance(n, hg.PointwiseNode)
         )
+
+
+def test_matmul_through_descriptors_json_schema_and_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    g = hg.Graph(name="mm", io_data_type=hg.DataType.HALF, compute_data_type=hg.DataType.FLOAT)
+    g.set_intermediate_data_type(hg.DataType.FLOAT)
+    c = g.matmul(g.tensor(name="a", dim=[2, 4, 8]), g.tensor(name="b", dim=[2, 8, 3]), name="mm")
+    y = g.pointwise(c, mode=M.TANH_FWD, name="act")
+    y.set_output(True)
+    g.build_operation_graph()
+    tensors: dict[int, BackendDescriptor] = {}
+    op = g.nodes[0].create_operation(tensors, [])
+    assert op.descriptor_type == DescriptorType.OPERATION_MATMUL
+    back = hg.MatmulNode(hg.MatmulAttributes()).unpack_from_descriptor(op, {})
+    assert back.attributes.get_c().get_dim() == [2, 4, 3] and back.name == "mm"
+    with pytest.raises(DescriptorError, match=r"MatmulOperationDescriptor::finalize\(\) failed: A"):
+        BackendDescriptor(DescriptorType.OPERATION_MATMUL).finalize()
+    doc = json.loads(g.to_json())
+    jsonschema.validate(doc, json_schema())
+    assert sorted(doc["nodes"][0]) == ["compute_data_type", "inputs", "name", "outputs", "type"]
+    assert doc["nodes"][0]["inputs"] == {"a_tensor_uid": 1, "b_tensor_uid": 2}
+    doc["nodes"][0]["inputs"]["umd_flops"] = "1"  # not in hipDNN's matmul JSON: refused
+    with pytest.raises(hg.HipdnnError, match=r"unknown keys \['umd_flops'\]"):
+        hg.Graph.from_json(json.dumps(doc))
+    path = tmp_path / "mm.bin"
+    path.write_bytes(g.serialize())
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "mm  MATMUL  compute FLOAT" in out and "in:  A=a#1 B=b#2" in out
+    assert "act  POINTWISE  compute FLOAT  [mode=TANH_FWD]" in out
