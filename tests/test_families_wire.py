@@ -1,6 +1,6 @@
-"""Pointwise and matmul graphs through the project's own tools: descriptors (pack/unpack), the JSON schema,
-JSON shape refusals, the CLI (validate/show/run) and pictures (DOT, Mermaid). The byte-exact wire
-against hipDNN's generated code is in tests/wire/."""
+"""Pointwise and matmul graphs through the project's own tools: descriptors (pack/unpack), the
+JSON schema, JSON shape refusals, the CLI (validate/show/run) and pictures (DOT, Mermaid). The
+byte-exact wire against hipDNN's generated code is in tests/wire/."""
 
 from __future__ import annotations
 
