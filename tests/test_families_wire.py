@@ -151,3 +151,21 @@ def test_matmul_through_descriptors_json_schema_and_cli(
     out = capsys.readouterr().out
     assert "mm  MATMUL  compute FLOAT" in out and "in:  A=a#1 B=b#2" in out
     assert "act  POINTWISE  compute FLOAT  [mode=TANH_FWD]" in out
+
+
+def test_refused_kinds_carry_hipdnns_union_names() -> None:
+    """Every ``NodeAttributes`` member is named as graph.fbs names it (tag 8 is
+    ``BatchnormInferenceAttributesVarianceExt``), in bytes and in JSON."""
+    from hipdnn_graph.descriptors.fb_read import NODE_KINDS
+
+    schema = Path(__file__).resolve().parents[2] / "shared/reference/hipdnn_schemas/graph.fbs"
+    if not schema.is_file():
+        pytest.skip("hipDNN's reference schemas are not beside the checkout")
+    text = schema.read_text()
+    union = text.split("union NodeAttributes {")[1].split("}")[0]
+    names = [line.strip().rstrip(",") for line in union.splitlines() if line.strip()]
+    assert list(NODE_KINDS) == ["NONE", *names]
+    doc = json.loads(_graph().to_json())
+    doc["nodes"][0]["type"] = "BatchnormInferenceAttributesVarianceExt"
+    with pytest.raises(hg.HipdnnError, match=r"kind BatchnormInferenceAttributesVarianceExt \(8\)"):
+        hg.Graph.from_json(json.dumps(doc))

@@ -62,7 +62,7 @@ __all__ = ["CONTAINER_IDENTIFIER", "NODE_KINDS", "read_graph"]
 NODE_KINDS = (
     "NONE", "BatchnormInferenceAttributes", "PointwiseAttributes", "BatchnormBackwardAttributes",
     "BatchnormAttributes", "ConvolutionFwdAttributes", "ConvolutionBwdAttributes",
-    "ConvolutionWrwAttributes", "BatchnormInferenceVarianceExtAttributes", "MatmulAttributes",
+    "ConvolutionWrwAttributes", "BatchnormInferenceAttributesVarianceExt", "MatmulAttributes",
     "RMSNormAttributes", "LayernormAttributes", "SdpaAttributes",
     "BlockScaleDequantizeAttributes", "BlockScaleQuantizeAttributes", "SdpaBackwardAttributes",
     "CustomOpAttributes", "RMSNormBackwardAttributes", "ReductionAttributes",
