@@ -14,14 +14,16 @@ from . import backend
 from .attributes import (
     GraphAttributes,
     MaskWindow,
+    MatmulAttributes,
     NodeAttributes,
+    PointwiseAttributes,
     SdpaAttributes,
     SdpaBackwardAttributes,
 )
 from .backend.registry import list_backends, register_backend
 from .errors import HipdnnError, NotSupportedError
 from .graph import Graph
-from .nodes import Node, SdpaBwdNode, SdpaFwdNode
+from .nodes import MatmulNode, Node, PointwiseNode, SdpaBwdNode, SdpaFwdNode
 from .tensor import TensorAttributes, generate_strides
 from .types import (
     BuildPlanPolicy,
@@ -30,6 +32,7 @@ from .types import (
     ErrorCode,
     HeuristicMode,
     NodeType,
+    PointwiseMode,
 )
 
 __version__ = "0.1.0"
@@ -44,10 +47,15 @@ __all__ = [
     "HeuristicMode",
     "HipdnnError",
     "MaskWindow",
+    "MatmulAttributes",
+    "MatmulNode",
     "Node",
     "NodeAttributes",
     "NodeType",
     "NotSupportedError",
+    "PointwiseAttributes",
+    "PointwiseMode",
+    "PointwiseNode",
     "SdpaAttributes",
     "SdpaBackwardAttributes",
     "SdpaBwdNode",

@@ -47,6 +47,7 @@ from .errors import HipdnnError
 from .graph import Graph
 from .serialization import FORMATS
 from .tensor import TensorAttributes
+from .types import DiagonalAlignment
 
 __all__ = ["CliError", "detect_format", "load_graph", "main", "safe_text"]
 
@@ -166,6 +167,16 @@ def _tensor_ref(t: TensorAttributes) -> str:
     return f"{name}#{t.uid}" if t.uid is not None else name
 
 
+#: members _node_details shows in its own way (attention's flags and scalars)
+_SHOWN = frozenset(
+    {
+        "causal_mask", "causal_mask_bottom_right", "alibi_mask", "padding_mask",
+        "attn_scale_value", "dropout_probability", "left_bound", "right_bound",
+        "generate_stats", "diagonal_alignment",
+    }
+)  # fmt: skip
+
+
 def _node_details(node: Any) -> list[str]:
     a = node.attributes
     flags = [
@@ -180,8 +191,13 @@ def _node_details(node: Any) -> list[str]:
     if getattr(a, "generate_stats", None) is not None:
         flags.append(f"generate_stats={a.generate_stats}")
     alignment = getattr(a, "diagonal_alignment", None)
-    if alignment is not None and alignment.value != 0:
-        flags.append(f"diagonal_alignment={alignment.name}")
+    if alignment is not None and int(alignment) != 0:
+        flags.append(f"diagonal_alignment={DiagonalAlignment(alignment).name}")
+    for scalar in node.spec.scalars:  # the other families' members, in their table's order
+        value = getattr(a, scalar.name, None)
+        if scalar.name in _SHOWN or value is None or value == scalar.default:
+            continue
+        flags.append(f"{scalar.name}={getattr(value, 'name', value)}")
     ins = " ".join(f"{s.name}={_tensor_ref(t)}" for s, t in sorted(a.inputs.items()))
     outs = " ".join(f"{s.name}={_tensor_ref(t)}" for s, t in sorted(a.outputs.items()))
     return [

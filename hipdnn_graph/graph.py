@@ -31,6 +31,7 @@ from .backend.contract import engine_id
 from .changes import CLOCK, changed_since
 from .descriptors.wire_model import WireMetadata
 from .errors import HipdnnError
+from .family_builders import FamilyBuilders
 from .keyword_types import SdpaBackwardKeywords, SdpaKeywords, TensorKeywords
 from .lifecycle import GraphLifecycle
 from .nodes.base import Node
@@ -50,7 +51,7 @@ __all__ = ["Graph"]
 AnyNode = Node[Any]
 
 
-class Graph(GraphLifecycle, GraphSerialization):
+class Graph(FamilyBuilders, GraphLifecycle, GraphSerialization):
     """A hipDNN-style operation graph.
 
     Args:

@@ -14,12 +14,14 @@ from __future__ import annotations
 from enum import IntEnum
 
 __all__ = [
+    "AttentionImplementation",
     "BuildPlanPolicy",
     "DataType",
     "DiagonalAlignment",
     "ErrorCode",
     "HeuristicMode",
     "NodeType",
+    "PointwiseMode",
 ]
 
 
@@ -98,6 +100,14 @@ class DiagonalAlignment(IntEnum):
     BOTTOM_RIGHT = 1
 
 
+class AttentionImplementation(IntEnum):
+    """How hipDNN maps SDPA forward onto kernels (carried on the wire, not modelled here)."""
+
+    AUTO = 0
+    COMPOSITE = 1
+    UNIFIED = 2
+
+
 class NodeType(IntEnum):
     """hipDNN's node kinds."""
 
@@ -119,3 +129,61 @@ class NodeType(IntEnum):
     BLOCK_SCALE_DEQUANTIZE = 15
     CUSTOM_OP = 16
     REDUCTION = 17
+
+
+class PointwiseMode(IntEnum):
+    """The element-wise operation of a pointwise node (hipDNN's frontend ``PointwiseMode``).
+
+    The numbers are hipDNN's and also its FlatBuffers schema's (where ``MAX`` and ``MIN`` are
+    spelled ``MAX_OP`` and ``MIN_OP``). Newer hipDNN adds ``MOD``, ``POW`` and ``COS`` (48-50);
+    no schema available here numbers them, so they are not mirrored.
+    """
+
+    NOT_SET = 0
+    ABS = 1
+    ADD = 2
+    ADD_SQUARE = 3
+    BINARY_SELECT = 4
+    CEIL = 5
+    CMP_EQ = 6
+    CMP_GE = 7
+    CMP_GT = 8
+    CMP_LE = 9
+    CMP_LT = 10
+    CMP_NEQ = 11
+    DIV = 12
+    ELU_BWD = 13
+    ELU_FWD = 14
+    ERF = 15
+    EXP = 16
+    FLOOR = 17
+    GELU_APPROX_TANH_BWD = 18
+    GELU_APPROX_TANH_FWD = 19
+    GELU_BWD = 20
+    GELU_FWD = 21
+    GEN_INDEX = 22
+    IDENTITY = 23
+    LOG = 24
+    LOGICAL_AND = 25
+    LOGICAL_NOT = 26
+    LOGICAL_OR = 27
+    MAX = 28
+    MIN = 29
+    MUL = 30
+    NEG = 31
+    RECIPROCAL = 32
+    RELU_BWD = 33
+    RELU_FWD = 34
+    RSQRT = 35
+    SIGMOID_BWD = 36
+    SIGMOID_FWD = 37
+    SIN = 38
+    SOFTPLUS_BWD = 39
+    SOFTPLUS_FWD = 40
+    SQRT = 41
+    SUB = 42
+    SWISH_BWD = 43
+    SWISH_FWD = 44
+    TAN = 45
+    TANH_BWD = 46
+    TANH_FWD = 47

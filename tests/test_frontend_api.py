@@ -291,8 +291,6 @@ class TestOtherOpFamilies:
     @pytest.mark.parametrize(
         "name",
         [
-            "pointwise",
-            "matmul",
             "conv_fprop",
             "batchnorm",
             "layernorm",
@@ -311,7 +309,7 @@ class TestOtherOpFamilies:
         assert caught.value.code == hg.ErrorCode.GRAPH_NOT_SUPPORTED
 
     @pytest.mark.parametrize(
-        "name", ["PointwiseAttributes", "MatmulAttributes", "PointwiseMode", "AutotuneConfig"]
+        "name", ["ReductionAttributes", "ConvFpropAttributes", "ReductionMode", "AutotuneConfig"]
     )
     def test_module_names_name_the_feature(self, name: str) -> None:
         assert not hasattr(hipdnn, name)

@@ -243,7 +243,9 @@ def _semantic_json(draw: st.DrawFn) -> str:
         t["value_type"] = draw(st.sampled_from(["Float64Value", "BoolValue", "Int8Value", 4]))
     elif kind == 7:
         node["type"] = draw(
-            st.sampled_from(["SdpaAttributes", "SdpaBackwardAttributes", "MatmulAttributes", 12])
+            st.sampled_from(
+                ["SdpaAttributes", "SdpaBackwardAttributes", "ResampleBwdAttributes", 12]
+            )
         )
     elif kind == 8:
         t["value"] = draw(_VALUES)

@@ -16,7 +16,7 @@ from hipdnn_blobs import DATA_TYPES, blob_from_doc, container
 from sdpa_graph_cases import WIRE_CASES
 
 import hipdnn_graph as hg
-from hipdnn_graph.descriptors import json_schema, read_graph
+from hipdnn_graph.descriptors import json_schema, node_specs, read_graph
 from hipdnn_graph.descriptors.hipdnn_json import format_number
 from hipdnn_graph.types import ErrorCode
 
@@ -252,14 +252,19 @@ def test_boolean_tensors_cannot_be_written() -> None:
 
 def test_other_node_kinds_are_refused_by_name() -> None:
     doc = _doc("fwd")
-    doc["nodes"][0]["tag"] = 9  # MatmulAttributes
+    doc["nodes"][0]["tag"] = 21  # ResampleBwdAttributes
     doc["nodes"][0]["name"] = "mm"
     message = _refused(hg.Graph.deserialize, blob_from_doc(doc))
+    # the supported kinds are the registered families, by union tag
+    supported = ", ".join(f"{s.table} ({tag})" for tag, s in sorted(node_specs().items()))
+    supported = " and ".join(supported.rsplit(", ", 1))
     assert message == (
-        'hipDNN node "mm" has kind MatmulAttributes (9); only SdpaAttributes (12) and '
-        "SdpaBackwardAttributes (15) are supported"
+        f'hipDNN node "mm" has kind ResampleBwdAttributes (21); only {supported} are supported'
     )
-    doc["nodes"][0]["type"] = "MatmulAttributes"
+    assert (
+        "(2), MatmulAttributes (9), SdpaAttributes (12) and SdpaBackwardAttributes (15)" in message
+    )
+    doc["nodes"][0]["type"] = "ResampleBwdAttributes"
     assert _refused(hg.Graph.from_json, json.dumps(doc)) == message
 
 

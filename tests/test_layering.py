@@ -204,3 +204,45 @@ def test_lint_bans_torch_networkx_and_plugins_in_the_core() -> None:
     assert _ruff_codes("hipdnn_graph/torch/op.py", BANNED) == []
     assert _ruff_codes("tests/test_new.py", BANNED) == []
     assert _ruff_codes("backends/hipdnn_graph_torch_rocm/new.py", BANNED) == []
+
+
+#: words that name a node family (or one of its features)
+_FAMILY_WORDS = (
+    "sdpa", "attention", "dropout", "causal", "diagonal", "pointwise", "matmul", "convolution",
+    "batchnorm", "layernorm", "rmsnorm", "reduction", "resample", "blockscale", "block_scale",
+    "moe", "custom_op", "customop",
+)  # fmt: skip
+
+
+def _family_mentions(path: Path) -> list[str]:
+    """Lines of ``path`` naming a family, skipping the two schema tables that list every
+    family by hipDNN's names: the backend C API values (``enums.py``) and the ``NodeAttributes``
+    union members (``NODE_KINDS``)."""
+    if path.name == "enums.py":
+        return []
+    source = path.read_text()
+    kinds = ast.parse(source)
+    skip: set[int] = set()
+    for node in ast.walk(kinds):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "NODE_KINDS" for t in node.targets
+        ):
+            skip.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return [
+        f"{path.name}:{number}: {line.strip()}"
+        for number, line in enumerate(source.splitlines(), 1)
+        if number not in skip and any(word in line.lower() for word in _FAMILY_WORDS)
+    ]
+
+
+def test_descriptors_name_no_family() -> None:
+    """DESIGN.md: ``descriptors/`` knows no node type; families declare their specs beside
+    their nodes, and the codecs are driven by those."""
+    found = [m for p in sorted((CORE / "descriptors").glob("*.py")) for m in _family_mentions(p)]
+    assert not found, "\n".join(found)
+
+
+def test_the_family_grep_finds_what_it_should(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text('NODE_KINDS = (\n    "SdpaAttributes",\n)\nX = "PointwiseMode"\n')
+    assert _family_mentions(probe) == ['probe.py:4: X = "PointwiseMode"']

@@ -231,6 +231,8 @@ class NumpyReferenceEngine:
     name = "NUMPY_REFERENCE_ENGINE"
     priority = 1000
     array_kind = "numpy"
+    #: the node families this engine runs (others are refused by name before ``check``)
+    node_types = frozenset({hg.NodeType.SDPA_FWD, hg.NodeType.SDPA_BWD})
 
     def check(self, graph: hg.Graph) -> Support:
         for node in graph.nodes:

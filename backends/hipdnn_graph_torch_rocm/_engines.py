@@ -152,6 +152,8 @@ class TorchSdpaEngine:
     ``"flex"``) or ``None`` for the math engine."""
 
     array_kind = "torch"
+    #: the node families these engines run (others are refused by name before ``check``)
+    node_types = frozenset({hg.NodeType.SDPA_FWD, hg.NodeType.SDPA_BWD})
 
     def __init__(self, name: str, op: str | None, priority: int) -> None:
         self.name = name

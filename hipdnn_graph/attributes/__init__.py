@@ -2,13 +2,17 @@
 
 from .base import MaskWindow, NodeAttributes
 from .graph_attributes import GraphAttributes
+from .matmul import MatmulAttributes
+from .pointwise import PointwiseAttributes
 from .sdpa import SdpaAttributes
 from .sdpa_backward import SdpaBackwardAttributes
 
 __all__ = [
     "GraphAttributes",
     "MaskWindow",
+    "MatmulAttributes",
     "NodeAttributes",
+    "PointwiseAttributes",
     "SdpaAttributes",
     "SdpaBackwardAttributes",
 ]

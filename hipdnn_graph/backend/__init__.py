@@ -3,7 +3,16 @@
 See :mod:`hipdnn_graph.backend.contract` for what a plugin implements.
 """
 
-from .contract import Backend, BackendInfo, Engine, ExecutionPlan, Support, engine_id
+from .contract import (
+    Backend,
+    BackendInfo,
+    Engine,
+    ExecutionPlan,
+    Support,
+    engine_id,
+    engine_node_types,
+    node_type_refusal,
+)
 from .dropout import IntSource, PhiloxDropout
 from .registry import (
     ENTRY_POINT_GROUP,
@@ -34,9 +43,11 @@ __all__ = [
     "as_torch",
     "current_registry",
     "engine_id",
+    "engine_node_types",
     "is_torch_tensor",
     "isolated_registry",
     "list_backends",
+    "node_type_refusal",
     "register_backend",
     "visible_pairs",
 ]

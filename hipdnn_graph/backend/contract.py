@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ..types import NodeType
+
 if TYPE_CHECKING:
     from ..graph import Graph
 
@@ -35,6 +37,8 @@ __all__ = [
     "Support",
     "checked_support",
     "engine_id",
+    "engine_node_types",
+    "node_type_refusal",
 ]
 
 _FNV_OFFSET = 0xCBF29CE484222325
@@ -102,6 +106,11 @@ class Engine(Protocol):
             the lowest number).
         array_kind: ``"numpy"`` or ``"torch"``: the buffer type the plan wants in its variant
             pack (the frontend converts zero-copy where it can).
+
+    An engine may also declare ``node_types``, the node families (:class:`NodeType`) it runs:
+    a graph holding a node of another family is then refused before ``check()`` is called, with
+    a reason naming that family (:func:`node_type_refusal`). Engines without it see every graph
+    in ``check()`` and refuse what they do not run there.
     """
 
     name: str
@@ -138,9 +147,46 @@ class BackendInfo:
         return self.error is None
 
 
+def engine_node_types(engine: Any) -> frozenset[NodeType] | None:
+    """The node families an engine declares it runs (``node_types``), or ``None`` when it
+    declares none."""
+    declared = getattr(engine, "node_types", None)
+    return None if declared is None else frozenset(NodeType(t) for t in declared)
+
+
+def node_type_refusal(engine: Any, graph: Graph) -> str | None:
+    """Why ``engine`` cannot run ``graph`` by its declared families, or ``None``.
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> class OnlyAttention:
+        ...     node_types = frozenset({hg.NodeType.SDPA_FWD})
+        >>> g = hg.Graph()
+        >>> _ = g.pointwise(g.tensor(name="x", dim=[4]), mode=hg.PointwiseMode.EXP, name="e")
+        >>> node_type_refusal(OnlyAttention(), g)
+        "does not run POINTWISE nodes (node 'e'); it runs SDPA_FWD"
+    """
+    declared = engine_node_types(engine)
+    if declared is None:
+        return None
+    for node in graph.nodes:
+        kind = node.get_node_type()
+        if kind not in declared:
+            runs = ", ".join(t.name for t in sorted(declared)) or "no node type"
+            return f"does not run {kind.name} nodes (node '{node.name}'); it runs {runs}"
+    return None
+
+
 def checked_support(engine: Engine, graph: Graph) -> tuple[bool, str]:
-    """``engine.check(graph)`` as ``(accepted, reason)``; a check that raises is a refusal whose
-    reason names the exception (a broken engine must not break selection or listings)."""
+    """``engine.check(graph)`` as ``(accepted, reason)``, after the families the engine declares
+    (:func:`node_type_refusal`); a check that raises is a refusal whose reason names the
+    exception (a broken engine must not break selection or listings)."""
+    try:
+        refused = node_type_refusal(engine, graph)
+    except Exception as exc:  # a broken node_types declaration
+        return False, f"node_types raised {type(exc).__name__}: {exc}"
+    if refused is not None:
+        return False, refused
     try:
         support = engine.check(graph)
     except Exception as exc:

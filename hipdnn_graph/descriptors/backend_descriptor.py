@@ -2,7 +2,8 @@
 
 hipDNN lowers a graph to *backend descriptors*: typed bags of attributes that are set one by one,
 then finalized, then read. This module reproduces that contract for the descriptor types the
-frontend lowers to (tensor, operation graph, SDPA forward, SDPA backward), including hipDNN's
+frontend lowers to (tensor, operation graph, and each registered node family's operation, whose
+schema its :class:`~.node_spec.NodeSpec` gives), including hipDNN's
 status codes and messages (``projects/hipdnn/backend/src/descriptors/*.cpp``):
 
 * setting an attribute on a finalized descriptor fails with
@@ -13,8 +14,8 @@ status codes and messages (``projects/hipdnn/backend/src/descriptors/*.cpp``):
   ``<Class>::setAttribute(): attributeType mismatch`` (``BAD_PARAM``), an attribute the descriptor
   does not have with ``<Class>::setAttribute: attributeName not supported`` (``NOT_SUPPORTED``);
 * ``finalize()`` checks the required slots in hipDNN's order, e.g.
-  ``SdpaBwdOperationDescriptor::finalize() failed: Q tensor not set`` (``BAD_PARAM``); finalizing
-  twice is allowed, as in hipDNN.
+  ``<Class>::finalize() failed: <slot> tensor not set`` (``BAD_PARAM``); finalizing twice is
+  allowed, as in hipDNN.
 
 Every failure raises :class:`DescriptorError`, a :class:`~hipdnn_graph.errors.HipdnnError` with code
 ``HIPDNN_BACKEND_ERROR`` (what hipDNN's frontend reports for a failing backend call) whose
@@ -22,8 +23,8 @@ Every failure raises :class:`DescriptorError`, a :class:`~hipdnn_graph.errors.Hi
 
 Value conventions (``values`` is always a list): ``BOOLEAN`` → ``bool``; ``INT64``/``INT32`` →
 ``int``; ``FLOAT``/``DOUBLE`` → ``float``; ``DATA_TYPE`` → :class:`~hipdnn_graph.types.DataType`;
-``DIAGONAL_ALIGNMENT`` → :class:`~hipdnn_graph.types.DiagonalAlignment`; ``CHAR`` → one ``str``
-(names) or one ``bytes`` object (``TENSOR_VALUE_EXT``, the pass-by-value bytes);
+an enum attribute → the member of its spec's enum (:class:`~.node_spec.WireEnum`); ``CHAR`` →
+one ``str`` (names) or one ``bytes`` object (``TENSOR_VALUE_EXT``, the pass-by-value bytes);
 ``BACKEND_DESCRIPTOR`` → finalized :class:`BackendDescriptor` objects (stored by reference,
 which is how tensors are shared).
 
@@ -53,6 +54,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import IntEnum
 from typing import Any
 
 from ..errors import HipdnnError
@@ -115,21 +117,20 @@ class BackendDescriptor:
     """One backend descriptor: typed attributes, set before and read after ``finalize()``.
 
     Args:
-        descriptor_type: What the descriptor describes; one of ``TENSOR``, ``OPERATIONGRAPH``,
-            ``OPERATION_SDPA_FWD`` and ``OPERATION_SDPA_BWD_DESCRIPTOR_EXT``.
+        descriptor_type: What the descriptor describes: ``TENSOR``, ``OPERATIONGRAPH`` or the
+            operation of a registered node family (:func:`~.node_spec.node_specs`).
 
     Raises:
         DescriptorError: ``NOT_SUPPORTED`` for any other descriptor type.
 
     Example:
-        >>> from hipdnn_graph.descriptors.enums import AttributeName as A, AttributeType as T
         >>> from hipdnn_graph.descriptors.enums import DescriptorType
-        >>> op = BackendDescriptor(DescriptorType.OPERATION_SDPA_BWD_DESCRIPTOR_EXT)
+        >>> t = BackendDescriptor(DescriptorType.TENSOR)
         >>> try:
-        ...     op.finalize()
+        ...     t.finalize()
         ... except DescriptorError as err:
         ...     print(err)
-        SdpaBwdOperationDescriptor::finalize() failed: Q tensor not set
+        TensorDescriptor::finalize() failed: dimensions not set
     """
 
     __slots__ = ("_attrs", "_finalized", "_schema", "_type")
@@ -156,7 +157,7 @@ class BackendDescriptor:
         """Whether :meth:`finalize` has succeeded."""
         return self._finalized
 
-    def has_attribute(self, name: A) -> bool:
+    def has_attribute(self, name: int) -> bool:
         """Whether ``name`` was set explicitly (defaults do not count).
 
         Args:
@@ -167,7 +168,7 @@ class BackendDescriptor:
         """
         return name in self._attrs
 
-    def set_attribute(self, name: A, attr_type: T, values: Sequence[Any]) -> None:
+    def set_attribute(self, name: int, attr_type: T, values: Sequence[Any]) -> None:
         """Store ``values`` for attribute ``name``; a later call replaces them.
 
         Args:
@@ -219,7 +220,7 @@ class BackendDescriptor:
                 Status.BAD_PARAM, f"{schema.class_name}::setAttribute(): invalid value"
             ) from None
 
-    def get_attribute(self, name: A, attr_type: T) -> list[Any]:
+    def get_attribute(self, name: int, attr_type: T) -> list[Any]:
         """Read attribute ``name`` of a finalized descriptor.
 
         Args:
@@ -263,7 +264,7 @@ class BackendDescriptor:
 
         Raises:
             DescriptorError: ``BAD_PARAM`` with hipDNN's message for the first broken rule, e.g.
-                ``SdpaBwdOperationDescriptor::finalize() failed: dO tensor not set``.
+                ``TensorDescriptor::finalize() failed: strides not set``.
         """
         if self._finalized:
             return
@@ -275,5 +276,15 @@ class BackendDescriptor:
 
     def __repr__(self) -> str:
         state = "finalized" if self._finalized else "open"
-        names = ", ".join(A(n).name for n in self._attrs)
+        names = ", ".join(_attribute_name(n) for n in self._attrs)
         return f"BackendDescriptor({self._type.name}, {state}, [{names}])"
+
+
+def _attribute_name(name: int) -> str:
+    """An attribute id's name: its own enum's (a family's) or hipDNN's generic table's."""
+    if isinstance(name, IntEnum):
+        return name.name
+    try:
+        return A(name).name
+    except ValueError:
+        return str(name)

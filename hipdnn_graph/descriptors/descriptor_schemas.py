@@ -4,8 +4,9 @@ Each descriptor type :class:`~.backend_descriptor.BackendDescriptor` supports ha
 :class:`_Schema`: hipDNN's class name (used in messages), its attribute slots (type, vector or
 scalar, default, accepted descriptor types) and its finalize rules in hipDNN's order, each a
 predicate over the stored attributes plus hipDNN's message. Sources: hipDNN's
-``TensorDescriptor.cpp``, ``GraphDescriptor.cpp``, ``SdpaFwdOperationDescriptor.cpp`` and
-``SdpaBwdOperationDescriptor.cpp`` (``projects/hipdnn/backend/src/descriptors``).
+``TensorDescriptor.cpp``, ``GraphDescriptor.cpp`` and each operation's descriptor source
+(``projects/hipdnn/backend/src/descriptors``); operation schemas are derived from the node specs,
+an enum attribute taking its values from the spec's :class:`~.node_spec.WireEnum`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from ..types import DataType, DiagonalAlignment
+from ..types import DataType
 from .enums import AttributeName as A
 from .enums import AttributeType as T
 from .enums import DescriptorType as D
@@ -79,8 +80,6 @@ _CHECKS: dict[T, Callable[[object], Any]] = {
     T.FLOAT: _as_float,
     T.DOUBLE: _as_float,
     T.DATA_TYPE: _as_enum(DataType),
-    T.DIAGONAL_ALIGNMENT: _as_enum(DiagonalAlignment),
-    T.ATTENTION_IMPLEMENTATION: _as_int(0, 2),  # hipdnnAttentionImplementation_t: AUTO..UNIFIED
     T.CHAR: _as_char,
     T.HANDLE: _as_handle,
 }
@@ -111,11 +110,11 @@ class _Schema(NamedTuple):
     rules: tuple[_Rule, ...]
 
 
-def _missing(name: A) -> Callable[[_Attrs], bool]:
+def _missing(name: int) -> Callable[[_Attrs], bool]:
     return lambda attrs: name not in attrs
 
 
-def _missing_type(name: A) -> Callable[[_Attrs], bool]:
+def _missing_type(name: int) -> Callable[[_Attrs], bool]:
     return lambda attrs: name not in attrs or attrs[name][0] == DataType.NOT_SET
 
 
@@ -174,10 +173,15 @@ _GRAPH = _Schema(
 
 _SCALAR_DEFAULTS: dict[T, object] = {
     T.BOOLEAN: False,
-    T.DIAGONAL_ALIGNMENT: DiagonalAlignment.TOP_LEFT,
     T.DATA_TYPE: DataType.NOT_SET,
-    T.ATTENTION_IMPLEMENTATION: 0,
 }
+
+
+def _scalar_slot(attr_type: T, enum: Any, always: bool) -> _Slot:
+    """The slot of a scalar attribute; an enum's values and default come from its spec."""
+    if enum is not None:
+        return _Slot(attr_type, default=enum.cls(0) if always else None, check=_as_enum(enum.cls))
+    return _Slot(attr_type, default=_SCALAR_DEFAULTS.get(attr_type) if always else None)
 
 
 def _operation_schema(spec: NodeSpec) -> _Schema:
@@ -186,16 +190,14 @@ def _operation_schema(spec: NodeSpec) -> _Schema:
     for scalar in spec.scalars:
         if scalar.attribute is not None:
             name, attr_type = scalar.attribute
-            default = _SCALAR_DEFAULTS.get(attr_type) if scalar.always else None
-            slots[name] = _Slot(attr_type, default=default)
+            slots[name] = _scalar_slot(attr_type, scalar.enum, scalar.always)
     for extra in spec.unmodelled:  # what hipDNN's descriptor accepts and the frontend ignores
         if extra.attribute is not None:
             name, attr_type = extra.attribute
-            default = None if attr_type is T.INT32 else _SCALAR_DEFAULTS.get(attr_type)
             slots[name] = (
                 _TENSOR_REF
                 if attr_type is T.BACKEND_DESCRIPTOR
-                else _Slot(attr_type, default=default)
+                else _scalar_slot(attr_type, extra.enum, attr_type is not T.INT32)
             )
     slots[spec.compute_type] = _Slot(T.DATA_TYPE, default=DataType.NOT_SET)
     slots[A.OPERATION_NAME_EXT] = _Slot(T.CHAR)
@@ -214,7 +216,9 @@ def _operation_schema(spec: NodeSpec) -> _Schema:
 def _with_checks(schema: _Schema) -> _Schema:
     return schema._replace(
         slots={
-            name: slot._replace(check=_CHECKS.get(slot.attr_type, _as_handle))
+            name: slot
+            if slot.check is not _as_handle
+            else slot._replace(check=_CHECKS.get(slot.attr_type, _as_handle))
             for name, slot in schema.slots.items()
         }
     )

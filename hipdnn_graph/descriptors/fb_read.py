@@ -40,8 +40,8 @@ import numpy as np
 
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
-from ..types import DataType, DiagonalAlignment, ErrorCode
-from .node_spec import WIRE_KINDS, Kind, NodeSpec, node_specs, supported_kinds
+from ..types import DataType, ErrorCode
+from .node_spec import WIRE_KINDS, Kind, NodeSpec, WireEnum, node_specs, supported_kinds
 from .wire_model import (
     MAX_INPUT_BYTES,
     MAX_NODES,
@@ -69,7 +69,7 @@ __all__ = ["CONTAINER_IDENTIFIER", "NODE_KINDS", "RETIRED_IDENTIFIER", "read_gra
 NODE_KINDS = (
     "NONE", "BatchnormInferenceAttributes", "PointwiseAttributes", "BatchnormBackwardAttributes",
     "BatchnormAttributes", "ConvolutionFwdAttributes", "ConvolutionBwdAttributes",
-    "ConvolutionWrwAttributes", "BatchnormInferenceVarianceExtAttributes", "MatmulAttributes",
+    "ConvolutionWrwAttributes", "BatchnormInferenceAttributesVarianceExt", "MatmulAttributes",
     "RMSNormAttributes", "LayernormAttributes", "SdpaAttributes",
     "BlockScaleDequantizeAttributes", "BlockScaleQuantizeAttributes", "SdpaBackwardAttributes",
     "CustomOpAttributes", "RMSNormBackwardAttributes", "ReductionAttributes",
@@ -298,21 +298,25 @@ def _tensor(buf: bytes, n: int, pos: int, index: int, counter: list[int]) -> Ten
 # ----- nodes -------------------------------------------------------------------------------------
 
 
-def _read_scalar(buf: bytes, n: int, t: _Table, kind: Kind, slot: int, what: str) -> Any:
+def _read_scalar(
+    buf: bytes, n: int, t: _Table, kind: Kind, slot: int, what: str, enum: WireEnum | None = None
+) -> Any:
     if kind is Kind.STRING:
         return _string(buf, n, t, slot, what)
     code, _, optional, default = WIRE_KINDS[kind]
     value = _scalar(buf, n, t, slot, code, what)
     if value is None:
-        return None if optional else default
-    if kind is Kind.ALIGN:
-        if value not in (0, 1):
-            raise unsupported(f"{what}: DiagonalAlignment {value} is not in hipDNN's schema")
-        return DiagonalAlignment(value)
+        if optional:
+            return None
+        return enum.cls(default) if enum is not None else default
+    if kind is Kind.ENUM:
+        assert enum is not None
+        member = enum.member(value)
+        if member is None:
+            raise unsupported(f"{what}: {enum.name} {value} is not in hipDNN's schema")
+        return member
     if kind is Kind.DTYPE:
         return data_type_from_wire(value, what)
-    if kind is Kind.IMPL and value not in (0, 1, 2):
-        raise unsupported(f"{what}: AttentionImplementation {value} is not in hipDNN's schema")
     if kind in (Kind.BOOL, Kind.BOOL_OPT):
         return bool(value)
     return value
@@ -353,11 +357,13 @@ def _node(
         uid = _scalar(buf, n, body, slot.fb_slot, "q", label)
         uids[slot] = 0 if uid is None and slot.required else uid
     scalars = {
-        s.name: _read_scalar(buf, n, body, s.kind, s.fb_slot, f"{label} {s.name}")
+        s.name: _read_scalar(buf, n, body, s.kind, s.fb_slot, f"{label} {s.key}", s.enum)
         for s in spec.scalars
     }
     for extra in spec.unmodelled:
-        value = _read_scalar(buf, n, body, extra.kind, extra.fb_slot, f"{label} {extra.wire}")
+        value = _read_scalar(
+            buf, n, body, extra.kind, extra.fb_slot, f"{label} {extra.wire}", extra.enum
+        )
         refuse_unmodelled(spec, label, extra.wire, value, extra.default)
     attributes = decoded_attributes(spec, name, compute, uids, scalars, tensors)
     return spec, attributes

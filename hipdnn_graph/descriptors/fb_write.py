@@ -22,7 +22,6 @@ import struct
 from typing import Any
 
 from ..tensor import TensorAttributes
-from ..types import DiagonalAlignment
 from .node_spec import WIRE_KINDS, Kind, NodeSpec
 from .wire_model import (
     VALUE_CODES,
@@ -279,8 +278,8 @@ def _scalar_field(kind: Kind, value: Any, where: str) -> tuple[str, int, Any] | 
         return None
     if kind is Kind.F32_OPT:
         value = float32(value, where)
-    elif kind is Kind.ALIGN:
-        value = int(DiagonalAlignment(value))
+    elif kind is Kind.ENUM:
+        value = int(value)
     elif kind is Kind.DTYPE:
         value = wire_data_type(value, where)
     elif kind in (Kind.BOOL, Kind.BOOL_OPT):
@@ -305,7 +304,7 @@ def _node_attributes(b: Builder, spec: NodeSpec, attributes: Any) -> int:
             fields.append((slot.fb_slot, "q", 8, uid))
     d = attributes.__dict__
     for scalar in spec.scalars:
-        written = _scalar_field(scalar.kind, d[scalar.name], f"Node {name} {scalar.name}")
+        written = _scalar_field(scalar.kind, d[scalar.name], f"Node {name} {scalar.key}")
         if written is not None:
             fields.append((scalar.fb_slot, written[0], written[1], written[2]))
     return b.table(_in_add_order(fields))

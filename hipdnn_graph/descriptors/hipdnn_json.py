@@ -25,9 +25,9 @@ from typing import Any
 
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
-from ..types import DataType, DiagonalAlignment, ErrorCode
+from ..types import DataType, ErrorCode
 from .fb_read import NODE_KINDS
-from .node_spec import Kind, NodeSpec, node_specs, supported_kinds
+from .node_spec import Kind, NodeSpec, WireEnum, node_specs, supported_kinds
 from .wire_model import (
     DATA_TYPE_NAMES,
     MAX_INPUT_BYTES,
@@ -52,7 +52,6 @@ from .wire_model import (
 
 __all__ = ["format_number", "graph_from_json", "graph_to_json", "json_schema"]
 
-_IMPLEMENTATIONS = ("AUTO", "COMPOSITE", "UNIFIED")
 _DATA_TYPES = {name: dtype for dtype, name in DATA_TYPE_NAMES.items()}
 
 
@@ -148,17 +147,18 @@ def _dtype_name(dtype: DataType, where: str) -> str:
     return name
 
 
-def _scalar_json(kind: Kind, value: Any, where: str, numbers: _Numbers) -> Any:
+def _scalar_json(
+    kind: Kind, value: Any, where: str, numbers: _Numbers, enum: WireEnum | None = None
+) -> Any:
     if value is None:
         return None
     if kind is Kind.F32_OPT:
         return numbers(float32(value, where))
-    if kind is Kind.ALIGN:
-        return DiagonalAlignment(value).name
+    if kind is Kind.ENUM:
+        assert enum is not None
+        return enum.json[int(value)]
     if kind is Kind.DTYPE:
         return _dtype_name(value, where)
-    if kind is Kind.IMPL:
-        return _IMPLEMENTATIONS[value]
     if kind in (Kind.BOOL, Kind.BOOL_OPT):
         return bool(value)
     return value
@@ -174,21 +174,28 @@ def _node_json(spec: NodeSpec, attributes: Any, numbers: _Numbers) -> dict[str, 
             None if tensor is None else tensor.uid
         )
     d = attributes.__dict__
+    scalars = groups[_scalar_holder(spec)]
     for scalar in spec.scalars:
-        groups["scalars"][scalar.name] = _scalar_json(scalar.kind, d[scalar.name], where, numbers)
+        scalars[scalar.key] = _scalar_json(scalar.kind, d[scalar.name], where, numbers, scalar.enum)
     for extra in spec.unmodelled:
         if extra.group != "extra":
-            groups[extra.group][extra.wire] = _scalar_json(
-                extra.kind, extra.default, where, numbers
-            )
-    return {
+            holder = groups[extra.group if extra.group != "scalars" else _scalar_holder(spec)]
+            holder[extra.wire] = _scalar_json(extra.kind, extra.default, where, numbers, extra.enum)
+    node = {
         "compute_data_type": _dtype_name(attributes.compute_data_type, where),
         "inputs": groups["inputs"],
         "name": attributes.name,
         "outputs": groups["outputs"],
-        spec.scalar_group: groups["scalars"],
         "type": spec.table,
     }
+    if spec.scalar_group not in ("", "inputs"):
+        node[spec.scalar_group] = groups["scalars"]
+    return node
+
+
+def _scalar_holder(spec: NodeSpec) -> str:
+    """Where a family's scalars go in its JSON node: its own object, or among the inputs."""
+    return "inputs" if spec.scalar_group in ("", "inputs") else "scalars"
 
 
 def graph_to_json(graph: WireGraph) -> str:
@@ -411,7 +418,7 @@ def finite_number(raw: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _scalar(o: _Obj, kind: Kind, key: str, where: str) -> Any:
+def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = None) -> Any:
     if kind in (Kind.BOOL, Kind.BOOL_OPT):
         return o.get_bool(key, nullable=kind is Kind.BOOL_OPT)
     if kind in (Kind.I64_OPT, Kind.I32_OPT):
@@ -422,18 +429,15 @@ def _scalar(o: _Obj, kind: Kind, key: str, where: str) -> Any:
     if kind is Kind.F32_OPT:
         number = o.get_number(key)
         return None if number is None else float32(number, where)
-    if kind is Kind.ALIGN:
+    if kind is Kind.ENUM:
+        assert enum is not None
         name = o.get_str(key)
-        if name not in DiagonalAlignment.__members__:
-            raise unsupported(f"{where}: {name!r} is not a DiagonalAlignment")
-        return DiagonalAlignment[name]
+        number = enum.value_of(name)
+        if number is None:
+            raise unsupported(f"{where}: {name!r} is not a {enum.name}")
+        return enum.cls(number)
     if kind is Kind.DTYPE:
         return o.get_dtype(key)
-    if kind is Kind.IMPL:
-        name = o.get_str(key)
-        if name not in _IMPLEMENTATIONS:
-            raise unsupported(f"{where}: {name!r} is not an AttentionImplementation")
-        return _IMPLEMENTATIONS.index(name)
     return o.get_str(key, optional=True) or ""
 
 
@@ -451,6 +455,38 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
     inputs_obj = o.obj_at("inputs")
     outputs_obj = o.obj_at("outputs")
     assert inputs_obj is not None and outputs_obj is not None
+    scalars_obj = _scalars_object(o, spec, label, inputs_obj)
+    uids: dict[Any, int | None] = {
+        slot: (outputs_obj if slot.output else inputs_obj).get_int(
+            slot.wire, nullable=not slot.required
+        )
+        for slot in spec.slots
+    }
+    scalars = {s.name: _scalar(scalars_obj, s.kind, s.key, label, s.enum) for s in spec.scalars}
+    holders = {"inputs": inputs_obj, "outputs": outputs_obj, "scalars": scalars_obj}
+    for extra in spec.unmodelled:
+        if extra.group == "extra":  # written only in a scalar object of the family's own
+            own = _scalar_holder(spec) == "scalars"
+            value = (scalars_obj.get_str(extra.wire, optional=True) or "") if own else ""
+        elif extra.kind is Kind.UID_OPT:
+            value = holders[extra.group].get_int(extra.wire, nullable=True)
+        else:
+            value = _scalar(holders[extra.group], extra.kind, extra.wire, label, extra.enum)
+        refuse_unmodelled(spec, label, extra.wire, value, extra.default)
+    for holder in (inputs_obj, outputs_obj, scalars_obj, o):
+        holder.done()
+    return spec, decoded_attributes(spec, name, compute, uids, scalars, tensors)
+
+
+def _scalars_object(o: _Obj, spec: NodeSpec, label: str, inputs: _Obj) -> _Obj:
+    """The JSON object holding a node's scalars: its scalar group (or a legacy spelling of it),
+    or the inputs object for families whose JSON writes the scalars there.
+
+    Raises:
+        HipdnnError: UNSUPPORTED_GRAPH_FORMAT when the group and a legacy spelling both appear.
+    """
+    if spec.scalar_group in ("", "inputs"):
+        return inputs
     group = spec.scalar_group
     if group not in o.obj:
         legacy = [g for g in spec.legacy_scalar_groups if g in o.obj]
@@ -458,27 +494,9 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
     for other in (spec.scalar_group, *spec.legacy_scalar_groups):
         if other != group and other in o.obj:
             raise unsupported(f"{label}: both '{group}' and '{other}' are present")
-    scalars_obj = o.obj_at(group)
-    assert scalars_obj is not None
-    uids: dict[Any, int | None] = {
-        slot: (outputs_obj if slot.output else inputs_obj).get_int(
-            slot.wire, nullable=not slot.required
-        )
-        for slot in spec.slots
-    }
-    scalars = {s.name: _scalar(scalars_obj, s.kind, s.name, label) for s in spec.scalars}
-    holders = {"inputs": inputs_obj, "outputs": outputs_obj, "scalars": scalars_obj}
-    for extra in spec.unmodelled:
-        if extra.group == "extra":
-            value = scalars_obj.get_str(extra.wire, optional=True) or ""
-        elif extra.kind is Kind.UID_OPT:
-            value = holders[extra.group].get_int(extra.wire, nullable=True)
-        else:
-            value = _scalar(holders[extra.group], extra.kind, extra.wire, label)
-        refuse_unmodelled(spec, label, extra.wire, value, extra.default)
-    for holder in (inputs_obj, outputs_obj, scalars_obj, o):
-        holder.done()
-    return spec, decoded_attributes(spec, name, compute, uids, scalars, tensors)
+    scalars = o.obj_at(group)
+    assert scalars is not None
+    return scalars
 
 
 def _text(text: Any) -> str:
@@ -575,7 +593,10 @@ def _version(o: _Obj | None) -> tuple[int, int, int] | None:
 _NULLABLE_INT: dict[str, Any] = {"type": ["integer", "null"]}
 
 
-def _kind_schema(kind: Kind) -> dict[str, Any]:
+def _kind_schema(kind: Kind, enum: WireEnum | None = None) -> dict[str, Any]:
+    if kind is Kind.ENUM:
+        assert enum is not None
+        return {"enum": list(enum.json.values())}
     return {
         Kind.UID: {"type": "integer"},
         Kind.UID_OPT: _NULLABLE_INT,
@@ -584,9 +605,7 @@ def _kind_schema(kind: Kind) -> dict[str, Any]:
         Kind.F32_OPT: {"type": ["number", "null"]},
         Kind.I64_OPT: _NULLABLE_INT,
         Kind.I32_OPT: _NULLABLE_INT,
-        Kind.ALIGN: {"enum": [m.name for m in DiagonalAlignment]},
         Kind.DTYPE: {"$ref": "#/$defs/DataType"},
-        Kind.IMPL: {"enum": list(_IMPLEMENTATIONS)},
         Kind.STRING: {"type": "string"},
     }[kind]
 
@@ -604,24 +623,28 @@ def _node_schema(spec: NodeSpec) -> dict[str, Any]:
     groups: dict[str, dict[str, Any]] = {"inputs": {}, "outputs": {}, "scalars": {}}
     for slot in spec.slots:
         groups["outputs" if slot.output else "inputs"][slot.wire] = _kind_schema(slot.kind)
+    holder = _scalar_holder(spec)
     for scalar in spec.scalars:
-        groups["scalars"][scalar.name] = _kind_schema(scalar.kind)
+        groups[holder][scalar.key] = _kind_schema(scalar.kind, scalar.enum)
     extras = []
     for extra in spec.unmodelled:
-        key = "scalars" if extra.group == "extra" else extra.group
-        groups[key][extra.wire] = _kind_schema(extra.kind)
+        if extra.group == "extra" and holder != "scalars":
+            continue  # no object to hold it: the field must keep its default
+        key = holder if extra.group in ("extra", "scalars") else extra.group
+        groups[key][extra.wire] = _kind_schema(extra.kind, extra.enum)
         if extra.group == "extra":
             extras.append(extra.wire)
-    return _closed(
-        {
-            "compute_data_type": {"$ref": "#/$defs/DataType"},
-            "inputs": _closed(groups["inputs"]),
-            "name": {"type": "string"},
-            "outputs": _closed(groups["outputs"]),
-            spec.scalar_group: _closed(groups["scalars"], tuple(extras)),
-            "type": {"const": spec.table},
-        }
-    )
+    inputs_optional = tuple(extras) if holder == "inputs" else ()
+    properties = {
+        "compute_data_type": {"$ref": "#/$defs/DataType"},
+        "inputs": _closed(groups["inputs"], inputs_optional),
+        "name": {"type": "string"},
+        "outputs": _closed(groups["outputs"]),
+        "type": {"const": spec.table},
+    }
+    if holder == "scalars":
+        properties[spec.scalar_group] = _closed(groups["scalars"], tuple(extras))
+    return _closed(properties)
 
 
 def json_schema() -> dict[str, Any]:

@@ -19,28 +19,29 @@ kind       FlatBuffers type                       JSON
 ``F32_OPT``   ``float = null`` (binary32)         number or ``null``
 ``I64_OPT``   ``long = null``                     integer or ``null``
 ``I32_OPT``   ``int = null``                      integer or ``null``
-``ALIGN``  ``DiagonalAlignment`` (int8)           ``"TOP_LEFT"``/``"BOTTOM_RIGHT"``
+``ENUM``   an enum of the schema (int8)           the :class:`WireEnum`'s spelling
 ``DTYPE``  ``DataType`` (int8)                    lower-case name
-``IMPL``   ``AttentionImplementation`` (int8)     ``"AUTO"``/``"COMPOSITE"``/``"UNIFIED"``
 ``STRING`` ``string``                             string
 =========  =====================================  ========================
 
 Example:
-    >>> from hipdnn_graph.nodes.sdpa_bwd import SDPA_BWD_SPEC
-    >>> slot = SDPA_BWD_SPEC.slot("Dropout_scale_inv")
-    >>> slot.wire, slot.fb_slot, slot.attribute.value
-    ('dropout_scale_inv_tensor_uid', 17, 3117)
+    >>> import hipdnn_graph  # the node modules register their specs
+    >>> specs = node_specs()
+    >>> all(s.wire.endswith("_tensor_uid") for spec in specs.values() for s in spec.slots)
+    True
+    >>> all(spec_for_attributes(spec.attributes_cls()) is spec for spec in specs.values())
+    True
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import Any
 
-from ..types import DataType, DiagonalAlignment
-from .enums import AttributeName, AttributeType, DescriptorType
+from ..types import DataType
+from .enums import AttributeType, DescriptorType
 
 __all__ = [
     "WIRE_KINDS",
@@ -49,6 +50,7 @@ __all__ = [
     "ScalarSpec",
     "SlotSpec",
     "UnmodelledSpec",
+    "WireEnum",
     "node_specs",
     "register_node_spec",
     "spec_for_attributes",
@@ -66,9 +68,8 @@ class Kind(Enum):
     F32_OPT = "float?"
     I64_OPT = "long?"
     I32_OPT = "int?"
-    ALIGN = "alignment"
+    ENUM = "enum"
     DTYPE = "data_type"
-    IMPL = "implementation"
     STRING = "string"
 
 
@@ -81,11 +82,43 @@ WIRE_KINDS: dict[Kind, tuple[str, int, bool, Any]] = {
     Kind.F32_OPT: ("f", 4, True, None),
     Kind.I64_OPT: ("q", 8, True, None),
     Kind.I32_OPT: ("i", 4, True, None),
-    Kind.ALIGN: ("b", 1, False, DiagonalAlignment.TOP_LEFT),
+    Kind.ENUM: ("b", 1, False, 0),
     Kind.DTYPE: ("b", 1, False, DataType.NOT_SET),
-    Kind.IMPL: ("b", 1, False, 0),
     Kind.STRING: ("S", 4, False, ""),
 }
+
+
+@dataclass(frozen=True)
+class WireEnum:
+    """An int8 enum of hipDNN's schema, as a family declares it for a ``Kind.ENUM`` field.
+
+    Attributes:
+        name: The schema's enum name (used in messages).
+        cls: The project's enum the field reads into (same numbers as the schema).
+        json: hipDNN's JSON spelling of each value (its ``NLOHMANN_JSON_SERIALIZE_ENUM``).
+
+    Example:
+        >>> from enum import IntEnum
+        >>> Side = IntEnum("Side", [("LEFT", 0), ("RIGHT", 1)])
+        >>> e = WireEnum("Side", Side, {0: "LEFT", 1: "RIGHT"})
+        >>> e.member(1).name, e.value_of("LEFT"), e.member(7)
+        ('RIGHT', 0, None)
+    """
+
+    name: str
+    cls: type[IntEnum]
+    json: Mapping[int, str]
+
+    def member(self, number: int) -> IntEnum | None:
+        """The enum member of a wire number, or ``None`` when the schema has no such value."""
+        return self.cls(number) if number in self.json else None
+
+    def value_of(self, text: str) -> int | None:
+        """The number hipDNN's JSON spelling ``text`` stands for, or ``None``."""
+        for number, spelled in self.json.items():
+            if spelled == text:
+                return number
+        return None
 
 
 @dataclass(frozen=True)
@@ -97,7 +130,8 @@ class SlotSpec:
         output: Whether the node writes the tensor.
         required: Whether the node cannot be packed without it.
         fb_slot: Field number in hipDNN's attribute table.
-        attribute: Backend descriptor attribute that carries it.
+        attribute: Backend descriptor attribute that carries it (an :class:`AttributeName`, or
+            a member of the family's own attribute enum).
         wire: Field name in hipDNN's schema and key in its JSON (``<x>_tensor_uid``).
         pass_by_value: A scalar slot that engines read as a host value (scale, seed, ...).
     """
@@ -106,13 +140,13 @@ class SlotSpec:
     output: bool
     required: bool
     fb_slot: int
-    attribute: AttributeName
+    attribute: IntEnum
     wire: str
     pass_by_value: bool = False
 
     @property
     def name(self) -> str:
-        """The slot's name (``"dO"``, ``"Dropout_scale_inv"``)."""
+        """The slot's name (its member's name in the attributes' slot enum)."""
         return self.member.name
 
     @property
@@ -125,22 +159,35 @@ class ScalarSpec:
     """A plain member of a node's attributes (flag, optional scalar, enum).
 
     Attributes:
-        name: The attribute model's field (and the hipDNN field name).
+        name: The attribute model's field.
         kind: Its wire type.
         fb_slot: Field number in hipDNN's attribute table.
         attribute: Descriptor attribute and type, or ``None`` where descriptors do not carry it.
         always: The descriptor always carries it (flags, alignment) rather than only when set.
+        wire: hipDNN's field name and JSON key, when it differs from ``name``.
+        enum: The schema enum of a ``Kind.ENUM`` field.
     """
 
     name: str
     kind: Kind
     fb_slot: int
-    attribute: tuple[AttributeName, AttributeType] | None = None
+    attribute: tuple[IntEnum, AttributeType] | None = None
     always: bool = False
+    wire: str = ""
+    enum: WireEnum | None = None
+
+    def __post_init__(self) -> None:
+        assert (self.kind is Kind.ENUM) == (self.enum is not None), self.name
+
+    @property
+    def key(self) -> str:
+        """hipDNN's field name (and JSON key)."""
+        return self.wire or self.name
 
     @property
     def default(self) -> Any:
-        return WIRE_KINDS[self.kind][3]
+        default = WIRE_KINDS[self.kind][3]
+        return self.enum.cls(default) if self.enum is not None else default
 
 
 @dataclass(frozen=True)
@@ -155,13 +202,15 @@ class UnmodelledSpec:
         group: Its JSON group: ``"inputs"``, ``"outputs"`` or ``"scalars"`` (the node's scalar
             object), or ``"extra"`` for fields hipDNN's JSON writes only when set.
         attribute: The descriptor attribute and type hipDNN's backend accepts for it, if any.
+        enum: The schema enum of a ``Kind.ENUM`` field.
     """
 
     wire: str
     kind: Kind
     fb_slot: int
     group: str
-    attribute: tuple[AttributeName, AttributeType] | None = None
+    attribute: tuple[IntEnum, AttributeType] | None = None
+    enum: WireEnum | None = None
 
     @property
     def default(self) -> Any:
@@ -179,7 +228,9 @@ class NodeSpec:
         descriptor_type: Backend descriptor type of the operation.
         descriptor_class: hipDNN's backend class of that descriptor (named in its messages).
         compute_type: Descriptor attribute of the node's compute type.
-        scalar_group: JSON key of the scalar object (``"attributes"`` or ``"parameters"``).
+        scalar_group: JSON key of the scalar object (``"attributes"`` or ``"parameters"``),
+            ``"inputs"`` where hipDNN's JSON writes the scalars among the input uids, or ``""``
+            where the family has no scalar object.
         legacy_scalar_groups: Other keys older hipDNN wrote for it (read, never written).
         slots: Tensor slots in the attributes' enum order (inputs, then outputs).
         scalars: Plain members.
@@ -194,7 +245,7 @@ class NodeSpec:
     label: str
     descriptor_type: DescriptorType
     descriptor_class: str
-    compute_type: AttributeName
+    compute_type: IntEnum
     scalar_group: str
     slots: tuple[SlotSpec, ...]
     scalars: tuple[ScalarSpec, ...]
@@ -246,7 +297,8 @@ def node_specs() -> dict[int, NodeSpec]:
 
 
 def supported_kinds() -> str:
-    """The registered node kinds for messages: ``"SdpaAttributes (12) and ..."``, by tag."""
+    """The registered node kinds for messages: ``"<Table> (<tag>), ... and <Table> (<tag>)"``,
+    by tag."""
     names = [f"{s.table} ({s.union_tag})" for _, s in sorted(_SPECS.items())]
     return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 2 else names)
 

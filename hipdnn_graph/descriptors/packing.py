@@ -1,7 +1,7 @@
 """Packing nodes into backend descriptors and unpacking them again (spec §7), from their spec.
 
-What is always written: the required tensor slots, the scalars the spec marks ``always`` (the
-mask flags and the diagonal alignment) and the compute type. What is written only when set:
+What is always written: the required tensor slots, the scalars the spec marks ``always`` (flags,
+enums that always hold a value) and the compute type. What is written only when set:
 optional tensor slots, optional scalars and the node name. One pair of functions serves every
 node family (:class:`~.node_spec.NodeSpec`).
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
-from ..types import DataType, DiagonalAlignment, ErrorCode
+from ..types import DataType, ErrorCode
 from .backend_descriptor import BackendDescriptor
 from .enums import AttributeName as A
 from .enums import AttributeType as T
@@ -101,8 +101,8 @@ def unpack_node(
         value = op.get_attribute(scalar.attribute[0], scalar.attribute[1])[0]
         if scalar.attribute[1] is T.BOOLEAN:
             value = bool(value)
-        elif scalar.attribute[1] is T.DIAGONAL_ALIGNMENT:
-            value = DiagonalAlignment(value)
+        elif scalar.enum is not None:
+            value = scalar.enum.cls(value)
         setattr(attributes, scalar.name, value)
     attributes.compute_data_type = DataType(op.get_attribute(spec.compute_type, T.DATA_TYPE)[0])
     if op.has_attribute(A.OPERATION_NAME_EXT):

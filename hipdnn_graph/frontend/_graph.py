@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from ..attributes.matmul import MatmulAttributes
+from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.sdpa import SdpaAttributes as CoreSdpaAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..backend.contract import engine_id
@@ -232,6 +234,33 @@ class Graph:
         )
         adopt_all(outputs)
         return outputs  # type: ignore[no-any-return]
+
+    def pointwise(self, *args: Any) -> TensorAttributes:
+        """Add a pointwise node: ``pointwise(in0, attrs)``, ``pointwise(in0, in1, attrs)`` or
+        ``pointwise(in0, in1, in2, attrs)``; returns its output tensor (``<node>::OUT_0``).
+
+        Raises:
+            TypeError: for arguments of other types or counts (as nanobind does).
+        """
+        if len(args) < 2 or not isinstance(args[-1], PointwiseAttributes):
+            raise FrontendTypeError(
+                "pointwise() takes one, two or three tensors, then PointwiseAttributes"
+            )
+        out = self._node(lambda: self.core_graph.pointwise(*args))
+        return adopt(out)  # type: ignore[return-value]
+
+    def matmul(self, a: Any, b: Any, attributes: Any) -> TensorAttributes:
+        """Add a matmul node ``C = A @ B``; returns ``C`` (``<node>::C``).
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, MatmulAttributes):
+            raise FrontendTypeError(
+                f"matmul() expects MatmulAttributes, got {type(attributes).__name__}"
+            )
+        c = self._node(lambda: self.core_graph.matmul(a, b, attributes))
+        return adopt(c)  # type: ignore[return-value]
 
     def _node(self, add: Callable[[], Any]) -> Any:
         try:

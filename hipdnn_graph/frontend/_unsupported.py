@@ -1,17 +1,18 @@
 """hipDNN bindings this module does not provide, each failing with a message that names it.
 
-hipdnn-graph runs SDPA graphs (forward and backward); the other op families of hipDNN's bindings,
-its autotuning API and its provisional HIP helpers are not part of it. Reaching for one raises
-:class:`~hipdnn_graph.frontend.UnsupportedFeatureError` (``GRAPH_NOT_SUPPORTED``, also an
-``AttributeError``, so ``hasattr`` answers ``False``).
+hipdnn-graph builds SDPA (forward and backward), pointwise and matmul graphs; the other op
+families of hipDNN's bindings, its autotuning API and its provisional HIP helpers are not part
+of it.
+Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
+(``GRAPH_NOT_SUPPORTED``, also an ``AttributeError``, so ``hasattr`` answers ``False``).
 
 Example:
     >>> import hipdnn_graph.frontend as hipdnn
     >>> try:
-    ...     hipdnn.Graph().pointwise
+    ...     hipdnn.Graph().conv_fprop
     ... except hipdnn.UnsupportedFeatureError as err:
     ...     print(err.code.name, str(err).split(" is ")[0])
-    GRAPH_NOT_SUPPORTED Graph.pointwise() (the pointwise op family)
+    GRAPH_NOT_SUPPORTED Graph.conv_fprop() (the convolution op family)
 """
 
 from __future__ import annotations
@@ -20,14 +21,12 @@ from ._errors import UnsupportedFeatureError
 
 __all__ = ["GRAPH_METHODS", "MODULE_NAMES", "unsupported_graph_method", "unsupported_name"]
 
-_OPS = "only sdpa() and sdpa_backward() graphs are"
+_OPS = "only sdpa(), sdpa_backward(), pointwise() and matmul() graphs are"
 #: Graph methods of hipDNN's bindings that are missing here -> what they belong to
 GRAPH_METHODS: dict[str, str] = {
     **{
         name: f"the {family} op family"
         for family, names in {
-            "pointwise": ("pointwise",),
-            "matmul": ("matmul",),
             "convolution": ("conv_fprop", "conv_dgrad", "conv_wgrad"),
             "batchnorm": (
                 "batchnorm",
@@ -70,8 +69,6 @@ GRAPH_METHODS: dict[str, str] = {
 }
 
 _ATTRIBUTE_CLASSES = {
-    "PointwiseAttributes": "pointwise",
-    "MatmulAttributes": "matmul",
     "ConvFpropAttributes": "convolution",
     "ConvDgradAttributes": "convolution",
     "ConvWgradAttributes": "convolution",
@@ -91,7 +88,6 @@ _ATTRIBUTE_CLASSES = {
     "ResampleFwdAttributes": "resample",
     "ResampleBwdAttributes": "resample",
     "ConvolutionMode": "convolution",
-    "PointwiseMode": "pointwise",
     "ReductionMode": "reduction",
     "ResampleMode": "resample",
     "PaddingMode": "resample",

@@ -14,8 +14,17 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
+from ..attributes.matmul import MatmulAttributes
+from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
-from ..types import BuildPlanPolicy, DataType, DiagonalAlignment, ErrorCode, HeuristicMode
+from ..types import (
+    BuildPlanPolicy,
+    DataType,
+    DiagonalAlignment,
+    ErrorCode,
+    HeuristicMode,
+    PointwiseMode,
+)
 from ._attributes import SdpaAttributes
 from ._enums import AttentionImplementation, BehaviorNote, PluginLoadingMode, TimingQuality
 from ._errors import Error, UnsupportedFeatureError
@@ -53,7 +62,10 @@ __all__ = [
     "Graph",
     "Handle",
     "HeuristicMode",
+    "MatmulAttributes",
     "PluginLoadingMode",
+    "PointwiseAttributes",
+    "PointwiseMode",
     "SdpaAttributes",
     "SdpaBackwardAttributes",
     "Tensor",

@@ -1,7 +1,9 @@
 """Nodes: one module per node family with its rules, inference and packing."""
 
 from .base import Node
+from .matmul import MatmulNode
+from .pointwise import PointwiseNode
 from .sdpa_bwd import SdpaBwdNode
 from .sdpa_fwd import SdpaFwdNode
 
-__all__ = ["Node", "SdpaBwdNode", "SdpaFwdNode"]
+__all__ = ["MatmulNode", "Node", "PointwiseNode", "SdpaBwdNode", "SdpaFwdNode"]

@@ -7,12 +7,18 @@ from typing import Any, ClassVar, TypeVar
 from ..attributes.base import SdpaCommonAttributes
 from ..descriptors.enums import AttributeName
 from ..descriptors.enums import AttributeType as T
-from ..descriptors.node_spec import Kind, ScalarSpec, SlotSpec
+from ..descriptors.node_spec import Kind, ScalarSpec, SlotSpec, WireEnum
+from ..types import DiagonalAlignment
 from . import sdpa_rules as r
 from .base import Node
 from .input_memo import InputRuleMemo
 
-__all__ = ["SdpaNode", "sdpa_scalars"]
+__all__ = ["DIAGONAL_ALIGNMENT", "SdpaNode", "sdpa_scalars"]
+
+#: hipDNN's ``DiagonalAlignment`` schema enum (JSON spells the members' names)
+DIAGONAL_ALIGNMENT = WireEnum(
+    "DiagonalAlignment", DiagonalAlignment, {m.value: m.name for m in DiagonalAlignment}
+)
 
 #: the plain members both SDPA tables hold in this order: (name, kind, descriptor type, always)
 _SDPA_SCALARS = (
@@ -64,10 +70,11 @@ def sdpa_scalars(prefix: str, first: int, alignment_field: int) -> tuple[ScalarS
     scalars.append(
         ScalarSpec(
             "diagonal_alignment",
-            Kind.ALIGN,
+            Kind.ENUM,
             alignment_field,
             (alignment, T.DIAGONAL_ALIGNMENT),
             True,
+            enum=DIAGONAL_ALIGNMENT,
         )
     )
     return tuple(scalars)

@@ -14,9 +14,10 @@ from ..descriptors.node_spec import (
     ScalarSpec,
     SlotSpec,
     UnmodelledSpec,
+    WireEnum,
     register_node_spec,
 )
-from ..types import DataType, NodeType
+from ..types import AttentionImplementation, DataType, NodeType
 from . import sdpa_rules as r
 from .input_memo import InputRuleMemo
 from .sdpa_base import SdpaNode, sdpa_scalars, sdpa_slot
@@ -96,6 +97,12 @@ class SdpaFwdNode(SdpaNode[SdpaAttributes]):
 
 
 _In, _Out = SdpaAttributes.InputNames, SdpaAttributes.OutputNames
+#: hipDNN's ``AttentionImplementation`` schema enum (JSON spells the members' names)
+_IMPLEMENTATION = WireEnum(
+    "AttentionImplementation",
+    AttentionImplementation,
+    {m.value: m.name for m in AttentionImplementation},
+)
 _REQUIRED = frozenset({"Q", "K", "V", "O"})
 
 
@@ -193,10 +200,11 @@ SDPA_FWD_SPEC = register_node_spec(
             ),
             UnmodelledSpec(
                 "implementation",
-                Kind.IMPL,
+                Kind.ENUM,
                 40,
                 "scalars",
                 (A.SDPA_FWD_IMPLEMENTATION_EXT, T.ATTENTION_IMPLEMENTATION),
+                _IMPLEMENTATION,
             ),
             UnmodelledSpec("umd_flops", Kind.STRING, 41, "extra"),
             UnmodelledSpec("umd_bytes", Kind.STRING, 42, "extra"),

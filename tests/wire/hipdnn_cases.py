@@ -1,6 +1,6 @@
 """Hand-written descriptions of hipDNN graphs, as hipDNN (not this project) would write them.
 
-Every case is a valid SDPA graph (shapes, types and wiring follow the project's graph rules) built
+Every case is a valid graph (shapes, types and wiring follow the project's graph rules) built
 from hipDNN's schema alone, never from the project's writer. ``MODELLED`` holds content the
 project models (it must read and write these back byte for byte); ``UNMODELLED`` holds content
 that HIPDNN_WIRE.md A12 lets the project keep or refuse, never drop.
@@ -14,6 +14,8 @@ from pathlib import Path
 
 from wire_model import (
     HIPDNN_DATA_TYPES,
+    MATMUL_TAG,
+    POINTWISE_TAG,
     SDPA_BACKWARD_TAG,
     SDPA_TAG,
     Desc,
@@ -306,6 +308,83 @@ def float_formats() -> Desc:
     return graph_desc("floats", tensors, [node], io_data_type=half)
 
 
+def pointwise_every_field() -> Desc:
+    """A ternary pointwise node with every field of its table set (axis among them)."""
+    f32, half = DT["FLOAT"], DT["HALF"]
+    tensors = [tensor_desc(i + 1, n, half, [2, 8]) for i, n in enumerate(("C", "A", "B", "Y"))]
+    node = node_desc(
+        "select",
+        POINTWISE_TAG,
+        f32,
+        operation=4,  # BINARY_SELECT
+        relu_lower_clip=f32_bits(0.1),
+        relu_upper_clip=f32_bits(6.0),
+        relu_lower_clip_slope=f32_bits(-0.0),
+        axis_tensor_uid=3,
+        in_0_tensor_uid=1,
+        in_1_tensor_uid=2,
+        in_2_tensor_uid=3,
+        out_0_tensor_uid=4,
+        swish_beta=f32_bits(1.0),
+        elu_alpha=f32_bits(2.0**50),
+        softplus_beta=f32_bits(1e-5),
+    )
+    return graph_desc("pointwise_every_field", tensors, [node], io_data_type=half)
+
+
+def pointwise_max_min_chain() -> Desc:
+    """MAX (MAX_OP, 28) then MIN (MIN_OP, 29) then a unary mode, chained through virtual tensors,
+    with only the required fields set."""
+    f32 = DT["FLOAT"]
+    tensors = [
+        tensor_desc(1, "X", f32, [4]),
+        tensor_desc(2, "Z", f32, [4]),
+        tensor_desc(3, "max::OUT_0", f32, [4], virtual=True),
+        tensor_desc(4, "min::OUT_0", f32, [4], virtual=True),
+        tensor_desc(5, "Y", f32, [4]),
+    ]
+    nodes = [
+        node_desc("max", POINTWISE_TAG, f32, operation=28, in_0_tensor_uid=1,
+                  in_1_tensor_uid=2, out_0_tensor_uid=3),
+        node_desc("min", POINTWISE_TAG, f32, operation=29, in_0_tensor_uid=3,
+                  in_1_tensor_uid=1, out_0_tensor_uid=4),
+        node_desc("sigmoid", POINTWISE_TAG, f32, operation=37, in_0_tensor_uid=4,
+                  out_0_tensor_uid=5),
+    ]  # fmt: skip
+    return graph_desc("pointwise_chain", tensors, nodes, io_data_type=f32)
+
+
+def matmul_batched() -> Desc:
+    """A batched matmul (B broadcast over the batch) followed by a bias add and a ReLU: the
+    matmul-epilogue graph hipDNN users write."""
+    bf16, f32 = DT["BFLOAT16"], DT["FLOAT"]
+    tensors = [
+        tensor_desc(1, "A", bf16, [4, 16, 32]),
+        tensor_desc(2, "B", bf16, [1, 32, 8]),
+        tensor_desc(3, "mm::C", f32, [4, 16, 8], virtual=True),
+        tensor_desc(4, "bias", bf16, [1, 1, 8]),
+        tensor_desc(5, "add::OUT_0", f32, [4, 16, 8], virtual=True),
+        tensor_desc(6, "Y", bf16, [4, 16, 8]),
+    ]
+    nodes = [
+        node_desc("mm", MATMUL_TAG, f32, a_tensor_uid=1, b_tensor_uid=2, c_tensor_uid=3),
+        node_desc("add", POINTWISE_TAG, f32, operation=2, in_0_tensor_uid=3, in_1_tensor_uid=4,
+                  out_0_tensor_uid=5),
+        node_desc("relu", POINTWISE_TAG, f32, operation=34, in_0_tensor_uid=5,
+                  out_0_tensor_uid=6),
+    ]  # fmt: skip
+    return graph_desc("matmul_epilogue", tensors, nodes, io_data_type=bf16)
+
+
+def _with_matmul(**attrs: object) -> Callable[[], Desc]:
+    def build() -> Desc:
+        desc = matmul_batched()
+        desc["nodes"][0]["attributes"].update(attrs)
+        return desc
+
+    return build
+
+
 MODELLED: dict[str, Callable[[], Desc]] = {
     "b8_1": lambda: b8_desc(1),
     "b8_2": lambda: b8_desc(2),
@@ -315,6 +394,9 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "big_numbers": big_numbers,
     "two_forward_nodes": two_forward_nodes,
     "float_formats": float_formats,
+    "pointwise_every_field": pointwise_every_field,
+    "pointwise_max_min_chain": pointwise_max_min_chain,
+    "matmul_batched": matmul_batched,
     **{f"io_{name.lower()}": io_type(name) for name in HIPDNN_DATA_TYPES if name != "UNSET"},
     **{f"scale_{name.lower()}": scale_value(name) for name in SCALE_VALUES},
 }
@@ -350,4 +432,5 @@ UNMODELLED: dict[str, Callable[[], Desc]] = {
     "mma_core_mode": _with_fwd(mma_core_mode=DT["FP8_E4M3"]),
     "implementation": _with_fwd(implementation=2),
     "umd_flops": _with_fwd(umd_flops='{"*":[{"var":"q.0"},2]}', umd_bytes="64"),
+    "matmul_umd_bytes": _with_matmul(umd_bytes="128"),
 }

@@ -15,6 +15,10 @@ from typing import Any
 
 from wire_model import (
     HIPDNN_DATA_TYPES,
+    MATMUL_TAG,
+    POINTWISE_FIELDS,
+    POINTWISE_MODES,
+    POINTWISE_TAG,
     SDPA_TAG,
     VALUE_FORMAT_BY_TAG,
     VALUE_MEMBERS,
@@ -183,7 +187,36 @@ def _scalar(name: str, value: Any) -> Any:
     return value
 
 
+def _pointwise(n: Desc) -> dict[str, Any]:
+    """hipDNN's pointwise JSON: the operation (lower case) and every scalar among the inputs."""
+    a = n["attributes"]
+    inputs = {
+        name: _f32(a[name]) if kind == "ofloat" else a[name]
+        for name, kind in POINTWISE_FIELDS
+        if name != "out_0_tensor_uid"
+    }
+    inputs["operation"] = POINTWISE_MODES[a["operation"]].lower()
+    return {
+        "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+        "inputs": inputs,
+        "name": n["name"] or "",
+        "outputs": {"out_0_tensor_uid": a["out_0_tensor_uid"]},
+        "type": "PointwiseAttributes",
+    }
+
+
 def _node(n: Desc) -> dict[str, Any]:
+    if n["attributes_type"] == POINTWISE_TAG:
+        return _pointwise(n)
+    if n["attributes_type"] == MATMUL_TAG:  # hipDNN's matmul JSON: uids only
+        a = n["attributes"]
+        return {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "inputs": {"a_tensor_uid": a["a_tensor_uid"], "b_tensor_uid": a["b_tensor_uid"]},
+            "name": n["name"] or "",
+            "outputs": {"c_tensor_uid": a["c_tensor_uid"]},
+            "type": "MatmulAttributes",
+        }
     a = n["attributes"]
     forward = n["attributes_type"] == SDPA_TAG
     inputs, outputs, scalars = (

@@ -68,6 +68,55 @@ def backward_band_dropout() -> hg.Graph:
     return g
 
 
+def pointwise_chain() -> hg.Graph:
+    """Pointwise nodes of one, two and three inputs with every scalar of the table set."""
+    g = cases.new_graph("pointwise_chain")
+    x = g.tensor(name="X", dim=[2, 8])
+    bias = g.tensor(name="Bias", dim=[1, 8])
+    cond = g.tensor(name="Cond", dim=[2, 8], data_type=hg.DataType.UINT8)
+    M = hg.PointwiseMode
+    s = g.pointwise(x, bias, mode=M.ADD, name="add")
+    r = g.pointwise(
+        s,
+        mode=M.RELU_FWD,
+        relu_lower_clip=0.1,
+        relu_upper_clip=6.0,
+        relu_lower_clip_slope=0.01,
+        swish_beta=1.5,
+        elu_alpha=-0.25,
+        softplus_beta=3.0,
+        axis=1,
+    )
+    m = g.pointwise(r, x, mode=M.MAX)
+    y = g.pointwise(cond, m, s, mode=M.BINARY_SELECT, compute_data_type=hg.DataType.DOUBLE)
+    y.set_output(True)
+    return g
+
+
+def attention_then_pointwise() -> hg.Graph:
+    """SDPA forward whose O is scaled by a pointwise MUL: two families in one graph."""
+    g = cases.new_graph("attn_pointwise")
+    q, k, v = (g.tensor(name=n, dim=cases.SHAPE) for n in "QKV")
+    o, _ = g.sdpa(q, k, v, name="fwd", generate_stats=False)
+    gain = g.tensor(name="Gain", dim=[1, 1, 1, 1])
+    y = g.pointwise(o, gain, hg.PointwiseAttributes().set_mode(hg.PointwiseMode.MUL))
+    y.set_output(True)
+    return g
+
+
+def matmul_bias_relu() -> hg.Graph:
+    """A batched matmul with a broadcast B, a bias add and a ReLU (matmul + pointwise)."""
+    g = cases.new_graph("matmul_bias_relu", io=hg.DataType.BFLOAT16)
+    a = g.tensor(name="A", dim=[4, 16, 32])
+    b = g.tensor(name="B", dim=[1, 32, 8])
+    c = g.matmul(a, b, hg.MatmulAttributes().set_name("mm"))
+    bias = g.tensor(name="bias", dim=[1, 1, 8])
+    s = g.pointwise(c, bias, mode=hg.PointwiseMode.ADD, name="add")
+    y = g.pointwise(s, mode=hg.PointwiseMode.RELU_FWD, name="relu")
+    y.set_output(True)
+    return g
+
+
 _SCALE_VALUES: list[tuple[str, Any]] = [
     ("FLOAT", 0.1),
     ("HALF", 0.1),  # Float16Value holds the nearest binary32, not a 16-bit rounding
@@ -86,6 +135,9 @@ _SCALE_VALUES: list[tuple[str, Any]] = [
 WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     **{name: build for name, build in cases.CASES.items() if name != "scalar_boolean"},
     "bwd_band_dropout": backward_band_dropout,
+    "pointwise_chain": pointwise_chain,
+    "attention_then_pointwise": attention_then_pointwise,
+    "matmul_bias_relu": matmul_bias_relu,
     **{
         f"io_{name.lower()}": io_type(hg.DataType[name])
         for name in HIPDNN_DATA_TYPES

@@ -23,7 +23,13 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     Graph as G,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    MatmulAttributes as MA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     Node as N,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    PointwiseAttributes as PA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
     SdpaAttributes as SA,
@@ -41,15 +47,23 @@ from hipdnn_flatbuffers_sdk.data_objects.EngineApiVersion import CreateEngineApi
 from hipdnn_flatbuffers_sdk.data_objects.Uuid import CreateUuid
 from wire_model import (
     FIELDS_BY_TAG,
+    MATMUL_TAG,
+    POINTWISE_TAG,
     SDPA_BACKWARD_TAG,
     SDPA_TAG,
+    TABLE_BY_TAG,
     VALUE_FORMAT_BY_TAG,
     Desc,
     f32_bits,
 )
 
-_TABLE_CLASSES = {SDPA_TAG: SA.SdpaAttributes, SDPA_BACKWARD_TAG: SBA.SdpaBackwardAttributes}
-_MODULES = {SDPA_TAG: SA, SDPA_BACKWARD_TAG: SBA}
+_TABLE_CLASSES = {
+    SDPA_TAG: SA.SdpaAttributes,
+    SDPA_BACKWARD_TAG: SBA.SdpaBackwardAttributes,
+    POINTWISE_TAG: PA.PointwiseAttributes,
+    MATMUL_TAG: MA.MatmulAttributes,
+}
+_MODULES = {SDPA_TAG: SA, SDPA_BACKWARD_TAG: SBA, POINTWISE_TAG: PA, MATMUL_TAG: MA}
 
 
 def camel(field: str) -> str:
@@ -160,6 +174,8 @@ KNOWN_SLOTS = {
     "Node": 4,
     "SdpaAttributes": 43,
     "SdpaBackwardAttributes": 28,
+    "PointwiseAttributes": 12,
+    "MatmulAttributes": 5,
 }
 
 
@@ -253,7 +269,7 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
         for field, kind in FIELDS_BY_TAG[tag]
         if kind == "str"
     }
-    table = "SdpaAttributes" if tag == SDPA_TAG else "SdpaBackwardAttributes"
+    table = TABLE_BY_TAG[tag]
     _start(b, module, table, style)
     for field, kind in FIELDS_BY_TAG[tag]:
         value = attrs[field]
@@ -275,7 +291,7 @@ def _node(b: flatbuffers.Builder, n: Desc, style: _Style) -> int:
     attrs = None
     if n["attributes"] is not None:
         attrs = _attributes(b, tag, n["attributes"], style)
-    elif n["has_attributes"]:  # a table of another kind (e.g. Matmul): an empty table
+    elif n["has_attributes"]:  # a table of an unmodelled kind: an empty table
         b.StartObject(0)
         attrs = b.EndObject()
     name = _string(b, n["name"], style)

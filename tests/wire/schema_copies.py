@@ -2,10 +2,11 @@
 ``../shared/reference/hipdnn_schemas``) for flatc.
 
 hipDNN's ``graph.fbs`` includes schemas that are not in the reference folder (batchnorm,
-layernorm, pointwise, ...). flatc needs them to parse ``graph.fbs``; only the *order* of the
-``NodeAttributes`` union members matters for the wire, so each missing file becomes a placeholder
-table of the right name (and the two ``*_common.fbs`` files a placeholder enum of each name
-their includers use).
+layernorm, pointwise, ...). A family this project models has its table **reconstructed** from
+hipDNN's sources in ``tests/wire/schemas/`` (each file states its evidence); flatc needs the
+others to parse ``graph.fbs``, and for them only the *order* of the ``NodeAttributes`` union
+members matters for the wire, so each becomes a placeholder table of the right name (and the two
+``*_common.fbs`` files a placeholder enum of each name their includers use).
 
 * :func:`write_cpp_schemas`: every reference schema verbatim, plus the placeholders. The C++
   checker is generated from this (unmodified) copy.
@@ -43,6 +44,9 @@ def reference_dir(environ: Mapping[str, str] = os.environ) -> Path:
 #: hipDNN's reference schemas (``$HIPDNN_SCHEMAS_DIR``, else ``../shared/reference/hipdnn_schemas``)
 REFERENCE = reference_dir()
 
+#: schemas reconstructed from hipDNN's sources (see each file's header): they replace placeholders.
+RECONSTRUCTED = Path(__file__).resolve().parent / "schemas"
+
 _NAMESPACE = "namespace hipdnn_flatbuffers_sdk.data_objects;\n"
 
 #: included by graph.fbs but not copied from hipDNN: file -> placeholder table.
@@ -53,7 +57,6 @@ PLACEHOLDER_TABLES = {
     "batchnorm_inference_attributes_variance_ext.fbs": "BatchnormInferenceAttributesVarianceExt",
     "layernorm_attributes.fbs": "LayernormAttributes",
     "layernorm_backward_attributes.fbs": "LayernormBackwardAttributes",
-    "pointwise_attributes.fbs": "PointwiseAttributes",
     "rmsnorm_attributes.fbs": "RMSNormAttributes",
     "rmsnorm_backward_attributes.fbs": "RMSNormBackwardAttributes",
     "block_scale_dequantize_attributes.fbs": "BlockScaleDequantizeAttributes",
@@ -86,6 +89,8 @@ PYTHON_ROOTS = [
     "tensor_attributes.fbs",
     "sdpa_attributes.fbs",
     "sdpa_backward_attributes.fbs",
+    "matmul_attributes.fbs",
+    *sorted(p.name for p in RECONSTRUCTED.glob("*.fbs")),
     "graph.fbs",
     "serialized_graph_and_plan.fbs",
 ]
@@ -93,8 +98,9 @@ PYTHON_ROOTS = [
 
 def missing_schemas(directory: Path, environ: Mapping[str, str] = os.environ) -> str | None:
     """Why the oracles cannot be built from ``directory``, or ``None`` when it holds every schema
-    they are generated from (:data:`PYTHON_ROOTS` and what ``graph.fbs`` needs of them)."""
-    absent = [name for name in PYTHON_ROOTS if not (directory / name).is_file()]
+    they are generated from (:data:`PYTHON_ROOTS` but the reconstructed ones, which live here)."""
+    needed = [name for name in PYTHON_ROOTS if not (RECONSTRUCTED / name).is_file()]
+    absent = [name for name in needed if not (directory / name).is_file()]
     if not absent:
         return None
     where = (
@@ -102,7 +108,7 @@ def missing_schemas(directory: Path, environ: Mapping[str, str] = os.environ) ->
         if environ.get(SCHEMAS_ENV, "").strip()
         else f"{directory.resolve()}, the default, in the shared/ folder beside the checkout"
     )
-    what = "no schema" if len(absent) == len(PYTHON_ROOTS) else "not " + ", ".join(absent)
+    what = "no schema" if len(absent) == len(needed) else "not " + ", ".join(absent)
     return (
         f"hipDNN's FlatBuffers schemas are absent: {what} in {where}. Set {SCHEMAS_ENV} to the "
         "schemas folder of a hipDNN checkout (projects/hipdnn/flatbuffers_sdk/schemas in "
@@ -150,12 +156,20 @@ def _write_placeholders(dst: Path) -> None:
             (dst / name).write_text(_placeholder(body))
 
 
+def reconstructed_schemas() -> list[Path]:
+    """The reconstructed ``.fbs`` files, sorted by name."""
+    return sorted(RECONSTRUCTED.glob("*.fbs"))
+
+
 def write_cpp_schemas(dst: Path) -> Path:
-    """hipDNN's schemas verbatim plus placeholders, in ``dst`` (created); returns ``dst``."""
+    """hipDNN's schemas verbatim, the reconstructed ones and placeholders for the rest, in
+    ``dst`` (created); returns ``dst``."""
     dst.mkdir(parents=True, exist_ok=True)
     for src in reference_schemas():
         shutil.copyfile(src, dst / src.name)
     _write_placeholders(dst)
+    for src in reconstructed_schemas():
+        shutil.copyfile(src, dst / src.name)
     return dst
 
 

@@ -21,15 +21,20 @@ from cpp_oracle import CppOracle
 from hipdnn_cases import MODELLED, UNMODELLED, b8
 from regenerate_autogen import AUTOGEN, FLATC_VERSION, find_flatc, flatc_version, generate
 from regenerate_autogen import generated_files as files_of
-from schema_copies import REFERENCE, structs_as_tables
+from schema_copies import RECONSTRUCTED, REFERENCE, structs_as_tables
 from wire_model import (
     GRAPH_KEYS,
     HIPDNN_DATA_TYPES,
+    MATMUL_FIELDS,
+    POINTWISE_FIELDS,
+    POINTWISE_MODES,
     SDPA_BACKWARD_FIELDS,
     SDPA_FIELDS,
     TENSOR_KEYS,
     normalized,
 )
+
+import hipdnn_graph as hg
 
 #: HIPDNN_WIRE.md A11 / B8: (canonical text SHA-256, canonical bytes length, bytes SHA-256)
 ANCHORS = {
@@ -62,7 +67,8 @@ def test_committed_python_oracle_is_what_flatc_generates(hipdnn_schemas: Path) -
 
 
 def _fields(schema: str, table: str) -> list[str]:
-    text = (REFERENCE / schema).read_text()
+    folder = REFERENCE if (REFERENCE / schema).is_file() else RECONSTRUCTED
+    text = (folder / schema).read_text()
     body = re.search(rf"\btable {table} \{{(.*?)\n\}}", text, re.S)
     assert body is not None, table
     lines = [re.sub(r"//.*", "", line).strip() for line in body.group(1).splitlines()]
@@ -78,8 +84,21 @@ def test_field_tables_are_hipdnn_schemas_slot_order(hipdnn_schemas: Path) -> Non
     # a union field takes two slots: <name>_type, then <name>
     assert [k for f in tensor for k in ((f"{f}_type", f) if f == "value" else (f,))] == TENSOR_KEYS
     assert _fields("graph.fbs", "Graph") == GRAPH_KEYS
+    assert [f for f, _ in MATMUL_FIELDS] == _fields("matmul_attributes.fbs", "MatmulAttributes")
     enum = (REFERENCE / "data_types.fbs").read_text()
     assert {m[0]: int(m[1]) for m in re.findall(r"(\w+) = (\d+),", enum)} == HIPDNN_DATA_TYPES
+
+
+def test_reconstructed_tables_match_the_field_tables() -> None:
+    """The reconstructed schemas (tests/wire/schemas/) and the oracles' field tables agree, and
+    each reconstructed PointwiseMode number is the project's."""
+    fields = _fields("pointwise_attributes.fbs", "PointwiseAttributes")
+    assert [f for f, _ in POINTWISE_FIELDS] == fields
+    text = (RECONSTRUCTED / "pointwise_attributes.fbs").read_text()
+    modes = dict(re.findall(r"(\w+) = (\d+)", text.split("enum PointwiseMode")[1]))
+    assert [int(modes[m]) for m in POINTWISE_MODES] == list(range(48))
+    renamed = {"UNSET": "NOT_SET", "MAX_OP": "MAX", "MIN_OP": "MIN"}
+    assert [hg.PointwiseMode[renamed.get(m, m)] for m in POINTWISE_MODES] == list(range(48))
 
 
 def test_python_schema_copy_changes_only_the_value_structs(hipdnn_schemas: Path) -> None:

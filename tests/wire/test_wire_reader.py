@@ -32,6 +32,7 @@ UNMODELLED_FIELD = {
     "mma_core_mode": "mma_core_mode",
     "implementation": "implementation",
     "umd_flops": "umd_",
+    "matmul_umd_bytes": "MatmulAttributes.umd_bytes",
 }
 
 #: content only the bytes show (no public accessor): compared through the byte-exact round trip

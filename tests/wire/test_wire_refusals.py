@@ -14,8 +14,14 @@ from collections.abc import Callable
 import py_oracle
 import pytest
 from cpp_oracle import CppOracle
-from hipdnn_cases import MODELLED, b8_desc, forward_every_field
-from wire_model import MATMUL_TAG, SDPA_TAG, Desc, node_desc
+from hipdnn_cases import (
+    MODELLED,
+    b8_desc,
+    forward_every_field,
+    matmul_batched,
+    pointwise_every_field,
+)
+from wire_model import SDPA_TAG, UNMODELLED_TAG, Desc, node_desc
 
 import hipdnn_graph as hg
 
@@ -41,10 +47,10 @@ def _b8_1_plus(node: Desc) -> Desc:
 
 
 def test_other_node_kind_is_refused_by_name(cpp: CppOracle) -> None:
-    """A6: `hipDNN node "mm" has kind MatmulAttributes (9); only ... are supported`."""
-    blob = cpp.pack(_b8_1_plus(node_desc("mm", MATMUL_TAG)))
+    """A6: `hipDNN node "rs" has kind ResampleBwdAttributes (21); only ... are supported`."""
+    blob = cpp.pack(_b8_1_plus(node_desc("rs", UNMODELLED_TAG)))
     _verified(cpp, blob)
-    _refused(blob, '"mm"', "MatmulAttributes", "(9)")
+    _refused(blob, '"rs"', "ResampleBwdAttributes", "(21)")
 
 
 @pytest.mark.parametrize(
@@ -129,7 +135,9 @@ def test_enum_values_outside_the_schema_are_refused(cpp: CppOracle, field: str, 
 @pytest.mark.parametrize("table", sorted(py_oracle.KNOWN_SLOTS))
 def test_fields_of_a_newer_schema_are_refused(cpp: CppOracle, table: str) -> None:
     """A12: a non-zero vtable entry past the last known slot is refused, naming the table."""
-    desc = b8_desc(2)  # forward and backward nodes: every table occurs
+    desc = b8_desc(2)  # forward and backward nodes: every table occurs but the pointwise one
+    desc["nodes"] += pointwise_every_field()["nodes"] if table == "PointwiseAttributes" else []
+    desc["nodes"] += matmul_batched()["nodes"] if table == "MatmulAttributes" else []
     blob = py_oracle.build(desc, newer_field_in=table)
     _verified(cpp, blob)  # unknown fields are not checked by the Verifier
     error = _refused(blob)
@@ -172,3 +180,20 @@ def test_byte_flips_are_judged_as_the_verifier_does(cpp: CppOracle, case: str) -
         position = rng.randrange(len(blob))
         mutated[position] ^= 1 << rng.randrange(8)
         _judged_by_verifier(cpp, bytes(mutated))
+
+
+def test_pointwise_mode_outside_the_schema_is_refused(cpp: CppOracle) -> None:
+    """A PointwiseMode number the schema does not have (newer hipDNN's MOD is 48 in its
+    frontend) is refused by name, in bytes and in JSON."""
+    desc = pointwise_every_field()
+    desc["nodes"][0]["attributes"]["operation"] = 48
+    blob = cpp.pack(desc)
+    _verified(cpp, blob)
+    _refused(blob, "PointwiseMode 48")
+    text = hg.Graph.deserialize(cpp.pack(pointwise_every_field())).to_json()
+    assert '"operation":"binary_select"' in text
+    for spelled in ("mod", "BINARY_SELECT", "max"):
+        with pytest.raises(hg.HipdnnError) as info:
+            hg.Graph.from_json(text.replace('"binary_select"', f'"{spelled}"'))
+        assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
+        assert f"'{spelled}' is not a PointwiseMode" in info.value.message

@@ -64,6 +64,11 @@ VALUE_FORMAT_BY_TAG = dict(VALUE_MEMBERS.values())
 
 #: NodeAttributes tags the project reads (A6) and one it must refuse.
 SDPA_TAG, SDPA_BACKWARD_TAG, MATMUL_TAG = 12, 15, 9
+#: further families the project reads, from hipDNN's schemas (matmul) or reconstructed ones in
+#: tests/wire/schemas/ (pointwise)
+POINTWISE_TAG = 2
+#: a NodeAttributes member no family of the project models (refused by name)
+UNMODELLED_TAG = 21  # ResampleBwdAttributes
 
 # Field kinds: "req" long; "opt" optional integer; "obool" optional bool; "bool"; "ofloat"
 # optional float (bits); "enum" int8; "str" string.
@@ -139,7 +144,93 @@ SDPA_BACKWARD_FIELDS: list[tuple[str, str]] = [
     ("right_bound", "opt"),
     ("diagonal_alignment", "enum"),
 ]
-FIELDS_BY_TAG = {SDPA_TAG: SDPA_FIELDS, SDPA_BACKWARD_TAG: SDPA_BACKWARD_FIELDS}
+#: PointwiseAttributes fields in slot order (tests/wire/schemas/pointwise_attributes.fbs).
+POINTWISE_FIELDS: list[tuple[str, str]] = [
+    ("operation", "enum"),
+    ("relu_lower_clip", "ofloat"),
+    ("relu_upper_clip", "ofloat"),
+    ("relu_lower_clip_slope", "ofloat"),
+    ("axis_tensor_uid", "opt"),
+    ("in_0_tensor_uid", "req"),
+    ("in_1_tensor_uid", "opt"),
+    ("in_2_tensor_uid", "opt"),
+    ("out_0_tensor_uid", "req"),
+    ("swish_beta", "ofloat"),
+    ("elu_alpha", "ofloat"),
+    ("softplus_beta", "ofloat"),
+]
+#: MatmulAttributes fields in slot order (matmul_attributes.fbs).
+MATMUL_FIELDS: list[tuple[str, str]] = [
+    ("a_tensor_uid", "req"),
+    ("b_tensor_uid", "req"),
+    ("c_tensor_uid", "req"),
+    ("umd_flops", "str"),
+    ("umd_bytes", "str"),
+]
+FIELDS_BY_TAG = {
+    SDPA_TAG: SDPA_FIELDS,
+    SDPA_BACKWARD_TAG: SDPA_BACKWARD_FIELDS,
+    POINTWISE_TAG: POINTWISE_FIELDS,
+    MATMUL_TAG: MATMUL_FIELDS,
+}
+#: each table's name by tag
+TABLE_BY_TAG = {
+    SDPA_TAG: "SdpaAttributes",
+    SDPA_BACKWARD_TAG: "SdpaBackwardAttributes",
+    POINTWISE_TAG: "PointwiseAttributes",
+    MATMUL_TAG: "MatmulAttributes",
+}
+#: hipDNN's PointwiseMode names by number (MAX/MIN are MAX_OP/MIN_OP in the schema)
+POINTWISE_MODES = [
+    "UNSET",
+    "ABS",
+    "ADD",
+    "ADD_SQUARE",
+    "BINARY_SELECT",
+    "CEIL",
+    "CMP_EQ",
+    "CMP_GE",
+    "CMP_GT",
+    "CMP_LE",
+    "CMP_LT",
+    "CMP_NEQ",
+    "DIV",
+    "ELU_BWD",
+    "ELU_FWD",
+    "ERF",
+    "EXP",
+    "FLOOR",
+    "GELU_APPROX_TANH_BWD",
+    "GELU_APPROX_TANH_FWD",
+    "GELU_BWD",
+    "GELU_FWD",
+    "GEN_INDEX",
+    "IDENTITY",
+    "LOG",
+    "LOGICAL_AND",
+    "LOGICAL_NOT",
+    "LOGICAL_OR",
+    "MAX_OP",
+    "MIN_OP",
+    "MUL",
+    "NEG",
+    "RECIPROCAL",
+    "RELU_BWD",
+    "RELU_FWD",
+    "RSQRT",
+    "SIGMOID_BWD",
+    "SIGMOID_FWD",
+    "SIN",
+    "SOFTPLUS_BWD",
+    "SOFTPLUS_FWD",
+    "SQRT",
+    "SUB",
+    "SWISH_BWD",
+    "SWISH_FWD",
+    "TAN",
+    "TANH_BWD",
+    "TANH_FWD",
+]
 
 #: Fields of the description of a tensor, in slot order (A3).
 TENSOR_KEYS = [
@@ -184,7 +275,7 @@ def bits_f32(bits: int) -> float:
 
 
 def default_attributes(tag: int) -> Desc:
-    """An SDPA attribute table with every field at its schema default."""
+    """An attribute table (of a modelled family) with every field at its schema default."""
     return {name: _DEFAULTS.get(kind) for name, kind in FIELDS_BY_TAG[tag]}
 
 
@@ -226,7 +317,7 @@ def value_fields(member: str, value: Any) -> dict[str, Any]:
 
 
 def node_desc(name: str | None, tag: int, compute_data_type: int = 1, **attributes: Any) -> Desc:
-    """A node description; ``attributes`` override the defaults of the SDPA table."""
+    """A node description; ``attributes`` override the defaults of the node's table."""
     attrs = default_attributes(tag) if tag in FIELDS_BY_TAG else None
     if attrs is not None:
         unknown = set(attributes) - set(attrs)
@@ -363,7 +454,44 @@ def _common_scalars(a: Any) -> dict[str, Any]:
     }
 
 
+def _expected_pointwise(node: Any) -> Desc:
+    a = node.attributes
+
+    def bits(x: float | None) -> int | None:
+        return None if x is None else f32_bits(x)
+
+    return node_desc(
+        node.name,
+        POINTWISE_TAG,
+        hipdnn_data_type(a.get_compute_data_type()),
+        operation=int(a.get_mode()),
+        relu_lower_clip=bits(a.get_relu_lower_clip()),
+        relu_upper_clip=bits(a.get_relu_upper_clip()),
+        relu_lower_clip_slope=bits(a.get_relu_lower_clip_slope()),
+        axis_tensor_uid=a.get_axis(),
+        in_0_tensor_uid=_uid(a.get_input_0()),
+        in_1_tensor_uid=_uid(a.get_input_1()),
+        in_2_tensor_uid=_uid(a.get_input_2()),
+        out_0_tensor_uid=_uid(a.get_output_0()),
+        swish_beta=bits(a.get_swish_beta()),
+        elu_alpha=bits(a.get_elu_alpha()),
+        softplus_beta=bits(a.get_softplus_beta()),
+    )
+
+
 def _expected_node(node: Any) -> Desc:
+    if isinstance(node, hg.PointwiseNode):
+        return _expected_pointwise(node)
+    if isinstance(node, hg.MatmulNode):
+        a = node.attributes
+        return node_desc(
+            node.name,
+            MATMUL_TAG,
+            hipdnn_data_type(a.get_compute_data_type()),
+            a_tensor_uid=_uid(a.get_a()),
+            b_tensor_uid=_uid(a.get_b()),
+            c_tensor_uid=_uid(a.get_c()),
+        )
     a = node.attributes
     common_uids = {
         "q_tensor_uid": _uid(a.get_q()),
@@ -428,7 +556,8 @@ def expected_description(g: hg.Graph) -> Desc:
 
 _JSON_DATA_TYPES = {name.lower(): number for name, number in HIPDNN_DATA_TYPES.items()}
 _JSON_ENUMS = {"TOP_LEFT": 0, "BOTTOM_RIGHT": 1, "AUTO": 0, "COMPOSITE": 1, "UNIFIED": 2}
-_JSON_KINDS = {"SdpaAttributes": SDPA_TAG, "SdpaBackwardAttributes": SDPA_BACKWARD_TAG}
+_JSON_KINDS = {name: tag for tag, name in TABLE_BY_TAG.items()}
+_POINTWISE_FLOATS = {name for name, kind in POINTWISE_FIELDS if kind == "ofloat"}
 
 
 def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
@@ -456,8 +585,23 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
     nodes = []
     for n in doc["nodes"]:
         tag = _JSON_KINDS[n["type"]]
+        if tag == POINTWISE_TAG:  # everything but the output among the inputs
+            attrs = {**n["inputs"], **n["outputs"]}
+            for key in _POINTWISE_FLOATS:
+                attrs[key] = None if attrs[key] is None else f32_bits(attrs[key])
+            attrs["operation"] = [m.lower() for m in POINTWISE_MODES].index(attrs["operation"])
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag == MATMUL_TAG:  # no scalar object
+            attrs = {**n["inputs"], **n["outputs"]}
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
         scalars = n["attributes"] if tag == SDPA_TAG else n["parameters"]
-        attrs: dict[str, Any] = {**n["inputs"], **n["outputs"]}
+        attrs = {**n["inputs"], **n["outputs"]}
         for key, value in scalars.items():
             if key in ("dropout_probability", "attn_scale_value"):
                 value = None if value is None else f32_bits(value)

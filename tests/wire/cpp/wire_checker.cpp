@@ -4,7 +4,7 @@
 //   wire_checker read FILE   verify FILE as hipDNN does (flatbuffers::Verifier, default options,
 //                            no identifier; an "HDGP" container is verified with its identifier
 //                            and its graph_blob read from a fresh copy) and print every field of
-//                            the graph, its tensors and its SDPA nodes as one JSON object: strings
+//                            the graph, its tensors and its modelled nodes as one JSON object: strings
 //                            as hex of their bytes, floats as their binary32 bits, TensorValue
 //                            structs as hex of their bytes, null for absent optionals.
 //   wire_checker pack IN OUT read a description (whitespace-separated "key value" tokens, written
@@ -57,6 +57,17 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
   BOOL(padding_mask) BOOL(causal_mask) BOOL(causal_mask_bottom_right)                           \
   OFLOAT(dropout_probability) OFLOAT(attn_scale_value) OPTI(left_bound) OPTI(right_bound)       \
   ENUM(diagonal_alignment)
+
+// PointwiseAttributes (tests/wire/schemas/pointwise_attributes.fbs, reconstructed).
+#define POINTWISE_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                             \
+  ENUM(operation) OFLOAT(relu_lower_clip) OFLOAT(relu_upper_clip)                               \
+  OFLOAT(relu_lower_clip_slope) OPTI(axis_tensor_uid) REQ(in_0_tensor_uid)                      \
+  OPTI(in_1_tensor_uid) OPTI(in_2_tensor_uid) REQ(out_0_tensor_uid) OFLOAT(swish_beta)          \
+  OFLOAT(elu_alpha) OFLOAT(softplus_beta)
+
+// MatmulAttributes (hipDNN's matmul_attributes.fbs).
+#define MATMUL_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                                \
+  REQ(a_tensor_uid) REQ(b_tensor_uid) REQ(c_tensor_uid) STR(umd_flops) STR(umd_bytes)
 
 #define NONE_(x)
 
@@ -158,6 +169,18 @@ void print_bwd(Out &o, const fo::SdpaBackwardAttributes *a) {
   o.close('}');
 }
 
+void print_pointwise(Out &o, const fo::PointwiseAttributes *a) {
+  o.open('{');
+  POINTWISE_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
+  o.close('}');
+}
+
+void print_matmul(Out &o, const fo::MatmulAttributes *a) {
+  o.open('{');
+  MATMUL_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
+  o.close('}');
+}
+
 size_t value_size(fo::TensorValue t) {
   switch (t) {
     case fo::TensorValue::Float32Value: return sizeof(fo::Float32Value);
@@ -251,6 +274,10 @@ void print_graph(Out &o, const uint8_t *buf, size_t len) {
           print_fwd(o, a);
         } else if (const fo::SdpaBackwardAttributes *a = n->attributes_as_SdpaBackwardAttributes()) {
           print_bwd(o, a);
+        } else if (const fo::PointwiseAttributes *a = n->attributes_as_PointwiseAttributes()) {
+          print_pointwise(o, a);
+        } else if (const fo::MatmulAttributes *a = n->attributes_as_MatmulAttributes()) {
+          print_matmul(o, a);
         } else {
           o.null();
         }
@@ -368,6 +395,16 @@ bool set_bwd(fo::SdpaBackwardAttributesT *a, const std::string &k, const std::st
   return false;
 }
 
+bool set_pointwise(fo::PointwiseAttributesT *a, const std::string &k, const std::string &val) {
+  POINTWISE_FIELDS(S_REQ, S_OPTI, NONE_, NONE_, S_OFLOAT, S_ENUM, NONE_)
+  return false;
+}
+
+bool set_matmul(fo::MatmulAttributesT *a, const std::string &k, const std::string &val) {
+  MATMUL_FIELDS(S_REQ, NONE_, NONE_, NONE_, NONE_, NONE_, S_STR)
+  return false;
+}
+
 void set_value(fo::TensorValueUnion &u, int tag, const std::string &hexbytes) {
   std::string raw = unhex("s:" + hexbytes);
   auto put = [&](auto s) {
@@ -445,18 +482,22 @@ int do_pack(const char *in_path, const char *out_path) {
       g.nodes.back()->name = unhex(val);
     } else if (k == "n.compute_data_type") {
       g.nodes.back()->compute_data_type = static_cast<fo::DataType>(to_i64(val));
-    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 9 Matmul (a default table)
+    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 21 (empty)
       fo::NodeAttributesUnion &u = g.nodes.back()->attributes;
       int tag = std::stoi(val);
       if (tag == 12) u.Set(fo::SdpaAttributesT());
       else if (tag == 15) u.Set(fo::SdpaBackwardAttributesT());
+      else if (tag == 2) u.Set(fo::PointwiseAttributesT());
       else if (tag == 9) u.Set(fo::MatmulAttributesT());
+      else if (tag == 21) u.Set(fo::ResampleBwdAttributesT());
       else throw std::runtime_error("unsupported kind " + val);
     } else if (k.compare(0, 2, "a.") == 0) {
       fo::NodeAttributesUnion &u = g.nodes.back()->attributes;
       bool done = false;
       if (fo::SdpaAttributesT *a = u.AsSdpaAttributes()) done = set_fwd(a, k, val);
       else if (fo::SdpaBackwardAttributesT *a = u.AsSdpaBackwardAttributes()) done = set_bwd(a, k, val);
+      else if (fo::PointwiseAttributesT *a = u.AsPointwiseAttributes()) done = set_pointwise(a, k, val);
+      else if (fo::MatmulAttributesT *a = u.AsMatmulAttributes()) done = set_matmul(a, k, val);
       if (!done) throw std::runtime_error("unknown attribute key " + k);
     } else {
       throw std::runtime_error("unknown key " + k);

@@ -1,0 +1,127 @@
+"""``Graph`` builder methods of the node families beyond attention, named and shaped as hipDNN's.
+
+:class:`FamilyBuilders` is a mixin of :class:`~hipdnn_graph.Graph`: each method copies the
+attributes it is given (the caller's object stays as it was), names an unnamed node
+``<Prefix>_<index>`` and its unnamed inputs ``<node>::<SLOT>``, creates the virtual outputs
+``<node>::<SLOT>`` and adds the node, as hipDNN's ``Graph`` does.
+
+Example:
+    >>> import hipdnn_graph as hg
+    >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+    >>> x = g.tensor(name="x", dim=[2, 8])
+    >>> y = g.pointwise(x, hg.PointwiseAttributes().set_mode(hg.PointwiseMode.RELU_FWD))
+    >>> _ = y.set_output(True)
+    >>> g.validate()
+    >>> y.get_name(), y.get_dim()
+    ('Pointwise_0::OUT_0', [2, 8])
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import HipdnnError
+from .nodes.base import Node
+from .nodes.matmul import MatmulNode
+from .nodes.pointwise import PointwiseNode
+from .tensor import TensorAttributes
+from .types import ErrorCode
+
+if TYPE_CHECKING:
+    from .attributes.graph_attributes import GraphAttributes
+
+__all__ = ["FamilyBuilders"]
+
+
+class FamilyBuilders:
+    """The builder methods of the non-attention families (mixed into ``Graph``)."""
+
+    if TYPE_CHECKING:
+        attributes: GraphAttributes
+        _nodes: list[Node[Any]]
+
+        def _output_tensor(self, name: str) -> TensorAttributes: ...
+
+        def _add_node(self, node: Node[Any]) -> None: ...
+
+    def pointwise(self, *args: Any, **keywords: Any) -> TensorAttributes:
+        """Add a pointwise node: ``pointwise(in0, attrs)``, ``pointwise(in0, in1, attrs)`` or
+        ``pointwise(in0, in1, in2, attrs)``; returns the virtual ``<node>::OUT_0``.
+
+        ``attrs`` (a :class:`PointwiseAttributes`) may be left out or given as ``attributes=``;
+        keywords set its fields (``name``, ``mode``, ``compute_data_type``, ``relu_lower_clip``,
+        ``relu_upper_clip``, ``relu_lower_clip_slope``, ``swish_beta``, ``elu_alpha``,
+        ``softplus_beta``, ``axis``). Unnamed inputs are renamed ``<node>::IN_0`` … .
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for no input or more than three, an argument of the
+                wrong type or an unknown keyword.
+        """
+        given = keywords.pop("attributes", None)
+        tensors = list(args)
+        if tensors and not isinstance(tensors[-1], TensorAttributes):
+            if given is not None:
+                raise HipdnnError(ErrorCode.INVALID_VALUE, "pointwise() got attributes twice")
+            given = tensors.pop()
+        if not 1 <= len(tensors) <= 3 or not all(isinstance(t, TensorAttributes) for t in tensors):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "pointwise() takes one, two or three input tensors, then PointwiseAttributes",
+            )
+        a = self._family_attributes(given, PointwiseNode, keywords, "pointwise")
+        for index, tensor in enumerate(tensors):
+            if not tensor.name:
+                tensor.name = f"{a.name}::IN_{index}"
+            a._set_input(a.InputNames(index), tensor)
+        out = self._output_tensor(f"{a.name}::OUT_0")
+        a.set_output_0(out)
+        self._add_node(PointwiseNode(a, self.attributes))
+        return out
+
+    def matmul(
+        self, a: Any = None, b: Any = None, attributes: Any = None, **keywords: Any
+    ) -> TensorAttributes:
+        """Add a matmul node ``C = A @ B``: ``matmul(a, b, attrs)``; returns the virtual
+        ``<node>::C``. Unnamed inputs are renamed ``<node>::A`` and ``<node>::B``; keywords set
+        the attributes' ``name`` and ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+        """
+        if not isinstance(a, TensorAttributes) or not isinstance(b, TensorAttributes):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, "matmul() takes tensors A and B, then MatmulAttributes"
+            )
+        attrs = self._family_attributes(attributes, MatmulNode, keywords, "matmul")
+        for tensor, slot in ((a, "A"), (b, "B")):
+            if not tensor.name:
+                tensor.name = f"{attrs.name}::{slot}"
+        c = self._output_tensor(f"{attrs.name}::C")
+        attrs.set_a(a).set_b(b).set_c(c)
+        self._add_node(MatmulNode(attrs, self.attributes))
+        return c
+
+    def _family_attributes(
+        self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str
+    ) -> Any:
+        """A copy of ``given`` (or new attributes of ``node``'s class) with ``keywords`` applied
+        and a name (``<node prefix>_<index>`` when unnamed)."""
+        cls = node.attributes_class()
+        if given is None:
+            attributes = cls()
+        elif isinstance(given, cls):
+            attributes = given.copy_for_node()
+        else:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"{op}() expects {cls.__name__} attributes, got {type(given).__name__}",
+            )
+        for key, value in keywords.items():
+            setter = getattr(attributes, f"set_{key}", None)
+            if key not in cls.model_fields or setter is None:
+                raise HipdnnError(ErrorCode.INVALID_VALUE, f"{op}() got an unknown keyword {key!r}")
+            setter(value)
+        if not attributes.name:
+            attributes.name = f"{node.name_prefix}_{len(self._nodes)}"
+        return attributes
