@@ -11,8 +11,9 @@ from hipdnn_graph.torch.distributed import (
 )
 
 
-def attention_step(rank: int) -> None:
-    """What every rank runs: its slice of the sequence in, its slice of the output out."""
+def attention_step(rank: int) -> str:
+    """What every rank runs: its slice of the sequence in, its slice of the output out (and a
+    line saying whether it matches torch's SDPA on the whole sequence)."""
     torch.manual_seed(0)  # the same whole sequence on every rank (a data loader's job)
     q = torch.randn(1, 8, 1024, 64)  # [B, H, S, D]
     k = torch.randn(1, 2, 1024, 64)  # 2 KV heads: grouped-query attention
@@ -36,9 +37,9 @@ def attention_step(rank: int) -> None:
         and torch.allclose(mine.grad, shard_sequence(t.grad), atol=1e-4)
         for mine, t in zip((q_l, k_l, v_l), leaves, strict=True)
     )
-    print(f"rank {rank}: local {list(out.shape)}, gathered {list(whole.shape)}, "
-          f"output matches: {torch.allclose(whole, ref, atol=1e-5)}, "
-          f"gradients match: {grads_match}")  # fmt: skip
+    return (f"rank {rank}: local {list(out.shape)}, gathered {list(whole.shape)}, "
+            f"output matches: {torch.allclose(whole, ref, atol=1e-5)}, "
+            f"gradients match: {grads_match}")  # fmt: skip
 
 
 # --8<-- [end:step]
@@ -53,7 +54,11 @@ import torch.distributed as dist  # noqa: E402
 def worker(rank: int, world: int, rendezvous: str) -> None:
     torch.set_num_threads(1)  # the ranks share this machine's cores
     dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=world)
-    attention_step(rank)
+    report = attention_step(rank)
+    for turn in range(world):  # one rank at a time, so that the lines come in rank order
+        if turn == rank:
+            print(report, flush=True)
+        dist.barrier()
     dist.destroy_process_group()
 
 
