@@ -361,8 +361,44 @@ def test_op_picks_the_fused_op_torch_would(monkeypatch: pytest.MonkeyPatch) -> N
             return choice(*a, backend=b, **kw)
 
         monkeypatch.setattr(torch, "_fused_sdp_choice", fake)
+        _dropout.clear_choices()
         assert _dropout.choose_engine(q, q, q, None, 0.1, True, None, False) == want
     assert all(seen) and not q.requires_grad  # asked as for training; the caller's untouched
+    _dropout.clear_choices()
+
+
+def test_op_asks_torchs_choice_once_per_call_signature(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[tuple[Any, ...]] = []
+
+    def fake(q: Any, k: Any, v: Any, mask: Any, p: float, causal: bool, **kw: Any) -> int:
+        asked.append((tuple(q.shape), mask is None, p, causal))
+        return 3 if q.shape[2] == 4 else 2
+
+    monkeypatch.setattr(torch, "_fused_sdp_choice", fake)
+    _dropout.clear_choices()
+    q, q8 = torch.zeros(1, 2, 4, 8), torch.zeros(1, 2, 8, 8)
+    mask = torch.zeros(1, 1, 4, 4)
+    choose = _dropout.choose_engine
+    assert [choose(q, q, q, None, 0.1, True, None, False) for _ in range(3)] == [CUDNN] * 3
+    assert len(asked) == 1  # remembered
+    assert choose(q8, q8, q8, None, 0.1, True, None, False) == EFFICIENT  # a new shape
+    assert choose(q, q, q, mask, 0.1, False, None, False) == CUDNN  # a mask, not causal
+    assert choose(q.transpose(2, 3).contiguous().transpose(2, 3), q, q, None, 0.1, True, None,
+                  False) == CUDNN  # fmt: skip
+    assert len(asked) == 4  # new strides: asked again
+    flash = torch.backends.cuda.flash_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_flash_sdp(not flash)  # a switch torch's choice reads
+        choose(q, q, q, None, 0.1, True, None, False)
+        assert len(asked) == 5
+        with torch.no_grad():  # grad mode is read too
+            choose(q, q, q, None, 0.1, True, None, False)
+        assert len(asked) == 6
+    finally:
+        torch.backends.cuda.enable_flash_sdp(flash)
+    choose(q, q, q, None, 0.1, True, None, False)
+    assert len(asked) == 6  # back to a remembered combination
+    _dropout.clear_choices()
 
 
 def test_op_state_round_trip() -> None:
