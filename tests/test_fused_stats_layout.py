@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import torch
 
-from hipdnn_graph_torch_rocm.kernels import _fused_ops
-from hipdnn_graph_torch_rocm.kernels._fused_rules import FusedOp, OpCaps, SdpaProblem
+torch = pytest.importorskip("torch")
+
+from hipdnn_graph_torch_rocm.kernels import _fused_ops  # noqa: E402
+from hipdnn_graph_torch_rocm.kernels._fused_rules import FusedOp, OpCaps, SdpaProblem  # noqa: E402
 
 B, H, S, D = 2, 3, 5, 8
 

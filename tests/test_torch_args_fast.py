@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import torch
 
-from hipdnn_graph.errors import HipdnnError
-from hipdnn_graph.torch._args import check_qkv
+torch = pytest.importorskip("torch")
+
+from hipdnn_graph.errors import HipdnnError  # noqa: E402
+from hipdnn_graph.torch._args import check_qkv  # noqa: E402
 
 Q = torch.zeros(1, 4, 8, 16)
 
