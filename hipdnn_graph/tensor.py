@@ -282,8 +282,8 @@ class TensorAttributes(BaseModel):
     def __eq__(self, other: object) -> bool:
         return self is other
 
-    def __hash__(self) -> int:
-        return id(self)
+    #: identity hash, in C (a variant pack keyed by tensors hashes each key on every execute)
+    __hash__ = object.__hash__
 
     def __repr__(self) -> str:
         parts = [f"name={self.name!r}"]

@@ -288,6 +288,40 @@ def test_backward_tensors_in_each_ops_form() -> None:
     assert state.view(torch.int64).tolist() == [-(2**63) + 5, 24]
 
 
+def test_backward_seed_tensor_is_filled_once_per_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    fills: list[int] = []
+
+    def fill(value: Any, device: Any) -> torch.Tensor:
+        fills.append(int(value))
+        return torch.tensor(int(value), dtype=torch.int64)
+
+    class Stream:
+        def __init__(self, handle: int) -> None:
+            self.cuda_stream = handle
+
+    stream, capturing = [Stream(1)], [False]
+    monkeypatch.setattr(_fused_philox, "_device_i64", fill)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: stream[0])
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    monkeypatch.setattr(_fused_philox, "_SEEDS", {})
+    cuda = torch.device("cuda:0")
+    s1, o1 = _fused_philox.backward_rng(FusedOp.CUDNN, cuda, 7, 8)
+    s2, o2 = _fused_philox.backward_rng(FusedOp.CUDNN, cuda, 7, 12)
+    assert s2 is s1 and int(s1) == 7 and (int(o1), int(o2)) == (8, 12)
+    assert fills == [7, 8, 12]  # the seed filled once, each offset every call
+    assert int(_fused_philox.backward_rng(FusedOp.CUDNN, cuda, 9, 4)[0]) == 9  # a new seed
+    stream[0] = Stream(2)  # another stream: its own fill, ordered before its own reads
+    s3, _ = _fused_philox.backward_rng(FusedOp.CUDNN, cuda, 7, 8)
+    assert s3 is not s1 and int(s3) == 7
+    capturing[0] = True  # inside a CUDA graph capture: filled every time, never kept
+    n = len(fills)
+    s4, _ = _fused_philox.backward_rng(FusedOp.CUDNN, cuda, 7, 8)
+    s5, _ = _fused_philox.backward_rng(FusedOp.CUDNN, cuda, 7, 8)
+    assert s4 is not s5 and len(fills) == n + 4
+    seed = torch.tensor([3], dtype=torch.int64)  # a tensor seed is passed on as before
+    assert _fused_philox.backward_rng(FusedOp.CUDNN, cuda, seed, 4)[0] is not None
+
+
 def test_fused_backward_hands_the_op_its_rng_tensors(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fused, "_guard", lambda *a, **kw: (None, None, None))
     seen: list[Any] = []
@@ -361,8 +395,44 @@ def test_op_picks_the_fused_op_torch_would(monkeypatch: pytest.MonkeyPatch) -> N
             return choice(*a, backend=b, **kw)
 
         monkeypatch.setattr(torch, "_fused_sdp_choice", fake)
+        _dropout.clear_choices()
         assert _dropout.choose_engine(q, q, q, None, 0.1, True, None, False) == want
     assert all(seen) and not q.requires_grad  # asked as for training; the caller's untouched
+    _dropout.clear_choices()
+
+
+def test_op_asks_torchs_choice_once_per_call_signature(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[tuple[Any, ...]] = []
+
+    def fake(q: Any, k: Any, v: Any, mask: Any, p: float, causal: bool, **kw: Any) -> int:
+        asked.append((tuple(q.shape), mask is None, p, causal))
+        return 3 if q.shape[2] == 4 else 2
+
+    monkeypatch.setattr(torch, "_fused_sdp_choice", fake)
+    _dropout.clear_choices()
+    q, q8 = torch.zeros(1, 2, 4, 8), torch.zeros(1, 2, 8, 8)
+    mask = torch.zeros(1, 1, 4, 4)
+    choose = _dropout.choose_engine
+    assert [choose(q, q, q, None, 0.1, True, None, False) for _ in range(3)] == [CUDNN] * 3
+    assert len(asked) == 1  # remembered
+    assert choose(q8, q8, q8, None, 0.1, True, None, False) == EFFICIENT  # a new shape
+    assert choose(q, q, q, mask, 0.1, False, None, False) == CUDNN  # a mask, not causal
+    assert choose(q.transpose(2, 3).contiguous().transpose(2, 3), q, q, None, 0.1, True, None,
+                  False) == CUDNN  # fmt: skip
+    assert len(asked) == 4  # new strides: asked again
+    flash = torch.backends.cuda.flash_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_flash_sdp(not flash)  # a switch torch's choice reads
+        choose(q, q, q, None, 0.1, True, None, False)
+        assert len(asked) == 5
+        with torch.no_grad():  # grad mode is read too
+            choose(q, q, q, None, 0.1, True, None, False)
+        assert len(asked) == 6
+    finally:
+        torch.backends.cuda.enable_flash_sdp(flash)
+    choose(q, q, q, None, 0.1, True, None, False)
+    assert len(asked) == 6  # back to a remembered combination
+    _dropout.clear_choices()
 
 
 def test_op_state_round_trip() -> None:

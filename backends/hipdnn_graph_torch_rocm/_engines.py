@@ -377,7 +377,7 @@ class TorchSdpaEngine:
         op = fused.FusedOp(self.op)
         static["check"] = False
         wrapper: Callable[..., Any] = fused.backward if p.backward else fused.forward
-        return lambda *args, **kw: wrapper(op, *args, **kw)
+        return functools.partial(wrapper, op)  # bound in C: no Python frame per call
 
 
 def _flex_device() -> str:
@@ -458,13 +458,25 @@ def _scale_or_one(value: Any) -> float:
     return ScalarSource.read(value) or 1.0
 
 
+#: (shape, strides got, strides declared) -> whether they lay the elements out alike (strides
+#: of size-1 dims never matter); a kernel returns the same few layouts call after call
+_SAME_LAYOUT: dict[tuple[Any, tuple[int, ...], tuple[int, ...]], bool] = {}
+
+
 def _as_declared(value: Any, dtype: Any, strides: tuple[int, ...]) -> Any:
     """``value`` itself when it has the declared type and layout, else a converted copy."""
     if value.dtype == dtype:
         got = value.stride()
-        if got == strides or all(
-            d == 1 or a == b for d, a, b in zip(value.shape, got, strides, strict=True)
-        ):
+        if got == strides:
+            return value
+        key = (value.shape, got, strides)
+        same = _SAME_LAYOUT.get(key)
+        if same is None:
+            same = all(d == 1 or a == b for d, a, b in zip(value.shape, got, strides, strict=True))
+            if len(_SAME_LAYOUT) > 4096:
+                _SAME_LAYOUT.clear()
+            _SAME_LAYOUT[key] = same
+        if same:
             return value
     import torch
 

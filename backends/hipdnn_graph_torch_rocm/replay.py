@@ -163,11 +163,13 @@ def _key(buffers: dict[int, Any], uids: tuple[int, ...]) -> tuple[Hashable, ...]
     """The buffers' addresses (numbers as they are) in ``uids`` order; ``()``, never a stored
     key, when a uid is missing."""
     try:
-        return tuple(
-            v.data_ptr() if hasattr(v, "data_ptr") else v for v in map(buffers.__getitem__, uids)
-        )
+        values = [buffers[uid] for uid in uids]
     except KeyError:
         return ()
+    try:  # all tensors (the usual pack): no attribute test per value
+        return tuple([v.data_ptr() for v in values])
+    except AttributeError:
+        return tuple([v.data_ptr() if hasattr(v, "data_ptr") else v for v in values])
 
 
 def _single_cuda_device(buffers: dict[int, Any]) -> Any | None:

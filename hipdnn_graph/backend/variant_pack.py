@@ -248,6 +248,7 @@ class VariantPackBinder:
             for other in self._inputs + self.outputs[i + 1 :]
         ]
         self._buffers = self._inputs + self.outputs
+        self._buffer_uids = tuple(s.uid for s in self._buffers)
         #: the fast path's table: every accepted key (the graph's tensor object, its uid) -> spec
         self._lookup: dict[Any, TensorSpec] = {s.uid: s for s in self.specs}
         self._lookup.update({s.tensor: s for s in self.specs if s.tensor is not None})
@@ -475,7 +476,7 @@ class VariantPackBinder:
     def _check_torch_outputs(self, bound: Mapping[int, Any]) -> None:
         # addresses are all that decide aliasing and writability (shapes and strides were
         # checked above), so the answer for the same addresses as last time is known
-        pointers = tuple(bound[spec.uid].data_ptr() for spec in self._buffers)
+        pointers = tuple([bound[uid].data_ptr() for uid in self._buffer_uids])
         if pointers == self._last_pointers:
             return
         self._check_outputs(bound, True)

@@ -80,6 +80,24 @@ def fail(message: str) -> HipdnnError:
 
 
 def check_qkv(q: Any, k: Any, v: Any) -> None:
+    if (  # the common case, all at once; anything off is found and named by the checks below
+        isinstance(q, torch.Tensor)
+        and isinstance(k, torch.Tensor)
+        and isinstance(v, torch.Tensor)
+        and q.dim() == 4
+        and k.dim() == 4
+        and v.dim() == 4
+        and q.dtype in IO_TYPES
+        and k.dtype == q.dtype
+        and v.dtype == q.dtype
+        and k.device == q.device
+        and v.device == q.device
+        and k.layout is torch.strided
+        and v.layout is torch.strided
+    ):
+        h, hk, hv = q.shape[1], k.shape[1], v.shape[1]
+        if hk and hv and not h % hk and not h % hv:
+            return
     for name, t in (("query", q), ("key", k), ("value", v)):
         if not isinstance(t, torch.Tensor):
             raise fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")

@@ -154,11 +154,11 @@ class Entry:
 def cache_key(kind: str, pack: dict[str, Any], options: Options) -> Hashable:
     """Everything the graph and the variant-pack check depend on: each slot's shape, strides
     and dtype (its name alone for a scalar), Q's device, the options."""
-    signature = tuple(
-        (slot, t.shape, t.stride(), t.dtype) if isinstance(t, Tensor) else slot
-        for slot, t in pack.items()
-    )
-    return (kind, pack["Q"].device, signature, options)
+    signature: list[Any] = []  # a plain loop: no generator frame resumed per slot
+    add = signature.append
+    for slot, t in pack.items():
+        add((slot, t.shape, t.stride(), t.dtype) if isinstance(t, Tensor) else slot)
+    return (kind, pack["Q"].device, tuple(signature), options)
 
 
 def run_cached(

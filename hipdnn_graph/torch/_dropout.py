@@ -38,6 +38,7 @@ __all__ = [
     "advance",
     "check_probability",
     "choose_engine",
+    "clear_choices",
     "draw",
     "increment",
     "pack_state",
@@ -82,14 +83,70 @@ def choose_engine(
     enable_gqa: bool,
 ) -> str | None:
     """The engine of the fused op ``F.scaled_dot_product_attention`` picks for these arguments
-    when its inputs need gradients (None: no fused op). For CUDA/ROCm tensors only."""
-    # dropout trains: decide for inputs that need gradients, as the caller's do (some rules of
-    # torch's choice depend on it; inside the op they no longer require grad)
-    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
-    choice = torch._fused_sdp_choice(
-        q, k, v, attn_mask, p, is_causal, scale=scale, enable_gqa=enable_gqa
+    when its inputs need gradients (None: no fused op). For CUDA/ROCm tensors only.
+
+    Torch's choice reads the tensors' shapes, strides, dtypes and device, the other arguments and
+    global switches (the backends enabled and their priority, determinism, cuDNN, grad mode, the
+    ROCm attention library); it is asked once per combination of all of them and remembered.
+    """
+    key = (
+        *(_facts(t) for t in (q, k, v)),
+        None if attn_mask is None else _facts(attn_mask),
+        p, is_causal, scale, enable_gqa, _switches(),
+    )  # fmt: skip
+    choice = _CHOICES.get(key)
+    if choice is None:
+        # dropout trains: decide for inputs that need gradients, as the caller's do (some rules
+        # of torch's choice depend on it; inside the op they no longer require grad)
+        q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+        choice = int(
+            torch._fused_sdp_choice(
+                q, k, v, attn_mask, p, is_causal, scale=scale, enable_gqa=enable_gqa
+            )
+        )
+        if len(_CHOICES) > 4096:
+            _CHOICES.clear()
+        _CHOICES[key] = choice
+    return _ENGINE_OF_BACKEND.get(choice)
+
+
+#: torch's fused-op choice by everything it reads (see :func:`choose_engine`)
+_CHOICES: dict[tuple[Any, ...], int] = {}
+
+
+def clear_choices() -> None:
+    """Forget the remembered choices of :func:`choose_engine` (they are asked again)."""
+    _CHOICES.clear()
+
+
+def _facts(t: Tensor) -> tuple[Any, ...]:
+    return (t.shape, t.stride(), t.dtype, t.device, t.requires_grad)
+
+
+def _switches() -> tuple[Any, ...]:
+    """The process-wide settings torch's fused-op choice reads (each a host-side flag)."""
+    return (*(read() for read in _SWITCH_READERS), tuple(torch._C._get_sdp_priority_order()))
+
+
+#: readers of the switches of :func:`_switches` that this torch build has (the sdpa backends
+#: enabled, determinism, cuDNN, grad mode, the ROCm attention library)
+_SWITCH_READERS = tuple(
+    getattr(torch._C, name)
+    for name in (
+        "_get_flash_sdp_enabled",
+        "_get_mem_efficient_sdp_enabled",
+        "_get_math_sdp_enabled",
+        "_get_cudnn_sdp_enabled",
+        "_get_overrideable_sdp_enabled",
+        "_get_fa3_sdp_enabled",
+        "_get_deterministic_algorithms",
+        "_get_deterministic_algorithms_warn_only",
+        "_get_cudnn_enabled",
+        "is_grad_enabled",
+        "_get_rocm_fa_preferred_backend",
     )
-    return _ENGINE_OF_BACKEND.get(int(choice))
+    if hasattr(torch._C, name)
+)
 
 
 def increment(engine: str, b: int, h: int, sq: int, skv: int) -> int:

@@ -336,6 +336,16 @@ def checked_options(
     Raises:
         HipdnnError: ``INVALID_VALUE`` naming the argument.
     """
+    if (
+        scale is None
+        and alignment is None
+        and left_bound is None
+        and right_bound is None
+        and alibi is False
+        and engine is None
+        and (is_causal is True or is_causal is False)
+    ):  # the common call, checked without a loop (every argument is valid as it is)
+        return _PLAIN_OPTIONS[is_causal]
     if scale is not None and (
         isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale)
     ):
@@ -354,6 +364,13 @@ def checked_options(
         raise fail(f"engine must be an engine name or None, got {engine!r}")
     return Options(None if scale is None else float(scale), is_causal, alignment_of(alignment),
                    left_bound, right_bound, alibi, engine)  # fmt: skip
+
+
+#: the options of a call with only ``is_causal`` set, by its value
+_PLAIN_OPTIONS = {
+    causal: Options(None, causal, DiagonalAlignment.TOP_LEFT, None, None, False, None)
+    for causal in (False, True)
+}
 
 
 def _optional_inputs(

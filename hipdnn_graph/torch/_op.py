@@ -227,10 +227,17 @@ class _SdpaFunction(torch.autograd.Function):
     ) -> Tensor:
         # the graphs read detached tensors (as the variant-pack check hands them to engines);
         # detached once here, and saved so, the backward has none left to detach
-        q, k, v = (t.detach() if t.requires_grad else t for t in (q, k, v))
-        if bias is not None and bias.requires_grad:
-            bias = bias.detach()
-        pack = {"Q": q, "K": k, "V": v, **optional_slots(q.dtype, bias, slq, slkv, None, 1.0)}
+        if q.requires_grad:  # plain statements: this runs on every call
+            q = q.detach()
+        if k.requires_grad:
+            k = k.detach()
+        if v.requires_grad:
+            v = v.detach()
+        pack: dict[str, Any] = {"Q": q, "K": k, "V": v}
+        if bias is not None or slq is not None:
+            if bias is not None and bias.requires_grad:
+                bias = bias.detach()
+            pack.update(optional_slots(q.dtype, bias, slq, slkv, None, 1.0))
         ctx.philox = None
         if dropout_p:
             prefer = _fused_choice(q, k, v, bias, dropout_p, options, padded=slq is not None)
@@ -254,8 +261,16 @@ class _SdpaFunction(torch.autograd.Function):
         # create_graph=True: the gradients are not differentiable again (as with the custom op)
         q, k, v, bias, slq, slkv, o, stats = ctx.saved_tensors
         bias_grad = bias is not None and ctx.needs_input_grad[3]
-        extra = optional_slots(q.dtype, bias, slq, slkv, None, 1.0)
-        pack = {"Q": q, "K": k, "V": v, "O": o, "dO": materialized(do), "Stats": stats, **extra}
+        pack: dict[str, Any] = {
+            "Q": q,
+            "K": k,
+            "V": v,
+            "O": o,
+            "dO": materialized(do),
+            "Stats": stats,
+        }
+        if bias is not None or slq is not None:
+            pack.update(optional_slots(q.dtype, bias, slq, slkv, None, 1.0))
         options = ctx.options
         if ctx.philox is not None:
             seed, offset, options = ctx.philox

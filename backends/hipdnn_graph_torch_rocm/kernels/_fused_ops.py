@@ -51,6 +51,8 @@ def _same(x: Tensor, like: Tensor) -> Tensor:
 
 def _stats_out(lse: Tensor, p: SdpaProblem) -> Tensor:
     """Any [B,H,>=Sq(,1)] LSE -> [B,H,Sq,1] fp32."""
+    if lse.dtype is torch.float32 and lse.shape == (p.b, p.h, p.sq, 1):
+        return lse  # cuDNN's own layout: nothing to reshape (the hot path counts microseconds)
     lse = lse.reshape(p.b, p.h, -1)[:, :, : p.sq]
     return lse.float().reshape(p.b, p.h, p.sq, 1)
 
@@ -429,9 +431,17 @@ def cudnn_backward(
         FusedOp.CUDNN, c, p.sq, p.skv, p.bottom_right, p.left_bound, p.right_bound, p.padding
     )
     kx, vx, expanded = _kv_for(p, c, k, v)
-    lse = _lse_dense(stats, p, 1)
-    if c.lse_rank == 4:
-        lse = lse.unsqueeze(-1)
+    if (
+        c.lse_rank == 4
+        and stats.dtype is torch.float32
+        and stats.shape == (p.b, p.h, p.sq, 1)
+        and stats.stride() == (p.h * p.sq, p.sq, 1, 1)
+    ):
+        lse = stats  # already the dense fp32 [B,H,Sq,1] the op takes (the forward's own Stats)
+    else:
+        lse = _lse_dense(stats, p, 1)
+        if c.lse_rank == 4:
+            lse = lse.unsqueeze(-1)
     seed, off = philox_rng or rng_state(FusedOp.CUDNN, q.device)
     dq, dk, dv = aten_op("_scaled_dot_product_cudnn_attention_backward")(
         _same(do, q),
