@@ -17,13 +17,14 @@ from .attributes import (
     MatmulAttributes,
     NodeAttributes,
     PointwiseAttributes,
+    ReductionAttributes,
     SdpaAttributes,
     SdpaBackwardAttributes,
 )
 from .backend.registry import list_backends, register_backend
 from .errors import HipdnnError, NotSupportedError
 from .graph import Graph
-from .nodes import MatmulNode, Node, PointwiseNode, SdpaBwdNode, SdpaFwdNode
+from .nodes import MatmulNode, Node, PointwiseNode, ReductionNode, SdpaBwdNode, SdpaFwdNode
 from .tensor import TensorAttributes, generate_strides
 from .types import (
     BuildPlanPolicy,
@@ -33,6 +34,7 @@ from .types import (
     HeuristicMode,
     NodeType,
     PointwiseMode,
+    ReductionMode,
 )
 
 __version__ = "0.1.0"
@@ -56,6 +58,9 @@ __all__ = [
     "PointwiseAttributes",
     "PointwiseMode",
     "PointwiseNode",
+    "ReductionAttributes",
+    "ReductionMode",
+    "ReductionNode",
     "SdpaAttributes",
     "SdpaBackwardAttributes",
     "SdpaBwdNode",

@@ -24,6 +24,7 @@ from .errors import HipdnnError
 from .nodes.base import Node
 from .nodes.matmul import MatmulNode
 from .nodes.pointwise import PointwiseNode
+from .nodes.reduction import ReductionNode
 from .tensor import TensorAttributes
 from .types import ErrorCode
 
@@ -101,6 +102,40 @@ class FamilyBuilders:
         attrs.set_a(a).set_b(b).set_c(c)
         self._add_node(MatmulNode(attrs, self.attributes))
         return c
+
+    def reduction(self, x: Any = None, *args: Any, **keywords: Any) -> TensorAttributes:
+        """Add a reduction node: ``reduction(x, attrs)`` or ``reduction(x, y, attrs)``; returns
+        Y: the given ``y``, else a virtual ``<node>::Y`` whose dims the caller sets (they say
+        which axes reduce; nothing infers them). An unnamed X is renamed ``<node>::X``;
+        keywords set the attributes' ``name``, ``mode``, ``is_deterministic`` and
+        ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for arguments that are not tensors, attributes of
+                another class, too many arguments or an unknown keyword.
+        """
+        given = keywords.pop("attributes", None)
+        rest = list(args)
+        if rest and not isinstance(rest[-1], TensorAttributes):
+            if given is not None:
+                raise HipdnnError(ErrorCode.INVALID_VALUE, "reduction() got attributes twice")
+            given = rest.pop()
+        if (
+            not isinstance(x, TensorAttributes)
+            or len(rest) > 1
+            or not all(isinstance(t, TensorAttributes) for t in rest)
+        ):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "reduction() takes tensor X [and tensor Y], then ReductionAttributes",
+            )
+        attrs = self._family_attributes(given, ReductionNode, keywords, "reduction")
+        if not x.name:
+            x.name = f"{attrs.name}::X"
+        y = rest[0] if rest else self._output_tensor(f"{attrs.name}::Y")
+        attrs.set_x(x).set_y(y)
+        self._add_node(ReductionNode(attrs, self.attributes))
+        return y
 
     def _family_attributes(
         self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str

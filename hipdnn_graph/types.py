@@ -22,6 +22,7 @@ __all__ = [
     "HeuristicMode",
     "NodeType",
     "PointwiseMode",
+    "ReductionMode",
 ]
 
 
@@ -187,3 +188,23 @@ class PointwiseMode(IntEnum):
     TAN = 45
     TANH_BWD = 46
     TANH_FWD = 47
+
+
+class ReductionMode(IntEnum):
+    """How a reduction node combines the elements it reduces (hipDNN's frontend
+    ``ReductionMode``).
+
+    The numbers are hipDNN's and its FlatBuffers schema's (where ``MIN`` and ``MAX`` are spelled
+    ``MIN_OP`` and ``MAX_OP``).
+    """
+
+    NOT_SET = 0
+    ADD = 1
+    MUL = 2
+    MIN = 3
+    MAX = 4
+    AMAX = 5
+    AVG = 6
+    NORM1 = 7
+    NORM2 = 8
+    MUL_NO_ZEROS = 9

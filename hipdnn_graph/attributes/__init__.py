@@ -4,6 +4,7 @@ from .base import MaskWindow, NodeAttributes
 from .graph_attributes import GraphAttributes
 from .matmul import MatmulAttributes
 from .pointwise import PointwiseAttributes
+from .reduction import ReductionAttributes
 from .sdpa import SdpaAttributes
 from .sdpa_backward import SdpaBackwardAttributes
 
@@ -13,6 +14,7 @@ __all__ = [
     "MatmulAttributes",
     "NodeAttributes",
     "PointwiseAttributes",
+    "ReductionAttributes",
     "SdpaAttributes",
     "SdpaBackwardAttributes",
 ]

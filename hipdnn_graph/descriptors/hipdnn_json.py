@@ -27,7 +27,7 @@ from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode
 from .fb_read import NODE_KINDS
-from .node_spec import Kind, NodeSpec, WireEnum, node_specs, supported_kinds
+from .node_spec import JSON_ON_NODE, Kind, NodeSpec, WireEnum, node_specs, supported_kinds
 from .wire_model import (
     DATA_TYPE_NAMES,
     MAX_INPUT_BYTES,
@@ -181,13 +181,14 @@ def _node_json(spec: NodeSpec, attributes: Any, numbers: _Numbers) -> dict[str, 
         if extra.group != "extra":
             holder = groups[extra.group if extra.group != "scalars" else _scalar_holder(spec)]
             holder[extra.wire] = _scalar_json(extra.kind, extra.default, where, numbers, extra.enum)
-    node = {
+    node: dict[str, Any] = {
         "compute_data_type": _dtype_name(attributes.compute_data_type, where),
-        "inputs": groups["inputs"],
         "name": attributes.name,
-        "outputs": groups["outputs"],
         "type": spec.table,
     }
+    if spec.scalar_group == JSON_ON_NODE:  # every key on the node object itself
+        return {**node, **groups["inputs"], **groups["outputs"]}
+    node.update(inputs=groups["inputs"], outputs=groups["outputs"])
     if spec.scalar_group not in ("", "inputs"):
         node[spec.scalar_group] = groups["scalars"]
     return node
@@ -195,7 +196,7 @@ def _node_json(spec: NodeSpec, attributes: Any, numbers: _Numbers) -> dict[str, 
 
 def _scalar_holder(spec: NodeSpec) -> str:
     """Where a family's scalars go in its JSON node: its own object, or among the inputs."""
-    return "inputs" if spec.scalar_group in ("", "inputs") else "scalars"
+    return "inputs" if spec.scalar_group in ("", "inputs", JSON_ON_NODE) else "scalars"
 
 
 def graph_to_json(graph: WireGraph) -> str:
@@ -452,8 +453,9 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
         shown = f"{kind} ({tag})" if tag is not None else repr(kind)
         raise unsupported(f"{label} has kind {shown}; only {supported_kinds()} are supported")
     compute = o.get_dtype("compute_data_type")
-    inputs_obj = o.obj_at("inputs")
-    outputs_obj = o.obj_at("outputs")
+    on_node = spec.scalar_group == JSON_ON_NODE
+    inputs_obj = o if on_node else o.obj_at("inputs")
+    outputs_obj = o if on_node else o.obj_at("outputs")
     assert inputs_obj is not None and outputs_obj is not None
     scalars_obj = _scalars_object(o, spec, label, inputs_obj)
     uids: dict[Any, int | None] = {
@@ -462,7 +464,12 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
         )
         for slot in spec.slots
     }
-    scalars = {s.name: _scalar(scalars_obj, s.kind, s.key, label, s.enum) for s in spec.scalars}
+    scalars = {
+        s.name: _scalar(scalars_obj, s.kind, s.key, label, s.enum)
+        if not s.json_optional or s.key in scalars_obj.obj
+        else _absent(scalars_obj, s.key, s.default)
+        for s in spec.scalars
+    }
     holders = {"inputs": inputs_obj, "outputs": outputs_obj, "scalars": scalars_obj}
     for extra in spec.unmodelled:
         if extra.group == "extra":  # written only in a scalar object of the family's own
@@ -478,6 +485,12 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
     return spec, decoded_attributes(spec, name, compute, uids, scalars, tensors)
 
 
+def _absent(o: _Obj, key: str, default: Any) -> Any:
+    """The default of a field hipDNN's reader does not require (its key is absent)."""
+    o.seen.add(key)
+    return default
+
+
 def _scalars_object(o: _Obj, spec: NodeSpec, label: str, inputs: _Obj) -> _Obj:
     """The JSON object holding a node's scalars: its scalar group (or a legacy spelling of it),
     or the inputs object for families whose JSON writes the scalars there.
@@ -485,7 +498,7 @@ def _scalars_object(o: _Obj, spec: NodeSpec, label: str, inputs: _Obj) -> _Obj:
     Raises:
         HipdnnError: UNSUPPORTED_GRAPH_FORMAT when the group and a legacy spelling both appear.
     """
-    if spec.scalar_group in ("", "inputs"):
+    if spec.scalar_group in ("", "inputs", JSON_ON_NODE):
         return inputs
     group = spec.scalar_group
     if group not in o.obj:
@@ -635,6 +648,15 @@ def _node_schema(spec: NodeSpec) -> dict[str, Any]:
         if extra.group == "extra":
             extras.append(extra.wire)
     inputs_optional = tuple(extras) if holder == "inputs" else ()
+    inputs_optional += tuple(s.key for s in spec.scalars if s.json_optional)
+    if spec.scalar_group == JSON_ON_NODE:
+        on_node = {**groups["inputs"], **groups["outputs"]}
+        on_node.update(
+            compute_data_type={"$ref": "#/$defs/DataType"},
+            name={"type": "string"},
+            type={"const": spec.table},
+        )
+        return _closed(on_node, inputs_optional)
     properties = {
         "compute_data_type": {"$ref": "#/$defs/DataType"},
         "inputs": _closed(groups["inputs"], inputs_optional),

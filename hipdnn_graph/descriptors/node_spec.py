@@ -44,6 +44,7 @@ from ..types import DataType
 from .enums import AttributeType, DescriptorType
 
 __all__ = [
+    "JSON_ON_NODE",
     "WIRE_KINDS",
     "Kind",
     "NodeSpec",
@@ -86,6 +87,11 @@ WIRE_KINDS: dict[Kind, tuple[str, int, bool, Any]] = {
     Kind.DTYPE: ("b", 1, False, DataType.NOT_SET),
     Kind.STRING: ("S", 4, False, ""),
 }
+
+
+#: ``NodeSpec.scalar_group`` of a family whose JSON writes its uids and members on the node object
+#: itself, with no ``inputs``/``outputs`` objects.
+JSON_ON_NODE = "."
 
 
 @dataclass(frozen=True)
@@ -166,6 +172,7 @@ class ScalarSpec:
         always: The descriptor always carries it (flags, alignment) rather than only when set.
         wire: hipDNN's field name and JSON key, when it differs from ``name``.
         enum: The schema enum of a ``Kind.ENUM`` field.
+        json_optional: hipDNN's JSON reader takes the field's default when its key is absent.
     """
 
     name: str
@@ -175,6 +182,7 @@ class ScalarSpec:
     always: bool = False
     wire: str = ""
     enum: WireEnum | None = None
+    json_optional: bool = False
 
     def __post_init__(self) -> None:
         assert (self.kind is Kind.ENUM) == (self.enum is not None), self.name
@@ -229,8 +237,9 @@ class NodeSpec:
         descriptor_class: hipDNN's backend class of that descriptor (named in its messages).
         compute_type: Descriptor attribute of the node's compute type.
         scalar_group: JSON key of the scalar object (``"attributes"`` or ``"parameters"``),
-            ``"inputs"`` where hipDNN's JSON writes the scalars among the input uids, or ``""``
-            where the family has no scalar object.
+            ``"inputs"`` where hipDNN's JSON writes the scalars among the input uids, ``""``
+            where the family has no scalar object, or :data:`JSON_ON_NODE` where the uids and
+            the scalars are keys of the node object itself.
         legacy_scalar_groups: Other keys older hipDNN wrote for it (read, never written).
         slots: Tensor slots in the attributes' enum order (inputs, then outputs).
         scalars: Plain members.

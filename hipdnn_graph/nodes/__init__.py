@@ -3,7 +3,8 @@
 from .base import Node
 from .matmul import MatmulNode
 from .pointwise import PointwiseNode
+from .reduction import ReductionNode
 from .sdpa_bwd import SdpaBwdNode
 from .sdpa_fwd import SdpaFwdNode
 
-__all__ = ["MatmulNode", "Node", "PointwiseNode", "SdpaBwdNode", "SdpaFwdNode"]
+__all__ = ["MatmulNode", "Node", "PointwiseNode", "ReductionNode", "SdpaBwdNode", "SdpaFwdNode"]
