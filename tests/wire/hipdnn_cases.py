@@ -16,6 +16,7 @@ from wire_model import (
     HIPDNN_DATA_TYPES,
     MATMUL_TAG,
     POINTWISE_TAG,
+    REDUCTION_TAG,
     SDPA_BACKWARD_TAG,
     SDPA_TAG,
     Desc,
@@ -376,6 +377,24 @@ def matmul_batched() -> Desc:
     return graph_desc("matmul_epilogue", tensors, nodes, io_data_type=bf16)
 
 
+def reduction_chain() -> Desc:
+    """A deterministic AMAX over the last two axes, then a plain sum over the first: two
+    reductions (one with the flag set, one without) of the kind hipDNN's amax scaling uses."""
+    f32, half = DT["FLOAT"], DT["HALF"]
+    tensors = [
+        tensor_desc(1, "X", half, [2, 8, 16, 64]),
+        tensor_desc(2, "amax::Y", f32, [2, 8, 1, 1], [8, 1, 1, 1], virtual=True),
+        tensor_desc(3, "Total", f32, [1, 8, 1, 1], [8, 1, 1, 1]),
+    ]
+    nodes = [
+        node_desc("amax", REDUCTION_TAG, f32, mode=5, in_tensor_uid=1, out_tensor_uid=2,
+                  is_deterministic=True),
+        node_desc("sum", REDUCTION_TAG, f32, mode=1, in_tensor_uid=2, out_tensor_uid=3,
+                  is_deterministic=False),
+    ]  # fmt: skip
+    return graph_desc("reduction_chain", tensors, nodes, io_data_type=half)
+
+
 def _with_matmul(**attrs: object) -> Callable[[], Desc]:
     def build() -> Desc:
         desc = matmul_batched()
@@ -397,6 +416,7 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "pointwise_every_field": pointwise_every_field,
     "pointwise_max_min_chain": pointwise_max_min_chain,
     "matmul_batched": matmul_batched,
+    "reduction_chain": reduction_chain,
     **{f"io_{name.lower()}": io_type(name) for name in HIPDNN_DATA_TYPES if name != "UNSET"},
     **{f"scale_{name.lower()}": scale_value(name) for name in SCALE_VALUES},
 }

@@ -19,6 +19,8 @@ from wire_model import (
     POINTWISE_FIELDS,
     POINTWISE_MODES,
     POINTWISE_TAG,
+    REDUCTION_MODE_JSON,
+    REDUCTION_TAG,
     SDPA_TAG,
     VALUE_FORMAT_BY_TAG,
     VALUE_MEMBERS,
@@ -208,6 +210,17 @@ def _pointwise(n: Desc) -> dict[str, Any]:
 def _node(n: Desc) -> dict[str, Any]:
     if n["attributes_type"] == POINTWISE_TAG:
         return _pointwise(n)
+    if n["attributes_type"] == REDUCTION_TAG:  # hipDNN's reduction JSON: keys on the node
+        a = n["attributes"]
+        return {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "in_tensor_uid": a["in_tensor_uid"],
+            "is_deterministic": a["is_deterministic"],
+            "mode": REDUCTION_MODE_JSON[a["mode"]],
+            "name": n["name"] or "",
+            "out_tensor_uid": a["out_tensor_uid"],
+            "type": "ReductionAttributes",
+        }
     if n["attributes_type"] == MATMUL_TAG:  # hipDNN's matmul JSON: uids only
         a = n["attributes"]
         return {

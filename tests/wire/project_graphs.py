@@ -117,6 +117,20 @@ def matmul_bias_relu() -> hg.Graph:
     return g
 
 
+def norm_scale_reduction() -> hg.Graph:
+    """A pointwise square feeding a deterministic sum over the last axis, then an AMAX over
+    everything (pointwise + reduction, one reduction with Y given, one with Y made here)."""
+    g = cases.new_graph("pointwise_reduction")
+    x = g.tensor(name="X", dim=[4, 8, 32])
+    sq = g.pointwise(x, x, mode=hg.PointwiseMode.MUL, name="square")
+    total = g.tensor(name="Total", dim=[4, 8, 1], data_type=hg.DataType.FLOAT)
+    g.reduction(sq, total, mode=hg.ReductionMode.ADD, is_deterministic=True, name="sum")
+    peak = g.reduction(total, hg.ReductionAttributes().set_mode(hg.ReductionMode.AMAX))
+    peak.set_dim([1, 1, 1]).set_stride([1, 1, 1]).set_output(True)
+    total.set_output(True)
+    return g
+
+
 _SCALE_VALUES: list[tuple[str, Any]] = [
     ("FLOAT", 0.1),
     ("HALF", 0.1),  # Float16Value holds the nearest binary32, not a 16-bit rounding
@@ -137,6 +151,7 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "bwd_band_dropout": backward_band_dropout,
     "pointwise_chain": pointwise_chain,
     "attention_then_pointwise": attention_then_pointwise,
+    "pointwise_reduction": norm_scale_reduction,
     "matmul_bias_relu": matmul_bias_relu,
     **{
         f"io_{name.lower()}": io_type(hg.DataType[name])

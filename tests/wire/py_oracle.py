@@ -32,6 +32,9 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     PointwiseAttributes as PA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    ReductionAttributes as RA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     SdpaAttributes as SA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -49,6 +52,7 @@ from wire_model import (
     FIELDS_BY_TAG,
     MATMUL_TAG,
     POINTWISE_TAG,
+    REDUCTION_TAG,
     SDPA_BACKWARD_TAG,
     SDPA_TAG,
     TABLE_BY_TAG,
@@ -62,8 +66,15 @@ _TABLE_CLASSES = {
     SDPA_BACKWARD_TAG: SBA.SdpaBackwardAttributes,
     POINTWISE_TAG: PA.PointwiseAttributes,
     MATMUL_TAG: MA.MatmulAttributes,
+    REDUCTION_TAG: RA.ReductionAttributes,
 }
-_MODULES = {SDPA_TAG: SA, SDPA_BACKWARD_TAG: SBA, POINTWISE_TAG: PA, MATMUL_TAG: MA}
+_MODULES = {
+    SDPA_TAG: SA,
+    SDPA_BACKWARD_TAG: SBA,
+    POINTWISE_TAG: PA,
+    MATMUL_TAG: MA,
+    REDUCTION_TAG: RA,
+}
 
 
 def camel(field: str) -> str:
@@ -176,6 +187,7 @@ KNOWN_SLOTS = {
     "SdpaBackwardAttributes": 28,
     "PointwiseAttributes": 12,
     "MatmulAttributes": 5,
+    "ReductionAttributes": 4,
 }
 
 

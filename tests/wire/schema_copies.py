@@ -61,7 +61,6 @@ PLACEHOLDER_TABLES = {
     "rmsnorm_backward_attributes.fbs": "RMSNormBackwardAttributes",
     "block_scale_dequantize_attributes.fbs": "BlockScaleDequantizeAttributes",
     "block_scale_quantize_attributes.fbs": "BlockScaleQuantizeAttributes",
-    "reduction_attributes.fbs": "ReductionAttributes",
     "resample_bwd_attributes.fbs": "ResampleBwdAttributes",
 }
 

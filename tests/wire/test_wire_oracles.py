@@ -28,6 +28,8 @@ from wire_model import (
     MATMUL_FIELDS,
     POINTWISE_FIELDS,
     POINTWISE_MODES,
+    REDUCTION_FIELDS,
+    REDUCTION_MODES,
     SDPA_BACKWARD_FIELDS,
     SDPA_FIELDS,
     TENSOR_KEYS,
@@ -99,6 +101,18 @@ def test_reconstructed_tables_match_the_field_tables() -> None:
     assert [int(modes[m]) for m in POINTWISE_MODES] == list(range(48))
     renamed = {"UNSET": "NOT_SET", "MAX_OP": "MAX", "MIN_OP": "MIN"}
     assert [hg.PointwiseMode[renamed.get(m, m)] for m in POINTWISE_MODES] == list(range(48))
+
+
+def test_reconstructed_reduction_table_matches_the_field_table() -> None:
+    """The reconstructed ReductionAttributes (tests/wire/schemas/) and the oracles' field table
+    agree, and each reconstructed ReductionMode number is the project's."""
+    fields = _fields("reduction_attributes.fbs", "ReductionAttributes")
+    assert [f for f, _ in REDUCTION_FIELDS] == fields
+    text = (RECONSTRUCTED / "reduction_attributes.fbs").read_text()
+    modes = dict(re.findall(r"(\w+) = (\d+)", text.split("enum ReductionMode")[1]))
+    assert [int(modes[m]) for m in REDUCTION_MODES] == list(range(10))
+    renamed = {"MAX_OP": "MAX", "MIN_OP": "MIN"}
+    assert [hg.ReductionMode[renamed.get(m, m)] for m in REDUCTION_MODES] == list(range(10))
 
 
 def test_python_schema_copy_changes_only_the_value_structs(hipdnn_schemas: Path) -> None:

@@ -20,6 +20,7 @@ from hipdnn_cases import (
     forward_every_field,
     matmul_batched,
     pointwise_every_field,
+    reduction_chain,
 )
 from wire_model import SDPA_TAG, UNMODELLED_TAG, Desc, node_desc
 
@@ -138,6 +139,7 @@ def test_fields_of_a_newer_schema_are_refused(cpp: CppOracle, table: str) -> Non
     desc = b8_desc(2)  # forward and backward nodes: every table occurs but the pointwise one
     desc["nodes"] += pointwise_every_field()["nodes"] if table == "PointwiseAttributes" else []
     desc["nodes"] += matmul_batched()["nodes"] if table == "MatmulAttributes" else []
+    desc = reduction_chain() if table == "ReductionAttributes" else desc
     blob = py_oracle.build(desc, newer_field_in=table)
     _verified(cpp, blob)  # unknown fields are not checked by the Verifier
     error = _refused(blob)
@@ -197,3 +199,21 @@ def test_pointwise_mode_outside_the_schema_is_refused(cpp: CppOracle) -> None:
             hg.Graph.from_json(text.replace('"binary_select"', f'"{spelled}"'))
         assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
         assert f"'{spelled}' is not a PointwiseMode" in info.value.message
+
+
+def test_reduction_mode_outside_the_schema_is_refused(cpp: CppOracle) -> None:
+    """A ReductionMode number the schema does not have is refused by name in bytes; in JSON,
+    hipDNN's spellings only ("min", not "MIN" or "min_op")."""
+    desc = reduction_chain()
+    desc["nodes"][0]["attributes"]["mode"] = 10
+    blob = cpp.pack(desc)
+    _verified(cpp, blob)
+    _refused(blob, "ReductionMode 10")
+    text = hg.Graph.deserialize(cpp.pack(reduction_chain())).to_json()
+    assert '"mode":"amax"' in text and '"mode":"add"' in text
+    assert hg.Graph.from_json(text.replace('"amax"', '"min"')).nodes[0].attributes.mode == 3
+    for spelled in ("MIN", "min_op", "AMAX"):
+        with pytest.raises(hg.HipdnnError) as info:
+            hg.Graph.from_json(text.replace('"amax"', f'"{spelled}"'))
+        assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
+        assert f"'{spelled}' is not a ReductionMode" in info.value.message
