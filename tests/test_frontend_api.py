@@ -295,7 +295,6 @@ class TestOtherOpFamilies:
             "batchnorm",
             "layernorm",
             "rmsnorm",
-            "reduction",
             "resample_bwd",
             "autotune",
             "get_engine_configs",
@@ -309,7 +308,7 @@ class TestOtherOpFamilies:
         assert caught.value.code == hg.ErrorCode.GRAPH_NOT_SUPPORTED
 
     @pytest.mark.parametrize(
-        "name", ["ReductionAttributes", "ConvFpropAttributes", "ReductionMode", "AutotuneConfig"]
+        "name", ["RMSNormAttributes", "ConvFpropAttributes", "NormFwdPhase", "AutotuneConfig"]
     )
     def test_module_names_name_the_feature(self, name: str) -> None:
         assert not hasattr(hipdnn, name)

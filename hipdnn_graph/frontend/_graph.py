@@ -35,6 +35,7 @@ import numpy as np
 
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
+from ..attributes.reduction import ReductionAttributes
 from ..attributes.sdpa import SdpaAttributes as CoreSdpaAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..backend.contract import engine_id
@@ -261,6 +262,20 @@ class Graph:
             )
         c = self._node(lambda: self.core_graph.matmul(a, b, attributes))
         return adopt(c)  # type: ignore[return-value]
+
+    def reduction(self, x: Any, *args: Any) -> TensorAttributes:
+        """Add a reduction node: ``reduction(x, attrs)`` returns a new ``<node>::Y`` whose dims
+        the caller sets; ``reduction(x, y, attrs)`` returns ``y``.
+
+        Raises:
+            TypeError: for arguments of other types or counts (as nanobind does).
+        """
+        if not 1 <= len(args) <= 2 or not isinstance(args[-1], ReductionAttributes):
+            raise FrontendTypeError(
+                "reduction() takes tensor x [and tensor y], then ReductionAttributes"
+            )
+        y = self._node(lambda: self.core_graph.reduction(x, *args))
+        return adopt(y)  # type: ignore[return-value]
 
     def _node(self, add: Callable[[], Any]) -> Any:
         try:

@@ -1,8 +1,8 @@
 """hipDNN bindings this module does not provide, each failing with a message that names it.
 
-hipdnn-graph builds SDPA (forward and backward), pointwise and matmul graphs; the other op
-families of hipDNN's bindings, its autotuning API and its provisional HIP helpers are not part
-of it.
+hipdnn-graph builds SDPA (forward and backward), pointwise, matmul and reduction graphs; the
+other op families of hipDNN's bindings, its autotuning API and its provisional HIP helpers are
+not part of it.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
 (``GRAPH_NOT_SUPPORTED``, also an ``AttributeError``, so ``hasattr`` answers ``False``).
 
@@ -21,7 +21,7 @@ from ._errors import UnsupportedFeatureError
 
 __all__ = ["GRAPH_METHODS", "MODULE_NAMES", "unsupported_graph_method", "unsupported_name"]
 
-_OPS = "only sdpa(), sdpa_backward(), pointwise() and matmul() graphs are"
+_OPS = "only sdpa(), sdpa_backward(), pointwise(), matmul() and reduction() graphs are"
 #: Graph methods of hipDNN's bindings that are missing here -> what they belong to
 GRAPH_METHODS: dict[str, str] = {
     **{
@@ -37,7 +37,6 @@ GRAPH_METHODS: dict[str, str] = {
             "layernorm": ("layernorm", "layernorm_backward"),
             "rmsnorm": ("rmsnorm", "rmsnorm_backward"),
             "block-scale": ("block_scale_dequantize", "block_scale_quantize"),
-            "reduction": ("reduction",),
             "MoE grouped matmul": ("moe_grouped_matmul",),
             "custom op": ("custom_op",),
             "resample": ("resample", "resample_fwd", "resample_bwd"),
@@ -82,13 +81,11 @@ _ATTRIBUTE_CLASSES = {
     "RMSNormBackwardAttributes": "rmsnorm",
     "BlockScaleDequantizeAttributes": "block-scale",
     "BlockScaleQuantizeAttributes": "block-scale",
-    "ReductionAttributes": "reduction",
     "MoeGroupedMatmulAttributes": "MoE grouped matmul",
     "CustomOpAttributes": "custom op",
     "ResampleFwdAttributes": "resample",
     "ResampleBwdAttributes": "resample",
     "ConvolutionMode": "convolution",
-    "ReductionMode": "reduction",
     "ResampleMode": "resample",
     "PaddingMode": "resample",
     "MoeGroupedMatmulMode": "MoE grouped matmul",

@@ -16,6 +16,7 @@ from typing import Any
 from .. import __version__
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
+from ..attributes.reduction import ReductionAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..types import (
     BuildPlanPolicy,
@@ -24,6 +25,7 @@ from ..types import (
     ErrorCode,
     HeuristicMode,
     PointwiseMode,
+    ReductionMode,
 )
 from ._attributes import SdpaAttributes
 from ._enums import AttentionImplementation, BehaviorNote, PluginLoadingMode, TimingQuality
@@ -66,6 +68,8 @@ __all__ = [
     "PluginLoadingMode",
     "PointwiseAttributes",
     "PointwiseMode",
+    "ReductionAttributes",
+    "ReductionMode",
     "SdpaAttributes",
     "SdpaBackwardAttributes",
     "Tensor",
