@@ -106,7 +106,8 @@ class FamilyBuilders:
     def reduction(self, x: Any = None, *args: Any, **keywords: Any) -> TensorAttributes:
         """Add a reduction node: ``reduction(x, attrs)`` or ``reduction(x, y, attrs)``; returns
         Y: the given ``y``, else a virtual ``<node>::Y`` whose dims the caller sets (they say
-        which axes reduce; nothing infers them). An unnamed X is renamed ``<node>::X``;
+        which axes reduce; nothing infers them). An unnamed X (and an unnamed given Y) is
+        renamed ``<node>::X`` (``<node>::Y``);
         keywords set the attributes' ``name``, ``mode``, ``is_deterministic`` and
         ``compute_data_type``.
 
@@ -133,6 +134,8 @@ class FamilyBuilders:
         if not x.name:
             x.name = f"{attrs.name}::X"
         y = rest[0] if rest else self._output_tensor(f"{attrs.name}::Y")
+        if not y.name:
+            y.name = f"{attrs.name}::Y"
         attrs.set_x(x).set_y(y)
         self._add_node(ReductionNode(attrs, self.attributes))
         return y

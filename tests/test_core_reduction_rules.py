@@ -132,6 +132,10 @@ def test_builder_without_output_names_y_and_leaves_its_dims_to_the_caller() -> N
 
 def test_builder_with_output_returns_it() -> None:
     g = _graph()
+    unnamed = g.tensor(dim=[1, 8])
+    assert g.reduction(g.tensor(dim=[4, 8]), unnamed, mode=M.MIN) is unnamed
+    assert unnamed.get_name() == "Reduction_0::Y"  # hipDNN names an unnamed Y too
+    g = _graph()
     x = g.tensor(name="x", dim=[4, 8])
     y = g.tensor(name="y", dim=[1, 8]).set_output(True)
     assert g.reduction(x, y, mode=M.ADD, name="sum", is_deterministic=True) is y
