@@ -18,13 +18,22 @@ from .attributes import (
     NodeAttributes,
     PointwiseAttributes,
     ReductionAttributes,
+    RMSNormAttributes,
     SdpaAttributes,
     SdpaBackwardAttributes,
 )
 from .backend.registry import list_backends, register_backend
 from .errors import HipdnnError, NotSupportedError
 from .graph import Graph
-from .nodes import MatmulNode, Node, PointwiseNode, ReductionNode, SdpaBwdNode, SdpaFwdNode
+from .nodes import (
+    MatmulNode,
+    Node,
+    PointwiseNode,
+    ReductionNode,
+    RMSNormNode,
+    SdpaBwdNode,
+    SdpaFwdNode,
+)
 from .tensor import TensorAttributes, generate_strides
 from .types import (
     BuildPlanPolicy,
@@ -33,6 +42,7 @@ from .types import (
     ErrorCode,
     HeuristicMode,
     NodeType,
+    NormFwdPhase,
     PointwiseMode,
     ReductionMode,
 )
@@ -54,10 +64,13 @@ __all__ = [
     "Node",
     "NodeAttributes",
     "NodeType",
+    "NormFwdPhase",
     "NotSupportedError",
     "PointwiseAttributes",
     "PointwiseMode",
     "PointwiseNode",
+    "RMSNormAttributes",
+    "RMSNormNode",
     "ReductionAttributes",
     "ReductionMode",
     "ReductionNode",

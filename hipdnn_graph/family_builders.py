@@ -25,8 +25,9 @@ from .nodes.base import Node
 from .nodes.matmul import MatmulNode
 from .nodes.pointwise import PointwiseNode
 from .nodes.reduction import ReductionNode
+from .nodes.rmsnorm import RMSNormNode
 from .tensor import TensorAttributes
-from .types import ErrorCode
+from .types import ErrorCode, NormFwdPhase
 
 if TYPE_CHECKING:
     from .attributes.graph_attributes import GraphAttributes
@@ -140,11 +141,40 @@ class FamilyBuilders:
         self._add_node(ReductionNode(attrs, self.attributes))
         return y
 
+    def rmsnorm(
+        self, x: Any = None, scale: Any = None, attributes: Any = None, **keywords: Any
+    ) -> tuple[TensorAttributes, TensorAttributes | None]:
+        """Add an RMSNorm forward node: ``rmsnorm(x, scale, attrs)``; returns ``(y, inv_rms)``:
+        the virtual ``<node>::Y`` and, in the ``TRAINING`` phase, ``<node>::INV_RMS`` (``None``
+        otherwise). Epsilon, the phase and an optional bias come with the attributes; keywords
+        set ``name``, ``forward_phase``, ``epsilon``, ``bias`` and ``compute_data_type``. Inputs
+        keep their names, as in hipDNN.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+        """
+        if not isinstance(x, TensorAttributes) or not isinstance(scale, TensorAttributes):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "rmsnorm() takes tensors x and scale, then RMSNormAttributes",
+            )
+        attrs = self._family_attributes(attributes, RMSNormNode, keywords, "rmsnorm")
+        y = self._output_tensor(f"{attrs.name}::Y")
+        inv_rms = None
+        if attrs.forward_phase == NormFwdPhase.TRAINING:
+            inv_rms = self._output_tensor(f"{attrs.name}::INV_RMS")
+            attrs.set_inv_rms(inv_rms)
+        attrs.set_x(x).set_scale(scale).set_y(y)
+        self._add_node(RMSNormNode(attrs, self.attributes))
+        return y, inv_rms
+
     def _family_attributes(
         self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str
     ) -> Any:
         """A copy of ``given`` (or new attributes of ``node``'s class) with ``keywords`` applied
-        and a name (``<node prefix>_<index>`` when unnamed)."""
+        (members, and input slots such as ``epsilon=``) and a name (``<node prefix>_<index>``
+        when unnamed)."""
         cls = node.attributes_class()
         if given is None:
             attributes = cls()
@@ -157,7 +187,8 @@ class FamilyBuilders:
             )
         for key, value in keywords.items():
             setter = getattr(attributes, f"set_{key}", None)
-            if key not in cls.model_fields or setter is None:
+            field = key in cls.model_fields or key.upper() in cls.InputNames.__members__
+            if not field or setter is None:
                 raise HipdnnError(ErrorCode.INVALID_VALUE, f"{op}() got an unknown keyword {key!r}")
             setter(value)
         if not attributes.name:

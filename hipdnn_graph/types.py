@@ -21,6 +21,7 @@ __all__ = [
     "ErrorCode",
     "HeuristicMode",
     "NodeType",
+    "NormFwdPhase",
     "PointwiseMode",
     "ReductionMode",
 ]
@@ -208,3 +209,12 @@ class ReductionMode(IntEnum):
     NORM1 = 7
     NORM2 = 8
     MUL_NO_ZEROS = 9
+
+
+class NormFwdPhase(IntEnum):
+    """Whether a normalization forward node also writes the statistics its backward needs
+    (hipDNN's ``NormFwdPhase``; the same numbers in its schema's ``norm_common``)."""
+
+    NOT_SET = 0
+    INFERENCE = 1
+    TRAINING = 2

@@ -5,6 +5,7 @@ from .graph_attributes import GraphAttributes
 from .matmul import MatmulAttributes
 from .pointwise import PointwiseAttributes
 from .reduction import ReductionAttributes
+from .rmsnorm import RMSNormAttributes
 from .sdpa import SdpaAttributes
 from .sdpa_backward import SdpaBackwardAttributes
 
@@ -14,6 +15,7 @@ __all__ = [
     "MatmulAttributes",
     "NodeAttributes",
     "PointwiseAttributes",
+    "RMSNormAttributes",
     "ReductionAttributes",
     "SdpaAttributes",
     "SdpaBackwardAttributes",

@@ -27,7 +27,15 @@ from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode
 from .fb_read import NODE_KINDS
-from .node_spec import JSON_ON_NODE, Kind, NodeSpec, WireEnum, node_specs, supported_kinds
+from .node_spec import (
+    JSON_ON_NODE,
+    JSON_SCALARS_ON_NODE,
+    Kind,
+    NodeSpec,
+    WireEnum,
+    node_specs,
+    supported_kinds,
+)
 from .wire_model import (
     DATA_TYPE_NAMES,
     MAX_INPUT_BYTES,
@@ -170,13 +178,18 @@ def _node_json(spec: NodeSpec, attributes: Any, numbers: _Numbers) -> dict[str, 
     groups: dict[str, dict[str, Any]] = {"inputs": {}, "outputs": {}, "scalars": {}}
     for slot in spec.slots:
         tensor = slots.get(slot.name)
+        if tensor is None and spec.omit_absent_uids:
+            continue  # hipDNN leaves the key out rather than writing null
         groups["outputs" if slot.output else "inputs"][slot.wire] = (
             None if tensor is None else tensor.uid
         )
     d = attributes.__dict__
     scalars = groups[_scalar_holder(spec)]
     for scalar in spec.scalars:
-        scalars[scalar.key] = _scalar_json(scalar.kind, d[scalar.name], where, numbers, scalar.enum)
+        value = d[scalar.name]
+        if scalar.json_presence == "when_set" and value == scalar.default:
+            continue
+        scalars[scalar.key] = _scalar_json(scalar.kind, value, where, numbers, scalar.enum)
     for extra in spec.unmodelled:
         if extra.group != "extra":
             holder = groups[extra.group if extra.group != "scalars" else _scalar_holder(spec)]
@@ -189,7 +202,9 @@ def _node_json(spec: NodeSpec, attributes: Any, numbers: _Numbers) -> dict[str, 
     if spec.scalar_group == JSON_ON_NODE:  # every key on the node object itself
         return {**node, **groups["inputs"], **groups["outputs"]}
     node.update(inputs=groups["inputs"], outputs=groups["outputs"])
-    if spec.scalar_group not in ("", "inputs"):
+    if spec.scalar_group == JSON_SCALARS_ON_NODE:
+        node.update(groups["scalars"])
+    elif spec.scalar_group not in ("", "inputs"):
         node[spec.scalar_group] = groups["scalars"]
     return node
 
@@ -459,14 +474,12 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
     assert inputs_obj is not None and outputs_obj is not None
     scalars_obj = _scalars_object(o, spec, label, inputs_obj)
     uids: dict[Any, int | None] = {
-        slot: (outputs_obj if slot.output else inputs_obj).get_int(
-            slot.wire, nullable=not slot.required
-        )
+        slot: _uid(outputs_obj if slot.output else inputs_obj, slot.wire, slot.required, spec)
         for slot in spec.slots
     }
     scalars = {
         s.name: _scalar(scalars_obj, s.kind, s.key, label, s.enum)
-        if not s.json_optional or s.key in scalars_obj.obj
+        if s.json_presence == "always" or s.key in scalars_obj.obj
         else _absent(scalars_obj, s.key, s.default)
         for s in spec.scalars
     }
@@ -485,6 +498,14 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
     return spec, decoded_attributes(spec, name, compute, uids, scalars, tensors)
 
 
+def _uid(o: _Obj, key: str, required: bool, spec: NodeSpec) -> int | None:
+    """A slot's uid: required, ``null`` for an absent optional tensor, or (where hipDNN leaves
+    absent tensors out) an optional key that is never ``null``."""
+    if required or not spec.omit_absent_uids:
+        return o.get_int(key, nullable=not required)  # type: ignore[no-any-return]
+    return o.get_int(key) if key in o.obj else _absent(o, key, None)  # type: ignore[no-any-return]
+
+
 def _absent(o: _Obj, key: str, default: Any) -> Any:
     """The default of a field hipDNN's reader does not require (its key is absent)."""
     o.seen.add(key)
@@ -500,6 +521,8 @@ def _scalars_object(o: _Obj, spec: NodeSpec, label: str, inputs: _Obj) -> _Obj:
     """
     if spec.scalar_group in ("", "inputs", JSON_ON_NODE):
         return inputs
+    if spec.scalar_group == JSON_SCALARS_ON_NODE:
+        return o
     group = spec.scalar_group
     if group not in o.obj:
         legacy = [g for g in spec.legacy_scalar_groups if g in o.obj]
@@ -634,8 +657,10 @@ def _closed(properties: dict[str, Any], optional: tuple[str, ...] = ()) -> dict[
 
 def _node_schema(spec: NodeSpec) -> dict[str, Any]:
     groups: dict[str, dict[str, Any]] = {"inputs": {}, "outputs": {}, "scalars": {}}
+    absent_uids = {s.wire for s in spec.slots if spec.omit_absent_uids and not s.required}
     for slot in spec.slots:
-        groups["outputs" if slot.output else "inputs"][slot.wire] = _kind_schema(slot.kind)
+        kind = Kind.UID if slot.wire in absent_uids else slot.kind
+        groups["outputs" if slot.output else "inputs"][slot.wire] = _kind_schema(kind)
     holder = _scalar_holder(spec)
     for scalar in spec.scalars:
         groups[holder][scalar.key] = _kind_schema(scalar.kind, scalar.enum)
@@ -648,7 +673,8 @@ def _node_schema(spec: NodeSpec) -> dict[str, Any]:
         if extra.group == "extra":
             extras.append(extra.wire)
     inputs_optional = tuple(extras) if holder == "inputs" else ()
-    inputs_optional += tuple(s.key for s in spec.scalars if s.json_optional)
+    optional_scalars = tuple(s.key for s in spec.scalars if s.json_presence != "always")
+    inputs_optional += optional_scalars if holder == "inputs" else ()
     if spec.scalar_group == JSON_ON_NODE:
         on_node = {**groups["inputs"], **groups["outputs"]}
         on_node.update(
@@ -656,14 +682,17 @@ def _node_schema(spec: NodeSpec) -> dict[str, Any]:
             name={"type": "string"},
             type={"const": spec.table},
         )
-        return _closed(on_node, inputs_optional)
+        return _closed(on_node, inputs_optional + tuple(absent_uids))
     properties = {
         "compute_data_type": {"$ref": "#/$defs/DataType"},
-        "inputs": _closed(groups["inputs"], inputs_optional),
+        "inputs": _closed(groups["inputs"], inputs_optional + tuple(absent_uids)),
         "name": {"type": "string"},
-        "outputs": _closed(groups["outputs"]),
+        "outputs": _closed(groups["outputs"], tuple(absent_uids)),
         "type": {"const": spec.table},
     }
+    if spec.scalar_group == JSON_SCALARS_ON_NODE:
+        properties.update(groups["scalars"])
+        return _closed(properties, optional_scalars)
     if holder == "scalars":
         properties[spec.scalar_group] = _closed(groups["scalars"], tuple(extras))
     return _closed(properties)

@@ -45,6 +45,7 @@ from .enums import AttributeType, DescriptorType
 
 __all__ = [
     "JSON_ON_NODE",
+    "JSON_SCALARS_ON_NODE",
     "WIRE_KINDS",
     "Kind",
     "NodeSpec",
@@ -92,6 +93,13 @@ WIRE_KINDS: dict[Kind, tuple[str, int, bool, Any]] = {
 #: ``NodeSpec.scalar_group`` of a family whose JSON writes its uids and members on the node object
 #: itself, with no ``inputs``/``outputs`` objects.
 JSON_ON_NODE = "."
+#: ``NodeSpec.scalar_group`` of a family whose JSON keeps the uids in ``inputs``/``outputs`` and
+#: writes its other fields on the node object itself.
+JSON_SCALARS_ON_NODE = ":"
+#: ``ScalarSpec.json_presence`` values: the key is always written and required on read; always
+#: written, the default when absent on read; written only when not the default (absent reads as
+#: the default).
+JSON_PRESENCE = ("always", "read_optional", "when_set")
 
 
 @dataclass(frozen=True)
@@ -172,7 +180,7 @@ class ScalarSpec:
         always: The descriptor always carries it (flags, alignment) rather than only when set.
         wire: hipDNN's field name and JSON key, when it differs from ``name``.
         enum: The schema enum of a ``Kind.ENUM`` field.
-        json_optional: hipDNN's JSON reader takes the field's default when its key is absent.
+        json_presence: When hipDNN's JSON holds the key (one of :data:`JSON_PRESENCE`).
     """
 
     name: str
@@ -182,10 +190,11 @@ class ScalarSpec:
     always: bool = False
     wire: str = ""
     enum: WireEnum | None = None
-    json_optional: bool = False
+    json_presence: str = "always"
 
     def __post_init__(self) -> None:
         assert (self.kind is Kind.ENUM) == (self.enum is not None), self.name
+        assert self.json_presence in JSON_PRESENCE, self.json_presence
 
     @property
     def key(self) -> str:
@@ -238,8 +247,11 @@ class NodeSpec:
         compute_type: Descriptor attribute of the node's compute type.
         scalar_group: JSON key of the scalar object (``"attributes"`` or ``"parameters"``),
             ``"inputs"`` where hipDNN's JSON writes the scalars among the input uids, ``""``
-            where the family has no scalar object, or :data:`JSON_ON_NODE` where the uids and
-            the scalars are keys of the node object itself.
+            where the family has no scalar object, :data:`JSON_ON_NODE` where the uids and
+            the scalars are keys of the node object itself, or :data:`JSON_SCALARS_ON_NODE`
+            where only the scalars are.
+        omit_absent_uids: hipDNN's JSON leaves an absent optional tensor's key out (instead of
+            writing ``null``); an absent key reads as no tensor.
         legacy_scalar_groups: Other keys older hipDNN wrote for it (read, never written).
         slots: Tensor slots in the attributes' enum order (inputs, then outputs).
         scalars: Plain members.
@@ -263,6 +275,7 @@ class NodeSpec:
     attributes_cls: type[Any]
     make_node: Callable[[Any, Any], Any]
     legacy_scalar_groups: tuple[str, ...] = ()
+    omit_absent_uids: bool = False
     _by_name: dict[str, SlotSpec] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

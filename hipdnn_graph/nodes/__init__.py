@@ -4,7 +4,16 @@ from .base import Node
 from .matmul import MatmulNode
 from .pointwise import PointwiseNode
 from .reduction import ReductionNode
+from .rmsnorm import RMSNormNode
 from .sdpa_bwd import SdpaBwdNode
 from .sdpa_fwd import SdpaFwdNode
 
-__all__ = ["MatmulNode", "Node", "PointwiseNode", "ReductionNode", "SdpaBwdNode", "SdpaFwdNode"]
+__all__ = [
+    "MatmulNode",
+    "Node",
+    "PointwiseNode",
+    "RMSNormNode",
+    "ReductionNode",
+    "SdpaBwdNode",
+    "SdpaFwdNode",
+]

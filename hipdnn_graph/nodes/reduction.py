@@ -173,7 +173,7 @@ REDUCTION_SPEC = register_node_spec(
                 3,
                 (_A.REDUCTION_IS_DETERMINISTIC, T.BOOLEAN),
                 always=True,
-                json_optional=True,
+                json_presence="read_optional",
             ),
         ),
         unmodelled=(),
