@@ -17,6 +17,7 @@ from wire_model import (
     MATMUL_TAG,
     POINTWISE_TAG,
     REDUCTION_TAG,
+    RMSNORM_TAG,
     SDPA_BACKWARD_TAG,
     SDPA_TAG,
     Desc,
@@ -395,6 +396,30 @@ def reduction_chain() -> Desc:
     return graph_desc("reduction_chain", tensors, nodes, io_data_type=half)
 
 
+def rmsnorm_pair() -> Desc:
+    """An RMSNorm in training (bias, inv_rms, a scale normalizing the last axis) feeding one in
+    inference (no bias, no inv_rms): every field of the table, set and absent."""
+    f32, bf16 = DT["FLOAT"], DT["BFLOAT16"]
+    eps = value_fields("Float32Value", 1e-5)
+    tensors = [
+        tensor_desc(1, "X", bf16, [4, 128, 64]),
+        tensor_desc(2, "gamma", f32, [1, 1, 64]),
+        tensor_desc(3, "eps", f32, [1], [1], **eps),
+        tensor_desc(4, "beta", f32, [1, 1, 64]),
+        tensor_desc(5, "norm1::Y", f32, [4, 128, 64], virtual=True),
+        tensor_desc(6, "norm1::INV_RMS", f32, [4, 128, 1]),
+        tensor_desc(7, "Y", bf16, [4, 128, 64]),
+    ]
+    nodes = [
+        node_desc("norm1", RMSNORM_TAG, f32, x_tensor_uid=1, scale_tensor_uid=2,
+                  epsilon_tensor_uid=3, y_tensor_uid=5, bias_tensor_uid=4,
+                  inv_rms_tensor_uid=6, forward_phase=2),
+        node_desc("norm2", RMSNORM_TAG, f32, x_tensor_uid=5, scale_tensor_uid=2,
+                  epsilon_tensor_uid=3, y_tensor_uid=7, forward_phase=1),
+    ]  # fmt: skip
+    return graph_desc("rmsnorm_pair", tensors, nodes, io_data_type=bf16)
+
+
 def _with_matmul(**attrs: object) -> Callable[[], Desc]:
     def build() -> Desc:
         desc = matmul_batched()
@@ -417,6 +442,7 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "pointwise_max_min_chain": pointwise_max_min_chain,
     "matmul_batched": matmul_batched,
     "reduction_chain": reduction_chain,
+    "rmsnorm_pair": rmsnorm_pair,
     **{f"io_{name.lower()}": io_type(name) for name in HIPDNN_DATA_TYPES if name != "UNSET"},
     **{f"scale_{name.lower()}": scale_value(name) for name in SCALE_VALUES},
 }

@@ -16,11 +16,13 @@ from typing import Any
 from wire_model import (
     HIPDNN_DATA_TYPES,
     MATMUL_TAG,
+    NORM_FWD_PHASES,
     POINTWISE_FIELDS,
     POINTWISE_MODES,
     POINTWISE_TAG,
     REDUCTION_MODE_JSON,
     REDUCTION_TAG,
+    RMSNORM_TAG,
     SDPA_TAG,
     VALUE_FORMAT_BY_TAG,
     VALUE_MEMBERS,
@@ -210,6 +212,24 @@ def _pointwise(n: Desc) -> dict[str, Any]:
 def _node(n: Desc) -> dict[str, Any]:
     if n["attributes_type"] == POINTWISE_TAG:
         return _pointwise(n)
+    if n["attributes_type"] == RMSNORM_TAG:  # hipDNN's RMSNorm JSON: absent uids left out
+        a = n["attributes"]
+        inputs = {k: a[k] for k in ("x_tensor_uid", "scale_tensor_uid", "epsilon_tensor_uid")}
+        outputs = {"y_tensor_uid": a["y_tensor_uid"]}
+        if a["bias_tensor_uid"] is not None:
+            inputs["bias_tensor_uid"] = a["bias_tensor_uid"]
+        if a["inv_rms_tensor_uid"] is not None:
+            outputs["inv_rms_tensor_uid"] = a["inv_rms_tensor_uid"]
+        node = {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "inputs": inputs,
+            "name": n["name"] or "",
+            "outputs": outputs,
+            "type": "RMSNormAttributes",
+        }
+        if a["forward_phase"]:
+            node["forward_phase"] = NORM_FWD_PHASES[a["forward_phase"]]
+        return node
     if n["attributes_type"] == REDUCTION_TAG:  # hipDNN's reduction JSON: keys on the node
         a = n["attributes"]
         return {

@@ -131,6 +131,24 @@ def norm_scale_reduction() -> hg.Graph:
     return g
 
 
+def rmsnorm_then_matmul() -> hg.Graph:
+    """RMSNorm (training, with a bias) feeding a matmul and a pointwise SiLU: a transformer's
+    pre-norm projection, three families in one graph."""
+    g = cases.new_graph("rmsnorm_matmul", io=hg.DataType.BFLOAT16)
+    x = g.tensor(name="X", dim=[4, 16, 32])
+    gamma = g.tensor(name="gamma", dim=[1, 1, 32], data_type=hg.DataType.FLOAT)
+    beta = g.tensor(name="beta", dim=[1, 1, 32], data_type=hg.DataType.FLOAT)
+    eps = g.tensor(name="eps").set_value(1e-6)
+    attrs = hg.RMSNormAttributes().set_name("norm").set_epsilon(eps).set_bias(beta)
+    y, inv_rms = g.rmsnorm(x, gamma, attrs.set_forward_phase(hg.NormFwdPhase.TRAINING))
+    assert inv_rms is not None
+    inv_rms.set_output(True)
+    w = g.tensor(name="W", dim=[1, 32, 8])
+    h = g.matmul(y, w, name="proj")
+    g.pointwise(h, mode=hg.PointwiseMode.SWISH_FWD, swish_beta=1.0).set_output(True)
+    return g
+
+
 _SCALE_VALUES: list[tuple[str, Any]] = [
     ("FLOAT", 0.1),
     ("HALF", 0.1),  # Float16Value holds the nearest binary32, not a 16-bit rounding
@@ -152,6 +170,7 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "pointwise_chain": pointwise_chain,
     "attention_then_pointwise": attention_then_pointwise,
     "pointwise_reduction": norm_scale_reduction,
+    "rmsnorm_matmul": rmsnorm_then_matmul,
     "matmul_bias_relu": matmul_bias_relu,
     **{
         f"io_{name.lower()}": io_type(hg.DataType[name])

@@ -35,6 +35,9 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     ReductionAttributes as RA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    RMSNormAttributes as RMS,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     SdpaAttributes as SA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -53,6 +56,7 @@ from wire_model import (
     MATMUL_TAG,
     POINTWISE_TAG,
     REDUCTION_TAG,
+    RMSNORM_TAG,
     SDPA_BACKWARD_TAG,
     SDPA_TAG,
     TABLE_BY_TAG,
@@ -67,6 +71,7 @@ _TABLE_CLASSES = {
     POINTWISE_TAG: PA.PointwiseAttributes,
     MATMUL_TAG: MA.MatmulAttributes,
     REDUCTION_TAG: RA.ReductionAttributes,
+    RMSNORM_TAG: RMS.RMSNormAttributes,
 }
 _MODULES = {
     SDPA_TAG: SA,
@@ -74,6 +79,7 @@ _MODULES = {
     POINTWISE_TAG: PA,
     MATMUL_TAG: MA,
     REDUCTION_TAG: RA,
+    RMSNORM_TAG: RMS,
 }
 
 
@@ -188,6 +194,7 @@ KNOWN_SLOTS = {
     "PointwiseAttributes": 12,
     "MatmulAttributes": 5,
     "ReductionAttributes": 4,
+    "RMSNormAttributes": 7,
 }
 
 

@@ -21,6 +21,7 @@ from hipdnn_cases import (
     matmul_batched,
     pointwise_every_field,
     reduction_chain,
+    rmsnorm_pair,
 )
 from wire_model import SDPA_TAG, UNMODELLED_TAG, Desc, node_desc
 
@@ -140,6 +141,7 @@ def test_fields_of_a_newer_schema_are_refused(cpp: CppOracle, table: str) -> Non
     desc["nodes"] += pointwise_every_field()["nodes"] if table == "PointwiseAttributes" else []
     desc["nodes"] += matmul_batched()["nodes"] if table == "MatmulAttributes" else []
     desc = reduction_chain() if table == "ReductionAttributes" else desc
+    desc = rmsnorm_pair() if table == "RMSNormAttributes" else desc
     blob = py_oracle.build(desc, newer_field_in=table)
     _verified(cpp, blob)  # unknown fields are not checked by the Verifier
     error = _refused(blob)
@@ -217,3 +219,21 @@ def test_reduction_mode_outside_the_schema_is_refused(cpp: CppOracle) -> None:
             hg.Graph.from_json(text.replace('"amax"', f'"{spelled}"'))
         assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
         assert f"'{spelled}' is not a ReductionMode" in info.value.message
+
+
+def test_norm_fwd_phase_outside_the_schema_is_refused(cpp: CppOracle) -> None:
+    """A NormFwdPhase number the schema does not have is refused by name in bytes; in JSON only
+    hipDNN's upper-case spellings are read (hipDNN reads any other string as NOT_SET; this
+    project refuses it rather than change the graph), and NOT_SET is never written."""
+    desc = rmsnorm_pair()
+    desc["nodes"][0]["attributes"]["forward_phase"] = 3
+    blob = cpp.pack(desc)
+    _verified(cpp, blob)
+    _refused(blob, "NormFwdPhase 3")
+    text = hg.Graph.deserialize(cpp.pack(rmsnorm_pair())).to_json()
+    assert '"forward_phase":"TRAINING"' in text and '"forward_phase":"INFERENCE"' in text
+    for spelled in ("training", "Training", "UNSET"):
+        with pytest.raises(hg.HipdnnError) as info:
+            hg.Graph.from_json(text.replace('"TRAINING"', f'"{spelled}"'))
+        assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
+        assert f"'{spelled}' is not a NormFwdPhase" in info.value.message

@@ -65,8 +65,8 @@ VALUE_FORMAT_BY_TAG = dict(VALUE_MEMBERS.values())
 #: NodeAttributes tags the project reads (A6) and one it must refuse.
 SDPA_TAG, SDPA_BACKWARD_TAG, MATMUL_TAG = 12, 15, 9
 #: further families the project reads, from hipDNN's schemas (matmul) or reconstructed ones in
-#: tests/wire/schemas/ (pointwise, reduction)
-POINTWISE_TAG, REDUCTION_TAG = 2, 18
+#: tests/wire/schemas/ (pointwise, reduction, RMSNorm)
+POINTWISE_TAG, REDUCTION_TAG, RMSNORM_TAG = 2, 18, 10
 #: a NodeAttributes member no family of the project models (refused by name)
 UNMODELLED_TAG = 21  # ResampleBwdAttributes
 
@@ -180,12 +180,25 @@ REDUCTION_MODES = [
 ]  # fmt: skip
 #: hipDNN's JSON spelling of each ReductionMode (its NLOHMANN_JSON_SERIALIZE_ENUM)
 REDUCTION_MODE_JSON = [m.removesuffix("_OP").lower() for m in REDUCTION_MODES]
+#: RMSNormAttributes fields in slot order (reconstructed rmsnorm_attributes.fbs).
+RMSNORM_FIELDS: list[tuple[str, str]] = [
+    ("x_tensor_uid", "req"),
+    ("scale_tensor_uid", "req"),
+    ("epsilon_tensor_uid", "req"),
+    ("y_tensor_uid", "req"),
+    ("bias_tensor_uid", "opt"),
+    ("inv_rms_tensor_uid", "opt"),
+    ("forward_phase", "enum"),
+]
+#: hipDNN's NormFwdPhase names by number (norm_common.fbs; its JSON writes them as they are)
+NORM_FWD_PHASES = ["NOT_SET", "INFERENCE", "TRAINING"]
 FIELDS_BY_TAG = {
     SDPA_TAG: SDPA_FIELDS,
     SDPA_BACKWARD_TAG: SDPA_BACKWARD_FIELDS,
     POINTWISE_TAG: POINTWISE_FIELDS,
     MATMUL_TAG: MATMUL_FIELDS,
     REDUCTION_TAG: REDUCTION_FIELDS,
+    RMSNORM_TAG: RMSNORM_FIELDS,
 }
 #: each table's name by tag
 TABLE_BY_TAG = {
@@ -194,6 +207,7 @@ TABLE_BY_TAG = {
     POINTWISE_TAG: "PointwiseAttributes",
     MATMUL_TAG: "MatmulAttributes",
     REDUCTION_TAG: "ReductionAttributes",
+    RMSNORM_TAG: "RMSNormAttributes",
 }
 #: hipDNN's PointwiseMode names by number (MAX/MIN are MAX_OP/MIN_OP in the schema)
 POINTWISE_MODES = [
@@ -497,6 +511,20 @@ def _expected_pointwise(node: Any) -> Desc:
 def _expected_node(node: Any) -> Desc:
     if isinstance(node, hg.PointwiseNode):
         return _expected_pointwise(node)
+    if isinstance(node, hg.RMSNormNode):
+        a = node.attributes
+        return node_desc(
+            node.name,
+            RMSNORM_TAG,
+            hipdnn_data_type(a.get_compute_data_type()),
+            x_tensor_uid=_uid(a.get_x()),
+            scale_tensor_uid=_uid(a.get_scale()),
+            epsilon_tensor_uid=_uid(a.get_epsilon()),
+            y_tensor_uid=_uid(a.get_y()),
+            bias_tensor_uid=_uid(a.get_bias()),
+            inv_rms_tensor_uid=_uid(a.get_inv_rms()),
+            forward_phase=int(a.get_forward_phase()),
+        )
     if isinstance(node, hg.ReductionNode):
         a = node.attributes
         return node_desc(
@@ -616,6 +644,14 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
             for key in _POINTWISE_FLOATS:
                 attrs[key] = None if attrs[key] is None else f32_bits(attrs[key])
             attrs["operation"] = [m.lower() for m in POINTWISE_MODES].index(attrs["operation"])
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag == RMSNORM_TAG:  # absent uids left out; forward_phase on the node when set
+            attrs = {"bias_tensor_uid": None, "inv_rms_tensor_uid": None, **n["inputs"]}
+            attrs.update(n["outputs"])
+            attrs["forward_phase"] = NORM_FWD_PHASES.index(n.get("forward_phase", "NOT_SET"))
             nodes.append(
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
             )

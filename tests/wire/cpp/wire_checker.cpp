@@ -70,6 +70,11 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
 #define REDUCTION_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                             \
   ENUM(mode) REQ(in_tensor_uid) REQ(out_tensor_uid) BOOL(is_deterministic)
 
+// RMSNormAttributes (reconstructed: tests/wire/schemas/rmsnorm_attributes.fbs).
+#define RMSNORM_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                               \
+  REQ(x_tensor_uid) REQ(scale_tensor_uid) REQ(epsilon_tensor_uid) REQ(y_tensor_uid)              \
+  OPTI(bias_tensor_uid) OPTI(inv_rms_tensor_uid) ENUM(forward_phase)
+
 #define MATMUL_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                                \
   REQ(a_tensor_uid) REQ(b_tensor_uid) REQ(c_tensor_uid) STR(umd_flops) STR(umd_bytes)
 
@@ -185,6 +190,12 @@ void print_reduction(Out &o, const fo::ReductionAttributes *a) {
   o.close('}');
 }
 
+void print_rmsnorm(Out &o, const fo::RMSNormAttributes *a) {
+  o.open('{');
+  RMSNORM_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
+  o.close('}');
+}
+
 void print_matmul(Out &o, const fo::MatmulAttributes *a) {
   o.open('{');
   MATMUL_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
@@ -290,6 +301,8 @@ void print_graph(Out &o, const uint8_t *buf, size_t len) {
           print_matmul(o, a);
         } else if (const fo::ReductionAttributes *a = n->attributes_as_ReductionAttributes()) {
           print_reduction(o, a);
+        } else if (const fo::RMSNormAttributes *a = n->attributes_as_RMSNormAttributes()) {
+          print_rmsnorm(o, a);
         } else {
           o.null();
         }
@@ -417,6 +430,11 @@ bool set_reduction(fo::ReductionAttributesT *a, const std::string &k, const std:
   return false;
 }
 
+bool set_rmsnorm(fo::RMSNormAttributesT *a, const std::string &k, const std::string &val) {
+  RMSNORM_FIELDS(S_REQ, S_OPTI, NONE_, NONE_, NONE_, S_ENUM, NONE_)
+  return false;
+}
+
 bool set_matmul(fo::MatmulAttributesT *a, const std::string &k, const std::string &val) {
   MATMUL_FIELDS(S_REQ, NONE_, NONE_, NONE_, NONE_, NONE_, S_STR)
   return false;
@@ -499,7 +517,7 @@ int do_pack(const char *in_path, const char *out_path) {
       g.nodes.back()->name = unhex(val);
     } else if (k == "n.compute_data_type") {
       g.nodes.back()->compute_data_type = static_cast<fo::DataType>(to_i64(val));
-    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 18 Reduction,
+    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 18 Reduction,
       //                           21 (empty)
       fo::NodeAttributesUnion &u = g.nodes.back()->attributes;
       int tag = std::stoi(val);
@@ -508,6 +526,7 @@ int do_pack(const char *in_path, const char *out_path) {
       else if (tag == 2) u.Set(fo::PointwiseAttributesT());
       else if (tag == 9) u.Set(fo::MatmulAttributesT());
       else if (tag == 18) u.Set(fo::ReductionAttributesT());
+      else if (tag == 10) u.Set(fo::RMSNormAttributesT());
       else if (tag == 21) u.Set(fo::ResampleBwdAttributesT());
       else throw std::runtime_error("unsupported kind " + val);
     } else if (k.compare(0, 2, "a.") == 0) {
@@ -519,6 +538,7 @@ int do_pack(const char *in_path, const char *out_path) {
       else if (fo::MatmulAttributesT *a = u.AsMatmulAttributes()) done = set_matmul(a, k, val);
       else if (fo::ReductionAttributesT *a = u.AsReductionAttributes())
         done = set_reduction(a, k, val);
+      else if (fo::RMSNormAttributesT *a = u.AsRMSNormAttributes()) done = set_rmsnorm(a, k, val);
       if (!done) throw std::runtime_error("unknown attribute key " + k);
     } else {
       throw std::runtime_error("unknown key " + k);
