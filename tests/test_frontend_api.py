@@ -294,7 +294,7 @@ class TestOtherOpFamilies:
             "conv_fprop",
             "batchnorm",
             "layernorm",
-            "rmsnorm",
+            "rmsnorm_backward",
             "resample_bwd",
             "autotune",
             "get_engine_configs",
@@ -308,7 +308,7 @@ class TestOtherOpFamilies:
         assert caught.value.code == hg.ErrorCode.GRAPH_NOT_SUPPORTED
 
     @pytest.mark.parametrize(
-        "name", ["RMSNormAttributes", "ConvFpropAttributes", "NormFwdPhase", "AutotuneConfig"]
+        "name", ["LayernormAttributes", "ConvFpropAttributes", "ConvolutionMode", "AutotuneConfig"]
     )
     def test_module_names_name_the_feature(self, name: str) -> None:
         assert not hasattr(hipdnn, name)

@@ -36,6 +36,7 @@ import numpy as np
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.reduction import ReductionAttributes
+from ..attributes.rmsnorm import RMSNormAttributes
 from ..attributes.sdpa import SdpaAttributes as CoreSdpaAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..backend.contract import engine_id
@@ -276,6 +277,20 @@ class Graph:
             )
         y = self._node(lambda: self.core_graph.reduction(x, *args))
         return adopt(y)  # type: ignore[return-value]
+
+    def rmsnorm(self, x: Any, scale: Any, attributes: Any) -> tuple[Any, Any]:
+        """Add an RMSNorm forward node; returns ``(y, inv_rms)``, ``inv_rms`` ``None`` unless the
+        phase is ``TRAINING``.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, RMSNormAttributes):
+            raise FrontendTypeError(
+                f"rmsnorm() expects RMSNormAttributes, got {type(attributes).__name__}"
+            )
+        y, inv_rms = self._node(lambda: self.core_graph.rmsnorm(x, scale, attributes))
+        return adopt(y), None if inv_rms is None else adopt(inv_rms)
 
     def _node(self, add: Callable[[], Any]) -> Any:
         try:

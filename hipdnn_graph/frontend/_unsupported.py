@@ -1,7 +1,7 @@
 """hipDNN bindings this module does not provide, each failing with a message that names it.
 
-hipdnn-graph builds SDPA (forward and backward), pointwise, matmul and reduction graphs; the
-other op families of hipDNN's bindings, its autotuning API and its provisional HIP helpers are
+hipdnn-graph builds SDPA (forward and backward), pointwise, matmul, reduction and RMSNorm
+(forward) graphs; the other op families of hipDNN's bindings, its autotuning API and its provisional HIP helpers are
 not part of it.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
 (``GRAPH_NOT_SUPPORTED``, also an ``AttributeError``, so ``hasattr`` answers ``False``).
@@ -21,7 +21,7 @@ from ._errors import UnsupportedFeatureError
 
 __all__ = ["GRAPH_METHODS", "MODULE_NAMES", "unsupported_graph_method", "unsupported_name"]
 
-_OPS = "only sdpa(), sdpa_backward(), pointwise(), matmul() and reduction() graphs are"
+_OPS = "only sdpa(), sdpa_backward(), pointwise(), matmul(), reduction() and rmsnorm() graphs are"
 #: Graph methods of hipDNN's bindings that are missing here -> what they belong to
 GRAPH_METHODS: dict[str, str] = {
     **{
@@ -35,7 +35,7 @@ GRAPH_METHODS: dict[str, str] = {
                 "batchnorm_inference_variance_ext",
             ),
             "layernorm": ("layernorm", "layernorm_backward"),
-            "rmsnorm": ("rmsnorm", "rmsnorm_backward"),
+            "RMSNorm backward": ("rmsnorm_backward",),
             "block-scale": ("block_scale_dequantize", "block_scale_quantize"),
             "MoE grouped matmul": ("moe_grouped_matmul",),
             "custom op": ("custom_op",),
@@ -77,7 +77,6 @@ _ATTRIBUTE_CLASSES = {
     "BatchnormInferenceAttributesVarianceExt": "batchnorm",
     "LayernormAttributes": "layernorm",
     "LayernormBackwardAttributes": "layernorm",
-    "RMSNormAttributes": "rmsnorm",
     "RMSNormBackwardAttributes": "rmsnorm",
     "BlockScaleDequantizeAttributes": "block-scale",
     "BlockScaleQuantizeAttributes": "block-scale",
@@ -89,7 +88,6 @@ _ATTRIBUTE_CLASSES = {
     "ResampleMode": "resample",
     "PaddingMode": "resample",
     "MoeGroupedMatmulMode": "MoE grouped matmul",
-    "NormFwdPhase": "normalization",
 }
 #: module-level names of hipDNN's bindings that are missing here -> what they belong to
 MODULE_NAMES: dict[str, str] = {

@@ -17,6 +17,7 @@ from .. import __version__
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.reduction import ReductionAttributes
+from ..attributes.rmsnorm import RMSNormAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..types import (
     BuildPlanPolicy,
@@ -24,6 +25,7 @@ from ..types import (
     DiagonalAlignment,
     ErrorCode,
     HeuristicMode,
+    NormFwdPhase,
     PointwiseMode,
     ReductionMode,
 )
@@ -67,7 +69,9 @@ __all__ = [
     "MatmulAttributes",
     "PluginLoadingMode",
     "PointwiseAttributes",
+    "NormFwdPhase",
     "PointwiseMode",
+    "RMSNormAttributes",
     "ReductionAttributes",
     "ReductionMode",
     "SdpaAttributes",
