@@ -73,7 +73,10 @@ def test_json_validates_against_the_exported_schema_and_refuses_wrong_shapes() -
     for edit, words in (
         (lambda d: d["nodes"][0]["inputs"].pop("elu_alpha"), "key 'elu_alpha' not found"),
         (lambda d: d["nodes"][0].update(attributes={}), "unknown keys ['attributes']"),
-        (lambda d: d["nodes"][0]["inputs"].update(swish_beta="1"), "swish_beta must be a finite number"),
+        (
+            lambda d: d["nodes"][0]["inputs"].update(swish_beta="1"),
+            "swish_beta must be a finite number",
+        ),
         (lambda d: d["nodes"][0]["inputs"].update(in_1_tensor_uid=99), "tensor uid 99"),
     ):
         broken = json.loads(json.dumps(doc))

@@ -1,8 +1,8 @@
 """hipDNN bindings this module does not provide, each failing with a message that names it.
 
 hipdnn-graph builds SDPA (forward and backward), pointwise, matmul, reduction and RMSNorm
-(forward) graphs; the other op families of hipDNN's bindings, its autotuning API and its provisional HIP helpers are
-not part of it.
+(forward) graphs; the other op families of hipDNN's bindings, its autotuning API and its
+provisional HIP helpers are not part of it.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
 (``GRAPH_NOT_SUPPORTED``, also an ``AttributeError``, so ``hasattr`` answers ``False``).
 
