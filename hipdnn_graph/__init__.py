@@ -13,6 +13,7 @@ Example:
 from . import backend
 from .attributes import (
     GraphAttributes,
+    LayernormAttributes,
     MaskWindow,
     MatmulAttributes,
     NodeAttributes,
@@ -26,6 +27,7 @@ from .backend.registry import list_backends, register_backend
 from .errors import HipdnnError, NotSupportedError
 from .graph import Graph
 from .nodes import (
+    LayerNormNode,
     MatmulNode,
     Node,
     PointwiseNode,
@@ -58,6 +60,8 @@ __all__ = [
     "GraphAttributes",
     "HeuristicMode",
     "HipdnnError",
+    "LayerNormNode",
+    "LayernormAttributes",
     "MaskWindow",
     "MatmulAttributes",
     "MatmulNode",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import HipdnnError
 from .nodes.base import Node
+from .nodes.layernorm import LayerNormNode
 from .nodes.matmul import MatmulNode
 from .nodes.pointwise import PointwiseNode
 from .nodes.reduction import ReductionNode
@@ -168,6 +169,45 @@ class FamilyBuilders:
         attrs.set_x(x).set_scale(scale).set_y(y)
         self._add_node(RMSNormNode(attrs, self.attributes))
         return y, inv_rms
+
+    def layernorm(
+        self,
+        x: Any = None,
+        scale: Any = None,
+        bias: Any = None,
+        attributes: Any = None,
+        **keywords: Any,
+    ) -> tuple[TensorAttributes, TensorAttributes | None, TensorAttributes | None]:
+        """Add a layer-norm forward node: ``layernorm(x, scale, bias, attrs)``; returns
+        ``(y, mean, inv_variance)``: the virtual ``<node>::Y`` and, unless the phase is
+        ``INFERENCE``, ``<node>::MEAN`` and ``<node>::INV_VARIANCE`` (``None`` otherwise).
+        Unnamed X, SCALE, BIAS and epsilon are renamed ``<node>::X`` … ``<node>::EPSILON``;
+        keywords set ``name``, ``forward_phase``, ``epsilon``, ``normalized_dim_count`` and
+        ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+        """
+        if not all(isinstance(t, TensorAttributes) for t in (x, scale, bias)):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "layernorm() takes tensors x, scale and bias, then LayernormAttributes",
+            )
+        attrs = self._family_attributes(attributes, LayerNormNode, keywords, "layernorm")
+        epsilon = attrs.get_epsilon()
+        for tensor, slot in ((x, "X"), (scale, "SCALE"), (bias, "BIAS"), (epsilon, "EPSILON")):
+            if tensor is not None and not tensor.name:
+                tensor.name = f"{attrs.name}::{slot}"
+        y = self._output_tensor(f"{attrs.name}::Y")
+        mean = inv_variance = None
+        if attrs.forward_phase != NormFwdPhase.INFERENCE:
+            mean = self._output_tensor(f"{attrs.name}::MEAN")
+            inv_variance = self._output_tensor(f"{attrs.name}::INV_VARIANCE")
+            attrs.set_mean(mean).set_inv_variance(inv_variance)
+        attrs.set_x(x).set_scale(scale).set_bias(bias).set_y(y)
+        self._add_node(LayerNormNode(attrs, self.attributes))
+        return y, mean, inv_variance
 
     def _family_attributes(
         self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str

@@ -2,6 +2,7 @@
 
 from .base import MaskWindow, NodeAttributes
 from .graph_attributes import GraphAttributes
+from .layernorm import LayernormAttributes
 from .matmul import MatmulAttributes
 from .pointwise import PointwiseAttributes
 from .reduction import ReductionAttributes
@@ -11,6 +12,7 @@ from .sdpa_backward import SdpaBackwardAttributes
 
 __all__ = [
     "GraphAttributes",
+    "LayernormAttributes",
     "MaskWindow",
     "MatmulAttributes",
     "NodeAttributes",

@@ -437,6 +437,8 @@ def finite_number(raw: Any) -> float | None:
 def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = None) -> Any:
     if kind in (Kind.BOOL, Kind.BOOL_OPT):
         return o.get_bool(key, nullable=kind is Kind.BOOL_OPT)
+    if kind is Kind.I64:
+        return o.get_int(key)
     if kind in (Kind.I64_OPT, Kind.I32_OPT):
         value = o.get_int(key, nullable=True)
         if kind is Kind.I32_OPT and value is not None and not -(2**31) <= value < 2**31:
@@ -447,7 +449,7 @@ def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = N
         return None if number is None else float32(number, where)
     if kind is Kind.ENUM:
         assert enum is not None
-        name = o.get_str(key)
+        name = o.get_int(key) if enum.numeric else o.get_str(key)
         number = enum.value_of(name)
         if number is None:
             raise unsupported(f"{where}: {name!r} is not a {enum.name}")
@@ -639,6 +641,7 @@ def _kind_schema(kind: Kind, enum: WireEnum | None = None) -> dict[str, Any]:
         Kind.BOOL: {"type": "boolean"},
         Kind.BOOL_OPT: {"type": ["boolean", "null"]},
         Kind.F32_OPT: {"type": ["number", "null"]},
+        Kind.I64: {"type": "integer"},
         Kind.I64_OPT: _NULLABLE_INT,
         Kind.I32_OPT: _NULLABLE_INT,
         Kind.DTYPE: {"$ref": "#/$defs/DataType"},

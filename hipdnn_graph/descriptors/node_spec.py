@@ -17,6 +17,7 @@ kind       FlatBuffers type                       JSON
 ``BOOL``   ``bool`` (default false)               ``true``/``false``
 ``BOOL_OPT``  ``bool = null``                     bool or ``null``
 ``F32_OPT``   ``float = null`` (binary32)         number or ``null``
+``I64``    ``long`` (default 0)                   integer
 ``I64_OPT``   ``long = null``                     integer or ``null``
 ``I32_OPT``   ``int = null``                      integer or ``null``
 ``ENUM``   an enum of the schema (int8)           the :class:`WireEnum`'s spelling
@@ -68,6 +69,7 @@ class Kind(Enum):
     BOOL = "bool"
     BOOL_OPT = "bool?"
     F32_OPT = "float?"
+    I64 = "long"
     I64_OPT = "long?"
     I32_OPT = "int?"
     ENUM = "enum"
@@ -82,6 +84,7 @@ WIRE_KINDS: dict[Kind, tuple[str, int, bool, Any]] = {
     Kind.BOOL: ("?", 1, False, False),
     Kind.BOOL_OPT: ("?", 1, True, None),
     Kind.F32_OPT: ("f", 4, True, None),
+    Kind.I64: ("q", 8, False, 0),
     Kind.I64_OPT: ("q", 8, True, None),
     Kind.I32_OPT: ("i", 4, True, None),
     Kind.ENUM: ("b", 1, False, 0),
@@ -109,7 +112,8 @@ class WireEnum:
     Attributes:
         name: The schema's enum name (used in messages).
         cls: The project's enum the field reads into (same numbers as the schema).
-        json: hipDNN's JSON spelling of each value (its ``NLOHMANN_JSON_SERIALIZE_ENUM``).
+        json: hipDNN's JSON spelling of each value (its ``NLOHMANN_JSON_SERIALIZE_ENUM``), or
+            the number itself where hipDNN's JSON writes the enum as an integer.
 
     Example:
         >>> from enum import IntEnum
@@ -121,13 +125,18 @@ class WireEnum:
 
     name: str
     cls: type[IntEnum]
-    json: Mapping[int, str]
+    json: Mapping[int, str | int]
 
     def member(self, number: int) -> IntEnum | None:
         """The enum member of a wire number, or ``None`` when the schema has no such value."""
         return self.cls(number) if number in self.json else None
 
-    def value_of(self, text: str) -> int | None:
+    @property
+    def numeric(self) -> bool:
+        """Whether hipDNN's JSON writes this enum as an integer."""
+        return all(isinstance(v, int) for v in self.json.values())
+
+    def value_of(self, text: str | int) -> int | None:
         """The number hipDNN's JSON spelling ``text`` stands for, or ``None``."""
         for number, spelled in self.json.items():
             if spelled == text:
