@@ -15,6 +15,7 @@ from typing import Any
 
 from wire_model import (
     HIPDNN_DATA_TYPES,
+    LAYERNORM_TAG,
     MATMUL_TAG,
     NORM_FWD_PHASES,
     POINTWISE_FIELDS,
@@ -212,6 +213,27 @@ def _pointwise(n: Desc) -> dict[str, Any]:
 def _node(n: Desc) -> dict[str, Any]:
     if n["attributes_type"] == POINTWISE_TAG:
         return _pointwise(n)
+    if n["attributes_type"] == LAYERNORM_TAG:  # hipDNN's layer-norm JSON: numbers on the node
+        a = n["attributes"]
+        return {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "forward_phase": a["forward_phase"],
+            "inputs": {
+                k: a[k]
+                for k in (
+                    "bias_tensor_uid",
+                    "epsilon_tensor_uid",
+                    "scale_tensor_uid",
+                    "x_tensor_uid",
+                )
+            },
+            "name": n["name"] or "",
+            "normalized_dim_count": a["normalized_dim_count"],
+            "outputs": {
+                k: a[k] for k in ("inv_variance_tensor_uid", "mean_tensor_uid", "y_tensor_uid")
+            },
+            "type": "LayernormAttributes",
+        }
     if n["attributes_type"] == RMSNORM_TAG:  # hipDNN's RMSNorm JSON: absent uids left out
         a = n["attributes"]
         inputs = {k: a[k] for k in ("x_tensor_uid", "scale_tensor_uid", "epsilon_tensor_uid")}

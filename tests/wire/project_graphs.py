@@ -149,6 +149,26 @@ def rmsnorm_then_matmul() -> hg.Graph:
     return g
 
 
+def layernorm_then_matmul() -> hg.Graph:
+    """Layer norm (training) feeding a matmul and a GELU: a transformer's post-attention block,
+    three families in one graph."""
+    g = cases.new_graph("layernorm_matmul", io=hg.DataType.HALF)
+    x = g.tensor(name="X", dim=[4, 16, 32])
+    gamma = g.tensor(name="gamma", dim=[1, 16, 32], data_type=hg.DataType.FLOAT)
+    beta = g.tensor(name="beta", dim=[1, 16, 32], data_type=hg.DataType.FLOAT)
+    eps = g.tensor(name="eps").set_value(1e-5)
+    y, mean, inv_variance = g.layernorm(
+        x, gamma, beta, epsilon=eps, forward_phase=hg.NormFwdPhase.TRAINING,
+        normalized_dim_count=2, name="ln",
+    )  # fmt: skip
+    assert mean is not None and inv_variance is not None
+    mean.set_output(True)
+    inv_variance.set_output(True)
+    h = g.matmul(y, g.tensor(name="W", dim=[1, 32, 8]), name="proj")
+    g.pointwise(h, mode=hg.PointwiseMode.GELU_FWD).set_output(True)
+    return g
+
+
 _SCALE_VALUES: list[tuple[str, Any]] = [
     ("FLOAT", 0.1),
     ("HALF", 0.1),  # Float16Value holds the nearest binary32, not a 16-bit rounding
@@ -171,6 +191,7 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "attention_then_pointwise": attention_then_pointwise,
     "pointwise_reduction": norm_scale_reduction,
     "rmsnorm_matmul": rmsnorm_then_matmul,
+    "layernorm_matmul": layernorm_then_matmul,
     "matmul_bias_relu": matmul_bias_relu,
     **{
         f"io_{name.lower()}": io_type(hg.DataType[name])

@@ -23,6 +23,9 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     Graph as G,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    LayernormAttributes as LA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     MatmulAttributes as MA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -53,6 +56,7 @@ from hipdnn_flatbuffers_sdk.data_objects.EngineApiVersion import CreateEngineApi
 from hipdnn_flatbuffers_sdk.data_objects.Uuid import CreateUuid
 from wire_model import (
     FIELDS_BY_TAG,
+    LAYERNORM_TAG,
     MATMUL_TAG,
     POINTWISE_TAG,
     REDUCTION_TAG,
@@ -72,6 +76,7 @@ _TABLE_CLASSES = {
     MATMUL_TAG: MA.MatmulAttributes,
     REDUCTION_TAG: RA.ReductionAttributes,
     RMSNORM_TAG: RMS.RMSNormAttributes,
+    LAYERNORM_TAG: LA.LayernormAttributes,
 }
 _MODULES = {
     SDPA_TAG: SA,
@@ -80,6 +85,7 @@ _MODULES = {
     MATMUL_TAG: MA,
     REDUCTION_TAG: RA,
     RMSNORM_TAG: RMS,
+    LAYERNORM_TAG: LA,
 }
 
 
@@ -195,6 +201,7 @@ KNOWN_SLOTS = {
     "MatmulAttributes": 5,
     "ReductionAttributes": 4,
     "RMSNormAttributes": 7,
+    "LayernormAttributes": 9,
 }
 
 

@@ -25,6 +25,7 @@ from schema_copies import RECONSTRUCTED, REFERENCE, structs_as_tables
 from wire_model import (
     GRAPH_KEYS,
     HIPDNN_DATA_TYPES,
+    LAYERNORM_FIELDS,
     MATMUL_FIELDS,
     NORM_FWD_PHASES,
     POINTWISE_FIELDS,
@@ -126,6 +127,13 @@ def test_reconstructed_rmsnorm_table_matches_the_field_table() -> None:
     phases = dict(re.findall(r"(\w+) = (\d+)", text.split("enum NormFwdPhase")[1]))
     assert [int(phases[m]) for m in NORM_FWD_PHASES] == [0, 1, 2]
     assert [hg.NormFwdPhase[m] for m in NORM_FWD_PHASES] == [0, 1, 2]
+
+
+def test_reconstructed_layernorm_table_matches_the_field_table() -> None:
+    """The reconstructed LayernormAttributes (tests/wire/schemas/) and the oracles' field table
+    agree."""
+    fields = _fields("layernorm_attributes.fbs", "LayernormAttributes")
+    assert [f for f, _ in LAYERNORM_FIELDS] == fields
 
 
 def test_python_schema_copy_changes_only_the_value_structs(hipdnn_schemas: Path) -> None:
