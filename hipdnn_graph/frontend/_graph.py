@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.reduction import ReductionAttributes
@@ -291,6 +292,20 @@ class Graph:
             )
         y, inv_rms = self._node(lambda: self.core_graph.rmsnorm(x, scale, attributes))
         return adopt(y), None if inv_rms is None else adopt(inv_rms)
+
+    def layernorm(self, x: Any, scale: Any, bias: Any, attributes: Any) -> tuple[Any, Any, Any]:
+        """Add a layer-norm forward node; returns ``(y, mean, inv_variance)``, the last two
+        ``None`` in the ``INFERENCE`` phase.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, LayernormAttributes):
+            raise FrontendTypeError(
+                f"layernorm() expects LayernormAttributes, got {type(attributes).__name__}"
+            )
+        outputs = self._node(lambda: self.core_graph.layernorm(x, scale, bias, attributes))
+        return tuple(None if t is None else adopt(t) for t in outputs)  # type: ignore[return-value]
 
     def _node(self, add: Callable[[], Any]) -> Any:
         try:

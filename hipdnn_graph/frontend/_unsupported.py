@@ -1,7 +1,7 @@
 """hipDNN bindings this module does not provide, each failing with a message that names it.
 
-hipdnn-graph builds SDPA (forward and backward), pointwise, matmul, reduction and RMSNorm
-(forward) graphs; the other op families of hipDNN's bindings, its autotuning API and its
+hipdnn-graph builds SDPA (forward and backward), pointwise, matmul, reduction, RMSNorm and
+layer-norm (forward) graphs; the other op families of hipDNN's bindings, its autotuning API and its
 provisional HIP helpers are not part of it.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
 (``GRAPH_NOT_SUPPORTED``, also an ``AttributeError``, so ``hasattr`` answers ``False``).
@@ -21,7 +21,10 @@ from ._errors import UnsupportedFeatureError
 
 __all__ = ["GRAPH_METHODS", "MODULE_NAMES", "unsupported_graph_method", "unsupported_name"]
 
-_OPS = "only sdpa(), sdpa_backward(), pointwise(), matmul(), reduction() and rmsnorm() graphs are"
+_OPS = (
+    "only sdpa(), sdpa_backward(), pointwise(), matmul(), reduction(), rmsnorm() and layernorm() "
+    "graphs are"
+)
 #: Graph methods of hipDNN's bindings that are missing here -> what they belong to
 GRAPH_METHODS: dict[str, str] = {
     **{
@@ -34,7 +37,7 @@ GRAPH_METHODS: dict[str, str] = {
                 "batchnorm_inference",
                 "batchnorm_inference_variance_ext",
             ),
-            "layernorm": ("layernorm", "layernorm_backward"),
+            "layer-norm backward": ("layernorm_backward",),
             "RMSNorm backward": ("rmsnorm_backward",),
             "block-scale": ("block_scale_dequantize", "block_scale_quantize"),
             "MoE grouped matmul": ("moe_grouped_matmul",),
@@ -75,7 +78,6 @@ _ATTRIBUTE_CLASSES = {
     "BatchnormBackwardAttributes": "batchnorm",
     "BatchnormInferenceAttributes": "batchnorm",
     "BatchnormInferenceAttributesVarianceExt": "batchnorm",
-    "LayernormAttributes": "layernorm",
     "LayernormBackwardAttributes": "layernorm",
     "RMSNormBackwardAttributes": "rmsnorm",
     "BlockScaleDequantizeAttributes": "block-scale",

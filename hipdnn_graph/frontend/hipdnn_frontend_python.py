@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
+from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.reduction import ReductionAttributes
@@ -66,6 +67,7 @@ __all__ = [
     "Graph",
     "Handle",
     "HeuristicMode",
+    "LayernormAttributes",
     "MatmulAttributes",
     "NormFwdPhase",
     "PluginLoadingMode",
