@@ -49,3 +49,26 @@ try:
 except hg.HipdnnError as err:
     print(err.code.name, err.message)
 # --8<-- [end:rmsnorm_rules]
+
+# --8<-- [start:layernorm]
+ln = hg.Graph(
+    name="post_attention",
+    io_data_type=hg.DataType.HALF,
+    intermediate_data_type=hg.DataType.FLOAT,
+    compute_data_type=hg.DataType.FLOAT,
+)
+h = ln.tensor(name="h", dim=[8, 128, 512])
+weight = ln.tensor(name="weight", dim=[512], data_type=hg.DataType.FLOAT)  # reduced rank
+shift = ln.tensor(name="shift", dim=[512], data_type=hg.DataType.FLOAT)
+out, mean, inv_variance = ln.layernorm(
+    h, weight, shift, hg.LayernormAttributes()
+    .set_epsilon(hg.TensorAttributes().set_value(1e-5))
+    .set_forward_phase(hg.NormFwdPhase.INFERENCE)
+    .set_normalized_dim_count(1),
+)  # fmt: skip
+out.set_output(True)
+ln.validate()
+print(out.get_name(), out.get_dim(), mean, inv_variance)
+node = json.loads(ln.to_json())["nodes"][0]
+print(node["forward_phase"], node["normalized_dim_count"], node["outputs"])
+# --8<-- [end:layernorm]
