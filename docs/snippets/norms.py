@@ -22,6 +22,7 @@ attrs = (
     .set_forward_phase(hg.NormFwdPhase.TRAINING)
 )
 y, inv_rms = g.rmsnorm(x, gamma, attrs)
+assert inv_rms is not None  # made in the TRAINING phase
 inv_rms.set_output(True)  # saved for the backward pass
 w = g.tensor(name="w", dim=[1, 512, 1024])
 h = g.matmul(y, w, name="proj")
