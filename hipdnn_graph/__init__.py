@@ -13,17 +13,29 @@ Example:
 from . import backend
 from .attributes import (
     GraphAttributes,
+    LayernormAttributes,
     MaskWindow,
     MatmulAttributes,
     NodeAttributes,
     PointwiseAttributes,
+    ReductionAttributes,
+    RMSNormAttributes,
     SdpaAttributes,
     SdpaBackwardAttributes,
 )
 from .backend.registry import list_backends, register_backend
 from .errors import HipdnnError, NotSupportedError
 from .graph import Graph
-from .nodes import MatmulNode, Node, PointwiseNode, SdpaBwdNode, SdpaFwdNode
+from .nodes import (
+    LayerNormNode,
+    MatmulNode,
+    Node,
+    PointwiseNode,
+    ReductionNode,
+    RMSNormNode,
+    SdpaBwdNode,
+    SdpaFwdNode,
+)
 from .tensor import TensorAttributes, generate_strides
 from .types import (
     BuildPlanPolicy,
@@ -32,7 +44,9 @@ from .types import (
     ErrorCode,
     HeuristicMode,
     NodeType,
+    NormFwdPhase,
     PointwiseMode,
+    ReductionMode,
 )
 
 __version__ = "0.1.0"
@@ -46,16 +60,24 @@ __all__ = [
     "GraphAttributes",
     "HeuristicMode",
     "HipdnnError",
+    "LayerNormNode",
+    "LayernormAttributes",
     "MaskWindow",
     "MatmulAttributes",
     "MatmulNode",
     "Node",
     "NodeAttributes",
     "NodeType",
+    "NormFwdPhase",
     "NotSupportedError",
     "PointwiseAttributes",
     "PointwiseMode",
     "PointwiseNode",
+    "RMSNormAttributes",
+    "RMSNormNode",
+    "ReductionAttributes",
+    "ReductionMode",
+    "ReductionNode",
     "SdpaAttributes",
     "SdpaBackwardAttributes",
     "SdpaBwdNode",

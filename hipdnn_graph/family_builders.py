@@ -22,10 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import HipdnnError
 from .nodes.base import Node
+from .nodes.layernorm import LayerNormNode
 from .nodes.matmul import MatmulNode
 from .nodes.pointwise import PointwiseNode
+from .nodes.reduction import ReductionNode
+from .nodes.rmsnorm import RMSNormNode
 from .tensor import TensorAttributes
-from .types import ErrorCode
+from .types import ErrorCode, NormFwdPhase
 
 if TYPE_CHECKING:
     from .attributes.graph_attributes import GraphAttributes
@@ -102,11 +105,116 @@ class FamilyBuilders:
         self._add_node(MatmulNode(attrs, self.attributes))
         return c
 
+    def reduction(self, x: Any = None, *args: Any, **keywords: Any) -> TensorAttributes:
+        """Add a reduction node: ``reduction(x, attrs)`` or ``reduction(x, y, attrs)``; returns
+        Y: the given ``y``, else a virtual ``<node>::Y`` whose dims the caller sets (they say
+        which axes reduce; nothing infers them). An unnamed X (and an unnamed given Y) is
+        renamed ``<node>::X`` (``<node>::Y``);
+        keywords set the attributes' ``name``, ``mode``, ``is_deterministic`` and
+        ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for arguments that are not tensors, attributes of
+                another class, too many arguments or an unknown keyword.
+        """
+        given = keywords.pop("attributes", None)
+        rest = list(args)
+        if rest and not isinstance(rest[-1], TensorAttributes):
+            if given is not None:
+                raise HipdnnError(ErrorCode.INVALID_VALUE, "reduction() got attributes twice")
+            given = rest.pop()
+        if (
+            not isinstance(x, TensorAttributes)
+            or len(rest) > 1
+            or not all(isinstance(t, TensorAttributes) for t in rest)
+        ):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "reduction() takes tensor X [and tensor Y], then ReductionAttributes",
+            )
+        attrs = self._family_attributes(given, ReductionNode, keywords, "reduction")
+        if not x.name:
+            x.name = f"{attrs.name}::X"
+        y = rest[0] if rest else self._output_tensor(f"{attrs.name}::Y")
+        if not y.name:
+            y.name = f"{attrs.name}::Y"
+        attrs.set_x(x).set_y(y)
+        self._add_node(ReductionNode(attrs, self.attributes))
+        return y
+
+    def rmsnorm(
+        self, x: Any = None, scale: Any = None, attributes: Any = None, **keywords: Any
+    ) -> tuple[TensorAttributes, TensorAttributes | None]:
+        """Add an RMSNorm forward node: ``rmsnorm(x, scale, attrs)``; returns ``(y, inv_rms)``:
+        the virtual ``<node>::Y`` and, in the ``TRAINING`` phase, ``<node>::INV_RMS`` (``None``
+        otherwise). Epsilon, the phase and an optional bias come with the attributes; keywords
+        set ``name``, ``forward_phase``, ``epsilon``, ``bias`` and ``compute_data_type``. Inputs
+        keep their names, as in hipDNN.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+        """
+        if not isinstance(x, TensorAttributes) or not isinstance(scale, TensorAttributes):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "rmsnorm() takes tensors x and scale, then RMSNormAttributes",
+            )
+        attrs = self._family_attributes(attributes, RMSNormNode, keywords, "rmsnorm")
+        y = self._output_tensor(f"{attrs.name}::Y")
+        inv_rms = None
+        if attrs.forward_phase == NormFwdPhase.TRAINING:
+            inv_rms = self._output_tensor(f"{attrs.name}::INV_RMS")
+            attrs.set_inv_rms(inv_rms)
+        attrs.set_x(x).set_scale(scale).set_y(y)
+        self._add_node(RMSNormNode(attrs, self.attributes))
+        return y, inv_rms
+
+    def layernorm(
+        self,
+        x: Any = None,
+        scale: Any = None,
+        bias: Any = None,
+        attributes: Any = None,
+        **keywords: Any,
+    ) -> tuple[TensorAttributes, TensorAttributes | None, TensorAttributes | None]:
+        """Add a layer-norm forward node: ``layernorm(x, scale, bias, attrs)``; returns
+        ``(y, mean, inv_variance)``: the virtual ``<node>::Y`` and, unless the phase is
+        ``INFERENCE``, ``<node>::MEAN`` and ``<node>::INV_VARIANCE`` (``None`` otherwise).
+        Unnamed X, SCALE, BIAS and epsilon are renamed ``<node>::X`` … ``<node>::EPSILON``;
+        keywords set ``name``, ``forward_phase``, ``epsilon``, ``normalized_dim_count`` and
+        ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+        """
+        if not all(isinstance(t, TensorAttributes) for t in (x, scale, bias)):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "layernorm() takes tensors x, scale and bias, then LayernormAttributes",
+            )
+        attrs = self._family_attributes(attributes, LayerNormNode, keywords, "layernorm")
+        epsilon = attrs.get_epsilon()
+        for tensor, slot in ((x, "X"), (scale, "SCALE"), (bias, "BIAS"), (epsilon, "EPSILON")):
+            if tensor is not None and not tensor.name:
+                tensor.name = f"{attrs.name}::{slot}"
+        y = self._output_tensor(f"{attrs.name}::Y")
+        mean = inv_variance = None
+        if attrs.forward_phase != NormFwdPhase.INFERENCE:
+            mean = self._output_tensor(f"{attrs.name}::MEAN")
+            inv_variance = self._output_tensor(f"{attrs.name}::INV_VARIANCE")
+            attrs.set_mean(mean).set_inv_variance(inv_variance)
+        attrs.set_x(x).set_scale(scale).set_bias(bias).set_y(y)
+        self._add_node(LayerNormNode(attrs, self.attributes))
+        return y, mean, inv_variance
+
     def _family_attributes(
         self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str
     ) -> Any:
         """A copy of ``given`` (or new attributes of ``node``'s class) with ``keywords`` applied
-        and a name (``<node prefix>_<index>`` when unnamed)."""
+        (members, and input slots such as ``epsilon=``) and a name (``<node prefix>_<index>``
+        when unnamed)."""
         cls = node.attributes_class()
         if given is None:
             attributes = cls()
@@ -119,7 +227,8 @@ class FamilyBuilders:
             )
         for key, value in keywords.items():
             setter = getattr(attributes, f"set_{key}", None)
-            if key not in cls.model_fields or setter is None:
+            field = key in cls.model_fields or key.upper() in cls.InputNames.__members__
+            if not field or setter is None:
                 raise HipdnnError(ErrorCode.INVALID_VALUE, f"{op}() got an unknown keyword {key!r}")
             setter(value)
         if not attributes.name:

@@ -21,7 +21,9 @@ __all__ = [
     "ErrorCode",
     "HeuristicMode",
     "NodeType",
+    "NormFwdPhase",
     "PointwiseMode",
+    "ReductionMode",
 ]
 
 
@@ -187,3 +189,32 @@ class PointwiseMode(IntEnum):
     TAN = 45
     TANH_BWD = 46
     TANH_FWD = 47
+
+
+class ReductionMode(IntEnum):
+    """How a reduction node combines the elements it reduces (hipDNN's frontend
+    ``ReductionMode``).
+
+    The numbers are hipDNN's and its FlatBuffers schema's (where ``MIN`` and ``MAX`` are spelled
+    ``MIN_OP`` and ``MAX_OP``).
+    """
+
+    NOT_SET = 0
+    ADD = 1
+    MUL = 2
+    MIN = 3
+    MAX = 4
+    AMAX = 5
+    AVG = 6
+    NORM1 = 7
+    NORM2 = 8
+    MUL_NO_ZEROS = 9
+
+
+class NormFwdPhase(IntEnum):
+    """Whether a normalization forward node also writes the statistics its backward needs
+    (hipDNN's ``NormFwdPhase``; the same numbers in its schema's ``norm_common``)."""
+
+    NOT_SET = 0
+    INFERENCE = 1
+    TRAINING = 2

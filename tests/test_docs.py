@@ -313,3 +313,15 @@ def test_plugin_page_documents_every_feature_and_problem_field() -> None:
     for name, member in vars(SdpaProblem).items():
         if not name.startswith("_") and callable(getattr(member, "fget", member)):
             assert inspect.getdoc(getattr(SdpaProblem, name)), name
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(DOCS)))
+def test_snippet_includes_are_not_mangled(page: Path) -> None:
+    """An include in a plain ``python`` fence is reformatted by ``ruff format`` into
+    ``--8 < --"..."``, which neither renders nor is checked: includes sit in ``{ .python }``
+    fences, and Output blocks are titled so that the test above compares them."""
+    text = page.read_text()
+    assert "--8 < --" not in text, f"{page.name}: a mangled snippet include"
+    assert not re.search(r"^Output:\n\n```text", text, re.MULTILINE), (
+        f'{page.name}: an untitled Output block (use ```text title="Output")'
+    )

@@ -293,9 +293,8 @@ class TestOtherOpFamilies:
         [
             "conv_fprop",
             "batchnorm",
-            "layernorm",
-            "rmsnorm",
-            "reduction",
+            "layernorm_backward",
+            "rmsnorm_backward",
             "resample_bwd",
             "autotune",
             "get_engine_configs",
@@ -309,7 +308,8 @@ class TestOtherOpFamilies:
         assert caught.value.code == hg.ErrorCode.GRAPH_NOT_SUPPORTED
 
     @pytest.mark.parametrize(
-        "name", ["ReductionAttributes", "ConvFpropAttributes", "ReductionMode", "AutotuneConfig"]
+        "name",
+        ["LayernormBackwardAttributes", "ConvFpropAttributes", "ConvolutionMode", "AutotuneConfig"],
     )
     def test_module_names_name_the_feature(self, name: str) -> None:
         assert not hasattr(hipdnn, name)

@@ -262,7 +262,8 @@ def test_other_node_kinds_are_refused_by_name() -> None:
         f'hipDNN node "mm" has kind ResampleBwdAttributes (21); only {supported} are supported'
     )
     assert (
-        "(2), MatmulAttributes (9), SdpaAttributes (12) and SdpaBackwardAttributes (15)" in message
+        "(9), RMSNormAttributes (10), LayernormAttributes (11), SdpaAttributes (12), "
+        "SdpaBackwardAttributes (15) and ReductionAttributes (18)" in message
     )
     doc["nodes"][0]["type"] = "ResampleBwdAttributes"
     assert _refused(hg.Graph.from_json, json.dumps(doc)) == message

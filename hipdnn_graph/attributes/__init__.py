@@ -2,17 +2,23 @@
 
 from .base import MaskWindow, NodeAttributes
 from .graph_attributes import GraphAttributes
+from .layernorm import LayernormAttributes
 from .matmul import MatmulAttributes
 from .pointwise import PointwiseAttributes
+from .reduction import ReductionAttributes
+from .rmsnorm import RMSNormAttributes
 from .sdpa import SdpaAttributes
 from .sdpa_backward import SdpaBackwardAttributes
 
 __all__ = [
     "GraphAttributes",
+    "LayernormAttributes",
     "MaskWindow",
     "MatmulAttributes",
     "NodeAttributes",
     "PointwiseAttributes",
+    "RMSNormAttributes",
+    "ReductionAttributes",
     "SdpaAttributes",
     "SdpaBackwardAttributes",
 ]

@@ -8,7 +8,7 @@
 * :class:`WireGraph` (:mod:`.wire_model`) is a graph as hipDNN's serialized ``Graph`` holds it;
   :func:`write_graph` / :func:`read_graph` are hipDNN's FlatBuffers bytes (:mod:`.fb_write`,
   :mod:`.fb_read`) and :func:`graph_to_json` / :func:`graph_from_json` its JSON
-  (:mod:`.hipdnn_json`), with :func:`json_schema`.
+  (:mod:`.hipdnn_json`), with :func:`json_schema` (:mod:`.hipdnn_json_schema`).
 
 Example:
     >>> from hipdnn_graph.descriptors import json_schema
@@ -22,7 +22,8 @@ from .backend_descriptor import BackendDescriptor, DescriptorError
 from .enums import AttributeName, AttributeType, DescriptorType, Status
 from .fb_read import CONTAINER_IDENTIFIER, read_graph
 from .fb_write import write_graph
-from .hipdnn_json import graph_from_json, graph_to_json, json_schema
+from .hipdnn_json import graph_from_json, graph_to_json
+from .hipdnn_json_schema import json_schema
 from .node_spec import Kind, NodeSpec, ScalarSpec, SlotSpec, UnmodelledSpec, node_specs
 from .wire_model import (
     MAX_INPUT_BYTES,

@@ -1,12 +1,14 @@
 """hipDNN's JSON form of a graph, both ways (HIPDNN_WIRE.md part B).
 
 The shape is the one hipDNN's ``FBI/utilities/json`` helpers write: keys sorted at every level,
-compact, every key present (``null`` for an absent optional); data types in lower case
-(``"bfloat16"``), alignments and implementations in upper case; each node has ``inputs`` and
-``outputs`` objects of ``<x>_tensor_uid`` keys and its scalars under ``"attributes"`` (forward)
-or ``"parameters"`` (backward); binary32 values are written as the shortest digits of their exact
-double (``0.1f`` → ``0.10000000149011612``), in nlohmann's number format. The JSON holds exactly
-what the bytes hold: ``to_json(read(bytes))`` read back writes the same bytes.
+compact, every key present (``null`` for an absent optional) unless a family's helper leaves it
+out; data types in lower case (``"bfloat16"``), alignments and implementations in upper case;
+each node has ``inputs`` and ``outputs`` objects of ``<x>_tensor_uid`` keys and its scalars under
+``"attributes"`` or ``"parameters"``, among the inputs, or on the node object itself, as its
+family's :class:`~.node_spec.NodeSpec` declares; binary32 values are written as the
+shortest digits of their exact double (``0.1f`` → ``0.10000000149011612``), in nlohmann's number
+format. The JSON holds exactly what the bytes hold: ``to_json(read(bytes))`` read back writes the
+same bytes.
 
 Where hipDNN's own JSON loses data we keep it (FNUZ data types by name, ``BoolValue``); NaN and
 ±inf, which JSON cannot hold, are refused rather than written as ``null``.
@@ -27,7 +29,15 @@ from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode
 from .fb_read import NODE_KINDS
-from .node_spec import Kind, NodeSpec, WireEnum, node_specs, supported_kinds
+from .node_spec import (
+    JSON_ON_NODE,
+    JSON_SCALARS_ON_NODE,
+    Kind,
+    NodeSpec,
+    WireEnum,
+    node_specs,
+    supported_kinds,
+)
 from .wire_model import (
     DATA_TYPE_NAMES,
     MAX_INPUT_BYTES,
@@ -50,7 +60,7 @@ from .wire_model import (
     wide_text_error,
 )
 
-__all__ = ["format_number", "graph_from_json", "graph_to_json", "json_schema"]
+__all__ = ["format_number", "graph_from_json", "graph_to_json"]
 
 _DATA_TYPES = {name: dtype for dtype, name in DATA_TYPE_NAMES.items()}
 
@@ -170,32 +180,40 @@ def _node_json(spec: NodeSpec, attributes: Any, numbers: _Numbers) -> dict[str, 
     groups: dict[str, dict[str, Any]] = {"inputs": {}, "outputs": {}, "scalars": {}}
     for slot in spec.slots:
         tensor = slots.get(slot.name)
+        if tensor is None and spec.omit_absent_uids:
+            continue  # hipDNN leaves the key out rather than writing null
         groups["outputs" if slot.output else "inputs"][slot.wire] = (
             None if tensor is None else tensor.uid
         )
     d = attributes.__dict__
     scalars = groups[_scalar_holder(spec)]
     for scalar in spec.scalars:
-        scalars[scalar.key] = _scalar_json(scalar.kind, d[scalar.name], where, numbers, scalar.enum)
+        value = d[scalar.name]
+        if scalar.json_presence == "when_set" and value == scalar.default:
+            continue
+        scalars[scalar.key] = _scalar_json(scalar.kind, value, where, numbers, scalar.enum)
     for extra in spec.unmodelled:
         if extra.group != "extra":
             holder = groups[extra.group if extra.group != "scalars" else _scalar_holder(spec)]
             holder[extra.wire] = _scalar_json(extra.kind, extra.default, where, numbers, extra.enum)
-    node = {
+    node: dict[str, Any] = {
         "compute_data_type": _dtype_name(attributes.compute_data_type, where),
-        "inputs": groups["inputs"],
         "name": attributes.name,
-        "outputs": groups["outputs"],
         "type": spec.table,
     }
-    if spec.scalar_group not in ("", "inputs"):
+    if spec.scalar_group == JSON_ON_NODE:  # every key on the node object itself
+        return {**node, **groups["inputs"], **groups["outputs"]}
+    node.update(inputs=groups["inputs"], outputs=groups["outputs"])
+    if spec.scalar_group == JSON_SCALARS_ON_NODE:
+        node.update(groups["scalars"])
+    elif spec.scalar_group not in ("", "inputs"):
         node[spec.scalar_group] = groups["scalars"]
     return node
 
 
 def _scalar_holder(spec: NodeSpec) -> str:
     """Where a family's scalars go in its JSON node: its own object, or among the inputs."""
-    return "inputs" if spec.scalar_group in ("", "inputs") else "scalars"
+    return "inputs" if spec.scalar_group in ("", "inputs", JSON_ON_NODE) else "scalars"
 
 
 def graph_to_json(graph: WireGraph) -> str:
@@ -421,6 +439,8 @@ def finite_number(raw: Any) -> float | None:
 def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = None) -> Any:
     if kind in (Kind.BOOL, Kind.BOOL_OPT):
         return o.get_bool(key, nullable=kind is Kind.BOOL_OPT)
+    if kind is Kind.I64:
+        return o.get_int(key)
     if kind in (Kind.I64_OPT, Kind.I32_OPT):
         value = o.get_int(key, nullable=True)
         if kind is Kind.I32_OPT and value is not None and not -(2**31) <= value < 2**31:
@@ -431,7 +451,7 @@ def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = N
         return None if number is None else float32(number, where)
     if kind is Kind.ENUM:
         assert enum is not None
-        name = o.get_str(key)
+        name = o.get_int(key) if enum.numeric else o.get_str(key)
         number = enum.value_of(name)
         if number is None:
             raise unsupported(f"{where}: {name!r} is not a {enum.name}")
@@ -452,17 +472,21 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
         shown = f"{kind} ({tag})" if tag is not None else repr(kind)
         raise unsupported(f"{label} has kind {shown}; only {supported_kinds()} are supported")
     compute = o.get_dtype("compute_data_type")
-    inputs_obj = o.obj_at("inputs")
-    outputs_obj = o.obj_at("outputs")
+    on_node = spec.scalar_group == JSON_ON_NODE
+    inputs_obj = o if on_node else o.obj_at("inputs")
+    outputs_obj = o if on_node else o.obj_at("outputs")
     assert inputs_obj is not None and outputs_obj is not None
     scalars_obj = _scalars_object(o, spec, label, inputs_obj)
     uids: dict[Any, int | None] = {
-        slot: (outputs_obj if slot.output else inputs_obj).get_int(
-            slot.wire, nullable=not slot.required
-        )
+        slot: _uid(outputs_obj if slot.output else inputs_obj, slot.wire, slot.required, spec)
         for slot in spec.slots
     }
-    scalars = {s.name: _scalar(scalars_obj, s.kind, s.key, label, s.enum) for s in spec.scalars}
+    scalars = {
+        s.name: _scalar(scalars_obj, s.kind, s.key, label, s.enum)
+        if s.json_presence == "always" or s.key in scalars_obj.obj
+        else _absent(scalars_obj, s.key, s.default)
+        for s in spec.scalars
+    }
     holders = {"inputs": inputs_obj, "outputs": outputs_obj, "scalars": scalars_obj}
     for extra in spec.unmodelled:
         if extra.group == "extra":  # written only in a scalar object of the family's own
@@ -478,6 +502,20 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
     return spec, decoded_attributes(spec, name, compute, uids, scalars, tensors)
 
 
+def _uid(o: _Obj, key: str, required: bool, spec: NodeSpec) -> int | None:
+    """A slot's uid: required, ``null`` for an absent optional tensor, or (where hipDNN leaves
+    absent tensors out) an optional key that is never ``null``."""
+    if required or not spec.omit_absent_uids:
+        return o.get_int(key, nullable=not required)  # type: ignore[no-any-return]
+    return o.get_int(key) if key in o.obj else _absent(o, key, None)  # type: ignore[no-any-return]
+
+
+def _absent(o: _Obj, key: str, default: Any) -> Any:
+    """The default of a field hipDNN's reader does not require (its key is absent)."""
+    o.seen.add(key)
+    return default
+
+
 def _scalars_object(o: _Obj, spec: NodeSpec, label: str, inputs: _Obj) -> _Obj:
     """The JSON object holding a node's scalars: its scalar group (or a legacy spelling of it),
     or the inputs object for families whose JSON writes the scalars there.
@@ -485,8 +523,10 @@ def _scalars_object(o: _Obj, spec: NodeSpec, label: str, inputs: _Obj) -> _Obj:
     Raises:
         HipdnnError: UNSUPPORTED_GRAPH_FORMAT when the group and a legacy spelling both appear.
     """
-    if spec.scalar_group in ("", "inputs"):
+    if spec.scalar_group in ("", "inputs", JSON_ON_NODE):
         return inputs
+    if spec.scalar_group == JSON_SCALARS_ON_NODE:
+        return o
     group = spec.scalar_group
     if group not in o.obj:
         legacy = [g for g in spec.legacy_scalar_groups if g in o.obj]
@@ -586,120 +626,3 @@ def _version(o: _Obj | None) -> tuple[int, int, int] | None:
     if any(not 0 <= p < 2**32 for p in (major, minor, patch)):
         raise unsupported("Invalid hipDNN graph JSON: engine API version parts must be uint32")
     return major, minor, patch
-
-
-# ----- JSON Schema -------------------------------------------------------------------------------
-
-_NULLABLE_INT: dict[str, Any] = {"type": ["integer", "null"]}
-
-
-def _kind_schema(kind: Kind, enum: WireEnum | None = None) -> dict[str, Any]:
-    if kind is Kind.ENUM:
-        assert enum is not None
-        return {"enum": list(enum.json.values())}
-    return {
-        Kind.UID: {"type": "integer"},
-        Kind.UID_OPT: _NULLABLE_INT,
-        Kind.BOOL: {"type": "boolean"},
-        Kind.BOOL_OPT: {"type": ["boolean", "null"]},
-        Kind.F32_OPT: {"type": ["number", "null"]},
-        Kind.I64_OPT: _NULLABLE_INT,
-        Kind.I32_OPT: _NULLABLE_INT,
-        Kind.DTYPE: {"$ref": "#/$defs/DataType"},
-        Kind.STRING: {"type": "string"},
-    }[kind]
-
-
-def _closed(properties: dict[str, Any], optional: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": sorted(k for k in properties if k not in optional),
-        "additionalProperties": False,
-    }
-
-
-def _node_schema(spec: NodeSpec) -> dict[str, Any]:
-    groups: dict[str, dict[str, Any]] = {"inputs": {}, "outputs": {}, "scalars": {}}
-    for slot in spec.slots:
-        groups["outputs" if slot.output else "inputs"][slot.wire] = _kind_schema(slot.kind)
-    holder = _scalar_holder(spec)
-    for scalar in spec.scalars:
-        groups[holder][scalar.key] = _kind_schema(scalar.kind, scalar.enum)
-    extras = []
-    for extra in spec.unmodelled:
-        if extra.group == "extra" and holder != "scalars":
-            continue  # no object to hold it: the field must keep its default
-        key = holder if extra.group in ("extra", "scalars") else extra.group
-        groups[key][extra.wire] = _kind_schema(extra.kind, extra.enum)
-        if extra.group == "extra":
-            extras.append(extra.wire)
-    inputs_optional = tuple(extras) if holder == "inputs" else ()
-    properties = {
-        "compute_data_type": {"$ref": "#/$defs/DataType"},
-        "inputs": _closed(groups["inputs"], inputs_optional),
-        "name": {"type": "string"},
-        "outputs": _closed(groups["outputs"]),
-        "type": {"const": spec.table},
-    }
-    if holder == "scalars":
-        properties[spec.scalar_group] = _closed(groups["scalars"], tuple(extras))
-    return _closed(properties)
-
-
-def json_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of hipDNN's graph JSON as this library reads it, derived
-    from the registered node specs.
-
-    Example:
-        >>> schema = json_schema()
-        >>> schema["required"][:3]
-        ['compute_data_type', 'intermediate_data_type', 'io_data_type']
-    """
-    int64 = {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1}
-    tensor = _closed(
-        {
-            "alignment": {"type": "integer", "minimum": 1},
-            "data_type": {"$ref": "#/$defs/DataType"},
-            "dims": {"type": "array", "items": int64, "maxItems": MAX_RANK},
-            "is_runtime_pass_by_value": {"type": "boolean"},
-            "name": {"type": "string"},
-            "ragged_offset_multiplier": {"const": 1},
-            "strides": {"type": "array", "items": int64, "maxItems": MAX_RANK},
-            "uid": int64,
-            "value": {"type": ["number", "boolean"]},
-            "value_type": {"enum": [m.name for m in ValueMember]},
-            "virtual": {"type": "boolean"},
-        },
-        ("alignment", "ragged_offset_multiplier", "value", "value_type"),
-    )
-    version = _closed({k: {"type": "integer", "minimum": 0} for k in ("major", "minor", "patch")})
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "hipDNN graph",
-        **_closed(
-            {
-                "compute_data_type": {"$ref": "#/$defs/DataType"},
-                "id": {"type": "string", "pattern": "^[0-9a-fA-F-]{36}$"},
-                "intermediate_data_type": {"$ref": "#/$defs/DataType"},
-                "io_data_type": {"$ref": "#/$defs/DataType"},
-                "is_override_shape_enabled": {"type": "boolean"},
-                "min_required_engine_api_version": version,
-                "name": {"type": "string"},
-                "nodes": {
-                    "type": "array",
-                    "maxItems": MAX_NODES,
-                    "items": {"oneOf": [_node_schema(s) for s in node_specs().values()]},
-                },
-                "preferred_engine_id": int64,
-                "tensors": {"type": "array", "maxItems": MAX_TENSORS, "items": tensor},
-            },
-            (
-                "id",
-                "is_override_shape_enabled",
-                "min_required_engine_api_version",
-                "preferred_engine_id",
-            ),
-        ),
-        "$defs": {"DataType": {"enum": sorted(DATA_TYPE_NAMES.values())}},
-    }

@@ -17,6 +17,7 @@ kind       FlatBuffers type                       JSON
 ``BOOL``   ``bool`` (default false)               ``true``/``false``
 ``BOOL_OPT``  ``bool = null``                     bool or ``null``
 ``F32_OPT``   ``float = null`` (binary32)         number or ``null``
+``I64``    ``long`` (default 0)                   integer
 ``I64_OPT``   ``long = null``                     integer or ``null``
 ``I32_OPT``   ``int = null``                      integer or ``null``
 ``ENUM``   an enum of the schema (int8)           the :class:`WireEnum`'s spelling
@@ -44,6 +45,8 @@ from ..types import DataType
 from .enums import AttributeType, DescriptorType
 
 __all__ = [
+    "JSON_ON_NODE",
+    "JSON_SCALARS_ON_NODE",
     "WIRE_KINDS",
     "Kind",
     "NodeSpec",
@@ -66,6 +69,7 @@ class Kind(Enum):
     BOOL = "bool"
     BOOL_OPT = "bool?"
     F32_OPT = "float?"
+    I64 = "long"
     I64_OPT = "long?"
     I32_OPT = "int?"
     ENUM = "enum"
@@ -80,12 +84,25 @@ WIRE_KINDS: dict[Kind, tuple[str, int, bool, Any]] = {
     Kind.BOOL: ("?", 1, False, False),
     Kind.BOOL_OPT: ("?", 1, True, None),
     Kind.F32_OPT: ("f", 4, True, None),
+    Kind.I64: ("q", 8, False, 0),
     Kind.I64_OPT: ("q", 8, True, None),
     Kind.I32_OPT: ("i", 4, True, None),
     Kind.ENUM: ("b", 1, False, 0),
     Kind.DTYPE: ("b", 1, False, DataType.NOT_SET),
     Kind.STRING: ("S", 4, False, ""),
 }
+
+
+#: ``NodeSpec.scalar_group`` of a family whose JSON writes its uids and members on the node object
+#: itself, with no ``inputs``/``outputs`` objects.
+JSON_ON_NODE = "."
+#: ``NodeSpec.scalar_group`` of a family whose JSON keeps the uids in ``inputs``/``outputs`` and
+#: writes its other fields on the node object itself.
+JSON_SCALARS_ON_NODE = ":"
+#: ``ScalarSpec.json_presence`` values: the key is always written and required on read; always
+#: written, the default when absent on read; written only when not the default (absent reads as
+#: the default).
+JSON_PRESENCE = ("always", "read_optional", "when_set")
 
 
 @dataclass(frozen=True)
@@ -95,7 +112,8 @@ class WireEnum:
     Attributes:
         name: The schema's enum name (used in messages).
         cls: The project's enum the field reads into (same numbers as the schema).
-        json: hipDNN's JSON spelling of each value (its ``NLOHMANN_JSON_SERIALIZE_ENUM``).
+        json: hipDNN's JSON spelling of each value (its ``NLOHMANN_JSON_SERIALIZE_ENUM``), or
+            the number itself where hipDNN's JSON writes the enum as an integer.
 
     Example:
         >>> from enum import IntEnum
@@ -107,13 +125,18 @@ class WireEnum:
 
     name: str
     cls: type[IntEnum]
-    json: Mapping[int, str]
+    json: Mapping[int, str | int]
 
     def member(self, number: int) -> IntEnum | None:
         """The enum member of a wire number, or ``None`` when the schema has no such value."""
         return self.cls(number) if number in self.json else None
 
-    def value_of(self, text: str) -> int | None:
+    @property
+    def numeric(self) -> bool:
+        """Whether hipDNN's JSON writes this enum as an integer."""
+        return all(isinstance(v, int) for v in self.json.values())
+
+    def value_of(self, text: str | int) -> int | None:
         """The number hipDNN's JSON spelling ``text`` stands for, or ``None``."""
         for number, spelled in self.json.items():
             if spelled == text:
@@ -166,6 +189,7 @@ class ScalarSpec:
         always: The descriptor always carries it (flags, alignment) rather than only when set.
         wire: hipDNN's field name and JSON key, when it differs from ``name``.
         enum: The schema enum of a ``Kind.ENUM`` field.
+        json_presence: When hipDNN's JSON holds the key (one of :data:`JSON_PRESENCE`).
     """
 
     name: str
@@ -175,9 +199,11 @@ class ScalarSpec:
     always: bool = False
     wire: str = ""
     enum: WireEnum | None = None
+    json_presence: str = "always"
 
     def __post_init__(self) -> None:
         assert (self.kind is Kind.ENUM) == (self.enum is not None), self.name
+        assert self.json_presence in JSON_PRESENCE, self.json_presence
 
     @property
     def key(self) -> str:
@@ -229,8 +255,12 @@ class NodeSpec:
         descriptor_class: hipDNN's backend class of that descriptor (named in its messages).
         compute_type: Descriptor attribute of the node's compute type.
         scalar_group: JSON key of the scalar object (``"attributes"`` or ``"parameters"``),
-            ``"inputs"`` where hipDNN's JSON writes the scalars among the input uids, or ``""``
-            where the family has no scalar object.
+            ``"inputs"`` where hipDNN's JSON writes the scalars among the input uids, ``""``
+            where the family has no scalar object, :data:`JSON_ON_NODE` where the uids and
+            the scalars are keys of the node object itself, or :data:`JSON_SCALARS_ON_NODE`
+            where only the scalars are.
+        omit_absent_uids: hipDNN's JSON leaves an absent optional tensor's key out (instead of
+            writing ``null``); an absent key reads as no tensor.
         legacy_scalar_groups: Other keys older hipDNN wrote for it (read, never written).
         slots: Tensor slots in the attributes' enum order (inputs, then outputs).
         scalars: Plain members.
@@ -254,6 +284,7 @@ class NodeSpec:
     attributes_cls: type[Any]
     make_node: Callable[[Any, Any], Any]
     legacy_scalar_groups: tuple[str, ...] = ()
+    omit_absent_uids: bool = False
     _by_name: dict[str, SlotSpec] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -33,8 +33,11 @@ from typing import Any
 
 import numpy as np
 
+from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
+from ..attributes.reduction import ReductionAttributes
+from ..attributes.rmsnorm import RMSNormAttributes
 from ..attributes.sdpa import SdpaAttributes as CoreSdpaAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..backend.contract import engine_id
@@ -261,6 +264,48 @@ class Graph:
             )
         c = self._node(lambda: self.core_graph.matmul(a, b, attributes))
         return adopt(c)  # type: ignore[return-value]
+
+    def reduction(self, x: Any, *args: Any) -> TensorAttributes:
+        """Add a reduction node: ``reduction(x, attrs)`` returns a new ``<node>::Y`` whose dims
+        the caller sets; ``reduction(x, y, attrs)`` returns ``y``.
+
+        Raises:
+            TypeError: for arguments of other types or counts (as nanobind does).
+        """
+        if not 1 <= len(args) <= 2 or not isinstance(args[-1], ReductionAttributes):
+            raise FrontendTypeError(
+                "reduction() takes tensor x [and tensor y], then ReductionAttributes"
+            )
+        y = self._node(lambda: self.core_graph.reduction(x, *args))
+        return adopt(y)  # type: ignore[return-value]
+
+    def rmsnorm(self, x: Any, scale: Any, attributes: Any) -> tuple[Any, Any]:
+        """Add an RMSNorm forward node; returns ``(y, inv_rms)``, ``inv_rms`` ``None`` unless the
+        phase is ``TRAINING``.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, RMSNormAttributes):
+            raise FrontendTypeError(
+                f"rmsnorm() expects RMSNormAttributes, got {type(attributes).__name__}"
+            )
+        y, inv_rms = self._node(lambda: self.core_graph.rmsnorm(x, scale, attributes))
+        return adopt(y), None if inv_rms is None else adopt(inv_rms)
+
+    def layernorm(self, x: Any, scale: Any, bias: Any, attributes: Any) -> tuple[Any, Any, Any]:
+        """Add a layer-norm forward node; returns ``(y, mean, inv_variance)``, the last two
+        ``None`` in the ``INFERENCE`` phase.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, LayernormAttributes):
+            raise FrontendTypeError(
+                f"layernorm() expects LayernormAttributes, got {type(attributes).__name__}"
+            )
+        outputs = self._node(lambda: self.core_graph.layernorm(x, scale, bias, attributes))
+        return tuple(None if t is None else adopt(t) for t in outputs)  # type: ignore[return-value]
 
     def _node(self, add: Callable[[], Any]) -> Any:
         try:

@@ -1,8 +1,8 @@
 """hipDNN bindings this module does not provide, each failing with a message that names it.
 
-hipdnn-graph builds SDPA (forward and backward), pointwise and matmul graphs; the other op
-families of hipDNN's bindings, its autotuning API and its provisional HIP helpers are not part
-of it.
+hipdnn-graph builds SDPA (forward and backward), pointwise, matmul, reduction, RMSNorm and
+layer-norm (forward) graphs; the other op families of hipDNN's bindings, its autotuning API and its
+provisional HIP helpers are not part of it.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
 (``GRAPH_NOT_SUPPORTED``, also an ``AttributeError``, so ``hasattr`` answers ``False``).
 
@@ -21,7 +21,10 @@ from ._errors import UnsupportedFeatureError
 
 __all__ = ["GRAPH_METHODS", "MODULE_NAMES", "unsupported_graph_method", "unsupported_name"]
 
-_OPS = "only sdpa(), sdpa_backward(), pointwise() and matmul() graphs are"
+_OPS = (
+    "only sdpa(), sdpa_backward(), pointwise(), matmul(), reduction(), rmsnorm() and layernorm() "
+    "graphs are"
+)
 #: Graph methods of hipDNN's bindings that are missing here -> what they belong to
 GRAPH_METHODS: dict[str, str] = {
     **{
@@ -34,10 +37,9 @@ GRAPH_METHODS: dict[str, str] = {
                 "batchnorm_inference",
                 "batchnorm_inference_variance_ext",
             ),
-            "layernorm": ("layernorm", "layernorm_backward"),
-            "rmsnorm": ("rmsnorm", "rmsnorm_backward"),
+            "layer-norm backward": ("layernorm_backward",),
+            "RMSNorm backward": ("rmsnorm_backward",),
             "block-scale": ("block_scale_dequantize", "block_scale_quantize"),
-            "reduction": ("reduction",),
             "MoE grouped matmul": ("moe_grouped_matmul",),
             "custom op": ("custom_op",),
             "resample": ("resample", "resample_fwd", "resample_bwd"),
@@ -76,23 +78,18 @@ _ATTRIBUTE_CLASSES = {
     "BatchnormBackwardAttributes": "batchnorm",
     "BatchnormInferenceAttributes": "batchnorm",
     "BatchnormInferenceAttributesVarianceExt": "batchnorm",
-    "LayernormAttributes": "layernorm",
     "LayernormBackwardAttributes": "layernorm",
-    "RMSNormAttributes": "rmsnorm",
     "RMSNormBackwardAttributes": "rmsnorm",
     "BlockScaleDequantizeAttributes": "block-scale",
     "BlockScaleQuantizeAttributes": "block-scale",
-    "ReductionAttributes": "reduction",
     "MoeGroupedMatmulAttributes": "MoE grouped matmul",
     "CustomOpAttributes": "custom op",
     "ResampleFwdAttributes": "resample",
     "ResampleBwdAttributes": "resample",
     "ConvolutionMode": "convolution",
-    "ReductionMode": "reduction",
     "ResampleMode": "resample",
     "PaddingMode": "resample",
     "MoeGroupedMatmulMode": "MoE grouped matmul",
-    "NormFwdPhase": "normalization",
 }
 #: module-level names of hipDNN's bindings that are missing here -> what they belong to
 MODULE_NAMES: dict[str, str] = {

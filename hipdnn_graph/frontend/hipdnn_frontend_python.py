@@ -14,8 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
+from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
+from ..attributes.reduction import ReductionAttributes
+from ..attributes.rmsnorm import RMSNormAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..types import (
     BuildPlanPolicy,
@@ -23,7 +26,9 @@ from ..types import (
     DiagonalAlignment,
     ErrorCode,
     HeuristicMode,
+    NormFwdPhase,
     PointwiseMode,
+    ReductionMode,
 )
 from ._attributes import SdpaAttributes
 from ._enums import AttentionImplementation, BehaviorNote, PluginLoadingMode, TimingQuality
@@ -62,10 +67,15 @@ __all__ = [
     "Graph",
     "Handle",
     "HeuristicMode",
+    "LayernormAttributes",
     "MatmulAttributes",
+    "NormFwdPhase",
     "PluginLoadingMode",
     "PointwiseAttributes",
     "PointwiseMode",
+    "RMSNormAttributes",
+    "ReductionAttributes",
+    "ReductionMode",
     "SdpaAttributes",
     "SdpaBackwardAttributes",
     "Tensor",

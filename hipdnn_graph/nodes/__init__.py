@@ -1,9 +1,21 @@
 """Nodes: one module per node family with its rules, inference and packing."""
 
 from .base import Node
+from .layernorm import LayerNormNode
 from .matmul import MatmulNode
 from .pointwise import PointwiseNode
+from .reduction import ReductionNode
+from .rmsnorm import RMSNormNode
 from .sdpa_bwd import SdpaBwdNode
 from .sdpa_fwd import SdpaFwdNode
 
-__all__ = ["MatmulNode", "Node", "PointwiseNode", "SdpaBwdNode", "SdpaFwdNode"]
+__all__ = [
+    "LayerNormNode",
+    "MatmulNode",
+    "Node",
+    "PointwiseNode",
+    "RMSNormNode",
+    "ReductionNode",
+    "SdpaBwdNode",
+    "SdpaFwdNode",
+]

@@ -14,8 +14,11 @@ from pathlib import Path
 
 from wire_model import (
     HIPDNN_DATA_TYPES,
+    LAYERNORM_TAG,
     MATMUL_TAG,
     POINTWISE_TAG,
+    REDUCTION_TAG,
+    RMSNORM_TAG,
     SDPA_BACKWARD_TAG,
     SDPA_TAG,
     Desc,
@@ -376,6 +379,76 @@ def matmul_batched() -> Desc:
     return graph_desc("matmul_epilogue", tensors, nodes, io_data_type=bf16)
 
 
+def reduction_chain() -> Desc:
+    """A deterministic AMAX over the last two axes, then a plain sum over the first: two
+    reductions (one with the flag set, one without) of the kind hipDNN's amax scaling uses."""
+    f32, half = DT["FLOAT"], DT["HALF"]
+    tensors = [
+        tensor_desc(1, "X", half, [2, 8, 16, 64]),
+        tensor_desc(2, "amax::Y", f32, [2, 8, 1, 1], [8, 1, 1, 1], virtual=True),
+        tensor_desc(3, "Total", f32, [1, 8, 1, 1], [8, 1, 1, 1]),
+    ]
+    nodes = [
+        node_desc("amax", REDUCTION_TAG, f32, mode=5, in_tensor_uid=1, out_tensor_uid=2,
+                  is_deterministic=True),
+        node_desc("sum", REDUCTION_TAG, f32, mode=1, in_tensor_uid=2, out_tensor_uid=3,
+                  is_deterministic=False),
+    ]  # fmt: skip
+    return graph_desc("reduction_chain", tensors, nodes, io_data_type=half)
+
+
+def rmsnorm_pair() -> Desc:
+    """An RMSNorm in training (bias, inv_rms, a scale normalizing the last axis) feeding one in
+    inference (no bias, no inv_rms): every field of the table, set and absent."""
+    f32, bf16 = DT["FLOAT"], DT["BFLOAT16"]
+    eps = value_fields("Float32Value", 1e-5)
+    tensors = [
+        tensor_desc(1, "X", bf16, [4, 128, 64]),
+        tensor_desc(2, "gamma", f32, [1, 1, 64]),
+        tensor_desc(3, "eps", f32, [1], [1], **eps),
+        tensor_desc(4, "beta", f32, [1, 1, 64]),
+        tensor_desc(5, "norm1::Y", f32, [4, 128, 64], virtual=True),
+        tensor_desc(6, "norm1::INV_RMS", f32, [4, 128, 1]),
+        tensor_desc(7, "Y", bf16, [4, 128, 64]),
+    ]
+    nodes = [
+        node_desc("norm1", RMSNORM_TAG, f32, x_tensor_uid=1, scale_tensor_uid=2,
+                  epsilon_tensor_uid=3, y_tensor_uid=5, bias_tensor_uid=4,
+                  inv_rms_tensor_uid=6, forward_phase=2),
+        node_desc("norm2", RMSNORM_TAG, f32, x_tensor_uid=5, scale_tensor_uid=2,
+                  epsilon_tensor_uid=3, y_tensor_uid=7, forward_phase=1),
+    ]  # fmt: skip
+    return graph_desc("rmsnorm_pair", tensors, nodes, io_data_type=bf16)
+
+
+def layernorm_pair() -> Desc:
+    """A layer norm in training (mean and inv_variance written, a full-rank scale) feeding one
+    in inference (no statistics, a reduced-rank scale): every field of the table."""
+    f32, half = DT["FLOAT"], DT["HALF"]
+    eps = value_fields("Float32Value", 1e-5)
+    tensors = [
+        tensor_desc(1, "X", half, [2, 6, 4]),
+        tensor_desc(2, "gamma", f32, [1, 6, 4]),
+        tensor_desc(3, "beta", f32, [1, 6, 4]),
+        tensor_desc(4, "eps", f32, [1], [1], **eps),
+        tensor_desc(5, "ln1::Y", f32, [2, 6, 4], virtual=True),
+        tensor_desc(6, "ln1::MEAN", f32, [2, 1, 1]),
+        tensor_desc(7, "ln1::INV_VARIANCE", f32, [2, 1, 1]),
+        tensor_desc(8, "gamma2", f32, [6, 4]),
+        tensor_desc(9, "beta2", f32, [6, 4]),
+        tensor_desc(10, "Y", half, [2, 6, 4]),
+    ]
+    nodes = [
+        node_desc("ln1", LAYERNORM_TAG, f32, x_tensor_uid=1, scale_tensor_uid=2,
+                  bias_tensor_uid=3, epsilon_tensor_uid=4, y_tensor_uid=5,
+                  normalized_dim_count=2, mean_tensor_uid=6, inv_variance_tensor_uid=7,
+                  forward_phase=2),
+        node_desc("ln2", LAYERNORM_TAG, f32, x_tensor_uid=5, scale_tensor_uid=8,
+                  bias_tensor_uid=9, epsilon_tensor_uid=4, y_tensor_uid=10, forward_phase=1),
+    ]  # fmt: skip
+    return graph_desc("layernorm_pair", tensors, nodes, io_data_type=half)
+
+
 def _with_matmul(**attrs: object) -> Callable[[], Desc]:
     def build() -> Desc:
         desc = matmul_batched()
@@ -397,6 +470,9 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "pointwise_every_field": pointwise_every_field,
     "pointwise_max_min_chain": pointwise_max_min_chain,
     "matmul_batched": matmul_batched,
+    "reduction_chain": reduction_chain,
+    "rmsnorm_pair": rmsnorm_pair,
+    "layernorm_pair": layernorm_pair,
     **{f"io_{name.lower()}": io_type(name) for name in HIPDNN_DATA_TYPES if name != "UNSET"},
     **{f"scale_{name.lower()}": scale_value(name) for name in SCALE_VALUES},
 }

@@ -15,10 +15,15 @@ from typing import Any
 
 from wire_model import (
     HIPDNN_DATA_TYPES,
+    LAYERNORM_TAG,
     MATMUL_TAG,
+    NORM_FWD_PHASES,
     POINTWISE_FIELDS,
     POINTWISE_MODES,
     POINTWISE_TAG,
+    REDUCTION_MODE_JSON,
+    REDUCTION_TAG,
+    RMSNORM_TAG,
     SDPA_TAG,
     VALUE_FORMAT_BY_TAG,
     VALUE_MEMBERS,
@@ -208,6 +213,56 @@ def _pointwise(n: Desc) -> dict[str, Any]:
 def _node(n: Desc) -> dict[str, Any]:
     if n["attributes_type"] == POINTWISE_TAG:
         return _pointwise(n)
+    if n["attributes_type"] == LAYERNORM_TAG:  # hipDNN's layer-norm JSON: numbers on the node
+        a = n["attributes"]
+        return {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "forward_phase": a["forward_phase"],
+            "inputs": {
+                k: a[k]
+                for k in (
+                    "bias_tensor_uid",
+                    "epsilon_tensor_uid",
+                    "scale_tensor_uid",
+                    "x_tensor_uid",
+                )
+            },
+            "name": n["name"] or "",
+            "normalized_dim_count": a["normalized_dim_count"],
+            "outputs": {
+                k: a[k] for k in ("inv_variance_tensor_uid", "mean_tensor_uid", "y_tensor_uid")
+            },
+            "type": "LayernormAttributes",
+        }
+    if n["attributes_type"] == RMSNORM_TAG:  # hipDNN's RMSNorm JSON: absent uids left out
+        a = n["attributes"]
+        inputs = {k: a[k] for k in ("x_tensor_uid", "scale_tensor_uid", "epsilon_tensor_uid")}
+        outputs = {"y_tensor_uid": a["y_tensor_uid"]}
+        if a["bias_tensor_uid"] is not None:
+            inputs["bias_tensor_uid"] = a["bias_tensor_uid"]
+        if a["inv_rms_tensor_uid"] is not None:
+            outputs["inv_rms_tensor_uid"] = a["inv_rms_tensor_uid"]
+        node = {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "inputs": inputs,
+            "name": n["name"] or "",
+            "outputs": outputs,
+            "type": "RMSNormAttributes",
+        }
+        if a["forward_phase"]:
+            node["forward_phase"] = NORM_FWD_PHASES[a["forward_phase"]]
+        return node
+    if n["attributes_type"] == REDUCTION_TAG:  # hipDNN's reduction JSON: keys on the node
+        a = n["attributes"]
+        return {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "in_tensor_uid": a["in_tensor_uid"],
+            "is_deterministic": a["is_deterministic"],
+            "mode": REDUCTION_MODE_JSON[a["mode"]],
+            "name": n["name"] or "",
+            "out_tensor_uid": a["out_tensor_uid"],
+            "type": "ReductionAttributes",
+        }
     if n["attributes_type"] == MATMUL_TAG:  # hipDNN's matmul JSON: uids only
         a = n["attributes"]
         return {

@@ -117,6 +117,58 @@ def matmul_bias_relu() -> hg.Graph:
     return g
 
 
+def norm_scale_reduction() -> hg.Graph:
+    """A pointwise square feeding a deterministic sum over the last axis, then an AMAX over
+    everything (pointwise + reduction, one reduction with Y given, one with Y made here)."""
+    g = cases.new_graph("pointwise_reduction")
+    x = g.tensor(name="X", dim=[4, 8, 32])
+    sq = g.pointwise(x, x, mode=hg.PointwiseMode.MUL, name="square")
+    total = g.tensor(name="Total", dim=[4, 8, 1], data_type=hg.DataType.FLOAT)
+    g.reduction(sq, total, mode=hg.ReductionMode.ADD, is_deterministic=True, name="sum")
+    peak = g.reduction(total, hg.ReductionAttributes().set_mode(hg.ReductionMode.AMAX))
+    peak.set_dim([1, 1, 1]).set_stride([1, 1, 1]).set_output(True)
+    total.set_output(True)
+    return g
+
+
+def rmsnorm_then_matmul() -> hg.Graph:
+    """RMSNorm (training, with a bias) feeding a matmul and a pointwise SiLU: a transformer's
+    pre-norm projection, three families in one graph."""
+    g = cases.new_graph("rmsnorm_matmul", io=hg.DataType.BFLOAT16)
+    x = g.tensor(name="X", dim=[4, 16, 32])
+    gamma = g.tensor(name="gamma", dim=[1, 1, 32], data_type=hg.DataType.FLOAT)
+    beta = g.tensor(name="beta", dim=[1, 1, 32], data_type=hg.DataType.FLOAT)
+    eps = g.tensor(name="eps").set_value(1e-6)
+    attrs = hg.RMSNormAttributes().set_name("norm").set_epsilon(eps).set_bias(beta)
+    y, inv_rms = g.rmsnorm(x, gamma, attrs.set_forward_phase(hg.NormFwdPhase.TRAINING))
+    assert inv_rms is not None
+    inv_rms.set_output(True)
+    w = g.tensor(name="W", dim=[1, 32, 8])
+    h = g.matmul(y, w, name="proj")
+    g.pointwise(h, mode=hg.PointwiseMode.SWISH_FWD, swish_beta=1.0).set_output(True)
+    return g
+
+
+def layernorm_then_matmul() -> hg.Graph:
+    """Layer norm (training) feeding a matmul and a GELU: a transformer's post-attention block,
+    three families in one graph."""
+    g = cases.new_graph("layernorm_matmul", io=hg.DataType.HALF)
+    x = g.tensor(name="X", dim=[4, 16, 32])
+    gamma = g.tensor(name="gamma", dim=[1, 16, 32], data_type=hg.DataType.FLOAT)
+    beta = g.tensor(name="beta", dim=[1, 16, 32], data_type=hg.DataType.FLOAT)
+    eps = g.tensor(name="eps").set_value(1e-5)
+    y, mean, inv_variance = g.layernorm(
+        x, gamma, beta, epsilon=eps, forward_phase=hg.NormFwdPhase.TRAINING,
+        normalized_dim_count=2, name="ln",
+    )  # fmt: skip
+    assert mean is not None and inv_variance is not None
+    mean.set_output(True)
+    inv_variance.set_output(True)
+    h = g.matmul(y, g.tensor(name="W", dim=[1, 32, 8]), name="proj")
+    g.pointwise(h, mode=hg.PointwiseMode.GELU_FWD).set_output(True)
+    return g
+
+
 _SCALE_VALUES: list[tuple[str, Any]] = [
     ("FLOAT", 0.1),
     ("HALF", 0.1),  # Float16Value holds the nearest binary32, not a 16-bit rounding
@@ -137,6 +189,9 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "bwd_band_dropout": backward_band_dropout,
     "pointwise_chain": pointwise_chain,
     "attention_then_pointwise": attention_then_pointwise,
+    "pointwise_reduction": norm_scale_reduction,
+    "rmsnorm_matmul": rmsnorm_then_matmul,
+    "layernorm_matmul": layernorm_then_matmul,
     "matmul_bias_relu": matmul_bias_relu,
     **{
         f"io_{name.lower()}": io_type(hg.DataType[name])

@@ -23,6 +23,9 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     Graph as G,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    LayernormAttributes as LA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     MatmulAttributes as MA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -30,6 +33,12 @@ from hipdnn_flatbuffers_sdk.data_objects import (
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
     PointwiseAttributes as PA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    ReductionAttributes as RA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    RMSNormAttributes as RMS,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
     SdpaAttributes as SA,
@@ -47,8 +56,11 @@ from hipdnn_flatbuffers_sdk.data_objects.EngineApiVersion import CreateEngineApi
 from hipdnn_flatbuffers_sdk.data_objects.Uuid import CreateUuid
 from wire_model import (
     FIELDS_BY_TAG,
+    LAYERNORM_TAG,
     MATMUL_TAG,
     POINTWISE_TAG,
+    REDUCTION_TAG,
+    RMSNORM_TAG,
     SDPA_BACKWARD_TAG,
     SDPA_TAG,
     TABLE_BY_TAG,
@@ -62,8 +74,19 @@ _TABLE_CLASSES = {
     SDPA_BACKWARD_TAG: SBA.SdpaBackwardAttributes,
     POINTWISE_TAG: PA.PointwiseAttributes,
     MATMUL_TAG: MA.MatmulAttributes,
+    REDUCTION_TAG: RA.ReductionAttributes,
+    RMSNORM_TAG: RMS.RMSNormAttributes,
+    LAYERNORM_TAG: LA.LayernormAttributes,
 }
-_MODULES = {SDPA_TAG: SA, SDPA_BACKWARD_TAG: SBA, POINTWISE_TAG: PA, MATMUL_TAG: MA}
+_MODULES = {
+    SDPA_TAG: SA,
+    SDPA_BACKWARD_TAG: SBA,
+    POINTWISE_TAG: PA,
+    MATMUL_TAG: MA,
+    REDUCTION_TAG: RA,
+    RMSNORM_TAG: RMS,
+    LAYERNORM_TAG: LA,
+}
 
 
 def camel(field: str) -> str:
@@ -176,6 +199,9 @@ KNOWN_SLOTS = {
     "SdpaBackwardAttributes": 28,
     "PointwiseAttributes": 12,
     "MatmulAttributes": 5,
+    "ReductionAttributes": 4,
+    "RMSNormAttributes": 7,
+    "LayernormAttributes": 9,
 }
 
 

@@ -55,13 +55,10 @@ PLACEHOLDER_TABLES = {
     "batchnorm_backward_attributes.fbs": "BatchnormBackwardAttributes",
     "batchnorm_inference_attributes.fbs": "BatchnormInferenceAttributes",
     "batchnorm_inference_attributes_variance_ext.fbs": "BatchnormInferenceAttributesVarianceExt",
-    "layernorm_attributes.fbs": "LayernormAttributes",
     "layernorm_backward_attributes.fbs": "LayernormBackwardAttributes",
-    "rmsnorm_attributes.fbs": "RMSNormAttributes",
     "rmsnorm_backward_attributes.fbs": "RMSNormBackwardAttributes",
     "block_scale_dequantize_attributes.fbs": "BlockScaleDequantizeAttributes",
     "block_scale_quantize_attributes.fbs": "BlockScaleQuantizeAttributes",
-    "reduction_attributes.fbs": "ReductionAttributes",
     "resample_bwd_attributes.fbs": "ResampleBwdAttributes",
 }
 

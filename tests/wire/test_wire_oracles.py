@@ -25,9 +25,14 @@ from schema_copies import RECONSTRUCTED, REFERENCE, structs_as_tables
 from wire_model import (
     GRAPH_KEYS,
     HIPDNN_DATA_TYPES,
+    LAYERNORM_FIELDS,
     MATMUL_FIELDS,
+    NORM_FWD_PHASES,
     POINTWISE_FIELDS,
     POINTWISE_MODES,
+    REDUCTION_FIELDS,
+    REDUCTION_MODES,
+    RMSNORM_FIELDS,
     SDPA_BACKWARD_FIELDS,
     SDPA_FIELDS,
     TENSOR_KEYS,
@@ -99,6 +104,36 @@ def test_reconstructed_tables_match_the_field_tables() -> None:
     assert [int(modes[m]) for m in POINTWISE_MODES] == list(range(48))
     renamed = {"UNSET": "NOT_SET", "MAX_OP": "MAX", "MIN_OP": "MIN"}
     assert [hg.PointwiseMode[renamed.get(m, m)] for m in POINTWISE_MODES] == list(range(48))
+
+
+def test_reconstructed_reduction_table_matches_the_field_table() -> None:
+    """The reconstructed ReductionAttributes (tests/wire/schemas/) and the oracles' field table
+    agree, and each reconstructed ReductionMode number is the project's."""
+    fields = _fields("reduction_attributes.fbs", "ReductionAttributes")
+    assert [f for f, _ in REDUCTION_FIELDS] == fields
+    text = (RECONSTRUCTED / "reduction_attributes.fbs").read_text()
+    modes = dict(re.findall(r"(\w+) = (\d+)", text.split("enum ReductionMode")[1]))
+    assert [int(modes[m]) for m in REDUCTION_MODES] == list(range(10))
+    renamed = {"MAX_OP": "MAX", "MIN_OP": "MIN"}
+    assert [hg.ReductionMode[renamed.get(m, m)] for m in REDUCTION_MODES] == list(range(10))
+
+
+def test_reconstructed_rmsnorm_table_matches_the_field_table() -> None:
+    """The reconstructed RMSNormAttributes and NormFwdPhase (tests/wire/schemas/) and the
+    oracles' tables agree, and each NormFwdPhase number is the project's."""
+    fields = _fields("rmsnorm_attributes.fbs", "RMSNormAttributes")
+    assert [f for f, _ in RMSNORM_FIELDS] == fields
+    text = (RECONSTRUCTED / "norm_common.fbs").read_text()
+    phases = dict(re.findall(r"(\w+) = (\d+)", text.split("enum NormFwdPhase")[1]))
+    assert [int(phases[m]) for m in NORM_FWD_PHASES] == [0, 1, 2]
+    assert [hg.NormFwdPhase[m] for m in NORM_FWD_PHASES] == [0, 1, 2]
+
+
+def test_reconstructed_layernorm_table_matches_the_field_table() -> None:
+    """The reconstructed LayernormAttributes (tests/wire/schemas/) and the oracles' field table
+    agree."""
+    fields = _fields("layernorm_attributes.fbs", "LayernormAttributes")
+    assert [f for f, _ in LAYERNORM_FIELDS] == fields
 
 
 def test_python_schema_copy_changes_only_the_value_structs(hipdnn_schemas: Path) -> None:

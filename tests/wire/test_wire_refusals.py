@@ -18,8 +18,11 @@ from hipdnn_cases import (
     MODELLED,
     b8_desc,
     forward_every_field,
+    layernorm_pair,
     matmul_batched,
     pointwise_every_field,
+    reduction_chain,
+    rmsnorm_pair,
 )
 from wire_model import SDPA_TAG, UNMODELLED_TAG, Desc, node_desc
 
@@ -138,6 +141,9 @@ def test_fields_of_a_newer_schema_are_refused(cpp: CppOracle, table: str) -> Non
     desc = b8_desc(2)  # forward and backward nodes: every table occurs but the pointwise one
     desc["nodes"] += pointwise_every_field()["nodes"] if table == "PointwiseAttributes" else []
     desc["nodes"] += matmul_batched()["nodes"] if table == "MatmulAttributes" else []
+    desc = reduction_chain() if table == "ReductionAttributes" else desc
+    desc = rmsnorm_pair() if table == "RMSNormAttributes" else desc
+    desc = layernorm_pair() if table == "LayernormAttributes" else desc
     blob = py_oracle.build(desc, newer_field_in=table)
     _verified(cpp, blob)  # unknown fields are not checked by the Verifier
     error = _refused(blob)
@@ -197,3 +203,58 @@ def test_pointwise_mode_outside_the_schema_is_refused(cpp: CppOracle) -> None:
             hg.Graph.from_json(text.replace('"binary_select"', f'"{spelled}"'))
         assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
         assert f"'{spelled}' is not a PointwiseMode" in info.value.message
+
+
+def test_reduction_mode_outside_the_schema_is_refused(cpp: CppOracle) -> None:
+    """A ReductionMode number the schema does not have is refused by name in bytes; in JSON,
+    hipDNN's spellings only ("min", not "MIN" or "min_op")."""
+    desc = reduction_chain()
+    desc["nodes"][0]["attributes"]["mode"] = 10
+    blob = cpp.pack(desc)
+    _verified(cpp, blob)
+    _refused(blob, "ReductionMode 10")
+    text = hg.Graph.deserialize(cpp.pack(reduction_chain())).to_json()
+    assert '"mode":"amax"' in text and '"mode":"add"' in text
+    assert hg.Graph.from_json(text.replace('"amax"', '"min"')).nodes[0].attributes.mode == 3
+    for spelled in ("MIN", "min_op", "AMAX"):
+        with pytest.raises(hg.HipdnnError) as info:
+            hg.Graph.from_json(text.replace('"amax"', f'"{spelled}"'))
+        assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
+        assert f"'{spelled}' is not a ReductionMode" in info.value.message
+
+
+def test_norm_fwd_phase_outside_the_schema_is_refused(cpp: CppOracle) -> None:
+    """A NormFwdPhase number the schema does not have is refused by name in bytes; in JSON only
+    hipDNN's upper-case spellings are read (hipDNN reads any other string as NOT_SET; this
+    project refuses it rather than change the graph), and NOT_SET is never written."""
+    desc = rmsnorm_pair()
+    desc["nodes"][0]["attributes"]["forward_phase"] = 3
+    blob = cpp.pack(desc)
+    _verified(cpp, blob)
+    _refused(blob, "NormFwdPhase 3")
+    text = hg.Graph.deserialize(cpp.pack(rmsnorm_pair())).to_json()
+    assert '"forward_phase":"TRAINING"' in text and '"forward_phase":"INFERENCE"' in text
+    for spelled in ("training", "Training", "UNSET"):
+        with pytest.raises(hg.HipdnnError) as info:
+            hg.Graph.from_json(text.replace('"TRAINING"', f'"{spelled}"'))
+        assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
+        assert f"'{spelled}' is not a NormFwdPhase" in info.value.message
+
+
+def test_layernorm_phase_numbers_outside_the_schema_are_refused(cpp: CppOracle) -> None:
+    """Layer norm's JSON writes the phase as a number: a number outside NormFwdPhase (in bytes
+    or JSON) and a spelled name are refused; an absent phase reads as NOT_SET, as in hipDNN."""
+    desc = layernorm_pair()
+    desc["nodes"][0]["attributes"]["forward_phase"] = 3
+    blob = cpp.pack(desc)
+    _verified(cpp, blob)
+    _refused(blob, "NormFwdPhase 3")
+    text = hg.Graph.deserialize(cpp.pack(layernorm_pair())).to_json()
+    assert '"forward_phase":2' in text and '"forward_phase":1' in text
+    for spelled, words in (("3", "3 is not a NormFwdPhase"), ('"TRAINING"', "must be an integer")):
+        with pytest.raises(hg.HipdnnError) as info:
+            hg.Graph.from_json(text.replace('"forward_phase":2', f'"forward_phase":{spelled}'))
+        assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
+        assert words in info.value.message
+    absent = hg.Graph.from_json(text.replace('"forward_phase":2,', ""))
+    assert absent.nodes[0].attributes.get_forward_phase() == hg.NormFwdPhase.NOT_SET

@@ -65,8 +65,8 @@ VALUE_FORMAT_BY_TAG = dict(VALUE_MEMBERS.values())
 #: NodeAttributes tags the project reads (A6) and one it must refuse.
 SDPA_TAG, SDPA_BACKWARD_TAG, MATMUL_TAG = 12, 15, 9
 #: further families the project reads, from hipDNN's schemas (matmul) or reconstructed ones in
-#: tests/wire/schemas/ (pointwise)
-POINTWISE_TAG = 2
+#: tests/wire/schemas/ (pointwise, reduction, RMSNorm, layer norm)
+POINTWISE_TAG, REDUCTION_TAG, RMSNORM_TAG, LAYERNORM_TAG = 2, 18, 10, 11
 #: a NodeAttributes member no family of the project models (refused by name)
 UNMODELLED_TAG = 21  # ResampleBwdAttributes
 
@@ -167,11 +167,51 @@ MATMUL_FIELDS: list[tuple[str, str]] = [
     ("umd_flops", "str"),
     ("umd_bytes", "str"),
 ]
+#: ReductionAttributes fields in slot order (reconstructed reduction_attributes.fbs).
+REDUCTION_FIELDS: list[tuple[str, str]] = [
+    ("mode", "enum"),
+    ("in_tensor_uid", "req"),
+    ("out_tensor_uid", "req"),
+    ("is_deterministic", "bool"),
+]
+#: hipDNN's ReductionMode names by number (MIN/MAX are MIN_OP/MAX_OP in the schema)
+REDUCTION_MODES = [
+    "NOT_SET", "ADD", "MUL", "MIN_OP", "MAX_OP", "AMAX", "AVG", "NORM1", "NORM2", "MUL_NO_ZEROS",
+]  # fmt: skip
+#: hipDNN's JSON spelling of each ReductionMode (its NLOHMANN_JSON_SERIALIZE_ENUM)
+REDUCTION_MODE_JSON = [m.removesuffix("_OP").lower() for m in REDUCTION_MODES]
+#: RMSNormAttributes fields in slot order (reconstructed rmsnorm_attributes.fbs).
+RMSNORM_FIELDS: list[tuple[str, str]] = [
+    ("x_tensor_uid", "req"),
+    ("scale_tensor_uid", "req"),
+    ("epsilon_tensor_uid", "req"),
+    ("y_tensor_uid", "req"),
+    ("bias_tensor_uid", "opt"),
+    ("inv_rms_tensor_uid", "opt"),
+    ("forward_phase", "enum"),
+]
+#: LayernormAttributes fields in slot order (reconstructed layernorm_attributes.fbs).
+LAYERNORM_FIELDS: list[tuple[str, str]] = [
+    ("x_tensor_uid", "req"),
+    ("scale_tensor_uid", "req"),
+    ("bias_tensor_uid", "req"),
+    ("epsilon_tensor_uid", "req"),
+    ("y_tensor_uid", "req"),
+    ("normalized_dim_count", "req"),
+    ("mean_tensor_uid", "opt"),
+    ("inv_variance_tensor_uid", "opt"),
+    ("forward_phase", "enum"),
+]
+#: hipDNN's NormFwdPhase names by number (norm_common.fbs; its JSON writes them as they are)
+NORM_FWD_PHASES = ["NOT_SET", "INFERENCE", "TRAINING"]
 FIELDS_BY_TAG = {
     SDPA_TAG: SDPA_FIELDS,
     SDPA_BACKWARD_TAG: SDPA_BACKWARD_FIELDS,
     POINTWISE_TAG: POINTWISE_FIELDS,
     MATMUL_TAG: MATMUL_FIELDS,
+    REDUCTION_TAG: REDUCTION_FIELDS,
+    RMSNORM_TAG: RMSNORM_FIELDS,
+    LAYERNORM_TAG: LAYERNORM_FIELDS,
 }
 #: each table's name by tag
 TABLE_BY_TAG = {
@@ -179,6 +219,9 @@ TABLE_BY_TAG = {
     SDPA_BACKWARD_TAG: "SdpaBackwardAttributes",
     POINTWISE_TAG: "PointwiseAttributes",
     MATMUL_TAG: "MatmulAttributes",
+    REDUCTION_TAG: "ReductionAttributes",
+    RMSNORM_TAG: "RMSNormAttributes",
+    LAYERNORM_TAG: "LayernormAttributes",
 }
 #: hipDNN's PointwiseMode names by number (MAX/MIN are MAX_OP/MIN_OP in the schema)
 POINTWISE_MODES = [
@@ -482,6 +525,47 @@ def _expected_pointwise(node: Any) -> Desc:
 def _expected_node(node: Any) -> Desc:
     if isinstance(node, hg.PointwiseNode):
         return _expected_pointwise(node)
+    if isinstance(node, hg.LayerNormNode):
+        a = node.attributes
+        return node_desc(
+            node.name,
+            LAYERNORM_TAG,
+            hipdnn_data_type(a.get_compute_data_type()),
+            x_tensor_uid=_uid(a.get_x()),
+            scale_tensor_uid=_uid(a.get_scale()),
+            bias_tensor_uid=_uid(a.get_bias()),
+            epsilon_tensor_uid=_uid(a.get_epsilon()),
+            y_tensor_uid=_uid(a.get_y()),
+            normalized_dim_count=a.get_normalized_dim_count(),
+            mean_tensor_uid=_uid(a.get_mean()),
+            inv_variance_tensor_uid=_uid(a.get_inv_variance()),
+            forward_phase=int(a.get_forward_phase()),
+        )
+    if isinstance(node, hg.RMSNormNode):
+        a = node.attributes
+        return node_desc(
+            node.name,
+            RMSNORM_TAG,
+            hipdnn_data_type(a.get_compute_data_type()),
+            x_tensor_uid=_uid(a.get_x()),
+            scale_tensor_uid=_uid(a.get_scale()),
+            epsilon_tensor_uid=_uid(a.get_epsilon()),
+            y_tensor_uid=_uid(a.get_y()),
+            bias_tensor_uid=_uid(a.get_bias()),
+            inv_rms_tensor_uid=_uid(a.get_inv_rms()),
+            forward_phase=int(a.get_forward_phase()),
+        )
+    if isinstance(node, hg.ReductionNode):
+        a = node.attributes
+        return node_desc(
+            node.name,
+            REDUCTION_TAG,
+            hipdnn_data_type(a.get_compute_data_type()),
+            mode=int(a.get_mode()),
+            in_tensor_uid=_uid(a.get_x()),
+            out_tensor_uid=_uid(a.get_y()),
+            is_deterministic=a.get_is_deterministic(),
+        )
     if isinstance(node, hg.MatmulNode):
         a = node.attributes
         return node_desc(
@@ -590,6 +674,33 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
             for key in _POINTWISE_FLOATS:
                 attrs[key] = None if attrs[key] is None else f32_bits(attrs[key])
             attrs["operation"] = [m.lower() for m in POINTWISE_MODES].index(attrs["operation"])
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag == LAYERNORM_TAG:  # count and phase (a number, optional) on the node
+            attrs = {**n["inputs"], **n["outputs"]}
+            attrs["normalized_dim_count"] = n["normalized_dim_count"]
+            attrs["forward_phase"] = n.get("forward_phase", 0)
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag == RMSNORM_TAG:  # absent uids left out; forward_phase on the node when set
+            attrs = {"bias_tensor_uid": None, "inv_rms_tensor_uid": None, **n["inputs"]}
+            attrs.update(n["outputs"])
+            attrs["forward_phase"] = NORM_FWD_PHASES.index(n.get("forward_phase", "NOT_SET"))
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag == REDUCTION_TAG:  # every key on the node object; is_deterministic optional
+            attrs = {
+                "mode": REDUCTION_MODE_JSON.index(n["mode"]),
+                "in_tensor_uid": n["in_tensor_uid"],
+                "out_tensor_uid": n["out_tensor_uid"],
+                "is_deterministic": n.get("is_deterministic", False),
+            }
             nodes.append(
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
             )

@@ -66,6 +66,21 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
   OFLOAT(elu_alpha) OFLOAT(softplus_beta)
 
 // MatmulAttributes (hipDNN's matmul_attributes.fbs).
+// ReductionAttributes (reconstructed: tests/wire/schemas/reduction_attributes.fbs).
+#define REDUCTION_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                             \
+  ENUM(mode) REQ(in_tensor_uid) REQ(out_tensor_uid) BOOL(is_deterministic)
+
+// RMSNormAttributes (reconstructed: tests/wire/schemas/rmsnorm_attributes.fbs).
+#define RMSNORM_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                               \
+  REQ(x_tensor_uid) REQ(scale_tensor_uid) REQ(epsilon_tensor_uid) REQ(y_tensor_uid)              \
+  OPTI(bias_tensor_uid) OPTI(inv_rms_tensor_uid) ENUM(forward_phase)
+
+// LayernormAttributes (reconstructed: tests/wire/schemas/layernorm_attributes.fbs).
+#define LAYERNORM_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                             \
+  REQ(x_tensor_uid) REQ(scale_tensor_uid) REQ(bias_tensor_uid) REQ(epsilon_tensor_uid)           \
+  REQ(y_tensor_uid) REQ(normalized_dim_count) OPTI(mean_tensor_uid)                              \
+  OPTI(inv_variance_tensor_uid) ENUM(forward_phase)
+
 #define MATMUL_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                                \
   REQ(a_tensor_uid) REQ(b_tensor_uid) REQ(c_tensor_uid) STR(umd_flops) STR(umd_bytes)
 
@@ -175,6 +190,24 @@ void print_pointwise(Out &o, const fo::PointwiseAttributes *a) {
   o.close('}');
 }
 
+void print_reduction(Out &o, const fo::ReductionAttributes *a) {
+  o.open('{');
+  REDUCTION_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
+  o.close('}');
+}
+
+void print_rmsnorm(Out &o, const fo::RMSNormAttributes *a) {
+  o.open('{');
+  RMSNORM_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
+  o.close('}');
+}
+
+void print_layernorm(Out &o, const fo::LayernormAttributes *a) {
+  o.open('{');
+  LAYERNORM_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
+  o.close('}');
+}
+
 void print_matmul(Out &o, const fo::MatmulAttributes *a) {
   o.open('{');
   MATMUL_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
@@ -278,6 +311,12 @@ void print_graph(Out &o, const uint8_t *buf, size_t len) {
           print_pointwise(o, a);
         } else if (const fo::MatmulAttributes *a = n->attributes_as_MatmulAttributes()) {
           print_matmul(o, a);
+        } else if (const fo::ReductionAttributes *a = n->attributes_as_ReductionAttributes()) {
+          print_reduction(o, a);
+        } else if (const fo::RMSNormAttributes *a = n->attributes_as_RMSNormAttributes()) {
+          print_rmsnorm(o, a);
+        } else if (const fo::LayernormAttributes *a = n->attributes_as_LayernormAttributes()) {
+          print_layernorm(o, a);
         } else {
           o.null();
         }
@@ -400,6 +439,21 @@ bool set_pointwise(fo::PointwiseAttributesT *a, const std::string &k, const std:
   return false;
 }
 
+bool set_reduction(fo::ReductionAttributesT *a, const std::string &k, const std::string &val) {
+  REDUCTION_FIELDS(S_REQ, NONE_, NONE_, S_BOOL, NONE_, S_ENUM, NONE_)
+  return false;
+}
+
+bool set_rmsnorm(fo::RMSNormAttributesT *a, const std::string &k, const std::string &val) {
+  RMSNORM_FIELDS(S_REQ, S_OPTI, NONE_, NONE_, NONE_, S_ENUM, NONE_)
+  return false;
+}
+
+bool set_layernorm(fo::LayernormAttributesT *a, const std::string &k, const std::string &val) {
+  LAYERNORM_FIELDS(S_REQ, S_OPTI, NONE_, NONE_, NONE_, S_ENUM, NONE_)
+  return false;
+}
+
 bool set_matmul(fo::MatmulAttributesT *a, const std::string &k, const std::string &val) {
   MATMUL_FIELDS(S_REQ, NONE_, NONE_, NONE_, NONE_, NONE_, S_STR)
   return false;
@@ -482,13 +536,17 @@ int do_pack(const char *in_path, const char *out_path) {
       g.nodes.back()->name = unhex(val);
     } else if (k == "n.compute_data_type") {
       g.nodes.back()->compute_data_type = static_cast<fo::DataType>(to_i64(val));
-    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 21 (empty)
+    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 11 Layernorm, 18 Reduction,
+      //                           21 (empty)
       fo::NodeAttributesUnion &u = g.nodes.back()->attributes;
       int tag = std::stoi(val);
       if (tag == 12) u.Set(fo::SdpaAttributesT());
       else if (tag == 15) u.Set(fo::SdpaBackwardAttributesT());
       else if (tag == 2) u.Set(fo::PointwiseAttributesT());
       else if (tag == 9) u.Set(fo::MatmulAttributesT());
+      else if (tag == 18) u.Set(fo::ReductionAttributesT());
+      else if (tag == 10) u.Set(fo::RMSNormAttributesT());
+      else if (tag == 11) u.Set(fo::LayernormAttributesT());
       else if (tag == 21) u.Set(fo::ResampleBwdAttributesT());
       else throw std::runtime_error("unsupported kind " + val);
     } else if (k.compare(0, 2, "a.") == 0) {
@@ -498,6 +556,11 @@ int do_pack(const char *in_path, const char *out_path) {
       else if (fo::SdpaBackwardAttributesT *a = u.AsSdpaBackwardAttributes()) done = set_bwd(a, k, val);
       else if (fo::PointwiseAttributesT *a = u.AsPointwiseAttributes()) done = set_pointwise(a, k, val);
       else if (fo::MatmulAttributesT *a = u.AsMatmulAttributes()) done = set_matmul(a, k, val);
+      else if (fo::ReductionAttributesT *a = u.AsReductionAttributes())
+        done = set_reduction(a, k, val);
+      else if (fo::RMSNormAttributesT *a = u.AsRMSNormAttributes()) done = set_rmsnorm(a, k, val);
+      else if (fo::LayernormAttributesT *a = u.AsLayernormAttributes())
+        done = set_layernorm(a, k, val);
       if (!done) throw std::runtime_error("unknown attribute key " + k);
     } else {
       throw std::runtime_error("unknown key " + k);

@@ -1,0 +1,75 @@
+"""Normalization nodes (docs/norms.md): an RMSNorm in training before a projection (RMSNorm ->
+matmul -> pointwise), validated and written as hipDNN's bytes and JSON."""
+
+import json
+
+import hipdnn_graph as hg
+
+# --8<-- [start:rmsnorm]
+g = hg.Graph(
+    name="prenorm_proj",
+    io_data_type=hg.DataType.BFLOAT16,
+    intermediate_data_type=hg.DataType.FLOAT,
+    compute_data_type=hg.DataType.FLOAT,
+)
+x = g.tensor(name="x", dim=[8, 128, 512])  # [batch, tokens, features]
+gamma = g.tensor(name="gamma", dim=[1, 1, 512], data_type=hg.DataType.FLOAT)
+eps = g.tensor(name="eps").set_value(1e-6)  # a pass-by-value scalar
+attrs = (
+    hg.RMSNormAttributes()
+    .set_name("norm")
+    .set_epsilon(eps)
+    .set_forward_phase(hg.NormFwdPhase.TRAINING)
+)
+y, inv_rms = g.rmsnorm(x, gamma, attrs)
+assert inv_rms is not None  # made in the TRAINING phase
+inv_rms.set_output(True)  # saved for the backward pass
+w = g.tensor(name="w", dim=[1, 512, 1024])
+h = g.matmul(y, w, name="proj")
+g.pointwise(h, name="silu", mode=hg.PointwiseMode.SWISH_FWD, swish_beta=1.0).set_output(True)
+g.validate()
+print(y.get_name(), y.get_dim(), inv_rms.get_name(), inv_rms.get_dim())
+print([f"{n.name}:{n.get_node_type().name}" for n in g.nodes])
+# --8<-- [end:rmsnorm]
+
+# --8<-- [start:rmsnorm_wire]
+blob = g.serialize()
+assert hg.Graph.deserialize(blob).serialize() == blob
+node = json.loads(g.to_json())["nodes"][0]
+print(node["type"], node["forward_phase"], node["inputs"], node["outputs"])
+# --8<-- [end:rmsnorm_wire]
+
+# --8<-- [start:rmsnorm_rules]
+bad = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+xb = bad.tensor(name="x", dim=[2, 64, 32, 32])
+per_channel = bad.tensor(name="gamma", dim=[1, 64, 1, 1])  # no trailing dim matches x
+bad.rmsnorm(xb, per_channel, epsilon=bad.tensor(name="eps").set_value(1e-5),
+            forward_phase=hg.NormFwdPhase.INFERENCE)  # fmt: skip
+try:
+    bad.validate()
+except hg.HipdnnError as err:
+    print(err.code.name, err.message)
+# --8<-- [end:rmsnorm_rules]
+
+# --8<-- [start:layernorm]
+ln = hg.Graph(
+    name="post_attention",
+    io_data_type=hg.DataType.HALF,
+    intermediate_data_type=hg.DataType.FLOAT,
+    compute_data_type=hg.DataType.FLOAT,
+)
+h = ln.tensor(name="h", dim=[8, 128, 512])
+weight = ln.tensor(name="weight", dim=[512], data_type=hg.DataType.FLOAT)  # reduced rank
+shift = ln.tensor(name="shift", dim=[512], data_type=hg.DataType.FLOAT)
+out, mean, inv_variance = ln.layernorm(
+    h, weight, shift, hg.LayernormAttributes()
+    .set_epsilon(hg.TensorAttributes().set_value(1e-5))
+    .set_forward_phase(hg.NormFwdPhase.INFERENCE)
+    .set_normalized_dim_count(1),
+)  # fmt: skip
+out.set_output(True)
+ln.validate()
+print(out.get_name(), out.get_dim(), mean, inv_variance)
+node = json.loads(ln.to_json())["nodes"][0]
+print(node["forward_phase"], node["normalized_dim_count"], node["outputs"])
+# --8<-- [end:layernorm]

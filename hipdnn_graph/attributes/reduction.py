@@ -1,0 +1,94 @@
+"""Attributes of the reduction node (hipDNN's ``ReductionAttributes``).
+
+Example:
+    >>> from hipdnn_graph import ReductionAttributes, ReductionMode
+    >>> a = ReductionAttributes().set_mode(ReductionMode.AMAX).set_is_deterministic(True)
+    >>> a.get_mode().name, a.get_is_deterministic(), a.get_y()
+    ('AMAX', True, None)
+"""
+
+from __future__ import annotations
+
+import operator
+from enum import IntEnum
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
+
+from ..errors import HipdnnError
+from ..tensor import TensorAttributes, _flag, _keyword
+from ..types import ErrorCode, ReductionMode
+from .base import NodeAttributes
+
+__all__ = ["ReductionAttributes"]
+
+
+def _mode(value: Any) -> ReductionMode:
+    """``value`` as a :class:`ReductionMode` (a member or its number; not a bool)."""
+    if not isinstance(value, bool):
+        try:
+            return ReductionMode(operator.index(value))
+        except (TypeError, ValueError):
+            pass
+    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown reduction mode {value!r}")
+
+
+class ReductionAttributes(NodeAttributes):
+    """Configuration of a reduction node: ``Y = mode-reduce(X)`` over the dims where Y is 1.
+
+    | input slot | shape | | output slot | shape |
+    |---|---|---|---|---|
+    | X | any | | Y | X's rank; each dim X's or 1, at least one smaller (set by the caller) |
+
+    Members: ``mode`` (:class:`ReductionMode`, ``NOT_SET`` until set) and ``is_deterministic``
+    (``False`` unless set: a request for deterministic kernels).
+    """
+
+    class InputNames(IntEnum):
+        """Input slots in hipDNN's order."""
+
+        X = 0
+
+    class OutputNames(IntEnum):
+        """Output slots in hipDNN's order."""
+
+        Y = 0
+
+    mode: Annotated[ReductionMode, BeforeValidator(_mode)] = ReductionMode.NOT_SET
+    is_deterministic: Annotated[bool, _keyword(_flag, "is_deterministic")] = False
+
+    def set_x(self, tensor: TensorAttributes | None) -> ReductionAttributes:
+        return self._set_input(self.InputNames.X, tensor)
+
+    def set_y(self, tensor: TensorAttributes | None) -> ReductionAttributes:
+        return self._set_output(self.OutputNames.Y, tensor)
+
+    def get_x(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.X)
+
+    def get_y(self) -> TensorAttributes | None:
+        return self.outputs.get(self.OutputNames.Y)
+
+    def set_mode(self, value: ReductionMode | int) -> ReductionAttributes:
+        """The reduction (:class:`ReductionMode`).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a value that is not a mode.
+        """
+        self.mode = _mode(value)
+        return self
+
+    def get_mode(self) -> ReductionMode:
+        return self.mode
+
+    def set_is_deterministic(self, value: bool) -> ReductionAttributes:
+        """Request deterministic kernels.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
+        """
+        self.is_deterministic = _flag(value, "is_deterministic")
+        return self
+
+    def get_is_deterministic(self) -> bool:
+        return self.is_deterministic

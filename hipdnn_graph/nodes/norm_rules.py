@@ -1,0 +1,209 @@
+"""hipDNN's shape checks and stride inference shared by the normalization nodes
+(``hipdnn_frontend/node/detail/Utilities.hpp`` and ``hipdnn_data_sdk/utilities/
+ShapeUtilities.hpp``): each check raises the first error hipDNN would return, with its message.
+
+A tensor is named in messages by its name, or by the caller's fallback when it has none.
+
+Example:
+    >>> from hipdnn_graph import TensorAttributes
+    >>> scale = TensorAttributes(name="gamma", dim=[1, 5, 32])
+    >>> try:
+    ...     check_scale_normalized_shape(scale, TensorAttributes(dim=[2, 64, 32]), "Scale tensor")
+    ... except HipdnnError as err:
+    ...     print(err.message)
+    gamma dimension at index 1 must be 1 (leading region before normalized shape), got 5
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import HipdnnError
+from ..tensor import TensorAttributes, generate_strides
+from ..types import ErrorCode
+
+__all__ = [
+    "check_min_dims",
+    "check_norm_stats_shape_if_set",
+    "check_scalar_parameter",
+    "check_scale_normalized_shape",
+    "check_shapes_match_if_set",
+    "like_strides",
+    "ordered_strides",
+    "stride_order",
+]
+
+
+def _invalid(message: str) -> HipdnnError:
+    return HipdnnError(ErrorCode.INVALID_VALUE, message)
+
+
+def _named(tensor: TensorAttributes | None, fallback: str) -> str:
+    return tensor.name if tensor is not None and tensor.name else fallback
+
+
+def check_min_dims(tensor: TensorAttributes, min_dims: int, fallback: str) -> None:
+    """hipDNN's ``validateMinimumTensorDimensions``.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` ``"<name> must have at least <n> dimensions, but has <r>"``.
+    """
+    if len(tensor.dim) < min_dims:
+        raise _invalid(
+            f"{_named(tensor, fallback)} must have at least {min_dims} dimensions, "
+            f"but has {len(tensor.dim)}"
+        )
+
+
+def check_scalar_parameter(param: TensorAttributes, fallback: str) -> None:
+    """hipDNN's ``validateScalarParameter``: dims set, one element, pass-by-value.
+
+    Raises:
+        HipdnnError: ``ATTRIBUTE_NOT_SET`` without dims, ``INVALID_VALUE`` for more than one
+            element or a tensor that is not pass-by-value.
+    """
+    name = _named(param, fallback)
+    if not param.dim:
+        raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, f"{name} dimensions are not set")
+    total = 1
+    for d in param.dim:
+        total *= d
+    if total != 1:
+        raise _invalid(f"{name} must be a scalar (single element), but has {total} elements")
+    if not param.get_is_pass_by_value():
+        raise _invalid(f"{name} must be a pass-by-value tensor")
+
+
+def check_shapes_match_if_set(
+    first: TensorAttributes, second: TensorAttributes | None, name1: str, name2: str
+) -> None:
+    """hipDNN's ``validateTensorShapesMatchIfSet``: nothing unless ``second`` has dims; then one
+    rank and equal dims.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` naming the first mismatching index.
+    """
+    if second is None or not second.dim:
+        return
+    a, b = _named(first, name1), _named(second, name2)
+    d1, d2 = first.dim, second.dim
+    if len(d1) != len(d2):
+        raise _invalid(
+            f"{a} and {b} must have the same number of dimensions: {len(d1)} vs {len(d2)}"
+        )
+    for i, (x, y) in enumerate(zip(d1, d2, strict=True)):
+        if x != y:
+            raise _invalid(f"{a} and {b} dimension mismatch at index {i}: {x} vs {y}")
+
+
+def check_scale_normalized_shape(
+    scale: TensorAttributes, x: TensorAttributes, fallback: str
+) -> None:
+    """hipDNN's ``validateScaleNormalizedShape``: the normalized shape is the longest run of
+    trailing dims where scale equals x; scale has x's rank, 1 at index 0, a non-empty normalized
+    shape and 1 everywhere before it (but for index 0, which is always leading).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for the first rule broken.
+    """
+    name = _named(scale, fallback)
+    s, d = scale.dim, x.dim
+    if len(s) != len(d):
+        raise _invalid(f"{name} must match input rank")
+    if s[0] != 1:
+        raise _invalid(f"{name} batch dimension (index 0) must be 1, got {s[0]}")
+    matching = 0
+    for a, b in zip(reversed(s), reversed(d), strict=True):
+        if a != b:
+            break
+        matching += 1
+    start = 1 if matching >= len(s) else len(s) - matching
+    if start == len(s):
+        raise _invalid(
+            f"{name} has no trailing dims matching input — RMSNorm requires at least one "
+            "normalized dim"
+        )
+    for i in range(1, start):
+        if s[i] != 1:
+            raise _invalid(
+                f"{name} dimension at index {i} must be 1 (leading region before normalized "
+                f"shape), got {s[i]}"
+            )
+
+
+def check_norm_stats_shape_if_set(
+    stats: TensorAttributes | None, x: TensorAttributes, scale: TensorAttributes, fallback: str
+) -> None:
+    """hipDNN's ``validateNormStatsShapeIfSet``: when ``stats`` has dims, x's rank, 1 where scale
+    is not 1 (a normalized axis), x's dim where scale is 1.
+
+    Raises:
+        HipdnnError: ``ATTRIBUTE_NOT_SET`` when scale has no dims; ``INVALID_VALUE`` naming the
+            first offending index.
+    """
+    if stats is None or not stats.dim:
+        return
+    if not scale.dim:
+        raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, "Scale tensor dimensions are not set")
+    name = _named(stats, fallback)
+    dims, xd, sd = stats.dim, x.dim, scale.dim
+    if len(dims) != len(xd):
+        raise _invalid(
+            f"{name} must have the same rank as input, expected {len(xd)} but got {len(dims)}"
+        )
+    for i, got in enumerate(dims):
+        if i < len(sd) and sd[i] != 1:
+            if got != 1:
+                raise _invalid(
+                    f"{name} dimension at index {i} must be 1 (normalized axis, scale is "
+                    f"non-1), got {got}"
+                )
+        elif got != xd[i]:
+            raise _invalid(f"{name} dimension at index {i} must match input ({xd[i]}), got {got}")
+
+
+def stride_order(strides: Sequence[int]) -> list[int]:
+    """hipDNN's ``extractStrideOrder``: the rank of each dim in memory (0 = innermost), by
+    descending stride with ties kept in dim order; a layout whose dim 1 has the smallest stride
+    and dim 0 the largest, and some later dim a larger one than dim 1, is taken as channels-last
+    (dim 1 innermost).
+
+    Example:
+        >>> stride_order([4096, 1, 512, 64]), stride_order([24, 8, 4, 1])
+        ([3, 0, 2, 1], [3, 2, 1, 0])
+    """
+    n = len(strides)
+    if n == 0:
+        return []
+    indices = list(range(n))
+    first_max = max(range(n), key=lambda i: (strides[i], -i))
+    first_min = min(range(n), key=lambda i: (strides[i], i))
+    if first_max == 0 and first_min == 1 and any(strides[i] > strides[1] for i in range(2, n)):
+        indices = [indices[0], *indices[2:], 1]
+    ranked = sorted(enumerate(indices), key=lambda p: (-strides[p[1]], p[0]))
+    order = [0] * n
+    for position, (_, dim) in enumerate(ranked):
+        order[dim] = n - position - 1
+    return order
+
+
+def ordered_strides(dims: Sequence[int], order: Sequence[int]) -> list[int]:
+    """hipDNN's ``generateStrides(dims, strideOrder)``: packed strides laid out innermost first
+    by ``order``.
+
+    Example:
+        >>> ordered_strides([1, 1, 8, 8], [3, 0, 2, 1])
+        [64, 1, 8, 1]
+    """
+    strides = [1] * len(dims)
+    accumulator = 1
+    for index in sorted(range(len(dims)), key=lambda i: (order[i], i)):
+        strides[index] = accumulator
+        accumulator *= dims[index]
+    return strides
+
+
+def like_strides(dims: Sequence[int], reference: Sequence[int]) -> list[int]:
+    """Strides for ``dims`` in the layout of strides ``reference`` (packed row-major when there
+    is no reference), as hipDNN's norm nodes infer them."""
+    return ordered_strides(dims, stride_order(reference)) if reference else generate_strides(dims)

@@ -1,0 +1,106 @@
+"""hipDNN's Python-binding tests of reduction (``frontend_wheel_package/tests/test_reduction.py``),
+ported as the SDPA ones were: the same calls on ``hipdnn_graph.frontend``; hipDNN's GPU tests
+build the operation graph here and their execution, which needs an engine for the family, is
+refused naming it."""
+
+from __future__ import annotations
+
+import numpy as np
+from frontend_cases import float_graph
+from test_frontend_families import call_attribute_methods
+
+import hipdnn_graph.frontend as hipdnn
+
+
+class TestReductionAttributeBindings:
+    def test_methods_are_callable(self) -> None:
+        x = hipdnn.Tensor.create([1], hipdnn.DataType.FLOAT)
+        y = hipdnn.Tensor.create([1], hipdnn.DataType.FLOAT)
+        call_attribute_methods(
+            hipdnn.ReductionAttributes(),
+            (
+                ("set_name", ("reduction",), "get_name", "reduction"),
+                ("set_compute_data_type", (hipdnn.DataType.FLOAT,), "get_compute_data_type",
+                 hipdnn.DataType.FLOAT),
+                ("set_mode", (hipdnn.ReductionMode.ADD,), "get_mode", hipdnn.ReductionMode.ADD),
+                ("set_is_deterministic", (True,), "get_is_deterministic", True),
+                ("set_x", (x,), "get_x", x),
+                ("set_y", (y,), "get_y", y),
+            ),
+        )  # fmt: skip
+
+    def test_mode_members_are_hipdnns(self) -> None:
+        assert [m.name for m in hipdnn.ReductionMode] == [
+            "NOT_SET", "ADD", "MUL", "MIN", "MAX", "AMAX", "AVG", "NORM1", "NORM2", "MUL_NO_ZEROS",
+        ]  # fmt: skip
+
+
+def _refused_at_planning(graph: hipdnn.Graph, node: str) -> None:
+    """hipDNN's tests build plans and execute; here planning is refused naming the family."""
+    handle = hipdnn.create_handle()
+    assert graph.validate().is_good() and graph.build_operation_graph(handle).is_good()
+    error = graph.create_execution_plans()
+    if error.is_good():
+        error = graph.check_support()
+    assert error.get_code() == hipdnn.ErrorCode.GRAPH_NOT_SUPPORTED
+    assert f"does not run REDUCTION nodes (node '{node}')" in error.get_message()
+
+
+class TestReduction:
+    def test_builds_operation_graph_without_output(self) -> None:
+        graph = float_graph()
+        x = hipdnn.Tensor.create([4, 8], hipdnn.DataType.FLOAT)
+        output = graph.reduction(x, hipdnn.ReductionAttributes().set_mode(hipdnn.ReductionMode.ADD))
+        assert isinstance(output, hipdnn.Tensor)
+        output.set_dim([1, 8]).set_stride([8, 1]).set_output(True)
+        _refused_at_planning(graph, "Reduction_0")
+
+    def test_builds_operation_graph_with_output(self) -> None:
+        graph = float_graph()
+        x = hipdnn.Tensor.create([4, 8], hipdnn.DataType.FLOAT)
+        output = hipdnn.Tensor.create([1, 8], hipdnn.DataType.FLOAT)
+        output.set_output(True)
+        attrs = hipdnn.ReductionAttributes().set_mode(hipdnn.ReductionMode.ADD).set_name("sum")
+        assert graph.reduction(x, output, attrs) is output
+        _refused_at_planning(graph, "sum")
+
+    def test_serialization_round_trips_and_rules_return_errors(self) -> None:
+        graph = float_graph()
+        x = hipdnn.Tensor.create([4, 8], hipdnn.DataType.FLOAT)
+        y = hipdnn.Tensor.create([1, 8], hipdnn.DataType.FLOAT)
+        y.set_output(True)
+        attrs = hipdnn.ReductionAttributes().set_mode(hipdnn.ReductionMode.AMAX)
+        graph.reduction(x, y, attrs.set_is_deterministic(True))
+        assert graph.validate().is_good()
+        text, blob = graph.to_json(), graph.to_binary()
+        restored = hipdnn.Graph()
+        assert restored.from_binary(np.frombuffer(blob, np.uint8).tobytes()).is_good()
+        assert restored.to_json() == text and restored.to_binary() == blob
+        assert '"mode":"amax"' in text and '"is_deterministic":true' in text
+        bad = float_graph()
+        z = hipdnn.Tensor.create([2, 8], hipdnn.DataType.FLOAT)
+        z.set_output(True)
+        bad.reduction(x, z, hipdnn.ReductionAttributes().set_mode(hipdnn.ReductionMode.ADD))
+        error = bad.validate()
+        assert error.get_code() == hipdnn.ErrorCode.INVALID_VALUE
+        assert error.get_message() == (
+            "ReductionNode: Y dim[0]=2 is less than X dim[0]=4 but is not 1"
+        )
+        unset = float_graph()
+        unset.reduction(x, z, hipdnn.ReductionAttributes())
+        assert unset.validate().get_message() == "ReductionNode missing mode for pre-validation"
+
+    def test_wrong_arguments_raise_type_error(self) -> None:
+        graph = float_graph()
+        x = hipdnn.Tensor.create([4, 4], hipdnn.DataType.FLOAT)
+        for args in (
+            (x, hipdnn.MatmulAttributes()),
+            (x,),
+            (x, x, x, hipdnn.ReductionAttributes()),
+            ("x", hipdnn.ReductionAttributes()),
+        ):
+            try:
+                graph.reduction(*args)
+            except TypeError:
+                continue
+            raise AssertionError(f"reduction{args} did not raise TypeError")
