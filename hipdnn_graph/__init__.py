@@ -12,6 +12,7 @@ Example:
 
 from . import backend
 from .attributes import (
+    BatchnormAttributes,
     GraphAttributes,
     LayernormAttributes,
     MaskWindow,
@@ -27,6 +28,7 @@ from .backend.registry import list_backends, register_backend
 from .errors import HipdnnError, NotSupportedError
 from .graph import Graph
 from .nodes import (
+    BatchnormNode,
     LayerNormNode,
     MatmulNode,
     Node,
@@ -52,6 +54,8 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchnormAttributes",
+    "BatchnormNode",
     "BuildPlanPolicy",
     "DataType",
     "DiagonalAlignment",

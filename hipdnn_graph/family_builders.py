@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import HipdnnError
 from .nodes.base import Node
+from .nodes.batchnorm import BatchnormNode
 from .nodes.layernorm import LayerNormNode
 from .nodes.matmul import MatmulNode
 from .nodes.pointwise import PointwiseNode
@@ -208,6 +209,63 @@ class FamilyBuilders:
         attrs.set_x(x).set_scale(scale).set_bias(bias).set_y(y)
         self._add_node(LayerNormNode(attrs, self.attributes))
         return y, mean, inv_variance
+
+    # ----- batch norm (hipDNN's Graph::batchnorm) -----
+    def batchnorm(
+        self,
+        x: Any = None,
+        scale: Any = None,
+        bias: Any = None,
+        attributes: Any = None,
+        **keywords: Any,
+    ) -> tuple[
+        TensorAttributes,
+        TensorAttributes,
+        TensorAttributes,
+        TensorAttributes | None,
+        TensorAttributes | None,
+    ]:
+        """Add a batch-norm training forward node: ``batchnorm(x, scale, bias, attrs)``; returns
+        ``(y, mean, inv_variance, next_running_mean, next_running_variance)``: the virtual
+        ``<node>::Y``, ``<node>::MEAN``, ``<node>::INV_VARIANCE`` and, when the previous running
+        mean, variance and momentum are set, ``<node>::NEXT_RUNNING_MEAN`` and
+        ``<node>::NEXT_RUNNING_VARIANCE`` (``None`` otherwise). Keywords set ``name``,
+        ``epsilon``, ``prev_running_mean``, ``prev_running_variance``, ``momentum`` and
+        ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+            >>> x = g.tensor(name="x", dim=[4, 3, 8, 8])
+            >>> scale, bias = g.tensor(name="s", dim=[1, 3, 1, 1]), g.tensor(name="b", dim=[1, 3, 1, 1])
+            >>> eps = g.tensor(name="eps", dim=[1]).set_value(1e-5)
+            >>> y, mean, inv_var, nm, nv = g.batchnorm(x, scale, bias, epsilon=eps)
+            >>> y.get_name(), mean.get_name(), nm
+            ('Batchnorm_0::Y', 'Batchnorm_0::MEAN', None)
+        """  # noqa: E501
+        if not all(isinstance(t, TensorAttributes) for t in (x, scale, bias)):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "batchnorm() takes tensors x, scale and bias, then BatchnormAttributes",
+            )
+        attrs = self._family_attributes(attributes, BatchnormNode, keywords, "batchnorm")
+        y = self._output_tensor(f"{attrs.name}::Y")
+        mean = self._output_tensor(f"{attrs.name}::MEAN")
+        inv_variance = self._output_tensor(f"{attrs.name}::INV_VARIANCE")
+        next_mean = next_variance = None
+        running = (attrs.get_prev_running_mean(), attrs.get_prev_running_variance())
+        if None not in running and attrs.get_momentum() is not None:
+            next_mean = self._output_tensor(f"{attrs.name}::NEXT_RUNNING_MEAN")
+            next_variance = self._output_tensor(f"{attrs.name}::NEXT_RUNNING_VARIANCE")
+        attrs.set_x(x).set_scale(scale).set_bias(bias).set_y(y)
+        attrs.set_mean(mean).set_inv_variance(inv_variance)
+        attrs.set_next_running_mean(next_mean).set_next_running_variance(next_variance)
+        self._add_node(BatchnormNode(attrs, self.attributes))
+        return y, mean, inv_variance, next_mean, next_variance
 
     def _family_attributes(
         self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str

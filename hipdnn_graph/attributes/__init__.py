@@ -1,6 +1,7 @@
 """Attribute models of the graph and of each node."""
 
 from .base import MaskWindow, NodeAttributes
+from .batchnorm import BatchnormAttributes
 from .graph_attributes import GraphAttributes
 from .layernorm import LayernormAttributes
 from .matmul import MatmulAttributes
@@ -11,6 +12,7 @@ from .sdpa import SdpaAttributes
 from .sdpa_backward import SdpaBackwardAttributes
 
 __all__ = [
+    "BatchnormAttributes",
     "GraphAttributes",
     "LayernormAttributes",
     "MaskWindow",

@@ -171,6 +171,8 @@ def _scalar_json(
         return _dtype_name(value, where)
     if kind in (Kind.BOOL, Kind.BOOL_OPT):
         return bool(value)
+    if kind is Kind.UID_VEC:
+        return list(value)
     return value
 
 
@@ -441,6 +443,8 @@ def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = N
         return o.get_bool(key, nullable=kind is Kind.BOOL_OPT)
     if kind is Kind.I64:
         return o.get_int(key)
+    if kind is Kind.UID_VEC:
+        return tuple(o.get_longs(key))
     if kind in (Kind.I64_OPT, Kind.I32_OPT):
         value = o.get_int(key, nullable=True)
         if kind is Kind.I32_OPT and value is not None and not -(2**31) <= value < 2**31:

@@ -1,6 +1,7 @@
 """Nodes: one module per node family with its rules, inference and packing."""
 
 from .base import Node
+from .batchnorm import BatchnormNode
 from .layernorm import LayerNormNode
 from .matmul import MatmulNode
 from .pointwise import PointwiseNode
@@ -10,6 +11,7 @@ from .sdpa_bwd import SdpaBwdNode
 from .sdpa_fwd import SdpaFwdNode
 
 __all__ = [
+    "BatchnormNode",
     "LayerNormNode",
     "MatmulNode",
     "Node",
