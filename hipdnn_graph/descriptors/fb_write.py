@@ -86,15 +86,6 @@ class Builder:
             self.push(_U32.pack(self.size + 4 - target))
         return self.push(_U32.pack(n))
 
-    def longs(self, values: list[int]) -> int:
-        """A vector of int64 (flatc's ``CreateVector<int64_t>``)."""
-        n = len(values)
-        self.prealign(8 * n, 4)
-        self.prealign(8 * n, 8)
-        if n:
-            self.push(struct.pack(f"<{n}q", *values))
-        return self.push(_U32.pack(n))
-
     def table(self, fields: list[tuple[int, str, Any]]) -> int:
         """A table from ``(slot, code, value)`` in add order; code ``O`` is an offset (a size),
         ``S<n>``/``A<n>`` a struct of n bytes aligned to 1/4 (``value`` its bytes)."""
@@ -316,9 +307,6 @@ def _node_attributes(b: Builder, spec: NodeSpec, attributes: Any) -> int:
         written = _scalar_field(scalar.kind, d[scalar.name], f"Node {name} {scalar.key}")
         if written is not None:
             fields.append((scalar.fb_slot, written[0], written[1], written[2]))
-    for extra in spec.unmodelled:  # hipDNN's Pack creates every vector, empty ones too
-        if extra.kind is Kind.UID_VEC:
-            fields.append((extra.fb_slot, "O", 4, b.longs(list(extra.default))))
     return b.table(_in_add_order(fields))
 
 

@@ -23,7 +23,7 @@ kind       FlatBuffers type                       JSON
 ``ENUM``   an enum of the schema (int8)           the :class:`WireEnum`'s spelling
 ``DTYPE``  ``DataType`` (int8)                    lower-case name
 ``STRING`` ``string``                             string
-``UID_VEC``   ``[long]`` (absent: empty)          array of integers
+``UID_VEC``   ``[long]`` (empty: left out)        array of integers
 =========  =====================================  ========================
 
 Example:

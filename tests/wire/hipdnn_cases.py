@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from wire_model import (
+    BATCHNORM_TAG,
     HIPDNN_DATA_TYPES,
     LAYERNORM_TAG,
     MATMUL_TAG,
@@ -449,6 +450,41 @@ def layernorm_pair() -> Desc:
     return graph_desc("layernorm_pair", tensors, nodes, io_data_type=half)
 
 
+def batchnorm_pair() -> Desc:
+    """A batch norm in training with running statistics (all thirteen fields, peer stats empty as
+    hipDNN writes them) feeding one without (absent optionals, NHWC input strides)."""
+    f32, half = DT["FLOAT"], DT["HALF"]
+    eps = value_fields("Float32Value", 1e-5)
+    mom = value_fields("Float32Value", 0.1)
+    c = [1, 3, 1, 1]
+    cs = [3, 1, 3, 3]
+    tensors = [
+        tensor_desc(1, "X", half, [4, 3, 8, 8], [192, 1, 24, 3]),
+        tensor_desc(2, "gamma", f32, c, cs),
+        tensor_desc(3, "beta", f32, c, cs),
+        tensor_desc(4, "eps", f32, [1], [1], **eps),
+        tensor_desc(5, "running_mean", f32, c, cs),
+        tensor_desc(6, "running_var", f32, c, cs),
+        tensor_desc(7, "momentum", f32, [1], [1], **mom),
+        tensor_desc(8, "bn1::Y", f32, [4, 3, 8, 8], [192, 1, 24, 3], virtual=True),
+        tensor_desc(9, "bn1::MEAN", f32, c, cs),
+        tensor_desc(10, "bn1::INV_VARIANCE", f32, c, cs),
+        tensor_desc(11, "bn1::NEXT_RUNNING_MEAN", f32, c, cs),
+        tensor_desc(12, "bn1::NEXT_RUNNING_VARIANCE", f32, c, cs),
+        tensor_desc(13, "Y", half, [4, 3, 8, 8], [192, 1, 24, 3]),
+    ]
+    nodes = [
+        node_desc("bn1", BATCHNORM_TAG, f32, x_tensor_uid=1, scale_tensor_uid=2,
+                  bias_tensor_uid=3, epsilon_tensor_uid=4, prev_running_mean_tensor_uid=5,
+                  prev_running_variance_tensor_uid=6, momentum_tensor_uid=7, y_tensor_uid=8,
+                  mean_tensor_uid=9, inv_variance_tensor_uid=10,
+                  next_running_mean_tensor_uid=11, next_running_variance_tensor_uid=12),
+        node_desc("bn2", BATCHNORM_TAG, f32, x_tensor_uid=8, scale_tensor_uid=2,
+                  bias_tensor_uid=3, epsilon_tensor_uid=4, y_tensor_uid=13),
+    ]  # fmt: skip
+    return graph_desc("batchnorm_pair", tensors, nodes, io_data_type=half)
+
+
 def _with_matmul(**attrs: object) -> Callable[[], Desc]:
     def build() -> Desc:
         desc = matmul_batched()
@@ -473,6 +509,7 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "reduction_chain": reduction_chain,
     "rmsnorm_pair": rmsnorm_pair,
     "layernorm_pair": layernorm_pair,
+    "batchnorm_pair": batchnorm_pair,
     **{f"io_{name.lower()}": io_type(name) for name in HIPDNN_DATA_TYPES if name != "UNSET"},
     **{f"scale_{name.lower()}": scale_value(name) for name in SCALE_VALUES},
 }

@@ -14,6 +14,8 @@ from decimal import Decimal
 from typing import Any
 
 from wire_model import (
+    BATCHNORM_FIELDS,
+    BATCHNORM_TAG,
     HIPDNN_DATA_TYPES,
     LAYERNORM_TAG,
     MATMUL_TAG,
@@ -210,6 +212,9 @@ def _pointwise(n: Desc) -> dict[str, Any]:
     }
 
 
+_BATCHNORM_OUTPUTS = ("y", "mean", "inv_variance", "next_running_mean", "next_running_variance")
+
+
 def _node(n: Desc) -> dict[str, Any]:
     if n["attributes_type"] == POINTWISE_TAG:
         return _pointwise(n)
@@ -262,6 +267,22 @@ def _node(n: Desc) -> dict[str, Any]:
             "name": n["name"] or "",
             "out_tensor_uid": a["out_tensor_uid"],
             "type": "ReductionAttributes",
+        }
+    if n["attributes_type"] == BATCHNORM_TAG:  # uids only, absent ones null, peer stats a list
+        a = n["attributes"]
+        groups: dict[str, dict[str, Any]] = {"inputs": {}, "outputs": {}}
+        for field, _ in BATCHNORM_FIELDS:
+            output = field[: -len("_tensor_uid")] in _BATCHNORM_OUTPUTS
+            value = a[field]
+            if field == "peer_stats_tensor_uid":  # hipDNN's JSON writes the vector, [] for none
+                value = value or []
+            groups["outputs" if output else "inputs"][field] = value
+        return {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "inputs": groups["inputs"],
+            "name": n["name"] or "",
+            "outputs": groups["outputs"],
+            "type": "BatchnormAttributes",
         }
     if n["attributes_type"] == MATMUL_TAG:  # hipDNN's matmul JSON: uids only
         a = n["attributes"]

@@ -169,6 +169,26 @@ def layernorm_then_matmul() -> hg.Graph:
     return g
 
 
+def batchnorm_then_relu() -> hg.Graph:
+    """Batch norm in training with running statistics feeding a ReLU: a convolution block's
+    tail, NHWC activations."""
+    g = cases.new_graph("batchnorm_relu", io=hg.DataType.HALF)
+    x = g.tensor(name="X", dim=[4, 8, 6, 6], stride=[288, 1, 48, 8])
+    f32 = hg.DataType.FLOAT
+    scale, bias, rm, rv = (
+        g.tensor(name=n, dim=[1, 8, 1, 1], data_type=f32) for n in ("gamma", "beta", "rm", "rv")
+    )
+    momentum = g.tensor(name="momentum").set_value(0.1)
+    eps = g.tensor(name="eps").set_value(1e-5)
+    attrs = hg.BatchnormAttributes().set_previous_running_stats(rm, rv, momentum)
+    y, *stats = g.batchnorm(x, scale, bias, attrs, epsilon=eps, name="bn")
+    for t in stats:
+        assert t is not None
+        t.set_output(True)
+    g.pointwise(y, mode=hg.PointwiseMode.RELU_FWD).set_output(True)
+    return g
+
+
 _SCALE_VALUES: list[tuple[str, Any]] = [
     ("FLOAT", 0.1),
     ("HALF", 0.1),  # Float16Value holds the nearest binary32, not a 16-bit rounding
@@ -192,6 +212,7 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "pointwise_reduction": norm_scale_reduction,
     "rmsnorm_matmul": rmsnorm_then_matmul,
     "layernorm_matmul": layernorm_then_matmul,
+    "batchnorm_relu": batchnorm_then_relu,
     "matmul_bias_relu": matmul_bias_relu,
     **{
         f"io_{name.lower()}": io_type(hg.DataType[name])

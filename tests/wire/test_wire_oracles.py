@@ -23,6 +23,7 @@ from regenerate_autogen import AUTOGEN, FLATC_VERSION, find_flatc, flatc_version
 from regenerate_autogen import generated_files as files_of
 from schema_copies import RECONSTRUCTED, REFERENCE, structs_as_tables
 from wire_model import (
+    BATCHNORM_FIELDS,
     GRAPH_KEYS,
     HIPDNN_DATA_TYPES,
     LAYERNORM_FIELDS,
@@ -134,6 +135,13 @@ def test_reconstructed_layernorm_table_matches_the_field_table() -> None:
     agree."""
     fields = _fields("layernorm_attributes.fbs", "LayernormAttributes")
     assert [f for f, _ in LAYERNORM_FIELDS] == fields
+
+
+def test_reconstructed_batchnorm_table_matches_the_field_table() -> None:
+    """The reconstructed BatchnormAttributes (tests/wire/schemas/) and the oracles' field table
+    agree."""
+    fields = _fields("batchnorm_attributes.fbs", "BatchnormAttributes")
+    assert [f for f, _ in BATCHNORM_FIELDS] == fields
 
 
 def test_python_schema_copy_changes_only_the_value_structs(hipdnn_schemas: Path) -> None:

@@ -67,6 +67,8 @@ SDPA_TAG, SDPA_BACKWARD_TAG, MATMUL_TAG = 12, 15, 9
 #: further families the project reads, from hipDNN's schemas (matmul) or reconstructed ones in
 #: tests/wire/schemas/ (pointwise, reduction, RMSNorm, layer norm)
 POINTWISE_TAG, REDUCTION_TAG, RMSNORM_TAG, LAYERNORM_TAG = 2, 18, 10, 11
+#: batch norm (reconstructed batchnorm_attributes.fbs)
+BATCHNORM_TAG = 4
 #: a NodeAttributes member no family of the project models (refused by name)
 UNMODELLED_TAG = 21  # ResampleBwdAttributes
 
@@ -202,6 +204,23 @@ LAYERNORM_FIELDS: list[tuple[str, str]] = [
     ("inv_variance_tensor_uid", "opt"),
     ("forward_phase", "enum"),
 ]
+#: BatchnormAttributes fields in slot order (reconstructed batchnorm_attributes.fbs); ``vec``
+#: is a vector of int64 (None when absent: Graph::Pack leaves an empty vector out).
+BATCHNORM_FIELDS: list[tuple[str, str]] = [
+    ("x_tensor_uid", "req"),
+    ("scale_tensor_uid", "req"),
+    ("bias_tensor_uid", "req"),
+    ("epsilon_tensor_uid", "req"),
+    ("peer_stats_tensor_uid", "vec"),
+    ("prev_running_mean_tensor_uid", "opt"),
+    ("prev_running_variance_tensor_uid", "opt"),
+    ("momentum_tensor_uid", "opt"),
+    ("y_tensor_uid", "req"),
+    ("mean_tensor_uid", "opt"),
+    ("inv_variance_tensor_uid", "opt"),
+    ("next_running_mean_tensor_uid", "opt"),
+    ("next_running_variance_tensor_uid", "opt"),
+]
 #: hipDNN's NormFwdPhase names by number (norm_common.fbs; its JSON writes them as they are)
 NORM_FWD_PHASES = ["NOT_SET", "INFERENCE", "TRAINING"]
 FIELDS_BY_TAG = {
@@ -212,6 +231,7 @@ FIELDS_BY_TAG = {
     REDUCTION_TAG: REDUCTION_FIELDS,
     RMSNORM_TAG: RMSNORM_FIELDS,
     LAYERNORM_TAG: LAYERNORM_FIELDS,
+    BATCHNORM_TAG: BATCHNORM_FIELDS,
 }
 #: each table's name by tag
 TABLE_BY_TAG = {
@@ -222,6 +242,7 @@ TABLE_BY_TAG = {
     REDUCTION_TAG: "ReductionAttributes",
     RMSNORM_TAG: "RMSNormAttributes",
     LAYERNORM_TAG: "LayernormAttributes",
+    BATCHNORM_TAG: "BatchnormAttributes",
 }
 #: hipDNN's PointwiseMode names by number (MAX/MIN are MAX_OP/MIN_OP in the schema)
 POINTWISE_MODES = [
@@ -402,7 +423,7 @@ def normalized(desc: Desc) -> Desc:
         for key in STRING_FIELDS:
             if key in out and out[key] is None:
                 out[key] = ""
-        for key in ("strides", "dims"):
+        for key in ("strides", "dims", "peer_stats_tensor_uid"):
             if key in out and out[key] is None:
                 out[key] = []
         return out
@@ -525,6 +546,15 @@ def _expected_pointwise(node: Any) -> Desc:
 def _expected_node(node: Any) -> Desc:
     if isinstance(node, hg.PointwiseNode):
         return _expected_pointwise(node)
+    if isinstance(node, hg.BatchnormNode):
+        a = node.attributes
+        uids = {
+            f"{slot.name.lower()}_tensor_uid": _uid(tensor)
+            for slot, tensor in [*a.inputs.items(), *a.outputs.items()]
+        }
+        return node_desc(
+            node.name, BATCHNORM_TAG, hipdnn_data_type(a.get_compute_data_type()), **uids
+        )
     if isinstance(node, hg.LayerNormNode):
         a = node.attributes
         return node_desc(
@@ -701,6 +731,13 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
                 "out_tensor_uid": n["out_tensor_uid"],
                 "is_deterministic": n.get("is_deterministic", False),
             }
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag == BATCHNORM_TAG:  # no scalar object; peer stats an array, [] for none
+            attrs = {**n["inputs"], **n["outputs"]}
+            attrs["peer_stats_tensor_uid"] = attrs["peer_stats_tensor_uid"] or None
             nodes.append(
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
             )

@@ -81,6 +81,15 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
   REQ(y_tensor_uid) REQ(normalized_dim_count) OPTI(mean_tensor_uid)                              \
   OPTI(inv_variance_tensor_uid) ENUM(forward_phase)
 
+// BatchnormAttributes (reconstructed: tests/wire/schemas/batchnorm_attributes.fbs); VEC a
+// vector of int64.
+#define BATCHNORM_FIELDS(REQ, OPTI, VEC)                                                        \
+  REQ(x_tensor_uid) REQ(scale_tensor_uid) REQ(bias_tensor_uid) REQ(epsilon_tensor_uid)           \
+  VEC(peer_stats_tensor_uid) OPTI(prev_running_mean_tensor_uid)                                  \
+  OPTI(prev_running_variance_tensor_uid) OPTI(momentum_tensor_uid) REQ(y_tensor_uid)            \
+  OPTI(mean_tensor_uid) OPTI(inv_variance_tensor_uid) OPTI(next_running_mean_tensor_uid)         \
+  OPTI(next_running_variance_tensor_uid)
+
 #define MATMUL_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                                \
   REQ(a_tensor_uid) REQ(b_tensor_uid) REQ(c_tensor_uid) STR(umd_flops) STR(umd_bytes)
 
@@ -171,6 +180,7 @@ struct Out {
 #define P_OFLOAT(x) o.key(#x); o.optf(a->x());
 #define P_ENUM(x) o.key(#x); o.i64(static_cast<int64_t>(a->x()));
 #define P_STR(x) o.key(#x); o.str(a->x());
+#define P_VEC(x) o.key(#x); o.longs(a->x());
 
 void print_fwd(Out &o, const fo::SdpaAttributes *a) {
   o.open('{');
@@ -205,6 +215,12 @@ void print_rmsnorm(Out &o, const fo::RMSNormAttributes *a) {
 void print_layernorm(Out &o, const fo::LayernormAttributes *a) {
   o.open('{');
   LAYERNORM_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
+  o.close('}');
+}
+
+void print_batchnorm(Out &o, const fo::BatchnormAttributes *a) {
+  o.open('{');
+  BATCHNORM_FIELDS(P_REQ, P_OPTI, P_VEC)
   o.close('}');
 }
 
@@ -317,6 +333,8 @@ void print_graph(Out &o, const uint8_t *buf, size_t len) {
           print_rmsnorm(o, a);
         } else if (const fo::LayernormAttributes *a = n->attributes_as_LayernormAttributes()) {
           print_layernorm(o, a);
+        } else if (const fo::BatchnormAttributes *a = n->attributes_as_BatchnormAttributes()) {
+          print_batchnorm(o, a);
         } else {
           o.null();
         }
@@ -423,6 +441,7 @@ std::vector<int64_t> longs(std::istream &in) {
 #define S_OFLOAT(x) if (k == "a." #x) { set_optf(a->x, val); return true; }
 #define S_ENUM(x) if (k == "a." #x) { a->x = static_cast<decltype(a->x)>(to_i64(val)); return true; }
 #define S_STR(x) if (k == "a." #x) { a->x = unhex(val); return true; }
+#define S_VEC(x) if (k == "a." #x) { a->x = vec_token(val); return true; }
 
 bool set_fwd(fo::SdpaAttributesT *a, const std::string &k, const std::string &val) {
   SDPA_FWD_FIELDS(S_REQ, S_OPTI, S_OBOOL, S_BOOL, S_OFLOAT, S_ENUM, S_STR)
@@ -451,6 +470,20 @@ bool set_rmsnorm(fo::RMSNormAttributesT *a, const std::string &k, const std::str
 
 bool set_layernorm(fo::LayernormAttributesT *a, const std::string &k, const std::string &val) {
   LAYERNORM_FIELDS(S_REQ, S_OPTI, NONE_, NONE_, NONE_, S_ENUM, NONE_)
+  return false;
+}
+
+// A vector token: "v" then comma-separated int64 values ("v" alone: empty).
+std::vector<int64_t> vec_token(const std::string &val) {
+  std::vector<int64_t> v;
+  std::stringstream in(val.substr(1));
+  std::string e;
+  while (std::getline(in, e, ',')) v.push_back(to_i64(e));
+  return v;
+}
+
+bool set_batchnorm(fo::BatchnormAttributesT *a, const std::string &k, const std::string &val) {
+  BATCHNORM_FIELDS(S_REQ, S_OPTI, S_VEC)
   return false;
 }
 
@@ -536,7 +569,7 @@ int do_pack(const char *in_path, const char *out_path) {
       g.nodes.back()->name = unhex(val);
     } else if (k == "n.compute_data_type") {
       g.nodes.back()->compute_data_type = static_cast<fo::DataType>(to_i64(val));
-    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 11 Layernorm, 18 Reduction,
+    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 11 Layernorm, 4 Batchnorm, 18 Reduction,
       //                           21 (empty)
       fo::NodeAttributesUnion &u = g.nodes.back()->attributes;
       int tag = std::stoi(val);
@@ -547,6 +580,7 @@ int do_pack(const char *in_path, const char *out_path) {
       else if (tag == 18) u.Set(fo::ReductionAttributesT());
       else if (tag == 10) u.Set(fo::RMSNormAttributesT());
       else if (tag == 11) u.Set(fo::LayernormAttributesT());
+      else if (tag == 4) u.Set(fo::BatchnormAttributesT());
       else if (tag == 21) u.Set(fo::ResampleBwdAttributesT());
       else throw std::runtime_error("unsupported kind " + val);
     } else if (k.compare(0, 2, "a.") == 0) {
@@ -561,6 +595,8 @@ int do_pack(const char *in_path, const char *out_path) {
       else if (fo::RMSNormAttributesT *a = u.AsRMSNormAttributes()) done = set_rmsnorm(a, k, val);
       else if (fo::LayernormAttributesT *a = u.AsLayernormAttributes())
         done = set_layernorm(a, k, val);
+      else if (fo::BatchnormAttributesT *a = u.AsBatchnormAttributes())
+        done = set_batchnorm(a, k, val);
       if (!done) throw std::runtime_error("unknown attribute key " + k);
     } else {
       throw std::runtime_error("unknown key " + k);
