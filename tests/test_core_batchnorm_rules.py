@@ -274,3 +274,31 @@ def test_wire_round_trips_and_peer_stats_are_refused_by_name() -> None:
     del node["inputs"]["peer_stats_tensor_uid"]
     err = _error(lambda: hg.Graph.from_json(json.dumps(doc)))
     assert err.code == E.UNSUPPORTED_GRAPH_FORMAT and "peer_stats_tensor_uid" in err.message
+
+
+def test_peer_stats_are_held_but_refused_by_validation_and_the_writers() -> None:
+    g = _built()
+    g.serialize()  # every tensor has its uid now
+    node = g.nodes[0]
+    peers = [hg.TensorAttributes(name="peer", dim=[1, 3, 1, 1]).set_uid(99)]
+    node.attributes.set_peer_stats(peers)
+    assert node.attributes.get_peer_stats() == peers
+    assert node.attributes.copy_for_node().get_peer_stats() == peers
+    for write in (g.serialize, g.to_json):  # uids set: written without validating again
+        err = _error(write)
+        assert (err.code, err.message) == (
+            E.UNSUPPORTED_GRAPH_FORMAT,
+            "Node Batchnorm_0: BatchnormAttributes.peer_stats_tensor_uid = (99,) is not "
+            "supported by this version",
+        )
+    err = _error(g.validate)
+    assert (err.code, err.message) == (
+        E.GRAPH_NOT_SUPPORTED,
+        "BatchnormNode: peer statistics (multi-GPU batch normalization) are not supported by "
+        "hipdnn-graph",
+    )
+    err = _error(lambda: node.attributes.set_peer_stats(["x"]))  # type: ignore[list-item]
+    assert (err.code, err.message) == (E.INVALID_VALUE, "peer_stats holds tensors, got str")
+    node.attributes.set_peer_stats([])
+    g.validate()
+    assert hg.Graph.deserialize(g.serialize()).serialize() == g.serialize()

@@ -292,7 +292,7 @@ class TestOtherOpFamilies:
         "name",
         [
             "conv_fprop",
-            "batchnorm",
+            "batchnorm_backward",
             "layernorm_backward",
             "rmsnorm_backward",
             "resample_bwd",

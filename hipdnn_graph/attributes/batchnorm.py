@@ -10,8 +10,14 @@ Example:
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
+from pydantic import PrivateAttr
+
+from ..changes import touch
+from ..errors import HipdnnError
 from ..tensor import TensorAttributes
+from ..types import ErrorCode
 from .base import NodeAttributes
 
 __all__ = ["BatchnormAttributes"]
@@ -31,9 +37,12 @@ class BatchnormAttributes(NodeAttributes):
     | EPSILON | one element, pass-by-value | | | |
 
     The running statistics come all four or not at all. hipDNN's ``peer_stats`` (multi-GPU
-    statistics exchange) is not modelled: :meth:`get_peer_stats` is always empty and a hipDNN
-    graph with peer statistics is refused by name.
+    statistics exchange) are held (:meth:`set_peer_stats`) but not modelled: a node with peer
+    statistics fails validation, the writers refuse it, and a hipDNN graph carrying some is
+    refused by name.
     """  # noqa: E501
+
+    _peer_stats: tuple[TensorAttributes, ...] = PrivateAttr(default=())
 
     class InputNames(IntEnum):
         """Input slots in hipDNN's order."""
@@ -140,6 +149,33 @@ class BatchnormAttributes(NodeAttributes):
     def get_next_running_variance(self) -> TensorAttributes | None:
         return self.outputs.get(self.OutputNames.NEXT_RUNNING_VARIANCE)
 
+    def set_peer_stats(self, tensors: list[TensorAttributes]) -> BatchnormAttributes:
+        """hipDNN's peer statistics tensors (multi-GPU batch norm): held, not modelled (see the
+        class).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for an entry that is not a tensor.
+        """
+        held = tuple(tensors)
+        for tensor in held:
+            if not isinstance(tensor, TensorAttributes):
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    f"peer_stats holds tensors, got {type(tensor).__name__}",
+                )
+        self._peer_stats = held
+        touch(self)
+        return self
+
     def get_peer_stats(self) -> list[TensorAttributes]:
-        """hipDNN's peer statistics tensors: not modelled here, always empty."""
-        return []
+        return list(self._peer_stats)
+
+    def unmodelled_values(self) -> dict[str, Any]:
+        if not self._peer_stats:
+            return {}
+        return {"peer_stats_tensor_uid": tuple(t.uid for t in self._peer_stats)}
+
+    def copy_for_node(self) -> BatchnormAttributes:
+        clone = super().copy_for_node()
+        clone._peer_stats = self._peer_stats
+        return clone

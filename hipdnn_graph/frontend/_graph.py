@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..attributes.batchnorm import BatchnormAttributes
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
@@ -305,6 +306,23 @@ class Graph:
                 f"layernorm() expects LayernormAttributes, got {type(attributes).__name__}"
             )
         outputs = self._node(lambda: self.core_graph.layernorm(x, scale, bias, attributes))
+        return tuple(None if t is None else adopt(t) for t in outputs)  # type: ignore[return-value]
+
+    def batchnorm(
+        self, x: Any, scale: Any, bias: Any, attributes: Any
+    ) -> tuple[Any, Any, Any, Any, Any]:
+        """Add a batch-norm training forward node; returns ``(y, mean, inv_variance,
+        next_running_mean, next_running_variance)``, the last two ``None`` without previous
+        running statistics and momentum.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, BatchnormAttributes):
+            raise FrontendTypeError(
+                f"batchnorm() expects BatchnormAttributes, got {type(attributes).__name__}"
+            )
+        outputs = self._node(lambda: self.core_graph.batchnorm(x, scale, bias, attributes))
         return tuple(None if t is None else adopt(t) for t in outputs)  # type: ignore[return-value]
 
     def _node(self, add: Callable[[], Any]) -> Any:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
+from ..attributes.batchnorm import BatchnormAttributes
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
@@ -55,6 +56,7 @@ from ._unsupported import MODULE_NAMES, unsupported_name
 
 __all__ = [
     "AttentionImplementation",
+    "BatchnormAttributes",
     "BehaviorNote",
     "BuildPlanPolicy",
     "DataType",

@@ -84,11 +84,11 @@ class BatchnormNode(Node[BatchnormAttributes]):
         EPSILON a pass-by-value scalar; X's dims and strides set and positive; Y (with dims) X's
         shape; SCALE, BIAS (and MEAN, INV_VARIANCE with dims) ``[1, C, 1, ...]``; the running
         statistics all four or none, each (with dims) ``[1, C, 1, ...]``; more than one value per
-        channel.
+        channel. Then (this project's own check) no peer statistics.
 
         Raises:
             HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing tensor or epsilon dims;
-                ``INVALID_VALUE`` for the shapes.
+                ``INVALID_VALUE`` for the shapes; ``GRAPH_NOT_SUPPORTED`` for peer statistics.
         """
         a = self.attributes
         x, scale, bias, y, epsilon = (
@@ -137,6 +137,12 @@ class BatchnormNode(Node[BatchnormAttributes]):
             for tensor, label in running:
                 check_channel_only_shape_if_set(tensor, channels, label)
         check_bn_training_spatial(x, scale, "Batch normalization training")
+        if a.get_peer_stats():  # not one of hipDNN's rules: this project does not model them
+            raise HipdnnError(
+                ErrorCode.GRAPH_NOT_SUPPORTED,
+                "BatchnormNode: peer statistics (multi-GPU batch normalization) are not "
+                "supported by hipdnn-graph",
+            )
 
     def infer_properties_node(self) -> None:
         """Fill data types; Y without dims or strides takes X's; MEAN and INV_VARIANCE (and the
