@@ -13,6 +13,7 @@ Example:
 from . import backend
 from .attributes import (
     BatchnormAttributes,
+    BatchnormInferenceAttributes,
     GraphAttributes,
     LayernormAttributes,
     MaskWindow,
@@ -28,6 +29,7 @@ from .backend.registry import list_backends, register_backend
 from .errors import HipdnnError, NotSupportedError
 from .graph import Graph
 from .nodes import (
+    BatchnormInferenceNode,
     BatchnormNode,
     LayerNormNode,
     MatmulNode,
@@ -55,6 +57,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BatchnormAttributes",
+    "BatchnormInferenceAttributes",
+    "BatchnormInferenceNode",
     "BatchnormNode",
     "BuildPlanPolicy",
     "DataType",

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import HipdnnError
 from .nodes.base import Node
 from .nodes.batchnorm import BatchnormNode
+from .nodes.batchnorm_inference import BatchnormInferenceNode
 from .nodes.layernorm import LayerNormNode
 from .nodes.matmul import MatmulNode
 from .nodes.pointwise import PointwiseNode
@@ -266,6 +267,49 @@ class FamilyBuilders:
         attrs.set_next_running_mean(next_mean).set_next_running_variance(next_variance)
         self._add_node(BatchnormNode(attrs, self.attributes))
         return y, mean, inv_variance, next_mean, next_variance
+
+    # ----- batch norm inference (hipDNN's Graph::batchnorm_inference) -----
+    def batchnorm_inference(
+        self,
+        x: Any = None,
+        mean: Any = None,
+        inv_variance: Any = None,
+        scale: Any = None,
+        bias: Any = None,
+        attributes: Any = None,
+        **keywords: Any,
+    ) -> TensorAttributes:
+        """Add a batch-norm inference node:
+        ``batchnorm_inference(x, mean, inv_variance, scale, bias, attrs)``; returns the virtual
+        ``<node>::Y``. Keywords set ``name`` and ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+            >>> x = g.tensor(name="x", dim=[2, 3, 4, 4])
+            >>> m, v, s, b = (g.tensor(name=n, dim=[1, 3, 1, 1]) for n in "mvsb")
+            >>> g.batchnorm_inference(x, m, v, s, b).get_name()
+            'BatchnormInference_0::Y'
+        """
+        inputs = (x, mean, inv_variance, scale, bias)
+        if not all(isinstance(t, TensorAttributes) for t in inputs):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "batchnorm_inference() takes tensors x, mean, inv_variance, scale and bias, then "
+                "BatchnormInferenceAttributes",
+            )
+        attrs = self._family_attributes(
+            attributes, BatchnormInferenceNode, keywords, "batchnorm_inference"
+        )
+        y = self._output_tensor(f"{attrs.name}::Y")
+        attrs.set_x(x).set_mean(mean).set_inv_variance(inv_variance)
+        attrs.set_scale(scale).set_bias(bias).set_y(y)
+        self._add_node(BatchnormInferenceNode(attrs, self.attributes))
+        return y
 
     def _family_attributes(
         self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str

@@ -2,6 +2,7 @@
 
 from .base import MaskWindow, NodeAttributes
 from .batchnorm import BatchnormAttributes
+from .batchnorm_inference import BatchnormInferenceAttributes
 from .graph_attributes import GraphAttributes
 from .layernorm import LayernormAttributes
 from .matmul import MatmulAttributes
@@ -13,6 +14,7 @@ from .sdpa_backward import SdpaBackwardAttributes
 
 __all__ = [
     "BatchnormAttributes",
+    "BatchnormInferenceAttributes",
     "GraphAttributes",
     "LayernormAttributes",
     "MaskWindow",

@@ -2,6 +2,7 @@
 
 from .base import Node
 from .batchnorm import BatchnormNode
+from .batchnorm_inference import BatchnormInferenceNode
 from .layernorm import LayerNormNode
 from .matmul import MatmulNode
 from .pointwise import PointwiseNode
@@ -11,6 +12,7 @@ from .sdpa_bwd import SdpaBwdNode
 from .sdpa_fwd import SdpaFwdNode
 
 __all__ = [
+    "BatchnormInferenceNode",
     "BatchnormNode",
     "LayerNormNode",
     "MatmulNode",

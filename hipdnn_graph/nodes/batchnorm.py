@@ -30,14 +30,20 @@ from .norm_rules import (
     stride_order_nhwc,
 )
 
-__all__ = ["BATCHNORM_SPEC", "BatchnormAttributeName", "BatchnormNode"]
+__all__ = [
+    "BATCHNORM_SPEC",
+    "BatchnormAttributeName",
+    "BatchnormNode",
+    "infer_channel_tensor",
+    "positive_dims_and_strides",
+]
 
 
 def _missing(message: str) -> HipdnnError:
     return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
 
 
-def _positive_dims_and_strides(t: TensorAttributes) -> bool:
+def positive_dims_and_strides(t: TensorAttributes) -> bool:
     """hipDNN's ``validate_dims_and_strides_set_and_positive``."""
     return (
         bool(t.dim)
@@ -108,7 +114,7 @@ class BatchnormNode(Node[BatchnormAttributes]):
         check_min_dims(scale, 2, "Scale tensor")
         check_min_dims(bias, 2, "Bias tensor")
         check_scalar_parameter(epsilon, "Epsilon")
-        if not _positive_dims_and_strides(x):
+        if not positive_dims_and_strides(x):
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE,
                 "BatchnormNode: Input tensor (x) dimensions and strides must be set and positive",
