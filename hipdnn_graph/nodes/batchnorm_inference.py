@@ -130,7 +130,7 @@ def _slot(member: IntEnum, output: bool, fb_slot: int, attribute: _A) -> SlotSpe
 BATCHNORM_INFERENCE_SPEC = register_node_spec(
     NodeSpec(
         table="BatchnormInferenceAttributes",
-        union_tag=5,
+        union_tag=1,
         label="BatchnormInferenceNode",
         descriptor_type=DescriptorType.OPERATION_BATCHNORM_INFERENCE_DESCRIPTOR_EXT,
         descriptor_class="BatchnormInferenceOperationDescriptor",

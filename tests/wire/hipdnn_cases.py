@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from wire_model import (
+    BATCHNORM_INFERENCE_TAG,
     BATCHNORM_TAG,
     HIPDNN_DATA_TYPES,
     LAYERNORM_TAG,
@@ -485,6 +486,31 @@ def batchnorm_pair() -> Desc:
     return graph_desc("batchnorm_pair", tensors, nodes, io_data_type=half)
 
 
+def batchnorm_inference_pair() -> Desc:
+    """Two batch-norm inference nodes in a row sharing their saved statistics (every field of
+    the table; NHWC strides)."""
+    f32, half = DT["FLOAT"], DT["HALF"]
+    c, cs = [1, 8, 1, 1], [8, 1, 8, 8]
+    tensors = [
+        tensor_desc(1, "X", half, [2, 8, 5, 5], [200, 1, 40, 8]),
+        tensor_desc(2, "running_mean", f32, c, cs),
+        tensor_desc(3, "inv_std", f32, c, cs),
+        tensor_desc(4, "gamma", f32, c, cs),
+        tensor_desc(5, "beta", f32, c, cs),
+        tensor_desc(6, "bn1::Y", f32, [2, 8, 5, 5], [200, 1, 40, 8], virtual=True),
+        tensor_desc(7, "Y", half, [2, 8, 5, 5], [200, 1, 40, 8]),
+    ]
+    nodes = [
+        node_desc("bn1", BATCHNORM_INFERENCE_TAG, f32, x_tensor_uid=1, mean_tensor_uid=2,
+                  inv_variance_tensor_uid=3, scale_tensor_uid=4, bias_tensor_uid=5,
+                  y_tensor_uid=6),
+        node_desc("bn2", BATCHNORM_INFERENCE_TAG, f32, x_tensor_uid=6, mean_tensor_uid=2,
+                  inv_variance_tensor_uid=3, scale_tensor_uid=4, bias_tensor_uid=5,
+                  y_tensor_uid=7),
+    ]  # fmt: skip
+    return graph_desc("batchnorm_inference_pair", tensors, nodes, io_data_type=half)
+
+
 def _with_matmul(**attrs: object) -> Callable[[], Desc]:
     def build() -> Desc:
         desc = matmul_batched()
@@ -510,6 +536,7 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "rmsnorm_pair": rmsnorm_pair,
     "layernorm_pair": layernorm_pair,
     "batchnorm_pair": batchnorm_pair,
+    "batchnorm_inference_pair": batchnorm_inference_pair,
     **{f"io_{name.lower()}": io_type(name) for name in HIPDNN_DATA_TYPES if name != "UNSET"},
     **{f"scale_{name.lower()}": scale_value(name) for name in SCALE_VALUES},
 }

@@ -15,6 +15,8 @@ from typing import Any
 
 from wire_model import (
     BATCHNORM_FIELDS,
+    BATCHNORM_INFERENCE_FIELDS,
+    BATCHNORM_INFERENCE_TAG,
     BATCHNORM_TAG,
     HIPDNN_DATA_TYPES,
     LAYERNORM_TAG,
@@ -283,6 +285,15 @@ def _node(n: Desc) -> dict[str, Any]:
             "name": n["name"] or "",
             "outputs": groups["outputs"],
             "type": "BatchnormAttributes",
+        }
+    if n["attributes_type"] == BATCHNORM_INFERENCE_TAG:  # uids only, y the one output
+        a = n["attributes"]
+        return {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "inputs": {f: a[f] for f, _ in BATCHNORM_INFERENCE_FIELDS if f != "y_tensor_uid"},
+            "name": n["name"] or "",
+            "outputs": {"y_tensor_uid": a["y_tensor_uid"]},
+            "type": "BatchnormInferenceAttributes",
         }
     if n["attributes_type"] == MATMUL_TAG:  # hipDNN's matmul JSON: uids only
         a = n["attributes"]

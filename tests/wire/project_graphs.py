@@ -189,6 +189,20 @@ def batchnorm_then_relu() -> hg.Graph:
     return g
 
 
+def batchnorm_inference_then_relu() -> hg.Graph:
+    """Batch-norm inference with saved statistics feeding a ReLU (a deployed convolution block's
+    tail)."""
+    g = cases.new_graph("batchnorm_inference_relu", io=hg.DataType.HALF)
+    x = g.tensor(name="X", dim=[2, 4, 3, 3])
+    stats = (
+        g.tensor(name=n, dim=[1, 4, 1, 1], data_type=hg.DataType.FLOAT)
+        for n in ("mean", "inv_std", "gamma", "beta")
+    )
+    y = g.batchnorm_inference(x, *stats, name="bn")
+    g.pointwise(y, mode=hg.PointwiseMode.RELU_FWD).set_output(True)
+    return g
+
+
 _SCALE_VALUES: list[tuple[str, Any]] = [
     ("FLOAT", 0.1),
     ("HALF", 0.1),  # Float16Value holds the nearest binary32, not a 16-bit rounding
@@ -213,6 +227,7 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "rmsnorm_matmul": rmsnorm_then_matmul,
     "layernorm_matmul": layernorm_then_matmul,
     "batchnorm_relu": batchnorm_then_relu,
+    "batchnorm_inference_relu": batchnorm_inference_then_relu,
     "matmul_bias_relu": matmul_bias_relu,
     **{
         f"io_{name.lower()}": io_type(hg.DataType[name])

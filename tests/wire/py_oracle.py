@@ -23,6 +23,9 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     BatchnormAttributes as BNA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    BatchnormInferenceAttributes as BNI,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     Graph as G,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -58,6 +61,7 @@ from hipdnn_flatbuffers_sdk.data_objects import (
 from hipdnn_flatbuffers_sdk.data_objects.EngineApiVersion import CreateEngineApiVersion
 from hipdnn_flatbuffers_sdk.data_objects.Uuid import CreateUuid
 from wire_model import (
+    BATCHNORM_INFERENCE_TAG,
     BATCHNORM_TAG,
     FIELDS_BY_TAG,
     LAYERNORM_TAG,
@@ -82,6 +86,7 @@ _TABLE_CLASSES = {
     RMSNORM_TAG: RMS.RMSNormAttributes,
     LAYERNORM_TAG: LA.LayernormAttributes,
     BATCHNORM_TAG: BNA.BatchnormAttributes,
+    BATCHNORM_INFERENCE_TAG: BNI.BatchnormInferenceAttributes,
 }
 _MODULES = {
     SDPA_TAG: SA,
@@ -92,6 +97,7 @@ _MODULES = {
     RMSNORM_TAG: RMS,
     LAYERNORM_TAG: LA,
     BATCHNORM_TAG: BNA,
+    BATCHNORM_INFERENCE_TAG: BNI,
 }
 
 
@@ -212,6 +218,7 @@ KNOWN_SLOTS = {
     "RMSNormAttributes": 7,
     "LayernormAttributes": 9,
     "BatchnormAttributes": 13,
+    "BatchnormInferenceAttributes": 6,
 }
 
 

@@ -24,6 +24,7 @@ from regenerate_autogen import generated_files as files_of
 from schema_copies import RECONSTRUCTED, REFERENCE, structs_as_tables
 from wire_model import (
     BATCHNORM_FIELDS,
+    BATCHNORM_INFERENCE_FIELDS,
     GRAPH_KEYS,
     HIPDNN_DATA_TYPES,
     LAYERNORM_FIELDS,
@@ -142,6 +143,11 @@ def test_reconstructed_batchnorm_table_matches_the_field_table() -> None:
     agree."""
     fields = _fields("batchnorm_attributes.fbs", "BatchnormAttributes")
     assert [f for f, _ in BATCHNORM_FIELDS] == fields
+
+
+def test_reconstructed_batchnorm_inference_table_matches_the_field_table() -> None:
+    fields = _fields("batchnorm_inference_attributes.fbs", "BatchnormInferenceAttributes")
+    assert [f for f, _ in BATCHNORM_INFERENCE_FIELDS] == fields
 
 
 def test_python_schema_copy_changes_only_the_value_structs(hipdnn_schemas: Path) -> None:

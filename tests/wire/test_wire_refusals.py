@@ -17,6 +17,7 @@ from cpp_oracle import CppOracle
 from hipdnn_cases import (
     MODELLED,
     b8_desc,
+    batchnorm_inference_pair,
     batchnorm_pair,
     forward_every_field,
     layernorm_pair,
@@ -146,6 +147,7 @@ def test_fields_of_a_newer_schema_are_refused(cpp: CppOracle, table: str) -> Non
     desc = rmsnorm_pair() if table == "RMSNormAttributes" else desc
     desc = layernorm_pair() if table == "LayernormAttributes" else desc
     desc = batchnorm_pair() if table == "BatchnormAttributes" else desc
+    desc = batchnorm_inference_pair() if table == "BatchnormInferenceAttributes" else desc
     blob = py_oracle.build(desc, newer_field_in=table)
     _verified(cpp, blob)  # unknown fields are not checked by the Verifier
     error = _refused(blob)

@@ -69,6 +69,8 @@ SDPA_TAG, SDPA_BACKWARD_TAG, MATMUL_TAG = 12, 15, 9
 POINTWISE_TAG, REDUCTION_TAG, RMSNORM_TAG, LAYERNORM_TAG = 2, 18, 10, 11
 #: batch norm (reconstructed batchnorm_attributes.fbs)
 BATCHNORM_TAG = 4
+#: batch-norm inference (reconstructed batchnorm_inference_attributes.fbs)
+BATCHNORM_INFERENCE_TAG = 1
 #: a NodeAttributes member no family of the project models (refused by name)
 UNMODELLED_TAG = 21  # ResampleBwdAttributes
 
@@ -221,6 +223,16 @@ BATCHNORM_FIELDS: list[tuple[str, str]] = [
     ("next_running_mean_tensor_uid", "opt"),
     ("next_running_variance_tensor_uid", "opt"),
 ]
+#: BatchnormInferenceAttributes fields in slot order (reconstructed
+#: batchnorm_inference_attributes.fbs).
+BATCHNORM_INFERENCE_FIELDS: list[tuple[str, str]] = [
+    ("x_tensor_uid", "req"),
+    ("mean_tensor_uid", "req"),
+    ("inv_variance_tensor_uid", "req"),
+    ("scale_tensor_uid", "req"),
+    ("bias_tensor_uid", "req"),
+    ("y_tensor_uid", "req"),
+]
 #: hipDNN's NormFwdPhase names by number (norm_common.fbs; its JSON writes them as they are)
 NORM_FWD_PHASES = ["NOT_SET", "INFERENCE", "TRAINING"]
 FIELDS_BY_TAG = {
@@ -232,6 +244,7 @@ FIELDS_BY_TAG = {
     RMSNORM_TAG: RMSNORM_FIELDS,
     LAYERNORM_TAG: LAYERNORM_FIELDS,
     BATCHNORM_TAG: BATCHNORM_FIELDS,
+    BATCHNORM_INFERENCE_TAG: BATCHNORM_INFERENCE_FIELDS,
 }
 #: each table's name by tag
 TABLE_BY_TAG = {
@@ -243,6 +256,7 @@ TABLE_BY_TAG = {
     RMSNORM_TAG: "RMSNormAttributes",
     LAYERNORM_TAG: "LayernormAttributes",
     BATCHNORM_TAG: "BatchnormAttributes",
+    BATCHNORM_INFERENCE_TAG: "BatchnormInferenceAttributes",
 }
 #: hipDNN's PointwiseMode names by number (MAX/MIN are MAX_OP/MIN_OP in the schema)
 POINTWISE_MODES = [
@@ -546,15 +560,14 @@ def _expected_pointwise(node: Any) -> Desc:
 def _expected_node(node: Any) -> Desc:
     if isinstance(node, hg.PointwiseNode):
         return _expected_pointwise(node)
-    if isinstance(node, hg.BatchnormNode):
+    if isinstance(node, (hg.BatchnormNode, hg.BatchnormInferenceNode)):
         a = node.attributes
         uids = {
             f"{slot.name.lower()}_tensor_uid": _uid(tensor)
             for slot, tensor in [*a.inputs.items(), *a.outputs.items()]
         }
-        return node_desc(
-            node.name, BATCHNORM_TAG, hipdnn_data_type(a.get_compute_data_type()), **uids
-        )
+        tag = BATCHNORM_TAG if isinstance(node, hg.BatchnormNode) else BATCHNORM_INFERENCE_TAG
+        return node_desc(node.name, tag, hipdnn_data_type(a.get_compute_data_type()), **uids)
     if isinstance(node, hg.LayerNormNode):
         a = node.attributes
         return node_desc(
@@ -742,7 +755,7 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
             )
             continue
-        if tag == MATMUL_TAG:  # no scalar object
+        if tag in (MATMUL_TAG, BATCHNORM_INFERENCE_TAG):  # no scalar object
             attrs = {**n["inputs"], **n["outputs"]}
             nodes.append(
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)

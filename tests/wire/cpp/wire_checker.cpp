@@ -90,6 +90,11 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
   OPTI(mean_tensor_uid) OPTI(inv_variance_tensor_uid) OPTI(next_running_mean_tensor_uid)         \
   OPTI(next_running_variance_tensor_uid)
 
+// BatchnormInferenceAttributes (reconstructed: batchnorm_inference_attributes.fbs).
+#define BATCHNORM_INFERENCE_FIELDS(REQ)                                                         \
+  REQ(x_tensor_uid) REQ(mean_tensor_uid) REQ(inv_variance_tensor_uid) REQ(scale_tensor_uid)      \
+  REQ(bias_tensor_uid) REQ(y_tensor_uid)
+
 #define MATMUL_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                                \
   REQ(a_tensor_uid) REQ(b_tensor_uid) REQ(c_tensor_uid) STR(umd_flops) STR(umd_bytes)
 
@@ -224,6 +229,12 @@ void print_batchnorm(Out &o, const fo::BatchnormAttributes *a) {
   o.close('}');
 }
 
+void print_batchnorm_inference(Out &o, const fo::BatchnormInferenceAttributes *a) {
+  o.open('{');
+  BATCHNORM_INFERENCE_FIELDS(P_REQ)
+  o.close('}');
+}
+
 void print_matmul(Out &o, const fo::MatmulAttributes *a) {
   o.open('{');
   MATMUL_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
@@ -335,6 +346,9 @@ void print_graph(Out &o, const uint8_t *buf, size_t len) {
           print_layernorm(o, a);
         } else if (const fo::BatchnormAttributes *a = n->attributes_as_BatchnormAttributes()) {
           print_batchnorm(o, a);
+        } else if (const fo::BatchnormInferenceAttributes *a =
+                       n->attributes_as_BatchnormInferenceAttributes()) {
+          print_batchnorm_inference(o, a);
         } else {
           o.null();
         }
@@ -487,6 +501,12 @@ bool set_batchnorm(fo::BatchnormAttributesT *a, const std::string &k, const std:
   return false;
 }
 
+bool set_batchnorm_inference(fo::BatchnormInferenceAttributesT *a, const std::string &k,
+                             const std::string &val) {
+  BATCHNORM_INFERENCE_FIELDS(S_REQ)
+  return false;
+}
+
 bool set_matmul(fo::MatmulAttributesT *a, const std::string &k, const std::string &val) {
   MATMUL_FIELDS(S_REQ, NONE_, NONE_, NONE_, NONE_, NONE_, S_STR)
   return false;
@@ -569,7 +589,7 @@ int do_pack(const char *in_path, const char *out_path) {
       g.nodes.back()->name = unhex(val);
     } else if (k == "n.compute_data_type") {
       g.nodes.back()->compute_data_type = static_cast<fo::DataType>(to_i64(val));
-    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 11 Layernorm, 4 Batchnorm, 18 Reduction,
+    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 11 Layernorm, 4 Batchnorm, 1 BatchnormInference, 18 Reduction,
       //                           21 (empty)
       fo::NodeAttributesUnion &u = g.nodes.back()->attributes;
       int tag = std::stoi(val);
@@ -581,6 +601,7 @@ int do_pack(const char *in_path, const char *out_path) {
       else if (tag == 10) u.Set(fo::RMSNormAttributesT());
       else if (tag == 11) u.Set(fo::LayernormAttributesT());
       else if (tag == 4) u.Set(fo::BatchnormAttributesT());
+      else if (tag == 1) u.Set(fo::BatchnormInferenceAttributesT());
       else if (tag == 21) u.Set(fo::ResampleBwdAttributesT());
       else throw std::runtime_error("unsupported kind " + val);
     } else if (k.compare(0, 2, "a.") == 0) {
@@ -597,6 +618,8 @@ int do_pack(const char *in_path, const char *out_path) {
         done = set_layernorm(a, k, val);
       else if (fo::BatchnormAttributesT *a = u.AsBatchnormAttributes())
         done = set_batchnorm(a, k, val);
+      else if (fo::BatchnormInferenceAttributesT *a = u.AsBatchnormInferenceAttributes())
+        done = set_batchnorm_inference(a, k, val);
       if (!done) throw std::runtime_error("unknown attribute key " + k);
     } else {
       throw std::runtime_error("unknown key " + k);
