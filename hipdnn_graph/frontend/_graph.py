@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..attributes.batchnorm import BatchnormAttributes
+from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
@@ -324,6 +325,27 @@ class Graph:
             )
         outputs = self._node(lambda: self.core_graph.batchnorm(x, scale, bias, attributes))
         return tuple(None if t is None else adopt(t) for t in outputs)  # type: ignore[return-value]
+
+    def batchnorm_inference(
+        self, x: Any, mean: Any, inv_variance: Any, scale: Any, bias: Any, attributes: Any
+    ) -> Any:
+        """Add a batch-norm inference node; returns ``y``.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, BatchnormInferenceAttributes):
+            raise FrontendTypeError(
+                "batchnorm_inference() expects BatchnormInferenceAttributes, got "
+                f"{type(attributes).__name__}"
+            )
+        return adopt(
+            self._node(
+                lambda: self.core_graph.batchnorm_inference(
+                    x, mean, inv_variance, scale, bias, attributes
+                )
+            )
+        )
 
     def _node(self, add: Callable[[], Any]) -> Any:
         try:

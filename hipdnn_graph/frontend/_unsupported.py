@@ -22,8 +22,8 @@ from ._errors import UnsupportedFeatureError
 __all__ = ["GRAPH_METHODS", "MODULE_NAMES", "unsupported_graph_method", "unsupported_name"]
 
 _OPS = (
-    "only sdpa(), sdpa_backward(), pointwise(), matmul(), reduction(), rmsnorm(), layernorm() "
-    "and batchnorm() graphs are"
+    "only sdpa(), sdpa_backward(), pointwise(), matmul(), reduction(), rmsnorm(), layernorm(), "
+    "batchnorm() and batchnorm_inference() graphs are"
 )
 #: Graph methods of hipDNN's bindings that are missing here -> what they belong to
 GRAPH_METHODS: dict[str, str] = {
@@ -33,7 +33,6 @@ GRAPH_METHODS: dict[str, str] = {
             "convolution": ("conv_fprop", "conv_dgrad", "conv_wgrad"),
             "batchnorm": (
                 "batchnorm_backward",
-                "batchnorm_inference",
                 "batchnorm_inference_variance_ext",
             ),
             "layer-norm backward": ("layernorm_backward",),
@@ -74,7 +73,6 @@ _ATTRIBUTE_CLASSES = {
     "ConvDgradAttributes": "convolution",
     "ConvWgradAttributes": "convolution",
     "BatchnormBackwardAttributes": "batchnorm",
-    "BatchnormInferenceAttributes": "batchnorm",
     "BatchnormInferenceAttributesVarianceExt": "batchnorm",
     "LayernormBackwardAttributes": "layernorm",
     "RMSNormBackwardAttributes": "rmsnorm",

@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import __version__
 from ..attributes.batchnorm import BatchnormAttributes
+from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
@@ -57,6 +58,7 @@ from ._unsupported import MODULE_NAMES, unsupported_name
 __all__ = [
     "AttentionImplementation",
     "BatchnormAttributes",
+    "BatchnormInferenceAttributes",
     "BehaviorNote",
     "BuildPlanPolicy",
     "DataType",
