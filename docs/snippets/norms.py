@@ -102,3 +102,22 @@ assert next_mean is not None
 print(normed.get_stride(), next_mean.get_name(), next_mean.get_dim(), next_mean.get_stride())
 print(sorted(json.loads(bn.to_json())["nodes"][0]["inputs"].items()))
 # --8<-- [end:batchnorm]
+
+# --8<-- [start:batchnorm_inference]
+deployed = hg.Graph(
+    name="conv_block_tail_deployed",
+    io_data_type=hg.DataType.HALF,
+    intermediate_data_type=hg.DataType.FLOAT,
+    compute_data_type=hg.DataType.FLOAT,
+)
+feat = deployed.tensor(name="feat", dim=[1, 64, 28, 28], stride=[50176, 1, 1792, 64])
+saved = [
+    deployed.tensor(name=n, dim=[1, 64, 1, 1], data_type=hg.DataType.FLOAT)
+    for n in ("running_mean", "inv_std", "gamma", "beta")
+]
+out = deployed.batchnorm_inference(feat, *saved, name="bn_eval")
+deployed.pointwise(out, mode=hg.PointwiseMode.RELU_FWD).set_output(True)
+deployed.validate()
+print(out.get_name(), out.get_stride())
+print(json.loads(deployed.to_json())["nodes"][0]["inputs"])
+# --8<-- [end:batchnorm_inference]
