@@ -14,6 +14,7 @@ from . import backend
 from .attributes import (
     BatchnormAttributes,
     BatchnormInferenceAttributes,
+    BatchnormInferenceAttributesVarianceExt,
     GraphAttributes,
     LayernormAttributes,
     MaskWindow,
@@ -30,6 +31,7 @@ from .errors import HipdnnError, NotSupportedError
 from .graph import Graph
 from .nodes import (
     BatchnormInferenceNode,
+    BatchnormInferenceVarianceNode,
     BatchnormNode,
     LayerNormNode,
     MatmulNode,
@@ -58,7 +60,9 @@ __version__ = "0.1.0"
 __all__ = [
     "BatchnormAttributes",
     "BatchnormInferenceAttributes",
+    "BatchnormInferenceAttributesVarianceExt",
     "BatchnormInferenceNode",
+    "BatchnormInferenceVarianceNode",
     "BatchnormNode",
     "BuildPlanPolicy",
     "DataType",

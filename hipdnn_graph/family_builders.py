@@ -24,6 +24,7 @@ from .errors import HipdnnError
 from .nodes.base import Node
 from .nodes.batchnorm import BatchnormNode
 from .nodes.batchnorm_inference import BatchnormInferenceNode
+from .nodes.batchnorm_inference_variance import BatchnormInferenceVarianceNode
 from .nodes.layernorm import LayerNormNode
 from .nodes.matmul import MatmulNode
 from .nodes.pointwise import PointwiseNode
@@ -309,6 +310,51 @@ class FamilyBuilders:
         attrs.set_x(x).set_mean(mean).set_inv_variance(inv_variance)
         attrs.set_scale(scale).set_bias(bias).set_y(y)
         self._add_node(BatchnormInferenceNode(attrs, self.attributes))
+        return y
+
+    # ----- batch norm inference from the variance (Graph::batchnorm_inference_variance_ext) -----
+    def batchnorm_inference_variance_ext(
+        self,
+        x: Any = None,
+        mean: Any = None,
+        variance: Any = None,
+        scale: Any = None,
+        bias: Any = None,
+        epsilon: Any = None,
+        attributes: Any = None,
+        **keywords: Any,
+    ) -> TensorAttributes:
+        """Add a batch-norm inference node taking the variance and epsilon:
+        ``batchnorm_inference_variance_ext(x, mean, variance, scale, bias, epsilon, attrs)``;
+        returns the virtual ``<node>::Y``. Keywords set ``name`` and ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+            >>> x = g.tensor(name="x", dim=[2, 3, 4, 4])
+            >>> m, v, s, b = (g.tensor(name=n, dim=[1, 3, 1, 1]) for n in "mvsb")
+            >>> eps = g.tensor(name="eps").set_value(1e-5)
+            >>> g.batchnorm_inference_variance_ext(x, m, v, s, b, eps).get_name()
+            'BatchnormInferenceVarianceExt_0::Y'
+        """
+        inputs = (x, mean, variance, scale, bias, epsilon)
+        if not all(isinstance(t, TensorAttributes) for t in inputs):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "batchnorm_inference_variance_ext() takes tensors x, mean, variance, scale, bias "
+                "and epsilon, then BatchnormInferenceAttributesVarianceExt",
+            )
+        attrs = self._family_attributes(
+            attributes, BatchnormInferenceVarianceNode, keywords, "batchnorm_inference_variance_ext"
+        )
+        y = self._output_tensor(f"{attrs.name}::Y")
+        attrs.set_x(x).set_mean(mean).set_variance(variance)
+        attrs.set_scale(scale).set_bias(bias).set_epsilon(epsilon).set_y(y)
+        self._add_node(BatchnormInferenceVarianceNode(attrs, self.attributes))
         return y
 
     def _family_attributes(

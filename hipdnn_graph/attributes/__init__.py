@@ -3,6 +3,7 @@
 from .base import MaskWindow, NodeAttributes
 from .batchnorm import BatchnormAttributes
 from .batchnorm_inference import BatchnormInferenceAttributes
+from .batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
 from .graph_attributes import GraphAttributes
 from .layernorm import LayernormAttributes
 from .matmul import MatmulAttributes
@@ -15,6 +16,7 @@ from .sdpa_backward import SdpaBackwardAttributes
 __all__ = [
     "BatchnormAttributes",
     "BatchnormInferenceAttributes",
+    "BatchnormInferenceAttributesVarianceExt",
     "GraphAttributes",
     "LayernormAttributes",
     "MaskWindow",

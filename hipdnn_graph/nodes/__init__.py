@@ -3,6 +3,7 @@
 from .base import Node
 from .batchnorm import BatchnormNode
 from .batchnorm_inference import BatchnormInferenceNode
+from .batchnorm_inference_variance import BatchnormInferenceVarianceNode
 from .layernorm import LayerNormNode
 from .matmul import MatmulNode
 from .pointwise import PointwiseNode
@@ -13,6 +14,7 @@ from .sdpa_fwd import SdpaFwdNode
 
 __all__ = [
     "BatchnormInferenceNode",
+    "BatchnormInferenceVarianceNode",
     "BatchnormNode",
     "LayerNormNode",
     "MatmulNode",
