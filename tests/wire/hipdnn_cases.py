@@ -14,6 +14,7 @@ from pathlib import Path
 
 from wire_model import (
     BATCHNORM_INFERENCE_TAG,
+    BATCHNORM_INFERENCE_VARIANCE_TAG,
     BATCHNORM_TAG,
     HIPDNN_DATA_TYPES,
     LAYERNORM_TAG,
@@ -511,6 +512,28 @@ def batchnorm_inference_pair() -> Desc:
     return graph_desc("batchnorm_inference_pair", tensors, nodes, io_data_type=half)
 
 
+def batchnorm_inference_variance() -> Desc:
+    """A batch-norm inference from the saved variance and an epsilon value (every field of the
+    table)."""
+    f32 = DT["FLOAT"]
+    c = [1, 4, 1, 1]
+    tensors = [
+        tensor_desc(1, "X", f32, [3, 4, 2, 2]),
+        tensor_desc(2, "running_mean", f32, c),
+        tensor_desc(3, "running_var", f32, c),
+        tensor_desc(4, "gamma", f32, c),
+        tensor_desc(5, "beta", f32, c),
+        tensor_desc(6, "Y", f32, [3, 4, 2, 2]),
+        tensor_desc(7, "eps", f32, [1], [1], **value_fields("Float32Value", 1e-5)),
+    ]
+    nodes = [
+        node_desc("bn", BATCHNORM_INFERENCE_VARIANCE_TAG, f32, x_tensor_uid=1,
+                  mean_tensor_uid=2, variance_tensor_uid=3, scale_tensor_uid=4,
+                  bias_tensor_uid=5, y_tensor_uid=6, epsilon_tensor_uid=7),
+    ]  # fmt: skip
+    return graph_desc("batchnorm_inference_variance", tensors, nodes)
+
+
 def _with_matmul(**attrs: object) -> Callable[[], Desc]:
     def build() -> Desc:
         desc = matmul_batched()
@@ -537,6 +560,7 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "layernorm_pair": layernorm_pair,
     "batchnorm_pair": batchnorm_pair,
     "batchnorm_inference_pair": batchnorm_inference_pair,
+    "batchnorm_inference_variance": batchnorm_inference_variance,
     **{f"io_{name.lower()}": io_type(name) for name in HIPDNN_DATA_TYPES if name != "UNSET"},
     **{f"scale_{name.lower()}": scale_value(name) for name in SCALE_VALUES},
 }

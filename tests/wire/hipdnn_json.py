@@ -17,6 +17,8 @@ from wire_model import (
     BATCHNORM_FIELDS,
     BATCHNORM_INFERENCE_FIELDS,
     BATCHNORM_INFERENCE_TAG,
+    BATCHNORM_INFERENCE_VARIANCE_FIELDS,
+    BATCHNORM_INFERENCE_VARIANCE_TAG,
     BATCHNORM_TAG,
     HIPDNN_DATA_TYPES,
     LAYERNORM_TAG,
@@ -214,6 +216,13 @@ def _pointwise(n: Desc) -> dict[str, Any]:
     }
 
 
+_BN_INFERENCE = {
+    BATCHNORM_INFERENCE_TAG: ("BatchnormInferenceAttributes", BATCHNORM_INFERENCE_FIELDS),
+    BATCHNORM_INFERENCE_VARIANCE_TAG: (
+        "BatchnormInferenceAttributesVarianceExt",
+        BATCHNORM_INFERENCE_VARIANCE_FIELDS,
+    ),
+}
 _BATCHNORM_OUTPUTS = ("y", "mean", "inv_variance", "next_running_mean", "next_running_variance")
 
 
@@ -286,14 +295,15 @@ def _node(n: Desc) -> dict[str, Any]:
             "outputs": groups["outputs"],
             "type": "BatchnormAttributes",
         }
-    if n["attributes_type"] == BATCHNORM_INFERENCE_TAG:  # uids only, y the one output
+    if n["attributes_type"] in _BN_INFERENCE:  # uids only, y the one output
         a = n["attributes"]
+        table, fields = _BN_INFERENCE[n["attributes_type"]]
         return {
             "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
-            "inputs": {f: a[f] for f, _ in BATCHNORM_INFERENCE_FIELDS if f != "y_tensor_uid"},
+            "inputs": {f: a[f] for f, _ in fields if f != "y_tensor_uid"},
             "name": n["name"] or "",
             "outputs": {"y_tensor_uid": a["y_tensor_uid"]},
-            "type": "BatchnormInferenceAttributes",
+            "type": table,
         }
     if n["attributes_type"] == MATMUL_TAG:  # hipDNN's matmul JSON: uids only
         a = n["attributes"]

@@ -203,6 +203,17 @@ def batchnorm_inference_then_relu() -> hg.Graph:
     return g
 
 
+def batchnorm_inference_variance_then_relu() -> hg.Graph:
+    """Batch-norm inference from the saved variance and an epsilon value, then ReLU."""
+    g = cases.new_graph("batchnorm_inference_variance_relu", io=hg.DataType.FLOAT)
+    x = g.tensor(name="X", dim=[2, 4, 3, 3])
+    stats = [g.tensor(name=n, dim=[1, 4, 1, 1]) for n in ("mean", "var", "gamma", "beta")]
+    eps = g.tensor(name="eps").set_value(1e-5)
+    y = g.batchnorm_inference_variance_ext(x, *stats, eps, name="bn")
+    g.pointwise(y, mode=hg.PointwiseMode.RELU_FWD).set_output(True)
+    return g
+
+
 _SCALE_VALUES: list[tuple[str, Any]] = [
     ("FLOAT", 0.1),
     ("HALF", 0.1),  # Float16Value holds the nearest binary32, not a 16-bit rounding
@@ -228,6 +239,7 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "layernorm_matmul": layernorm_then_matmul,
     "batchnorm_relu": batchnorm_then_relu,
     "batchnorm_inference_relu": batchnorm_inference_then_relu,
+    "batchnorm_inference_variance_relu": batchnorm_inference_variance_then_relu,
     "matmul_bias_relu": matmul_bias_relu,
     **{
         f"io_{name.lower()}": io_type(hg.DataType[name])

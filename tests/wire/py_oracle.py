@@ -26,6 +26,9 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     BatchnormInferenceAttributes as BNI,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    BatchnormInferenceAttributesVarianceExt as BNV,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     Graph as G,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -62,6 +65,7 @@ from hipdnn_flatbuffers_sdk.data_objects.EngineApiVersion import CreateEngineApi
 from hipdnn_flatbuffers_sdk.data_objects.Uuid import CreateUuid
 from wire_model import (
     BATCHNORM_INFERENCE_TAG,
+    BATCHNORM_INFERENCE_VARIANCE_TAG,
     BATCHNORM_TAG,
     FIELDS_BY_TAG,
     LAYERNORM_TAG,
@@ -87,6 +91,7 @@ _TABLE_CLASSES = {
     LAYERNORM_TAG: LA.LayernormAttributes,
     BATCHNORM_TAG: BNA.BatchnormAttributes,
     BATCHNORM_INFERENCE_TAG: BNI.BatchnormInferenceAttributes,
+    BATCHNORM_INFERENCE_VARIANCE_TAG: BNV.BatchnormInferenceAttributesVarianceExt,
 }
 _MODULES = {
     SDPA_TAG: SA,
@@ -98,6 +103,7 @@ _MODULES = {
     LAYERNORM_TAG: LA,
     BATCHNORM_TAG: BNA,
     BATCHNORM_INFERENCE_TAG: BNI,
+    BATCHNORM_INFERENCE_VARIANCE_TAG: BNV,
 }
 
 
@@ -219,6 +225,7 @@ KNOWN_SLOTS = {
     "LayernormAttributes": 9,
     "BatchnormAttributes": 13,
     "BatchnormInferenceAttributes": 6,
+    "BatchnormInferenceAttributesVarianceExt": 7,
 }
 
 

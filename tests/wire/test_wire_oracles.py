@@ -25,6 +25,7 @@ from schema_copies import RECONSTRUCTED, REFERENCE, structs_as_tables
 from wire_model import (
     BATCHNORM_FIELDS,
     BATCHNORM_INFERENCE_FIELDS,
+    BATCHNORM_INFERENCE_VARIANCE_FIELDS,
     GRAPH_KEYS,
     HIPDNN_DATA_TYPES,
     LAYERNORM_FIELDS,
@@ -148,6 +149,13 @@ def test_reconstructed_batchnorm_table_matches_the_field_table() -> None:
 def test_reconstructed_batchnorm_inference_table_matches_the_field_table() -> None:
     fields = _fields("batchnorm_inference_attributes.fbs", "BatchnormInferenceAttributes")
     assert [f for f, _ in BATCHNORM_INFERENCE_FIELDS] == fields
+
+
+def test_reconstructed_batchnorm_inference_variance_table_matches_the_field_table() -> None:
+    fields = _fields(
+        "batchnorm_inference_attributes_variance_ext.fbs", "BatchnormInferenceAttributesVarianceExt"
+    )
+    assert [f for f, _ in BATCHNORM_INFERENCE_VARIANCE_FIELDS] == fields
 
 
 def test_python_schema_copy_changes_only_the_value_structs(hipdnn_schemas: Path) -> None:

@@ -18,6 +18,7 @@ from hipdnn_cases import (
     MODELLED,
     b8_desc,
     batchnorm_inference_pair,
+    batchnorm_inference_variance,
     batchnorm_pair,
     forward_every_field,
     layernorm_pair,
@@ -148,6 +149,8 @@ def test_fields_of_a_newer_schema_are_refused(cpp: CppOracle, table: str) -> Non
     desc = layernorm_pair() if table == "LayernormAttributes" else desc
     desc = batchnorm_pair() if table == "BatchnormAttributes" else desc
     desc = batchnorm_inference_pair() if table == "BatchnormInferenceAttributes" else desc
+    variance = table == "BatchnormInferenceAttributesVarianceExt"
+    desc = batchnorm_inference_variance() if variance else desc
     blob = py_oracle.build(desc, newer_field_in=table)
     _verified(cpp, blob)  # unknown fields are not checked by the Verifier
     error = _refused(blob)

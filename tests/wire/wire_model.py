@@ -71,6 +71,9 @@ POINTWISE_TAG, REDUCTION_TAG, RMSNORM_TAG, LAYERNORM_TAG = 2, 18, 10, 11
 BATCHNORM_TAG = 4
 #: batch-norm inference (reconstructed batchnorm_inference_attributes.fbs)
 BATCHNORM_INFERENCE_TAG = 1
+#: batch-norm inference from the variance (reconstructed
+#: batchnorm_inference_attributes_variance_ext.fbs)
+BATCHNORM_INFERENCE_VARIANCE_TAG = 8
 #: a NodeAttributes member no family of the project models (refused by name)
 UNMODELLED_TAG = 21  # ResampleBwdAttributes
 
@@ -233,6 +236,16 @@ BATCHNORM_INFERENCE_FIELDS: list[tuple[str, str]] = [
     ("bias_tensor_uid", "req"),
     ("y_tensor_uid", "req"),
 ]
+#: BatchnormInferenceAttributesVarianceExt fields in slot order (reconstructed).
+BATCHNORM_INFERENCE_VARIANCE_FIELDS: list[tuple[str, str]] = [
+    ("x_tensor_uid", "req"),
+    ("mean_tensor_uid", "req"),
+    ("variance_tensor_uid", "req"),
+    ("scale_tensor_uid", "req"),
+    ("bias_tensor_uid", "req"),
+    ("y_tensor_uid", "req"),
+    ("epsilon_tensor_uid", "req"),
+]
 #: hipDNN's NormFwdPhase names by number (norm_common.fbs; its JSON writes them as they are)
 NORM_FWD_PHASES = ["NOT_SET", "INFERENCE", "TRAINING"]
 FIELDS_BY_TAG = {
@@ -245,6 +258,7 @@ FIELDS_BY_TAG = {
     LAYERNORM_TAG: LAYERNORM_FIELDS,
     BATCHNORM_TAG: BATCHNORM_FIELDS,
     BATCHNORM_INFERENCE_TAG: BATCHNORM_INFERENCE_FIELDS,
+    BATCHNORM_INFERENCE_VARIANCE_TAG: BATCHNORM_INFERENCE_VARIANCE_FIELDS,
 }
 #: each table's name by tag
 TABLE_BY_TAG = {
@@ -257,6 +271,7 @@ TABLE_BY_TAG = {
     LAYERNORM_TAG: "LayernormAttributes",
     BATCHNORM_TAG: "BatchnormAttributes",
     BATCHNORM_INFERENCE_TAG: "BatchnormInferenceAttributes",
+    BATCHNORM_INFERENCE_VARIANCE_TAG: "BatchnormInferenceAttributesVarianceExt",
 }
 #: hipDNN's PointwiseMode names by number (MAX/MIN are MAX_OP/MIN_OP in the schema)
 POINTWISE_MODES = [
@@ -560,13 +575,19 @@ def _expected_pointwise(node: Any) -> Desc:
 def _expected_node(node: Any) -> Desc:
     if isinstance(node, hg.PointwiseNode):
         return _expected_pointwise(node)
-    if isinstance(node, (hg.BatchnormNode, hg.BatchnormInferenceNode)):
+    if isinstance(
+        node, (hg.BatchnormNode, hg.BatchnormInferenceNode, hg.BatchnormInferenceVarianceNode)
+    ):
         a = node.attributes
         uids = {
             f"{slot.name.lower()}_tensor_uid": _uid(tensor)
             for slot, tensor in [*a.inputs.items(), *a.outputs.items()]
         }
-        tag = BATCHNORM_TAG if isinstance(node, hg.BatchnormNode) else BATCHNORM_INFERENCE_TAG
+        tag = {
+            hg.BatchnormNode: BATCHNORM_TAG,
+            hg.BatchnormInferenceNode: BATCHNORM_INFERENCE_TAG,
+            hg.BatchnormInferenceVarianceNode: BATCHNORM_INFERENCE_VARIANCE_TAG,
+        }[type(node)]
         return node_desc(node.name, tag, hipdnn_data_type(a.get_compute_data_type()), **uids)
     if isinstance(node, hg.LayerNormNode):
         a = node.attributes
@@ -755,7 +776,7 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
             )
             continue
-        if tag in (MATMUL_TAG, BATCHNORM_INFERENCE_TAG):  # no scalar object
+        if tag in (MATMUL_TAG, BATCHNORM_INFERENCE_TAG, BATCHNORM_INFERENCE_VARIANCE_TAG):
             attrs = {**n["inputs"], **n["outputs"]}
             nodes.append(
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)

@@ -95,6 +95,11 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
   REQ(x_tensor_uid) REQ(mean_tensor_uid) REQ(inv_variance_tensor_uid) REQ(scale_tensor_uid)      \
   REQ(bias_tensor_uid) REQ(y_tensor_uid)
 
+// BatchnormInferenceAttributesVarianceExt (reconstructed).
+#define BATCHNORM_INFERENCE_VARIANCE_FIELDS(REQ)                                                \
+  REQ(x_tensor_uid) REQ(mean_tensor_uid) REQ(variance_tensor_uid) REQ(scale_tensor_uid)          \
+  REQ(bias_tensor_uid) REQ(y_tensor_uid) REQ(epsilon_tensor_uid)
+
 #define MATMUL_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                                \
   REQ(a_tensor_uid) REQ(b_tensor_uid) REQ(c_tensor_uid) STR(umd_flops) STR(umd_bytes)
 
@@ -235,6 +240,13 @@ void print_batchnorm_inference(Out &o, const fo::BatchnormInferenceAttributes *a
   o.close('}');
 }
 
+void print_batchnorm_inference_variance(Out &o,
+                                        const fo::BatchnormInferenceAttributesVarianceExt *a) {
+  o.open('{');
+  BATCHNORM_INFERENCE_VARIANCE_FIELDS(P_REQ)
+  o.close('}');
+}
+
 void print_matmul(Out &o, const fo::MatmulAttributes *a) {
   o.open('{');
   MATMUL_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
@@ -349,6 +361,9 @@ void print_graph(Out &o, const uint8_t *buf, size_t len) {
         } else if (const fo::BatchnormInferenceAttributes *a =
                        n->attributes_as_BatchnormInferenceAttributes()) {
           print_batchnorm_inference(o, a);
+        } else if (const fo::BatchnormInferenceAttributesVarianceExt *a =
+                       n->attributes_as_BatchnormInferenceAttributesVarianceExt()) {
+          print_batchnorm_inference_variance(o, a);
         } else {
           o.null();
         }
@@ -507,6 +522,12 @@ bool set_batchnorm_inference(fo::BatchnormInferenceAttributesT *a, const std::st
   return false;
 }
 
+bool set_batchnorm_inference_variance(fo::BatchnormInferenceAttributesVarianceExtT *a,
+                                      const std::string &k, const std::string &val) {
+  BATCHNORM_INFERENCE_VARIANCE_FIELDS(S_REQ)
+  return false;
+}
+
 bool set_matmul(fo::MatmulAttributesT *a, const std::string &k, const std::string &val) {
   MATMUL_FIELDS(S_REQ, NONE_, NONE_, NONE_, NONE_, NONE_, S_STR)
   return false;
@@ -589,7 +610,7 @@ int do_pack(const char *in_path, const char *out_path) {
       g.nodes.back()->name = unhex(val);
     } else if (k == "n.compute_data_type") {
       g.nodes.back()->compute_data_type = static_cast<fo::DataType>(to_i64(val));
-    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 11 Layernorm, 4 Batchnorm, 1 BatchnormInference, 18 Reduction,
+    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 11 Layernorm, 4 Batchnorm, 1 BatchnormInference, 8 BatchnormInferenceVarianceExt, 18 Reduction,
       //                           21 (empty)
       fo::NodeAttributesUnion &u = g.nodes.back()->attributes;
       int tag = std::stoi(val);
@@ -602,6 +623,7 @@ int do_pack(const char *in_path, const char *out_path) {
       else if (tag == 11) u.Set(fo::LayernormAttributesT());
       else if (tag == 4) u.Set(fo::BatchnormAttributesT());
       else if (tag == 1) u.Set(fo::BatchnormInferenceAttributesT());
+      else if (tag == 8) u.Set(fo::BatchnormInferenceAttributesVarianceExtT());
       else if (tag == 21) u.Set(fo::ResampleBwdAttributesT());
       else throw std::runtime_error("unsupported kind " + val);
     } else if (k.compare(0, 2, "a.") == 0) {
@@ -620,6 +642,9 @@ int do_pack(const char *in_path, const char *out_path) {
         done = set_batchnorm(a, k, val);
       else if (fo::BatchnormInferenceAttributesT *a = u.AsBatchnormInferenceAttributes())
         done = set_batchnorm_inference(a, k, val);
+      else if (fo::BatchnormInferenceAttributesVarianceExtT *a =
+                   u.AsBatchnormInferenceAttributesVarianceExt())
+        done = set_batchnorm_inference_variance(a, k, val);
       if (!done) throw std::runtime_error("unknown attribute key " + k);
     } else {
       throw std::runtime_error("unknown key " + k);
