@@ -95,3 +95,64 @@ class TestBatchnormInferenceAttributeBindings:
                 ("set_y", (y,), "get_y", y),
             ),
         )  # fmt: skip
+
+
+def build_batchnorm_inference_variance_graph(
+    n: int = 4, c: int = 8, h: int = 8, w: int = 8
+) -> tuple[hipdnn.Graph, hipdnn.Tensor]:
+    """hipDNN's helper of the same name (returning the graph and y here)."""
+    graph = float_graph()
+    graph.set_name("batchnorm_inference_variance_test")
+    x = _create([n, c, h, w])
+    mean, variance, scale, bias = (_create([1, c, 1, 1]) for _ in range(4))
+    epsilon = hipdnn.Tensor()
+    epsilon.set_value(1e-5)
+    y = graph.batchnorm_inference_variance_ext(
+        x, mean, variance, scale, bias, epsilon, hipdnn.BatchnormInferenceAttributesVarianceExt()
+    )
+    y.set_output(True)
+    return graph, y
+
+
+class TestBatchnormInferenceVariance:
+    def test_graph_builds_and_execution_is_refused(self) -> None:
+        """hipDNN's GPU test_execution_succeeds: the operation graph builds; planning is refused
+        naming the family."""
+        graph, y = build_batchnorm_inference_variance_graph()
+        handle = hipdnn.create_handle()
+        assert graph.validate().is_good() and graph.build_operation_graph(handle).is_good()
+        assert isinstance(y, hipdnn.Tensor) and y.get_dim() == [4, 8, 8, 8]
+        error = graph.create_execution_plans()
+        if error.is_good():
+            error = graph.check_support()
+        assert error.get_code() == hipdnn.ErrorCode.GRAPH_NOT_SUPPORTED
+        assert "does not run BATCHNORM_INFERENCE_VARIANCE_EXT nodes" in error.get_message()
+        text = graph.to_json()
+        restored = hipdnn.Graph()
+        assert restored.from_json(text).is_good() and restored.to_binary() == graph.to_binary()
+        try:
+            graph.batchnorm_inference_variance_ext(
+                y, y, y, y, y, y, hipdnn.BatchnormInferenceAttributes()
+            )
+        except TypeError:
+            return
+        raise AssertionError("wrong attributes did not raise TypeError")
+
+    def test_variance_extension_methods_are_callable(self) -> None:
+        x, mean, variance, scale, bias, epsilon, y = (_create([1]) for _ in range(7))
+        call_attribute_methods(
+            hipdnn.BatchnormInferenceAttributesVarianceExt(),
+            (
+                ("set_name", ("batchnorm_inference_variance",), "get_name",
+                 "batchnorm_inference_variance"),
+                ("set_compute_data_type", (hipdnn.DataType.FLOAT,), "get_compute_data_type",
+                 hipdnn.DataType.FLOAT),
+                ("set_x", (x,), "get_x", x),
+                ("set_mean", (mean,), "get_mean", mean),
+                ("set_variance", (variance,), "get_variance", variance),
+                ("set_scale", (scale,), "get_scale", scale),
+                ("set_bias", (bias,), "get_bias", bias),
+                ("set_epsilon", (epsilon,), "get_epsilon", epsilon),
+                ("set_y", (y,), "get_y", y),
+            ),
+        )  # fmt: skip

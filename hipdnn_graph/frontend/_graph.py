@@ -35,6 +35,7 @@ import numpy as np
 
 from ..attributes.batchnorm import BatchnormAttributes
 from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
+from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
@@ -343,6 +344,34 @@ class Graph:
             self._node(
                 lambda: self.core_graph.batchnorm_inference(
                     x, mean, inv_variance, scale, bias, attributes
+                )
+            )
+        )
+
+    def batchnorm_inference_variance_ext(
+        self,
+        x: Any,
+        mean: Any,
+        variance: Any,
+        scale: Any,
+        bias: Any,
+        epsilon: Any,
+        attributes: Any,
+    ) -> Any:
+        """Add a batch-norm inference node from the variance and epsilon; returns ``y``.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, BatchnormInferenceAttributesVarianceExt):
+            raise FrontendTypeError(
+                "batchnorm_inference_variance_ext() expects "
+                f"BatchnormInferenceAttributesVarianceExt, got {type(attributes).__name__}"
+            )
+        return adopt(
+            self._node(
+                lambda: self.core_graph.batchnorm_inference_variance_ext(
+                    x, mean, variance, scale, bias, epsilon, attributes
                 )
             )
         )

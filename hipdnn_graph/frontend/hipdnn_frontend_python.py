@@ -16,6 +16,7 @@ from typing import Any
 from .. import __version__
 from ..attributes.batchnorm import BatchnormAttributes
 from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
+from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
@@ -59,6 +60,7 @@ __all__ = [
     "AttentionImplementation",
     "BatchnormAttributes",
     "BatchnormInferenceAttributes",
+    "BatchnormInferenceAttributesVarianceExt",
     "BehaviorNote",
     "BuildPlanPolicy",
     "DataType",
