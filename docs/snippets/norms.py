@@ -87,12 +87,12 @@ gamma, beta, running_mean, running_var = (
     bn.tensor(name=n, dim=[1, 64, 1, 1], data_type=f32)
     for n in ("gamma", "beta", "running_mean", "running_var")
 )
-attrs = (
+bn_attrs = (
     hg.BatchnormAttributes()
     .set_epsilon(hg.TensorAttributes().set_value(1e-5))
     .set_previous_running_stats(running_mean, running_var, hg.TensorAttributes().set_value(0.1))
 )
-normed, batch_mean, batch_inv_var, next_mean, next_var = bn.batchnorm(act, gamma, beta, attrs)
+normed, batch_mean, batch_inv_var, next_mean, next_var = bn.batchnorm(act, gamma, beta, bn_attrs)
 activated = bn.pointwise(normed, mode=hg.PointwiseMode.RELU_FWD)
 for t in (activated, batch_mean, batch_inv_var, next_mean, next_var):
     assert t is not None
