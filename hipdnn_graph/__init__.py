@@ -13,6 +13,7 @@ Example:
 from . import backend
 from .attributes import (
     BatchnormAttributes,
+    BatchnormBackwardAttributes,
     BatchnormInferenceAttributes,
     BatchnormInferenceAttributesVarianceExt,
     GraphAttributes,
@@ -30,6 +31,7 @@ from .backend.registry import list_backends, register_backend
 from .errors import HipdnnError, NotSupportedError
 from .graph import Graph
 from .nodes import (
+    BatchnormBackwardNode,
     BatchnormInferenceNode,
     BatchnormInferenceVarianceNode,
     BatchnormNode,
@@ -59,6 +61,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BatchnormAttributes",
+    "BatchnormBackwardAttributes",
+    "BatchnormBackwardNode",
     "BatchnormInferenceAttributes",
     "BatchnormInferenceAttributesVarianceExt",
     "BatchnormInferenceNode",

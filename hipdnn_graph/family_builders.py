@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import HipdnnError
 from .nodes.base import Node
 from .nodes.batchnorm import BatchnormNode
+from .nodes.batchnorm_backward import BatchnormBackwardNode
 from .nodes.batchnorm_inference import BatchnormInferenceNode
 from .nodes.batchnorm_inference_variance import BatchnormInferenceVarianceNode
 from .nodes.layernorm import LayerNormNode
@@ -356,6 +357,48 @@ class FamilyBuilders:
         attrs.set_scale(scale).set_bias(bias).set_epsilon(epsilon).set_y(y)
         self._add_node(BatchnormInferenceVarianceNode(attrs, self.attributes))
         return y
+
+    # ----- batch norm backward (hipDNN's Graph::batchnorm_backward) -----
+    def batchnorm_backward(
+        self,
+        dy: Any = None,
+        x: Any = None,
+        scale: Any = None,
+        attributes: Any = None,
+        **keywords: Any,
+    ) -> tuple[TensorAttributes, TensorAttributes, TensorAttributes]:
+        """Add a batch-norm backward node: ``batchnorm_backward(dy, x, scale, attrs)``; returns
+        the virtual ``(<node>::DX, <node>::DSCALE, <node>::DBIAS)``. Keywords set ``name``,
+        ``mean``, ``inv_variance`` and ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+            >>> dy, x = g.tensor(name="dy", dim=[2, 3, 4, 4]), g.tensor(name="x", dim=[2, 3, 4, 4])
+            >>> dx, dscale, dbias = g.batchnorm_backward(dy, x, g.tensor(name="s", dim=[1, 3, 1, 1]))
+            >>> dx.get_name(), dbias.get_name()
+            ('BatchnormBackward_0::DX', 'BatchnormBackward_0::DBIAS')
+        """  # noqa: E501
+        if not all(isinstance(t, TensorAttributes) for t in (dy, x, scale)):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "batchnorm_backward() takes tensors dy, x and scale, then "
+                "BatchnormBackwardAttributes",
+            )
+        attrs = self._family_attributes(
+            attributes, BatchnormBackwardNode, keywords, "batchnorm_backward"
+        )
+        dx = self._output_tensor(f"{attrs.name}::DX")
+        dscale = self._output_tensor(f"{attrs.name}::DSCALE")
+        dbias = self._output_tensor(f"{attrs.name}::DBIAS")
+        attrs.set_x(x).set_dy(dy).set_scale(scale)
+        attrs.set_dx(dx).set_dscale(dscale).set_dbias(dbias)
+        self._add_node(BatchnormBackwardNode(attrs, self.attributes))
+        return dx, dscale, dbias
 
     def _family_attributes(
         self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str

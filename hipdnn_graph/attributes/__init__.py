@@ -2,6 +2,7 @@
 
 from .base import MaskWindow, NodeAttributes
 from .batchnorm import BatchnormAttributes
+from .batchnorm_backward import BatchnormBackwardAttributes
 from .batchnorm_inference import BatchnormInferenceAttributes
 from .batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
 from .graph_attributes import GraphAttributes
@@ -15,6 +16,7 @@ from .sdpa_backward import SdpaBackwardAttributes
 
 __all__ = [
     "BatchnormAttributes",
+    "BatchnormBackwardAttributes",
     "BatchnormInferenceAttributes",
     "BatchnormInferenceAttributesVarianceExt",
     "GraphAttributes",

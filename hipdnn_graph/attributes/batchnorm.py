@@ -20,10 +20,47 @@ from ..tensor import TensorAttributes
 from ..types import ErrorCode
 from .base import NodeAttributes
 
-__all__ = ["BatchnormAttributes"]
+__all__ = ["BatchnormAttributes", "PeerStatsAttributes"]
 
 
-class BatchnormAttributes(NodeAttributes):
+class PeerStatsAttributes(NodeAttributes):
+    """A batch-norm node's peer statistics (hipDNN's ``peer_stats``, multi-GPU batch norm):
+    held, not modelled. Nodes refuse them at validation; the writers refuse them by name."""
+
+    _peer_stats: tuple[TensorAttributes, ...] = PrivateAttr(default=())
+
+    def set_peer_stats(self, tensors: list[TensorAttributes]) -> Any:
+        """hipDNN's peer statistics tensors (held, not modelled).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for an entry that is not a tensor.
+        """
+        held = tuple(tensors)
+        for tensor in held:
+            if not isinstance(tensor, TensorAttributes):
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    f"peer_stats holds tensors, got {type(tensor).__name__}",
+                )
+        self._peer_stats = held
+        touch(self)
+        return self
+
+    def get_peer_stats(self) -> list[TensorAttributes]:
+        return list(self._peer_stats)
+
+    def unmodelled_values(self) -> dict[str, Any]:
+        if not self._peer_stats:
+            return {}
+        return {"peer_stats_tensor_uid": tuple(t.uid for t in self._peer_stats)}
+
+    def copy_for_node(self) -> Any:
+        clone = super().copy_for_node()
+        clone._peer_stats = self._peer_stats
+        return clone
+
+
+class BatchnormAttributes(PeerStatsAttributes):
     """Configuration of a batch-norm training forward node (spatial mode): per channel ``c``,
     ``Y = (X - mean_c) / sqrt(var_c + EPSILON) * SCALE_c + BIAS_c`` with the statistics taken over
     N and the spatial dims; optionally the running statistics are updated with MOMENTUM.
@@ -41,8 +78,6 @@ class BatchnormAttributes(NodeAttributes):
     statistics fails validation, the writers refuse it, and a hipDNN graph carrying some is
     refused by name.
     """  # noqa: E501
-
-    _peer_stats: tuple[TensorAttributes, ...] = PrivateAttr(default=())
 
     class InputNames(IntEnum):
         """Input slots in hipDNN's order."""
@@ -148,34 +183,3 @@ class BatchnormAttributes(NodeAttributes):
 
     def get_next_running_variance(self) -> TensorAttributes | None:
         return self.outputs.get(self.OutputNames.NEXT_RUNNING_VARIANCE)
-
-    def set_peer_stats(self, tensors: list[TensorAttributes]) -> BatchnormAttributes:
-        """hipDNN's peer statistics tensors (multi-GPU batch norm): held, not modelled (see the
-        class).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for an entry that is not a tensor.
-        """
-        held = tuple(tensors)
-        for tensor in held:
-            if not isinstance(tensor, TensorAttributes):
-                raise HipdnnError(
-                    ErrorCode.INVALID_VALUE,
-                    f"peer_stats holds tensors, got {type(tensor).__name__}",
-                )
-        self._peer_stats = held
-        touch(self)
-        return self
-
-    def get_peer_stats(self) -> list[TensorAttributes]:
-        return list(self._peer_stats)
-
-    def unmodelled_values(self) -> dict[str, Any]:
-        if not self._peer_stats:
-            return {}
-        return {"peer_stats_tensor_uid": tuple(t.uid for t in self._peer_stats)}
-
-    def copy_for_node(self) -> BatchnormAttributes:
-        clone = super().copy_for_node()
-        clone._peer_stats = self._peer_stats
-        return clone

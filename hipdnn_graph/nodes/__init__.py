@@ -2,6 +2,7 @@
 
 from .base import Node
 from .batchnorm import BatchnormNode
+from .batchnorm_backward import BatchnormBackwardNode
 from .batchnorm_inference import BatchnormInferenceNode
 from .batchnorm_inference_variance import BatchnormInferenceVarianceNode
 from .layernorm import LayerNormNode
@@ -13,6 +14,7 @@ from .sdpa_bwd import SdpaBwdNode
 from .sdpa_fwd import SdpaFwdNode
 
 __all__ = [
+    "BatchnormBackwardNode",
     "BatchnormInferenceNode",
     "BatchnormInferenceVarianceNode",
     "BatchnormNode",

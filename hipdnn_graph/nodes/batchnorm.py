@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import ClassVar
 
-from ..attributes.batchnorm import BatchnormAttributes
+from ..attributes.batchnorm import BatchnormAttributes, PeerStatsAttributes
 from ..descriptors.enums import AttributeType as T
 from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import Kind, NodeSpec, SlotSpec, UnmodelledSpec, register_node_spec
@@ -36,6 +36,7 @@ __all__ = [
     "BatchnormNode",
     "infer_channel_tensor",
     "positive_dims_and_strides",
+    "refuse_peer_stats",
 ]
 
 
@@ -51,6 +52,20 @@ def positive_dims_and_strides(t: TensorAttributes) -> bool:
         and len(t.stride) == len(t.dim)
         and all(s > 0 for s in t.stride)
     )
+
+
+def refuse_peer_stats(attributes: PeerStatsAttributes, label: str) -> None:
+    """This project's own check (not one of hipDNN's): no peer statistics.
+
+    Raises:
+        HipdnnError: ``GRAPH_NOT_SUPPORTED`` when some are set.
+    """
+    if attributes.get_peer_stats():
+        raise HipdnnError(
+            ErrorCode.GRAPH_NOT_SUPPORTED,
+            f"{label}: peer statistics (multi-GPU batch normalization) are not supported by "
+            "hipdnn-graph",
+        )
 
 
 def infer_channel_tensor(tensor: TensorAttributes, x: TensorAttributes) -> None:
@@ -143,12 +158,7 @@ class BatchnormNode(Node[BatchnormAttributes]):
             for tensor, label in running:
                 check_channel_only_shape_if_set(tensor, channels, label)
         check_bn_training_spatial(x, scale, "Batch normalization training")
-        if a.get_peer_stats():  # not one of hipDNN's rules: this project does not model them
-            raise HipdnnError(
-                ErrorCode.GRAPH_NOT_SUPPORTED,
-                "BatchnormNode: peer statistics (multi-GPU batch normalization) are not "
-                "supported by hipdnn-graph",
-            )
+        refuse_peer_stats(a, "BatchnormNode")
 
     def infer_properties_node(self) -> None:
         """Fill data types; Y without dims or strides takes X's; MEAN and INV_VARIANCE (and the
