@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from wire_model import (
+    BATCHNORM_BACKWARD_TAG,
     BATCHNORM_INFERENCE_TAG,
     BATCHNORM_INFERENCE_VARIANCE_TAG,
     BATCHNORM_TAG,
@@ -534,6 +535,36 @@ def batchnorm_inference_variance() -> Desc:
     return graph_desc("batchnorm_inference_variance", tensors, nodes)
 
 
+def batchnorm_backward_pair() -> Desc:
+    """A batch-norm backward with the saved statistics and one without (every field of the
+    table; peer stats absent, as Graph::Pack leaves an empty vector out)."""
+    f32 = DT["FLOAT"]
+    c, cs = [1, 3, 1, 1], [3, 1, 3, 3]
+    x = [4, 3, 2, 2]
+    tensors = [
+        tensor_desc(1, "dY", f32, x),
+        tensor_desc(2, "X", f32, x),
+        tensor_desc(3, "saved_mean", f32, c, cs),
+        tensor_desc(4, "saved_inv_std", f32, c, cs),
+        tensor_desc(5, "gamma", f32, c, cs),
+        tensor_desc(6, "dX", f32, x),
+        tensor_desc(7, "dgamma", f32, c, cs),
+        tensor_desc(8, "dbeta", f32, c, cs),
+        tensor_desc(9, "dX2", f32, x),
+        tensor_desc(10, "dgamma2", f32, c, cs),
+        tensor_desc(11, "dbeta2", f32, c, cs),
+    ]
+    nodes = [
+        node_desc("bwd1", BATCHNORM_BACKWARD_TAG, f32, dy_tensor_uid=1, x_tensor_uid=2,
+                  mean_tensor_uid=3, inv_variance_tensor_uid=4, scale_tensor_uid=5,
+                  dx_tensor_uid=6, dscale_tensor_uid=7, dbias_tensor_uid=8),
+        node_desc("bwd2", BATCHNORM_BACKWARD_TAG, f32, dy_tensor_uid=1, x_tensor_uid=2,
+                  scale_tensor_uid=5, dx_tensor_uid=9, dscale_tensor_uid=10,
+                  dbias_tensor_uid=11),
+    ]  # fmt: skip
+    return graph_desc("batchnorm_backward_pair", tensors, nodes)
+
+
 def _with_matmul(**attrs: object) -> Callable[[], Desc]:
     def build() -> Desc:
         desc = matmul_batched()
@@ -559,6 +590,7 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "rmsnorm_pair": rmsnorm_pair,
     "layernorm_pair": layernorm_pair,
     "batchnorm_pair": batchnorm_pair,
+    "batchnorm_backward_pair": batchnorm_backward_pair,
     "batchnorm_inference_pair": batchnorm_inference_pair,
     "batchnorm_inference_variance": batchnorm_inference_variance,
     **{f"io_{name.lower()}": io_type(name) for name in HIPDNN_DATA_TYPES if name != "UNSET"},

@@ -14,6 +14,8 @@ from decimal import Decimal
 from typing import Any
 
 from wire_model import (
+    BATCHNORM_BACKWARD_FIELDS,
+    BATCHNORM_BACKWARD_TAG,
     BATCHNORM_FIELDS,
     BATCHNORM_INFERENCE_FIELDS,
     BATCHNORM_INFERENCE_TAG,
@@ -223,7 +225,18 @@ _BN_INFERENCE = {
         BATCHNORM_INFERENCE_VARIANCE_FIELDS,
     ),
 }
-_BATCHNORM_OUTPUTS = ("y", "mean", "inv_variance", "next_running_mean", "next_running_variance")
+_BN_WITH_PEERS = {  # table, fields, the fields under "outputs"
+    BATCHNORM_TAG: (
+        "BatchnormAttributes",
+        BATCHNORM_FIELDS,
+        ("y", "mean", "inv_variance", "next_running_mean", "next_running_variance"),
+    ),
+    BATCHNORM_BACKWARD_TAG: (
+        "BatchnormBackwardAttributes",
+        BATCHNORM_BACKWARD_FIELDS,
+        ("dx", "dscale", "dbias"),
+    ),
+}
 
 
 def _node(n: Desc) -> dict[str, Any]:
@@ -279,11 +292,12 @@ def _node(n: Desc) -> dict[str, Any]:
             "out_tensor_uid": a["out_tensor_uid"],
             "type": "ReductionAttributes",
         }
-    if n["attributes_type"] == BATCHNORM_TAG:  # uids only, absent ones null, peer stats a list
+    if n["attributes_type"] in _BN_WITH_PEERS:  # uids only, absent ones null, peers a list
         a = n["attributes"]
+        table, fields, outputs = _BN_WITH_PEERS[n["attributes_type"]]
         groups: dict[str, dict[str, Any]] = {"inputs": {}, "outputs": {}}
-        for field, _ in BATCHNORM_FIELDS:
-            output = field[: -len("_tensor_uid")] in _BATCHNORM_OUTPUTS
+        for field, _ in fields:
+            output = field[: -len("_tensor_uid")] in outputs
             value = a[field]
             if field == "peer_stats_tensor_uid":  # hipDNN's JSON writes the vector, [] for none
                 value = value or []
@@ -293,7 +307,7 @@ def _node(n: Desc) -> dict[str, Any]:
             "inputs": groups["inputs"],
             "name": n["name"] or "",
             "outputs": groups["outputs"],
-            "type": "BatchnormAttributes",
+            "type": table,
         }
     if n["attributes_type"] in _BN_INFERENCE:  # uids only, y the one output
         a = n["attributes"]

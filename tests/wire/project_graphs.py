@@ -214,6 +214,22 @@ def batchnorm_inference_variance_then_relu() -> hg.Graph:
     return g
 
 
+def batchnorm_training_step() -> hg.Graph:
+    """A batch norm's forward (training) and its backward in one graph: the backward reads the
+    forward's saved mean and inverse variance."""
+    g = cases.new_graph("batchnorm_training_step", io=hg.DataType.FLOAT)
+    x = g.tensor(name="X", dim=[4, 3, 2, 2])
+    scale, bias = g.tensor(name="gamma", dim=[1, 3, 1, 1]), g.tensor(name="beta", dim=[1, 3, 1, 1])
+    eps = g.tensor(name="eps").set_value(1e-5)
+    y, mean, inv_var, _, _ = g.batchnorm(x, scale, bias, epsilon=eps, name="bn")
+    y.set_output(True)
+    dy = g.tensor(name="dY", dim=[4, 3, 2, 2])
+    attrs = hg.BatchnormBackwardAttributes().set_saved_mean_and_inv_variance(mean, inv_var)
+    for t in g.batchnorm_backward(dy, x, scale, attrs, name="bn_bwd"):
+        t.set_output(True)
+    return g
+
+
 _SCALE_VALUES: list[tuple[str, Any]] = [
     ("FLOAT", 0.1),
     ("HALF", 0.1),  # Float16Value holds the nearest binary32, not a 16-bit rounding
@@ -238,6 +254,7 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "rmsnorm_matmul": rmsnorm_then_matmul,
     "layernorm_matmul": layernorm_then_matmul,
     "batchnorm_relu": batchnorm_then_relu,
+    "batchnorm_training_step": batchnorm_training_step,
     "batchnorm_inference_relu": batchnorm_inference_then_relu,
     "batchnorm_inference_variance_relu": batchnorm_inference_variance_then_relu,
     "matmul_bias_relu": matmul_bias_relu,

@@ -23,6 +23,9 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     BatchnormAttributes as BNA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    BatchnormBackwardAttributes as BNB,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     BatchnormInferenceAttributes as BNI,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -64,6 +67,7 @@ from hipdnn_flatbuffers_sdk.data_objects import (
 from hipdnn_flatbuffers_sdk.data_objects.EngineApiVersion import CreateEngineApiVersion
 from hipdnn_flatbuffers_sdk.data_objects.Uuid import CreateUuid
 from wire_model import (
+    BATCHNORM_BACKWARD_TAG,
     BATCHNORM_INFERENCE_TAG,
     BATCHNORM_INFERENCE_VARIANCE_TAG,
     BATCHNORM_TAG,
@@ -90,6 +94,7 @@ _TABLE_CLASSES = {
     RMSNORM_TAG: RMS.RMSNormAttributes,
     LAYERNORM_TAG: LA.LayernormAttributes,
     BATCHNORM_TAG: BNA.BatchnormAttributes,
+    BATCHNORM_BACKWARD_TAG: BNB.BatchnormBackwardAttributes,
     BATCHNORM_INFERENCE_TAG: BNI.BatchnormInferenceAttributes,
     BATCHNORM_INFERENCE_VARIANCE_TAG: BNV.BatchnormInferenceAttributesVarianceExt,
 }
@@ -102,6 +107,7 @@ _MODULES = {
     RMSNORM_TAG: RMS,
     LAYERNORM_TAG: LA,
     BATCHNORM_TAG: BNA,
+    BATCHNORM_BACKWARD_TAG: BNB,
     BATCHNORM_INFERENCE_TAG: BNI,
     BATCHNORM_INFERENCE_VARIANCE_TAG: BNV,
 }
@@ -224,6 +230,7 @@ KNOWN_SLOTS = {
     "RMSNormAttributes": 7,
     "LayernormAttributes": 9,
     "BatchnormAttributes": 13,
+    "BatchnormBackwardAttributes": 9,
     "BatchnormInferenceAttributes": 6,
     "BatchnormInferenceAttributesVarianceExt": 7,
 }

@@ -17,6 +17,7 @@ from cpp_oracle import CppOracle
 from hipdnn_cases import (
     MODELLED,
     b8_desc,
+    batchnorm_backward_pair,
     batchnorm_inference_pair,
     batchnorm_inference_variance,
     batchnorm_pair,
@@ -148,6 +149,7 @@ def test_fields_of_a_newer_schema_are_refused(cpp: CppOracle, table: str) -> Non
     desc = rmsnorm_pair() if table == "RMSNormAttributes" else desc
     desc = layernorm_pair() if table == "LayernormAttributes" else desc
     desc = batchnorm_pair() if table == "BatchnormAttributes" else desc
+    desc = batchnorm_backward_pair() if table == "BatchnormBackwardAttributes" else desc
     desc = batchnorm_inference_pair() if table == "BatchnormInferenceAttributes" else desc
     variance = table == "BatchnormInferenceAttributesVarianceExt"
     desc = batchnorm_inference_variance() if variance else desc

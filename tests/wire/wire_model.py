@@ -71,6 +71,8 @@ POINTWISE_TAG, REDUCTION_TAG, RMSNORM_TAG, LAYERNORM_TAG = 2, 18, 10, 11
 BATCHNORM_TAG = 4
 #: batch-norm inference (reconstructed batchnorm_inference_attributes.fbs)
 BATCHNORM_INFERENCE_TAG = 1
+#: batch-norm backward (reconstructed batchnorm_backward_attributes.fbs)
+BATCHNORM_BACKWARD_TAG = 3
 #: batch-norm inference from the variance (reconstructed
 #: batchnorm_inference_attributes_variance_ext.fbs)
 BATCHNORM_INFERENCE_VARIANCE_TAG = 8
@@ -246,6 +248,18 @@ BATCHNORM_INFERENCE_VARIANCE_FIELDS: list[tuple[str, str]] = [
     ("y_tensor_uid", "req"),
     ("epsilon_tensor_uid", "req"),
 ]
+#: BatchnormBackwardAttributes fields in slot order (reconstructed).
+BATCHNORM_BACKWARD_FIELDS: list[tuple[str, str]] = [
+    ("dy_tensor_uid", "req"),
+    ("x_tensor_uid", "req"),
+    ("mean_tensor_uid", "opt"),
+    ("inv_variance_tensor_uid", "opt"),
+    ("scale_tensor_uid", "req"),
+    ("peer_stats_tensor_uid", "vec"),
+    ("dx_tensor_uid", "req"),
+    ("dscale_tensor_uid", "req"),
+    ("dbias_tensor_uid", "req"),
+]
 #: hipDNN's NormFwdPhase names by number (norm_common.fbs; its JSON writes them as they are)
 NORM_FWD_PHASES = ["NOT_SET", "INFERENCE", "TRAINING"]
 FIELDS_BY_TAG = {
@@ -257,6 +271,7 @@ FIELDS_BY_TAG = {
     RMSNORM_TAG: RMSNORM_FIELDS,
     LAYERNORM_TAG: LAYERNORM_FIELDS,
     BATCHNORM_TAG: BATCHNORM_FIELDS,
+    BATCHNORM_BACKWARD_TAG: BATCHNORM_BACKWARD_FIELDS,
     BATCHNORM_INFERENCE_TAG: BATCHNORM_INFERENCE_FIELDS,
     BATCHNORM_INFERENCE_VARIANCE_TAG: BATCHNORM_INFERENCE_VARIANCE_FIELDS,
 }
@@ -270,6 +285,7 @@ TABLE_BY_TAG = {
     RMSNORM_TAG: "RMSNormAttributes",
     LAYERNORM_TAG: "LayernormAttributes",
     BATCHNORM_TAG: "BatchnormAttributes",
+    BATCHNORM_BACKWARD_TAG: "BatchnormBackwardAttributes",
     BATCHNORM_INFERENCE_TAG: "BatchnormInferenceAttributes",
     BATCHNORM_INFERENCE_VARIANCE_TAG: "BatchnormInferenceAttributesVarianceExt",
 }
@@ -576,7 +592,13 @@ def _expected_node(node: Any) -> Desc:
     if isinstance(node, hg.PointwiseNode):
         return _expected_pointwise(node)
     if isinstance(
-        node, (hg.BatchnormNode, hg.BatchnormInferenceNode, hg.BatchnormInferenceVarianceNode)
+        node,
+        (
+            hg.BatchnormNode,
+            hg.BatchnormBackwardNode,
+            hg.BatchnormInferenceNode,
+            hg.BatchnormInferenceVarianceNode,
+        ),
     ):
         a = node.attributes
         uids = {
@@ -585,6 +607,7 @@ def _expected_node(node: Any) -> Desc:
         }
         tag = {
             hg.BatchnormNode: BATCHNORM_TAG,
+            hg.BatchnormBackwardNode: BATCHNORM_BACKWARD_TAG,
             hg.BatchnormInferenceNode: BATCHNORM_INFERENCE_TAG,
             hg.BatchnormInferenceVarianceNode: BATCHNORM_INFERENCE_VARIANCE_TAG,
         }[type(node)]
@@ -769,7 +792,7 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
             )
             continue
-        if tag == BATCHNORM_TAG:  # no scalar object; peer stats an array, [] for none
+        if tag in (BATCHNORM_TAG, BATCHNORM_BACKWARD_TAG):  # peer stats an array, [] for none
             attrs = {**n["inputs"], **n["outputs"]}
             attrs["peer_stats_tensor_uid"] = attrs["peer_stats_tensor_uid"] or None
             nodes.append(

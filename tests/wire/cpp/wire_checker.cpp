@@ -100,6 +100,12 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
   REQ(x_tensor_uid) REQ(mean_tensor_uid) REQ(variance_tensor_uid) REQ(scale_tensor_uid)          \
   REQ(bias_tensor_uid) REQ(y_tensor_uid) REQ(epsilon_tensor_uid)
 
+// BatchnormBackwardAttributes (reconstructed); VEC a vector of int64.
+#define BATCHNORM_BACKWARD_FIELDS(REQ, OPTI, VEC)                                               \
+  REQ(dy_tensor_uid) REQ(x_tensor_uid) OPTI(mean_tensor_uid) OPTI(inv_variance_tensor_uid)       \
+  REQ(scale_tensor_uid) VEC(peer_stats_tensor_uid) REQ(dx_tensor_uid) REQ(dscale_tensor_uid)     \
+  REQ(dbias_tensor_uid)
+
 #define MATMUL_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                                \
   REQ(a_tensor_uid) REQ(b_tensor_uid) REQ(c_tensor_uid) STR(umd_flops) STR(umd_bytes)
 
@@ -247,6 +253,12 @@ void print_batchnorm_inference_variance(Out &o,
   o.close('}');
 }
 
+void print_batchnorm_backward(Out &o, const fo::BatchnormBackwardAttributes *a) {
+  o.open('{');
+  BATCHNORM_BACKWARD_FIELDS(P_REQ, P_OPTI, P_VEC)
+  o.close('}');
+}
+
 void print_matmul(Out &o, const fo::MatmulAttributes *a) {
   o.open('{');
   MATMUL_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
@@ -358,6 +370,9 @@ void print_graph(Out &o, const uint8_t *buf, size_t len) {
           print_layernorm(o, a);
         } else if (const fo::BatchnormAttributes *a = n->attributes_as_BatchnormAttributes()) {
           print_batchnorm(o, a);
+        } else if (const fo::BatchnormBackwardAttributes *a =
+                       n->attributes_as_BatchnormBackwardAttributes()) {
+          print_batchnorm_backward(o, a);
         } else if (const fo::BatchnormInferenceAttributes *a =
                        n->attributes_as_BatchnormInferenceAttributes()) {
           print_batchnorm_inference(o, a);
@@ -528,6 +543,12 @@ bool set_batchnorm_inference_variance(fo::BatchnormInferenceAttributesVarianceEx
   return false;
 }
 
+bool set_batchnorm_backward(fo::BatchnormBackwardAttributesT *a, const std::string &k,
+                            const std::string &val) {
+  BATCHNORM_BACKWARD_FIELDS(S_REQ, S_OPTI, S_VEC)
+  return false;
+}
+
 bool set_matmul(fo::MatmulAttributesT *a, const std::string &k, const std::string &val) {
   MATMUL_FIELDS(S_REQ, NONE_, NONE_, NONE_, NONE_, NONE_, S_STR)
   return false;
@@ -610,7 +631,7 @@ int do_pack(const char *in_path, const char *out_path) {
       g.nodes.back()->name = unhex(val);
     } else if (k == "n.compute_data_type") {
       g.nodes.back()->compute_data_type = static_cast<fo::DataType>(to_i64(val));
-    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 11 Layernorm, 4 Batchnorm, 1 BatchnormInference, 8 BatchnormInferenceVarianceExt, 18 Reduction,
+    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 11 Layernorm, 4 Batchnorm, 3 BatchnormBackward, 1 BatchnormInference, 8 BatchnormInferenceVarianceExt, 18 Reduction,
       //                           21 (empty)
       fo::NodeAttributesUnion &u = g.nodes.back()->attributes;
       int tag = std::stoi(val);
@@ -622,6 +643,7 @@ int do_pack(const char *in_path, const char *out_path) {
       else if (tag == 10) u.Set(fo::RMSNormAttributesT());
       else if (tag == 11) u.Set(fo::LayernormAttributesT());
       else if (tag == 4) u.Set(fo::BatchnormAttributesT());
+      else if (tag == 3) u.Set(fo::BatchnormBackwardAttributesT());
       else if (tag == 1) u.Set(fo::BatchnormInferenceAttributesT());
       else if (tag == 8) u.Set(fo::BatchnormInferenceAttributesVarianceExtT());
       else if (tag == 21) u.Set(fo::ResampleBwdAttributesT());
@@ -640,6 +662,8 @@ int do_pack(const char *in_path, const char *out_path) {
         done = set_layernorm(a, k, val);
       else if (fo::BatchnormAttributesT *a = u.AsBatchnormAttributes())
         done = set_batchnorm(a, k, val);
+      else if (fo::BatchnormBackwardAttributesT *a = u.AsBatchnormBackwardAttributes())
+        done = set_batchnorm_backward(a, k, val);
       else if (fo::BatchnormInferenceAttributesT *a = u.AsBatchnormInferenceAttributes())
         done = set_batchnorm_inference(a, k, val);
       else if (fo::BatchnormInferenceAttributesVarianceExtT *a =
