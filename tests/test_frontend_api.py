@@ -292,7 +292,6 @@ class TestOtherOpFamilies:
         "name",
         [
             "conv_fprop",
-            "batchnorm_backward",
             "layernorm_backward",
             "rmsnorm_backward",
             "resample_bwd",

@@ -147,3 +147,78 @@ class TestBatchnormAttributeBindings:
                 ("set_previous_running_stats", combined, "get_momentum", combined_momentum),
             ),
         )  # fmt: skip
+
+
+def build_batchnorm_backward_graph(
+    n: int = 4, c: int = 8, h: int = 8, w: int = 8
+) -> tuple[hipdnn.Graph, hipdnn.Tensor, hipdnn.Tensor, hipdnn.Tensor]:
+    """hipDNN's helper of the same name: returns the graph and (dx, dscale, dbias)."""
+    graph = float_graph()
+    graph.set_name("batchnorm_backward_test")
+    dy = _create([n, c, h, w])
+    dy.set_name("dy")
+    x = _create([n, c, h, w])
+    x.set_name("x")
+    scale = _create([1, c, 1, 1])
+    scale.set_name("scale")
+    attrs = hipdnn.BatchnormBackwardAttributes()
+    attrs.set_name("batchnorm_backward_node")
+    dx, dscale, dbias = graph.batchnorm_backward(dy, x, scale, attrs)
+    dx.set_name("dx")
+    dx.set_output(True)
+    dscale.set_name("dscale")
+    dscale.set_output(True)
+    dbias.set_name("dbias")
+    dbias.set_output(True)
+    return graph, dx, dscale, dbias
+
+
+class TestBatchnormBackward:
+    def test_graph_builds_and_execution_is_refused(self) -> None:
+        """hipDNN's GPU test_execution_succeeds: the operation graph builds here; planning is
+        refused naming BATCHNORM_BACKWARD."""
+        graph, dx, dscale, dbias = build_batchnorm_backward_graph()
+        handle = hipdnn.create_handle()
+        assert graph.validate().is_good() and graph.build_operation_graph(handle).is_good()
+        assert dx.get_dim() == [4, 8, 8, 8] and dscale.get_dim() == [1, 8, 1, 1]
+        assert dbias.get_stride() == [8, 1, 8, 8]
+        error = graph.create_execution_plans()
+        if error.is_good():
+            error = graph.check_support()
+        assert error.get_code() == hipdnn.ErrorCode.GRAPH_NOT_SUPPORTED
+        assert "does not run BATCHNORM_BACKWARD nodes (node 'batchnorm_backward_node')" in (
+            error.get_message()
+        )
+        text = graph.to_json()
+        restored = hipdnn.Graph()
+        assert restored.from_json(text).is_good() and restored.to_binary() == graph.to_binary()
+        try:
+            graph.batchnorm_backward(dx, dx, dscale, hipdnn.BatchnormAttributes())
+        except TypeError:
+            return
+        raise AssertionError("wrong attributes did not raise TypeError")
+
+    def test_backward_methods_are_callable(self) -> None:
+        (dy, x, scale, mean, inv_variance, dx, dscale, dbias, peer_stat, saved_mean,
+         saved_inv_variance) = (_create([1]) for _ in range(11))  # fmt: skip
+        saved = (saved_mean, saved_inv_variance)
+        call_attribute_methods(
+            hipdnn.BatchnormBackwardAttributes(),
+            (
+                ("set_name", ("batchnorm_backward",), "get_name", "batchnorm_backward"),
+                ("set_compute_data_type", (hipdnn.DataType.FLOAT,), "get_compute_data_type",
+                 hipdnn.DataType.FLOAT),
+                ("set_dy", (dy,), "get_dy", dy),
+                ("set_x", (x,), "get_x", x),
+                ("set_scale", (scale,), "get_scale", scale),
+                ("set_mean", (mean,), "get_mean", mean),
+                ("set_inv_variance", (inv_variance,), "get_inv_variance", inv_variance),
+                ("set_dx", (dx,), "get_dx", dx),
+                ("set_dscale", (dscale,), "get_dscale", dscale),
+                ("set_dbias", (dbias,), "get_dbias", dbias),
+                ("set_peer_stats", ([peer_stat],), "get_peer_stats", [peer_stat]),
+                ("set_saved_mean_and_inv_variance", saved, "get_mean", saved_mean),
+                ("set_saved_mean_and_inv_variance", saved, "get_inv_variance",
+                 saved_inv_variance),
+            ),
+        )  # fmt: skip

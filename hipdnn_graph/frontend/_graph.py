@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..attributes.batchnorm import BatchnormAttributes
+from ..attributes.batchnorm_backward import BatchnormBackwardAttributes
 from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
 from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
 from ..attributes.layernorm import LayernormAttributes
@@ -375,6 +376,22 @@ class Graph:
                 )
             )
         )
+
+    def batchnorm_backward(
+        self, dy: Any, x: Any, scale: Any, attributes: Any
+    ) -> tuple[Any, Any, Any]:
+        """Add a batch-norm backward node; returns ``(dx, dscale, dbias)``.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, BatchnormBackwardAttributes):
+            raise FrontendTypeError(
+                "batchnorm_backward() expects BatchnormBackwardAttributes, got "
+                f"{type(attributes).__name__}"
+            )
+        outputs = self._node(lambda: self.core_graph.batchnorm_backward(dy, x, scale, attributes))
+        return tuple(adopt(t) for t in outputs)  # type: ignore[return-value]
 
     def _node(self, add: Callable[[], Any]) -> Any:
         try:

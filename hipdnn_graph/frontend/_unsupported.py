@@ -23,7 +23,8 @@ __all__ = ["GRAPH_METHODS", "MODULE_NAMES", "unsupported_graph_method", "unsuppo
 
 _OPS = (
     "only sdpa(), sdpa_backward(), pointwise(), matmul(), reduction(), rmsnorm(), layernorm(), "
-    "batchnorm(), batchnorm_inference() and batchnorm_inference_variance_ext() graphs are"
+    "batchnorm(), batchnorm_backward(), batchnorm_inference() and "
+    "batchnorm_inference_variance_ext() graphs are"
 )
 #: Graph methods of hipDNN's bindings that are missing here -> what they belong to
 GRAPH_METHODS: dict[str, str] = {
@@ -31,7 +32,6 @@ GRAPH_METHODS: dict[str, str] = {
         name: f"the {family} op family"
         for family, names in {
             "convolution": ("conv_fprop", "conv_dgrad", "conv_wgrad"),
-            "batchnorm": ("batchnorm_backward",),
             "layer-norm backward": ("layernorm_backward",),
             "RMSNorm backward": ("rmsnorm_backward",),
             "block-scale": ("block_scale_dequantize", "block_scale_quantize"),
@@ -69,7 +69,6 @@ _ATTRIBUTE_CLASSES = {
     "ConvFpropAttributes": "convolution",
     "ConvDgradAttributes": "convolution",
     "ConvWgradAttributes": "convolution",
-    "BatchnormBackwardAttributes": "batchnorm",
     "LayernormBackwardAttributes": "layernorm",
     "RMSNormBackwardAttributes": "rmsnorm",
     "BlockScaleDequantizeAttributes": "block-scale",

@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import __version__
 from ..attributes.batchnorm import BatchnormAttributes
+from ..attributes.batchnorm_backward import BatchnormBackwardAttributes
 from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
 from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
 from ..attributes.layernorm import LayernormAttributes
@@ -59,6 +60,7 @@ from ._unsupported import MODULE_NAMES, unsupported_name
 __all__ = [
     "AttentionImplementation",
     "BatchnormAttributes",
+    "BatchnormBackwardAttributes",
     "BatchnormInferenceAttributes",
     "BatchnormInferenceAttributesVarianceExt",
     "BehaviorNote",
