@@ -12,6 +12,7 @@ Example:
 
 from . import backend
 from .attributes import (
+    ConvFpropAttributes,
     GraphAttributes,
     LayernormAttributes,
     MaskWindow,
@@ -27,6 +28,7 @@ from .backend.registry import list_backends, register_backend
 from .errors import HipdnnError, NotSupportedError
 from .graph import Graph
 from .nodes import (
+    ConvolutionFpropNode,
     LayerNormNode,
     MatmulNode,
     Node,
@@ -39,6 +41,7 @@ from .nodes import (
 from .tensor import TensorAttributes, generate_strides
 from .types import (
     BuildPlanPolicy,
+    ConvolutionMode,
     DataType,
     DiagonalAlignment,
     ErrorCode,
@@ -53,6 +56,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BuildPlanPolicy",
+    "ConvFpropAttributes",
+    "ConvolutionFpropNode",
+    "ConvolutionMode",
     "DataType",
     "DiagonalAlignment",
     "ErrorCode",

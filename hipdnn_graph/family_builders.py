@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import HipdnnError
 from .nodes.base import Node
+from .nodes.conv_fprop import ConvolutionFpropNode
 from .nodes.layernorm import LayerNormNode
 from .nodes.matmul import MatmulNode
 from .nodes.pointwise import PointwiseNode
@@ -208,6 +209,35 @@ class FamilyBuilders:
         attrs.set_x(x).set_scale(scale).set_bias(bias).set_y(y)
         self._add_node(LayerNormNode(attrs, self.attributes))
         return y, mean, inv_variance
+
+    # ----- convolution ---------------------------------------------------------------------
+
+    def conv_fprop(
+        self, x: Any = None, w: Any = None, attributes: Any = None, **keywords: Any
+    ) -> TensorAttributes:
+        """Add a forward convolution ``Y = conv(X, W)``: ``conv_fprop(x, w, attrs)``; returns
+        the virtual ``<node>::Y`` (dims and strides inferred). Unnamed inputs are renamed
+        ``<node>::X`` and ``<node>::W``; keywords set the attributes' ``name``,
+        ``pre_padding``, ``post_padding``, ``stride``, ``dilation``, ``convolution_mode`` and
+        ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+        """
+        if not isinstance(x, TensorAttributes) or not isinstance(w, TensorAttributes):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "conv_fprop() takes tensors X and W, then ConvFpropAttributes",
+            )
+        attrs = self._family_attributes(attributes, ConvolutionFpropNode, keywords, "conv_fprop")
+        for tensor, slot in ((x, "X"), (w, "W")):
+            if not tensor.name:
+                tensor.name = f"{attrs.name}::{slot}"
+        y = self._output_tensor(f"{attrs.name}::Y")
+        attrs.set_x(x).set_w(w).set_y(y)
+        self._add_node(ConvolutionFpropNode(attrs, self.attributes))
+        return y
 
     def _family_attributes(
         self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str

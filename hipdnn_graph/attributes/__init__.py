@@ -1,6 +1,7 @@
 """Attribute models of the graph and of each node."""
 
 from .base import MaskWindow, NodeAttributes
+from .convolution import ConvFpropAttributes, ConvolutionAttributes
 from .graph_attributes import GraphAttributes
 from .layernorm import LayernormAttributes
 from .matmul import MatmulAttributes
@@ -11,6 +12,8 @@ from .sdpa import SdpaAttributes
 from .sdpa_backward import SdpaBackwardAttributes
 
 __all__ = [
+    "ConvFpropAttributes",
+    "ConvolutionAttributes",
     "GraphAttributes",
     "LayernormAttributes",
     "MaskWindow",

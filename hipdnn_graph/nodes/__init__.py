@@ -1,6 +1,7 @@
 """Nodes: one module per node family with its rules, inference and packing."""
 
 from .base import Node
+from .conv_fprop import ConvolutionFpropNode
 from .layernorm import LayerNormNode
 from .matmul import MatmulNode
 from .pointwise import PointwiseNode
@@ -10,6 +11,7 @@ from .sdpa_bwd import SdpaBwdNode
 from .sdpa_fwd import SdpaFwdNode
 
 __all__ = [
+    "ConvolutionFpropNode",
     "LayerNormNode",
     "MatmulNode",
     "Node",
