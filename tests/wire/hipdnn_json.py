@@ -14,6 +14,9 @@ from decimal import Decimal
 from typing import Any
 
 from wire_model import (
+    CONV_FWD_TAG,
+    CONV_MODES,
+    CONV_VECTORS,
     HIPDNN_DATA_TYPES,
     LAYERNORM_TAG,
     MATMUL_TAG,
@@ -262,6 +265,18 @@ def _node(n: Desc) -> dict[str, Any]:
             "name": n["name"] or "",
             "out_tensor_uid": a["out_tensor_uid"],
             "type": "ReductionAttributes",
+        }
+    if n["attributes_type"] == CONV_FWD_TAG:  # hipDNN's conv JSON: members under "parameters"
+        a = n["attributes"]
+        params: dict[str, Any] = {name: a[name] or [] for name in CONV_VECTORS}
+        params["conv_mode"] = CONV_MODES[a["conv_mode"]]
+        return {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "inputs": {"w_tensor_uid": a["w_tensor_uid"], "x_tensor_uid": a["x_tensor_uid"]},
+            "name": n["name"] or "",
+            "outputs": {"y_tensor_uid": a["y_tensor_uid"]},
+            "parameters": params,
+            "type": "ConvolutionFwdAttributes",
         }
     if n["attributes_type"] == MATMUL_TAG:  # hipDNN's matmul JSON: uids only
         a = n["attributes"]
