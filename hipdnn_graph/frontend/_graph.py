@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..attributes.convolution import ConvFpropAttributes
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
@@ -264,6 +265,19 @@ class Graph:
             )
         c = self._node(lambda: self.core_graph.matmul(a, b, attributes))
         return adopt(c)  # type: ignore[return-value]
+
+    def conv_fprop(self, x: Any, w: Any, attributes: Any) -> TensorAttributes:
+        """Add a forward convolution; returns ``Y`` (``<node>::Y``, dims and strides inferred).
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, ConvFpropAttributes):
+            raise FrontendTypeError(
+                f"conv_fprop() expects ConvFpropAttributes, got {type(attributes).__name__}"
+            )
+        y = self._node(lambda: self.core_graph.conv_fprop(x, w, attributes))
+        return adopt(y)  # type: ignore[return-value]
 
     def reduction(self, x: Any, *args: Any) -> TensorAttributes:
         """Add a reduction node: ``reduction(x, attrs)`` returns a new ``<node>::Y`` whose dims

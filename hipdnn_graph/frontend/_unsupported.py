@@ -1,7 +1,8 @@
 """hipDNN bindings this module does not provide, each failing with a message that names it.
 
 hipdnn-graph builds SDPA (forward and backward), pointwise, matmul, reduction, RMSNorm and
-layer-norm (forward) graphs; the other op families of hipDNN's bindings, its autotuning API and its
+layer-norm (forward) and
+convolution (forward) graphs; the other op families of hipDNN's bindings, its autotuning API and its
 provisional HIP helpers are not part of it.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
 (``GRAPH_NOT_SUPPORTED``, also an ``AttributeError``, so ``hasattr`` answers ``False``).
@@ -9,10 +10,10 @@ Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
 Example:
     >>> import hipdnn_graph.frontend as hipdnn
     >>> try:
-    ...     hipdnn.Graph().conv_fprop
+    ...     hipdnn.Graph().conv_dgrad
     ... except hipdnn.UnsupportedFeatureError as err:
     ...     print(err.code.name, str(err).split(" is ")[0])
-    GRAPH_NOT_SUPPORTED Graph.conv_fprop() (the convolution op family)
+    GRAPH_NOT_SUPPORTED Graph.conv_dgrad() (the convolution op family)
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ GRAPH_METHODS: dict[str, str] = {
     **{
         name: f"the {family} op family"
         for family, names in {
-            "convolution": ("conv_fprop", "conv_dgrad", "conv_wgrad"),
+            "convolution": ("conv_dgrad", "conv_wgrad"),
             "batchnorm": (
                 "batchnorm",
                 "batchnorm_backward",
@@ -71,7 +72,6 @@ GRAPH_METHODS: dict[str, str] = {
 }
 
 _ATTRIBUTE_CLASSES = {
-    "ConvFpropAttributes": "convolution",
     "ConvDgradAttributes": "convolution",
     "ConvWgradAttributes": "convolution",
     "BatchnormAttributes": "batchnorm",
@@ -86,7 +86,6 @@ _ATTRIBUTE_CLASSES = {
     "CustomOpAttributes": "custom op",
     "ResampleFwdAttributes": "resample",
     "ResampleBwdAttributes": "resample",
-    "ConvolutionMode": "convolution",
     "ResampleMode": "resample",
     "PaddingMode": "resample",
     "MoeGroupedMatmulMode": "MoE grouped matmul",

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
+from ..attributes.convolution import ConvFpropAttributes
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
@@ -22,6 +23,7 @@ from ..attributes.rmsnorm import RMSNormAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..types import (
     BuildPlanPolicy,
+    ConvolutionMode,
     DataType,
     DiagonalAlignment,
     ErrorCode,
@@ -57,6 +59,9 @@ __all__ = [
     "AttentionImplementation",
     "BehaviorNote",
     "BuildPlanPolicy",
+    "ConvFpropAttributes",
+    "ConvolutionFpropAttributes",
+    "ConvolutionMode",
     "DataType",
     "DeviceBuffer",
     "DiagonalAlignment",
@@ -93,6 +98,10 @@ __all__ = [
     "set_engine_plugin_paths",
     "set_stream",
 ]
+
+
+#: hipDNN binds the forward convolution's attributes under both names (one class)
+ConvolutionFpropAttributes = ConvFpropAttributes
 
 
 def _get_data_ptr(value: Any) -> int:

@@ -11,6 +11,7 @@ from enum import IntEnum
 from typing import ClassVar
 
 from ..attributes.convolution import ConvFpropAttributes
+from ..descriptors.enums import AttributeType as T
 from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     Kind,
@@ -238,13 +239,22 @@ CONV_MODE = WireEnum(
 
 def convolution_scalars() -> tuple[ScalarSpec, ...]:
     """The four vectors (slots 3-6, JSON arrays under ``"parameters"``) and ``conv_mode``
-    (slot 7) every convolution table has. Backend descriptors do not carry them here."""
+    (slot 7) every convolution table has, with the shared descriptor attributes (1501-1505)
+    that carry them."""
     return (
-        ScalarSpec("pre_padding", Kind.I64_VEC, 3),
-        ScalarSpec("post_padding", Kind.I64_VEC, 4),
-        ScalarSpec("stride", Kind.I64_VEC, 5),
-        ScalarSpec("dilation", Kind.I64_VEC, 6),
-        ScalarSpec("convolution_mode", Kind.ENUM, 7, wire="conv_mode", enum=CONV_MODE),
+        ScalarSpec("pre_padding", Kind.I64_VEC, 3, (_A.CONVOLUTION_PRE_PADDINGS, T.INT64)),
+        ScalarSpec("post_padding", Kind.I64_VEC, 4, (_A.CONVOLUTION_POST_PADDINGS, T.INT64)),
+        ScalarSpec("stride", Kind.I64_VEC, 5, (_A.CONVOLUTION_FILTER_STRIDES, T.INT64)),
+        ScalarSpec("dilation", Kind.I64_VEC, 6, (_A.CONVOLUTION_DILATIONS, T.INT64)),
+        ScalarSpec(
+            "convolution_mode",
+            Kind.ENUM,
+            7,
+            (_A.CONVOLUTION_CONV_MODE, T.CONVOLUTION_MODE),
+            always=True,
+            wire="conv_mode",
+            enum=CONV_MODE,
+        ),
     )
 
 
