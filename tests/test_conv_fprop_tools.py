@@ -16,7 +16,7 @@ from hipdnn_graph.cli import main
 from hipdnn_graph.descriptors import BackendDescriptor, DescriptorError, json_schema
 from hipdnn_graph.descriptors.enums import AttributeType as T
 from hipdnn_graph.descriptors.enums import DescriptorType
-from hipdnn_graph.nodes.conv_fprop import ConvolutionAttributeName as CA
+from hipdnn_graph.nodes.conv_spec import ConvolutionAttributeName as CA
 
 M = hg.ConvolutionMode
 
@@ -44,7 +44,7 @@ def test_descriptors_pack_and_unpack_every_member() -> None:
     assert op.get_attribute(CA.CONVOLUTION_POST_PADDINGS, T.INT64) == [1, 2]
     assert op.get_attribute(CA.CONVOLUTION_FILTER_STRIDES, T.INT64) == [1, 2]
     assert op.get_attribute(CA.CONVOLUTION_DILATIONS, T.INT64) == [1, 1]
-    assert op.get_attribute(CA.CONVOLUTION_CONV_MODE, T.CONVOLUTION_MODE) == [M.CONVOLUTION]
+    assert op.get_attribute(CA.CONVOLUTION_CONV_MODE, T.INT64) == [M.CONVOLUTION]
     assert op.get_attribute(CA.CONVOLUTION_COMP_TYPE, T.DATA_TYPE) == [hg.DataType.FLOAT]
     back = hg.ConvolutionFpropNode(hg.ConvFpropAttributes()).unpack_from_descriptor(op, {})
     a = back.attributes
@@ -59,7 +59,7 @@ def test_descriptors_pack_and_unpack_every_member() -> None:
     with pytest.raises(DescriptorError, match="elementCount must be positive"):
         op2.set_attribute(CA.CONVOLUTION_FILTER_STRIDES, T.INT64, [])
     with pytest.raises(DescriptorError, match="invalid value"):
-        op2.set_attribute(CA.CONVOLUTION_CONV_MODE, T.CONVOLUTION_MODE, [3])
+        op2.set_attribute(CA.CONVOLUTION_CONV_MODE, T.INT64, [3])
 
 
 def test_json_layout_and_the_exported_schema() -> None:

@@ -21,7 +21,12 @@ from ..tensor import TensorAttributes, _int_list
 from ..types import ConvolutionMode, ErrorCode
 from .base import NodeAttributes
 
-__all__ = ["ConvFpropAttributes", "ConvolutionAttributes"]
+__all__ = [
+    "ConvDgradAttributes",
+    "ConvFpropAttributes",
+    "ConvWgradAttributes",
+    "ConvolutionAttributes",
+]
 
 
 def _mode(value: Any) -> ConvolutionMode:
@@ -159,3 +164,83 @@ class ConvFpropAttributes(ConvolutionAttributes):
 
     def get_y(self) -> TensorAttributes | None:
         return self.outputs.get(self.OutputNames.Y)
+
+
+class ConvDgradAttributes(ConvolutionAttributes):
+    """Configuration of a data-gradient convolution: ``DX = conv_dgrad(DY, W)``, the gradient of
+    a forward convolution's input.
+
+    | input slot | shape | | output slot | shape |
+    |---|---|---|---|---|
+    | DY | [N, K, out...] | | DX | [N, C, in...] (inferred, one group) |
+    | W | [K, C/groups, kernel...] | | | |
+    """
+
+    class InputNames(IntEnum):
+        """Input slots in hipDNN's order."""
+
+        DY = 0
+        W = 1
+
+    class OutputNames(IntEnum):
+        """Output slots in hipDNN's order."""
+
+        DX = 0
+
+    def set_dy(self, tensor: TensorAttributes | None) -> ConvDgradAttributes:
+        return self._set_input(self.InputNames.DY, tensor)
+
+    def set_w(self, tensor: TensorAttributes | None) -> ConvDgradAttributes:
+        return self._set_input(self.InputNames.W, tensor)
+
+    def set_dx(self, tensor: TensorAttributes | None) -> ConvDgradAttributes:
+        return self._set_output(self.OutputNames.DX, tensor)
+
+    def get_dy(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.DY)
+
+    def get_w(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.W)
+
+    def get_dx(self) -> TensorAttributes | None:
+        return self.outputs.get(self.OutputNames.DX)
+
+
+class ConvWgradAttributes(ConvolutionAttributes):
+    """Configuration of a weight-gradient convolution: ``DW = conv_wgrad(DY, X)``, the gradient
+    of a forward convolution's filter.
+
+    | input slot | shape | | output slot | shape |
+    |---|---|---|---|---|
+    | DY | [N, K, out...] | | DW | [K, C, kernel...] (inferred, one group) |
+    | X | [N, C, in...] | | | |
+    """
+
+    class InputNames(IntEnum):
+        """Input slots in hipDNN's order."""
+
+        DY = 0
+        X = 1
+
+    class OutputNames(IntEnum):
+        """Output slots in hipDNN's order."""
+
+        DW = 0
+
+    def set_dy(self, tensor: TensorAttributes | None) -> ConvWgradAttributes:
+        return self._set_input(self.InputNames.DY, tensor)
+
+    def set_x(self, tensor: TensorAttributes | None) -> ConvWgradAttributes:
+        return self._set_input(self.InputNames.X, tensor)
+
+    def set_dw(self, tensor: TensorAttributes | None) -> ConvWgradAttributes:
+        return self._set_output(self.OutputNames.DW, tensor)
+
+    def get_dy(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.DY)
+
+    def get_x(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.X)
+
+    def get_dw(self) -> TensorAttributes | None:
+        return self.outputs.get(self.OutputNames.DW)

@@ -7,23 +7,13 @@ hipDNN's rules (``hipdnn_frontend/node/ConvolutionFpropNode.hpp``), in its order
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import ClassVar
 
 from ..attributes.convolution import ConvFpropAttributes
-from ..descriptors.enums import AttributeType as T
 from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import (
-    Kind,
-    NodeSpec,
-    ScalarSpec,
-    SlotSpec,
-    UnmodelledSpec,
-    WireEnum,
-    register_node_spec,
-)
+from ..descriptors.node_spec import NodeSpec, SlotSpec, register_node_spec
 from ..tensor import TensorAttributes
-from ..types import ConvolutionMode, NodeType
+from ..types import NodeType
 from .base import Node
 from .conv_rules import (
     MIN_RANK,
@@ -38,14 +28,10 @@ from .conv_rules import (
     spatial_parameters,
     strides_like,
 )
+from .conv_spec import ConvolutionAttributeName, convolution_scalars, convolution_unmodelled
 from .input_memo import InputRuleMemo
 
-__all__ = [
-    "CONVOLUTION_FWD_SPEC",
-    "CONV_MODE",
-    "ConvolutionAttributeName",
-    "ConvolutionFpropNode",
-]
+__all__ = ["CONVOLUTION_FWD_SPEC", "ConvolutionFpropNode"]
 
 _LABEL = "ConvolutionFpropNode"
 
@@ -206,64 +192,6 @@ def _output_dims(a: ConvFpropAttributes, x: TensorAttributes, w: TensorAttribute
             )
         dims.append(c_div(numerator, stride) + 1)
     return dims
-
-
-class ConvolutionAttributeName(IntEnum):
-    """hipDNN's backend attribute ids of the convolution operation descriptors
-    (``HipdnnBackendAttributeName.h``: forward 1400-1402, the shared 1500-1505, filter gradient
-    1600-1602, data gradient 1700-1702)."""
-
-    OPERATION_CONVOLUTION_FORWARD_W = 1400
-    OPERATION_CONVOLUTION_FORWARD_X = 1401
-    OPERATION_CONVOLUTION_FORWARD_Y = 1402
-    CONVOLUTION_COMP_TYPE = 1500
-    CONVOLUTION_CONV_MODE = 1501
-    CONVOLUTION_DILATIONS = 1502
-    CONVOLUTION_FILTER_STRIDES = 1503
-    CONVOLUTION_POST_PADDINGS = 1504
-    CONVOLUTION_PRE_PADDINGS = 1505
-
-
-#: hipDNN's ``ConvMode`` schema enum (``convolution_common.fbs``, reconstructed): its JSON writes
-#: the schema's upper-case names, ``UNSET`` for NOT_SET.
-CONV_MODE = WireEnum(
-    "ConvMode",
-    ConvolutionMode,
-    {
-        ConvolutionMode.NOT_SET: "UNSET",
-        ConvolutionMode.CONVOLUTION: "CONVOLUTION",
-        ConvolutionMode.CROSS_CORRELATION: "CROSS_CORRELATION",
-    },
-)
-
-
-def convolution_scalars() -> tuple[ScalarSpec, ...]:
-    """The four vectors (slots 3-6, JSON arrays under ``"parameters"``) and ``conv_mode``
-    (slot 7) every convolution table has, with the shared descriptor attributes (1501-1505)
-    that carry them."""
-    return (
-        ScalarSpec("pre_padding", Kind.I64_VEC, 3, (_A.CONVOLUTION_PRE_PADDINGS, T.INT64)),
-        ScalarSpec("post_padding", Kind.I64_VEC, 4, (_A.CONVOLUTION_POST_PADDINGS, T.INT64)),
-        ScalarSpec("stride", Kind.I64_VEC, 5, (_A.CONVOLUTION_FILTER_STRIDES, T.INT64)),
-        ScalarSpec("dilation", Kind.I64_VEC, 6, (_A.CONVOLUTION_DILATIONS, T.INT64)),
-        ScalarSpec(
-            "convolution_mode",
-            Kind.ENUM,
-            7,
-            (_A.CONVOLUTION_CONV_MODE, T.CONVOLUTION_MODE),
-            always=True,
-            wire="conv_mode",
-            enum=CONV_MODE,
-        ),
-    )
-
-
-def convolution_unmodelled() -> tuple[UnmodelledSpec, ...]:
-    """``umd_flops``/``umd_bytes`` (slots 8, 9): not modelled, must stay empty."""
-    return (
-        UnmodelledSpec("umd_flops", Kind.STRING, 8, "extra"),
-        UnmodelledSpec("umd_bytes", Kind.STRING, 9, "extra"),
-    )
 
 
 _A = ConvolutionAttributeName
