@@ -12,7 +12,9 @@ Example:
 
 from . import backend
 from .attributes import (
+    ConvDgradAttributes,
     ConvFpropAttributes,
+    ConvWgradAttributes,
     GraphAttributes,
     LayernormAttributes,
     MaskWindow,
@@ -28,6 +30,7 @@ from .backend.registry import list_backends, register_backend
 from .errors import HipdnnError, NotSupportedError
 from .graph import Graph
 from .nodes import (
+    ConvolutionDgradNode,
     ConvolutionFpropNode,
     LayerNormNode,
     MatmulNode,
@@ -56,7 +59,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BuildPlanPolicy",
+    "ConvDgradAttributes",
     "ConvFpropAttributes",
+    "ConvWgradAttributes",
+    "ConvolutionDgradNode",
     "ConvolutionFpropNode",
     "ConvolutionMode",
     "DataType",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import HipdnnError
 from .nodes.base import Node
+from .nodes.conv_dgrad import ConvolutionDgradNode
 from .nodes.conv_fprop import ConvolutionFpropNode
 from .nodes.layernorm import LayerNormNode
 from .nodes.matmul import MatmulNode
@@ -238,6 +239,32 @@ class FamilyBuilders:
         attrs.set_x(x).set_w(w).set_y(y)
         self._add_node(ConvolutionFpropNode(attrs, self.attributes))
         return y
+
+    def conv_dgrad(
+        self, dy: Any = None, w: Any = None, attributes: Any = None, **keywords: Any
+    ) -> TensorAttributes:
+        """Add a data-gradient convolution ``DX = conv_dgrad(DY, W)``: ``conv_dgrad(dy, w,
+        attrs)``; returns the virtual ``<node>::DX`` (dims inferred for one group, strides in
+        DY's order). Unnamed inputs are renamed ``<node>::DY`` and ``<node>::W``; keywords as
+        :meth:`conv_fprop`'s.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+        """
+        if not isinstance(dy, TensorAttributes) or not isinstance(w, TensorAttributes):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "conv_dgrad() takes tensors DY and W, then ConvDgradAttributes",
+            )
+        attrs = self._family_attributes(attributes, ConvolutionDgradNode, keywords, "conv_dgrad")
+        for tensor, slot in ((dy, "DY"), (w, "W")):
+            if not tensor.name:
+                tensor.name = f"{attrs.name}::{slot}"
+        dx = self._output_tensor(f"{attrs.name}::DX")
+        attrs.set_dy(dy).set_w(w).set_dx(dx)
+        self._add_node(ConvolutionDgradNode(attrs, self.attributes))
+        return dx
 
     def _family_attributes(
         self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str

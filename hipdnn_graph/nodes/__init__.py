@@ -1,6 +1,7 @@
 """Nodes: one module per node family with its rules, inference and packing."""
 
 from .base import Node
+from .conv_dgrad import ConvolutionDgradNode
 from .conv_fprop import ConvolutionFpropNode
 from .layernorm import LayerNormNode
 from .matmul import MatmulNode
@@ -11,6 +12,7 @@ from .sdpa_bwd import SdpaBwdNode
 from .sdpa_fwd import SdpaFwdNode
 
 __all__ = [
+    "ConvolutionDgradNode",
     "ConvolutionFpropNode",
     "LayerNormNode",
     "MatmulNode",
