@@ -32,6 +32,7 @@ from .graph import Graph
 from .nodes import (
     ConvolutionDgradNode,
     ConvolutionFpropNode,
+    ConvolutionWgradNode,
     LayerNormNode,
     MatmulNode,
     Node,
@@ -65,6 +66,7 @@ __all__ = [
     "ConvolutionDgradNode",
     "ConvolutionFpropNode",
     "ConvolutionMode",
+    "ConvolutionWgradNode",
     "DataType",
     "DiagonalAlignment",
     "ErrorCode",

@@ -24,6 +24,7 @@ from .errors import HipdnnError
 from .nodes.base import Node
 from .nodes.conv_dgrad import ConvolutionDgradNode
 from .nodes.conv_fprop import ConvolutionFpropNode
+from .nodes.conv_wgrad import ConvolutionWgradNode
 from .nodes.layernorm import LayerNormNode
 from .nodes.matmul import MatmulNode
 from .nodes.pointwise import PointwiseNode
@@ -265,6 +266,32 @@ class FamilyBuilders:
         attrs.set_dy(dy).set_w(w).set_dx(dx)
         self._add_node(ConvolutionDgradNode(attrs, self.attributes))
         return dx
+
+    def conv_wgrad(
+        self, dy: Any = None, x: Any = None, attributes: Any = None, **keywords: Any
+    ) -> TensorAttributes:
+        """Add a weight-gradient convolution ``DW = conv_wgrad(DY, X)``: ``conv_wgrad(dy, x,
+        attrs)`` (hipDNN's binding order); returns the virtual ``<node>::DW`` (dims inferred for
+        one group, strides in X's order). Unnamed inputs are renamed ``<node>::DY`` and
+        ``<node>::X``; keywords as :meth:`conv_fprop`'s.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+        """
+        if not isinstance(dy, TensorAttributes) or not isinstance(x, TensorAttributes):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "conv_wgrad() takes tensors DY and X, then ConvWgradAttributes",
+            )
+        attrs = self._family_attributes(attributes, ConvolutionWgradNode, keywords, "conv_wgrad")
+        for tensor, slot in ((dy, "DY"), (x, "X")):
+            if not tensor.name:
+                tensor.name = f"{attrs.name}::{slot}"
+        dw = self._output_tensor(f"{attrs.name}::DW")
+        attrs.set_dy(dy).set_x(x).set_dw(dw)
+        self._add_node(ConvolutionWgradNode(attrs, self.attributes))
+        return dw
 
     def _family_attributes(
         self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str

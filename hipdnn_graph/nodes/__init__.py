@@ -3,6 +3,7 @@
 from .base import Node
 from .conv_dgrad import ConvolutionDgradNode
 from .conv_fprop import ConvolutionFpropNode
+from .conv_wgrad import ConvolutionWgradNode
 from .layernorm import LayerNormNode
 from .matmul import MatmulNode
 from .pointwise import PointwiseNode
@@ -14,6 +15,7 @@ from .sdpa_fwd import SdpaFwdNode
 __all__ = [
     "ConvolutionDgradNode",
     "ConvolutionFpropNode",
+    "ConvolutionWgradNode",
     "LayerNormNode",
     "MatmulNode",
     "Node",
