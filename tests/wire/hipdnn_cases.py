@@ -13,7 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from wire_model import (
+    CONV_BWD_TAG,
     CONV_FWD_TAG,
+    CONV_WRW_TAG,
     HIPDNN_DATA_TYPES,
     LAYERNORM_TAG,
     MATMUL_TAG,
@@ -403,6 +405,28 @@ def conv_fprop_block() -> Desc:
     return graph_desc("conv_block", tensors, nodes, io_data_type=half)
 
 
+def conv_training_step() -> Desc:
+    """A convolution's training step: the data gradient (strided, asymmetric padding, a true
+    convolution) and the weight gradient (dilated, grouped DW given) of one layer."""
+    half, f32 = DT["HALF"], DT["FLOAT"]
+    tensors = [
+        tensor_desc(1, "dY", half, [2, 16, 8, 8]),
+        tensor_desc(2, "W", half, [16, 8, 3, 3]),
+        tensor_desc(3, "dX", half, [2, 8, 16, 16]),
+        tensor_desc(4, "X", half, [2, 8, 12, 12]),
+        tensor_desc(5, "dW", f32, [16, 4, 3, 3]),
+    ]
+    nodes = [
+        node_desc("dgrad", CONV_BWD_TAG, f32, dy_tensor_uid=1, w_tensor_uid=2, dx_tensor_uid=3,
+                  pre_padding=[1, 0], post_padding=[0, 1], stride=[2, 2], dilation=[1, 1],
+                  conv_mode=1),
+        node_desc("wgrad", CONV_WRW_TAG, f32, x_tensor_uid=4, dy_tensor_uid=1, dw_tensor_uid=5,
+                  pre_padding=[0, 0], post_padding=[0, 0], stride=[1, 1], dilation=[2, 2],
+                  conv_mode=2),
+    ]  # fmt: skip
+    return graph_desc("conv_training_step", tensors, nodes, io_data_type=half)
+
+
 def reduction_chain() -> Desc:
     """A deterministic AMAX over the last two axes, then a plain sum over the first: two
     reductions (one with the flag set, one without) of the kind hipDNN's amax scaling uses."""
@@ -496,6 +520,7 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "matmul_batched": matmul_batched,
     "reduction_chain": reduction_chain,
     "conv_fprop_block": conv_fprop_block,
+    "conv_training_step": conv_training_step,
     "rmsnorm_pair": rmsnorm_pair,
     "layernorm_pair": layernorm_pair,
     **{f"io_{name.lower()}": io_type(name) for name in HIPDNN_DATA_TYPES if name != "UNSET"},

@@ -137,6 +137,22 @@ def conv_block() -> hg.Graph:
     return g
 
 
+def conv_gradients() -> hg.Graph:
+    """A forward convolution whose output feeds both gradient convolutions (conv_fprop,
+    conv_dgrad, conv_wgrad in one connected graph; Y, DX and DW inferred)."""
+    g = cases.new_graph("conv_gradients")
+    x = g.tensor(name="X", dim=[2, 8, 16, 16])
+    w = g.tensor(name="W", dim=[16, 8, 3, 3])
+    members = {"pre_padding": [1, 1], "post_padding": [1, 1], "stride": [2, 2]}
+    members["dilation"] = [1, 1]
+    dy = g.conv_fprop(x, w, name="fprop", **members)
+    dx = g.conv_dgrad(dy, w, name="dgrad", **members)
+    dw = g.conv_wgrad(dy, x, hg.ConvWgradAttributes().set_name("wgrad"), **members)
+    dx.set_output(True)
+    dw.set_output(True)
+    return g
+
+
 def norm_scale_reduction() -> hg.Graph:
     """A pointwise square feeding a deterministic sum over the last axis, then an AMAX over
     everything (pointwise + reduction, one reduction with Y given, one with Y made here)."""
@@ -214,6 +230,7 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "layernorm_matmul": layernorm_then_matmul,
     "matmul_bias_relu": matmul_bias_relu,
     "conv_block": conv_block,
+    "conv_gradients": conv_gradients,
     **{
         f"io_{name.lower()}": io_type(hg.DataType[name])
         for name in HIPDNN_DATA_TYPES

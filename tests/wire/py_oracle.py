@@ -20,7 +20,13 @@ from typing import Any
 import flatbuffers
 from flatbuffers.table import Table
 from hipdnn_flatbuffers_sdk.data_objects import (
+    ConvolutionBwdAttributes as CBA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     ConvolutionFwdAttributes as CFA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    ConvolutionWrwAttributes as CWA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
     Graph as G,
@@ -58,7 +64,9 @@ from hipdnn_flatbuffers_sdk.data_objects import (
 from hipdnn_flatbuffers_sdk.data_objects.EngineApiVersion import CreateEngineApiVersion
 from hipdnn_flatbuffers_sdk.data_objects.Uuid import CreateUuid
 from wire_model import (
+    CONV_BWD_TAG,
     CONV_FWD_TAG,
+    CONV_WRW_TAG,
     FIELDS_BY_TAG,
     LAYERNORM_TAG,
     MATMUL_TAG,
@@ -82,6 +90,8 @@ _TABLE_CLASSES = {
     RMSNORM_TAG: RMS.RMSNormAttributes,
     LAYERNORM_TAG: LA.LayernormAttributes,
     CONV_FWD_TAG: CFA.ConvolutionFwdAttributes,
+    CONV_BWD_TAG: CBA.ConvolutionBwdAttributes,
+    CONV_WRW_TAG: CWA.ConvolutionWrwAttributes,
 }
 _MODULES = {
     SDPA_TAG: SA,
@@ -92,6 +102,8 @@ _MODULES = {
     RMSNORM_TAG: RMS,
     LAYERNORM_TAG: LA,
     CONV_FWD_TAG: CFA,
+    CONV_BWD_TAG: CBA,
+    CONV_WRW_TAG: CWA,
 }
 
 
@@ -212,6 +224,8 @@ KNOWN_SLOTS = {
     "RMSNormAttributes": 7,
     "LayernormAttributes": 9,
     "ConvolutionFwdAttributes": 10,
+    "ConvolutionBwdAttributes": 10,
+    "ConvolutionWrwAttributes": 10,
 }
 
 

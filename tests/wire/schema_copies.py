@@ -87,6 +87,8 @@ PYTHON_ROOTS = [
     "sdpa_backward_attributes.fbs",
     "matmul_attributes.fbs",
     "convolution_fwd_attributes.fbs",
+    "convolution_bwd_attributes.fbs",
+    "convolution_wrw_attributes.fbs",
     *sorted(p.name for p in RECONSTRUCTED.glob("*.fbs")),
     "graph.fbs",
     "serialized_graph_and_plan.fbs",

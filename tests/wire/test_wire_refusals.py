@@ -18,6 +18,7 @@ from hipdnn_cases import (
     MODELLED,
     b8_desc,
     conv_fprop_block,
+    conv_training_step,
     forward_every_field,
     layernorm_pair,
     matmul_batched,
@@ -144,6 +145,11 @@ def test_fields_of_a_newer_schema_are_refused(cpp: CppOracle, table: str) -> Non
     desc["nodes"] += matmul_batched()["nodes"] if table == "MatmulAttributes" else []
     desc = reduction_chain() if table == "ReductionAttributes" else desc
     desc = conv_fprop_block() if table == "ConvolutionFwdAttributes" else desc
+    desc = (
+        conv_training_step()
+        if table in ("ConvolutionBwdAttributes", "ConvolutionWrwAttributes")
+        else desc
+    )
     desc = rmsnorm_pair() if table == "RMSNormAttributes" else desc
     desc = layernorm_pair() if table == "LayernormAttributes" else desc
     blob = py_oracle.build(desc, newer_field_in=table)
