@@ -291,7 +291,7 @@ class TestOtherOpFamilies:
     @pytest.mark.parametrize(
         "name",
         [
-            "conv_dgrad",
+            "custom_op",
             "batchnorm",
             "layernorm_backward",
             "rmsnorm_backward",
@@ -311,8 +311,8 @@ class TestOtherOpFamilies:
         "name",
         [
             "LayernormBackwardAttributes",
-            "ConvDgradAttributes",
-            "ConvWgradAttributes",
+            "CustomOpAttributes",
+            "ResampleMode",
             "AutotuneConfig",
         ],
     )

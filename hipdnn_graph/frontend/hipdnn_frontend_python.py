@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
-from ..attributes.convolution import ConvFpropAttributes
+from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
@@ -59,9 +59,13 @@ __all__ = [
     "AttentionImplementation",
     "BehaviorNote",
     "BuildPlanPolicy",
+    "ConvDgradAttributes",
     "ConvFpropAttributes",
+    "ConvWgradAttributes",
+    "ConvolutionDgradAttributes",
     "ConvolutionFpropAttributes",
     "ConvolutionMode",
+    "ConvolutionWgradAttributes",
     "DataType",
     "DeviceBuffer",
     "DiagonalAlignment",
@@ -100,8 +104,10 @@ __all__ = [
 ]
 
 
-#: hipDNN binds the forward convolution's attributes under both names (one class)
+#: hipDNN binds each convolution's attributes under two names (one class each)
 ConvolutionFpropAttributes = ConvFpropAttributes
+ConvolutionDgradAttributes = ConvDgradAttributes
+ConvolutionWgradAttributes = ConvWgradAttributes
 
 
 def _get_data_ptr(value: Any) -> int:
