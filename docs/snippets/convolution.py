@@ -47,3 +47,24 @@ try:
 except hg.HipdnnError as err:
     print(err.code.name, err.message)
 # --8<-- [end:rules]
+
+# --8<-- [start:gradients]
+t = hg.Graph(
+    name="conv_backward",
+    io_data_type=hg.DataType.HALF,
+    intermediate_data_type=hg.DataType.FLOAT,
+    compute_data_type=hg.DataType.FLOAT,
+)
+x = t.tensor(name="x", dim=[8, 64, 56, 56])
+w = t.tensor(name="w", dim=[128, 64, 3, 3])
+members = {"pre_padding": [1, 1], "post_padding": [1, 1], "stride": [2, 2], "dilation": [1, 1]}
+grad = t.tensor(name="grad", dim=[8, 128, 28, 28])
+dy = t.pointwise(grad, name="grad_in", mode=hg.PointwiseMode.IDENTITY)
+dx = t.conv_dgrad(dy, w, name="dgrad", **members)
+dw = t.conv_wgrad(dy, x, name="wgrad", **members)  # hipDNN's order: dy, then x
+dx.set_dim([8, 64, 56, 56]).set_output(True)  # a stride-2 DX could be 55 or 56 wide: say which
+dw.set_output(True)  # DW left to inference: one group, the largest kernel that fits
+t.validate()
+print(dx.get_name(), dx.get_dim(), dx.get_stride())
+print(dw.get_name(), dw.get_dim())
+# --8<-- [end:gradients]
