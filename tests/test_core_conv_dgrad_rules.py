@@ -173,3 +173,26 @@ def test_graph_builder_names_and_infers() -> None:
         "ConvolutionDgrad_0::DY", "ConvolutionDgrad_0::DX", [2, 4, 8, 8],
     )  # fmt: skip
     assert _error(lambda: g.conv_dgrad(dy, w, hg.ConvFpropAttributes())).code is E.INVALID_VALUE
+
+
+@pytest.mark.parametrize(
+    ("dy", "w", "pad", "stride", "dilation", "dx", "dx_stride"),
+    [  # hipDNN's TestConvolutionDgradNode inference cases (W without strides)
+        ([1, 64, 32, 32], [64, 3, 3, 3], [1, 1], [1, 1], [1, 1], [1, 3, 32, 32], None),
+        ([2, 32, 6, 16, 16], [32, 16, 3, 3, 3], [0, 1, 1], [1, 1, 1], [1, 1, 1],
+         [2, 16, 8, 16, 16], None),
+        ([1, 64, 16, 16], [64, 3, 3, 3], [1, 1], [2, 2], [1, 1], [1, 3, 31, 31],
+         [2883, 961, 31, 1]),
+        ([1, 32, 20, 20], [32, 16, 3, 3], [2, 2], [1, 1], [2, 2], [1, 16, 20, 20], None),
+    ],
+)  # fmt: skip
+def test_hipdnns_inference_cases(
+    dy: list[int], w: list[int], pad: list[int], stride: list[int], dilation: list[int],
+    dx: list[int], dx_stride: list[int] | None,
+) -> None:  # fmt: skip
+    a = _attrs(dy=dy, w=None, pad=pad, stride=stride, dilation=dilation)
+    a.set_w(hg.TensorAttributes(dim=w))
+    _node(a).infer_properties_node()
+    out = a.get_dx()
+    assert out is not None and out.dim == dx
+    assert dx_stride is None or out.stride == dx_stride

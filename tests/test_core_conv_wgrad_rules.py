@@ -163,3 +163,25 @@ def test_graph_builder_takes_dy_then_x() -> None:
         "ConvolutionWgrad_0::X", "ConvolutionWgrad_0::DW", [6, 4, 3, 3],
     )  # fmt: skip
     assert _error(lambda: g.conv_wgrad(dy, x, hg.ConvDgradAttributes())).code is E.INVALID_VALUE
+
+
+@pytest.mark.parametrize(
+    ("x", "dy", "pad", "stride", "dilation", "dw"),
+    [  # hipDNN's TestConvolutionWgradNode inference cases
+        ([1, 3, 32, 32], [1, 64, 32, 32], [1, 1], [1, 1], [1, 1], [64, 3, 3, 3]),
+        ([2, 16, 8, 16, 16], [2, 32, 6, 16, 16], [0, 1, 1], [1, 1, 1], [1, 1, 1],
+         [32, 16, 3, 3, 3]),
+        ([1, 3, 31, 31], [1, 64, 16, 16], [1, 1], [2, 2], [1, 1], [64, 3, 3, 3]),
+        ([1, 16, 20, 20], [1, 32, 20, 20], [2, 2], [1, 1], [2, 2], [32, 16, 3, 3]),
+    ],
+)  # fmt: skip
+def test_hipdnns_inference_cases(
+    x: list[int], dy: list[int], pad: list[int], stride: list[int], dilation: list[int],
+    dw: list[int],
+) -> None:  # fmt: skip
+    a = _attrs(x=x, dy=dy, pad=pad, stride=stride, dilation=dilation)
+    node = _node(a)
+    node.pre_validate_node()
+    node.infer_properties_node()
+    assert a.get_dw() is not None and a.get_dw().dim == dw  # type: ignore[union-attr]
+    node.pre_validate_node()  # the inferred DW satisfies the rules
