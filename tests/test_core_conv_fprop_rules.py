@@ -273,3 +273,27 @@ def test_graph_builder_names_and_copies() -> None:
     assert y.get_dim() == [1, 6, 8, 8]
     assert _error(lambda: g.conv_fprop(x, attrs)).code is E.INVALID_VALUE
     assert _error(lambda: g.conv_fprop(x, w, hg.MatmulAttributes())).code is E.INVALID_VALUE
+
+
+def test_hipdnns_inference_cases() -> None:
+    """Ported from hipDNN's TestConvolutionNode: 2D and 3D inference (W without strides), and
+    the stride inference failures (all ATTRIBUTE_NOT_SET)."""
+    for x, w, pad, y in (
+        ([1, 3, 32, 32], [64, 3, 3, 3], [1, 1], [1, 64, 32, 32]),
+        ([2, 16, 8, 16, 16], [32, 16, 3, 3, 3], [0, 1, 1], [2, 32, 6, 16, 16]),
+    ):
+        a = _attrs(x=x, w=None, pad=pad, stride=[1] * len(pad), dilation=[1] * len(pad))
+        a.set_w(hg.TensorAttributes(dim=w))
+        _node(a).infer_properties_node()
+        assert a.get_y() is not None and a.get_y().dim == y  # type: ignore[union-attr]
+    for x_stride, y_dim, message in (
+        ([], [1, 64, 32, 32], "Cannot infer output strides - missing input strides"),
+        ([3072, 1024, 32, 1], [1], "Stride dimension mismatch between input and output tensors"),
+        ([3072, 1024, 32], [1, 64, 32, 32], "Stride dimension mismatch between input and output"),
+    ):
+        a = _attrs(x=[1, 3, 32, 32], w=[64, 3, 3, 3])
+        x_t, y_t = a.get_x(), a.get_y()
+        assert x_t is not None and y_t is not None
+        x_t.stride, y_t.dim = x_stride, y_dim
+        err = _error(_node(a).infer_properties_node)
+        assert err.code is E.ATTRIBUTE_NOT_SET and err.message.startswith(f"{L}: {message}")
