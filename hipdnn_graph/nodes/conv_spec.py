@@ -21,8 +21,7 @@ __all__ = [
 class ConvolutionAttributeName(IntEnum):
     """hipDNN's backend attribute ids of the convolution operation descriptors
     (``HipdnnBackendAttributeName.h``: forward 1400-1402, the shared 1500-1505, filter gradient
-    1600-1602, data gradient 1700-1702; forward W 1400 and data-gradient W 1701 and DX 1702 are
-    inferred from their read neighbours)."""
+    1600-1602, data gradient 1700-1702)."""
 
     OPERATION_CONVOLUTION_FORWARD_W = 1400
     OPERATION_CONVOLUTION_FORWARD_X = 1401
