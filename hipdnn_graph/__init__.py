@@ -12,6 +12,9 @@ Example:
 
 from . import backend
 from .attributes import (
+    ConvDgradAttributes,
+    ConvFpropAttributes,
+    ConvWgradAttributes,
     GraphAttributes,
     LayernormAttributes,
     MaskWindow,
@@ -27,6 +30,9 @@ from .backend.registry import list_backends, register_backend
 from .errors import HipdnnError, NotSupportedError
 from .graph import Graph
 from .nodes import (
+    ConvolutionDgradNode,
+    ConvolutionFpropNode,
+    ConvolutionWgradNode,
     LayerNormNode,
     MatmulNode,
     Node,
@@ -39,6 +45,7 @@ from .nodes import (
 from .tensor import TensorAttributes, generate_strides
 from .types import (
     BuildPlanPolicy,
+    ConvolutionMode,
     DataType,
     DiagonalAlignment,
     ErrorCode,
@@ -53,6 +60,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BuildPlanPolicy",
+    "ConvDgradAttributes",
+    "ConvFpropAttributes",
+    "ConvWgradAttributes",
+    "ConvolutionDgradNode",
+    "ConvolutionFpropNode",
+    "ConvolutionMode",
+    "ConvolutionWgradNode",
     "DataType",
     "DiagonalAlignment",
     "ErrorCode",

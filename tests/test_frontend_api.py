@@ -291,7 +291,7 @@ class TestOtherOpFamilies:
     @pytest.mark.parametrize(
         "name",
         [
-            "conv_fprop",
+            "custom_op",
             "batchnorm",
             "layernorm_backward",
             "rmsnorm_backward",
@@ -309,7 +309,12 @@ class TestOtherOpFamilies:
 
     @pytest.mark.parametrize(
         "name",
-        ["LayernormBackwardAttributes", "ConvFpropAttributes", "ConvolutionMode", "AutotuneConfig"],
+        [
+            "LayernormBackwardAttributes",
+            "CustomOpAttributes",
+            "ResampleMode",
+            "AutotuneConfig",
+        ],
     )
     def test_module_names_name_the_feature(self, name: str) -> None:
         assert not hasattr(hipdnn, name)

@@ -171,6 +171,8 @@ def _scalar_json(
         return _dtype_name(value, where)
     if kind in (Kind.BOOL, Kind.BOOL_OPT):
         return bool(value)
+    if kind is Kind.I64_VEC:
+        return [int(v) for v in value]
     return value
 
 
@@ -458,6 +460,8 @@ def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = N
         return enum.cls(number)
     if kind is Kind.DTYPE:
         return o.get_dtype(key)
+    if kind is Kind.I64_VEC:
+        return o.get_longs(key)
     return o.get_str(key, optional=True) or ""
 
 

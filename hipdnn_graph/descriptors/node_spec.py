@@ -75,6 +75,7 @@ class Kind(Enum):
     ENUM = "enum"
     DTYPE = "data_type"
     STRING = "string"
+    I64_VEC = "[long]"
 
 
 #: (struct code, byte width, optional, default) of each kind in a FlatBuffers table.
@@ -90,6 +91,7 @@ WIRE_KINDS: dict[Kind, tuple[str, int, bool, Any]] = {
     Kind.ENUM: ("b", 1, False, 0),
     Kind.DTYPE: ("b", 1, False, DataType.NOT_SET),
     Kind.STRING: ("S", 4, False, ""),
+    Kind.I64_VEC: ("O", 4, False, ()),
 }
 
 

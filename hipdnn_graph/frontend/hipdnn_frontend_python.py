@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
+from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
@@ -22,6 +23,7 @@ from ..attributes.rmsnorm import RMSNormAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..types import (
     BuildPlanPolicy,
+    ConvolutionMode,
     DataType,
     DiagonalAlignment,
     ErrorCode,
@@ -57,6 +59,13 @@ __all__ = [
     "AttentionImplementation",
     "BehaviorNote",
     "BuildPlanPolicy",
+    "ConvDgradAttributes",
+    "ConvFpropAttributes",
+    "ConvWgradAttributes",
+    "ConvolutionDgradAttributes",
+    "ConvolutionFpropAttributes",
+    "ConvolutionMode",
+    "ConvolutionWgradAttributes",
     "DataType",
     "DeviceBuffer",
     "DiagonalAlignment",
@@ -93,6 +102,12 @@ __all__ = [
     "set_engine_plugin_paths",
     "set_stream",
 ]
+
+
+#: hipDNN binds each convolution's attributes under two names (one class each)
+ConvolutionFpropAttributes = ConvFpropAttributes
+ConvolutionDgradAttributes = ConvDgradAttributes
+ConvolutionWgradAttributes = ConvWgradAttributes
 
 
 def _get_data_ptr(value: Any) -> int:

@@ -1,6 +1,9 @@
 """Nodes: one module per node family with its rules, inference and packing."""
 
 from .base import Node
+from .conv_dgrad import ConvolutionDgradNode
+from .conv_fprop import ConvolutionFpropNode
+from .conv_wgrad import ConvolutionWgradNode
 from .layernorm import LayerNormNode
 from .matmul import MatmulNode
 from .pointwise import PointwiseNode
@@ -10,6 +13,9 @@ from .sdpa_bwd import SdpaBwdNode
 from .sdpa_fwd import SdpaFwdNode
 
 __all__ = [
+    "ConvolutionDgradNode",
+    "ConvolutionFpropNode",
+    "ConvolutionWgradNode",
     "LayerNormNode",
     "MatmulNode",
     "Node",

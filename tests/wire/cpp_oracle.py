@@ -231,5 +231,8 @@ def to_tokens(desc: Desc) -> list[str]:
         if n["attributes"] is not None:
             for field, kind in FIELDS_BY_TAG[n["attributes_type"]]:
                 value = n["attributes"][field]
-                out += [f"a.{field}", _s(value) if kind == "str" else _i(value)]
+                if kind == "longs":
+                    out += [f"a.{field}", *_longs(value)]
+                else:
+                    out += [f"a.{field}", _s(value) if kind == "str" else _i(value)]
     return out

@@ -20,6 +20,15 @@ from typing import Any
 import flatbuffers
 from flatbuffers.table import Table
 from hipdnn_flatbuffers_sdk.data_objects import (
+    ConvolutionBwdAttributes as CBA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    ConvolutionFwdAttributes as CFA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    ConvolutionWrwAttributes as CWA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     Graph as G,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -55,6 +64,9 @@ from hipdnn_flatbuffers_sdk.data_objects import (
 from hipdnn_flatbuffers_sdk.data_objects.EngineApiVersion import CreateEngineApiVersion
 from hipdnn_flatbuffers_sdk.data_objects.Uuid import CreateUuid
 from wire_model import (
+    CONV_BWD_TAG,
+    CONV_FWD_TAG,
+    CONV_WRW_TAG,
     FIELDS_BY_TAG,
     LAYERNORM_TAG,
     MATMUL_TAG,
@@ -77,6 +89,9 @@ _TABLE_CLASSES = {
     REDUCTION_TAG: RA.ReductionAttributes,
     RMSNORM_TAG: RMS.RMSNormAttributes,
     LAYERNORM_TAG: LA.LayernormAttributes,
+    CONV_FWD_TAG: CFA.ConvolutionFwdAttributes,
+    CONV_BWD_TAG: CBA.ConvolutionBwdAttributes,
+    CONV_WRW_TAG: CWA.ConvolutionWrwAttributes,
 }
 _MODULES = {
     SDPA_TAG: SA,
@@ -86,6 +101,9 @@ _MODULES = {
     REDUCTION_TAG: RA,
     RMSNORM_TAG: RMS,
     LAYERNORM_TAG: LA,
+    CONV_FWD_TAG: CFA,
+    CONV_BWD_TAG: CBA,
+    CONV_WRW_TAG: CWA,
 }
 
 
@@ -138,6 +156,9 @@ def _read_attributes(tag: int, union: Table | None) -> Desc | None:
     table.Init(union.Bytes, union.Pos)
     out: Desc = {}
     for field, kind in FIELDS_BY_TAG[tag]:
+        if kind == "longs":
+            out[field] = _longs(table, camel(field))
+            continue
         value = getattr(table, camel(field))()
         if kind == "ofloat" and value is not None:
             value = f32_bits(value)
@@ -202,6 +223,9 @@ KNOWN_SLOTS = {
     "ReductionAttributes": 4,
     "RMSNormAttributes": 7,
     "LayernormAttributes": 9,
+    "ConvolutionFwdAttributes": 10,
+    "ConvolutionBwdAttributes": 10,
+    "ConvolutionWrwAttributes": 10,
 }
 
 
@@ -295,6 +319,11 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
         for field, kind in FIELDS_BY_TAG[tag]
         if kind == "str"
     }
+    vectors = {
+        field: _long_vector(b, attrs[field], style)
+        for field, kind in FIELDS_BY_TAG[tag]
+        if kind == "longs"
+    }
     table = TABLE_BY_TAG[tag]
     _start(b, module, table, style)
     for field, kind in FIELDS_BY_TAG[tag]:
@@ -303,6 +332,9 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
         if kind == "str":
             if strings[field] is not None:
                 add(b, strings[field])
+        elif kind == "longs":
+            if vectors[field] is not None:
+                add(b, vectors[field])
         elif value is None:
             continue  # an absent optional
         elif kind == "ofloat":
