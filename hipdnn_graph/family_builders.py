@@ -26,6 +26,9 @@ from .nodes.batchnorm import BatchnormNode
 from .nodes.batchnorm_backward import BatchnormBackwardNode
 from .nodes.batchnorm_inference import BatchnormInferenceNode
 from .nodes.batchnorm_inference_variance import BatchnormInferenceVarianceNode
+from .nodes.conv_dgrad import ConvolutionDgradNode
+from .nodes.conv_fprop import ConvolutionFpropNode
+from .nodes.conv_wgrad import ConvolutionWgradNode
 from .nodes.layernorm import LayerNormNode
 from .nodes.matmul import MatmulNode
 from .nodes.pointwise import PointwiseNode
@@ -399,6 +402,87 @@ class FamilyBuilders:
         attrs.set_dx(dx).set_dscale(dscale).set_dbias(dbias)
         self._add_node(BatchnormBackwardNode(attrs, self.attributes))
         return dx, dscale, dbias
+
+    # ----- convolution ---------------------------------------------------------------------
+
+    def conv_fprop(
+        self, x: Any = None, w: Any = None, attributes: Any = None, **keywords: Any
+    ) -> TensorAttributes:
+        """Add a forward convolution ``Y = conv(X, W)``: ``conv_fprop(x, w, attrs)``; returns
+        the virtual ``<node>::Y`` (dims and strides inferred). Unnamed inputs are renamed
+        ``<node>::X`` and ``<node>::W``; keywords set the attributes' ``name``,
+        ``pre_padding``, ``post_padding``, ``stride``, ``dilation``, ``convolution_mode`` and
+        ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+        """
+        if not isinstance(x, TensorAttributes) or not isinstance(w, TensorAttributes):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "conv_fprop() takes tensors X and W, then ConvFpropAttributes",
+            )
+        attrs = self._family_attributes(attributes, ConvolutionFpropNode, keywords, "conv_fprop")
+        for tensor, slot in ((x, "X"), (w, "W")):
+            if not tensor.name:
+                tensor.name = f"{attrs.name}::{slot}"
+        y = self._output_tensor(f"{attrs.name}::Y")
+        attrs.set_x(x).set_w(w).set_y(y)
+        self._add_node(ConvolutionFpropNode(attrs, self.attributes))
+        return y
+
+    def conv_dgrad(
+        self, dy: Any = None, w: Any = None, attributes: Any = None, **keywords: Any
+    ) -> TensorAttributes:
+        """Add a data-gradient convolution ``DX = conv_dgrad(DY, W)``: ``conv_dgrad(dy, w,
+        attrs)``; returns the virtual ``<node>::DX`` (dims inferred for one group, strides in
+        DY's order). Unnamed inputs are renamed ``<node>::DY`` and ``<node>::W``; keywords as
+        :meth:`conv_fprop`'s.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+        """
+        if not isinstance(dy, TensorAttributes) or not isinstance(w, TensorAttributes):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "conv_dgrad() takes tensors DY and W, then ConvDgradAttributes",
+            )
+        attrs = self._family_attributes(attributes, ConvolutionDgradNode, keywords, "conv_dgrad")
+        for tensor, slot in ((dy, "DY"), (w, "W")):
+            if not tensor.name:
+                tensor.name = f"{attrs.name}::{slot}"
+        dx = self._output_tensor(f"{attrs.name}::DX")
+        attrs.set_dy(dy).set_w(w).set_dx(dx)
+        self._add_node(ConvolutionDgradNode(attrs, self.attributes))
+        return dx
+
+    def conv_wgrad(
+        self, dy: Any = None, x: Any = None, attributes: Any = None, **keywords: Any
+    ) -> TensorAttributes:
+        """Add a weight-gradient convolution ``DW = conv_wgrad(DY, X)``: ``conv_wgrad(dy, x,
+        attrs)`` (hipDNN's binding order); returns the virtual ``<node>::DW`` (dims inferred for
+        one group, strides in X's order). Unnamed inputs are renamed ``<node>::DY`` and
+        ``<node>::X``; keywords as :meth:`conv_fprop`'s.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+        """
+        if not isinstance(dy, TensorAttributes) or not isinstance(x, TensorAttributes):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "conv_wgrad() takes tensors DY and X, then ConvWgradAttributes",
+            )
+        attrs = self._family_attributes(attributes, ConvolutionWgradNode, keywords, "conv_wgrad")
+        for tensor, slot in ((dy, "DY"), (x, "X")):
+            if not tensor.name:
+                tensor.name = f"{attrs.name}::{slot}"
+        dw = self._output_tensor(f"{attrs.name}::DW")
+        attrs.set_dy(dy).set_x(x).set_dw(dw)
+        self._add_node(ConvolutionWgradNode(attrs, self.attributes))
+        return dw
 
     def _family_attributes(
         self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str

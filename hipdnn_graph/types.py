@@ -16,6 +16,7 @@ from enum import IntEnum
 __all__ = [
     "AttentionImplementation",
     "BuildPlanPolicy",
+    "ConvolutionMode",
     "DataType",
     "DiagonalAlignment",
     "ErrorCode",
@@ -209,6 +210,19 @@ class ReductionMode(IntEnum):
     NORM1 = 7
     NORM2 = 8
     MUL_NO_ZEROS = 9
+
+
+class ConvolutionMode(IntEnum):
+    """Whether a convolution flips its kernel (hipDNN's frontend ``ConvolutionMode``, in its
+    binding order).
+
+    The numbers are its schema's ``ConvMode`` (``UNSET`` 0, ``CONVOLUTION`` 1,
+    ``CROSS_CORRELATION`` 2); hipDNN's attributes default to ``CROSS_CORRELATION``.
+    """
+
+    NOT_SET = 0
+    CROSS_CORRELATION = 2
+    CONVOLUTION = 1
 
 
 class NormFwdPhase(IntEnum):

@@ -291,7 +291,7 @@ class TestOtherOpFamilies:
     @pytest.mark.parametrize(
         "name",
         [
-            "conv_fprop",
+            "custom_op",
             "layernorm_backward",
             "rmsnorm_backward",
             "resample_bwd",
@@ -308,7 +308,12 @@ class TestOtherOpFamilies:
 
     @pytest.mark.parametrize(
         "name",
-        ["LayernormBackwardAttributes", "ConvFpropAttributes", "ConvolutionMode", "AutotuneConfig"],
+        [
+            "LayernormBackwardAttributes",
+            "CustomOpAttributes",
+            "ResampleMode",
+            "AutotuneConfig",
+        ],
     )
     def test_module_names_name_the_feature(self, name: str) -> None:
         assert not hasattr(hipdnn, name)

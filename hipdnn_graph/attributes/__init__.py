@@ -5,6 +5,12 @@ from .batchnorm import BatchnormAttributes
 from .batchnorm_backward import BatchnormBackwardAttributes
 from .batchnorm_inference import BatchnormInferenceAttributes
 from .batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
+from .convolution import (
+    ConvDgradAttributes,
+    ConvFpropAttributes,
+    ConvolutionAttributes,
+    ConvWgradAttributes,
+)
 from .graph_attributes import GraphAttributes
 from .layernorm import LayernormAttributes
 from .matmul import MatmulAttributes
@@ -19,6 +25,10 @@ __all__ = [
     "BatchnormBackwardAttributes",
     "BatchnormInferenceAttributes",
     "BatchnormInferenceAttributesVarianceExt",
+    "ConvDgradAttributes",
+    "ConvFpropAttributes",
+    "ConvWgradAttributes",
+    "ConvolutionAttributes",
     "GraphAttributes",
     "LayernormAttributes",
     "MaskWindow",

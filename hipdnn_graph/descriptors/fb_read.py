@@ -303,8 +303,8 @@ def _read_scalar(
 ) -> Any:
     if kind is Kind.STRING:
         return _string(buf, n, t, slot, what)
-    if kind is Kind.UID_VEC:
-        return tuple(_longs(buf, n, t, slot, what))
+    if kind is Kind.I64_VEC:
+        return _longs(buf, n, t, slot, what)
     code, _, optional, default = WIRE_KINDS[kind]
     value = _scalar(buf, n, t, slot, code, what)
     if value is None:

@@ -78,6 +78,15 @@ class Builder:
         self.push(text + b"\0")
         return self.push(_U32.pack(len(text)))
 
+    def longs(self, values: list[int]) -> int:
+        """A vector of int64 (C++ ``CreateVector<int64_t>``): aligned for its u32 length and its
+        8-byte elements, the elements, then the length."""
+        n = len(values)
+        self.prealign(8 * n, 4)
+        self.prealign(8 * n, 8)
+        self.push(struct.pack(f"<{n}q", *values))
+        return self.push(_U32.pack(n))
+
     def offsets(self, targets: list[int]) -> int:
         """A vector of tables."""
         n = len(targets)
@@ -310,6 +319,12 @@ def _node_attributes(b: Builder, spec: NodeSpec, attributes: Any) -> int:
             refuse_unmodelled(spec, f"Node {name}", extra.wire, value, extra.default)
     d = attributes.__dict__
     for scalar in spec.scalars:
+        if scalar.kind is Kind.I64_VEC:
+            # the object API's Pack writes a vector only when it is not empty, before the table
+            values = list(d[scalar.name])
+            if values:
+                fields.append((scalar.fb_slot, "O", 4, b.longs(values)))
+            continue
         written = _scalar_field(scalar.kind, d[scalar.name], f"Node {name} {scalar.key}")
         if written is not None:
             fields.append((scalar.fb_slot, written[0], written[1], written[2]))

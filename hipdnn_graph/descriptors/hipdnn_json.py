@@ -171,8 +171,8 @@ def _scalar_json(
         return _dtype_name(value, where)
     if kind in (Kind.BOOL, Kind.BOOL_OPT):
         return bool(value)
-    if kind is Kind.UID_VEC:
-        return list(value)
+    if kind is Kind.I64_VEC:
+        return [int(v) for v in value]
     return value
 
 
@@ -446,8 +446,6 @@ def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = N
         return o.get_bool(key, nullable=kind is Kind.BOOL_OPT)
     if kind is Kind.I64:
         return o.get_int(key)
-    if kind is Kind.UID_VEC:
-        return tuple(o.get_longs(key))
     if kind in (Kind.I64_OPT, Kind.I32_OPT):
         value = o.get_int(key, nullable=True)
         if kind is Kind.I32_OPT and value is not None and not -(2**31) <= value < 2**31:
@@ -465,6 +463,8 @@ def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = N
         return enum.cls(number)
     if kind is Kind.DTYPE:
         return o.get_dtype(key)
+    if kind is Kind.I64_VEC:
+        return o.get_longs(key)
     return o.get_str(key, optional=True) or ""
 
 

@@ -36,7 +36,7 @@ def _kind_schema(kind: Kind, enum: WireEnum | None = None) -> dict[str, Any]:
         Kind.I32_OPT: _NULLABLE_INT,
         Kind.DTYPE: {"$ref": "#/$defs/DataType"},
         Kind.STRING: {"type": "string"},
-        Kind.UID_VEC: {"type": "array", "items": {"type": "integer"}},
+        Kind.I64_VEC: {"type": "array", "items": {"type": "integer"}},
     }[kind]
 
 

@@ -23,7 +23,6 @@ kind       FlatBuffers type                       JSON
 ``ENUM``   an enum of the schema (int8)           the :class:`WireEnum`'s spelling
 ``DTYPE``  ``DataType`` (int8)                    lower-case name
 ``STRING`` ``string``                             string
-``UID_VEC``   ``[long]`` (empty: left out)        array of integers
 =========  =====================================  ========================
 
 Example:
@@ -76,7 +75,7 @@ class Kind(Enum):
     ENUM = "enum"
     DTYPE = "data_type"
     STRING = "string"
-    UID_VEC = "[long]"
+    I64_VEC = "[long]"
 
 
 #: (struct code, byte width, optional, default) of each kind in a FlatBuffers table.
@@ -92,7 +91,7 @@ WIRE_KINDS: dict[Kind, tuple[str, int, bool, Any]] = {
     Kind.ENUM: ("b", 1, False, 0),
     Kind.DTYPE: ("b", 1, False, DataType.NOT_SET),
     Kind.STRING: ("S", 4, False, ""),
-    Kind.UID_VEC: ("V", 4, False, ()),
+    Kind.I64_VEC: ("O", 4, False, ()),
 }
 
 

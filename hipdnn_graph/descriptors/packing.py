@@ -17,7 +17,7 @@ from ..types import DataType, ErrorCode
 from .backend_descriptor import BackendDescriptor
 from .enums import AttributeName as A
 from .enums import AttributeType as T
-from .node_spec import NodeSpec
+from .node_spec import Kind, NodeSpec
 from .tensors import tensor_descriptor, tensor_from_descriptor
 
 __all__ = ["pack_node", "unpack_node"]
@@ -55,6 +55,10 @@ def pack_node(
         if scalar.attribute is None:
             continue
         value = getattr(attributes, scalar.name)
+        if scalar.kind is Kind.I64_VEC:  # a list attribute: all its values, when it has any
+            if value:
+                op.set_attribute(scalar.attribute[0], scalar.attribute[1], list(value))
+            continue
         if value is not None or scalar.always:
             op.set_attribute(scalar.attribute[0], scalar.attribute[1], [value])
     if attributes.compute_data_type == DataType.NOT_SET:
@@ -98,7 +102,11 @@ def unpack_node(
     for scalar in spec.scalars:
         if scalar.attribute is None or not op.has_attribute(scalar.attribute[0]):
             continue
-        value = op.get_attribute(scalar.attribute[0], scalar.attribute[1])[0]
+        values = op.get_attribute(scalar.attribute[0], scalar.attribute[1])
+        if scalar.kind is Kind.I64_VEC:
+            setattr(attributes, scalar.name, list(values))
+            continue
+        value = values[0]
         if scalar.attribute[1] is T.BOOLEAN:
             value = bool(value)
         elif scalar.enum is not None:

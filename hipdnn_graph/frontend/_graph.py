@@ -37,6 +37,7 @@ from ..attributes.batchnorm import BatchnormAttributes
 from ..attributes.batchnorm_backward import BatchnormBackwardAttributes
 from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
 from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
+from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
@@ -268,6 +269,46 @@ class Graph:
             )
         c = self._node(lambda: self.core_graph.matmul(a, b, attributes))
         return adopt(c)  # type: ignore[return-value]
+
+    def conv_fprop(self, x: Any, w: Any, attributes: Any) -> TensorAttributes:
+        """Add a forward convolution; returns ``Y`` (``<node>::Y``, dims and strides inferred).
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, ConvFpropAttributes):
+            raise FrontendTypeError(
+                f"conv_fprop() expects ConvFpropAttributes, got {type(attributes).__name__}"
+            )
+        y = self._node(lambda: self.core_graph.conv_fprop(x, w, attributes))
+        return adopt(y)  # type: ignore[return-value]
+
+    def conv_dgrad(self, dy: Any, w: Any, attributes: Any) -> TensorAttributes:
+        """Add a data-gradient convolution; returns ``DX`` (``<node>::DX``).
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, ConvDgradAttributes):
+            raise FrontendTypeError(
+                f"conv_dgrad() expects ConvDgradAttributes, got {type(attributes).__name__}"
+            )
+        dx = self._node(lambda: self.core_graph.conv_dgrad(dy, w, attributes))
+        return adopt(dx)  # type: ignore[return-value]
+
+    def conv_wgrad(self, dy: Any, x: Any, attributes: Any) -> TensorAttributes:
+        """Add a weight-gradient convolution (``dy`` first, as hipDNN binds it); returns ``DW``
+        (``<node>::DW``).
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, ConvWgradAttributes):
+            raise FrontendTypeError(
+                f"conv_wgrad() expects ConvWgradAttributes, got {type(attributes).__name__}"
+            )
+        dw = self._node(lambda: self.core_graph.conv_wgrad(dy, x, attributes))
+        return adopt(dw)  # type: ignore[return-value]
 
     def reduction(self, x: Any, *args: Any) -> TensorAttributes:
         """Add a reduction node: ``reduction(x, attrs)`` returns a new ``<node>::Y`` whose dims

@@ -1,18 +1,19 @@
 """hipDNN bindings this module does not provide, each failing with a message that names it.
 
 hipdnn-graph builds SDPA (forward and backward), pointwise, matmul, reduction, RMSNorm and
-layer-norm (forward) graphs; the other op families of hipDNN's bindings, its autotuning API and its
-provisional HIP helpers are not part of it.
+layer-norm (forward) and convolution (forward, data and weight gradients) graphs; the other op
+families of hipDNN's bindings, its autotuning API and its provisional HIP helpers are not part
+of it.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
 (``GRAPH_NOT_SUPPORTED``, also an ``AttributeError``, so ``hasattr`` answers ``False``).
 
 Example:
     >>> import hipdnn_graph.frontend as hipdnn
     >>> try:
-    ...     hipdnn.Graph().conv_fprop
+    ...     hipdnn.Graph().resample_bwd
     ... except hipdnn.UnsupportedFeatureError as err:
     ...     print(err.code.name, str(err).split(" is ")[0])
-    GRAPH_NOT_SUPPORTED Graph.conv_fprop() (the convolution op family)
+    GRAPH_NOT_SUPPORTED Graph.resample_bwd() (the resample op family)
 """
 
 from __future__ import annotations
@@ -23,15 +24,14 @@ __all__ = ["GRAPH_METHODS", "MODULE_NAMES", "unsupported_graph_method", "unsuppo
 
 _OPS = (
     "only sdpa(), sdpa_backward(), pointwise(), matmul(), reduction(), rmsnorm(), layernorm(), "
-    "batchnorm(), batchnorm_backward(), batchnorm_inference() and "
-    "batchnorm_inference_variance_ext() graphs are"
+    "conv_fprop(), conv_dgrad(), conv_wgrad(), batchnorm(), batchnorm_backward(), "
+    "batchnorm_inference() and batchnorm_inference_variance_ext() graphs are"
 )
 #: Graph methods of hipDNN's bindings that are missing here -> what they belong to
 GRAPH_METHODS: dict[str, str] = {
     **{
         name: f"the {family} op family"
         for family, names in {
-            "convolution": ("conv_fprop", "conv_dgrad", "conv_wgrad"),
             "layer-norm backward": ("layernorm_backward",),
             "RMSNorm backward": ("rmsnorm_backward",),
             "block-scale": ("block_scale_dequantize", "block_scale_quantize"),
@@ -66,9 +66,6 @@ GRAPH_METHODS: dict[str, str] = {
 }
 
 _ATTRIBUTE_CLASSES = {
-    "ConvFpropAttributes": "convolution",
-    "ConvDgradAttributes": "convolution",
-    "ConvWgradAttributes": "convolution",
     "LayernormBackwardAttributes": "layernorm",
     "RMSNormBackwardAttributes": "rmsnorm",
     "BlockScaleDequantizeAttributes": "block-scale",
@@ -77,7 +74,6 @@ _ATTRIBUTE_CLASSES = {
     "CustomOpAttributes": "custom op",
     "ResampleFwdAttributes": "resample",
     "ResampleBwdAttributes": "resample",
-    "ConvolutionMode": "convolution",
     "ResampleMode": "resample",
     "PaddingMode": "resample",
     "MoeGroupedMatmulMode": "MoE grouped matmul",

@@ -18,6 +18,7 @@ from ..attributes.batchnorm import BatchnormAttributes
 from ..attributes.batchnorm_backward import BatchnormBackwardAttributes
 from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
 from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
+from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
@@ -26,6 +27,7 @@ from ..attributes.rmsnorm import RMSNormAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..types import (
     BuildPlanPolicy,
+    ConvolutionMode,
     DataType,
     DiagonalAlignment,
     ErrorCode,
@@ -65,6 +67,13 @@ __all__ = [
     "BatchnormInferenceAttributesVarianceExt",
     "BehaviorNote",
     "BuildPlanPolicy",
+    "ConvDgradAttributes",
+    "ConvFpropAttributes",
+    "ConvWgradAttributes",
+    "ConvolutionDgradAttributes",
+    "ConvolutionFpropAttributes",
+    "ConvolutionMode",
+    "ConvolutionWgradAttributes",
     "DataType",
     "DeviceBuffer",
     "DiagonalAlignment",
@@ -101,6 +110,12 @@ __all__ = [
     "set_engine_plugin_paths",
     "set_stream",
 ]
+
+
+#: hipDNN binds each convolution's attributes under two names (one class each)
+ConvolutionFpropAttributes = ConvFpropAttributes
+ConvolutionDgradAttributes = ConvDgradAttributes
+ConvolutionWgradAttributes = ConvWgradAttributes
 
 
 def _get_data_ptr(value: Any) -> int:

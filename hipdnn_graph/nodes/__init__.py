@@ -5,6 +5,9 @@ from .batchnorm import BatchnormNode
 from .batchnorm_backward import BatchnormBackwardNode
 from .batchnorm_inference import BatchnormInferenceNode
 from .batchnorm_inference_variance import BatchnormInferenceVarianceNode
+from .conv_dgrad import ConvolutionDgradNode
+from .conv_fprop import ConvolutionFpropNode
+from .conv_wgrad import ConvolutionWgradNode
 from .layernorm import LayerNormNode
 from .matmul import MatmulNode
 from .pointwise import PointwiseNode
@@ -18,6 +21,9 @@ __all__ = [
     "BatchnormInferenceNode",
     "BatchnormInferenceVarianceNode",
     "BatchnormNode",
+    "ConvolutionDgradNode",
+    "ConvolutionFpropNode",
+    "ConvolutionWgradNode",
     "LayerNormNode",
     "MatmulNode",
     "Node",

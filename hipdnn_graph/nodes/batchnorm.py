@@ -269,7 +269,7 @@ BATCHNORM_SPEC = register_node_spec(
         unmodelled=(
             UnmodelledSpec(
                 "peer_stats_tensor_uid",
-                Kind.UID_VEC,
+                Kind.I64_VEC,
                 4,
                 "inputs",
                 (_A.OPERATION_BATCHNORM_PEER_STATS_EXT, T.BACKEND_DESCRIPTOR),

@@ -182,7 +182,7 @@ BATCHNORM_BACKWARD_SPEC = register_node_spec(
         unmodelled=(
             UnmodelledSpec(
                 "peer_stats_tensor_uid",
-                Kind.UID_VEC,
+                Kind.I64_VEC,
                 5,
                 "inputs",
                 (_A.OPERATION_BATCHNORM_BACKWARD_PEER_STATS_EXT, T.BACKEND_DESCRIPTOR),

@@ -65,8 +65,6 @@ __all__ = [
     "checked_options",
     "graph_cache",
     "optional_slots",
-    "philox_backward",
-    "philox_forward",
     "run_backward",
     "run_forward",
     "sdpa_backward",
@@ -226,90 +224,6 @@ def run_backward(
     if dbias_shape is not None:
         dbias = grads[3].sum_to_size(tuple(dbias_shape))
     return grads[0], grads[1], grads[2], dbias
-
-
-def philox_forward(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    *,
-    dropout_p: float,
-    seed: int,
-    offset: int,
-    prefer: str | None = None,
-    **kw: Any,
-) -> tuple[Tensor, Tensor, str]:
-    """:func:`sdpa_forward` with philox dropout (no mask): ``(O, Stats, engine that ran)``.
-
-    ``seed`` and ``offset`` are the graph's pass-by-value Seed and Offset (so they are not part
-    of the cache key); ``prefer`` ranks an engine first without forcing it; ``kw`` are
-    :func:`sdpa_forward`'s keywords other than the dropout ones.
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` for bad arguments.
-        NotSupportedError: when no engine (or not the forced one) runs the graph.
-    """
-    options, pack = _philox_pack(q, k, {"Q": q, "K": k, "V": v}, dropout_p, seed, offset, kw)
-    if options.engine is None:
-        options = options._replace(prefer=prefer)
-    return run_forward_on(pack, options)
-
-
-def philox_backward(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    o: Tensor,
-    do: Tensor,
-    stats: Tensor,
-    *,
-    dropout_p: float,
-    seed: int,
-    offset: int,
-    engine: str,
-    dbias_shape: Sequence[int] | None = None,
-    **kw: Any,
-) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
-    """:func:`sdpa_backward` with philox dropout, on ``engine`` (the forward's: same mask).
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` for bad arguments.
-        NotSupportedError: when ``engine`` cannot run the backward graph.
-    """
-    for name, t in (("o", o), ("do", do), ("stats", stats)):
-        check_tensor(name, t, q)
-    base = {"Q": q, "K": k, "V": v, "O": o, "dO": materialized(do), "Stats": stats}
-    options, pack = _philox_pack(q, k, base, dropout_p, seed, offset, {**kw, "engine": engine})
-    mask = kw.get("attn_mask")
-    if dbias_shape is not None and (mask is None or mask.dtype == torch.bool):
-        raise HipdnnError(ErrorCode.INVALID_VALUE, "dbias_shape needs a floating-point attn_mask")
-    return run_backward(pack, options, dbias_shape)
-
-
-def _philox_pack(
-    q: Tensor,
-    k: Tensor,
-    base: dict[str, Any],
-    dropout_p: float,
-    seed: int,
-    offset: int,
-    kw: dict[str, Any],
-) -> tuple[Options, dict[str, Any]]:
-    """The options and the pack of a philox graph (Seed and Offset as pass-by-value ints)."""
-    check_qkv(q, k, base["V"])
-    options = checked_options(q.shape[-1], kw.get("scale"), kw.get("is_causal", False),
-                              kw.get("diagonal_alignment"), kw.get("left_bound"),
-                              kw.get("right_bound"), kw.get("alibi", False),
-                              kw.get("engine"))  # fmt: skip
-    tensors = _optional_inputs(q, k, kw.get("attn_mask"), kw.get("seq_len_q"),
-                               kw.get("seq_len_kv"), None, None)  # fmt: skip
-    pack = {**base, **tensors, **philox_slots(seed, offset)}
-    return options._replace(dropout_p=float(dropout_p)), pack
-
-
-def philox_slots(seed: int, offset: int) -> dict[str, int]:
-    """The pass-by-value Seed and Offset of a philox graph's pack (ints: not in the cache key)."""
-    return {"Seed": int(seed), "Offset": int(offset)}
 
 
 # ----- arguments -----

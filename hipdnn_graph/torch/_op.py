@@ -35,15 +35,13 @@ from ._cached import Options
 from ._graphs import (
     checked_options,
     optional_slots,
-    philox_backward,
-    philox_forward,
-    philox_slots,
     run_backward,
     run_forward,
     run_forward_on,
     sdpa_backward,
     sdpa_forward,
 )
+from ._philox_graphs import philox_backward, philox_forward, philox_slots
 
 __all__ = ["scaled_dot_product_attention"]
 

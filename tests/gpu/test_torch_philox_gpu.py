@@ -24,11 +24,10 @@ import hipdnn_graph as hg  # noqa: E402
 import hipdnn_graph.torch as hgt  # noqa: E402
 from hipdnn_graph.philox import dropout_keep_mask  # noqa: E402
 from hipdnn_graph.torch._graphs import (  # noqa: E402
-    philox_backward,
-    philox_forward,
     sdpa_backward,
     sdpa_forward,
 )
+from hipdnn_graph.torch._philox_graphs import philox_backward, philox_forward  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,

@@ -234,5 +234,8 @@ def to_tokens(desc: Desc) -> list[str]:
                 if kind == "vec":  # "v" and the values, comma-separated
                     out += [f"a.{field}", "v" + ",".join(map(str, value or []))]
                     continue
-                out += [f"a.{field}", _s(value) if kind == "str" else _i(value)]
+                if kind == "longs":
+                    out += [f"a.{field}", *_longs(value)]
+                else:
+                    out += [f"a.{field}", _s(value) if kind == "str" else _i(value)]
     return out

@@ -17,6 +17,9 @@ from wire_model import (
     BATCHNORM_INFERENCE_TAG,
     BATCHNORM_INFERENCE_VARIANCE_TAG,
     BATCHNORM_TAG,
+    CONV_BWD_TAG,
+    CONV_FWD_TAG,
+    CONV_WRW_TAG,
     HIPDNN_DATA_TYPES,
     LAYERNORM_TAG,
     MATMUL_TAG,
@@ -383,6 +386,51 @@ def matmul_batched() -> Desc:
     return graph_desc("matmul_epilogue", tensors, nodes, io_data_type=bf16)
 
 
+def conv_fprop_block() -> Desc:
+    """Two forward convolutions of a convolution block: a 3x3 cross-correlation (stride 1, same
+    padding, channels-last X) and a strided, dilated, asymmetrically padded true convolution
+    (every member of the table set, the mode not its default)."""
+    half, f32 = DT["HALF"], DT["FLOAT"]
+    tensors = [
+        tensor_desc(1, "X", half, [2, 8, 16, 16], [2048, 1, 128, 8]),
+        tensor_desc(2, "W1", half, [16, 8, 3, 3]),
+        tensor_desc(3, "c1::Y", f32, [2, 16, 16, 16], [4096, 1, 256, 16], virtual=True),
+        tensor_desc(4, "W2", half, [32, 4, 3, 2]),
+        tensor_desc(5, "Y", half, [2, 32, 7, 6], [1344, 1, 192, 32]),
+    ]
+    nodes = [
+        node_desc("c1", CONV_FWD_TAG, f32, x_tensor_uid=1, w_tensor_uid=2, y_tensor_uid=3,
+                  pre_padding=[1, 1], post_padding=[1, 1], stride=[1, 1], dilation=[1, 1],
+                  conv_mode=2),
+        node_desc("c2", CONV_FWD_TAG, f32, x_tensor_uid=3, w_tensor_uid=4, y_tensor_uid=5,
+                  pre_padding=[1, 0], post_padding=[0, 2], stride=[2, 3], dilation=[2, 1],
+                  conv_mode=1),
+    ]  # fmt: skip
+    return graph_desc("conv_block", tensors, nodes, io_data_type=half)
+
+
+def conv_training_step() -> Desc:
+    """A convolution's training step: the data gradient (strided, asymmetric padding, a true
+    convolution) and the weight gradient (dilated, grouped DW given) of one layer."""
+    half, f32 = DT["HALF"], DT["FLOAT"]
+    tensors = [
+        tensor_desc(1, "dY", half, [2, 16, 8, 8]),
+        tensor_desc(2, "W", half, [16, 8, 3, 3]),
+        tensor_desc(3, "dX", half, [2, 8, 16, 16]),
+        tensor_desc(4, "X", half, [2, 8, 12, 12]),
+        tensor_desc(5, "dW", f32, [16, 4, 3, 3]),
+    ]
+    nodes = [
+        node_desc("dgrad", CONV_BWD_TAG, f32, dy_tensor_uid=1, w_tensor_uid=2, dx_tensor_uid=3,
+                  pre_padding=[1, 0], post_padding=[0, 1], stride=[2, 2], dilation=[1, 1],
+                  conv_mode=1),
+        node_desc("wgrad", CONV_WRW_TAG, f32, x_tensor_uid=4, dy_tensor_uid=1, dw_tensor_uid=5,
+                  pre_padding=[0, 0], post_padding=[0, 0], stride=[1, 1], dilation=[2, 2],
+                  conv_mode=2),
+    ]  # fmt: skip
+    return graph_desc("conv_training_step", tensors, nodes, io_data_type=half)
+
+
 def reduction_chain() -> Desc:
     """A deterministic AMAX over the last two axes, then a plain sum over the first: two
     reductions (one with the flag set, one without) of the kind hipDNN's amax scaling uses."""
@@ -587,6 +635,8 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "pointwise_max_min_chain": pointwise_max_min_chain,
     "matmul_batched": matmul_batched,
     "reduction_chain": reduction_chain,
+    "conv_fprop_block": conv_fprop_block,
+    "conv_training_step": conv_training_step,
     "rmsnorm_pair": rmsnorm_pair,
     "layernorm_pair": layernorm_pair,
     "batchnorm_pair": batchnorm_pair,

@@ -22,6 +22,12 @@ from wire_model import (
     BATCHNORM_INFERENCE_VARIANCE_FIELDS,
     BATCHNORM_INFERENCE_VARIANCE_TAG,
     BATCHNORM_TAG,
+    CONV_BWD_TAG,
+    CONV_FWD_TAG,
+    CONV_MODES,
+    CONV_VECTORS,
+    CONV_WRW_TAG,
+    FIELDS_BY_TAG,
     HIPDNN_DATA_TYPES,
     LAYERNORM_TAG,
     MATMUL_TAG,
@@ -33,6 +39,7 @@ from wire_model import (
     REDUCTION_TAG,
     RMSNORM_TAG,
     SDPA_TAG,
+    TABLE_BY_TAG,
     VALUE_FORMAT_BY_TAG,
     VALUE_MEMBERS,
     Desc,
@@ -318,6 +325,20 @@ def _node(n: Desc) -> dict[str, Any]:
             "name": n["name"] or "",
             "outputs": {"y_tensor_uid": a["y_tensor_uid"]},
             "type": table,
+        }
+    tag = n["attributes_type"]
+    if tag in (CONV_FWD_TAG, CONV_BWD_TAG, CONV_WRW_TAG):  # conv JSON: members under "parameters"
+        a = n["attributes"]
+        params: dict[str, Any] = {name: a[name] or [] for name in CONV_VECTORS}
+        params["conv_mode"] = CONV_MODES[a["conv_mode"]]
+        first, second, out = (f for f, _ in FIELDS_BY_TAG[tag][:3])
+        return {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "inputs": {first: a[first], second: a[second]},
+            "name": n["name"] or "",
+            "outputs": {out: a[out]},
+            "parameters": params,
+            "type": TABLE_BY_TAG[tag],
         }
     if n["attributes_type"] == MATMUL_TAG:  # hipDNN's matmul JSON: uids only
         a = n["attributes"]

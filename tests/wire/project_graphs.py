@@ -117,6 +117,42 @@ def matmul_bias_relu() -> hg.Graph:
     return g
 
 
+def conv_block() -> hg.Graph:
+    """A convolution block: a channels-last 3x3 convolution, a bias add and a ReLU, then a
+    strided, dilated true convolution with asymmetric padding (conv_fprop + pointwise)."""
+    g = cases.new_graph("conv_block")
+    x = g.tensor(name="X", dim=[2, 8, 16, 16], stride=[2048, 1, 128, 8])
+    w1 = g.tensor(name="W1", dim=[16, 8, 3, 3])
+    attrs = hg.ConvFpropAttributes().set_padding([1, 1]).set_stride([1, 1]).set_dilation([1, 1])
+    c = g.conv_fprop(x, w1, attrs.set_name("conv1"))
+    bias = g.tensor(name="bias", dim=[1, 16, 1, 1])
+    s = g.pointwise(c, bias, mode=hg.PointwiseMode.ADD, name="add")
+    r = g.pointwise(s, mode=hg.PointwiseMode.RELU_FWD, name="relu")
+    w2 = g.tensor(name="W2", dim=[32, 4, 3, 2])
+    y = g.conv_fprop(
+        r, w2, name="conv2", pre_padding=[1, 0], post_padding=[0, 2], stride=[2, 3],
+        dilation=[2, 1], convolution_mode=hg.ConvolutionMode.CONVOLUTION,
+    )  # fmt: skip
+    y.set_output(True)
+    return g
+
+
+def conv_gradients() -> hg.Graph:
+    """A forward convolution whose output feeds both gradient convolutions (conv_fprop,
+    conv_dgrad, conv_wgrad in one connected graph; Y, DX and DW inferred)."""
+    g = cases.new_graph("conv_gradients")
+    x = g.tensor(name="X", dim=[2, 8, 16, 16])
+    w = g.tensor(name="W", dim=[16, 8, 3, 3])
+    members = {"pre_padding": [1, 1], "post_padding": [1, 1], "stride": [2, 2]}
+    members["dilation"] = [1, 1]
+    dy = g.conv_fprop(x, w, name="fprop", **members)
+    dx = g.conv_dgrad(dy, w, name="dgrad", **members)
+    dw = g.conv_wgrad(dy, x, hg.ConvWgradAttributes().set_name("wgrad"), **members)
+    dx.set_output(True)
+    dw.set_output(True)
+    return g
+
+
 def norm_scale_reduction() -> hg.Graph:
     """A pointwise square feeding a deterministic sum over the last axis, then an AMAX over
     everything (pointwise + reduction, one reduction with Y given, one with Y made here)."""
@@ -258,6 +294,8 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "batchnorm_inference_relu": batchnorm_inference_then_relu,
     "batchnorm_inference_variance_relu": batchnorm_inference_variance_then_relu,
     "matmul_bias_relu": matmul_bias_relu,
+    "conv_block": conv_block,
+    "conv_gradients": conv_gradients,
     **{
         f"io_{name.lower()}": io_type(hg.DataType[name])
         for name in HIPDNN_DATA_TYPES

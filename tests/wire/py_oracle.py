@@ -32,6 +32,15 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     BatchnormInferenceAttributesVarianceExt as BNV,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    ConvolutionBwdAttributes as CBA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    ConvolutionFwdAttributes as CFA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    ConvolutionWrwAttributes as CWA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     Graph as G,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -71,6 +80,9 @@ from wire_model import (
     BATCHNORM_INFERENCE_TAG,
     BATCHNORM_INFERENCE_VARIANCE_TAG,
     BATCHNORM_TAG,
+    CONV_BWD_TAG,
+    CONV_FWD_TAG,
+    CONV_WRW_TAG,
     FIELDS_BY_TAG,
     LAYERNORM_TAG,
     MATMUL_TAG,
@@ -97,6 +109,9 @@ _TABLE_CLASSES = {
     BATCHNORM_BACKWARD_TAG: BNB.BatchnormBackwardAttributes,
     BATCHNORM_INFERENCE_TAG: BNI.BatchnormInferenceAttributes,
     BATCHNORM_INFERENCE_VARIANCE_TAG: BNV.BatchnormInferenceAttributesVarianceExt,
+    CONV_FWD_TAG: CFA.ConvolutionFwdAttributes,
+    CONV_BWD_TAG: CBA.ConvolutionBwdAttributes,
+    CONV_WRW_TAG: CWA.ConvolutionWrwAttributes,
 }
 _MODULES = {
     SDPA_TAG: SA,
@@ -110,6 +125,9 @@ _MODULES = {
     BATCHNORM_BACKWARD_TAG: BNB,
     BATCHNORM_INFERENCE_TAG: BNI,
     BATCHNORM_INFERENCE_VARIANCE_TAG: BNV,
+    CONV_FWD_TAG: CFA,
+    CONV_BWD_TAG: CBA,
+    CONV_WRW_TAG: CWA,
 }
 
 
@@ -162,7 +180,7 @@ def _read_attributes(tag: int, union: Table | None) -> Desc | None:
     table.Init(union.Bytes, union.Pos)
     out: Desc = {}
     for field, kind in FIELDS_BY_TAG[tag]:
-        if kind == "vec":
+        if kind in ("vec", "longs"):
             out[field] = _longs(table, camel(field))
             continue
         value = getattr(table, camel(field))()
@@ -233,6 +251,9 @@ KNOWN_SLOTS = {
     "BatchnormBackwardAttributes": 9,
     "BatchnormInferenceAttributes": 6,
     "BatchnormInferenceAttributesVarianceExt": 7,
+    "ConvolutionFwdAttributes": 10,
+    "ConvolutionBwdAttributes": 10,
+    "ConvolutionWrwAttributes": 10,
 }
 
 
@@ -329,7 +350,7 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
     vectors = {
         field: _long_vector(b, attrs[field], style)
         for field, kind in FIELDS_BY_TAG[tag]
-        if kind == "vec"
+        if kind in ("vec", "longs")
     }
     table = TABLE_BY_TAG[tag]
     _start(b, module, table, style)
@@ -339,7 +360,7 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
         if kind == "str":
             if strings[field] is not None:
                 add(b, strings[field])
-        elif kind == "vec":
+        elif kind in ("vec", "longs"):
             if vectors[field] is not None:
                 add(b, vectors[field])
         elif value is None:

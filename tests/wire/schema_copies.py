@@ -60,7 +60,6 @@ PLACEHOLDER_TABLES = {
 
 #: included by copied schemas but not copied: file -> placeholder enums (byte) it must declare.
 PLACEHOLDER_ENUMS = {
-    "convolution_common.fbs": ["ConvMode"],
     "resample_common.fbs": ["ResampleMode", "PaddingMode"],
 }
 
@@ -83,6 +82,9 @@ PYTHON_ROOTS = [
     "sdpa_attributes.fbs",
     "sdpa_backward_attributes.fbs",
     "matmul_attributes.fbs",
+    "convolution_fwd_attributes.fbs",
+    "convolution_bwd_attributes.fbs",
+    "convolution_wrw_attributes.fbs",
     *sorted(p.name for p in RECONSTRUCTED.glob("*.fbs")),
     "graph.fbs",
     "serialized_graph_and_plan.fbs",

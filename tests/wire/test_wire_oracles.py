@@ -27,6 +27,10 @@ from wire_model import (
     BATCHNORM_FIELDS,
     BATCHNORM_INFERENCE_FIELDS,
     BATCHNORM_INFERENCE_VARIANCE_FIELDS,
+    CONV_BWD_FIELDS,
+    CONV_FWD_FIELDS,
+    CONV_MODES,
+    CONV_WRW_FIELDS,
     GRAPH_KEYS,
     HIPDNN_DATA_TYPES,
     LAYERNORM_FIELDS,
@@ -228,3 +232,19 @@ def test_python_builder_blobs_verify_and_are_not_canonical(
         blob = py_oracle.build(desc, **style)
         assert normalized(_read_ok(cpp, blob)) == normalized(desc), case
         assert blob != cpp.pack(desc), case
+
+
+def test_convolution_table_and_reconstructed_conv_mode_match() -> None:
+    """hipDNN's ConvolutionFwdAttributes and the oracles' field table agree; each ConvMode
+    number of the reconstructed convolution_common.fbs is the project's ConvolutionMode's."""
+    for fields, schema, table in (
+        (CONV_FWD_FIELDS, "convolution_fwd_attributes.fbs", "ConvolutionFwdAttributes"),
+        (CONV_BWD_FIELDS, "convolution_bwd_attributes.fbs", "ConvolutionBwdAttributes"),
+        (CONV_WRW_FIELDS, "convolution_wrw_attributes.fbs", "ConvolutionWrwAttributes"),
+    ):
+        assert [f for f, _ in fields] == _fields(schema, table)
+    text = (RECONSTRUCTED / "convolution_common.fbs").read_text()
+    modes = dict(re.findall(r"(\w+) = (\d+)", text.split("enum ConvMode")[1]))
+    assert [int(modes[m]) for m in CONV_MODES] == [0, 1, 2]
+    renamed = {"UNSET": "NOT_SET"}
+    assert [int(hg.ConvolutionMode[renamed.get(m, m)]) for m in CONV_MODES] == [0, 1, 2]

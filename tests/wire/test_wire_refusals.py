@@ -21,6 +21,8 @@ from hipdnn_cases import (
     batchnorm_inference_pair,
     batchnorm_inference_variance,
     batchnorm_pair,
+    conv_fprop_block,
+    conv_training_step,
     forward_every_field,
     layernorm_pair,
     matmul_batched,
@@ -146,6 +148,12 @@ def test_fields_of_a_newer_schema_are_refused(cpp: CppOracle, table: str) -> Non
     desc["nodes"] += pointwise_every_field()["nodes"] if table == "PointwiseAttributes" else []
     desc["nodes"] += matmul_batched()["nodes"] if table == "MatmulAttributes" else []
     desc = reduction_chain() if table == "ReductionAttributes" else desc
+    desc = conv_fprop_block() if table == "ConvolutionFwdAttributes" else desc
+    desc = (
+        conv_training_step()
+        if table in ("ConvolutionBwdAttributes", "ConvolutionWrwAttributes")
+        else desc
+    )
     desc = rmsnorm_pair() if table == "RMSNormAttributes" else desc
     desc = layernorm_pair() if table == "LayernormAttributes" else desc
     desc = batchnorm_pair() if table == "BatchnormAttributes" else desc
@@ -283,3 +291,25 @@ def test_batchnorm_peer_stats_are_refused_by_name_and_an_empty_vector_reads(
     empty = py_oracle.build(batchnorm_pair(), empty_as_present=True)
     assert cpp.read(empty)["nodes"][0]["attributes"]["peer_stats_tensor_uid"] == []
     assert hg.Graph.deserialize(empty).serialize() == cpp.pack(batchnorm_pair())
+
+
+def test_conv_mode_outside_the_schema_is_refused(cpp: CppOracle) -> None:
+    """A ConvMode number the schema does not have is refused by name in bytes; in JSON, hipDNN's
+    spellings only ("CONVOLUTION", not "convolution" or "NOT_SET"); the vectors must be arrays
+    of integers."""
+    desc = conv_fprop_block()
+    desc["nodes"][0]["attributes"]["conv_mode"] = 3
+    blob = cpp.pack(desc)
+    _verified(cpp, blob)
+    _refused(blob, "ConvMode 3")
+    text = hg.Graph.deserialize(cpp.pack(conv_fprop_block())).to_json()
+    assert '"conv_mode":"CROSS_CORRELATION"' in text and '"conv_mode":"CONVOLUTION"' in text
+    for spelled in ("convolution", "NOT_SET"):
+        with pytest.raises(hg.HipdnnError) as info:
+            hg.Graph.from_json(text.replace('"CONVOLUTION"', f'"{spelled}"'))
+        assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
+        assert f"'{spelled}' is not a ConvMode" in info.value.message
+    unset = hg.Graph.from_json(text.replace('"CONVOLUTION"', '"UNSET"'))
+    assert unset.nodes[1].attributes.convolution_mode is hg.ConvolutionMode.NOT_SET
+    with pytest.raises(hg.HipdnnError):
+        hg.Graph.from_json(text.replace('"stride":[2,3]', '"stride":[2,"3"]'))

@@ -76,6 +76,13 @@ BATCHNORM_BACKWARD_TAG = 3
 #: batch-norm inference from the variance (reconstructed
 #: batchnorm_inference_attributes_variance_ext.fbs)
 BATCHNORM_INFERENCE_VARIANCE_TAG = 8
+#: the convolution families (hipDNN's schemas; ConvMode from the reconstructed
+#: convolution_common.fbs)
+CONV_FWD_TAG, CONV_BWD_TAG, CONV_WRW_TAG = 5, 6, 7
+#: ConvMode names by number (convolution_common.fbs; hipDNN's JSON writes them as they are)
+CONV_MODES = ["UNSET", "CONVOLUTION", "CROSS_CORRELATION"]
+#: the vector fields (kind "longs") of every convolution table, in slot order
+CONV_VECTORS = ["pre_padding", "post_padding", "stride", "dilation"]
 #: a NodeAttributes member no family of the project models (refused by name)
 UNMODELLED_TAG = 21  # ResampleBwdAttributes
 
@@ -262,6 +269,26 @@ BATCHNORM_BACKWARD_FIELDS: list[tuple[str, str]] = [
 ]
 #: hipDNN's NormFwdPhase names by number (norm_common.fbs; its JSON writes them as they are)
 NORM_FWD_PHASES = ["NOT_SET", "INFERENCE", "TRAINING"]
+#: ConvolutionFwdAttributes fields in slot order (hipDNN's convolution_fwd_attributes.fbs).
+CONV_FWD_FIELDS: list[tuple[str, str]] = [
+    ("x_tensor_uid", "req"),
+    ("w_tensor_uid", "req"),
+    ("y_tensor_uid", "req"),
+    *[(name, "longs") for name in CONV_VECTORS],
+    ("conv_mode", "enum"),
+    ("umd_flops", "str"),
+    ("umd_bytes", "str"),
+]
+
+
+def _conv_fields(*uids: str) -> list[tuple[str, str]]:
+    """A convolution table's fields in slot order: three uids, then what all three share."""
+    return [(f"{u}_tensor_uid", "req") for u in uids] + CONV_FWD_FIELDS[3:]
+
+
+#: ConvolutionBwdAttributes and ConvolutionWrwAttributes (hipDNN's schemas)
+CONV_BWD_FIELDS = _conv_fields("dy", "w", "dx")
+CONV_WRW_FIELDS = _conv_fields("x", "dy", "dw")
 FIELDS_BY_TAG = {
     SDPA_TAG: SDPA_FIELDS,
     SDPA_BACKWARD_TAG: SDPA_BACKWARD_FIELDS,
@@ -274,6 +301,9 @@ FIELDS_BY_TAG = {
     BATCHNORM_BACKWARD_TAG: BATCHNORM_BACKWARD_FIELDS,
     BATCHNORM_INFERENCE_TAG: BATCHNORM_INFERENCE_FIELDS,
     BATCHNORM_INFERENCE_VARIANCE_TAG: BATCHNORM_INFERENCE_VARIANCE_FIELDS,
+    CONV_FWD_TAG: CONV_FWD_FIELDS,
+    CONV_BWD_TAG: CONV_BWD_FIELDS,
+    CONV_WRW_TAG: CONV_WRW_FIELDS,
 }
 #: each table's name by tag
 TABLE_BY_TAG = {
@@ -288,6 +318,9 @@ TABLE_BY_TAG = {
     BATCHNORM_BACKWARD_TAG: "BatchnormBackwardAttributes",
     BATCHNORM_INFERENCE_TAG: "BatchnormInferenceAttributes",
     BATCHNORM_INFERENCE_VARIANCE_TAG: "BatchnormInferenceAttributesVarianceExt",
+    CONV_FWD_TAG: "ConvolutionFwdAttributes",
+    CONV_BWD_TAG: "ConvolutionBwdAttributes",
+    CONV_WRW_TAG: "ConvolutionWrwAttributes",
 }
 #: hipDNN's PointwiseMode names by number (MAX/MIN are MAX_OP/MIN_OP in the schema)
 POINTWISE_MODES = [
@@ -370,7 +403,15 @@ GRAPH_KEYS = [
 ]
 STRING_FIELDS = ("name", "umd_flops", "umd_bytes")
 
-_DEFAULTS = {"req": 0, "opt": None, "obool": None, "bool": False, "ofloat": None, "enum": 0}
+_DEFAULTS = {
+    "req": 0,
+    "opt": None,
+    "obool": None,
+    "bool": False,
+    "ofloat": None,
+    "enum": 0,
+    "longs": None,
+}
 
 
 def f32_bits(x: float) -> int:
@@ -642,6 +683,26 @@ def _expected_node(node: Any) -> Desc:
             inv_rms_tensor_uid=_uid(a.get_inv_rms()),
             forward_phase=int(a.get_forward_phase()),
         )
+    conv_tags = {
+        hg.ConvolutionFpropNode: CONV_FWD_TAG,
+        hg.ConvolutionDgradNode: CONV_BWD_TAG,
+        hg.ConvolutionWgradNode: CONV_WRW_TAG,
+    }
+    if type(node) in conv_tags:
+        c = node.attributes
+        tag = conv_tags[type(node)]
+        uids = {
+            field: _uid(c.tensors_by_slot()[field.removesuffix("_tensor_uid").upper()])
+            for field, _ in FIELDS_BY_TAG[tag][:3]
+        }
+        return node_desc(
+            node.name,
+            tag,
+            hipdnn_data_type(c.get_compute_data_type()),
+            conv_mode=int(c.get_convolution_mode()),
+            **uids,
+            **{name: getattr(c, name) or None for name in CONV_VECTORS},
+        )
     if isinstance(node, hg.ReductionNode):
         a = node.attributes
         return node_desc(
@@ -777,6 +838,19 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
             attrs = {"bias_tensor_uid": None, "inv_rms_tensor_uid": None, **n["inputs"]}
             attrs.update(n["outputs"])
             attrs["forward_phase"] = NORM_FWD_PHASES.index(n.get("forward_phase", "NOT_SET"))
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag in (
+            CONV_FWD_TAG,
+            CONV_BWD_TAG,
+            CONV_WRW_TAG,
+        ):  # uids in inputs/outputs, the members under "parameters"
+            p = n["parameters"]
+            attrs = {**n["inputs"], **n["outputs"]}
+            attrs.update({name: p[name] or None for name in CONV_VECTORS})
+            attrs["conv_mode"] = CONV_MODES.index(p["conv_mode"])
             nodes.append(
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
             )

@@ -106,6 +106,20 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
   REQ(scale_tensor_uid) VEC(peer_stats_tensor_uid) REQ(dx_tensor_uid) REQ(dscale_tensor_uid)     \
   REQ(dbias_tensor_uid)
 
+// ConvolutionFwdAttributes (hipDNN's convolution_fwd_attributes.fbs; ConvMode from the
+// reconstructed tests/wire/schemas/convolution_common.fbs). The vectors are listed apart.
+#define CONV_FWD_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                              \
+  REQ(x_tensor_uid) REQ(w_tensor_uid) REQ(y_tensor_uid) ENUM(conv_mode) STR(umd_flops)          \
+  STR(umd_bytes)
+#define CONV_VECTORS(V) V(pre_padding) V(post_padding) V(stride) V(dilation)
+// ConvolutionBwdAttributes and ConvolutionWrwAttributes (hipDNN's schemas): the same members.
+#define CONV_BWD_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                              \
+  REQ(dy_tensor_uid) REQ(w_tensor_uid) REQ(dx_tensor_uid) ENUM(conv_mode) STR(umd_flops)        \
+  STR(umd_bytes)
+#define CONV_WRW_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                              \
+  REQ(x_tensor_uid) REQ(dy_tensor_uid) REQ(dw_tensor_uid) ENUM(conv_mode) STR(umd_flops)        \
+  STR(umd_bytes)
+
 #define MATMUL_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                                \
   REQ(a_tensor_uid) REQ(b_tensor_uid) REQ(c_tensor_uid) STR(umd_flops) STR(umd_bytes)
 
@@ -259,6 +273,29 @@ void print_batchnorm_backward(Out &o, const fo::BatchnormBackwardAttributes *a) 
   o.close('}');
 }
 
+#define P_LONGS(x) o.key(#x); o.longs(a->x());
+
+void print_conv_fwd(Out &o, const fo::ConvolutionFwdAttributes *a) {
+  o.open('{');
+  CONV_FWD_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
+  CONV_VECTORS(P_LONGS)
+  o.close('}');
+}
+
+void print_conv_bwd(Out &o, const fo::ConvolutionBwdAttributes *a) {
+  o.open('{');
+  CONV_BWD_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
+  CONV_VECTORS(P_LONGS)
+  o.close('}');
+}
+
+void print_conv_wrw(Out &o, const fo::ConvolutionWrwAttributes *a) {
+  o.open('{');
+  CONV_WRW_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
+  CONV_VECTORS(P_LONGS)
+  o.close('}');
+}
+
 void print_matmul(Out &o, const fo::MatmulAttributes *a) {
   o.open('{');
   MATMUL_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
@@ -379,6 +416,15 @@ void print_graph(Out &o, const uint8_t *buf, size_t len) {
         } else if (const fo::BatchnormInferenceAttributesVarianceExt *a =
                        n->attributes_as_BatchnormInferenceAttributesVarianceExt()) {
           print_batchnorm_inference_variance(o, a);
+        } else if (const fo::ConvolutionFwdAttributes *a =
+                       n->attributes_as_ConvolutionFwdAttributes()) {
+          print_conv_fwd(o, a);
+        } else if (const fo::ConvolutionBwdAttributes *a =
+                       n->attributes_as_ConvolutionBwdAttributes()) {
+          print_conv_bwd(o, a);
+        } else if (const fo::ConvolutionWrwAttributes *a =
+                       n->attributes_as_ConvolutionWrwAttributes()) {
+          print_conv_wrw(o, a);
         } else {
           o.null();
         }
@@ -549,6 +595,29 @@ bool set_batchnorm_backward(fo::BatchnormBackwardAttributesT *a, const std::stri
   return false;
 }
 
+bool set_conv_fwd(fo::ConvolutionFwdAttributesT *a, const std::string &k, const std::string &val) {
+  CONV_FWD_FIELDS(S_REQ, NONE_, NONE_, NONE_, NONE_, S_ENUM, S_STR)
+  return false;
+}
+
+bool set_conv_bwd(fo::ConvolutionBwdAttributesT *a, const std::string &k, const std::string &val) {
+  CONV_BWD_FIELDS(S_REQ, NONE_, NONE_, NONE_, NONE_, S_ENUM, S_STR)
+  return false;
+}
+
+bool set_conv_wrw(fo::ConvolutionWrwAttributesT *a, const std::string &k, const std::string &val) {
+  CONV_WRW_FIELDS(S_REQ, NONE_, NONE_, NONE_, NONE_, S_ENUM, S_STR)
+  return false;
+}
+
+// a vector member of a convolution table: "a.<field> <count> <values...>" or "a.<field> -"
+#define S_LONGS(x) if (k == "a." #x) { a->x = longs(in); return true; }
+template <class T>
+bool set_conv_vector(T *a, const std::string &k, std::istream &in) {
+  CONV_VECTORS(S_LONGS)
+  return false;
+}
+
 bool set_matmul(fo::MatmulAttributesT *a, const std::string &k, const std::string &val) {
   MATMUL_FIELDS(S_REQ, NONE_, NONE_, NONE_, NONE_, NONE_, S_STR)
   return false;
@@ -587,6 +656,15 @@ int do_pack(const char *in_path, const char *out_path) {
     if (k == "node") { g.nodes.emplace_back(new fo::NodeT()); continue; }
     if (k == "t.strides") { g.tensors.back()->strides = longs(in); continue; }
     if (k == "t.dims") { g.tensors.back()->dims = longs(in); continue; }
+    if (k.compare(0, 2, "a.") == 0 && !g.nodes.empty()) {
+      fo::NodeAttributesUnion &u = g.nodes.back()->attributes;
+      if (fo::ConvolutionFwdAttributesT *a = u.AsConvolutionFwdAttributes())
+        if (set_conv_vector(a, k, in)) continue;
+      if (fo::ConvolutionBwdAttributesT *a = u.AsConvolutionBwdAttributes())
+        if (set_conv_vector(a, k, in)) continue;
+      if (fo::ConvolutionWrwAttributesT *a = u.AsConvolutionWrwAttributes())
+        if (set_conv_vector(a, k, in)) continue;
+    }
     if (!(in >> val)) throw std::runtime_error("missing value for " + k);
     if (k == "plan") {
       std::string raw = unhex(val);
@@ -646,6 +724,9 @@ int do_pack(const char *in_path, const char *out_path) {
       else if (tag == 3) u.Set(fo::BatchnormBackwardAttributesT());
       else if (tag == 1) u.Set(fo::BatchnormInferenceAttributesT());
       else if (tag == 8) u.Set(fo::BatchnormInferenceAttributesVarianceExtT());
+      else if (tag == 5) u.Set(fo::ConvolutionFwdAttributesT());
+      else if (tag == 6) u.Set(fo::ConvolutionBwdAttributesT());
+      else if (tag == 7) u.Set(fo::ConvolutionWrwAttributesT());
       else if (tag == 21) u.Set(fo::ResampleBwdAttributesT());
       else throw std::runtime_error("unsupported kind " + val);
     } else if (k.compare(0, 2, "a.") == 0) {
@@ -669,6 +750,12 @@ int do_pack(const char *in_path, const char *out_path) {
       else if (fo::BatchnormInferenceAttributesVarianceExtT *a =
                    u.AsBatchnormInferenceAttributesVarianceExt())
         done = set_batchnorm_inference_variance(a, k, val);
+      else if (fo::ConvolutionFwdAttributesT *a = u.AsConvolutionFwdAttributes())
+        done = set_conv_fwd(a, k, val);
+      else if (fo::ConvolutionBwdAttributesT *a = u.AsConvolutionBwdAttributes())
+        done = set_conv_bwd(a, k, val);
+      else if (fo::ConvolutionWrwAttributesT *a = u.AsConvolutionWrwAttributes())
+        done = set_conv_wrw(a, k, val);
       if (!done) throw std::runtime_error("unknown attribute key " + k);
     } else {
       throw std::runtime_error("unknown key " + k);

@@ -1,0 +1,246 @@
+"""Attributes of the convolution nodes (hipDNN's ``ConvFpropAttributes``,
+``ConvDgradAttributes`` and ``ConvWgradAttributes``).
+
+Example:
+    >>> from hipdnn_graph import ConvFpropAttributes, ConvolutionMode
+    >>> a = ConvFpropAttributes().set_padding([1, 1]).set_stride([2, 2]).set_dilation([1, 1])
+    >>> a.get_pre_padding(), a.get_post_padding(), a.get_convolution_mode().name
+    ([1, 1], [1, 1], 'CROSS_CORRELATION')
+"""
+
+from __future__ import annotations
+
+import operator
+from enum import IntEnum
+from typing import Annotated, Any, Self
+
+from pydantic import BeforeValidator, Field
+
+from ..errors import HipdnnError
+from ..tensor import TensorAttributes, _int_list
+from ..types import ConvolutionMode, ErrorCode
+from .base import NodeAttributes
+
+__all__ = [
+    "ConvDgradAttributes",
+    "ConvFpropAttributes",
+    "ConvWgradAttributes",
+    "ConvolutionAttributes",
+]
+
+
+def _mode(value: Any) -> ConvolutionMode:
+    """``value`` as a :class:`ConvolutionMode` (a member or its number; not a bool)."""
+    if not isinstance(value, bool):
+        try:
+            return ConvolutionMode(operator.index(value))
+        except (TypeError, ValueError):
+            pass
+    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown convolution mode {value!r}")
+
+
+def _ints(what: str) -> BeforeValidator:
+    return BeforeValidator(lambda values: _int_list(values, what))
+
+
+class ConvolutionAttributes(NodeAttributes):
+    """The members the three convolution nodes share: per spatial dim ``pre_padding``,
+    ``post_padding``, ``stride`` and ``dilation`` (empty until set), and ``convolution_mode``
+    (hipDNN's ``math_mode``, ``CROSS_CORRELATION`` unless set)."""
+
+    pre_padding: Annotated[list[int], _ints("pre_padding")] = Field(default_factory=list)
+    post_padding: Annotated[list[int], _ints("post_padding")] = Field(default_factory=list)
+    stride: Annotated[list[int], _ints("stride")] = Field(default_factory=list)
+    dilation: Annotated[list[int], _ints("dilation")] = Field(default_factory=list)
+    convolution_mode: Annotated[ConvolutionMode, BeforeValidator(_mode)] = (
+        ConvolutionMode.CROSS_CORRELATION
+    )
+
+    def set_padding(self, values: Any) -> Self:
+        """Set both pre- and post-padding.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
+        """
+        padding = _int_list(values, "padding")
+        self.pre_padding, self.post_padding = padding, list(padding)
+        return self
+
+    def set_pre_padding(self, values: Any) -> Self:
+        """Padding before each spatial dim.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
+        """
+        self.pre_padding = _int_list(values, "pre_padding")
+        return self
+
+    def set_post_padding(self, values: Any) -> Self:
+        """Padding after each spatial dim.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
+        """
+        self.post_padding = _int_list(values, "post_padding")
+        return self
+
+    def set_stride(self, values: Any) -> Self:
+        """The filter stride of each spatial dim.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
+        """
+        self.stride = _int_list(values, "stride")
+        return self
+
+    def set_dilation(self, values: Any) -> Self:
+        """The dilation of each spatial dim.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
+        """
+        self.dilation = _int_list(values, "dilation")
+        return self
+
+    def set_convolution_mode(self, value: ConvolutionMode | int) -> Self:
+        """Cross-correlation (the default) or true convolution.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a value that is not a mode.
+        """
+        self.convolution_mode = _mode(value)
+        return self
+
+    def get_pre_padding(self) -> list[int]:
+        return list(self.pre_padding)
+
+    def get_post_padding(self) -> list[int]:
+        return list(self.post_padding)
+
+    def get_stride(self) -> list[int]:
+        return list(self.stride)
+
+    def get_dilation(self) -> list[int]:
+        return list(self.dilation)
+
+    def get_convolution_mode(self) -> ConvolutionMode:
+        return self.convolution_mode
+
+
+class ConvFpropAttributes(ConvolutionAttributes):
+    """Configuration of a forward convolution: ``Y = conv(X, W)``.
+
+    | input slot | shape | | output slot | shape |
+    |---|---|---|---|---|
+    | X | [N, C, spatial...] | | Y | [N, K, out...] (inferred) |
+    | W | [K, C/groups, kernel...] | | | |
+    """
+
+    class InputNames(IntEnum):
+        """Input slots in hipDNN's order."""
+
+        X = 0
+        W = 1
+
+    class OutputNames(IntEnum):
+        """Output slots in hipDNN's order."""
+
+        Y = 0
+
+    def set_x(self, tensor: TensorAttributes | None) -> ConvFpropAttributes:
+        return self._set_input(self.InputNames.X, tensor)
+
+    def set_w(self, tensor: TensorAttributes | None) -> ConvFpropAttributes:
+        return self._set_input(self.InputNames.W, tensor)
+
+    def set_y(self, tensor: TensorAttributes | None) -> ConvFpropAttributes:
+        return self._set_output(self.OutputNames.Y, tensor)
+
+    def get_x(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.X)
+
+    def get_w(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.W)
+
+    def get_y(self) -> TensorAttributes | None:
+        return self.outputs.get(self.OutputNames.Y)
+
+
+class ConvDgradAttributes(ConvolutionAttributes):
+    """Configuration of a data-gradient convolution: ``DX = conv_dgrad(DY, W)``, the gradient of
+    a forward convolution's input.
+
+    | input slot | shape | | output slot | shape |
+    |---|---|---|---|---|
+    | DY | [N, K, out...] | | DX | [N, C, in...] (inferred, one group) |
+    | W | [K, C/groups, kernel...] | | | |
+    """
+
+    class InputNames(IntEnum):
+        """Input slots in hipDNN's order."""
+
+        DY = 0
+        W = 1
+
+    class OutputNames(IntEnum):
+        """Output slots in hipDNN's order."""
+
+        DX = 0
+
+    def set_dy(self, tensor: TensorAttributes | None) -> ConvDgradAttributes:
+        return self._set_input(self.InputNames.DY, tensor)
+
+    def set_w(self, tensor: TensorAttributes | None) -> ConvDgradAttributes:
+        return self._set_input(self.InputNames.W, tensor)
+
+    def set_dx(self, tensor: TensorAttributes | None) -> ConvDgradAttributes:
+        return self._set_output(self.OutputNames.DX, tensor)
+
+    def get_dy(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.DY)
+
+    def get_w(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.W)
+
+    def get_dx(self) -> TensorAttributes | None:
+        return self.outputs.get(self.OutputNames.DX)
+
+
+class ConvWgradAttributes(ConvolutionAttributes):
+    """Configuration of a weight-gradient convolution: ``DW = conv_wgrad(DY, X)``, the gradient
+    of a forward convolution's filter.
+
+    | input slot | shape | | output slot | shape |
+    |---|---|---|---|---|
+    | DY | [N, K, out...] | | DW | [K, C, kernel...] (inferred, one group) |
+    | X | [N, C, in...] | | | |
+    """
+
+    class InputNames(IntEnum):
+        """Input slots in hipDNN's order."""
+
+        DY = 0
+        X = 1
+
+    class OutputNames(IntEnum):
+        """Output slots in hipDNN's order."""
+
+        DW = 0
+
+    def set_dy(self, tensor: TensorAttributes | None) -> ConvWgradAttributes:
+        return self._set_input(self.InputNames.DY, tensor)
+
+    def set_x(self, tensor: TensorAttributes | None) -> ConvWgradAttributes:
+        return self._set_input(self.InputNames.X, tensor)
+
+    def set_dw(self, tensor: TensorAttributes | None) -> ConvWgradAttributes:
+        return self._set_output(self.OutputNames.DW, tensor)
+
+    def get_dy(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.DY)
+
+    def get_x(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.X)
+
+    def get_dw(self) -> TensorAttributes | None:
+        return self.outputs.get(self.OutputNames.DW)

@@ -1,0 +1,100 @@
+"""What the three convolution families declare alike for the wire: hipDNN's backend attribute
+ids, the ``ConvMode`` enum, and the members and unmodelled strings of their tables (slots 3-9 of
+``ConvolutionFwdAttributes``, ``ConvolutionBwdAttributes`` and ``ConvolutionWrwAttributes``)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from ..descriptors.enums import AttributeType as T
+from ..descriptors.node_spec import Kind, ScalarSpec, UnmodelledSpec, WireEnum
+from ..types import ConvolutionMode
+
+__all__ = [
+    "CONV_MODE",
+    "ConvolutionAttributeName",
+    "convolution_scalars",
+    "convolution_unmodelled",
+]
+
+
+class ConvolutionAttributeName(IntEnum):
+    """hipDNN's backend attribute ids of the convolution operation descriptors
+    (``HipdnnBackendAttributeName.h``: forward 1400-1402, the shared 1500-1505, filter gradient
+    1600-1602, data gradient 1700-1702)."""
+
+    OPERATION_CONVOLUTION_FORWARD_W = 1400
+    OPERATION_CONVOLUTION_FORWARD_X = 1401
+    OPERATION_CONVOLUTION_FORWARD_Y = 1402
+    CONVOLUTION_COMP_TYPE = 1500
+    CONVOLUTION_CONV_MODE = 1501
+    CONVOLUTION_DILATIONS = 1502
+    CONVOLUTION_FILTER_STRIDES = 1503
+    CONVOLUTION_POST_PADDINGS = 1504
+    CONVOLUTION_PRE_PADDINGS = 1505
+    OPERATION_CONVOLUTION_BACKWARD_FILTER_X = 1600
+    OPERATION_CONVOLUTION_BACKWARD_FILTER_DY = 1601
+    OPERATION_CONVOLUTION_BACKWARD_FILTER_DW = 1602
+    OPERATION_CONVOLUTION_BACKWARD_DATA_DY = 1700
+    OPERATION_CONVOLUTION_BACKWARD_DATA_W = 1701
+    OPERATION_CONVOLUTION_BACKWARD_DATA_DX = 1702
+
+
+#: hipDNN's ``ConvMode`` schema enum (``convolution_common.fbs``, reconstructed): its JSON writes
+#: the schema's upper-case names, ``UNSET`` for NOT_SET.
+CONV_MODE = WireEnum(
+    "ConvMode",
+    ConvolutionMode,
+    {
+        ConvolutionMode.NOT_SET: "UNSET",
+        ConvolutionMode.CONVOLUTION: "CONVOLUTION",
+        ConvolutionMode.CROSS_CORRELATION: "CROSS_CORRELATION",
+    },
+)
+
+
+_A = ConvolutionAttributeName
+
+
+def convolution_scalars() -> tuple[ScalarSpec, ...]:
+    """The four vectors (slots 3-6, JSON arrays under ``"parameters"``) and ``conv_mode``
+    (slot 7) every convolution table has, with the shared descriptor attributes (1501-1505)
+    that carry them."""
+    return (
+        ScalarSpec(
+            "pre_padding",
+            Kind.I64_VEC,
+            3,
+            (_A.CONVOLUTION_PRE_PADDINGS, T.INT64),
+        ),
+        ScalarSpec(
+            "post_padding",
+            Kind.I64_VEC,
+            4,
+            (_A.CONVOLUTION_POST_PADDINGS, T.INT64),
+        ),
+        ScalarSpec(
+            "stride",
+            Kind.I64_VEC,
+            5,
+            (_A.CONVOLUTION_FILTER_STRIDES, T.INT64),
+        ),
+        ScalarSpec("dilation", Kind.I64_VEC, 6, (_A.CONVOLUTION_DILATIONS, T.INT64)),
+        ScalarSpec(
+            "convolution_mode",
+            Kind.ENUM,
+            7,
+            (_A.CONVOLUTION_CONV_MODE, T.INT64),
+            always=True,
+            wire="conv_mode",
+            enum=CONV_MODE,
+        ),
+    )
+
+
+def convolution_unmodelled() -> tuple[UnmodelledSpec, ...]:
+    """``umd_flops``/``umd_bytes`` (slots 8, 9): not modelled, must stay empty."""
+    return (
+        UnmodelledSpec("umd_flops", Kind.STRING, 8, "extra"),
+        UnmodelledSpec("umd_bytes", Kind.STRING, 9, "extra"),
+    )
