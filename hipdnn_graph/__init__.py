@@ -12,6 +12,10 @@ Example:
 
 from . import backend
 from .attributes import (
+    BatchnormAttributes,
+    BatchnormBackwardAttributes,
+    BatchnormInferenceAttributes,
+    BatchnormInferenceAttributesVarianceExt,
     ConvDgradAttributes,
     ConvFpropAttributes,
     ConvWgradAttributes,
@@ -30,6 +34,10 @@ from .backend.registry import list_backends, register_backend
 from .errors import HipdnnError, NotSupportedError
 from .graph import Graph
 from .nodes import (
+    BatchnormBackwardNode,
+    BatchnormInferenceNode,
+    BatchnormInferenceVarianceNode,
+    BatchnormNode,
     ConvolutionDgradNode,
     ConvolutionFpropNode,
     ConvolutionWgradNode,
@@ -59,6 +67,14 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchnormAttributes",
+    "BatchnormBackwardAttributes",
+    "BatchnormBackwardNode",
+    "BatchnormInferenceAttributes",
+    "BatchnormInferenceAttributesVarianceExt",
+    "BatchnormInferenceNode",
+    "BatchnormInferenceVarianceNode",
+    "BatchnormNode",
     "BuildPlanPolicy",
     "ConvDgradAttributes",
     "ConvFpropAttributes",

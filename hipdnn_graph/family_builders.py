@@ -22,6 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import HipdnnError
 from .nodes.base import Node
+from .nodes.batchnorm import BatchnormNode
+from .nodes.batchnorm_backward import BatchnormBackwardNode
+from .nodes.batchnorm_inference import BatchnormInferenceNode
+from .nodes.batchnorm_inference_variance import BatchnormInferenceVarianceNode
 from .nodes.conv_dgrad import ConvolutionDgradNode
 from .nodes.conv_fprop import ConvolutionFpropNode
 from .nodes.conv_wgrad import ConvolutionWgradNode
@@ -211,6 +215,193 @@ class FamilyBuilders:
         attrs.set_x(x).set_scale(scale).set_bias(bias).set_y(y)
         self._add_node(LayerNormNode(attrs, self.attributes))
         return y, mean, inv_variance
+
+    # ----- batch norm (hipDNN's Graph::batchnorm) -----
+    def batchnorm(
+        self,
+        x: Any = None,
+        scale: Any = None,
+        bias: Any = None,
+        attributes: Any = None,
+        **keywords: Any,
+    ) -> tuple[
+        TensorAttributes,
+        TensorAttributes,
+        TensorAttributes,
+        TensorAttributes | None,
+        TensorAttributes | None,
+    ]:
+        """Add a batch-norm training forward node: ``batchnorm(x, scale, bias, attrs)``; returns
+        ``(y, mean, inv_variance, next_running_mean, next_running_variance)``: the virtual
+        ``<node>::Y``, ``<node>::MEAN``, ``<node>::INV_VARIANCE`` and, when the previous running
+        mean, variance and momentum are set, ``<node>::NEXT_RUNNING_MEAN`` and
+        ``<node>::NEXT_RUNNING_VARIANCE`` (``None`` otherwise). Keywords set ``name``,
+        ``epsilon``, ``prev_running_mean``, ``prev_running_variance``, ``momentum`` and
+        ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+            >>> x = g.tensor(name="x", dim=[4, 3, 8, 8])
+            >>> scale, bias = g.tensor(name="s", dim=[1, 3, 1, 1]), g.tensor(name="b", dim=[1, 3, 1, 1])
+            >>> eps = g.tensor(name="eps", dim=[1]).set_value(1e-5)
+            >>> y, mean, inv_var, nm, nv = g.batchnorm(x, scale, bias, epsilon=eps)
+            >>> y.get_name(), mean.get_name(), nm
+            ('Batchnorm_0::Y', 'Batchnorm_0::MEAN', None)
+        """  # noqa: E501
+        if not all(isinstance(t, TensorAttributes) for t in (x, scale, bias)):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "batchnorm() takes tensors x, scale and bias, then BatchnormAttributes",
+            )
+        attrs = self._family_attributes(attributes, BatchnormNode, keywords, "batchnorm")
+        y = self._output_tensor(f"{attrs.name}::Y")
+        mean = self._output_tensor(f"{attrs.name}::MEAN")
+        inv_variance = self._output_tensor(f"{attrs.name}::INV_VARIANCE")
+        next_mean = next_variance = None
+        running = (attrs.get_prev_running_mean(), attrs.get_prev_running_variance())
+        if None not in running and attrs.get_momentum() is not None:
+            next_mean = self._output_tensor(f"{attrs.name}::NEXT_RUNNING_MEAN")
+            next_variance = self._output_tensor(f"{attrs.name}::NEXT_RUNNING_VARIANCE")
+        attrs.set_x(x).set_scale(scale).set_bias(bias).set_y(y)
+        attrs.set_mean(mean).set_inv_variance(inv_variance)
+        attrs.set_next_running_mean(next_mean).set_next_running_variance(next_variance)
+        self._add_node(BatchnormNode(attrs, self.attributes))
+        return y, mean, inv_variance, next_mean, next_variance
+
+    # ----- batch norm inference (hipDNN's Graph::batchnorm_inference) -----
+    def batchnorm_inference(
+        self,
+        x: Any = None,
+        mean: Any = None,
+        inv_variance: Any = None,
+        scale: Any = None,
+        bias: Any = None,
+        attributes: Any = None,
+        **keywords: Any,
+    ) -> TensorAttributes:
+        """Add a batch-norm inference node:
+        ``batchnorm_inference(x, mean, inv_variance, scale, bias, attrs)``; returns the virtual
+        ``<node>::Y``. Keywords set ``name`` and ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+            >>> x = g.tensor(name="x", dim=[2, 3, 4, 4])
+            >>> m, v, s, b = (g.tensor(name=n, dim=[1, 3, 1, 1]) for n in "mvsb")
+            >>> g.batchnorm_inference(x, m, v, s, b).get_name()
+            'BatchnormInference_0::Y'
+        """
+        inputs = (x, mean, inv_variance, scale, bias)
+        if not all(isinstance(t, TensorAttributes) for t in inputs):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "batchnorm_inference() takes tensors x, mean, inv_variance, scale and bias, then "
+                "BatchnormInferenceAttributes",
+            )
+        attrs = self._family_attributes(
+            attributes, BatchnormInferenceNode, keywords, "batchnorm_inference"
+        )
+        y = self._output_tensor(f"{attrs.name}::Y")
+        attrs.set_x(x).set_mean(mean).set_inv_variance(inv_variance)
+        attrs.set_scale(scale).set_bias(bias).set_y(y)
+        self._add_node(BatchnormInferenceNode(attrs, self.attributes))
+        return y
+
+    # ----- batch norm inference from the variance (Graph::batchnorm_inference_variance_ext) -----
+    def batchnorm_inference_variance_ext(
+        self,
+        x: Any = None,
+        mean: Any = None,
+        variance: Any = None,
+        scale: Any = None,
+        bias: Any = None,
+        epsilon: Any = None,
+        attributes: Any = None,
+        **keywords: Any,
+    ) -> TensorAttributes:
+        """Add a batch-norm inference node taking the variance and epsilon:
+        ``batchnorm_inference_variance_ext(x, mean, variance, scale, bias, epsilon, attrs)``;
+        returns the virtual ``<node>::Y``. Keywords set ``name`` and ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+            >>> x = g.tensor(name="x", dim=[2, 3, 4, 4])
+            >>> m, v, s, b = (g.tensor(name=n, dim=[1, 3, 1, 1]) for n in "mvsb")
+            >>> eps = g.tensor(name="eps").set_value(1e-5)
+            >>> g.batchnorm_inference_variance_ext(x, m, v, s, b, eps).get_name()
+            'BatchnormInferenceVarianceExt_0::Y'
+        """
+        inputs = (x, mean, variance, scale, bias, epsilon)
+        if not all(isinstance(t, TensorAttributes) for t in inputs):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "batchnorm_inference_variance_ext() takes tensors x, mean, variance, scale, bias "
+                "and epsilon, then BatchnormInferenceAttributesVarianceExt",
+            )
+        attrs = self._family_attributes(
+            attributes, BatchnormInferenceVarianceNode, keywords, "batchnorm_inference_variance_ext"
+        )
+        y = self._output_tensor(f"{attrs.name}::Y")
+        attrs.set_x(x).set_mean(mean).set_variance(variance)
+        attrs.set_scale(scale).set_bias(bias).set_epsilon(epsilon).set_y(y)
+        self._add_node(BatchnormInferenceVarianceNode(attrs, self.attributes))
+        return y
+
+    # ----- batch norm backward (hipDNN's Graph::batchnorm_backward) -----
+    def batchnorm_backward(
+        self,
+        dy: Any = None,
+        x: Any = None,
+        scale: Any = None,
+        attributes: Any = None,
+        **keywords: Any,
+    ) -> tuple[TensorAttributes, TensorAttributes, TensorAttributes]:
+        """Add a batch-norm backward node: ``batchnorm_backward(dy, x, scale, attrs)``; returns
+        the virtual ``(<node>::DX, <node>::DSCALE, <node>::DBIAS)``. Keywords set ``name``,
+        ``mean``, ``inv_variance`` and ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+            >>> dy, x = g.tensor(name="dy", dim=[2, 3, 4, 4]), g.tensor(name="x", dim=[2, 3, 4, 4])
+            >>> dx, dscale, dbias = g.batchnorm_backward(dy, x, g.tensor(name="s", dim=[1, 3, 1, 1]))
+            >>> dx.get_name(), dbias.get_name()
+            ('BatchnormBackward_0::DX', 'BatchnormBackward_0::DBIAS')
+        """  # noqa: E501
+        if not all(isinstance(t, TensorAttributes) for t in (dy, x, scale)):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "batchnorm_backward() takes tensors dy, x and scale, then "
+                "BatchnormBackwardAttributes",
+            )
+        attrs = self._family_attributes(
+            attributes, BatchnormBackwardNode, keywords, "batchnorm_backward"
+        )
+        dx = self._output_tensor(f"{attrs.name}::DX")
+        dscale = self._output_tensor(f"{attrs.name}::DSCALE")
+        dbias = self._output_tensor(f"{attrs.name}::DBIAS")
+        attrs.set_x(x).set_dy(dy).set_scale(scale)
+        attrs.set_dx(dx).set_dscale(dscale).set_dbias(dbias)
+        self._add_node(BatchnormBackwardNode(attrs, self.attributes))
+        return dx, dscale, dbias
 
     # ----- convolution ---------------------------------------------------------------------
 

@@ -292,7 +292,6 @@ class TestOtherOpFamilies:
         "name",
         [
             "custom_op",
-            "batchnorm",
             "layernorm_backward",
             "rmsnorm_backward",
             "resample_bwd",

@@ -73,3 +73,51 @@ print(out.get_name(), out.get_dim(), mean, inv_variance)
 node = json.loads(ln.to_json())["nodes"][0]
 print(node["forward_phase"], node["normalized_dim_count"], node["outputs"])
 # --8<-- [end:layernorm]
+
+# --8<-- [start:batchnorm]
+bn = hg.Graph(
+    name="conv_block_tail",
+    io_data_type=hg.DataType.HALF,
+    intermediate_data_type=hg.DataType.FLOAT,
+    compute_data_type=hg.DataType.FLOAT,
+)
+act = bn.tensor(name="act", dim=[16, 64, 28, 28], stride=[50176, 1, 1792, 64])  # NHWC
+f32 = hg.DataType.FLOAT
+gamma, beta, running_mean, running_var = (
+    bn.tensor(name=n, dim=[1, 64, 1, 1], data_type=f32)
+    for n in ("gamma", "beta", "running_mean", "running_var")
+)
+bn_attrs = (
+    hg.BatchnormAttributes()
+    .set_epsilon(hg.TensorAttributes().set_value(1e-5))
+    .set_previous_running_stats(running_mean, running_var, hg.TensorAttributes().set_value(0.1))
+)
+normed, batch_mean, batch_inv_var, next_mean, next_var = bn.batchnorm(act, gamma, beta, bn_attrs)
+activated = bn.pointwise(normed, mode=hg.PointwiseMode.RELU_FWD)
+for t in (activated, batch_mean, batch_inv_var, next_mean, next_var):
+    assert t is not None
+    t.set_output(True)
+bn.validate()
+assert next_mean is not None
+print(normed.get_stride(), next_mean.get_name(), next_mean.get_dim(), next_mean.get_stride())
+print(sorted(json.loads(bn.to_json())["nodes"][0]["inputs"].items()))
+# --8<-- [end:batchnorm]
+
+# --8<-- [start:batchnorm_inference]
+deployed = hg.Graph(
+    name="conv_block_tail_deployed",
+    io_data_type=hg.DataType.HALF,
+    intermediate_data_type=hg.DataType.FLOAT,
+    compute_data_type=hg.DataType.FLOAT,
+)
+feat = deployed.tensor(name="feat", dim=[1, 64, 28, 28], stride=[50176, 1, 1792, 64])
+saved = [
+    deployed.tensor(name=n, dim=[1, 64, 1, 1], data_type=hg.DataType.FLOAT)
+    for n in ("running_mean", "inv_std", "gamma", "beta")
+]
+out = deployed.batchnorm_inference(feat, *saved, name="bn_eval")
+deployed.pointwise(out, mode=hg.PointwiseMode.RELU_FWD).set_output(True)
+deployed.validate()
+print(out.get_name(), out.get_stride())
+print(json.loads(deployed.to_json())["nodes"][0]["inputs"])
+# --8<-- [end:batchnorm_inference]

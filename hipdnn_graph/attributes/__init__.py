@@ -1,6 +1,10 @@
 """Attribute models of the graph and of each node."""
 
 from .base import MaskWindow, NodeAttributes
+from .batchnorm import BatchnormAttributes
+from .batchnorm_backward import BatchnormBackwardAttributes
+from .batchnorm_inference import BatchnormInferenceAttributes
+from .batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
 from .convolution import (
     ConvDgradAttributes,
     ConvFpropAttributes,
@@ -17,6 +21,10 @@ from .sdpa import SdpaAttributes
 from .sdpa_backward import SdpaBackwardAttributes
 
 __all__ = [
+    "BatchnormAttributes",
+    "BatchnormBackwardAttributes",
+    "BatchnormInferenceAttributes",
+    "BatchnormInferenceAttributesVarianceExt",
     "ConvDgradAttributes",
     "ConvFpropAttributes",
     "ConvWgradAttributes",

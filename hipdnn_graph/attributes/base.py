@@ -151,6 +151,11 @@ class NodeAttributes(BaseModel):
         """
         return self._record_unsupported(reason)
 
+    def unmodelled_values(self) -> dict[str, Any]:
+        """Values set for fields of hipDNN's table this project does not model, by wire name
+        (none by default); the writers refuse any that is not the field's default."""
+        return {}
+
     def has_unsupported_usage(self) -> bool:
         """Whether a setter hipDNN does not support was called."""
         private = self.__pydantic_private__  # read directly: checked for every node

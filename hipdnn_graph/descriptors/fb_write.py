@@ -28,6 +28,7 @@ from .wire_model import (
     WireGraph,
     encode_value,
     float32,
+    refuse_unmodelled,
     unsupported,
     wire_data_type,
 )
@@ -311,6 +312,11 @@ def _node_attributes(b: Builder, spec: NodeSpec, attributes: Any) -> int:
         uid = tensor.uid
         if uid or not slot.required:
             fields.append((slot.fb_slot, "q", 8, uid))
+    if spec.unmodelled:
+        set_values = attributes.unmodelled_values()
+        for extra in spec.unmodelled:
+            value = set_values.get(extra.wire, extra.default)
+            refuse_unmodelled(spec, f"Node {name}", extra.wire, value, extra.default)
     d = attributes.__dict__
     for scalar in spec.scalars:
         if scalar.kind is Kind.I64_VEC:

@@ -194,7 +194,10 @@ def _node_json(spec: NodeSpec, attributes: Any, numbers: _Numbers) -> dict[str, 
         if scalar.json_presence == "when_set" and value == scalar.default:
             continue
         scalars[scalar.key] = _scalar_json(scalar.kind, value, where, numbers, scalar.enum)
+    set_values = attributes.unmodelled_values() if spec.unmodelled else {}
     for extra in spec.unmodelled:
+        value = set_values.get(extra.wire, extra.default)
+        refuse_unmodelled(spec, where, extra.wire, value, extra.default)
         if extra.group != "extra":
             holder = groups[extra.group if extra.group != "scalars" else _scalar_holder(spec)]
             holder[extra.wire] = _scalar_json(extra.kind, extra.default, where, numbers, extra.enum)

@@ -550,6 +550,8 @@ def refuse_unmodelled(spec: NodeSpec, label: str, wire: str, value: Any, default
     Raises:
         HipdnnError: UNSUPPORTED_GRAPH_FORMAT naming the table, field and value.
     """
+    if isinstance(value, list | tuple) and isinstance(default, list | tuple):
+        value, default = tuple(value), tuple(default)  # a vector: bytes and JSON read alike
     if value != default:
         raise unsupported(
             f"{label}: {spec.table}.{wire} = {value!r} is not supported by this version"

@@ -33,6 +33,10 @@ from typing import Any
 
 import numpy as np
 
+from ..attributes.batchnorm import BatchnormAttributes
+from ..attributes.batchnorm_backward import BatchnormBackwardAttributes
+from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
+from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
 from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
@@ -347,6 +351,88 @@ class Graph:
             )
         outputs = self._node(lambda: self.core_graph.layernorm(x, scale, bias, attributes))
         return tuple(None if t is None else adopt(t) for t in outputs)  # type: ignore[return-value]
+
+    def batchnorm(
+        self, x: Any, scale: Any, bias: Any, attributes: Any
+    ) -> tuple[Any, Any, Any, Any, Any]:
+        """Add a batch-norm training forward node; returns ``(y, mean, inv_variance,
+        next_running_mean, next_running_variance)``, the last two ``None`` without previous
+        running statistics and momentum.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, BatchnormAttributes):
+            raise FrontendTypeError(
+                f"batchnorm() expects BatchnormAttributes, got {type(attributes).__name__}"
+            )
+        outputs = self._node(lambda: self.core_graph.batchnorm(x, scale, bias, attributes))
+        return tuple(None if t is None else adopt(t) for t in outputs)  # type: ignore[return-value]
+
+    def batchnorm_inference(
+        self, x: Any, mean: Any, inv_variance: Any, scale: Any, bias: Any, attributes: Any
+    ) -> Any:
+        """Add a batch-norm inference node; returns ``y``.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, BatchnormInferenceAttributes):
+            raise FrontendTypeError(
+                "batchnorm_inference() expects BatchnormInferenceAttributes, got "
+                f"{type(attributes).__name__}"
+            )
+        return adopt(
+            self._node(
+                lambda: self.core_graph.batchnorm_inference(
+                    x, mean, inv_variance, scale, bias, attributes
+                )
+            )
+        )
+
+    def batchnorm_inference_variance_ext(
+        self,
+        x: Any,
+        mean: Any,
+        variance: Any,
+        scale: Any,
+        bias: Any,
+        epsilon: Any,
+        attributes: Any,
+    ) -> Any:
+        """Add a batch-norm inference node from the variance and epsilon; returns ``y``.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, BatchnormInferenceAttributesVarianceExt):
+            raise FrontendTypeError(
+                "batchnorm_inference_variance_ext() expects "
+                f"BatchnormInferenceAttributesVarianceExt, got {type(attributes).__name__}"
+            )
+        return adopt(
+            self._node(
+                lambda: self.core_graph.batchnorm_inference_variance_ext(
+                    x, mean, variance, scale, bias, epsilon, attributes
+                )
+            )
+        )
+
+    def batchnorm_backward(
+        self, dy: Any, x: Any, scale: Any, attributes: Any
+    ) -> tuple[Any, Any, Any]:
+        """Add a batch-norm backward node; returns ``(dx, dscale, dbias)``.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, BatchnormBackwardAttributes):
+            raise FrontendTypeError(
+                "batchnorm_backward() expects BatchnormBackwardAttributes, got "
+                f"{type(attributes).__name__}"
+            )
+        outputs = self._node(lambda: self.core_graph.batchnorm_backward(dy, x, scale, attributes))
+        return tuple(adopt(t) for t in outputs)  # type: ignore[return-value]
 
     def _node(self, add: Callable[[], Any]) -> Any:
         try:

@@ -24,19 +24,14 @@ __all__ = ["GRAPH_METHODS", "MODULE_NAMES", "unsupported_graph_method", "unsuppo
 
 _OPS = (
     "only sdpa(), sdpa_backward(), pointwise(), matmul(), reduction(), rmsnorm(), layernorm(), "
-    "conv_fprop(), conv_dgrad() and conv_wgrad() graphs are"
+    "conv_fprop(), conv_dgrad(), conv_wgrad(), batchnorm(), batchnorm_backward(), "
+    "batchnorm_inference() and batchnorm_inference_variance_ext() graphs are"
 )
 #: Graph methods of hipDNN's bindings that are missing here -> what they belong to
 GRAPH_METHODS: dict[str, str] = {
     **{
         name: f"the {family} op family"
         for family, names in {
-            "batchnorm": (
-                "batchnorm",
-                "batchnorm_backward",
-                "batchnorm_inference",
-                "batchnorm_inference_variance_ext",
-            ),
             "layer-norm backward": ("layernorm_backward",),
             "RMSNorm backward": ("rmsnorm_backward",),
             "block-scale": ("block_scale_dequantize", "block_scale_quantize"),
@@ -71,10 +66,6 @@ GRAPH_METHODS: dict[str, str] = {
 }
 
 _ATTRIBUTE_CLASSES = {
-    "BatchnormAttributes": "batchnorm",
-    "BatchnormBackwardAttributes": "batchnorm",
-    "BatchnormInferenceAttributes": "batchnorm",
-    "BatchnormInferenceAttributesVarianceExt": "batchnorm",
     "LayernormBackwardAttributes": "layernorm",
     "RMSNormBackwardAttributes": "rmsnorm",
     "BlockScaleDequantizeAttributes": "block-scale",

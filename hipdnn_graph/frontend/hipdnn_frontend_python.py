@@ -14,6 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
+from ..attributes.batchnorm import BatchnormAttributes
+from ..attributes.batchnorm_backward import BatchnormBackwardAttributes
+from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
+from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
 from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
@@ -57,6 +61,10 @@ from ._unsupported import MODULE_NAMES, unsupported_name
 
 __all__ = [
     "AttentionImplementation",
+    "BatchnormAttributes",
+    "BatchnormBackwardAttributes",
+    "BatchnormInferenceAttributes",
+    "BatchnormInferenceAttributesVarianceExt",
     "BehaviorNote",
     "BuildPlanPolicy",
     "ConvDgradAttributes",

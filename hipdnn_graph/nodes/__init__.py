@@ -1,6 +1,10 @@
 """Nodes: one module per node family with its rules, inference and packing."""
 
 from .base import Node
+from .batchnorm import BatchnormNode
+from .batchnorm_backward import BatchnormBackwardNode
+from .batchnorm_inference import BatchnormInferenceNode
+from .batchnorm_inference_variance import BatchnormInferenceVarianceNode
 from .conv_dgrad import ConvolutionDgradNode
 from .conv_fprop import ConvolutionFpropNode
 from .conv_wgrad import ConvolutionWgradNode
@@ -13,6 +17,10 @@ from .sdpa_bwd import SdpaBwdNode
 from .sdpa_fwd import SdpaFwdNode
 
 __all__ = [
+    "BatchnormBackwardNode",
+    "BatchnormInferenceNode",
+    "BatchnormInferenceVarianceNode",
+    "BatchnormNode",
     "ConvolutionDgradNode",
     "ConvolutionFpropNode",
     "ConvolutionWgradNode",

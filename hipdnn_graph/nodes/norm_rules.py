@@ -23,6 +23,9 @@ from ..tensor import TensorAttributes, generate_strides
 from ..types import ErrorCode
 
 __all__ = [
+    "check_bn_training_spatial",
+    "check_channel_only_shape",
+    "check_channel_only_shape_if_set",
     "check_min_dims",
     "check_norm_stats_shape_if_set",
     "check_scalar_parameter",
@@ -31,6 +34,7 @@ __all__ = [
     "like_strides",
     "ordered_strides",
     "stride_order",
+    "stride_order_nhwc",
 ]
 
 
@@ -207,3 +211,84 @@ def like_strides(dims: Sequence[int], reference: Sequence[int]) -> list[int]:
     """Strides for ``dims`` in the layout of strides ``reference`` (packed row-major when there
     is no reference), as hipDNN's norm nodes infer them."""
     return ordered_strides(dims, stride_order(reference)) if reference else generate_strides(dims)
+
+
+def check_channel_only_shape(tensor: TensorAttributes, channels: int, fallback: str) -> None:
+    """hipDNN's ``validateChannelOnlyTensorShape``: ``[1, channels, 1, ...]``.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for the first rule broken (rank, batch, channel, spatial).
+    """
+    name, dims = _named(tensor, fallback), tensor.dim
+    if len(dims) < 2:
+        raise _invalid(f"{name} must have at least 2 dimensions for batch normalization")
+    if dims[0] != 1:
+        raise _invalid(f"{name} batch dimension (index 0) must be 1, got {dims[0]}")
+    if dims[1] != channels:
+        raise _invalid(f"{name} channel dimension (index 1) must be {channels}, got {dims[1]}")
+    for i in range(2, len(dims)):
+        if dims[i] != 1:
+            raise _invalid(
+                f"{name} spatial dimension at index {i} must be 1 for spatial batch "
+                f"normalization, got {dims[i]}"
+            )
+
+
+def check_channel_only_shape_if_set(
+    tensor: TensorAttributes | None, channels: int, fallback: str
+) -> None:
+    """hipDNN's ``validateChannelOnlyShapeIfSet``: :func:`check_channel_only_shape` when the
+    tensor has dims.
+
+    Raises:
+        HipdnnError: as :func:`check_channel_only_shape`.
+    """
+    if tensor is not None and tensor.dim:
+        check_channel_only_shape(tensor, channels, fallback)
+
+
+def check_bn_training_spatial(x: TensorAttributes, scale: TensorAttributes, operation: str) -> None:
+    """hipDNN's ``validateBatchNormTrainingSpatialDimensions``: x of rank >= 2; spatial mode
+    (scale 1 past index 1) needs N times the spatial dims > 1; per-activation mode is refused.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for the first rule broken.
+    """
+    dims = x.dim
+    if len(dims) < 2:
+        raise _invalid(
+            f"{_named(x, 'Input tensor')} must have at least 2 dimensions, but has {len(dims)}"
+        )
+    if len(scale.dim) < 2 or all(d == 1 for d in scale.dim[2:]):
+        count = dims[0]
+        for d in dims[2:]:
+            count *= d
+        if count <= 1:
+            raise _invalid(
+                f"{operation} (spatial mode) requires more than 1 value per channel. "
+                f"N * spatial_dimensions must be > 1. Got N={dims[0]}"
+            )
+        return
+    raise _invalid(
+        "Batch normalization per-activation mode is not currently supported. Use spatial mode "
+        "by ensuring scale/bias tensors have shape [1, C, 1, 1, ...]"
+    )
+
+
+def stride_order_nhwc(rank: int) -> list[int]:
+    """hipDNN's ``strideOrderNhwc``: channels innermost, then the last dim outwards, batch
+    outermost.
+
+    Example:
+        >>> stride_order_nhwc(4), stride_order_nhwc(1)
+        ([3, 0, 2, 1], [0])
+    """
+    order = [0] * rank
+    if rank < 2:
+        return order
+    nxt = 1
+    for i in range(rank - 1, 1, -1):
+        order[i] = nxt
+        nxt += 1
+    order[0] = nxt
+    return order

@@ -13,6 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from wire_model import (
+    BATCHNORM_BACKWARD_TAG,
+    BATCHNORM_INFERENCE_TAG,
+    BATCHNORM_INFERENCE_VARIANCE_TAG,
+    BATCHNORM_TAG,
     CONV_BWD_TAG,
     CONV_FWD_TAG,
     CONV_WRW_TAG,
@@ -497,6 +501,118 @@ def layernorm_pair() -> Desc:
     return graph_desc("layernorm_pair", tensors, nodes, io_data_type=half)
 
 
+def batchnorm_pair() -> Desc:
+    """A batch norm in training with running statistics (all thirteen fields, peer stats empty as
+    hipDNN writes them) feeding one without (absent optionals, NHWC input strides)."""
+    f32, half = DT["FLOAT"], DT["HALF"]
+    eps = value_fields("Float32Value", 1e-5)
+    mom = value_fields("Float32Value", 0.1)
+    c = [1, 3, 1, 1]
+    cs = [3, 1, 3, 3]
+    tensors = [
+        tensor_desc(1, "X", half, [4, 3, 8, 8], [192, 1, 24, 3]),
+        tensor_desc(2, "gamma", f32, c, cs),
+        tensor_desc(3, "beta", f32, c, cs),
+        tensor_desc(4, "eps", f32, [1], [1], **eps),
+        tensor_desc(5, "running_mean", f32, c, cs),
+        tensor_desc(6, "running_var", f32, c, cs),
+        tensor_desc(7, "momentum", f32, [1], [1], **mom),
+        tensor_desc(8, "bn1::Y", f32, [4, 3, 8, 8], [192, 1, 24, 3], virtual=True),
+        tensor_desc(9, "bn1::MEAN", f32, c, cs),
+        tensor_desc(10, "bn1::INV_VARIANCE", f32, c, cs),
+        tensor_desc(11, "bn1::NEXT_RUNNING_MEAN", f32, c, cs),
+        tensor_desc(12, "bn1::NEXT_RUNNING_VARIANCE", f32, c, cs),
+        tensor_desc(13, "Y", half, [4, 3, 8, 8], [192, 1, 24, 3]),
+    ]
+    nodes = [
+        node_desc("bn1", BATCHNORM_TAG, f32, x_tensor_uid=1, scale_tensor_uid=2,
+                  bias_tensor_uid=3, epsilon_tensor_uid=4, prev_running_mean_tensor_uid=5,
+                  prev_running_variance_tensor_uid=6, momentum_tensor_uid=7, y_tensor_uid=8,
+                  mean_tensor_uid=9, inv_variance_tensor_uid=10,
+                  next_running_mean_tensor_uid=11, next_running_variance_tensor_uid=12),
+        node_desc("bn2", BATCHNORM_TAG, f32, x_tensor_uid=8, scale_tensor_uid=2,
+                  bias_tensor_uid=3, epsilon_tensor_uid=4, y_tensor_uid=13),
+    ]  # fmt: skip
+    return graph_desc("batchnorm_pair", tensors, nodes, io_data_type=half)
+
+
+def batchnorm_inference_pair() -> Desc:
+    """Two batch-norm inference nodes in a row sharing their saved statistics (every field of
+    the table; NHWC strides)."""
+    f32, half = DT["FLOAT"], DT["HALF"]
+    c, cs = [1, 8, 1, 1], [8, 1, 8, 8]
+    tensors = [
+        tensor_desc(1, "X", half, [2, 8, 5, 5], [200, 1, 40, 8]),
+        tensor_desc(2, "running_mean", f32, c, cs),
+        tensor_desc(3, "inv_std", f32, c, cs),
+        tensor_desc(4, "gamma", f32, c, cs),
+        tensor_desc(5, "beta", f32, c, cs),
+        tensor_desc(6, "bn1::Y", f32, [2, 8, 5, 5], [200, 1, 40, 8], virtual=True),
+        tensor_desc(7, "Y", half, [2, 8, 5, 5], [200, 1, 40, 8]),
+    ]
+    nodes = [
+        node_desc("bn1", BATCHNORM_INFERENCE_TAG, f32, x_tensor_uid=1, mean_tensor_uid=2,
+                  inv_variance_tensor_uid=3, scale_tensor_uid=4, bias_tensor_uid=5,
+                  y_tensor_uid=6),
+        node_desc("bn2", BATCHNORM_INFERENCE_TAG, f32, x_tensor_uid=6, mean_tensor_uid=2,
+                  inv_variance_tensor_uid=3, scale_tensor_uid=4, bias_tensor_uid=5,
+                  y_tensor_uid=7),
+    ]  # fmt: skip
+    return graph_desc("batchnorm_inference_pair", tensors, nodes, io_data_type=half)
+
+
+def batchnorm_inference_variance() -> Desc:
+    """A batch-norm inference from the saved variance and an epsilon value (every field of the
+    table)."""
+    f32 = DT["FLOAT"]
+    c = [1, 4, 1, 1]
+    tensors = [
+        tensor_desc(1, "X", f32, [3, 4, 2, 2]),
+        tensor_desc(2, "running_mean", f32, c),
+        tensor_desc(3, "running_var", f32, c),
+        tensor_desc(4, "gamma", f32, c),
+        tensor_desc(5, "beta", f32, c),
+        tensor_desc(6, "Y", f32, [3, 4, 2, 2]),
+        tensor_desc(7, "eps", f32, [1], [1], **value_fields("Float32Value", 1e-5)),
+    ]
+    nodes = [
+        node_desc("bn", BATCHNORM_INFERENCE_VARIANCE_TAG, f32, x_tensor_uid=1,
+                  mean_tensor_uid=2, variance_tensor_uid=3, scale_tensor_uid=4,
+                  bias_tensor_uid=5, y_tensor_uid=6, epsilon_tensor_uid=7),
+    ]  # fmt: skip
+    return graph_desc("batchnorm_inference_variance", tensors, nodes)
+
+
+def batchnorm_backward_pair() -> Desc:
+    """A batch-norm backward with the saved statistics and one without (every field of the
+    table; peer stats absent, as Graph::Pack leaves an empty vector out)."""
+    f32 = DT["FLOAT"]
+    c, cs = [1, 3, 1, 1], [3, 1, 3, 3]
+    x = [4, 3, 2, 2]
+    tensors = [
+        tensor_desc(1, "dY", f32, x),
+        tensor_desc(2, "X", f32, x),
+        tensor_desc(3, "saved_mean", f32, c, cs),
+        tensor_desc(4, "saved_inv_std", f32, c, cs),
+        tensor_desc(5, "gamma", f32, c, cs),
+        tensor_desc(6, "dX", f32, x),
+        tensor_desc(7, "dgamma", f32, c, cs),
+        tensor_desc(8, "dbeta", f32, c, cs),
+        tensor_desc(9, "dX2", f32, x),
+        tensor_desc(10, "dgamma2", f32, c, cs),
+        tensor_desc(11, "dbeta2", f32, c, cs),
+    ]
+    nodes = [
+        node_desc("bwd1", BATCHNORM_BACKWARD_TAG, f32, dy_tensor_uid=1, x_tensor_uid=2,
+                  mean_tensor_uid=3, inv_variance_tensor_uid=4, scale_tensor_uid=5,
+                  dx_tensor_uid=6, dscale_tensor_uid=7, dbias_tensor_uid=8),
+        node_desc("bwd2", BATCHNORM_BACKWARD_TAG, f32, dy_tensor_uid=1, x_tensor_uid=2,
+                  scale_tensor_uid=5, dx_tensor_uid=9, dscale_tensor_uid=10,
+                  dbias_tensor_uid=11),
+    ]  # fmt: skip
+    return graph_desc("batchnorm_backward_pair", tensors, nodes)
+
+
 def _with_matmul(**attrs: object) -> Callable[[], Desc]:
     def build() -> Desc:
         desc = matmul_batched()
@@ -523,6 +639,10 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "conv_training_step": conv_training_step,
     "rmsnorm_pair": rmsnorm_pair,
     "layernorm_pair": layernorm_pair,
+    "batchnorm_pair": batchnorm_pair,
+    "batchnorm_backward_pair": batchnorm_backward_pair,
+    "batchnorm_inference_pair": batchnorm_inference_pair,
+    "batchnorm_inference_variance": batchnorm_inference_variance,
     **{f"io_{name.lower()}": io_type(name) for name in HIPDNN_DATA_TYPES if name != "UNSET"},
     **{f"scale_{name.lower()}": scale_value(name) for name in SCALE_VALUES},
 }

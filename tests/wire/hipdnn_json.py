@@ -14,6 +14,14 @@ from decimal import Decimal
 from typing import Any
 
 from wire_model import (
+    BATCHNORM_BACKWARD_FIELDS,
+    BATCHNORM_BACKWARD_TAG,
+    BATCHNORM_FIELDS,
+    BATCHNORM_INFERENCE_FIELDS,
+    BATCHNORM_INFERENCE_TAG,
+    BATCHNORM_INFERENCE_VARIANCE_FIELDS,
+    BATCHNORM_INFERENCE_VARIANCE_TAG,
+    BATCHNORM_TAG,
     CONV_BWD_TAG,
     CONV_FWD_TAG,
     CONV_MODES,
@@ -217,6 +225,27 @@ def _pointwise(n: Desc) -> dict[str, Any]:
     }
 
 
+_BN_INFERENCE = {
+    BATCHNORM_INFERENCE_TAG: ("BatchnormInferenceAttributes", BATCHNORM_INFERENCE_FIELDS),
+    BATCHNORM_INFERENCE_VARIANCE_TAG: (
+        "BatchnormInferenceAttributesVarianceExt",
+        BATCHNORM_INFERENCE_VARIANCE_FIELDS,
+    ),
+}
+_BN_WITH_PEERS = {  # table, fields, the fields under "outputs"
+    BATCHNORM_TAG: (
+        "BatchnormAttributes",
+        BATCHNORM_FIELDS,
+        ("y", "mean", "inv_variance", "next_running_mean", "next_running_variance"),
+    ),
+    BATCHNORM_BACKWARD_TAG: (
+        "BatchnormBackwardAttributes",
+        BATCHNORM_BACKWARD_FIELDS,
+        ("dx", "dscale", "dbias"),
+    ),
+}
+
+
 def _node(n: Desc) -> dict[str, Any]:
     if n["attributes_type"] == POINTWISE_TAG:
         return _pointwise(n)
@@ -269,6 +298,33 @@ def _node(n: Desc) -> dict[str, Any]:
             "name": n["name"] or "",
             "out_tensor_uid": a["out_tensor_uid"],
             "type": "ReductionAttributes",
+        }
+    if n["attributes_type"] in _BN_WITH_PEERS:  # uids only, absent ones null, peers a list
+        a = n["attributes"]
+        table, fields, outputs = _BN_WITH_PEERS[n["attributes_type"]]
+        groups: dict[str, dict[str, Any]] = {"inputs": {}, "outputs": {}}
+        for field, _ in fields:
+            output = field[: -len("_tensor_uid")] in outputs
+            value = a[field]
+            if field == "peer_stats_tensor_uid":  # hipDNN's JSON writes the vector, [] for none
+                value = value or []
+            groups["outputs" if output else "inputs"][field] = value
+        return {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "inputs": groups["inputs"],
+            "name": n["name"] or "",
+            "outputs": groups["outputs"],
+            "type": table,
+        }
+    if n["attributes_type"] in _BN_INFERENCE:  # uids only, y the one output
+        a = n["attributes"]
+        table, fields = _BN_INFERENCE[n["attributes_type"]]
+        return {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "inputs": {f: a[f] for f, _ in fields if f != "y_tensor_uid"},
+            "name": n["name"] or "",
+            "outputs": {"y_tensor_uid": a["y_tensor_uid"]},
+            "type": table,
         }
     tag = n["attributes_type"]
     if tag in (CONV_FWD_TAG, CONV_BWD_TAG, CONV_WRW_TAG):  # conv JSON: members under "parameters"

@@ -205,6 +205,67 @@ def layernorm_then_matmul() -> hg.Graph:
     return g
 
 
+def batchnorm_then_relu() -> hg.Graph:
+    """Batch norm in training with running statistics feeding a ReLU: a convolution block's
+    tail, NHWC activations."""
+    g = cases.new_graph("batchnorm_relu", io=hg.DataType.HALF)
+    x = g.tensor(name="X", dim=[4, 8, 6, 6], stride=[288, 1, 48, 8])
+    f32 = hg.DataType.FLOAT
+    scale, bias, rm, rv = (
+        g.tensor(name=n, dim=[1, 8, 1, 1], data_type=f32) for n in ("gamma", "beta", "rm", "rv")
+    )
+    momentum = g.tensor(name="momentum").set_value(0.1)
+    eps = g.tensor(name="eps").set_value(1e-5)
+    attrs = hg.BatchnormAttributes().set_previous_running_stats(rm, rv, momentum)
+    y, *stats = g.batchnorm(x, scale, bias, attrs, epsilon=eps, name="bn")
+    for t in stats:
+        assert t is not None
+        t.set_output(True)
+    g.pointwise(y, mode=hg.PointwiseMode.RELU_FWD).set_output(True)
+    return g
+
+
+def batchnorm_inference_then_relu() -> hg.Graph:
+    """Batch-norm inference with saved statistics feeding a ReLU (a deployed convolution block's
+    tail)."""
+    g = cases.new_graph("batchnorm_inference_relu", io=hg.DataType.HALF)
+    x = g.tensor(name="X", dim=[2, 4, 3, 3])
+    stats = (
+        g.tensor(name=n, dim=[1, 4, 1, 1], data_type=hg.DataType.FLOAT)
+        for n in ("mean", "inv_std", "gamma", "beta")
+    )
+    y = g.batchnorm_inference(x, *stats, name="bn")
+    g.pointwise(y, mode=hg.PointwiseMode.RELU_FWD).set_output(True)
+    return g
+
+
+def batchnorm_inference_variance_then_relu() -> hg.Graph:
+    """Batch-norm inference from the saved variance and an epsilon value, then ReLU."""
+    g = cases.new_graph("batchnorm_inference_variance_relu", io=hg.DataType.FLOAT)
+    x = g.tensor(name="X", dim=[2, 4, 3, 3])
+    stats = [g.tensor(name=n, dim=[1, 4, 1, 1]) for n in ("mean", "var", "gamma", "beta")]
+    eps = g.tensor(name="eps").set_value(1e-5)
+    y = g.batchnorm_inference_variance_ext(x, *stats, eps, name="bn")
+    g.pointwise(y, mode=hg.PointwiseMode.RELU_FWD).set_output(True)
+    return g
+
+
+def batchnorm_training_step() -> hg.Graph:
+    """A batch norm's forward (training) and its backward in one graph: the backward reads the
+    forward's saved mean and inverse variance."""
+    g = cases.new_graph("batchnorm_training_step", io=hg.DataType.FLOAT)
+    x = g.tensor(name="X", dim=[4, 3, 2, 2])
+    scale, bias = g.tensor(name="gamma", dim=[1, 3, 1, 1]), g.tensor(name="beta", dim=[1, 3, 1, 1])
+    eps = g.tensor(name="eps").set_value(1e-5)
+    y, mean, inv_var, _, _ = g.batchnorm(x, scale, bias, epsilon=eps, name="bn")
+    y.set_output(True)
+    dy = g.tensor(name="dY", dim=[4, 3, 2, 2])
+    attrs = hg.BatchnormBackwardAttributes().set_saved_mean_and_inv_variance(mean, inv_var)
+    for t in g.batchnorm_backward(dy, x, scale, attrs, name="bn_bwd"):
+        t.set_output(True)
+    return g
+
+
 _SCALE_VALUES: list[tuple[str, Any]] = [
     ("FLOAT", 0.1),
     ("HALF", 0.1),  # Float16Value holds the nearest binary32, not a 16-bit rounding
@@ -228,6 +289,10 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "pointwise_reduction": norm_scale_reduction,
     "rmsnorm_matmul": rmsnorm_then_matmul,
     "layernorm_matmul": layernorm_then_matmul,
+    "batchnorm_relu": batchnorm_then_relu,
+    "batchnorm_training_step": batchnorm_training_step,
+    "batchnorm_inference_relu": batchnorm_inference_then_relu,
+    "batchnorm_inference_variance_relu": batchnorm_inference_variance_then_relu,
     "matmul_bias_relu": matmul_bias_relu,
     "conv_block": conv_block,
     "conv_gradients": conv_gradients,

@@ -20,6 +20,18 @@ from typing import Any
 import flatbuffers
 from flatbuffers.table import Table
 from hipdnn_flatbuffers_sdk.data_objects import (
+    BatchnormAttributes as BNA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    BatchnormBackwardAttributes as BNB,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    BatchnormInferenceAttributes as BNI,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    BatchnormInferenceAttributesVarianceExt as BNV,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     ConvolutionBwdAttributes as CBA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -64,6 +76,10 @@ from hipdnn_flatbuffers_sdk.data_objects import (
 from hipdnn_flatbuffers_sdk.data_objects.EngineApiVersion import CreateEngineApiVersion
 from hipdnn_flatbuffers_sdk.data_objects.Uuid import CreateUuid
 from wire_model import (
+    BATCHNORM_BACKWARD_TAG,
+    BATCHNORM_INFERENCE_TAG,
+    BATCHNORM_INFERENCE_VARIANCE_TAG,
+    BATCHNORM_TAG,
     CONV_BWD_TAG,
     CONV_FWD_TAG,
     CONV_WRW_TAG,
@@ -89,6 +105,10 @@ _TABLE_CLASSES = {
     REDUCTION_TAG: RA.ReductionAttributes,
     RMSNORM_TAG: RMS.RMSNormAttributes,
     LAYERNORM_TAG: LA.LayernormAttributes,
+    BATCHNORM_TAG: BNA.BatchnormAttributes,
+    BATCHNORM_BACKWARD_TAG: BNB.BatchnormBackwardAttributes,
+    BATCHNORM_INFERENCE_TAG: BNI.BatchnormInferenceAttributes,
+    BATCHNORM_INFERENCE_VARIANCE_TAG: BNV.BatchnormInferenceAttributesVarianceExt,
     CONV_FWD_TAG: CFA.ConvolutionFwdAttributes,
     CONV_BWD_TAG: CBA.ConvolutionBwdAttributes,
     CONV_WRW_TAG: CWA.ConvolutionWrwAttributes,
@@ -101,6 +121,10 @@ _MODULES = {
     REDUCTION_TAG: RA,
     RMSNORM_TAG: RMS,
     LAYERNORM_TAG: LA,
+    BATCHNORM_TAG: BNA,
+    BATCHNORM_BACKWARD_TAG: BNB,
+    BATCHNORM_INFERENCE_TAG: BNI,
+    BATCHNORM_INFERENCE_VARIANCE_TAG: BNV,
     CONV_FWD_TAG: CFA,
     CONV_BWD_TAG: CBA,
     CONV_WRW_TAG: CWA,
@@ -156,7 +180,7 @@ def _read_attributes(tag: int, union: Table | None) -> Desc | None:
     table.Init(union.Bytes, union.Pos)
     out: Desc = {}
     for field, kind in FIELDS_BY_TAG[tag]:
-        if kind == "longs":
+        if kind in ("vec", "longs"):
             out[field] = _longs(table, camel(field))
             continue
         value = getattr(table, camel(field))()
@@ -223,6 +247,10 @@ KNOWN_SLOTS = {
     "ReductionAttributes": 4,
     "RMSNormAttributes": 7,
     "LayernormAttributes": 9,
+    "BatchnormAttributes": 13,
+    "BatchnormBackwardAttributes": 9,
+    "BatchnormInferenceAttributes": 6,
+    "BatchnormInferenceAttributesVarianceExt": 7,
     "ConvolutionFwdAttributes": 10,
     "ConvolutionBwdAttributes": 10,
     "ConvolutionWrwAttributes": 10,
@@ -322,7 +350,7 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
     vectors = {
         field: _long_vector(b, attrs[field], style)
         for field, kind in FIELDS_BY_TAG[tag]
-        if kind == "longs"
+        if kind in ("vec", "longs")
     }
     table = TABLE_BY_TAG[tag]
     _start(b, module, table, style)
@@ -332,7 +360,7 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
         if kind == "str":
             if strings[field] is not None:
                 add(b, strings[field])
-        elif kind == "longs":
+        elif kind in ("vec", "longs"):
             if vectors[field] is not None:
                 add(b, vectors[field])
         elif value is None:

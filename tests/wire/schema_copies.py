@@ -51,10 +51,6 @@ _NAMESPACE = "namespace hipdnn_flatbuffers_sdk.data_objects;\n"
 
 #: included by graph.fbs but not copied from hipDNN: file -> placeholder table.
 PLACEHOLDER_TABLES = {
-    "batchnorm_attributes.fbs": "BatchnormAttributes",
-    "batchnorm_backward_attributes.fbs": "BatchnormBackwardAttributes",
-    "batchnorm_inference_attributes.fbs": "BatchnormInferenceAttributes",
-    "batchnorm_inference_attributes_variance_ext.fbs": "BatchnormInferenceAttributesVarianceExt",
     "layernorm_backward_attributes.fbs": "LayernormBackwardAttributes",
     "rmsnorm_backward_attributes.fbs": "RMSNormBackwardAttributes",
     "block_scale_dequantize_attributes.fbs": "BlockScaleDequantizeAttributes",

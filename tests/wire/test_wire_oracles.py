@@ -23,6 +23,10 @@ from regenerate_autogen import AUTOGEN, FLATC_VERSION, find_flatc, flatc_version
 from regenerate_autogen import generated_files as files_of
 from schema_copies import RECONSTRUCTED, REFERENCE, structs_as_tables
 from wire_model import (
+    BATCHNORM_BACKWARD_FIELDS,
+    BATCHNORM_FIELDS,
+    BATCHNORM_INFERENCE_FIELDS,
+    BATCHNORM_INFERENCE_VARIANCE_FIELDS,
     CONV_BWD_FIELDS,
     CONV_FWD_FIELDS,
     CONV_MODES,
@@ -138,6 +142,30 @@ def test_reconstructed_layernorm_table_matches_the_field_table() -> None:
     agree."""
     fields = _fields("layernorm_attributes.fbs", "LayernormAttributes")
     assert [f for f, _ in LAYERNORM_FIELDS] == fields
+
+
+def test_reconstructed_batchnorm_table_matches_the_field_table() -> None:
+    """The reconstructed BatchnormAttributes (tests/wire/schemas/) and the oracles' field table
+    agree."""
+    fields = _fields("batchnorm_attributes.fbs", "BatchnormAttributes")
+    assert [f for f, _ in BATCHNORM_FIELDS] == fields
+
+
+def test_reconstructed_batchnorm_inference_table_matches_the_field_table() -> None:
+    fields = _fields("batchnorm_inference_attributes.fbs", "BatchnormInferenceAttributes")
+    assert [f for f, _ in BATCHNORM_INFERENCE_FIELDS] == fields
+
+
+def test_reconstructed_batchnorm_inference_variance_table_matches_the_field_table() -> None:
+    fields = _fields(
+        "batchnorm_inference_attributes_variance_ext.fbs", "BatchnormInferenceAttributesVarianceExt"
+    )
+    assert [f for f, _ in BATCHNORM_INFERENCE_VARIANCE_FIELDS] == fields
+
+
+def test_reconstructed_batchnorm_backward_table_matches_the_field_table() -> None:
+    fields = _fields("batchnorm_backward_attributes.fbs", "BatchnormBackwardAttributes")
+    assert [f for f, _ in BATCHNORM_BACKWARD_FIELDS] == fields
 
 
 def test_python_schema_copy_changes_only_the_value_structs(hipdnn_schemas: Path) -> None:

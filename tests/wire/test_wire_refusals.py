@@ -17,6 +17,10 @@ from cpp_oracle import CppOracle
 from hipdnn_cases import (
     MODELLED,
     b8_desc,
+    batchnorm_backward_pair,
+    batchnorm_inference_pair,
+    batchnorm_inference_variance,
+    batchnorm_pair,
     conv_fprop_block,
     conv_training_step,
     forward_every_field,
@@ -152,6 +156,11 @@ def test_fields_of_a_newer_schema_are_refused(cpp: CppOracle, table: str) -> Non
     )
     desc = rmsnorm_pair() if table == "RMSNormAttributes" else desc
     desc = layernorm_pair() if table == "LayernormAttributes" else desc
+    desc = batchnorm_pair() if table == "BatchnormAttributes" else desc
+    desc = batchnorm_backward_pair() if table == "BatchnormBackwardAttributes" else desc
+    desc = batchnorm_inference_pair() if table == "BatchnormInferenceAttributes" else desc
+    variance = table == "BatchnormInferenceAttributesVarianceExt"
+    desc = batchnorm_inference_variance() if variance else desc
     blob = py_oracle.build(desc, newer_field_in=table)
     _verified(cpp, blob)  # unknown fields are not checked by the Verifier
     error = _refused(blob)
@@ -266,6 +275,22 @@ def test_layernorm_phase_numbers_outside_the_schema_are_refused(cpp: CppOracle) 
         assert words in info.value.message
     absent = hg.Graph.from_json(text.replace('"forward_phase":2,', ""))
     assert absent.nodes[0].attributes.get_forward_phase() == hg.NormFwdPhase.NOT_SET
+
+
+def test_batchnorm_peer_stats_are_refused_by_name_and_an_empty_vector_reads(
+    cpp: CppOracle,
+) -> None:
+    """Peer statistics (multi-GPU batch norm) are not modelled: a hipDNN blob that carries some is
+    refused naming the field; an empty vector (as hipDNN's frontend writes it) reads and writes
+    back canonical (left out, as Graph::Pack does)."""
+    desc = batchnorm_pair()
+    desc["nodes"][0]["attributes"]["peer_stats_tensor_uid"] = [5, 6]
+    blob = cpp.pack(desc)
+    _verified(cpp, blob)
+    _refused(blob, "BatchnormAttributes.peer_stats_tensor_uid = (5, 6)")
+    empty = py_oracle.build(batchnorm_pair(), empty_as_present=True)
+    assert cpp.read(empty)["nodes"][0]["attributes"]["peer_stats_tensor_uid"] == []
+    assert hg.Graph.deserialize(empty).serialize() == cpp.pack(batchnorm_pair())
 
 
 def test_conv_mode_outside_the_schema_is_refused(cpp: CppOracle) -> None:

@@ -67,6 +67,15 @@ SDPA_TAG, SDPA_BACKWARD_TAG, MATMUL_TAG = 12, 15, 9
 #: further families the project reads, from hipDNN's schemas (matmul) or reconstructed ones in
 #: tests/wire/schemas/ (pointwise, reduction, RMSNorm, layer norm)
 POINTWISE_TAG, REDUCTION_TAG, RMSNORM_TAG, LAYERNORM_TAG = 2, 18, 10, 11
+#: batch norm (reconstructed batchnorm_attributes.fbs)
+BATCHNORM_TAG = 4
+#: batch-norm inference (reconstructed batchnorm_inference_attributes.fbs)
+BATCHNORM_INFERENCE_TAG = 1
+#: batch-norm backward (reconstructed batchnorm_backward_attributes.fbs)
+BATCHNORM_BACKWARD_TAG = 3
+#: batch-norm inference from the variance (reconstructed
+#: batchnorm_inference_attributes_variance_ext.fbs)
+BATCHNORM_INFERENCE_VARIANCE_TAG = 8
 #: the convolution families (hipDNN's schemas; ConvMode from the reconstructed
 #: convolution_common.fbs)
 CONV_FWD_TAG, CONV_BWD_TAG, CONV_WRW_TAG = 5, 6, 7
@@ -209,6 +218,55 @@ LAYERNORM_FIELDS: list[tuple[str, str]] = [
     ("inv_variance_tensor_uid", "opt"),
     ("forward_phase", "enum"),
 ]
+#: BatchnormAttributes fields in slot order (reconstructed batchnorm_attributes.fbs); ``vec``
+#: is a vector of int64 (None when absent: Graph::Pack leaves an empty vector out).
+BATCHNORM_FIELDS: list[tuple[str, str]] = [
+    ("x_tensor_uid", "req"),
+    ("scale_tensor_uid", "req"),
+    ("bias_tensor_uid", "req"),
+    ("epsilon_tensor_uid", "req"),
+    ("peer_stats_tensor_uid", "vec"),
+    ("prev_running_mean_tensor_uid", "opt"),
+    ("prev_running_variance_tensor_uid", "opt"),
+    ("momentum_tensor_uid", "opt"),
+    ("y_tensor_uid", "req"),
+    ("mean_tensor_uid", "opt"),
+    ("inv_variance_tensor_uid", "opt"),
+    ("next_running_mean_tensor_uid", "opt"),
+    ("next_running_variance_tensor_uid", "opt"),
+]
+#: BatchnormInferenceAttributes fields in slot order (reconstructed
+#: batchnorm_inference_attributes.fbs).
+BATCHNORM_INFERENCE_FIELDS: list[tuple[str, str]] = [
+    ("x_tensor_uid", "req"),
+    ("mean_tensor_uid", "req"),
+    ("inv_variance_tensor_uid", "req"),
+    ("scale_tensor_uid", "req"),
+    ("bias_tensor_uid", "req"),
+    ("y_tensor_uid", "req"),
+]
+#: BatchnormInferenceAttributesVarianceExt fields in slot order (reconstructed).
+BATCHNORM_INFERENCE_VARIANCE_FIELDS: list[tuple[str, str]] = [
+    ("x_tensor_uid", "req"),
+    ("mean_tensor_uid", "req"),
+    ("variance_tensor_uid", "req"),
+    ("scale_tensor_uid", "req"),
+    ("bias_tensor_uid", "req"),
+    ("y_tensor_uid", "req"),
+    ("epsilon_tensor_uid", "req"),
+]
+#: BatchnormBackwardAttributes fields in slot order (reconstructed).
+BATCHNORM_BACKWARD_FIELDS: list[tuple[str, str]] = [
+    ("dy_tensor_uid", "req"),
+    ("x_tensor_uid", "req"),
+    ("mean_tensor_uid", "opt"),
+    ("inv_variance_tensor_uid", "opt"),
+    ("scale_tensor_uid", "req"),
+    ("peer_stats_tensor_uid", "vec"),
+    ("dx_tensor_uid", "req"),
+    ("dscale_tensor_uid", "req"),
+    ("dbias_tensor_uid", "req"),
+]
 #: hipDNN's NormFwdPhase names by number (norm_common.fbs; its JSON writes them as they are)
 NORM_FWD_PHASES = ["NOT_SET", "INFERENCE", "TRAINING"]
 #: ConvolutionFwdAttributes fields in slot order (hipDNN's convolution_fwd_attributes.fbs).
@@ -239,6 +297,10 @@ FIELDS_BY_TAG = {
     REDUCTION_TAG: REDUCTION_FIELDS,
     RMSNORM_TAG: RMSNORM_FIELDS,
     LAYERNORM_TAG: LAYERNORM_FIELDS,
+    BATCHNORM_TAG: BATCHNORM_FIELDS,
+    BATCHNORM_BACKWARD_TAG: BATCHNORM_BACKWARD_FIELDS,
+    BATCHNORM_INFERENCE_TAG: BATCHNORM_INFERENCE_FIELDS,
+    BATCHNORM_INFERENCE_VARIANCE_TAG: BATCHNORM_INFERENCE_VARIANCE_FIELDS,
     CONV_FWD_TAG: CONV_FWD_FIELDS,
     CONV_BWD_TAG: CONV_BWD_FIELDS,
     CONV_WRW_TAG: CONV_WRW_FIELDS,
@@ -252,6 +314,10 @@ TABLE_BY_TAG = {
     REDUCTION_TAG: "ReductionAttributes",
     RMSNORM_TAG: "RMSNormAttributes",
     LAYERNORM_TAG: "LayernormAttributes",
+    BATCHNORM_TAG: "BatchnormAttributes",
+    BATCHNORM_BACKWARD_TAG: "BatchnormBackwardAttributes",
+    BATCHNORM_INFERENCE_TAG: "BatchnormInferenceAttributes",
+    BATCHNORM_INFERENCE_VARIANCE_TAG: "BatchnormInferenceAttributesVarianceExt",
     CONV_FWD_TAG: "ConvolutionFwdAttributes",
     CONV_BWD_TAG: "ConvolutionBwdAttributes",
     CONV_WRW_TAG: "ConvolutionWrwAttributes",
@@ -443,7 +509,7 @@ def normalized(desc: Desc) -> Desc:
         for key in STRING_FIELDS:
             if key in out and out[key] is None:
                 out[key] = ""
-        for key in ("strides", "dims"):
+        for key in ("strides", "dims", "peer_stats_tensor_uid"):
             if key in out and out[key] is None:
                 out[key] = []
         return out
@@ -566,6 +632,27 @@ def _expected_pointwise(node: Any) -> Desc:
 def _expected_node(node: Any) -> Desc:
     if isinstance(node, hg.PointwiseNode):
         return _expected_pointwise(node)
+    if isinstance(
+        node,
+        (
+            hg.BatchnormNode,
+            hg.BatchnormBackwardNode,
+            hg.BatchnormInferenceNode,
+            hg.BatchnormInferenceVarianceNode,
+        ),
+    ):
+        a = node.attributes
+        uids = {
+            f"{slot.name.lower()}_tensor_uid": _uid(tensor)
+            for slot, tensor in [*a.inputs.items(), *a.outputs.items()]
+        }
+        tag = {
+            hg.BatchnormNode: BATCHNORM_TAG,
+            hg.BatchnormBackwardNode: BATCHNORM_BACKWARD_TAG,
+            hg.BatchnormInferenceNode: BATCHNORM_INFERENCE_TAG,
+            hg.BatchnormInferenceVarianceNode: BATCHNORM_INFERENCE_VARIANCE_TAG,
+        }[type(node)]
+        return node_desc(node.name, tag, hipdnn_data_type(a.get_compute_data_type()), **uids)
     if isinstance(node, hg.LayerNormNode):
         a = node.attributes
         return node_desc(
@@ -779,7 +866,14 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
             )
             continue
-        if tag == MATMUL_TAG:  # no scalar object
+        if tag in (BATCHNORM_TAG, BATCHNORM_BACKWARD_TAG):  # peer stats an array, [] for none
+            attrs = {**n["inputs"], **n["outputs"]}
+            attrs["peer_stats_tensor_uid"] = attrs["peer_stats_tensor_uid"] or None
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag in (MATMUL_TAG, BATCHNORM_INFERENCE_TAG, BATCHNORM_INFERENCE_VARIANCE_TAG):
             attrs = {**n["inputs"], **n["outputs"]}
             nodes.append(
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)

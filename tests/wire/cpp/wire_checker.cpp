@@ -81,6 +81,31 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
   REQ(y_tensor_uid) REQ(normalized_dim_count) OPTI(mean_tensor_uid)                              \
   OPTI(inv_variance_tensor_uid) ENUM(forward_phase)
 
+// BatchnormAttributes (reconstructed: tests/wire/schemas/batchnorm_attributes.fbs); VEC a
+// vector of int64.
+#define BATCHNORM_FIELDS(REQ, OPTI, VEC)                                                        \
+  REQ(x_tensor_uid) REQ(scale_tensor_uid) REQ(bias_tensor_uid) REQ(epsilon_tensor_uid)           \
+  VEC(peer_stats_tensor_uid) OPTI(prev_running_mean_tensor_uid)                                  \
+  OPTI(prev_running_variance_tensor_uid) OPTI(momentum_tensor_uid) REQ(y_tensor_uid)            \
+  OPTI(mean_tensor_uid) OPTI(inv_variance_tensor_uid) OPTI(next_running_mean_tensor_uid)         \
+  OPTI(next_running_variance_tensor_uid)
+
+// BatchnormInferenceAttributes (reconstructed: batchnorm_inference_attributes.fbs).
+#define BATCHNORM_INFERENCE_FIELDS(REQ)                                                         \
+  REQ(x_tensor_uid) REQ(mean_tensor_uid) REQ(inv_variance_tensor_uid) REQ(scale_tensor_uid)      \
+  REQ(bias_tensor_uid) REQ(y_tensor_uid)
+
+// BatchnormInferenceAttributesVarianceExt (reconstructed).
+#define BATCHNORM_INFERENCE_VARIANCE_FIELDS(REQ)                                                \
+  REQ(x_tensor_uid) REQ(mean_tensor_uid) REQ(variance_tensor_uid) REQ(scale_tensor_uid)          \
+  REQ(bias_tensor_uid) REQ(y_tensor_uid) REQ(epsilon_tensor_uid)
+
+// BatchnormBackwardAttributes (reconstructed); VEC a vector of int64.
+#define BATCHNORM_BACKWARD_FIELDS(REQ, OPTI, VEC)                                               \
+  REQ(dy_tensor_uid) REQ(x_tensor_uid) OPTI(mean_tensor_uid) OPTI(inv_variance_tensor_uid)       \
+  REQ(scale_tensor_uid) VEC(peer_stats_tensor_uid) REQ(dx_tensor_uid) REQ(dscale_tensor_uid)     \
+  REQ(dbias_tensor_uid)
+
 // ConvolutionFwdAttributes (hipDNN's convolution_fwd_attributes.fbs; ConvMode from the
 // reconstructed tests/wire/schemas/convolution_common.fbs). The vectors are listed apart.
 #define CONV_FWD_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                              \
@@ -185,6 +210,7 @@ struct Out {
 #define P_OFLOAT(x) o.key(#x); o.optf(a->x());
 #define P_ENUM(x) o.key(#x); o.i64(static_cast<int64_t>(a->x()));
 #define P_STR(x) o.key(#x); o.str(a->x());
+#define P_VEC(x) o.key(#x); o.longs(a->x());
 
 void print_fwd(Out &o, const fo::SdpaAttributes *a) {
   o.open('{');
@@ -219,6 +245,31 @@ void print_rmsnorm(Out &o, const fo::RMSNormAttributes *a) {
 void print_layernorm(Out &o, const fo::LayernormAttributes *a) {
   o.open('{');
   LAYERNORM_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
+  o.close('}');
+}
+
+void print_batchnorm(Out &o, const fo::BatchnormAttributes *a) {
+  o.open('{');
+  BATCHNORM_FIELDS(P_REQ, P_OPTI, P_VEC)
+  o.close('}');
+}
+
+void print_batchnorm_inference(Out &o, const fo::BatchnormInferenceAttributes *a) {
+  o.open('{');
+  BATCHNORM_INFERENCE_FIELDS(P_REQ)
+  o.close('}');
+}
+
+void print_batchnorm_inference_variance(Out &o,
+                                        const fo::BatchnormInferenceAttributesVarianceExt *a) {
+  o.open('{');
+  BATCHNORM_INFERENCE_VARIANCE_FIELDS(P_REQ)
+  o.close('}');
+}
+
+void print_batchnorm_backward(Out &o, const fo::BatchnormBackwardAttributes *a) {
+  o.open('{');
+  BATCHNORM_BACKWARD_FIELDS(P_REQ, P_OPTI, P_VEC)
   o.close('}');
 }
 
@@ -354,6 +405,17 @@ void print_graph(Out &o, const uint8_t *buf, size_t len) {
           print_rmsnorm(o, a);
         } else if (const fo::LayernormAttributes *a = n->attributes_as_LayernormAttributes()) {
           print_layernorm(o, a);
+        } else if (const fo::BatchnormAttributes *a = n->attributes_as_BatchnormAttributes()) {
+          print_batchnorm(o, a);
+        } else if (const fo::BatchnormBackwardAttributes *a =
+                       n->attributes_as_BatchnormBackwardAttributes()) {
+          print_batchnorm_backward(o, a);
+        } else if (const fo::BatchnormInferenceAttributes *a =
+                       n->attributes_as_BatchnormInferenceAttributes()) {
+          print_batchnorm_inference(o, a);
+        } else if (const fo::BatchnormInferenceAttributesVarianceExt *a =
+                       n->attributes_as_BatchnormInferenceAttributesVarianceExt()) {
+          print_batchnorm_inference_variance(o, a);
         } else if (const fo::ConvolutionFwdAttributes *a =
                        n->attributes_as_ConvolutionFwdAttributes()) {
           print_conv_fwd(o, a);
@@ -469,6 +531,7 @@ std::vector<int64_t> longs(std::istream &in) {
 #define S_OFLOAT(x) if (k == "a." #x) { set_optf(a->x, val); return true; }
 #define S_ENUM(x) if (k == "a." #x) { a->x = static_cast<decltype(a->x)>(to_i64(val)); return true; }
 #define S_STR(x) if (k == "a." #x) { a->x = unhex(val); return true; }
+#define S_VEC(x) if (k == "a." #x) { a->x = vec_token(val); return true; }
 
 bool set_fwd(fo::SdpaAttributesT *a, const std::string &k, const std::string &val) {
   SDPA_FWD_FIELDS(S_REQ, S_OPTI, S_OBOOL, S_BOOL, S_OFLOAT, S_ENUM, S_STR)
@@ -497,6 +560,38 @@ bool set_rmsnorm(fo::RMSNormAttributesT *a, const std::string &k, const std::str
 
 bool set_layernorm(fo::LayernormAttributesT *a, const std::string &k, const std::string &val) {
   LAYERNORM_FIELDS(S_REQ, S_OPTI, NONE_, NONE_, NONE_, S_ENUM, NONE_)
+  return false;
+}
+
+// A vector token: "v" then comma-separated int64 values ("v" alone: empty).
+std::vector<int64_t> vec_token(const std::string &val) {
+  std::vector<int64_t> v;
+  std::stringstream in(val.substr(1));
+  std::string e;
+  while (std::getline(in, e, ',')) v.push_back(to_i64(e));
+  return v;
+}
+
+bool set_batchnorm(fo::BatchnormAttributesT *a, const std::string &k, const std::string &val) {
+  BATCHNORM_FIELDS(S_REQ, S_OPTI, S_VEC)
+  return false;
+}
+
+bool set_batchnorm_inference(fo::BatchnormInferenceAttributesT *a, const std::string &k,
+                             const std::string &val) {
+  BATCHNORM_INFERENCE_FIELDS(S_REQ)
+  return false;
+}
+
+bool set_batchnorm_inference_variance(fo::BatchnormInferenceAttributesVarianceExtT *a,
+                                      const std::string &k, const std::string &val) {
+  BATCHNORM_INFERENCE_VARIANCE_FIELDS(S_REQ)
+  return false;
+}
+
+bool set_batchnorm_backward(fo::BatchnormBackwardAttributesT *a, const std::string &k,
+                            const std::string &val) {
+  BATCHNORM_BACKWARD_FIELDS(S_REQ, S_OPTI, S_VEC)
   return false;
 }
 
@@ -614,7 +709,7 @@ int do_pack(const char *in_path, const char *out_path) {
       g.nodes.back()->name = unhex(val);
     } else if (k == "n.compute_data_type") {
       g.nodes.back()->compute_data_type = static_cast<fo::DataType>(to_i64(val));
-    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 11 Layernorm, 18 Reduction,
+    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 11 Layernorm, 4 Batchnorm, 3 BatchnormBackward, 1 BatchnormInference, 8 BatchnormInferenceVarianceExt, 18 Reduction,
       //                           21 (empty)
       fo::NodeAttributesUnion &u = g.nodes.back()->attributes;
       int tag = std::stoi(val);
@@ -625,6 +720,10 @@ int do_pack(const char *in_path, const char *out_path) {
       else if (tag == 18) u.Set(fo::ReductionAttributesT());
       else if (tag == 10) u.Set(fo::RMSNormAttributesT());
       else if (tag == 11) u.Set(fo::LayernormAttributesT());
+      else if (tag == 4) u.Set(fo::BatchnormAttributesT());
+      else if (tag == 3) u.Set(fo::BatchnormBackwardAttributesT());
+      else if (tag == 1) u.Set(fo::BatchnormInferenceAttributesT());
+      else if (tag == 8) u.Set(fo::BatchnormInferenceAttributesVarianceExtT());
       else if (tag == 5) u.Set(fo::ConvolutionFwdAttributesT());
       else if (tag == 6) u.Set(fo::ConvolutionBwdAttributesT());
       else if (tag == 7) u.Set(fo::ConvolutionWrwAttributesT());
@@ -642,6 +741,15 @@ int do_pack(const char *in_path, const char *out_path) {
       else if (fo::RMSNormAttributesT *a = u.AsRMSNormAttributes()) done = set_rmsnorm(a, k, val);
       else if (fo::LayernormAttributesT *a = u.AsLayernormAttributes())
         done = set_layernorm(a, k, val);
+      else if (fo::BatchnormAttributesT *a = u.AsBatchnormAttributes())
+        done = set_batchnorm(a, k, val);
+      else if (fo::BatchnormBackwardAttributesT *a = u.AsBatchnormBackwardAttributes())
+        done = set_batchnorm_backward(a, k, val);
+      else if (fo::BatchnormInferenceAttributesT *a = u.AsBatchnormInferenceAttributes())
+        done = set_batchnorm_inference(a, k, val);
+      else if (fo::BatchnormInferenceAttributesVarianceExtT *a =
+                   u.AsBatchnormInferenceAttributesVarianceExt())
+        done = set_batchnorm_inference_variance(a, k, val);
       else if (fo::ConvolutionFwdAttributesT *a = u.AsConvolutionFwdAttributes())
         done = set_conv_fwd(a, k, val);
       else if (fo::ConvolutionBwdAttributesT *a = u.AsConvolutionBwdAttributes())
