@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .errors import HipdnnError
@@ -41,6 +42,14 @@ if TYPE_CHECKING:
     from .attributes.graph_attributes import GraphAttributes
 
 __all__ = ["FamilyBuilders"]
+
+
+def name_unnamed(node: str, tensors: Iterable[tuple[TensorAttributes | None, str]]) -> None:
+    """Name each input tensor that has no name ``<node>::<slot>``, as hipDNN's ``Graph`` does
+    when it adds a node (absent optional inputs, ``None``, are skipped)."""
+    for tensor, slot in tensors:
+        if tensor is not None and not tensor.name:
+            tensor.name = f"{node}::{slot}"
 
 
 class FamilyBuilders:
@@ -79,9 +88,8 @@ class FamilyBuilders:
                 "pointwise() takes one, two or three input tensors, then PointwiseAttributes",
             )
         a = self._family_attributes(given, PointwiseNode, keywords, "pointwise")
+        name_unnamed(a.name, ((t, f"IN_{i}") for i, t in enumerate(tensors)))
         for index, tensor in enumerate(tensors):
-            if not tensor.name:
-                tensor.name = f"{a.name}::IN_{index}"
             a._set_input(a.InputNames(index), tensor)
         out = self._output_tensor(f"{a.name}::OUT_0")
         a.set_output_0(out)
@@ -104,9 +112,7 @@ class FamilyBuilders:
                 ErrorCode.INVALID_VALUE, "matmul() takes tensors A and B, then MatmulAttributes"
             )
         attrs = self._family_attributes(attributes, MatmulNode, keywords, "matmul")
-        for tensor, slot in ((a, "A"), (b, "B")):
-            if not tensor.name:
-                tensor.name = f"{attrs.name}::{slot}"
+        name_unnamed(attrs.name, ((a, "A"), (b, "B")))
         c = self._output_tensor(f"{attrs.name}::C")
         attrs.set_a(a).set_b(b).set_c(c)
         self._add_node(MatmulNode(attrs, self.attributes))
@@ -203,9 +209,7 @@ class FamilyBuilders:
             )
         attrs = self._family_attributes(attributes, LayerNormNode, keywords, "layernorm")
         epsilon = attrs.get_epsilon()
-        for tensor, slot in ((x, "X"), (scale, "SCALE"), (bias, "BIAS"), (epsilon, "EPSILON")):
-            if tensor is not None and not tensor.name:
-                tensor.name = f"{attrs.name}::{slot}"
+        name_unnamed(attrs.name, ((x, "X"), (scale, "SCALE"), (bias, "BIAS"), (epsilon, "EPSILON")))
         y = self._output_tensor(f"{attrs.name}::Y")
         mean = inv_variance = None
         if attrs.forward_phase != NormFwdPhase.INFERENCE:
@@ -418,19 +422,8 @@ class FamilyBuilders:
             HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
                 class or an unknown keyword.
         """
-        if not isinstance(x, TensorAttributes) or not isinstance(w, TensorAttributes):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                "conv_fprop() takes tensors X and W, then ConvFpropAttributes",
-            )
-        attrs = self._family_attributes(attributes, ConvolutionFpropNode, keywords, "conv_fprop")
-        for tensor, slot in ((x, "X"), (w, "W")):
-            if not tensor.name:
-                tensor.name = f"{attrs.name}::{slot}"
-        y = self._output_tensor(f"{attrs.name}::Y")
-        attrs.set_x(x).set_w(w).set_y(y)
-        self._add_node(ConvolutionFpropNode(attrs, self.attributes))
-        return y
+        return self._convolution("conv_fprop", ConvolutionFpropNode, attributes, keywords,
+                                 (x, "X"), (w, "W"), "Y")  # fmt: skip
 
     def conv_dgrad(
         self, dy: Any = None, w: Any = None, attributes: Any = None, **keywords: Any
@@ -444,19 +437,8 @@ class FamilyBuilders:
             HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
                 class or an unknown keyword.
         """
-        if not isinstance(dy, TensorAttributes) or not isinstance(w, TensorAttributes):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                "conv_dgrad() takes tensors DY and W, then ConvDgradAttributes",
-            )
-        attrs = self._family_attributes(attributes, ConvolutionDgradNode, keywords, "conv_dgrad")
-        for tensor, slot in ((dy, "DY"), (w, "W")):
-            if not tensor.name:
-                tensor.name = f"{attrs.name}::{slot}"
-        dx = self._output_tensor(f"{attrs.name}::DX")
-        attrs.set_dy(dy).set_w(w).set_dx(dx)
-        self._add_node(ConvolutionDgradNode(attrs, self.attributes))
-        return dx
+        return self._convolution("conv_dgrad", ConvolutionDgradNode, attributes, keywords,
+                                 (dy, "DY"), (w, "W"), "DX")  # fmt: skip
 
     def conv_wgrad(
         self, dy: Any = None, x: Any = None, attributes: Any = None, **keywords: Any
@@ -470,19 +452,35 @@ class FamilyBuilders:
             HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
                 class or an unknown keyword.
         """
-        if not isinstance(dy, TensorAttributes) or not isinstance(x, TensorAttributes):
+        return self._convolution("conv_wgrad", ConvolutionWgradNode, attributes, keywords,
+                                 (dy, "DY"), (x, "X"), "DW")  # fmt: skip
+
+    def _convolution(
+        self,
+        op: str,
+        node: type[Node[Any]],
+        given: Any,
+        keywords: dict[str, Any],
+        first: tuple[Any, str],
+        second: tuple[Any, str],
+        output: str,
+    ) -> TensorAttributes:
+        """One convolution node of ``node``'s family: its two input tensors with their slot
+        names (the attributes' setters are ``set_<slot>``), and the name of its output slot."""
+        (a, a_slot), (b, b_slot) = first, second
+        if not isinstance(a, TensorAttributes) or not isinstance(b, TensorAttributes):
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE,
-                "conv_wgrad() takes tensors DY and X, then ConvWgradAttributes",
+                f"{op}() takes tensors {a_slot} and {b_slot}, then "
+                f"{node.attributes_class().__name__}",
             )
-        attrs = self._family_attributes(attributes, ConvolutionWgradNode, keywords, "conv_wgrad")
-        for tensor, slot in ((dy, "DY"), (x, "X")):
-            if not tensor.name:
-                tensor.name = f"{attrs.name}::{slot}"
-        dw = self._output_tensor(f"{attrs.name}::DW")
-        attrs.set_dy(dy).set_x(x).set_dw(dw)
-        self._add_node(ConvolutionWgradNode(attrs, self.attributes))
-        return dw
+        attrs = self._family_attributes(given, node, keywords, op)
+        name_unnamed(attrs.name, (first, second))
+        out = self._output_tensor(f"{attrs.name}::{output}")
+        for slot, tensor in ((a_slot, a), (b_slot, b), (output, out)):
+            getattr(attrs, f"set_{slot.lower()}")(tensor)
+        self._add_node(node(attrs, self.attributes))
+        return out
 
     def _family_attributes(
         self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str

@@ -31,7 +31,7 @@ from .backend.contract import engine_id
 from .changes import CLOCK, changed_since
 from .descriptors.wire_model import WireMetadata
 from .errors import HipdnnError
-from .family_builders import FamilyBuilders
+from .family_builders import FamilyBuilders, name_unnamed
 from .keyword_types import SdpaBackwardKeywords, SdpaKeywords, TensorKeywords
 from .lifecycle import GraphLifecycle
 from .nodes.base import Node
@@ -409,9 +409,7 @@ class Graph(FamilyBuilders, GraphLifecycle, GraphSerialization):
             attributes, SdpaBackwardAttributes, keywords, "sdpa_backward", BACKWARD_KEYWORDS
         )
         a.set_q(q).set_k(k).set_v(v).set_o(o).set_do(dO).set_stats(stats)
-        for tensor, slot in ((q, "Q"), (k, "K"), (v, "V"), (dO, "dO")):
-            if not tensor.name:
-                tensor.name = f"{a.name}::{slot}"
+        name_unnamed(a.name, ((q, "Q"), (k, "K"), (v, "V"), (dO, "dO")))
         dq = self._output_tensor(f"{a.name}::dQ")
         dk = self._output_tensor(f"{a.name}::dK")
         dv = self._output_tensor(f"{a.name}::dV")
