@@ -234,7 +234,7 @@ def test_python_builder_blobs_verify_and_are_not_canonical(
         assert blob != cpp.pack(desc), case
 
 
-def test_convolution_table_and_reconstructed_conv_mode_match() -> None:
+def test_convolution_table_and_reconstructed_conv_mode_match(hipdnn_schemas: Path) -> None:
     """hipDNN's ConvolutionFwdAttributes and the oracles' field table agree; each ConvMode
     number of the reconstructed convolution_common.fbs is the project's ConvolutionMode's."""
     for fields, schema, table in (
