@@ -547,12 +547,15 @@ def create_engines() -> list[TorchSdpaEngine]:
 
 
 class TorchSdpaBackend:
-    """The built-in ``torch`` backend plugin (torch is imported only when engines run)."""
+    """The built-in ``torch`` backend plugin (torch is imported only when engines run): the
+    cuDNN-frontend engine (:mod:`.cudnn_fe`), then the five engines of :func:`create_engines`."""
 
     name = "torch"
 
     def __init__(self) -> None:
-        self._engines = create_engines()
+        from .cudnn_fe.engine import CudnnFrontendEngine
 
-    def engines(self) -> list[TorchSdpaEngine]:
+        self._engines: list[Any] = [CudnnFrontendEngine(), *create_engines()]
+
+    def engines(self) -> list[Any]:
         return self._engines
