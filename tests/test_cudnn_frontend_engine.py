@@ -270,3 +270,27 @@ def test_rows_a_band_leaves_empty_get_the_whole_convention() -> None:
     assert bool((o[:, :, 6:] == 0).all()) and bool((o[:, :, :6] == 1).all())
     assert bool(torch.isinf(stats[:, :, 6:]).all())
     assert _fixup(_node(use_causal_mask=True)) is None
+
+
+def test_a_small_bias_with_dbias_defers_to_flex_where_flex_was_measured_faster() -> None:
+    from hipdnn_graph_torch_rocm.cudnn_fe.rules import flex_deferral
+
+    def node(s: int) -> SdpaProblem:
+        g = hg.Graph(io_data_type=BF16, compute_data_type=hg.DataType.FLOAT)
+        q = g.tensor(name="Q", dim=[1, 2, s, 64])
+        k, v, o, do = (g.tensor_like(q, n) for n in ("K", "V", "O", "dO"))
+        st = g.tensor(name="S", dim=[1, 2, s, 1], data_type=hg.DataType.FLOAT)
+        bias = g.tensor(name="B", dim=[1, 2, s, s])
+        dbias = g.tensor(name="dB", dim=[1, 2, s, s])
+        for t in g.sdpa_backward(q, k, v, o, do, st, name="n", bias=bias, dBias=dbias):
+            t.set_output(True)
+        g.build_operation_graph()
+        return SdpaProblem.from_node(g.nodes[0])
+
+    small, large = node(1024), node(2048)
+    reason = flex_deferral(small, flex_accepts=True, preferred=False)
+    assert reason is not None and "defers to TORCH_SDPA_FLEX_ENGINE" in reason
+    assert flex_deferral(small, flex_accepts=True, preferred=True) is None
+    assert flex_deferral(small, flex_accepts=False, preferred=False) is None
+    assert flex_deferral(large, flex_accepts=True, preferred=False) is None
+    assert flex_deferral(_node(), flex_accepts=True, preferred=False) is None

@@ -26,7 +26,7 @@ from hipdnn_graph.errors import HipdnnError
 
 from ..replay import CudaGraphReplay
 from .node_graph import CudnnNodeGraph, build_node_graph
-from .rules import ENGINE_NAME, PRIORITY, environment_refusal, node_refusal
+from .rules import ENGINE_NAME, PRIORITY, environment_refusal, flex_deferral, node_refusal
 
 __all__ = ["CudnnFrontendEngine", "CudnnFrontendPlan"]
 
@@ -187,6 +187,12 @@ class CudnnFrontendEngine:
             p = SdpaProblem.from_node(node)
             reason = p.philox_problem() or p.data_type_problem()
             reason = reason or node_refusal(p, preferred=preferred)
+            if reason is None and p.has("dBias"):
+                from .._engines import _flex_accepts
+
+                io = p.tensors["Q"].data_type
+                accepts = _flex_accepts(p, io)
+                reason = flex_deferral(p, flex_accepts=accepts, preferred=preferred)
             if reason is not None:
                 return Support.no(reason)
             problems.append(p)

@@ -18,7 +18,7 @@ Example:
     >>> q = g.tensor(name="Q", dim=[1, 2, 64, 64])
     >>> o, _ = g.sdpa(q, g.tensor_like(q, "K"), g.tensor_like(q, "V"), use_causal_mask=True,
     ...               sliding_window_length=16)
-    >>> o.set_output(True); g.validate()
+    >>> _ = o.set_output(True); g.validate()
     >>> args = mask_arguments(SdpaProblem.from_node(g.nodes[0]))
     >>> args["diagonal_alignment"], args["diagonal_band_left_bound"]
     ('TOP_LEFT', 17)
@@ -41,6 +41,7 @@ __all__ = [
     "PRIORITY",
     "STREAM",
     "environment_refusal",
+    "flex_deferral",
     "mask_arguments",
     "node_refusal",
 ]
@@ -119,6 +120,44 @@ def node_refusal(p: SdpaProblem, *, preferred: bool) -> str | None:
         if reason is not None:
             return f"{node}: {reason}"
     return None
+
+
+#: the largest Sq·Skv at which flex's bias + dBias backward was measured faster than cuDNN's
+_FLEX_DBIAS_PAIRS = 1024 * 1024
+
+
+def flex_deferral(p: SdpaProblem, *, flex_accepts: bool, preferred: bool) -> str | None:
+    """Why the engine leaves a node to ``TORCH_SDPA_FLEX_ENGINE``, measured faster there, or
+    ``None``: a bias with dBias at Sq·Skv ≤ 1k·1k (on the H200, bf16, D = 128, S = 1k: flex
+    219 TFLOP/s, cuDNN 205; from S = 4k on cuDNN is faster: 221 against 208, and 209 against
+    100 at 16k).
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> g = hg.Graph(io_data_type=hg.DataType.BFLOAT16, compute_data_type=hg.DataType.FLOAT)
+        >>> q = g.tensor(name="Q", dim=[1, 2, 1024, 128])
+        >>> k, v, o, do = (g.tensor_like(q, n) for n in ("K", "V", "O", "dO"))
+        >>> st = g.tensor(name="S", dim=[1, 2, 1024, 1], data_type=hg.DataType.FLOAT)
+        >>> bias, dbias = g.tensor(name="B", dim=[1, 2, 1024, 1024]), g.tensor(name="dB")
+        >>> _ = dbias.set_dim([1, 2, 1024, 1024])
+        >>> for t in g.sdpa_backward(q, k, v, o, do, st, name="n", bias=bias, dBias=dbias):
+        ...     _ = t.set_output(True)
+        >>> g.validate()
+        >>> p = SdpaProblem.from_node(g.nodes[0])
+        >>> flex_deferral(p, flex_accepts=True, preferred=False)[:60]
+        "node 'n': CUDNN_FRONTEND_ENGINE defers to TORCH_SDPA_FLEX_EN"
+        >>> flex_deferral(p, flex_accepts=False, preferred=False) is None
+        True
+    """
+    if preferred or not flex_accepts or not p.has("dBias"):
+        return None
+    if p.seq_q * p.seq_kv > _FLEX_DBIAS_PAIRS:
+        return None
+    return (
+        f"node '{p.name}': {ENGINE_NAME} defers to TORCH_SDPA_FLEX_ENGINE: with a bias and dBias "
+        "at Sq·Skv ≤ 1k·1k flex's backward measured 219 TFLOP/s against cuDNN's 205 on the "
+        "H200 (bf16, D=128)"
+    )
 
 
 def mask_arguments(p: SdpaProblem) -> dict[str, Any]:
