@@ -108,5 +108,13 @@ class RMSNormBackwardAttributes(NodeAttributes):
         self.compute_dbias = _compute_dbias(value)
         return self
 
+    def has_dbias(self, value: bool) -> RMSNormBackwardAttributes:
+        """hipDNN's fluent alias of :meth:`set_compute_dbias`.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
+        """
+        return self.set_compute_dbias(value)
+
     def get_compute_dbias(self) -> bool:
         return self.compute_dbias
