@@ -31,10 +31,12 @@ from .nodes.conv_dgrad import ConvolutionDgradNode
 from .nodes.conv_fprop import ConvolutionFpropNode
 from .nodes.conv_wgrad import ConvolutionWgradNode
 from .nodes.layernorm import LayerNormNode
+from .nodes.layernorm_backward import LayernormBackwardNode
 from .nodes.matmul import MatmulNode
 from .nodes.pointwise import PointwiseNode
 from .nodes.reduction import ReductionNode
 from .nodes.rmsnorm import RMSNormNode
+from .nodes.rmsnorm_backward import RMSNormBackwardNode
 from .tensor import TensorAttributes
 from .types import ErrorCode, NormFwdPhase
 
@@ -405,6 +407,102 @@ class FamilyBuilders:
         attrs.set_x(x).set_dy(dy).set_scale(scale)
         attrs.set_dx(dx).set_dscale(dscale).set_dbias(dbias)
         self._add_node(BatchnormBackwardNode(attrs, self.attributes))
+        return dx, dscale, dbias
+
+    # ----- layer-norm and RMSNorm backward (hipDNN's Graph::layernorm_backward/rmsnorm_backward)
+    def layernorm_backward(
+        self,
+        dy: Any = None,
+        x: Any = None,
+        scale: Any = None,
+        attributes: Any = None,
+        **keywords: Any,
+    ) -> tuple[TensorAttributes, TensorAttributes, TensorAttributes]:
+        """Add a layer-norm backward node: ``layernorm_backward(dy, x, scale, attrs)``; returns
+        the virtual ``(<node>::DX, <node>::DSCALE, <node>::DBIAS)``. Unnamed DY, X, SCALE and the
+        attributes' MEAN, INV_VARIANCE and EPSILON are renamed ``<node>::DY`` … as hipDNN does;
+        keywords set ``name``, ``mean``, ``inv_variance``, ``epsilon``, ``normalized_dim_count``
+        and ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+            >>> dy, x = g.tensor(dim=[2, 6, 4]), g.tensor(name="x", dim=[2, 6, 4])
+            >>> dx, dscale, dbias = g.layernorm_backward(dy, x, g.tensor(dim=[1, 6, 4]))
+            >>> dy.get_name(), dx.get_name(), dbias.get_name()
+            ('LayernormBackward_0::DY', 'LayernormBackward_0::DX', 'LayernormBackward_0::DBIAS')
+        """
+        if not all(isinstance(t, TensorAttributes) for t in (dy, x, scale)):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "layernorm_backward() takes tensors dy, x and scale, then "
+                "LayernormBackwardAttributes",
+            )
+        attrs = self._family_attributes(
+            attributes, LayernormBackwardNode, keywords, "layernorm_backward"
+        )
+        name_unnamed(attrs.name, (
+            (dy, "DY"), (x, "X"), (scale, "SCALE"), (attrs.get_mean(), "MEAN"),
+            (attrs.get_inv_variance(), "INV_VARIANCE"), (attrs.get_epsilon(), "EPSILON"),
+        ))  # fmt: skip
+        dx = self._output_tensor(f"{attrs.name}::DX")
+        dscale = self._output_tensor(f"{attrs.name}::DSCALE")
+        dbias = self._output_tensor(f"{attrs.name}::DBIAS")
+        attrs.set_dy(dy).set_x(x).set_scale(scale)
+        attrs.set_dx(dx).set_dscale(dscale).set_dbias(dbias)
+        self._add_node(LayernormBackwardNode(attrs, self.attributes))
+        return dx, dscale, dbias
+
+    def rmsnorm_backward(
+        self,
+        dy: Any = None,
+        x: Any = None,
+        scale: Any = None,
+        inv_rms: Any = None,
+        attributes: Any = None,
+        **keywords: Any,
+    ) -> tuple[TensorAttributes, TensorAttributes, TensorAttributes | None]:
+        """Add an RMSNorm backward node: ``rmsnorm_backward(dy, x, scale, inv_rms, attrs)``;
+        returns the virtual ``(<node>::DX, <node>::DSCALE, dbias)``, ``dbias`` the virtual
+        ``<node>::DBIAS`` when the attributes' ``compute_dbias`` is set, else ``None``. Inputs
+        keep their names, as in hipDNN; keywords set ``name``, ``compute_dbias`` and
+        ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+            >>> dy, x = g.tensor(dim=[2, 6, 4]), g.tensor(dim=[2, 6, 4])
+            >>> s, r = g.tensor(dim=[1, 1, 4]), g.tensor(dim=[2, 6, 1])
+            >>> dx, dscale, dbias = g.rmsnorm_backward(dy, x, s, r, compute_dbias=True)
+            >>> dx.get_name(), dbias.get_name(), dy.get_name()
+            ('RMSNormBackward_0::DX', 'RMSNormBackward_0::DBIAS', '')
+        """
+        if not all(isinstance(t, TensorAttributes) for t in (dy, x, scale, inv_rms)):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "rmsnorm_backward() takes tensors dy, x, scale and inv_rms, then "
+                "RMSNormBackwardAttributes",
+            )
+        attrs = self._family_attributes(
+            attributes, RMSNormBackwardNode, keywords, "rmsnorm_backward"
+        )
+        dx = self._output_tensor(f"{attrs.name}::DX")
+        dscale = self._output_tensor(f"{attrs.name}::DSCALE")
+        dbias = None
+        if attrs.compute_dbias:
+            dbias = self._output_tensor(f"{attrs.name}::DBIAS")
+            attrs.set_dbias(dbias)
+        attrs.set_dy(dy).set_x(x).set_scale(scale).set_inv_rms(inv_rms)
+        attrs.set_dx(dx).set_dscale(dscale)
+        self._add_node(RMSNormBackwardNode(attrs, self.attributes))
         return dx, dscale, dbias
 
     # ----- convolution ---------------------------------------------------------------------

@@ -132,6 +132,8 @@ class NodeType(IntEnum):
     BLOCK_SCALE_DEQUANTIZE = 15
     CUSTOM_OP = 16
     REDUCTION = 17
+    RMS_NORM_BACKWARD = 19
+    LAYERNORM_BACKWARD = 20
 
 
 class PointwiseMode(IntEnum):

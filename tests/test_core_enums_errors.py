@@ -85,6 +85,9 @@ NODE_TYPES = {
     "BLOCK_SCALE_DEQUANTIZE": 15,
     "CUSTOM_OP": 16,
     "REDUCTION": 17,
+    # hipDNN's NodeType.hpp numbers the newer families on; the two backward norms are modelled
+    "RMS_NORM_BACKWARD": 19,
+    "LAYERNORM_BACKWARD": 20,
 }
 
 

@@ -292,8 +292,6 @@ class TestOtherOpFamilies:
         "name",
         [
             "custom_op",
-            "layernorm_backward",
-            "rmsnorm_backward",
             "resample_bwd",
             "autotune",
             "get_engine_configs",
@@ -309,7 +307,6 @@ class TestOtherOpFamilies:
     @pytest.mark.parametrize(
         "name",
         [
-            "LayernormBackwardAttributes",
             "CustomOpAttributes",
             "ResampleMode",
             "AutotuneConfig",

@@ -1,7 +1,7 @@
 """hipDNN's Python-binding tests of layer norm forward (``frontend_wheel_package/tests/
 test_layernorm.py``), ported as the SDPA ones were: the same calls on ``hipdnn_graph.frontend``;
 hipDNN's GPU test builds the operation graph here and its execution, which needs an engine for
-the family, is refused naming it. (Its backward tests wait for the layer-norm backward family.)"""
+the family, is refused naming it. (Its backward tests: test_frontend_layernorm_backward.py.)"""
 
 from __future__ import annotations
 

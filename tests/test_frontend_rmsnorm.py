@@ -1,7 +1,7 @@
 """hipDNN's Python-binding tests of RMSNorm forward (``frontend_wheel_package/tests/
 test_rmsnorm.py``), ported as the SDPA ones were: the same calls on ``hipdnn_graph.frontend``;
 hipDNN's GPU test builds the operation graph here and its execution, which needs an engine for
-the family, is refused naming it. (Its backward tests wait for the RMSNorm backward family.)"""
+the family, is refused naming it. (Its backward tests are in test_frontend_rmsnorm_backward.py.)"""
 
 from __future__ import annotations
 

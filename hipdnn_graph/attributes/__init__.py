@@ -13,10 +13,12 @@ from .convolution import (
 )
 from .graph_attributes import GraphAttributes
 from .layernorm import LayernormAttributes
+from .layernorm_backward import LayernormBackwardAttributes
 from .matmul import MatmulAttributes
 from .pointwise import PointwiseAttributes
 from .reduction import ReductionAttributes
 from .rmsnorm import RMSNormAttributes
+from .rmsnorm_backward import RMSNormBackwardAttributes
 from .sdpa import SdpaAttributes
 from .sdpa_backward import SdpaBackwardAttributes
 
@@ -31,11 +33,13 @@ __all__ = [
     "ConvolutionAttributes",
     "GraphAttributes",
     "LayernormAttributes",
+    "LayernormBackwardAttributes",
     "MaskWindow",
     "MatmulAttributes",
     "NodeAttributes",
     "PointwiseAttributes",
     "RMSNormAttributes",
+    "RMSNormBackwardAttributes",
     "ReductionAttributes",
     "SdpaAttributes",
     "SdpaBackwardAttributes",

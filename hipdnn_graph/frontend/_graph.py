@@ -39,10 +39,12 @@ from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
 from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
 from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
 from ..attributes.layernorm import LayernormAttributes
+from ..attributes.layernorm_backward import LayernormBackwardAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.reduction import ReductionAttributes
 from ..attributes.rmsnorm import RMSNormAttributes
+from ..attributes.rmsnorm_backward import RMSNormBackwardAttributes
 from ..attributes.sdpa import SdpaAttributes as CoreSdpaAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..backend.contract import engine_id
@@ -433,6 +435,41 @@ class Graph:
             )
         outputs = self._node(lambda: self.core_graph.batchnorm_backward(dy, x, scale, attributes))
         return tuple(adopt(t) for t in outputs)  # type: ignore[return-value]
+
+    def layernorm_backward(
+        self, dy: Any, x: Any, scale: Any, attributes: Any
+    ) -> tuple[Any, Any, Any]:
+        """Add a layer-norm backward node; returns ``(dx, dscale, dbias)``.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, LayernormBackwardAttributes):
+            raise FrontendTypeError(
+                "layernorm_backward() expects LayernormBackwardAttributes, got "
+                f"{type(attributes).__name__}"
+            )
+        outputs = self._node(lambda: self.core_graph.layernorm_backward(dy, x, scale, attributes))
+        return tuple(adopt(t) for t in outputs)  # type: ignore[return-value]
+
+    def rmsnorm_backward(
+        self, dy: Any, x: Any, scale: Any, inv_rms: Any, attributes: Any
+    ) -> tuple[Any, Any, Any]:
+        """Add an RMSNorm backward node; returns ``(dx, dscale, dbias)``, ``dbias`` ``None``
+        unless the attributes' ``compute_dbias`` is set.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, RMSNormBackwardAttributes):
+            raise FrontendTypeError(
+                "rmsnorm_backward() expects RMSNormBackwardAttributes, got "
+                f"{type(attributes).__name__}"
+            )
+        outputs = self._node(
+            lambda: self.core_graph.rmsnorm_backward(dy, x, scale, inv_rms, attributes)
+        )
+        return tuple(None if t is None else adopt(t) for t in outputs)  # type: ignore[return-value]
 
     def _node(self, add: Callable[[], Any]) -> Any:
         try:

@@ -1,9 +1,9 @@
 """hipDNN bindings this module does not provide, each failing with a message that names it.
 
 hipdnn-graph builds SDPA (forward and backward), pointwise, matmul, reduction, RMSNorm and
-layer-norm (forward) and convolution (forward, data and weight gradients) graphs; the other op
-families of hipDNN's bindings, its autotuning API and its provisional HIP helpers are not part
-of it.
+layer-norm (forward and backward) and convolution (forward, data and weight gradients) graphs;
+the other op families of hipDNN's bindings, its autotuning API and its provisional HIP helpers
+are not part of it.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
 (``GRAPH_NOT_SUPPORTED``, also an ``AttributeError``, so ``hasattr`` answers ``False``).
 
@@ -25,15 +25,14 @@ __all__ = ["GRAPH_METHODS", "MODULE_NAMES", "unsupported_graph_method", "unsuppo
 _OPS = (
     "only sdpa(), sdpa_backward(), pointwise(), matmul(), reduction(), rmsnorm(), layernorm(), "
     "conv_fprop(), conv_dgrad(), conv_wgrad(), batchnorm(), batchnorm_backward(), "
-    "batchnorm_inference() and batchnorm_inference_variance_ext() graphs are"
+    "batchnorm_inference(), batchnorm_inference_variance_ext(), layernorm_backward() and "
+    "rmsnorm_backward() graphs are"
 )
 #: Graph methods of hipDNN's bindings that are missing here -> what they belong to
 GRAPH_METHODS: dict[str, str] = {
     **{
         name: f"the {family} op family"
         for family, names in {
-            "layer-norm backward": ("layernorm_backward",),
-            "RMSNorm backward": ("rmsnorm_backward",),
             "block-scale": ("block_scale_dequantize", "block_scale_quantize"),
             "MoE grouped matmul": ("moe_grouped_matmul",),
             "custom op": ("custom_op",),
@@ -66,8 +65,6 @@ GRAPH_METHODS: dict[str, str] = {
 }
 
 _ATTRIBUTE_CLASSES = {
-    "LayernormBackwardAttributes": "layernorm",
-    "RMSNormBackwardAttributes": "rmsnorm",
     "BlockScaleDequantizeAttributes": "block-scale",
     "BlockScaleQuantizeAttributes": "block-scale",
     "MoeGroupedMatmulAttributes": "MoE grouped matmul",

@@ -20,10 +20,12 @@ from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
 from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
 from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
 from ..attributes.layernorm import LayernormAttributes
+from ..attributes.layernorm_backward import LayernormBackwardAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.reduction import ReductionAttributes
 from ..attributes.rmsnorm import RMSNormAttributes
+from ..attributes.rmsnorm_backward import RMSNormBackwardAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..types import (
     BuildPlanPolicy,
@@ -85,12 +87,14 @@ __all__ = [
     "Handle",
     "HeuristicMode",
     "LayernormAttributes",
+    "LayernormBackwardAttributes",
     "MatmulAttributes",
     "NormFwdPhase",
     "PluginLoadingMode",
     "PointwiseAttributes",
     "PointwiseMode",
     "RMSNormAttributes",
+    "RMSNormBackwardAttributes",
     "ReductionAttributes",
     "ReductionMode",
     "SdpaAttributes",

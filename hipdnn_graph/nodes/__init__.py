@@ -9,10 +9,12 @@ from .conv_dgrad import ConvolutionDgradNode
 from .conv_fprop import ConvolutionFpropNode
 from .conv_wgrad import ConvolutionWgradNode
 from .layernorm import LayerNormNode
+from .layernorm_backward import LayernormBackwardNode
 from .matmul import MatmulNode
 from .pointwise import PointwiseNode
 from .reduction import ReductionNode
 from .rmsnorm import RMSNormNode
+from .rmsnorm_backward import RMSNormBackwardNode
 from .sdpa_bwd import SdpaBwdNode
 from .sdpa_fwd import SdpaFwdNode
 
@@ -25,9 +27,11 @@ __all__ = [
     "ConvolutionFpropNode",
     "ConvolutionWgradNode",
     "LayerNormNode",
+    "LayernormBackwardNode",
     "MatmulNode",
     "Node",
     "PointwiseNode",
+    "RMSNormBackwardNode",
     "RMSNormNode",
     "ReductionNode",
     "SdpaBwdNode",

@@ -21,10 +21,12 @@ from wire_model import (
     CONV_FWD_TAG,
     CONV_WRW_TAG,
     HIPDNN_DATA_TYPES,
+    LAYERNORM_BACKWARD_TAG,
     LAYERNORM_TAG,
     MATMUL_TAG,
     POINTWISE_TAG,
     REDUCTION_TAG,
+    RMSNORM_BACKWARD_TAG,
     RMSNORM_TAG,
     SDPA_BACKWARD_TAG,
     SDPA_TAG,
@@ -613,6 +615,65 @@ def batchnorm_backward_pair() -> Desc:
     return graph_desc("batchnorm_backward_pair", tensors, nodes)
 
 
+def layernorm_backward_pair() -> Desc:
+    """A layer-norm backward with the saved statistics and an epsilon, and one with neither (a
+    reduced-rank scale; every field of the table, set and absent)."""
+    f32, half = DT["FLOAT"], DT["HALF"]
+    eps = value_fields("Float32Value", 1e-5)
+    x, s, st = [2, 6, 4], [1, 6, 4], [2, 1, 1]
+    tensors = [
+        tensor_desc(1, "dY", half, x),
+        tensor_desc(2, "X", half, x),
+        tensor_desc(3, "gamma", f32, s),
+        tensor_desc(4, "saved_mean", f32, st),
+        tensor_desc(5, "saved_inv_std", f32, st),
+        tensor_desc(6, "eps", f32, [1], [1], **eps),
+        tensor_desc(7, "dX", half, x),
+        tensor_desc(8, "dgamma", f32, s),
+        tensor_desc(9, "dbeta", f32, s),
+        tensor_desc(10, "gamma2", f32, [6, 4]),
+        tensor_desc(11, "dX2", half, x),
+        tensor_desc(12, "dgamma2", f32, [6, 4]),
+        tensor_desc(13, "dbeta2", f32, [6, 4]),
+    ]
+    nodes = [
+        node_desc("lnb1", LAYERNORM_BACKWARD_TAG, f32, dy_tensor_uid=1, x_tensor_uid=2,
+                  scale_tensor_uid=3, mean_tensor_uid=4, inv_variance_tensor_uid=5,
+                  epsilon_tensor_uid=6, dx_tensor_uid=7, dscale_tensor_uid=8,
+                  dbias_tensor_uid=9, normalized_dim_count=2),
+        node_desc("lnb2", LAYERNORM_BACKWARD_TAG, f32, dy_tensor_uid=1, x_tensor_uid=2,
+                  scale_tensor_uid=10, dx_tensor_uid=11, dscale_tensor_uid=12,
+                  dbias_tensor_uid=13, normalized_dim_count=2),
+    ]  # fmt: skip
+    return graph_desc("layernorm_backward_pair", tensors, nodes, io_data_type=half)
+
+
+def rmsnorm_backward_pair() -> Desc:
+    """An RMSNorm backward computing dbias and one without it (every field, set and absent)."""
+    f32, bf16 = DT["FLOAT"], DT["BFLOAT16"]
+    x, s = [4, 16, 64], [1, 1, 64]
+    tensors = [
+        tensor_desc(1, "dY", bf16, x),
+        tensor_desc(2, "X", bf16, x),
+        tensor_desc(3, "gamma", f32, s),
+        tensor_desc(4, "inv_rms", f32, [4, 16, 1]),
+        tensor_desc(5, "dX", bf16, x),
+        tensor_desc(6, "dgamma", f32, s),
+        tensor_desc(7, "dbeta", f32, s),
+        tensor_desc(8, "dX2", bf16, x),
+        tensor_desc(9, "dgamma2", f32, s),
+    ]
+    nodes = [
+        node_desc("rmsb1", RMSNORM_BACKWARD_TAG, f32, dy_tensor_uid=1, x_tensor_uid=2,
+                  scale_tensor_uid=3, inv_rms_tensor_uid=4, dx_tensor_uid=5,
+                  dscale_tensor_uid=6, dbias_tensor_uid=7),
+        node_desc("rmsb2", RMSNORM_BACKWARD_TAG, f32, dy_tensor_uid=1, x_tensor_uid=2,
+                  scale_tensor_uid=3, inv_rms_tensor_uid=4, dx_tensor_uid=8,
+                  dscale_tensor_uid=9),
+    ]  # fmt: skip
+    return graph_desc("rmsnorm_backward_pair", tensors, nodes, io_data_type=bf16)
+
+
 def _with_matmul(**attrs: object) -> Callable[[], Desc]:
     def build() -> Desc:
         desc = matmul_batched()
@@ -643,6 +704,8 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "batchnorm_backward_pair": batchnorm_backward_pair,
     "batchnorm_inference_pair": batchnorm_inference_pair,
     "batchnorm_inference_variance": batchnorm_inference_variance,
+    "layernorm_backward_pair": layernorm_backward_pair,
+    "rmsnorm_backward_pair": rmsnorm_backward_pair,
     **{f"io_{name.lower()}": io_type(name) for name in HIPDNN_DATA_TYPES if name != "UNSET"},
     **{f"scale_{name.lower()}": scale_value(name) for name in SCALE_VALUES},
 }

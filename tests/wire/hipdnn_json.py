@@ -29,6 +29,7 @@ from wire_model import (
     CONV_WRW_TAG,
     FIELDS_BY_TAG,
     HIPDNN_DATA_TYPES,
+    LAYERNORM_BACKWARD_TAG,
     LAYERNORM_TAG,
     MATMUL_TAG,
     NORM_FWD_PHASES,
@@ -37,6 +38,7 @@ from wire_model import (
     POINTWISE_TAG,
     REDUCTION_MODE_JSON,
     REDUCTION_TAG,
+    RMSNORM_BACKWARD_TAG,
     RMSNORM_TAG,
     SDPA_TAG,
     TABLE_BY_TAG,
@@ -269,6 +271,30 @@ def _node(n: Desc) -> dict[str, Any]:
                 k: a[k] for k in ("inv_variance_tensor_uid", "mean_tensor_uid", "y_tensor_uid")
             },
             "type": "LayernormAttributes",
+        }
+    if n["attributes_type"] == LAYERNORM_BACKWARD_TAG:  # absent uids null, the count on the node
+        a = n["attributes"]
+        ins = ("dy", "x", "scale", "mean", "inv_variance", "epsilon")
+        return {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "inputs": {f"{k}_tensor_uid": a[f"{k}_tensor_uid"] for k in ins},
+            "name": n["name"] or "",
+            "normalized_dim_count": a["normalized_dim_count"],
+            "outputs": {f"{k}_tensor_uid": a[f"{k}_tensor_uid"] for k in ("dx", "dscale", "dbias")},
+            "type": "LayernormBackwardAttributes",
+        }
+    if n["attributes_type"] == RMSNORM_BACKWARD_TAG:  # an absent dbias left out
+        a = n["attributes"]
+        ins = ("dy", "x", "scale", "inv_rms")
+        outputs = {k: a[k] for k in ("dx_tensor_uid", "dscale_tensor_uid")}
+        if a["dbias_tensor_uid"] is not None:
+            outputs["dbias_tensor_uid"] = a["dbias_tensor_uid"]
+        return {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "inputs": {f"{k}_tensor_uid": a[f"{k}_tensor_uid"] for k in ins},
+            "name": n["name"] or "",
+            "outputs": outputs,
+            "type": "RMSNormBackwardAttributes",
         }
     if n["attributes_type"] == RMSNORM_TAG:  # hipDNN's RMSNorm JSON: absent uids left out
         a = n["attributes"]

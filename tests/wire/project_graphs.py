@@ -266,6 +266,42 @@ def batchnorm_training_step() -> hg.Graph:
     return g
 
 
+def layernorm_training_step() -> hg.Graph:
+    """A layer norm's forward (training) and its backward in one graph: the backward reads the
+    forward's saved mean and inverse variance and its epsilon."""
+    g = cases.new_graph("layernorm_training_step", io=hg.DataType.FLOAT)
+    x = g.tensor(name="X", dim=[4, 16, 32])
+    gamma, beta = g.tensor(name="gamma", dim=[1, 16, 32]), g.tensor(name="beta", dim=[1, 16, 32])
+    eps = g.tensor(name="eps").set_value(1e-5)
+    y, mean, inv_var = g.layernorm(
+        x, gamma, beta, epsilon=eps, forward_phase=hg.NormFwdPhase.TRAINING, name="ln"
+    )
+    y.set_output(True)
+    dy = g.tensor(name="dY", dim=[4, 16, 32])
+    attrs = hg.LayernormBackwardAttributes().set_saved_mean_and_inv_variance(mean, inv_var)
+    for t in g.layernorm_backward(dy, x, gamma, attrs.set_epsilon(eps), name="ln_bwd"):
+        t.set_output(True)
+    return g
+
+
+def rmsnorm_training_step() -> hg.Graph:
+    """An RMSNorm's forward (training, with a bias) and its backward computing dbias."""
+    g = cases.new_graph("rmsnorm_training_step", io=hg.DataType.BFLOAT16)
+    x = g.tensor(name="X", dim=[2, 8, 64])
+    f32 = hg.DataType.FLOAT
+    gamma = g.tensor(name="gamma", dim=[1, 1, 64], data_type=f32)
+    beta = g.tensor(name="beta", dim=[1, 1, 64], data_type=f32)
+    eps = g.tensor(name="eps").set_value(1e-6)
+    attrs = hg.RMSNormAttributes().set_name("norm").set_epsilon(eps).set_bias(beta)
+    y, inv_rms = g.rmsnorm(x, gamma, attrs.set_forward_phase(hg.NormFwdPhase.TRAINING))
+    y.set_output(True)
+    dy = g.tensor(name="dY", dim=[2, 8, 64])
+    for t in g.rmsnorm_backward(dy, x, gamma, inv_rms, compute_dbias=True, name="norm_bwd"):
+        assert t is not None
+        t.set_output(True)
+    return g
+
+
 _SCALE_VALUES: list[tuple[str, Any]] = [
     ("FLOAT", 0.1),
     ("HALF", 0.1),  # Float16Value holds the nearest binary32, not a 16-bit rounding
@@ -291,6 +327,8 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "layernorm_matmul": layernorm_then_matmul,
     "batchnorm_relu": batchnorm_then_relu,
     "batchnorm_training_step": batchnorm_training_step,
+    "layernorm_training_step": layernorm_training_step,
+    "rmsnorm_training_step": rmsnorm_training_step,
     "batchnorm_inference_relu": batchnorm_inference_then_relu,
     "batchnorm_inference_variance_relu": batchnorm_inference_variance_then_relu,
     "matmul_bias_relu": matmul_bias_relu,

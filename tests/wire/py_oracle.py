@@ -47,6 +47,9 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     LayernormAttributes as LA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    LayernormBackwardAttributes as LNB,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     MatmulAttributes as MA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -60,6 +63,9 @@ from hipdnn_flatbuffers_sdk.data_objects import (
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
     RMSNormAttributes as RMS,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    RMSNormBackwardAttributes as RMB,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
     SdpaAttributes as SA,
@@ -84,10 +90,12 @@ from wire_model import (
     CONV_FWD_TAG,
     CONV_WRW_TAG,
     FIELDS_BY_TAG,
+    LAYERNORM_BACKWARD_TAG,
     LAYERNORM_TAG,
     MATMUL_TAG,
     POINTWISE_TAG,
     REDUCTION_TAG,
+    RMSNORM_BACKWARD_TAG,
     RMSNORM_TAG,
     SDPA_BACKWARD_TAG,
     SDPA_TAG,
@@ -112,6 +120,8 @@ _TABLE_CLASSES = {
     CONV_FWD_TAG: CFA.ConvolutionFwdAttributes,
     CONV_BWD_TAG: CBA.ConvolutionBwdAttributes,
     CONV_WRW_TAG: CWA.ConvolutionWrwAttributes,
+    LAYERNORM_BACKWARD_TAG: LNB.LayernormBackwardAttributes,
+    RMSNORM_BACKWARD_TAG: RMB.RMSNormBackwardAttributes,
 }
 _MODULES = {
     SDPA_TAG: SA,
@@ -128,6 +138,8 @@ _MODULES = {
     CONV_FWD_TAG: CFA,
     CONV_BWD_TAG: CBA,
     CONV_WRW_TAG: CWA,
+    LAYERNORM_BACKWARD_TAG: LNB,
+    RMSNORM_BACKWARD_TAG: RMB,
 }
 
 
@@ -254,6 +266,8 @@ KNOWN_SLOTS = {
     "ConvolutionFwdAttributes": 10,
     "ConvolutionBwdAttributes": 10,
     "ConvolutionWrwAttributes": 10,
+    "LayernormBackwardAttributes": 10,
+    "RMSNormBackwardAttributes": 7,
 }
 
 

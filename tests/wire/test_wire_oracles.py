@@ -33,6 +33,7 @@ from wire_model import (
     CONV_WRW_FIELDS,
     GRAPH_KEYS,
     HIPDNN_DATA_TYPES,
+    LAYERNORM_BACKWARD_FIELDS,
     LAYERNORM_FIELDS,
     MATMUL_FIELDS,
     NORM_FWD_PHASES,
@@ -40,6 +41,7 @@ from wire_model import (
     POINTWISE_MODES,
     REDUCTION_FIELDS,
     REDUCTION_MODES,
+    RMSNORM_BACKWARD_FIELDS,
     RMSNORM_FIELDS,
     SDPA_BACKWARD_FIELDS,
     SDPA_FIELDS,
@@ -166,6 +168,13 @@ def test_reconstructed_batchnorm_inference_variance_table_matches_the_field_tabl
 def test_reconstructed_batchnorm_backward_table_matches_the_field_table() -> None:
     fields = _fields("batchnorm_backward_attributes.fbs", "BatchnormBackwardAttributes")
     assert [f for f, _ in BATCHNORM_BACKWARD_FIELDS] == fields
+
+
+def test_reconstructed_norm_backward_tables_match_the_field_tables() -> None:
+    fields = _fields("layernorm_backward_attributes.fbs", "LayernormBackwardAttributes")
+    assert [f for f, _ in LAYERNORM_BACKWARD_FIELDS] == fields
+    fields = _fields("rmsnorm_backward_attributes.fbs", "RMSNormBackwardAttributes")
+    assert [f for f, _ in RMSNORM_BACKWARD_FIELDS] == fields
 
 
 def test_python_schema_copy_changes_only_the_value_structs(hipdnn_schemas: Path) -> None:

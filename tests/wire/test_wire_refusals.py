@@ -24,10 +24,12 @@ from hipdnn_cases import (
     conv_fprop_block,
     conv_training_step,
     forward_every_field,
+    layernorm_backward_pair,
     layernorm_pair,
     matmul_batched,
     pointwise_every_field,
     reduction_chain,
+    rmsnorm_backward_pair,
     rmsnorm_pair,
 )
 from wire_model import SDPA_TAG, UNMODELLED_TAG, Desc, node_desc
@@ -161,6 +163,8 @@ def test_fields_of_a_newer_schema_are_refused(cpp: CppOracle, table: str) -> Non
     desc = batchnorm_inference_pair() if table == "BatchnormInferenceAttributes" else desc
     variance = table == "BatchnormInferenceAttributesVarianceExt"
     desc = batchnorm_inference_variance() if variance else desc
+    desc = layernorm_backward_pair() if table == "LayernormBackwardAttributes" else desc
+    desc = rmsnorm_backward_pair() if table == "RMSNormBackwardAttributes" else desc
     blob = py_oracle.build(desc, newer_field_in=table)
     _verified(cpp, blob)  # unknown fields are not checked by the Verifier
     error = _refused(blob)

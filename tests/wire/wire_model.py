@@ -76,6 +76,9 @@ BATCHNORM_BACKWARD_TAG = 3
 #: batch-norm inference from the variance (reconstructed
 #: batchnorm_inference_attributes_variance_ext.fbs)
 BATCHNORM_INFERENCE_VARIANCE_TAG = 8
+#: layer-norm and RMSNorm backward (reconstructed layernorm_backward_attributes.fbs and
+#: rmsnorm_backward_attributes.fbs)
+LAYERNORM_BACKWARD_TAG, RMSNORM_BACKWARD_TAG = 20, 17
 #: the convolution families (hipDNN's schemas; ConvMode from the reconstructed
 #: convolution_common.fbs)
 CONV_FWD_TAG, CONV_BWD_TAG, CONV_WRW_TAG = 5, 6, 7
@@ -267,6 +270,29 @@ BATCHNORM_BACKWARD_FIELDS: list[tuple[str, str]] = [
     ("dscale_tensor_uid", "req"),
     ("dbias_tensor_uid", "req"),
 ]
+#: LayernormBackwardAttributes fields in slot order (reconstructed).
+LAYERNORM_BACKWARD_FIELDS: list[tuple[str, str]] = [
+    ("dy_tensor_uid", "req"),
+    ("x_tensor_uid", "req"),
+    ("scale_tensor_uid", "req"),
+    ("mean_tensor_uid", "opt"),
+    ("inv_variance_tensor_uid", "opt"),
+    ("epsilon_tensor_uid", "opt"),
+    ("dx_tensor_uid", "req"),
+    ("dscale_tensor_uid", "req"),
+    ("dbias_tensor_uid", "req"),
+    ("normalized_dim_count", "req"),
+]
+#: RMSNormBackwardAttributes fields in slot order (reconstructed).
+RMSNORM_BACKWARD_FIELDS: list[tuple[str, str]] = [
+    ("dy_tensor_uid", "req"),
+    ("x_tensor_uid", "req"),
+    ("scale_tensor_uid", "req"),
+    ("inv_rms_tensor_uid", "req"),
+    ("dx_tensor_uid", "req"),
+    ("dscale_tensor_uid", "req"),
+    ("dbias_tensor_uid", "opt"),
+]
 #: hipDNN's NormFwdPhase names by number (norm_common.fbs; its JSON writes them as they are)
 NORM_FWD_PHASES = ["NOT_SET", "INFERENCE", "TRAINING"]
 #: ConvolutionFwdAttributes fields in slot order (hipDNN's convolution_fwd_attributes.fbs).
@@ -301,6 +327,8 @@ FIELDS_BY_TAG = {
     BATCHNORM_BACKWARD_TAG: BATCHNORM_BACKWARD_FIELDS,
     BATCHNORM_INFERENCE_TAG: BATCHNORM_INFERENCE_FIELDS,
     BATCHNORM_INFERENCE_VARIANCE_TAG: BATCHNORM_INFERENCE_VARIANCE_FIELDS,
+    LAYERNORM_BACKWARD_TAG: LAYERNORM_BACKWARD_FIELDS,
+    RMSNORM_BACKWARD_TAG: RMSNORM_BACKWARD_FIELDS,
     CONV_FWD_TAG: CONV_FWD_FIELDS,
     CONV_BWD_TAG: CONV_BWD_FIELDS,
     CONV_WRW_TAG: CONV_WRW_FIELDS,
@@ -318,6 +346,8 @@ TABLE_BY_TAG = {
     BATCHNORM_BACKWARD_TAG: "BatchnormBackwardAttributes",
     BATCHNORM_INFERENCE_TAG: "BatchnormInferenceAttributes",
     BATCHNORM_INFERENCE_VARIANCE_TAG: "BatchnormInferenceAttributesVarianceExt",
+    LAYERNORM_BACKWARD_TAG: "LayernormBackwardAttributes",
+    RMSNORM_BACKWARD_TAG: "RMSNormBackwardAttributes",
     CONV_FWD_TAG: "ConvolutionFwdAttributes",
     CONV_BWD_TAG: "ConvolutionBwdAttributes",
     CONV_WRW_TAG: "ConvolutionWrwAttributes",
@@ -653,6 +683,17 @@ def _expected_node(node: Any) -> Desc:
             hg.BatchnormInferenceVarianceNode: BATCHNORM_INFERENCE_VARIANCE_TAG,
         }[type(node)]
         return node_desc(node.name, tag, hipdnn_data_type(a.get_compute_data_type()), **uids)
+    if isinstance(node, (hg.LayernormBackwardNode, hg.RMSNormBackwardNode)):
+        a = node.attributes
+        tag = LAYERNORM_BACKWARD_TAG
+        if isinstance(node, hg.RMSNormBackwardNode):
+            tag = RMSNORM_BACKWARD_TAG
+        fields = dict.fromkeys(f for f, _ in FIELDS_BY_TAG[tag] if f.endswith("_tensor_uid"))
+        slots = a.tensors_by_slot()
+        uids = {f: _uid(slots.get(f.removesuffix("_tensor_uid").upper())) for f in fields}
+        if tag == LAYERNORM_BACKWARD_TAG:
+            uids["normalized_dim_count"] = a.get_normalized_dim_count()
+        return node_desc(node.name, tag, hipdnn_data_type(a.get_compute_data_type()), **uids)
     if isinstance(node, hg.LayerNormNode):
         a = node.attributes
         return node_desc(
@@ -830,6 +871,19 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
             attrs = {**n["inputs"], **n["outputs"]}
             attrs["normalized_dim_count"] = n["normalized_dim_count"]
             attrs["forward_phase"] = n.get("forward_phase", 0)
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag == LAYERNORM_BACKWARD_TAG:  # absent uids null; the count on the node object
+            attrs = {**n["inputs"], **n["outputs"]}
+            attrs["normalized_dim_count"] = n["normalized_dim_count"]
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag == RMSNORM_BACKWARD_TAG:  # an absent dbias left out
+            attrs = {"dbias_tensor_uid": None, **n["inputs"], **n["outputs"]}
             nodes.append(
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
             )

@@ -106,6 +106,15 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
   REQ(scale_tensor_uid) VEC(peer_stats_tensor_uid) REQ(dx_tensor_uid) REQ(dscale_tensor_uid)     \
   REQ(dbias_tensor_uid)
 
+// LayernormBackwardAttributes and RMSNormBackwardAttributes (reconstructed).
+#define LAYERNORM_BACKWARD_FIELDS(REQ, OPTI)                                                    \
+  REQ(dy_tensor_uid) REQ(x_tensor_uid) REQ(scale_tensor_uid) OPTI(mean_tensor_uid)              \
+  OPTI(inv_variance_tensor_uid) OPTI(epsilon_tensor_uid) REQ(dx_tensor_uid)                     \
+  REQ(dscale_tensor_uid) REQ(dbias_tensor_uid) REQ(normalized_dim_count)
+#define RMSNORM_BACKWARD_FIELDS(REQ, OPTI)                                                      \
+  REQ(dy_tensor_uid) REQ(x_tensor_uid) REQ(scale_tensor_uid) REQ(inv_rms_tensor_uid)            \
+  REQ(dx_tensor_uid) REQ(dscale_tensor_uid) OPTI(dbias_tensor_uid)
+
 // ConvolutionFwdAttributes (hipDNN's convolution_fwd_attributes.fbs; ConvMode from the
 // reconstructed tests/wire/schemas/convolution_common.fbs). The vectors are listed apart.
 #define CONV_FWD_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                              \
@@ -267,6 +276,18 @@ void print_batchnorm_inference_variance(Out &o,
   o.close('}');
 }
 
+void print_layernorm_backward(Out &o, const fo::LayernormBackwardAttributes *a) {
+  o.open('{');
+  LAYERNORM_BACKWARD_FIELDS(P_REQ, P_OPTI)
+  o.close('}');
+}
+
+void print_rmsnorm_backward(Out &o, const fo::RMSNormBackwardAttributes *a) {
+  o.open('{');
+  RMSNORM_BACKWARD_FIELDS(P_REQ, P_OPTI)
+  o.close('}');
+}
+
 void print_batchnorm_backward(Out &o, const fo::BatchnormBackwardAttributes *a) {
   o.open('{');
   BATCHNORM_BACKWARD_FIELDS(P_REQ, P_OPTI, P_VEC)
@@ -413,6 +434,12 @@ void print_graph(Out &o, const uint8_t *buf, size_t len) {
         } else if (const fo::BatchnormInferenceAttributes *a =
                        n->attributes_as_BatchnormInferenceAttributes()) {
           print_batchnorm_inference(o, a);
+        } else if (const fo::LayernormBackwardAttributes *a =
+                       n->attributes_as_LayernormBackwardAttributes()) {
+          print_layernorm_backward(o, a);
+        } else if (const fo::RMSNormBackwardAttributes *a =
+                       n->attributes_as_RMSNormBackwardAttributes()) {
+          print_rmsnorm_backward(o, a);
         } else if (const fo::BatchnormInferenceAttributesVarianceExt *a =
                        n->attributes_as_BatchnormInferenceAttributesVarianceExt()) {
           print_batchnorm_inference_variance(o, a);
@@ -589,6 +616,18 @@ bool set_batchnorm_inference_variance(fo::BatchnormInferenceAttributesVarianceEx
   return false;
 }
 
+bool set_layernorm_backward(fo::LayernormBackwardAttributesT *a, const std::string &k,
+                            const std::string &val) {
+  LAYERNORM_BACKWARD_FIELDS(S_REQ, S_OPTI)
+  return false;
+}
+
+bool set_rmsnorm_backward(fo::RMSNormBackwardAttributesT *a, const std::string &k,
+                          const std::string &val) {
+  RMSNORM_BACKWARD_FIELDS(S_REQ, S_OPTI)
+  return false;
+}
+
 bool set_batchnorm_backward(fo::BatchnormBackwardAttributesT *a, const std::string &k,
                             const std::string &val) {
   BATCHNORM_BACKWARD_FIELDS(S_REQ, S_OPTI, S_VEC)
@@ -709,7 +748,7 @@ int do_pack(const char *in_path, const char *out_path) {
       g.nodes.back()->name = unhex(val);
     } else if (k == "n.compute_data_type") {
       g.nodes.back()->compute_data_type = static_cast<fo::DataType>(to_i64(val));
-    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 11 Layernorm, 4 Batchnorm, 3 BatchnormBackward, 1 BatchnormInference, 8 BatchnormInferenceVarianceExt, 18 Reduction,
+    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 11 Layernorm, 4 Batchnorm, 3 BatchnormBackward, 1 BatchnormInference, 8 BatchnormInferenceVarianceExt, 18 Reduction, 20 LayernormBackward, 17 RMSNormBackward,
       //                           21 (empty)
       fo::NodeAttributesUnion &u = g.nodes.back()->attributes;
       int tag = std::stoi(val);
@@ -727,6 +766,8 @@ int do_pack(const char *in_path, const char *out_path) {
       else if (tag == 5) u.Set(fo::ConvolutionFwdAttributesT());
       else if (tag == 6) u.Set(fo::ConvolutionBwdAttributesT());
       else if (tag == 7) u.Set(fo::ConvolutionWrwAttributesT());
+      else if (tag == 20) u.Set(fo::LayernormBackwardAttributesT());
+      else if (tag == 17) u.Set(fo::RMSNormBackwardAttributesT());
       else if (tag == 21) u.Set(fo::ResampleBwdAttributesT());
       else throw std::runtime_error("unsupported kind " + val);
     } else if (k.compare(0, 2, "a.") == 0) {
@@ -756,6 +797,10 @@ int do_pack(const char *in_path, const char *out_path) {
         done = set_conv_bwd(a, k, val);
       else if (fo::ConvolutionWrwAttributesT *a = u.AsConvolutionWrwAttributes())
         done = set_conv_wrw(a, k, val);
+      else if (fo::LayernormBackwardAttributesT *a = u.AsLayernormBackwardAttributes())
+        done = set_layernorm_backward(a, k, val);
+      else if (fo::RMSNormBackwardAttributesT *a = u.AsRMSNormBackwardAttributes())
+        done = set_rmsnorm_backward(a, k, val);
       if (!done) throw std::runtime_error("unknown attribute key " + k);
     } else {
       throw std::runtime_error("unknown key " + k);
