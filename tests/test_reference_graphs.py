@@ -127,3 +127,14 @@ def test_execution_is_repeatable_and_never_writes_inputs() -> None:
     first = run(g, pack)[c].copy()
     second = run(g, pack)[c]  # run() also asserts the inputs were not written
     assert np.array_equal(first, second)
+
+
+@pytest.mark.parametrize("module", ["_common", "pointwise", "matmul", "reduction", "__init__"])
+def test_family_reference_doctests(module: str) -> None:
+    import doctest
+    import importlib
+
+    name = "hipdnn_graph_numpy_reference.families"
+    mod = importlib.import_module(name if module == "__init__" else f"{name}.{module}")
+    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted and not result.failed

@@ -7,7 +7,8 @@ smaller repeats along it, batch ``i`` of C reading batch ``i mod d`` of an opera
 
 Example:
     >>> import numpy as np, hipdnn_graph as hg
-    >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+    >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT,
+    ...              intermediate_data_type=hg.DataType.FLOAT)
     >>> c = g.matmul(g.tensor(name="a", dim=[2, 1, 2]), g.tensor(name="b", dim=[4, 2, 1]),
     ...              name="mm")
     >>> g.validate()

@@ -20,7 +20,8 @@ Parameters, as the attributes carry them (hipDNN's defaults when unset): ``RELU_
 
 Example:
     >>> import numpy as np, hipdnn_graph as hg
-    >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+    >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT,
+    ...              intermediate_data_type=hg.DataType.FLOAT)
     >>> y = g.pointwise(g.tensor(name="x", dim=[3]), mode=hg.PointwiseMode.RELU_FWD,
     ...                 relu_lower_clip_slope=0.5, name="leaky")
     >>> g.validate()

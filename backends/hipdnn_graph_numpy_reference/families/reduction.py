@@ -13,7 +13,8 @@
 
 Example:
     >>> import numpy as np, hipdnn_graph as hg
-    >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+    >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT,
+    ...              intermediate_data_type=hg.DataType.FLOAT)
     >>> y = g.reduction(g.tensor(name="x", dim=[2, 3]), mode=hg.ReductionMode.NORM2, name="n")
     >>> _ = y.set_dim([2, 1]).set_stride([1, 1])
     >>> g.validate()
