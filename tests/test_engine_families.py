@@ -102,7 +102,7 @@ def test_the_reference_declares_its_families_from_its_runners() -> None:
     from hipdnn_graph_numpy_reference.engine import NumpyReferenceEngine
     from hipdnn_graph_numpy_reference.families import REFERENCE_RUNNERS
 
-    declared = NumpyReferenceEngine.node_types
+    declared = NumpyReferenceEngine().node_types
     assert declared == {hg.NodeType.SDPA_FWD, hg.NodeType.SDPA_BWD, *REFERENCE_RUNNERS}
 
 

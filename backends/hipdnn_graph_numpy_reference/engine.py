@@ -70,8 +70,13 @@ class NumpyReferenceEngine:
     name = "NUMPY_REFERENCE_ENGINE"
     priority = 1000
     array_kind = "numpy"
-    #: the node families this engine runs (others are refused by name before ``check``)
-    node_types = frozenset(SDPA_NODE_TYPES | set(REFERENCE_RUNNERS))
+
+    @property
+    def node_types(self) -> frozenset[hg.NodeType]:
+        """The node families this engine runs: attention and every family with a runner in
+        :data:`~hipdnn_graph_numpy_reference.families.REFERENCE_RUNNERS` (others are refused by
+        name before ``check``)."""
+        return SDPA_NODE_TYPES | frozenset(REFERENCE_RUNNERS)
 
     def check(self, graph: hg.Graph) -> Support:
         for node in graph.nodes:
