@@ -141,8 +141,9 @@ def run_gpu(g: hg.Graph, t: dict[str, hg.TensorAttributes], reference: Any) -> N
     out = torch.empty([N, K, H, W], device="cuda").contiguous(memory_format=torch.channels_last)
     g.execute({**pack, t["y"]: out})
     torch.cuda.synchronize()
-    error = float(np.max(np.abs(out.cpu().numpy() - reference)))
-    print(f"GPU {g.get_plan_name()}: max |gpu - numpy| = {error:.1e}")
+    error = float(np.max(np.abs(out.cpu().numpy() - reference)) / np.max(np.abs(reference)))
+    assert error < 1e-2, error  # TF32 convolutions (torch's default on the GPU) round to 10 bits
+    print(f"GPU {g.get_plan_name()}: max |gpu - numpy| / max |y| = {error:.1e}")
 
 
 def main() -> None:
