@@ -127,27 +127,6 @@ class TorchEagerEngine:
         return FamilyEagerPlan(FamilyProgram(graph))
 
 
-def _parts(graph: hg.Graph) -> int:
-    """How many weakly connected parts the graph's nodes form (through shared tensors)."""
-    nodes = graph.nodes
-    parent = list(range(len(nodes)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    owner: dict[int, int] = {}
-    for i, node in enumerate(nodes):
-        for t in [*node.inputs(), *node.outputs()]:
-            if t.value is not None:
-                continue  # a constant shared by two nodes does not connect them
-            j = owner.setdefault(id(t), i)
-            parent[find(i)] = find(j)
-    return len({find(i) for i in range(len(nodes))})
-
-
 def _device() -> str:
     import torch
 
@@ -284,8 +263,6 @@ class TorchFusionEngine:
                     f"a single node has nothing to fuse; {EAGER_ENGINE} runs it (the torch op "
                     "called directly)"
                 )
-            elif (parts := _parts(graph)) > 1:
-                reason = f"the graph has {parts} unconnected parts; {EAGER_ENGINE} runs them"
         reason = reason or _node_refusal(graph) or compiler_refusal(self.config(), _device())
         return Support.yes() if reason is None else Support.no(reason)
 
