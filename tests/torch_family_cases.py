@@ -319,3 +319,21 @@ def max_rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
     return float((got - want).abs().max().item() / scale) if want.numel() else 0.0
 
 
+
+
+def fusion_examples() -> Any:
+    """``benchmarks/family_fusion.py`` as a module: its builders make issue 25's example graphs
+    (RMSNorm -> matmul, convolution + bias + ReLU, matmul + bias + GELU)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "family_fusion.py"
+    spec = importlib.util.spec_from_file_location("family_fusion_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    if spec.name in sys.modules:
+        return sys.modules[spec.name]
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
