@@ -79,7 +79,11 @@ def rmsnorm_matmul(m: int, k: int, n: int, io: hg.DataType = BF16, device: str =
     """RMSNorm over K (scale [1, K]) then a [K, N] projection."""
     dt = _torch_dtype(io)
     g = _graph(f"rmsnorm_matmul_{m}x{k}x{n}", io)
-    x, s, w = g.tensor(name="x", dim=[m, k]), g.tensor(name="s", dim=[1, k]), g.tensor(name="w", dim=[k, n])
+    x, s, w = (
+        g.tensor(name="x", dim=[m, k]),
+        g.tensor(name="s", dim=[1, k]),
+        g.tensor(name="w", dim=[k, n]),
+    )
     y, _ = g.rmsnorm(x, s, epsilon=g.tensor(name="eps").set_value(EPS),
                      forward_phase=hg.NormFwdPhase.INFERENCE, name="norm")  # fmt: skip
     c = g.matmul(y, w, name="proj")
@@ -103,7 +107,7 @@ def conv_bias_relu(n: int, c: int, hw: int, io: hg.DataType = BF16, device: str 
     def nhwc(dims: list[int]) -> list[int] | None:
         if not channels_last:
             return None
-        n_, c_, h_, w_ = dims
+        _, c_, h_, w_ = dims
         return [h_ * w_ * c_, 1, w_ * c_, c_]
 
     xd, wd, bd = [n, c, hw, hw], [c, c, 3, 3], [1, c, 1, 1]
@@ -129,7 +133,11 @@ def matmul_bias_gelu(m: int, k: int, n: int, io: hg.DataType = BF16, device: str
     """``gelu(A @ W + bias)``."""
     dt = _torch_dtype(io)
     g = _graph(f"matmul_bias_gelu_{m}x{k}x{n}", io)
-    a, w, b = g.tensor(name="a", dim=[m, k]), g.tensor(name="w", dim=[k, n]), g.tensor(name="b", dim=[1, n])
+    a, w, b = (
+        g.tensor(name="a", dim=[m, k]),
+        g.tensor(name="w", dim=[k, n]),
+        g.tensor(name="b", dim=[1, n]),
+    )
     c = g.matmul(a, w, name="mm")
     h = g.pointwise(c, b, mode=hg.PointwiseMode.ADD, name="bias")
     o = g.pointwise(h, mode=hg.PointwiseMode.GELU_FWD, name="gelu")
@@ -170,7 +178,11 @@ def single_conv(n: int, c: int, hw: int, io: hg.DataType = BF16, device: str = "
 def single_layernorm(m: int, k: int, io: hg.DataType = BF16, device: str = "cpu") -> Case:
     dt = _torch_dtype(io)
     g = _graph(f"layernorm_{m}x{k}", io)
-    x, s, b = g.tensor(name="x", dim=[m, k]), g.tensor(name="s", dim=[1, k]), g.tensor(name="b", dim=[1, k])
+    x, s, b = (
+        g.tensor(name="x", dim=[m, k]),
+        g.tensor(name="s", dim=[1, k]),
+        g.tensor(name="b", dim=[1, k]),
+    )
     y, _, _ = g.layernorm(x, s, b, hg.LayernormAttributes().set_name("ln")
                           .set_forward_phase(hg.NormFwdPhase.INFERENCE)
                           .set_epsilon(g.tensor(name="eps").set_value(EPS)))  # fmt: skip
@@ -257,11 +269,15 @@ def run_case(case: Case, device: str, warmup: int, repeats: int, calls: int) -> 
         parts.append(f"engine {eager:8.3f} ms  torch op {t['direct']:8.3f} ms  "
                      f"engine/op {eager / t['direct']:5.2f}")  # fmt: skip
         return "  ".join(parts)
-    compiled_fn = torch.compile(case.direct, fullgraph=True, dynamic=False,
-                                backend=os.environ.get("HIPDNN_GRAPH_TORCH_COMPILE_BACKEND", "inductor"))  # fmt: skip
+    backend = os.environ.get("HIPDNN_GRAPH_TORCH_COMPILE_BACKEND", "inductor")
+    compiled_fn = torch.compile(case.direct, fullgraph=True, dynamic=False, backend=backend)
     t["compiled"] = median_ms(lambda: compiled_fn(*args), device, warmup, repeats, calls)
     fusion = t.get("TORCH_FUSION_ENGINE", float("nan"))
-    plan = g._state.plans[index["TORCH_FUSION_ENGINE"]].plan if "TORCH_FUSION_ENGINE" in index else None
+    plan = (
+        g._state.plans[index["TORCH_FUSION_ENGINE"]].plan
+        if "TORCH_FUSION_ENGINE" in index
+        else None
+    )
     choice = getattr(plan, "choice", "refused")
     parts.append(
         f"fusion[{choice}] {fusion:8.3f} ms  eager-engine {eager:8.3f} ms  "
@@ -286,8 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     warmup, repeats, calls = (1, 3, 2) if a.quick or a.tiny else (3, 7, 5)
     device = a.device if a.device != "cuda" else f"cuda:{torch.cuda.current_device()}"
-    print(f"# torch {torch.__version__}, device {torch.cuda.get_device_name() if device != 'cpu' else 'cpu'}, "
-          f"median of {repeats} x {calls} calls")  # fmt: skip
+    name = torch.cuda.get_device_name() if device != "cpu" else "cpu"
+    print(f"# torch {torch.__version__}, device {name}, median of {repeats} x {calls} calls")
     for case in cases(a.tiny, device):
         if a.only and a.only not in case.name:
             continue

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_tiny_cpu_run_prints_one_line_per_case() -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "backends"),
-                                                        os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    path = [str(ROOT), str(ROOT / "backends"), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "family_fusion.py"), "--tiny", "--quick",
          "--device", "cpu", "--backend", "eager"],

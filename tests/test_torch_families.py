@@ -61,9 +61,12 @@ def test_pointwise_every_mode_float32(mode: hg.PointwiseMode) -> None:
     check(g, inputs, refs, hg.DataType.FLOAT)
 
 
+LOW_MODES = [hg.PointwiseMode.GELU_FWD, hg.PointwiseMode.ADD, hg.PointwiseMode.SWISH_BWD,
+             hg.PointwiseMode.BINARY_SELECT]  # fmt: skip
+
+
 @pytest.mark.parametrize("io", IO[1:], ids=IO_IDS[1:])
-@pytest.mark.parametrize("mode", [hg.PointwiseMode.GELU_FWD, hg.PointwiseMode.ADD,
-                                  hg.PointwiseMode.SWISH_BWD, hg.PointwiseMode.BINARY_SELECT])  # fmt: skip
+@pytest.mark.parametrize("mode", LOW_MODES)
 def test_pointwise_low_precision(mode: hg.PointwiseMode, io: hg.DataType) -> None:
     g, inputs, refs = cases.build_pointwise(mode, io)
     check(g, inputs, refs, io)
@@ -172,5 +175,5 @@ def test_eager_engine_through_execute_with_numpy_and_torch(family: str) -> None:
         for t, want in refs.items():
             got = torch.as_tensor(pack[t])
             assert cases.max_rel_error(got, want) < 1e-5, t.name
-        for t, v in feed.items():
+        for t in feed:
             assert torch.equal(torch.as_tensor(pack[t]), before[t]), f"input {t.name} written"

@@ -17,8 +17,11 @@ import torch_family_cases as cases  # noqa: E402
 import hipdnn_graph as hg  # noqa: E402
 from hipdnn_graph.backend import isolated_registry, register_backend  # noqa: E402
 from hipdnn_graph.backend.contract import checked_support  # noqa: E402
-from hipdnn_graph_torch_rocm import TorchEagerEngine, TorchFusionEngine  # noqa: E402
-from hipdnn_graph_torch_rocm import family_engines  # noqa: E402
+from hipdnn_graph_torch_rocm import (  # noqa: E402
+    TorchEagerEngine,
+    TorchFusionEngine,
+    family_engines,
+)
 
 FUSION, EAGER = "TORCH_FUSION_ENGINE", "TORCH_EAGER_ENGINE"
 EX = cases.fusion_examples()
@@ -125,7 +128,11 @@ def test_single_node_runs_on_the_eager_engine(counting: Counting) -> None:
 
 def test_runtime_epsilon_is_a_tensor_argument_not_a_recompile(counting: Counting) -> None:
     g = cases.graph(hg.DataType.FLOAT)
-    x, s, w = g.tensor(name="x", dim=[4, 8]), g.tensor(name="s", dim=[1, 8]), g.tensor(name="w", dim=[8, 3])
+    x, s, w = (
+        g.tensor(name="x", dim=[4, 8]),
+        g.tensor(name="s", dim=[1, 8]),
+        g.tensor(name="w", dim=[8, 3]),
+    )
     eps = g.tensor(name="eps", dim=[1], data_type=hg.DataType.FLOAT).set_is_pass_by_value(True)
     y, _ = g.rmsnorm(x, s, epsilon=eps, forward_phase=hg.NormFwdPhase.INFERENCE, name="n")
     c = g.matmul(y, w, name="mm")
@@ -167,7 +174,9 @@ def test_autotune_measures_both_plans_and_caches_the_verdict() -> None:
     assert first.choice == min(first.timings, key=first.timings.__getitem__)
     second = engine.build_plan(case.graph)
     assert second.timings == {} and second.choice == first.choice  # the cached verdict
-    assert counter.calls == (2 if first.choice == "fused" else 1)  # an eager verdict skips compiling
+    assert counter.calls == (
+        2 if first.choice == "fused" else 1
+    )  # an eager verdict skips compiling
     family_engines._VERDICTS.clear()
 
 

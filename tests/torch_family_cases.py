@@ -160,8 +160,10 @@ def build_conv(kind: str, spatial: int, io: hg.DataType, *, groups: int = 1,
     pre, post = [2, 1, 0][:spatial], [1, 1, 1][:spatial]
     stride, dilation = [2, 1, 1][:spatial], [2, 1, 1][:spatial]
     x_dims, w_dims = [n, c, *size], [k, c // groups, *kernel]
-    y_sp = [(s + p + q - d * (kk - 1) - 1) // st + 1
-            for s, p, q, d, kk, st in zip(size, pre, post, dilation, kernel, stride, strict=True)]
+    y_sp = [
+        (s + p + q - d * (kk - 1) - 1) // st + 1
+        for s, p, q, d, kk, st in zip(size, pre, post, dilation, kernel, stride, strict=True)
+    ]
     y_dims = [n, k, *y_sp]
     xv, wv, dyv = rand(x_dims, io, seed), rand(w_dims, io, seed + 1), rand(y_dims, io, seed + 2)
     conv = [F.conv1d, F.conv2d, F.conv3d][spatial - 1]
@@ -218,8 +220,9 @@ def build_batchnorm(kind: str, io: hg.DataType, seed: int = 0) -> tuple[hg.Graph
         mom = g.tensor(name="mom", dim=[1, 1, 1, 1])
         pmv, pvv = rand(cd, io, seed + 3), rand(cd, io, seed + 4, low=0.5)
         momv = torch.full([1, 1, 1, 1], 0.25, dtype=torch.float64)
-        y, m, iv, nm, nv = g.batchnorm(x, s, b, name="bn", epsilon=g.tensor(name="eps").set_value(eps),
-                                       prev_running_mean=pm, prev_running_variance=pv, momentum=mom)  # fmt: skip
+        epsilon = g.tensor(name="eps").set_value(eps)
+        y, m, iv, nm, nv = g.batchnorm(x, s, b, name="bn", epsilon=epsilon, momentum=mom,
+                                       prev_running_mean=pm, prev_running_variance=pv)  # fmt: skip
         rm, rv = pmv.flatten().clone(), pvv.flatten().clone()
         yref = F.batch_norm(xv, rm, rv, sv.flatten(), bv.flatten(), True, 0.25, eps)
         outs = {y: yref, m: mean, iv: 1 / torch.sqrt(var + eps), nm: rm.reshape(cd),
@@ -236,11 +239,17 @@ def build_batchnorm(kind: str, io: hg.DataType, seed: int = 0) -> tuple[hg.Graph
         mv, vv = rand(cd, io, seed + 3), rand(cd, io, seed + 4, low=0.5)
         y = g.batchnorm_inference_variance_ext(x, m, v, s, b, g.tensor(name="eps").set_value(eps),
                                                name="bn")  # fmt: skip
-        yref = F.batch_norm(xv, mv.flatten(), vv.flatten(), sv.flatten(), bv.flatten(), False, 0.0, eps)
+        yref = F.batch_norm(
+            xv, mv.flatten(), vv.flatten(), sv.flatten(), bv.flatten(), False, 0.0, eps
+        )
         outs = {y: yref}
         inputs = {x: xv, m: mv, v: vv, s: sv, b: bv}
     else:
-        dy, m, iv = g.tensor(name="dy", dim=x_dims), g.tensor(name="m", dim=cd), g.tensor(name="iv", dim=cd)
+        dy, m, iv = (
+            g.tensor(name="dy", dim=x_dims),
+            g.tensor(name="m", dim=cd),
+            g.tensor(name="iv", dim=cd),
+        )
         dyv = rand(x_dims, io, seed + 5)
         ivv = 1 / torch.sqrt(var + eps)
         mv = mean
@@ -262,8 +271,16 @@ def build_batchnorm(kind: str, io: hg.DataType, seed: int = 0) -> tuple[hg.Graph
 def build_layernorm(io: hg.DataType, training: bool, seed: int = 0) -> tuple[hg.Graph, dict, dict]:
     g = graph(io)
     x_dims = [2, 3, 16]
-    xv, sv, bv = rand(x_dims, io, seed), rand([1, 1, 16], io, seed + 1), rand([1, 1, 16], io, seed + 2)
-    x, s, b = g.tensor(name="x", dim=x_dims), g.tensor(name="s", dim=[1, 1, 16]), g.tensor(name="b", dim=[1, 1, 16])
+    xv, sv, bv = (
+        rand(x_dims, io, seed),
+        rand([1, 1, 16], io, seed + 1),
+        rand([1, 1, 16], io, seed + 2),
+    )
+    x, s, b = (
+        g.tensor(name="x", dim=x_dims),
+        g.tensor(name="s", dim=[1, 1, 16]),
+        g.tensor(name="b", dim=[1, 1, 16]),
+    )
     phase = hg.NormFwdPhase.TRAINING if training else hg.NormFwdPhase.INFERENCE
     eps = 1e-5
     y, m, iv = g.layernorm(x, s, b, hg.LayernormAttributes().set_name("ln").set_forward_phase(phase)
@@ -317,8 +334,6 @@ def max_rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
     got, want = got.double().cpu(), want.double().cpu()
     scale = max(want.abs().max().item(), 1.0)
     return float((got - want).abs().max().item() / scale) if want.numel() else 0.0
-
-
 
 
 def fusion_examples() -> Any:

@@ -245,14 +245,17 @@ class TorchFusionEngine:
     ) -> None:
         self.name = name
         self.priority = priority
-        self._settings = {"backend": backend, "mode": mode, "options": options, "autotune": autotune}
+        self._backend, self._mode, self._options = backend, mode, options
+        self._autotune = autotune
 
     def __repr__(self) -> str:
         return f"TorchFusionEngine({self.name})"
 
     def config(self) -> FusionConfig:
         """The configuration plans are built with now."""
-        return FusionConfig.resolve(**self._settings)
+        return FusionConfig.resolve(
+            backend=self._backend, mode=self._mode, options=self._options, autotune=self._autotune
+        )
 
     def check(self, graph: hg.Graph) -> Support:
         reason = _torch_refusal()

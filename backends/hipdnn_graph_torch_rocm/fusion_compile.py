@@ -171,7 +171,8 @@ def measure(
         samples = []
         for _ in range(repeats):
             if gpu:
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+                end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
                 start.record()
                 for _ in range(calls):
                     fn()

@@ -33,7 +33,9 @@ __all__ = [
 Prepared = Callable[[Mapping[str, Any]], dict[str, Any]]
 
 #: the compute types the lowerings honour (a floating type torch computes in on every device)
-FLOATING = frozenset({hg.DataType.FLOAT, hg.DataType.DOUBLE, hg.DataType.HALF, hg.DataType.BFLOAT16})
+FLOATING = frozenset(
+    {hg.DataType.FLOAT, hg.DataType.DOUBLE, hg.DataType.HALF, hg.DataType.BFLOAT16}
+)
 #: 16-bit storage types whose matmuls and convolutions accumulate in float32 natively
 LOW_PRECISION = frozenset({hg.DataType.HALF, hg.DataType.BFLOAT16})
 

@@ -146,7 +146,9 @@ def prepare_rmsnorm(node: hg.RMSNormNode) -> Prepared:
 
     def run(inputs: Mapping[str, Any]) -> dict[str, Any]:
         x = inputs["X"].to(compute)
-        inv = torch.rsqrt((x * x).mean(dim=axes, keepdim=True) + as_scalar(inputs["EPSILON"], compute))
+        inv = torch.rsqrt(
+            (x * x).mean(dim=axes, keepdim=True) + as_scalar(inputs["EPSILON"], compute)
+        )
         y = x * inv * inputs["SCALE"].to(compute)
         if has_bias:
             y = y + inputs["BIAS"].to(compute)

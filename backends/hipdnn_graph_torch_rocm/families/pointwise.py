@@ -63,7 +63,7 @@ def _modes(a: hg.PointwiseAttributes, out_dims: list[int]) -> dict[M, Callable[.
     alpha = _param(a.elu_alpha, 1.0)
     sp_beta = _param(a.softplus_beta, 1.0)
     sw_beta = _param(a.swish_beta, 1.0)
-    axis = a.axis
+    axis = 0 if a.axis is None else a.axis  # GEN_INDEX without an axis is refused
 
     def relu(x: Any) -> Any:
         y = torch.where(x > lower, x, lower + slope * (x - lower))
@@ -91,7 +91,7 @@ def _modes(a: hg.PointwiseAttributes, out_dims: list[int]) -> dict[M, Callable[.
 
     def gen_index(x: Any) -> Any:
         rank = len(out_dims)
-        ax = axis if axis >= 0 else axis + rank  # type: ignore[operator]
+        ax = axis if axis >= 0 else axis + rank
         shape = [1] * rank
         shape[ax] = out_dims[ax]
         index = torch.arange(out_dims[ax], device=x.device, dtype=x.dtype)

@@ -27,7 +27,7 @@ import hipdnn_graph as hg
 from ._common import Prepared, compute_dtype, dtype_refusal
 from .pointwise import STORAGE
 
-__all__ = ["lower_reduction", "reduced_axes", "reduction_refusal", "prepare_reduction"]
+__all__ = ["lower_reduction", "prepare_reduction", "reduced_axes", "reduction_refusal"]
 
 R = hg.ReductionMode
 
