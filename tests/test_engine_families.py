@@ -86,15 +86,21 @@ def test_no_engine_for_the_family_raises_not_supported_naming_it() -> None:
     assert "ATTN: does not run POINTWISE nodes (node 'relu')" in info.value.message
 
 
-def test_built_in_engines_refuse_pointwise_by_family() -> None:
+def test_sdpa_engines_refuse_pointwise_by_family_and_the_torch_family_engine_runs_it() -> None:
+    pytest.importorskip("torch")
+    from hipdnn_graph_torch_rocm import create_backend
+
     g = _pointwise_graph()
     g.build_operation_graph()
-    with pytest.raises(hg.NotSupportedError) as info:
+    with isolated_registry(load_entry_points=False) as registry:
+        registry.register(create_backend())
         g.create_execution_plans()
-        g.check_support()
-    message = info.value.message
-    for engine in ("NUMPY_REFERENCE_ENGINE", "TORCH_SDPA_MATH_ENGINE"):
-        assert f"{engine}: does not run POINTWISE nodes (node 'relu')" in message
+        refusals = dict(g.get_engine_refusals())
+        assert refusals["TORCH_SDPA_MATH_ENGINE"] == (
+            "does not run POINTWISE nodes (node 'relu'); it runs SDPA_FWD, SDPA_BWD"
+        )
+        g.build_plans()
+        assert g.get_plan_name() == "TORCH_EAGER_ENGINE"
 
 
 def test_conformance_kit_checks_attention_engines_as_before() -> None:
