@@ -226,8 +226,14 @@ class TorchFusionEngine:
     """Runs a connected graph of two or more supported nodes as one compiled function.
 
     Args:
-        backend, mode, options, autotune: see :mod:`.fusion_compile` (``None``: the
-            environment, else the defaults).
+        name: the engine's name.
+        priority: its rank among the engines that accept a graph (lower first).
+        backend: the ``torch.compile`` backend (a name or a callable); ``None``: the
+            environment, else ``"inductor"`` (see :mod:`.fusion_compile`).
+        mode: the Inductor mode; ``None``: the environment, else none.
+        options: Inductor config patches.
+        autotune: measure the compiled function against the eager one in ``build_plan``;
+            ``None``: the environment, else on for GPUs and off on the CPU.
     """
 
     array_kind = "torch"
