@@ -89,9 +89,7 @@ def test_json_layout_and_schema() -> None:
     assert "forward_phase" not in read.to_json()
 
 
-def test_cli_shows_draws_and_runs(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_shows_draws_and_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "rms.bin"
     path.write_bytes(_graph().serialize())
     assert main(["show", str(path)]) == 0
