@@ -4,8 +4,10 @@
 For each graph: ``TORCH_FUSION_ENGINE`` (its plan: compiled, or eager where build_plan
 measured that faster), ``TORCH_EAGER_ENGINE`` (node by node), and the same math written
 directly as a torch function, run eagerly and through ``torch.compile``; for single nodes the
-engine against the torch op called directly. All through ``Graph.execute`` with caller-owned
-buffers; CUDA events on a GPU (``perf_counter`` on the CPU), warm-up, median of repeats.
+engine against the torch op called directly, through ``Graph.run`` (the engine's result handed
+over, as the op's own is) and ``Graph.execute`` (copied into a caller-owned buffer). Graphs run
+through ``Graph.execute`` with caller-owned buffers. CUDA events on a GPU (``perf_counter`` on
+the CPU), warm-up, median of repeats.
 
     python benchmarks/family_fusion.py            # the H200 shapes, bf16
     python benchmarks/family_fusion.py --quick    # fewer repeats
@@ -266,8 +268,13 @@ def run_case(case: Case, device: str, warmup: int, repeats: int, calls: int) -> 
     parts = [f"{case.name:<36}"]
     eager = t["TORCH_EAGER_ENGINE"]
     if case.single:
-        parts.append(f"engine {eager:8.3f} ms  torch op {t['direct']:8.3f} ms  "
-                     f"engine/op {eager / t['direct']:5.2f}")  # fmt: skip
+        inputs = dict(case.inputs)
+        t["run"] = median_ms(lambda: g.run(inputs), device, warmup, repeats, calls)
+        parts.append(
+            f"engine run {t['run']:8.3f} ms  engine execute {eager:8.3f} ms  "
+            f"torch op {t['direct']:8.3f} ms  run/op {t['run'] / t['direct']:5.2f}  "
+            f"execute/op {eager / t['direct']:5.2f}"
+        )
         return "  ".join(parts)
     backend = os.environ.get("HIPDNN_GRAPH_TORCH_COMPILE_BACKEND", "inductor")
     compiled_fn = torch.compile(case.direct, fullgraph=True, dynamic=False, backend=backend)

@@ -30,6 +30,6 @@ def test_tiny_cpu_run_prints_one_line_per_case() -> None:
     for line in graphs:
         assert "fusion[fused]" in line and "eager/fusion" in line and "nan" not in line, line
     for line in singles:
-        assert "engine/op" in line and "nan" not in line, line
+        assert "run/op" in line and "execute/op" in line and "nan" not in line, line
     assert lines[0].startswith("rmsnorm_matmul_16x32x24")
     assert singles[2].startswith("layernorm_16x32")

@@ -244,3 +244,20 @@ def test_numpy_caller_gets_numpy_results_from_run(counting: Counting) -> None:
     assert isinstance(results[out], np.ndarray)
     (want,) = _reference(case)
     assert cases.max_rel_error(torch.from_numpy(results[out]), want) < 1e-5
+
+
+def test_run_hands_the_eager_result_over_in_the_declared_layout() -> None:
+    """Graph.run: an output the caller does not pass is the engine's own tensor when its
+    layout is the declared one, a copy in the declared layout otherwise."""
+    with isolated_registry(load_entry_points=False):
+        register_backend(_Backend(TorchEagerEngine()))
+        for strides in ([6, 1], [1, 4]):  # row-major as computed; column-major: copied
+            g = cases.graph(hg.DataType.FLOAT)
+            a, b = g.tensor(name="a", dim=[4, 5]), g.tensor(name="b", dim=[5, 6])
+            c = g.matmul(a, b, name="mm")
+            c.set_output(True).set_dim([4, 6]).set_stride(strides)
+            g.build_operation_graph().create_execution_plans().build_plans()
+            av, bv = torch.randn(4, 5), torch.randn(5, 6)
+            got = g.run({a: av, b: bv})[c]
+            assert list(got.stride()) == strides
+            torch.testing.assert_close(got, av @ bv)

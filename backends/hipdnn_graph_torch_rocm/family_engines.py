@@ -30,7 +30,7 @@ import importlib.util
 import threading
 import types
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import hipdnn_graph as hg
 from hipdnn_graph.backend import Support
@@ -79,10 +79,29 @@ def _node_refusal(graph: hg.Graph) -> str | None:
     return None
 
 
-def _write(buffers: Mapping[int, Any], uids: tuple[int, ...], results: list[Any]) -> None:
-    for uid, value in zip(uids, results, strict=True):
-        out = buffers[uid]
-        out.copy_(value.reshape(out.shape))
+def _write(program: FamilyProgram, buffers: Mapping[int, Any], results: list[Any]) -> None:
+    """Copy each result into the caller's buffer; hand over (as ``Graph.run`` asks, without a
+    copy where the layout is already the declared one) those the caller did not pass."""
+    handed = cast("dict[int, Any]", buffers)  # a fresh dict from the frontend
+    for uid, value in zip(program.outputs, results, strict=True):
+        out = buffers.get(uid)
+        if out is not None:
+            out.copy_(value.reshape(out.shape))
+        else:
+            dims, strides, _ = program.specs[uid]
+            handed[uid] = _declared(value.reshape(dims), strides)
+
+
+def _declared(value: Any, strides: tuple[int, ...]) -> Any:
+    """``value`` itself when its layout is the declared one (strides of size-1 dims aside),
+    else a copy in the declared layout."""
+    got = value.stride()
+    if all(d == 1 or a == b for d, a, b in zip(value.shape, got, strides, strict=True)):
+        return value
+    import torch
+
+    out = torch.empty_strided(value.shape, strides, dtype=value.dtype, device=value.device)
+    return out.copy_(value)
 
 
 def _feeds(program: FamilyProgram, buffers: Mapping[int, Any]) -> dict[int, Any]:
@@ -90,9 +109,11 @@ def _feeds(program: FamilyProgram, buffers: Mapping[int, Any]) -> dict[int, Any]
 
 
 class FamilyEagerPlan:
-    """Node by node: every lowering on the caller's tensors, then the outputs copied in."""
+    """Node by node: every lowering on the caller's tensors, then the outputs copied into the
+    caller's buffers (outputs the caller leaves to ``Graph.run`` are handed over uncopied)."""
 
     workspace_size = 0
+    allocates_outputs = True
 
     def __init__(self, program: FamilyProgram) -> None:
         self.engine_name = EAGER_ENGINE
@@ -100,7 +121,7 @@ class FamilyEagerPlan:
 
     def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
         results = self.program.results(_feeds(self.program, variant_pack))
-        _write(variant_pack, self.program.outputs, results)
+        _write(self.program, variant_pack, results)
 
 
 class TorchEagerEngine:
