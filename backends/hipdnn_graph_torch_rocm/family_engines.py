@@ -313,9 +313,10 @@ class TorchFusionEngine:
         program = FamilyProgram(graph)
         backend = CountingBackend(config)
         autotune = config.autotune if config.autotune is not None else device != "cpu"
-        signature = (_signature(graph), device, config.key())
+        digest = _signature(graph)
+        signature = (digest, device, config.key())
         with _VERDICTS_LOCK:
-            verdict = _VERDICTS.get(signature) if autotune else None
+            verdict = _VERDICTS.get(signature) if autotune and digest else None
         if verdict == "eager":
             return FamilyFusionPlan(program, device, None, backend, "eager", {})
         compiled = torch.compile(_whole(program), backend=backend, fullgraph=True, dynamic=False)
@@ -343,8 +344,9 @@ class TorchFusionEngine:
                 device,
             )
             choice = "fused" if timings["fused"] <= timings["eager"] else "eager"
-            with _VERDICTS_LOCK:
-                _VERDICTS[signature] = choice
+            if digest is not None:
+                with _VERDICTS_LOCK:
+                    _VERDICTS[signature] = choice
         return FamilyFusionPlan(program, device, compiled, backend, choice, timings)
 
 
@@ -360,9 +362,13 @@ def _examples(program: FamilyProgram, device: str) -> list[Any]:
     ]
 
 
-def _signature(graph: hg.Graph) -> str:
-    """A digest of the graph as hipDNN serializes it (nodes, tensors, types, shapes)."""
-    return hashlib.sha256(graph.serialize()).hexdigest()
+def _signature(graph: hg.Graph) -> str | None:
+    """A digest of the graph as hipDNN serializes it (nodes, tensors, types, shapes); None
+    when it cannot be serialized (its verdict is then not cached)."""
+    try:
+        return hashlib.sha256(graph.serialize()).hexdigest()
+    except hg.HipdnnError:
+        return None
 
 
 def create_family_engines() -> list[TorchFusionEngine | TorchEagerEngine]:
