@@ -177,3 +177,27 @@ def test_eager_engine_through_execute_with_numpy_and_torch(family: str) -> None:
             assert cases.max_rel_error(got, want) < 1e-5, t.name
         for t in feed:
             assert torch.equal(torch.as_tensor(pack[t]), before[t]), f"input {t.name} written"
+
+
+@pytest.mark.parametrize("mode", [hg.PointwiseMode.ADD, hg.PointwiseMode.GELU_FWD,
+                                  hg.PointwiseMode.EXP, hg.PointwiseMode.RELU_FWD,
+                                  hg.PointwiseMode.SWISH_FWD])  # fmt: skip
+def test_one_kernel_16_bit_modes_round_once_as_the_compute_type_says(
+    mode: hg.PointwiseMode,
+) -> None:
+    """bf16 in and out, FLOAT compute: the uncast kernel gives exactly float32 math rounded
+    once to bf16."""
+    g, inputs, _ = cases.build_pointwise(mode, hg.DataType.BFLOAT16)
+    got = next(iter(lower(g, inputs).values()))
+    (node,) = g.nodes
+    args = [inputs[t].float() for s, t in node.attributes.tensors_by_slot().items() if t in inputs]
+    f = torch.nn.functional
+    fp32 = {
+        hg.PointwiseMode.ADD: lambda a, b: a + b,
+        hg.PointwiseMode.GELU_FWD: f.gelu,
+        hg.PointwiseMode.EXP: torch.exp,
+        hg.PointwiseMode.RELU_FWD: torch.relu,
+        hg.PointwiseMode.SWISH_FWD: f.silu,
+    }[mode](*args)
+    assert got.dtype == torch.bfloat16
+    assert torch.equal(got, fp32.to(torch.bfloat16))

@@ -32,7 +32,7 @@ from typing import Any
 
 import hipdnn_graph as hg
 
-from ._common import FLOATING, Prepared, compute_dtype, dtype_refusal
+from ._common import FLOATING, LOW_PRECISION, Prepared, compute_dtype, dtype_refusal
 
 __all__ = ["lower_pointwise", "pointwise_refusal", "prepare_pointwise"]
 
@@ -43,6 +43,14 @@ STORAGE = FLOATING | {
     hg.DataType.INT8, hg.DataType.UINT8, hg.DataType.INT32, hg.DataType.INT64, hg.DataType.BOOLEAN
 }  # fmt: skip
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+#: modes that are one torch kernel, which computes 16-bit operands in float32 and rounds once:
+#: with operands and result of one 16-bit type and a FLOAT compute type they run uncast
+_ONE_KERNEL = frozenset({
+    M.ABS, M.CEIL, M.ELU_FWD, M.ERF, M.EXP, M.FLOOR, M.GELU_APPROX_TANH_FWD, M.GELU_FWD,
+    M.IDENTITY, M.LOG, M.NEG, M.RECIPROCAL, M.RELU_FWD, M.RSQRT, M.SIGMOID_FWD, M.SIN,
+    M.SOFTPLUS_FWD, M.SQRT, M.SWISH_FWD, M.TAN, M.TANH_FWD, M.ADD, M.DIV, M.MAX, M.MIN,
+    M.MUL, M.SUB,
+})  # fmt: skip
 
 
 def _param(value: float | None, default: float) -> float:
@@ -56,6 +64,7 @@ def _gelu_tanh_inner(torch: Any, x: Any) -> Any:
 def _modes(a: hg.PointwiseAttributes, out_dims: list[int]) -> dict[M, Callable[..., Any]]:
     """Each mode's function of the (compute-type) operands; parameters read now."""
     import torch
+    import torch.nn.functional as F
 
     lower = _param(a.relu_lower_clip, 0.0)
     upper = a.relu_upper_clip
@@ -66,6 +75,8 @@ def _modes(a: hg.PointwiseAttributes, out_dims: list[int]) -> dict[M, Callable[.
     axis = 0 if a.axis is None else a.axis  # GEN_INDEX without an axis is refused
 
     def relu(x: Any) -> Any:
+        if slope == 0.0:  # max(x, lower), clipped above: one kernel
+            return torch.clamp(x, min=lower, max=None if upper is None else float(upper))
         y = torch.where(x > lower, x, lower + slope * (x - lower))
         return y if upper is None else torch.clamp(y, max=float(upper))
 
@@ -103,12 +114,12 @@ def _modes(a: hg.PointwiseAttributes, out_dims: list[int]) -> dict[M, Callable[.
     return {
         M.ABS: torch.abs,
         M.CEIL: torch.ceil,
-        M.ELU_FWD: lambda x: torch.where(x > 0, x, alpha * torch.expm1(x)),
+        M.ELU_FWD: lambda x: F.elu(x, alpha=alpha),
         M.ERF: torch.erf,
         M.EXP: torch.exp,
         M.FLOOR: torch.floor,
-        M.GELU_APPROX_TANH_FWD: lambda x: 0.5 * x * (1.0 + torch.tanh(_gelu_tanh_inner(torch, x))),
-        M.GELU_FWD: lambda x: 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0))),
+        M.GELU_APPROX_TANH_FWD: lambda x: F.gelu(x, approximate="tanh"),
+        M.GELU_FWD: F.gelu,
         M.GEN_INDEX: gen_index,
         M.IDENTITY: lambda x: x,
         M.LOG: torch.log,
@@ -119,9 +130,9 @@ def _modes(a: hg.PointwiseAttributes, out_dims: list[int]) -> dict[M, Callable[.
         M.RSQRT: torch.rsqrt,
         M.SIGMOID_FWD: torch.sigmoid,
         M.SIN: torch.sin,
-        M.SOFTPLUS_FWD: lambda x: torch.nn.functional.softplus(x, beta=sp_beta),
+        M.SOFTPLUS_FWD: lambda x: F.softplus(x, beta=sp_beta),
         M.SQRT: torch.sqrt,
-        M.SWISH_FWD: lambda x: x * torch.sigmoid(sw_beta * x),
+        M.SWISH_FWD: F.silu if sw_beta == 1.0 else lambda x: x * torch.sigmoid(sw_beta * x),
         M.TAN: torch.tan,
         M.TANH_FWD: torch.tanh,
         M.ADD: torch.add,
@@ -169,13 +180,24 @@ def prepare_pointwise(node: hg.PointwiseNode) -> Prepared:
     dims = list(out.dim)
     fn = _modes(a, dims)[a.mode]
     compute = compute_dtype(node)
-    slots = [s for s in _SLOTS if s in a.tensors_by_slot()]
+    tensors = a.tensors_by_slot()
+    slots = [s for s in _SLOTS if s in tensors]
+    types = {t.data_type for t in tensors.values()}
+    if (
+        a.mode in _ONE_KERNEL
+        and node.attributes.compute_data_type == hg.DataType.FLOAT
+        and len(types) == 1
+        and types <= LOW_PRECISION
+        and not (a.mode == M.RELU_FWD and _param(a.relu_lower_clip_slope, 0.0) != 0.0)
+        and not (a.mode == M.SWISH_FWD and _param(a.swish_beta, 1.0) != 1.0)
+    ):
+        compute = None  # torch computes one 16-bit kernel in float32 and rounds once
 
     def run(inputs: Mapping[str, Any]) -> dict[str, Any]:
         args = []
         for s in slots:
             v = inputs[s]
-            args.append(v.to(compute) if isinstance(v, torch.Tensor) else v)
+            args.append(v.to(compute) if compute is not None and isinstance(v, torch.Tensor) else v)
         y = fn(*args)
         return {"OUT_0": torch.broadcast_to(y, dims)}
 
