@@ -261,3 +261,22 @@ def test_run_hands_the_eager_result_over_in_the_declared_layout() -> None:
             got = g.run({a: av, b: bv})[c]
             assert list(got.stride()) == strides
             torch.testing.assert_close(got, av @ bv)
+
+
+def test_a_failing_guard_at_execute_runs_node_by_node_without_compiling(counting: Counting) -> None:
+    """One buffer passed for both inputs: dynamo's guards (distinct inputs) fail, the compile
+    it asks for is refused, and the call runs node by node, correctly."""
+    g = cases.graph(hg.DataType.FLOAT)
+    x, y = g.tensor(name="x", dim=[4, 8]), g.tensor(name="y", dim=[4, 8])
+    s = g.pointwise(x, y, mode=hg.PointwiseMode.ADD, name="add")
+    r = g.pointwise(s, mode=hg.PointwiseMode.RELU_FWD, name="relu")
+    r.set_output(True)
+    g.build_operation_graph().create_execution_plans().build_plans()
+    assert g.get_plan_name() == FUSION and counting.calls == 1
+    v = torch.randn(4, 8)
+    out = torch.empty(4, 8)
+    g.execute({x: v, y: v, r: out})
+    torch.testing.assert_close(out, torch.relu(2 * v))
+    assert counting.calls == 1 and _plan(g).compiles == 1
+    g.execute({x: v, y: v.clone(), r: out})  # the compiled function again
+    torch.testing.assert_close(out, torch.relu(2 * v))

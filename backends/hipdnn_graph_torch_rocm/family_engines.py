@@ -196,7 +196,15 @@ class FamilyFusionPlan:
         if args is None:  # buffers on another device than compiled for: no compile here
             self._eager.execute(variant_pack, workspace)
             return
-        self.compiled(*args)
+        try:
+            self.compiled(*args)
+        except Exception:
+            if not self.backend.refused:
+                raise
+            # a guard failed (aliased input buffers, ...) and the compile was refused before
+            # anything ran: this call runs node by node
+            self.backend.refused = False
+            self._eager.execute(variant_pack, workspace)
 
     def arguments(self, buffers: Mapping[int, Any]) -> list[Any] | None:
         """The compiled function's arguments (feeds, then outputs) from a variant pack, laid

@@ -104,9 +104,12 @@ class CountingBackend:
         self.config = config
         self.compiles = 0
         self.building = False
+        #: set when a compilation outside the build was refused (the caller then runs eagerly)
+        self.refused = False
 
     def __call__(self, gm: Any, example_inputs: Any) -> Any:
         if not self.building:
+            self.refused = True
             raise RuntimeError("a fusion plan recompiled at execute (its guards failed)")
         self.compiles += 1
         return self._inner()(gm, example_inputs)
