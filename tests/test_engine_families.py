@@ -119,6 +119,23 @@ def test_the_reference_refuses_a_family_without_a_runner_naming_it(
     assert not support and support.reason == "node 'relu': POINTWISE nodes have no NumPy reference"
 
 
+def test_sdpa_engines_refuse_pointwise_by_family_and_the_torch_family_engine_runs_it() -> None:
+    pytest.importorskip("torch")
+    from hipdnn_graph_torch_rocm import create_backend
+
+    g = _pointwise_graph()
+    g.build_operation_graph()
+    with isolated_registry(load_entry_points=False) as registry:
+        registry.register(create_backend())
+        g.create_execution_plans()
+        refusals = dict(g.get_engine_refusals())
+        assert refusals["TORCH_SDPA_MATH_ENGINE"] == (
+            "does not run POINTWISE nodes (node 'relu'); it runs SDPA_FWD, SDPA_BWD"
+        )
+        g.build_plans()
+        assert g.get_plan_name() == "TORCH_EAGER_ENGINE"
+
+
 def test_conformance_kit_checks_attention_engines_as_before() -> None:
     report = check_engine("NUMPY_REFERENCE_ENGINE", cases=2, seed=0)
     assert report.ok and report.passed

@@ -1,6 +1,6 @@
 """hipDNN's Python-binding tests of reduction (``frontend_wheel_package/tests/test_reduction.py``),
 ported as the SDPA ones were: the same calls on ``hipdnn_graph.frontend``; hipDNN's GPU tests
-build the operation graph and execute it, here on ``NUMPY_REFERENCE_ENGINE``."""
+build the operation graph and execute it, here on the best-ranked engine."""
 
 from __future__ import annotations
 
@@ -35,9 +35,8 @@ class TestReductionAttributeBindings:
 
 
 def _executes_a_sum(graph: hipdnn.Graph, x: hipdnn.Tensor, y: hipdnn.Tensor) -> None:
-    """hipDNN's tests build plans and execute; here on NUMPY_REFERENCE_ENGINE."""
+    """hipDNN's tests build plans and execute; here on the best-ranked engine."""
     handle = build_all(graph)
-    assert graph.get_plan_name() == "NUMPY_REFERENCE_ENGINE"
     data = np.random.default_rng(0).standard_normal([4, 8]).astype(np.float32)
     result = np.zeros([1, 8], np.float32)
     assert graph.execute(handle, {x: data, y: result}).is_good()

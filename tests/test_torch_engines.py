@@ -41,6 +41,8 @@ def test_backend_lists_its_engines_in_measured_speed_order() -> None:
         "TORCH_SDPA_EFFICIENT_ENGINE",
         "TORCH_SDPA_FLEX_ENGINE",
         "TORCH_SDPA_MATH_ENGINE",
+        "TORCH_FUSION_ENGINE",
+        "TORCH_EAGER_ENGINE",
     ]
     priorities = [e.priority for e in engines]
     assert priorities == sorted(priorities)

@@ -547,15 +547,13 @@ def create_engines() -> list[TorchSdpaEngine]:
 
 
 class TorchSdpaBackend:
-    """The built-in ``torch`` backend plugin (torch is imported only when engines run): the
-    cuDNN-frontend engine (:mod:`.cudnn_fe`), then the five engines of :func:`create_engines`."""
+    """The five SDPA engines of :func:`create_engines` as a backend (the ``torch`` entry point
+    serves :class:`._backend.TorchBackend`, which adds the cuDNN-frontend and family engines)."""
 
     name = "torch"
 
     def __init__(self) -> None:
-        from .cudnn_fe.engine import CudnnFrontendEngine
+        self._engines = create_engines()
 
-        self._engines: list[Any] = [CudnnFrontendEngine(), *create_engines()]
-
-    def engines(self) -> list[Any]:
+    def engines(self) -> list[TorchSdpaEngine]:
         return self._engines
