@@ -14,6 +14,7 @@ from .convolution import (
 from .graph_attributes import GraphAttributes
 from .layernorm import LayernormAttributes
 from .matmul import MatmulAttributes
+from .moe_grouped_matmul import MoeGroupedMatmulAttributes, MoeGroupedMatmulBwdAttributes
 from .pointwise import PointwiseAttributes
 from .reduction import ReductionAttributes
 from .rmsnorm import RMSNormAttributes
@@ -33,6 +34,8 @@ __all__ = [
     "LayernormAttributes",
     "MaskWindow",
     "MatmulAttributes",
+    "MoeGroupedMatmulAttributes",
+    "MoeGroupedMatmulBwdAttributes",
     "NodeAttributes",
     "PointwiseAttributes",
     "RMSNormAttributes",

@@ -22,7 +22,7 @@ import struct
 from typing import Any
 
 from ..tensor import TensorAttributes
-from .node_spec import WIRE_KINDS, Kind, NodeSpec
+from .node_spec import WIRE_KINDS, Kind, NodeSpec, WireEnum
 from .wire_model import (
     VALUE_CODES,
     WireGraph,
@@ -278,9 +278,19 @@ def _tensor(b: Builder, t: TensorAttributes) -> int:
     return table_size
 
 
-def _scalar_field(kind: Kind, value: Any, where: str) -> tuple[str, int, Any] | None:
-    """(code, width, wire value) of a scalar, or None when it is not written."""
+def _scalar_field(
+    kind: Kind, value: Any, where: str, enum: WireEnum | None = None
+) -> tuple[str, int, Any] | None:
+    """(code, width, wire value) of a scalar, or None when it is not written.
+
+    Raises:
+        HipdnnError: ``UNSUPPORTED_GRAPH_FORMAT`` for an enum member the schema has no number
+            for, or an integer too wide for its field.
+    """
     code, width, optional, default = WIRE_KINDS[kind]
+    if enum is not None and value is not None and enum.member(int(value)) is None:
+        name = getattr(value, "name", value)
+        raise unsupported(f"{where}: {enum.name} {name} has no number in hipDNN's schema")
     if optional:
         if value is None:
             return None
@@ -294,7 +304,7 @@ def _scalar_field(kind: Kind, value: Any, where: str) -> tuple[str, int, Any] | 
         value = wire_data_type(value, where)
     elif kind in (Kind.BOOL, Kind.BOOL_OPT):
         value = bool(value)
-    elif kind is Kind.I32_OPT and not -(2**31) <= value < 2**31:
+    elif kind in (Kind.I32_OPT, Kind.I32) and not -(2**31) <= value < 2**31:
         raise unsupported(f"{where}: {value} does not fit a 32-bit int")
     return code, width, value
 
@@ -325,7 +335,9 @@ def _node_attributes(b: Builder, spec: NodeSpec, attributes: Any) -> int:
             if values:
                 fields.append((scalar.fb_slot, "O", 4, b.longs(values)))
             continue
-        written = _scalar_field(scalar.kind, d[scalar.name], f"Node {name} {scalar.key}")
+        written = _scalar_field(
+            scalar.kind, d[scalar.name], f"Node {name} {scalar.key}", scalar.enum
+        )
         if written is not None:
             fields.append((scalar.fb_slot, written[0], written[1], written[2]))
     return b.table(_in_add_order(fields))

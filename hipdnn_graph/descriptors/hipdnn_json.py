@@ -166,6 +166,9 @@ def _scalar_json(
         return numbers(float32(value, where))
     if kind is Kind.ENUM:
         assert enum is not None
+        if enum.member(int(value)) is None:
+            name = getattr(value, "name", value)
+            raise unsupported(f"{where}: {enum.name} {name} has no number in hipDNN's schema")
         return enum.json[int(value)]
     if kind is Kind.DTYPE:
         return _dtype_name(value, where)
@@ -449,6 +452,11 @@ def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = N
     if kind in (Kind.I64_OPT, Kind.I32_OPT):
         value = o.get_int(key, nullable=True)
         if kind is Kind.I32_OPT and value is not None and not -(2**31) <= value < 2**31:
+            raise o._fail(key, "a 32-bit integer")
+        return value
+    if kind is Kind.I32:
+        value = o.get_int(key)
+        if not -(2**31) <= value < 2**31:
             raise o._fail(key, "a 32-bit integer")
         return value
     if kind is Kind.F32_OPT:

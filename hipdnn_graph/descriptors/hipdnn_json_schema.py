@@ -34,6 +34,7 @@ def _kind_schema(kind: Kind, enum: WireEnum | None = None) -> dict[str, Any]:
         Kind.I64: {"type": "integer"},
         Kind.I64_OPT: _NULLABLE_INT,
         Kind.I32_OPT: _NULLABLE_INT,
+        Kind.I32: {"type": "integer"},
         Kind.DTYPE: {"$ref": "#/$defs/DataType"},
         Kind.STRING: {"type": "string"},
         Kind.I64_VEC: {"type": "array", "items": {"type": "integer"}},

@@ -20,6 +20,7 @@ kind       FlatBuffers type                       JSON
 ``I64``    ``long`` (default 0)                   integer
 ``I64_OPT``   ``long = null``                     integer or ``null``
 ``I32_OPT``   ``int = null``                      integer or ``null``
+``I32``    ``int`` (default 0)                    integer
 ``ENUM``   an enum of the schema (int8)           the :class:`WireEnum`'s spelling
 ``DTYPE``  ``DataType`` (int8)                    lower-case name
 ``STRING`` ``string``                             string
@@ -72,6 +73,7 @@ class Kind(Enum):
     I64 = "long"
     I64_OPT = "long?"
     I32_OPT = "int?"
+    I32 = "int"
     ENUM = "enum"
     DTYPE = "data_type"
     STRING = "string"
@@ -88,6 +90,7 @@ WIRE_KINDS: dict[Kind, tuple[str, int, bool, Any]] = {
     Kind.I64: ("q", 8, False, 0),
     Kind.I64_OPT: ("q", 8, True, None),
     Kind.I32_OPT: ("i", 4, True, None),
+    Kind.I32: ("i", 4, False, 0),
     Kind.ENUM: ("b", 1, False, 0),
     Kind.DTYPE: ("b", 1, False, DataType.NOT_SET),
     Kind.STRING: ("S", 4, False, ""),

@@ -10,6 +10,8 @@ from .conv_fprop import ConvolutionFpropNode
 from .conv_wgrad import ConvolutionWgradNode
 from .layernorm import LayerNormNode
 from .matmul import MatmulNode
+from .moe_grouped_matmul import MoeGroupedMatmulNode
+from .moe_grouped_matmul_bwd import MoeGroupedMatmulBwdNode
 from .pointwise import PointwiseNode
 from .reduction import ReductionNode
 from .rmsnorm import RMSNormNode
@@ -26,6 +28,8 @@ __all__ = [
     "ConvolutionWgradNode",
     "LayerNormNode",
     "MatmulNode",
+    "MoeGroupedMatmulBwdNode",
+    "MoeGroupedMatmulNode",
     "Node",
     "PointwiseNode",
     "RMSNormNode",
