@@ -107,6 +107,23 @@ class MoeGroupedMatmulNode(Node[MoeGroupedMatmulAttributes]):
     node_type: ClassVar[NodeType] = NodeType.MOE_GROUPED_MATMUL
     name_prefix: ClassVar[str] = "MoeGroupedMatmul"
 
+    def _required(
+        self,
+    ) -> tuple[TensorAttributes, TensorAttributes, TensorAttributes, TensorAttributes]:
+        """TOKEN, WEIGHT, FIRST_TOKEN_OFFSET and OUTPUT, each set (hipDNN's first checks)."""
+        a = self.attributes
+        tensors = (a.get_token(), a.get_weight(), a.get_first_token_offset(), a.get_output())
+        whats = ("token input", "weight input", "first_token_offset input", "output")
+        for tensor, what in zip(tensors, whats, strict=True):
+            if tensor is None:
+                raise HipdnnError(
+                    ErrorCode.ATTRIBUTE_NOT_SET, f"MoeGroupedMatmulNode missing {what}"
+                )
+        token, weight, offsets, output = tensors
+        assert token is not None and weight is not None
+        assert offsets is not None and output is not None
+        return token, weight, offsets, output
+
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: TOKEN, WEIGHT, FIRST_TOKEN_OFFSET and OUTPUT set; the
         three inputs of rank >= 3, then exactly 3; TOKEN ``[1, tokens, K]``, the offsets
@@ -118,16 +135,7 @@ class MoeGroupedMatmulNode(Node[MoeGroupedMatmulAttributes]):
                 others (an unset mode among them).
         """
         a = self.attributes
-        token, weight = a.get_token(), a.get_weight()
-        offsets, output = a.get_first_token_offset(), a.get_output()
-        required = ((token, "token input"), (weight, "weight input"),
-                    (offsets, "first_token_offset input"), (output, "output"))  # fmt: skip
-        for tensor, what in required:
-            if tensor is None:
-                raise HipdnnError(
-                    ErrorCode.ATTRIBUTE_NOT_SET, f"MoeGroupedMatmulNode missing {what}"
-                )
-        assert token is not None and weight is not None and offsets is not None
+        token, weight, offsets, _ = self._required()
         check_min_rank(token, "MoE token tensor")
         check_min_rank(weight, "MoE weight tensor")
         check_min_rank(offsets, "MoE first-token-offset tensor")
@@ -169,18 +177,19 @@ class MoeGroupedMatmulNode(Node[MoeGroupedMatmulAttributes]):
     def infer_properties_node(self) -> None:
         """Fill data types; OUTPUT is ``[1, rows, N]`` (``rows`` TOKEN_INDEX's in ``GATHER``
         mode, TOKEN's otherwise): set when it has no dims, else checked; packed strides when
-        it has none.
+        it has none. The pre-validation rules run first (hipDNN assumes they passed; here a
+        direct call cannot index a missing dim).
 
         Raises:
             HipdnnError: ``INVALID_VALUE`` for OUTPUT dims other than the inferred ones;
                 ``ATTRIBUTE_NOT_SET`` for a missing tensor.
         """
+        self.pre_validate_node()
         a = self.attributes
-        token, weight, output = a.get_token(), a.get_weight(), a.get_output()
-        rows_from = a.get_token_index() if a.mode == MoeGroupedMatmulMode.GATHER else token
-        if token is None or weight is None or output is None or rows_from is None:
-            self.pre_validate_node()  # raises the missing tensor's error
-            raise AssertionError("unreachable")  # pragma: no cover
+        token, weight, _, output = self._required()
+        rows_from = token
+        if a.mode == MoeGroupedMatmulMode.GATHER:
+            rows_from = _routing_tensor(a.get_token_index(), "MoE token-index tensor")
         a.fill_from_context(self.graph_attributes)
         expected = [1, rows_from.dim[1], weight.dim[2]]
         if not output.dim:

@@ -125,13 +125,15 @@ class MoeGroupedMatmulBwdNode(Node[MoeGroupedMatmulBwdAttributes]):
     def infer_properties_node(self) -> None:
         """Fill data types; DWEIGHT is ``[experts, K, N]`` (the offsets' count, TOKEN's K,
         DOUTPUT's N): set when it has no dims, else checked; column-major packed strides
-        (:func:`column_major_strides`) when it has none.
+        (:func:`column_major_strides`) when it has none. After hipDNN's presence checks the
+        pre-validation rules run again (a direct call cannot index a missing dim).
 
         Raises:
             HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing tensor, ``INVALID_VALUE`` for
                 DWEIGHT dims other than the inferred ones.
         """
         dout, token, offsets, dweight = self._tensors("setting properties")
+        self.pre_validate_node()
         self.attributes.fill_from_context(self.graph_attributes)
         expected = [offsets.dim[0], token.dim[2], dout.dim[2]]
         if not dweight.dim:
