@@ -85,6 +85,10 @@ NODE_TYPES = {
     "BLOCK_SCALE_DEQUANTIZE": 15,
     "CUSTOM_OP": 16,
     "REDUCTION": 17,
+    # hipDNN's NodeType.hpp (tvy-amd/rocm-libraries @ 01b8216b) numbers 18-20 too; the MoE
+    # families (21, 22) are mirrored
+    "MOE_GROUPED_MATMUL": 21,
+    "MOE_GROUPED_MATMUL_BWD": 22,
 }
 
 
