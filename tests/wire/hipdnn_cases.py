@@ -23,6 +23,8 @@ from wire_model import (
     HIPDNN_DATA_TYPES,
     LAYERNORM_TAG,
     MATMUL_TAG,
+    MOE_BWD_TAG,
+    MOE_TAG,
     POINTWISE_TAG,
     REDUCTION_TAG,
     RMSNORM_TAG,
@@ -613,6 +615,39 @@ def batchnorm_backward_pair() -> Desc:
     return graph_desc("batchnorm_backward_pair", tensors, nodes)
 
 
+def moe_routing_modes() -> Desc:
+    """MoE grouped matmuls in each routing mode (NONE; GATHER with its token index; SCATTER with
+    both routing tensors and top_k 2, from two batches of offsets) and the weight gradient of
+    the first: every field of both tables, the absent routing uids absent."""
+    f32, i32 = DT["FLOAT"], DT["INT32"]
+    tensors = [
+        tensor_desc(1, "token", f32, [1, 8, 16]),
+        tensor_desc(2, "weight", f32, [2, 16, 32], [512, 1, 16]),
+        tensor_desc(3, "offsets", i32, [2, 1, 1], [1, 1, 1]),
+        tensor_desc(4, "none::OUTPUT", f32, [1, 8, 32]),
+        tensor_desc(5, "token_index", i32, [1, 6, 1]),
+        tensor_desc(6, "gather::OUTPUT", f32, [1, 6, 32]),
+        tensor_desc(7, "batched_offsets", i32, [4, 1, 1], [1, 1, 1]),
+        tensor_desc(8, "scatter_index", i32, [1, 8, 1]),
+        tensor_desc(9, "token_ks", i32, [1, 8, 1]),
+        tensor_desc(10, "scatter::OUTPUT", f32, [1, 8, 32]),
+        tensor_desc(11, "dweight", f32, [2, 16, 32], [512, 1, 16]),
+    ]
+    nodes = [
+        node_desc("none", MOE_TAG, f32, token_tensor_uid=1, weight_tensor_uid=2,
+                  first_token_offset_tensor_uid=3, output_tensor_uid=4),
+        node_desc("gather", MOE_TAG, f32, token_tensor_uid=1, weight_tensor_uid=2,
+                  first_token_offset_tensor_uid=3, token_index_tensor_uid=5,
+                  output_tensor_uid=6, mode=1),
+        node_desc("scatter", MOE_TAG, f32, token_tensor_uid=1, weight_tensor_uid=2,
+                  first_token_offset_tensor_uid=7, token_index_tensor_uid=8,
+                  token_ks_tensor_uid=9, output_tensor_uid=10, mode=2, top_k=2),
+        node_desc("dweight", MOE_BWD_TAG, f32, doutput_tensor_uid=4, token_tensor_uid=1,
+                  first_token_offset_tensor_uid=3, dweight_tensor_uid=11),
+    ]  # fmt: skip
+    return graph_desc("moe_routing_modes", tensors, nodes)
+
+
 def _with_matmul(**attrs: object) -> Callable[[], Desc]:
     def build() -> Desc:
         desc = matmul_batched()
@@ -643,6 +678,7 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "batchnorm_backward_pair": batchnorm_backward_pair,
     "batchnorm_inference_pair": batchnorm_inference_pair,
     "batchnorm_inference_variance": batchnorm_inference_variance,
+    "moe_routing_modes": moe_routing_modes,
     **{f"io_{name.lower()}": io_type(name) for name in HIPDNN_DATA_TYPES if name != "UNSET"},
     **{f"scale_{name.lower()}": scale_value(name) for name in SCALE_VALUES},
 }

@@ -31,6 +31,11 @@ from wire_model import (
     HIPDNN_DATA_TYPES,
     LAYERNORM_TAG,
     MATMUL_TAG,
+    MOE_BWD_FIELDS,
+    MOE_BWD_TAG,
+    MOE_FIELDS,
+    MOE_MODES,
+    MOE_TAG,
     NORM_FWD_PHASES,
     POINTWISE_FIELDS,
     POINTWISE_MODES,
@@ -246,9 +251,33 @@ _BN_WITH_PEERS = {  # table, fields, the fields under "outputs"
 }
 
 
+def _moe(n: Desc) -> dict[str, Any]:
+    """hipDNN's MoE JSON: uids in inputs/outputs (absent routing uids left out), the forward's
+    mode (lower-case name) and top_k on the node."""
+    a = n["attributes"]
+    forward = n["attributes_type"] == MOE_TAG
+    fields = MOE_FIELDS if forward else MOE_BWD_FIELDS
+    outputs = {"output_tensor_uid", "dweight_tensor_uid"}
+    groups: dict[str, dict[str, Any]] = {"inputs": {}, "outputs": {}}
+    for field, _ in fields:
+        if field.endswith("_tensor_uid") and a[field] is not None:
+            groups["outputs" if field in outputs else "inputs"][field] = a[field]
+    node = {
+        "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+        **groups,
+        "name": n["name"] or "",
+        "type": "MoeGroupedMatmulAttributes" if forward else "MoeGroupedMatmulBwdAttributes",
+    }
+    if forward:
+        node.update(mode=MOE_MODES[a["mode"]].lower(), top_k=a["top_k"])
+    return node
+
+
 def _node(n: Desc) -> dict[str, Any]:
     if n["attributes_type"] == POINTWISE_TAG:
         return _pointwise(n)
+    if n["attributes_type"] in (MOE_TAG, MOE_BWD_TAG):
+        return _moe(n)
     if n["attributes_type"] == LAYERNORM_TAG:  # hipDNN's layer-norm JSON: numbers on the node
         a = n["attributes"]
         return {

@@ -50,6 +50,12 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     MatmulAttributes as MA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    MoeGroupedMatmulAttributes as MOE,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    MoeGroupedMatmulBwdAttributes as MOEB,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     Node as N,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -86,6 +92,8 @@ from wire_model import (
     FIELDS_BY_TAG,
     LAYERNORM_TAG,
     MATMUL_TAG,
+    MOE_BWD_TAG,
+    MOE_TAG,
     POINTWISE_TAG,
     REDUCTION_TAG,
     RMSNORM_TAG,
@@ -112,6 +120,8 @@ _TABLE_CLASSES = {
     CONV_FWD_TAG: CFA.ConvolutionFwdAttributes,
     CONV_BWD_TAG: CBA.ConvolutionBwdAttributes,
     CONV_WRW_TAG: CWA.ConvolutionWrwAttributes,
+    MOE_TAG: MOE.MoeGroupedMatmulAttributes,
+    MOE_BWD_TAG: MOEB.MoeGroupedMatmulBwdAttributes,
 }
 _MODULES = {
     SDPA_TAG: SA,
@@ -128,6 +138,8 @@ _MODULES = {
     CONV_FWD_TAG: CFA,
     CONV_BWD_TAG: CBA,
     CONV_WRW_TAG: CWA,
+    MOE_TAG: MOE,
+    MOE_BWD_TAG: MOEB,
 }
 
 
@@ -254,6 +266,8 @@ KNOWN_SLOTS = {
     "ConvolutionFwdAttributes": 10,
     "ConvolutionBwdAttributes": 10,
     "ConvolutionWrwAttributes": 10,
+    "MoeGroupedMatmulAttributes": 8,
+    "MoeGroupedMatmulBwdAttributes": 4,
 }
 
 

@@ -85,6 +85,8 @@ PYTHON_ROOTS = [
     "convolution_fwd_attributes.fbs",
     "convolution_bwd_attributes.fbs",
     "convolution_wrw_attributes.fbs",
+    "moe_grouped_matmul_attributes.fbs",
+    "moe_grouped_matmul_bwd_attributes.fbs",
     *sorted(p.name for p in RECONSTRUCTED.glob("*.fbs")),
     "graph.fbs",
     "serialized_graph_and_plan.fbs",

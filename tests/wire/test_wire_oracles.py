@@ -35,6 +35,9 @@ from wire_model import (
     HIPDNN_DATA_TYPES,
     LAYERNORM_FIELDS,
     MATMUL_FIELDS,
+    MOE_BWD_FIELDS,
+    MOE_FIELDS,
+    MOE_MODES,
     NORM_FWD_PHASES,
     POINTWISE_FIELDS,
     POINTWISE_MODES,
@@ -98,6 +101,16 @@ def test_field_tables_are_hipdnn_schemas_slot_order(hipdnn_schemas: Path) -> Non
     assert [k for f in tensor for k in ((f"{f}_type", f) if f == "value" else (f,))] == TENSOR_KEYS
     assert _fields("graph.fbs", "Graph") == GRAPH_KEYS
     assert [f for f, _ in MATMUL_FIELDS] == _fields("matmul_attributes.fbs", "MatmulAttributes")
+    assert [f for f, _ in MOE_FIELDS] == _fields(
+        "moe_grouped_matmul_attributes.fbs", "MoeGroupedMatmulAttributes"
+    )
+    assert [f for f, _ in MOE_BWD_FIELDS] == _fields(
+        "moe_grouped_matmul_bwd_attributes.fbs", "MoeGroupedMatmulBwdAttributes"
+    )
+    text = (REFERENCE / "moe_grouped_matmul_attributes.fbs").read_text()
+    modes = dict(re.findall(r"(\w+) = (\d+)", text.split("enum MoeGroupedMatmulMode")[1]))
+    assert [int(modes[m]) for m in MOE_MODES] == [0, 1, 2]
+    assert [hg.MoeGroupedMatmulMode[m] for m in MOE_MODES] == [0, 1, 2]
     enum = (REFERENCE / "data_types.fbs").read_text()
     assert {m[0]: int(m[1]) for m in re.findall(r"(\w+) = (\d+),", enum)} == HIPDNN_DATA_TYPES
 

@@ -83,11 +83,15 @@ CONV_FWD_TAG, CONV_BWD_TAG, CONV_WRW_TAG = 5, 6, 7
 CONV_MODES = ["UNSET", "CONVOLUTION", "CROSS_CORRELATION"]
 #: the vector fields (kind "longs") of every convolution table, in slot order
 CONV_VECTORS = ["pre_padding", "post_padding", "stride", "dilation"]
+#: the MoE grouped matmul families (hipDNN's moe_grouped_matmul{,_bwd}_attributes.fbs)
+MOE_TAG, MOE_BWD_TAG = 22, 23
+#: MoeGroupedMatmulMode names by number (the schema's; hipDNN's JSON writes them lower-case)
+MOE_MODES = ["NONE", "GATHER", "SCATTER"]
 #: a NodeAttributes member no family of the project models (refused by name)
 UNMODELLED_TAG = 21  # ResampleBwdAttributes
 
 # Field kinds: "req" long; "opt" optional integer; "obool" optional bool; "bool"; "ofloat"
-# optional float (bits); "enum" int8; "str" string.
+# optional float (bits); "enum" int8; "str" string; "int" int32 (default 0).
 _FWD_OPTIONAL_UIDS = [
     "attn_mask",
     "scale",
@@ -286,6 +290,24 @@ def _conv_fields(*uids: str) -> list[tuple[str, str]]:
     return [(f"{u}_tensor_uid", "req") for u in uids] + CONV_FWD_FIELDS[3:]
 
 
+#: MoeGroupedMatmulAttributes fields in slot order (moe_grouped_matmul_attributes.fbs).
+MOE_FIELDS: list[tuple[str, str]] = [
+    ("token_tensor_uid", "req"),
+    ("weight_tensor_uid", "req"),
+    ("first_token_offset_tensor_uid", "req"),
+    ("token_index_tensor_uid", "opt"),
+    ("token_ks_tensor_uid", "opt"),
+    ("output_tensor_uid", "req"),
+    ("mode", "enum"),
+    ("top_k", "int"),
+]
+#: MoeGroupedMatmulBwdAttributes fields in slot order (moe_grouped_matmul_bwd_attributes.fbs).
+MOE_BWD_FIELDS: list[tuple[str, str]] = [
+    ("doutput_tensor_uid", "req"),
+    ("token_tensor_uid", "req"),
+    ("first_token_offset_tensor_uid", "req"),
+    ("dweight_tensor_uid", "req"),
+]
 #: ConvolutionBwdAttributes and ConvolutionWrwAttributes (hipDNN's schemas)
 CONV_BWD_FIELDS = _conv_fields("dy", "w", "dx")
 CONV_WRW_FIELDS = _conv_fields("x", "dy", "dw")
@@ -304,6 +326,8 @@ FIELDS_BY_TAG = {
     CONV_FWD_TAG: CONV_FWD_FIELDS,
     CONV_BWD_TAG: CONV_BWD_FIELDS,
     CONV_WRW_TAG: CONV_WRW_FIELDS,
+    MOE_TAG: MOE_FIELDS,
+    MOE_BWD_TAG: MOE_BWD_FIELDS,
 }
 #: each table's name by tag
 TABLE_BY_TAG = {
@@ -321,6 +345,8 @@ TABLE_BY_TAG = {
     CONV_FWD_TAG: "ConvolutionFwdAttributes",
     CONV_BWD_TAG: "ConvolutionBwdAttributes",
     CONV_WRW_TAG: "ConvolutionWrwAttributes",
+    MOE_TAG: "MoeGroupedMatmulAttributes",
+    MOE_BWD_TAG: "MoeGroupedMatmulBwdAttributes",
 }
 #: hipDNN's PointwiseMode names by number (MAX/MIN are MAX_OP/MIN_OP in the schema)
 POINTWISE_MODES = [
@@ -410,6 +436,7 @@ _DEFAULTS = {
     "bool": False,
     "ofloat": None,
     "enum": 0,
+    "int": 0,
     "longs": None,
 }
 
@@ -714,6 +741,17 @@ def _expected_node(node: Any) -> Desc:
             out_tensor_uid=_uid(a.get_y()),
             is_deterministic=a.get_is_deterministic(),
         )
+    if isinstance(node, (hg.MoeGroupedMatmulNode, hg.MoeGroupedMatmulBwdNode)):
+        a = node.attributes
+        moe: dict[str, Any] = {
+            f"{slot.name.lower()}_tensor_uid": _uid(tensor)
+            for slot, tensor in [*a.inputs.items(), *a.outputs.items()]
+        }
+        tag = MOE_BWD_TAG
+        if isinstance(node, hg.MoeGroupedMatmulNode):  # the schema's mode number is its name's
+            tag = MOE_TAG
+            moe.update(mode=MOE_MODES.index(a.get_mode().name), top_k=a.get_top_k())
+        return node_desc(node.name, tag, hipdnn_data_type(a.get_compute_data_type()), **moe)
     if isinstance(node, hg.MatmulNode):
         a = node.attributes
         return node_desc(
@@ -869,6 +907,15 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
         if tag in (BATCHNORM_TAG, BATCHNORM_BACKWARD_TAG):  # peer stats an array, [] for none
             attrs = {**n["inputs"], **n["outputs"]}
             attrs["peer_stats_tensor_uid"] = attrs["peer_stats_tensor_uid"] or None
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag in (MOE_TAG, MOE_BWD_TAG):  # absent routing uids left out; mode, top_k on the node
+            attrs = {**n["inputs"], **n["outputs"]}
+            if tag == MOE_TAG:
+                attrs["mode"] = [m.lower() for m in MOE_MODES].index(n["mode"])
+                attrs["top_k"] = n["top_k"]
             nodes.append(
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
             )
