@@ -40,6 +40,7 @@ from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttribut
 from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
+from ..attributes.moe_grouped_matmul import MoeGroupedMatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.reduction import ReductionAttributes
 from ..attributes.rmsnorm import RMSNormAttributes
@@ -433,6 +434,33 @@ class Graph:
             )
         outputs = self._node(lambda: self.core_graph.batchnorm_backward(dy, x, scale, attributes))
         return tuple(adopt(t) for t in outputs)  # type: ignore[return-value]
+
+    def moe_grouped_matmul(
+        self,
+        token: Any,
+        weight: Any,
+        first_token_offset: Any,
+        token_index: Any,
+        token_ks: Any,
+        attributes: Any,
+    ) -> TensorAttributes:
+        """Add a MoE grouped matmul node; returns ``OUTPUT`` (``<node>::OUTPUT``, dims and
+        strides inferred). ``token_index``/``token_ks`` may be ``None`` where the mode has none.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, MoeGroupedMatmulAttributes):
+            raise FrontendTypeError(
+                "moe_grouped_matmul() expects MoeGroupedMatmulAttributes, got "
+                f"{type(attributes).__name__}"
+            )
+        out = self._node(
+            lambda: self.core_graph.moe_grouped_matmul(
+                token, weight, first_token_offset, token_index, token_ks, attributes
+            )
+        )
+        return adopt(out)  # type: ignore[return-value]
 
     def _node(self, add: Callable[[], Any]) -> Any:
         try:

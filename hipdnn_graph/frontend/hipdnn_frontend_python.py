@@ -21,6 +21,7 @@ from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttribut
 from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
+from ..attributes.moe_grouped_matmul import MoeGroupedMatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.reduction import ReductionAttributes
 from ..attributes.rmsnorm import RMSNormAttributes
@@ -32,6 +33,7 @@ from ..types import (
     DiagonalAlignment,
     ErrorCode,
     HeuristicMode,
+    MoeGroupedMatmulMode,
     NormFwdPhase,
     PointwiseMode,
     ReductionMode,
@@ -86,6 +88,8 @@ __all__ = [
     "HeuristicMode",
     "LayernormAttributes",
     "MatmulAttributes",
+    "MoeGroupedMatmulAttributes",
+    "MoeGroupedMatmulMode",
     "NormFwdPhase",
     "PluginLoadingMode",
     "PointwiseAttributes",
