@@ -30,6 +30,7 @@ from .nodes.batchnorm_inference_variance import BatchnormInferenceVarianceNode
 from .nodes.conv_dgrad import ConvolutionDgradNode
 from .nodes.conv_fprop import ConvolutionFpropNode
 from .nodes.conv_wgrad import ConvolutionWgradNode
+from .nodes.custom_op import CustomOpNode
 from .nodes.layernorm import LayerNormNode
 from .nodes.matmul import MatmulNode
 from .nodes.moe_grouped_matmul import MoeGroupedMatmulNode
@@ -567,6 +568,50 @@ class FamilyBuilders:
         attrs._set_output(attrs.OutputNames[output], out)
         self._add_node(node(attrs, self.attributes))
         return out
+
+    # ----- custom op (hipDNN's Graph::custom_op) -----
+    def custom_op(
+        self, inputs: Any = None, n_outputs: Any = None, attributes: Any = None, **keywords: Any
+    ) -> list[TensorAttributes]:
+        """Add a custom (plugin-defined) op node: ``custom_op(inputs, n_outputs, attrs)``;
+        returns its ``n_outputs`` new virtual outputs ``<node>::OUT_<i>``, whose dims, strides
+        (and data types, if not the graph's) the caller sets: nothing infers them. Unnamed
+        inputs are renamed ``<node>::IN_<i>``; keywords set ``name``, ``custom_op_id``, ``data``
+        and ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not a list of tensors, a count
+                that is not a non-negative integer, attributes of another class or an unknown
+                keyword.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT,
+            ...              intermediate_data_type=hg.DataType.FLOAT)
+            >>> x = g.tensor(dim=[4, 8])
+            >>> (y,) = g.custom_op([x], 1, custom_op_id="example.identity")
+            >>> _ = y.set_dim([4, 8]).set_stride([8, 1]).set_output(True)
+            >>> g.validate(); x.get_name(), y.get_name()
+            ('CustomOp_0::IN_0', 'CustomOp_0::OUT_0')
+        """
+        tensors = list(inputs) if isinstance(inputs, list | tuple) else None
+        if tensors is None or not all(isinstance(t, TensorAttributes) for t in tensors):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "custom_op() takes a list of input tensors, an output count, then "
+                "CustomOpAttributes",
+            )
+        if isinstance(n_outputs, bool) or not isinstance(n_outputs, int) or n_outputs < 0:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"custom_op() takes a non-negative output count, got {n_outputs!r}",
+            )
+        attrs = self._family_attributes(attributes, CustomOpNode, keywords, "custom_op")
+        name_unnamed(attrs.name, ((t, f"IN_{i}") for i, t in enumerate(tensors)))
+        outputs = [self._output_tensor(f"{attrs.name}::OUT_{i}") for i in range(n_outputs)]
+        attrs.set_inputs(tensors).set_outputs(outputs)
+        self._add_node(CustomOpNode(attrs, self.attributes))
+        return outputs
 
     def _family_attributes(
         self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str

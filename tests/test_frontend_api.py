@@ -291,7 +291,6 @@ class TestOtherOpFamilies:
     @pytest.mark.parametrize(
         "name",
         [
-            "custom_op",
             "layernorm_backward",
             "rmsnorm_backward",
             "resample_bwd",
@@ -310,7 +309,6 @@ class TestOtherOpFamilies:
         "name",
         [
             "LayernormBackwardAttributes",
-            "CustomOpAttributes",
             "ResampleMode",
             "AutotuneConfig",
         ],

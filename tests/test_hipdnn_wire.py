@@ -263,7 +263,7 @@ def test_other_node_kinds_are_refused_by_name() -> None:
     )
     assert (
         "(9), RMSNormAttributes (10), LayernormAttributes (11), SdpaAttributes (12), "
-        "SdpaBackwardAttributes (15), ReductionAttributes (18)" in message
+        "SdpaBackwardAttributes (15), CustomOpAttributes (16), ReductionAttributes (18)" in message
     )
     assert message.endswith(
         "MoeGroupedMatmulAttributes (22) and MoeGroupedMatmulBwdAttributes (23) are supported"

@@ -11,6 +11,7 @@ from .convolution import (
     ConvolutionAttributes,
     ConvWgradAttributes,
 )
+from .custom_op import CustomOpAttributes
 from .graph_attributes import GraphAttributes
 from .layernorm import LayernormAttributes
 from .matmul import MatmulAttributes
@@ -30,6 +31,7 @@ __all__ = [
     "ConvFpropAttributes",
     "ConvWgradAttributes",
     "ConvolutionAttributes",
+    "CustomOpAttributes",
     "GraphAttributes",
     "LayernormAttributes",
     "MaskWindow",

@@ -19,6 +19,8 @@ Example:
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ..tensor import TensorAttributes
@@ -86,6 +88,13 @@ class Builder:
         self.prealign(8 * n, 8)
         self.push(struct.pack(f"<{n}q", *values))
         return self.push(_U32.pack(n))
+
+    def ubytes(self, data: bytes) -> int:
+        """A vector of bytes (C++ ``CreateVector<uint8_t>``): aligned for its u32 length, the
+        bytes, then the length."""
+        self.prealign(len(data), 4)
+        self.push(data)
+        return self.push(_U32.pack(len(data)))
 
     def offsets(self, targets: list[int]) -> int:
         """A vector of tables."""
@@ -328,18 +337,33 @@ def _node_attributes(b: Builder, spec: NodeSpec, attributes: Any) -> int:
             value = set_values.get(extra.wire, extra.default)
             refuse_unmodelled(spec, f"Node {name}", extra.wire, value, extra.default)
     d = attributes.__dict__
+    # children (strings and vectors) are created before the table in field order, as the object
+    # API's Pack does, and only when not empty
+    children: list[tuple[int, Callable[[], int]]] = []
+    for tensors in spec.tensor_lists:
+        held = attributes.outputs if tensors.output else attributes.inputs
+        uids = [held[key].uid for key in sorted(held)]
+        if uids:
+            children.append((tensors.fb_slot, partial(b.longs, uids)))
     for scalar in spec.scalars:
+        value = d[scalar.name]
         if scalar.kind is Kind.I64_VEC:
-            # the object API's Pack writes a vector only when it is not empty, before the table
-            values = list(d[scalar.name])
-            if values:
-                fields.append((scalar.fb_slot, "O", 4, b.longs(values)))
+            if value:
+                children.append((scalar.fb_slot, partial(b.longs, list(value))))
             continue
-        written = _scalar_field(
-            scalar.kind, d[scalar.name], f"Node {name} {scalar.key}", scalar.enum
-        )
+        if scalar.kind is Kind.STRING:
+            if value:
+                children.append((scalar.fb_slot, partial(b.string, value.encode())))
+            continue
+        if scalar.kind is Kind.U8_VEC:
+            if value:
+                children.append((scalar.fb_slot, partial(b.ubytes, bytes(value))))
+            continue
+        written = _scalar_field(scalar.kind, value, f"Node {name} {scalar.key}", scalar.enum)
         if written is not None:
             fields.append((scalar.fb_slot, written[0], written[1], written[2]))
+    for fb_slot, make in sorted(children, key=lambda child: child[0]):
+        fields.append((fb_slot, "O", 4, make()))
     return b.table(_in_add_order(fields))
 
 

@@ -38,6 +38,7 @@ from ..attributes.batchnorm_backward import BatchnormBackwardAttributes
 from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
 from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
 from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
+from ..attributes.custom_op import CustomOpAttributes
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.moe_grouped_matmul import MoeGroupedMatmulAttributes
@@ -461,6 +462,20 @@ class Graph:
             )
         )
         return adopt(out)  # type: ignore[return-value]
+
+    def custom_op(self, inputs: Any, n_outputs: Any, attributes: Any) -> list[TensorAttributes]:
+        """Add a custom (plugin-defined) op node; returns a list of its ``n_outputs`` new
+        outputs (``<node>::OUT_<i>``), whose dims and strides the caller sets.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, CustomOpAttributes):
+            raise FrontendTypeError(
+                f"custom_op() expects CustomOpAttributes, got {type(attributes).__name__}"
+            )
+        outputs = self._node(lambda: self.core_graph.custom_op(inputs, n_outputs, attributes))
+        return [adopt(t) for t in outputs]  # type: ignore[misc]
 
     def _node(self, add: Callable[[], Any]) -> Any:
         try:

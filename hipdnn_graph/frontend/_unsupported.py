@@ -1,8 +1,8 @@
 """hipDNN bindings this module does not provide, each failing with a message that names it.
 
 hipdnn-graph builds SDPA (forward and backward), pointwise, matmul, reduction, RMSNorm and
-layer-norm (forward), convolution (forward, data and weight gradients), batch-norm and MoE
-grouped matmul graphs; the other op
+layer-norm (forward), convolution (forward, data and weight gradients), batch-norm, MoE
+grouped matmul and custom op graphs; the other op
 families of hipDNN's bindings, its autotuning API and its provisional HIP helpers are not part
 of it.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
@@ -26,8 +26,8 @@ __all__ = ["GRAPH_METHODS", "MODULE_NAMES", "unsupported_graph_method", "unsuppo
 _OPS = (
     "only sdpa(), sdpa_backward(), pointwise(), matmul(), reduction(), rmsnorm(), layernorm(), "
     "conv_fprop(), conv_dgrad(), conv_wgrad(), batchnorm(), batchnorm_backward(), "
-    "batchnorm_inference(), batchnorm_inference_variance_ext() and moe_grouped_matmul() "
-    "graphs are"
+    "batchnorm_inference(), batchnorm_inference_variance_ext(), moe_grouped_matmul() and "
+    "custom_op() graphs are"
 )
 #: Graph methods of hipDNN's bindings that are missing here -> what they belong to
 GRAPH_METHODS: dict[str, str] = {
@@ -37,7 +37,6 @@ GRAPH_METHODS: dict[str, str] = {
             "layer-norm backward": ("layernorm_backward",),
             "RMSNorm backward": ("rmsnorm_backward",),
             "block-scale": ("block_scale_dequantize", "block_scale_quantize"),
-            "custom op": ("custom_op",),
             "resample": ("resample", "resample_fwd", "resample_bwd"),
         }.items()
         for name in names
@@ -71,7 +70,6 @@ _ATTRIBUTE_CLASSES = {
     "RMSNormBackwardAttributes": "rmsnorm",
     "BlockScaleDequantizeAttributes": "block-scale",
     "BlockScaleQuantizeAttributes": "block-scale",
-    "CustomOpAttributes": "custom op",
     "ResampleFwdAttributes": "resample",
     "ResampleBwdAttributes": "resample",
     "ResampleMode": "resample",

@@ -19,6 +19,7 @@ from ..attributes.batchnorm_backward import BatchnormBackwardAttributes
 from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
 from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
 from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
+from ..attributes.custom_op import CustomOpAttributes
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.moe_grouped_matmul import MoeGroupedMatmulAttributes
@@ -76,6 +77,7 @@ __all__ = [
     "ConvolutionFpropAttributes",
     "ConvolutionMode",
     "ConvolutionWgradAttributes",
+    "CustomOpAttributes",
     "DataType",
     "DeviceBuffer",
     "DiagonalAlignment",

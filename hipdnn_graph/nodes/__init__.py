@@ -8,6 +8,7 @@ from .batchnorm_inference_variance import BatchnormInferenceVarianceNode
 from .conv_dgrad import ConvolutionDgradNode
 from .conv_fprop import ConvolutionFpropNode
 from .conv_wgrad import ConvolutionWgradNode
+from .custom_op import CustomOpNode
 from .layernorm import LayerNormNode
 from .matmul import MatmulNode
 from .moe_grouped_matmul import MoeGroupedMatmulNode
@@ -26,6 +27,7 @@ __all__ = [
     "ConvolutionDgradNode",
     "ConvolutionFpropNode",
     "ConvolutionWgradNode",
+    "CustomOpNode",
     "LayerNormNode",
     "MatmulNode",
     "MoeGroupedMatmulBwdNode",
