@@ -20,6 +20,7 @@ from wire_model import (
     CONV_BWD_TAG,
     CONV_FWD_TAG,
     CONV_WRW_TAG,
+    CUSTOM_OP_TAG,
     HIPDNN_DATA_TYPES,
     LAYERNORM_TAG,
     MATMUL_TAG,
@@ -648,6 +649,37 @@ def moe_routing_modes() -> Desc:
     return graph_desc("moe_routing_modes", tensors, nodes)
 
 
+def custom_ops() -> Desc:
+    """Two custom ops (every field of the table but the test generator's marker): a
+    two-in/two-out op with a payload whose first output feeds one with no payload and no
+    inputs' order reversed."""
+    f32, half = DT["FLOAT"], DT["HALF"]
+    tensors = [
+        tensor_desc(1, "a", f32, [4, 8]),
+        tensor_desc(2, "b", f32, [4, 8]),
+        tensor_desc(3, "split::OUT_0", f32, [4, 4], virtual=True),
+        tensor_desc(4, "split::OUT_1", half, [4, 4]),
+        tensor_desc(5, "y", half, [4, 4]),
+    ]
+    nodes = [
+        node_desc("split", CUSTOM_OP_TAG, f32, custom_op_id="example.split",
+                  input_tensor_uids=[2, 1], output_tensor_uids=[3, 4],
+                  data=[0xCA, 0xFE, 0, 7]),
+        node_desc("act", CUSTOM_OP_TAG, f32, custom_op_id="mylib.fused_add",
+                  input_tensor_uids=[3], output_tensor_uids=[5]),
+    ]  # fmt: skip
+    return graph_desc("custom_ops", tensors, nodes, io_data_type=half)
+
+
+def _with_custom_op(**attrs: object) -> Callable[[], Desc]:
+    def build() -> Desc:
+        desc = custom_ops()
+        desc["nodes"][0]["attributes"].update(attrs)
+        return desc
+
+    return build
+
+
 def _with_matmul(**attrs: object) -> Callable[[], Desc]:
     def build() -> Desc:
         desc = matmul_batched()
@@ -679,6 +711,7 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "batchnorm_inference_pair": batchnorm_inference_pair,
     "batchnorm_inference_variance": batchnorm_inference_variance,
     "moe_routing_modes": moe_routing_modes,
+    "custom_ops": custom_ops,
     **{f"io_{name.lower()}": io_type(name) for name in HIPDNN_DATA_TYPES if name != "UNSET"},
     **{f"scale_{name.lower()}": scale_value(name) for name in SCALE_VALUES},
 }
@@ -715,4 +748,5 @@ UNMODELLED: dict[str, Callable[[], Desc]] = {
     "implementation": _with_fwd(implementation=2),
     "umd_flops": _with_fwd(umd_flops='{"*":[{"var":"q.0"},2]}', umd_bytes="64"),
     "matmul_umd_bytes": _with_matmul(umd_bytes="128"),
+    "custom_op_marker": _with_custom_op(test_generation_marker=3),
 }

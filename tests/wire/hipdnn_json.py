@@ -27,6 +27,7 @@ from wire_model import (
     CONV_MODES,
     CONV_VECTORS,
     CONV_WRW_TAG,
+    CUSTOM_OP_TAG,
     FIELDS_BY_TAG,
     HIPDNN_DATA_TYPES,
     LAYERNORM_TAG,
@@ -273,9 +274,26 @@ def _moe(n: Desc) -> dict[str, Any]:
     return node
 
 
+def _custom_op(n: Desc) -> dict[str, Any]:
+    """hipDNN's custom-op JSON: every field on the node (absent vectors as [], an absent id as
+    ""); test_generation_marker is not written."""
+    a = n["attributes"]
+    return {
+        "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+        "custom_op_id": a["custom_op_id"] or "",
+        "data": a["data"] or [],
+        "input_tensor_uids": a["input_tensor_uids"] or [],
+        "name": n["name"] or "",
+        "output_tensor_uids": a["output_tensor_uids"] or [],
+        "type": "CustomOpAttributes",
+    }
+
+
 def _node(n: Desc) -> dict[str, Any]:
     if n["attributes_type"] == POINTWISE_TAG:
         return _pointwise(n)
+    if n["attributes_type"] == CUSTOM_OP_TAG:
+        return _custom_op(n)
     if n["attributes_type"] in (MOE_TAG, MOE_BWD_TAG):
         return _moe(n)
     if n["attributes_type"] == LAYERNORM_TAG:  # hipDNN's layer-norm JSON: numbers on the node

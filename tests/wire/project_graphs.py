@@ -295,6 +295,21 @@ def moe_expert_layer() -> hg.Graph:
     return g
 
 
+def custom_op_chain() -> hg.Graph:
+    """A plugin op between two families: a ReLU feeds a two-output custom op with a payload,
+    whose second output a matmul reads."""
+    g = cases.new_graph("custom_op_chain", io=hg.DataType.FLOAT)
+    x = g.tensor(name="x", dim=[2, 8, 8])
+    h = g.pointwise(x, name="relu", mode=hg.PointwiseMode.RELU_FWD)
+    attrs = hg.CustomOpAttributes().set_custom_op_id("example.rope").set_data(b"\x01\x02\xff")
+    kept, rotated = g.custom_op([h, g.tensor(name="pos", dim=[1, 8, 8])], 2, attrs, name="rope")
+    for t in (kept, rotated):
+        t.set_dim([2, 8, 8]).set_stride([64, 8, 1])
+    kept.set_output(True)
+    g.matmul(rotated, g.tensor(name="w", dim=[2, 8, 4]), name="proj").set_output(True)
+    return g
+
+
 _SCALE_VALUES: list[tuple[str, Any]] = [
     ("FLOAT", 0.1),
     ("HALF", 0.1),  # Float16Value holds the nearest binary32, not a 16-bit rounding
@@ -326,6 +341,7 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "conv_block": conv_block,
     "conv_gradients": conv_gradients,
     "moe_expert_layer": moe_expert_layer,
+    "custom_op_chain": custom_op_chain,
     **{
         f"io_{name.lower()}": io_type(hg.DataType[name])
         for name in HIPDNN_DATA_TYPES

@@ -87,6 +87,7 @@ PYTHON_ROOTS = [
     "convolution_wrw_attributes.fbs",
     "moe_grouped_matmul_attributes.fbs",
     "moe_grouped_matmul_bwd_attributes.fbs",
+    "custom_op_attributes.fbs",
     *sorted(p.name for p in RECONSTRUCTED.glob("*.fbs")),
     "graph.fbs",
     "serialized_graph_and_plan.fbs",

@@ -31,6 +31,7 @@ from wire_model import (
     CONV_FWD_FIELDS,
     CONV_MODES,
     CONV_WRW_FIELDS,
+    CUSTOM_OP_FIELDS,
     GRAPH_KEYS,
     HIPDNN_DATA_TYPES,
     LAYERNORM_FIELDS,
@@ -106,6 +107,9 @@ def test_field_tables_are_hipdnn_schemas_slot_order(hipdnn_schemas: Path) -> Non
     )
     assert [f for f, _ in MOE_BWD_FIELDS] == _fields(
         "moe_grouped_matmul_bwd_attributes.fbs", "MoeGroupedMatmulBwdAttributes"
+    )
+    assert [f for f, _ in CUSTOM_OP_FIELDS] == _fields(
+        "custom_op_attributes.fbs", "CustomOpAttributes"
     )
     text = (REFERENCE / "moe_grouped_matmul_attributes.fbs").read_text()
     modes = dict(re.findall(r"(\w+) = (\d+)", text.split("enum MoeGroupedMatmulMode")[1]))

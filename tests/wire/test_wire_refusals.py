@@ -23,6 +23,7 @@ from hipdnn_cases import (
     batchnorm_pair,
     conv_fprop_block,
     conv_training_step,
+    custom_ops,
     forward_every_field,
     layernorm_pair,
     matmul_batched,
@@ -164,6 +165,7 @@ def test_fields_of_a_newer_schema_are_refused(cpp: CppOracle, table: str) -> Non
     desc = batchnorm_inference_variance() if variance else desc
     moe = table in ("MoeGroupedMatmulAttributes", "MoeGroupedMatmulBwdAttributes")
     desc = moe_routing_modes() if moe else desc
+    desc = custom_ops() if table == "CustomOpAttributes" else desc
     blob = py_oracle.build(desc, newer_field_in=table)
     _verified(cpp, blob)  # unknown fields are not checked by the Verifier
     error = _refused(blob)
