@@ -291,7 +291,6 @@ class TestOtherOpFamilies:
     @pytest.mark.parametrize(
         "name",
         [
-            "custom_op",
             "resample_bwd",
             "autotune",
             "get_engine_configs",
@@ -307,7 +306,6 @@ class TestOtherOpFamilies:
     @pytest.mark.parametrize(
         "name",
         [
-            "CustomOpAttributes",
             "ResampleMode",
             "AutotuneConfig",
         ],

@@ -38,9 +38,11 @@ from ..attributes.batchnorm_backward import BatchnormBackwardAttributes
 from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
 from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
 from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
+from ..attributes.custom_op import CustomOpAttributes
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.layernorm_backward import LayernormBackwardAttributes
 from ..attributes.matmul import MatmulAttributes
+from ..attributes.moe_grouped_matmul import MoeGroupedMatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.reduction import ReductionAttributes
 from ..attributes.rmsnorm import RMSNormAttributes
@@ -470,6 +472,47 @@ class Graph:
             lambda: self.core_graph.rmsnorm_backward(dy, x, scale, inv_rms, attributes)
         )
         return tuple(None if t is None else adopt(t) for t in outputs)  # type: ignore[return-value]
+
+    def moe_grouped_matmul(
+        self,
+        token: Any,
+        weight: Any,
+        first_token_offset: Any,
+        token_index: Any,
+        token_ks: Any,
+        attributes: Any,
+    ) -> TensorAttributes:
+        """Add a MoE grouped matmul node; returns ``OUTPUT`` (``<node>::OUTPUT``, dims and
+        strides inferred). ``token_index``/``token_ks`` may be ``None`` where the mode has none.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, MoeGroupedMatmulAttributes):
+            raise FrontendTypeError(
+                "moe_grouped_matmul() expects MoeGroupedMatmulAttributes, got "
+                f"{type(attributes).__name__}"
+            )
+        out = self._node(
+            lambda: self.core_graph.moe_grouped_matmul(
+                token, weight, first_token_offset, token_index, token_ks, attributes
+            )
+        )
+        return adopt(out)  # type: ignore[return-value]
+
+    def custom_op(self, inputs: Any, n_outputs: Any, attributes: Any) -> list[TensorAttributes]:
+        """Add a custom (plugin-defined) op node; returns a list of its ``n_outputs`` new
+        outputs (``<node>::OUT_<i>``), whose dims and strides the caller sets.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, CustomOpAttributes):
+            raise FrontendTypeError(
+                f"custom_op() expects CustomOpAttributes, got {type(attributes).__name__}"
+            )
+        outputs = self._node(lambda: self.core_graph.custom_op(inputs, n_outputs, attributes))
+        return [adopt(t) for t in outputs]  # type: ignore[misc]
 
     def _node(self, add: Callable[[], Any]) -> Any:
         try:

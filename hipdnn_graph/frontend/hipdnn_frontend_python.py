@@ -19,9 +19,11 @@ from ..attributes.batchnorm_backward import BatchnormBackwardAttributes
 from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
 from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
 from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
+from ..attributes.custom_op import CustomOpAttributes
 from ..attributes.layernorm import LayernormAttributes
 from ..attributes.layernorm_backward import LayernormBackwardAttributes
 from ..attributes.matmul import MatmulAttributes
+from ..attributes.moe_grouped_matmul import MoeGroupedMatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.reduction import ReductionAttributes
 from ..attributes.rmsnorm import RMSNormAttributes
@@ -34,6 +36,7 @@ from ..types import (
     DiagonalAlignment,
     ErrorCode,
     HeuristicMode,
+    MoeGroupedMatmulMode,
     NormFwdPhase,
     PointwiseMode,
     ReductionMode,
@@ -76,6 +79,7 @@ __all__ = [
     "ConvolutionFpropAttributes",
     "ConvolutionMode",
     "ConvolutionWgradAttributes",
+    "CustomOpAttributes",
     "DataType",
     "DeviceBuffer",
     "DiagonalAlignment",
@@ -89,6 +93,8 @@ __all__ = [
     "LayernormAttributes",
     "LayernormBackwardAttributes",
     "MatmulAttributes",
+    "MoeGroupedMatmulAttributes",
+    "MoeGroupedMatmulMode",
     "NormFwdPhase",
     "PluginLoadingMode",
     "PointwiseAttributes",

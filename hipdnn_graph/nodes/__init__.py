@@ -8,9 +8,12 @@ from .batchnorm_inference_variance import BatchnormInferenceVarianceNode
 from .conv_dgrad import ConvolutionDgradNode
 from .conv_fprop import ConvolutionFpropNode
 from .conv_wgrad import ConvolutionWgradNode
+from .custom_op import CustomOpNode
 from .layernorm import LayerNormNode
 from .layernorm_backward import LayernormBackwardNode
 from .matmul import MatmulNode
+from .moe_grouped_matmul import MoeGroupedMatmulNode
+from .moe_grouped_matmul_bwd import MoeGroupedMatmulBwdNode
 from .pointwise import PointwiseNode
 from .reduction import ReductionNode
 from .rmsnorm import RMSNormNode
@@ -26,9 +29,12 @@ __all__ = [
     "ConvolutionDgradNode",
     "ConvolutionFpropNode",
     "ConvolutionWgradNode",
+    "CustomOpNode",
     "LayerNormNode",
     "LayernormBackwardNode",
     "MatmulNode",
+    "MoeGroupedMatmulBwdNode",
+    "MoeGroupedMatmulNode",
     "Node",
     "PointwiseNode",
     "RMSNormBackwardNode",

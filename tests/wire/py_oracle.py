@@ -41,6 +41,9 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     ConvolutionWrwAttributes as CWA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    CustomOpAttributes as COA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     Graph as G,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -51,6 +54,12 @@ from hipdnn_flatbuffers_sdk.data_objects import (
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
     MatmulAttributes as MA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    MoeGroupedMatmulAttributes as MOE,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    MoeGroupedMatmulBwdAttributes as MOEB,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
     Node as N,
@@ -89,10 +98,13 @@ from wire_model import (
     CONV_BWD_TAG,
     CONV_FWD_TAG,
     CONV_WRW_TAG,
+    CUSTOM_OP_TAG,
     FIELDS_BY_TAG,
     LAYERNORM_BACKWARD_TAG,
     LAYERNORM_TAG,
     MATMUL_TAG,
+    MOE_BWD_TAG,
+    MOE_TAG,
     POINTWISE_TAG,
     REDUCTION_TAG,
     RMSNORM_BACKWARD_TAG,
@@ -122,6 +134,9 @@ _TABLE_CLASSES = {
     CONV_WRW_TAG: CWA.ConvolutionWrwAttributes,
     LAYERNORM_BACKWARD_TAG: LNB.LayernormBackwardAttributes,
     RMSNORM_BACKWARD_TAG: RMB.RMSNormBackwardAttributes,
+    MOE_TAG: MOE.MoeGroupedMatmulAttributes,
+    MOE_BWD_TAG: MOEB.MoeGroupedMatmulBwdAttributes,
+    CUSTOM_OP_TAG: COA.CustomOpAttributes,
 }
 _MODULES = {
     SDPA_TAG: SA,
@@ -140,6 +155,9 @@ _MODULES = {
     CONV_WRW_TAG: CWA,
     LAYERNORM_BACKWARD_TAG: LNB,
     RMSNORM_BACKWARD_TAG: RMB,
+    MOE_TAG: MOE,
+    MOE_BWD_TAG: MOEB,
+    CUSTOM_OP_TAG: COA,
 }
 
 
@@ -192,7 +210,7 @@ def _read_attributes(tag: int, union: Table | None) -> Desc | None:
     table.Init(union.Bytes, union.Pos)
     out: Desc = {}
     for field, kind in FIELDS_BY_TAG[tag]:
-        if kind in ("vec", "longs"):
+        if kind in ("vec", "longs", "bytes"):  # a ubyte vector reads through the same accessors
             out[field] = _longs(table, camel(field))
             continue
         value = getattr(table, camel(field))()
@@ -268,6 +286,9 @@ KNOWN_SLOTS = {
     "ConvolutionWrwAttributes": 10,
     "LayernormBackwardAttributes": 10,
     "RMSNormBackwardAttributes": 7,
+    "MoeGroupedMatmulAttributes": 8,
+    "MoeGroupedMatmulBwdAttributes": 4,
+    "CustomOpAttributes": 5,
 }
 
 
@@ -311,6 +332,14 @@ def _long_vector(b: flatbuffers.Builder, values: list[int] | None, style: _Style
     for v in reversed(values):
         b.PrependInt64(v)
     return b.EndVector()
+
+
+def _byte_vector(b: flatbuffers.Builder, values: list[int] | None, style: _Style) -> int | None:
+    if values is None:
+        values = [] if style.empty_as_present else None
+    if values is None or (not values and not style.empty_as_present):
+        return None
+    return int(b.CreateByteVector(bytes(values)))
 
 
 def _value_struct(b: flatbuffers.Builder, tag: int, hex_bytes: str) -> int:
@@ -362,9 +391,9 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
         if kind == "str"
     }
     vectors = {
-        field: _long_vector(b, attrs[field], style)
+        field: (_byte_vector if kind == "bytes" else _long_vector)(b, attrs[field], style)
         for field, kind in FIELDS_BY_TAG[tag]
-        if kind in ("vec", "longs")
+        if kind in ("vec", "longs", "bytes")
     }
     table = TABLE_BY_TAG[tag]
     _start(b, module, table, style)
@@ -374,7 +403,7 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
         if kind == "str":
             if strings[field] is not None:
                 add(b, strings[field])
-        elif kind in ("vec", "longs"):
+        elif kind in ("vec", "longs", "bytes"):
             if vectors[field] is not None:
                 add(b, vectors[field])
         elif value is None:
