@@ -1,0 +1,259 @@
+"""Convolution forward, data gradient and weight gradient on NumPy arrays: the definition of the
+math, in 1-3 (or more) spatial dims, with groups.
+
+Shapes (NC[spatial] logical order, whatever the arrays' strides): ``x [N, C, *in]``,
+``w [K, C/G, *kernel]``, ``y``/``dy [N, K, *out]``; the group count ``G = C / (C/G)`` (hipDNN
+infers it from the channel counts), ``K/G`` output channels per group. Per spatial dim ``i``,
+with ``pre_i`` the padding before, ``s_i`` the stride and ``d_i`` the dilation, cross-correlation
+is ::
+
+    y[n, g·K/G + k, o] = Σ_{c < C/G, r} x[n, g·C/G + c, o·s + r·d − pre] · w[g·K/G + k, c, r]
+
+where ``x`` reads 0 outside ``[0, in)`` (the padding), ``o`` runs over the output positions and
+``r`` over the kernel's. True convolution is the same with the kernel flipped along every
+spatial dim (``w[..., kernel − 1 − r]``). The data gradient ``dx`` is the adjoint of ``x ↦ y``
+(each ``dy`` element sends ``dy · w`` back to the inputs that made it; inputs no output read get
+0), the weight gradient ``dw`` the adjoint of ``w ↦ y``.
+
+Implementation: everything runs channels-last (``[N, *spatial, C]``) so that channels are the
+contiguous inner dim of each matrix product. The input is padded once; the windows over every
+kernel dim but the first are gathered into one array (im2col over those dims); the first kernel
+dim is summed as shifted views of that array, one matrix product per tap (no copy when its stride
+is 1). Groups are a batch dim of the products. The data gradient scatters ``dy · wᵀ`` back tap by
+tap (col2im).
+
+Example:
+    >>> import numpy as np
+    >>> x = np.arange(5.0).reshape(1, 1, 5)
+    >>> w = np.array([[[1.0, 0.0, -1.0]]])
+    >>> g = Geometry.of([5], [3], pre=[1], post=[1], stride=[1], dilation=[1])
+    >>> correlate(x, w, g).tolist()
+    [[[-1.0, -2.0, -2.0, -2.0, 3.0]]]
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+__all__ = ["Geometry", "correlate", "correlate_data_gradient", "correlate_weight_gradient"]
+
+Array = np.ndarray[Any, Any]
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Per spatial dim: input, kernel and output sizes, paddings, stride and dilation."""
+
+    size: tuple[int, ...]
+    kernel: tuple[int, ...]
+    out: tuple[int, ...]
+    pre: tuple[int, ...]
+    post: tuple[int, ...]
+    stride: tuple[int, ...]
+    dilation: tuple[int, ...]
+
+    @classmethod
+    def of(
+        cls,
+        size: Sequence[int],
+        kernel: Sequence[int],
+        *,
+        pre: Sequence[int],
+        post: Sequence[int],
+        stride: Sequence[int],
+        dilation: Sequence[int],
+    ) -> Geometry:
+        """The geometry of a convolution of inputs ``size`` by a ``kernel``; the output sizes
+        follow ``(size + pre + post − (dilation·(kernel − 1) + 1)) / stride + 1``.
+
+        Raises:
+            ValueError: when the parameters do not give a positive output size.
+        """
+        out = []
+        for n, k, a, b, s, d in zip(size, kernel, pre, post, stride, dilation, strict=True):
+            reach = n + a + b - (d * (k - 1) + 1)
+            if reach < 0 or s < 1 or d < 1 or a < 0 or b < 0:
+                raise ValueError("convolution parameters give no output")
+            out.append(reach // s + 1)
+        return cls(
+            tuple(size), tuple(kernel), tuple(out), tuple(pre), tuple(post), tuple(stride),
+            tuple(dilation),
+        )  # fmt: skip
+
+    @property
+    def padded(self) -> tuple[int, ...]:
+        """The padded input extent every tap of every output reads within."""
+        return tuple(
+            max(a + n + b, (o - 1) * s + d * (k - 1) + 1)
+            for n, k, o, a, b, s, d in zip(
+                self.size, self.kernel, self.out, self.pre, self.post, self.stride, self.dilation,
+                strict=True,
+            )
+        )  # fmt: skip
+
+    def interior(self) -> tuple[slice, ...]:
+        """Where the unpadded input sits in the padded extent."""
+        return tuple(slice(a, a + n) for a, n in zip(self.pre, self.size, strict=True))
+
+    def tap(self, index: Sequence[int]) -> tuple[slice, ...]:
+        """The padded positions kernel tap ``index`` reads, one per output position."""
+        return tuple(
+            slice(r * d, r * d + (o - 1) * s + 1, s)
+            for r, d, o, s in zip(index, self.dilation, self.out, self.stride, strict=True)
+        )
+
+
+def _channels_last(a: Array) -> Array:
+    return np.moveaxis(a, 1, -1)
+
+
+def _padded(x: Array, g: Geometry) -> Array:
+    """``x [N, C, *in]`` channels-last, zero-padded to ``[N, *padded, C]`` (a view when no
+    padding is needed)."""
+    if g.padded == g.size:
+        return _channels_last(x)
+    xp = np.zeros((x.shape[0], *g.padded, x.shape[1]), dtype=x.dtype)
+    xp[(slice(None), *g.interior())] = _channels_last(x)
+    return xp
+
+
+def _windows(xp: Array, g: Geometry) -> Array:
+    """The im2col array over every kernel dim but the first:
+    ``[N, padded[0], *out[1:], *kernel[1:], C]`` (a copy), whose element
+    ``[n, p, o, r, c]`` is ``xp[n, p, o·s + r·d, c]`` in the dims after the first."""
+    strides = xp.strides
+    inner = range(2, xp.ndim - 1)
+    shape = (*xp.shape[:2], *g.out[1:], *g.kernel[1:], xp.shape[-1])
+    view = as_strided(
+        xp,
+        shape,
+        (
+            *strides[:2],
+            *(strides[i] * s for i, s in zip(inner, g.stride[1:], strict=True)),
+            *(strides[i] * d for i, d in zip(inner, g.dilation[1:], strict=True)),
+            strides[-1],
+        ),
+        writeable=False,
+    )
+    return np.ascontiguousarray(view)
+
+
+def _grouped_rows(windows: Array, g: Geometry, r0: int, groups: int) -> Array:
+    """The inputs kernel tap ``r0`` of the first dim reads, as ``[N, G, M, taps·C/G]`` matrices
+    (``M`` output positions, ``taps`` the kernel positions of the other dims)."""
+    start, step = r0 * g.dilation[0], g.stride[0]
+    rows = windows[:, start : start + (g.out[0] - 1) * step + 1 : step]
+    n, m = rows.shape[0], int(np.prod(g.out))
+    taps = int(np.prod(g.kernel[1:]))
+    per_group = rows.shape[-1] // groups
+    return (
+        rows.reshape(n, m, taps, groups, per_group)
+        .transpose(0, 3, 1, 2, 4)
+        .reshape(n, groups, m, taps * per_group)
+    )
+
+
+def _grouped_filter(w: Array, r0: int, groups: int) -> Array:
+    """Kernel tap ``r0`` of the first dim of ``w [K, C/G, *kernel]`` as ``[G, taps·C/G, K/G]``
+    (rows in the order of :func:`_grouped_rows`' columns)."""
+    k, per_group = w.shape[:2]
+    tap = w[:, :, r0].reshape(groups, k // groups, per_group, -1)  # [G, K/G, C/G, taps]
+    return tap.transpose(0, 3, 2, 1).reshape(groups, -1, k // groups)
+
+
+def correlate(x: Array, w: Array, g: Geometry) -> Array:
+    """Cross-correlation ``y [N, K, *out]`` of ``x [N, C, *in]`` with ``w [K, C/G, *kernel]``
+    (channels-last strides), in the arrays' common dtype."""
+    n, c = x.shape[:2]
+    k, groups = w.shape[0], c // w.shape[1]
+    windows = _windows(_padded(x, g), g)
+    y: Array | None = None
+    for r0 in range(g.kernel[0]):
+        term = np.matmul(_grouped_rows(windows, g, r0, groups), _grouped_filter(w, r0, groups))
+        y = term if y is None else np.add(y, term, out=y)
+    assert y is not None  # the kernel has at least one tap
+    # [N, G, M, K/G] -> [N, *out, K] -> [N, K, *out]
+    return np.moveaxis(y.transpose(0, 2, 1, 3).reshape(n, *g.out, k), -1, 1)
+
+
+def correlate_data_gradient(dy: Array, w: Array, g: Geometry, channels: int) -> Array:
+    """``dx [N, channels, *in]``, the gradient of :func:`correlate`'s input from
+    ``dy [N, K, *out]`` and ``w [K, C/G, *kernel]``, in the arrays' common dtype.
+
+    With unit strides (and paddings within the kernel's reach) it is itself a cross-correlation:
+    of ``dy``, padded by ``dilation·(kernel − 1) − pre`` before and ``… − post`` after, with the
+    flipped filter whose input and output channels trade places within each group. Otherwise
+    each tap's ``dy · wᵀ`` is added back where the tap read its inputs (col2im).
+    """
+    transposed = _transposed_geometry(g)
+    if transposed is not None:
+        return correlate(dy, _transposed_filter(w, channels), transposed)
+    return _scatter_data_gradient(dy, w, g, channels)
+
+
+def _transposed_geometry(g: Geometry) -> Geometry | None:
+    """The geometry of the data gradient as a cross-correlation over ``dy``, or ``None`` when
+    it is not one (a stride above 1, or a padding past the kernel's reach)."""
+    reach = [d * (k - 1) for k, d in zip(g.kernel, g.dilation, strict=True)]
+    pre = [r - a for r, a in zip(reach, g.pre, strict=True)]
+    post = [r - b for r, b in zip(reach, g.post, strict=True)]
+    if any(s != 1 for s in g.stride) or min(pre + post) < 0:
+        return None
+    return Geometry.of(g.out, g.kernel, pre=pre, post=post, stride=g.stride, dilation=g.dilation)
+
+
+def _transposed_filter(w: Array, channels: int) -> Array:
+    """``w [K, C/G, *kernel]`` as the filter of the transposed correlation: ``[C, K/G, *kernel]``,
+    flipped along every spatial dim."""
+    k, per_group = w.shape[:2]
+    groups = channels // per_group
+    kernel = w.shape[2:]
+    swapped = w.reshape(groups, k // groups, per_group, *kernel).swapaxes(1, 2)
+    flip: tuple[slice, ...] = (slice(None),) * 3 + (slice(None, None, -1),) * len(kernel)
+    flipped = swapped[flip]
+    return flipped.reshape(channels, k // groups, *kernel)
+
+
+def _scatter_data_gradient(dy: Array, w: Array, g: Geometry, channels: int) -> Array:
+    """The data gradient by col2im: every tap's ``dy · wᵀ`` added where the tap read."""
+    n, k = dy.shape[:2]
+    per_group = w.shape[1]
+    groups = channels // per_group
+    # every tap's contribution at once: [N, G, M, K/G] @ [G, K/G, taps·C/G]
+    dy_rows = _channels_last(dy).reshape(n, -1, groups, k // groups).transpose(0, 2, 1, 3)
+    w_rows = w.reshape(groups, k // groups, per_group, -1).transpose(0, 1, 3, 2)
+    cols = np.matmul(dy_rows, w_rows.reshape(groups, k // groups, -1))
+    # [N, G, *out, *kernel, C/G] -> per tap [N, *out, G, C/G]
+    cols = cols.reshape(n, groups, *g.out, *g.kernel, per_group)
+    spatial = len(g.out)
+    dxp = np.zeros((n, *g.padded, groups, per_group), dtype=cols.dtype)
+    for index in itertools.product(*(range(r) for r in g.kernel)):
+        part = cols[(slice(None), slice(None), *(slice(None),) * spatial, *index)]
+        target = dxp[(slice(None), *g.tap(index))]
+        target += np.moveaxis(part, 1, -2)
+    dx = dxp[(slice(None), *g.interior())].reshape(n, *g.size, channels)
+    return np.moveaxis(dx, -1, 1)
+
+
+def correlate_weight_gradient(dy: Array, x: Array, g: Geometry, per_group: int) -> Array:
+    """``dw [K, per_group, *kernel]``, the gradient of :func:`correlate`'s filter from
+    ``dy [N, K, *out]`` and ``x [N, C, *in]``, in the arrays' common dtype."""
+    n, k = dy.shape[:2]
+    groups = x.shape[1] // per_group
+    windows = _windows(_padded(x, g), g)
+    # [N, G, K/G, M]
+    dy_cols = _channels_last(dy).reshape(n, -1, groups, k // groups).transpose(0, 2, 3, 1)
+    taps = int(np.prod(g.kernel[1:]))
+    dw = np.empty((groups, k // groups, g.kernel[0], taps, per_group), dtype=windows.dtype)
+    for r0 in range(g.kernel[0]):
+        # Σ_n dyᵀ · rows: [G, K/G, taps·C/G]
+        part = np.matmul(dy_cols, _grouped_rows(windows, g, r0, groups)).sum(axis=0)
+        dw[:, :, r0] = part.reshape(groups, k // groups, taps, per_group)
+    # [G, K/G, kernel0, taps, C/G] -> [K, C/G, *kernel]
+    return np.moveaxis(dw, -1, 2).reshape(k, per_group, *g.kernel)
