@@ -16,11 +16,14 @@ spatial dim (``w[..., kernel − 1 − r]``). The data gradient ``dx`` is the ad
 0), the weight gradient ``dw`` the adjoint of ``w ↦ y``.
 
 Implementation: everything runs channels-last (``[N, *spatial, C]``) so that channels are the
-contiguous inner dim of each matrix product. The input is padded once; the windows over every
-kernel dim but the first are gathered into one array (im2col over those dims); the first kernel
-dim is summed as shifted views of that array, one matrix product per tap (no copy when its stride
-is 1). Groups are a batch dim of the products. The data gradient scatters ``dy · wᵀ`` back tap by
-tap (col2im).
+contiguous inner dim of each matrix product, and each product spans the whole batch (few, large
+BLAS calls). The forward pads the input once and gathers the windows over every kernel dim but
+the first (im2col over those dims); with the batch flattened into the first padded dim, each tap
+of the first kernel dim reads all its rows as one strided view of that array, one matrix product
+per tap. The weight gradient gathers the windows over every kernel dim and takes one product.
+The data gradient with unit strides is a correlation of ``dy`` with the flipped filter;
+otherwise it scatters ``dy · wᵀ`` back tap by tap (col2im). Groups are a batch dim of the
+products.
 
 Example:
     >>> import numpy as np
@@ -97,6 +100,12 @@ class Geometry:
             )
         )  # fmt: skip
 
+    @property
+    def rows(self) -> int:
+        """Strides of the first dim each batch element spans once its padded extent is rounded
+        up to a whole number of strides (so that the batch can be flattened into that dim)."""
+        return -(-self.padded[0] // self.stride[0])
+
     def interior(self) -> tuple[slice, ...]:
         """Where the unpadded input sits in the padded extent."""
         return tuple(slice(a, a + n) for a, n in zip(self.pre, self.size, strict=True))
@@ -114,72 +123,81 @@ def _channels_last(a: Array) -> Array:
 
 
 def _padded(x: Array, g: Geometry) -> Array:
-    """``x [N, C, *in]`` channels-last, zero-padded to ``[N, *padded, C]`` (a view when no
-    padding is needed)."""
-    if g.padded == g.size:
+    """``x [N, C, *in]`` channels-last, zero-padded to ``[N, rows·stride[0], *padded[1:], C]``
+    (a view when there is nothing to pad)."""
+    extent = (g.rows * g.stride[0], *g.padded[1:])
+    if extent == g.size:
         return _channels_last(x)
-    xp = np.zeros((x.shape[0], *g.padded, x.shape[1]), dtype=x.dtype)
+    xp = np.zeros((x.shape[0], *extent, x.shape[1]), dtype=x.dtype)
     xp[(slice(None), *g.interior())] = _channels_last(x)
     return xp
 
 
-def _windows(xp: Array, g: Geometry) -> Array:
-    """The im2col array over every kernel dim but the first:
-    ``[N, padded[0], *out[1:], *kernel[1:], C]`` (a copy), whose element
-    ``[n, p, o, r, c]`` is ``xp[n, p, o·s + r·d, c]`` in the dims after the first."""
+def _windows(xp: Array, g: Geometry, first: int) -> Array:
+    """The im2col array of the kernel dims from ``first`` on (a copy): ``xp`` with each such
+    spatial dim ``i`` split into output and kernel positions, ``[N, …, out_i, …, kernel_i, …,
+    C]`` (dims before ``first`` kept whole), whose element at ``(o_i, r_i)`` is ``xp`` at
+    ``o_i·stride_i + r_i·dilation_i``."""
     strides = xp.strides
-    inner = range(2, xp.ndim - 1)
-    shape = (*xp.shape[:2], *g.out[1:], *g.kernel[1:], xp.shape[-1])
-    view = as_strided(
-        xp,
-        shape,
-        (
-            *strides[:2],
-            *(strides[i] * s for i, s in zip(inner, g.stride[1:], strict=True)),
-            *(strides[i] * d for i, d in zip(inner, g.dilation[1:], strict=True)),
-            strides[-1],
-        ),
-        writeable=False,
-    )
+    spatial = range(1, xp.ndim - 1)
+    split = [i - 1 >= first for i in spatial]
+    shape = [xp.shape[0]]
+    steps = [strides[0]]
+    for i, gathered in zip(spatial, split, strict=True):
+        shape.append(g.out[i - 1] if gathered else xp.shape[i])
+        steps.append(strides[i] * g.stride[i - 1] if gathered else strides[i])
+    for i, gathered in zip(spatial, split, strict=True):
+        if gathered:
+            shape.append(g.kernel[i - 1])
+            steps.append(strides[i] * g.dilation[i - 1])
+    view = as_strided(xp, (*shape, xp.shape[-1]), (*steps, strides[-1]), writeable=False)
     return np.ascontiguousarray(view)
 
 
-def _grouped_rows(windows: Array, g: Geometry, r0: int, groups: int) -> Array:
-    """The inputs kernel tap ``r0`` of the first dim reads, as ``[N, G, M, taps·C/G]`` matrices
-    (``M`` output positions, ``taps`` the kernel positions of the other dims)."""
-    start, step = r0 * g.dilation[0], g.stride[0]
-    rows = windows[:, start : start + (g.out[0] - 1) * step + 1 : step]
-    n, m = rows.shape[0], int(np.prod(g.out))
-    taps = int(np.prod(g.kernel[1:]))
-    per_group = rows.shape[-1] // groups
-    return (
-        rows.reshape(n, m, taps, groups, per_group)
-        .transpose(0, 3, 1, 2, 4)
-        .reshape(n, groups, m, taps * per_group)
-    )
+def _by_group(rows: Array, groups: int) -> Array:
+    """``[M, …, C]`` input rows (``…`` kernel positions) as ``[G, M, …·C/G]`` matrices."""
+    m, c = rows.shape[0], rows.shape[-1]
+    split = rows.reshape(m, -1, groups, c // groups)
+    return split.transpose(2, 0, 1, 3).reshape(groups, m, -1)
 
 
-def _grouped_filter(w: Array, r0: int, groups: int) -> Array:
-    """Kernel tap ``r0`` of the first dim of ``w [K, C/G, *kernel]`` as ``[G, taps·C/G, K/G]``
-    (rows in the order of :func:`_grouped_rows`' columns)."""
+def _filter_by_group(w: Array, groups: int) -> Array:
+    """``w [K, C/G, *kernel]`` as ``[G, kernel·C/G, K/G]`` (rows in the order of
+    :func:`_by_group`'s columns)."""
     k, per_group = w.shape[:2]
-    tap = w[:, :, r0].reshape(groups, k // groups, per_group, -1)  # [G, K/G, C/G, taps]
-    return tap.transpose(0, 3, 2, 1).reshape(groups, -1, k // groups)
+    split = w.reshape(groups, k // groups, per_group, -1)  # [G, K/G, C/G, taps]
+    return split.transpose(0, 3, 2, 1).reshape(groups, -1, k // groups)
 
 
 def correlate(x: Array, w: Array, g: Geometry) -> Array:
     """Cross-correlation ``y [N, K, *out]`` of ``x [N, C, *in]`` with ``w [K, C/G, *kernel]``
-    (channels-last strides), in the arrays' common dtype."""
+    (channels-last strides), in the arrays' common dtype.
+
+    The batch is flattened into the first padded dim (each element spans :attr:`Geometry.rows`
+    strides of it): kernel tap ``r`` of that dim then reads every output row of every batch
+    element as one strided view, and one matrix product per tap (and group) computes them all.
+    The rows between two batch elements are computed too, and dropped.
+    """
     n, c = x.shape[:2]
     k, groups = w.shape[0], c // w.shape[1]
-    windows = _windows(_padded(x, g), g)
-    y: Array | None = None
+    windows = _windows(_padded(x, g), g, first=1)
+    flat = windows.reshape(n * g.rows * g.stride[0], -1, c)  # [N·rows·s, rest·taps, C]
+    rest = int(np.prod(g.out[1:]))
+    count = (n - 1) * g.rows + g.out[0]  # flattened output rows up to the last one kept
+    y = np.empty((groups, n * g.rows * rest, k // groups), dtype=np.result_type(x, w))
+    head = y[:, : count * rest]
     for r0 in range(g.kernel[0]):
-        term = np.matmul(_grouped_rows(windows, g, r0, groups), _grouped_filter(w, r0, groups))
-        y = term if y is None else np.add(y, term, out=y)
-    assert y is not None  # the kernel has at least one tap
-    # [N, G, M, K/G] -> [N, *out, K] -> [N, K, *out]
-    return np.moveaxis(y.transpose(0, 2, 1, 3).reshape(n, *g.out, k), -1, 1)
+        start, step = r0 * g.dilation[0], g.stride[0]
+        rows = flat[start : start + (count - 1) * step + 1 : step]  # [count, rest·taps, C]
+        a = _by_group(rows.reshape(count * rest, -1, c), groups)
+        b = _filter_by_group(w[:, :, r0 : r0 + 1], groups)
+        if r0 == 0:
+            np.matmul(a, b, out=head)
+        else:
+            head += np.matmul(a, b)
+    # [G, N·rows·rest, K/G] -> the kept rows [N, *out, G, K/G] -> [N, K, *out]
+    kept = y.reshape(groups, n, g.rows, *g.out[1:], k // groups)[:, :, : g.out[0]]
+    return np.moveaxis(np.moveaxis(kept, 0, -2).reshape(n, *g.out, k), -1, 1)
 
 
 def correlate_data_gradient(dy: Array, w: Array, g: Geometry, channels: int) -> Array:
@@ -225,35 +243,32 @@ def _scatter_data_gradient(dy: Array, w: Array, g: Geometry, channels: int) -> A
     n, k = dy.shape[:2]
     per_group = w.shape[1]
     groups = channels // per_group
-    # every tap's contribution at once: [N, G, M, K/G] @ [G, K/G, taps·C/G]
-    dy_rows = _channels_last(dy).reshape(n, -1, groups, k // groups).transpose(0, 2, 1, 3)
+    # every tap's contribution at once: [G, N·M, K/G] @ [G, K/G, taps·C/G]
+    dy_rows = _channels_last(dy).reshape(-1, groups, k // groups).transpose(1, 0, 2)
     w_rows = w.reshape(groups, k // groups, per_group, -1).transpose(0, 1, 3, 2)
     cols = np.matmul(dy_rows, w_rows.reshape(groups, k // groups, -1))
-    # [N, G, *out, *kernel, C/G] -> per tap [N, *out, G, C/G]
-    cols = cols.reshape(n, groups, *g.out, *g.kernel, per_group)
+    # [G, N, *out, *kernel, C/G] -> per tap [N, *out, G, C/G]
+    cols = cols.reshape(groups, n, *g.out, *g.kernel, per_group)
     spatial = len(g.out)
     dxp = np.zeros((n, *g.padded, groups, per_group), dtype=cols.dtype)
     for index in itertools.product(*(range(r) for r in g.kernel)):
         part = cols[(slice(None), slice(None), *(slice(None),) * spatial, *index)]
         target = dxp[(slice(None), *g.tap(index))]
-        target += np.moveaxis(part, 1, -2)
+        target += np.moveaxis(part, 0, -2)
     dx = dxp[(slice(None), *g.interior())].reshape(n, *g.size, channels)
     return np.moveaxis(dx, -1, 1)
 
 
 def correlate_weight_gradient(dy: Array, x: Array, g: Geometry, per_group: int) -> Array:
     """``dw [K, per_group, *kernel]``, the gradient of :func:`correlate`'s filter from
-    ``dy [N, K, *out]`` and ``x [N, C, *in]``, in the arrays' common dtype."""
-    n, k = dy.shape[:2]
-    groups = x.shape[1] // per_group
-    windows = _windows(_padded(x, g), g)
-    # [N, G, K/G, M]
-    dy_cols = _channels_last(dy).reshape(n, -1, groups, k // groups).transpose(0, 2, 3, 1)
-    taps = int(np.prod(g.kernel[1:]))
-    dw = np.empty((groups, k // groups, g.kernel[0], taps, per_group), dtype=windows.dtype)
-    for r0 in range(g.kernel[0]):
-        # Σ_n dyᵀ · rows: [G, K/G, taps·C/G]
-        part = np.matmul(dy_cols, _grouped_rows(windows, g, r0, groups)).sum(axis=0)
-        dw[:, :, r0] = part.reshape(groups, k // groups, taps, per_group)
-    # [G, K/G, kernel0, taps, C/G] -> [K, C/G, *kernel]
+    ``dy [N, K, *out]`` and ``x [N, C, *in]``, in the arrays' common dtype: per group, ``dyᵀ``
+    times the im2col matrix of ``x`` over every kernel dim, one matrix product."""
+    k = dy.shape[1]
+    c = x.shape[1]
+    groups = c // per_group
+    windows = _windows(_padded(x, g), g, first=0)  # [N, *out, *kernel, C]
+    rows = _by_group(windows.reshape(-1, int(np.prod(g.kernel)), c), groups)  # [G, N·M, …]
+    dy_cols = _channels_last(dy).reshape(-1, groups, k // groups).transpose(1, 2, 0)
+    dw: Array = np.matmul(dy_cols, rows)  # [G, K/G, taps·C/G]
+    dw = dw.reshape(groups, k // groups, *g.kernel, per_group)
     return np.moveaxis(dw, -1, 2).reshape(k, per_group, *g.kernel)
