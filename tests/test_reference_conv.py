@@ -188,6 +188,25 @@ def test_matches_torch_float64(name: str, mode: hg.ConvolutionMode, channels_las
         np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("name", ["2d", "sparse", "3d"])
+def test_batch_chunks_give_the_same_results(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a chunk budget of one byte every batch element runs alone (bounded memory)."""
+    case = CASES[name]
+    x, w, dy = _operands(case)
+    monkeypatch.setattr(convolution_math, "CHUNK_BYTES", 1)
+    assert len(convolution_math._batch_chunks(case.n, _geometry(case), case.c, 8)) == case.n
+    got = _run_all(case, x, w, dy, np.float64, mode=CONV)
+    for out, ref in zip(got, _torch_reference(case, x, w, dy, CONV), strict=True):
+        np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)
+
+
+def _geometry(case: Case) -> convolution_math.Geometry:
+    return convolution_math.Geometry.of(
+        case.size, case.kernel, pre=case.pre, post=case.post, stride=case.stride,
+        dilation=case.dilation,
+    )  # fmt: skip
+
+
 def test_the_modes_differ_by_the_flipped_filter() -> None:
     """CONVOLUTION is cross-correlation with the kernel flipped, not the same thing."""
     case = CASES["2d"]

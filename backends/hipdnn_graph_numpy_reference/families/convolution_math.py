@@ -17,7 +17,8 @@ spatial dim (``w[..., kernel − 1 − r]``). The data gradient ``dx`` is the ad
 
 Implementation: everything runs channels-last (``[N, *spatial, C]``) so that channels are the
 contiguous inner dim of each matrix product, and each product spans the whole batch (few, large
-BLAS calls). The forward pads the input once and gathers the windows over every kernel dim but
+BLAS calls; a batch whose gathered windows would pass :data:`CHUNK_BYTES` runs in chunks of
+batch elements). The forward pads the input once and gathers the windows over every kernel dim but
 the first (im2col over those dims); with the batch flattened into the first padded dim, each tap
 of the first kernel dim reads all its rows as one strided view of that array, one matrix product
 per tap. The weight gradient gathers the windows over every kernel dim and takes one product.
@@ -118,8 +119,30 @@ class Geometry:
         )
 
 
+#: the most bytes the gathered windows of one batch chunk should take: larger batches run in
+#: chunks of batch elements, so that the extra memory stays bounded
+CHUNK_BYTES = 256 * 2**20
+
+
 def _channels_last(a: Array) -> Array:
     return np.moveaxis(a, 1, -1)
+
+
+def _batch_chunks(n: int, g: Geometry, channels: int, itemsize: int) -> list[slice]:
+    """Slices of the batch whose gathered windows (at most every kernel tap of the padded
+    input) fit in :data:`CHUNK_BYTES`; one batch element at least."""
+    per_element = int(np.prod(g.padded)) * int(np.prod(g.kernel)) * channels * itemsize
+    step = max(1, CHUNK_BYTES // max(per_element, 1))
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+
+
+def _by_batch_chunk(run: Any, first: Array, *rest: Any, g: Geometry, channels: int) -> Array:
+    """``run(first[chunk], *rest)`` over batch chunks of ``first``, joined on the batch."""
+    chunks = _batch_chunks(first.shape[0], g, channels, first.itemsize)
+    if len(chunks) == 1:
+        result: Array = run(first, *rest)
+        return result
+    return np.concatenate([run(first[c], *rest) for c in chunks], axis=0)
 
 
 def _padded(x: Array, g: Geometry) -> Array:
@@ -171,7 +194,12 @@ def _filter_by_group(w: Array, groups: int) -> Array:
 
 def correlate(x: Array, w: Array, g: Geometry) -> Array:
     """Cross-correlation ``y [N, K, *out]`` of ``x [N, C, *in]`` with ``w [K, C/G, *kernel]``
-    (channels-last strides), in the arrays' common dtype.
+    (channels-last strides), in the arrays' common dtype."""
+    return _by_batch_chunk(lambda xs: _correlate(xs, w, g), x, g=g, channels=x.shape[1])
+
+
+def _correlate(x: Array, w: Array, g: Geometry) -> Array:
+    """:func:`correlate` of one batch chunk.
 
     The batch is flattened into the first padded dim (each element spans :attr:`Geometry.rows`
     strides of it): kernel tap ``r`` of that dim then reads every output row of every batch
@@ -212,7 +240,9 @@ def correlate_data_gradient(dy: Array, w: Array, g: Geometry, channels: int) -> 
     transposed = _transposed_geometry(g)
     if transposed is not None:
         return correlate(dy, _transposed_filter(w, channels), transposed)
-    return _scatter_data_gradient(dy, w, g, channels)
+    return _by_batch_chunk(
+        lambda dys: _scatter_data_gradient(dys, w, g, channels), dy, g=g, channels=channels
+    )
 
 
 def _transposed_geometry(g: Geometry) -> Geometry | None:
@@ -262,7 +292,17 @@ def _scatter_data_gradient(dy: Array, w: Array, g: Geometry, channels: int) -> A
 def correlate_weight_gradient(dy: Array, x: Array, g: Geometry, per_group: int) -> Array:
     """``dw [K, per_group, *kernel]``, the gradient of :func:`correlate`'s filter from
     ``dy [N, K, *out]`` and ``x [N, C, *in]``, in the arrays' common dtype: per group, ``dyᵀ``
-    times the im2col matrix of ``x`` over every kernel dim, one matrix product."""
+    times the im2col matrix of ``x`` over every kernel dim, one matrix product (per batch
+    chunk, summed)."""
+    chunks = _batch_chunks(x.shape[0], g, x.shape[1], x.itemsize)
+    dw = _weight_gradient(dy[chunks[0]], x[chunks[0]], g, per_group)
+    for c in chunks[1:]:
+        dw += _weight_gradient(dy[c], x[c], g, per_group)
+    return dw
+
+
+def _weight_gradient(dy: Array, x: Array, g: Geometry, per_group: int) -> Array:
+    """:func:`correlate_weight_gradient` of one batch chunk (a new array)."""
     k = dy.shape[1]
     c = x.shape[1]
     groups = c // per_group
@@ -271,4 +311,4 @@ def correlate_weight_gradient(dy: Array, x: Array, g: Geometry, per_group: int) 
     dy_cols = _channels_last(dy).reshape(-1, groups, k // groups).transpose(1, 2, 0)
     dw: Array = np.matmul(dy_cols, rows)  # [G, K/G, taps·C/G]
     dw = dw.reshape(groups, k // groups, *g.kernel, per_group)
-    return np.moveaxis(dw, -1, 2).reshape(k, per_group, *g.kernel)
+    return np.ascontiguousarray(np.moveaxis(dw, -1, 2)).reshape(k, per_group, *g.kernel)
