@@ -3,7 +3,8 @@ the error a reference raises for what it does not define.
 
 Example:
     >>> import numpy as np, hipdnn_graph as hg
-    >>> g = hg.Graph(io_data_type=hg.DataType.HALF, compute_data_type=hg.DataType.FLOAT)
+    >>> g = hg.Graph(io_data_type=hg.DataType.HALF, compute_data_type=hg.DataType.FLOAT,
+    ...              intermediate_data_type=hg.DataType.FLOAT)
     >>> y = g.pointwise(g.tensor(name="x", dim=[2]), mode=hg.PointwiseMode.EXP, name="e")
     >>> g.validate()
     >>> compute_dtype(g.nodes[0]).name
