@@ -40,6 +40,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -90,7 +91,7 @@ class Geometry:
             tuple(dilation),
         )  # fmt: skip
 
-    @property
+    @cached_property
     def padded(self) -> tuple[int, ...]:
         """The padded input extent every tap of every output reads within."""
         return tuple(
@@ -101,7 +102,7 @@ class Geometry:
             )
         )  # fmt: skip
 
-    @property
+    @cached_property
     def rows(self) -> int:
         """Strides of the first dim each batch element spans once its padded extent is rounded
         up to a whole number of strides (so that the batch can be flattened into that dim)."""
@@ -125,7 +126,13 @@ CHUNK_BYTES = 256 * 2**20
 
 
 def _channels_last(a: Array) -> Array:
-    return np.moveaxis(a, 1, -1)
+    """``[N, C, *spatial]`` as ``[N, *spatial, C]`` (a view)."""
+    return a.transpose(0, *range(2, a.ndim), 1)
+
+
+def _channels_first(a: Array) -> Array:
+    """``[N, *spatial, C]`` as ``[N, C, *spatial]`` (a view)."""
+    return a.transpose(0, a.ndim - 1, *range(1, a.ndim - 1))
 
 
 def _batch_chunks(n: int, g: Geometry, channels: int, itemsize: int) -> list[slice]:
@@ -225,7 +232,7 @@ def _correlate(x: Array, w: Array, g: Geometry) -> Array:
             head += np.matmul(a, b)
     # [G, N·rows·rest, K/G] -> the kept rows [N, *out, G, K/G] -> [N, K, *out]
     kept = y.reshape(groups, n, g.rows, *g.out[1:], k // groups)[:, :, : g.out[0]]
-    return np.moveaxis(np.moveaxis(kept, 0, -2).reshape(n, *g.out, k), -1, 1)
+    return _channels_first(np.moveaxis(kept, 0, -2).reshape(n, *g.out, k))
 
 
 def correlate_data_gradient(dy: Array, w: Array, g: Geometry, channels: int) -> Array:
@@ -286,7 +293,7 @@ def _scatter_data_gradient(dy: Array, w: Array, g: Geometry, channels: int) -> A
         target = dxp[(slice(None), *g.tap(index))]
         target += np.moveaxis(part, 0, -2)
     dx = dxp[(slice(None), *g.interior())].reshape(n, *g.size, channels)
-    return np.moveaxis(dx, -1, 1)
+    return _channels_first(dx)
 
 
 def correlate_weight_gradient(dy: Array, x: Array, g: Geometry, per_group: int) -> Array:
