@@ -22,7 +22,7 @@ FAMILIES = Path(__file__).resolve().parents[1] / "backends/hipdnn_graph_numpy_re
 #: examples whose graphs need NumPy references of these families: (module, node type) each
 NEEDS = {
     "mlp_block.py": [("rmsnorm.py", "RMS_NORM")],
-    "conv_block.py": [("conv_fprop.py", "CONVOLUTION_FPROP")],
+    "conv_block.py": [("convolution.py", "CONVOLUTION_FPROP")],
 }
 
 

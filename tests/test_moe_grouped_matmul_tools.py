@@ -104,7 +104,7 @@ def test_an_unset_mode_has_no_wire_number() -> None:
     assert g.serialize() == blob
 
 
-def test_cli_shows_draws_and_refuses_to_run(
+def test_cli_shows_draws_and_runs_on_the_reference(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "moe.bin"
@@ -115,8 +115,10 @@ def test_cli_shows_draws_and_refuses_to_run(
     assert "fc  MOE_GROUPED_MATMUL  compute FLOAT" in out
     assert "dfc  MOE_GROUPED_MATMUL_BWD  compute FLOAT" in out
     assert "out: DWEIGHT=dfc::DWEIGHT#7" in out
+    # it plans on the NumPy reference, whose math checks the routing data: the random inputs
+    # `run` draws are no valid expert offsets, which it says by name
     assert main(["run", str(path)]) == 1
-    assert "does not run MOE_GROUPED_MATMUL nodes (node 'fc')" in capsys.readouterr().err
+    assert "FIRST_TOKEN_OFFSET must be non-decreasing" in capsys.readouterr().err
     dot = g.to_dot()
     assert "MOE_GROUPED_MATMUL" in dot and "TOKEN_KS" in dot
     assert "MOE_GROUPED_MATMUL_BWD" in g.to_mermaid()

@@ -23,7 +23,7 @@ FAMILIES = ROOT / "backends/hipdnn_graph_numpy_reference/families"
 
 
 @pytest.mark.parametrize(
-    ("script", "module"), [("mlp_block.py", "rmsnorm.py"), ("conv_block.py", "conv_fprop.py")]
+    ("script", "module"), [("mlp_block.py", "rmsnorm.py"), ("conv_block.py", "convolution.py")]
 )
 def test_family_example_on_the_gpu(script: str, module: str) -> None:
     if not (FAMILIES / module).is_file():

@@ -12,8 +12,8 @@ their steps keep their own fast paths (:mod:`hipdnn_graph_numpy_reference.sdpa_s
 
 Example:
     >>> import hipdnn_graph as hg
-    >>> sorted(t.name for t in REFERENCE_RUNNERS)
-    ['MATMUL', 'POINTWISE', 'REDUCTION']
+    >>> len(REFERENCE_RUNNERS), hg.NodeType.CONVOLUTION_FPROP in REFERENCE_RUNNERS
+    (17, True)
 """
 
 from __future__ import annotations
@@ -25,9 +25,23 @@ import numpy as np
 
 import hipdnn_graph as hg
 
+from .batchnorm import run_batchnorm, run_batchnorm_inference, run_batchnorm_inference_variance_ext
+from .batchnorm_backward import run_batchnorm_backward
+from .convolution import convolution_refusal, run_conv_dgrad, run_conv_fprop, run_conv_wgrad
+from .custom_op import custom_op_refusal, run_custom_op
+from .layernorm import layernorm_refusal, run_layernorm
+from .layernorm_backward import run_layernorm_backward
 from .matmul import matmul_refusal, run_matmul
+from .moe_grouped_matmul import (
+    moe_grouped_matmul_bwd_refusal,
+    moe_grouped_matmul_refusal,
+    run_moe_grouped_matmul,
+    run_moe_grouped_matmul_bwd,
+)
 from .pointwise import pointwise_refusal, run_pointwise
 from .reduction import reduction_refusal, run_reduction
+from .rmsnorm import run_rmsnorm
+from .rmsnorm_backward import run_rmsnorm_backward
 
 __all__ = ["REFERENCE_CHECKS", "REFERENCE_RUNNERS", "Runner"]
 
@@ -39,6 +53,20 @@ REFERENCE_RUNNERS: dict[hg.NodeType, Runner] = {
     hg.NodeType.POINTWISE: run_pointwise,
     hg.NodeType.MATMUL: run_matmul,
     hg.NodeType.REDUCTION: run_reduction,
+    hg.NodeType.CONVOLUTION_FPROP: run_conv_fprop,
+    hg.NodeType.CONVOLUTION_DGRAD: run_conv_dgrad,
+    hg.NodeType.CONVOLUTION_WGRAD: run_conv_wgrad,
+    hg.NodeType.BATCHNORM: run_batchnorm,
+    hg.NodeType.BATCHNORM_INFERENCE: run_batchnorm_inference,
+    hg.NodeType.BATCHNORM_INFERENCE_VARIANCE_EXT: run_batchnorm_inference_variance_ext,
+    hg.NodeType.BATCHNORM_BACKWARD: run_batchnorm_backward,
+    hg.NodeType.LAYER_NORM: run_layernorm,
+    hg.NodeType.LAYERNORM_BACKWARD: run_layernorm_backward,
+    hg.NodeType.RMS_NORM: run_rmsnorm,
+    hg.NodeType.RMS_NORM_BACKWARD: run_rmsnorm_backward,
+    hg.NodeType.MOE_GROUPED_MATMUL: run_moe_grouped_matmul,
+    hg.NodeType.MOE_GROUPED_MATMUL_BWD: run_moe_grouped_matmul_bwd,
+    hg.NodeType.CUSTOM_OP: run_custom_op,
 }
 
 #: node family → why the reference refuses a node of it (``None``: it runs it); families
@@ -47,4 +75,11 @@ REFERENCE_CHECKS: dict[hg.NodeType, Callable[[Any], str | None]] = {
     hg.NodeType.POINTWISE: pointwise_refusal,
     hg.NodeType.MATMUL: matmul_refusal,
     hg.NodeType.REDUCTION: reduction_refusal,
+    hg.NodeType.CONVOLUTION_FPROP: convolution_refusal,
+    hg.NodeType.CONVOLUTION_DGRAD: convolution_refusal,
+    hg.NodeType.CONVOLUTION_WGRAD: convolution_refusal,
+    hg.NodeType.LAYER_NORM: layernorm_refusal,
+    hg.NodeType.MOE_GROUPED_MATMUL: moe_grouped_matmul_refusal,
+    hg.NodeType.MOE_GROUPED_MATMUL_BWD: moe_grouped_matmul_bwd_refusal,
+    hg.NodeType.CUSTOM_OP: custom_op_refusal,
 }

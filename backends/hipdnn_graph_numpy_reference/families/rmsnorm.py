@@ -52,7 +52,7 @@ def normalized_start(x: Sequence[int], scale: Sequence[int]) -> int:
         2
     """
     matching = 0
-    for s, d in zip(reversed(scale), reversed(x), strict=True):
+    for s, d in zip(reversed(scale), reversed(x), strict=False):
         if s != d:
             break
         matching += 1

@@ -26,7 +26,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -34,24 +34,9 @@ import numpy as np
 import hipdnn_graph as hg
 
 from ._norm_backward_common import Array, as_compute, compute_dtype, in_dims_of
+from .rmsnorm import normalized_start
 
-__all__ = ["normalized_start", "run_rmsnorm_backward"]
-
-
-def normalized_start(x: Sequence[int], scale: Sequence[int]) -> int:
-    """The first normalized axis: where the trailing run of dims on which SCALE equals X begins,
-    1 when they are equal everywhere (axis 0 is always leading).
-
-    Example:
-        >>> normalized_start([2, 64, 8, 8], [1, 64, 8, 8]), normalized_start([2, 5, 32], [1, 1, 32])
-        (1, 2)
-    """
-    matching = 0
-    for s, d in zip(reversed(scale), reversed(x), strict=False):
-        if s != d:
-            break
-        matching += 1
-    return 1 if matching >= len(x) else len(x) - matching
+__all__ = ["run_rmsnorm_backward"]
 
 
 def run_rmsnorm_backward(
