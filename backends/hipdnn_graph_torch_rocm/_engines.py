@@ -28,10 +28,18 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import PhiloxDropout, ScalarSource, SdpaProblem, Support, engine_id
+from hipdnn_graph.backend import (
+    Launcher,
+    PhiloxDropout,
+    ScalarSource,
+    SdpaProblem,
+    Support,
+    engine_id,
+)
 from hipdnn_graph.backend.dropout import read_int
 from hipdnn_graph.backend.dtypes import torch_dtype
 
+from ._launch import as_declared, launcher
 from ._ranking import DOCUMENTED_STREAM, ENGINES, Features, deferral, philox_deferral
 from .replay import CudaGraphReplay
 
@@ -144,7 +152,17 @@ class TorchSdpaPlan:
                 elif virtual:
                     buffers[uid] = value.to(dtype)
                 else:
-                    buffers[uid] = _as_declared(value, dtype, strides)
+                    buffers[uid] = as_declared(value, dtype, strides)
+
+    def launcher(self) -> Launcher | None:
+        """The plan's kernel with its build-time keywords bound, called without the variant
+        pack (:mod:`._launch`); None for a plan of several nodes, or whose kernel writes into
+        given output buffers (the flex backward). Never replayed as a CUDA graph: a launcher
+        allocates its outputs, so there are no fixed buffers to replay on."""
+        if len(self.steps) != 1 or self.steps[0].destinations:
+            return None
+        step = self.steps[0]
+        return launcher(step.run, step.inputs, step.outputs, step.static, step.runtime)
 
 
 class TorchSdpaEngine:
@@ -374,10 +392,8 @@ class TorchSdpaEngine:
             return k.backward if p.backward else k.forward
         from .kernels import fused
 
-        op = fused.FusedOp(self.op)
         static["check"] = False
-        wrapper: Callable[..., Any] = fused.backward if p.backward else fused.forward
-        return functools.partial(wrapper, op)  # bound in C: no Python frame per call
+        return fused.Kernel(fused.FusedOp(self.op), not p.backward)
 
 
 def _flex_device() -> str:
@@ -456,33 +472,6 @@ def _int_dtypes(torch: Any) -> frozenset[Any]:
 def _scale_or_one(value: Any) -> float:
     """A runtime dropout scale; 0 (or unset) means no scaling, as for a constant one."""
     return ScalarSource.read(value) or 1.0
-
-
-#: (shape, strides got, strides declared) -> whether they lay the elements out alike (strides
-#: of size-1 dims never matter); a kernel returns the same few layouts call after call
-_SAME_LAYOUT: dict[tuple[Any, tuple[int, ...], tuple[int, ...]], bool] = {}
-
-
-def _as_declared(value: Any, dtype: Any, strides: tuple[int, ...]) -> Any:
-    """``value`` itself when it has the declared type and layout, else a converted copy."""
-    if value.dtype == dtype:
-        got = value.stride()
-        if got == strides:
-            return value
-        key = (value.shape, got, strides)
-        same = _SAME_LAYOUT.get(key)
-        if same is None:
-            same = all(d == 1 or a == b for d, a, b in zip(value.shape, got, strides, strict=True))
-            if len(_SAME_LAYOUT) > 4096:
-                _SAME_LAYOUT.clear()
-            _SAME_LAYOUT[key] = same
-        if same:
-            return value
-    import torch
-
-    out = torch.empty_strided(value.shape, strides, dtype=dtype, device=value.device)
-    out.copy_(value)
-    return out
 
 
 def _casting(fn: Callable[..., Any], casts: dict[int, Any]) -> Callable[..., Any]:

@@ -33,7 +33,9 @@ from . import _dropout
 from ._args import SeqLens, as_mask, check_qkv, fail, materialized, seq_lens, strides_like
 from ._cached import Options
 from ._graphs import (
+    backward_qkv,
     checked_options,
+    forward_qkv,
     optional_slots,
     run_backward,
     run_forward,
@@ -231,12 +233,17 @@ class _SdpaFunction(torch.autograd.Function):
             k = k.detach()
         if v.requires_grad:
             v = v.detach()
+        ctx.options = options
+        ctx.philox = None
+        if bias is None and slq is None and not dropout_p:  # the common call: Q, K and V alone
+            o, stats = forward_qkv(q, k, v, options)
+            ctx.save_for_backward(q, k, v, None, None, None, o.detach(), stats)
+            return o
         pack: dict[str, Any] = {"Q": q, "K": k, "V": v}
         if bias is not None or slq is not None:
             if bias is not None and bias.requires_grad:
                 bias = bias.detach()
             pack.update(optional_slots(q.dtype, bias, slq, slkv, None, 1.0))
-        ctx.philox = None
         if dropout_p:
             prefer = _fused_choice(q, k, v, bias, dropout_p, options, padded=slq is not None)
             seed, offset = _dropout.draw(q.device)
@@ -250,7 +257,6 @@ class _SdpaFunction(torch.autograd.Function):
         else:
             o, stats = run_forward(pack, options)
         ctx.save_for_backward(q, k, v, bias, slq, slkv, o.detach(), stats)
-        ctx.options = options
         return o
 
     @staticmethod
@@ -258,6 +264,11 @@ class _SdpaFunction(torch.autograd.Function):
         # the graphs read detached tensors, so no autograd history is recorded even under
         # create_graph=True: the gradients are not differentiable again (as with the custom op)
         q, k, v, bias, slq, slkv, o, stats = ctx.saved_tensors
+        if bias is None and slq is None and ctx.philox is None:  # the common call
+            if 0 in do.stride():  # a broadcast gradient (x.sum()'s) is made dense
+                do = do.contiguous()
+            dq, dk, dv = backward_qkv(q, k, v, o, do, stats, ctx.options)
+            return dq, dk, dv, None, None, None, None, None
         bias_grad = bias is not None and ctx.needs_input_grad[3]
         pack: dict[str, Any] = {
             "Q": q,
@@ -275,6 +286,22 @@ class _SdpaFunction(torch.autograd.Function):
             pack.update(philox_slots(seed, offset))
         dq, dk, dv, dbias = run_backward(pack, options, bias.shape if bias_grad else None)
         return dq, dk, dv, dbias, None, None, None, None
+
+
+def _c_apply() -> tuple[Any, Any, Any]:
+    """``(apply, transforms_active, unwrap_if_dead)``: the C-level ``apply`` of
+    :class:`_SdpaFunction` and the two checks ``torch.autograd.Function.apply`` makes before
+    calling it (functorch transforms active; dead functorch wrappers unwrapped), or Nones on a
+    torch that lacks one of them (``_SdpaFunction.apply`` is called then)."""
+    apply = getattr(super(torch.autograd.Function, _SdpaFunction), "apply", None)
+    active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    unwrap = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead", None)
+    if apply is None or active is None or unwrap is None:
+        return None, None, None
+    return apply, active, unwrap
+
+
+_APPLY, _transforms_active, _unwrap = _c_apply()
 
 
 # ----- the public op -----
@@ -345,13 +372,25 @@ def scaled_dot_product_attention(
     options = checked_options(query.shape[-1], scale, is_causal, diagonal_alignment, left_bound,
                               right_bound, alibi, engine)  # fmt: skip
     bias = None if attn_mask is None else as_mask(attn_mask, query)
-    p = _dropout.check_probability(dropout_p)
-    lens = seq_lens(query, key, seq_len_q, seq_len_kv)
-    slq, slkv = lens if lens is not None else (None, None)
+    p = (
+        0.0
+        if dropout_p.__class__ is float and dropout_p == 0.0
+        else (_dropout.check_probability(dropout_p))
+    )
+    slq = slkv = None
+    if seq_len_q is not None or seq_len_kv is not None:
+        slq, slkv = seq_lens(query, key, seq_len_q, seq_len_kv)  # type: ignore[misc]
     if not torch.compiler.is_compiling():
-        out = _SdpaFunction.apply(  # type: ignore[no-untyped-call]
-            query, key, value, bias, slq, slkv, p, options
-        )
+        if _APPLY is not None and not _transforms_active():
+            # Function.apply's own steps for a Function without setup_context, outside functorch
+            # transforms, without its Python frame and generic argument loop
+            if bias is not None:
+                bias = _unwrap(bias)
+            out = _APPLY(_unwrap(query), _unwrap(key), _unwrap(value), bias, slq, slkv, p, options)
+        else:
+            out = _SdpaFunction.apply(  # type: ignore[no-untyped-call]
+                query, key, value, bias, slq, slkv, p, options
+            )
         return out  # type: ignore[no-any-return]
     o, _, _ = sdpa_fwd_op(
         query, key, value, bias, slq, slkv, p, options.scale, options.causal,

@@ -28,12 +28,14 @@ negative band bounds. cuDNN additionally: dBias, padding, band/window masks. fla
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
 from . import _fused_ops, probe
-from ._fused_common import PLANS, clear_empty_rows, empty_rows
+from ._fused_common import PLAN_GENERATION, PLANS, clear_empty_rows, empty_rows
 from ._fused_philox import backward_rng, generator_at, host_int
 from ._fused_rules import (
     FusedOp,
@@ -47,6 +49,7 @@ from ._fused_rules import (
 __all__ = [
     "FusedOp",
     "FusedUnsupportedError",
+    "Kernel",
     "OpCaps",
     "SdpaProblem",
     "backward",
@@ -105,12 +108,20 @@ def _guard(
     seq_len_kv: Tensor | None,
     dropout_mask: Tensor | None,
     forward: bool,
+    memo: list[Any] | None = None,
 ) -> tuple[SdpaProblem, OpCaps, Tensor | None]:
     """(problem, caps, rows-without-keys) for this call; cached per call signature.
 
     The problem, its :func:`check` verdict and (without padding) the rows to zero are computed
-    once per signature, so the per-call cost is one tuple hash and a dict lookup.
+    once per signature, so the per-call cost is one tuple hash and a dict lookup. A ``memo``
+    (a plan's, :meth:`Kernel.bind`: every argument but the tensors' device is fixed) keeps the
+    accepted answer for its device, so a later call on that device costs a comparison.
     """
+    if memo and memo[0] == PLAN_GENERATION[0] and memo[1] == q.device:
+        p, c, er = memo[2]
+        if p.padding:
+            er = empty_rows(p, q.device, seq_len_q, seq_len_kv)
+        return p, c, er
     key = (
         op,
         q.shape,
@@ -155,9 +166,31 @@ def _guard(
     p, c, reason, er = hit
     if reason is not None and (check_it or dropout_mask is not None or alibi or not c.available):
         raise FusedUnsupportedError(op, reason)
+    if memo is not None:
+        memo[:] = [PLAN_GENERATION[0], q.device, (p, c, er)]
     if p.padding:
         er = empty_rows(p, q.device, seq_len_q, seq_len_kv)
     return p, c, er
+
+
+class Kernel:
+    """:func:`forward` (or :func:`backward`) of one op, as a plan's step calls it; :meth:`bind`
+    binds a plan's keywords once."""
+
+    __slots__ = ("_fn", "op")
+
+    def __init__(self, op: FusedOp, forward_pass: bool) -> None:
+        self.op = op
+        self._fn: Callable[..., Any] = forward if forward_pass else backward
+
+    def __call__(self, *args: Any, **kw: Any) -> Any:
+        return self._fn(self.op, *args, **kw)
+
+    def bind(self, static: dict[str, Any]) -> Callable[..., Any]:
+        """The op on positional tensors alone, with ``static`` (every keyword) bound and its
+        per-signature check (:func:`check`, the capabilities) done on the first call only, per
+        device (a plan's tensors have fixed shapes, dtypes and flags)."""
+        return functools.partial(self._fn, self.op, memo=[], **static)
 
 
 def forward(
@@ -180,6 +213,7 @@ def forward(
     dropout_seed: int | Tensor | None = None,
     dropout_offset: int | Tensor | None = None,
     check: bool = True,
+    memo: list[Any] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """O ``[B,H,Sq,Dv]`` (input dtype) and Stats ``[B,H,Sq,1]`` fp32 from the fused op.
 
@@ -212,6 +246,7 @@ def forward(
         seq_len_kv=seq_len_kv,
         dropout_mask=dropout_mask,
         forward=True,
+        memo=memo,
     )
     run = _fused_ops.FORWARD[op]
     if not dropout_p:
@@ -255,6 +290,7 @@ def backward(
     dropout_seed: int | Tensor | None = None,
     dropout_offset: int | Tensor | None = None,
     check: bool = True,
+    memo: list[Any] | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """dQ, dK, dV (input dtype) and dBias (fp32 where summed over broadcast dims, or None) from
     the fused backward op.
@@ -284,6 +320,7 @@ def backward(
         seq_len_kv=seq_len_kv,
         dropout_mask=dropout_mask,
         forward=False,
+        memo=memo,
     )
     philox_rng = None
     if dropout_p:
