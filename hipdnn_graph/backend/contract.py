@@ -89,10 +89,13 @@ class ExecutionPlan(Protocol):
     do not alias inputs. Runtime pass-by-value scalars arrive as Python numbers. The plan must
     write every output and must never write to an input.
 
-    Two optional attributes serve callers that cache built graphs (the torch op):
-    ``allocates_outputs`` (True: outputs missing from the pack are the kernels' own result
-    buffers, added to it by ``execute``) and ``launcher()``, returning a :class:`Launcher` or
-    ``None``.
+    Optional attributes: ``allocates_outputs`` (True: outputs missing from the pack are the
+    kernels' own result buffers, added to it by ``execute``); ``launcher()``, returning a
+    :class:`Launcher` or ``None``, for callers that cache built graphs (the torch op); and
+    ``execute_at(variant_pack, workspace, addresses)``, called instead of ``execute`` when the
+    frontend knows the pack's ``addresses``: a hashable that is equal for two packs exactly
+    when they hold the same buffers at the same uids and the same scalar values (a plan that
+    replays recorded work per set of buffers can key it by that, without reading them again).
     """
 
     engine_name: str

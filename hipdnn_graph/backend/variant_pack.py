@@ -30,7 +30,7 @@ from __future__ import annotations
 import sys
 import warnings
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -255,14 +255,25 @@ class VariantPackBinder:
         self._required = [s for s in self.specs if not s.is_output]
         self._last_checked: list[weakref.ref[Any]] | None = None
         self._strided: Any = None
-        if array_kind == "torch":
+        self._torch_kind = array_kind == "torch"
+        #: the torch fast path's table: every accepted key -> (uid, torch dtype or None for a
+        #: pass-by-value scalar, shape, strides, spec), read with one lookup per buffer
+        self._exact: dict[Any, tuple[int, Any, tuple[int, ...], tuple[int, ...], TensorSpec]] = {}
+        self._scalar_uids = frozenset(s.uid for s in self.specs if s.pass_by_value)
+        if self._torch_kind:
             for spec in self.specs:  # resolve once, for the fast path of bind()
                 if not spec.pass_by_value:
                     spec.torch_dtype()
             import torch
 
             self._strided = torch.strided
-        self._last_pointers: tuple[int, ...] | None = None
+            self._exact = {
+                key: (s.uid, None if s.pass_by_value else s._torch_dtype, s.shape, s.strides, s)
+                for key, s in self._lookup.items()
+            }
+        #: (uids in pack order, tensor addresses in that order) of the last complete torch
+        #: pack whose outputs passed the writability and aliasing checks
+        self._last_pointers: tuple[tuple[int, ...], tuple[int, ...]] | None = None
 
     def bind(
         self,
@@ -279,12 +290,50 @@ class VariantPackBinder:
         Raises:
             HipdnnError: ``INVALID_VARIANT_PACK`` naming the tensor and the problem.
         """
-        if not isinstance(variant_pack, Mapping):
+        return self._bind(variant_pack, workspace, workspace_size, allow_missing_outputs)[0]
+
+    def bind_keyed(
+        self, variant_pack: Mapping[Any, Any], workspace: Any, workspace_size: int = 0
+    ) -> tuple[dict[int, Any], Hashable | None]:
+        """:meth:`bind`, and the addresses of a complete torch pack bound on the fast path (the
+        uids in pack order, the tensors' addresses and the scalars' values in that order; equal
+        addresses mean the same buffers in the same places), or ``None`` for any other pack.
+
+        Raises:
+            HipdnnError: ``INVALID_VARIANT_PACK`` naming the tensor and the problem.
+        """
+        return self._bind(variant_pack, workspace, workspace_size, False)
+
+    def _bind(
+        self,
+        variant_pack: Mapping[Any, Any],
+        workspace: Any,
+        workspace_size: int,
+        allow_missing_outputs: bool,
+    ) -> tuple[dict[int, Any], Hashable | None]:
+        if variant_pack.__class__ is not dict and not isinstance(variant_pack, Mapping):
             raise _fail(
                 f"The variant pack must be a mapping of tensors or uids to buffers, "
                 f"got {type(variant_pack).__name__}"
             )
-        bound = self._bind_exact(variant_pack, allow_missing_outputs)
+        bound: dict[int, Any] | None = None
+        if self._torch_kind:
+            exact = self._bind_exact_torch(variant_pack)
+            if exact is not None:
+                bound, pointers, scalars = exact
+                if len(bound) == len(self.specs):  # complete: the usual ``execute``
+                    if self.outputs and pointers != self._last_pointers:
+                        # addresses are all that decide aliasing and writability (shapes and
+                        # strides were checked), so the answer for the same ones is known
+                        self._check_outputs(bound, True)
+                        self._last_pointers = pointers
+                    if workspace_size > 0:
+                        self._check_workspace(workspace, workspace_size)
+                    return bound, (pointers, scalars)
+                if not (allow_missing_outputs and all(s.uid in bound for s in self._required)):
+                    bound = None
+        else:
+            bound = self._bind_exact(variant_pack, allow_missing_outputs)
         if bound is None:
             bound = self._bind_checked(variant_pack, allow_missing_outputs)
         torch_kind = self.array_kind == "torch"
@@ -297,7 +346,42 @@ class VariantPackBinder:
             self._check_outputs(bound, torch_kind)
         if workspace_size > 0:
             self._check_workspace(workspace, workspace_size)
-        return bound
+        return bound, None
+
+    def _bind_exact_torch(
+        self, variant_pack: Mapping[Any, Any]
+    ) -> tuple[dict[int, Any], tuple[tuple[int, ...], tuple[int, ...]], tuple[Any, ...]] | None:
+        """A torch plan's pack bound in one pass, with the addresses of its tensors, when every
+        key and buffer is exactly as declared (one table lookup and one comparison of dtype,
+        strides and shape per tensor, none requiring grad); ``None`` otherwise (the slow path
+        then checks everything and names what is wrong). A tensor with no strides (sparse,
+        nested, mkldnn) raises on ``stride()`` and so takes the slow path too."""
+        exact = self._exact
+        bound: dict[int, Any] = {}
+        pointers: list[int] = []
+        scalars: list[Any] = []
+        try:
+            for key, value in variant_pack.items():
+                entry = exact.get(key)
+                if entry is None or key.__class__ is bool:  # True == 1, but is no uid
+                    return None
+                uid, dtype, shape, strides, spec = entry
+                if dtype is None:
+                    bound[uid] = number = _scalar(value, spec)
+                    scalars.append(number)
+                elif (
+                    value.dtype is dtype
+                    and value.stride() == strides
+                    and value.shape == shape
+                    and not value.requires_grad
+                ):
+                    bound[uid] = value
+                    pointers.append(value.data_ptr())
+                else:
+                    return None
+        except (AttributeError, TypeError, RuntimeError, HipdnnError):
+            return None  # a buffer of another kind, an unhashable key, a bad scalar, no strides
+        return bound, (tuple(bound), tuple(pointers)), tuple(scalars)
 
     def _bind_exact(
         self, variant_pack: Mapping[Any, Any], allow_missing_outputs: bool
@@ -476,7 +560,11 @@ class VariantPackBinder:
     def _check_torch_outputs(self, bound: Mapping[int, Any]) -> None:
         # addresses are all that decide aliasing and writability (shapes and strides were
         # checked above), so the answer for the same addresses as last time is known
-        pointers = tuple([bound[uid].data_ptr() for uid in self._buffer_uids])
+        scalars = self._scalar_uids
+        pointers = (
+            tuple(bound),
+            tuple([v.data_ptr() for uid, v in bound.items() if uid not in scalars]),
+        )
         if pointers == self._last_pointers:
             return
         self._check_outputs(bound, True)
