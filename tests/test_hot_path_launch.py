@@ -237,3 +237,71 @@ def test_the_replay_remembers_packs_it_cannot_capture() -> None:
     assert not replay.run(buffers, lambda b: calls.append(1), key)
     assert replay._eager == key and not replay.graphs and not calls
     assert not replay.run(buffers, lambda b: calls.append(1), key)
+
+
+# ----- the fused ops' bound calls (their kernels need a GPU; the binding logic does not) -----
+def test_a_bound_fused_kernel_checks_once_per_device_then_calls_the_direct_op(
+    monkeypatch: Any,
+) -> None:
+    from hipdnn_graph_torch_rocm.kernels import _fused_direct, fused, probe
+
+    calls: list[str] = []
+
+    def generic(op: Any, *args: Any, memo: Any = None, **kw: Any) -> str:
+        calls.append("generic")
+        memo[:] = [fused.PLAN_GENERATION[0], args[0].device, ("p", "c", None)]
+        return "generic"
+
+    def direct(op: Any, forward: bool, p: Any, c: Any, er: Any, static: Any, device: Any) -> Any:
+        calls.append(f"bind {device}")
+
+        def run(*args: Any) -> str:
+            calls.append("direct")
+            return "direct"
+
+        return run
+
+    monkeypatch.setattr(fused, "forward", generic)
+    monkeypatch.setattr(_fused_direct, "direct", direct)
+    bound = fused.Kernel(fused.FusedOp.CUDNN, True).bind({"scale": 0.5})
+    x, meta = torch.zeros(1), torch.zeros(1, device="meta")
+    assert [bound(x), bound(x), bound(meta), bound(x)] == ["generic", "direct", "generic", "direct"]
+    assert bound(x, dropout_seed=1) == "generic"  # keywords read per call: never direct
+    probe.clear_cache()  # new measurements: checked and bound again
+    assert [bound(x), bound(x)] == ["generic", "direct"]
+    assert calls.count("bind cpu") == 2 and calls.count("generic") == 4
+
+
+def test_only_plain_cudnn_nodes_are_called_directly() -> None:
+    from hipdnn_graph_torch_rocm.kernels import _fused_direct
+    from hipdnn_graph_torch_rocm.kernels.fused import FusedOp, OpCaps, SdpaProblem
+
+    caps = OpCaps(FusedOp.CUDNN, True, lse_rank=4)
+    cpu = torch.device("cpu")
+
+    def problem(**kw: Any) -> Any:
+        base = {"b": 1, "h": 4, "hk": 4, "hv": 4, "sq": 8, "skv": 8, "d": 64, "dv": 64,
+                "dtype": torch.bfloat16, "device": "cpu"}  # fmt: skip
+        return SdpaProblem(**{**base, **kw})
+
+    static = {"scale": 0.125, "alibi": False, "bottom_right": False, "left_bound": None,
+              "right_bound": 0, "dropout_scale": 1.0, "check": False}  # fmt: skip
+    for forward in (True, False):
+        assert callable(_fused_direct.direct(FusedOp.CUDNN, forward, problem(), caps, None,
+                                             static, cpu))  # fmt: skip
+    refused = [
+        (FusedOp.FLASH, problem(), caps, static),
+        (FusedOp.CUDNN, problem(bias_shape=(1, 1, 8, 8)), caps, static),
+        (FusedOp.CUDNN, problem(padding=True), caps, static),
+        (FusedOp.CUDNN, problem(hk=2, hv=2), caps, static),  # K/V heads expanded
+        (FusedOp.CUDNN, problem(), OpCaps(FusedOp.CUDNN, True, lse_rank=3), static),
+        (FusedOp.CUDNN, problem(), caps, {**static, "dropout_p": 0.1}),
+        (FusedOp.CUDNN, problem(), caps, {**static, "dbias_shape": (1, 4, 8, 8)}),
+    ]
+    for op, p, c, kw in refused:
+        assert _fused_direct.direct(op, True, p, c, None, kw, cpu) is None, (op, p, c, kw)
+    gqa = OpCaps(FusedOp.CUDNN, True, lse_rank=4, gqa_native=True)
+    assert callable(_fused_direct.direct(FusedOp.CUDNN, True, problem(hk=2, hv=2), gqa, None,
+                                         static, cpu))  # fmt: skip
+    rows = torch.zeros(1, 1, 8, 1, dtype=torch.bool)
+    assert _fused_direct.direct(FusedOp.CUDNN, True, problem(), caps, rows, static, cpu) is None

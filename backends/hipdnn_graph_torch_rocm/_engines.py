@@ -464,6 +464,8 @@ def _philox_arguments(
 
 def _philox_scalar(label: str, value: Any) -> Any:
     """A runtime Seed or Offset: an integer tensor of one element as it is, else a host int."""
+    if value.__class__ is int:  # the torch op's (a Python int: nothing to read)
+        return value
     import torch
 
     if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype in _int_dtypes(torch):

@@ -81,8 +81,11 @@ def launcher(
     n = len(inputs)
     convert = tuple((key, n + j, conv) for j, (key, _, conv) in enumerate(runtime))
     call: Callable[..., list[Any]]
-    bind = getattr(run, "bind", None)  # a kernel that binds every keyword itself, further
-    kernel = functools.partial(run, **static) if convert or bind is None else bind(static)
+    bind = getattr(run, "bind", None)  # a kernel that binds the plan's keywords itself
+    if bind is None or (convert and not getattr(run, "binds_runtime", False)):
+        kernel = functools.partial(run, **static)
+    else:
+        kernel = bind(static)
     if not convert:
 
         def call(*args: Any) -> list[Any]:

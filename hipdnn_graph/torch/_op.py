@@ -248,12 +248,10 @@ class _SdpaFunction(torch.autograd.Function):
             prefer = _fused_choice(q, k, v, bias, dropout_p, options, padded=slq is not None)
             seed, offset = _dropout.draw(q.device)
             pack.update(philox_slots(seed, offset))
-            o, stats, ran = run_forward_on(
-                pack, options._replace(dropout_p=dropout_p, prefer=prefer)
-            )
+            o, stats, ran = run_forward_on(pack, _with(options, dropout_p, prefer, None))
             _dropout.advance(q.device, offset, ran, (*q.shape[:3], k.shape[2]))
             # the backward runs on the engine that ran, with the same seed and offset: one mask
-            ctx.philox = (seed, offset, options._replace(dropout_p=dropout_p, engine=ran))
+            ctx.philox = (seed, offset, _with(options, dropout_p, None, ran))
         else:
             o, stats = run_forward(pack, options)
         ctx.save_for_backward(q, k, v, bias, slq, slkv, o.detach(), stats)
@@ -286,6 +284,24 @@ class _SdpaFunction(torch.autograd.Function):
             pack.update(philox_slots(seed, offset))
         dq, dk, dv, dbias = run_backward(pack, options, bias.shape if bias_grad else None)
         return dq, dk, dv, dbias, None, None, None, None
+
+
+def _with(options: Options, p: float, prefer: str | None, engine: str | None) -> Options:
+    """``options`` with philox dropout ``p`` and an engine preferred or (``engine``) forced,
+    made once per combination (``NamedTuple._replace`` costs microseconds per call)."""
+    key = (options, p, prefer, engine)
+    made = _WITH.get(key)
+    if made is None:
+        made = options._replace(dropout_p=p, prefer=prefer)
+        if engine is not None:
+            made = made._replace(engine=engine)
+        if len(_WITH) > 1024:
+            _WITH.clear()
+        _WITH[key] = made
+    return made
+
+
+_WITH: dict[tuple[Any, ...], Options] = {}
 
 
 def _c_apply() -> tuple[Any, Any, Any]:

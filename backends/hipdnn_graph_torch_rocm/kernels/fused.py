@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from . import _fused_ops, probe
+from . import _fused_direct, _fused_ops, probe
 from ._fused_common import PLAN_GENERATION, PLANS, clear_empty_rows, empty_rows
 from ._fused_philox import backward_rng, generator_at, host_int
 from ._fused_rules import (
@@ -186,11 +186,53 @@ class Kernel:
     def __call__(self, *args: Any, **kw: Any) -> Any:
         return self._fn(self.op, *args, **kw)
 
+    #: :meth:`bind`'s result takes the keywords read per call (runtime scalars) too
+    binds_runtime = True
+
     def bind(self, static: dict[str, Any]) -> Callable[..., Any]:
-        """The op on positional tensors alone, with ``static`` (every keyword) bound and its
-        per-signature check (:func:`check`, the capabilities) done on the first call only, per
-        device (a plan's tensors have fixed shapes, dtypes and flags)."""
-        return functools.partial(self._fn, self.op, memo=[], **static)
+        """The op with ``static`` (the plan's keywords) bound and its per-signature check
+        (:func:`check`, the capabilities) done on the first call only, per device (a plan's
+        tensors have fixed shapes, dtypes and flags); a plain node's calls on that device then
+        go straight to the aten op (:mod:`._fused_direct`)."""
+        return _Bound(self.op, self._fn is forward, static)
+
+
+class _Bound:
+    """:meth:`Kernel.bind`'s callable: the generic call with a memo, then, for a plain node, the
+    direct call bound for the device of the first call."""
+
+    __slots__ = ("_device", "_direct", "_forward", "_gen", "_generic", "_memo", "_op", "_static")
+
+    def __init__(self, op: FusedOp, forward_pass: bool, static: dict[str, Any]) -> None:
+        self._op, self._forward, self._static = op, forward_pass, static
+        self._memo: list[Any] = []
+        fn = forward if forward_pass else backward
+        self._generic = functools.partial(fn, op, memo=self._memo, **static)
+        self._direct: Callable[..., Any] | None = None
+        self._device: Any = _UNSET
+        self._gen = -1
+
+    def __call__(self, *args: Any, **kw: Any) -> Any:
+        direct = self._direct
+        if (
+            direct is not None
+            and not kw
+            and args[0].device == self._device
+            and self._gen == PLAN_GENERATION[0]
+        ):
+            return direct(*args)
+        out = self._generic(*args, **kw)  # checks (once per device), fills the memo
+        if (self._device is _UNSET or self._gen != PLAN_GENERATION[0]) and not kw and self._memo:
+            # bound for the device of this call (again after the probe's cache was cleared)
+            p, c, er = self._memo[2]
+            self._device, self._gen = self._memo[1], self._memo[0]
+            self._direct = _fused_direct.direct(
+                self._op, self._forward, p, c, er, self._static, self._device
+            )
+        return out
+
+
+_UNSET: Any = object()
 
 
 def forward(
