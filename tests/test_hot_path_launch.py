@@ -286,15 +286,16 @@ def test_only_plain_cudnn_nodes_are_called_directly() -> None:
 
     static = {"scale": 0.125, "alibi": False, "bottom_right": False, "left_bound": None,
               "right_bound": 0, "dropout_scale": 1.0, "check": False}  # fmt: skip
+    rank3 = OpCaps(FusedOp.CUDNN, True, lse_rank=3)  # an older cuDNN's [B, H, Sq] LSE
     for forward in (True, False):
-        assert callable(_fused_direct.direct(FusedOp.CUDNN, forward, problem(), caps, None,
-                                             static, cpu))  # fmt: skip
+        for c in (caps, rank3):
+            assert callable(_fused_direct.direct(FusedOp.CUDNN, forward, problem(), c, None,
+                                                 static, cpu))  # fmt: skip
     refused = [
         (FusedOp.FLASH, problem(), caps, static),
         (FusedOp.CUDNN, problem(bias_shape=(1, 1, 8, 8)), caps, static),
         (FusedOp.CUDNN, problem(padding=True), caps, static),
         (FusedOp.CUDNN, problem(hk=2, hv=2), caps, static),  # K/V heads expanded
-        (FusedOp.CUDNN, problem(), OpCaps(FusedOp.CUDNN, True, lse_rank=3), static),
         (FusedOp.CUDNN, problem(), caps, {**static, "dropout_p": 0.1}),
         (FusedOp.CUDNN, problem(), caps, {**static, "dbias_shape": (1, 4, 8, 8)}),
     ]
@@ -305,3 +306,19 @@ def test_only_plain_cudnn_nodes_are_called_directly() -> None:
                                          static, cpu))  # fmt: skip
     rows = torch.zeros(1, 1, 8, 1, dtype=torch.bool)
     assert _fused_direct.direct(FusedOp.CUDNN, True, problem(), caps, rows, static, cpu) is None
+
+
+def test_the_c_level_apply_gives_what_function_apply_gives(monkeypatch: Any) -> None:
+    from hipdnn_graph.torch import _op
+
+    assert _op._APPLY is not None  # this torch has it: the op takes the short route
+    q, k, v = (_rand(2, 2, 6, 4, seed=i, dtype=torch.float64).requires_grad_() for i in range(3))
+    lens = [4, 6]
+    runs = []
+    for apply in (_op._APPLY, None):
+        monkeypatch.setattr(_op, "_APPLY", apply)
+        out = scaled_dot_product_attention(q, k, v, is_causal=True, seq_len_kv=lens)
+        assert out.grad_fn is not None and "SdpaFunction" in type(out.grad_fn).__name__
+        runs.append((out, *torch.autograd.grad(out.square().sum(), [q, k, v])))
+    for a, b in zip(*runs, strict=True):
+        assert torch.equal(a, b)

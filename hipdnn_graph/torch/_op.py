@@ -402,6 +402,8 @@ def scaled_dot_product_attention(
             # transforms, without its Python frame and generic argument loop
             if bias is not None:
                 bias = _unwrap(bias)
+            if slq is not None:
+                slq, slkv = _unwrap(slq), _unwrap(slkv)
             out = _APPLY(_unwrap(query), _unwrap(key), _unwrap(value), bias, slq, slkv, p, options)
         else:
             out = _SdpaFunction.apply(  # type: ignore[no-untyped-call]

@@ -257,3 +257,13 @@ def test_cudnn_hits_call_the_aten_op_directly(causal: bool, monkeypatch: Any) ->
     assert torch.equal(again, out)
     for a, b in zip(regrads, grads, strict=True):
         assert _rel(a, b) < 1e-2
+
+
+def test_the_philox_seed_cache_reads_the_current_stream_as_torch_does() -> None:
+    from hipdnn_graph_torch_rocm.kernels._fused_philox import _current_stream
+
+    for device in (torch.device("cuda"), torch.device("cuda", torch.cuda.current_device())):
+        assert _current_stream(device) == torch.cuda.current_stream(device).cuda_stream
+        side = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+        with torch.cuda.stream(side):
+            assert _current_stream(device) == side.cuda_stream

@@ -6,7 +6,8 @@ wrapper (:mod:`._fused_ops`): masking rules, K/V heads, bias layout, the RNG-sta
 the Stats mapping. For a *plain* node on the cuDNN op, every one of those answers is fixed by the
 plan (shapes, dtypes, flags) and the device, so :func:`direct` binds them once: a call is the
 aten op itself with its constant arguments, and the Stats passed through when they already have
-the op's own ``[B, H, Sq, 1]`` float32 layout.
+the op's own ``[B, H, Sq, 1]`` float32 layout (an op whose forward returns ``[B, H, Sq]`` gets
+them mapped as the generic call maps them).
 
 Plain means: cuDNN, no bias, dBias, ALiBi, padding, dropout (mask or philox), no query row
 without a visible key, K and V heads the op takes natively, and a scale fixed at build time.
@@ -71,8 +72,6 @@ def direct(
     dense = (p.h * p.sq, p.sq, 1, 1)
     f32 = torch.float32
     if forward:
-        if c.lse_rank != 4:
-            return None  # the generic call maps the op's [B, H, Sq] LSE
         fwd = aten_op("_scaled_dot_product_cudnn_attention")
         rng_key = (op, device)
 
@@ -80,14 +79,14 @@ def direct(
             res = fwd(q, k, v, None, True, 0.0, causal, False, scale=scale)
             lse = res[1]
             if lse.dtype is not f32 or lse.shape != stats_shape:
-                lse = _stats_out(lse, p)  # (the generic call's mapping; never on rank 4)
+                lse = _stats_out(lse, p)  # the generic call's mapping of a [B, H, Sq] LSE
             if rng_key not in RNG_STATE:
                 remember_rng(op, device, res[6], res[7])
             return res[0], lse
 
         return run_forward
-    if c.lse_rank != 4:
-        return None
+    rank4 = c.lse_rank == 4  # the LSE the op takes back: its forward's [B, H, Sq(, 1)]
+    lse_shape = stats_shape if rank4 else stats_shape[:3]
     bwd = aten_op("_scaled_dot_product_cudnn_attention_backward")
     seed, offset = rng_state(op, device)  # dropout 0: never read
     sq, skv = p.sq, p.skv
@@ -95,10 +94,10 @@ def direct(
     def run_backward(
         q: Tensor, k: Tensor, v: Tensor, o: Tensor, do: Tensor, stats: Tensor
     ) -> tuple[Tensor, Tensor, Tensor, None]:
-        if stats.dtype is f32 and stats.stride() == dense:
+        if rank4 and stats.dtype is f32 and stats.stride() == dense:
             lse = stats  # the op's own layout, as its forward returned it
         else:
-            lse = stats.reshape(stats_shape).float().contiguous()
+            lse = stats.reshape(lse_shape).float().contiguous()
         dtype = q.dtype
         if do.dtype is not dtype:
             do = do.to(dtype)
