@@ -2,10 +2,11 @@
 
 Two forms, fastest first:
 
-* :class:`PreparedLaunch` (:func:`prepared_launch`): the plan's :class:`~hipdnn_graph.backend.
-  Launcher`, its kernel with everything fixed at build time bound, called on positional
-  buffers; it returns the outputs. Plans that offer one: the torch engines' one-node plans
-  (every graph of the torch op) except the flex backward (see the torch backend's ``_launch``).
+* :class:`PreparedLaunch` (:func:`prepared_launch`): the plan's launcher
+  (:class:`~hipdnn_graph.backend.Launcher`), its kernel with everything fixed at build time
+  bound, called on positional buffers; it returns the outputs. Plans that offer one: the torch
+  engines' one-node plans (every graph of the torch op) except the flex backward (see the torch
+  backend's ``_launch``).
 * :class:`PreparedRun` (:func:`prepared_run`): the plan's ``execute`` on a ``{uid: buffer}``
   dict, for torch plans that allocate their outputs.
 
@@ -19,7 +20,7 @@ the plan directly. Only plans of torch engines that allocate their own outputs q
 
 Example:
     >>> import torch, hipdnn_graph as hg
-    >>> from hipdnn_graph.prepared import prepared_run
+    >>> from hipdnn_graph.prepared import prepared_launch, prepared_run
     >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT,
     ...              intermediate_data_type=hg.DataType.FLOAT)
     >>> q = g.tensor(name="Q", dim=[1, 1, 4, 8])
