@@ -255,7 +255,7 @@ def test_a_bound_fused_kernel_checks_once_per_device_then_calls_the_direct_op(
     def direct(op: Any, forward: bool, p: Any, c: Any, er: Any, static: Any, device: Any) -> Any:
         calls.append(f"bind {device}")
 
-        def run(*args: Any) -> str:
+        def run(*args: Any, **kw: Any) -> str:
             calls.append("direct")
             return "direct"
 
@@ -266,10 +266,10 @@ def test_a_bound_fused_kernel_checks_once_per_device_then_calls_the_direct_op(
     bound = fused.Kernel(fused.FusedOp.CUDNN, True).bind({"scale": 0.5})
     x, meta = torch.zeros(1), torch.zeros(1, device="meta")
     assert [bound(x), bound(x), bound(meta), bound(x)] == ["generic", "direct", "generic", "direct"]
-    assert bound(x, dropout_seed=1) == "generic"  # keywords read per call: never direct
+    assert bound(x, dropout_seed=1) == "direct"  # a philox node's Seed: passed through
     probe.clear_cache()  # new measurements: checked and bound again
     assert [bound(x), bound(x)] == ["generic", "direct"]
-    assert calls.count("bind cpu") == 2 and calls.count("generic") == 4
+    assert calls.count("bind cpu") == 2 and calls.count("generic") == 3
 
 
 def test_only_plain_cudnn_nodes_are_called_directly() -> None:
@@ -296,11 +296,15 @@ def test_only_plain_cudnn_nodes_are_called_directly() -> None:
         (FusedOp.CUDNN, problem(bias_shape=(1, 1, 8, 8)), caps, static),
         (FusedOp.CUDNN, problem(padding=True), caps, static),
         (FusedOp.CUDNN, problem(hk=2, hv=2), caps, static),  # K/V heads expanded
-        (FusedOp.CUDNN, problem(), caps, {**static, "dropout_p": 0.1}),
+        (FusedOp.CUDNN, problem(), caps, {**static, "dropout_mask": True}),
+        (FusedOp.CUDNN, problem(dropout_mask=True), caps, static),
         (FusedOp.CUDNN, problem(), caps, {**static, "dbias_shape": (1, 4, 8, 8)}),
     ]
     for op, p, c, kw in refused:
         assert _fused_direct.direct(op, True, p, c, None, kw, cpu) is None, (op, p, c, kw)
+    philox = {**static, "dropout_p": 0.1, "dropout_seed": 3}  # the offset comes per call
+    assert callable(_fused_direct.direct(FusedOp.CUDNN, False, problem(), caps, None, philox,
+                                         cpu))  # fmt: skip
     gqa = OpCaps(FusedOp.CUDNN, True, lse_rank=4, gqa_native=True)
     assert callable(_fused_direct.direct(FusedOp.CUDNN, True, problem(hk=2, hv=2), gqa, None,
                                          static, cpu))  # fmt: skip

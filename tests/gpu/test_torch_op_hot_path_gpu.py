@@ -267,3 +267,39 @@ def test_the_philox_seed_cache_reads_the_current_stream_as_torch_does() -> None:
         side = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
         with torch.cuda.stream(side):
             assert _current_stream(device) == side.cuda_stream
+
+
+def test_cudnn_philox_hits_call_the_aten_op_directly_with_the_graphs_seed(
+    monkeypatch: Any,
+) -> None:
+    from hipdnn_graph.torch._philox_graphs import philox_backward, philox_forward
+    from hipdnn_graph_torch_rocm.kernels import _fused_ops
+
+    engine = FUSED[0]
+    hgt.graph_cache().clear()
+    q, k, v = (t.detach() for t in _leaves((1, 2, 64, 64)))
+    kw: dict[str, Any] = {"dropout_p": 0.3, "seed": 11, "offset": 8}
+    try:  # a miss (Graph.run), then a first hit (checks once, binds the op)
+        fwd = [philox_forward(q, k, v, prefer=engine, **kw) for _ in range(2)]
+    except hg.NotSupportedError as err:
+        pytest.skip(f"{engine} does not run here: {err}")
+    if fwd[0][2] != engine:
+        pytest.skip(f"{engine} did not take the philox graph here (ran {fwd[0][2]})")
+    o, stats, _ = fwd[0]
+    do = torch.randn_like(o)
+    bwd = [philox_backward(q, k, v, o, do, stats, engine=engine, **kw) for _ in range(2)]
+
+    def generic(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a philox cuDNN hit went through the generic wrapper")
+
+    monkeypatch.setitem(_fused_ops.FORWARD, _fused_ops.FusedOp.CUDNN, generic)
+    monkeypatch.setitem(_fused_ops.BACKWARD, _fused_ops.FusedOp.CUDNN, generic)
+    o3, stats3, ran = philox_forward(q, k, v, prefer=engine, **kw)
+    assert ran == engine and torch.equal(o3, o) and torch.equal(stats3, stats)  # one mask
+    other = philox_forward(q, k, v, prefer=engine, **{**kw, "seed": 12})[0]
+    assert not torch.equal(other, o)  # the seed reaches the op
+    grads = philox_backward(q, k, v, o, do, stats, engine=engine, **kw)
+    for a, b in zip(grads[:3], bwd[0][:3], strict=True):
+        assert _rel(a, b) < 1e-2
+    for a, b in zip(bwd[1][:3], bwd[0][:3], strict=True):
+        assert _rel(a, b) < 1e-2

@@ -216,13 +216,12 @@ class _Bound:
         direct = self._direct
         if (
             direct is not None
-            and not kw
             and args[0].device == self._device
             and self._gen == PLAN_GENERATION[0]
         ):
-            return direct(*args)
+            return direct(*args, **kw)  # kw: the runtime Seed and Offset of a philox node
         out = self._generic(*args, **kw)  # checks (once per device), fills the memo
-        if (self._device is _UNSET or self._gen != PLAN_GENERATION[0]) and not kw and self._memo:
+        if (self._device is _UNSET or self._gen != PLAN_GENERATION[0]) and self._memo:
             # bound for the device of this call (again after the probe's cache was cleared)
             p, c, er = self._memo[2]
             self._device, self._gen = self._memo[1], self._memo[0]
