@@ -117,11 +117,13 @@ def _guard(
     (a plan's, :meth:`Kernel.bind`: every argument but the tensors' device is fixed) keeps the
     accepted answer for its device, so a later call on that device costs a comparison.
     """
-    if memo and memo[0] == PLAN_GENERATION[0] and memo[1] == q.device:
-        p, c, er = memo[2]
-        if p.padding:
-            er = empty_rows(p, q.device, seq_len_q, seq_len_kv)
-        return p, c, er
+    if memo:
+        generation, device, answer = memo  # one read: another thread may refill it
+        if generation == PLAN_GENERATION[0] and device == q.device:
+            p, c, er = answer
+            if p.padding:
+                er = empty_rows(p, q.device, seq_len_q, seq_len_kv)
+            return p, c, er
     key = (
         op,
         q.shape,
@@ -201,33 +203,27 @@ class _Bound:
     """:meth:`Kernel.bind`'s callable: the generic call with a memo, then, for a plain node, the
     direct call bound for the device of the first call."""
 
-    __slots__ = ("_device", "_direct", "_forward", "_gen", "_generic", "_memo", "_op", "_static")
+    __slots__ = ("_bound", "_forward", "_generic", "_memo", "_op", "_static")
 
     def __init__(self, op: FusedOp, forward_pass: bool, static: dict[str, Any]) -> None:
         self._op, self._forward, self._static = op, forward_pass, static
         self._memo: list[Any] = []
         fn = forward if forward_pass else backward
         self._generic = functools.partial(fn, op, memo=self._memo, **static)
-        self._direct: Callable[..., Any] | None = None
-        self._device: Any = _UNSET
-        self._gen = -1
+        #: (direct call or None, its device, the probe generation it was bound in), one value
+        #: so that a thread never reads a call with another call's device
+        self._bound: tuple[Callable[..., Any] | None, Any, int] = (None, _UNSET, -1)
 
     def __call__(self, *args: Any, **kw: Any) -> Any:
-        direct = self._direct
-        if (
-            direct is not None
-            and args[0].device == self._device
-            and self._gen == PLAN_GENERATION[0]
-        ):
+        direct, device, generation = self._bound
+        if direct is not None and args[0].device == device and generation == PLAN_GENERATION[0]:
             return direct(*args, **kw)  # kw: the runtime Seed and Offset of a philox node
         out = self._generic(*args, **kw)  # checks (once per device), fills the memo
-        if (self._device is _UNSET or self._gen != PLAN_GENERATION[0]) and self._memo:
+        if (device is _UNSET or generation != PLAN_GENERATION[0]) and self._memo:
             # bound for the device of this call (again after the probe's cache was cleared)
-            p, c, er = self._memo[2]
-            self._device, self._gen = self._memo[1], self._memo[0]
-            self._direct = _fused_direct.direct(
-                self._op, self._forward, p, c, er, self._static, self._device
-            )
+            generation, device, (p, c, er) = self._memo  # one read, as in _guard
+            direct = _fused_direct.direct(self._op, self._forward, p, c, er, self._static, device)
+            self._bound = (direct, device, generation)
         return out
 
 
