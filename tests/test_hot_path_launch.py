@@ -20,12 +20,8 @@ import hipdnn_graph as hg  # noqa: E402
 from hipdnn_graph.prepared import PreparedLaunch, prepared_launch  # noqa: E402
 from hipdnn_graph.torch import graph_cache, scaled_dot_product_attention  # noqa: E402
 from hipdnn_graph.torch._cached import cache_key  # noqa: E402
-from hipdnn_graph.torch._graphs import (  # noqa: E402
-    _PLAIN_OPTIONS,
-    backward_qkv,
-    forward_qkv,
-    sdpa_forward,
-)
+from hipdnn_graph.torch._graphs import _PLAIN_OPTIONS, sdpa_forward  # noqa: E402
+from hipdnn_graph.torch._hot import backward_qkv, forward_qkv  # noqa: E402
 
 F = torch.nn.functional
 MATH = "TORCH_SDPA_MATH_ENGINE"

@@ -27,8 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import sys
-import warnings
 import weakref
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,9 +37,10 @@ import numpy as np
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode
-from .dlpack import Exported, checked_export
+from .aliasing import alias_error, check_output_kind, overlap
+from .buffers import as_numpy, as_torch, is_torch_tensor
 from .dtypes import numpy_dtype, torch_dtype
-from .memory import array_is_read_only, tensor_is_read_only, tensor_storage_shortfall
+from .memory import array_is_read_only, tensor_is_read_only
 
 __all__ = ["TensorSpec", "VariantPackBinder", "as_numpy", "as_torch", "is_torch_tensor"]
 
@@ -106,103 +105,6 @@ class TensorSpec:
         if self._torch_dtype is None:
             self._torch_dtype = torch_dtype(self.data_type)
         return self._torch_dtype
-
-
-def is_torch_tensor(value: Any) -> bool:
-    """Whether ``value`` is a ``torch.Tensor`` (without importing torch)."""
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(value, torch.Tensor)
-
-
-def _check_dense(value: Any, label: str) -> None:
-    """Reject torch tensors that have no strides (sparse, mkldnn, nested)."""
-    import torch
-
-    if value.layout != torch.strided or value.is_nested:
-        layout = "nested" if value.is_nested else str(value.layout)
-        raise _fail(
-            f"Variant pack tensor {label} has layout {layout}; pass a dense (strided) tensor"
-        )
-
-
-def as_numpy(value: Any, label: str = "buffer") -> np.ndarray[Any, Any]:
-    """A zero-copy NumPy view of a NumPy array, CPU torch tensor or CPU DLPack producer.
-
-    A torch tensor that requires grad is read through ``detach()``; one with its negative or
-    conjugate bit set is resolved first (a copy: fine for inputs, and outputs with those bits are
-    rejected by :class:`VariantPackBinder` before they get here).
-    """
-    if isinstance(value, np.ndarray):
-        return value
-    if is_torch_tensor(value):
-        if value.device.type != "cpu":
-            raise _fail(
-                f"Variant pack tensor {label} is on {value.device}, but this engine runs on the CPU"
-            )
-        import torch
-
-        _check_dense(value, label)
-        if tensor_storage_shortfall(value) is not None:
-            raise _fail(
-                f"Variant pack tensor {label} reaches past the end of its storage "
-                f"({value.untyped_storage().nbytes()} bytes: resized or freed under the view)"
-            )
-        if value.requires_grad:
-            value = value.detach()
-        if value.is_neg() or value.is_conj():
-            value = value.resolve_neg().resolve_conj()
-        if value.dtype == torch.bfloat16:
-            array: np.ndarray[Any, Any] = value.view(torch.int16).numpy()
-            return array.view(numpy_dtype(DataType.BFLOAT16))
-        return value.numpy()  # type: ignore[no-any-return]
-    if hasattr(value, "__dlpack__"):
-        capsule = checked_export(value, label, torch_kind=False)
-        try:
-            return np.from_dlpack(Exported(capsule))
-        except Exception as exc:  # a device NumPy cannot read, a type it lacks, ...
-            raise _fail(
-                f"Variant pack tensor {label} cannot be read through DLPack: {exc}"
-            ) from exc
-    raise _fail(
-        f"Variant pack value for {label} is a {type(value).__name__}; pass a NumPy array, "
-        "a torch tensor or a DLPack producer"
-    )
-
-
-def as_torch(value: Any, label: str = "buffer") -> Any:
-    """A zero-copy torch view of a torch tensor, NumPy array or DLPack producer."""
-    if is_torch_tensor(value):
-        _check_dense(value, label)
-        return value
-    import torch
-
-    if isinstance(value, np.ndarray):
-        try:
-            with warnings.catch_warnings():
-                # a read-only array reaches here only as an input, which engines never write
-                # (read-only outputs are refused before conversion): torch's warning is moot
-                warnings.filterwarnings("ignore", "The given NumPy array is not writable")
-                if value.dtype == numpy_dtype(DataType.BFLOAT16):
-                    return torch.from_numpy(value.view(np.int16)).view(torch.bfloat16)
-                return torch.from_numpy(value)
-        except (TypeError, ValueError, RuntimeError) as exc:  # negative strides, odd dtypes
-            raise _fail(
-                f"Variant pack tensor {label} cannot be viewed as a torch tensor: {exc}"
-            ) from None
-    if hasattr(value, "__dlpack__"):
-        capsule = checked_export(value, label, torch_kind=True)
-        try:
-            from torch.utils.dlpack import from_dlpack
-
-            return from_dlpack(capsule)
-        except Exception as exc:
-            raise _fail(
-                f"Variant pack tensor {label} cannot be read through DLPack: {exc}"
-            ) from exc
-    raise _fail(
-        f"Variant pack value for {label} is a {type(value).__name__}; pass a NumPy array, "
-        "a torch tensor or a DLPack producer"
-    )
 
 
 def _scalar(value: Any, spec: TensorSpec) -> int | float | bool:
@@ -489,7 +391,7 @@ class VariantPackBinder:
                 bound[spec.uid] = value
                 continue
             if spec.is_output:
-                _check_output_kind(value, spec, torch_kind)
+                check_output_kind(value, spec, torch_kind)
             array: Any
             if torch_kind:
                 array = as_torch(value, spec.label)
@@ -542,8 +444,8 @@ class VariantPackBinder:
                 raise _fail(f"Variant pack output {spec.label} is read-only")
         for out, other in self._pairs:
             a, b = bound.get(out.uid), bound.get(other.uid)
-            if a is not None and b is not None and _overlap(a, b, out, other, torch_kind):
-                raise _alias_error(out, other)
+            if a is not None and b is not None and overlap(a, b, out, other, torch_kind):
+                raise alias_error(out, other)
 
     def _check_numpy_outputs(self, bound: Mapping[int, Any]) -> None:
         buffers = self._buffers
@@ -588,67 +490,3 @@ class VariantPackBinder:
                     ) from None
         if size < needed:
             raise _fail(f"The workspace has {size} bytes, but the plan needs {needed}")
-
-
-class _AddressView:
-    """Exposes raw (pointer, shape, byte strides) through the array interface, never read."""
-
-    def __init__(
-        self, pointer: int, shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int
-    ):
-        self.__array_interface__ = {
-            "version": 3,
-            "data": (pointer, False),
-            "shape": shape,
-            "strides": strides,
-            "typestr": f"|V{itemsize}",
-        }
-
-
-def _torch_layout(t: Any) -> np.ndarray[Any, Any]:
-    itemsize = t.element_size()
-    strides = tuple(s * itemsize for s in t.stride())
-    return np.asarray(_AddressView(t.data_ptr(), tuple(t.shape), strides, itemsize))
-
-
-def _check_output_kind(value: Any, spec: TensorSpec, torch_kind: bool) -> None:
-    """Reject, before any conversion, output buffers that cannot be written in place."""
-    if isinstance(value, np.ndarray):
-        if not value.flags.writeable:  # checked here: torch.from_numpy would drop the flag
-            raise _fail(f"Variant pack output {spec.label} is read-only")
-    elif is_torch_tensor(value):
-        if value.requires_grad:
-            raise _fail(
-                f"Variant pack output {spec.label} requires grad; engines write outputs in "
-                "place, so pass a tensor that does not (for example out.detach())"
-            )
-        if not torch_kind and (value.is_neg() or value.is_conj()):
-            raise _fail(
-                f"Variant pack output {spec.label} has its negative or conjugate bit set; "
-                "pass a tensor without it (resolve_neg() / resolve_conj())"
-            )
-
-
-def _overlap(a: Any, b: Any, sa: TensorSpec, sb: TensorSpec, torch_kind: bool) -> bool:
-    if torch_kind:
-        lo_a, lo_b = a.data_ptr(), b.data_ptr()
-        meet = lo_a < lo_b + sb.span_bytes and lo_b < lo_a + sa.span_bytes
-        return meet and _torch_shares(a, b)
-    return bool(np.may_share_memory(a, b)) and bool(np.shares_memory(a, b))
-
-
-def _torch_shares(a: Any, b: Any) -> bool:
-    """Whether two tensors whose address spans meet share memory, decided exactly from their
-    layouts (interleaved views do not alias); shares_memory only does address arithmetic, so
-    this works for device memory too."""
-    if a.device != b.device:
-        return False
-    return bool(np.shares_memory(_torch_layout(a), _torch_layout(b)))
-
-
-def _alias_error(out: TensorSpec, other: TensorSpec) -> HipdnnError:
-    kind = "output" if other.is_output else "input"
-    return _fail(
-        f"Variant pack output {out.label} shares memory with {kind} {other.label}; "
-        "outputs must not alias other tensors"
-    )

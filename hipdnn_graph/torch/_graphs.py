@@ -61,10 +61,8 @@ from ._cached import (
 
 __all__ = [
     "CachedGraph",
-    "backward_qkv",
     "cached_graphs",
     "checked_options",
-    "forward_qkv",
     "graph_cache",
     "optional_slots",
     "run_backward",
@@ -213,47 +211,6 @@ def run_forward(pack: dict[str, Any], options: Options) -> tuple[Tensor, Tensor]
     else:
         out = entry.run(pack)
     return out[0], out[1]
-
-
-def forward_qkv(q: Tensor, k: Tensor, v: Tensor, options: Options) -> tuple[Tensor, Tensor]:
-    """:func:`run_forward` of a pack holding Q, K and V alone (the common call), with the cache
-    key (:func:`cache_key`'s, the same tuple) built without the pack; a hit calls the plan's
-    launcher on the three tensors."""
-    key = ("fwd", q.device, (("Q", q.shape, q.stride(), q.dtype), ("K", k.shape, k.stride(),
-           k.dtype), ("V", v.shape, v.stride(), v.dtype)), options)  # fmt: skip
-    entry = _GRAPHS.get(key)
-    if entry is None:
-        return run_forward({"Q": q, "K": k, "V": v}, options)
-    launch = entry.launch
-    if launch is not None and entry.launch_slots == _QKV:
-        out = launch([q, k, v])
-    else:
-        out = entry.run({"Q": q, "K": k, "V": v})
-    return out[0], out[1]
-
-
-def backward_qkv(
-    q: Tensor, k: Tensor, v: Tensor, o: Tensor, do: Tensor, stats: Tensor, options: Options
-) -> tuple[Tensor, Tensor, Tensor]:
-    """:func:`run_backward` without dBias of a pack holding Q, K, V, O, a dense dO and Stats
-    alone, as :func:`forward_qkv`."""
-    sig = (("Q", q.shape, q.stride(), q.dtype), ("K", k.shape, k.stride(), k.dtype),
-           ("V", v.shape, v.stride(), v.dtype), ("O", o.shape, o.stride(), o.dtype),
-           ("dO", do.shape, do.stride(), do.dtype),
-           ("Stats", stats.shape, stats.stride(), stats.dtype))  # fmt: skip
-    entry = _GRAPHS.get((("bwd", q.device, sig, options), False))
-    pack = None
-    if entry is None or entry.launch is None or entry.launch_slots != _QKV_BACKWARD:
-        pack = {"Q": q, "K": k, "V": v, "O": o, "dO": do, "Stats": stats}
-    if entry is None:
-        dq, dk, dv, _ = run_backward(pack, options, None)  # type: ignore[arg-type]
-        return dq, dk, dv
-    grads = entry.launch([q, k, v, o, do, stats]) if pack is None else entry.run(pack)
-    return grads[0], grads[1], grads[2]
-
-
-_QKV = ("Q", "K", "V")
-_QKV_BACKWARD = ("Q", "K", "V", "O", "dO", "Stats")
 
 
 def run_forward_on(pack: dict[str, Any], options: Options) -> tuple[Tensor, Tensor, str]:

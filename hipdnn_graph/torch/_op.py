@@ -33,9 +33,7 @@ from . import _dropout
 from ._args import SeqLens, as_mask, check_qkv, fail, materialized, seq_lens, strides_like
 from ._cached import Options
 from ._graphs import (
-    backward_qkv,
     checked_options,
-    forward_qkv,
     optional_slots,
     run_backward,
     run_forward,
@@ -43,6 +41,7 @@ from ._graphs import (
     sdpa_backward,
     sdpa_forward,
 )
+from ._hot import backward_qkv, forward_qkv
 from ._philox_graphs import philox_backward, philox_forward, philox_slots
 
 __all__ = ["scaled_dot_product_attention"]
