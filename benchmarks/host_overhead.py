@@ -106,12 +106,12 @@ def execute_parts(device: str, dtype: torch.dtype) -> dict[str, Callable[[], Any
     pack.update({grad: torch.empty(B, H, S, D, device=device, dtype=dtype) for grad in grads})
     built = g._state.active  # the lifecycle's plan, read here only to time the parts apart
     assert built is not None
-    bound = built.binder.bind(pack, None, 0)
+    bound, addresses = built.binder.bind_keyed(pack, None, 0)
     print(f"  Graph.execute graph runs on {g.get_plan_name()}")
     return {
         "Graph.execute": lambda: g.execute(pack),
-        "  of which bind": lambda: built.binder.bind(pack, None, 0),
-        "  of which plan": lambda: built.plan.execute(dict(bound), None),
+        "  of which bind": lambda: built.binder.bind_keyed(pack, None, 0),
+        "  of which plan": lambda: built.plan.execute_at(dict(bound), None, addresses),
     }
 
 

@@ -10,7 +10,7 @@ graphs. The flow mirrors hipDNN::
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
@@ -302,9 +302,21 @@ def _allocate(spec: TensorSpec, array_kind: str, bound: Mapping[int, Any]) -> An
     return numpy_empty_strided(spec.shape, spec.strides, spec.data_type)
 
 
-def _run_plan(built: BuiltPlan, bound: dict[int, Any], workspace: Any) -> None:
+def _run_plan(
+    built: BuiltPlan, bound: dict[int, Any], workspace: Any, addresses: Hashable | None = None
+) -> None:
+    """Run the plan on a bound pack; with the pack's ``addresses`` (:meth:`VariantPackBinder.
+    bind_keyed`) through the plan's optional ``execute_at`` (see :class:`ExecutionPlan`).
+
+    Raises:
+        HipdnnError: ``GRAPH_EXECUTION_FAILED`` wrapping what the engine raised.
+    """
     try:
-        built.plan.execute(bound, workspace)
+        execute_at = getattr(built.plan, "execute_at", None) if addresses is not None else None
+        if execute_at is not None:
+            execute_at(bound, workspace, addresses)
+        else:
+            built.plan.execute(bound, workspace)
     except HipdnnError:
         raise
     except Exception as exc:
@@ -319,7 +331,8 @@ def execute(
 ) -> None:
     """Check the variant pack against the plan, then run it."""
     built = plan if plan is not None else active_plan(state)
-    _run_plan(built, built.binder.bind(variant_pack, workspace, built.workspace_size), workspace)
+    bound, addresses = built.binder.bind_keyed(variant_pack, workspace, built.workspace_size)
+    _run_plan(built, bound, workspace, addresses)
 
 
 class GraphLifecycle:
@@ -438,7 +451,11 @@ class GraphLifecycle:
                 the tensor when the pack does not match; ``GRAPH_EXECUTION_FAILED`` when the
                 engine fails.
         """
-        execute(self._state, variant_pack, workspace)
+        built = self._state.active  # the hot path: no frame between here and the binder
+        if built is None:
+            raise HipdnnError(ErrorCode.INVALID_VALUE, NO_PLAN_MESSAGE)
+        bound, addresses = built.binder.bind_keyed(variant_pack, workspace, built.workspace_size)
+        _run_plan(built, bound, workspace, addresses)
 
     def run(
         self, inputs: Mapping[Any, Any], workspace: Any = None, handle: Any = None

@@ -28,10 +28,18 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import PhiloxDropout, ScalarSource, SdpaProblem, Support, engine_id
+from hipdnn_graph.backend import (
+    Launcher,
+    PhiloxDropout,
+    ScalarSource,
+    SdpaProblem,
+    Support,
+    engine_id,
+)
 from hipdnn_graph.backend.dropout import read_int
 from hipdnn_graph.backend.dtypes import torch_dtype
 
+from ._launch import as_declared, launcher
 from ._ranking import DOCUMENTED_STREAM, ENGINES, Features, deferral, philox_deferral
 from .replay import CudaGraphReplay
 
@@ -122,6 +130,13 @@ class TorchSdpaPlan:
         if not self.replay.run(buffers, self._run_steps):
             self._run_steps(buffers)
 
+    def execute_at(self, variant_pack: Mapping[int, Any], workspace: Any, addresses: Any) -> None:
+        """:meth:`execute` of a pack whose buffers' ``addresses`` the frontend read already (the
+        CUDA-graph replay is keyed by them)."""
+        buffers = cast("dict[int, Any]", variant_pack)
+        if not self.replay.run(buffers, self._run_steps, addresses):
+            self._run_steps(buffers)
+
     def _run_steps(self, buffers: dict[int, Any]) -> None:
         for step in self.steps:
             kw = step.static
@@ -139,12 +154,22 @@ class TorchSdpaPlan:
                 value = results[index]
                 out = buffers.get(uid)
                 if out is not None:
-                    if value is not out:
-                        out.copy_(value.view(out.shape))
+                    if value is not out:  # a view only where the kernel's shape differs
+                        out.copy_(value if value.shape == out.shape else value.view(out.shape))
                 elif virtual:
                     buffers[uid] = value.to(dtype)
                 else:
-                    buffers[uid] = _as_declared(value, dtype, strides)
+                    buffers[uid] = as_declared(value, dtype, strides)
+
+    def launcher(self) -> Launcher | None:
+        """The plan's kernel with its build-time keywords bound, called without the variant
+        pack (:mod:`._launch`); None for a plan of several nodes, or whose kernel writes into
+        given output buffers (the flex backward). Never replayed as a CUDA graph: a launcher
+        allocates its outputs, so there are no fixed buffers to replay on."""
+        if len(self.steps) != 1 or self.steps[0].destinations:
+            return None
+        step = self.steps[0]
+        return launcher(step.run, step.inputs, step.outputs, step.static, step.runtime)
 
 
 class TorchSdpaEngine:
@@ -374,10 +399,8 @@ class TorchSdpaEngine:
             return k.backward if p.backward else k.forward
         from .kernels import fused
 
-        op = fused.FusedOp(self.op)
         static["check"] = False
-        wrapper: Callable[..., Any] = fused.backward if p.backward else fused.forward
-        return functools.partial(wrapper, op)  # bound in C: no Python frame per call
+        return fused.Kernel(fused.FusedOp(self.op), not p.backward)
 
 
 def _flex_device() -> str:
@@ -441,6 +464,8 @@ def _philox_arguments(
 
 def _philox_scalar(label: str, value: Any) -> Any:
     """A runtime Seed or Offset: an integer tensor of one element as it is, else a host int."""
+    if value.__class__ is int:  # the torch op's (a Python int: nothing to read)
+        return value
     import torch
 
     if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype in _int_dtypes(torch):
@@ -456,33 +481,6 @@ def _int_dtypes(torch: Any) -> frozenset[Any]:
 def _scale_or_one(value: Any) -> float:
     """A runtime dropout scale; 0 (or unset) means no scaling, as for a constant one."""
     return ScalarSource.read(value) or 1.0
-
-
-#: (shape, strides got, strides declared) -> whether they lay the elements out alike (strides
-#: of size-1 dims never matter); a kernel returns the same few layouts call after call
-_SAME_LAYOUT: dict[tuple[Any, tuple[int, ...], tuple[int, ...]], bool] = {}
-
-
-def _as_declared(value: Any, dtype: Any, strides: tuple[int, ...]) -> Any:
-    """``value`` itself when it has the declared type and layout, else a converted copy."""
-    if value.dtype == dtype:
-        got = value.stride()
-        if got == strides:
-            return value
-        key = (value.shape, got, strides)
-        same = _SAME_LAYOUT.get(key)
-        if same is None:
-            same = all(d == 1 or a == b for d, a, b in zip(value.shape, got, strides, strict=True))
-            if len(_SAME_LAYOUT) > 4096:
-                _SAME_LAYOUT.clear()
-            _SAME_LAYOUT[key] = same
-        if same:
-            return value
-    import torch
-
-    out = torch.empty_strided(value.shape, strides, dtype=dtype, device=value.device)
-    out.copy_(value)
-    return out
 
 
 def _casting(fn: Callable[..., Any], casts: dict[int, Any]) -> Callable[..., Any]:

@@ -64,10 +64,12 @@ class CudaGraphReplay:
         self.capacity = graphs_per_plan() if capacity is None else capacity
         self.output_uids = output_uids
         #: buffer-address key -> captured graph, or None when seen once; oldest first
-        self.graphs: OrderedDict[tuple[Hashable, ...], Any] = OrderedDict()
+        self.graphs: OrderedDict[Hashable, Any] = OrderedDict()
         self.captures = 0
         self._uids: tuple[int, ...] = ()
         self._streams: dict[Any, Any] = {}
+        #: the frontend's addresses of the last buffers found not capturable (None: none)
+        self._eager: Hashable | None = None
         #: why this plan never replays (None: it may)
         self.refusal: str | None = None
 
@@ -77,15 +79,30 @@ class CudaGraphReplay:
         self.capacity = 0
         self.graphs.clear()
 
-    def run(self, buffers: dict[int, Any], run_steps: Callable[[dict[int, Any]], None]) -> bool:
-        """Replay the graph for these buffers; False when the caller must run eagerly."""
+    def run(
+        self,
+        buffers: dict[int, Any],
+        run_steps: Callable[[dict[int, Any]], None],
+        addresses: Hashable | None = None,
+    ) -> bool:
+        """Replay the graph for these buffers; False when the caller must run eagerly.
+
+        ``addresses``: the frontend's key of the buffers (equal exactly when the same buffers
+        sit at the same uids with the same scalar values), used instead of reading every
+        buffer's address again; keys of either kind never equal one another.
+        """
         if not self.capacity:
             return False
         graphs = self.graphs
-        key = _key(buffers, self._uids) if len(buffers) == len(self._uids) else ()
+        if addresses is not None:
+            if addresses == self._eager:
+                return False
+            key: Hashable = addresses
+        else:
+            key = _key(buffers, self._uids) if len(buffers) == len(self._uids) else ()
         graph = graphs.get(key, _UNSEEN)
         if graph is _UNSEEN:  # new buffers: remember them and run eagerly
-            self._remember(buffers)
+            self._remember(buffers, addresses)
             return False
         graphs.move_to_end(key)
         if graph is None:
@@ -96,16 +113,20 @@ class CudaGraphReplay:
         graph.replay()
         return True
 
-    def _remember(self, buffers: dict[int, Any]) -> None:
+    def _remember(self, buffers: dict[int, Any], addresses: Hashable | None = None) -> None:
         # outputs left to the plan (Graph.run, the torch op) are new tensors every call: the
         # cheap test first, so that such calls pay nothing more here
         if not self.output_uids.issubset(buffers) or _single_cuda_device(buffers) is None:
+            self._eager = addresses  # (e.g. CPU tensors) the same buffers again: eager at once
             return
-        uids = tuple(sorted(buffers))
-        if uids != self._uids:
-            self._uids = uids
-            self.graphs.clear()
-        self.graphs[_key(buffers, uids)] = None
+        if addresses is not None:
+            self.graphs[addresses] = None
+        else:
+            uids = tuple(sorted(buffers))
+            if uids != self._uids:
+                self._uids = uids
+                self.graphs.clear()
+            self.graphs[_key(buffers, uids)] = None
         if len(self.graphs) > self.capacity:
             self.graphs.popitem(last=False)
 

@@ -21,9 +21,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from ..types import NodeType
 
@@ -34,6 +34,7 @@ __all__ = [
     "Backend",
     "Engine",
     "ExecutionPlan",
+    "Launcher",
     "Support",
     "checked_support",
     "engine_id",
@@ -87,12 +88,37 @@ class ExecutionPlan(Protocol):
     against the graph by the frontend: shapes, strides and types match, outputs are writable and
     do not alias inputs. Runtime pass-by-value scalars arrive as Python numbers. The plan must
     write every output and must never write to an input.
+
+    Optional attributes: ``allocates_outputs`` (True: outputs missing from the pack are the
+    kernels' own result buffers, added to it by ``execute``); ``launcher()``, returning a
+    :class:`Launcher` or ``None``, for callers that cache built graphs (the torch op); and
+    ``execute_at(variant_pack, workspace, addresses)``, called instead of ``execute`` when the
+    frontend knows the pack's ``addresses``: a hashable that is equal for two packs exactly
+    when they hold the same buffers at the same uids and the same scalar values (a plan that
+    replays recorded work per set of buffers can key it by that, without reading them again).
     """
 
     engine_name: str
     workspace_size: int
 
     def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None: ...
+
+
+class Launcher(NamedTuple):
+    """A plan's kernels with everything fixed at build time bound: ``call(*buffers)`` takes the
+    buffers of ``inputs`` (uids, in that order) and returns new buffers for ``outputs`` (uids,
+    in that order), each with its tensor's declared dtype and strides.
+
+    Nothing is checked on a call: the caller guarantees what the variant-pack check would,
+    every time (tensors of the declared shapes, strides and dtypes, dense, on the device of the
+    first call, none requiring grad; runtime pass-by-value scalars as Python numbers) and that
+    no output buffer exists yet. An engine exception propagates as it is (the caller turns it
+    into ``GRAPH_EXECUTION_FAILED``). See :mod:`hipdnn_graph.prepared`.
+    """
+
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    call: Callable[..., Sequence[Any]]
 
 
 @runtime_checkable

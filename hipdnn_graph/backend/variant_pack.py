@@ -27,10 +27,8 @@ Example:
 
 from __future__ import annotations
 
-import sys
-import warnings
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,9 +37,10 @@ import numpy as np
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode
-from .dlpack import Exported, checked_export
+from .aliasing import alias_error, check_output_kind, overlap
+from .buffers import as_numpy, as_torch, is_torch_tensor
 from .dtypes import numpy_dtype, torch_dtype
-from .memory import array_is_read_only, tensor_is_read_only, tensor_storage_shortfall
+from .memory import array_is_read_only, tensor_is_read_only
 
 __all__ = ["TensorSpec", "VariantPackBinder", "as_numpy", "as_torch", "is_torch_tensor"]
 
@@ -108,103 +107,6 @@ class TensorSpec:
         return self._torch_dtype
 
 
-def is_torch_tensor(value: Any) -> bool:
-    """Whether ``value`` is a ``torch.Tensor`` (without importing torch)."""
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(value, torch.Tensor)
-
-
-def _check_dense(value: Any, label: str) -> None:
-    """Reject torch tensors that have no strides (sparse, mkldnn, nested)."""
-    import torch
-
-    if value.layout != torch.strided or value.is_nested:
-        layout = "nested" if value.is_nested else str(value.layout)
-        raise _fail(
-            f"Variant pack tensor {label} has layout {layout}; pass a dense (strided) tensor"
-        )
-
-
-def as_numpy(value: Any, label: str = "buffer") -> np.ndarray[Any, Any]:
-    """A zero-copy NumPy view of a NumPy array, CPU torch tensor or CPU DLPack producer.
-
-    A torch tensor that requires grad is read through ``detach()``; one with its negative or
-    conjugate bit set is resolved first (a copy: fine for inputs, and outputs with those bits are
-    rejected by :class:`VariantPackBinder` before they get here).
-    """
-    if isinstance(value, np.ndarray):
-        return value
-    if is_torch_tensor(value):
-        if value.device.type != "cpu":
-            raise _fail(
-                f"Variant pack tensor {label} is on {value.device}, but this engine runs on the CPU"
-            )
-        import torch
-
-        _check_dense(value, label)
-        if tensor_storage_shortfall(value) is not None:
-            raise _fail(
-                f"Variant pack tensor {label} reaches past the end of its storage "
-                f"({value.untyped_storage().nbytes()} bytes: resized or freed under the view)"
-            )
-        if value.requires_grad:
-            value = value.detach()
-        if value.is_neg() or value.is_conj():
-            value = value.resolve_neg().resolve_conj()
-        if value.dtype == torch.bfloat16:
-            array: np.ndarray[Any, Any] = value.view(torch.int16).numpy()
-            return array.view(numpy_dtype(DataType.BFLOAT16))
-        return value.numpy()  # type: ignore[no-any-return]
-    if hasattr(value, "__dlpack__"):
-        capsule = checked_export(value, label, torch_kind=False)
-        try:
-            return np.from_dlpack(Exported(capsule))
-        except Exception as exc:  # a device NumPy cannot read, a type it lacks, ...
-            raise _fail(
-                f"Variant pack tensor {label} cannot be read through DLPack: {exc}"
-            ) from exc
-    raise _fail(
-        f"Variant pack value for {label} is a {type(value).__name__}; pass a NumPy array, "
-        "a torch tensor or a DLPack producer"
-    )
-
-
-def as_torch(value: Any, label: str = "buffer") -> Any:
-    """A zero-copy torch view of a torch tensor, NumPy array or DLPack producer."""
-    if is_torch_tensor(value):
-        _check_dense(value, label)
-        return value
-    import torch
-
-    if isinstance(value, np.ndarray):
-        try:
-            with warnings.catch_warnings():
-                # a read-only array reaches here only as an input, which engines never write
-                # (read-only outputs are refused before conversion): torch's warning is moot
-                warnings.filterwarnings("ignore", "The given NumPy array is not writable")
-                if value.dtype == numpy_dtype(DataType.BFLOAT16):
-                    return torch.from_numpy(value.view(np.int16)).view(torch.bfloat16)
-                return torch.from_numpy(value)
-        except (TypeError, ValueError, RuntimeError) as exc:  # negative strides, odd dtypes
-            raise _fail(
-                f"Variant pack tensor {label} cannot be viewed as a torch tensor: {exc}"
-            ) from None
-    if hasattr(value, "__dlpack__"):
-        capsule = checked_export(value, label, torch_kind=True)
-        try:
-            from torch.utils.dlpack import from_dlpack
-
-            return from_dlpack(capsule)
-        except Exception as exc:
-            raise _fail(
-                f"Variant pack tensor {label} cannot be read through DLPack: {exc}"
-            ) from exc
-    raise _fail(
-        f"Variant pack value for {label} is a {type(value).__name__}; pass a NumPy array, "
-        "a torch tensor or a DLPack producer"
-    )
-
-
 def _scalar(value: Any, spec: TensorSpec) -> int | float | bool:
     if isinstance(value, bool | int | float):
         return value
@@ -255,14 +157,25 @@ class VariantPackBinder:
         self._required = [s for s in self.specs if not s.is_output]
         self._last_checked: list[weakref.ref[Any]] | None = None
         self._strided: Any = None
-        if array_kind == "torch":
+        self._torch_kind = array_kind == "torch"
+        #: the torch fast path's table: every accepted key -> (uid, torch dtype or None for a
+        #: pass-by-value scalar, shape, strides, spec), read with one lookup per buffer
+        self._exact: dict[Any, tuple[int, Any, tuple[int, ...], tuple[int, ...], TensorSpec]] = {}
+        self._scalar_uids = frozenset(s.uid for s in self.specs if s.pass_by_value)
+        if self._torch_kind:
             for spec in self.specs:  # resolve once, for the fast path of bind()
                 if not spec.pass_by_value:
                     spec.torch_dtype()
             import torch
 
             self._strided = torch.strided
-        self._last_pointers: tuple[int, ...] | None = None
+            self._exact = {
+                key: (s.uid, None if s.pass_by_value else s._torch_dtype, s.shape, s.strides, s)
+                for key, s in self._lookup.items()
+            }
+        #: (uids in pack order, tensor addresses in that order) of the last complete torch
+        #: pack whose outputs passed the writability and aliasing checks
+        self._last_pointers: tuple[tuple[int, ...], tuple[int, ...]] | None = None
 
     def bind(
         self,
@@ -279,12 +192,50 @@ class VariantPackBinder:
         Raises:
             HipdnnError: ``INVALID_VARIANT_PACK`` naming the tensor and the problem.
         """
-        if not isinstance(variant_pack, Mapping):
+        return self._bind(variant_pack, workspace, workspace_size, allow_missing_outputs)[0]
+
+    def bind_keyed(
+        self, variant_pack: Mapping[Any, Any], workspace: Any, workspace_size: int = 0
+    ) -> tuple[dict[int, Any], Hashable | None]:
+        """:meth:`bind`, and the addresses of a complete torch pack bound on the fast path (the
+        uids in pack order, the tensors' addresses and the scalars' values in that order; equal
+        addresses mean the same buffers in the same places), or ``None`` for any other pack.
+
+        Raises:
+            HipdnnError: ``INVALID_VARIANT_PACK`` naming the tensor and the problem.
+        """
+        return self._bind(variant_pack, workspace, workspace_size, False)
+
+    def _bind(
+        self,
+        variant_pack: Mapping[Any, Any],
+        workspace: Any,
+        workspace_size: int,
+        allow_missing_outputs: bool,
+    ) -> tuple[dict[int, Any], Hashable | None]:
+        if variant_pack.__class__ is not dict and not isinstance(variant_pack, Mapping):
             raise _fail(
                 f"The variant pack must be a mapping of tensors or uids to buffers, "
                 f"got {type(variant_pack).__name__}"
             )
-        bound = self._bind_exact(variant_pack, allow_missing_outputs)
+        bound: dict[int, Any] | None = None
+        if self._torch_kind:
+            exact = self._bind_exact_torch(variant_pack)
+            if exact is not None:
+                bound, pointers, scalars = exact
+                if len(bound) == len(self.specs):  # complete: the usual ``execute``
+                    if self.outputs and pointers != self._last_pointers:
+                        # addresses are all that decide aliasing and writability (shapes and
+                        # strides were checked), so the answer for the same ones is known
+                        self._check_outputs(bound, True)
+                        self._last_pointers = pointers
+                    if workspace_size > 0:
+                        self._check_workspace(workspace, workspace_size)
+                    return bound, (pointers, scalars)
+                if not (allow_missing_outputs and all(s.uid in bound for s in self._required)):
+                    bound = None
+        else:
+            bound = self._bind_exact(variant_pack, allow_missing_outputs)
         if bound is None:
             bound = self._bind_checked(variant_pack, allow_missing_outputs)
         torch_kind = self.array_kind == "torch"
@@ -297,7 +248,42 @@ class VariantPackBinder:
             self._check_outputs(bound, torch_kind)
         if workspace_size > 0:
             self._check_workspace(workspace, workspace_size)
-        return bound
+        return bound, None
+
+    def _bind_exact_torch(
+        self, variant_pack: Mapping[Any, Any]
+    ) -> tuple[dict[int, Any], tuple[tuple[int, ...], tuple[int, ...]], tuple[Any, ...]] | None:
+        """A torch plan's pack bound in one pass, with the addresses of its tensors, when every
+        key and buffer is exactly as declared (one table lookup and one comparison of dtype,
+        strides and shape per tensor, none requiring grad); ``None`` otherwise (the slow path
+        then checks everything and names what is wrong). A tensor with no strides (sparse,
+        nested, mkldnn) raises on ``stride()`` and so takes the slow path too."""
+        exact = self._exact
+        bound: dict[int, Any] = {}
+        pointers: list[int] = []
+        scalars: list[Any] = []
+        try:
+            for key, value in variant_pack.items():
+                entry = exact.get(key)
+                if entry is None or key.__class__ is bool:  # True == 1, but is no uid
+                    return None
+                uid, dtype, shape, strides, spec = entry
+                if dtype is None:
+                    bound[uid] = number = _scalar(value, spec)
+                    scalars.append(number)
+                elif (
+                    value.dtype is dtype
+                    and value.stride() == strides
+                    and value.shape == shape
+                    and not value.requires_grad
+                ):
+                    bound[uid] = value
+                    pointers.append(value.data_ptr())
+                else:
+                    return None
+        except (AttributeError, TypeError, RuntimeError, HipdnnError):
+            return None  # a buffer of another kind, an unhashable key, a bad scalar, no strides
+        return bound, (tuple(bound), tuple(pointers)), tuple(scalars)
 
     def _bind_exact(
         self, variant_pack: Mapping[Any, Any], allow_missing_outputs: bool
@@ -405,7 +391,7 @@ class VariantPackBinder:
                 bound[spec.uid] = value
                 continue
             if spec.is_output:
-                _check_output_kind(value, spec, torch_kind)
+                check_output_kind(value, spec, torch_kind)
             array: Any
             if torch_kind:
                 array = as_torch(value, spec.label)
@@ -458,8 +444,8 @@ class VariantPackBinder:
                 raise _fail(f"Variant pack output {spec.label} is read-only")
         for out, other in self._pairs:
             a, b = bound.get(out.uid), bound.get(other.uid)
-            if a is not None and b is not None and _overlap(a, b, out, other, torch_kind):
-                raise _alias_error(out, other)
+            if a is not None and b is not None and overlap(a, b, out, other, torch_kind):
+                raise alias_error(out, other)
 
     def _check_numpy_outputs(self, bound: Mapping[int, Any]) -> None:
         buffers = self._buffers
@@ -476,7 +462,11 @@ class VariantPackBinder:
     def _check_torch_outputs(self, bound: Mapping[int, Any]) -> None:
         # addresses are all that decide aliasing and writability (shapes and strides were
         # checked above), so the answer for the same addresses as last time is known
-        pointers = tuple([bound[uid].data_ptr() for uid in self._buffer_uids])
+        scalars = self._scalar_uids
+        pointers = (
+            tuple(bound),
+            tuple([v.data_ptr() for uid, v in bound.items() if uid not in scalars]),
+        )
         if pointers == self._last_pointers:
             return
         self._check_outputs(bound, True)
@@ -500,67 +490,3 @@ class VariantPackBinder:
                     ) from None
         if size < needed:
             raise _fail(f"The workspace has {size} bytes, but the plan needs {needed}")
-
-
-class _AddressView:
-    """Exposes raw (pointer, shape, byte strides) through the array interface, never read."""
-
-    def __init__(
-        self, pointer: int, shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int
-    ):
-        self.__array_interface__ = {
-            "version": 3,
-            "data": (pointer, False),
-            "shape": shape,
-            "strides": strides,
-            "typestr": f"|V{itemsize}",
-        }
-
-
-def _torch_layout(t: Any) -> np.ndarray[Any, Any]:
-    itemsize = t.element_size()
-    strides = tuple(s * itemsize for s in t.stride())
-    return np.asarray(_AddressView(t.data_ptr(), tuple(t.shape), strides, itemsize))
-
-
-def _check_output_kind(value: Any, spec: TensorSpec, torch_kind: bool) -> None:
-    """Reject, before any conversion, output buffers that cannot be written in place."""
-    if isinstance(value, np.ndarray):
-        if not value.flags.writeable:  # checked here: torch.from_numpy would drop the flag
-            raise _fail(f"Variant pack output {spec.label} is read-only")
-    elif is_torch_tensor(value):
-        if value.requires_grad:
-            raise _fail(
-                f"Variant pack output {spec.label} requires grad; engines write outputs in "
-                "place, so pass a tensor that does not (for example out.detach())"
-            )
-        if not torch_kind and (value.is_neg() or value.is_conj()):
-            raise _fail(
-                f"Variant pack output {spec.label} has its negative or conjugate bit set; "
-                "pass a tensor without it (resolve_neg() / resolve_conj())"
-            )
-
-
-def _overlap(a: Any, b: Any, sa: TensorSpec, sb: TensorSpec, torch_kind: bool) -> bool:
-    if torch_kind:
-        lo_a, lo_b = a.data_ptr(), b.data_ptr()
-        meet = lo_a < lo_b + sb.span_bytes and lo_b < lo_a + sa.span_bytes
-        return meet and _torch_shares(a, b)
-    return bool(np.may_share_memory(a, b)) and bool(np.shares_memory(a, b))
-
-
-def _torch_shares(a: Any, b: Any) -> bool:
-    """Whether two tensors whose address spans meet share memory, decided exactly from their
-    layouts (interleaved views do not alias); shares_memory only does address arithmetic, so
-    this works for device memory too."""
-    if a.device != b.device:
-        return False
-    return bool(np.shares_memory(_torch_layout(a), _torch_layout(b)))
-
-
-def _alias_error(out: TensorSpec, other: TensorSpec) -> HipdnnError:
-    kind = "output" if other.is_output else "input"
-    return _fail(
-        f"Variant pack output {out.label} shares memory with {kind} {other.label}; "
-        "outputs must not alias other tensors"
-    )

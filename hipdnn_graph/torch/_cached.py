@@ -29,7 +29,7 @@ import torch
 from ..backend import as_torch
 from ..errors import HipdnnError
 from ..graph import Graph
-from ..prepared import PreparedRun, prepared_run
+from ..prepared import PreparedLaunch, PreparedRun, prepared_launch, prepared_run
 from ..tensor import TensorAttributes
 from ..types import DiagonalAlignment, ErrorCode
 from ._cache import GraphCache
@@ -129,20 +129,39 @@ class Entry:
     graph: Graph
     slots: dict[str, TensorAttributes]
     outputs: tuple[TensorAttributes, ...]
-    #: the plan called directly (the cache key fixed every fact the variant-pack check reads),
-    #: or None for engines that need ``Graph.run``'s conversions
+    #: the engine the graph runs on (``graph.get_plan_name()``)
+    engine: str = field(init=False)
+    #: the plan's launcher called directly (the cache key fixed every fact the variant-pack
+    #: check reads), or None where the plan offers none
+    launch: PreparedLaunch | None = field(init=False)
+    #: the slots the launcher takes, in its order
+    launch_slots: tuple[str, ...] = field(init=False)
+    #: the plan called directly on a ``{uid: buffer}`` dict where it has no launcher, or None
+    #: for engines that need ``Graph.run``'s conversions
     call: PreparedRun | None = field(init=False)
     #: (slot, uid) of every graph input, and the uids of the outputs, in ``outputs`` order
     order: tuple[tuple[str, int], ...] = field(init=False)
     out_uids: tuple[int, ...] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.call = prepared_run(self.graph)
+        self.engine = str(self.graph.get_plan_name())
         self.order = tuple((slot, t.get_uid()) for slot, t in self.slots.items())
         self.out_uids = tuple(t.get_uid() for t in self.outputs)
+        slot_of = {uid: slot for slot, uid in self.order}
+        launch = prepared_launch(self.graph)
+        if launch is not None and (
+            launch.outputs != self.out_uids or not set(launch.inputs) <= set(slot_of)
+        ):
+            launch = None
+        self.launch = launch
+        self.launch_slots = tuple(slot_of[uid] for uid in launch.inputs) if launch else ()
+        self.call = None if launch is not None else prepared_run(self.graph)
 
     def run(self, pack: dict[str, Any]) -> list[Tensor]:
         """The outputs of one run on ``pack`` (slot -> value, with this entry's cache key)."""
+        launch = self.launch
+        if launch is not None:
+            return launch([pack[slot] for slot in self.launch_slots])  # type: ignore[return-value]
         call = self.call
         if call is None:
             out = self.graph.run(_variant_pack(self, pack))

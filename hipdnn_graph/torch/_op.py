@@ -41,6 +41,7 @@ from ._graphs import (
     sdpa_backward,
     sdpa_forward,
 )
+from ._hot import backward_qkv, forward_qkv
 from ._philox_graphs import philox_backward, philox_forward, philox_slots
 
 __all__ = ["scaled_dot_product_attention"]
@@ -231,26 +232,28 @@ class _SdpaFunction(torch.autograd.Function):
             k = k.detach()
         if v.requires_grad:
             v = v.detach()
+        ctx.options = options
+        ctx.philox = None
+        if bias is None and slq is None and not dropout_p:  # the common call: Q, K and V alone
+            o, stats = forward_qkv(q, k, v, options)
+            ctx.save_for_backward(q, k, v, None, None, None, o.detach(), stats)
+            return o
         pack: dict[str, Any] = {"Q": q, "K": k, "V": v}
         if bias is not None or slq is not None:
             if bias is not None and bias.requires_grad:
                 bias = bias.detach()
             pack.update(optional_slots(q.dtype, bias, slq, slkv, None, 1.0))
-        ctx.philox = None
         if dropout_p:
             prefer = _fused_choice(q, k, v, bias, dropout_p, options, padded=slq is not None)
             seed, offset = _dropout.draw(q.device)
             pack.update(philox_slots(seed, offset))
-            o, stats, ran = run_forward_on(
-                pack, options._replace(dropout_p=dropout_p, prefer=prefer)
-            )
+            o, stats, ran = run_forward_on(pack, _with(options, dropout_p, prefer, None))
             _dropout.advance(q.device, offset, ran, (*q.shape[:3], k.shape[2]))
             # the backward runs on the engine that ran, with the same seed and offset: one mask
-            ctx.philox = (seed, offset, options._replace(dropout_p=dropout_p, engine=ran))
+            ctx.philox = (seed, offset, _with(options, dropout_p, None, ran))
         else:
             o, stats = run_forward(pack, options)
         ctx.save_for_backward(q, k, v, bias, slq, slkv, o.detach(), stats)
-        ctx.options = options
         return o
 
     @staticmethod
@@ -258,6 +261,11 @@ class _SdpaFunction(torch.autograd.Function):
         # the graphs read detached tensors, so no autograd history is recorded even under
         # create_graph=True: the gradients are not differentiable again (as with the custom op)
         q, k, v, bias, slq, slkv, o, stats = ctx.saved_tensors
+        if bias is None and slq is None and ctx.philox is None:  # the common call
+            if 0 in do.stride():  # a broadcast gradient (x.sum()'s) is made dense
+                do = do.contiguous()
+            dq, dk, dv = backward_qkv(q, k, v, o, do, stats, ctx.options)
+            return dq, dk, dv, None, None, None, None, None
         bias_grad = bias is not None and ctx.needs_input_grad[3]
         pack: dict[str, Any] = {
             "Q": q,
@@ -275,6 +283,40 @@ class _SdpaFunction(torch.autograd.Function):
             pack.update(philox_slots(seed, offset))
         dq, dk, dv, dbias = run_backward(pack, options, bias.shape if bias_grad else None)
         return dq, dk, dv, dbias, None, None, None, None
+
+
+def _with(options: Options, p: float, prefer: str | None, engine: str | None) -> Options:
+    """``options`` with philox dropout ``p`` and an engine preferred or (``engine``) forced,
+    made once per combination (``NamedTuple._replace`` costs microseconds per call)."""
+    key = (options, p, prefer, engine)
+    made = _WITH.get(key)
+    if made is None:
+        made = options._replace(dropout_p=p, prefer=prefer)
+        if engine is not None:
+            made = made._replace(engine=engine)
+        if len(_WITH) > 1024:
+            _WITH.clear()
+        _WITH[key] = made
+    return made
+
+
+_WITH: dict[tuple[Any, ...], Options] = {}
+
+
+def _c_apply() -> tuple[Any, Any, Any]:
+    """``(apply, transforms_active, unwrap_if_dead)``: the C-level ``apply`` of
+    :class:`_SdpaFunction` and the two checks ``torch.autograd.Function.apply`` makes before
+    calling it (functorch transforms active; dead functorch wrappers unwrapped), or Nones on a
+    torch that lacks one of them (``_SdpaFunction.apply`` is called then)."""
+    apply = getattr(super(torch.autograd.Function, _SdpaFunction), "apply", None)
+    active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    unwrap = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead", None)
+    if apply is None or active is None or unwrap is None:
+        return None, None, None
+    return apply, active, unwrap
+
+
+_APPLY, _transforms_active, _unwrap = _c_apply()
 
 
 # ----- the public op -----
@@ -345,13 +387,27 @@ def scaled_dot_product_attention(
     options = checked_options(query.shape[-1], scale, is_causal, diagonal_alignment, left_bound,
                               right_bound, alibi, engine)  # fmt: skip
     bias = None if attn_mask is None else as_mask(attn_mask, query)
-    p = _dropout.check_probability(dropout_p)
-    lens = seq_lens(query, key, seq_len_q, seq_len_kv)
-    slq, slkv = lens if lens is not None else (None, None)
+    p = (
+        0.0
+        if dropout_p.__class__ is float and dropout_p == 0.0
+        else (_dropout.check_probability(dropout_p))
+    )
+    slq = slkv = None
+    if seq_len_q is not None or seq_len_kv is not None:
+        slq, slkv = seq_lens(query, key, seq_len_q, seq_len_kv)  # type: ignore[misc]
     if not torch.compiler.is_compiling():
-        out = _SdpaFunction.apply(  # type: ignore[no-untyped-call]
-            query, key, value, bias, slq, slkv, p, options
-        )
+        if _APPLY is not None and not _transforms_active():
+            # Function.apply's own steps for a Function without setup_context, outside functorch
+            # transforms, without its Python frame and generic argument loop
+            if bias is not None:
+                bias = _unwrap(bias)
+            if slq is not None:
+                slq, slkv = _unwrap(slq), _unwrap(slkv)
+            out = _APPLY(_unwrap(query), _unwrap(key), _unwrap(value), bias, slq, slkv, p, options)
+        else:
+            out = _SdpaFunction.apply(  # type: ignore[no-untyped-call]
+                query, key, value, bias, slq, slkv, p, options
+            )
         return out  # type: ignore[no-any-return]
     o, _, _ = sdpa_fwd_op(
         query, key, value, bias, slq, slkv, p, options.scale, options.causal,

@@ -211,3 +211,7 @@ def remember_rng(op: FusedOp, device: torch.device, a: Tensor, b: Tensor) -> Non
 #: per call signature: (problem, caps, check verdict, rows without keys); cleared with the
 #: probe's cache (:func:`.probe.clear_cache`) since the verdicts depend on it
 PLANS: dict[tuple[Any, ...], tuple[SdpaProblem, OpCaps, str | None, Tensor | None]] = {}
+
+#: the generation of :data:`PLANS`' verdicts: bumped by :func:`.probe.clear_cache`, so that a
+#: plan's memo of a verdict (:meth:`.fused.Kernel.bind`) made before is not used after
+PLAN_GENERATION: list[int] = [0]

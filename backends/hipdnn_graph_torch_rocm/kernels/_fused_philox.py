@@ -190,13 +190,27 @@ def _device_seed(seed: int | Tensor, device: torch.device) -> Tensor:
         or torch.cuda.is_current_stream_capturing()
     ):
         return _device_i64(seed, device)
-    key = (device, torch.cuda.current_stream(device).cuda_stream, seed)
+    key = (device, _current_stream(device), seed)
     t = _SEEDS.get(key)
     if t is None:
         if len(_SEEDS) >= 64:
             _SEEDS.clear()
         t = _SEEDS[key] = _device_i64(seed, device)
     return t
+
+
+#: the raw handle of a device's current stream, without a ``torch.cuda.Stream`` object per call
+#: (None on a torch without it: ``torch.cuda.current_stream`` is used)
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _current_stream(device: torch.device) -> int:
+    """The handle of ``device``'s current CUDA stream (``torch.cuda.current_stream(device)
+    .cuda_stream``, read without making a Stream object: this runs on every philox backward)."""
+    if _RAW_STREAM is None:
+        return int(torch.cuda.current_stream(device).cuda_stream)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return int(_RAW_STREAM(index))
 
 
 def backward_rng(

@@ -21,12 +21,13 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-__all__ = ["applies", "backward", "forward", "on_cpu"]
+__all__ = ["OnCpu", "applies", "backward", "forward", "on_cpu"]
 
 Tensor = torch.Tensor
 
@@ -83,7 +84,7 @@ def backward(
     """``(dQ, dK, dV, None)`` from the given O and Stats (an LSE of ``−inf`` never occurs here:
     every row of a plain or top-left causal problem sees a key)."""
     dtype = q.dtype
-    lse = stats.reshape(stats.shape[:3])
+    lse = stats.squeeze(3)  # [B, H, Sq, 1] -> [B, H, Sq]: a view op, the cheapest
     if lse.dtype is not _ACCUMULATE[dtype]:
         lse = lse.to(_ACCUMULATE[dtype])
     if do.dtype is not dtype:
@@ -98,10 +99,40 @@ def on_cpu(
     chunked: Callable[..., Any], fused: Callable[..., Any], causal: bool
 ) -> Callable[..., Any]:
     """A kernel that runs ``fused`` on CPU tensors and ``chunked`` elsewhere (same keywords)."""
+    return OnCpu(chunked, fused, causal)
 
-    def run(*args: Any, **kw: Any) -> Any:
+
+class OnCpu:
+    """:func:`on_cpu`'s kernel: ``fused`` on CPU tensors, ``chunked`` elsewhere; :meth:`bind`
+    gives the same with a plan's keywords bound once."""
+
+    __slots__ = ("causal", "chunked", "fused")
+
+    def __init__(self, chunked: Callable[..., Any], fused: Callable[..., Any], causal: bool):
+        self.chunked, self.fused, self.causal = chunked, fused, causal
+
+    def __call__(self, *args: Any, **kw: Any) -> Any:
         if args[0].is_cpu:
-            return fused(*args, scale=kw["scale"], causal=causal)
-        return chunked(*args, **kw)
+            return self.fused(*args, scale=kw["scale"], causal=self.causal)
+        return self.chunked(*args, **kw)
 
-    return run
+    def bind(self, static: dict[str, Any]) -> Callable[..., Any]:
+        """The kernel on positional tensors alone, with ``static`` (every keyword) bound: on CPU
+        tensors torch's fused CPU op itself, with its constant arguments bound."""
+        chunked = functools.partial(self.chunked, **static)
+        scale, causal = static["scale"], self.causal
+        if self.fused is forward:
+
+            def run_forward(q: Tensor, k: Tensor, v: Tensor) -> Any:
+                if q.is_cpu:
+                    o, lse = _FORWARD(q, k, v, 0.0, causal, scale=scale)
+                    return o, lse.unsqueeze(-1)
+                return chunked(q, k, v)
+
+            return run_forward
+        fused = functools.partial(self.fused, scale=scale, causal=causal)
+
+        def run(*args: Any) -> Any:
+            return fused(*args) if args[0].is_cpu else chunked(*args)
+
+        return run

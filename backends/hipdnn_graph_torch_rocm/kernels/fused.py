@@ -28,12 +28,14 @@ negative band bounds. cuDNN additionally: dBias, padding, band/window masks. fla
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
-from . import _fused_ops, probe
-from ._fused_common import PLANS, clear_empty_rows, empty_rows
+from . import _fused_direct, _fused_ops, probe
+from ._fused_common import PLAN_GENERATION, PLANS, clear_empty_rows, empty_rows
 from ._fused_philox import backward_rng, generator_at, host_int
 from ._fused_rules import (
     FusedOp,
@@ -47,6 +49,7 @@ from ._fused_rules import (
 __all__ = [
     "FusedOp",
     "FusedUnsupportedError",
+    "Kernel",
     "OpCaps",
     "SdpaProblem",
     "backward",
@@ -105,12 +108,22 @@ def _guard(
     seq_len_kv: Tensor | None,
     dropout_mask: Tensor | None,
     forward: bool,
+    memo: list[Any] | None = None,
 ) -> tuple[SdpaProblem, OpCaps, Tensor | None]:
     """(problem, caps, rows-without-keys) for this call; cached per call signature.
 
     The problem, its :func:`check` verdict and (without padding) the rows to zero are computed
-    once per signature, so the per-call cost is one tuple hash and a dict lookup.
+    once per signature, so the per-call cost is one tuple hash and a dict lookup. A ``memo``
+    (a plan's, :meth:`Kernel.bind`: every argument but the tensors' device is fixed) keeps the
+    accepted answer for its device, so a later call on that device costs a comparison.
     """
+    if memo:
+        generation, device, answer = memo  # one read: another thread may refill it
+        if generation == PLAN_GENERATION[0] and device == q.device:
+            p, c, er = answer
+            if p.padding:
+                er = empty_rows(p, q.device, seq_len_q, seq_len_kv)
+            return p, c, er
     key = (
         op,
         q.shape,
@@ -155,9 +168,66 @@ def _guard(
     p, c, reason, er = hit
     if reason is not None and (check_it or dropout_mask is not None or alibi or not c.available):
         raise FusedUnsupportedError(op, reason)
+    if memo is not None:
+        memo[:] = [PLAN_GENERATION[0], q.device, (p, c, er)]
     if p.padding:
         er = empty_rows(p, q.device, seq_len_q, seq_len_kv)
     return p, c, er
+
+
+class Kernel:
+    """:func:`forward` (or :func:`backward`) of one op, as a plan's step calls it; :meth:`bind`
+    binds a plan's keywords once."""
+
+    __slots__ = ("_fn", "op")
+
+    def __init__(self, op: FusedOp, forward_pass: bool) -> None:
+        self.op = op
+        self._fn: Callable[..., Any] = forward if forward_pass else backward
+
+    def __call__(self, *args: Any, **kw: Any) -> Any:
+        return self._fn(self.op, *args, **kw)
+
+    #: :meth:`bind`'s result takes the keywords read per call (runtime scalars) too
+    binds_runtime = True
+
+    def bind(self, static: dict[str, Any]) -> Callable[..., Any]:
+        """The op with ``static`` (the plan's keywords) bound and its per-signature check
+        (:func:`check`, the capabilities) done on the first call only, per device (a plan's
+        tensors have fixed shapes, dtypes and flags); a plain node's calls on that device then
+        go straight to the aten op (:mod:`._fused_direct`)."""
+        return _Bound(self.op, self._fn is forward, static)
+
+
+class _Bound:
+    """:meth:`Kernel.bind`'s callable: the generic call with a memo, then, for a plain node, the
+    direct call bound for the device of the first call."""
+
+    __slots__ = ("_bound", "_forward", "_generic", "_memo", "_op", "_static")
+
+    def __init__(self, op: FusedOp, forward_pass: bool, static: dict[str, Any]) -> None:
+        self._op, self._forward, self._static = op, forward_pass, static
+        self._memo: list[Any] = []
+        fn = forward if forward_pass else backward
+        self._generic = functools.partial(fn, op, memo=self._memo, **static)
+        #: (direct call or None, its device, the probe generation it was bound in), one value
+        #: so that a thread never reads a call with another call's device
+        self._bound: tuple[Callable[..., Any] | None, Any, int] = (None, _UNSET, -1)
+
+    def __call__(self, *args: Any, **kw: Any) -> Any:
+        direct, device, generation = self._bound
+        if direct is not None and args[0].device == device and generation == PLAN_GENERATION[0]:
+            return direct(*args, **kw)  # kw: the runtime Seed and Offset of a philox node
+        out = self._generic(*args, **kw)  # checks (once per device), fills the memo
+        if (device is _UNSET or generation != PLAN_GENERATION[0]) and self._memo:
+            # bound for the device of this call (again after the probe's cache was cleared)
+            generation, device, (p, c, er) = self._memo  # one read, as in _guard
+            direct = _fused_direct.direct(self._op, self._forward, p, c, er, self._static, device)
+            self._bound = (direct, device, generation)
+        return out
+
+
+_UNSET: Any = object()
 
 
 def forward(
@@ -180,6 +250,7 @@ def forward(
     dropout_seed: int | Tensor | None = None,
     dropout_offset: int | Tensor | None = None,
     check: bool = True,
+    memo: list[Any] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """O ``[B,H,Sq,Dv]`` (input dtype) and Stats ``[B,H,Sq,1]`` fp32 from the fused op.
 
@@ -212,6 +283,7 @@ def forward(
         seq_len_kv=seq_len_kv,
         dropout_mask=dropout_mask,
         forward=True,
+        memo=memo,
     )
     run = _fused_ops.FORWARD[op]
     if not dropout_p:
@@ -255,6 +327,7 @@ def backward(
     dropout_seed: int | Tensor | None = None,
     dropout_offset: int | Tensor | None = None,
     check: bool = True,
+    memo: list[Any] | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """dQ, dK, dV (input dtype) and dBias (fp32 where summed over broadcast dims, or None) from
     the fused backward op.
@@ -284,6 +357,7 @@ def backward(
         seq_len_kv=seq_len_kv,
         dropout_mask=dropout_mask,
         forward=False,
+        memo=memo,
     )
     philox_rng = None
     if dropout_p:

@@ -19,7 +19,14 @@ import torch
 
 from . import _fused_ops as impl
 from . import math as tmath
-from ._fused_common import PLANS, aten_op, clear_empty_rows, empty_rows, remember_rng
+from ._fused_common import (
+    PLAN_GENERATION,
+    PLANS,
+    aten_op,
+    clear_empty_rows,
+    empty_rows,
+    remember_rng,
+)
 from ._fused_rules import FusedOp, OpCaps, SdpaProblem
 
 __all__ = ["capabilities", "clear_cache", "verify"]
@@ -41,6 +48,7 @@ def clear_cache() -> None:
     """Forget measured capabilities (and the per-signature checks built on them)."""
     _CACHE.clear()
     PLANS.clear()
+    PLAN_GENERATION[0] += 1
 
 
 def capabilities(device: torch.device | str, dtype: torch.dtype) -> dict[FusedOp, OpCaps]:
