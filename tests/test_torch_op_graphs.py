@@ -372,3 +372,30 @@ def test_cpu_tensors_fall_through_an_engine_that_fails_to_run_them() -> None:
             sdpa_forward(q, k, v, engine="FAILS_ON_RUN_ENGINE")  # forced: no fall-through
         assert info.value.code == hg.ErrorCode.GRAPH_EXECUTION_FAILED
     graph_cache().clear()
+
+
+def test_the_op_ranks_the_aten_cudnn_engine_first_unless_the_call_prefers_another() -> None:
+    """The op's graphs prefer TORCH_SDPA_CUDNN_ENGINE (pre-bound launcher, direct aten call)
+    over CUDNN_FRONTEND_ENGINE, which Graph users get first; where it refuses (here: no CUDA),
+    ranking goes on as usual."""
+    import hipdnn_graph as hg
+    from hipdnn_graph.backend import engine_id
+    from hipdnn_graph.torch._graphs import OP_DEFAULT_ENGINE, _build
+
+    def graph() -> hg.Graph:
+        g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+        q = g.tensor(name="Q", dim=[1, 1, 8, 8])
+        o, stats = g.sdpa(q, g.tensor_like(q, "K"), g.tensor_like(q, "V"), generate_stats=True)
+        assert stats is not None
+        o.set_output(True)
+        stats.set_output(True)
+        return g
+
+    assert OP_DEFAULT_ENGINE == "TORCH_SDPA_CUDNN_ENGINE"
+    g = graph()
+    _build(g, None, forced=False)
+    assert g.get_preferred_engine_id_ext() == engine_id(OP_DEFAULT_ENGINE)
+    assert g.get_plan_name() != OP_DEFAULT_ENGINE  # refused without CUDA; ranking went on
+    g = graph()
+    _build(g, "TORCH_SDPA_MATH_ENGINE", forced=False)
+    assert g.get_preferred_engine_id_ext() == engine_id("TORCH_SDPA_MATH_ENGINE")

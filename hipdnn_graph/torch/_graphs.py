@@ -457,9 +457,23 @@ _BACKWARD_GRAPH = {
 }
 
 
+#: the engine the op ranks first when the call prefers none: its plans have a pre-bound
+#: launcher and call aten's cuDNN attention directly, the lightest path per call. Graph users rank
+#: ``CUDNN_FRONTEND_ENGINE`` first (it writes their own buffers); the op allocates its outputs,
+#: so that engine's advantage is gone here while its per-call host time (cudnn-frontend's
+#: Python ``execute``) is larger. Where this engine refuses a node (padding, dBias, ...) the
+#: ranking goes on as usual, to the cuDNN-frontend engine first.
+OP_DEFAULT_ENGINE = "TORCH_SDPA_CUDNN_ENGINE"
+
+
 def _build(g: Graph, engine: str | None, *, forced: bool) -> None:
-    """``g.build()``, with ``engine`` ranked first; a forced engine must be the one chosen."""
-    if engine is not None:
+    """``g.build()``, with ``engine`` (else :data:`OP_DEFAULT_ENGINE`, when registered) ranked
+    first; a forced engine must be the one chosen."""
+    if engine is None:
+        known = {name for info in list_backends() for name in info.engines}
+        if OP_DEFAULT_ENGINE in known:
+            g.set_preferred_engine_id_ext(OP_DEFAULT_ENGINE)
+    else:
         try:
             g.set_preferred_engine_id_ext(engine)
         except HipdnnError:  # a name no registered engine has
