@@ -85,6 +85,8 @@ NODE_TYPES = {
     "BLOCK_SCALE_DEQUANTIZE": 15,
     "CUSTOM_OP": 16,
     "REDUCTION": 17,
+    "RESAMPLE_FWD": 18,  # hipDNN's NodeType.hpp (newest read: RESAMPLE_FWD = 18)
+    "RESAMPLE_BWD": 20,  # not numbered by any header read here: the project's number
 }
 
 

@@ -16,6 +16,7 @@ from .layernorm import LayernormAttributes
 from .matmul import MatmulAttributes
 from .pointwise import PointwiseAttributes
 from .reduction import ReductionAttributes
+from .resample import ResampleAttributes, ResampleBwdAttributes, ResampleFwdAttributes
 from .rmsnorm import RMSNormAttributes
 from .sdpa import SdpaAttributes
 from .sdpa_backward import SdpaBackwardAttributes
@@ -37,6 +38,9 @@ __all__ = [
     "PointwiseAttributes",
     "RMSNormAttributes",
     "ReductionAttributes",
+    "ResampleAttributes",
+    "ResampleBwdAttributes",
+    "ResampleFwdAttributes",
     "SdpaAttributes",
     "SdpaBackwardAttributes",
 ]

@@ -61,6 +61,9 @@ class DescriptorType(IntEnum):
     OPERATION_REDUCTION = 31
     OPERATION_RESAMPLE_FWD = 32
     OPERATION_RMSNORM_BACKWARD_DESCRIPTOR_EXT = 33
+    #: hipDNN has ``HIPDNN_BACKEND_OPERATION_RESAMPLE_BWD_DESCRIPTOR``; no header read here
+    #: numbers it, so this number is the project's.
+    OPERATION_RESAMPLE_BWD = 34
 
 
 class AttributeType(IntEnum):
@@ -95,6 +98,8 @@ class AttributeType(IntEnum):
     DIAGONAL_ALIGNMENT = 26
     ATTENTION_IMPLEMENTATION = 27
     REDUCTION_MODE = 28
+    RESAMPLE_MODE = 29
+    PADDING_MODE = 30
     FLATBUFFER_DATA_STRUCT_EXT = 10000
     OPERATION_TYPE_EXT = 10001
 

@@ -325,7 +325,10 @@ def _node_attributes(b: Builder, spec: NodeSpec, attributes: Any) -> int:
             if values:
                 fields.append((scalar.fb_slot, "O", 4, b.longs(values)))
             continue
-        written = _scalar_field(scalar.kind, d[scalar.name], f"Node {name} {scalar.key}")
+        where = f"Node {name} {scalar.key}"
+        if scalar.enum is not None:
+            scalar.enum.wire_number(d[scalar.name], where)
+        written = _scalar_field(scalar.kind, d[scalar.name], where)
         if written is not None:
             fields.append((scalar.fb_slot, written[0], written[1], written[2]))
     return b.table(_in_add_order(fields))

@@ -12,6 +12,8 @@ from .layernorm import LayerNormNode
 from .matmul import MatmulNode
 from .pointwise import PointwiseNode
 from .reduction import ReductionNode
+from .resample_bwd import ResampleBwdNode
+from .resample_fwd import ResampleFwdNode
 from .rmsnorm import RMSNormNode
 from .sdpa_bwd import SdpaBwdNode
 from .sdpa_fwd import SdpaFwdNode
@@ -30,6 +32,8 @@ __all__ = [
     "PointwiseNode",
     "RMSNormNode",
     "ReductionNode",
+    "ResampleBwdNode",
+    "ResampleFwdNode",
     "SdpaBwdNode",
     "SdpaFwdNode",
 ]
