@@ -59,6 +59,12 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     ReductionAttributes as RA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    ResampleBwdAttributes as RBA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    ResampleFwdAttributes as RFA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     RMSNormAttributes as RMS,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -88,6 +94,8 @@ from wire_model import (
     MATMUL_TAG,
     POINTWISE_TAG,
     REDUCTION_TAG,
+    RESAMPLE_BWD_TAG,
+    RESAMPLE_FWD_TAG,
     RMSNORM_TAG,
     SDPA_BACKWARD_TAG,
     SDPA_TAG,
@@ -112,6 +120,8 @@ _TABLE_CLASSES = {
     CONV_FWD_TAG: CFA.ConvolutionFwdAttributes,
     CONV_BWD_TAG: CBA.ConvolutionBwdAttributes,
     CONV_WRW_TAG: CWA.ConvolutionWrwAttributes,
+    RESAMPLE_FWD_TAG: RFA.ResampleFwdAttributes,
+    RESAMPLE_BWD_TAG: RBA.ResampleBwdAttributes,
 }
 _MODULES = {
     SDPA_TAG: SA,
@@ -128,6 +138,8 @@ _MODULES = {
     CONV_FWD_TAG: CFA,
     CONV_BWD_TAG: CBA,
     CONV_WRW_TAG: CWA,
+    RESAMPLE_FWD_TAG: RFA,
+    RESAMPLE_BWD_TAG: RBA,
 }
 
 
@@ -254,6 +266,8 @@ KNOWN_SLOTS = {
     "ConvolutionFwdAttributes": 10,
     "ConvolutionBwdAttributes": 10,
     "ConvolutionWrwAttributes": 10,
+    "ResampleFwdAttributes": 10,
+    "ResampleBwdAttributes": 9,
 }
 
 

@@ -55,13 +55,10 @@ PLACEHOLDER_TABLES = {
     "rmsnorm_backward_attributes.fbs": "RMSNormBackwardAttributes",
     "block_scale_dequantize_attributes.fbs": "BlockScaleDequantizeAttributes",
     "block_scale_quantize_attributes.fbs": "BlockScaleQuantizeAttributes",
-    "resample_bwd_attributes.fbs": "ResampleBwdAttributes",
 }
 
 #: included by copied schemas but not copied: file -> placeholder enums (byte) it must declare.
-PLACEHOLDER_ENUMS = {
-    "resample_common.fbs": ["ResampleMode", "PaddingMode"],
-}
+PLACEHOLDER_ENUMS: dict[str, list[str]] = {}
 
 #: the TensorValue members, in union order (tags 1..8).
 TENSOR_VALUE_MEMBERS = [
@@ -85,6 +82,7 @@ PYTHON_ROOTS = [
     "convolution_fwd_attributes.fbs",
     "convolution_bwd_attributes.fbs",
     "convolution_wrw_attributes.fbs",
+    "resample_fwd_attributes.fbs",
     *sorted(p.name for p in RECONSTRUCTED.glob("*.fbs")),
     "graph.fbs",
     "serialized_graph_and_plan.fbs",
