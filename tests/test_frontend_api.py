@@ -294,7 +294,6 @@ class TestOtherOpFamilies:
             "custom_op",
             "layernorm_backward",
             "rmsnorm_backward",
-            "resample_bwd",
             "autotune",
             "get_engine_configs",
         ],
@@ -311,7 +310,7 @@ class TestOtherOpFamilies:
         [
             "LayernormBackwardAttributes",
             "CustomOpAttributes",
-            "ResampleMode",
+            "MoeGroupedMatmulMode",
             "AutotuneConfig",
         ],
     )

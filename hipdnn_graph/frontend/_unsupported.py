@@ -1,7 +1,8 @@
 """hipDNN bindings this module does not provide, each failing with a message that names it.
 
 hipdnn-graph builds SDPA (forward and backward), pointwise, matmul, reduction, RMSNorm and
-layer-norm (forward) and convolution (forward, data and weight gradients) graphs; the other op
+layer-norm (forward), convolution (forward, data and weight gradients), batch-norm and resample
+(forward and backward) graphs; the other op
 families of hipDNN's bindings, its autotuning API and its provisional HIP helpers are not part
 of it.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
@@ -10,10 +11,10 @@ Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
 Example:
     >>> import hipdnn_graph.frontend as hipdnn
     >>> try:
-    ...     hipdnn.Graph().resample_bwd
+    ...     hipdnn.Graph().custom_op
     ... except hipdnn.UnsupportedFeatureError as err:
     ...     print(err.code.name, str(err).split(" is ")[0])
-    GRAPH_NOT_SUPPORTED Graph.resample_bwd() (the resample op family)
+    GRAPH_NOT_SUPPORTED Graph.custom_op() (the custom op op family)
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ __all__ = ["GRAPH_METHODS", "MODULE_NAMES", "unsupported_graph_method", "unsuppo
 _OPS = (
     "only sdpa(), sdpa_backward(), pointwise(), matmul(), reduction(), rmsnorm(), layernorm(), "
     "conv_fprop(), conv_dgrad(), conv_wgrad(), batchnorm(), batchnorm_backward(), "
-    "batchnorm_inference() and batchnorm_inference_variance_ext() graphs are"
+    "batchnorm_inference(), batchnorm_inference_variance_ext(), resample(), resample_fwd() "
+    "and resample_bwd() graphs are"
 )
 #: Graph methods of hipDNN's bindings that are missing here -> what they belong to
 GRAPH_METHODS: dict[str, str] = {
@@ -37,7 +39,6 @@ GRAPH_METHODS: dict[str, str] = {
             "block-scale": ("block_scale_dequantize", "block_scale_quantize"),
             "MoE grouped matmul": ("moe_grouped_matmul",),
             "custom op": ("custom_op",),
-            "resample": ("resample", "resample_fwd", "resample_bwd"),
         }.items()
         for name in names
     },
@@ -72,10 +73,6 @@ _ATTRIBUTE_CLASSES = {
     "BlockScaleQuantizeAttributes": "block-scale",
     "MoeGroupedMatmulAttributes": "MoE grouped matmul",
     "CustomOpAttributes": "custom op",
-    "ResampleFwdAttributes": "resample",
-    "ResampleBwdAttributes": "resample",
-    "ResampleMode": "resample",
-    "PaddingMode": "resample",
     "MoeGroupedMatmulMode": "MoE grouped matmul",
 }
 #: module-level names of hipDNN's bindings that are missing here -> what they belong to

@@ -23,6 +23,7 @@ from ..attributes.layernorm import LayernormAttributes
 from ..attributes.matmul import MatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.reduction import ReductionAttributes
+from ..attributes.resample import ResampleBwdAttributes, ResampleFwdAttributes
 from ..attributes.rmsnorm import RMSNormAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..types import (
@@ -33,8 +34,10 @@ from ..types import (
     ErrorCode,
     HeuristicMode,
     NormFwdPhase,
+    PaddingMode,
     PointwiseMode,
     ReductionMode,
+    ResampleMode,
 )
 from ._attributes import SdpaAttributes
 from ._enums import AttentionImplementation, BehaviorNote, PluginLoadingMode, TimingQuality
@@ -87,12 +90,16 @@ __all__ = [
     "LayernormAttributes",
     "MatmulAttributes",
     "NormFwdPhase",
+    "PaddingMode",
     "PluginLoadingMode",
     "PointwiseAttributes",
     "PointwiseMode",
     "RMSNormAttributes",
     "ReductionAttributes",
     "ReductionMode",
+    "ResampleBwdAttributes",
+    "ResampleFwdAttributes",
+    "ResampleMode",
     "SdpaAttributes",
     "SdpaBackwardAttributes",
     "Tensor",
