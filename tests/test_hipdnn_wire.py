@@ -252,20 +252,22 @@ def test_boolean_tensors_cannot_be_written() -> None:
 
 def test_other_node_kinds_are_refused_by_name() -> None:
     doc = _doc("fwd")
-    doc["nodes"][0]["tag"] = 21  # ResampleBwdAttributes
+    doc["nodes"][0]["tag"] = 20  # LayernormBackwardAttributes
     doc["nodes"][0]["name"] = "mm"
     message = _refused(hg.Graph.deserialize, blob_from_doc(doc))
     # the supported kinds are the registered families, by union tag
     supported = ", ".join(f"{s.table} ({tag})" for tag, s in sorted(node_specs().items()))
     supported = " and ".join(supported.rsplit(", ", 1))
     assert message == (
-        f'hipDNN node "mm" has kind ResampleBwdAttributes (21); only {supported} are supported'
+        f'hipDNN node "mm" has kind LayernormBackwardAttributes (20); only {supported} are '
+        "supported"
     )
     assert (
         "(9), RMSNormAttributes (10), LayernormAttributes (11), SdpaAttributes (12), "
-        "SdpaBackwardAttributes (15) and ReductionAttributes (18)" in message
+        "SdpaBackwardAttributes (15), ReductionAttributes (18), ResampleFwdAttributes (19) and "
+        "ResampleBwdAttributes (21)" in message
     )
-    doc["nodes"][0]["type"] = "ResampleBwdAttributes"
+    doc["nodes"][0]["type"] = "LayernormBackwardAttributes"
     assert _refused(hg.Graph.from_json, json.dumps(doc)) == message
 
 
