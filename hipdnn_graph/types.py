@@ -21,6 +21,7 @@ __all__ = [
     "DiagonalAlignment",
     "ErrorCode",
     "HeuristicMode",
+    "MoeGroupedMatmulMode",
     "NodeType",
     "NormFwdPhase",
     "PaddingMode",
@@ -135,9 +136,13 @@ class NodeType(IntEnum):
     CUSTOM_OP = 16
     REDUCTION = 17
     RESAMPLE_FWD = 18
-    #: hipDNN's frontend has ``NodeType::RESAMPLE_BWD``; no header read here numbers it (the
-    #: newest ``NodeType.hpp`` read stops at ``RMS_NORM_BACKWARD = 19``), so this number is ours.
-    RESAMPLE_BWD = 20
+    RMS_NORM_BACKWARD = 19
+    LAYERNORM_BACKWARD = 20
+    MOE_GROUPED_MATMUL = 21
+    MOE_GROUPED_MATMUL_BWD = 22
+    #: hipDNN's frontend has ``NodeType::RESAMPLE_BWD``; no header read here numbers it, so 23
+    #: (the next number free after hipDNN's ``MOE_GROUPED_MATMUL_BWD = 22``) is the project's.
+    RESAMPLE_BWD = 23
 
 
 class PointwiseMode(IntEnum):
@@ -268,3 +273,23 @@ class PaddingMode(IntEnum):
     NEG_INF_PAD = 1
     ZERO_PAD = 2
     EDGE_VAL_PAD = 3
+
+
+class MoeGroupedMatmulMode(IntEnum):
+    """How a MoE grouped matmul routes its rows (hipDNN's frontend ``MoeGroupedMatmulMode``, in
+    its binding order).
+
+    ``NONE``: the tokens are already routed (row ``r`` in, row ``r`` out); ``GATHER``: routed row
+    ``r`` reads token row ``TOKEN_INDEX[r]``; ``SCATTER``: routed row ``r`` writes output row
+    ``TOKEN_INDEX[r] * top_k + TOKEN_KS[r]``.
+
+    The numbers are its schema's (``NONE`` 0, ``GATHER`` 1, ``SCATTER`` 2), which has no
+    ``NOT_SET``; hipDNN's frontend numbers ``NOT_SET`` 0 and the others one higher, so here
+    ``NOT_SET`` is -1 (no wire carries it: the node refuses it and the writers name it).
+    hipDNN's attributes default to ``NONE``.
+    """
+
+    NOT_SET = -1
+    NONE = 0
+    GATHER = 1
+    SCATTER = 2

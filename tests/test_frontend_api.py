@@ -291,9 +291,7 @@ class TestOtherOpFamilies:
     @pytest.mark.parametrize(
         "name",
         [
-            "custom_op",
-            "layernorm_backward",
-            "rmsnorm_backward",
+            "block_scale_quantize",
             "autotune",
             "get_engine_configs",
         ],
@@ -308,9 +306,7 @@ class TestOtherOpFamilies:
     @pytest.mark.parametrize(
         "name",
         [
-            "LayernormBackwardAttributes",
-            "CustomOpAttributes",
-            "MoeGroupedMatmulMode",
+            "BlockScaleQuantizeAttributes",
             "AutotuneConfig",
         ],
     )

@@ -1,7 +1,6 @@
 """hipDNN's Python-binding tests of the resample family (``frontend_wheel_package/tests/
 test_resample.py``), ported as the SDPA ones were: the same calls on ``hipdnn_graph.frontend``;
-hipDNN's GPU tests build the operation graph here and their execution, which needs an engine for
-the family, is refused naming it."""
+hipDNN's GPU tests build the operation graph here and plan it on the NumPy reference."""
 
 from __future__ import annotations
 
@@ -35,21 +34,22 @@ def _resample_bwd_attributes() -> hipdnn.ResampleBwdAttributes:
     )
 
 
-def _refused_for_the_family(graph: hipdnn.Graph, kind: str) -> None:
-    """The operation graph builds; planning is refused naming the node kind (no engine here
-    runs resample nodes yet)."""
+def _plans_on_the_numpy_reference(graph: hipdnn.Graph) -> None:
+    """The operation graph builds and plans on the NumPy reference (no GPU engine here runs
+    resample nodes)."""
     handle = hipdnn.create_handle()
     assert graph.validate().is_good()
     assert graph.build_operation_graph(handle).is_good()
     error = graph.create_execution_plans()
     if error.is_good():
         error = graph.check_support()
-    assert error.get_code() == hipdnn.ErrorCode.GRAPH_NOT_SUPPORTED
-    assert f"does not run {kind} nodes" in error.get_message()
+    assert error.is_good(), error.get_message()
+    assert graph.build_plans().is_good()
+    assert graph.get_plan_name() == "NUMPY_REFERENCE_ENGINE"
 
 
 class TestResample:
-    def test_graph_builds_and_execution_is_refused(self) -> None:
+    def test_graph_builds_and_plans_on_the_numpy_reference(self) -> None:
         """hipDNN's GPU TestResample.test_execution_succeeds."""
         graph = float_graph()
         x = hipdnn.Tensor.create([1, 3, 4, 4], hipdnn.DataType.FLOAT)
@@ -60,7 +60,7 @@ class TestResample:
         assert index is None  # requires set_generate_index(True), not requested here
         y.set_output(True)
         assert isinstance(y, hipdnn.Tensor)
-        _refused_for_the_family(graph, "RESAMPLE_FWD")
+        _plans_on_the_numpy_reference(graph)
         assert y.get_dim() == [1, 3, 2, 2]
 
     def test_index_is_made_for_maxpool_when_asked(self) -> None:
@@ -76,25 +76,25 @@ class TestResample:
 
 
 class TestResampleFwd:
-    def test_graph_builds_and_execution_is_refused(self) -> None:
+    def test_graph_builds_and_plans_on_the_numpy_reference(self) -> None:
         """hipDNN's GPU TestResampleFwd.test_execution_succeeds."""
         graph = float_graph()
         x = hipdnn.Tensor.create([1, 3, 4, 4], hipdnn.DataType.FLOAT)
         y = graph.resample_fwd(x, _resample_fwd_attributes())
         y.set_output(True)
         y.set_data_type(hipdnn.DataType.FLOAT)
-        _refused_for_the_family(graph, "RESAMPLE_FWD")
+        _plans_on_the_numpy_reference(graph)
 
 
 class TestResampleBwd:
-    def test_graph_builds_and_execution_is_refused(self) -> None:
+    def test_graph_builds_and_plans_on_the_numpy_reference(self) -> None:
         """hipDNN's GPU TestResampleBwd.test_execution_succeeds."""
         graph = float_graph()
         dy = hipdnn.Tensor.create([1, 3, 16, 16], hipdnn.DataType.FLOAT)
         dx = graph.resample_bwd(dy, _resample_bwd_attributes())
         dx.set_output(True)
         dx.set_data_type(hipdnn.DataType.FLOAT)
-        _refused_for_the_family(graph, "RESAMPLE_BWD")
+        _plans_on_the_numpy_reference(graph)
         assert dx.get_dim() == [1, 3, 31, 31]
 
     def test_builds_operation_graph_with_maxpool_index(self) -> None:
@@ -114,7 +114,7 @@ class TestResampleBwd:
         dx = graph.resample_bwd(dy, attrs, index=index)
         dx.set_output(True)
         dx.set_data_type(hipdnn.DataType.FLOAT)
-        _refused_for_the_family(graph, "RESAMPLE_BWD")
+        _plans_on_the_numpy_reference(graph)
         assert dx.get_dim() == [1, 3, 32, 32]
 
     def test_maxpool_without_index_fails_validation(self) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from family_reference_cases import TYPE_IDS, TYPE_PAIRS, assert_close, graph, run, stored
 
 import hipdnn_graph as hg
 from hipdnn_graph_numpy_reference.families.resample import (
@@ -260,3 +261,42 @@ def test_bad_inputs_are_refused_and_left_untouched() -> None:
         run_resample_bwd(back, {"DY": dy})
     dx = run_resample_bwd(back, {"DY": dy, "INDEX": index})["DX"]
     assert dx[0, 0, 0, 0] == 1.0 and dx.sum() == 1.0  # only the first window holds position 0
+
+
+@pytest.mark.parametrize(("io", "compute"), TYPE_PAIRS, ids=TYPE_IDS)
+@pytest.mark.parametrize(
+    "mode",
+    [M.MAXPOOL, M.AVGPOOL_EXCLUDE_PADDING, M.AVGPOOL_INCLUDE_PADDING],
+    ids=lambda m: m.name,
+)
+def test_a_pooling_and_its_backward_run_on_the_engine(io, compute, mode) -> None:
+    """A forward pooling and its backward in one graph on ``NUMPY_REFERENCE_ENGINE`` (the
+    registered references): the backward reads Y as its DY (and MAXPOOL's INDEX, a virtual
+    INT32 tensor), per storage type, against torch in float64 on the stored values."""
+    dims, window, stride, pre, post = [2, 3, 6, 6], [3, 3], [2, 2], [1, 1], [1, 1]
+    padding = P.NEG_INF_PAD if mode == M.MAXPOOL else P.ZERO_PAD
+    g = graph(io, compute)
+    x = g.tensor(name="x", dim=dims)
+    y, index = g.resample(
+        x, name="pool", resample_mode=mode, padding_mode=padding,
+        generate_index=mode == M.MAXPOOL, **_members(window, stride, pre, post),
+    )  # fmt: skip
+    y.set_output(True)
+    dx = g.resample_bwd(
+        y, name="back", index=index, resample_mode=mode, padding_mode=padding,
+        **_members(window, stride, pre, post),
+    )  # fmt: skip
+    dx.set_dim(dims).set_output(True)
+    g.validate()
+    assert (index is None) == (mode != M.MAXPOOL)
+    # distinct values, exact in every storage type, so no maximum ties
+    x_in = stored(RNG.permutation(int(np.prod(dims))).reshape(dims) - 100.0, x)
+    got = run(g, {x: x_in})
+    xt = torch.tensor(np.asarray(x_in, dtype=np.float64), requires_grad=True)
+    if mode == M.MAXPOOL:
+        want, _ = _torch_max(xt, window, stride, pre, post, padding)
+    else:
+        want = _torch_avg(xt, window, stride, pre, post, mode)
+    assert_close(got[y], want.detach().numpy(), io, compute, terms=int(np.prod(window)))
+    want.backward(torch.tensor(got[y].astype(np.float64)))  # the stored Y is the DY read
+    assert_close(got[dx], xt.grad.numpy(), io, compute, terms=int(np.prod(window)))

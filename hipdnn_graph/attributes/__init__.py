@@ -11,13 +11,17 @@ from .convolution import (
     ConvolutionAttributes,
     ConvWgradAttributes,
 )
+from .custom_op import CustomOpAttributes
 from .graph_attributes import GraphAttributes
 from .layernorm import LayernormAttributes
+from .layernorm_backward import LayernormBackwardAttributes
 from .matmul import MatmulAttributes
+from .moe_grouped_matmul import MoeGroupedMatmulAttributes, MoeGroupedMatmulBwdAttributes
 from .pointwise import PointwiseAttributes
 from .reduction import ReductionAttributes
 from .resample import ResampleAttributes, ResampleBwdAttributes, ResampleFwdAttributes
 from .rmsnorm import RMSNormAttributes
+from .rmsnorm_backward import RMSNormBackwardAttributes
 from .sdpa import SdpaAttributes
 from .sdpa_backward import SdpaBackwardAttributes
 
@@ -30,13 +34,18 @@ __all__ = [
     "ConvFpropAttributes",
     "ConvWgradAttributes",
     "ConvolutionAttributes",
+    "CustomOpAttributes",
     "GraphAttributes",
     "LayernormAttributes",
+    "LayernormBackwardAttributes",
     "MaskWindow",
     "MatmulAttributes",
+    "MoeGroupedMatmulAttributes",
+    "MoeGroupedMatmulBwdAttributes",
     "NodeAttributes",
     "PointwiseAttributes",
     "RMSNormAttributes",
+    "RMSNormBackwardAttributes",
     "ReductionAttributes",
     "ResampleAttributes",
     "ResampleBwdAttributes",

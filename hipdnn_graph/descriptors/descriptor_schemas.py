@@ -187,6 +187,8 @@ def _scalar_slot(attr_type: T, enum: Any, always: bool) -> _Slot:
 def _operation_schema(spec: NodeSpec) -> _Schema:
     """A node family's descriptor schema, derived from its spec."""
     slots: dict[int, _Slot] = {slot.attribute: _TENSOR_REF for slot in spec.slots}
+    for held in spec.tensor_lists:  # an array of tensors
+        slots[held.attribute] = _TENSOR_REF._replace(many=True)
     for scalar in spec.scalars:
         if scalar.attribute is not None:
             name, attr_type = scalar.attribute

@@ -64,6 +64,9 @@ class DescriptorType(IntEnum):
     #: hipDNN has ``HIPDNN_BACKEND_OPERATION_RESAMPLE_BWD_DESCRIPTOR``; no header read here
     #: numbers it, so this number is the project's.
     OPERATION_RESAMPLE_BWD = 34
+    OPERATION_LAYERNORM_BACKWARD_DESCRIPTOR_EXT = 35
+    OPERATION_MOE_GROUPED_MATMUL = 36
+    OPERATION_MOE_GROUPED_MATMUL_BWD = 37
 
 
 class AttributeType(IntEnum):
@@ -100,6 +103,7 @@ class AttributeType(IntEnum):
     REDUCTION_MODE = 28
     RESAMPLE_MODE = 29
     PADDING_MODE = 30
+    MOE_GROUPED_MATMUL_MODE = 31
     FLATBUFFER_DATA_STRUCT_EXT = 10000
     OPERATION_TYPE_EXT = 10001
 

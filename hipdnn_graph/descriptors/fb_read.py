@@ -198,17 +198,28 @@ def _string(buf: bytes, n: int, table: _Table, slot: int, what: str) -> str:
         raise unsupported(f"{what} is not UTF-8") from None
 
 
-def _longs(buf: bytes, n: int, table: _Table, slot: int, what: str) -> list[int]:
+def _longs(
+    buf: bytes, n: int, table: _Table, slot: int, what: str, cap: int = MAX_RANK
+) -> list[int]:
     pos = _target(buf, n, table, slot, what)
     if pos is None:
         return []
     length, start = _vector(buf, n, pos, 8, what)
-    if length > MAX_RANK:
-        raise HipdnnError(
-            ErrorCode.INVALID_VALUE, f"{what} has {length} entries, more than {MAX_RANK}"
-        )
+    if length > cap:
+        raise HipdnnError(ErrorCode.INVALID_VALUE, f"{what} has {length} entries, more than {cap}")
     _charge(table.counter, 8 * length, n)
-    return list(_LONGS[length](buf, start))
+    if length <= MAX_RANK:
+        return list(_LONGS[length](buf, start))
+    return list(struct.unpack_from(f"<{length}q", buf, start))
+
+
+def _ubytes(buf: bytes, n: int, table: _Table, slot: int, what: str) -> bytes:
+    pos = _target(buf, n, table, slot, what)
+    if pos is None:
+        return b""
+    length, start = _vector(buf, n, pos, 1, what)
+    _charge(table.counter, length, n)
+    return buf[start : start + length]
 
 
 def _tables(buf: bytes, n: int, table: _Table, slot: int, what: str, cap: int) -> list[int]:
@@ -305,6 +316,8 @@ def _read_scalar(
         return _string(buf, n, t, slot, what)
     if kind is Kind.I64_VEC:
         return _longs(buf, n, t, slot, what)
+    if kind is Kind.U8_VEC:
+        return _ubytes(buf, n, t, slot, what)
     code, _, optional, default = WIRE_KINDS[kind]
     value = _scalar(buf, n, t, slot, code, what)
     if value is None:
@@ -358,6 +371,10 @@ def _node(
     for slot in spec.slots:
         uid = _scalar(buf, n, body, slot.fb_slot, "q", label)
         uids[slot] = 0 if uid is None and slot.required else uid
+    lists = {
+        held: _longs(buf, n, body, held.fb_slot, f"{label} {held.wire}", MAX_TENSORS)
+        for held in spec.tensor_lists
+    }
     scalars = {
         s.name: _read_scalar(buf, n, body, s.kind, s.fb_slot, f"{label} {s.key}", s.enum)
         for s in spec.scalars
@@ -367,7 +384,7 @@ def _node(
             buf, n, body, extra.kind, extra.fb_slot, f"{label} {extra.wire}", extra.enum
         )
         refuse_unmodelled(spec, label, extra.wire, value, extra.default)
-    attributes = decoded_attributes(spec, name, compute, uids, scalars, tensors)
+    attributes = decoded_attributes(spec, name, compute, uids, scalars, tensors, lists)
     return spec, attributes
 
 

@@ -19,10 +19,12 @@ Example:
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ..tensor import TensorAttributes
-from .node_spec import WIRE_KINDS, Kind, NodeSpec
+from .node_spec import WIRE_KINDS, Kind, NodeSpec, WireEnum
 from .wire_model import (
     VALUE_CODES,
     WireGraph,
@@ -86,6 +88,13 @@ class Builder:
         self.prealign(8 * n, 8)
         self.push(struct.pack(f"<{n}q", *values))
         return self.push(_U32.pack(n))
+
+    def ubytes(self, data: bytes) -> int:
+        """A vector of bytes (C++ ``CreateVector<uint8_t>``): aligned for its u32 length, the
+        bytes, then the length."""
+        self.prealign(len(data), 4)
+        self.push(data)
+        return self.push(_U32.pack(len(data)))
 
     def offsets(self, targets: list[int]) -> int:
         """A vector of tables."""
@@ -278,9 +287,18 @@ def _tensor(b: Builder, t: TensorAttributes) -> int:
     return table_size
 
 
-def _scalar_field(kind: Kind, value: Any, where: str) -> tuple[str, int, Any] | None:
-    """(code, width, wire value) of a scalar, or None when it is not written."""
+def _scalar_field(
+    kind: Kind, value: Any, where: str, enum: WireEnum | None = None
+) -> tuple[str, int, Any] | None:
+    """(code, width, wire value) of a scalar, or None when it is not written.
+
+    Raises:
+        HipdnnError: ``UNSUPPORTED_GRAPH_FORMAT`` for an enum member the schema has no number
+            for, or an integer too wide for its field.
+    """
     code, width, optional, default = WIRE_KINDS[kind]
+    if enum is not None and value is not None:
+        enum.wire_number(value, where)
     if optional:
         if value is None:
             return None
@@ -294,7 +312,7 @@ def _scalar_field(kind: Kind, value: Any, where: str) -> tuple[str, int, Any] | 
         value = wire_data_type(value, where)
     elif kind in (Kind.BOOL, Kind.BOOL_OPT):
         value = bool(value)
-    elif kind is Kind.I32_OPT and not -(2**31) <= value < 2**31:
+    elif kind in (Kind.I32_OPT, Kind.I32) and not -(2**31) <= value < 2**31:
         raise unsupported(f"{where}: {value} does not fit a 32-bit int")
     return code, width, value
 
@@ -318,19 +336,33 @@ def _node_attributes(b: Builder, spec: NodeSpec, attributes: Any) -> int:
             value = set_values.get(extra.wire, extra.default)
             refuse_unmodelled(spec, f"Node {name}", extra.wire, value, extra.default)
     d = attributes.__dict__
+    # children (strings and vectors) are created before the table in field order, as the object
+    # API's Pack does, and only when not empty
+    children: list[tuple[int, Callable[[], int]]] = []
+    for tensors in spec.tensor_lists:
+        held = attributes.outputs if tensors.output else attributes.inputs
+        uids = [held[key].uid for key in sorted(held)]
+        if uids:
+            children.append((tensors.fb_slot, partial(b.longs, uids)))
     for scalar in spec.scalars:
+        value = d[scalar.name]
         if scalar.kind is Kind.I64_VEC:
-            # the object API's Pack writes a vector only when it is not empty, before the table
-            values = list(d[scalar.name])
-            if values:
-                fields.append((scalar.fb_slot, "O", 4, b.longs(values)))
+            if value:
+                children.append((scalar.fb_slot, partial(b.longs, list(value))))
             continue
-        where = f"Node {name} {scalar.key}"
-        if scalar.enum is not None:
-            scalar.enum.wire_number(d[scalar.name], where)
-        written = _scalar_field(scalar.kind, d[scalar.name], where)
+        if scalar.kind is Kind.STRING:
+            if value:
+                children.append((scalar.fb_slot, partial(b.string, value.encode())))
+            continue
+        if scalar.kind is Kind.U8_VEC:
+            if value:
+                children.append((scalar.fb_slot, partial(b.ubytes, bytes(value))))
+            continue
+        written = _scalar_field(scalar.kind, value, f"Node {name} {scalar.key}", scalar.enum)
         if written is not None:
             fields.append((scalar.fb_slot, written[0], written[1], written[2]))
+    for fb_slot, make in sorted(children, key=lambda child: child[0]):
+        fields.append((fb_slot, "O", 4, make()))
     return b.table(_in_add_order(fields))
 
 

@@ -173,6 +173,8 @@ def _scalar_json(
         return bool(value)
     if kind is Kind.I64_VEC:
         return [int(v) for v in value]
+    if kind is Kind.U8_VEC:
+        return list(bytes(value))
     return value
 
 
@@ -187,6 +189,11 @@ def _node_json(spec: NodeSpec, attributes: Any, numbers: _Numbers) -> dict[str, 
         groups["outputs" if slot.output else "inputs"][slot.wire] = (
             None if tensor is None else tensor.uid
         )
+    for held in spec.tensor_lists:
+        tensors = attributes.outputs if held.output else attributes.inputs
+        groups["outputs" if held.output else "inputs"][held.wire] = [
+            tensors[key].uid for key in sorted(tensors)
+        ]
     d = attributes.__dict__
     scalars = groups[_scalar_holder(spec)]
     for scalar in spec.scalars:
@@ -336,16 +343,22 @@ class _Obj:
             raise self._fail(key, "an array")
         return value
 
-    def get_longs(self, key: str) -> list[int]:
+    def get_longs(self, key: str, cap: int = MAX_RANK) -> list[int]:
         values = self.get_list(key)
-        if len(values) > MAX_RANK:
+        if len(values) > cap:
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE,
-                f"{self.path}.{key} has {len(values)} entries, more than {MAX_RANK}",
+                f"{self.path}.{key} has {len(values)} entries, more than {cap}",
             )
         if any(type(v) is not int or not -(2**63) <= v < 2**63 for v in values):
             raise self._fail(key, "an array of 64-bit integers")
         return values
+
+    def get_ubytes(self, key: str) -> bytes:
+        values = self.get_list(key)
+        if any(type(v) is not int or not 0 <= v < 256 for v in values):
+            raise self._fail(key, "an array of bytes (integers 0-255)")
+        return bytes(values)
 
     def obj_at(self, key: str, optional: bool = False) -> _Obj | None:
         value = self._get(key, optional)
@@ -451,6 +464,11 @@ def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = N
         if kind is Kind.I32_OPT and value is not None and not -(2**31) <= value < 2**31:
             raise o._fail(key, "a 32-bit integer")
         return value
+    if kind is Kind.I32:
+        value = o.get_int(key)
+        if not -(2**31) <= value < 2**31:
+            raise o._fail(key, "a 32-bit integer")
+        return value
     if kind is Kind.F32_OPT:
         number = o.get_number(key)
         return None if number is None else float32(number, where)
@@ -465,6 +483,8 @@ def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = N
         return o.get_dtype(key)
     if kind is Kind.I64_VEC:
         return o.get_longs(key)
+    if kind is Kind.U8_VEC:
+        return o.get_ubytes(key)
     return o.get_str(key, optional=True) or ""
 
 
@@ -488,6 +508,10 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
         slot: _uid(outputs_obj if slot.output else inputs_obj, slot.wire, slot.required, spec)
         for slot in spec.slots
     }
+    lists = {
+        held: (outputs_obj if held.output else inputs_obj).get_longs(held.wire, MAX_TENSORS)
+        for held in spec.tensor_lists
+    }
     scalars = {
         s.name: _scalar(scalars_obj, s.kind, s.key, label, s.enum)
         if s.json_presence == "always" or s.key in scalars_obj.obj
@@ -498,7 +522,14 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
     for extra in spec.unmodelled:
         if extra.group == "extra":  # written only in a scalar object of the family's own
             own = _scalar_holder(spec) == "scalars"
-            value = (scalars_obj.get_str(extra.wire, optional=True) or "") if own else ""
+            if not own:
+                value = extra.default
+            elif extra.kind is Kind.STRING:
+                value = scalars_obj.get_str(extra.wire, optional=True) or ""
+            elif extra.wire in scalars_obj.obj:
+                value = _scalar(scalars_obj, extra.kind, extra.wire, label, extra.enum)
+            else:
+                value = _absent(scalars_obj, extra.wire, extra.default)
         elif extra.kind is Kind.UID_OPT:
             value = holders[extra.group].get_int(extra.wire, nullable=True)
         else:
@@ -506,7 +537,7 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
         refuse_unmodelled(spec, label, extra.wire, value, extra.default)
     for holder in (inputs_obj, outputs_obj, scalars_obj, o):
         holder.done()
-    return spec, decoded_attributes(spec, name, compute, uids, scalars, tensors)
+    return spec, decoded_attributes(spec, name, compute, uids, scalars, tensors, lists)
 
 
 def _uid(o: _Obj, key: str, required: bool, spec: NodeSpec) -> int | None:

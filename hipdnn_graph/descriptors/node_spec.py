@@ -20,10 +20,17 @@ kind       FlatBuffers type                       JSON
 ``I64``    ``long`` (default 0)                   integer
 ``I64_OPT``   ``long = null``                     integer or ``null``
 ``I32_OPT``   ``int = null``                      integer or ``null``
+``I32``    ``int`` (default 0)                    integer
 ``ENUM``   an enum of the schema (int8)           the :class:`WireEnum`'s spelling
 ``DTYPE``  ``DataType`` (int8)                    lower-case name
 ``STRING`` ``string``                             string
+``I64_VEC``  ``[long]``                           array of integers
+``U8_VEC``   ``[ubyte]`` (an opaque byte payload)   array of integers 0-255
 =========  =====================================  ========================
+
+A family whose tensors are positional lists (hipDNN's custom op) declares each list as a
+:class:`TensorListSpec`: a ``[long]`` field of tensor uids, keyed in the attributes' slot maps by
+the positions its ``key`` makes.
 
 Example:
     >>> import hipdnn_graph  # the node modules register their specs
@@ -53,6 +60,7 @@ __all__ = [
     "NodeSpec",
     "ScalarSpec",
     "SlotSpec",
+    "TensorListSpec",
     "UnmodelledSpec",
     "WireEnum",
     "node_specs",
@@ -73,10 +81,12 @@ class Kind(Enum):
     I64 = "long"
     I64_OPT = "long?"
     I32_OPT = "int?"
+    I32 = "int"
     ENUM = "enum"
     DTYPE = "data_type"
     STRING = "string"
     I64_VEC = "[long]"
+    U8_VEC = "[ubyte]"
 
 
 #: (struct code, byte width, optional, default) of each kind in a FlatBuffers table.
@@ -89,10 +99,12 @@ WIRE_KINDS: dict[Kind, tuple[str, int, bool, Any]] = {
     Kind.I64: ("q", 8, False, 0),
     Kind.I64_OPT: ("q", 8, True, None),
     Kind.I32_OPT: ("i", 4, True, None),
+    Kind.I32: ("i", 4, False, 0),
     Kind.ENUM: ("b", 1, False, 0),
     Kind.DTYPE: ("b", 1, False, DataType.NOT_SET),
     Kind.STRING: ("S", 4, False, ""),
     Kind.I64_VEC: ("O", 4, False, ()),
+    Kind.U8_VEC: ("O", 4, False, b""),
 }
 
 
@@ -144,15 +156,14 @@ class WireEnum:
 
         Raises:
             HipdnnError: ``UNSUPPORTED_GRAPH_FORMAT`` for a member the schema enum has no
-                number for (hipDNN's wire cannot carry it).
+                number for (hipDNN's wire cannot carry it), named with ``where``.
         """
         number = int(value)
         if number not in self.json:
             name = getattr(value, "name", number)
             raise HipdnnError(
                 ErrorCode.UNSUPPORTED_GRAPH_FORMAT,
-                f"{where}: {self.cls.__name__}.{name} has no value in hipDNN's {self.name} "
-                "schema enum, so hipDNN's wire cannot carry it",
+                f"{where}: {self.name} {name} has no number in hipDNN's schema",
             )
         return number
 
@@ -195,6 +206,25 @@ class SlotSpec:
     @property
     def kind(self) -> Kind:
         return Kind.UID if self.required else Kind.UID_OPT
+
+
+@dataclass(frozen=True)
+class TensorListSpec:
+    """A positional list of tensors of a node (inputs or outputs), one ``[long]`` field of uids.
+
+    Attributes:
+        output: Whether the node writes the tensors.
+        fb_slot: Field number in hipDNN's attribute table.
+        attribute: Backend descriptor attribute that carries them (an array of tensors).
+        wire: Field name in hipDNN's schema and key in its JSON.
+        key: ``key(i)``: the key of position ``i`` in the attributes' ``inputs``/``outputs``.
+    """
+
+    output: bool
+    fb_slot: int
+    attribute: IntEnum
+    wire: str
+    key: Callable[[int], Any]
 
 
 @dataclass(frozen=True)
@@ -283,6 +313,8 @@ class NodeSpec:
             writing ``null``); an absent key reads as no tensor.
         legacy_scalar_groups: Other keys older hipDNN wrote for it (read, never written).
         slots: Tensor slots in the attributes' enum order (inputs, then outputs).
+        tensor_lists: Positional tensor lists (inputs, then outputs), for families without
+            named slots.
         scalars: Plain members.
         unmodelled: hipDNN fields kept at their defaults.
         field_count: Number of fields of hipDNN's table (a field past it is refused).
@@ -305,12 +337,13 @@ class NodeSpec:
     make_node: Callable[[Any, Any], Any]
     legacy_scalar_groups: tuple[str, ...] = ()
     omit_absent_uids: bool = False
+    tensor_lists: tuple[TensorListSpec, ...] = ()
     _by_name: dict[str, SlotSpec] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self._by_name.update({s.name: s for s in self.slots})
         used = [s.fb_slot for s in self.slots] + [s.fb_slot for s in self.scalars]
-        used += [u.fb_slot for u in self.unmodelled]
+        used += [u.fb_slot for u in self.unmodelled] + [t.fb_slot for t in self.tensor_lists]
         assert sorted(used) == list(range(self.field_count)), f"{self.table}: slots {used}"
 
     def slot(self, name: str) -> SlotSpec:

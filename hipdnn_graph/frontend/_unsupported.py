@@ -1,20 +1,19 @@
 """hipDNN bindings this module does not provide, each failing with a message that names it.
 
 hipdnn-graph builds SDPA (forward and backward), pointwise, matmul, reduction, RMSNorm and
-layer-norm (forward), convolution (forward, data and weight gradients), batch-norm and resample
-(forward and backward) graphs; the other op
-families of hipDNN's bindings, its autotuning API and its provisional HIP helpers are not part
-of it.
+layer-norm (forward and backward), convolution (forward, data and weight gradients), batch-norm,
+resample (forward and backward), MoE grouped matmul and custom op graphs; the other op families
+of hipDNN's bindings, its autotuning API and its provisional HIP helpers are not part of it.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
 (``GRAPH_NOT_SUPPORTED``, also an ``AttributeError``, so ``hasattr`` answers ``False``).
 
 Example:
     >>> import hipdnn_graph.frontend as hipdnn
     >>> try:
-    ...     hipdnn.Graph().custom_op
+    ...     hipdnn.Graph().block_scale_quantize
     ... except hipdnn.UnsupportedFeatureError as err:
     ...     print(err.code.name, str(err).split(" is ")[0])
-    GRAPH_NOT_SUPPORTED Graph.custom_op() (the custom op op family)
+    GRAPH_NOT_SUPPORTED Graph.block_scale_quantize() (the block-scale op family)
 """
 
 from __future__ import annotations
@@ -26,19 +25,16 @@ __all__ = ["GRAPH_METHODS", "MODULE_NAMES", "unsupported_graph_method", "unsuppo
 _OPS = (
     "only sdpa(), sdpa_backward(), pointwise(), matmul(), reduction(), rmsnorm(), layernorm(), "
     "conv_fprop(), conv_dgrad(), conv_wgrad(), batchnorm(), batchnorm_backward(), "
-    "batchnorm_inference(), batchnorm_inference_variance_ext(), resample(), resample_fwd() "
-    "and resample_bwd() graphs are"
+    "batchnorm_inference(), batchnorm_inference_variance_ext(), layernorm_backward(), "
+    "rmsnorm_backward(), moe_grouped_matmul(), custom_op(), resample(), resample_fwd() and "
+    "resample_bwd() graphs are"
 )
 #: Graph methods of hipDNN's bindings that are missing here -> what they belong to
 GRAPH_METHODS: dict[str, str] = {
     **{
         name: f"the {family} op family"
         for family, names in {
-            "layer-norm backward": ("layernorm_backward",),
-            "RMSNorm backward": ("rmsnorm_backward",),
             "block-scale": ("block_scale_dequantize", "block_scale_quantize"),
-            "MoE grouped matmul": ("moe_grouped_matmul",),
-            "custom op": ("custom_op",),
         }.items()
         for name in names
     },
@@ -67,13 +63,8 @@ GRAPH_METHODS: dict[str, str] = {
 }
 
 _ATTRIBUTE_CLASSES = {
-    "LayernormBackwardAttributes": "layernorm",
-    "RMSNormBackwardAttributes": "rmsnorm",
     "BlockScaleDequantizeAttributes": "block-scale",
     "BlockScaleQuantizeAttributes": "block-scale",
-    "MoeGroupedMatmulAttributes": "MoE grouped matmul",
-    "CustomOpAttributes": "custom op",
-    "MoeGroupedMatmulMode": "MoE grouped matmul",
 }
 #: module-level names of hipDNN's bindings that are missing here -> what they belong to
 MODULE_NAMES: dict[str, str] = {

@@ -19,12 +19,16 @@ from ..attributes.batchnorm_backward import BatchnormBackwardAttributes
 from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
 from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
 from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
+from ..attributes.custom_op import CustomOpAttributes
 from ..attributes.layernorm import LayernormAttributes
+from ..attributes.layernorm_backward import LayernormBackwardAttributes
 from ..attributes.matmul import MatmulAttributes
+from ..attributes.moe_grouped_matmul import MoeGroupedMatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.reduction import ReductionAttributes
 from ..attributes.resample import ResampleBwdAttributes, ResampleFwdAttributes
 from ..attributes.rmsnorm import RMSNormAttributes
+from ..attributes.rmsnorm_backward import RMSNormBackwardAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..types import (
     BuildPlanPolicy,
@@ -33,6 +37,7 @@ from ..types import (
     DiagonalAlignment,
     ErrorCode,
     HeuristicMode,
+    MoeGroupedMatmulMode,
     NormFwdPhase,
     PaddingMode,
     PointwiseMode,
@@ -77,6 +82,7 @@ __all__ = [
     "ConvolutionFpropAttributes",
     "ConvolutionMode",
     "ConvolutionWgradAttributes",
+    "CustomOpAttributes",
     "DataType",
     "DeviceBuffer",
     "DiagonalAlignment",
@@ -88,13 +94,17 @@ __all__ = [
     "Handle",
     "HeuristicMode",
     "LayernormAttributes",
+    "LayernormBackwardAttributes",
     "MatmulAttributes",
+    "MoeGroupedMatmulAttributes",
+    "MoeGroupedMatmulMode",
     "NormFwdPhase",
     "PaddingMode",
     "PluginLoadingMode",
     "PointwiseAttributes",
     "PointwiseMode",
     "RMSNormAttributes",
+    "RMSNormBackwardAttributes",
     "ReductionAttributes",
     "ReductionMode",
     "ResampleBwdAttributes",

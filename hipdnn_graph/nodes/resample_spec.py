@@ -26,7 +26,8 @@ class ResampleAttributeName(IntEnum):
     """hipDNN's backend attribute ids of the resample operation descriptors
     (``HipdnnBackendAttributeName.h``: forward 3300-3302, the shared 3400-3407). The backward
     tensor ids (``HIPDNN_ATTR_OPERATION_RESAMPLE_BWD_DY/DX/INDEX``) are named by hipDNN's packer
-    but no header read here numbers them: 3600-3602 are the project's."""
+    but no header read here numbers them: 3900-3902 are the project's (a range no hipDNN header
+    read here uses; hipDNN's 3600-3610 are the layer-norm backward's)."""
 
     OPERATION_RESAMPLE_FWD_XDESC = 3300
     OPERATION_RESAMPLE_FWD_YDESC = 3301
@@ -39,9 +40,9 @@ class ResampleAttributeName(IntEnum):
     RESAMPLE_PADDING_MODE = 3405
     RESAMPLE_GENERATE_INDEX_EXT = 3406
     RESAMPLE_COMP_TYPE = 3407
-    OPERATION_RESAMPLE_BWD_DY = 3600
-    OPERATION_RESAMPLE_BWD_DX = 3601
-    OPERATION_RESAMPLE_BWD_INDEX = 3602
+    OPERATION_RESAMPLE_BWD_DY = 3900
+    OPERATION_RESAMPLE_BWD_DX = 3901
+    OPERATION_RESAMPLE_BWD_INDEX = 3902
 
 
 #: hipDNN's ``ResampleMode`` schema enum (``resample_common.fbs``: NOT_SET, MAXPOOL,

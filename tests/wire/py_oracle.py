@@ -41,13 +41,25 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     ConvolutionWrwAttributes as CWA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    CustomOpAttributes as COA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     Graph as G,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
     LayernormAttributes as LA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    LayernormBackwardAttributes as LNB,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     MatmulAttributes as MA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    MoeGroupedMatmulAttributes as MOE,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    MoeGroupedMatmulBwdAttributes as MOEB,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
     Node as N,
@@ -66,6 +78,9 @@ from hipdnn_flatbuffers_sdk.data_objects import (
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
     RMSNormAttributes as RMS,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    RMSNormBackwardAttributes as RMB,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
     SdpaAttributes as SA,
@@ -89,13 +104,18 @@ from wire_model import (
     CONV_BWD_TAG,
     CONV_FWD_TAG,
     CONV_WRW_TAG,
+    CUSTOM_OP_TAG,
     FIELDS_BY_TAG,
+    LAYERNORM_BACKWARD_TAG,
     LAYERNORM_TAG,
     MATMUL_TAG,
+    MOE_BWD_TAG,
+    MOE_TAG,
     POINTWISE_TAG,
     REDUCTION_TAG,
     RESAMPLE_BWD_TAG,
     RESAMPLE_FWD_TAG,
+    RMSNORM_BACKWARD_TAG,
     RMSNORM_TAG,
     SDPA_BACKWARD_TAG,
     SDPA_TAG,
@@ -122,6 +142,11 @@ _TABLE_CLASSES = {
     CONV_WRW_TAG: CWA.ConvolutionWrwAttributes,
     RESAMPLE_FWD_TAG: RFA.ResampleFwdAttributes,
     RESAMPLE_BWD_TAG: RBA.ResampleBwdAttributes,
+    LAYERNORM_BACKWARD_TAG: LNB.LayernormBackwardAttributes,
+    RMSNORM_BACKWARD_TAG: RMB.RMSNormBackwardAttributes,
+    MOE_TAG: MOE.MoeGroupedMatmulAttributes,
+    MOE_BWD_TAG: MOEB.MoeGroupedMatmulBwdAttributes,
+    CUSTOM_OP_TAG: COA.CustomOpAttributes,
 }
 _MODULES = {
     SDPA_TAG: SA,
@@ -140,6 +165,11 @@ _MODULES = {
     CONV_WRW_TAG: CWA,
     RESAMPLE_FWD_TAG: RFA,
     RESAMPLE_BWD_TAG: RBA,
+    LAYERNORM_BACKWARD_TAG: LNB,
+    RMSNORM_BACKWARD_TAG: RMB,
+    MOE_TAG: MOE,
+    MOE_BWD_TAG: MOEB,
+    CUSTOM_OP_TAG: COA,
 }
 
 
@@ -192,7 +222,7 @@ def _read_attributes(tag: int, union: Table | None) -> Desc | None:
     table.Init(union.Bytes, union.Pos)
     out: Desc = {}
     for field, kind in FIELDS_BY_TAG[tag]:
-        if kind in ("vec", "longs"):
+        if kind in ("vec", "longs", "bytes"):  # a ubyte vector reads through the same accessors
             out[field] = _longs(table, camel(field))
             continue
         value = getattr(table, camel(field))()
@@ -268,6 +298,11 @@ KNOWN_SLOTS = {
     "ConvolutionWrwAttributes": 10,
     "ResampleFwdAttributes": 10,
     "ResampleBwdAttributes": 9,
+    "LayernormBackwardAttributes": 10,
+    "RMSNormBackwardAttributes": 7,
+    "MoeGroupedMatmulAttributes": 8,
+    "MoeGroupedMatmulBwdAttributes": 4,
+    "CustomOpAttributes": 5,
 }
 
 
@@ -311,6 +346,14 @@ def _long_vector(b: flatbuffers.Builder, values: list[int] | None, style: _Style
     for v in reversed(values):
         b.PrependInt64(v)
     return b.EndVector()
+
+
+def _byte_vector(b: flatbuffers.Builder, values: list[int] | None, style: _Style) -> int | None:
+    if values is None:
+        values = [] if style.empty_as_present else None
+    if values is None or (not values and not style.empty_as_present):
+        return None
+    return int(b.CreateByteVector(bytes(values)))
 
 
 def _value_struct(b: flatbuffers.Builder, tag: int, hex_bytes: str) -> int:
@@ -362,9 +405,9 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
         if kind == "str"
     }
     vectors = {
-        field: _long_vector(b, attrs[field], style)
+        field: (_byte_vector if kind == "bytes" else _long_vector)(b, attrs[field], style)
         for field, kind in FIELDS_BY_TAG[tag]
-        if kind in ("vec", "longs")
+        if kind in ("vec", "longs", "bytes")
     }
     table = TABLE_BY_TAG[tag]
     _start(b, module, table, style)
@@ -374,7 +417,7 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
         if kind == "str":
             if strings[field] is not None:
                 add(b, strings[field])
-        elif kind in ("vec", "longs"):
+        elif kind in ("vec", "longs", "bytes"):
             if vectors[field] is not None:
                 add(b, vectors[field])
         elif value is None:

@@ -23,18 +23,24 @@ from hipdnn_cases import (
     batchnorm_pair,
     conv_fprop_block,
     conv_training_step,
+    custom_ops,
     forward_every_field,
+    layernorm_backward_pair,
     layernorm_pair,
     matmul_batched,
+    moe_routing_modes,
     pointwise_every_field,
     reduction_chain,
     resample_pool_pair,
     resample_training_step,
+    rmsnorm_backward_pair,
     rmsnorm_pair,
 )
-from wire_model import SDPA_TAG, UNMODELLED_TAG, Desc, node_desc
+from wire_model import SDPA_TAG, Desc
 
 import hipdnn_graph as hg
+from hipdnn_graph.descriptors import node_specs
+from hipdnn_graph.descriptors.fb_read import NODE_KINDS
 
 
 def _refused(blob: bytes, *words: str) -> hg.HipdnnError:
@@ -58,11 +64,17 @@ def _b8_1_plus(node: Desc) -> Desc:
 
 
 def test_other_node_kind_is_refused_by_name(cpp: CppOracle) -> None:
-    """A6: `hipDNN node "rs" has kind LayernormBackwardAttributes (20); only ... are
-    supported`."""
-    blob = cpp.pack(_b8_1_plus(node_desc("rs", UNMODELLED_TAG)))
+    """A6: `hipDNN node "rs" has kind <member> (<tag>); only ... are supported`, for the first
+    ``NodeAttributes`` member no family models (found at run time, since families keep being
+    added), or a tag past hipDNN's union (`an unknown kind`) once every member is modelled."""
+    unmodelled = [tag for tag in range(1, len(NODE_KINDS)) if tag not in node_specs()]
+    tag = unmodelled[0] if unmodelled else len(NODE_KINDS)
+    kind = NODE_KINDS[tag] if unmodelled else "an unknown kind"
+    n = {"name": "rs", "compute_data_type": 1, "attributes_type": tag, "has_attributes": True,
+         "attributes": None}  # fmt: skip
+    blob = py_oracle.build(_b8_1_plus(n))
     _verified(cpp, blob)
-    _refused(blob, '"rs"', "LayernormBackwardAttributes", "(20)")
+    _refused(blob, '"rs"', f"has kind {kind} ({tag});", "are supported")
 
 
 @pytest.mark.parametrize(
@@ -166,6 +178,11 @@ def test_fields_of_a_newer_schema_are_refused(cpp: CppOracle, table: str) -> Non
     desc = resample_training_step() if table == "ResampleBwdAttributes" else desc
     variance = table == "BatchnormInferenceAttributesVarianceExt"
     desc = batchnorm_inference_variance() if variance else desc
+    desc = layernorm_backward_pair() if table == "LayernormBackwardAttributes" else desc
+    desc = rmsnorm_backward_pair() if table == "RMSNormBackwardAttributes" else desc
+    moe = table in ("MoeGroupedMatmulAttributes", "MoeGroupedMatmulBwdAttributes")
+    desc = moe_routing_modes() if moe else desc
+    desc = custom_ops() if table == "CustomOpAttributes" else desc
     blob = py_oracle.build(desc, newer_field_in=table)
     _verified(cpp, blob)  # unknown fields are not checked by the Verifier
     error = _refused(blob)
@@ -347,3 +364,21 @@ def test_resample_modes_outside_the_schema_are_refused(
         with pytest.raises(hg.HipdnnError) as info:
             hg.Graph.from_json(text.replace(good, wrong, 1))
         assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT, wrong
+
+
+def test_moe_mode_outside_the_schema_is_refused(cpp: CppOracle) -> None:
+    """A MoeGroupedMatmulMode number the schema does not have (3; hipDNN's frontend NOT_SET has
+    no schema number) is refused by name in bytes; in JSON only hipDNN's lower-case spellings
+    are read."""
+    desc = moe_routing_modes()
+    desc["nodes"][1]["attributes"]["mode"] = 3
+    blob = cpp.pack(desc)
+    _verified(cpp, blob)
+    _refused(blob, "MoeGroupedMatmulMode 3")
+    text = hg.Graph.deserialize(cpp.pack(moe_routing_modes())).to_json()
+    assert '"mode":"gather"' in text and '"mode":"scatter"' in text
+    for spelled in ("GATHER", "not_set"):
+        with pytest.raises(hg.HipdnnError) as info:
+            hg.Graph.from_json(text.replace('"gather"', f'"{spelled}"'))
+        assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
+        assert f"'{spelled}' is not a MoeGroupedMatmulMode" in info.value.message

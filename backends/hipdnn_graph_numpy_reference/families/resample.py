@@ -45,6 +45,8 @@ import numpy as np
 import hipdnn_graph as hg
 from hipdnn_graph.backend.dtypes import numpy_dtype
 
+from ._common import COMPUTE_DTYPES, as_compute, compute_dtype
+
 __all__ = [
     "resample_bwd_refusal",
     "resample_fwd_refusal",
@@ -53,17 +55,8 @@ __all__ = [
 ]
 
 _M, _P = hg.ResampleMode, hg.PaddingMode
-#: the compute data types the reference computes in
-_COMPUTE: dict[hg.DataType, np.dtype[Any]] = {
-    hg.DataType.FLOAT: np.dtype(np.float32),
-    hg.DataType.DOUBLE: np.dtype(np.float64),
-}
 _MODES = (_M.MAXPOOL, _M.AVGPOOL_EXCLUDE_PADDING, _M.AVGPOOL_INCLUDE_PADDING)
 _PADDINGS = (_P.NEG_INF_PAD, _P.ZERO_PAD)
-
-
-def _not_supported(node: Any, feature: str) -> hg.HipdnnError:
-    return hg.HipdnnError(hg.ErrorCode.GRAPH_NOT_SUPPORTED, f"node '{node.name}': {feature}")
 
 
 def _refusal(node: Any) -> str | None:
@@ -71,17 +64,18 @@ def _refusal(node: Any) -> str | None:
     mode, padding = hg.ResampleMode(a.resample_mode), hg.PaddingMode(a.padding_mode)
     if mode not in _MODES:
         return (
-            f"resample mode {mode.name}: hipDNN defines no resample math for it (only MAXPOOL, "
-            "AVGPOOL_EXCLUDE_PADDING and AVGPOOL_INCLUDE_PADDING have a backend value)"
+            f"node '{node.name}': resample mode {mode.name}: hipDNN defines no resample math for "
+            "it (only MAXPOOL, AVGPOOL_EXCLUDE_PADDING and AVGPOOL_INCLUDE_PADDING have a "
+            "backend value)"
         )
     if padding not in _PADDINGS:
         return (
-            f"padding mode {padding.name}: hipDNN defines no resample math for it (only "
-            "NEG_INF_PAD and ZERO_PAD have a backend value)"
+            f"node '{node.name}': padding mode {padding.name}: hipDNN defines no resample math "
+            "for it (only NEG_INF_PAD and ZERO_PAD have a backend value)"
         )
     compute = hg.DataType(a.compute_data_type)
-    if compute not in _COMPUTE:
-        return f"compute type {compute.name} (FLOAT or DOUBLE only)"
+    if compute not in COMPUTE_DTYPES:
+        return f"node '{node.name}': compute type {compute.name} (FLOAT or DOUBLE only)"
     return None
 
 
@@ -157,9 +151,8 @@ def _invalid(node: Any, what: str) -> hg.HipdnnError:
 def _prepare(node: Any) -> np.dtype[Any]:
     reason = _refusal(node)
     if reason is not None:
-        raise _not_supported(node, reason)
-    dtype: np.dtype[Any] = _COMPUTE[hg.DataType(node.attributes.compute_data_type)]
-    return dtype
+        raise hg.HipdnnError(hg.ErrorCode.GRAPH_NOT_SUPPORTED, reason)
+    return compute_dtype(node)
 
 
 def _input(node: Any, inputs: Mapping[str, Any], slot: str, dtype: Any) -> np.ndarray[Any, Any]:
@@ -170,7 +163,7 @@ def _input(node: Any, inputs: Mapping[str, Any], slot: str, dtype: Any) -> np.nd
     array = np.asarray(inputs[slot])
     if list(array.shape) != list(tensor.dim):
         raise _invalid(node, f"input {slot} has shape {list(array.shape)}, not {tensor.dim}")
-    return array.astype(dtype, copy=False)
+    return as_compute(array, dtype)
 
 
 def _gather(
