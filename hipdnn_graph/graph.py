@@ -38,6 +38,7 @@ from .nodes.base import Node
 from .nodes.input_memo import InputRuleMemo
 from .nodes.sdpa_bwd import SdpaBwdNode
 from .nodes.sdpa_fwd import SdpaFwdNode
+from .resample_builders import ResampleBuilders
 from .sdpa_keywords import BACKWARD_KEYWORDS, FORWARD_KEYWORDS, apply_keywords
 from .serialization import GraphSerialization
 from .tensor import DataTypeLike, TensorAttributes, generate_strides
@@ -51,7 +52,7 @@ __all__ = ["Graph"]
 AnyNode = Node[Any]
 
 
-class Graph(FamilyBuilders, GraphLifecycle, GraphSerialization):
+class Graph(FamilyBuilders, ResampleBuilders, GraphLifecycle, GraphSerialization):
     """A hipDNN-style operation graph.
 
     Args:

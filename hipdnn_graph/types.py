@@ -24,8 +24,10 @@ __all__ = [
     "MoeGroupedMatmulMode",
     "NodeType",
     "NormFwdPhase",
+    "PaddingMode",
     "PointwiseMode",
     "ReductionMode",
+    "ResampleMode",
 ]
 
 
@@ -133,10 +135,14 @@ class NodeType(IntEnum):
     BLOCK_SCALE_DEQUANTIZE = 15
     CUSTOM_OP = 16
     REDUCTION = 17
+    RESAMPLE_FWD = 18
     RMS_NORM_BACKWARD = 19
     LAYERNORM_BACKWARD = 20
     MOE_GROUPED_MATMUL = 21
     MOE_GROUPED_MATMUL_BWD = 22
+    #: hipDNN's frontend has ``NodeType::RESAMPLE_BWD``; no header read here numbers it, so 23
+    #: (the next number free after hipDNN's ``MOE_GROUPED_MATMUL_BWD = 22``) is the project's.
+    RESAMPLE_BWD = 23
 
 
 class PointwiseMode(IntEnum):
@@ -237,6 +243,36 @@ class NormFwdPhase(IntEnum):
     NOT_SET = 0
     INFERENCE = 1
     TRAINING = 2
+
+
+class ResampleMode(IntEnum):
+    """How a resample node combines each window (hipDNN's frontend ``ResampleMode``, its numbers).
+
+    hipDNN's schema (``resample_common.fbs``) and backend number only ``NOT_SET`` to
+    ``AVGPOOL_INCLUDE_PADDING`` (0-3), with the same numbers; ``BILINEAR`` and ``NEAREST`` exist
+    for cuDNN compatibility, have no backend mapping and cannot be written to hipDNN's wire.
+    """
+
+    NOT_SET = 0
+    MAXPOOL = 1
+    AVGPOOL_EXCLUDE_PADDING = 2
+    AVGPOOL_INCLUDE_PADDING = 3
+    BILINEAR = 4
+    NEAREST = 5
+
+
+class PaddingMode(IntEnum):
+    """What a resample node reads outside its input (hipDNN's frontend ``PaddingMode``).
+
+    hipDNN's schema spells ``NOT_SET`` as ``PADDING_NOT_SET`` and numbers 0-2 alike;
+    ``EDGE_VAL_PAD`` exists for cuDNN compatibility, has no backend mapping and cannot be written
+    to hipDNN's wire.
+    """
+
+    NOT_SET = 0
+    NEG_INF_PAD = 1
+    ZERO_PAD = 2
+    EDGE_VAL_PAD = 3
 
 
 class MoeGroupedMatmulMode(IntEnum):

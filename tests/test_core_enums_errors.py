@@ -85,12 +85,14 @@ NODE_TYPES = {
     "BLOCK_SCALE_DEQUANTIZE": 15,
     "CUSTOM_OP": 16,
     "REDUCTION": 17,
+    "RESAMPLE_FWD": 18,  # hipDNN's NodeType.hpp (newest read: RESAMPLE_FWD = 18)
     # hipDNN's NodeType.hpp numbers the newer families on (tvy-amd/rocm-libraries @ 01b8216b):
     # the two backward norms (19, 20) and the MoE families (21, 22) are mirrored
     "RMS_NORM_BACKWARD": 19,
     "LAYERNORM_BACKWARD": 20,
     "MOE_GROUPED_MATMUL": 21,
     "MOE_GROUPED_MATMUL_BWD": 22,
+    "RESAMPLE_BWD": 23,  # not numbered by any header read here: the project's number
 }
 
 

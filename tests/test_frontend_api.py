@@ -291,7 +291,7 @@ class TestOtherOpFamilies:
     @pytest.mark.parametrize(
         "name",
         [
-            "resample_bwd",
+            "block_scale_quantize",
             "autotune",
             "get_engine_configs",
         ],
@@ -306,7 +306,7 @@ class TestOtherOpFamilies:
     @pytest.mark.parametrize(
         "name",
         [
-            "ResampleMode",
+            "BlockScaleQuantizeAttributes",
             "AutotuneConfig",
         ],
     )

@@ -17,6 +17,7 @@ from sdpa_graph_cases import WIRE_CASES
 
 import hipdnn_graph as hg
 from hipdnn_graph.descriptors import json_schema, node_specs, read_graph
+from hipdnn_graph.descriptors.fb_read import NODE_KINDS
 from hipdnn_graph.descriptors.hipdnn_json import format_number
 from hipdnn_graph.types import ErrorCode
 
@@ -251,27 +252,35 @@ def test_boolean_tensors_cannot_be_written() -> None:
 
 
 def test_other_node_kinds_are_refused_by_name() -> None:
+    """A node of a kind no family models is refused naming its kind and the supported ones: the
+    first unmodelled ``NodeAttributes`` member found at run time (families keep being added),
+    else a tag past hipDNN's union."""
+    specs = node_specs()
+    unmodelled = [tag for tag in range(1, len(NODE_KINDS)) if tag not in specs]
+    tag = unmodelled[0] if unmodelled else len(NODE_KINDS)
     doc = _doc("fwd")
-    doc["nodes"][0]["tag"] = 21  # ResampleBwdAttributes
+    doc["nodes"][0]["tag"] = tag
     doc["nodes"][0]["name"] = "mm"
     message = _refused(hg.Graph.deserialize, blob_from_doc(doc))
     # the supported kinds are the registered families, by union tag
-    supported = ", ".join(f"{s.table} ({tag})" for tag, s in sorted(node_specs().items()))
+    supported = ", ".join(f"{s.table} ({t})" for t, s in sorted(specs.items()))
     supported = " and ".join(supported.rsplit(", ", 1))
-    assert message == (
-        f'hipDNN node "mm" has kind ResampleBwdAttributes (21); only {supported} are supported'
-    )
+    kind = NODE_KINDS[tag] if unmodelled else "an unknown kind"
+    assert message == f'hipDNN node "mm" has kind {kind} ({tag}); only {supported} are supported'
+    assert "(9), RMSNormAttributes (10), LayernormAttributes (11), SdpaAttributes (12)" in message
     assert (
-        "(9), RMSNormAttributes (10), LayernormAttributes (11), SdpaAttributes (12), "
         "SdpaBackwardAttributes (15), CustomOpAttributes (16), RMSNormBackwardAttributes (17), "
-        "ReductionAttributes (18)" in message
+        "ReductionAttributes (18), ResampleFwdAttributes (19), LayernormBackwardAttributes (20), "
+        "ResampleBwdAttributes (21), MoeGroupedMatmulAttributes (22) and "
+        "MoeGroupedMatmulBwdAttributes (23) are supported" in message
     )
-    assert "LayernormBackwardAttributes (20)" in message
-    assert message.endswith(
-        "MoeGroupedMatmulAttributes (22) and MoeGroupedMatmulBwdAttributes (23) are supported"
+    if unmodelled:
+        doc["nodes"][0]["type"] = NODE_KINDS[tag]
+        assert _refused(hg.Graph.from_json, json.dumps(doc)) == message
+    doc["nodes"][0]["type"] = "PoolingAttributes"
+    assert _refused(hg.Graph.from_json, json.dumps(doc)) == (
+        f"hipDNN node \"mm\" has kind 'PoolingAttributes'; only {supported} are supported"
     )
-    doc["nodes"][0]["type"] = "ResampleBwdAttributes"
-    assert _refused(hg.Graph.from_json, json.dumps(doc)) == message
 
 
 def test_fields_of_a_newer_schema_are_refused() -> None:

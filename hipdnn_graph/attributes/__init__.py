@@ -19,6 +19,7 @@ from .matmul import MatmulAttributes
 from .moe_grouped_matmul import MoeGroupedMatmulAttributes, MoeGroupedMatmulBwdAttributes
 from .pointwise import PointwiseAttributes
 from .reduction import ReductionAttributes
+from .resample import ResampleAttributes, ResampleBwdAttributes, ResampleFwdAttributes
 from .rmsnorm import RMSNormAttributes
 from .rmsnorm_backward import RMSNormBackwardAttributes
 from .sdpa import SdpaAttributes
@@ -46,6 +47,9 @@ __all__ = [
     "RMSNormAttributes",
     "RMSNormBackwardAttributes",
     "ReductionAttributes",
+    "ResampleAttributes",
+    "ResampleBwdAttributes",
+    "ResampleFwdAttributes",
     "SdpaAttributes",
     "SdpaBackwardAttributes",
 ]

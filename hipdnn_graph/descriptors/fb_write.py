@@ -297,9 +297,8 @@ def _scalar_field(
             for, or an integer too wide for its field.
     """
     code, width, optional, default = WIRE_KINDS[kind]
-    if enum is not None and value is not None and enum.member(int(value)) is None:
-        name = getattr(value, "name", value)
-        raise unsupported(f"{where}: {enum.name} {name} has no number in hipDNN's schema")
+    if enum is not None and value is not None:
+        enum.wire_number(value, where)
     if optional:
         if value is None:
             return None

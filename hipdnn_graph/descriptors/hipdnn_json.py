@@ -166,10 +166,7 @@ def _scalar_json(
         return numbers(float32(value, where))
     if kind is Kind.ENUM:
         assert enum is not None
-        if enum.member(int(value)) is None:
-            name = getattr(value, "name", value)
-            raise unsupported(f"{where}: {enum.name} {name} has no number in hipDNN's schema")
-        return enum.json[int(value)]
+        return enum.json[enum.wire_number(value, where)]
     if kind is Kind.DTYPE:
         return _dtype_name(value, where)
     if kind in (Kind.BOOL, Kind.BOOL_OPT):

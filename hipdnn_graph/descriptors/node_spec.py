@@ -48,7 +48,8 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import Any
 
-from ..types import DataType
+from ..errors import HipdnnError
+from ..types import DataType, ErrorCode
 from .enums import AttributeType, DescriptorType
 
 __all__ = [
@@ -149,6 +150,22 @@ class WireEnum:
     def numeric(self) -> bool:
         """Whether hipDNN's JSON writes this enum as an integer."""
         return all(isinstance(v, int) for v in self.json.values())
+
+    def wire_number(self, value: Any, where: str) -> int:
+        """The schema's number of ``value`` (a member of :attr:`cls`), for a writer.
+
+        Raises:
+            HipdnnError: ``UNSUPPORTED_GRAPH_FORMAT`` for a member the schema enum has no
+                number for (hipDNN's wire cannot carry it), named with ``where``.
+        """
+        number = int(value)
+        if number not in self.json:
+            name = getattr(value, "name", number)
+            raise HipdnnError(
+                ErrorCode.UNSUPPORTED_GRAPH_FORMAT,
+                f"{where}: {self.name} {name} has no number in hipDNN's schema",
+            )
+        return number
 
     def value_of(self, text: str | int) -> int | None:
         """The number hipDNN's JSON spelling ``text`` stands for, or ``None``."""

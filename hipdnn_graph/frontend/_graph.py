@@ -45,6 +45,7 @@ from ..attributes.matmul import MatmulAttributes
 from ..attributes.moe_grouped_matmul import MoeGroupedMatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.reduction import ReductionAttributes
+from ..attributes.resample import ResampleBwdAttributes, ResampleFwdAttributes
 from ..attributes.rmsnorm import RMSNormAttributes
 from ..attributes.rmsnorm_backward import RMSNormBackwardAttributes
 from ..attributes.sdpa import SdpaAttributes as CoreSdpaAttributes
@@ -513,6 +514,47 @@ class Graph:
             )
         outputs = self._node(lambda: self.core_graph.custom_op(inputs, n_outputs, attributes))
         return [adopt(t) for t in outputs]  # type: ignore[misc]
+
+    def resample(self, x: Any, attributes: Any) -> tuple[Any, Any]:
+        """Add a resample forward (pooling) node; returns ``(y, index)``, ``index`` ``None``
+        unless ``MAXPOOL`` with ``generate_index``.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, ResampleFwdAttributes):
+            raise FrontendTypeError(
+                f"resample() expects ResampleFwdAttributes, got {type(attributes).__name__}"
+            )
+        y, index = self._node(lambda: self.core_graph.resample(x, attributes))
+        return adopt(y), None if index is None else adopt(index)
+
+    def resample_fwd(self, x: Any, attributes: Any) -> TensorAttributes:
+        """Add a resample forward node without an INDEX; returns ``y``.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, ResampleFwdAttributes):
+            raise FrontendTypeError(
+                f"resample_fwd() expects ResampleFwdAttributes, got {type(attributes).__name__}"
+            )
+        y = self._node(lambda: self.core_graph.resample_fwd(x, attributes))
+        return adopt(y)  # type: ignore[return-value]
+
+    def resample_bwd(self, dy: Any, attributes: Any, index: Any = None) -> TensorAttributes:
+        """Add a resample backward node (``index``: the forward's INDEX, for ``MAXPOOL``);
+        returns ``dx``.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, ResampleBwdAttributes):
+            raise FrontendTypeError(
+                f"resample_bwd() expects ResampleBwdAttributes, got {type(attributes).__name__}"
+            )
+        dx = self._node(lambda: self.core_graph.resample_bwd(dy, attributes, index))
+        return adopt(dx)  # type: ignore[return-value]
 
     def _node(self, add: Callable[[], Any]) -> Any:
         try:

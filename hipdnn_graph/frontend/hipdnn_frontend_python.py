@@ -26,6 +26,7 @@ from ..attributes.matmul import MatmulAttributes
 from ..attributes.moe_grouped_matmul import MoeGroupedMatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.reduction import ReductionAttributes
+from ..attributes.resample import ResampleBwdAttributes, ResampleFwdAttributes
 from ..attributes.rmsnorm import RMSNormAttributes
 from ..attributes.rmsnorm_backward import RMSNormBackwardAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
@@ -38,8 +39,10 @@ from ..types import (
     HeuristicMode,
     MoeGroupedMatmulMode,
     NormFwdPhase,
+    PaddingMode,
     PointwiseMode,
     ReductionMode,
+    ResampleMode,
 )
 from ._attributes import SdpaAttributes
 from ._enums import AttentionImplementation, BehaviorNote, PluginLoadingMode, TimingQuality
@@ -96,6 +99,7 @@ __all__ = [
     "MoeGroupedMatmulAttributes",
     "MoeGroupedMatmulMode",
     "NormFwdPhase",
+    "PaddingMode",
     "PluginLoadingMode",
     "PointwiseAttributes",
     "PointwiseMode",
@@ -103,6 +107,9 @@ __all__ = [
     "RMSNormBackwardAttributes",
     "ReductionAttributes",
     "ReductionMode",
+    "ResampleBwdAttributes",
+    "ResampleFwdAttributes",
+    "ResampleMode",
     "SdpaAttributes",
     "SdpaBackwardAttributes",
     "Tensor",

@@ -16,6 +16,8 @@ from .moe_grouped_matmul import MoeGroupedMatmulNode
 from .moe_grouped_matmul_bwd import MoeGroupedMatmulBwdNode
 from .pointwise import PointwiseNode
 from .reduction import ReductionNode
+from .resample_bwd import ResampleBwdNode
+from .resample_fwd import ResampleFwdNode
 from .rmsnorm import RMSNormNode
 from .rmsnorm_backward import RMSNormBackwardNode
 from .sdpa_bwd import SdpaBwdNode
@@ -40,6 +42,8 @@ __all__ = [
     "RMSNormBackwardNode",
     "RMSNormNode",
     "ReductionNode",
+    "ResampleBwdNode",
+    "ResampleFwdNode",
     "SdpaBwdNode",
     "SdpaFwdNode",
 ]

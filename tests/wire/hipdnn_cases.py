@@ -29,6 +29,8 @@ from wire_model import (
     MOE_TAG,
     POINTWISE_TAG,
     REDUCTION_TAG,
+    RESAMPLE_BWD_TAG,
+    RESAMPLE_FWD_TAG,
     RMSNORM_BACKWARD_TAG,
     RMSNORM_TAG,
     SDPA_BACKWARD_TAG,
@@ -414,6 +416,51 @@ def conv_fprop_block() -> Desc:
     return graph_desc("conv_block", tensors, nodes, io_data_type=half)
 
 
+def resample_pool_pair() -> Desc:
+    """A max pooling that writes its INDEX (channels-last, NEG_INF_PAD, generate_index set) and
+    an average pooling with padding counted (3-D, asymmetric padding, no INDEX: its uid left
+    out), every member of ResampleFwdAttributes set."""
+    half, f32, i32 = DT["HALF"], DT["FLOAT"], DT["INT32"]
+    tensors = [
+        tensor_desc(1, "X", half, [2, 8, 16, 16], [2048, 1, 128, 8]),
+        tensor_desc(2, "max::Y", half, [2, 8, 8, 8], [512, 1, 64, 8]),
+        tensor_desc(3, "max::Index", i32, [2, 8, 8, 8], [512, 1, 64, 8]),
+        tensor_desc(4, "V", f32, [1, 4, 6, 7, 5]),
+        tensor_desc(5, "avg::Y", f32, [1, 4, 3, 4, 2]),
+    ]
+    nodes = [
+        node_desc("max", RESAMPLE_FWD_TAG, f32, x_tensor_uid=1, y_tensor_uid=2,
+                  index_tensor_uid=3, pre_padding=[0, 0], post_padding=[0, 0], stride=[2, 2],
+                  window=[2, 2], resample_mode=1, padding_mode=1, generate_index=True),
+        node_desc("avg", RESAMPLE_FWD_TAG, f32, x_tensor_uid=4, y_tensor_uid=5,
+                  pre_padding=[1, 0, 1], post_padding=[0, 1, 0], stride=[2, 2, 3],
+                  window=[3, 2, 3], resample_mode=3, padding_mode=2),
+    ]  # fmt: skip
+    return graph_desc("pool_pair", tensors, nodes, io_data_type=half)
+
+
+def resample_training_step() -> Desc:
+    """A max pooling's backward from its forward's INDEX, and an average pooling's backward
+    (padding excluded, no INDEX): the two uses of ResampleBwdAttributes."""
+    f32, i32 = DT["FLOAT"], DT["INT32"]
+    tensors = [
+        tensor_desc(1, "dY", f32, [2, 3, 4, 4]),
+        tensor_desc(2, "Index", i32, [2, 3, 4, 4]),
+        tensor_desc(3, "dX", f32, [2, 3, 8, 8]),
+        tensor_desc(4, "dY2", f32, [1, 3, 16, 16]),
+        tensor_desc(5, "dX2", f32, [1, 3, 31, 31]),
+    ]
+    nodes = [
+        node_desc("max_bwd", RESAMPLE_BWD_TAG, f32, dy_tensor_uid=1, dx_tensor_uid=3,
+                  index_tensor_uid=2, pre_padding=[0, 0], post_padding=[0, 0], stride=[2, 2],
+                  window=[2, 2], resample_mode=1, padding_mode=1),
+        node_desc("avg_bwd", RESAMPLE_BWD_TAG, f32, dy_tensor_uid=4, dx_tensor_uid=5,
+                  pre_padding=[1, 1], post_padding=[1, 1], stride=[2, 2], window=[3, 3],
+                  resample_mode=2, padding_mode=2),
+    ]  # fmt: skip
+    return graph_desc("pool_backward", tensors, nodes)
+
+
 def conv_training_step() -> Desc:
     """A convolution's training step: the data gradient (strided, asymmetric padding, a true
     convolution) and the weight gradient (dilated, grouped DW given) of one layer."""
@@ -765,6 +812,8 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "reduction_chain": reduction_chain,
     "conv_fprop_block": conv_fprop_block,
     "conv_training_step": conv_training_step,
+    "resample_pool_pair": resample_pool_pair,
+    "resample_training_step": resample_training_step,
     "rmsnorm_pair": rmsnorm_pair,
     "layernorm_pair": layernorm_pair,
     "batchnorm_pair": batchnorm_pair,

@@ -44,6 +44,9 @@ from wire_model import (
     POINTWISE_TAG,
     REDUCTION_MODE_JSON,
     REDUCTION_TAG,
+    RESAMPLE_BWD_TAG,
+    RESAMPLE_FWD_TAG,
+    RESAMPLE_VECTORS,
     RMSNORM_BACKWARD_TAG,
     RMSNORM_TAG,
     SDPA_TAG,
@@ -413,6 +416,22 @@ def _node(n: Desc) -> dict[str, Any]:
             "parameters": params,
             "type": TABLE_BY_TAG[tag],
         }
+    if tag in (RESAMPLE_FWD_TAG, RESAMPLE_BWD_TAG):  # hipDNN's resample JSON: keys on the node
+        a = n["attributes"]
+        node: dict[str, Any] = {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "name": n["name"] or "",
+            "padding_mode": a["padding_mode"],  # no spelling table: the number
+            "resample_mode": a["resample_mode"],
+            "type": TABLE_BY_TAG[tag],
+            **{name: a[name] or [] for name in RESAMPLE_VECTORS},
+        }
+        for field, kind in FIELDS_BY_TAG[tag]:
+            if kind == "req" or (kind == "opt" and a[field] is not None):
+                node[field] = a[field]  # index_tensor_uid only when set
+        if tag == RESAMPLE_FWD_TAG:
+            node["generate_index"] = a["generate_index"]  # always written
+        return node
     if n["attributes_type"] == MATMUL_TAG:  # hipDNN's matmul JSON: uids only
         a = n["attributes"]
         return {

@@ -153,6 +153,36 @@ def conv_gradients() -> hg.Graph:
     return g
 
 
+def pool_training_step() -> hg.Graph:
+    """A convolution's ReLU max-pooled with its INDEX (Y and INDEX inferred), the pooling's
+    backward from that INDEX, and an average pooling of the ReLU (resample, resample_fwd
+    and resample_bwd in one graph)."""
+    g = cases.new_graph("pool_training_step")
+    x = g.tensor(name="X", dim=[2, 4, 8, 8], stride=[256, 1, 32, 4])
+    r = g.pointwise(x, mode=hg.PointwiseMode.RELU_FWD, name="relu")
+    pool = (
+        hg.ResampleFwdAttributes().set_name("maxpool").set_resample_mode(hg.ResampleMode.MAXPOOL)
+        .set_padding_mode(hg.PaddingMode.NEG_INF_PAD).set_pre_padding([0, 0])
+        .set_post_padding([0, 0]).set_stride([2, 2]).set_window([2, 2]).set_generate_index(True)
+    )  # fmt: skip
+    y, index = g.resample(r, pool)
+    assert index is not None
+    dy = g.tensor(name="dY", dim=[2, 4, 4, 4], stride=[64, 1, 16, 4])
+    back = hg.ResampleBwdAttributes().set_name("maxpool_bwd")
+    for member in ("pre_padding", "post_padding", "stride", "window"):
+        getattr(back, f"set_{member}")(getattr(pool, member))
+    back.set_resample_mode(hg.ResampleMode.MAXPOOL).set_padding_mode(hg.PaddingMode.NEG_INF_PAD)
+    dx = g.resample_bwd(dy, back, index=index)
+    avg = g.resample_fwd(
+        r, name="avgpool", resample_mode=hg.ResampleMode.AVGPOOL_EXCLUDE_PADDING,
+        padding_mode=hg.PaddingMode.ZERO_PAD, pre_padding=[1, 1], post_padding=[1, 0],
+        stride=[2, 3], window=[3, 3],
+    )  # fmt: skip
+    for out in (y, index, dx, avg):
+        out.set_output(True)
+    return g
+
+
 def norm_scale_reduction() -> hg.Graph:
     """A pointwise square feeding a deterministic sum over the last axis, then an AMAX over
     everything (pointwise + reduction, one reduction with Y given, one with Y made here)."""
@@ -378,6 +408,7 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "matmul_bias_relu": matmul_bias_relu,
     "conv_block": conv_block,
     "conv_gradients": conv_gradients,
+    "pool_training_step": pool_training_step,
     "moe_expert_layer": moe_expert_layer,
     "custom_op_chain": custom_op_chain,
     **{
@@ -387,6 +418,26 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     },
     **{f"scale_{n.lower()}": scale_of(hg.DataType[n], v) for n, v in _SCALE_VALUES},
 }
+
+
+def _pooled(
+    mode: hg.ResampleMode = hg.ResampleMode.MAXPOOL,
+    padding: hg.PaddingMode = hg.PaddingMode.ZERO_PAD,
+) -> Callable[[], hg.Graph]:
+    """A one-node pooling graph with these modes (validation allows any mode)."""
+
+    def build() -> hg.Graph:
+        g = cases.new_graph("pooled")
+        x = g.tensor(name="X", dim=[1, 2, 4, 4])
+        y = g.resample_fwd(
+            x, resample_mode=mode, padding_mode=padding, pre_padding=[0, 0],
+            post_padding=[0, 0], stride=[2, 2], window=[2, 2],
+        )  # fmt: skip
+        y.set_output(True)
+        return g
+
+    return build
+
 
 #: graph -> a word the refusal's message must contain.
 UNWRITABLE: dict[str, tuple[Callable[[], hg.Graph], str]] = {
@@ -403,4 +454,13 @@ UNWRITABLE: dict[str, tuple[Callable[[], hg.Graph], str]] = {
         for name in ("FP8_E8M0", "FP4_E2M1", "FP6_E2M3", "FP6_E3M2", "INT4")
     },
     "int32_value_out_of_range": (scale_of(hg.DataType.INT32, 2**31), "INT32"),
+    # cuDNN-compatibility modes have no number in hipDNN's resample_common.fbs
+    **{
+        f"resample_{mode.name.lower()}": (_pooled(mode=mode), f"ResampleMode {mode.name}")
+        for mode in (hg.ResampleMode.BILINEAR, hg.ResampleMode.NEAREST)
+    },
+    "resample_edge_val_pad": (
+        _pooled(padding=hg.PaddingMode.EDGE_VAL_PAD),
+        "PaddingMode EDGE_VAL_PAD",
+    ),
 }

@@ -71,6 +71,12 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     ReductionAttributes as RA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    ResampleBwdAttributes as RBA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    ResampleFwdAttributes as RFA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     RMSNormAttributes as RMS,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -107,6 +113,8 @@ from wire_model import (
     MOE_TAG,
     POINTWISE_TAG,
     REDUCTION_TAG,
+    RESAMPLE_BWD_TAG,
+    RESAMPLE_FWD_TAG,
     RMSNORM_BACKWARD_TAG,
     RMSNORM_TAG,
     SDPA_BACKWARD_TAG,
@@ -132,6 +140,8 @@ _TABLE_CLASSES = {
     CONV_FWD_TAG: CFA.ConvolutionFwdAttributes,
     CONV_BWD_TAG: CBA.ConvolutionBwdAttributes,
     CONV_WRW_TAG: CWA.ConvolutionWrwAttributes,
+    RESAMPLE_FWD_TAG: RFA.ResampleFwdAttributes,
+    RESAMPLE_BWD_TAG: RBA.ResampleBwdAttributes,
     LAYERNORM_BACKWARD_TAG: LNB.LayernormBackwardAttributes,
     RMSNORM_BACKWARD_TAG: RMB.RMSNormBackwardAttributes,
     MOE_TAG: MOE.MoeGroupedMatmulAttributes,
@@ -153,6 +163,8 @@ _MODULES = {
     CONV_FWD_TAG: CFA,
     CONV_BWD_TAG: CBA,
     CONV_WRW_TAG: CWA,
+    RESAMPLE_FWD_TAG: RFA,
+    RESAMPLE_BWD_TAG: RBA,
     LAYERNORM_BACKWARD_TAG: LNB,
     RMSNORM_BACKWARD_TAG: RMB,
     MOE_TAG: MOE,
@@ -284,6 +296,8 @@ KNOWN_SLOTS = {
     "ConvolutionFwdAttributes": 10,
     "ConvolutionBwdAttributes": 10,
     "ConvolutionWrwAttributes": 10,
+    "ResampleFwdAttributes": 10,
+    "ResampleBwdAttributes": 9,
     "LayernormBackwardAttributes": 10,
     "RMSNormBackwardAttributes": 7,
     "MoeGroupedMatmulAttributes": 8,

@@ -53,13 +53,10 @@ _NAMESPACE = "namespace hipdnn_flatbuffers_sdk.data_objects;\n"
 PLACEHOLDER_TABLES = {
     "block_scale_dequantize_attributes.fbs": "BlockScaleDequantizeAttributes",
     "block_scale_quantize_attributes.fbs": "BlockScaleQuantizeAttributes",
-    "resample_bwd_attributes.fbs": "ResampleBwdAttributes",
 }
 
 #: included by copied schemas but not copied: file -> placeholder enums (byte) it must declare.
-PLACEHOLDER_ENUMS = {
-    "resample_common.fbs": ["ResampleMode", "PaddingMode"],
-}
+PLACEHOLDER_ENUMS: dict[str, list[str]] = {}
 
 #: the TensorValue members, in union order (tags 1..8).
 TENSOR_VALUE_MEMBERS = [
@@ -83,6 +80,7 @@ PYTHON_ROOTS = [
     "convolution_fwd_attributes.fbs",
     "convolution_bwd_attributes.fbs",
     "convolution_wrw_attributes.fbs",
+    "resample_fwd_attributes.fbs",
     "moe_grouped_matmul_attributes.fbs",
     "moe_grouped_matmul_bwd_attributes.fbs",
     "custom_op_attributes.fbs",

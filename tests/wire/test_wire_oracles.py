@@ -41,10 +41,14 @@ from wire_model import (
     MOE_FIELDS,
     MOE_MODES,
     NORM_FWD_PHASES,
+    PADDING_MODES,
     POINTWISE_FIELDS,
     POINTWISE_MODES,
     REDUCTION_FIELDS,
     REDUCTION_MODES,
+    RESAMPLE_BWD_FIELDS,
+    RESAMPLE_FWD_FIELDS,
+    RESAMPLE_MODES,
     RMSNORM_BACKWARD_FIELDS,
     RMSNORM_FIELDS,
     SDPA_BACKWARD_FIELDS,
@@ -274,3 +278,25 @@ def test_convolution_table_and_reconstructed_conv_mode_match(hipdnn_schemas: Pat
     assert [int(modes[m]) for m in CONV_MODES] == [0, 1, 2]
     renamed = {"UNSET": "NOT_SET"}
     assert [int(hg.ConvolutionMode[renamed.get(m, m)]) for m in CONV_MODES] == [0, 1, 2]
+
+
+def test_resample_tables_and_reconstructed_enums_match(hipdnn_schemas: Path) -> None:
+    """hipDNN's ResampleFwdAttributes and the reconstructed ResampleBwdAttributes agree with the
+    oracles' field tables; each ResampleMode/PaddingMode number of the reconstructed
+    resample_common.fbs is the project's enum's (PADDING_NOT_SET being NOT_SET)."""
+    for fields, schema, table in (
+        (RESAMPLE_FWD_FIELDS, "resample_fwd_attributes.fbs", "ResampleFwdAttributes"),
+        (RESAMPLE_BWD_FIELDS, "resample_bwd_attributes.fbs", "ResampleBwdAttributes"),
+    ):
+        assert [f for f, _ in fields] == _fields(schema, table)
+    text = (RECONSTRUCTED / "resample_common.fbs").read_text()
+    for enum, names, cls in (
+        ("ResampleMode", RESAMPLE_MODES, hg.ResampleMode),
+        ("PaddingMode", PADDING_MODES, hg.PaddingMode),
+    ):
+        body = text.split(f"enum {enum}")[1].split("}")[0]
+        numbers = dict(re.findall(r"(\w+) = (\d+)", body))
+        assert list(numbers) == names
+        assert [int(numbers[m]) for m in names] == list(range(len(names)))
+        renamed = {"PADDING_NOT_SET": "NOT_SET"}
+        assert [int(cls[renamed.get(m, m)]) for m in names] == list(range(len(names)))

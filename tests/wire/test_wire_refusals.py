@@ -31,12 +31,16 @@ from hipdnn_cases import (
     moe_routing_modes,
     pointwise_every_field,
     reduction_chain,
+    resample_pool_pair,
+    resample_training_step,
     rmsnorm_backward_pair,
     rmsnorm_pair,
 )
-from wire_model import SDPA_TAG, UNMODELLED_TAG, Desc, node_desc
+from wire_model import SDPA_TAG, Desc
 
 import hipdnn_graph as hg
+from hipdnn_graph.descriptors import node_specs
+from hipdnn_graph.descriptors.fb_read import NODE_KINDS
 
 
 def _refused(blob: bytes, *words: str) -> hg.HipdnnError:
@@ -60,10 +64,17 @@ def _b8_1_plus(node: Desc) -> Desc:
 
 
 def test_other_node_kind_is_refused_by_name(cpp: CppOracle) -> None:
-    """A6: `hipDNN node "rs" has kind ResampleBwdAttributes (21); only ... are supported`."""
-    blob = cpp.pack(_b8_1_plus(node_desc("rs", UNMODELLED_TAG)))
+    """A6: `hipDNN node "rs" has kind <member> (<tag>); only ... are supported`, for the first
+    ``NodeAttributes`` member no family models (found at run time, since families keep being
+    added), or a tag past hipDNN's union (`an unknown kind`) once every member is modelled."""
+    unmodelled = [tag for tag in range(1, len(NODE_KINDS)) if tag not in node_specs()]
+    tag = unmodelled[0] if unmodelled else len(NODE_KINDS)
+    kind = NODE_KINDS[tag] if unmodelled else "an unknown kind"
+    n = {"name": "rs", "compute_data_type": 1, "attributes_type": tag, "has_attributes": True,
+         "attributes": None}  # fmt: skip
+    blob = py_oracle.build(_b8_1_plus(n))
     _verified(cpp, blob)
-    _refused(blob, '"rs"', "ResampleBwdAttributes", "(21)")
+    _refused(blob, '"rs"', f"has kind {kind} ({tag});", "are supported")
 
 
 @pytest.mark.parametrize(
@@ -163,6 +174,8 @@ def test_fields_of_a_newer_schema_are_refused(cpp: CppOracle, table: str) -> Non
     desc = batchnorm_pair() if table == "BatchnormAttributes" else desc
     desc = batchnorm_backward_pair() if table == "BatchnormBackwardAttributes" else desc
     desc = batchnorm_inference_pair() if table == "BatchnormInferenceAttributes" else desc
+    desc = resample_pool_pair() if table == "ResampleFwdAttributes" else desc
+    desc = resample_training_step() if table == "ResampleBwdAttributes" else desc
     variance = table == "BatchnormInferenceAttributesVarianceExt"
     desc = batchnorm_inference_variance() if variance else desc
     desc = layernorm_backward_pair() if table == "LayernormBackwardAttributes" else desc
@@ -322,6 +335,35 @@ def test_conv_mode_outside_the_schema_is_refused(cpp: CppOracle) -> None:
     assert unset.nodes[1].attributes.convolution_mode is hg.ConvolutionMode.NOT_SET
     with pytest.raises(hg.HipdnnError):
         hg.Graph.from_json(text.replace('"stride":[2,3]', '"stride":[2,"3"]'))
+
+
+@pytest.mark.parametrize(
+    ("build", "field", "number", "enum"),
+    [
+        (resample_pool_pair, "resample_mode", 4, "ResampleMode"),
+        (resample_pool_pair, "padding_mode", 3, "PaddingMode"),
+        (resample_training_step, "resample_mode", 5, "ResampleMode"),
+        (resample_training_step, "padding_mode", -1, "PaddingMode"),
+    ],
+)
+def test_resample_modes_outside_the_schema_are_refused(
+    cpp: CppOracle, build: Callable[[], Desc], field: str, number: int, enum: str
+) -> None:
+    """A ResampleMode/PaddingMode number resample_common.fbs does not have (BILINEAR, NEAREST
+    and EDGE_VAL_PAD included) is refused by name in bytes; in JSON the number is written (no
+    spelling table) and a spelled mode or an unknown number is refused."""
+    desc = build()
+    desc["nodes"][0]["attributes"][field] = number
+    blob = cpp.pack(desc)
+    _verified(cpp, blob)
+    _refused(blob, f"{enum} {number}")
+    text = hg.Graph.deserialize(cpp.pack(build())).to_json()
+    good = f'"{field}":{build()["nodes"][0]["attributes"][field]}'
+    assert good in text
+    for wrong in (f'"{field}":{number}', f'"{field}":"maxpool"', f'"{field}":"ZERO_PAD"'):
+        with pytest.raises(hg.HipdnnError) as info:
+            hg.Graph.from_json(text.replace(good, wrong, 1))
+        assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT, wrong
 
 
 def test_moe_mode_outside_the_schema_is_refused(cpp: CppOracle) -> None:

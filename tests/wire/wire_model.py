@@ -86,14 +86,21 @@ CONV_FWD_TAG, CONV_BWD_TAG, CONV_WRW_TAG = 5, 6, 7
 CONV_MODES = ["UNSET", "CONVOLUTION", "CROSS_CORRELATION"]
 #: the vector fields (kind "longs") of every convolution table, in slot order
 CONV_VECTORS = ["pre_padding", "post_padding", "stride", "dilation"]
+#: resample forward (hipDNN's resample_fwd_attributes.fbs) and backward (reconstructed
+#: resample_bwd_attributes.fbs); their enums from the reconstructed resample_common.fbs
+RESAMPLE_FWD_TAG, RESAMPLE_BWD_TAG = 19, 21
+#: the vector fields (kind "longs") of both resample tables, in slot order
+RESAMPLE_VECTORS = ["pre_padding", "post_padding", "stride", "window"]
+#: ResampleMode and PaddingMode names by number (resample_common.fbs; hipDNN's JSON writes the
+#: numbers)
+RESAMPLE_MODES = ["NOT_SET", "MAXPOOL", "AVGPOOL_EXCLUDE_PADDING", "AVGPOOL_INCLUDE_PADDING"]
+PADDING_MODES = ["PADDING_NOT_SET", "NEG_INF_PAD", "ZERO_PAD"]
 #: the MoE grouped matmul families (hipDNN's moe_grouped_matmul{,_bwd}_attributes.fbs)
 MOE_TAG, MOE_BWD_TAG = 22, 23
 #: the custom op family (hipDNN's custom_op_attributes.fbs)
 CUSTOM_OP_TAG = 16
 #: MoeGroupedMatmulMode names by number (the schema's; hipDNN's JSON writes them lower-case)
 MOE_MODES = ["NONE", "GATHER", "SCATTER"]
-#: a NodeAttributes member no family of the project models (refused by name)
-UNMODELLED_TAG = 21  # ResampleBwdAttributes
 
 # Field kinds: "req" long; "opt" optional integer; "obool" optional bool; "bool"; "ofloat"
 # optional float (bits); "enum" int8; "str" string; "int" int32 (default 0); "vec" a vector of
@@ -348,6 +355,22 @@ CUSTOM_OP_FIELDS: list[tuple[str, str]] = [
 #: ConvolutionBwdAttributes and ConvolutionWrwAttributes (hipDNN's schemas)
 CONV_BWD_FIELDS = _conv_fields("dy", "w", "dx")
 CONV_WRW_FIELDS = _conv_fields("x", "dy", "dw")
+#: ResampleFwdAttributes fields in slot order (hipDNN's resample_fwd_attributes.fbs).
+RESAMPLE_FWD_FIELDS: list[tuple[str, str]] = [
+    ("x_tensor_uid", "req"),
+    ("y_tensor_uid", "req"),
+    ("index_tensor_uid", "opt"),
+    *[(name, "longs") for name in RESAMPLE_VECTORS],
+    ("resample_mode", "enum"),
+    ("padding_mode", "enum"),
+    ("generate_index", "bool"),
+]
+#: ResampleBwdAttributes fields in slot order (reconstructed resample_bwd_attributes.fbs).
+RESAMPLE_BWD_FIELDS: list[tuple[str, str]] = [
+    ("dy_tensor_uid", "req"),
+    ("dx_tensor_uid", "req"),
+    *RESAMPLE_FWD_FIELDS[2:-1],
+]
 FIELDS_BY_TAG = {
     SDPA_TAG: SDPA_FIELDS,
     SDPA_BACKWARD_TAG: SDPA_BACKWARD_FIELDS,
@@ -365,6 +388,8 @@ FIELDS_BY_TAG = {
     CONV_FWD_TAG: CONV_FWD_FIELDS,
     CONV_BWD_TAG: CONV_BWD_FIELDS,
     CONV_WRW_TAG: CONV_WRW_FIELDS,
+    RESAMPLE_FWD_TAG: RESAMPLE_FWD_FIELDS,
+    RESAMPLE_BWD_TAG: RESAMPLE_BWD_FIELDS,
     MOE_TAG: MOE_FIELDS,
     MOE_BWD_TAG: MOE_BWD_FIELDS,
     CUSTOM_OP_TAG: CUSTOM_OP_FIELDS,
@@ -387,6 +412,8 @@ TABLE_BY_TAG = {
     CONV_FWD_TAG: "ConvolutionFwdAttributes",
     CONV_BWD_TAG: "ConvolutionBwdAttributes",
     CONV_WRW_TAG: "ConvolutionWrwAttributes",
+    RESAMPLE_FWD_TAG: "ResampleFwdAttributes",
+    RESAMPLE_BWD_TAG: "ResampleBwdAttributes",
     MOE_TAG: "MoeGroupedMatmulAttributes",
     MOE_BWD_TAG: "MoeGroupedMatmulBwdAttributes",
     CUSTOM_OP_TAG: "CustomOpAttributes",
@@ -788,6 +815,23 @@ def _expected_node(node: Any) -> Desc:
             **uids,
             **{name: getattr(c, name) or None for name in CONV_VECTORS},
         )
+    if isinstance(node, hg.ResampleFwdNode | hg.ResampleBwdNode):
+        r = node.attributes
+        fwd = isinstance(node, hg.ResampleFwdNode)
+        uids = {
+            f"{slot.name.lower()}_tensor_uid": _uid(tensor)
+            for slot, tensor in [*r.inputs.items(), *r.outputs.items()]
+        }
+        return node_desc(
+            node.name,
+            RESAMPLE_FWD_TAG if fwd else RESAMPLE_BWD_TAG,
+            hipdnn_data_type(r.get_compute_data_type()),
+            resample_mode=int(r.get_resample_mode()),
+            padding_mode=int(r.get_padding_mode()),
+            **({"generate_index": r.get_generate_index()} if fwd else {}),
+            **uids,
+            **{name: getattr(r, name) or None for name in RESAMPLE_VECTORS},
+        )
     if isinstance(node, hg.ReductionNode):
         a = node.attributes
         return node_desc(
@@ -971,6 +1015,19 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
             attrs = {**n["inputs"], **n["outputs"]}
             attrs.update({name: p[name] or None for name in CONV_VECTORS})
             attrs["conv_mode"] = CONV_MODES.index(p["conv_mode"])
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag in (RESAMPLE_FWD_TAG, RESAMPLE_BWD_TAG):  # every key on the node object
+            attrs = {
+                name: n.get(name)
+                for name, kind in FIELDS_BY_TAG[tag]
+                if kind in ("req", "opt", "enum")  # index_tensor_uid absent when unset
+            }
+            attrs.update({name: n[name] or None for name in RESAMPLE_VECTORS})
+            if tag == RESAMPLE_FWD_TAG:
+                attrs["generate_index"] = n.get("generate_index", False)
             nodes.append(
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
             )

@@ -13,7 +13,7 @@ their steps keep their own fast paths (:mod:`hipdnn_graph_numpy_reference.sdpa_s
 Example:
     >>> import hipdnn_graph as hg
     >>> len(REFERENCE_RUNNERS), hg.NodeType.CONVOLUTION_FPROP in REFERENCE_RUNNERS
-    (17, True)
+    (19, True)
 """
 
 from __future__ import annotations
@@ -40,6 +40,12 @@ from .moe_grouped_matmul import (
 )
 from .pointwise import pointwise_refusal, run_pointwise
 from .reduction import reduction_refusal, run_reduction
+from .resample import (
+    resample_bwd_refusal,
+    resample_fwd_refusal,
+    run_resample_bwd,
+    run_resample_fwd,
+)
 from .rmsnorm import run_rmsnorm
 from .rmsnorm_backward import run_rmsnorm_backward
 
@@ -67,6 +73,8 @@ REFERENCE_RUNNERS: dict[hg.NodeType, Runner] = {
     hg.NodeType.MOE_GROUPED_MATMUL: run_moe_grouped_matmul,
     hg.NodeType.MOE_GROUPED_MATMUL_BWD: run_moe_grouped_matmul_bwd,
     hg.NodeType.CUSTOM_OP: run_custom_op,
+    hg.NodeType.RESAMPLE_FWD: run_resample_fwd,
+    hg.NodeType.RESAMPLE_BWD: run_resample_bwd,
 }
 
 #: node family → why the reference refuses a node of it (``None``: it runs it); families
@@ -82,4 +90,6 @@ REFERENCE_CHECKS: dict[hg.NodeType, Callable[[Any], str | None]] = {
     hg.NodeType.MOE_GROUPED_MATMUL: moe_grouped_matmul_refusal,
     hg.NodeType.MOE_GROUPED_MATMUL_BWD: moe_grouped_matmul_bwd_refusal,
     hg.NodeType.CUSTOM_OP: custom_op_refusal,
+    hg.NodeType.RESAMPLE_FWD: resample_fwd_refusal,
+    hg.NodeType.RESAMPLE_BWD: resample_bwd_refusal,
 }

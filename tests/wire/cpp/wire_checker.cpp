@@ -129,6 +129,17 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
   REQ(x_tensor_uid) REQ(dy_tensor_uid) REQ(dw_tensor_uid) ENUM(conv_mode) STR(umd_flops)        \
   STR(umd_bytes)
 
+// ResampleFwdAttributes (hipDNN's resample_fwd_attributes.fbs) and ResampleBwdAttributes
+// (reconstructed: tests/wire/schemas/resample_bwd_attributes.fbs); their enums from the
+// reconstructed resample_common.fbs. The vectors are listed apart.
+#define RESAMPLE_FWD_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                          \
+  REQ(x_tensor_uid) REQ(y_tensor_uid) OPTI(index_tensor_uid) ENUM(resample_mode)                \
+  ENUM(padding_mode) BOOL(generate_index)
+#define RESAMPLE_BWD_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                          \
+  REQ(dy_tensor_uid) REQ(dx_tensor_uid) OPTI(index_tensor_uid) ENUM(resample_mode)              \
+  ENUM(padding_mode)
+#define RESAMPLE_VECTORS(V) V(pre_padding) V(post_padding) V(stride) V(window)
+
 // MoeGroupedMatmulAttributes and MoeGroupedMatmulBwdAttributes (hipDNN's schemas); top_k, an
 // int32, is printed and set as ENUM fields are (an integer).
 #define MOE_FIELDS(REQ, OPTI, ENUM)                                                             \
@@ -343,6 +354,20 @@ void print_conv_wrw(Out &o, const fo::ConvolutionWrwAttributes *a) {
   o.close('}');
 }
 
+void print_resample_fwd(Out &o, const fo::ResampleFwdAttributes *a) {
+  o.open('{');
+  RESAMPLE_FWD_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
+  RESAMPLE_VECTORS(P_LONGS)
+  o.close('}');
+}
+
+void print_resample_bwd(Out &o, const fo::ResampleBwdAttributes *a) {
+  o.open('{');
+  RESAMPLE_BWD_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
+  RESAMPLE_VECTORS(P_LONGS)
+  o.close('}');
+}
+
 void print_matmul(Out &o, const fo::MatmulAttributes *a) {
   o.open('{');
   MATMUL_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
@@ -496,6 +521,12 @@ void print_graph(Out &o, const uint8_t *buf, size_t len) {
         } else if (const fo::BatchnormInferenceAttributesVarianceExt *a =
                        n->attributes_as_BatchnormInferenceAttributesVarianceExt()) {
           print_batchnorm_inference_variance(o, a);
+        } else if (const fo::ResampleFwdAttributes *a =
+                       n->attributes_as_ResampleFwdAttributes()) {
+          print_resample_fwd(o, a);
+        } else if (const fo::ResampleBwdAttributes *a =
+                       n->attributes_as_ResampleBwdAttributes()) {
+          print_resample_bwd(o, a);
         } else if (const fo::ConvolutionFwdAttributes *a =
                        n->attributes_as_ConvolutionFwdAttributes()) {
           print_conv_fwd(o, a);
@@ -710,6 +741,24 @@ bool set_conv_vector(T *a, const std::string &k, std::istream &in) {
   return false;
 }
 
+bool set_resample_fwd(fo::ResampleFwdAttributesT *a, const std::string &k,
+                      const std::string &val) {
+  RESAMPLE_FWD_FIELDS(S_REQ, S_OPTI, NONE_, S_BOOL, NONE_, S_ENUM, NONE_)
+  return false;
+}
+
+bool set_resample_bwd(fo::ResampleBwdAttributesT *a, const std::string &k,
+                      const std::string &val) {
+  RESAMPLE_BWD_FIELDS(S_REQ, S_OPTI, NONE_, NONE_, NONE_, S_ENUM, NONE_)
+  return false;
+}
+
+template <class T>
+bool set_resample_vector(T *a, const std::string &k, std::istream &in) {
+  RESAMPLE_VECTORS(S_LONGS)
+  return false;
+}
+
 bool set_matmul(fo::MatmulAttributesT *a, const std::string &k, const std::string &val) {
   MATMUL_FIELDS(S_REQ, NONE_, NONE_, NONE_, NONE_, NONE_, S_STR)
   return false;
@@ -773,6 +822,10 @@ int do_pack(const char *in_path, const char *out_path) {
         if (set_conv_vector(a, k, in)) continue;
       if (fo::ConvolutionWrwAttributesT *a = u.AsConvolutionWrwAttributes())
         if (set_conv_vector(a, k, in)) continue;
+      if (fo::ResampleFwdAttributesT *a = u.AsResampleFwdAttributes())
+        if (set_resample_vector(a, k, in)) continue;
+      if (fo::ResampleBwdAttributesT *a = u.AsResampleBwdAttributes())
+        if (set_resample_vector(a, k, in)) continue;
     }
     if (!(in >> val)) throw std::runtime_error("missing value for " + k);
     if (k == "plan") {
@@ -819,7 +872,7 @@ int do_pack(const char *in_path, const char *out_path) {
     } else if (k == "n.compute_data_type") {
       g.nodes.back()->compute_data_type = static_cast<fo::DataType>(to_i64(val));
     } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 11 Layernorm, 4 Batchnorm, 3 BatchnormBackward, 1 BatchnormInference, 8 BatchnormInferenceVarianceExt, 18 Reduction, 20 LayernormBackward, 17 RMSNormBackward, 16 CustomOp, 22/23 MoE,
-      //                           21 (empty)
+      //                           19 ResampleFwd, 21 ResampleBwd
       fo::NodeAttributesUnion &u = g.nodes.back()->attributes;
       int tag = std::stoi(val);
       if (tag == 12) u.Set(fo::SdpaAttributesT());
@@ -841,6 +894,7 @@ int do_pack(const char *in_path, const char *out_path) {
       else if (tag == 16) u.Set(fo::CustomOpAttributesT());
       else if (tag == 22) u.Set(fo::MoeGroupedMatmulAttributesT());
       else if (tag == 23) u.Set(fo::MoeGroupedMatmulBwdAttributesT());
+      else if (tag == 19) u.Set(fo::ResampleFwdAttributesT());
       else if (tag == 21) u.Set(fo::ResampleBwdAttributesT());
       else throw std::runtime_error("unsupported kind " + val);
     } else if (k.compare(0, 2, "a.") == 0) {
@@ -880,6 +934,10 @@ int do_pack(const char *in_path, const char *out_path) {
         done = set_layernorm_backward(a, k, val);
       else if (fo::RMSNormBackwardAttributesT *a = u.AsRMSNormBackwardAttributes())
         done = set_rmsnorm_backward(a, k, val);
+      else if (fo::ResampleFwdAttributesT *a = u.AsResampleFwdAttributes())
+        done = set_resample_fwd(a, k, val);
+      else if (fo::ResampleBwdAttributesT *a = u.AsResampleBwdAttributes())
+        done = set_resample_bwd(a, k, val);
       if (!done) throw std::runtime_error("unknown attribute key " + k);
     } else {
       throw std::runtime_error("unknown key " + k);

@@ -1,0 +1,259 @@
+"""The NumPy reference of the resample families: pooling forward (``run_resample_fwd``) and its
+gradient (``run_resample_bwd``), as hipDNN's kernels define them.
+
+For output position ``o`` and window offset ``k`` of each spatial dim, the window reads input
+position ``p = o * stride + k - pre_padding`` (``0 <= p < in`` is a real element, anything else
+padding), windows scanned in row-major order of ``k``:
+
+* ``MAXPOOL``: the largest value; a padding position takes part as 0 with ``ZERO_PAD`` and not
+  at all with ``NEG_INF_PAD``. The first maximum in scan order wins; a window where nothing
+  beats the compute type's lowest finite value (all padding with ``NEG_INF_PAD``, or NaNs) gives
+  that value. ``INDEX`` is the winner's flattened spatial position in X (``h * W + w``,
+  ``d * H * W + h * W + w``), ``-1`` for a zero of the padding, cast to INDEX's integer type.
+* ``AVGPOOL_EXCLUDE_PADDING``: the sum of the real elements over their count (1 when none);
+  ``AVGPOOL_INCLUDE_PADDING``: that sum over the window's size (padding adds 0 either way).
+* backward: each ``DY[o]`` goes, for ``MAXPOOL``, to every position ``p`` of its window whose
+  flattened index (cast to INDEX's type) equals ``INDEX[o]``; for the averages, ``DY[o]`` over
+  the forward's divisor to every real position of its window.
+
+``BILINEAR``, ``NEAREST`` and ``EDGE_VAL_PAD`` are hipDNN's cuDNN-compatibility members: hipDNN
+defines no math for them (its packers refuse them and its schema has no number for them), so
+the reference refuses them, as it does ``NOT_SET``.
+
+Example:
+    >>> import numpy as np, hipdnn_graph as hg
+    >>> g = hg.Graph(io_data_type=hg.DataType.DOUBLE, compute_data_type=hg.DataType.DOUBLE,
+    ...              intermediate_data_type=hg.DataType.DOUBLE)
+    >>> x = g.tensor(name="x", dim=[1, 1, 2, 4])
+    >>> y, index = g.resample(x, resample_mode=hg.ResampleMode.MAXPOOL,
+    ...     padding_mode=hg.PaddingMode.NEG_INF_PAD, window=[2, 2], stride=[2, 2],
+    ...     pre_padding=[0, 0], post_padding=[0, 0], generate_index=True)
+    >>> g.validate()
+    >>> out = run_resample_fwd(g.nodes[0], {"X": np.array([[[[1., 5, 2, 0], [3, 4, 7, 6]]]])})
+    >>> out["Y"].tolist(), out["INDEX"].tolist()
+    ([[[[5.0, 7.0]]]], [[[[1, 6]]]])
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+import hipdnn_graph as hg
+from hipdnn_graph.backend.dtypes import numpy_dtype
+
+from ._common import COMPUTE_DTYPES, as_compute, compute_dtype
+
+__all__ = [
+    "resample_bwd_refusal",
+    "resample_fwd_refusal",
+    "run_resample_bwd",
+    "run_resample_fwd",
+]
+
+_M, _P = hg.ResampleMode, hg.PaddingMode
+_MODES = (_M.MAXPOOL, _M.AVGPOOL_EXCLUDE_PADDING, _M.AVGPOOL_INCLUDE_PADDING)
+_PADDINGS = (_P.NEG_INF_PAD, _P.ZERO_PAD)
+
+
+def _refusal(node: Any) -> str | None:
+    a = node.attributes
+    mode, padding = hg.ResampleMode(a.resample_mode), hg.PaddingMode(a.padding_mode)
+    if mode not in _MODES:
+        return (
+            f"node '{node.name}': resample mode {mode.name}: hipDNN defines no resample math for "
+            "it (only MAXPOOL, AVGPOOL_EXCLUDE_PADDING and AVGPOOL_INCLUDE_PADDING have a "
+            "backend value)"
+        )
+    if padding not in _PADDINGS:
+        return (
+            f"node '{node.name}': padding mode {padding.name}: hipDNN defines no resample math "
+            "for it (only NEG_INF_PAD and ZERO_PAD have a backend value)"
+        )
+    compute = hg.DataType(a.compute_data_type)
+    if compute not in COMPUTE_DTYPES:
+        return f"node '{node.name}': compute type {compute.name} (FLOAT or DOUBLE only)"
+    return None
+
+
+def resample_fwd_refusal(node: Any) -> str | None:
+    """Why the reference does not run this resample forward node (``None`` when it does)."""
+    return _refusal(node)
+
+
+def resample_bwd_refusal(node: Any) -> str | None:
+    """Why the reference does not run this resample backward node (``None`` when it does)."""
+    return _refusal(node)
+
+
+class _Geometry:
+    """The spatial sizes and members of a node, checked against the arrays it is given."""
+
+    def __init__(self, node: Any, inner: Sequence[int], outer: Sequence[int]) -> None:
+        a = node.attributes
+        spatial = len(inner) - 2
+        if len(outer) != len(inner) or spatial < 1 or list(inner[:2]) != list(outer[:2]):
+            raise _invalid(
+                node, f"tensors {list(inner)} and {list(outer)} are not [N, C, spatial...] alike"
+            )
+        members = (a.pre_padding, a.post_padding, a.stride, a.window)
+        if any(len(m) != spatial for m in members) or min(a.stride) < 1 or min(a.window) < 1:
+            raise _invalid(node, "needs one pre/post padding, stride >= 1 and window >= 1 per dim")
+        self.inner = [int(d) for d in inner[2:]]  # X's (DX's) spatial dims
+        self.outer = [int(d) for d in outer[2:]]  # Y's (DY's) spatial dims
+        self.pre, self.stride, self.window = list(a.pre_padding), list(a.stride), list(a.window)
+        self.rows = int(inner[0]) * int(inner[1])
+
+    def offsets(self) -> Iterator[tuple[list[np.ndarray[Any, Any]], np.ndarray[Any, Any]]]:
+        """For each window offset ``k`` in scan order: the input position of every output along
+        each dim (clipped into range, shaped to broadcast over the outputs) and where it is
+        real."""
+        for k in itertools.product(*(range(w) for w in self.window)):
+            positions, valid = [], np.ones(self.outer, dtype=bool)
+            for i, (size, step, start, ki) in enumerate(
+                zip(self.inner, self.stride, self.pre, k, strict=True)
+            ):
+                p = np.arange(self.outer[i]) * step + ki - start
+                shape = [1] * len(self.outer)
+                shape[i] = self.outer[i]
+                valid &= ((p >= 0) & (p < size)).reshape(shape)
+                positions.append(np.clip(p, 0, size - 1).reshape(shape))
+            yield positions, valid
+
+    def flat(self, positions: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
+        """The flattened spatial index of each position (row-major over X's spatial dims)."""
+        flat = np.zeros(self.outer, dtype=np.int64)
+        for position, size in zip(positions, self.inner, strict=True):
+            flat = flat * size + position
+        return flat
+
+    def valid_counts(self) -> np.ndarray[Any, Any]:
+        """How many real elements each output's window holds."""
+        count = np.ones(self.outer, dtype=np.int64)
+        for i, (size, step, start, w) in enumerate(
+            zip(self.inner, self.stride, self.pre, self.window, strict=True)
+        ):
+            first = np.arange(self.outer[i]) * step - start
+            per_dim = np.clip(np.minimum(first + w, size) - np.maximum(first, 0), 0, None)
+            shape = [1] * len(self.outer)
+            shape[i] = self.outer[i]
+            count = count * per_dim.reshape(shape)
+        return count
+
+
+def _invalid(node: Any, what: str) -> hg.HipdnnError:
+    return hg.HipdnnError(hg.ErrorCode.INVALID_VALUE, f"node '{node.name}': {what}")
+
+
+def _prepare(node: Any) -> np.dtype[Any]:
+    reason = _refusal(node)
+    if reason is not None:
+        raise hg.HipdnnError(hg.ErrorCode.GRAPH_NOT_SUPPORTED, reason)
+    return compute_dtype(node)
+
+
+def _input(node: Any, inputs: Mapping[str, Any], slot: str, dtype: Any) -> np.ndarray[Any, Any]:
+    """The array of input ``slot`` (its tensor's dims) in ``dtype``."""
+    tensor = node.attributes.tensors_by_slot()[slot]
+    if slot not in inputs:
+        raise _invalid(node, f"input {slot} was not given")
+    array = np.asarray(inputs[slot])
+    if list(array.shape) != list(tensor.dim):
+        raise _invalid(node, f"input {slot} has shape {list(array.shape)}, not {tensor.dim}")
+    return as_compute(array, dtype)
+
+
+def _gather(
+    rows: np.ndarray[Any, Any], positions: Sequence[np.ndarray[Any, Any]]
+) -> np.ndarray[Any, Any]:
+    """``rows[:, p0, p1, ...]``: each row's elements at the broadcast positions."""
+    where: tuple[Any, ...] = (slice(None), *positions)
+    picked: np.ndarray[Any, Any] = rows[where]
+    return picked
+
+
+def _index_dtype(node: Any) -> np.dtype[Any]:
+    return numpy_dtype(node.attributes.tensors_by_slot()["INDEX"].data_type)
+
+
+def run_resample_fwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarray[Any, Any]]:
+    """Y (and INDEX when the node has one) of a resample forward node from X (see the module
+    doc for the math).
+
+    Raises:
+        HipdnnError: ``GRAPH_NOT_SUPPORTED`` for a mode or compute type the reference does not
+            define; ``INVALID_VALUE`` for an input of the wrong shape or members that do not fit.
+    """
+    dtype = _prepare(node)
+    slots = node.attributes.tensors_by_slot()
+    x = _input(node, inputs, "X", dtype)
+    y_dims = slots["Y"].dim
+    g = _Geometry(node, x.shape, y_dims)
+    rows = x.reshape(g.rows, *g.inner)
+    mode = hg.ResampleMode(node.attributes.resample_mode)
+    zero_pad = hg.PaddingMode(node.attributes.padding_mode) == _P.ZERO_PAD
+    lowest = np.finfo(dtype).min
+    out_shape = (g.rows, *g.outer)
+    if mode == _M.MAXPOOL:
+        best = np.full(out_shape, lowest, dtype=dtype)
+        chosen = np.full(out_shape, -1, dtype=np.int64)
+        for positions, valid in g.offsets():
+            value = np.where(valid, _gather(rows, positions), 0).astype(dtype)
+            flat = np.where(valid, g.flat(positions), -1)
+            counts = valid | zero_pad  # a zero of the padding competes only with ZERO_PAD
+            better = counts & (value > best)  # strict: the first maximum in scan order wins
+            best = np.where(better, value, best)
+            chosen = np.where(better, flat, chosen)
+        out = {"Y": best.reshape(y_dims)}
+        if "INDEX" in slots:
+            out["INDEX"] = chosen.astype(_index_dtype(node)).reshape(slots["INDEX"].dim)
+        return out
+    total = np.zeros(out_shape, dtype=dtype)
+    for positions, valid in g.offsets():
+        total += np.where(valid, _gather(rows, positions), 0).astype(dtype)
+    if mode == _M.AVGPOOL_EXCLUDE_PADDING:
+        divisor = np.maximum(g.valid_counts(), 1).astype(dtype)
+    else:
+        divisor = np.asarray(np.prod(g.window), dtype=dtype)
+    return {"Y": (total / divisor).astype(dtype).reshape(y_dims)}
+
+
+def run_resample_bwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarray[Any, Any]]:
+    """DX of a resample backward node from DY (and, for ``MAXPOOL``, the forward's INDEX; see
+    the module doc for the math).
+
+    Raises:
+        HipdnnError: ``GRAPH_NOT_SUPPORTED`` for a mode or compute type the reference does not
+            define; ``INVALID_VALUE`` for an input of the wrong shape, a ``MAXPOOL`` node without
+            INDEX, or members that do not fit.
+    """
+    dtype = _prepare(node)
+    slots = node.attributes.tensors_by_slot()
+    dy = _input(node, inputs, "DY", dtype)
+    dx_dims = slots["DX"].dim
+    g = _Geometry(node, dx_dims, dy.shape)
+    grads = dy.reshape(g.rows, *g.outer)
+    dx = np.zeros((g.rows, *g.inner), dtype=dtype)
+    row = np.arange(g.rows).reshape(-1, *([1] * len(g.outer)))
+    mode = hg.ResampleMode(node.attributes.resample_mode)
+    if mode == _M.MAXPOOL:
+        if "INDEX" not in slots:
+            raise _invalid(node, "MAXPOOL backward needs the forward's INDEX")
+        index_type = _index_dtype(node)
+        index = _input(node, inputs, "INDEX", index_type).reshape(g.rows, *g.outer)
+        for positions, valid in g.offsets():
+            hit = valid & (index == g.flat(positions).astype(index_type))
+            share = np.where(hit, grads, 0)
+            np.add.at(dx, (row, *positions), share)
+        return {"DX": dx.reshape(dx_dims)}
+    if mode == _M.AVGPOOL_EXCLUDE_PADDING:
+        divisor = np.maximum(g.valid_counts(), 1).astype(dtype)
+    else:
+        divisor = np.asarray(np.prod(g.window), dtype=dtype)
+    share_all = (grads / divisor).astype(dtype)
+    for positions, valid in g.offsets():
+        np.add.at(dx, (row, *positions), np.where(valid, share_all, 0))
+    return {"DX": dx.reshape(dx_dims)}

@@ -1,0 +1,233 @@
+"""Attributes of the resample nodes (hipDNN's ``ResampleFwdAttributes`` and
+``ResampleBwdAttributes``).
+
+Example:
+    >>> from hipdnn_graph import PaddingMode, ResampleFwdAttributes, ResampleMode
+    >>> a = (ResampleFwdAttributes().set_resample_mode(ResampleMode.MAXPOOL)
+    ...      .set_padding_mode(PaddingMode.NEG_INF_PAD).set_window([2, 2]).set_stride([2, 2])
+    ...      .set_pre_padding([0, 0]).set_post_padding([0, 0]))
+    >>> a.get_resample_mode().name, a.get_window(), a.get_generate_index()
+    ('MAXPOOL', [2, 2], False)
+"""
+
+from __future__ import annotations
+
+import operator
+from enum import IntEnum
+from typing import Annotated, Any, Self
+
+from pydantic import BeforeValidator, Field
+
+from ..errors import HipdnnError
+from ..tensor import TensorAttributes, _flag, _int_list, _keyword
+from ..types import ErrorCode, PaddingMode, ResampleMode
+from .base import NodeAttributes
+
+__all__ = ["ResampleAttributes", "ResampleBwdAttributes", "ResampleFwdAttributes"]
+
+
+def _resample_mode(value: Any) -> ResampleMode:
+    """``value`` as a :class:`ResampleMode` (a member or its number; not a bool)."""
+    if not isinstance(value, bool):
+        try:
+            return ResampleMode(operator.index(value))
+        except (TypeError, ValueError):
+            pass
+    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown resample mode {value!r}")
+
+
+def _padding_mode(value: Any) -> PaddingMode:
+    """``value`` as a :class:`PaddingMode` (a member or its number; not a bool)."""
+    if not isinstance(value, bool):
+        try:
+            return PaddingMode(operator.index(value))
+        except (TypeError, ValueError):
+            pass
+    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown padding mode {value!r}")
+
+
+def _ints(what: str) -> BeforeValidator:
+    return BeforeValidator(lambda values: _int_list(values, what))
+
+
+class ResampleAttributes(NodeAttributes):
+    """The members both resample nodes share: per spatial dim ``pre_padding``,
+    ``post_padding``, ``stride`` and ``window`` (empty until set), ``resample_mode`` and
+    ``padding_mode`` (``NOT_SET`` until set)."""
+
+    pre_padding: Annotated[list[int], _ints("pre_padding")] = Field(default_factory=list)
+    post_padding: Annotated[list[int], _ints("post_padding")] = Field(default_factory=list)
+    stride: Annotated[list[int], _ints("stride")] = Field(default_factory=list)
+    window: Annotated[list[int], _ints("window")] = Field(default_factory=list)
+    resample_mode: Annotated[ResampleMode, BeforeValidator(_resample_mode)] = ResampleMode.NOT_SET
+    padding_mode: Annotated[PaddingMode, BeforeValidator(_padding_mode)] = PaddingMode.NOT_SET
+
+    def set_pre_padding(self, values: Any) -> Self:
+        """Padding before each spatial dim.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
+        """
+        self.pre_padding = _int_list(values, "pre_padding")
+        return self
+
+    def set_post_padding(self, values: Any) -> Self:
+        """Padding after each spatial dim.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
+        """
+        self.post_padding = _int_list(values, "post_padding")
+        return self
+
+    def set_stride(self, values: Any) -> Self:
+        """The window stride of each spatial dim.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
+        """
+        self.stride = _int_list(values, "stride")
+        return self
+
+    def set_window(self, values: Any) -> Self:
+        """The window size of each spatial dim.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
+        """
+        self.window = _int_list(values, "window")
+        return self
+
+    def set_resample_mode(self, value: ResampleMode | int) -> Self:
+        """How each window combines (:class:`ResampleMode`).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a value that is not a mode.
+        """
+        self.resample_mode = _resample_mode(value)
+        return self
+
+    def set_padding_mode(self, value: PaddingMode | int) -> Self:
+        """What the padding reads as (:class:`PaddingMode`).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a value that is not a mode.
+        """
+        self.padding_mode = _padding_mode(value)
+        return self
+
+    def get_pre_padding(self) -> list[int]:
+        return list(self.pre_padding)
+
+    def get_post_padding(self) -> list[int]:
+        return list(self.post_padding)
+
+    def get_stride(self) -> list[int]:
+        return list(self.stride)
+
+    def get_window(self) -> list[int]:
+        return list(self.window)
+
+    def get_resample_mode(self) -> ResampleMode:
+        return self.resample_mode
+
+    def get_padding_mode(self) -> PaddingMode:
+        return self.padding_mode
+
+
+class ResampleFwdAttributes(ResampleAttributes):
+    """Configuration of a resample forward node (pooling): ``Y = resample(X)``, and with
+    ``generate_index`` for ``MAXPOOL`` the INDEX of each window's maximum.
+
+    | input slot | shape | | output slot | shape |
+    |---|---|---|---|---|
+    | X | ``[N, C, spatial...]`` | | Y | ``[N, C, out...]`` (inferred) |
+    | | | | INDEX (optional, INT8 or INT32) | Y's (inferred) |
+
+    ``out = (in + pre + post - window) / stride + 1``. ``generate_index`` is ``False`` unless set.
+    """
+
+    class InputNames(IntEnum):
+        """Input slots in hipDNN's order."""
+
+        X = 0
+
+    class OutputNames(IntEnum):
+        """Output slots in hipDNN's order."""
+
+        Y = 0
+        INDEX = 1
+
+    generate_index: Annotated[bool, _keyword(_flag, "generate_index")] = False
+
+    def set_x(self, tensor: TensorAttributes | None) -> ResampleFwdAttributes:
+        return self._set_input(self.InputNames.X, tensor)
+
+    def set_y(self, tensor: TensorAttributes | None) -> ResampleFwdAttributes:
+        return self._set_output(self.OutputNames.Y, tensor)
+
+    def set_index(self, tensor: TensorAttributes | None) -> ResampleFwdAttributes:
+        return self._set_output(self.OutputNames.INDEX, tensor)
+
+    def get_x(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.X)
+
+    def get_y(self) -> TensorAttributes | None:
+        return self.outputs.get(self.OutputNames.Y)
+
+    def get_index(self) -> TensorAttributes | None:
+        return self.outputs.get(self.OutputNames.INDEX)
+
+    def set_generate_index(self, value: bool) -> ResampleFwdAttributes:
+        """Ask a ``MAXPOOL`` node for the INDEX output.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
+        """
+        self.generate_index = _flag(value, "generate_index")
+        return self
+
+    def get_generate_index(self) -> bool:
+        return self.generate_index
+
+
+class ResampleBwdAttributes(ResampleAttributes):
+    """Configuration of a resample backward node: DX, the gradient of a resample forward's X,
+    from DY (the gradient of its Y) and, for ``MAXPOOL``, the forward's INDEX.
+
+    | input slot | shape | | output slot | shape |
+    |---|---|---|---|---|
+    | DY | ``[N, C, out...]`` | | DX | ``[N, C, in...]`` (inferred) |
+    | INDEX (``MAXPOOL``; INT8 or INT32) | DY's (inferred) | | | |
+
+    ``in = (out - 1) * stride - pre - post + window`` when DX has no dims.
+    """
+
+    class InputNames(IntEnum):
+        """Input slots in hipDNN's order."""
+
+        DY = 0
+        INDEX = 1
+
+    class OutputNames(IntEnum):
+        """Output slots in hipDNN's order."""
+
+        DX = 0
+
+    def set_dy(self, tensor: TensorAttributes | None) -> ResampleBwdAttributes:
+        return self._set_input(self.InputNames.DY, tensor)
+
+    def set_index(self, tensor: TensorAttributes | None) -> ResampleBwdAttributes:
+        return self._set_input(self.InputNames.INDEX, tensor)
+
+    def set_dx(self, tensor: TensorAttributes | None) -> ResampleBwdAttributes:
+        return self._set_output(self.OutputNames.DX, tensor)
+
+    def get_dy(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.DY)
+
+    def get_index(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.INDEX)
+
+    def get_dx(self) -> TensorAttributes | None:
+        return self.outputs.get(self.OutputNames.DX)

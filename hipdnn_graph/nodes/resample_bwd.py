@@ -1,0 +1,185 @@
+"""The resample backward node: rules, inference and wire declaration (hipDNN's
+``ResampleBwdNode``).
+
+hipDNN's rules (``hipdnn_frontend/node/ResampleBwdNode.hpp``), in its order; see
+``docs/spec-families.md`` for the table of checks and messages. Its table rests on a
+reconstructed schema (``tests/wire/schemas/resample_bwd_attributes.fbs``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping, MutableSequence
+from typing import ClassVar
+
+from ..attributes.resample import ResampleBwdAttributes
+from ..descriptors.backend_descriptor import BackendDescriptor
+from ..descriptors.enums import DescriptorType
+from ..descriptors.node_spec import JSON_ON_NODE, NodeSpec, SlotSpec, register_node_spec
+from ..errors import HipdnnError
+from ..types import ErrorCode, NodeType, ResampleMode
+from .base import Node
+from .input_memo import InputRuleMemo
+from .norm_rules import ordered_strides, stride_order
+from .resample_fwd import INDEX_TYPES, spatial_members
+from .resample_spec import ResampleAttributeName, check_packable_modes, resample_scalars
+
+__all__ = ["RESAMPLE_BWD_SPEC", "ResampleBwdNode"]
+
+_LABEL = "ResampleBwdNode"
+_RANK = "must have at least rank 3 (N, C, spatial...)"
+
+
+def _missing(message: str) -> HipdnnError:
+    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
+
+
+def _invalid(message: str) -> HipdnnError:
+    return HipdnnError(ErrorCode.INVALID_VALUE, message)
+
+
+class ResampleBwdNode(Node[ResampleBwdAttributes]):
+    """The gradient ``DX [N, C, in...]`` of a resample forward's X from ``DY [N, C, out...]``
+    (and, for ``MAXPOOL``, the forward's INDEX); ``in = (out - 1) * stride - pre - post +
+    window`` when DX has no dims.
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> dy = hg.TensorAttributes(dim=[1, 3, 16, 16], stride=[768, 256, 16, 1])
+        >>> a = (hg.ResampleBwdAttributes().set_dy(dy).set_dx(hg.TensorAttributes())
+        ...      .set_resample_mode(hg.ResampleMode.AVGPOOL_EXCLUDE_PADDING)
+        ...      .set_pre_padding([1, 1]).set_post_padding([1, 1]).set_stride([2, 2])
+        ...      .set_window([3, 3]))
+        >>> node = hg.ResampleBwdNode(a, hg.GraphAttributes())
+        >>> node.pre_validate_node(); node.infer_properties_node()
+        >>> a.get_dx().get_dim(), a.get_dx().get_stride()
+        ([1, 3, 31, 31], [2883, 961, 31, 1])
+    """
+
+    node_type: ClassVar[NodeType] = NodeType.RESAMPLE_BWD
+    name_prefix: ClassVar[str] = "ResampleBwd"
+
+    def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
+        """hipDNN's checks, in order: DY set; INDEX set for ``MAXPOOL``; DX set; DY's dims set;
+        the four members set; DY's, DX's and INDEX's rank at least 3 when they have dims;
+        INDEX INT8 or INT32.
+
+        Raises:
+            HipdnnError: ``ATTRIBUTE_NOT_SET`` for something missing, ``INVALID_VALUE`` for the
+                others.
+        """
+        a = self.attributes
+        dy, dx, index = a.get_dy(), a.get_dx(), a.get_index()
+        if dy is None:
+            raise _missing(f"{_LABEL} missing dy (input) for pre-validation")
+        if a.resample_mode == ResampleMode.MAXPOOL and index is None:
+            raise _missing(f"{_LABEL} missing Index input for MAXPOOL pre-validation")
+        if dx is None:
+            raise _missing(f"{_LABEL} missing dx (output) for pre-validation")
+        if not dy.dim:
+            raise _missing(f"{_LABEL} missing dy dimensions for pre-validation")
+        for name in ("pre_padding", "post_padding", "stride", "window"):
+            if not getattr(a, name):
+                raise _missing(f"{_LABEL} missing {name} for pre-validation")
+        if len(dy.dim) < 3:
+            raise _invalid(f"{_LABEL} input DY {_RANK}")
+        if dx.dim and len(dx.dim) < 3:
+            raise _invalid(f"{_LABEL} output DX {_RANK}")
+        if index is not None:
+            if index.dim and len(index.dim) < 3:
+                raise _invalid(f"{_LABEL} input Index {_RANK}")
+            if index.data_type not in INDEX_TYPES:
+                raise _invalid(f"{_LABEL} input Index type must be Int8 or Int32")
+
+    def infer_properties_node(self) -> None:
+        """Fill data types; DX without dims gets ``[N, C, in...]``; DX without strides DY's
+        memory order; INDEX without dims or strides DY's.
+
+        Raises:
+            HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing DY or DX, or DX strides that
+                cannot be inferred (hipDNN's messages); ``INVALID_VALUE`` where hipDNN would read
+                past DY's dims or the members.
+        """
+        a = self.attributes
+        dy, dx = a.get_dy(), a.get_dx()
+        if dy is None:
+            raise _missing(f"{_LABEL} missing dy for setting properties")
+        if dx is None:
+            raise _missing(f"{_LABEL} missing dx for setting properties")
+        a.fill_from_context(self.graph_attributes)
+        if not dx.dim:
+            dyd = dy.dim
+            if len(dyd) < 2:
+                raise _invalid(f"{_LABEL} input DY {_RANK}")
+            spatial_members(a, len(dyd) - 2, _LABEL, "DX")
+            dims = [dyd[0], dyd[1]]
+            for i in range(len(dyd) - 2):
+                dims.append(
+                    (dyd[i + 2] - 1) * a.stride[i]
+                    - a.pre_padding[i]
+                    - a.post_padding[i]
+                    + a.window[i]
+                )
+            dx.dim = dims
+        if not dx.stride:
+            if not dy.stride:
+                raise _missing(f"{_LABEL}: Cannot infer output strides - missing input strides")
+            if not dx.dim:
+                raise _missing(f"{_LABEL}: Cannot infer output strides - missing output dimensions")
+            if len(dy.stride) != len(dx.dim):
+                raise _missing(
+                    f"{_LABEL}: Stride dimension mismatch between input and output tensors"
+                )
+            dx.stride = ordered_strides(dx.dim, stride_order(dy.stride))
+        index = a.get_index()
+        if index is not None:
+            if not index.dim:
+                index.dim = list(dy.dim)
+            if not index.stride:
+                index.stride = list(dy.stride)
+
+    def create_operation(
+        self,
+        tensor_descs: MutableMapping[int, BackendDescriptor],
+        operations: MutableSequence[BackendDescriptor],
+    ) -> BackendDescriptor:
+        """Pack as :meth:`Node.create_operation`, after hipDNN's packer's mode check.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` ``"Unsupported resample mode"`` /
+                ``"Unsupported padding mode"``.
+        """
+        check_packable_modes(self.attributes)
+        return super().create_operation(tensor_descs, operations)
+
+
+_A = ResampleAttributeName
+_In, _Out = ResampleBwdAttributes.InputNames, ResampleBwdAttributes.OutputNames
+
+#: Where every slot and member of a resample backward node lives on each wire (hipDNN's
+#: 9-field ``ResampleBwdAttributes`` table, reconstructed; its JSON writes the uids and members
+#: on the node object itself and leaves ``index_tensor_uid`` out when there is no INDEX).
+RESAMPLE_BWD_SPEC = register_node_spec(
+    NodeSpec(
+        table="ResampleBwdAttributes",
+        union_tag=21,
+        label=_LABEL,
+        descriptor_type=DescriptorType.OPERATION_RESAMPLE_BWD,
+        descriptor_class="ResampleBwdOperationDescriptor",
+        compute_type=_A.RESAMPLE_COMP_TYPE,
+        scalar_group=JSON_ON_NODE,
+        omit_absent_uids=True,
+        slots=(
+            SlotSpec(_In.DY, False, True, 0, _A.OPERATION_RESAMPLE_BWD_DY, "dy_tensor_uid"),
+            SlotSpec(
+                _In.INDEX, False, False, 2, _A.OPERATION_RESAMPLE_BWD_INDEX, "index_tensor_uid"
+            ),
+            SlotSpec(_Out.DX, True, True, 1, _A.OPERATION_RESAMPLE_BWD_DX, "dx_tensor_uid"),
+        ),
+        scalars=resample_scalars(),
+        unmodelled=(),
+        field_count=9,
+        attributes_cls=ResampleBwdAttributes,
+        make_node=ResampleBwdNode,
+    )
+)
+ResampleBwdNode.spec = RESAMPLE_BWD_SPEC

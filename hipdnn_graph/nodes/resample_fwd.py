@@ -1,0 +1,208 @@
+"""The resample forward node (pooling): rules, inference and wire declaration (hipDNN's
+``ResampleFwdNode``).
+
+hipDNN's rules (``hipdnn_frontend/node/ResampleFwdNode.hpp``), in its order; see
+``docs/spec-families.md`` for the table of checks and messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping, MutableSequence
+from typing import ClassVar
+
+from ..attributes.resample import ResampleAttributes, ResampleFwdAttributes
+from ..descriptors.backend_descriptor import BackendDescriptor
+from ..descriptors.enums import AttributeType as T
+from ..descriptors.enums import DescriptorType
+from ..descriptors.node_spec import (
+    JSON_ON_NODE,
+    Kind,
+    NodeSpec,
+    ScalarSpec,
+    SlotSpec,
+    register_node_spec,
+)
+from ..errors import HipdnnError
+from ..types import DataType, ErrorCode, NodeType, ResampleMode
+from .base import Node
+from .conv_rules import c_div
+from .input_memo import InputRuleMemo
+from .norm_rules import ordered_strides, stride_order, stride_order_nhwc
+from .resample_spec import ResampleAttributeName, check_packable_modes, resample_scalars
+
+__all__ = ["RESAMPLE_FWD_SPEC", "ResampleFwdNode", "spatial_members"]
+
+_LABEL = "ResampleFwdNode"
+#: the data types hipDNN accepts for an INDEX tensor
+INDEX_TYPES = (DataType.INT8, DataType.INT32)
+
+
+def _missing(message: str) -> HipdnnError:
+    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
+
+
+def _invalid(message: str) -> HipdnnError:
+    return HipdnnError(ErrorCode.INVALID_VALUE, message)
+
+
+def spatial_members(a: ResampleAttributes, spatial: int, label: str, what: str) -> None:
+    """The project's guard before a shape inference hipDNN does unchecked (it would read past
+    a member or divide by a zero stride): one value of each member per spatial dim, strides
+    positive.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` naming what cannot be inferred.
+    """
+    members = (a.pre_padding, a.post_padding, a.stride, a.window)
+    if any(len(m) < spatial for m in members):
+        raise _invalid(
+            f"{label}: pre_padding, post_padding, stride and window need one value per spatial "
+            f"dimension ({spatial}) to infer {what} dimensions"
+        )
+    if any(s < 1 for s in a.stride[:spatial]):
+        raise _invalid(f"{label}: stride must be positive to infer {what} dimensions")
+
+
+class ResampleFwdNode(Node[ResampleFwdAttributes]):
+    """Pools ``X [N, C, spatial...]`` into ``Y [N, C, out...]`` with
+    ``out = (in + pre + post - window) / stride + 1`` (and, for ``MAXPOOL`` with
+    ``generate_index``, the INDEX of each maximum).
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> a = (hg.ResampleFwdAttributes().set_x(hg.TensorAttributes(dim=[1, 3, 32, 32]))
+        ...      .set_y(hg.TensorAttributes()).set_pre_padding([1, 1]).set_post_padding([1, 1])
+        ...      .set_stride([2, 2]).set_window([3, 3]))
+        >>> node = hg.ResampleFwdNode(a, hg.GraphAttributes())
+        >>> node.pre_validate_node(); node.infer_properties_node()
+        >>> a.get_y().get_dim(), a.get_y().get_stride()
+        ([1, 3, 16, 16], [768, 1, 48, 3])
+    """
+
+    node_type: ClassVar[NodeType] = NodeType.RESAMPLE_FWD
+    name_prefix: ClassVar[str] = "ResampleFwd"
+
+    def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
+        """hipDNN's checks, in order: X and Y set; INDEX set when ``MAXPOOL`` generates one;
+        X's and Y's rank at least 3 when they have dims; INDEX (when set) INT8 or INT32.
+
+        Raises:
+            HipdnnError: ``ATTRIBUTE_NOT_SET`` for something missing, ``INVALID_VALUE`` for the
+                others.
+        """
+        a = self.attributes
+        x, y, index = a.get_x(), a.get_y(), a.get_index()
+        if x is None:
+            raise _missing(f"{_LABEL} missing input X for pre-validation")
+        if y is None:
+            raise _missing(f"{_LABEL} missing output Y for pre-validation")
+        if a.generate_index and a.resample_mode == ResampleMode.MAXPOOL and index is None:
+            raise _missing(f"{_LABEL} missing output Index when index generation requested")
+        if x.dim and len(x.dim) < 3:
+            raise _invalid(f"{_LABEL} input X must have at least rank 3 (N, C, spatial...)")
+        if y.dim and len(y.dim) < 3:
+            raise _invalid(f"{_LABEL} output Y must have at least rank 3 (N, C, spatial...)")
+        if index is not None and index.data_type not in INDEX_TYPES:
+            raise _invalid(f"{_LABEL} output Index type must be Int8 or Int32")
+
+    def infer_properties_node(self) -> None:
+        """Fill data types; Y without dims gets ``[N, C, out...]``; Y without strides X's
+        memory order (channels-last when X has no strides); INDEX without dims or strides
+        Y's.
+
+        Raises:
+            HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing X or Y; ``INVALID_VALUE`` where
+                hipDNN would read past X's dims or the members, or divide by a zero stride.
+        """
+        a = self.attributes
+        x, y = a.get_x(), a.get_y()
+        if x is None:
+            raise _missing(f"{_LABEL} missing x for setting properties")
+        if y is None:
+            raise _missing(f"{_LABEL} missing y for setting properties")
+        a.fill_from_context(self.graph_attributes)
+        if not y.dim:
+            xd = x.dim
+            if len(xd) < 3:
+                raise _invalid(f"{_LABEL} input X must have at least rank 3 (N, C, spatial...)")
+            spatial_members(a, len(xd) - 2, _LABEL, "Y")
+            dims = [xd[0], xd[1]]
+            for i in range(len(xd) - 2):
+                numerator = xd[i + 2] + a.pre_padding[i] + a.post_padding[i] - a.window[i]
+                dims.append(c_div(numerator, a.stride[i]) + 1)
+            y.dim = dims
+        if not y.stride:
+            if x.stride:
+                if len(x.stride) != len(y.dim):
+                    raise _invalid(
+                        f"{_LABEL}: X strides and Y dimensions differ in rank; cannot infer Y "
+                        "strides"
+                    )
+                y.stride = ordered_strides(y.dim, stride_order(x.stride))
+            else:
+                y.stride = ordered_strides(y.dim, stride_order_nhwc(len(y.dim)))
+        index = a.get_index()
+        if index is not None:
+            if not index.dim:
+                index.dim = list(y.dim)
+            if not index.stride:
+                index.stride = list(y.stride)
+
+    def create_operation(
+        self,
+        tensor_descs: MutableMapping[int, BackendDescriptor],
+        operations: MutableSequence[BackendDescriptor],
+    ) -> BackendDescriptor:
+        """Pack as :meth:`Node.create_operation`, after hipDNN's packer's mode check.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` ``"Unsupported resample mode"`` /
+                ``"Unsupported padding mode"`` (see
+                :func:`~hipdnn_graph.nodes.resample_spec.check_packable_modes`).
+        """
+        check_packable_modes(self.attributes)
+        return super().create_operation(tensor_descs, operations)
+
+
+_A = ResampleAttributeName
+_In, _Out = ResampleFwdAttributes.InputNames, ResampleFwdAttributes.OutputNames
+
+#: Where every slot and member of a resample forward node lives on each wire (hipDNN's 10-field
+#: ``ResampleFwdAttributes`` table; its JSON writes the uids and members on the node object
+#: itself, leaves ``index_tensor_uid`` out when there is no INDEX, always writes
+#: ``generate_index`` and reads it as false when absent).
+RESAMPLE_FWD_SPEC = register_node_spec(
+    NodeSpec(
+        table="ResampleFwdAttributes",
+        union_tag=19,
+        label=_LABEL,
+        descriptor_type=DescriptorType.OPERATION_RESAMPLE_FWD,
+        descriptor_class="ResampleFwdOperationDescriptor",
+        compute_type=_A.RESAMPLE_COMP_TYPE,
+        scalar_group=JSON_ON_NODE,
+        omit_absent_uids=True,
+        slots=(
+            SlotSpec(_In.X, False, True, 0, _A.OPERATION_RESAMPLE_FWD_XDESC, "x_tensor_uid"),
+            SlotSpec(_Out.Y, True, True, 1, _A.OPERATION_RESAMPLE_FWD_YDESC, "y_tensor_uid"),
+            SlotSpec(
+                _Out.INDEX, True, False, 2, _A.OPERATION_RESAMPLE_FWD_IDXDESC, "index_tensor_uid"
+            ),
+        ),
+        scalars=(
+            *resample_scalars(),
+            ScalarSpec(
+                "generate_index",
+                Kind.BOOL,
+                9,
+                (_A.RESAMPLE_GENERATE_INDEX_EXT, T.BOOLEAN),
+                always=True,
+                json_presence="read_optional",
+            ),
+        ),
+        unmodelled=(),
+        field_count=10,
+        attributes_cls=ResampleFwdAttributes,
+        make_node=ResampleFwdNode,
+    )
+)
+ResampleFwdNode.spec = RESAMPLE_FWD_SPEC
