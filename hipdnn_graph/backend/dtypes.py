@@ -1,5 +1,5 @@
-"""Element types: hipDNN :class:`DataType` ↔ NumPy dtypes (ml_dtypes for bf16, fp8, fp6, fp4) ↔ torch
-names.
+"""Element types: hipDNN :class:`DataType` ↔ NumPy dtypes (ml_dtypes for bf16, fp8, fp6, fp4) ↔
+torch names.
 
 Example:
     >>> from hipdnn_graph import DataType
