@@ -41,7 +41,15 @@ import numpy as np
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode
-from .node_spec import WIRE_KINDS, Kind, NodeSpec, WireEnum, node_specs, supported_kinds
+from .node_spec import (
+    VECTOR_KINDS,
+    WIRE_KINDS,
+    Kind,
+    NodeSpec,
+    WireEnum,
+    node_specs,
+    supported_kinds,
+)
 from .wire_model import (
     MAX_INPUT_BYTES,
     MAX_NODES,
@@ -90,6 +98,7 @@ _u32 = struct.Struct("<I").unpack_from
 _SCALARS = {code: struct.Struct("<" + code).unpack_from for code in "qifb?BdI"}
 _WIDTHS = {"q": 8, "d": 8, "i": 4, "f": 4, "I": 4, "b": 1, "?": 1, "B": 1}
 _LONGS = [struct.Struct(f"<{k}q").unpack_from for k in range(MAX_RANK + 1)]
+_INTS = [struct.Struct(f"<{k}i").unpack_from for k in range(MAX_RANK + 1)]
 
 
 def _bad(what: str) -> HipdnnError:
@@ -198,17 +207,18 @@ def _string(buf: bytes, n: int, table: _Table, slot: int, what: str) -> str:
         raise unsupported(f"{what} is not UTF-8") from None
 
 
-def _longs(buf: bytes, n: int, table: _Table, slot: int, what: str) -> list[int]:
+def _longs(buf: bytes, n: int, table: _Table, slot: int, what: str, width: int = 8) -> list[int]:
+    """A vector of at most MAX_RANK int64 (``width`` 8) or int32 (``width`` 4)."""
     pos = _target(buf, n, table, slot, what)
     if pos is None:
         return []
-    length, start = _vector(buf, n, pos, 8, what)
+    length, start = _vector(buf, n, pos, width, what)
     if length > MAX_RANK:
         raise HipdnnError(
             ErrorCode.INVALID_VALUE, f"{what} has {length} entries, more than {MAX_RANK}"
         )
-    _charge(table.counter, 8 * length, n)
-    return list(_LONGS[length](buf, start))
+    _charge(table.counter, width * length, n)
+    return list((_LONGS if width == 8 else _INTS)[length](buf, start))
 
 
 def _tables(buf: bytes, n: int, table: _Table, slot: int, what: str, cap: int) -> list[int]:
@@ -303,8 +313,8 @@ def _read_scalar(
 ) -> Any:
     if kind is Kind.STRING:
         return _string(buf, n, t, slot, what)
-    if kind is Kind.I64_VEC:
-        return _longs(buf, n, t, slot, what)
+    if kind in VECTOR_KINDS:
+        return _longs(buf, n, t, slot, what, VECTOR_KINDS[kind][1])
     code, _, optional, default = WIRE_KINDS[kind]
     value = _scalar(buf, n, t, slot, code, what)
     if value is None:

@@ -22,7 +22,7 @@ import struct
 from typing import Any
 
 from ..tensor import TensorAttributes
-from .node_spec import WIRE_KINDS, Kind, NodeSpec
+from .node_spec import INT32_KINDS, VECTOR_KINDS, WIRE_KINDS, Kind, NodeSpec
 from .wire_model import (
     VALUE_CODES,
     WireGraph,
@@ -81,10 +81,15 @@ class Builder:
     def longs(self, values: list[int]) -> int:
         """A vector of int64 (C++ ``CreateVector<int64_t>``): aligned for its u32 length and its
         8-byte elements, the elements, then the length."""
+        return self.numbers(values, "q", 8)
+
+    def numbers(self, values: list[int], code: str, width: int) -> int:
+        """A vector of ``width``-byte scalars of struct ``code`` (C++ ``CreateVector<T>``):
+        aligned for its u32 length and its elements, the elements, then the length."""
         n = len(values)
-        self.prealign(8 * n, 4)
-        self.prealign(8 * n, 8)
-        self.push(struct.pack(f"<{n}q", *values))
+        self.prealign(width * n, 4)
+        self.prealign(width * n, width)
+        self.push(struct.pack(f"<{n}{code}", *values))
         return self.push(_U32.pack(n))
 
     def offsets(self, targets: list[int]) -> int:
@@ -294,7 +299,7 @@ def _scalar_field(kind: Kind, value: Any, where: str) -> tuple[str, int, Any] | 
         value = wire_data_type(value, where)
     elif kind in (Kind.BOOL, Kind.BOOL_OPT):
         value = bool(value)
-    elif kind is Kind.I32_OPT and not -(2**31) <= value < 2**31:
+    elif kind in INT32_KINDS and not -(2**31) <= value < 2**31:
         raise unsupported(f"{where}: {value} does not fit a 32-bit int")
     return code, width, value
 
@@ -319,13 +324,18 @@ def _node_attributes(b: Builder, spec: NodeSpec, attributes: Any) -> int:
             refuse_unmodelled(spec, f"Node {name}", extra.wire, value, extra.default)
     d = attributes.__dict__
     for scalar in spec.scalars:
-        if scalar.kind is Kind.I64_VEC:
+        where = f"Node {name} {scalar.key}"
+        vector = VECTOR_KINDS.get(scalar.kind)
+        if vector is not None:
             # the object API's Pack writes a vector only when it is not empty, before the table
             values = list(d[scalar.name])
+            if scalar.kind in INT32_KINDS:
+                for value in values:
+                    _scalar_field(Kind.I32, value, where)  # in range
             if values:
-                fields.append((scalar.fb_slot, "O", 4, b.longs(values)))
+                fields.append((scalar.fb_slot, "O", 4, b.numbers(values, *vector)))
             continue
-        written = _scalar_field(scalar.kind, d[scalar.name], f"Node {name} {scalar.key}")
+        written = _scalar_field(scalar.kind, scalar.wire_value(d[scalar.name]), where)
         if written is not None:
             fields.append((scalar.fb_slot, written[0], written[1], written[2]))
     return b.table(_in_add_order(fields))

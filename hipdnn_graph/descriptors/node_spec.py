@@ -20,6 +20,9 @@ kind       FlatBuffers type                       JSON
 ``I64``    ``long`` (default 0)                   integer
 ``I64_OPT``   ``long = null``                     integer or ``null``
 ``I32_OPT``   ``int = null``                      integer or ``null``
+``I32``    ``int`` (default 0)                    integer
+``I64_VEC``   ``[long]`` (absent when empty)      array of integers
+``I32_VEC``   ``[int]`` (absent when empty)       array of integers
 ``ENUM``   an enum of the schema (int8)           the :class:`WireEnum`'s spelling
 ``DTYPE``  ``DataType`` (int8)                    lower-case name
 ``STRING`` ``string``                             string
@@ -45,8 +48,10 @@ from ..types import DataType
 from .enums import AttributeType, DescriptorType
 
 __all__ = [
+    "INT32_KINDS",
     "JSON_ON_NODE",
     "JSON_SCALARS_ON_NODE",
+    "VECTOR_KINDS",
     "WIRE_KINDS",
     "Kind",
     "NodeSpec",
@@ -76,6 +81,8 @@ class Kind(Enum):
     DTYPE = "data_type"
     STRING = "string"
     I64_VEC = "[long]"
+    I32 = "int"
+    I32_VEC = "[int]"
 
 
 #: (struct code, byte width, optional, default) of each kind in a FlatBuffers table.
@@ -92,7 +99,15 @@ WIRE_KINDS: dict[Kind, tuple[str, int, bool, Any]] = {
     Kind.DTYPE: ("b", 1, False, DataType.NOT_SET),
     Kind.STRING: ("S", 4, False, ""),
     Kind.I64_VEC: ("O", 4, False, ()),
+    Kind.I32: ("i", 4, False, 0),
+    Kind.I32_VEC: ("O", 4, False, ()),
 }
+
+#: the vector kinds: (struct code, byte width) of one element.
+VECTOR_KINDS: dict[Kind, tuple[str, int]] = {Kind.I64_VEC: ("q", 8), Kind.I32_VEC: ("i", 4)}
+
+#: the integer range of each kind that stores 32-bit integers (a scalar, or each element).
+INT32_KINDS = frozenset({Kind.I32, Kind.I32_OPT, Kind.I32_VEC})
 
 
 #: ``NodeSpec.scalar_group`` of a family whose JSON writes its uids and members on the node object
@@ -192,6 +207,9 @@ class ScalarSpec:
         wire: hipDNN's field name and JSON key, when it differs from ``name``.
         enum: The schema enum of a ``Kind.ENUM`` field.
         json_presence: When hipDNN's JSON holds the key (one of :data:`JSON_PRESENCE`).
+        none_is_default: The model holds ``None`` for a member hipDNN's frontend keeps as a
+            ``std::optional`` while its schema stores a plain field: ``None`` is written as
+            the field's default, and the default reads back as ``None``.
     """
 
     name: str
@@ -202,10 +220,20 @@ class ScalarSpec:
     wire: str = ""
     enum: WireEnum | None = None
     json_presence: str = "always"
+    none_is_default: bool = False
 
     def __post_init__(self) -> None:
         assert (self.kind is Kind.ENUM) == (self.enum is not None), self.name
         assert self.json_presence in JSON_PRESENCE, self.json_presence
+        assert not (self.none_is_default and WIRE_KINDS[self.kind][2]), self.name
+
+    def wire_value(self, value: Any) -> Any:
+        """The value the wire holds for the model's ``value`` (see ``none_is_default``)."""
+        return self.default if value is None and self.none_is_default else value
+
+    def model_value(self, value: Any) -> Any:
+        """The model's value for what the wire holds (see ``none_is_default``)."""
+        return None if self.none_is_default and value == self.default else value
 
     @property
     def key(self) -> str:
