@@ -119,14 +119,8 @@ def test_quantize_block_size_is_checked_before_x_dims() -> None:
 @pytest.mark.parametrize(
     ("y", "message"),
     [
-        (
-            [2, 64, 16, 16],
-            "Input tensor (x) and Output tensor (y) dimension mismatch at index 2: 32 vs 16",
-        ),  # fmt: skip
-        (
-            [2, 64, 32],
-            "Input tensor (x) and Output tensor (y) must have the same number of dimensions: 4 vs 3",
-        ),  # fmt: skip
+        ([2, 64, 16, 16], f"{XY} dimension mismatch at index 2: 32 vs 16"),
+        ([2, 64, 32], f"{XY} must have the same number of dimensions: 4 vs 3"),
     ],
 )
 def test_quantize_y_takes_xs_shape(y: list[int], message: str) -> None:
