@@ -266,6 +266,22 @@ def batchnorm_training_step() -> hg.Graph:
     return g
 
 
+def mx_matmul() -> hg.Graph:
+    """MX block scaling around a matmul: both operands quantized (the weight transposed, along
+    its first axis), dequantized and multiplied."""
+    g = cases.new_graph("mx_matmul", io=hg.DataType.FLOAT)
+    a, b = g.tensor(name="A", dim=[1, 8, 64]), g.tensor(name="B", dim=[1, 64, 16])
+    operands = []
+    for t, axis, transpose in ((a, 2, False), (b, 1, True)):
+        q, s = g.block_scale_quantize(t, block_size=32, axis=axis, transpose=transpose)
+        q.set_data_type(hg.DataType.FP8_E4M3)
+        s.set_data_type(hg.DataType.FP8_E8M0)
+        blocks = [1, 1, 32] if axis == 2 else [1, 32, 1]
+        operands.append(g.block_scale_dequantize(q, s, block_size=blocks))
+    g.matmul(*operands, name="mm").set_output(True)
+    return g
+
+
 _SCALE_VALUES: list[tuple[str, Any]] = [
     ("FLOAT", 0.1),
     ("HALF", 0.1),  # Float16Value holds the nearest binary32, not a 16-bit rounding
@@ -296,6 +312,7 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "matmul_bias_relu": matmul_bias_relu,
     "conv_block": conv_block,
     "conv_gradients": conv_gradients,
+    "mx_matmul": mx_matmul,
     **{
         f"io_{name.lower()}": io_type(hg.DataType[name])
         for name in HIPDNN_DATA_TYPES

@@ -32,6 +32,12 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     BatchnormInferenceAttributesVarianceExt as BNV,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    BlockScaleDequantizeAttributes as BSD,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    BlockScaleQuantizeAttributes as BSQ,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     ConvolutionBwdAttributes as CBA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -80,6 +86,8 @@ from wire_model import (
     BATCHNORM_INFERENCE_TAG,
     BATCHNORM_INFERENCE_VARIANCE_TAG,
     BATCHNORM_TAG,
+    BLOCK_SCALE_DEQUANTIZE_TAG,
+    BLOCK_SCALE_QUANTIZE_TAG,
     CONV_BWD_TAG,
     CONV_FWD_TAG,
     CONV_WRW_TAG,
@@ -107,6 +115,8 @@ _TABLE_CLASSES = {
     LAYERNORM_TAG: LA.LayernormAttributes,
     BATCHNORM_TAG: BNA.BatchnormAttributes,
     BATCHNORM_BACKWARD_TAG: BNB.BatchnormBackwardAttributes,
+    BLOCK_SCALE_QUANTIZE_TAG: BSQ.BlockScaleQuantizeAttributes,
+    BLOCK_SCALE_DEQUANTIZE_TAG: BSD.BlockScaleDequantizeAttributes,
     BATCHNORM_INFERENCE_TAG: BNI.BatchnormInferenceAttributes,
     BATCHNORM_INFERENCE_VARIANCE_TAG: BNV.BatchnormInferenceAttributesVarianceExt,
     CONV_FWD_TAG: CFA.ConvolutionFwdAttributes,
@@ -123,6 +133,8 @@ _MODULES = {
     LAYERNORM_TAG: LA,
     BATCHNORM_TAG: BNA,
     BATCHNORM_BACKWARD_TAG: BNB,
+    BLOCK_SCALE_QUANTIZE_TAG: BSQ,
+    BLOCK_SCALE_DEQUANTIZE_TAG: BSD,
     BATCHNORM_INFERENCE_TAG: BNI,
     BATCHNORM_INFERENCE_VARIANCE_TAG: BNV,
     CONV_FWD_TAG: CFA,
@@ -180,7 +192,7 @@ def _read_attributes(tag: int, union: Table | None) -> Desc | None:
     table.Init(union.Bytes, union.Pos)
     out: Desc = {}
     for field, kind in FIELDS_BY_TAG[tag]:
-        if kind in ("vec", "longs"):
+        if kind in ("vec", "longs", "ivec"):
             out[field] = _longs(table, camel(field))
             continue
         value = getattr(table, camel(field))()
@@ -249,6 +261,8 @@ KNOWN_SLOTS = {
     "LayernormAttributes": 9,
     "BatchnormAttributes": 13,
     "BatchnormBackwardAttributes": 9,
+    "BlockScaleQuantizeAttributes": 6,
+    "BlockScaleDequantizeAttributes": 5,
     "BatchnormInferenceAttributes": 6,
     "BatchnormInferenceAttributesVarianceExt": 7,
     "ConvolutionFwdAttributes": 10,
@@ -288,14 +302,17 @@ def _string(b: flatbuffers.Builder, value: str | None, style: _Style) -> int | N
     return b.CreateString(value)
 
 
-def _long_vector(b: flatbuffers.Builder, values: list[int] | None, style: _Style) -> int | None:
+def _long_vector(
+    b: flatbuffers.Builder, values: list[int] | None, style: _Style, width: int = 8
+) -> int | None:
+    """A vector of int64 (``width`` 8) or int32 (``width`` 4)."""
     if values is None:
         values = [] if style.empty_as_present else None
     if values is None or (not values and not style.empty_as_present):
         return None
-    b.StartVector(8, len(values), 8)
+    b.StartVector(width, len(values), width)
     for v in reversed(values):
-        b.PrependInt64(v)
+        (b.PrependInt64 if width == 8 else b.PrependInt32)(v)
     return b.EndVector()
 
 
@@ -348,9 +365,9 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
         if kind == "str"
     }
     vectors = {
-        field: _long_vector(b, attrs[field], style)
+        field: _long_vector(b, attrs[field], style, 4 if kind == "ivec" else 8)
         for field, kind in FIELDS_BY_TAG[tag]
-        if kind in ("vec", "longs")
+        if kind in ("vec", "longs", "ivec")
     }
     table = TABLE_BY_TAG[tag]
     _start(b, module, table, style)
@@ -360,7 +377,7 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
         if kind == "str":
             if strings[field] is not None:
                 add(b, strings[field])
-        elif kind in ("vec", "longs"):
+        elif kind in ("vec", "longs", "ivec"):
             if vectors[field] is not None:
                 add(b, vectors[field])
         elif value is None:

@@ -53,8 +53,6 @@ _NAMESPACE = "namespace hipdnn_flatbuffers_sdk.data_objects;\n"
 PLACEHOLDER_TABLES = {
     "layernorm_backward_attributes.fbs": "LayernormBackwardAttributes",
     "rmsnorm_backward_attributes.fbs": "RMSNormBackwardAttributes",
-    "block_scale_dequantize_attributes.fbs": "BlockScaleDequantizeAttributes",
-    "block_scale_quantize_attributes.fbs": "BlockScaleQuantizeAttributes",
     "resample_bwd_attributes.fbs": "ResampleBwdAttributes",
 }
 

@@ -76,6 +76,8 @@ BATCHNORM_BACKWARD_TAG = 3
 #: batch-norm inference from the variance (reconstructed
 #: batchnorm_inference_attributes_variance_ext.fbs)
 BATCHNORM_INFERENCE_VARIANCE_TAG = 8
+#: block-scale dequantize and quantize (reconstructed block_scale_*_attributes.fbs)
+BLOCK_SCALE_DEQUANTIZE_TAG, BLOCK_SCALE_QUANTIZE_TAG = 13, 14
 #: the convolution families (hipDNN's schemas; ConvMode from the reconstructed
 #: convolution_common.fbs)
 CONV_FWD_TAG, CONV_BWD_TAG, CONV_WRW_TAG = 5, 6, 7
@@ -87,7 +89,8 @@ CONV_VECTORS = ["pre_padding", "post_padding", "stride", "dilation"]
 UNMODELLED_TAG = 21  # ResampleBwdAttributes
 
 # Field kinds: "req" long; "opt" optional integer; "obool" optional bool; "bool"; "ofloat"
-# optional float (bits); "enum" int8; "str" string.
+# optional float (bits); "enum" int8; "str" string; "vec"/"longs" vectors of int64 and "ivec"
+# a vector of int32 (None when absent).
 _FWD_OPTIONAL_UIDS = [
     "attn_mask",
     "scale",
@@ -267,6 +270,24 @@ BATCHNORM_BACKWARD_FIELDS: list[tuple[str, str]] = [
     ("dscale_tensor_uid", "req"),
     ("dbias_tensor_uid", "req"),
 ]
+#: BlockScaleQuantizeAttributes fields in slot order (reconstructed); block_size an int32
+#: whose default 0 is "not set".
+BLOCK_SCALE_QUANTIZE_FIELDS: list[tuple[str, str]] = [
+    ("x_tensor_uid", "req"),
+    ("y_tensor_uid", "req"),
+    ("scale_tensor_uid", "req"),
+    ("block_size", "req"),
+    ("axis", "opt"),
+    ("transpose", "bool"),
+]
+#: BlockScaleDequantizeAttributes fields in slot order (reconstructed).
+BLOCK_SCALE_DEQUANTIZE_FIELDS: list[tuple[str, str]] = [
+    ("x_tensor_uid", "req"),
+    ("scale_tensor_uid", "req"),
+    ("y_tensor_uid", "req"),
+    ("block_size", "ivec"),
+    ("is_negative_scale", "bool"),
+]
 #: hipDNN's NormFwdPhase names by number (norm_common.fbs; its JSON writes them as they are)
 NORM_FWD_PHASES = ["NOT_SET", "INFERENCE", "TRAINING"]
 #: ConvolutionFwdAttributes fields in slot order (hipDNN's convolution_fwd_attributes.fbs).
@@ -299,6 +320,8 @@ FIELDS_BY_TAG = {
     LAYERNORM_TAG: LAYERNORM_FIELDS,
     BATCHNORM_TAG: BATCHNORM_FIELDS,
     BATCHNORM_BACKWARD_TAG: BATCHNORM_BACKWARD_FIELDS,
+    BLOCK_SCALE_QUANTIZE_TAG: BLOCK_SCALE_QUANTIZE_FIELDS,
+    BLOCK_SCALE_DEQUANTIZE_TAG: BLOCK_SCALE_DEQUANTIZE_FIELDS,
     BATCHNORM_INFERENCE_TAG: BATCHNORM_INFERENCE_FIELDS,
     BATCHNORM_INFERENCE_VARIANCE_TAG: BATCHNORM_INFERENCE_VARIANCE_FIELDS,
     CONV_FWD_TAG: CONV_FWD_FIELDS,
@@ -316,6 +339,8 @@ TABLE_BY_TAG = {
     LAYERNORM_TAG: "LayernormAttributes",
     BATCHNORM_TAG: "BatchnormAttributes",
     BATCHNORM_BACKWARD_TAG: "BatchnormBackwardAttributes",
+    BLOCK_SCALE_QUANTIZE_TAG: "BlockScaleQuantizeAttributes",
+    BLOCK_SCALE_DEQUANTIZE_TAG: "BlockScaleDequantizeAttributes",
     BATCHNORM_INFERENCE_TAG: "BatchnormInferenceAttributes",
     BATCHNORM_INFERENCE_VARIANCE_TAG: "BatchnormInferenceAttributesVarianceExt",
     CONV_FWD_TAG: "ConvolutionFwdAttributes",
@@ -411,6 +436,7 @@ _DEFAULTS = {
     "ofloat": None,
     "enum": 0,
     "longs": None,
+    "ivec": None,
 }
 
 
@@ -509,7 +535,7 @@ def normalized(desc: Desc) -> Desc:
         for key in STRING_FIELDS:
             if key in out and out[key] is None:
                 out[key] = ""
-        for key in ("strides", "dims", "peer_stats_tensor_uid"):
+        for key in ("strides", "dims", "peer_stats_tensor_uid", "block_size"):
             if key in out and out[key] is None:
                 out[key] = []
         return out
@@ -703,6 +729,31 @@ def _expected_node(node: Any) -> Desc:
             **uids,
             **{name: getattr(c, name) or None for name in CONV_VECTORS},
         )
+    if isinstance(node, hg.BlockScaleQuantizeNode):
+        q = node.attributes
+        return node_desc(
+            node.name,
+            BLOCK_SCALE_QUANTIZE_TAG,
+            hipdnn_data_type(q.get_compute_data_type()),
+            x_tensor_uid=_uid(q.get_x()),
+            y_tensor_uid=_uid(q.get_y()),
+            scale_tensor_uid=_uid(q.get_scale()),
+            block_size=q.get_block_size() or 0,
+            axis=q.get_axis(),
+            transpose=q.get_transpose(),
+        )
+    if isinstance(node, hg.BlockScaleDequantizeNode):
+        d = node.attributes
+        return node_desc(
+            node.name,
+            BLOCK_SCALE_DEQUANTIZE_TAG,
+            hipdnn_data_type(d.get_compute_data_type()),
+            x_tensor_uid=_uid(d.get_x()),
+            scale_tensor_uid=_uid(d.get_scale()),
+            y_tensor_uid=_uid(d.get_y()),
+            block_size=d.get_block_size() or None,
+            is_negative_scale=d.get_is_negative_scale(),
+        )
     if isinstance(node, hg.ReductionNode):
         a = node.attributes
         return node_desc(
@@ -862,6 +913,23 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
                 "out_tensor_uid": n["out_tensor_uid"],
                 "is_deterministic": n.get("is_deterministic", False),
             }
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag == BLOCK_SCALE_QUANTIZE_TAG:  # block_size/axis on the node when set
+            attrs = {**n["inputs"], **n["outputs"]}
+            attrs["block_size"] = n.get("block_size", 0)
+            attrs["axis"] = n.get("axis")
+            attrs["transpose"] = n.get("transpose", False)
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag == BLOCK_SCALE_DEQUANTIZE_TAG:  # block_size on the node when not empty
+            attrs = {**n["inputs"], **n["outputs"]}
+            attrs["block_size"] = n.get("block_size") or None
+            attrs["is_negative_scale"] = n.get("is_negative_scale", False)
             nodes.append(
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
             )
