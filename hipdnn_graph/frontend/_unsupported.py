@@ -1,7 +1,8 @@
 """hipDNN bindings this module does not provide, each failing with a message that names it.
 
 hipdnn-graph builds SDPA (forward and backward), pointwise, matmul, reduction, RMSNorm and
-layer-norm (forward) and convolution (forward, data and weight gradients) graphs; the other op
+layer-norm (forward), convolution (forward, data and weight gradients), batch-norm and
+block-scale (quantize, dequantize) graphs; the other op
 families of hipDNN's bindings, its autotuning API and its provisional HIP helpers are not part
 of it.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
@@ -25,7 +26,8 @@ __all__ = ["GRAPH_METHODS", "MODULE_NAMES", "unsupported_graph_method", "unsuppo
 _OPS = (
     "only sdpa(), sdpa_backward(), pointwise(), matmul(), reduction(), rmsnorm(), layernorm(), "
     "conv_fprop(), conv_dgrad(), conv_wgrad(), batchnorm(), batchnorm_backward(), "
-    "batchnorm_inference() and batchnorm_inference_variance_ext() graphs are"
+    "batchnorm_inference(), batchnorm_inference_variance_ext(), block_scale_quantize() and "
+    "block_scale_dequantize() graphs are"
 )
 #: Graph methods of hipDNN's bindings that are missing here -> what they belong to
 GRAPH_METHODS: dict[str, str] = {
@@ -34,7 +36,6 @@ GRAPH_METHODS: dict[str, str] = {
         for family, names in {
             "layer-norm backward": ("layernorm_backward",),
             "RMSNorm backward": ("rmsnorm_backward",),
-            "block-scale": ("block_scale_dequantize", "block_scale_quantize"),
             "MoE grouped matmul": ("moe_grouped_matmul",),
             "custom op": ("custom_op",),
             "resample": ("resample", "resample_fwd", "resample_bwd"),
@@ -68,8 +69,6 @@ GRAPH_METHODS: dict[str, str] = {
 _ATTRIBUTE_CLASSES = {
     "LayernormBackwardAttributes": "layernorm",
     "RMSNormBackwardAttributes": "rmsnorm",
-    "BlockScaleDequantizeAttributes": "block-scale",
-    "BlockScaleQuantizeAttributes": "block-scale",
     "MoeGroupedMatmulAttributes": "MoE grouped matmul",
     "CustomOpAttributes": "custom op",
     "ResampleFwdAttributes": "resample",
