@@ -141,3 +141,13 @@ def test_cli_shows_draws_and_refuses_to_run(
     assert "BLOCK_SCALE_QUANTIZE" in capsys.readouterr().out
     assert main(["run", str(path)]) == 1
     assert "does not run BLOCK_SCALE_QUANTIZE nodes (node 'q')" in capsys.readouterr().err
+
+
+def test_writers_refuse_block_sizes_past_32_bits() -> None:
+    g = _graph()
+    dq = g.nodes[1].attributes
+    dq.__dict__["block_size"] = [1, 2**31]  # past the setters' check
+    for write in (g.serialize, g.to_json):
+        with pytest.raises(hg.HipdnnError, match=r"2147483648 does not fit a 32-bit int") as info:
+            write()
+        assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
