@@ -263,6 +263,7 @@ def test_other_node_kinds_are_refused_by_name() -> None:
     )
     assert (
         "(9), RMSNormAttributes (10), LayernormAttributes (11), SdpaAttributes (12), "
+        "BlockScaleDequantizeAttributes (13), BlockScaleQuantizeAttributes (14), "
         "SdpaBackwardAttributes (15) and ReductionAttributes (18)" in message
     )
     doc["nodes"][0]["type"] = "ResampleBwdAttributes"
