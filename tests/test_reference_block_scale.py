@@ -337,3 +337,18 @@ def test_quantize_then_dequantize_stays_within_half_a_step() -> None:
     # smallest normal's binade, 2^-6, for subnormals), times the block's scale
     step = np.exp2(np.floor(np.log2(np.maximum(np.abs(x / scale), 2.0**-6))) - 3) * scale
     assert np.all(np.abs(y - x) <= step / 2)
+
+
+def test_refusals_are_known_before_any_data() -> None:
+    """``block_scale_*_refusal(node)`` (for the engine's plan-time check) names what the runners
+    refuse for the node itself, and ``None`` for what they run."""
+    quantize = _quantize_node([2, 64], 32, None, T.FP8_E4M3, T.FP8_E8M0, T.FLOAT)
+    assert families.block_scale_quantize_refusal(quantize) is None
+    quantize.attributes.set_compute_data_type(T.HALF)
+    reason = families.block_scale_quantize_refusal(quantize)
+    assert reason is not None and reason.startswith(f"node '{quantize.name}': compute data type")
+    dequantize = _dequantize_node([4, 64], [4, 2], [32], T.FLOAT)
+    assert families.block_scale_dequantize_refusal(dequantize) is None
+    dequantize.attributes.set_block_size([1, 32])
+    reason = families.block_scale_dequantize_refusal(dequantize)
+    assert reason is not None and "read block_size [1, 32]" in reason

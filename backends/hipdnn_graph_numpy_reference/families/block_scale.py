@@ -56,6 +56,8 @@ from hipdnn_graph.nodes.block_scale_quantize import block_axis
 __all__ = [
     "QUANTIZE_SCALE_TYPES",
     "QUANTIZE_Y_TYPES",
+    "block_scale_dequantize_refusal",
+    "block_scale_quantize_refusal",
     "round_up_to",
     "run_block_scale_dequantize",
     "run_block_scale_quantize",
@@ -90,16 +92,14 @@ def _refuse(node: Any, why: str) -> hg.HipdnnError:
     )
 
 
-def _compute(node: Any) -> np.dtype[Any]:
+def _compute_refusal(node: Any) -> str | None:
     data_type = node.attributes.get_compute_data_type()
-    dtype = _COMPUTE.get(data_type)
-    if dtype is None:
-        raise _refuse(
-            node,
+    if data_type not in _COMPUTE:
+        return (
             f"compute data type {data_type.name}: hipDNN's block-scale references compute in "
-            "FLOAT or DOUBLE only",
+            "FLOAT or DOUBLE only"
         )
-    return dtype
+    return None
 
 
 def _operand(node: Any, inputs: Mapping[str, Any], slot: str, dims: Sequence[int]) -> Array:
@@ -160,15 +160,42 @@ def _to_storage(q: Array, dtype: np.dtype[Any], compute: np.dtype[Any]) -> Array
     return out.astype(dtype)
 
 
-def _storage(node: Any, tensor: Any, role: str, allowed: frozenset[hg.DataType]) -> np.dtype[Any]:
+def _type_refusal(tensor: Any, role: str, allowed: frozenset[hg.DataType]) -> str | None:
     data_type = tensor.get_data_type()
     if data_type not in allowed:
         names = ", ".join(sorted(t.name for t in allowed))
-        raise _refuse(
-            node,
-            f"{role} data type {data_type.name}: hipDNN's quantize reference takes {names}",
+        return f"{role} data type {data_type.name}: hipDNN's quantize reference takes {names}"
+    return None
+
+
+def _quantize_reason(node: Any) -> str | None:
+    a = node.attributes
+    x_t, y_t, s_t = a.get_x(), a.get_y(), a.get_scale()
+    reason = (
+        _compute_refusal(node)
+        or _type_refusal(y_t, "Y", QUANTIZE_Y_TYPES)
+        or _type_refusal(s_t, "SCALE", QUANTIZE_SCALE_TYPES)
+    )
+    if reason:
+        return reason
+    dims, block = list(x_t.get_dim()), a.get_block_size()
+    axis = block_axis(a.get_axis(), len(dims))
+    if block is None or block <= 0 or not 0 <= axis < len(dims):
+        return f"block_size {block} and axis {a.get_axis()} define no blocks of X"
+    scale_dims = [*dims[:axis], math.ceil(dims[axis] / block), *dims[axis + 1 :]]
+    if list(s_t.get_dim()) != scale_dims:
+        return (
+            f"SCALE dims {s_t.get_dim()} are not {scale_dims}, the blocks of X {dims} "
+            "(hipDNN's reference refuses them)"
         )
-    return numpy_dtype(data_type)
+    return None
+
+
+def block_scale_quantize_refusal(node: Any) -> str | None:
+    """Why the reference does not run this block-scale quantize node (known before any data is
+    seen), or ``None``."""
+    reason = _quantize_reason(node)
+    return None if reason is None else f"node '{node.name}': {reason}"
 
 
 def run_block_scale_quantize(node: Any, inputs: Mapping[str, Any]) -> dict[str, Array]:
@@ -179,25 +206,18 @@ def run_block_scale_quantize(node: Any, inputs: Mapping[str, Any]) -> dict[str, 
             it); ``INVALID_VALUE`` for an X missing or of other dims than the tensor's.
     """
     a = node.attributes
-    x_t, y_t, s_t = a.get_x(), a.get_y(), a.get_scale()
-    compute = _compute(node)
-    y_dtype = _storage(node, y_t, "Y", QUANTIZE_Y_TYPES)
-    s_dtype = _storage(node, s_t, "SCALE", QUANTIZE_SCALE_TYPES)
-    x = _operand(node, inputs, "X", x_t.get_dim()).astype(compute)  # a copy: X stays as it was
+    reason = _quantize_reason(node)
+    if reason is not None:
+        raise _refuse(node, reason)
+    compute = _COMPUTE[a.get_compute_data_type()]
+    y_dtype = numpy_dtype(a.get_y().get_data_type())
+    s_dtype = numpy_dtype(a.get_scale().get_data_type())
+    x = _operand(node, inputs, "X", a.get_x().get_dim()).astype(compute)  # a copy of X
     if not np.isfinite(x).all():
         raise _refuse(node, "X holds NaN or ±inf, which hipDNN's quantize reference refuses")
     block = a.get_block_size()
     axis = block_axis(a.get_axis(), x.ndim)
-    if block is None or block <= 0 or not 0 <= axis < x.ndim:
-        raise _refuse(node, f"block_size {block} and axis {a.get_axis()} define no blocks of X")
     count = math.ceil(x.shape[axis] / block)
-    scale_dims = [*x.shape[:axis], count, *x.shape[axis + 1 :]]
-    if list(s_t.get_dim()) != scale_dims:
-        raise _refuse(
-            node,
-            f"SCALE dims {s_t.get_dim()} are not {scale_dims}, the blocks of X "
-            f"{list(x.shape)} (hipDNN's reference refuses them)",
-        )
     # blocks on the last axis: [..., count, block], the short last block padded with zeros
     moved = np.moveaxis(x, axis, -1)
     pad = count * block - moved.shape[-1]
@@ -219,34 +239,42 @@ def run_block_scale_quantize(node: Any, inputs: Mapping[str, Any]) -> dict[str, 
     }
 
 
-def _block_sizes(node: Any, x_dims: Sequence[int], s_dims: Sequence[int]) -> list[int]:
-    """Each dim's block size, where hipDNN's two readings of ``block_size`` agree."""
+def _block_sizes(node: Any, x_dims: Sequence[int], s_dims: Sequence[int]) -> list[int] | str:
+    """Each dim's block size, where hipDNN's two readings of ``block_size`` agree, else why
+    not."""
     blocks = node.attributes.get_block_size()
     rank = len(x_dims)
     if len(s_dims) != rank:
-        raise _refuse(
-            node, f"SCALE has rank {len(s_dims)}, X {rank}: hipDNN's reference needs one rank"
-        )
+        return f"SCALE has rank {len(s_dims)}, X {rank}: hipDNN's reference needs one rank"
     if not blocks or len(blocks) > rank or min(blocks) <= 0:
-        raise _refuse(node, f"block_size {blocks} does not give X's {rank} dims block sizes")
+        return f"block_size {blocks} does not give X's {rank} dims block sizes"
     trailing = [1] * (rank - len(blocks)) + list(blocks)
     differing = [d for d in range(rank) if x_dims[d] != s_dims[d]]
     by_shape = [1] * rank
     for d, size in zip(differing, blocks, strict=False):
         by_shape[d] = size
     if trailing != by_shape:
-        raise _refuse(
-            node,
+        return (
             f"hipDNN's references read block_size {blocks} for X {list(x_dims)} and SCALE "
             f"{list(s_dims)} differently (the trailing dims: {trailing}; the dims where X and "
-            f"SCALE differ: {by_shape})",
+            f"SCALE differ: {by_shape})"
         )
     expected = [math.ceil(n / b) for n, b in zip(x_dims, trailing, strict=True)]
     if list(s_dims) != expected:
-        raise _refuse(
-            node, f"SCALE dims {list(s_dims)} are not {expected}, the blocks of X {list(x_dims)}"
-        )
+        return f"SCALE dims {list(s_dims)} are not {expected}, the blocks of X {list(x_dims)}"
     return trailing
+
+
+def _dequantize_reason(node: Any) -> str | None:
+    a = node.attributes
+    sizes = _block_sizes(node, a.get_x().get_dim(), a.get_scale().get_dim())
+    return _compute_refusal(node) or (sizes if isinstance(sizes, str) else None)
+
+
+def block_scale_dequantize_refusal(node: Any) -> str | None:
+    """Why the reference does not run this block-scale dequantize node, or ``None``."""
+    reason = _dequantize_reason(node)
+    return None if reason is None else f"node '{node.name}': {reason}"
 
 
 def run_block_scale_dequantize(node: Any, inputs: Mapping[str, Any]) -> dict[str, Array]:
@@ -258,10 +286,14 @@ def run_block_scale_dequantize(node: Any, inputs: Mapping[str, Any]) -> dict[str
             it); ``INVALID_VALUE`` for an input missing or of other dims than its tensor's.
     """
     a = node.attributes
-    compute = _compute(node)
+    reason = _dequantize_reason(node)
+    if reason is not None:
+        raise _refuse(node, reason)
+    compute = _COMPUTE[a.get_compute_data_type()]
     x = _operand(node, inputs, "X", a.get_x().get_dim()).astype(compute)
     scale = _operand(node, inputs, "SCALE", a.get_scale().get_dim()).astype(compute)
     sizes = _block_sizes(node, x.shape, scale.shape)
+    assert not isinstance(sizes, str)  # the dims are the tensors', checked above
     spread = scale
     for axis, size in enumerate(sizes):  # each scale element over its block
         if size > 1:
