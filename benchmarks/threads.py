@@ -26,6 +26,8 @@ ENV_VARS = (
     "GOMP_SPINCOUNT",
     "OMP_PROC_BIND",
     "OPENBLAS_NUM_THREADS",
+    # the kernels OpenBLAS runs (``Haswell``: AVX2 even on an AVX-512 CPU)
+    "OPENBLAS_CORETYPE",
     "MKL_NUM_THREADS",
     "KMP_BLOCKTIME",
 )
@@ -44,9 +46,10 @@ def thread_settings() -> list[str]:
     else:
         for pool in threadpool_info():
             layer = f", {pool['threading_layer']}" if pool.get("threading_layer") else ""
+            kernels = f", {pool['architecture']} kernels" if pool.get("architecture") else ""
             lines.append(
                 f"pool: {pool['internal_api']} ({pool['prefix']}{layer}) "
-                f"{pool['num_threads']} threads, version {pool.get('version') or '?'}"
+                f"{pool['num_threads']} threads, version {pool.get('version') or '?'}{kernels}"
             )
     torch = sys.modules.get("torch")
     if torch is not None:

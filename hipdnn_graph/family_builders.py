@@ -31,11 +31,16 @@ from .nodes.batchnorm_inference_variance import BatchnormInferenceVarianceNode
 from .nodes.conv_dgrad import ConvolutionDgradNode
 from .nodes.conv_fprop import ConvolutionFpropNode
 from .nodes.conv_wgrad import ConvolutionWgradNode
+from .nodes.custom_op import CustomOpNode
 from .nodes.layernorm import LayerNormNode
+from .nodes.layernorm_backward import LayernormBackwardNode
 from .nodes.matmul import MatmulNode
+from .nodes.moe_grouped_matmul import MoeGroupedMatmulNode
+from .nodes.moe_grouped_matmul_bwd import MoeGroupedMatmulBwdNode
 from .nodes.pointwise import PointwiseNode
 from .nodes.reduction import ReductionNode
 from .nodes.rmsnorm import RMSNormNode
+from .nodes.rmsnorm_backward import RMSNormBackwardNode
 from .tensor import TensorAttributes
 from .types import ErrorCode, NormFwdPhase
 
@@ -408,6 +413,102 @@ class FamilyBuilders(BlockScaleBuilders):
         self._add_node(BatchnormBackwardNode(attrs, self.attributes))
         return dx, dscale, dbias
 
+    # ----- layer-norm and RMSNorm backward (hipDNN's Graph::layernorm_backward/rmsnorm_backward)
+    def layernorm_backward(
+        self,
+        dy: Any = None,
+        x: Any = None,
+        scale: Any = None,
+        attributes: Any = None,
+        **keywords: Any,
+    ) -> tuple[TensorAttributes, TensorAttributes, TensorAttributes]:
+        """Add a layer-norm backward node: ``layernorm_backward(dy, x, scale, attrs)``; returns
+        the virtual ``(<node>::DX, <node>::DSCALE, <node>::DBIAS)``. Unnamed DY, X, SCALE and the
+        attributes' MEAN, INV_VARIANCE and EPSILON are renamed ``<node>::DY`` … as hipDNN does;
+        keywords set ``name``, ``mean``, ``inv_variance``, ``epsilon``, ``normalized_dim_count``
+        and ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+            >>> dy, x = g.tensor(dim=[2, 6, 4]), g.tensor(name="x", dim=[2, 6, 4])
+            >>> dx, dscale, dbias = g.layernorm_backward(dy, x, g.tensor(dim=[1, 6, 4]))
+            >>> dy.get_name(), dx.get_name(), dbias.get_name()
+            ('LayernormBackward_0::DY', 'LayernormBackward_0::DX', 'LayernormBackward_0::DBIAS')
+        """
+        if not all(isinstance(t, TensorAttributes) for t in (dy, x, scale)):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "layernorm_backward() takes tensors dy, x and scale, then "
+                "LayernormBackwardAttributes",
+            )
+        attrs = self._family_attributes(
+            attributes, LayernormBackwardNode, keywords, "layernorm_backward"
+        )
+        name_unnamed(attrs.name, (
+            (dy, "DY"), (x, "X"), (scale, "SCALE"), (attrs.get_mean(), "MEAN"),
+            (attrs.get_inv_variance(), "INV_VARIANCE"), (attrs.get_epsilon(), "EPSILON"),
+        ))  # fmt: skip
+        dx = self._output_tensor(f"{attrs.name}::DX")
+        dscale = self._output_tensor(f"{attrs.name}::DSCALE")
+        dbias = self._output_tensor(f"{attrs.name}::DBIAS")
+        attrs.set_dy(dy).set_x(x).set_scale(scale)
+        attrs.set_dx(dx).set_dscale(dscale).set_dbias(dbias)
+        self._add_node(LayernormBackwardNode(attrs, self.attributes))
+        return dx, dscale, dbias
+
+    def rmsnorm_backward(
+        self,
+        dy: Any = None,
+        x: Any = None,
+        scale: Any = None,
+        inv_rms: Any = None,
+        attributes: Any = None,
+        **keywords: Any,
+    ) -> tuple[TensorAttributes, TensorAttributes, TensorAttributes | None]:
+        """Add an RMSNorm backward node: ``rmsnorm_backward(dy, x, scale, inv_rms, attrs)``;
+        returns the virtual ``(<node>::DX, <node>::DSCALE, dbias)``, ``dbias`` the virtual
+        ``<node>::DBIAS`` when the attributes' ``compute_dbias`` is set, else ``None``. Inputs
+        keep their names, as in hipDNN; keywords set ``name``, ``compute_dbias`` and
+        ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
+                class or an unknown keyword.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+            >>> dy, x = g.tensor(dim=[2, 6, 4]), g.tensor(dim=[2, 6, 4])
+            >>> s, r = g.tensor(dim=[1, 1, 4]), g.tensor(dim=[2, 6, 1])
+            >>> dx, dscale, dbias = g.rmsnorm_backward(dy, x, s, r, compute_dbias=True)
+            >>> dx.get_name(), dbias.get_name(), dy.get_name()
+            ('RMSNormBackward_0::DX', 'RMSNormBackward_0::DBIAS', '')
+        """
+        if not all(isinstance(t, TensorAttributes) for t in (dy, x, scale, inv_rms)):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "rmsnorm_backward() takes tensors dy, x, scale and inv_rms, then "
+                "RMSNormBackwardAttributes",
+            )
+        attrs = self._family_attributes(
+            attributes, RMSNormBackwardNode, keywords, "rmsnorm_backward"
+        )
+        dx = self._output_tensor(f"{attrs.name}::DX")
+        dscale = self._output_tensor(f"{attrs.name}::DSCALE")
+        dbias = None
+        if attrs.compute_dbias:
+            dbias = self._output_tensor(f"{attrs.name}::DBIAS")
+            attrs.set_dbias(dbias)
+        attrs.set_dy(dy).set_x(x).set_scale(scale).set_inv_rms(inv_rms)
+        attrs.set_dx(dx).set_dscale(dscale)
+        self._add_node(RMSNormBackwardNode(attrs, self.attributes))
+        return dx, dscale, dbias
+
     # ----- convolution ---------------------------------------------------------------------
 
     def conv_fprop(
@@ -482,6 +583,134 @@ class FamilyBuilders(BlockScaleBuilders):
             getattr(attrs, f"set_{slot.lower()}")(tensor)
         self._add_node(node(attrs, self.attributes))
         return out
+
+    # ----- MoE grouped matmul (hipDNN's Graph::moe_grouped_matmul / moe_grouped_matmul_bwd) -----
+    def moe_grouped_matmul(
+        self,
+        token: Any = None,
+        weight: Any = None,
+        first_token_offset: Any = None,
+        token_index: Any = None,
+        token_ks: Any = None,
+        attributes: Any = None,
+        **keywords: Any,
+    ) -> TensorAttributes:
+        """Add a MoE grouped matmul node: ``moe_grouped_matmul(token, weight, first_token_offset,
+        token_index, token_ks, attrs)`` (the routing tensors ``None`` where the mode has none);
+        returns the virtual ``<node>::OUTPUT``. Unnamed inputs are renamed ``<node>::TOKEN`` …
+        ``<node>::TOKEN_KS``; keywords set ``name``, ``mode``, ``top_k`` and
+        ``compute_data_type``. A ``None`` input is left unset (validation names it, as hipDNN's).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for an input that is neither a tensor nor ``None``,
+                attributes of another class or an unknown keyword.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT,
+            ...              intermediate_data_type=hg.DataType.FLOAT)
+            >>> token, weight = g.tensor(dim=[1, 8, 16]), g.tensor(dim=[2, 16, 32])
+            >>> offsets = g.tensor(dim=[2, 1, 1], data_type=hg.DataType.INT32)
+            >>> out = g.moe_grouped_matmul(token, weight, offsets, None, None)
+            >>> g.validate(); out.get_name(), out.get_dim()
+            ('MoeGroupedMatmul_0::OUTPUT', [1, 8, 32])
+        """
+        inputs = ((token, "TOKEN"), (weight, "WEIGHT"), (first_token_offset, "FIRST_TOKEN_OFFSET"),
+                  (token_index, "TOKEN_INDEX"), (token_ks, "TOKEN_KS"))  # fmt: skip
+        return self._moe(MoeGroupedMatmulNode, "moe_grouped_matmul", inputs, "OUTPUT",
+                         attributes, keywords)  # fmt: skip
+
+    def moe_grouped_matmul_bwd(
+        self,
+        doutput: Any = None,
+        token: Any = None,
+        first_token_offset: Any = None,
+        attributes: Any = None,
+        **keywords: Any,
+    ) -> TensorAttributes:
+        """Add a MoE grouped matmul weight-gradient node: ``moe_grouped_matmul_bwd(doutput,
+        token, first_token_offset, attrs)``; returns the virtual ``<node>::DWEIGHT`` (dims
+        ``[experts, K, N]`` and column-major strides inferred). Unnamed inputs are renamed
+        ``<node>::DOUTPUT``, ``<node>::TOKEN`` and ``<node>::FIRST_TOKEN_OFFSET``; keywords set
+        ``name`` and ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for an input that is neither a tensor nor ``None``,
+                attributes of another class or an unknown keyword.
+        """
+        inputs = ((doutput, "DOUTPUT"), (token, "TOKEN"),
+                  (first_token_offset, "FIRST_TOKEN_OFFSET"))  # fmt: skip
+        return self._moe(MoeGroupedMatmulBwdNode, "moe_grouped_matmul_bwd", inputs, "DWEIGHT",
+                         attributes, keywords)  # fmt: skip
+
+    def _moe(
+        self,
+        node: type[Node[Any]],
+        op: str,
+        inputs: tuple[tuple[Any, str], ...],
+        output: str,
+        given: Any,
+        keywords: dict[str, Any],
+    ) -> TensorAttributes:
+        """One MoE node: its inputs with their slot names (``None`` left unset), its output."""
+        for tensor, slot in inputs:
+            if tensor is not None and not isinstance(tensor, TensorAttributes):
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    f"{op}() takes a tensor or None for {slot}, got {type(tensor).__name__}",
+                )
+        attrs = self._family_attributes(given, node, keywords, op)
+        name_unnamed(attrs.name, inputs)
+        out = self._output_tensor(f"{attrs.name}::{output}")
+        for tensor, slot in inputs:
+            attrs._set_input(attrs.InputNames[slot], tensor)
+        attrs._set_output(attrs.OutputNames[output], out)
+        self._add_node(node(attrs, self.attributes))
+        return out
+
+    # ----- custom op (hipDNN's Graph::custom_op) -----
+    def custom_op(
+        self, inputs: Any = None, n_outputs: Any = None, attributes: Any = None, **keywords: Any
+    ) -> list[TensorAttributes]:
+        """Add a custom (plugin-defined) op node: ``custom_op(inputs, n_outputs, attrs)``;
+        returns its ``n_outputs`` new virtual outputs ``<node>::OUT_<i>``, whose dims, strides
+        (and data types, if not the graph's) the caller sets: nothing infers them. Unnamed
+        inputs are renamed ``<node>::IN_<i>``; keywords set ``name``, ``custom_op_id``, ``data``
+        and ``compute_data_type``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not a list of tensors, a count
+                that is not a non-negative integer, attributes of another class or an unknown
+                keyword.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT,
+            ...              intermediate_data_type=hg.DataType.FLOAT)
+            >>> x = g.tensor(dim=[4, 8])
+            >>> (y,) = g.custom_op([x], 1, custom_op_id="example.identity")
+            >>> _ = y.set_dim([4, 8]).set_stride([8, 1]).set_output(True)
+            >>> g.validate(); x.get_name(), y.get_name()
+            ('CustomOp_0::IN_0', 'CustomOp_0::OUT_0')
+        """
+        tensors = list(inputs) if isinstance(inputs, list | tuple) else None
+        if tensors is None or not all(isinstance(t, TensorAttributes) for t in tensors):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "custom_op() takes a list of input tensors, an output count, then "
+                "CustomOpAttributes",
+            )
+        if isinstance(n_outputs, bool) or not isinstance(n_outputs, int) or n_outputs < 0:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"custom_op() takes a non-negative output count, got {n_outputs!r}",
+            )
+        attrs = self._family_attributes(attributes, CustomOpNode, keywords, "custom_op")
+        name_unnamed(attrs.name, ((t, f"IN_{i}") for i, t in enumerate(tensors)))
+        outputs = [self._output_tensor(f"{attrs.name}::OUT_{i}") for i in range(n_outputs)]
+        attrs.set_inputs(tensors).set_outputs(outputs)
+        self._add_node(CustomOpNode(attrs, self.attributes))
+        return outputs
 
     def _family_attributes(
         self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str

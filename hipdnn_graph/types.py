@@ -21,6 +21,7 @@ __all__ = [
     "DiagonalAlignment",
     "ErrorCode",
     "HeuristicMode",
+    "MoeGroupedMatmulMode",
     "NodeType",
     "NormFwdPhase",
     "PointwiseMode",
@@ -132,6 +133,10 @@ class NodeType(IntEnum):
     BLOCK_SCALE_DEQUANTIZE = 15
     CUSTOM_OP = 16
     REDUCTION = 17
+    RMS_NORM_BACKWARD = 19
+    LAYERNORM_BACKWARD = 20
+    MOE_GROUPED_MATMUL = 21
+    MOE_GROUPED_MATMUL_BWD = 22
 
 
 class PointwiseMode(IntEnum):
@@ -232,3 +237,23 @@ class NormFwdPhase(IntEnum):
     NOT_SET = 0
     INFERENCE = 1
     TRAINING = 2
+
+
+class MoeGroupedMatmulMode(IntEnum):
+    """How a MoE grouped matmul routes its rows (hipDNN's frontend ``MoeGroupedMatmulMode``, in
+    its binding order).
+
+    ``NONE``: the tokens are already routed (row ``r`` in, row ``r`` out); ``GATHER``: routed row
+    ``r`` reads token row ``TOKEN_INDEX[r]``; ``SCATTER``: routed row ``r`` writes output row
+    ``TOKEN_INDEX[r] * top_k + TOKEN_KS[r]``.
+
+    The numbers are its schema's (``NONE`` 0, ``GATHER`` 1, ``SCATTER`` 2), which has no
+    ``NOT_SET``; hipDNN's frontend numbers ``NOT_SET`` 0 and the others one higher, so here
+    ``NOT_SET`` is -1 (no wire carries it: the node refuses it and the writers name it).
+    hipDNN's attributes default to ``NONE``.
+    """
+
+    NOT_SET = -1
+    NONE = 0
+    GATHER = 1
+    SCATTER = 2

@@ -22,7 +22,9 @@ from hipdnn_graph.nodes.block_scale_quantize import BlockScaleQuantizeAttributeN
 F32 = hg.DataType.FLOAT
 
 
-def _graph(axis: int | None = 1, transpose: bool = False) -> hg.Graph:
+def _graph(
+    axis: int | None = 1, transpose: bool = False, dq_block_size: tuple[int, ...] = (1, 32)
+) -> hg.Graph:
     g = hg.Graph(name="mx", io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32)
     x = g.tensor(name="x", dim=[4, 64])
     members: dict[str, object] = {"block_size": 32, "transpose": transpose, "name": "q"}
@@ -31,7 +33,9 @@ def _graph(axis: int | None = 1, transpose: bool = False) -> hg.Graph:
     y, scale = g.block_scale_quantize(x, **members)
     y.set_data_type(hg.DataType.FP8_E4M3)
     scale.set_data_type(hg.DataType.FP8_E8M0)
-    out = g.block_scale_dequantize(y, scale, block_size=[1, 32], is_negative_scale=True, name="dq")
+    out = g.block_scale_dequantize(
+        y, scale, block_size=list(dq_block_size), is_negative_scale=True, name="dq"
+    )
     out.set_output(True)
     return g
 
@@ -125,9 +129,7 @@ def test_bytes_and_json_round_trip(axis: int | None, transpose: bool) -> None:
     assert (a.get_block_size(), a.get_axis(), a.get_transpose()) == (32, axis, transpose)
 
 
-def test_cli_shows_draws_and_refuses_to_run(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_shows_draws_and_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "mx.bin"
     path.write_bytes(_graph().serialize())
     assert main(["show", str(path)]) == 0
@@ -139,8 +141,14 @@ def test_cli_shows_draws_and_refuses_to_run(
     assert "<b>dq</b><br/>BLOCK_SCALE_DEQUANTIZE" in capsys.readouterr().out
     assert main(["show", "--dot", str(path)]) == 0
     assert "BLOCK_SCALE_QUANTIZE" in capsys.readouterr().out
+    # block_size [1, 32] for X [4, 64], SCALE [4, 2]: hipDNN's two references read it apart
     assert main(["run", str(path)]) == 1
-    assert "does not run BLOCK_SCALE_QUANTIZE nodes (node 'q')" in capsys.readouterr().err
+    assert "NUMPY_REFERENCE_ENGINE: node 'dq': hipDNN's references read block_size [1, 32]" in (
+        capsys.readouterr().err
+    )
+    path.write_bytes(_graph(dq_block_size=(32,)).serialize())  # the same to both
+    assert main(["run", str(path)]) == 0  # on the NumPy reference
+    assert "engine NUMPY_REFERENCE_ENGINE" in capsys.readouterr().out
 
 
 def test_writers_refuse_block_sizes_past_32_bits() -> None:

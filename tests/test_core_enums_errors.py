@@ -85,6 +85,12 @@ NODE_TYPES = {
     "BLOCK_SCALE_DEQUANTIZE": 15,
     "CUSTOM_OP": 16,
     "REDUCTION": 17,
+    # hipDNN's NodeType.hpp numbers the newer families on (tvy-amd/rocm-libraries @ 01b8216b):
+    # the two backward norms (19, 20) and the MoE families (21, 22) are mirrored
+    "RMS_NORM_BACKWARD": 19,
+    "LAYERNORM_BACKWARD": 20,
+    "MOE_GROUPED_MATMUL": 21,
+    "MOE_GROUPED_MATMUL_BWD": 22,
 }
 
 

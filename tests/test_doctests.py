@@ -1,4 +1,5 @@
-"""Run every docstring example in the ``hipdnn_graph`` package and require zero failures.
+"""Run every docstring example in the ``hipdnn_graph`` package and the two built-in backend
+packages, and require zero failures.
 
 Modules whose import needs an optional dependency (torch, mkdocs, ...) are skipped, as is the
 generated FlatBuffers package ``hipdnn_graph.descriptors.fbs``.
@@ -14,6 +15,8 @@ from types import ModuleType
 import pytest
 
 import hipdnn_graph
+import hipdnn_graph_numpy_reference
+import hipdnn_graph_torch_rocm
 
 #: top-level distributions that are optional extras, not runtime dependencies
 OPTIONAL_DEPENDENCIES = frozenset({"torch", "mkdocs", "mkdocstrings", "griffe", "triton", "cupy"})
@@ -21,11 +24,13 @@ SKIPPED_PACKAGES = ("hipdnn_graph.descriptors.fbs",)
 
 
 def _module_names() -> list[str]:
-    names = [hipdnn_graph.__name__]
-    for info in pkgutil.walk_packages(hipdnn_graph.__path__, prefix="hipdnn_graph."):
-        if any(info.name == p or info.name.startswith(p + ".") for p in SKIPPED_PACKAGES):
-            continue
-        names.append(info.name)
+    names = []
+    for package in (hipdnn_graph, hipdnn_graph_numpy_reference, hipdnn_graph_torch_rocm):
+        names.append(package.__name__)
+        for info in pkgutil.walk_packages(package.__path__, prefix=package.__name__ + "."):
+            if any(info.name == p or info.name.startswith(p + ".") for p in SKIPPED_PACKAGES):
+                continue
+            names.append(info.name)
     return sorted(names)
 
 

@@ -86,15 +86,54 @@ def test_no_engine_for_the_family_raises_not_supported_naming_it() -> None:
     assert "ATTN: does not run POINTWISE nodes (node 'relu')" in info.value.message
 
 
-def test_built_in_engines_refuse_pointwise_by_family() -> None:
+def test_the_reference_runs_pointwise_and_the_attention_engines_refuse_it_by_family() -> None:
     g = _pointwise_graph()
     g.build_operation_graph()
-    with pytest.raises(hg.NotSupportedError) as info:
+    g.create_execution_plans()
+    g.check_support()
+    refusals = g.get_engine_refusals()
+    assert "NUMPY_REFERENCE_ENGINE" not in refusals
+    assert refusals["TORCH_SDPA_MATH_ENGINE"] == (
+        "does not run POINTWISE nodes (node 'relu'); it runs SDPA_FWD, SDPA_BWD"
+    )
+
+
+def test_the_reference_declares_its_families_from_its_runners() -> None:
+    from hipdnn_graph_numpy_reference.engine import NumpyReferenceEngine
+    from hipdnn_graph_numpy_reference.families import REFERENCE_RUNNERS
+
+    declared = NumpyReferenceEngine().node_types
+    assert declared == {hg.NodeType.SDPA_FWD, hg.NodeType.SDPA_BWD, *REFERENCE_RUNNERS}
+
+
+def test_the_reference_refuses_a_family_without_a_runner_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hipdnn_graph_numpy_reference.engine import NumpyReferenceEngine
+    from hipdnn_graph_numpy_reference.families import REFERENCE_RUNNERS
+
+    monkeypatch.delitem(REFERENCE_RUNNERS, hg.NodeType.POINTWISE)
+    g = _pointwise_graph()
+    g.validate()
+    support = NumpyReferenceEngine().check(g)
+    assert not support and support.reason == "node 'relu': POINTWISE nodes have no NumPy reference"
+
+
+def test_sdpa_engines_refuse_pointwise_by_family_and_the_torch_family_engine_runs_it() -> None:
+    pytest.importorskip("torch")
+    from hipdnn_graph_torch_rocm import create_backend
+
+    g = _pointwise_graph()
+    g.build_operation_graph()
+    with isolated_registry(load_entry_points=False) as registry:
+        registry.register(create_backend())
         g.create_execution_plans()
-        g.check_support()
-    message = info.value.message
-    for engine in ("NUMPY_REFERENCE_ENGINE", "TORCH_SDPA_MATH_ENGINE"):
-        assert f"{engine}: does not run POINTWISE nodes (node 'relu')" in message
+        refusals = dict(g.get_engine_refusals())
+        assert refusals["TORCH_SDPA_MATH_ENGINE"] == (
+            "does not run POINTWISE nodes (node 'relu'); it runs SDPA_FWD, SDPA_BWD"
+        )
+        g.build_plans()
+        assert g.get_plan_name() == "TORCH_EAGER_ENGINE"
 
 
 def test_conformance_kit_checks_attention_engines_as_before() -> None:

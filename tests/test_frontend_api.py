@@ -291,9 +291,6 @@ class TestOtherOpFamilies:
     @pytest.mark.parametrize(
         "name",
         [
-            "custom_op",
-            "layernorm_backward",
-            "rmsnorm_backward",
             "resample_bwd",
             "autotune",
             "get_engine_configs",
@@ -309,8 +306,6 @@ class TestOtherOpFamilies:
     @pytest.mark.parametrize(
         "name",
         [
-            "LayernormBackwardAttributes",
-            "CustomOpAttributes",
             "ResampleMode",
             "AutotuneConfig",
         ],

@@ -1,8 +1,9 @@
 """hipDNN's Python-binding tests of the block-scale families (the bindings' shared graph
 builders ``build_block_scale_quantize_graph``/``build_block_scale_dequantize_graph`` and their
 round-trip and attribute tests), ported as the SDPA ones were: the same calls on
-``hipdnn_graph.frontend``; hipDNN's GPU tests build the operation graph here and planning, which
-needs an engine for the family, is refused naming it."""
+``hipdnn_graph.frontend``; hipDNN's GPU tests build the operation graph here and plan it on the
+NumPy reference (the dequantize graph's block size is one hipDNN's two references read apart, so
+the reference refuses it naming why)."""
 
 from __future__ import annotations
 
@@ -54,14 +55,15 @@ def _planning_error(graph: hipdnn.Graph) -> hipdnn.Error:
 
 
 class TestBlockScaleQuantize:
-    def test_graph_builds_and_execution_is_refused(self) -> None:
+    def test_graph_builds_and_plans_on_the_numpy_reference(self) -> None:
         graph, y, scale = build_block_scale_quantize_graph()
         handle = hipdnn.create_handle()
         assert graph.validate().is_good() and graph.build_operation_graph(handle).is_good()
         assert y.get_dim() == [2, 64, 32, 32] and scale.get_dim() == [2, 64, 32, 1]
         error = _planning_error(graph)
-        assert error.get_code() == hipdnn.ErrorCode.GRAPH_NOT_SUPPORTED
-        assert "does not run BLOCK_SCALE_QUANTIZE nodes" in error.get_message()
+        assert error.is_good(), error.get_message()
+        assert graph.build_plans().is_good()
+        assert graph.get_plan_name() == "NUMPY_REFERENCE_ENGINE"
 
     def test_round_trip_rules_and_type_errors(self) -> None:
         graph, _, _ = build_block_scale_quantize_graph()
@@ -103,13 +105,19 @@ class TestBlockScaleQuantize:
 
 
 class TestBlockScaleDequantize:
-    def test_graph_builds_and_execution_is_refused(self) -> None:
+    def test_graph_builds_and_the_reference_names_its_ambiguous_block_size(self) -> None:
+        """hipDNN's builder: block_size [32] for X [2, 64, 32, 32] and SCALE [2, 2, 32, 32],
+        which its two reference versions read differently; the NumPy reference says so."""
         graph, y = build_block_scale_dequantize_graph()
         handle = hipdnn.create_handle()
         assert graph.validate().is_good() and graph.build_operation_graph(handle).is_good()
         assert y.get_dim() == [2, 64, 32, 32] and y.get_is_virtual()
         error = _planning_error(graph)
         assert error.get_code() == hipdnn.ErrorCode.GRAPH_NOT_SUPPORTED
+        assert (
+            "NUMPY_REFERENCE_ENGINE: node 'BlockScaleDequantize_0': hipDNN's references read "
+            "block_size [32] for X [2, 64, 32, 32] and SCALE [2, 2, 32, 32] differently"
+        ) in error.get_message()
 
     def test_round_trip_rules_and_type_errors(self) -> None:
         graph, _ = build_block_scale_dequantize_graph()

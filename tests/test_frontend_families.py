@@ -1,14 +1,15 @@
 """hipDNN's Python-binding tests of pointwise and matmul (``frontend_wheel_package/tests/`` and
 ``hipdnn_frontend/test/``: ``test_pointwise.py``, ``test_matmul.py``), ported as the SDPA ones
-were: the same calls on ``hipdnn_graph.frontend``; execution, which needs an engine for the
-family, is refused naming the family."""
+were: the same calls on ``hipdnn_graph.frontend``; their GPU tests' execution runs here on the
+best-ranked engine for these families (a torch family engine, or ``NUMPY_REFERENCE_ENGINE``
+without torch) and is checked against NumPy."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-from frontend_cases import float_graph
+from frontend_cases import build_all, float_graph
 
 import hipdnn_graph as hg
 import hipdnn_graph.frontend as hipdnn
@@ -85,16 +86,15 @@ class TestPointwiseAdd:
         assert graph.validate().is_good()
         assert graph.build_operation_graph(handle).is_good()
 
-    def test_execution_is_refused_naming_the_family(self) -> None:
-        """hipDNN's GPU test executes the graph; no engine here runs pointwise yet."""
-        graph, *_ = build_pointwise_add_graph(2, 2, 2, 2)
-        handle = hipdnn.create_handle()
-        assert graph.validate().is_good() and graph.build_operation_graph(handle).is_good()
-        error = graph.create_execution_plans()
-        if error.is_good():
-            error = graph.check_support()
-        assert error.get_code() == hipdnn.ErrorCode.GRAPH_NOT_SUPPORTED
-        assert "does not run POINTWISE nodes (node 'pointwise_add_node')" in error.get_message()
+    def test_executes_on_the_best_engine(self) -> None:
+        """hipDNN's GPU test executes the graph and compares with a + b."""
+        graph, a, b, out = build_pointwise_add_graph(2, 2, 2, 2)
+        handle = build_all(graph)
+        rng = np.random.default_rng(0)
+        xa, xb = (rng.standard_normal([2, 2, 2, 2]).astype(np.float32) for _ in range(2))
+        result = np.zeros([2, 2, 2, 2], np.float32)
+        assert graph.execute(handle, {a: xa, b: xb, out: result}).is_good()
+        np.testing.assert_array_equal(result, xa + xb)
 
     def test_serialization_round_trips(self) -> None:
         graph, *_ = build_pointwise_add_graph(2, 3, 4, 5)
@@ -195,15 +195,15 @@ class TestMatmul:
         handle = hipdnn.create_handle()
         assert graph.validate().is_good() and graph.build_operation_graph(handle).is_good()
 
-    def test_execution_is_refused_naming_the_family(self) -> None:
-        graph, *_ = build_matmul_graph()
-        handle = hipdnn.create_handle()
-        assert graph.validate().is_good() and graph.build_operation_graph(handle).is_good()
-        error = graph.create_execution_plans()
-        if error.is_good():
-            error = graph.check_support()
-        assert error.get_code() == hipdnn.ErrorCode.GRAPH_NOT_SUPPORTED
-        assert "does not run MATMUL nodes (node 'matmul_node')" in error.get_message()
+    def test_executes_on_the_best_engine(self) -> None:
+        graph, a, b, c = build_matmul_graph()
+        handle = build_all(graph)
+        rng = np.random.default_rng(1)
+        xa = rng.standard_normal([4, 3]).astype(np.float32)
+        xb = rng.standard_normal([3, 5]).astype(np.float32)
+        result = np.zeros([4, 5], np.float32)
+        assert graph.execute(handle, {a: xa, b: xb, c: result}).is_good()
+        np.testing.assert_allclose(result, xa.astype(np.float64) @ xb, rtol=1e-5, atol=1e-6)
 
     def test_serialization_round_trips_and_rules_return_errors(self) -> None:
         graph, *_ = build_matmul_graph()

@@ -264,7 +264,12 @@ def test_other_node_kinds_are_refused_by_name() -> None:
     assert (
         "(9), RMSNormAttributes (10), LayernormAttributes (11), SdpaAttributes (12), "
         "BlockScaleDequantizeAttributes (13), BlockScaleQuantizeAttributes (14), "
-        "SdpaBackwardAttributes (15) and ReductionAttributes (18)" in message
+        "SdpaBackwardAttributes (15), CustomOpAttributes (16), RMSNormBackwardAttributes (17), "
+        "ReductionAttributes (18)" in message
+    )
+    assert "LayernormBackwardAttributes (20)" in message
+    assert message.endswith(
+        "MoeGroupedMatmulAttributes (22) and MoeGroupedMatmulBwdAttributes (23) are supported"
     )
     doc["nodes"][0]["type"] = "ResampleBwdAttributes"
     assert _refused(hg.Graph.from_json, json.dumps(doc)) == message

@@ -32,14 +32,17 @@ def bwd_graph(io: hg.DataType = hg.DataType.FLOAT, **kw: Any) -> tuple[hg.Graph,
                "dV": dv}  # fmt: skip
 
 
-def test_backend_lists_five_engines_in_measured_speed_order() -> None:
+def test_backend_lists_its_engines_in_measured_speed_order() -> None:
     engines = create_backend().engines()
     assert [e.name for e in engines] == [
+        "CUDNN_FRONTEND_ENGINE",
         "TORCH_SDPA_CUDNN_ENGINE",
         "TORCH_SDPA_FLASH_ENGINE",
         "TORCH_SDPA_EFFICIENT_ENGINE",
         "TORCH_SDPA_FLEX_ENGINE",
         "TORCH_SDPA_MATH_ENGINE",
+        "TORCH_FUSION_ENGINE",
+        "TORCH_EAGER_ENGINE",
     ]
     priorities = [e.priority for e in engines]
     assert priorities == sorted(priorities)

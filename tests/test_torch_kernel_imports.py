@@ -99,7 +99,7 @@ def test_engines_load_on_first_use() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
     )
     assert res.returncode == 0, res.stderr
-    assert res.stdout.split() == ["False", "True", "TorchSdpaEngine", "TORCH_SDPA_MATH_ENGINE"]
+    assert res.stdout.split() == ["False", "True", "TorchSdpaEngine", "TORCH_EAGER_ENGINE"]
 
 
 def test_unknown_attribute_is_an_attribute_error() -> None:

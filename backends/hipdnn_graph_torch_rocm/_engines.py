@@ -547,7 +547,8 @@ def create_engines() -> list[TorchSdpaEngine]:
 
 
 class TorchSdpaBackend:
-    """The built-in ``torch`` backend plugin (torch is imported only when engines run)."""
+    """The five SDPA engines of :func:`create_engines` as a backend (the ``torch`` entry point
+    serves :class:`._backend.TorchBackend`, which adds the cuDNN-frontend and family engines)."""
 
     name = "torch"
 

@@ -121,3 +121,60 @@ deployed.validate()
 print(out.get_name(), out.get_stride())
 print(json.loads(deployed.to_json())["nodes"][0]["inputs"])
 # --8<-- [end:batchnorm_inference]
+
+# --8<-- [start:layernorm_backward]
+train = hg.Graph(
+    name="ln_training_step",
+    io_data_type=hg.DataType.FLOAT,
+    intermediate_data_type=hg.DataType.FLOAT,
+    compute_data_type=hg.DataType.FLOAT,
+)
+tokens = train.tensor(name="tokens", dim=[8, 128, 512])
+ln_gamma = train.tensor(name="gamma", dim=[1, 1, 512])
+ln_beta = train.tensor(name="beta", dim=[1, 1, 512])
+ln_eps = train.tensor(name="eps").set_value(1e-5)
+normed, saved_mean, saved_inv_var = train.layernorm(
+    tokens, ln_gamma, ln_beta, epsilon=ln_eps, forward_phase=hg.NormFwdPhase.TRAINING, name="ln"
+)
+normed.set_output(True)
+grad = train.tensor(name="grad", dim=[8, 128, 512])  # the loss gradient w.r.t. normed
+bwd_attrs = hg.LayernormBackwardAttributes().set_saved_mean_and_inv_variance(
+    saved_mean, saved_inv_var
+)
+d_tokens, d_gamma, d_beta = train.layernorm_backward(grad, tokens, ln_gamma, bwd_attrs)
+for t in (d_tokens, d_gamma, d_beta):
+    t.set_output(True)
+train.validate()
+backward = train.nodes[1]
+print(d_gamma.get_name(), d_gamma.get_dim(), backward.attributes.get_normalized_dim_count())
+print(json.loads(train.to_json())["nodes"][1]["inputs"])
+# --8<-- [end:layernorm_backward]
+
+# --8<-- [start:rmsnorm_backward]
+g_bwd = hg.Graph(name="rmsnorm_bwd", io_data_type=hg.DataType.FLOAT)
+g_bwd.set_compute_data_type(hg.DataType.FLOAT)
+xs = g_bwd.tensor(name="x", dim=[8, 128, 512])
+w_rms = g_bwd.tensor(name="gamma", dim=[1, 1, 512])
+saved_inv_rms = g_bwd.tensor(name="inv_rms", dim=[8, 128, 1])  # from the forward pass
+dys = g_bwd.tensor(name="dy", dim=[8, 128, 512])
+dxs, dgamma, dbeta = g_bwd.rmsnorm_backward(
+    dys, xs, w_rms, saved_inv_rms, hg.RMSNormBackwardAttributes().set_compute_dbias(True)
+)
+for t in (dxs, dgamma, dbeta):
+    assert t is not None
+    t.set_output(True)
+g_bwd.validate()
+print(dxs.get_name(), dgamma.get_dim(), dbeta.get_name() if dbeta is not None else None)
+bad_bwd = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+per_sample = bad_bwd.tensor(name="inv_rms", dim=[8, 1, 1])  # one value per sample: wrong here
+bad_bwd.rmsnorm_backward(
+    bad_bwd.tensor(name="dy", dim=[8, 128, 512]),
+    bad_bwd.tensor(name="x", dim=[8, 128, 512]),
+    bad_bwd.tensor(name="gamma", dim=[1, 1, 512]),
+    per_sample,
+)
+try:
+    bad_bwd.validate()
+except hg.HipdnnError as err:
+    print(err.code.name, err.message)
+# --8<-- [end:rmsnorm_backward]

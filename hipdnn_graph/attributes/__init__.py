@@ -13,12 +13,16 @@ from .convolution import (
     ConvolutionAttributes,
     ConvWgradAttributes,
 )
+from .custom_op import CustomOpAttributes
 from .graph_attributes import GraphAttributes
 from .layernorm import LayernormAttributes
+from .layernorm_backward import LayernormBackwardAttributes
 from .matmul import MatmulAttributes
+from .moe_grouped_matmul import MoeGroupedMatmulAttributes, MoeGroupedMatmulBwdAttributes
 from .pointwise import PointwiseAttributes
 from .reduction import ReductionAttributes
 from .rmsnorm import RMSNormAttributes
+from .rmsnorm_backward import RMSNormBackwardAttributes
 from .sdpa import SdpaAttributes
 from .sdpa_backward import SdpaBackwardAttributes
 
@@ -33,13 +37,18 @@ __all__ = [
     "ConvFpropAttributes",
     "ConvWgradAttributes",
     "ConvolutionAttributes",
+    "CustomOpAttributes",
     "GraphAttributes",
     "LayernormAttributes",
+    "LayernormBackwardAttributes",
     "MaskWindow",
     "MatmulAttributes",
+    "MoeGroupedMatmulAttributes",
+    "MoeGroupedMatmulBwdAttributes",
     "NodeAttributes",
     "PointwiseAttributes",
     "RMSNormAttributes",
+    "RMSNormBackwardAttributes",
     "ReductionAttributes",
     "SdpaAttributes",
     "SdpaBackwardAttributes",

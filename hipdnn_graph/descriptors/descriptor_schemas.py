@@ -18,7 +18,7 @@ from ..types import DataType
 from .enums import AttributeName as A
 from .enums import AttributeType as T
 from .enums import DescriptorType as D
-from .node_spec import VECTOR_KINDS, NodeSpec, node_specs
+from .node_spec import LIST_KINDS, NodeSpec, node_specs
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
@@ -187,12 +187,14 @@ def _scalar_slot(attr_type: T, enum: Any, always: bool) -> _Slot:
 def _operation_schema(spec: NodeSpec) -> _Schema:
     """A node family's descriptor schema, derived from its spec."""
     slots: dict[int, _Slot] = {slot.attribute: _TENSOR_REF for slot in spec.slots}
+    for held in spec.tensor_lists:  # an array of tensors
+        slots[held.attribute] = _TENSOR_REF._replace(many=True)
     for scalar in spec.scalars:
         if scalar.attribute is not None:
             name, attr_type = scalar.attribute
             slots[name] = (
                 _Slot(attr_type, many=True)  # a list member: one or more values
-                if scalar.kind in VECTOR_KINDS
+                if scalar.kind in LIST_KINDS
                 else _scalar_slot(attr_type, scalar.enum, scalar.always)
             )
     for extra in spec.unmodelled:  # what hipDNN's descriptor accepts and the frontend ignores

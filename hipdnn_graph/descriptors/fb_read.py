@@ -97,8 +97,12 @@ _i32 = struct.Struct("<i").unpack_from
 _u32 = struct.Struct("<I").unpack_from
 _SCALARS = {code: struct.Struct("<" + code).unpack_from for code in "qifb?BdI"}
 _WIDTHS = {"q": 8, "d": 8, "i": 4, "f": 4, "I": 4, "b": 1, "?": 1, "B": 1}
-_LONGS = [struct.Struct(f"<{k}q").unpack_from for k in range(MAX_RANK + 1)]
-_INTS = [struct.Struct(f"<{k}i").unpack_from for k in range(MAX_RANK + 1)]
+#: unpackers of the short integer vectors (at most MAX_RANK elements), by struct code
+_SHORT_VECTORS = {
+    code: [struct.Struct(f"<{k}{code}").unpack_from for k in range(MAX_RANK + 1)]
+    for code, _ in VECTOR_KINDS.values()
+    if code != "B"
+}
 
 
 def _bad(what: str) -> HipdnnError:
@@ -207,18 +211,33 @@ def _string(buf: bytes, n: int, table: _Table, slot: int, what: str) -> str:
         raise unsupported(f"{what} is not UTF-8") from None
 
 
-def _longs(buf: bytes, n: int, table: _Table, slot: int, what: str, width: int = 8) -> list[int]:
-    """A vector of at most MAX_RANK int64 (``width`` 8) or int32 (``width`` 4)."""
+def _numbers(
+    buf: bytes, n: int, table: _Table, slot: int, what: str, kind: Kind, cap: int = MAX_RANK
+) -> Any:
+    """The vector of ``kind`` (one of :data:`VECTOR_KINDS`) in ``slot``, empty when absent:
+    ``bytes`` for a ``U8_VEC`` (any length the buffer holds), else a list of at most ``cap``
+    integers."""
+    code, width = VECTOR_KINDS[kind]
     pos = _target(buf, n, table, slot, what)
     if pos is None:
-        return []
+        return b"" if kind is Kind.U8_VEC else []
     length, start = _vector(buf, n, pos, width, what)
-    if length > MAX_RANK:
-        raise HipdnnError(
-            ErrorCode.INVALID_VALUE, f"{what} has {length} entries, more than {MAX_RANK}"
-        )
+    if kind is not Kind.U8_VEC and length > cap:
+        raise HipdnnError(ErrorCode.INVALID_VALUE, f"{what} has {length} entries, more than {cap}")
     _charge(table.counter, width * length, n)
-    return list((_LONGS if width == 8 else _INTS)[length](buf, start))
+    if kind is Kind.U8_VEC:
+        return buf[start : start + length]
+    if length <= MAX_RANK:
+        return list(_SHORT_VECTORS[code][length](buf, start))
+    return list(struct.unpack_from(f"<{length}{code}", buf, start))
+
+
+def _longs(
+    buf: bytes, n: int, table: _Table, slot: int, what: str, cap: int = MAX_RANK
+) -> list[int]:
+    """A vector of at most ``cap`` int64 (dims, strides, tensor uids)."""
+    values: list[int] = _numbers(buf, n, table, slot, what, Kind.I64_VEC, cap)
+    return values
 
 
 def _tables(buf: bytes, n: int, table: _Table, slot: int, what: str, cap: int) -> list[int]:
@@ -314,7 +333,7 @@ def _read_scalar(
     if kind is Kind.STRING:
         return _string(buf, n, t, slot, what)
     if kind in VECTOR_KINDS:
-        return _longs(buf, n, t, slot, what, VECTOR_KINDS[kind][1])
+        return _numbers(buf, n, t, slot, what, kind)
     code, _, optional, default = WIRE_KINDS[kind]
     value = _scalar(buf, n, t, slot, code, what)
     if value is None:
@@ -368,6 +387,10 @@ def _node(
     for slot in spec.slots:
         uid = _scalar(buf, n, body, slot.fb_slot, "q", label)
         uids[slot] = 0 if uid is None and slot.required else uid
+    lists = {
+        held: _longs(buf, n, body, held.fb_slot, f"{label} {held.wire}", MAX_TENSORS)
+        for held in spec.tensor_lists
+    }
     scalars = {
         s.name: _read_scalar(buf, n, body, s.kind, s.fb_slot, f"{label} {s.key}", s.enum)
         for s in spec.scalars
@@ -377,7 +400,7 @@ def _node(
             buf, n, body, extra.kind, extra.fb_slot, f"{label} {extra.wire}", extra.enum
         )
         refuse_unmodelled(spec, label, extra.wire, value, extra.default)
-    attributes = decoded_attributes(spec, name, compute, uids, scalars, tensors)
+    attributes = decoded_attributes(spec, name, compute, uids, scalars, tensors, lists)
     return spec, attributes
 
 

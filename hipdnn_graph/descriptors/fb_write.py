@@ -19,10 +19,12 @@ Example:
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from ..tensor import TensorAttributes
-from .node_spec import INT32_KINDS, VECTOR_KINDS, WIRE_KINDS, Kind, NodeSpec
+from .node_spec import INT32_KINDS, VECTOR_KINDS, WIRE_KINDS, Kind, NodeSpec, WireEnum
 from .wire_model import (
     VALUE_CODES,
     WireGraph,
@@ -83,13 +85,15 @@ class Builder:
         8-byte elements, the elements, then the length."""
         return self.numbers(values, "q", 8)
 
-    def numbers(self, values: list[int], code: str, width: int) -> int:
-        """A vector of ``width``-byte scalars of struct ``code`` (C++ ``CreateVector<T>``):
-        aligned for its u32 length and its elements, the elements, then the length."""
+    def numbers(self, values: Sequence[int], code: str, width: int) -> int:
+        """A vector of ``width``-byte scalars of struct ``code`` (C++ ``CreateVector<T>``, ``T``
+        ``int64_t``, ``int32_t`` or ``uint8_t`` for code ``B``, whose ``values`` may be
+        ``bytes``): aligned for its u32 length and its elements, the elements, then the
+        length."""
         n = len(values)
         self.prealign(width * n, 4)
         self.prealign(width * n, width)
-        self.push(struct.pack(f"<{n}{code}", *values))
+        self.push(bytes(values) if code == "B" else struct.pack(f"<{n}{code}", *values))
         return self.push(_U32.pack(n))
 
     def offsets(self, targets: list[int]) -> int:
@@ -283,9 +287,19 @@ def _tensor(b: Builder, t: TensorAttributes) -> int:
     return table_size
 
 
-def _scalar_field(kind: Kind, value: Any, where: str) -> tuple[str, int, Any] | None:
-    """(code, width, wire value) of a scalar, or None when it is not written."""
+def _scalar_field(
+    kind: Kind, value: Any, where: str, enum: WireEnum | None = None
+) -> tuple[str, int, Any] | None:
+    """(code, width, wire value) of a scalar, or None when it is not written.
+
+    Raises:
+        HipdnnError: ``UNSUPPORTED_GRAPH_FORMAT`` for an enum member the schema has no number
+            for, or an integer too wide for its field.
+    """
     code, width, optional, default = WIRE_KINDS[kind]
+    if enum is not None and value is not None and enum.member(int(value)) is None:
+        name = getattr(value, "name", value)
+        raise unsupported(f"{where}: {enum.name} {name} has no number in hipDNN's schema")
     if optional:
         if value is None:
             return None
@@ -323,21 +337,34 @@ def _node_attributes(b: Builder, spec: NodeSpec, attributes: Any) -> int:
             value = set_values.get(extra.wire, extra.default)
             refuse_unmodelled(spec, f"Node {name}", extra.wire, value, extra.default)
     d = attributes.__dict__
+    # children (strings and vectors) are created before the table in field order, as the object
+    # API's Pack does, and only when not empty
+    children: list[tuple[int, Callable[[], int]]] = []
+    for tensors in spec.tensor_lists:
+        held = attributes.outputs if tensors.output else attributes.inputs
+        uids = [held[key].uid for key in sorted(held)]
+        if uids:
+            children.append((tensors.fb_slot, partial(b.longs, uids)))
     for scalar in spec.scalars:
         where = f"Node {name} {scalar.key}"
+        value = scalar.wire_value(d[scalar.name])
         vector = VECTOR_KINDS.get(scalar.kind)
         if vector is not None:
-            # the object API's Pack writes a vector only when it is not empty, before the table
-            values = list(d[scalar.name])
             if scalar.kind in INT32_KINDS:
-                for value in values:
-                    _scalar_field(Kind.I32, value, where)  # in range
-            if values:
-                fields.append((scalar.fb_slot, "O", 4, b.numbers(values, *vector)))
+                for element in value:
+                    _scalar_field(Kind.I32, element, where)  # in range
+            if len(value):
+                children.append((scalar.fb_slot, partial(b.numbers, value, *vector)))
             continue
-        written = _scalar_field(scalar.kind, scalar.wire_value(d[scalar.name]), where)
+        if scalar.kind is Kind.STRING:
+            if value:
+                children.append((scalar.fb_slot, partial(b.string, value.encode())))
+            continue
+        written = _scalar_field(scalar.kind, value, where, scalar.enum)
         if written is not None:
             fields.append((scalar.fb_slot, written[0], written[1], written[2]))
+    for fb_slot, make in sorted(children, key=lambda child: child[0]):
+        fields.append((fb_slot, "O", 4, make()))
     return b.table(_in_add_order(fields))
 
 

@@ -33,7 +33,7 @@ from .node_spec import (
     INT32_KINDS,
     JSON_ON_NODE,
     JSON_SCALARS_ON_NODE,
-    VECTOR_KINDS,
+    LIST_KINDS,
     Kind,
     NodeSpec,
     WireEnum,
@@ -168,18 +168,23 @@ def _scalar_json(
         return numbers(float32(value, where))
     if kind is Kind.ENUM:
         assert enum is not None
+        if enum.member(int(value)) is None:
+            name = getattr(value, "name", value)
+            raise unsupported(f"{where}: {enum.name} {name} has no number in hipDNN's schema")
         return enum.json[int(value)]
     if kind is Kind.DTYPE:
         return _dtype_name(value, where)
     if kind in (Kind.BOOL, Kind.BOOL_OPT):
         return bool(value)
     if kind in INT32_KINDS:
-        values = value if kind in VECTOR_KINDS else [value]
+        values = value if kind in LIST_KINDS else [value]
         for v in values:
             if not -(2**31) <= v < 2**31:
                 raise unsupported(f"{where}: {v} does not fit a 32-bit int")
-    if kind in VECTOR_KINDS:
+    if kind in LIST_KINDS:
         return [int(v) for v in value]
+    if kind is Kind.U8_VEC:
+        return list(bytes(value))
     return value
 
 
@@ -194,6 +199,11 @@ def _node_json(spec: NodeSpec, attributes: Any, numbers: _Numbers) -> dict[str, 
         groups["outputs" if slot.output else "inputs"][slot.wire] = (
             None if tensor is None else tensor.uid
         )
+    for held in spec.tensor_lists:
+        tensors = attributes.outputs if held.output else attributes.inputs
+        groups["outputs" if held.output else "inputs"][held.wire] = [
+            tensors[key].uid for key in sorted(tensors)
+        ]
     d = attributes.__dict__
     scalars = groups[_scalar_holder(spec)]
     for scalar in spec.scalars:
@@ -343,16 +353,22 @@ class _Obj:
             raise self._fail(key, "an array")
         return value
 
-    def get_longs(self, key: str) -> list[int]:
+    def get_longs(self, key: str, cap: int = MAX_RANK) -> list[int]:
         values = self.get_list(key)
-        if len(values) > MAX_RANK:
+        if len(values) > cap:
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE,
-                f"{self.path}.{key} has {len(values)} entries, more than {MAX_RANK}",
+                f"{self.path}.{key} has {len(values)} entries, more than {cap}",
             )
         if any(type(v) is not int or not -(2**63) <= v < 2**63 for v in values):
             raise self._fail(key, "an array of 64-bit integers")
         return values
+
+    def get_ubytes(self, key: str) -> bytes:
+        values = self.get_list(key)
+        if any(type(v) is not int or not 0 <= v < 256 for v in values):
+            raise self._fail(key, "an array of bytes (integers 0-255)")
+        return bytes(values)
 
     def obj_at(self, key: str, optional: bool = False) -> _Obj | None:
         value = self._get(key, optional)
@@ -451,16 +467,9 @@ def finite_number(raw: Any) -> float | None:
 def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = None) -> Any:
     if kind in (Kind.BOOL, Kind.BOOL_OPT):
         return o.get_bool(key, nullable=kind is Kind.BOOL_OPT)
-    if kind is Kind.I64:
-        return o.get_int(key)
-    if kind is Kind.I32:
-        value = o.get_int(key)
-        if not -(2**31) <= value < 2**31:
-            raise o._fail(key, "a 32-bit integer")
-        return value
-    if kind in (Kind.I64_OPT, Kind.I32_OPT):
-        value = o.get_int(key, nullable=True)
-        if kind is Kind.I32_OPT and value is not None and not -(2**31) <= value < 2**31:
+    if kind in (Kind.I64, Kind.I32, Kind.I64_OPT, Kind.I32_OPT):
+        value = o.get_int(key, nullable=kind in (Kind.I64_OPT, Kind.I32_OPT))
+        if kind in INT32_KINDS and value is not None and not -(2**31) <= value < 2**31:
             raise o._fail(key, "a 32-bit integer")
         return value
     if kind is Kind.F32_OPT:
@@ -482,6 +491,8 @@ def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = N
         if any(not -(2**31) <= v < 2**31 for v in values):
             raise o._fail(key, "an array of 32-bit integers")
         return values
+    if kind is Kind.U8_VEC:
+        return o.get_ubytes(key)
     return o.get_str(key, optional=True) or ""
 
 
@@ -505,6 +516,10 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
         slot: _uid(outputs_obj if slot.output else inputs_obj, slot.wire, slot.required, spec)
         for slot in spec.slots
     }
+    lists = {
+        held: (outputs_obj if held.output else inputs_obj).get_longs(held.wire, MAX_TENSORS)
+        for held in spec.tensor_lists
+    }
     scalars = {
         s.name: _scalar(scalars_obj, s.kind, s.key, label, s.enum)
         if s.json_presence == "always" or s.key in scalars_obj.obj
@@ -515,7 +530,14 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
     for extra in spec.unmodelled:
         if extra.group == "extra":  # written only in a scalar object of the family's own
             own = _scalar_holder(spec) == "scalars"
-            value = (scalars_obj.get_str(extra.wire, optional=True) or "") if own else ""
+            if not own:
+                value = extra.default
+            elif extra.kind is Kind.STRING:
+                value = scalars_obj.get_str(extra.wire, optional=True) or ""
+            elif extra.wire in scalars_obj.obj:
+                value = _scalar(scalars_obj, extra.kind, extra.wire, label, extra.enum)
+            else:
+                value = _absent(scalars_obj, extra.wire, extra.default)
         elif extra.kind is Kind.UID_OPT:
             value = holders[extra.group].get_int(extra.wire, nullable=True)
         else:
@@ -523,7 +545,7 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
         refuse_unmodelled(spec, label, extra.wire, value, extra.default)
     for holder in (inputs_obj, outputs_obj, scalars_obj, o):
         holder.done()
-    return spec, decoded_attributes(spec, name, compute, uids, scalars, tensors)
+    return spec, decoded_attributes(spec, name, compute, uids, scalars, tensors, lists)
 
 
 def _uid(o: _Obj, key: str, required: bool, spec: NodeSpec) -> int | None:

@@ -34,11 +34,12 @@ def _kind_schema(kind: Kind, enum: WireEnum | None = None) -> dict[str, Any]:
         Kind.I64: {"type": "integer"},
         Kind.I64_OPT: _NULLABLE_INT,
         Kind.I32_OPT: _NULLABLE_INT,
+        Kind.I32: {"type": "integer"},
         Kind.DTYPE: {"$ref": "#/$defs/DataType"},
         Kind.STRING: {"type": "string"},
         Kind.I64_VEC: {"type": "array", "items": {"type": "integer"}},
-        Kind.I32: {"type": "integer"},
         Kind.I32_VEC: {"type": "array", "items": {"type": "integer"}},
+        Kind.U8_VEC: {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 255}},
     }[kind]
 
 
@@ -57,6 +58,8 @@ def _node_schema(spec: NodeSpec) -> dict[str, Any]:
     for slot in spec.slots:
         kind = Kind.UID if slot.wire in absent_uids else slot.kind
         groups["outputs" if slot.output else "inputs"][slot.wire] = _kind_schema(kind)
+    for held in spec.tensor_lists:
+        groups["outputs" if held.output else "inputs"][held.wire] = _kind_schema(Kind.I64_VEC)
     holder = _scalar_holder(spec)
     for scalar in spec.scalars:
         groups[holder][scalar.key] = _kind_schema(scalar.kind, scalar.enum)

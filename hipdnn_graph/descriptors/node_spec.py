@@ -21,12 +21,17 @@ kind       FlatBuffers type                       JSON
 ``I64_OPT``   ``long = null``                     integer or ``null``
 ``I32_OPT``   ``int = null``                      integer or ``null``
 ``I32``    ``int`` (default 0)                    integer
-``I64_VEC``   ``[long]`` (absent when empty)      array of integers
-``I32_VEC``   ``[int]`` (absent when empty)       array of integers
 ``ENUM``   an enum of the schema (int8)           the :class:`WireEnum`'s spelling
 ``DTYPE``  ``DataType`` (int8)                    lower-case name
 ``STRING`` ``string``                             string
+``I64_VEC``  ``[long]``                           array of integers
+``I32_VEC``  ``[int]``                            array of integers
+``U8_VEC``   ``[ubyte]`` (an opaque byte payload)   array of integers 0-255
 =========  =====================================  ========================
+
+A family whose tensors are positional lists (hipDNN's custom op) declares each list as a
+:class:`TensorListSpec`: a ``[long]`` field of tensor uids, keyed in the attributes' slot maps by
+the positions its ``key`` makes.
 
 Example:
     >>> import hipdnn_graph  # the node modules register their specs
@@ -51,12 +56,14 @@ __all__ = [
     "INT32_KINDS",
     "JSON_ON_NODE",
     "JSON_SCALARS_ON_NODE",
+    "LIST_KINDS",
     "VECTOR_KINDS",
     "WIRE_KINDS",
     "Kind",
     "NodeSpec",
     "ScalarSpec",
     "SlotSpec",
+    "TensorListSpec",
     "UnmodelledSpec",
     "WireEnum",
     "node_specs",
@@ -77,12 +84,13 @@ class Kind(Enum):
     I64 = "long"
     I64_OPT = "long?"
     I32_OPT = "int?"
+    I32 = "int"
     ENUM = "enum"
     DTYPE = "data_type"
     STRING = "string"
     I64_VEC = "[long]"
-    I32 = "int"
     I32_VEC = "[int]"
+    U8_VEC = "[ubyte]"
 
 
 #: (struct code, byte width, optional, default) of each kind in a FlatBuffers table.
@@ -95,16 +103,26 @@ WIRE_KINDS: dict[Kind, tuple[str, int, bool, Any]] = {
     Kind.I64: ("q", 8, False, 0),
     Kind.I64_OPT: ("q", 8, True, None),
     Kind.I32_OPT: ("i", 4, True, None),
+    Kind.I32: ("i", 4, False, 0),
     Kind.ENUM: ("b", 1, False, 0),
     Kind.DTYPE: ("b", 1, False, DataType.NOT_SET),
     Kind.STRING: ("S", 4, False, ""),
     Kind.I64_VEC: ("O", 4, False, ()),
-    Kind.I32: ("i", 4, False, 0),
     Kind.I32_VEC: ("O", 4, False, ()),
+    Kind.U8_VEC: ("O", 4, False, b""),
 }
 
-#: the vector kinds: (struct code, byte width) of one element.
-VECTOR_KINDS: dict[Kind, tuple[str, int]] = {Kind.I64_VEC: ("q", 8), Kind.I32_VEC: ("i", 4)}
+#: the vector kinds (a FlatBuffers vector, written only when not empty): (struct code, byte
+#: width) of one element. A ``U8_VEC`` reads as ``bytes``, the others as a list of integers.
+VECTOR_KINDS: dict[Kind, tuple[str, int]] = {
+    Kind.I64_VEC: ("q", 8),
+    Kind.I32_VEC: ("i", 4),
+    Kind.U8_VEC: ("B", 1),
+}
+
+#: the vector kinds that hold a list of integers (a list-valued descriptor attribute, a JSON
+#: array, at most ``MAX_RANK`` entries); a ``U8_VEC`` is an opaque byte payload instead.
+LIST_KINDS = frozenset({Kind.I64_VEC, Kind.I32_VEC})
 
 #: the integer range of each kind that stores 32-bit integers (a scalar, or each element).
 INT32_KINDS = frozenset({Kind.I32, Kind.I32_OPT, Kind.I32_VEC})
@@ -192,6 +210,25 @@ class SlotSpec:
     @property
     def kind(self) -> Kind:
         return Kind.UID if self.required else Kind.UID_OPT
+
+
+@dataclass(frozen=True)
+class TensorListSpec:
+    """A positional list of tensors of a node (inputs or outputs), one ``[long]`` field of uids.
+
+    Attributes:
+        output: Whether the node writes the tensors.
+        fb_slot: Field number in hipDNN's attribute table.
+        attribute: Backend descriptor attribute that carries them (an array of tensors).
+        wire: Field name in hipDNN's schema and key in its JSON.
+        key: ``key(i)``: the key of position ``i`` in the attributes' ``inputs``/``outputs``.
+    """
+
+    output: bool
+    fb_slot: int
+    attribute: IntEnum
+    wire: str
+    key: Callable[[int], Any]
 
 
 @dataclass(frozen=True)
@@ -293,6 +330,8 @@ class NodeSpec:
             writing ``null``); an absent key reads as no tensor.
         legacy_scalar_groups: Other keys older hipDNN wrote for it (read, never written).
         slots: Tensor slots in the attributes' enum order (inputs, then outputs).
+        tensor_lists: Positional tensor lists (inputs, then outputs), for families without
+            named slots.
         scalars: Plain members.
         unmodelled: hipDNN fields kept at their defaults.
         field_count: Number of fields of hipDNN's table (a field past it is refused).
@@ -315,12 +354,13 @@ class NodeSpec:
     make_node: Callable[[Any, Any], Any]
     legacy_scalar_groups: tuple[str, ...] = ()
     omit_absent_uids: bool = False
+    tensor_lists: tuple[TensorListSpec, ...] = ()
     _by_name: dict[str, SlotSpec] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self._by_name.update({s.name: s for s in self.slots})
         used = [s.fb_slot for s in self.slots] + [s.fb_slot for s in self.scalars]
-        used += [u.fb_slot for u in self.unmodelled]
+        used += [u.fb_slot for u in self.unmodelled] + [t.fb_slot for t in self.tensor_lists]
         assert sorted(used) == list(range(self.field_count)), f"{self.table}: slots {used}"
 
     def slot(self, name: str) -> SlotSpec:

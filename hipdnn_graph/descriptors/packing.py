@@ -17,7 +17,7 @@ from ..types import DataType, ErrorCode
 from .backend_descriptor import BackendDescriptor
 from .enums import AttributeName as A
 from .enums import AttributeType as T
-from .node_spec import VECTOR_KINDS, NodeSpec
+from .node_spec import LIST_KINDS, Kind, NodeSpec
 from .tensors import tensor_descriptor, tensor_from_descriptor
 
 __all__ = ["pack_node", "unpack_node"]
@@ -37,11 +37,8 @@ def pack_node(
         HipdnnError: ``INVALID_VALUE`` for a tensor without uid or an unset compute type.
     """
     op = BackendDescriptor(spec.descriptor_type)
-    slots = attributes.tensors_by_slot()
-    for slot in spec.slots:
-        tensor = slots.get(slot.name)
-        if tensor is None:
-            continue
+
+    def described(tensor: TensorAttributes) -> BackendDescriptor:
         if tensor.uid is None:
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE,
@@ -50,14 +47,29 @@ def pack_node(
         desc = tensor_descs.get(tensor.uid)
         if desc is None:
             desc = tensor_descs[tensor.uid] = tensor_descriptor(tensor)
-        op.set_attribute(slot.attribute, T.BACKEND_DESCRIPTOR, [desc])
+        return desc
+
+    slots = attributes.tensors_by_slot()
+    for slot in spec.slots:
+        tensor = slots.get(slot.name)
+        if tensor is not None:
+            op.set_attribute(slot.attribute, T.BACKEND_DESCRIPTOR, [described(tensor)])
+    for held in spec.tensor_lists:  # an array attribute, set when the list is not empty
+        tensors = attributes.outputs if held.output else attributes.inputs
+        if tensors:
+            descs = [described(tensors[key]) for key in sorted(tensors)]
+            op.set_attribute(held.attribute, T.BACKEND_DESCRIPTOR, descs)
     for scalar in spec.scalars:
         if scalar.attribute is None:
             continue
         value = getattr(attributes, scalar.name)
-        if scalar.kind in VECTOR_KINDS:  # a list attribute: all its values, when it has any
+        if scalar.kind in LIST_KINDS:  # a list attribute: all its values, when it has any
             if value:
                 op.set_attribute(scalar.attribute[0], scalar.attribute[1], list(value))
+            continue
+        if scalar.kind is Kind.U8_VEC:  # a byte payload: one CHAR value, when not empty
+            if value:
+                op.set_attribute(scalar.attribute[0], scalar.attribute[1], [bytes(value)])
             continue
         if value is not None or scalar.always:
             op.set_attribute(scalar.attribute[0], scalar.attribute[1], [value])
@@ -99,12 +111,26 @@ def unpack_node(
         if tensor is None:
             tensor = tensor_map[uid] = tensor_from_descriptor(desc)
         (attributes.outputs if slot.output else attributes.inputs)[slot.member] = tensor
+    for held in spec.tensor_lists:
+        if not op.has_attribute(held.attribute):
+            continue
+        descs = op.get_attribute(held.attribute, T.BACKEND_DESCRIPTOR)
+        for index, desc in enumerate(descs):
+            uid = desc.get_attribute(A.TENSOR_UNIQUE_ID, T.INT64)[0]
+            tensor = tensor_map.get(uid)
+            if tensor is None:
+                tensor = tensor_map[uid] = tensor_from_descriptor(desc)
+            (attributes.outputs if held.output else attributes.inputs)[held.key(index)] = tensor
     for scalar in spec.scalars:
         if scalar.attribute is None or not op.has_attribute(scalar.attribute[0]):
             continue
         values = op.get_attribute(scalar.attribute[0], scalar.attribute[1])
-        if scalar.kind in VECTOR_KINDS:
+        if scalar.kind in LIST_KINDS:
             setattr(attributes, scalar.name, list(values))
+            continue
+        if scalar.kind is Kind.U8_VEC:
+            raw = values[0]
+            setattr(attributes, scalar.name, raw.encode() if isinstance(raw, str) else bytes(raw))
             continue
         value = values[0]
         if scalar.attribute[1] is T.BOOLEAN:

@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -36,7 +37,7 @@ from pydantic import BaseModel
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes, _text
 from ..types import DataType, ErrorCode
-from .node_spec import NodeSpec
+from .node_spec import NodeSpec, TensorListSpec
 
 __all__ = [
     "BOOLEAN_NOTE",
@@ -518,9 +519,11 @@ def decoded_attributes(
     uids: dict[Any, int | None],
     scalars: dict[str, Any],
     tensors: dict[int, TensorAttributes],
+    lists: Mapping[TensorListSpec, list[int]] | None = None,
 ) -> Any:
     """A node's attributes from what a decoder read: the uid of each slot (``None`` when an
-    optional slot is absent) and the scalars, built without validation.
+    optional slot is absent), the uids of each positional tensor list and the scalars, built
+    without validation.
 
     Raises:
         HipdnnError: INVALID_VALUE for a uid that is not a tensor of the graph.
@@ -537,6 +540,15 @@ def decoded_attributes(
                 "which is not a tensor of the graph"
             )
         (outputs if slot.output else inputs)[slot.member] = tensor
+    for held, uid_list in (lists or {}).items():
+        for index, uid in enumerate(uid_list):
+            tensor = tensors.get(uid)
+            if tensor is None:
+                raise _invalid(
+                    f"Node {name} refers to tensor uid {uid} ({held.wire}[{index}]), "
+                    "which is not a tensor of the graph"
+                )
+            (outputs if held.output else inputs)[held.key(index)] = tensor
     fields, private = attributes_template(spec.attributes_cls)
     values = dict(fields)
     values.update(name=name, compute_data_type=compute, inputs=inputs, outputs=outputs)

@@ -40,11 +40,15 @@ from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttribut
 from ..attributes.block_scale_dequantize import BlockScaleDequantizeAttributes
 from ..attributes.block_scale_quantize import BlockScaleQuantizeAttributes
 from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
+from ..attributes.custom_op import CustomOpAttributes
 from ..attributes.layernorm import LayernormAttributes
+from ..attributes.layernorm_backward import LayernormBackwardAttributes
 from ..attributes.matmul import MatmulAttributes
+from ..attributes.moe_grouped_matmul import MoeGroupedMatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.reduction import ReductionAttributes
 from ..attributes.rmsnorm import RMSNormAttributes
+from ..attributes.rmsnorm_backward import RMSNormBackwardAttributes
 from ..attributes.sdpa import SdpaAttributes as CoreSdpaAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..backend.contract import engine_id
@@ -464,6 +468,82 @@ class Graph:
         return adopt(
             self._node(lambda: self.core_graph.block_scale_dequantize(x, scale, attributes))
         )
+
+    def layernorm_backward(
+        self, dy: Any, x: Any, scale: Any, attributes: Any
+    ) -> tuple[Any, Any, Any]:
+        """Add a layer-norm backward node; returns ``(dx, dscale, dbias)``.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, LayernormBackwardAttributes):
+            raise FrontendTypeError(
+                "layernorm_backward() expects LayernormBackwardAttributes, got "
+                f"{type(attributes).__name__}"
+            )
+        outputs = self._node(lambda: self.core_graph.layernorm_backward(dy, x, scale, attributes))
+        return tuple(adopt(t) for t in outputs)  # type: ignore[return-value]
+
+    def rmsnorm_backward(
+        self, dy: Any, x: Any, scale: Any, inv_rms: Any, attributes: Any
+    ) -> tuple[Any, Any, Any]:
+        """Add an RMSNorm backward node; returns ``(dx, dscale, dbias)``, ``dbias`` ``None``
+        unless the attributes' ``compute_dbias`` is set.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, RMSNormBackwardAttributes):
+            raise FrontendTypeError(
+                "rmsnorm_backward() expects RMSNormBackwardAttributes, got "
+                f"{type(attributes).__name__}"
+            )
+        outputs = self._node(
+            lambda: self.core_graph.rmsnorm_backward(dy, x, scale, inv_rms, attributes)
+        )
+        return tuple(None if t is None else adopt(t) for t in outputs)  # type: ignore[return-value]
+
+    def moe_grouped_matmul(
+        self,
+        token: Any,
+        weight: Any,
+        first_token_offset: Any,
+        token_index: Any,
+        token_ks: Any,
+        attributes: Any,
+    ) -> TensorAttributes:
+        """Add a MoE grouped matmul node; returns ``OUTPUT`` (``<node>::OUTPUT``, dims and
+        strides inferred). ``token_index``/``token_ks`` may be ``None`` where the mode has none.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, MoeGroupedMatmulAttributes):
+            raise FrontendTypeError(
+                "moe_grouped_matmul() expects MoeGroupedMatmulAttributes, got "
+                f"{type(attributes).__name__}"
+            )
+        out = self._node(
+            lambda: self.core_graph.moe_grouped_matmul(
+                token, weight, first_token_offset, token_index, token_ks, attributes
+            )
+        )
+        return adopt(out)  # type: ignore[return-value]
+
+    def custom_op(self, inputs: Any, n_outputs: Any, attributes: Any) -> list[TensorAttributes]:
+        """Add a custom (plugin-defined) op node; returns a list of its ``n_outputs`` new
+        outputs (``<node>::OUT_<i>``), whose dims and strides the caller sets.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, CustomOpAttributes):
+            raise FrontendTypeError(
+                f"custom_op() expects CustomOpAttributes, got {type(attributes).__name__}"
+            )
+        outputs = self._node(lambda: self.core_graph.custom_op(inputs, n_outputs, attributes))
+        return [adopt(t) for t in outputs]  # type: ignore[misc]
 
     def _node(self, add: Callable[[], Any]) -> Any:
         try:

@@ -1,10 +1,9 @@
 """hipDNN bindings this module does not provide, each failing with a message that names it.
 
 hipdnn-graph builds SDPA (forward and backward), pointwise, matmul, reduction, RMSNorm and
-layer-norm (forward), convolution (forward, data and weight gradients), batch-norm and
-block-scale (quantize, dequantize) graphs; the other op
-families of hipDNN's bindings, its autotuning API and its provisional HIP helpers are not part
-of it.
+layer-norm (forward and backward), convolution (forward, data and weight gradients), batch-norm,
+MoE grouped matmul, custom op and block-scale (quantize, dequantize) graphs; the other op families
+of hipDNN's bindings, its autotuning API and its provisional HIP helpers are not part of it.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
 (``GRAPH_NOT_SUPPORTED``, also an ``AttributeError``, so ``hasattr`` answers ``False``).
 
@@ -26,7 +25,8 @@ __all__ = ["GRAPH_METHODS", "MODULE_NAMES", "unsupported_graph_method", "unsuppo
 _OPS = (
     "only sdpa(), sdpa_backward(), pointwise(), matmul(), reduction(), rmsnorm(), layernorm(), "
     "conv_fprop(), conv_dgrad(), conv_wgrad(), batchnorm(), batchnorm_backward(), "
-    "batchnorm_inference(), batchnorm_inference_variance_ext(), block_scale_quantize() and "
+    "batchnorm_inference(), batchnorm_inference_variance_ext(), layernorm_backward(), "
+    "rmsnorm_backward(), moe_grouped_matmul(), custom_op(), block_scale_quantize() and "
     "block_scale_dequantize() graphs are"
 )
 #: Graph methods of hipDNN's bindings that are missing here -> what they belong to
@@ -34,10 +34,6 @@ GRAPH_METHODS: dict[str, str] = {
     **{
         name: f"the {family} op family"
         for family, names in {
-            "layer-norm backward": ("layernorm_backward",),
-            "RMSNorm backward": ("rmsnorm_backward",),
-            "MoE grouped matmul": ("moe_grouped_matmul",),
-            "custom op": ("custom_op",),
             "resample": ("resample", "resample_fwd", "resample_bwd"),
         }.items()
         for name in names
@@ -67,15 +63,10 @@ GRAPH_METHODS: dict[str, str] = {
 }
 
 _ATTRIBUTE_CLASSES = {
-    "LayernormBackwardAttributes": "layernorm",
-    "RMSNormBackwardAttributes": "rmsnorm",
-    "MoeGroupedMatmulAttributes": "MoE grouped matmul",
-    "CustomOpAttributes": "custom op",
     "ResampleFwdAttributes": "resample",
     "ResampleBwdAttributes": "resample",
     "ResampleMode": "resample",
     "PaddingMode": "resample",
-    "MoeGroupedMatmulMode": "MoE grouped matmul",
 }
 #: module-level names of hipDNN's bindings that are missing here -> what they belong to
 MODULE_NAMES: dict[str, str] = {

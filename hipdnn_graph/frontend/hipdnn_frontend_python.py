@@ -21,11 +21,15 @@ from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttribut
 from ..attributes.block_scale_dequantize import BlockScaleDequantizeAttributes
 from ..attributes.block_scale_quantize import BlockScaleQuantizeAttributes
 from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
+from ..attributes.custom_op import CustomOpAttributes
 from ..attributes.layernorm import LayernormAttributes
+from ..attributes.layernorm_backward import LayernormBackwardAttributes
 from ..attributes.matmul import MatmulAttributes
+from ..attributes.moe_grouped_matmul import MoeGroupedMatmulAttributes
 from ..attributes.pointwise import PointwiseAttributes
 from ..attributes.reduction import ReductionAttributes
 from ..attributes.rmsnorm import RMSNormAttributes
+from ..attributes.rmsnorm_backward import RMSNormBackwardAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..types import (
     BuildPlanPolicy,
@@ -34,6 +38,7 @@ from ..types import (
     DiagonalAlignment,
     ErrorCode,
     HeuristicMode,
+    MoeGroupedMatmulMode,
     NormFwdPhase,
     PointwiseMode,
     ReductionMode,
@@ -78,6 +83,7 @@ __all__ = [
     "ConvolutionFpropAttributes",
     "ConvolutionMode",
     "ConvolutionWgradAttributes",
+    "CustomOpAttributes",
     "DataType",
     "DeviceBuffer",
     "DiagonalAlignment",
@@ -89,12 +95,16 @@ __all__ = [
     "Handle",
     "HeuristicMode",
     "LayernormAttributes",
+    "LayernormBackwardAttributes",
     "MatmulAttributes",
+    "MoeGroupedMatmulAttributes",
+    "MoeGroupedMatmulMode",
     "NormFwdPhase",
     "PluginLoadingMode",
     "PointwiseAttributes",
     "PointwiseMode",
     "RMSNormAttributes",
+    "RMSNormBackwardAttributes",
     "ReductionAttributes",
     "ReductionMode",
     "SdpaAttributes",

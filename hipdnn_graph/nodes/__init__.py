@@ -10,11 +10,16 @@ from .block_scale_quantize import BlockScaleQuantizeNode
 from .conv_dgrad import ConvolutionDgradNode
 from .conv_fprop import ConvolutionFpropNode
 from .conv_wgrad import ConvolutionWgradNode
+from .custom_op import CustomOpNode
 from .layernorm import LayerNormNode
+from .layernorm_backward import LayernormBackwardNode
 from .matmul import MatmulNode
+from .moe_grouped_matmul import MoeGroupedMatmulNode
+from .moe_grouped_matmul_bwd import MoeGroupedMatmulBwdNode
 from .pointwise import PointwiseNode
 from .reduction import ReductionNode
 from .rmsnorm import RMSNormNode
+from .rmsnorm_backward import RMSNormBackwardNode
 from .sdpa_bwd import SdpaBwdNode
 from .sdpa_fwd import SdpaFwdNode
 
@@ -28,10 +33,15 @@ __all__ = [
     "ConvolutionDgradNode",
     "ConvolutionFpropNode",
     "ConvolutionWgradNode",
+    "CustomOpNode",
     "LayerNormNode",
+    "LayernormBackwardNode",
     "MatmulNode",
+    "MoeGroupedMatmulBwdNode",
+    "MoeGroupedMatmulNode",
     "Node",
     "PointwiseNode",
+    "RMSNormBackwardNode",
     "RMSNormNode",
     "ReductionNode",
     "SdpaBwdNode",

@@ -30,6 +30,7 @@ __all__ = [
     "check_norm_stats_shape_if_set",
     "check_scalar_parameter",
     "check_scale_normalized_shape",
+    "check_shapes_match",
     "check_shapes_match_if_set",
     "like_strides",
     "ordered_strides",
@@ -89,6 +90,18 @@ def check_shapes_match_if_set(
     """
     if second is None or not second.dim:
         return
+    check_shapes_match(first, second, name1, name2)
+
+
+def check_shapes_match(
+    first: TensorAttributes, second: TensorAttributes, name1: str, name2: str
+) -> None:
+    """hipDNN's ``validateTensorShapesMatch``: one rank and equal dims (dims unset count as a
+    rank of 0).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` naming the first mismatching index.
+    """
     a, b = _named(first, name1), _named(second, name2)
     d1, d2 = first.dim, second.dim
     if len(d1) != len(d2):

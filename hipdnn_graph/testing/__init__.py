@@ -1,14 +1,18 @@
 """The conformance kit for backend plugin authors.
 
-Generate random valid SDPA graphs (:func:`generate_cases`, :func:`random_sdpa_case`), random
-inputs for any graph (:func:`make_inputs`), and compare an engine with
-``NUMPY_REFERENCE_ENGINE`` over them (:func:`check_engine`, :func:`assert_engine_conforms`).
-Use it from a plugin's own pytest:
+Generate random valid graphs: attention (:func:`generate_cases`, :func:`random_sdpa_case`) and
+every other family, alone or several in one graph (:func:`generate_family_cases`,
+:func:`random_family_case`, :data:`FAMILIES`); random inputs for any graph
+(:func:`make_inputs`); and compare an engine with ``NUMPY_REFERENCE_ENGINE`` over them
+(:func:`check_engine`, :func:`assert_engine_conforms`). Use it from a plugin's own pytest:
 
     from hipdnn_graph.testing import assert_engine_conforms
 
     def test_my_engine_conforms():
         assert_engine_conforms("MY_ENGINE", cases=30, seed=0)
+
+    def test_my_pointwise_engine_conforms():
+        assert_engine_conforms("MY_POINTWISE_ENGINE", cases=30, families=("pointwise",))
 
 Example:
     >>> from hipdnn_graph.testing import check_engine
@@ -25,6 +29,7 @@ from .conformance import (
     assert_engine_conforms,
     check_engine,
 )
+from .family_generators import FAMILIES, generate_family_cases, random_family_case
 from .generators import (
     DEFAULT_IO_TYPES,
     FEATURES,
@@ -50,6 +55,7 @@ from .inputs import (
 
 __all__ = [
     "DEFAULT_IO_TYPES",
+    "FAMILIES",
     "FEATURES",
     "KINDS",
     "REFERENCE_ENGINE",
@@ -65,9 +71,11 @@ __all__ = [
     "empty_for",
     "every_slot_backward_graph",
     "generate_cases",
+    "generate_family_cases",
     "graph_outputs",
     "make_inputs",
     "poison",
+    "random_family_case",
     "random_sdpa_case",
     "runtime_inputs",
     "tensor_roles",

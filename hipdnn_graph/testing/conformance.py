@@ -1,6 +1,9 @@
-"""Check an engine against ``NUMPY_REFERENCE_ENGINE`` over random SDPA graphs.
+"""Check an engine against ``NUMPY_REFERENCE_ENGINE`` over random graphs of every family.
 
-For each generated case (:func:`~hipdnn_graph.testing.generate_cases`) :func:`check_engine`:
+Cases are attention graphs (:func:`~hipdnn_graph.testing.generate_cases`) by default, or graphs
+of the families asked for (``families=``, see :data:`~hipdnn_graph.testing.FAMILIES` and
+:func:`~hipdnn_graph.testing.generate_family_cases`), so that an engine for one family is
+checked on that family alone. For each case :func:`check_engine`:
 
 1. builds the graph with the engine under test preferred; when the engine refuses the graph (its
    ``check()`` says no) the case is **skipped** with the engine's reason;
@@ -34,6 +37,7 @@ from ..errors import HipdnnError
 from ..graph import Graph
 from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode
+from .family_generators import generate_family_cases
 from .generators import DEFAULT_IO_TYPES, KINDS, GraphCase, Kind, generate_cases
 from .inputs import (
     default_device,
@@ -149,9 +153,22 @@ class ConformanceReport:
             f"{len(self.failed)} failed"
         )
 
+    def by_family(self) -> dict[str, tuple[int, int, int]]:
+        """``family -> (passed, skipped, failed)``, in the order families first appear."""
+        counts: dict[str, list[int]] = {}
+        slot = {"passed": 0, "skipped": 1, "failed": 2}
+        for r in self.results:
+            counts.setdefault(r.case.family, [0, 0, 0])[slot[r.status]] += 1
+        return {family: (c[0], c[1], c[2]) for family, c in counts.items()}
+
     def details(self) -> str:
-        """The summary, then one line per skipped or failed case."""
+        """The summary, one line per family when there are several, then one line per
+        skipped or failed case."""
         lines = [self.summary()]
+        families = self.by_family()
+        if len(families) > 1:
+            lines += [f"  {family}: {p} passed, {s} skipped, {f} failed"
+                      for family, (p, s, f) in families.items()]  # fmt: skip
         lines += [f"  {r}" for r in self.results if r.status != "passed"]
         return "\n".join(lines)
 
@@ -293,6 +310,7 @@ def check_engine(
     io_types: Sequence[DataType] = DEFAULT_IO_TYPES,
     tolerances: Mapping[DataType, Tolerance] | None = None,
     device: str | None = "auto",
+    families: Sequence[str] | None = None,
 ) -> ConformanceReport:
     """Run generated graphs on ``engine_name`` and compare with ``NUMPY_REFERENCE_ENGINE``.
 
@@ -300,9 +318,9 @@ def check_engine(
         engine_name: the engine to check; it must be registered in the current registry.
         cases: how many graphs to generate, or the cases themselves.
         seed: base seed of the generated graphs and their inputs.
-        features: the features graphs may use (default: all of
+        features: the attention features graphs may use (default: all of
             :data:`~hipdnn_graph.testing.FEATURES`).
-        kinds: graph kinds to cycle through (``"fwd"``, ``"bwd"``, ``"fwd_bwd"``).
+        kinds: attention graph kinds to cycle through (``"fwd"``, ``"bwd"``, ``"fwd_bwd"``).
         io_types: io data types to draw from.
         tolerances: overrides of :data:`TOLERANCES`, per io type.
         device: run the engine on torch tensors on this device (``"cuda"``, ``"cuda:1"``,
@@ -310,18 +328,26 @@ def check_engine(
             default) is ``"cuda"`` for an engine whose ``array_kind`` is ``"torch"`` when a
             CUDA or ROCm device is present, else ``None``. The reference always runs on NumPy
             arrays.
+        families: the families to draw graphs from, cycling through them (names of
+            :data:`~hipdnn_graph.testing.FAMILIES`, e.g. ``("pointwise",)`` for a pointwise
+            engine, or ``FAMILIES`` for all); ``None`` (the default) draws attention graphs.
+            Cases of a family the engine refuses are skipped with the engine's reason.
 
     Returns:
         The report; it never raises for a failing case.
 
     Raises:
         HipdnnError: ``INVALID_VALUE`` when the engine or the reference is not registered.
+        ValueError: for an unknown family.
     """
     _registered(engine_name)
     _registered(REFERENCE_ENGINE)
     if device == "auto":
         device = default_device(current_registry().find_engine(engine_name))
-    if isinstance(cases, int):
+    if isinstance(cases, int) and families is not None:
+        case_list = generate_family_cases(cases, seed, families=families, io_types=io_types,
+                                          kinds=kinds, features=features)  # fmt: skip
+    elif isinstance(cases, int):
         case_list = generate_cases(cases, seed, kinds=kinds, features=features, io_types=io_types)
     else:
         case_list = list(cases)

@@ -74,30 +74,34 @@ class GraphCase:
 
     Attributes:
         index: position in the generated list.
-        seed: the seed that regenerates exactly this case with :func:`random_sdpa_case`.
-        kind: ``"fwd"``, ``"bwd"`` or ``"fwd_bwd"``.
-        features: the features this graph uses (a subset of :data:`FEATURES`).
+        seed: the seed that regenerates exactly this case with :func:`random_sdpa_case` (or
+            :func:`~hipdnn_graph.testing.random_family_case` with its ``family``).
+        kind: ``"fwd"``, ``"bwd"`` or ``"fwd_bwd"`` for attention; the family's name otherwise.
+        features: what this graph uses (attention: a subset of :data:`FEATURES`; other
+            families: the modes and options drawn).
         io_data_type: the graph's io type.
         graph: the validated graph; its outputs are non-virtual.
-        shape: ``B, H, Hk, Hv, Sq, Skv, D, Dv``.
+        shape: ``B, H, Hk, Hv, Sq, Skv, D, Dv`` (attention).
+        family: the family it was drawn from (``"sdpa"`` for attention; see
+            :data:`~hipdnn_graph.testing.FAMILIES`).
     """
 
     index: int
     seed: int
-    kind: Kind
+    kind: Kind | str
     features: frozenset[str]
     io_data_type: DataType
     graph: Graph
     shape: dict[str, int] = field(default_factory=dict)
+    family: str = "sdpa"
 
     @property
     def label(self) -> str:
         """A short description: ``#3 fwd_bwd BFLOAT16 [causal,gqa] seed=7``."""
         feats = ",".join(sorted(self.features)) or "plain"
         dims = " ".join(f"{k}={v}" for k, v in self.shape.items())
-        return (
-            f"#{self.index} {self.kind} {self.io_data_type.name} [{feats}] {dims} seed={self.seed}"
-        )
+        parts = [f"#{self.index}", str(self.kind), self.io_data_type.name, f"[{feats}]", dims]
+        return " ".join(p for p in parts if p) + f" seed={self.seed}"
 
 
 def _draw_features(rng: np.random.Generator, allowed: frozenset[str], kind: Kind) -> set[str]:

@@ -22,11 +22,16 @@ from wire_model import (
     CONV_BWD_TAG,
     CONV_FWD_TAG,
     CONV_WRW_TAG,
+    CUSTOM_OP_TAG,
     HIPDNN_DATA_TYPES,
+    LAYERNORM_BACKWARD_TAG,
     LAYERNORM_TAG,
     MATMUL_TAG,
+    MOE_BWD_TAG,
+    MOE_TAG,
     POINTWISE_TAG,
     REDUCTION_TAG,
+    RMSNORM_BACKWARD_TAG,
     RMSNORM_TAG,
     SDPA_BACKWARD_TAG,
     SDPA_TAG,
@@ -643,6 +648,129 @@ def block_scale_mx() -> Desc:
     return graph_desc("block_scale_mx", tensors, nodes)
 
 
+def layernorm_backward_pair() -> Desc:
+    """A layer-norm backward with the saved statistics and an epsilon, and one with neither (a
+    reduced-rank scale; every field of the table, set and absent)."""
+    f32, half = DT["FLOAT"], DT["HALF"]
+    eps = value_fields("Float32Value", 1e-5)
+    x, s, st = [2, 6, 4], [1, 6, 4], [2, 1, 1]
+    tensors = [
+        tensor_desc(1, "dY", half, x),
+        tensor_desc(2, "X", half, x),
+        tensor_desc(3, "gamma", f32, s),
+        tensor_desc(4, "saved_mean", f32, st),
+        tensor_desc(5, "saved_inv_std", f32, st),
+        tensor_desc(6, "eps", f32, [1], [1], **eps),
+        tensor_desc(7, "dX", half, x),
+        tensor_desc(8, "dgamma", f32, s),
+        tensor_desc(9, "dbeta", f32, s),
+        tensor_desc(10, "gamma2", f32, [6, 4]),
+        tensor_desc(11, "dX2", half, x),
+        tensor_desc(12, "dgamma2", f32, [6, 4]),
+        tensor_desc(13, "dbeta2", f32, [6, 4]),
+    ]
+    nodes = [
+        node_desc("lnb1", LAYERNORM_BACKWARD_TAG, f32, dy_tensor_uid=1, x_tensor_uid=2,
+                  scale_tensor_uid=3, mean_tensor_uid=4, inv_variance_tensor_uid=5,
+                  epsilon_tensor_uid=6, dx_tensor_uid=7, dscale_tensor_uid=8,
+                  dbias_tensor_uid=9, normalized_dim_count=2),
+        node_desc("lnb2", LAYERNORM_BACKWARD_TAG, f32, dy_tensor_uid=1, x_tensor_uid=2,
+                  scale_tensor_uid=10, dx_tensor_uid=11, dscale_tensor_uid=12,
+                  dbias_tensor_uid=13, normalized_dim_count=2),
+    ]  # fmt: skip
+    return graph_desc("layernorm_backward_pair", tensors, nodes, io_data_type=half)
+
+
+def rmsnorm_backward_pair() -> Desc:
+    """An RMSNorm backward computing dbias and one without it (every field, set and absent)."""
+    f32, bf16 = DT["FLOAT"], DT["BFLOAT16"]
+    x, s = [4, 16, 64], [1, 1, 64]
+    tensors = [
+        tensor_desc(1, "dY", bf16, x),
+        tensor_desc(2, "X", bf16, x),
+        tensor_desc(3, "gamma", f32, s),
+        tensor_desc(4, "inv_rms", f32, [4, 16, 1]),
+        tensor_desc(5, "dX", bf16, x),
+        tensor_desc(6, "dgamma", f32, s),
+        tensor_desc(7, "dbeta", f32, s),
+        tensor_desc(8, "dX2", bf16, x),
+        tensor_desc(9, "dgamma2", f32, s),
+    ]
+    nodes = [
+        node_desc("rmsb1", RMSNORM_BACKWARD_TAG, f32, dy_tensor_uid=1, x_tensor_uid=2,
+                  scale_tensor_uid=3, inv_rms_tensor_uid=4, dx_tensor_uid=5,
+                  dscale_tensor_uid=6, dbias_tensor_uid=7),
+        node_desc("rmsb2", RMSNORM_BACKWARD_TAG, f32, dy_tensor_uid=1, x_tensor_uid=2,
+                  scale_tensor_uid=3, inv_rms_tensor_uid=4, dx_tensor_uid=8,
+                  dscale_tensor_uid=9),
+    ]  # fmt: skip
+    return graph_desc("rmsnorm_backward_pair", tensors, nodes, io_data_type=bf16)
+
+
+def moe_routing_modes() -> Desc:
+    """MoE grouped matmuls in each routing mode (NONE; GATHER with its token index; SCATTER with
+    both routing tensors and top_k 2, from two batches of offsets) and the weight gradient of
+    the first: every field of both tables, the absent routing uids absent."""
+    f32, i32 = DT["FLOAT"], DT["INT32"]
+    tensors = [
+        tensor_desc(1, "token", f32, [1, 8, 16]),
+        tensor_desc(2, "weight", f32, [2, 16, 32], [512, 1, 16]),
+        tensor_desc(3, "offsets", i32, [2, 1, 1], [1, 1, 1]),
+        tensor_desc(4, "none::OUTPUT", f32, [1, 8, 32]),
+        tensor_desc(5, "token_index", i32, [1, 6, 1]),
+        tensor_desc(6, "gather::OUTPUT", f32, [1, 6, 32]),
+        tensor_desc(7, "batched_offsets", i32, [4, 1, 1], [1, 1, 1]),
+        tensor_desc(8, "scatter_index", i32, [1, 8, 1]),
+        tensor_desc(9, "token_ks", i32, [1, 8, 1]),
+        tensor_desc(10, "scatter::OUTPUT", f32, [1, 8, 32]),
+        tensor_desc(11, "dweight", f32, [2, 16, 32], [512, 1, 16]),
+    ]
+    nodes = [
+        node_desc("none", MOE_TAG, f32, token_tensor_uid=1, weight_tensor_uid=2,
+                  first_token_offset_tensor_uid=3, output_tensor_uid=4),
+        node_desc("gather", MOE_TAG, f32, token_tensor_uid=1, weight_tensor_uid=2,
+                  first_token_offset_tensor_uid=3, token_index_tensor_uid=5,
+                  output_tensor_uid=6, mode=1),
+        node_desc("scatter", MOE_TAG, f32, token_tensor_uid=1, weight_tensor_uid=2,
+                  first_token_offset_tensor_uid=7, token_index_tensor_uid=8,
+                  token_ks_tensor_uid=9, output_tensor_uid=10, mode=2, top_k=2),
+        node_desc("dweight", MOE_BWD_TAG, f32, doutput_tensor_uid=4, token_tensor_uid=1,
+                  first_token_offset_tensor_uid=3, dweight_tensor_uid=11),
+    ]  # fmt: skip
+    return graph_desc("moe_routing_modes", tensors, nodes)
+
+
+def custom_ops() -> Desc:
+    """Two custom ops (every field of the table but the test generator's marker): a
+    two-in/two-out op with a payload whose first output feeds one with no payload and no
+    inputs' order reversed."""
+    f32, half = DT["FLOAT"], DT["HALF"]
+    tensors = [
+        tensor_desc(1, "a", f32, [4, 8]),
+        tensor_desc(2, "b", f32, [4, 8]),
+        tensor_desc(3, "split::OUT_0", f32, [4, 4], virtual=True),
+        tensor_desc(4, "split::OUT_1", half, [4, 4]),
+        tensor_desc(5, "y", half, [4, 4]),
+    ]
+    nodes = [
+        node_desc("split", CUSTOM_OP_TAG, f32, custom_op_id="example.split",
+                  input_tensor_uids=[2, 1], output_tensor_uids=[3, 4],
+                  data=[0xCA, 0xFE, 0, 7]),
+        node_desc("act", CUSTOM_OP_TAG, f32, custom_op_id="mylib.fused_add",
+                  input_tensor_uids=[3], output_tensor_uids=[5]),
+    ]  # fmt: skip
+    return graph_desc("custom_ops", tensors, nodes, io_data_type=half)
+
+
+def _with_custom_op(**attrs: object) -> Callable[[], Desc]:
+    def build() -> Desc:
+        desc = custom_ops()
+        desc["nodes"][0]["attributes"].update(attrs)
+        return desc
+
+    return build
+
+
 def _with_matmul(**attrs: object) -> Callable[[], Desc]:
     def build() -> Desc:
         desc = matmul_batched()
@@ -674,6 +802,10 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "block_scale_mx": block_scale_mx,
     "batchnorm_inference_pair": batchnorm_inference_pair,
     "batchnorm_inference_variance": batchnorm_inference_variance,
+    "layernorm_backward_pair": layernorm_backward_pair,
+    "rmsnorm_backward_pair": rmsnorm_backward_pair,
+    "moe_routing_modes": moe_routing_modes,
+    "custom_ops": custom_ops,
     **{f"io_{name.lower()}": io_type(name) for name in HIPDNN_DATA_TYPES if name != "UNSET"},
     **{f"scale_{name.lower()}": scale_value(name) for name in SCALE_VALUES},
 }
@@ -710,4 +842,5 @@ UNMODELLED: dict[str, Callable[[], Desc]] = {
     "implementation": _with_fwd(implementation=2),
     "umd_flops": _with_fwd(umd_flops='{"*":[{"var":"q.0"},2]}', umd_bytes="64"),
     "matmul_umd_bytes": _with_matmul(umd_bytes="128"),
+    "custom_op_marker": _with_custom_op(test_generation_marker=3),
 }

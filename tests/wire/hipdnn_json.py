@@ -29,16 +29,24 @@ from wire_model import (
     CONV_MODES,
     CONV_VECTORS,
     CONV_WRW_TAG,
+    CUSTOM_OP_TAG,
     FIELDS_BY_TAG,
     HIPDNN_DATA_TYPES,
+    LAYERNORM_BACKWARD_TAG,
     LAYERNORM_TAG,
     MATMUL_TAG,
+    MOE_BWD_FIELDS,
+    MOE_BWD_TAG,
+    MOE_FIELDS,
+    MOE_MODES,
+    MOE_TAG,
     NORM_FWD_PHASES,
     POINTWISE_FIELDS,
     POINTWISE_MODES,
     POINTWISE_TAG,
     REDUCTION_MODE_JSON,
     REDUCTION_TAG,
+    RMSNORM_BACKWARD_TAG,
     RMSNORM_TAG,
     SDPA_TAG,
     TABLE_BY_TAG,
@@ -248,9 +256,50 @@ _BN_WITH_PEERS = {  # table, fields, the fields under "outputs"
 }
 
 
+def _moe(n: Desc) -> dict[str, Any]:
+    """hipDNN's MoE JSON: uids in inputs/outputs (absent routing uids left out), the forward's
+    mode (lower-case name) and top_k on the node."""
+    a = n["attributes"]
+    forward = n["attributes_type"] == MOE_TAG
+    fields = MOE_FIELDS if forward else MOE_BWD_FIELDS
+    outputs = {"output_tensor_uid", "dweight_tensor_uid"}
+    groups: dict[str, dict[str, Any]] = {"inputs": {}, "outputs": {}}
+    for field, _ in fields:
+        if field.endswith("_tensor_uid") and a[field] is not None:
+            groups["outputs" if field in outputs else "inputs"][field] = a[field]
+    node = {
+        "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+        **groups,
+        "name": n["name"] or "",
+        "type": "MoeGroupedMatmulAttributes" if forward else "MoeGroupedMatmulBwdAttributes",
+    }
+    if forward:
+        node.update(mode=MOE_MODES[a["mode"]].lower(), top_k=a["top_k"])
+    return node
+
+
+def _custom_op(n: Desc) -> dict[str, Any]:
+    """hipDNN's custom-op JSON: every field on the node (absent vectors as [], an absent id as
+    ""); test_generation_marker is not written."""
+    a = n["attributes"]
+    return {
+        "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+        "custom_op_id": a["custom_op_id"] or "",
+        "data": a["data"] or [],
+        "input_tensor_uids": a["input_tensor_uids"] or [],
+        "name": n["name"] or "",
+        "output_tensor_uids": a["output_tensor_uids"] or [],
+        "type": "CustomOpAttributes",
+    }
+
+
 def _node(n: Desc) -> dict[str, Any]:
     if n["attributes_type"] == POINTWISE_TAG:
         return _pointwise(n)
+    if n["attributes_type"] == CUSTOM_OP_TAG:
+        return _custom_op(n)
+    if n["attributes_type"] in (MOE_TAG, MOE_BWD_TAG):
+        return _moe(n)
     if n["attributes_type"] == LAYERNORM_TAG:  # hipDNN's layer-norm JSON: numbers on the node
         a = n["attributes"]
         return {
@@ -271,6 +320,30 @@ def _node(n: Desc) -> dict[str, Any]:
                 k: a[k] for k in ("inv_variance_tensor_uid", "mean_tensor_uid", "y_tensor_uid")
             },
             "type": "LayernormAttributes",
+        }
+    if n["attributes_type"] == LAYERNORM_BACKWARD_TAG:  # absent uids null, the count on the node
+        a = n["attributes"]
+        ins = ("dy", "x", "scale", "mean", "inv_variance", "epsilon")
+        return {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "inputs": {f"{k}_tensor_uid": a[f"{k}_tensor_uid"] for k in ins},
+            "name": n["name"] or "",
+            "normalized_dim_count": a["normalized_dim_count"],
+            "outputs": {f"{k}_tensor_uid": a[f"{k}_tensor_uid"] for k in ("dx", "dscale", "dbias")},
+            "type": "LayernormBackwardAttributes",
+        }
+    if n["attributes_type"] == RMSNORM_BACKWARD_TAG:  # an absent dbias left out
+        a = n["attributes"]
+        ins = ("dy", "x", "scale", "inv_rms")
+        outputs = {k: a[k] for k in ("dx_tensor_uid", "dscale_tensor_uid")}
+        if a["dbias_tensor_uid"] is not None:
+            outputs["dbias_tensor_uid"] = a["dbias_tensor_uid"]
+        return {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "inputs": {f"{k}_tensor_uid": a[f"{k}_tensor_uid"] for k in ins},
+            "name": n["name"] or "",
+            "outputs": outputs,
+            "type": "RMSNormBackwardAttributes",
         }
     if n["attributes_type"] == RMSNORM_TAG:  # hipDNN's RMSNorm JSON: absent uids left out
         a = n["attributes"]

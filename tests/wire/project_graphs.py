@@ -282,6 +282,86 @@ def mx_matmul() -> hg.Graph:
     return g
 
 
+def layernorm_training_step() -> hg.Graph:
+    """A layer norm's forward (training) and its backward in one graph: the backward reads the
+    forward's saved mean and inverse variance and its epsilon."""
+    g = cases.new_graph("layernorm_training_step", io=hg.DataType.FLOAT)
+    x = g.tensor(name="X", dim=[4, 16, 32])
+    gamma, beta = g.tensor(name="gamma", dim=[1, 16, 32]), g.tensor(name="beta", dim=[1, 16, 32])
+    eps = g.tensor(name="eps").set_value(1e-5)
+    y, mean, inv_var = g.layernorm(
+        x, gamma, beta, epsilon=eps, forward_phase=hg.NormFwdPhase.TRAINING, name="ln"
+    )
+    y.set_output(True)
+    dy = g.tensor(name="dY", dim=[4, 16, 32])
+    attrs = hg.LayernormBackwardAttributes().set_saved_mean_and_inv_variance(mean, inv_var)
+    for t in g.layernorm_backward(dy, x, gamma, attrs.set_epsilon(eps), name="ln_bwd"):
+        t.set_output(True)
+    return g
+
+
+def rmsnorm_training_step() -> hg.Graph:
+    """An RMSNorm's forward (training, with a bias) and its backward computing dbias."""
+    g = cases.new_graph("rmsnorm_training_step", io=hg.DataType.BFLOAT16)
+    x = g.tensor(name="X", dim=[2, 8, 64])
+    f32 = hg.DataType.FLOAT
+    gamma = g.tensor(name="gamma", dim=[1, 1, 64], data_type=f32)
+    beta = g.tensor(name="beta", dim=[1, 1, 64], data_type=f32)
+    eps = g.tensor(name="eps").set_value(1e-6)
+    attrs = hg.RMSNormAttributes().set_name("norm").set_epsilon(eps).set_bias(beta)
+    y, inv_rms = g.rmsnorm(x, gamma, attrs.set_forward_phase(hg.NormFwdPhase.TRAINING))
+    y.set_output(True)
+    dy = g.tensor(name="dY", dim=[2, 8, 64])
+    for t in g.rmsnorm_backward(dy, x, gamma, inv_rms, compute_dbias=True, name="norm_bwd"):
+        assert t is not None
+        t.set_output(True)
+    return g
+
+
+def moe_expert_layer() -> hg.Graph:
+    """A MoE expert layer and its weight gradient: a SCATTER grouped matmul (top_k 2 over two
+    batches of expert offsets), a GATHER one fed by its output, and the weight gradient of the
+    second (DWEIGHT inferred with column-major strides) fed by the second's output."""
+    g = cases.new_graph("moe_expert_layer", io=hg.DataType.BFLOAT16)
+    i32 = hg.DataType.INT32
+    token = g.tensor(name="token", dim=[1, 8, 16])
+    w1 = g.tensor(name="w1", dim=[2, 16, 32], stride=[512, 1, 16])
+    offsets = g.tensor(name="offsets", dim=[4, 1, 1], data_type=i32)
+    index = g.tensor(name="index", dim=[1, 8, 1], data_type=i32)
+    ks = g.tensor(name="ks", dim=[1, 8, 1], data_type=i32)
+    hidden = g.moe_grouped_matmul(
+        token, w1, offsets, index, ks, name="fc1", mode=hg.MoeGroupedMatmulMode.SCATTER, top_k=2
+    )
+    w2 = g.tensor(name="w2", dim=[2, 32, 16])
+    gathered = g.tensor(name="gathered", dim=[1, 6, 1], data_type=i32)
+    out = g.moe_grouped_matmul(
+        hidden, w2, g.tensor(name="offsets2", dim=[2, 1, 1], data_type=i32), gathered, None,
+        name="fc2", mode=hg.MoeGroupedMatmulMode.GATHER,
+    )  # fmt: skip
+    out.set_output(True)
+    dw = g.moe_grouped_matmul_bwd(  # the forward's output as the gradient: one graph
+        out, g.tensor(name="routed", dim=[1, 6, 32]),
+        g.tensor(name="offsets3", dim=[2, 1, 1], data_type=i32), name="dfc2",
+    )  # fmt: skip
+    dw.set_output(True)
+    return g
+
+
+def custom_op_chain() -> hg.Graph:
+    """A plugin op between two families: a ReLU feeds a two-output custom op with a payload,
+    whose second output a matmul reads."""
+    g = cases.new_graph("custom_op_chain", io=hg.DataType.FLOAT)
+    x = g.tensor(name="x", dim=[2, 8, 8])
+    h = g.pointwise(x, name="relu", mode=hg.PointwiseMode.RELU_FWD)
+    attrs = hg.CustomOpAttributes().set_custom_op_id("example.rope").set_data(b"\x01\x02\xff")
+    kept, rotated = g.custom_op([h, g.tensor(name="pos", dim=[1, 8, 8])], 2, attrs, name="rope")
+    for t in (kept, rotated):
+        t.set_dim([2, 8, 8]).set_stride([64, 8, 1])
+    kept.set_output(True)
+    g.matmul(rotated, g.tensor(name="w", dim=[2, 8, 4]), name="proj").set_output(True)
+    return g
+
+
 _SCALE_VALUES: list[tuple[str, Any]] = [
     ("FLOAT", 0.1),
     ("HALF", 0.1),  # Float16Value holds the nearest binary32, not a 16-bit rounding
@@ -307,12 +387,16 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "layernorm_matmul": layernorm_then_matmul,
     "batchnorm_relu": batchnorm_then_relu,
     "batchnorm_training_step": batchnorm_training_step,
+    "layernorm_training_step": layernorm_training_step,
+    "rmsnorm_training_step": rmsnorm_training_step,
     "batchnorm_inference_relu": batchnorm_inference_then_relu,
     "batchnorm_inference_variance_relu": batchnorm_inference_variance_then_relu,
     "matmul_bias_relu": matmul_bias_relu,
     "conv_block": conv_block,
     "conv_gradients": conv_gradients,
     "mx_matmul": mx_matmul,
+    "moe_expert_layer": moe_expert_layer,
+    "custom_op_chain": custom_op_chain,
     **{
         f"io_{name.lower()}": io_type(hg.DataType[name])
         for name in HIPDNN_DATA_TYPES

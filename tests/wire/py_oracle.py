@@ -47,13 +47,25 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     ConvolutionWrwAttributes as CWA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    CustomOpAttributes as COA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     Graph as G,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
     LayernormAttributes as LA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    LayernormBackwardAttributes as LNB,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     MatmulAttributes as MA,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    MoeGroupedMatmulAttributes as MOE,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    MoeGroupedMatmulBwdAttributes as MOEB,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
     Node as N,
@@ -66,6 +78,9 @@ from hipdnn_flatbuffers_sdk.data_objects import (
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
     RMSNormAttributes as RMS,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    RMSNormBackwardAttributes as RMB,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
     SdpaAttributes as SA,
@@ -91,16 +106,22 @@ from wire_model import (
     CONV_BWD_TAG,
     CONV_FWD_TAG,
     CONV_WRW_TAG,
+    CUSTOM_OP_TAG,
     FIELDS_BY_TAG,
+    LAYERNORM_BACKWARD_TAG,
     LAYERNORM_TAG,
     MATMUL_TAG,
+    MOE_BWD_TAG,
+    MOE_TAG,
     POINTWISE_TAG,
     REDUCTION_TAG,
+    RMSNORM_BACKWARD_TAG,
     RMSNORM_TAG,
     SDPA_BACKWARD_TAG,
     SDPA_TAG,
     TABLE_BY_TAG,
     VALUE_FORMAT_BY_TAG,
+    VECTOR_WIDTHS,
     Desc,
     f32_bits,
 )
@@ -122,6 +143,11 @@ _TABLE_CLASSES = {
     CONV_FWD_TAG: CFA.ConvolutionFwdAttributes,
     CONV_BWD_TAG: CBA.ConvolutionBwdAttributes,
     CONV_WRW_TAG: CWA.ConvolutionWrwAttributes,
+    LAYERNORM_BACKWARD_TAG: LNB.LayernormBackwardAttributes,
+    RMSNORM_BACKWARD_TAG: RMB.RMSNormBackwardAttributes,
+    MOE_TAG: MOE.MoeGroupedMatmulAttributes,
+    MOE_BWD_TAG: MOEB.MoeGroupedMatmulBwdAttributes,
+    CUSTOM_OP_TAG: COA.CustomOpAttributes,
 }
 _MODULES = {
     SDPA_TAG: SA,
@@ -140,6 +166,11 @@ _MODULES = {
     CONV_FWD_TAG: CFA,
     CONV_BWD_TAG: CBA,
     CONV_WRW_TAG: CWA,
+    LAYERNORM_BACKWARD_TAG: LNB,
+    RMSNORM_BACKWARD_TAG: RMB,
+    MOE_TAG: MOE,
+    MOE_BWD_TAG: MOEB,
+    CUSTOM_OP_TAG: COA,
 }
 
 
@@ -192,7 +223,7 @@ def _read_attributes(tag: int, union: Table | None) -> Desc | None:
     table.Init(union.Bytes, union.Pos)
     out: Desc = {}
     for field, kind in FIELDS_BY_TAG[tag]:
-        if kind in ("vec", "longs", "ivec"):
+        if kind in VECTOR_WIDTHS:  # read through the same accessors whatever the element type
             out[field] = _longs(table, camel(field))
             continue
         value = getattr(table, camel(field))()
@@ -268,6 +299,11 @@ KNOWN_SLOTS = {
     "ConvolutionFwdAttributes": 10,
     "ConvolutionBwdAttributes": 10,
     "ConvolutionWrwAttributes": 10,
+    "LayernormBackwardAttributes": 10,
+    "RMSNormBackwardAttributes": 7,
+    "MoeGroupedMatmulAttributes": 8,
+    "MoeGroupedMatmulBwdAttributes": 4,
+    "CustomOpAttributes": 5,
 }
 
 
@@ -305,11 +341,13 @@ def _string(b: flatbuffers.Builder, value: str | None, style: _Style) -> int | N
 def _long_vector(
     b: flatbuffers.Builder, values: list[int] | None, style: _Style, width: int = 8
 ) -> int | None:
-    """A vector of int64 (``width`` 8) or int32 (``width`` 4)."""
+    """A vector of int64 (``width`` 8), int32 (``width`` 4) or ubyte (``width`` 1)."""
     if values is None:
         values = [] if style.empty_as_present else None
     if values is None or (not values and not style.empty_as_present):
         return None
+    if width == 1:
+        return int(b.CreateByteVector(bytes(values)))
     b.StartVector(width, len(values), width)
     for v in reversed(values):
         (b.PrependInt64 if width == 8 else b.PrependInt32)(v)
@@ -365,9 +403,9 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
         if kind == "str"
     }
     vectors = {
-        field: _long_vector(b, attrs[field], style, 4 if kind == "ivec" else 8)
+        field: _long_vector(b, attrs[field], style, VECTOR_WIDTHS[kind])
         for field, kind in FIELDS_BY_TAG[tag]
-        if kind in ("vec", "longs", "ivec")
+        if kind in VECTOR_WIDTHS
     }
     table = TABLE_BY_TAG[tag]
     _start(b, module, table, style)
@@ -377,7 +415,7 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
         if kind == "str":
             if strings[field] is not None:
                 add(b, strings[field])
-        elif kind in ("vec", "longs", "ivec"):
+        elif kind in VECTOR_WIDTHS:
             if vectors[field] is not None:
                 add(b, vectors[field])
         elif value is None:

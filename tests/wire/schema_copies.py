@@ -51,8 +51,6 @@ _NAMESPACE = "namespace hipdnn_flatbuffers_sdk.data_objects;\n"
 
 #: included by graph.fbs but not copied from hipDNN: file -> placeholder table.
 PLACEHOLDER_TABLES = {
-    "layernorm_backward_attributes.fbs": "LayernormBackwardAttributes",
-    "rmsnorm_backward_attributes.fbs": "RMSNormBackwardAttributes",
     "resample_bwd_attributes.fbs": "ResampleBwdAttributes",
 }
 
@@ -83,6 +81,9 @@ PYTHON_ROOTS = [
     "convolution_fwd_attributes.fbs",
     "convolution_bwd_attributes.fbs",
     "convolution_wrw_attributes.fbs",
+    "moe_grouped_matmul_attributes.fbs",
+    "moe_grouped_matmul_bwd_attributes.fbs",
+    "custom_op_attributes.fbs",
     *sorted(p.name for p in RECONSTRUCTED.glob("*.fbs")),
     "graph.fbs",
     "serialized_graph_and_plan.fbs",

@@ -31,15 +31,21 @@ from wire_model import (
     CONV_FWD_FIELDS,
     CONV_MODES,
     CONV_WRW_FIELDS,
+    CUSTOM_OP_FIELDS,
     GRAPH_KEYS,
     HIPDNN_DATA_TYPES,
+    LAYERNORM_BACKWARD_FIELDS,
     LAYERNORM_FIELDS,
     MATMUL_FIELDS,
+    MOE_BWD_FIELDS,
+    MOE_FIELDS,
+    MOE_MODES,
     NORM_FWD_PHASES,
     POINTWISE_FIELDS,
     POINTWISE_MODES,
     REDUCTION_FIELDS,
     REDUCTION_MODES,
+    RMSNORM_BACKWARD_FIELDS,
     RMSNORM_FIELDS,
     SDPA_BACKWARD_FIELDS,
     SDPA_FIELDS,
@@ -104,6 +110,19 @@ def test_field_tables_are_hipdnn_schemas_slot_order(hipdnn_schemas: Path) -> Non
     assert [k for f in tensor for k in ((f"{f}_type", f) if f == "value" else (f,))] == TENSOR_KEYS
     assert _fields("graph.fbs", "Graph") == GRAPH_KEYS
     assert [f for f, _ in MATMUL_FIELDS] == _fields("matmul_attributes.fbs", "MatmulAttributes")
+    assert [f for f, _ in MOE_FIELDS] == _fields(
+        "moe_grouped_matmul_attributes.fbs", "MoeGroupedMatmulAttributes"
+    )
+    assert [f for f, _ in MOE_BWD_FIELDS] == _fields(
+        "moe_grouped_matmul_bwd_attributes.fbs", "MoeGroupedMatmulBwdAttributes"
+    )
+    assert [f for f, _ in CUSTOM_OP_FIELDS] == _fields(
+        "custom_op_attributes.fbs", "CustomOpAttributes"
+    )
+    text = (REFERENCE / "moe_grouped_matmul_attributes.fbs").read_text()
+    modes = dict(re.findall(r"(\w+) = (\d+)", text.split("enum MoeGroupedMatmulMode")[1]))
+    assert [int(modes[m]) for m in MOE_MODES] == [0, 1, 2]
+    assert [hg.MoeGroupedMatmulMode[m] for m in MOE_MODES] == [0, 1, 2]
     enum = (REFERENCE / "data_types.fbs").read_text()
     assert {m[0]: int(m[1]) for m in re.findall(r"(\w+) = (\d+),", enum)} == HIPDNN_DATA_TYPES
 
@@ -180,6 +199,13 @@ def test_reconstructed_block_scale_tables_match_the_field_tables() -> None:
         ("block_scale_dequantize_attributes.fbs", "BlockScaleDequantizeAttributes", BSD_FIELDS),
     ):
         assert [f for f, _ in fields] == _fields(schema, table)
+
+
+def test_reconstructed_norm_backward_tables_match_the_field_tables() -> None:
+    fields = _fields("layernorm_backward_attributes.fbs", "LayernormBackwardAttributes")
+    assert [f for f, _ in LAYERNORM_BACKWARD_FIELDS] == fields
+    fields = _fields("rmsnorm_backward_attributes.fbs", "RMSNormBackwardAttributes")
+    assert [f for f, _ in RMSNORM_BACKWARD_FIELDS] == fields
 
 
 def test_python_schema_copy_changes_only_the_value_structs(hipdnn_schemas: Path) -> None:

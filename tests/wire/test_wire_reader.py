@@ -33,6 +33,7 @@ UNMODELLED_FIELD = {
     "implementation": "implementation",
     "umd_flops": "umd_",
     "matmul_umd_bytes": "MatmulAttributes.umd_bytes",
+    "custom_op_marker": "CustomOpAttributes.test_generation_marker",
 }
 
 #: content only the bytes show (no public accessor): compared through the byte-exact round trip

@@ -24,11 +24,15 @@ from hipdnn_cases import (
     block_scale_mx,
     conv_fprop_block,
     conv_training_step,
+    custom_ops,
     forward_every_field,
+    layernorm_backward_pair,
     layernorm_pair,
     matmul_batched,
+    moe_routing_modes,
     pointwise_every_field,
     reduction_chain,
+    rmsnorm_backward_pair,
     rmsnorm_pair,
 )
 from wire_model import SDPA_TAG, UNMODELLED_TAG, Desc, node_desc
@@ -163,6 +167,11 @@ def test_fields_of_a_newer_schema_are_refused(cpp: CppOracle, table: str) -> Non
     desc = batchnorm_inference_pair() if table == "BatchnormInferenceAttributes" else desc
     variance = table == "BatchnormInferenceAttributesVarianceExt"
     desc = batchnorm_inference_variance() if variance else desc
+    desc = layernorm_backward_pair() if table == "LayernormBackwardAttributes" else desc
+    desc = rmsnorm_backward_pair() if table == "RMSNormBackwardAttributes" else desc
+    moe = table in ("MoeGroupedMatmulAttributes", "MoeGroupedMatmulBwdAttributes")
+    desc = moe_routing_modes() if moe else desc
+    desc = custom_ops() if table == "CustomOpAttributes" else desc
     blob = py_oracle.build(desc, newer_field_in=table)
     _verified(cpp, blob)  # unknown fields are not checked by the Verifier
     error = _refused(blob)
@@ -315,3 +324,21 @@ def test_conv_mode_outside_the_schema_is_refused(cpp: CppOracle) -> None:
     assert unset.nodes[1].attributes.convolution_mode is hg.ConvolutionMode.NOT_SET
     with pytest.raises(hg.HipdnnError):
         hg.Graph.from_json(text.replace('"stride":[2,3]', '"stride":[2,"3"]'))
+
+
+def test_moe_mode_outside_the_schema_is_refused(cpp: CppOracle) -> None:
+    """A MoeGroupedMatmulMode number the schema does not have (3; hipDNN's frontend NOT_SET has
+    no schema number) is refused by name in bytes; in JSON only hipDNN's lower-case spellings
+    are read."""
+    desc = moe_routing_modes()
+    desc["nodes"][1]["attributes"]["mode"] = 3
+    blob = cpp.pack(desc)
+    _verified(cpp, blob)
+    _refused(blob, "MoeGroupedMatmulMode 3")
+    text = hg.Graph.deserialize(cpp.pack(moe_routing_modes())).to_json()
+    assert '"mode":"gather"' in text and '"mode":"scatter"' in text
+    for spelled in ("GATHER", "not_set"):
+        with pytest.raises(hg.HipdnnError) as info:
+            hg.Graph.from_json(text.replace('"gather"', f'"{spelled}"'))
+        assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
+        assert f"'{spelled}' is not a MoeGroupedMatmulMode" in info.value.message

@@ -78,6 +78,9 @@ BATCHNORM_BACKWARD_TAG = 3
 BATCHNORM_INFERENCE_VARIANCE_TAG = 8
 #: block-scale dequantize and quantize (reconstructed block_scale_*_attributes.fbs)
 BLOCK_SCALE_DEQUANTIZE_TAG, BLOCK_SCALE_QUANTIZE_TAG = 13, 14
+#: layer-norm and RMSNorm backward (reconstructed layernorm_backward_attributes.fbs and
+#: rmsnorm_backward_attributes.fbs)
+LAYERNORM_BACKWARD_TAG, RMSNORM_BACKWARD_TAG = 20, 17
 #: the convolution families (hipDNN's schemas; ConvMode from the reconstructed
 #: convolution_common.fbs)
 CONV_FWD_TAG, CONV_BWD_TAG, CONV_WRW_TAG = 5, 6, 7
@@ -85,12 +88,21 @@ CONV_FWD_TAG, CONV_BWD_TAG, CONV_WRW_TAG = 5, 6, 7
 CONV_MODES = ["UNSET", "CONVOLUTION", "CROSS_CORRELATION"]
 #: the vector fields (kind "longs") of every convolution table, in slot order
 CONV_VECTORS = ["pre_padding", "post_padding", "stride", "dilation"]
+#: the MoE grouped matmul families (hipDNN's moe_grouped_matmul{,_bwd}_attributes.fbs)
+MOE_TAG, MOE_BWD_TAG = 22, 23
+#: the custom op family (hipDNN's custom_op_attributes.fbs)
+CUSTOM_OP_TAG = 16
+#: MoeGroupedMatmulMode names by number (the schema's; hipDNN's JSON writes them lower-case)
+MOE_MODES = ["NONE", "GATHER", "SCATTER"]
 #: a NodeAttributes member no family of the project models (refused by name)
 UNMODELLED_TAG = 21  # ResampleBwdAttributes
 
 # Field kinds: "req" long; "opt" optional integer; "obool" optional bool; "bool"; "ofloat"
-# optional float (bits); "enum" int8; "str" string; "vec"/"longs" vectors of int64 and "ivec"
-# a vector of int32 (None when absent).
+# optional float (bits); "enum" int8; "str" string; "int" int32 (default 0); "vec"/"longs"
+# vectors of int64, "ivec" a vector of int32 and "bytes" a vector of ubyte (all None when absent,
+# as lists of ints).
+#: the vector field kinds -> the byte width of one element (int64, int32, ubyte)
+VECTOR_WIDTHS = {"vec": 8, "longs": 8, "ivec": 4, "bytes": 1}
 _FWD_OPTIONAL_UIDS = [
     "attn_mask",
     "scale",
@@ -276,7 +288,7 @@ BLOCK_SCALE_QUANTIZE_FIELDS: list[tuple[str, str]] = [
     ("x_tensor_uid", "req"),
     ("y_tensor_uid", "req"),
     ("scale_tensor_uid", "req"),
-    ("block_size", "req"),
+    ("block_size", "int"),
     ("axis", "opt"),
     ("transpose", "bool"),
 ]
@@ -287,6 +299,29 @@ BLOCK_SCALE_DEQUANTIZE_FIELDS: list[tuple[str, str]] = [
     ("y_tensor_uid", "req"),
     ("block_size", "ivec"),
     ("is_negative_scale", "bool"),
+]
+#: LayernormBackwardAttributes fields in slot order (reconstructed).
+LAYERNORM_BACKWARD_FIELDS: list[tuple[str, str]] = [
+    ("dy_tensor_uid", "req"),
+    ("x_tensor_uid", "req"),
+    ("scale_tensor_uid", "req"),
+    ("mean_tensor_uid", "opt"),
+    ("inv_variance_tensor_uid", "opt"),
+    ("epsilon_tensor_uid", "opt"),
+    ("dx_tensor_uid", "req"),
+    ("dscale_tensor_uid", "req"),
+    ("dbias_tensor_uid", "req"),
+    ("normalized_dim_count", "req"),
+]
+#: RMSNormBackwardAttributes fields in slot order (reconstructed).
+RMSNORM_BACKWARD_FIELDS: list[tuple[str, str]] = [
+    ("dy_tensor_uid", "req"),
+    ("x_tensor_uid", "req"),
+    ("scale_tensor_uid", "req"),
+    ("inv_rms_tensor_uid", "req"),
+    ("dx_tensor_uid", "req"),
+    ("dscale_tensor_uid", "req"),
+    ("dbias_tensor_uid", "opt"),
 ]
 #: hipDNN's NormFwdPhase names by number (norm_common.fbs; its JSON writes them as they are)
 NORM_FWD_PHASES = ["NOT_SET", "INFERENCE", "TRAINING"]
@@ -307,6 +342,32 @@ def _conv_fields(*uids: str) -> list[tuple[str, str]]:
     return [(f"{u}_tensor_uid", "req") for u in uids] + CONV_FWD_FIELDS[3:]
 
 
+#: MoeGroupedMatmulAttributes fields in slot order (moe_grouped_matmul_attributes.fbs).
+MOE_FIELDS: list[tuple[str, str]] = [
+    ("token_tensor_uid", "req"),
+    ("weight_tensor_uid", "req"),
+    ("first_token_offset_tensor_uid", "req"),
+    ("token_index_tensor_uid", "opt"),
+    ("token_ks_tensor_uid", "opt"),
+    ("output_tensor_uid", "req"),
+    ("mode", "enum"),
+    ("top_k", "int"),
+]
+#: MoeGroupedMatmulBwdAttributes fields in slot order (moe_grouped_matmul_bwd_attributes.fbs).
+MOE_BWD_FIELDS: list[tuple[str, str]] = [
+    ("doutput_tensor_uid", "req"),
+    ("token_tensor_uid", "req"),
+    ("first_token_offset_tensor_uid", "req"),
+    ("dweight_tensor_uid", "req"),
+]
+#: CustomOpAttributes fields in slot order (custom_op_attributes.fbs).
+CUSTOM_OP_FIELDS: list[tuple[str, str]] = [
+    ("custom_op_id", "str"),
+    ("input_tensor_uids", "vec"),
+    ("output_tensor_uids", "vec"),
+    ("data", "bytes"),
+    ("test_generation_marker", "int"),
+]
 #: ConvolutionBwdAttributes and ConvolutionWrwAttributes (hipDNN's schemas)
 CONV_BWD_FIELDS = _conv_fields("dy", "w", "dx")
 CONV_WRW_FIELDS = _conv_fields("x", "dy", "dw")
@@ -324,9 +385,14 @@ FIELDS_BY_TAG = {
     BLOCK_SCALE_DEQUANTIZE_TAG: BLOCK_SCALE_DEQUANTIZE_FIELDS,
     BATCHNORM_INFERENCE_TAG: BATCHNORM_INFERENCE_FIELDS,
     BATCHNORM_INFERENCE_VARIANCE_TAG: BATCHNORM_INFERENCE_VARIANCE_FIELDS,
+    LAYERNORM_BACKWARD_TAG: LAYERNORM_BACKWARD_FIELDS,
+    RMSNORM_BACKWARD_TAG: RMSNORM_BACKWARD_FIELDS,
     CONV_FWD_TAG: CONV_FWD_FIELDS,
     CONV_BWD_TAG: CONV_BWD_FIELDS,
     CONV_WRW_TAG: CONV_WRW_FIELDS,
+    MOE_TAG: MOE_FIELDS,
+    MOE_BWD_TAG: MOE_BWD_FIELDS,
+    CUSTOM_OP_TAG: CUSTOM_OP_FIELDS,
 }
 #: each table's name by tag
 TABLE_BY_TAG = {
@@ -343,9 +409,14 @@ TABLE_BY_TAG = {
     BLOCK_SCALE_DEQUANTIZE_TAG: "BlockScaleDequantizeAttributes",
     BATCHNORM_INFERENCE_TAG: "BatchnormInferenceAttributes",
     BATCHNORM_INFERENCE_VARIANCE_TAG: "BatchnormInferenceAttributesVarianceExt",
+    LAYERNORM_BACKWARD_TAG: "LayernormBackwardAttributes",
+    RMSNORM_BACKWARD_TAG: "RMSNormBackwardAttributes",
     CONV_FWD_TAG: "ConvolutionFwdAttributes",
     CONV_BWD_TAG: "ConvolutionBwdAttributes",
     CONV_WRW_TAG: "ConvolutionWrwAttributes",
+    MOE_TAG: "MoeGroupedMatmulAttributes",
+    MOE_BWD_TAG: "MoeGroupedMatmulBwdAttributes",
+    CUSTOM_OP_TAG: "CustomOpAttributes",
 }
 #: hipDNN's PointwiseMode names by number (MAX/MIN are MAX_OP/MIN_OP in the schema)
 POINTWISE_MODES = [
@@ -426,7 +497,12 @@ GRAPH_KEYS = [
     "min_required_engine_api_version",
     "id",
 ]
-STRING_FIELDS = ("name", "umd_flops", "umd_bytes")
+STRING_FIELDS = ("name", "umd_flops", "umd_bytes", "custom_op_id")
+#: vector fields (absent and empty read alike, A12)
+VECTOR_FIELDS = (
+    "strides", "dims", "peer_stats_tensor_uid", "input_tensor_uids", "output_tensor_uids", "data",
+    "block_size",
+)  # fmt: skip
 
 _DEFAULTS = {
     "req": 0,
@@ -435,6 +511,7 @@ _DEFAULTS = {
     "bool": False,
     "ofloat": None,
     "enum": 0,
+    "int": 0,
     "longs": None,
     "ivec": None,
 }
@@ -535,7 +612,7 @@ def normalized(desc: Desc) -> Desc:
         for key in STRING_FIELDS:
             if key in out and out[key] is None:
                 out[key] = ""
-        for key in ("strides", "dims", "peer_stats_tensor_uid", "block_size"):
+        for key in VECTOR_FIELDS:
             if key in out and out[key] is None:
                 out[key] = []
         return out
@@ -679,6 +756,17 @@ def _expected_node(node: Any) -> Desc:
             hg.BatchnormInferenceVarianceNode: BATCHNORM_INFERENCE_VARIANCE_TAG,
         }[type(node)]
         return node_desc(node.name, tag, hipdnn_data_type(a.get_compute_data_type()), **uids)
+    if isinstance(node, (hg.LayernormBackwardNode, hg.RMSNormBackwardNode)):
+        a = node.attributes
+        tag = LAYERNORM_BACKWARD_TAG
+        if isinstance(node, hg.RMSNormBackwardNode):
+            tag = RMSNORM_BACKWARD_TAG
+        fields = dict.fromkeys(f for f, _ in FIELDS_BY_TAG[tag] if f.endswith("_tensor_uid"))
+        slots = a.tensors_by_slot()
+        uids = {f: _uid(slots.get(f.removesuffix("_tensor_uid").upper())) for f in fields}
+        if tag == LAYERNORM_BACKWARD_TAG:
+            uids["normalized_dim_count"] = a.get_normalized_dim_count()
+        return node_desc(node.name, tag, hipdnn_data_type(a.get_compute_data_type()), **uids)
     if isinstance(node, hg.LayerNormNode):
         a = node.attributes
         return node_desc(
@@ -765,6 +853,28 @@ def _expected_node(node: Any) -> Desc:
             out_tensor_uid=_uid(a.get_y()),
             is_deterministic=a.get_is_deterministic(),
         )
+    if isinstance(node, hg.CustomOpNode):  # Graph::Pack leaves empty strings and vectors out
+        a = node.attributes
+        return node_desc(
+            node.name,
+            CUSTOM_OP_TAG,
+            hipdnn_data_type(a.get_compute_data_type()),
+            custom_op_id=a.get_custom_op_id() or None,
+            input_tensor_uids=[t.get_uid() for t in a.get_inputs()] or None,
+            output_tensor_uids=[t.get_uid() for t in a.get_outputs()] or None,
+            data=a.get_data() or None,
+        )
+    if isinstance(node, (hg.MoeGroupedMatmulNode, hg.MoeGroupedMatmulBwdNode)):
+        a = node.attributes
+        moe: dict[str, Any] = {
+            f"{slot.name.lower()}_tensor_uid": _uid(tensor)
+            for slot, tensor in [*a.inputs.items(), *a.outputs.items()]
+        }
+        tag = MOE_BWD_TAG
+        if isinstance(node, hg.MoeGroupedMatmulNode):  # the schema's mode number is its name's
+            tag = MOE_TAG
+            moe.update(mode=MOE_MODES.index(a.get_mode().name), top_k=a.get_top_k())
+        return node_desc(node.name, tag, hipdnn_data_type(a.get_compute_data_type()), **moe)
     if isinstance(node, hg.MatmulNode):
         a = node.attributes
         return node_desc(
@@ -885,6 +995,19 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
             )
             continue
+        if tag == LAYERNORM_BACKWARD_TAG:  # absent uids null; the count on the node object
+            attrs = {**n["inputs"], **n["outputs"]}
+            attrs["normalized_dim_count"] = n["normalized_dim_count"]
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag == RMSNORM_BACKWARD_TAG:  # an absent dbias left out
+            attrs = {"dbias_tensor_uid": None, **n["inputs"], **n["outputs"]}
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
         if tag == RMSNORM_TAG:  # absent uids left out; forward_phase on the node when set
             attrs = {"bias_tensor_uid": None, "inv_rms_tensor_uid": None, **n["inputs"]}
             attrs.update(n["outputs"])
@@ -937,6 +1060,26 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
         if tag in (BATCHNORM_TAG, BATCHNORM_BACKWARD_TAG):  # peer stats an array, [] for none
             attrs = {**n["inputs"], **n["outputs"]}
             attrs["peer_stats_tensor_uid"] = attrs["peer_stats_tensor_uid"] or None
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag == CUSTOM_OP_TAG:  # every key on the node; empty vectors and id as absent
+            attrs = {
+                "custom_op_id": n["custom_op_id"] or None,
+                "input_tensor_uids": n["input_tensor_uids"] or None,
+                "output_tensor_uids": n["output_tensor_uids"] or None,
+                "data": n["data"] or None,
+            }
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag in (MOE_TAG, MOE_BWD_TAG):  # absent routing uids left out; mode, top_k on the node
+            attrs = {**n["inputs"], **n["outputs"]}
+            if tag == MOE_TAG:
+                attrs["mode"] = [m.lower() for m in MOE_MODES].index(n["mode"])
+                attrs["top_k"] = n["top_k"]
             nodes.append(
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
             )

@@ -106,6 +106,15 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
   REQ(scale_tensor_uid) VEC(peer_stats_tensor_uid) REQ(dx_tensor_uid) REQ(dscale_tensor_uid)     \
   REQ(dbias_tensor_uid)
 
+// LayernormBackwardAttributes and RMSNormBackwardAttributes (reconstructed).
+#define LAYERNORM_BACKWARD_FIELDS(REQ, OPTI)                                                    \
+  REQ(dy_tensor_uid) REQ(x_tensor_uid) REQ(scale_tensor_uid) OPTI(mean_tensor_uid)              \
+  OPTI(inv_variance_tensor_uid) OPTI(epsilon_tensor_uid) REQ(dx_tensor_uid)                     \
+  REQ(dscale_tensor_uid) REQ(dbias_tensor_uid) REQ(normalized_dim_count)
+#define RMSNORM_BACKWARD_FIELDS(REQ, OPTI)                                                      \
+  REQ(dy_tensor_uid) REQ(x_tensor_uid) REQ(scale_tensor_uid) REQ(inv_rms_tensor_uid)            \
+  REQ(dx_tensor_uid) REQ(dscale_tensor_uid) OPTI(dbias_tensor_uid)
+
 // ConvolutionFwdAttributes (hipDNN's convolution_fwd_attributes.fbs; ConvMode from the
 // reconstructed tests/wire/schemas/convolution_common.fbs). The vectors are listed apart.
 #define CONV_FWD_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                              \
@@ -128,6 +137,22 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
 #define BLOCK_SCALE_DEQUANTIZE_FIELDS(REQ, IVEC, BOOL)                                           \
   REQ(x_tensor_uid) REQ(scale_tensor_uid) REQ(y_tensor_uid) IVEC(block_size)                    \
   BOOL(is_negative_scale)
+
+// MoeGroupedMatmulAttributes and MoeGroupedMatmulBwdAttributes (hipDNN's schemas); top_k, an
+// int32, is printed and set as ENUM fields are (an integer).
+#define MOE_FIELDS(REQ, OPTI, ENUM)                                                             \
+  REQ(token_tensor_uid) REQ(weight_tensor_uid) REQ(first_token_offset_tensor_uid)                \
+  OPTI(token_index_tensor_uid) OPTI(token_ks_tensor_uid) REQ(output_tensor_uid) ENUM(mode)       \
+  ENUM(top_k)
+#define MOE_BWD_FIELDS(REQ)                                                                     \
+  REQ(doutput_tensor_uid) REQ(token_tensor_uid) REQ(first_token_offset_tensor_uid)               \
+  REQ(dweight_tensor_uid)
+
+// CustomOpAttributes (hipDNN's custom_op_attributes.fbs): VEC a vector of int64, BYTES a vector
+// of ubyte; test_generation_marker, an int32, as ENUM fields are.
+#define CUSTOM_OP_FIELDS(ENUM, STR, VEC, BYTES)                                                 \
+  STR(custom_op_id) VEC(input_tensor_uids) VEC(output_tensor_uids) BYTES(data)                   \
+  ENUM(test_generation_marker)
 
 #define MATMUL_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                                \
   REQ(a_tensor_uid) REQ(b_tensor_uid) REQ(c_tensor_uid) STR(umd_flops) STR(umd_bytes)
@@ -199,6 +224,16 @@ struct Out {
     } else {
       null();
     }
+  }
+  void bytes(const flatbuffers::Vector<uint8_t> *v) {
+    if (v == nullptr) {
+      null();
+      return;
+    }
+    s << '[';
+    for (flatbuffers::uoffset_t i = 0; i < v->size(); ++i)
+      s << (i ? "," : "") << static_cast<int>(v->Get(i));
+    s << ']';
   }
   template <class V>
   void longs(const V *v) {
@@ -276,6 +311,18 @@ void print_batchnorm_inference_variance(Out &o,
   o.close('}');
 }
 
+void print_layernorm_backward(Out &o, const fo::LayernormBackwardAttributes *a) {
+  o.open('{');
+  LAYERNORM_BACKWARD_FIELDS(P_REQ, P_OPTI)
+  o.close('}');
+}
+
+void print_rmsnorm_backward(Out &o, const fo::RMSNormBackwardAttributes *a) {
+  o.open('{');
+  RMSNORM_BACKWARD_FIELDS(P_REQ, P_OPTI)
+  o.close('}');
+}
+
 void print_batchnorm_backward(Out &o, const fo::BatchnormBackwardAttributes *a) {
   o.open('{');
   BATCHNORM_BACKWARD_FIELDS(P_REQ, P_OPTI, P_VEC)
@@ -320,6 +367,25 @@ void print_block_scale_dequantize(Out &o, const fo::BlockScaleDequantizeAttribut
 void print_matmul(Out &o, const fo::MatmulAttributes *a) {
   o.open('{');
   MATMUL_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
+  o.close('}');
+}
+
+#define P_BYTES(x) o.key(#x); o.bytes(a->x());
+void print_custom_op(Out &o, const fo::CustomOpAttributes *a) {
+  o.open('{');
+  CUSTOM_OP_FIELDS(P_ENUM, P_STR, P_VEC, P_BYTES)
+  o.close('}');
+}
+
+void print_moe(Out &o, const fo::MoeGroupedMatmulAttributes *a) {
+  o.open('{');
+  MOE_FIELDS(P_REQ, P_OPTI, P_ENUM)
+  o.close('}');
+}
+
+void print_moe_bwd(Out &o, const fo::MoeGroupedMatmulBwdAttributes *a) {
+  o.open('{');
+  MOE_BWD_FIELDS(P_REQ)
   o.close('}');
 }
 
@@ -420,6 +486,14 @@ void print_graph(Out &o, const uint8_t *buf, size_t len) {
           print_pointwise(o, a);
         } else if (const fo::MatmulAttributes *a = n->attributes_as_MatmulAttributes()) {
           print_matmul(o, a);
+        } else if (const fo::CustomOpAttributes *a = n->attributes_as_CustomOpAttributes()) {
+          print_custom_op(o, a);
+        } else if (const fo::MoeGroupedMatmulAttributes *a =
+                       n->attributes_as_MoeGroupedMatmulAttributes()) {
+          print_moe(o, a);
+        } else if (const fo::MoeGroupedMatmulBwdAttributes *a =
+                       n->attributes_as_MoeGroupedMatmulBwdAttributes()) {
+          print_moe_bwd(o, a);
         } else if (const fo::ReductionAttributes *a = n->attributes_as_ReductionAttributes()) {
           print_reduction(o, a);
         } else if (const fo::RMSNormAttributes *a = n->attributes_as_RMSNormAttributes()) {
@@ -440,6 +514,12 @@ void print_graph(Out &o, const uint8_t *buf, size_t len) {
         } else if (const fo::BatchnormInferenceAttributes *a =
                        n->attributes_as_BatchnormInferenceAttributes()) {
           print_batchnorm_inference(o, a);
+        } else if (const fo::LayernormBackwardAttributes *a =
+                       n->attributes_as_LayernormBackwardAttributes()) {
+          print_layernorm_backward(o, a);
+        } else if (const fo::RMSNormBackwardAttributes *a =
+                       n->attributes_as_RMSNormBackwardAttributes()) {
+          print_rmsnorm_backward(o, a);
         } else if (const fo::BatchnormInferenceAttributesVarianceExt *a =
                        n->attributes_as_BatchnormInferenceAttributesVarianceExt()) {
           print_batchnorm_inference_variance(o, a);
@@ -616,6 +696,18 @@ bool set_batchnorm_inference_variance(fo::BatchnormInferenceAttributesVarianceEx
   return false;
 }
 
+bool set_layernorm_backward(fo::LayernormBackwardAttributesT *a, const std::string &k,
+                            const std::string &val) {
+  LAYERNORM_BACKWARD_FIELDS(S_REQ, S_OPTI)
+  return false;
+}
+
+bool set_rmsnorm_backward(fo::RMSNormBackwardAttributesT *a, const std::string &k,
+                          const std::string &val) {
+  RMSNORM_BACKWARD_FIELDS(S_REQ, S_OPTI)
+  return false;
+}
+
 bool set_batchnorm_backward(fo::BatchnormBackwardAttributesT *a, const std::string &k,
                             const std::string &val) {
   BATCHNORM_BACKWARD_FIELDS(S_REQ, S_OPTI, S_VEC)
@@ -666,6 +758,23 @@ bool set_block_scale_dequantize(fo::BlockScaleDequantizeAttributesT *a, const st
 
 bool set_matmul(fo::MatmulAttributesT *a, const std::string &k, const std::string &val) {
   MATMUL_FIELDS(S_REQ, NONE_, NONE_, NONE_, NONE_, NONE_, S_STR)
+  return false;
+}
+
+#define S_BYTES(x) if (k == "a." #x) { a->x.clear(); for (int64_t v : vec_token(val)) a->x.push_back(static_cast<uint8_t>(v)); return true; }
+bool set_custom_op(fo::CustomOpAttributesT *a, const std::string &k, const std::string &val) {
+  CUSTOM_OP_FIELDS(S_ENUM, S_STR, S_VEC, S_BYTES)
+  return false;
+}
+
+bool set_moe(fo::MoeGroupedMatmulAttributesT *a, const std::string &k, const std::string &val) {
+  MOE_FIELDS(S_REQ, S_OPTI, S_ENUM)
+  return false;
+}
+
+bool set_moe_bwd(fo::MoeGroupedMatmulBwdAttributesT *a, const std::string &k,
+                 const std::string &val) {
+  MOE_BWD_FIELDS(S_REQ)
   return false;
 }
 
@@ -755,7 +864,7 @@ int do_pack(const char *in_path, const char *out_path) {
       g.nodes.back()->name = unhex(val);
     } else if (k == "n.compute_data_type") {
       g.nodes.back()->compute_data_type = static_cast<fo::DataType>(to_i64(val));
-    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 11 Layernorm, 4 Batchnorm, 3 BatchnormBackward, 14 BlockScaleQuantize, 13 BlockScaleDequantize, 1 BatchnormInference, 8 BatchnormInferenceVarianceExt, 18 Reduction,
+    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 11 Layernorm, 4 Batchnorm, 3 BatchnormBackward, 14 BlockScaleQuantize, 13 BlockScaleDequantize, 1 BatchnormInference, 8 BatchnormInferenceVarianceExt, 18 Reduction, 20 LayernormBackward, 17 RMSNormBackward, 16 CustomOp, 22/23 MoE,
       //                           21 (empty)
       fo::NodeAttributesUnion &u = g.nodes.back()->attributes;
       int tag = std::stoi(val);
@@ -775,6 +884,11 @@ int do_pack(const char *in_path, const char *out_path) {
       else if (tag == 5) u.Set(fo::ConvolutionFwdAttributesT());
       else if (tag == 6) u.Set(fo::ConvolutionBwdAttributesT());
       else if (tag == 7) u.Set(fo::ConvolutionWrwAttributesT());
+      else if (tag == 20) u.Set(fo::LayernormBackwardAttributesT());
+      else if (tag == 17) u.Set(fo::RMSNormBackwardAttributesT());
+      else if (tag == 16) u.Set(fo::CustomOpAttributesT());
+      else if (tag == 22) u.Set(fo::MoeGroupedMatmulAttributesT());
+      else if (tag == 23) u.Set(fo::MoeGroupedMatmulBwdAttributesT());
       else if (tag == 21) u.Set(fo::ResampleBwdAttributesT());
       else throw std::runtime_error("unsupported kind " + val);
     } else if (k.compare(0, 2, "a.") == 0) {
@@ -784,6 +898,12 @@ int do_pack(const char *in_path, const char *out_path) {
       else if (fo::SdpaBackwardAttributesT *a = u.AsSdpaBackwardAttributes()) done = set_bwd(a, k, val);
       else if (fo::PointwiseAttributesT *a = u.AsPointwiseAttributes()) done = set_pointwise(a, k, val);
       else if (fo::MatmulAttributesT *a = u.AsMatmulAttributes()) done = set_matmul(a, k, val);
+      else if (fo::CustomOpAttributesT *a = u.AsCustomOpAttributes())
+        done = set_custom_op(a, k, val);
+      else if (fo::MoeGroupedMatmulAttributesT *a = u.AsMoeGroupedMatmulAttributes())
+        done = set_moe(a, k, val);
+      else if (fo::MoeGroupedMatmulBwdAttributesT *a = u.AsMoeGroupedMatmulBwdAttributes())
+        done = set_moe_bwd(a, k, val);
       else if (fo::ReductionAttributesT *a = u.AsReductionAttributes())
         done = set_reduction(a, k, val);
       else if (fo::RMSNormAttributesT *a = u.AsRMSNormAttributes()) done = set_rmsnorm(a, k, val);
@@ -808,6 +928,10 @@ int do_pack(const char *in_path, const char *out_path) {
         done = set_conv_bwd(a, k, val);
       else if (fo::ConvolutionWrwAttributesT *a = u.AsConvolutionWrwAttributes())
         done = set_conv_wrw(a, k, val);
+      else if (fo::LayernormBackwardAttributesT *a = u.AsLayernormBackwardAttributes())
+        done = set_layernorm_backward(a, k, val);
+      else if (fo::RMSNormBackwardAttributesT *a = u.AsRMSNormBackwardAttributes())
+        done = set_rmsnorm_backward(a, k, val);
       if (!done) throw std::runtime_error("unknown attribute key " + k);
     } else {
       throw std::runtime_error("unknown key " + k);

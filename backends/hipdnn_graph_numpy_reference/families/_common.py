@@ -1,0 +1,55 @@
+"""What every family's reference shares: the compute dtype of a node, operands cast to it, and
+the error a reference raises for what it does not define.
+
+Example:
+    >>> import numpy as np, hipdnn_graph as hg
+    >>> g = hg.Graph(io_data_type=hg.DataType.HALF, compute_data_type=hg.DataType.FLOAT,
+    ...              intermediate_data_type=hg.DataType.FLOAT)
+    >>> y = g.pointwise(g.tensor(name="x", dim=[2]), mode=hg.PointwiseMode.EXP, name="e")
+    >>> g.validate()
+    >>> compute_dtype(g.nodes[0]).name
+    'float32'
+    >>> as_compute(np.array([1, 2], np.float16), np.dtype(np.float32)).dtype.name
+    'float32'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import hipdnn_graph as hg
+
+__all__ = ["COMPUTE_DTYPES", "as_compute", "compute_dtype", "not_supported"]
+
+#: the compute data types the reference computes in, and their NumPy dtypes
+COMPUTE_DTYPES: dict[hg.DataType, np.dtype[Any]] = {
+    hg.DataType.FLOAT: np.dtype(np.float32),
+    hg.DataType.DOUBLE: np.dtype(np.float64),
+}
+
+
+def not_supported(node: Any, feature: str) -> hg.HipdnnError:
+    """The error a reference raises for what it does not run: ``GRAPH_NOT_SUPPORTED`` naming
+    the node and the feature."""
+    return hg.HipdnnError(hg.ErrorCode.GRAPH_NOT_SUPPORTED, f"node '{node.name}': {feature}")
+
+
+def compute_dtype(node: Any) -> np.dtype[Any]:
+    """The NumPy dtype of the node's compute data type.
+
+    Raises:
+        HipdnnError: ``GRAPH_NOT_SUPPORTED`` for a compute type other than FLOAT or DOUBLE.
+    """
+    data_type = hg.DataType(node.attributes.compute_data_type)
+    try:
+        return COMPUTE_DTYPES[data_type]
+    except KeyError:
+        raise not_supported(node, f"compute type {data_type.name} (FLOAT or DOUBLE only)") from None
+
+
+def as_compute(value: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    """``value`` (an array of any storage type, or a pass-by-value number) in the compute dtype
+    (the array itself when it already is; the engine hands references read-only views)."""
+    return np.asarray(value, dtype=dtype)

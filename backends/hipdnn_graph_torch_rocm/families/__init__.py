@@ -1,0 +1,102 @@
+"""Torch lowerings of hipDNN's node families: one function per family, keyed by node type.
+
+``lower_<family>(node, inputs) -> outputs`` maps the node's set input slots (named as
+``node.attributes.tensors_by_slot()`` names them; pass-by-value scalars as Python numbers or
+one-element tensors) to every set output slot, computed in the node's compute type with eager
+torch ops that ``torch.compile`` traces (no data-dependent Python control flow, no host
+synchronisation). The engines (:mod:`hipdnn_graph_torch_rocm.family_engines`) cast each
+result to its tensor's storage type, so virtual intermediates are rounded to their declared
+type. ``prepare_<family>(node)`` reads the node once and returns the closure the engines run;
+``<family>_refusal(node)`` says why a node cannot run (``None`` when it can).
+
+Example:
+    >>> import hipdnn_graph as hg
+    >>> sorted(t.name for t in TORCH_LOWERINGS)[:3]
+    ['BATCHNORM', 'BATCHNORM_BACKWARD', 'BATCHNORM_INFERENCE']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import hipdnn_graph as hg
+
+from . import batchnorm as _bn
+from . import convolution as _conv
+from . import matmul as _mm
+from . import norms as _norms
+from . import pointwise as _pw
+from . import reduction as _red
+from ._common import Prepared
+
+__all__ = ["TORCH_LOWERINGS", "TORCH_PREPARERS", "TORCH_REFUSALS", "Prepared", "refusal"]
+
+_T = hg.NodeType
+
+#: node type -> ``lower_<family>(node, inputs) -> outputs``
+TORCH_LOWERINGS: dict[hg.NodeType, Callable[..., dict[str, Any]]] = {
+    _T.POINTWISE: _pw.lower_pointwise,
+    _T.MATMUL: _mm.lower_matmul,
+    _T.REDUCTION: _red.lower_reduction,
+    _T.CONVOLUTION_FPROP: _conv.lower_conv_fprop,
+    _T.CONVOLUTION_DGRAD: _conv.lower_conv_dgrad,
+    _T.CONVOLUTION_WGRAD: _conv.lower_conv_wgrad,
+    _T.BATCHNORM: _bn.lower_batchnorm,
+    _T.BATCHNORM_INFERENCE: _bn.lower_batchnorm_inference,
+    _T.BATCHNORM_INFERENCE_VARIANCE_EXT: _bn.lower_batchnorm_inference_variance,
+    _T.BATCHNORM_BACKWARD: _bn.lower_batchnorm_backward,
+    _T.LAYER_NORM: _norms.lower_layernorm,
+    _T.RMS_NORM: _norms.lower_rmsnorm,
+}
+
+#: node type -> ``prepare_<family>(node) -> closure(inputs) -> outputs`` (what engines run)
+TORCH_PREPARERS: dict[hg.NodeType, Callable[[Any], Prepared]] = {
+    _T.POINTWISE: _pw.prepare_pointwise,
+    _T.MATMUL: _mm.prepare_matmul,
+    _T.REDUCTION: _red.prepare_reduction,
+    _T.CONVOLUTION_FPROP: _conv.prepare_conv_fprop,
+    _T.CONVOLUTION_DGRAD: _conv.prepare_conv_dgrad,
+    _T.CONVOLUTION_WGRAD: _conv.prepare_conv_wgrad,
+    _T.BATCHNORM: _bn.prepare_batchnorm,
+    _T.BATCHNORM_INFERENCE: _bn.prepare_batchnorm_inference,
+    _T.BATCHNORM_INFERENCE_VARIANCE_EXT: _bn.prepare_batchnorm_inference_variance,
+    _T.BATCHNORM_BACKWARD: _bn.prepare_batchnorm_backward,
+    _T.LAYER_NORM: _norms.prepare_layernorm,
+    _T.RMS_NORM: _norms.prepare_rmsnorm,
+}
+
+#: node type -> ``<family>_refusal(node) -> reason or None``
+TORCH_REFUSALS: dict[hg.NodeType, Callable[[Any], str | None]] = {
+    _T.POINTWISE: _pw.pointwise_refusal,
+    _T.MATMUL: _mm.matmul_refusal,
+    _T.REDUCTION: _red.reduction_refusal,
+    _T.CONVOLUTION_FPROP: _conv.conv_refusal,
+    _T.CONVOLUTION_DGRAD: _conv.conv_refusal,
+    _T.CONVOLUTION_WGRAD: _conv.conv_refusal,
+    _T.BATCHNORM: _bn.batchnorm_refusal,
+    _T.BATCHNORM_INFERENCE: _bn.batchnorm_refusal,
+    _T.BATCHNORM_INFERENCE_VARIANCE_EXT: _bn.batchnorm_refusal,
+    _T.BATCHNORM_BACKWARD: _bn.batchnorm_refusal,
+    _T.LAYER_NORM: _norms.layernorm_refusal,
+    _T.RMS_NORM: _norms.rmsnorm_refusal,
+}
+
+
+def refusal(node: Any) -> str | None:
+    """Why no torch lowering runs ``node`` (its family has none, or the family's rule refuses
+    it), or None.
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> f = hg.DataType.FLOAT
+    >>> g = hg.Graph(io_data_type=f, intermediate_data_type=f, compute_data_type=f)
+        >>> _ = g.pointwise(g.tensor(name="x", dim=[2]), mode=hg.PointwiseMode.EXP, name="e")
+        >>> g.validate(); refusal(g.nodes[0]) is None
+        True
+    """
+    kind = node.get_node_type()
+    rule = TORCH_REFUSALS.get(kind)
+    if rule is None:
+        return f"no torch lowering for {kind.name} nodes (node '{node.name}')"
+    return rule(node)

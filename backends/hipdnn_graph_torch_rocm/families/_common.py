@@ -1,0 +1,95 @@
+"""What every torch lowering shares: data types, scalars and the rules of refusal.
+
+A lowering is prepared once per node (:func:`Prepared`): everything read from the node's
+attributes is read then, so the closure it returns sees only tensors and plain Python values
+and traces under ``torch.compile`` without guards on pydantic models.
+
+Example:
+    >>> import hipdnn_graph as hg
+    >>> compute_dtype_name(hg.DataType.FLOAT)
+    'float32'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import hipdnn_graph as hg
+from hipdnn_graph.backend.dtypes import TORCH_DTYPE_NAMES, torch_dtype
+
+__all__ = [
+    "FLOATING",
+    "LOW_PRECISION",
+    "Prepared",
+    "as_scalar",
+    "compute_dtype",
+    "compute_dtype_name",
+    "dtype_refusal",
+    "tensor_dtype",
+]
+
+#: a prepared lowering: slot name -> tensor (or Python number) in, slot name -> tensor out
+Prepared = Callable[[Mapping[str, Any]], dict[str, Any]]
+
+#: the compute types the lowerings honour (a floating type torch computes in on every device)
+FLOATING = frozenset(
+    {hg.DataType.FLOAT, hg.DataType.DOUBLE, hg.DataType.HALF, hg.DataType.BFLOAT16}
+)
+#: 16-bit storage types whose matmuls and convolutions accumulate in float32 natively
+LOW_PRECISION = frozenset({hg.DataType.HALF, hg.DataType.BFLOAT16})
+
+
+def compute_dtype_name(data_type: hg.DataType) -> str:
+    """The name of the torch dtype of ``data_type`` (no torch import)."""
+    return TORCH_DTYPE_NAMES[hg.DataType(data_type)]
+
+
+def compute_dtype(node: Any) -> Any:
+    """The torch dtype a node computes in (its compute data type)."""
+    return torch_dtype(node.attributes.compute_data_type)
+
+
+def tensor_dtype(tensor: hg.TensorAttributes) -> Any:
+    """The torch dtype a tensor is stored in."""
+    return torch_dtype(tensor.data_type)
+
+
+def as_scalar(value: Any, dtype: Any) -> Any:
+    """A one-element operand as something that broadcasts as a scalar: a Python number as it
+    is, a tensor of any one-element shape as a 0-d tensor of ``dtype``."""
+    if isinstance(value, bool | int | float):
+        return value
+    return value.reshape(()).to(dtype)
+
+
+def dtype_refusal(
+    node: Any, allowed: Iterable[hg.DataType], slots: Iterable[str] | None = None
+) -> str | None:
+    """Why a node's compute type or a tensor's storage type is not one the lowering runs, or
+    None.
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> g = hg.Graph(io_data_type=hg.DataType.INT8, intermediate_data_type=hg.DataType.INT8,
+        ...              compute_data_type=hg.DataType.FLOAT)
+        >>> c = g.matmul(g.tensor(name="a", dim=[2, 3]), g.tensor(name="b", dim=[3, 4]), name="mm")
+        >>> g.validate()
+        >>> dtype_refusal(g.nodes[0], {hg.DataType.FLOAT})
+        "node 'mm': tensor 'a' (slot A) is INT8; this lowering takes FLOAT"
+    """
+    compute = node.attributes.compute_data_type
+    name = f"node '{node.name}'"
+    if compute not in FLOATING:
+        return f"{name}: compute type {compute.name} (FLOAT, DOUBLE, HALF or BFLOAT16 only)"
+    allowed = frozenset(allowed)
+    for slot, tensor in node.attributes.tensors_by_slot().items():
+        if slots is not None and slot not in slots:
+            continue
+        if tensor.data_type not in allowed:
+            takes = ", ".join(sorted(t.name for t in allowed))
+            return (
+                f"{name}: tensor '{tensor.name}' (slot {slot}) is {tensor.data_type.name}; "
+                f"this lowering takes {takes}"
+            )
+    return None

@@ -1,0 +1,201 @@
+"""The convolution lowerings: forward (``Y``), data gradient (``DX``) and weight gradient
+(``DW``) in 1-3 spatial dims, with pre/post padding, stride, dilation, groups (X's channels over
+W's) and both :class:`~hipdnn_graph.ConvolutionMode` members.
+
+``CROSS_CORRELATION`` is what ``torch.nn.functional.conv{1,2,3}d`` computes; ``CONVOLUTION``
+flips the kernel's spatial axes first (and the weight gradient back). Unequal pre and post
+padding pads X explicitly (and crops DX); the gradients are ``aten.convolution_backward``.
+When X, W and the result share a 16-bit type and the node computes in FLOAT, the 16-bit
+kernels run as they are (they accumulate in float32); otherwise the operands are cast to the
+compute type first. Layouts (channels-last included) are the buffers' own.
+
+Example:
+    >>> import torch, hipdnn_graph as hg
+    >>> f = hg.DataType.FLOAT
+    >>> g = hg.Graph(io_data_type=f, intermediate_data_type=f, compute_data_type=f)
+    >>> x, w = g.tensor(name="x", dim=[1, 1, 3]), g.tensor(name="w", dim=[1, 1, 2])
+    >>> y = g.conv_fprop(x, w, pre_padding=[0], post_padding=[0], stride=[1], dilation=[1])
+    >>> g.validate()
+    >>> lower_conv_fprop(g.nodes[0], {"X": torch.tensor([[[1., 2., 3.]]]),
+    ...                               "W": torch.tensor([[[1., 10.]]])})["Y"].tolist()
+    [[[21.0, 32.0]]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import hipdnn_graph as hg
+
+from ._common import FLOATING, Prepared, compute_dtype, dtype_refusal, tensor_dtype
+from .matmul import native_low_precision
+
+__all__ = [
+    "conv_refusal",
+    "lower_conv_dgrad",
+    "lower_conv_fprop",
+    "lower_conv_wgrad",
+    "prepare_conv_dgrad",
+    "prepare_conv_fprop",
+    "prepare_conv_wgrad",
+]
+
+
+@dataclass(frozen=True)
+class _Geometry:
+    """What a convolution node fixes: spatial rank, padding, stride, dilation, groups, flip."""
+
+    spatial: int
+    pre: tuple[int, ...]
+    post: tuple[int, ...]
+    stride: tuple[int, ...]
+    dilation: tuple[int, ...]
+    groups: int
+    flip: bool
+
+    @property
+    def symmetric(self) -> bool:
+        return self.pre == self.post
+
+    @property
+    def flip_axes(self) -> tuple[int, ...]:
+        return tuple(range(2, 2 + self.spatial))
+
+    def pad_arg(self) -> list[int]:
+        """``F.pad``'s argument: (pre, post) pairs from the last spatial axis back."""
+        out: list[int] = []
+        for p, q in zip(reversed(self.pre), reversed(self.post), strict=True):
+            out += [p, q]
+        return out
+
+
+def _geometry(node: Any, x_slot: str, w_slot: str) -> _Geometry:
+    a = node.attributes
+    t = a.tensors_by_slot()
+    x_dims, w_dims = list(t[x_slot].dim), list(t[w_slot].dim)
+    spatial = len(x_dims) - 2
+    return _Geometry(
+        spatial=spatial,
+        pre=tuple(a.pre_padding or [0] * spatial),
+        post=tuple(a.post_padding or [0] * spatial),
+        stride=tuple(a.stride or [1] * spatial),
+        dilation=tuple(a.dilation or [1] * spatial),
+        groups=max(1, x_dims[1] // max(1, w_dims[1])),
+        flip=a.convolution_mode == hg.ConvolutionMode.CONVOLUTION,
+    )
+
+
+def conv_refusal(node: Any) -> str | None:
+    """Why the lowering cannot run this convolution node, or None."""
+    t = node.attributes.tensors_by_slot()
+    x = t.get("X", t.get("DX"))
+    name = f"node '{node.name}'"
+    if x is not None and not 1 <= len(x.dim) - 2 <= 3:
+        return f"{name}: {len(x.dim) - 2} spatial dims (1, 2 or 3 only)"
+    a = node.attributes
+    if any(p < 0 for p in (*a.pre_padding, *a.post_padding)):
+        return f"{name}: negative padding"
+    return dtype_refusal(node, FLOATING)
+
+
+def _cast(node: Any, slots: tuple[str, ...], first: str) -> Any:
+    if native_low_precision(node, slots):
+        return tensor_dtype(node.attributes.tensors_by_slot()[first])
+    return compute_dtype(node)
+
+
+def _forward(torch: Any, g: _Geometry, x: Any, w: Any) -> Any:
+    if g.flip:
+        w = torch.flip(w, g.flip_axes)
+    padding: Any = list(g.pre)
+    if not g.symmetric:
+        x = torch.nn.functional.pad(x, g.pad_arg())
+        padding = [0] * g.spatial
+    conv = (torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d)
+    return conv[g.spatial - 1](x, w, None, list(g.stride), padding, list(g.dilation), g.groups)
+
+
+def _backward(torch: Any, g: _Geometry, dy: Any, x: Any, w: Any, mask: list[bool]) -> Any:
+    """``aten.convolution_backward`` of the (padded) convolution; ``x`` is X (or its shape's
+    stand-in for the data gradient)."""
+    return torch.ops.aten.convolution_backward(
+        dy, x, w, None, list(g.stride), [0] * g.spatial if not g.symmetric else list(g.pre),
+        list(g.dilation), False, [0] * g.spatial, g.groups, mask,
+    )  # fmt: skip
+
+
+def prepare_conv_fprop(node: hg.ConvolutionFpropNode) -> Prepared:
+    """Y of a forward convolution, its geometry read now."""
+    import torch
+
+    g = _geometry(node, "X", "W")
+    cast = _cast(node, ("X", "W", "Y"), "X")
+
+    def run(inputs: Mapping[str, Any]) -> dict[str, Any]:
+        return {"Y": _forward(torch, g, inputs["X"].to(cast), inputs["W"].to(cast))}
+
+    return run
+
+
+def prepare_conv_dgrad(node: hg.ConvolutionDgradNode) -> Prepared:
+    """DX of a data-gradient convolution, its geometry read now."""
+    import torch
+
+    g = _geometry(node, "DX", "W")
+    cast = _cast(node, ("DY", "W", "DX"), "DY")
+    dx_dims = list(node.attributes.tensors_by_slot()["DX"].dim)
+    padded = list(dx_dims)
+    if not g.symmetric:
+        for i in range(g.spatial):
+            padded[2 + i] += g.pre[i] + g.post[i]
+
+    def run(inputs: Mapping[str, Any]) -> dict[str, Any]:
+        dy, w = inputs["DY"].to(cast), inputs["W"].to(cast)
+        if g.flip:
+            w = torch.flip(w, g.flip_axes)
+        stand_in = dy.new_zeros(()).expand(padded)
+        dx = _backward(torch, g, dy, stand_in, w, [True, False, False])[0]
+        if not g.symmetric:
+            for i in range(g.spatial):
+                dx = dx.narrow(2 + i, g.pre[i], dx_dims[2 + i])
+        return {"DX": dx}
+
+    return run
+
+
+def prepare_conv_wgrad(node: hg.ConvolutionWgradNode) -> Prepared:
+    """DW of a weight-gradient convolution, its geometry read now."""
+    import torch
+
+    g = _geometry(node, "X", "DW")
+    cast = _cast(node, ("DY", "X", "DW"), "X")
+    dw_dims = list(node.attributes.tensors_by_slot()["DW"].dim)
+
+    def run(inputs: Mapping[str, Any]) -> dict[str, Any]:
+        dy, x = inputs["DY"].to(cast), inputs["X"].to(cast)
+        if not g.symmetric:
+            x = torch.nn.functional.pad(x, g.pad_arg())
+        stand_in = x.new_zeros(()).expand(dw_dims)
+        dw = _backward(torch, g, dy, x, stand_in, [False, True, False])[1]
+        if g.flip:
+            dw = torch.flip(dw, g.flip_axes)
+        return {"DW": dw}
+
+    return run
+
+
+def lower_conv_fprop(node: hg.ConvolutionFpropNode, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Y of a forward convolution from X and W."""
+    return prepare_conv_fprop(node)(inputs)
+
+
+def lower_conv_dgrad(node: hg.ConvolutionDgradNode, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """DX of a data-gradient convolution from DY and W."""
+    return prepare_conv_dgrad(node)(inputs)
+
+
+def lower_conv_wgrad(node: hg.ConvolutionWgradNode, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """DW of a weight-gradient convolution from DY and X."""
+    return prepare_conv_wgrad(node)(inputs)

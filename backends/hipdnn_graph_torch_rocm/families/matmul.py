@@ -1,0 +1,65 @@
+"""The matmul lowering: ``C = A @ B`` with batch broadcasting, in the compute type.
+
+When A, B and C share a 16-bit type and the node computes in FLOAT, the 16-bit matmul runs as
+it is: its kernels accumulate in float32 and round once, the result the compute type defines.
+Otherwise A and B are cast to the compute type first.
+
+Example:
+    >>> import torch, hipdnn_graph as hg
+    >>> f = hg.DataType.FLOAT
+    >>> g = hg.Graph(io_data_type=f, intermediate_data_type=f, compute_data_type=f)
+    >>> c = g.matmul(g.tensor(name="a", dim=[1, 2, 3]), g.tensor(name="b", dim=[1, 3, 2]))
+    >>> g.validate()
+    >>> a, b = torch.ones(1, 2, 3), torch.ones(1, 3, 2)
+    >>> lower_matmul(g.nodes[0], {"A": a, "B": b})["C"].tolist()
+    [[[3.0, 3.0], [3.0, 3.0]]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import hipdnn_graph as hg
+
+from ._common import FLOATING, LOW_PRECISION, Prepared, compute_dtype, dtype_refusal, tensor_dtype
+
+__all__ = ["lower_matmul", "matmul_refusal", "native_low_precision", "prepare_matmul"]
+
+
+def native_low_precision(node: Any, slots: tuple[str, ...]) -> bool:
+    """Whether the tensors at ``slots`` share one 16-bit type and the node computes in FLOAT."""
+    tensors = node.attributes.tensors_by_slot()
+    types = {tensors[s].data_type for s in slots if s in tensors}
+    return (
+        node.attributes.compute_data_type == hg.DataType.FLOAT
+        and len(types) == 1
+        and types <= LOW_PRECISION
+    )
+
+
+def matmul_refusal(node: hg.MatmulNode) -> str | None:
+    """Why the lowering cannot run this node, or None."""
+    return dtype_refusal(node, FLOATING)
+
+
+def prepare_matmul(node: hg.MatmulNode) -> Prepared:
+    """The node's lowering with its types read now."""
+    import torch
+
+    if native_low_precision(node, ("A", "B", "C")):
+        a = node.attributes.get_a()
+        assert a is not None
+        cast = tensor_dtype(a)
+    else:
+        cast = compute_dtype(node)
+
+    def run(inputs: Mapping[str, Any]) -> dict[str, Any]:
+        return {"C": torch.matmul(inputs["A"].to(cast), inputs["B"].to(cast))}
+
+    return run
+
+
+def lower_matmul(node: hg.MatmulNode, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """C of a matmul node from A and B."""
+    return prepare_matmul(node)(inputs)

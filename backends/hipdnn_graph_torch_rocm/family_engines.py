@@ -1,0 +1,384 @@
+"""The torch engines of the node families other than attention.
+
+| engine | runs | devices |
+|---|---|---|
+| ``TORCH_FUSION_ENGINE`` | a connected graph of two or more nodes as one ``torch.compile`` d function, compiled and warmed up in ``build_plan`` | GPU; CPU with a C++ compiler (or a cheap compile backend) |
+| ``TORCH_EAGER_ENGINE`` | node by node, eager torch ops | wherever the buffers are |
+
+Both run the lowerings of :mod:`.families` through one :class:`~.family_program.FamilyProgram`,
+write only the outputs (after every node has run, so a failure leaves them untouched) and never
+an input.
+
+Ranking: the fusion engine ranks first but refuses a single node (one kernel has nothing to
+fuse; the torch op called directly is what the eager engine runs). For a graph it accepts, its
+``build_plan`` compiles the function for the graph's exact shapes, types and device, then (on
+a GPU, unless turned off) times the compiled function against the eager one with CUDA events
+and keeps the faster; the verdict is cached per graph signature, so compiling loses nothing
+where fusing is slower (issue 25 measured compiled matmul + bias + GELU at 0.57x of eager).
+``plan.choice`` says which runs and ``plan.timings`` what was measured.
+
+Example:
+    >>> import hipdnn_graph_torch_rocm.family_engines as fe
+    >>> [(e.name, e.priority) for e in fe.create_family_engines()]
+    [('TORCH_FUSION_ENGINE', 600), ('TORCH_EAGER_ENGINE', 700)]
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import threading
+import types
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+import hipdnn_graph as hg
+from hipdnn_graph.backend import Support
+
+from .families import TORCH_PREPARERS, refusal
+from .family_program import FamilyProgram
+from .fusion_compile import (
+    CountingBackend,
+    FusionConfig,
+    compiler_refusal,
+    example_buffers,
+    measure,
+)
+
+__all__ = [
+    "EAGER_ENGINE",
+    "FUSION_ENGINE",
+    "FamilyEagerPlan",
+    "FamilyFusionPlan",
+    "TorchEagerEngine",
+    "TorchFusionEngine",
+    "create_family_engines",
+]
+
+EAGER_ENGINE = "TORCH_EAGER_ENGINE"
+FUSION_ENGINE = "TORCH_FUSION_ENGINE"
+#: the families these engines run (SDPA stays on the SDPA engines)
+FAMILY_NODE_TYPES = frozenset(TORCH_PREPARERS)
+
+#: graph signature -> "fused" or "eager": the measured verdict (see the module docstring)
+_VERDICTS: dict[tuple[Any, ...], str] = {}
+_VERDICTS_LOCK = threading.Lock()
+
+
+def _torch_refusal() -> str | None:
+    if importlib.util.find_spec("torch") is None:
+        return "torch is not installed"
+    return None
+
+
+def _node_refusal(graph: hg.Graph) -> str | None:
+    for node in graph.nodes:
+        reason = refusal(node)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _write(program: FamilyProgram, buffers: Mapping[int, Any], results: list[Any]) -> None:
+    """Copy each result into the caller's buffer; hand over (as ``Graph.run`` asks, without a
+    copy where the layout is already the declared one) those the caller did not pass."""
+    handed = cast("dict[int, Any]", buffers)  # a fresh dict from the frontend
+    for uid, value in zip(program.outputs, results, strict=True):
+        out = buffers.get(uid)
+        if out is not None:
+            out.copy_(value.reshape(out.shape))
+        else:
+            dims, strides, _ = program.specs[uid]
+            handed[uid] = _declared(value.reshape(dims), strides)
+
+
+def _declared(value: Any, strides: tuple[int, ...]) -> Any:
+    """``value`` itself when its layout is the declared one (strides of size-1 dims aside),
+    else a copy in the declared layout."""
+    got = value.stride()
+    if all(d == 1 or a == b for d, a, b in zip(value.shape, got, strides, strict=True)):
+        return value
+    import torch
+
+    out = torch.empty_strided(value.shape, strides, dtype=value.dtype, device=value.device)
+    return out.copy_(value)
+
+
+def _feeds(program: FamilyProgram, buffers: Mapping[int, Any]) -> dict[int, Any]:
+    return {uid: buffers[uid] for uid in program.feeds}
+
+
+class FamilyEagerPlan:
+    """Node by node: every lowering on the caller's tensors, then the outputs copied into the
+    caller's buffers (outputs the caller leaves to ``Graph.run`` are handed over uncopied)."""
+
+    workspace_size = 0
+    allocates_outputs = True
+
+    def __init__(self, program: FamilyProgram) -> None:
+        self.engine_name = EAGER_ENGINE
+        self.program = program
+
+    def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
+        results = self.program.results(_feeds(self.program, variant_pack))
+        _write(self.program, variant_pack, results)
+
+
+class TorchEagerEngine:
+    """Runs any graph of the supported families node by node with eager torch ops."""
+
+    array_kind = "torch"
+    node_types = FAMILY_NODE_TYPES
+
+    def __init__(self, name: str = EAGER_ENGINE, priority: int = 700) -> None:
+        self.name = name
+        self.priority = priority
+
+    def __repr__(self) -> str:
+        return f"TorchEagerEngine({self.name})"
+
+    def check(self, graph: hg.Graph) -> Support:
+        reason = _torch_refusal() or _node_refusal(graph)
+        return Support.yes() if reason is None else Support.no(reason)
+
+    def workspace_size(self, graph: hg.Graph) -> int:
+        return 0
+
+    def build_plan(self, graph: hg.Graph) -> FamilyEagerPlan:
+        return FamilyEagerPlan(FamilyProgram(graph))
+
+
+def _device() -> str:
+    import torch
+
+    return f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
+
+
+class FamilyFusionPlan:
+    """The graph as one compiled function (or, where the eager one measured faster, that)."""
+
+    workspace_size = 0
+
+    def __init__(
+        self,
+        program: FamilyProgram,
+        device: str,
+        compiled: Callable[..., Any] | None,
+        backend: CountingBackend,
+        choice: str,
+        timings: dict[str, float],
+    ) -> None:
+        self.engine_name = FUSION_ENGINE
+        self.program = program
+        self.device = device
+        self.compiled = compiled
+        self.backend = backend
+        #: "fused" (the compiled function runs) or "eager" (measured faster: node by node)
+        self.choice = choice
+        #: median seconds per call measured in build_plan ({} when not measured)
+        self.timings = timings
+        self._eager = FamilyEagerPlan(program)
+        self._layouts = [
+            program.specs[uid][:2] for uid in (*program.feeds, *program.outputs)
+            if uid not in program.scalars
+        ]  # fmt: skip
+
+    @property
+    def compiles(self) -> int:
+        """How many times ``torch.compile`` compiled for this plan (all in ``build_plan``)."""
+        return self.backend.compiles
+
+    def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
+        if self.choice != "fused" or self.compiled is None:
+            self._eager.execute(variant_pack, workspace)
+            return
+        args = self.arguments(variant_pack)
+        if args is None:  # buffers on another device than compiled for: no compile here
+            self._eager.execute(variant_pack, workspace)
+            return
+        try:
+            self.compiled(*args)
+        except Exception:
+            if not self.backend.refused:
+                raise
+            # a guard failed (aliased input buffers, ...) and the compile was refused before
+            # anything ran: this call runs node by node
+            self.backend.refused = False
+            self._eager.execute(variant_pack, workspace)
+
+    def arguments(self, buffers: Mapping[int, Any]) -> list[Any] | None:
+        """The compiled function's arguments (feeds, then outputs) from a variant pack, laid
+        out exactly as compiled; None when a buffer is on another device."""
+        import torch
+
+        program = self.program
+        args: list[Any] = []
+        layouts = iter(self._layouts)
+        for uid in (*program.feeds, *program.outputs):
+            value = buffers[uid]
+            if uid in program.scalars:
+                args.append(torch.tensor(float(value), dtype=torch.float64, device=self.device))
+                continue
+            dims, strides = next(layouts)
+            if str(value.device) != self.device:
+                return None
+            if value.requires_grad:
+                value = value.detach()
+            if value.stride() != strides:  # differs only on dims of size 1 (checked by the binder)
+                value = value.as_strided(dims, strides, value.storage_offset())
+            args.append(value)
+        return args
+
+
+def _fresh(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A copy of ``fn`` with its own code object: dynamo caches compiled code per code object,
+    so every plan gets its own cache (and its own recompile limit)."""
+    return types.FunctionType(
+        fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+    )
+
+
+def _whole(program: FamilyProgram) -> Callable[..., None]:
+    count = len(program.feeds)
+    feeds, outputs = program.feeds, program.outputs
+
+    def fused_graph(*args: Any) -> None:
+        results = program.results(dict(zip(feeds, args[:count], strict=True)))
+        for out, value in zip(args[count:], results, strict=True):
+            out.copy_(value.reshape(out.shape))
+
+    del outputs
+    return _fresh(fused_graph)
+
+
+class TorchFusionEngine:
+    """Runs a connected graph of two or more supported nodes as one compiled function.
+
+    Args:
+        name: the engine's name.
+        priority: its rank among the engines that accept a graph (lower first).
+        backend: the ``torch.compile`` backend (a name or a callable); ``None``: the
+            environment, else ``"inductor"`` (see :mod:`.fusion_compile`).
+        mode: the Inductor mode; ``None``: the environment, else none.
+        options: Inductor config patches.
+        autotune: measure the compiled function against the eager one in ``build_plan``;
+            ``None``: the environment, else on for GPUs and off on the CPU.
+    """
+
+    array_kind = "torch"
+    node_types = FAMILY_NODE_TYPES
+
+    def __init__(
+        self,
+        name: str = FUSION_ENGINE,
+        priority: int = 600,
+        *,
+        backend: str | Callable[..., Any] | None = None,
+        mode: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        autotune: bool | None = None,
+    ) -> None:
+        self.name = name
+        self.priority = priority
+        self._backend, self._mode, self._options = backend, mode, options
+        self._autotune = autotune
+
+    def __repr__(self) -> str:
+        return f"TorchFusionEngine({self.name})"
+
+    def config(self) -> FusionConfig:
+        """The configuration plans are built with now."""
+        return FusionConfig.resolve(
+            backend=self._backend, mode=self._mode, options=self._options, autotune=self._autotune
+        )
+
+    def check(self, graph: hg.Graph) -> Support:
+        reason = _torch_refusal()
+        if reason is None:
+            count = len(graph.nodes)
+            if count < 2:
+                reason = (
+                    f"a single node has nothing to fuse; {EAGER_ENGINE} runs it (the torch op "
+                    "called directly)"
+                )
+        reason = reason or _node_refusal(graph) or compiler_refusal(self.config(), _device())
+        return Support.yes() if reason is None else Support.no(reason)
+
+    def workspace_size(self, graph: hg.Graph) -> int:
+        return 0
+
+    def build_plan(self, graph: hg.Graph) -> FamilyFusionPlan:
+        """Compile the graph's function for its exact shapes, types and device, warm it up,
+        and (autotune) measure it against the eager function.
+
+        Raises:
+            HipdnnError: ``GRAPH_EXECUTION_PLAN_CREATION_FAILED`` when compiling fails.
+        """
+        import torch
+
+        config = self.config()
+        device = _device()
+        program = FamilyProgram(graph)
+        backend = CountingBackend(config)
+        autotune = config.autotune if config.autotune is not None else device != "cpu"
+        digest = _signature(graph)
+        signature = (digest, device, config.key())
+        with _VERDICTS_LOCK:
+            verdict = _VERDICTS.get(signature) if autotune and digest else None
+        if verdict == "eager":
+            return FamilyFusionPlan(program, device, None, backend, "eager", {})
+        compiled = torch.compile(_whole(program), backend=backend, fullgraph=True, dynamic=False)
+        args = _examples(program, device)
+        backend.building = True
+        try:
+            compiled(*args)  # compiles
+            compiled(*args)  # runs what was compiled (a failing guard compiles again here)
+        except Exception as exc:
+            raise hg.HipdnnError(
+                hg.ErrorCode.GRAPH_EXECUTION_PLAN_CREATION_FAILED,
+                f"{self.name}: torch.compile failed for graph '{graph.get_name()}': "
+                f"{type(exc).__name__}: {exc}",
+            ) from exc
+        finally:
+            backend.building = False
+        timings: dict[str, float] = {}
+        choice = "fused"
+        if autotune and verdict is None:
+            feeds, outs = args[: len(program.feeds)], args[len(program.feeds) :]
+            by_uid = dict(zip((*program.feeds, *program.outputs), (*feeds, *outs), strict=True))
+            eager = FamilyEagerPlan(program)
+            timings = measure(
+                {"fused": lambda: compiled(*args), "eager": lambda: eager.execute(by_uid, None)},
+                device,
+            )
+            choice = "fused" if timings["fused"] <= timings["eager"] else "eager"
+            if digest is not None:
+                with _VERDICTS_LOCK:
+                    _VERDICTS[signature] = choice
+        return FamilyFusionPlan(program, device, compiled, backend, choice, timings)
+
+
+def _examples(program: FamilyProgram, device: str) -> list[Any]:
+    """Arguments to compile with: random feeds, empty outputs, scalars as 0-d float64."""
+    import torch
+
+    tensors = [u for u in (*program.feeds, *program.outputs) if u not in program.scalars]
+    made = dict(zip(tensors, example_buffers(program.specs, tuple(tensors), device), strict=True))
+    return [
+        torch.tensor(1e-5, dtype=torch.float64, device=device) if u in program.scalars else made[u]
+        for u in (*program.feeds, *program.outputs)
+    ]
+
+
+def _signature(graph: hg.Graph) -> str | None:
+    """A digest of the graph as hipDNN serializes it (nodes, tensors, types, shapes); None
+    when it cannot be serialized (its verdict is then not cached)."""
+    try:
+        return hashlib.sha256(graph.serialize()).hexdigest()
+    except hg.HipdnnError:
+        return None
+
+
+def create_family_engines() -> list[TorchFusionEngine | TorchEagerEngine]:
+    """The fusion engine and the eager engine, in priority order."""
+    return [TorchFusionEngine(), TorchEagerEngine()]

@@ -1,0 +1,117 @@
+"""A graph of family nodes as one Python function of tensors (what both family engines run).
+
+:class:`FamilyProgram` reads the graph once: per node its prepared lowering
+(:data:`~hipdnn_graph_torch_rocm.families.TORCH_PREPARERS`) and where each input slot comes
+from (a buffer of the variant pack, a constant pass-by-value value, or an earlier node's
+result); per output its storage type. :meth:`FamilyProgram.results` then maps the graph's input
+buffers to its outputs with eager torch ops only, rounding every result, virtual or not, to its
+tensor's declared type, so the same function runs node by node or traced whole by
+``torch.compile``.
+
+Example:
+    >>> import torch, hipdnn_graph as hg
+    >>> f = hg.DataType.FLOAT
+    >>> g = hg.Graph(io_data_type=f, intermediate_data_type=f, compute_data_type=f)
+    >>> x = g.tensor(name="x", dim=[2])
+    >>> y = g.pointwise(g.pointwise(x, mode=hg.PointwiseMode.EXP), mode=hg.PointwiseMode.LOG)
+    >>> _ = y.set_output(True)
+    >>> _ = g.build_operation_graph()
+    >>> p = FamilyProgram(g)
+    >>> p.results({x.get_uid(): torch.tensor([1.0, 2.0])})
+    [tensor([1., 2.])]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import hipdnn_graph as hg
+from hipdnn_graph.backend.dtypes import torch_dtype
+
+from .families import TORCH_PREPARERS, Prepared
+
+__all__ = ["FamilyProgram"]
+
+#: where an input slot's value comes from
+_FEED, _CONST, _LOCAL = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class _Step:
+    name: str
+    run: Prepared
+    #: (slot, source kind, uid for feeds and locals / value for constants)
+    inputs: tuple[tuple[str, int, Any], ...]
+    #: (slot, uid, torch storage dtype)
+    outputs: tuple[tuple[str, int, Any], ...]
+
+
+class FamilyProgram:
+    """The graph's nodes in topological order, ready to run on tensors.
+
+    Attributes:
+        feeds: uids of what :meth:`results` reads, in a fixed order: every non-virtual tensor no
+            node writes and that has no constant value (runtime pass-by-value scalars included).
+        scalars: the uids among ``feeds`` that are pass-by-value scalars.
+        outputs: uids of the non-virtual tensors nodes write, in a fixed order.
+        specs: uid -> (dims, strides, torch dtype) of every feed and output.
+    """
+
+    def __init__(self, graph: hg.Graph) -> None:
+        produced = {id(t) for node in graph.nodes for t in node.outputs()}
+        steps: list[_Step] = []
+        feeds: list[int] = []
+        scalars: set[int] = set()
+        outputs: list[int] = []
+        specs: dict[int, tuple[tuple[int, ...], tuple[int, ...], Any]] = {}
+        for node in graph.nodes:
+            kind = node.get_node_type()
+            ins: list[tuple[str, int, Any]] = []
+            outs: list[tuple[str, int, Any]] = []
+            for slot, t in node.attributes.tensors_by_slot().items():
+                uid = t.get_uid()
+                is_output = any(t is o for o in node.outputs())
+                if is_output:
+                    dtype = torch_dtype(t.data_type)
+                    outs.append((slot, uid, dtype))
+                    if not t.is_virtual and uid not in outputs:
+                        outputs.append(uid)
+                        specs[uid] = (tuple(t.dim), tuple(t.stride), dtype)
+                elif t.value is not None:
+                    ins.append((slot, _CONST, t.value))
+                elif id(t) in produced:
+                    ins.append((slot, _LOCAL, uid))
+                else:
+                    ins.append((slot, _FEED, uid))
+                    if uid not in feeds:
+                        feeds.append(uid)
+                        if t.is_pass_by_value:
+                            scalars.add(uid)
+                        else:
+                            specs[uid] = (tuple(t.dim), tuple(t.stride), torch_dtype(t.data_type))
+            steps.append(_Step(node.name, TORCH_PREPARERS[kind](node), tuple(ins), tuple(outs)))
+        self.steps = tuple(steps)
+        self.feeds = tuple(feeds)
+        self.scalars = frozenset(scalars)
+        self.outputs = tuple(outputs)
+        self.specs = specs
+
+    def results(self, feeds: Mapping[int, Any]) -> list[Any]:
+        """The graph's outputs (in :attr:`outputs` order, each in its storage type) from its
+        feeds by uid (tensors; scalars as numbers or one-element tensors)."""
+        local: dict[int, Any] = {}
+        for step in self.steps:
+            args = {}
+            for slot, source, key in step.inputs:
+                if source == _FEED:
+                    args[slot] = feeds[key]
+                elif source == _LOCAL:
+                    args[slot] = local[key]
+                else:
+                    args[slot] = key
+            got = step.run(args)
+            for slot, uid, dtype in step.outputs:
+                local[uid] = got[slot].to(dtype)
+        return [local[uid] for uid in self.outputs]

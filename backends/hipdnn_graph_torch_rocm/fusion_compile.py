@@ -1,0 +1,191 @@
+"""How the fusion engine compiles and measures: configuration, the counting compiler backend,
+example buffers and the build-time race between the compiled and the eager function.
+
+Configuration (engine arguments win over the environment, read when a plan is built):
+
+| environment variable | engine argument | default | meaning |
+|---|---|---|---|
+| ``HIPDNN_GRAPH_TORCH_COMPILE_BACKEND`` | ``backend`` | ``inductor`` | ``torch.compile`` backend (``aot_eager``, ``eager``: cheap, for CPU tests) |
+| ``HIPDNN_GRAPH_TORCH_COMPILE_MODE`` | ``mode`` | none | Inductor mode (``max-autotune-no-cudagraphs``, ...) |
+| (none) | ``options`` | none | Inductor config patches (a dict) |
+| ``HIPDNN_GRAPH_TORCH_FUSION_AUTOTUNE`` | ``autotune`` | on for GPUs, off on the CPU | measure both plans in ``build_plan`` |
+
+Example:
+    >>> cfg = FusionConfig.resolve(backend="eager", mode=None, options=None, autotune=False)
+    >>> cfg.backend, cfg.autotune
+    ('eager', False)
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "AUTOTUNE_ENV",
+    "BACKEND_ENV",
+    "MODE_ENV",
+    "CountingBackend",
+    "FusionConfig",
+    "compiler_refusal",
+    "example_buffers",
+    "measure",
+]
+
+BACKEND_ENV = "HIPDNN_GRAPH_TORCH_COMPILE_BACKEND"
+MODE_ENV = "HIPDNN_GRAPH_TORCH_COMPILE_MODE"
+AUTOTUNE_ENV = "HIPDNN_GRAPH_TORCH_FUSION_AUTOTUNE"
+
+
+@dataclass(frozen=True)
+class FusionConfig:
+    """How a fusion plan is compiled (see the module docstring)."""
+
+    backend: str | Callable[..., Any] = "inductor"
+    mode: str | None = None
+    options: Mapping[str, Any] | None = None
+    #: None: on for CUDA/ROCm devices, off on the CPU
+    autotune: bool | None = None
+
+    @classmethod
+    def resolve(
+        cls,
+        *,
+        backend: str | Callable[..., Any] | None,
+        mode: str | None,
+        options: Mapping[str, Any] | None,
+        autotune: bool | None,
+    ) -> FusionConfig:
+        """Engine arguments, else the environment, else the defaults."""
+        if autotune is None and os.environ.get(AUTOTUNE_ENV):
+            autotune = os.environ[AUTOTUNE_ENV].strip().lower() not in ("0", "false", "no", "off")
+        return cls(
+            backend=backend or os.environ.get(BACKEND_ENV) or "inductor",
+            mode=mode or os.environ.get(MODE_ENV) or None,
+            options=options,
+            autotune=autotune,
+        )
+
+    def key(self) -> tuple[Any, ...]:
+        """What distinguishes two configurations in the measurement cache."""
+        backend = self.backend if isinstance(self.backend, str) else id(self.backend)
+        return (backend, self.mode, tuple(sorted((self.options or {}).items())))
+
+
+def compiler_refusal(config: FusionConfig, device: str) -> str | None:
+    """Why ``torch.compile`` with this configuration cannot compile for ``device``, or None."""
+    if config.backend != "inductor":
+        return None
+    if device != "cpu":
+        if importlib.util.find_spec("triton") is None:
+            return "Inductor needs Triton for GPU kernels; it is not installed"
+        return None
+    cxx = os.environ.get("CXX")
+    if not any(shutil.which(c) for c in (cxx, "g++", "c++", "clang++") if c):
+        return (
+            "Inductor on the CPU needs a C++ compiler and none was found (set CXX, or "
+            f"{BACKEND_ENV}=aot_eager)"
+        )
+    return None
+
+
+class CountingBackend:
+    """A ``torch.compile`` backend that counts its compilations and refuses any outside a
+    plan's build (execute never compiles: a guard that fails at execute raises here, and the
+    plan runs node by node instead)."""
+
+    def __init__(self, config: FusionConfig) -> None:
+        self.config = config
+        self.compiles = 0
+        self.building = False
+        #: set when a compilation outside the build was refused (the caller then runs eagerly)
+        self.refused = False
+
+    def __call__(self, gm: Any, example_inputs: Any) -> Any:
+        if not self.building:
+            self.refused = True
+            raise RuntimeError("a fusion plan recompiled at execute (its guards failed)")
+        self.compiles += 1
+        return self._inner()(gm, example_inputs)
+
+    def _inner(self) -> Callable[..., Any]:
+        backend, cfg = self.config.backend, self.config
+        if callable(backend):
+            return backend
+        if backend == "inductor":
+            import torch._inductor
+            from torch._inductor.compile_fx import compile_fx
+
+            patches: dict[str, Any] = {}
+            if cfg.mode:
+                patches.update(torch._inductor.list_mode_options(cfg.mode, False))
+            patches.update(cfg.options or {})
+
+            def inductor(gm: Any, example_inputs: Any) -> Any:
+                return compile_fx(gm, example_inputs, config_patches=patches)
+
+            return inductor
+        from torch._dynamo.backends.registry import lookup_backend
+
+        found: Callable[..., Any] = lookup_backend(backend)
+        return found
+
+
+def example_buffers(
+    specs: Mapping[int, tuple[tuple[int, ...], tuple[int, ...], Any]],
+    uids: tuple[int, ...],
+    device: str,
+    seed: int = 0,
+) -> list[Any]:
+    """Buffers of the declared dims, strides and types on ``device`` (random normal values for
+    floating types, zeros otherwise), to compile and time with."""
+    import torch
+
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    out = []
+    for uid in uids:
+        dims, strides, dtype = specs[uid]
+        buf = torch.empty_strided(dims, strides, dtype=dtype, device=device)
+        if dtype.is_floating_point:
+            buf.copy_(torch.randn(dims, generator=gen, dtype=torch.float32))
+        else:
+            buf.zero_()
+        out.append(buf)
+    return out
+
+
+def measure(
+    contenders: Mapping[str, Callable[[], Any]], device: str, *, repeats: int = 3, calls: int = 5
+) -> dict[str, float]:
+    """Median seconds per call of each contender: CUDA events on a GPU, ``perf_counter`` on
+    the CPU, after one warm-up call each."""
+    import torch
+
+    gpu = device != "cpu"
+    result: dict[str, float] = {}
+    for name, fn in contenders.items():
+        fn()
+        samples = []
+        for _ in range(repeats):
+            if gpu:
+                start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+                end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+                start.record()
+                for _ in range(calls):
+                    fn()
+                end.record()
+                end.synchronize()
+                samples.append(start.elapsed_time(end) / 1e3 / calls)
+            else:
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                samples.append((time.perf_counter() - t0) / calls)
+        result[name] = statistics.median(samples)
+    return result

@@ -1,0 +1,230 @@
+"""CPU speed of the NumPy references of convolution and matmul against torch's CPU eager ops.
+
+Issue 25's target: on CPU, the NumPy reference within 1.5× of torch's CPU eager op for matmul and
+convolution in float32. For each shape, prints the median time of the NumPy reference and of
+torch, run in turns in the same process, and their ratio (NumPy / torch):
+
+* convolution forward, data gradient and weight gradient (``run_conv_fprop``,
+  ``run_conv_dgrad``, ``run_conv_wgrad`` on validated nodes, plus the copy of the result into an
+  output array of the tensor's layout, as the engine does) against ``F.conv2d``,
+  ``torch.nn.grad.conv2d_input`` and ``torch.nn.grad.conv2d_weight``, with NCHW tensors and
+  channels-last ones (torch's inputs then in ``channels_last`` memory format);
+* matmul: ``np.matmul`` against ``torch.matmul`` on the same arrays (the matmul reference is
+  ``np.matmul`` on the compute-type operands).
+
+Both sides use every thread of the process (OpenBLAS behind NumPy, oneDNN/MKL behind torch)
+unless ``--threads N`` limits both. The printed thread pools say which kernels OpenBLAS runs:
+with ``OPENBLAS_CORETYPE=Haswell`` it runs AVX2 kernels even on an AVX-512 CPU, where torch's run
+AVX-512, and a GEMM-bound ratio cannot go below the kernels' speed ratio (about 2× there). On a
+loaded machine OpenBLAS's threads stall now and then (a 2 ms product taking a second or more):
+medians of a few runs then move widely, and ``--threads 1`` compares the two more steadily.
+
+Run: ``.venv/bin/python benchmarks/numpy_reference_families.py [--repeats N] [--threads N]
+[--tiny]`` (``--tiny``: a few small shapes, to check that the script runs).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# before torch loads its OpenMP runtime (as benchmarks/numpy_reference.py does)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy_reference import interleaved_medians
+from threads import limit_blas_threads, thread_settings
+
+import hipdnn_graph as hg
+from hipdnn_graph_numpy_reference.families.convolution import (
+    run_conv_dgrad,
+    run_conv_fprop,
+    run_conv_wgrad,
+)
+
+Array = np.ndarray[Any, Any]
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """A 2-D convolution: batch, input and output channels, square image and kernel, padding
+    on every side and stride."""
+
+    n: int
+    c: int
+    k: int
+    size: int
+    kernel: int
+    padding: int
+    stride: int
+
+    @property
+    def out(self) -> int:
+        return (self.size + 2 * self.padding - self.kernel) // self.stride + 1
+
+    def label(self) -> str:
+        return (
+            f"N={self.n} C={self.c} {self.size}x{self.size} K={self.k} "
+            f"{self.kernel}x{self.kernel} pad {self.padding} stride {self.stride}"
+        )
+
+
+CONV_SHAPES = [
+    ConvShape(1, 16, 16, 14, 3, 1, 1),
+    ConvShape(8, 64, 64, 56, 3, 1, 1),
+    ConvShape(8, 64, 64, 56, 1, 0, 1),
+    ConvShape(8, 64, 128, 56, 3, 1, 2),
+]
+TINY_CONV_SHAPES = [ConvShape(1, 4, 4, 6, 3, 1, 1), ConvShape(2, 4, 8, 5, 1, 0, 2)]
+MATMUL_SHAPES = [(256, 256, 256), (2048, 2048, 2048), (8 * 3136, 576, 64)]
+TINY_MATMUL_SHAPES = [(8, 8, 8)]
+
+
+def _strides(dims: tuple[int, ...], channels_last: bool) -> list[int]:
+    order = [0, *range(2, len(dims)), 1] if channels_last else list(range(len(dims)))
+    strides, step = [0] * len(dims), 1
+    for axis in reversed(order):
+        strides[axis] = step
+        step *= dims[axis]
+    return strides
+
+
+def _array(rng: np.random.Generator, dims: tuple[int, ...], channels_last: bool) -> Array:
+    """A float32 array of ``dims`` whose memory is in the given layout."""
+    strides = _strides(dims, channels_last)
+    order = sorted(range(len(dims)), key=lambda i: -strides[i])
+    packed = rng.standard_normal([dims[i] for i in order], dtype=np.float32)
+    return np.transpose(packed, np.argsort(order))
+
+
+def _node(kind: str, s: ConvShape, channels_last: bool) -> Any:
+    g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+    x_dims = (s.n, s.c, s.size, s.size)
+    w_dims = (s.k, s.c, s.kernel, s.kernel)
+    y_dims = (s.n, s.k, s.out, s.out)
+
+    def tensor(name: str, dims: tuple[int, ...]) -> hg.TensorAttributes:
+        return g.tensor(name=name, dim=list(dims), stride=_strides(dims, channels_last))
+
+    members = {
+        "pre_padding": [s.padding] * 2,
+        "post_padding": [s.padding] * 2,
+        "stride": [s.stride] * 2,
+        "dilation": [1, 1],
+    }
+    if kind == "fprop":
+        out = g.conv_fprop(tensor("x", x_dims), tensor("w", w_dims), **members)
+    elif kind == "dgrad":
+        out = g.conv_dgrad(tensor("dy", y_dims), tensor("w", w_dims), **members)
+        out.set_dim(list(x_dims))
+    else:
+        out = g.conv_wgrad(tensor("dy", y_dims), tensor("x", x_dims), **members)
+        out.set_dim(list(w_dims))
+    out.set_output(True)  # strides inferred in the layout of the first input
+    g.validate()
+    return g.nodes[0]
+
+
+def _engine_call(
+    run: Callable[[Any, dict[str, Any]], dict[str, Array]],
+    node: Any,
+    inputs: dict[str, Any],
+    slot: str,
+    out: Array,
+) -> Callable[[], None]:
+    """The reference as the engine runs it: the runner, then its result into the output."""
+    return lambda: np.copyto(out, run(node, inputs)[slot])
+
+
+def compare_convolution(s: ConvShape, channels_last: bool, repeats: int) -> None:
+    """Rows for fprop, dgrad and wgrad of one shape and layout."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    x = _array(rng, (s.n, s.c, s.size, s.size), channels_last)
+    w = _array(rng, (s.k, s.c, s.kernel, s.kernel), channels_last)
+    dy = _array(rng, (s.n, s.k, s.out, s.out), channels_last)
+    xt, wt, dyt = (torch.from_numpy(a) for a in (x, w, dy))  # the same memory and layout
+    assert xt.is_contiguous(memory_format=torch.channels_last) == channels_last
+    y, dx, dw = (np.empty_like(a) for a in (dy, x, w))
+    functional, grad = torch.nn.functional, torch.nn.grad
+    conv = {"padding": s.padding, "stride": s.stride}
+    cases = {
+        "fprop": (
+            lambda: functional.conv2d(xt, wt, **conv),
+            _engine_call(
+                run_conv_fprop, _node("fprop", s, channels_last), {"X": x, "W": w}, "Y", y
+            ),
+        ),
+        "dgrad": (
+            lambda: grad.conv2d_input(xt.shape, wt, dyt, **conv),
+            _engine_call(
+                run_conv_dgrad, _node("dgrad", s, channels_last), {"DY": dy, "W": w}, "DX", dx
+            ),
+        ),
+        "wgrad": (
+            lambda: grad.conv2d_weight(xt, wt.shape, dyt, **conv),
+            _engine_call(
+                run_conv_wgrad, _node("wgrad", s, channels_last), {"DY": dy, "X": x}, "DW", dw
+            ),
+        ),
+    }
+    layout = "NHWC" if channels_last else "NCHW"
+    for kind, (torch_fn, numpy_fn) in cases.items():
+        t_torch, t_numpy = interleaved_medians([torch_fn, numpy_fn], repeats)
+        print(
+            f"conv {kind} {layout} {s.label()} | numpy {t_numpy * 1e3:8.2f} ms | "
+            f"torch {t_torch * 1e3:8.2f} ms | ratio numpy/torch {t_numpy / t_torch:5.2f}"
+        )
+
+
+def compare_matmul(m: int, k: int, n: int, repeats: int) -> None:
+    """One row: ``np.matmul`` against ``torch.matmul`` on the same float32 arrays."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    at, bt = torch.from_numpy(a), torch.from_numpy(b)
+    t_torch, t_numpy = interleaved_medians(
+        [lambda: torch.matmul(at, bt), lambda: np.matmul(a, b)], repeats
+    )
+    gflops = 2 * m * k * n / t_numpy / 1e9
+    print(
+        f"matmul {m}x{k} @ {k}x{n} | numpy {t_numpy * 1e3:8.2f} ms {gflops:6.1f} GFLOP/s | "
+        f"torch {t_torch * 1e3:8.2f} ms | ratio numpy/torch {t_numpy / t_torch:5.2f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7, help="timed runs of each function")
+    parser.add_argument("--tiny", action="store_true", help="small shapes only (a smoke run)")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="threads for both sides (default: all)"
+    )
+    args = parser.parse_args()
+    import torch
+
+    keep = None
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+        keep = limit_blas_threads(args.threads)
+
+    for line in thread_settings():
+        print(line)
+    for shape in TINY_CONV_SHAPES if args.tiny else CONV_SHAPES:
+        for channels_last in (False, True):
+            compare_convolution(shape, channels_last, args.repeats)
+    for m, k, n in TINY_MATMUL_SHAPES if args.tiny else MATMUL_SHAPES:
+        compare_matmul(m, k, n, args.repeats)
+    del keep
+
+
+if __name__ == "__main__":
+    sys.exit(main())

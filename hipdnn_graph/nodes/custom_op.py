@@ -1,0 +1,124 @@
+"""The custom op node: rules and wire declaration (hipDNN's ``CustomOpNode``).
+
+hipDNN's rules (``hipdnn_frontend/node/CustomOpNode.hpp``): no input or output tensor may be
+null (checked here when the lists are set), inference fills only data types, and post-validation
+requires a ``custom_op_id``, then a compute type, then valid output tensors. See
+``docs/spec-families.md`` for the table of checks and messages.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import ClassVar
+
+from ..attributes.custom_op import CustomOpAttributes, InputPosition, OutputPosition
+from ..descriptors.enums import AttributeType as T
+from ..descriptors.enums import DescriptorType
+from ..descriptors.node_spec import (
+    JSON_ON_NODE,
+    Kind,
+    NodeSpec,
+    ScalarSpec,
+    TensorListSpec,
+    UnmodelledSpec,
+    register_node_spec,
+)
+from ..errors import HipdnnError
+from ..types import ErrorCode, NodeType
+from .base import Node
+from .input_memo import InputRuleMemo
+
+__all__ = ["CUSTOM_OP_SPEC", "CustomOpAttributeName", "CustomOpNode"]
+
+
+class CustomOpNode(Node[CustomOpAttributes]):
+    """A plugin-defined operation: hipDNN carries its tensors and payload to the plugin that
+    its ``custom_op_id`` names.
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> x = hg.TensorAttributes(name="x", dim=[2, 3], stride=[3, 1])
+        >>> y = hg.TensorAttributes(name="y", dim=[2, 3], stride=[3, 1])
+        >>> a = hg.CustomOpAttributes().set_inputs([x]).set_outputs([y]).set_name("op")
+        >>> node = hg.CustomOpNode(a, hg.GraphAttributes(io_data_type=hg.DataType.HALF,
+        ...                                              compute_data_type=hg.DataType.FLOAT))
+        >>> node.pre_validate_node(); node.infer_properties_node()
+        >>> y.get_data_type().name
+        'HALF'
+        >>> try:
+        ...     node.post_validate_node()
+        ... except hg.HipdnnError as err:
+        ...     print(err.code.name, err.message)
+        ATTRIBUTE_NOT_SET Node op does not have a custom_op_id set
+    """
+
+    node_type: ClassVar[NodeType] = NodeType.CUSTOM_OP
+    name_prefix: ClassVar[str] = "CustomOp"
+
+    def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
+        """hipDNN checks that no input or output is null; here a null entry is refused when the
+        lists are set (:meth:`CustomOpAttributes.set_inputs`), so nothing is left to check."""
+
+    def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
+        """hipDNN's checks, in order: a ``custom_op_id`` is set; then the compute type and the
+        output tensors (and, here, outputs that are tensors of their own).
+
+        Raises:
+            HipdnnError: ``ATTRIBUTE_NOT_SET`` for no id or no compute type; an output tensor's
+                validation error; ``INVALID_VALUE`` for a shared output.
+        """
+        if not self.attributes.custom_op_id:
+            raise HipdnnError(
+                ErrorCode.ATTRIBUTE_NOT_SET, f"Node {self.name} does not have a custom_op_id set"
+            )
+        super().post_validate_node(memo)
+
+
+class CustomOpAttributeName(IntEnum):
+    """hipDNN's backend attribute ids of the custom op operation descriptor
+    (``HipdnnBackendAttributeName.h``, 3000-3004)."""
+
+    OPERATION_CUSTOM_OP_INPUTS_EXT = 3000
+    OPERATION_CUSTOM_OP_OUTPUTS_EXT = 3001
+    OPERATION_CUSTOM_OP_ID_EXT = 3002
+    OPERATION_CUSTOM_OP_DATA_EXT = 3003
+    CUSTOM_OP_COMP_TYPE_EXT = 3004
+
+
+_A = CustomOpAttributeName
+
+#: Where everything of a custom op node lives on each wire (hipDNN's 5-field
+#: ``CustomOpAttributes`` table, custom_op_attributes.fbs: the id, the input and output uid
+#: vectors, the payload, and ``test_generation_marker``, a field of hipDNN's test generator this
+#: project does not model; its JSON writes the four others on the node object).
+CUSTOM_OP_SPEC = register_node_spec(
+    NodeSpec(
+        table="CustomOpAttributes",
+        union_tag=16,
+        label="CustomOpNode",
+        descriptor_type=DescriptorType.OPERATION_CUSTOM_OP_DESCRIPTOR_EXT,
+        descriptor_class="CustomOpOperationDescriptor",
+        compute_type=_A.CUSTOM_OP_COMP_TYPE_EXT,
+        scalar_group=JSON_ON_NODE,
+        slots=(),
+        tensor_lists=(
+            TensorListSpec(
+                False, 1, _A.OPERATION_CUSTOM_OP_INPUTS_EXT, "input_tensor_uids", InputPosition
+            ),
+            TensorListSpec(
+                True, 2, _A.OPERATION_CUSTOM_OP_OUTPUTS_EXT, "output_tensor_uids", OutputPosition
+            ),
+        ),
+        scalars=(
+            ScalarSpec(
+                "custom_op_id", Kind.STRING, 0, (_A.OPERATION_CUSTOM_OP_ID_EXT, T.CHAR), always=True
+            ),
+            ScalarSpec("data", Kind.U8_VEC, 3, (_A.OPERATION_CUSTOM_OP_DATA_EXT, T.CHAR)),
+        ),
+        unmodelled=(UnmodelledSpec("test_generation_marker", Kind.I32, 4, "extra"),),
+        field_count=5,
+        attributes_cls=CustomOpAttributes,
+        make_node=CustomOpNode,
+    )
+)
+CustomOpNode.spec = CUSTOM_OP_SPEC

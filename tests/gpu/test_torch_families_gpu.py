@@ -1,0 +1,146 @@
+"""GPU suite of the torch family lowerings and engines (run on the device machine; skipped
+without CUDA/ROCm).
+
+Every family's lowering on the GPU in bf16, fp16 and fp32 against float64 torch math on the
+CPU (the same rounded inputs; ``tests/torch_family_cases.py``), through ``Graph.execute`` on
+the eager engine; and the fusion engine (Inductor) on issue 25's three example graphs in bf16:
+compiled once in ``build_plans``, never in ``execute``, and as exact as node by node.
+
+fp32 tolerances allow TF32: torch's default for convolutions on CUDA (``cudnn.allow_tf32``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_family_cases as cases  # noqa: E402
+
+import hipdnn_graph as hg  # noqa: E402
+from hipdnn_graph.backend import isolated_registry, register_backend  # noqa: E402
+from hipdnn_graph_torch_rocm import TorchEagerEngine, TorchFusionEngine  # noqa: E402
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA or ROCm device"),
+]
+
+IO = {"bf16": hg.DataType.BFLOAT16, "fp16": hg.DataType.HALF, "fp32": hg.DataType.FLOAT}
+EX = cases.fusion_examples()
+
+
+class _Backend:
+    name = "torch-families-gpu"
+
+    def __init__(self, *engines: Any) -> None:
+        self._engines = list(engines)
+
+    def engines(self) -> list[Any]:
+        return self._engines
+
+
+@pytest.fixture
+def eager_only() -> Iterator[None]:
+    with isolated_registry(load_entry_points=False):
+        register_backend(_Backend(TorchEagerEngine()))
+        yield
+
+
+def _tolerance(io: hg.DataType) -> float:
+    return 5e-3 if io == hg.DataType.FLOAT else cases.tolerance(io)
+
+
+def _execute_on_gpu(g: hg.Graph, inputs: dict[Any, Any], refs: dict[Any, Any],
+                    io: hg.DataType) -> None:  # fmt: skip
+    g.build_operation_graph().create_execution_plans().build_plans()
+    assert g.get_plan_name() == "TORCH_EAGER_ENGINE"
+    pack: dict[Any, Any] = {
+        t: v.to(cases.TORCH_TYPES[t.data_type]).cuda() for t, v in inputs.items()
+    }
+    before = {t: v.clone() for t, v in pack.items()}
+    for t in refs:
+        pack[t] = torch.full(t.dim, float("nan"), dtype=cases.TORCH_TYPES[t.data_type],
+                             device="cuda").as_strided(t.dim, t.stride)  # fmt: skip
+    g.execute(pack)
+    torch.cuda.synchronize()
+    for t, want in refs.items():
+        err = cases.max_rel_error(pack[t], want)
+        assert err <= _tolerance(io), f"{t.name}: relative error {err:.2e}"
+    for t, v in before.items():
+        assert torch.equal(pack[t], v), f"input {t.name} was written"
+
+
+FAMILIES = {
+    "pointwise_gelu": lambda io: cases.build_pointwise(hg.PointwiseMode.GELU_FWD, io),
+    "pointwise_add": lambda io: cases.build_pointwise(hg.PointwiseMode.ADD, io),
+    "pointwise_swish_bwd": lambda io: cases.build_pointwise(hg.PointwiseMode.SWISH_BWD, io),
+    "pointwise_select": lambda io: cases.build_pointwise(hg.PointwiseMode.BINARY_SELECT, io),
+    "matmul": cases.build_matmul,
+    "reduction_add": lambda io: cases.build_reduction(hg.ReductionMode.ADD, io),
+    "reduction_amax": lambda io: cases.build_reduction(hg.ReductionMode.AMAX, io),
+    "reduction_norm2": lambda io: cases.build_reduction(hg.ReductionMode.NORM2, io),
+    "conv_fprop_2d": lambda io: cases.build_conv("fprop", 2, io),
+    "conv_dgrad_2d": lambda io: cases.build_conv("dgrad", 2, io),
+    "conv_wgrad_2d": lambda io: cases.build_conv("wgrad", 2, io),
+    "conv_fprop_3d_groups_flip": lambda io: cases.build_conv(
+        "fprop", 3, io, groups=2, mode=hg.ConvolutionMode.CONVOLUTION
+    ),
+    "conv_dgrad_1d_groups": lambda io: cases.build_conv("dgrad", 1, io, groups=2),
+    "conv_wgrad_3d": lambda io: cases.build_conv("wgrad", 3, io),
+    "batchnorm_training": lambda io: cases.build_batchnorm("training", io),
+    "batchnorm_inference": lambda io: cases.build_batchnorm("inference", io),
+    "batchnorm_variance": lambda io: cases.build_batchnorm("variance", io),
+    "batchnorm_backward": lambda io: cases.build_batchnorm("backward", io),
+    "layernorm_inference": lambda io: cases.build_layernorm(io, False),
+    "layernorm_training": lambda io: cases.build_layernorm(io, True),
+    "rmsnorm_inference": lambda io: cases.build_rmsnorm(io, False),
+    "rmsnorm_training_bias": lambda io: cases.build_rmsnorm(io, True, bias=True),
+}
+
+
+@pytest.mark.usefixtures("eager_only")
+@pytest.mark.parametrize("io", list(IO), ids=list(IO))
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_family_on_the_gpu(family: str, io: str) -> None:
+    _execute_on_gpu(*FAMILIES[family](IO[io]), IO[io])
+
+
+#: issue 25's three example graphs, at sizes that compile and run in seconds
+EXAMPLES = {
+    "rmsnorm_matmul": lambda: EX.rmsnorm_matmul(1024, 512, 768, device="cuda"),
+    "conv_bias_relu": lambda: EX.conv_bias_relu(4, 64, 14, device="cuda"),
+    "matmul_bias_gelu": lambda: EX.matmul_bias_gelu(1024, 512, 768, device="cuda"),
+}
+
+
+@pytest.mark.parametrize("autotune", [False, True], ids=["fused", "autotuned"])
+@pytest.mark.parametrize("kind", list(EXAMPLES))
+def test_fusion_engine_runs_the_example_graphs(kind: str, autotune: bool) -> None:
+    case = EXAMPLES[kind]()
+    g = case.graph
+    with isolated_registry(load_entry_points=False):
+        register_backend(_Backend(TorchFusionEngine(autotune=autotune), TorchEagerEngine()))
+        g.build_operation_graph().create_execution_plans().build_plans()
+        assert g.get_plan_name() == "TORCH_FUSION_ENGINE"
+        plan = g._state.active.plan
+        if autotune:
+            assert plan.choice in ("fused", "eager") and (plan.timings or plan.compiles == 0)
+        else:
+            assert plan.choice == "fused" and plan.compiles >= 1
+        compiles = plan.compiles
+        (out,) = case.outputs
+        buf = torch.empty_strided(out.dim, out.stride, dtype=torch.bfloat16, device="cuda")
+        before = {t: v.clone() for t, v in case.inputs.items()}
+        for _ in range(3):
+            g.execute({**case.inputs, out: buf})
+        torch.cuda.synchronize()
+        assert plan.compiles == compiles, "execute compiled"
+        want = case.direct(*[v.double().cpu() for v in case.args()])
+        err = cases.max_rel_error(buf, want)
+        assert err <= 2e-2, f"relative error {err:.2e}"
+        for t, v in before.items():
+            assert torch.equal(case.inputs[t], v), f"input {t.name} was written"

@@ -1,0 +1,203 @@
+"""The torch lowerings of every family against float64 torch math (``torch.nn.functional`` and
+autograd), on the CPU, in float32, float16 and bfloat16, and the same graphs through the eager
+engine (``Graph.execute``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_family_cases as cases  # noqa: E402
+
+import hipdnn_graph as hg  # noqa: E402
+from hipdnn_graph.backend import isolated_registry, register_backend  # noqa: E402
+from hipdnn_graph_torch_rocm import create_backend  # noqa: E402
+from hipdnn_graph_torch_rocm.families import TORCH_LOWERINGS, refusal  # noqa: E402
+
+IO = [hg.DataType.FLOAT, hg.DataType.HALF, hg.DataType.BFLOAT16]
+IO_IDS = ["fp32", "fp16", "bf16"]
+
+
+@pytest.fixture
+def only_torch() -> Iterator[None]:
+    with isolated_registry(load_entry_points=False):
+        register_backend(create_backend())
+        yield
+
+
+def lower(g: hg.Graph, inputs: dict[Any, Any]) -> dict[Any, Any]:
+    """The one node's lowering on its inputs in their storage types; outputs in theirs."""
+    (node,) = g.nodes
+    assert refusal(node) is None
+    slots = node.attributes.tensors_by_slot()
+    args = {}
+    for slot, t in slots.items():
+        if t in inputs:
+            args[slot] = inputs[t].to(cases.TORCH_TYPES[t.data_type])
+        elif t.value is not None:
+            args[slot] = t.value
+    got = TORCH_LOWERINGS[node.get_node_type()](node, args)
+    return {t: got[s].to(cases.TORCH_TYPES.get(t.data_type, torch.float64))
+            for s, t in slots.items() if any(t is o for o in node.outputs())}  # fmt: skip
+
+
+def check(g: hg.Graph, inputs: dict[Any, Any], refs: dict[Any, Any], io: hg.DataType) -> None:
+    got = lower(g, inputs)
+    for t, want in refs.items():
+        err = cases.max_rel_error(got[t], want)
+        assert err <= cases.tolerance(io), f"{t.name}: relative error {err:.2e}"
+
+
+ALL_MODES = sorted(m for m in hg.PointwiseMode if m != hg.PointwiseMode.NOT_SET)
+
+
+@pytest.mark.parametrize("mode", ALL_MODES, ids=[m.name for m in ALL_MODES])
+def test_pointwise_every_mode_float32(mode: hg.PointwiseMode) -> None:
+    g, inputs, refs = cases.build_pointwise(mode, hg.DataType.FLOAT)
+    check(g, inputs, refs, hg.DataType.FLOAT)
+
+
+LOW_MODES = [hg.PointwiseMode.GELU_FWD, hg.PointwiseMode.ADD, hg.PointwiseMode.SWISH_BWD,
+             hg.PointwiseMode.BINARY_SELECT]  # fmt: skip
+
+
+@pytest.mark.parametrize("io", IO[1:], ids=IO_IDS[1:])
+@pytest.mark.parametrize("mode", LOW_MODES)
+def test_pointwise_low_precision(mode: hg.PointwiseMode, io: hg.DataType) -> None:
+    g, inputs, refs = cases.build_pointwise(mode, io)
+    check(g, inputs, refs, io)
+
+
+def test_pointwise_parameters_are_honoured() -> None:
+    xv = torch.linspace(-3, 3, 64, dtype=torch.float64)
+    f = torch.nn.functional
+    m = hg.PointwiseMode
+    relu = {"relu_lower_clip": 0.5, "relu_upper_clip": 2.0, "relu_lower_clip_slope": 0.1}
+    for mode, params, want in [
+        (m.RELU_FWD, relu, torch.where(xv > 0.5, xv, 0.5 + 0.1 * (xv - 0.5)).clamp(max=2.0)),
+        (m.SWISH_FWD, {"swish_beta": 2.0}, xv * torch.sigmoid(2.0 * xv)),
+        (m.ELU_FWD, {"elu_alpha": 0.5}, f.elu(xv, alpha=0.5)),
+        (m.SOFTPLUS_FWD, {"softplus_beta": 3.0}, f.softplus(xv, beta=3.0)),
+    ]:
+        g = cases.graph(hg.DataType.FLOAT)
+        g.pointwise(g.tensor(name="x", dim=[64]), mode=mode, name="p", **params).set_output(True)
+        g.validate()
+        (node,) = g.nodes
+        got = TORCH_LOWERINGS[node.get_node_type()](node, {"IN_0": xv.float()})["OUT_0"]
+        assert cases.max_rel_error(got, want) < 1e-6, mode.name
+
+
+@pytest.mark.parametrize("io", IO, ids=IO_IDS)
+def test_matmul_with_batch_broadcasting(io: hg.DataType) -> None:
+    check(*cases.build_matmul(io), io)
+
+
+@pytest.mark.parametrize("mode", sorted(m for m in hg.ReductionMode if m.value),
+                         ids=lambda m: m.name)  # fmt: skip
+@pytest.mark.parametrize("io", [hg.DataType.FLOAT, hg.DataType.BFLOAT16], ids=["fp32", "bf16"])
+def test_reduction_every_mode(mode: hg.ReductionMode, io: hg.DataType) -> None:
+    check(*cases.build_reduction(mode, io), io)
+
+
+@pytest.mark.parametrize("kind", ["fprop", "dgrad", "wgrad"])
+@pytest.mark.parametrize("spatial", [1, 2, 3])
+def test_convolution_geometry(kind: str, spatial: int) -> None:
+    check(*cases.build_conv(kind, spatial, hg.DataType.FLOAT), hg.DataType.FLOAT)
+
+
+@pytest.mark.parametrize("kind", ["fprop", "dgrad", "wgrad"])
+@pytest.mark.parametrize("io", IO, ids=IO_IDS)
+def test_convolution_groups_and_flipped_kernel(kind: str, io: hg.DataType) -> None:
+    g, inputs, refs = cases.build_conv(kind, 2, io, groups=2, mode=hg.ConvolutionMode.CONVOLUTION)
+    check(g, inputs, refs, io)
+
+
+@pytest.mark.parametrize("kind", ["training", "inference", "variance", "backward"])
+@pytest.mark.parametrize("io", IO, ids=IO_IDS)
+def test_batchnorm(kind: str, io: hg.DataType) -> None:
+    check(*cases.build_batchnorm(kind, io), io)
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
+@pytest.mark.parametrize("io", IO, ids=IO_IDS)
+def test_layernorm(io: hg.DataType, training: bool) -> None:
+    check(*cases.build_layernorm(io, training), io)
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
+@pytest.mark.parametrize("io", IO, ids=IO_IDS)
+def test_rmsnorm(io: hg.DataType, training: bool) -> None:
+    check(*cases.build_rmsnorm(io, training, bias=training), io)
+
+
+def test_virtual_intermediates_are_rounded_to_their_declared_type() -> None:
+    """exp(x) through a virtual bf16 intermediate, then log: the bf16 rounding shows."""
+    g = hg.Graph(io_data_type=hg.DataType.FLOAT, intermediate_data_type=hg.DataType.BFLOAT16,
+                 compute_data_type=hg.DataType.FLOAT)  # fmt: skip
+    x = g.tensor(name="x", dim=[256])
+    y = g.pointwise(g.pointwise(x, mode=hg.PointwiseMode.EXP), mode=hg.PointwiseMode.LOG)
+    y.set_data_type(hg.DataType.FLOAT).set_output(True)
+    g.validate()
+    from hipdnn_graph_torch_rocm.family_program import FamilyProgram
+
+    g.build_operation_graph()
+    xv = torch.linspace(-2, 2, 256)
+    (got,) = FamilyProgram(g).results({x.get_uid(): xv})
+    want = torch.log(torch.exp(xv).to(torch.bfloat16).float())
+    assert torch.allclose(got, want, rtol=1e-6, atol=1e-6)
+    assert (got - xv).abs().max() > 1e-3  # the bf16 rounding shows
+
+
+@pytest.mark.usefixtures("only_torch")
+@pytest.mark.parametrize("family", ["matmul", "conv", "layernorm", "batchnorm"])
+def test_eager_engine_through_execute_with_numpy_and_torch(family: str) -> None:
+    build = {
+        "matmul": lambda: cases.build_matmul(hg.DataType.FLOAT),
+        "conv": lambda: cases.build_conv("fprop", 2, hg.DataType.FLOAT),
+        "layernorm": lambda: cases.build_layernorm(hg.DataType.FLOAT, True),
+        "batchnorm": lambda: cases.build_batchnorm("training", hg.DataType.FLOAT),
+    }[family]
+    for as_numpy in (True, False):
+        g, inputs, refs = build()
+        g.build_operation_graph().create_execution_plans().check_support().build_plans()
+        assert g.get_plan_name() == "TORCH_EAGER_ENGINE"
+        feed = {t: v.float() for t, v in inputs.items()}
+        before = {t: v.clone() for t, v in feed.items()}
+        outs = {t: torch.full(t.dim, float("nan")) for t in refs}
+        pack = {**feed, **outs}
+        if as_numpy:
+            pack = {t: v.numpy() for t, v in pack.items()}
+        g.execute(pack)
+        for t, want in refs.items():
+            got = torch.as_tensor(pack[t])
+            assert cases.max_rel_error(got, want) < 1e-5, t.name
+        for t in feed:
+            assert torch.equal(torch.as_tensor(pack[t]), before[t]), f"input {t.name} written"
+
+
+@pytest.mark.parametrize("mode", [hg.PointwiseMode.ADD, hg.PointwiseMode.GELU_FWD,
+                                  hg.PointwiseMode.EXP, hg.PointwiseMode.RELU_FWD,
+                                  hg.PointwiseMode.SWISH_FWD])  # fmt: skip
+def test_one_kernel_16_bit_modes_round_once_as_the_compute_type_says(
+    mode: hg.PointwiseMode,
+) -> None:
+    """bf16 in and out, FLOAT compute: the uncast kernel gives exactly float32 math rounded
+    once to bf16."""
+    g, inputs, _ = cases.build_pointwise(mode, hg.DataType.BFLOAT16)
+    got = next(iter(lower(g, inputs).values()))
+    (node,) = g.nodes
+    args = [inputs[t].float() for s, t in node.attributes.tensors_by_slot().items() if t in inputs]
+    f = torch.nn.functional
+    fp32 = {
+        hg.PointwiseMode.ADD: lambda a, b: a + b,
+        hg.PointwiseMode.GELU_FWD: f.gelu,
+        hg.PointwiseMode.EXP: torch.exp,
+        hg.PointwiseMode.RELU_FWD: torch.relu,
+        hg.PointwiseMode.SWISH_FWD: f.silu,
+    }[mode](*args)
+    assert got.dtype == torch.bfloat16
+    assert torch.equal(got, fp32.to(torch.bfloat16))

@@ -1,0 +1,282 @@
+"""The family engines on the CPU: ranking (fusion for graphs, eager for single nodes), the
+three example graphs of issue 25 through ``Graph.execute`` with NumPy and torch buffers,
+refusals with reasons, and compile-at-build (``execute`` never compiles)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_family_cases as cases  # noqa: E402
+
+import hipdnn_graph as hg  # noqa: E402
+from hipdnn_graph.backend import isolated_registry, register_backend  # noqa: E402
+from hipdnn_graph.backend.contract import checked_support  # noqa: E402
+from hipdnn_graph_torch_rocm import (  # noqa: E402
+    TorchEagerEngine,
+    TorchFusionEngine,
+    family_engines,
+)
+
+FUSION, EAGER = "TORCH_FUSION_ENGINE", "TORCH_EAGER_ENGINE"
+EX = cases.fusion_examples()
+
+
+class Counting:
+    """A torch.compile backend that counts compilations and runs the traced graph eagerly."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, gm: Any, example_inputs: Any) -> Any:
+        self.calls += 1
+        return gm.forward
+
+
+class _Backend:
+    name = "torch-families-test"
+
+    def __init__(self, *engines: Any) -> None:
+        self._engines = list(engines)
+
+    def engines(self) -> list[Any]:
+        return self._engines
+
+
+@pytest.fixture
+def counting() -> Iterator[Counting]:
+    """A registry holding the fusion engine (compiling through a counting backend, no
+    autotune) and the eager engine."""
+    counter = Counting()
+    with isolated_registry(load_entry_points=False):
+        register_backend(_Backend(TorchFusionEngine(backend=counter, autotune=False),
+                                  TorchEagerEngine()))  # fmt: skip
+        yield counter
+
+
+def _plan(g: hg.Graph) -> Any:
+    return g._state.active.plan
+
+
+def _example(kind: str) -> Any:
+    return {
+        "rmsnorm_matmul": lambda: EX.rmsnorm_matmul(8, 16, 12, io=hg.DataType.FLOAT),
+        "conv_bias_relu": lambda: EX.conv_bias_relu(2, 4, 5, io=hg.DataType.FLOAT),
+        "matmul_bias_gelu": lambda: EX.matmul_bias_gelu(8, 16, 12, io=hg.DataType.FLOAT),
+    }[kind]()
+
+
+def _reference(case: Any) -> list[Any]:
+    """The case's own torch function on float64 copies of its inputs."""
+    return [case.direct(*[v.double() for v in case.args()])]
+
+
+@pytest.mark.parametrize("kind", ["rmsnorm_matmul", "conv_bias_relu", "matmul_bias_gelu"])
+@pytest.mark.parametrize("numpy_buffers", [False, True], ids=["torch", "numpy"])
+def test_example_graphs_run_fused_and_match(counting: Counting, kind: str,
+                                            numpy_buffers: bool) -> None:  # fmt: skip
+    case = _example(kind)
+    g = case.graph
+    g.build_operation_graph().create_execution_plans().check_support().build_plans()
+    assert g.get_plan_name() == FUSION
+    plan = _plan(g)
+    assert plan.choice == "fused" and plan.compiles == counting.calls == 1
+    before = {t: v.clone() for t, v in case.inputs.items()}
+    (out,) = case.outputs
+    pack: dict[Any, Any] = {**case.inputs, out: torch.full(out.dim, float("nan"))}
+    pack[out] = torch.empty_strided(out.dim, out.stride).fill_(float("nan"))
+    if numpy_buffers:
+        pack = {t: v.numpy() for t, v in pack.items()}
+    for _ in range(3):
+        g.execute(pack)
+    assert counting.calls == 1, "execute compiled"
+    (want,) = _reference(case)
+    assert cases.max_rel_error(torch.as_tensor(pack[out]), want) < 1e-5
+    for t, v in before.items():
+        assert torch.equal(torch.as_tensor(pack[t]), v), f"input {t.name} was written"
+
+
+def test_eager_and_fused_plans_agree(counting: Counting) -> None:
+    case = _example("matmul_bias_gelu")
+    g = case.graph
+    g.build_operation_graph().create_execution_plans()
+    assert g.get_engine_names()[:2] == [FUSION, EAGER]
+    g.build_plans(hg.BuildPlanPolicy.ALL)
+    (out,) = case.outputs
+    results = []
+    for index in range(2):
+        buf = torch.empty(out.dim)
+        g.execute_plan_at_index({**case.inputs, out: buf}, None, index)
+        results.append(buf)
+    torch.testing.assert_close(results[0], results[1])
+
+
+def test_single_node_runs_on_the_eager_engine(counting: Counting) -> None:
+    case = EX.single_matmul(4, 8, 6, io=hg.DataType.FLOAT)
+    g = case.graph
+    g.build_operation_graph().create_execution_plans()
+    refusals = dict(g.get_engine_refusals())
+    assert refusals[FUSION].startswith("a single node has nothing to fuse")
+    g.build_plans()
+    assert g.get_plan_name() == EAGER and counting.calls == 0
+
+
+def test_runtime_epsilon_is_a_tensor_argument_not_a_recompile(counting: Counting) -> None:
+    g = cases.graph(hg.DataType.FLOAT)
+    x, s, w = (
+        g.tensor(name="x", dim=[4, 8]),
+        g.tensor(name="s", dim=[1, 8]),
+        g.tensor(name="w", dim=[8, 3]),
+    )
+    eps = g.tensor(name="eps", dim=[1], data_type=hg.DataType.FLOAT).set_is_pass_by_value(True)
+    y, _ = g.rmsnorm(x, s, epsilon=eps, forward_phase=hg.NormFwdPhase.INFERENCE, name="n")
+    c = g.matmul(y, w, name="mm")
+    c.set_output(True)
+    g.build_operation_graph().create_execution_plans().build_plans()
+    assert g.get_plan_name() == FUSION
+    xv, sv, wv = torch.randn(4, 8) * 0.01, torch.ones(1, 8), torch.eye(8)[:, :3].contiguous()
+    for e in (1e-6, 1.0):
+        out = torch.empty(4, 3)
+        g.execute({x: xv, s: sv, w: wv, eps: e, c: out})
+        want = xv[:, :3] / torch.sqrt((xv * xv).mean(-1, keepdim=True) + e)
+        torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-7)
+    assert counting.calls == 1
+
+
+def test_execute_refuses_to_compile_and_the_guard_is_at_build() -> None:
+    counter = Counting()
+    engine = TorchFusionEngine(backend=counter, autotune=False)
+    case = _example("matmul_bias_gelu")
+    case.graph.build_operation_graph()
+    plan = engine.build_plan(case.graph)
+    assert counter.calls == 1 and plan.compiles == 1
+    with pytest.raises(Exception, match="recompiled at execute"):
+        # float64 buffers of the same dims: the guards fail and dynamo wants to compile again
+        p = plan.program
+        plan.compiled(*[torch.zeros(p.specs[u][0], dtype=torch.float64)
+                        for u in (*p.feeds, *p.outputs)])  # fmt: skip
+    assert counter.calls == 1
+
+
+def test_autotune_measures_both_plans_and_caches_the_verdict() -> None:
+    counter = Counting()
+    engine = TorchFusionEngine(backend=counter, autotune=True)
+    case = _example("rmsnorm_matmul")
+    case.graph.build_operation_graph()
+    family_engines._VERDICTS.clear()
+    first = engine.build_plan(case.graph)
+    assert set(first.timings) == {"fused", "eager"}
+    assert first.choice == min(first.timings, key=first.timings.__getitem__)
+    second = engine.build_plan(case.graph)
+    assert second.timings == {} and second.choice == first.choice  # the cached verdict
+    assert counter.calls == (
+        2 if first.choice == "fused" else 1
+    )  # an eager verdict skips compiling
+    family_engines._VERDICTS.clear()
+
+
+def test_environment_chooses_the_compile_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HIPDNN_GRAPH_TORCH_COMPILE_BACKEND", "eager")
+    monkeypatch.setenv("HIPDNN_GRAPH_TORCH_FUSION_AUTOTUNE", "0")
+    engine = TorchFusionEngine()
+    assert engine.config().backend == "eager" and engine.config().autotune is False
+    case = _example("conv_bias_relu")
+    case.graph.build_operation_graph()
+    plan = engine.build_plan(case.graph)
+    assert plan.compiles == 1 and plan.choice == "fused"
+
+
+def _graph_with(builder: Any) -> hg.Graph:
+    g = cases.graph(hg.DataType.FLOAT)
+    builder(g)
+    g.validate()
+    return g
+
+
+def test_refusals_name_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    fusion, eager = TorchFusionEngine(backend="inductor"), TorchEagerEngine()
+    # SDPA stays on the SDPA engines: refused by family before check()
+    g = cases.graph(hg.DataType.BFLOAT16)
+    q = g.tensor(name="Q", dim=[1, 1, 4, 8])
+    g.sdpa(q, g.tensor_like(q, "K"), g.tensor_like(q, "V"), generate_stats=False)
+    g.validate()
+    for engine in (fusion, eager):
+        ok, reason = checked_support(engine, g)
+        assert not ok and reason.startswith("does not run SDPA_FWD nodes")
+    # an integer matmul
+    ig = hg.Graph(io_data_type=hg.DataType.INT8, intermediate_data_type=hg.DataType.INT8,
+                  compute_data_type=hg.DataType.FLOAT)  # fmt: skip
+    ig.matmul(ig.tensor(name="a", dim=[2, 3]), ig.tensor(name="b", dim=[3, 2]), name="mm")
+    ig.validate()
+    assert "tensor 'a' (slot A) is INT8" in eager.check(ig).reason
+    # a compute type the lowerings do not honour
+    cg = _graph_with(lambda g: g.pointwise(g.tensor(name="x", dim=[2]), name="e",
+                                           mode=hg.PointwiseMode.EXP,
+                                           compute_data_type=hg.DataType.INT32))  # fmt: skip
+    assert "compute type INT32" in eager.check(cg).reason
+    # batch-norm backward without the saved statistics
+    bg = cases.graph(hg.DataType.FLOAT)
+    bg.batchnorm_backward(bg.tensor(name="dy", dim=[2, 3, 4]), bg.tensor(name="x", dim=[2, 3, 4]),
+                          bg.tensor(name="s", dim=[1, 3, 1]), name="bnb")  # fmt: skip
+    bg.validate()
+    assert "without the saved MEAN and INV_VARIANCE" in eager.check(bg).reason
+    # Inductor on the CPU without a C++ compiler
+    case = _example("matmul_bias_gelu")
+    case.graph.validate()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    reason = fusion.check(case.graph).reason
+    assert reason.startswith("Inductor on the CPU needs a C++ compiler")
+    assert TorchFusionEngine(backend="aot_eager").check(case.graph).ok
+
+
+def test_numpy_caller_gets_numpy_results_from_run(counting: Counting) -> None:
+    case = _example("rmsnorm_matmul")
+    g = case.graph
+    g.build_operation_graph().create_execution_plans().build_plans()
+    (out,) = case.outputs
+    results = g.run({t: v.numpy() for t, v in case.inputs.items()})
+    assert isinstance(results[out], np.ndarray)
+    (want,) = _reference(case)
+    assert cases.max_rel_error(torch.from_numpy(results[out]), want) < 1e-5
+
+
+def test_run_hands_the_eager_result_over_in_the_declared_layout() -> None:
+    """Graph.run: an output the caller does not pass is the engine's own tensor when its
+    layout is the declared one, a copy in the declared layout otherwise."""
+    with isolated_registry(load_entry_points=False):
+        register_backend(_Backend(TorchEagerEngine()))
+        for strides in ([6, 1], [1, 4]):  # row-major as computed; column-major: copied
+            g = cases.graph(hg.DataType.FLOAT)
+            a, b = g.tensor(name="a", dim=[4, 5]), g.tensor(name="b", dim=[5, 6])
+            c = g.matmul(a, b, name="mm")
+            c.set_output(True).set_dim([4, 6]).set_stride(strides)
+            g.build_operation_graph().create_execution_plans().build_plans()
+            av, bv = torch.randn(4, 5), torch.randn(5, 6)
+            got = g.run({a: av, b: bv})[c]
+            assert list(got.stride()) == strides
+            torch.testing.assert_close(got, av @ bv)
+
+
+def test_a_failing_guard_at_execute_runs_node_by_node_without_compiling(counting: Counting) -> None:
+    """One buffer passed for both inputs: dynamo's guards (distinct inputs) fail, the compile
+    it asks for is refused, and the call runs node by node, correctly."""
+    g = cases.graph(hg.DataType.FLOAT)
+    x, y = g.tensor(name="x", dim=[4, 8]), g.tensor(name="y", dim=[4, 8])
+    s = g.pointwise(x, y, mode=hg.PointwiseMode.ADD, name="add")
+    r = g.pointwise(s, mode=hg.PointwiseMode.RELU_FWD, name="relu")
+    r.set_output(True)
+    g.build_operation_graph().create_execution_plans().build_plans()
+    assert g.get_plan_name() == FUSION and counting.calls == 1
+    v = torch.randn(4, 8)
+    out = torch.empty(4, 8)
+    g.execute({x: v, y: v, r: out})
+    torch.testing.assert_close(out, torch.relu(2 * v))
+    assert counting.calls == 1 and _plan(g).compiles == 1
+    g.execute({x: v, y: v.clone(), r: out})  # the compiled function again
+    torch.testing.assert_close(out, torch.relu(2 * v))
