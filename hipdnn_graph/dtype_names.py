@@ -1,9 +1,11 @@
 """The names NumPy (with ml_dtypes) and torch give hipDNN's data types, and the reverse lookup
 that lets a ``torch.dtype`` or a NumPy dtype stand wherever a :class:`DataType` is expected.
 
-Both libraries spell each type the same way (``float16``, ``bfloat16``, ``float8_e4m3fn``, …),
-so one table serves both; torch is never imported here (a ``torch.dtype`` is recognised by its
-type's module and name).
+Both libraries spell each type the same way (``float16``, ``bfloat16``, ``float8_e4m3fn``,
+``float8_e8m0fnu``, …), so one table serves both; torch is never imported here (a ``torch.dtype``
+is recognised by its type's module and name). The MX element types ``float4_e2m1fn``,
+``float6_e2m3fn`` and ``float6_e3m2fn`` are ml_dtypes' (one element per byte); torch has no such
+dtype (its ``float4_e2m1fn_x2`` packs two elements per byte), so torch lookups refuse them.
 
 Example:
     >>> import numpy as np
@@ -39,6 +41,10 @@ DTYPE_NAMES: dict[DataType, str] = {
     DataType.FP8_E5M2: "float8_e5m2",
     DataType.FP8_E4M3_FNUZ: "float8_e4m3fnuz",
     DataType.FP8_E5M2_FNUZ: "float8_e5m2fnuz",
+    DataType.FP8_E8M0: "float8_e8m0fnu",
+    DataType.FP4_E2M1: "float4_e2m1fn",
+    DataType.FP6_E2M3: "float6_e2m3fn",
+    DataType.FP6_E3M2: "float6_e3m2fn",
     DataType.COMPLEX_FP32: "complex64",
     DataType.COMPLEX_FP64: "complex128",
 }

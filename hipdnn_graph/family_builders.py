@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from .block_scale_builders import BlockScaleBuilders
 from .errors import HipdnnError
 from .nodes.base import Node
 from .nodes.batchnorm import BatchnormNode
@@ -57,7 +58,7 @@ def name_unnamed(node: str, tensors: Iterable[tuple[TensorAttributes | None, str
             tensor.name = f"{node}::{slot}"
 
 
-class FamilyBuilders:
+class FamilyBuilders(BlockScaleBuilders):
     """The builder methods of the non-attention families (mixed into ``Graph``)."""
 
     if TYPE_CHECKING:

@@ -291,7 +291,6 @@ class TestOtherOpFamilies:
     @pytest.mark.parametrize(
         "name",
         [
-            "block_scale_quantize",
             "autotune",
             "get_engine_configs",
         ],
@@ -306,8 +305,8 @@ class TestOtherOpFamilies:
     @pytest.mark.parametrize(
         "name",
         [
-            "BlockScaleQuantizeAttributes",
             "AutotuneConfig",
+            "TuneMode",
         ],
     )
     def test_module_names_name_the_feature(self, name: str) -> None:
@@ -319,6 +318,13 @@ class TestOtherOpFamilies:
 
     def test_sdpa_methods_exist(self) -> None:
         assert hasattr(hipdnn.Graph, "sdpa") and hasattr(hipdnn.Graph, "sdpa_backward")
+
+    def test_every_op_family_of_hipdnns_bindings_is_bound(self) -> None:
+        for name in ("resample", "resample_fwd", "resample_bwd", "block_scale_quantize",
+                     "block_scale_dequantize", "custom_op", "moe_grouped_matmul"):  # fmt: skip
+            assert hasattr(hipdnn.Graph, name), name
+        for name in ("BlockScaleQuantizeAttributes", "ResampleMode", "PaddingMode"):
+            assert hasattr(hipdnn, name), name
 
     def test_unknown_names_are_plain_attribute_errors(self) -> None:
         with pytest.raises(AttributeError) as caught:

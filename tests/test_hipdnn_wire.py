@@ -269,6 +269,8 @@ def test_other_node_kinds_are_refused_by_name() -> None:
     assert message == f'hipDNN node "mm" has kind {kind} ({tag}); only {supported} are supported'
     assert "(9), RMSNormAttributes (10), LayernormAttributes (11), SdpaAttributes (12)" in message
     assert (
+        "(9), RMSNormAttributes (10), LayernormAttributes (11), SdpaAttributes (12), "
+        "BlockScaleDequantizeAttributes (13), BlockScaleQuantizeAttributes (14), "
         "SdpaBackwardAttributes (15), CustomOpAttributes (16), RMSNormBackwardAttributes (17), "
         "ReductionAttributes (18), ResampleFwdAttributes (19), LayernormBackwardAttributes (20), "
         "ResampleBwdAttributes (21), MoeGroupedMatmulAttributes (22) and "

@@ -289,6 +289,6 @@ def test_refusals_name_the_node_and_the_feature() -> None:
     g.pointwise(g.tensor(name="x", dim=[2]), mode=M.EXP, name="e").set_output(True)
     assert _refusal(g) == "node 'e': compute type HALF (FLOAT or DOUBLE only)"
     g = graph(hg.DataType.FLOAT, hg.DataType.FLOAT)
-    x = g.tensor(name="x", dim=[2], data_type=hg.DataType.FP4_E2M1)
+    x = g.tensor(name="x", dim=[2], data_type=hg.DataType.INT4)
     g.pointwise(x, mode=M.EXP, name="e").set_output(True)
-    assert _refusal(g) == "node 'e': IN_0 'x' has data type FP4_E2M1 (no NumPy type)"
+    assert _refusal(g) == "node 'e': IN_0 'x' has data type INT4 (no NumPy type)"

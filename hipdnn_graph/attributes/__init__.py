@@ -5,6 +5,8 @@ from .batchnorm import BatchnormAttributes
 from .batchnorm_backward import BatchnormBackwardAttributes
 from .batchnorm_inference import BatchnormInferenceAttributes
 from .batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
+from .block_scale_dequantize import BlockScaleDequantizeAttributes
+from .block_scale_quantize import BlockScaleQuantizeAttributes
 from .convolution import (
     ConvDgradAttributes,
     ConvFpropAttributes,
@@ -30,6 +32,8 @@ __all__ = [
     "BatchnormBackwardAttributes",
     "BatchnormInferenceAttributes",
     "BatchnormInferenceAttributesVarianceExt",
+    "BlockScaleDequantizeAttributes",
+    "BlockScaleQuantizeAttributes",
     "ConvDgradAttributes",
     "ConvFpropAttributes",
     "ConvWgradAttributes",

@@ -1,4 +1,5 @@
-"""Element types: hipDNN :class:`DataType` ↔ NumPy dtypes (ml_dtypes for bf16/fp8) ↔ torch names.
+"""Element types: hipDNN :class:`DataType` ↔ NumPy dtypes (ml_dtypes for bf16, fp8, fp6, fp4) ↔
+torch names.
 
 Example:
     >>> from hipdnn_graph import DataType
@@ -37,6 +38,10 @@ _NUMPY: dict[DataType, Any] = {
     DataType.FP8_E5M2: ml_dtypes.float8_e5m2,
     DataType.FP8_E4M3_FNUZ: ml_dtypes.float8_e4m3fnuz,
     DataType.FP8_E5M2_FNUZ: ml_dtypes.float8_e5m2fnuz,
+    DataType.FP8_E8M0: ml_dtypes.float8_e8m0fnu,
+    DataType.FP4_E2M1: ml_dtypes.float4_e2m1fn,
+    DataType.FP6_E2M3: ml_dtypes.float6_e2m3fn,
+    DataType.FP6_E3M2: ml_dtypes.float6_e3m2fn,
     DataType.COMPLEX_FP32: np.complex64,
     DataType.COMPLEX_FP64: np.complex128,
 }
@@ -50,7 +55,7 @@ def numpy_dtype(data_type: DataType) -> np.dtype[Any]:
     """The NumPy dtype of ``data_type``.
 
     Raises:
-        HipdnnError: ``INVALID_VALUE`` for types NumPy cannot hold (NOT_SET, INT4, FP4, …).
+        HipdnnError: ``INVALID_VALUE`` for types NumPy cannot hold (NOT_SET, INT4, INT8x4, …).
     """
     try:
         dtype: np.dtype[Any] = np.dtype(_NUMPY[DataType(data_type)])

@@ -18,7 +18,7 @@ from ..types import DataType
 from .enums import AttributeName as A
 from .enums import AttributeType as T
 from .enums import DescriptorType as D
-from .node_spec import Kind, NodeSpec, node_specs
+from .node_spec import LIST_KINDS, NodeSpec, node_specs
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
@@ -194,7 +194,7 @@ def _operation_schema(spec: NodeSpec) -> _Schema:
             name, attr_type = scalar.attribute
             slots[name] = (
                 _Slot(attr_type, many=True)  # a list member: one or more values
-                if scalar.kind is Kind.I64_VEC
+                if scalar.kind in LIST_KINDS
                 else _scalar_slot(attr_type, scalar.enum, scalar.always)
             )
     for extra in spec.unmodelled:  # what hipDNN's descriptor accepts and the frontend ignores

@@ -41,7 +41,15 @@ import numpy as np
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode
-from .node_spec import WIRE_KINDS, Kind, NodeSpec, WireEnum, node_specs, supported_kinds
+from .node_spec import (
+    VECTOR_KINDS,
+    WIRE_KINDS,
+    Kind,
+    NodeSpec,
+    WireEnum,
+    node_specs,
+    supported_kinds,
+)
 from .wire_model import (
     MAX_INPUT_BYTES,
     MAX_NODES,
@@ -89,7 +97,12 @@ _i32 = struct.Struct("<i").unpack_from
 _u32 = struct.Struct("<I").unpack_from
 _SCALARS = {code: struct.Struct("<" + code).unpack_from for code in "qifb?BdI"}
 _WIDTHS = {"q": 8, "d": 8, "i": 4, "f": 4, "I": 4, "b": 1, "?": 1, "B": 1}
-_LONGS = [struct.Struct(f"<{k}q").unpack_from for k in range(MAX_RANK + 1)]
+#: unpackers of the short integer vectors (at most MAX_RANK elements), by struct code
+_SHORT_VECTORS = {
+    code: [struct.Struct(f"<{k}{code}").unpack_from for k in range(MAX_RANK + 1)]
+    for code, _ in VECTOR_KINDS.values()
+    if code != "B"
+}
 
 
 def _bad(what: str) -> HipdnnError:
@@ -198,28 +211,33 @@ def _string(buf: bytes, n: int, table: _Table, slot: int, what: str) -> str:
         raise unsupported(f"{what} is not UTF-8") from None
 
 
+def _numbers(
+    buf: bytes, n: int, table: _Table, slot: int, what: str, kind: Kind, cap: int = MAX_RANK
+) -> Any:
+    """The vector of ``kind`` (one of :data:`VECTOR_KINDS`) in ``slot``, empty when absent:
+    ``bytes`` for a ``U8_VEC`` (any length the buffer holds), else a list of at most ``cap``
+    integers."""
+    code, width = VECTOR_KINDS[kind]
+    pos = _target(buf, n, table, slot, what)
+    if pos is None:
+        return b"" if kind is Kind.U8_VEC else []
+    length, start = _vector(buf, n, pos, width, what)
+    if kind is not Kind.U8_VEC and length > cap:
+        raise HipdnnError(ErrorCode.INVALID_VALUE, f"{what} has {length} entries, more than {cap}")
+    _charge(table.counter, width * length, n)
+    if kind is Kind.U8_VEC:
+        return buf[start : start + length]
+    if length <= MAX_RANK:
+        return list(_SHORT_VECTORS[code][length](buf, start))
+    return list(struct.unpack_from(f"<{length}{code}", buf, start))
+
+
 def _longs(
     buf: bytes, n: int, table: _Table, slot: int, what: str, cap: int = MAX_RANK
 ) -> list[int]:
-    pos = _target(buf, n, table, slot, what)
-    if pos is None:
-        return []
-    length, start = _vector(buf, n, pos, 8, what)
-    if length > cap:
-        raise HipdnnError(ErrorCode.INVALID_VALUE, f"{what} has {length} entries, more than {cap}")
-    _charge(table.counter, 8 * length, n)
-    if length <= MAX_RANK:
-        return list(_LONGS[length](buf, start))
-    return list(struct.unpack_from(f"<{length}q", buf, start))
-
-
-def _ubytes(buf: bytes, n: int, table: _Table, slot: int, what: str) -> bytes:
-    pos = _target(buf, n, table, slot, what)
-    if pos is None:
-        return b""
-    length, start = _vector(buf, n, pos, 1, what)
-    _charge(table.counter, length, n)
-    return buf[start : start + length]
+    """A vector of at most ``cap`` int64 (dims, strides, tensor uids)."""
+    values: list[int] = _numbers(buf, n, table, slot, what, Kind.I64_VEC, cap)
+    return values
 
 
 def _tables(buf: bytes, n: int, table: _Table, slot: int, what: str, cap: int) -> list[int]:
@@ -314,10 +332,8 @@ def _read_scalar(
 ) -> Any:
     if kind is Kind.STRING:
         return _string(buf, n, t, slot, what)
-    if kind is Kind.I64_VEC:
-        return _longs(buf, n, t, slot, what)
-    if kind is Kind.U8_VEC:
-        return _ubytes(buf, n, t, slot, what)
+    if kind in VECTOR_KINDS:
+        return _numbers(buf, n, t, slot, what, kind)
     code, _, optional, default = WIRE_KINDS[kind]
     value = _scalar(buf, n, t, slot, code, what)
     if value is None:

@@ -19,12 +19,12 @@ Example:
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
 from ..tensor import TensorAttributes
-from .node_spec import WIRE_KINDS, Kind, NodeSpec, WireEnum
+from .node_spec import INT32_KINDS, VECTOR_KINDS, WIRE_KINDS, Kind, NodeSpec, WireEnum
 from .wire_model import (
     VALUE_CODES,
     WireGraph,
@@ -83,18 +83,18 @@ class Builder:
     def longs(self, values: list[int]) -> int:
         """A vector of int64 (C++ ``CreateVector<int64_t>``): aligned for its u32 length and its
         8-byte elements, the elements, then the length."""
-        n = len(values)
-        self.prealign(8 * n, 4)
-        self.prealign(8 * n, 8)
-        self.push(struct.pack(f"<{n}q", *values))
-        return self.push(_U32.pack(n))
+        return self.numbers(values, "q", 8)
 
-    def ubytes(self, data: bytes) -> int:
-        """A vector of bytes (C++ ``CreateVector<uint8_t>``): aligned for its u32 length, the
-        bytes, then the length."""
-        self.prealign(len(data), 4)
-        self.push(data)
-        return self.push(_U32.pack(len(data)))
+    def numbers(self, values: Sequence[int], code: str, width: int) -> int:
+        """A vector of ``width``-byte scalars of struct ``code`` (C++ ``CreateVector<T>``, ``T``
+        ``int64_t``, ``int32_t`` or ``uint8_t`` for code ``B``, whose ``values`` may be
+        ``bytes``): aligned for its u32 length and its elements, the elements, then the
+        length."""
+        n = len(values)
+        self.prealign(width * n, 4)
+        self.prealign(width * n, width)
+        self.push(bytes(values) if code == "B" else struct.pack(f"<{n}{code}", *values))
+        return self.push(_U32.pack(n))
 
     def offsets(self, targets: list[int]) -> int:
         """A vector of tables."""
@@ -312,7 +312,7 @@ def _scalar_field(
         value = wire_data_type(value, where)
     elif kind in (Kind.BOOL, Kind.BOOL_OPT):
         value = bool(value)
-    elif kind in (Kind.I32_OPT, Kind.I32) and not -(2**31) <= value < 2**31:
+    elif kind in INT32_KINDS and not -(2**31) <= value < 2**31:
         raise unsupported(f"{where}: {value} does not fit a 32-bit int")
     return code, width, value
 
@@ -345,20 +345,21 @@ def _node_attributes(b: Builder, spec: NodeSpec, attributes: Any) -> int:
         if uids:
             children.append((tensors.fb_slot, partial(b.longs, uids)))
     for scalar in spec.scalars:
-        value = d[scalar.name]
-        if scalar.kind is Kind.I64_VEC:
-            if value:
-                children.append((scalar.fb_slot, partial(b.longs, list(value))))
+        where = f"Node {name} {scalar.key}"
+        value = scalar.wire_value(d[scalar.name])
+        vector = VECTOR_KINDS.get(scalar.kind)
+        if vector is not None:
+            if scalar.kind in INT32_KINDS:
+                for element in value:
+                    _scalar_field(Kind.I32, element, where)  # in range
+            if len(value):
+                children.append((scalar.fb_slot, partial(b.numbers, value, *vector)))
             continue
         if scalar.kind is Kind.STRING:
             if value:
                 children.append((scalar.fb_slot, partial(b.string, value.encode())))
             continue
-        if scalar.kind is Kind.U8_VEC:
-            if value:
-                children.append((scalar.fb_slot, partial(b.ubytes, bytes(value))))
-            continue
-        written = _scalar_field(scalar.kind, value, f"Node {name} {scalar.key}", scalar.enum)
+        written = _scalar_field(scalar.kind, value, where, scalar.enum)
         if written is not None:
             fields.append((scalar.fb_slot, written[0], written[1], written[2]))
     for fb_slot, make in sorted(children, key=lambda child: child[0]):

@@ -30,8 +30,10 @@ from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode
 from .fb_read import NODE_KINDS
 from .node_spec import (
+    INT32_KINDS,
     JSON_ON_NODE,
     JSON_SCALARS_ON_NODE,
+    LIST_KINDS,
     Kind,
     NodeSpec,
     WireEnum,
@@ -171,7 +173,12 @@ def _scalar_json(
         return _dtype_name(value, where)
     if kind in (Kind.BOOL, Kind.BOOL_OPT):
         return bool(value)
-    if kind is Kind.I64_VEC:
+    if kind in INT32_KINDS:
+        values = value if kind in LIST_KINDS else [value]
+        for v in values:
+            if not -(2**31) <= v < 2**31:
+                raise unsupported(f"{where}: {v} does not fit a 32-bit int")
+    if kind in LIST_KINDS:
         return [int(v) for v in value]
     if kind is Kind.U8_VEC:
         return list(bytes(value))
@@ -197,7 +204,7 @@ def _node_json(spec: NodeSpec, attributes: Any, numbers: _Numbers) -> dict[str, 
     d = attributes.__dict__
     scalars = groups[_scalar_holder(spec)]
     for scalar in spec.scalars:
-        value = d[scalar.name]
+        value = scalar.wire_value(d[scalar.name])
         if scalar.json_presence == "when_set" and value == scalar.default:
             continue
         scalars[scalar.key] = _scalar_json(scalar.kind, value, where, numbers, scalar.enum)
@@ -457,16 +464,9 @@ def finite_number(raw: Any) -> float | None:
 def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = None) -> Any:
     if kind in (Kind.BOOL, Kind.BOOL_OPT):
         return o.get_bool(key, nullable=kind is Kind.BOOL_OPT)
-    if kind is Kind.I64:
-        return o.get_int(key)
-    if kind in (Kind.I64_OPT, Kind.I32_OPT):
-        value = o.get_int(key, nullable=True)
-        if kind is Kind.I32_OPT and value is not None and not -(2**31) <= value < 2**31:
-            raise o._fail(key, "a 32-bit integer")
-        return value
-    if kind is Kind.I32:
-        value = o.get_int(key)
-        if not -(2**31) <= value < 2**31:
+    if kind in (Kind.I64, Kind.I32, Kind.I64_OPT, Kind.I32_OPT):
+        value = o.get_int(key, nullable=kind in (Kind.I64_OPT, Kind.I32_OPT))
+        if kind in INT32_KINDS and value is not None and not -(2**31) <= value < 2**31:
             raise o._fail(key, "a 32-bit integer")
         return value
     if kind is Kind.F32_OPT:
@@ -483,6 +483,11 @@ def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = N
         return o.get_dtype(key)
     if kind is Kind.I64_VEC:
         return o.get_longs(key)
+    if kind is Kind.I32_VEC:
+        values = o.get_longs(key)
+        if any(not -(2**31) <= v < 2**31 for v in values):
+            raise o._fail(key, "an array of 32-bit integers")
+        return values
     if kind is Kind.U8_VEC:
         return o.get_ubytes(key)
     return o.get_str(key, optional=True) or ""

@@ -38,6 +38,7 @@ def _kind_schema(kind: Kind, enum: WireEnum | None = None) -> dict[str, Any]:
         Kind.DTYPE: {"$ref": "#/$defs/DataType"},
         Kind.STRING: {"type": "string"},
         Kind.I64_VEC: {"type": "array", "items": {"type": "integer"}},
+        Kind.I32_VEC: {"type": "array", "items": {"type": "integer"}},
         Kind.U8_VEC: {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 255}},
     }[kind]
 

@@ -25,6 +25,7 @@ kind       FlatBuffers type                       JSON
 ``DTYPE``  ``DataType`` (int8)                    lower-case name
 ``STRING`` ``string``                             string
 ``I64_VEC``  ``[long]``                           array of integers
+``I32_VEC``  ``[int]``                            array of integers
 ``U8_VEC``   ``[ubyte]`` (an opaque byte payload)   array of integers 0-255
 =========  =====================================  ========================
 
@@ -53,8 +54,11 @@ from ..types import DataType, ErrorCode
 from .enums import AttributeType, DescriptorType
 
 __all__ = [
+    "INT32_KINDS",
     "JSON_ON_NODE",
     "JSON_SCALARS_ON_NODE",
+    "LIST_KINDS",
+    "VECTOR_KINDS",
     "WIRE_KINDS",
     "Kind",
     "NodeSpec",
@@ -86,6 +90,7 @@ class Kind(Enum):
     DTYPE = "data_type"
     STRING = "string"
     I64_VEC = "[long]"
+    I32_VEC = "[int]"
     U8_VEC = "[ubyte]"
 
 
@@ -104,8 +109,24 @@ WIRE_KINDS: dict[Kind, tuple[str, int, bool, Any]] = {
     Kind.DTYPE: ("b", 1, False, DataType.NOT_SET),
     Kind.STRING: ("S", 4, False, ""),
     Kind.I64_VEC: ("O", 4, False, ()),
+    Kind.I32_VEC: ("O", 4, False, ()),
     Kind.U8_VEC: ("O", 4, False, b""),
 }
+
+#: the vector kinds (a FlatBuffers vector, written only when not empty): (struct code, byte
+#: width) of one element. A ``U8_VEC`` reads as ``bytes``, the others as a list of integers.
+VECTOR_KINDS: dict[Kind, tuple[str, int]] = {
+    Kind.I64_VEC: ("q", 8),
+    Kind.I32_VEC: ("i", 4),
+    Kind.U8_VEC: ("B", 1),
+}
+
+#: the vector kinds that hold a list of integers (a list-valued descriptor attribute, a JSON
+#: array, at most ``MAX_RANK`` entries); a ``U8_VEC`` is an opaque byte payload instead.
+LIST_KINDS = frozenset({Kind.I64_VEC, Kind.I32_VEC})
+
+#: the integer range of each kind that stores 32-bit integers (a scalar, or each element).
+INT32_KINDS = frozenset({Kind.I32, Kind.I32_OPT, Kind.I32_VEC})
 
 
 #: ``NodeSpec.scalar_group`` of a family whose JSON writes its uids and members on the node object
@@ -240,6 +261,9 @@ class ScalarSpec:
         wire: hipDNN's field name and JSON key, when it differs from ``name``.
         enum: The schema enum of a ``Kind.ENUM`` field.
         json_presence: When hipDNN's JSON holds the key (one of :data:`JSON_PRESENCE`).
+        none_is_default: The model holds ``None`` for a member hipDNN's frontend keeps as a
+            ``std::optional`` while its schema stores a plain field: ``None`` is written as
+            the field's default, and the default reads back as ``None``.
     """
 
     name: str
@@ -250,10 +274,20 @@ class ScalarSpec:
     wire: str = ""
     enum: WireEnum | None = None
     json_presence: str = "always"
+    none_is_default: bool = False
 
     def __post_init__(self) -> None:
         assert (self.kind is Kind.ENUM) == (self.enum is not None), self.name
         assert self.json_presence in JSON_PRESENCE, self.json_presence
+        assert not (self.none_is_default and WIRE_KINDS[self.kind][2]), self.name
+
+    def wire_value(self, value: Any) -> Any:
+        """The value the wire holds for the model's ``value`` (see ``none_is_default``)."""
+        return self.default if value is None and self.none_is_default else value
+
+    def model_value(self, value: Any) -> Any:
+        """The model's value for what the wire holds (see ``none_is_default``)."""
+        return None if self.none_is_default and value == self.default else value
 
     @property
     def key(self) -> str:

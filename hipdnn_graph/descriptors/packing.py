@@ -17,7 +17,7 @@ from ..types import DataType, ErrorCode
 from .backend_descriptor import BackendDescriptor
 from .enums import AttributeName as A
 from .enums import AttributeType as T
-from .node_spec import Kind, NodeSpec
+from .node_spec import LIST_KINDS, Kind, NodeSpec
 from .tensors import tensor_descriptor, tensor_from_descriptor
 
 __all__ = ["pack_node", "unpack_node"]
@@ -63,7 +63,7 @@ def pack_node(
         if scalar.attribute is None:
             continue
         value = getattr(attributes, scalar.name)
-        if scalar.kind is Kind.I64_VEC:  # a list attribute: all its values, when it has any
+        if scalar.kind in LIST_KINDS:  # a list attribute: all its values, when it has any
             if value:
                 op.set_attribute(scalar.attribute[0], scalar.attribute[1], list(value))
             continue
@@ -125,7 +125,7 @@ def unpack_node(
         if scalar.attribute is None or not op.has_attribute(scalar.attribute[0]):
             continue
         values = op.get_attribute(scalar.attribute[0], scalar.attribute[1])
-        if scalar.kind is Kind.I64_VEC:
+        if scalar.kind in LIST_KINDS:
             setattr(attributes, scalar.name, list(values))
             continue
         if scalar.kind is Kind.U8_VEC:

@@ -553,6 +553,9 @@ def decoded_attributes(
     values = dict(fields)
     values.update(name=name, compute_data_type=compute, inputs=inputs, outputs=outputs)
     values.update(scalars)
+    for scalar in spec.scalars:
+        if scalar.none_is_default and scalar.name in scalars:
+            values[scalar.name] = scalar.model_value(scalars[scalar.name])
     return new_trusted(spec.attributes_cls, values, set(), dict(private))
 
 

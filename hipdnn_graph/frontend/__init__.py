@@ -3,9 +3,10 @@
 Code written as ``import hipdnn_frontend as hipdnn`` runs unchanged on hipdnn-graph's engines
 (NumPy on any machine, torch on CUDA/ROCm) after :func:`install`, for SDPA graphs
 (pointwise, matmul, reduction, RMSNorm and layer-norm (forward and backward), convolution,
-batch-norm, MoE grouped matmul and custom op graphs are built, validated, serialized and run on
-the engines that run their families): the names, signatures, return values (``Error`` values,
-tuples) and raised exception types are those of hipDNN's bindings. See ``docs/hipdnn-python.md``.
+batch-norm, MoE grouped matmul, custom op and block-scale graphs are built, validated, serialized
+and run on the engines that run their families): the names, signatures, return values (``Error``
+values, tuples) and raised exception types are those of hipDNN's bindings. See
+``docs/hipdnn-python.md``.
 
 Example:
     >>> import hipdnn_graph.frontend as hipdnn

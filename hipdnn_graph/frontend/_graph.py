@@ -37,6 +37,8 @@ from ..attributes.batchnorm import BatchnormAttributes
 from ..attributes.batchnorm_backward import BatchnormBackwardAttributes
 from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
 from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
+from ..attributes.block_scale_dequantize import BlockScaleDequantizeAttributes
+from ..attributes.block_scale_quantize import BlockScaleQuantizeAttributes
 from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
 from ..attributes.custom_op import CustomOpAttributes
 from ..attributes.layernorm import LayernormAttributes
@@ -438,6 +440,35 @@ class Graph:
             )
         outputs = self._node(lambda: self.core_graph.batchnorm_backward(dy, x, scale, attributes))
         return tuple(adopt(t) for t in outputs)  # type: ignore[return-value]
+
+    def block_scale_quantize(self, x: Any, attributes: Any) -> tuple[Any, Any]:
+        """Add a block-scale quantize node; returns ``(y, scale)``.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, BlockScaleQuantizeAttributes):
+            raise FrontendTypeError(
+                "block_scale_quantize() expects BlockScaleQuantizeAttributes, got "
+                f"{type(attributes).__name__}"
+            )
+        y, scale = self._node(lambda: self.core_graph.block_scale_quantize(x, attributes))
+        return adopt(y), adopt(scale)
+
+    def block_scale_dequantize(self, x: Any, scale: Any, attributes: Any) -> Any:
+        """Add a block-scale dequantize node; returns ``y``.
+
+        Raises:
+            TypeError: for arguments of other types (as nanobind does).
+        """
+        if not isinstance(attributes, BlockScaleDequantizeAttributes):
+            raise FrontendTypeError(
+                "block_scale_dequantize() expects BlockScaleDequantizeAttributes, got "
+                f"{type(attributes).__name__}"
+            )
+        return adopt(
+            self._node(lambda: self.core_graph.block_scale_dequantize(x, scale, attributes))
+        )
 
     def layernorm_backward(
         self, dy: Any, x: Any, scale: Any, attributes: Any

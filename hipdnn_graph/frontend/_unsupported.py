@@ -2,18 +2,19 @@
 
 hipdnn-graph builds SDPA (forward and backward), pointwise, matmul, reduction, RMSNorm and
 layer-norm (forward and backward), convolution (forward, data and weight gradients), batch-norm,
-resample (forward and backward), MoE grouped matmul and custom op graphs; the other op families
-of hipDNN's bindings, its autotuning API and its provisional HIP helpers are not part of it.
+resample (forward and backward), MoE grouped matmul, custom op and block-scale (quantize,
+dequantize) graphs: every op family of hipDNN's bindings. Its autotuning API and its provisional
+HIP helpers are not part of it.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
 (``GRAPH_NOT_SUPPORTED``, also an ``AttributeError``, so ``hasattr`` answers ``False``).
 
 Example:
     >>> import hipdnn_graph.frontend as hipdnn
     >>> try:
-    ...     hipdnn.Graph().block_scale_quantize
+    ...     hipdnn.Graph().autotune
     ... except hipdnn.UnsupportedFeatureError as err:
     ...     print(err.code.name, str(err).split(" is ")[0])
-    GRAPH_NOT_SUPPORTED Graph.block_scale_quantize() (the block-scale op family)
+    GRAPH_NOT_SUPPORTED Graph.autotune() (autotuning)
 """
 
 from __future__ import annotations
@@ -26,18 +27,11 @@ _OPS = (
     "only sdpa(), sdpa_backward(), pointwise(), matmul(), reduction(), rmsnorm(), layernorm(), "
     "conv_fprop(), conv_dgrad(), conv_wgrad(), batchnorm(), batchnorm_backward(), "
     "batchnorm_inference(), batchnorm_inference_variance_ext(), layernorm_backward(), "
-    "rmsnorm_backward(), moe_grouped_matmul(), custom_op(), resample(), resample_fwd() and "
-    "resample_bwd() graphs are"
+    "rmsnorm_backward(), moe_grouped_matmul(), custom_op(), resample(), resample_fwd(), "
+    "resample_bwd(), block_scale_quantize() and block_scale_dequantize() graphs are"
 )
 #: Graph methods of hipDNN's bindings that are missing here -> what they belong to
 GRAPH_METHODS: dict[str, str] = {
-    **{
-        name: f"the {family} op family"
-        for family, names in {
-            "block-scale": ("block_scale_dequantize", "block_scale_quantize"),
-        }.items()
-        for name in names
-    },
     **dict.fromkeys(
         (
             "autotune",
@@ -62,13 +56,8 @@ GRAPH_METHODS: dict[str, str] = {
     "topologicallySortGraph": "hipDNN's internal graph passes (validate() runs them)",
 }
 
-_ATTRIBUTE_CLASSES = {
-    "BlockScaleDequantizeAttributes": "block-scale",
-    "BlockScaleQuantizeAttributes": "block-scale",
-}
 #: module-level names of hipDNN's bindings that are missing here -> what they belong to
 MODULE_NAMES: dict[str, str] = {
-    **{name: f"the {family} op family" for name, family in _ATTRIBUTE_CLASSES.items()},
     **dict.fromkeys(
         (
             "TuneMode",

@@ -18,6 +18,8 @@ from ..attributes.batchnorm import BatchnormAttributes
 from ..attributes.batchnorm_backward import BatchnormBackwardAttributes
 from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
 from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
+from ..attributes.block_scale_dequantize import BlockScaleDequantizeAttributes
+from ..attributes.block_scale_quantize import BlockScaleQuantizeAttributes
 from ..attributes.convolution import ConvDgradAttributes, ConvFpropAttributes, ConvWgradAttributes
 from ..attributes.custom_op import CustomOpAttributes
 from ..attributes.layernorm import LayernormAttributes
@@ -74,6 +76,8 @@ __all__ = [
     "BatchnormInferenceAttributes",
     "BatchnormInferenceAttributesVarianceExt",
     "BehaviorNote",
+    "BlockScaleDequantizeAttributes",
+    "BlockScaleQuantizeAttributes",
     "BuildPlanPolicy",
     "ConvDgradAttributes",
     "ConvFpropAttributes",

@@ -5,6 +5,8 @@ from .batchnorm import BatchnormNode
 from .batchnorm_backward import BatchnormBackwardNode
 from .batchnorm_inference import BatchnormInferenceNode
 from .batchnorm_inference_variance import BatchnormInferenceVarianceNode
+from .block_scale_dequantize import BlockScaleDequantizeNode
+from .block_scale_quantize import BlockScaleQuantizeNode
 from .conv_dgrad import ConvolutionDgradNode
 from .conv_fprop import ConvolutionFpropNode
 from .conv_wgrad import ConvolutionWgradNode
@@ -28,6 +30,8 @@ __all__ = [
     "BatchnormInferenceNode",
     "BatchnormInferenceVarianceNode",
     "BatchnormNode",
+    "BlockScaleDequantizeNode",
+    "BlockScaleQuantizeNode",
     "ConvolutionDgradNode",
     "ConvolutionFpropNode",
     "ConvolutionWgradNode",

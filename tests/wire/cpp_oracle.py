@@ -231,7 +231,7 @@ def to_tokens(desc: Desc) -> list[str]:
         if n["attributes"] is not None:
             for field, kind in FIELDS_BY_TAG[n["attributes_type"]]:
                 value = n["attributes"][field]
-                if kind in ("vec", "bytes"):  # "v" and the values, comma-separated
+                if kind in ("vec", "ivec", "bytes"):  # "v" and the values, comma-separated
                     out += [f"a.{field}", "v" + ",".join(map(str, value or []))]
                     continue
                 if kind == "longs":

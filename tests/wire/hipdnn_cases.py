@@ -17,6 +17,8 @@ from wire_model import (
     BATCHNORM_INFERENCE_TAG,
     BATCHNORM_INFERENCE_VARIANCE_TAG,
     BATCHNORM_TAG,
+    BLOCK_SCALE_DEQUANTIZE_TAG,
+    BLOCK_SCALE_QUANTIZE_TAG,
     CONV_BWD_TAG,
     CONV_FWD_TAG,
     CONV_WRW_TAG,
@@ -665,6 +667,34 @@ def batchnorm_backward_pair() -> Desc:
     return graph_desc("batchnorm_backward_pair", tensors, nodes)
 
 
+def block_scale_mx() -> Desc:
+    """MX block scaling as hipDNN writes it: two quantize nodes (one with every member set, one
+    with the default axis and transpose) and a dequantize of each (every field of both tables;
+    block_size one entry and two)."""
+    f32, e4m3, e8m0 = DT["FLOAT"], DT["FP8_E4M3"], DT["FP8_E8M0"]
+    x = [4, 64]
+    tensors = [
+        tensor_desc(1, "x", f32, x),
+        tensor_desc(2, "xq", e4m3, x),
+        tensor_desc(3, "xs", e8m0, [4, 2]),
+        tensor_desc(4, "xq_t", e4m3, x, [1, 4]),
+        tensor_desc(5, "xs_t", e8m0, [4, 4], [1, 4]),
+        tensor_desc(6, "y", f32, x),
+        tensor_desc(7, "y_t", f32, x),
+    ]
+    nodes = [
+        node_desc("q", BLOCK_SCALE_QUANTIZE_TAG, f32, x_tensor_uid=1, y_tensor_uid=2,
+                  scale_tensor_uid=3, block_size=32, axis=1),
+        node_desc("q_t", BLOCK_SCALE_QUANTIZE_TAG, f32, x_tensor_uid=1, y_tensor_uid=4,
+                  scale_tensor_uid=5, block_size=16, transpose=True),
+        node_desc("dq", BLOCK_SCALE_DEQUANTIZE_TAG, f32, x_tensor_uid=2, scale_tensor_uid=3,
+                  y_tensor_uid=6, block_size=[1, 32]),
+        node_desc("dq_t", BLOCK_SCALE_DEQUANTIZE_TAG, f32, x_tensor_uid=4, scale_tensor_uid=5,
+                  y_tensor_uid=7, block_size=[16], is_negative_scale=True),
+    ]  # fmt: skip
+    return graph_desc("block_scale_mx", tensors, nodes)
+
+
 def layernorm_backward_pair() -> Desc:
     """A layer-norm backward with the saved statistics and an epsilon, and one with neither (a
     reduced-rank scale; every field of the table, set and absent)."""
@@ -818,6 +848,7 @@ MODELLED: dict[str, Callable[[], Desc]] = {
     "layernorm_pair": layernorm_pair,
     "batchnorm_pair": batchnorm_pair,
     "batchnorm_backward_pair": batchnorm_backward_pair,
+    "block_scale_mx": block_scale_mx,
     "batchnorm_inference_pair": batchnorm_inference_pair,
     "batchnorm_inference_variance": batchnorm_inference_variance,
     "layernorm_backward_pair": layernorm_backward_pair,

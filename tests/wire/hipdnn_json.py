@@ -22,6 +22,8 @@ from wire_model import (
     BATCHNORM_INFERENCE_VARIANCE_FIELDS,
     BATCHNORM_INFERENCE_VARIANCE_TAG,
     BATCHNORM_TAG,
+    BLOCK_SCALE_DEQUANTIZE_TAG,
+    BLOCK_SCALE_QUANTIZE_TAG,
     CONV_BWD_TAG,
     CONV_FWD_TAG,
     CONV_MODES,
@@ -363,6 +365,40 @@ def _node(n: Desc) -> dict[str, Any]:
         }
         if a["forward_phase"]:
             node["forward_phase"] = NORM_FWD_PHASES[a["forward_phase"]]
+        return node
+    if n["attributes_type"] == BLOCK_SCALE_QUANTIZE_TAG:  # members on the node, two when set
+        a = n["attributes"]
+        node = {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "inputs": {"x_tensor_uid": a["x_tensor_uid"]},
+            "name": n["name"] or "",
+            "outputs": {
+                "scale_tensor_uid": a["scale_tensor_uid"],
+                "y_tensor_uid": a["y_tensor_uid"],
+            },
+            "transpose": a["transpose"],
+            "type": "BlockScaleQuantizeAttributes",
+        }
+        if a["block_size"] != 0:
+            node["block_size"] = a["block_size"]
+        if a["axis"] is not None:
+            node["axis"] = a["axis"]
+        return node
+    if n["attributes_type"] == BLOCK_SCALE_DEQUANTIZE_TAG:  # block_size written when not empty
+        a = n["attributes"]
+        node = {
+            "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
+            "inputs": {
+                "scale_tensor_uid": a["scale_tensor_uid"],
+                "x_tensor_uid": a["x_tensor_uid"],
+            },
+            "is_negative_scale": a["is_negative_scale"],
+            "name": n["name"] or "",
+            "outputs": {"y_tensor_uid": a["y_tensor_uid"]},
+            "type": "BlockScaleDequantizeAttributes",
+        }
+        if a["block_size"]:
+            node["block_size"] = list(a["block_size"])
         return node
     if n["attributes_type"] == REDUCTION_TAG:  # hipDNN's reduction JSON: keys on the node
         a = n["attributes"]

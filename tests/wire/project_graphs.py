@@ -296,6 +296,22 @@ def batchnorm_training_step() -> hg.Graph:
     return g
 
 
+def mx_matmul() -> hg.Graph:
+    """MX block scaling around a matmul: both operands quantized (the weight transposed, along
+    its first axis), dequantized and multiplied."""
+    g = cases.new_graph("mx_matmul", io=hg.DataType.FLOAT)
+    a, b = g.tensor(name="A", dim=[1, 8, 64]), g.tensor(name="B", dim=[1, 64, 16])
+    operands = []
+    for t, axis, transpose in ((a, 2, False), (b, 1, True)):
+        q, s = g.block_scale_quantize(t, block_size=32, axis=axis, transpose=transpose)
+        q.set_data_type(hg.DataType.FP8_E4M3)
+        s.set_data_type(hg.DataType.FP8_E8M0)
+        blocks = [1, 1, 32] if axis == 2 else [1, 32, 1]
+        operands.append(g.block_scale_dequantize(q, s, block_size=blocks))
+    g.matmul(*operands, name="mm").set_output(True)
+    return g
+
+
 def layernorm_training_step() -> hg.Graph:
     """A layer norm's forward (training) and its backward in one graph: the backward reads the
     forward's saved mean and inverse variance and its epsilon."""
@@ -409,6 +425,7 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "conv_block": conv_block,
     "conv_gradients": conv_gradients,
     "pool_training_step": pool_training_step,
+    "mx_matmul": mx_matmul,
     "moe_expert_layer": moe_expert_layer,
     "custom_op_chain": custom_op_chain,
     **{

@@ -32,6 +32,12 @@ from hipdnn_flatbuffers_sdk.data_objects import (
     BatchnormInferenceAttributesVarianceExt as BNV,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
+    BlockScaleDequantizeAttributes as BSD,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
+    BlockScaleQuantizeAttributes as BSQ,
+)
+from hipdnn_flatbuffers_sdk.data_objects import (
     ConvolutionBwdAttributes as CBA,
 )
 from hipdnn_flatbuffers_sdk.data_objects import (
@@ -101,6 +107,8 @@ from wire_model import (
     BATCHNORM_INFERENCE_TAG,
     BATCHNORM_INFERENCE_VARIANCE_TAG,
     BATCHNORM_TAG,
+    BLOCK_SCALE_DEQUANTIZE_TAG,
+    BLOCK_SCALE_QUANTIZE_TAG,
     CONV_BWD_TAG,
     CONV_FWD_TAG,
     CONV_WRW_TAG,
@@ -121,6 +129,7 @@ from wire_model import (
     SDPA_TAG,
     TABLE_BY_TAG,
     VALUE_FORMAT_BY_TAG,
+    VECTOR_WIDTHS,
     Desc,
     f32_bits,
 )
@@ -135,6 +144,8 @@ _TABLE_CLASSES = {
     LAYERNORM_TAG: LA.LayernormAttributes,
     BATCHNORM_TAG: BNA.BatchnormAttributes,
     BATCHNORM_BACKWARD_TAG: BNB.BatchnormBackwardAttributes,
+    BLOCK_SCALE_QUANTIZE_TAG: BSQ.BlockScaleQuantizeAttributes,
+    BLOCK_SCALE_DEQUANTIZE_TAG: BSD.BlockScaleDequantizeAttributes,
     BATCHNORM_INFERENCE_TAG: BNI.BatchnormInferenceAttributes,
     BATCHNORM_INFERENCE_VARIANCE_TAG: BNV.BatchnormInferenceAttributesVarianceExt,
     CONV_FWD_TAG: CFA.ConvolutionFwdAttributes,
@@ -158,6 +169,8 @@ _MODULES = {
     LAYERNORM_TAG: LA,
     BATCHNORM_TAG: BNA,
     BATCHNORM_BACKWARD_TAG: BNB,
+    BLOCK_SCALE_QUANTIZE_TAG: BSQ,
+    BLOCK_SCALE_DEQUANTIZE_TAG: BSD,
     BATCHNORM_INFERENCE_TAG: BNI,
     BATCHNORM_INFERENCE_VARIANCE_TAG: BNV,
     CONV_FWD_TAG: CFA,
@@ -222,7 +235,7 @@ def _read_attributes(tag: int, union: Table | None) -> Desc | None:
     table.Init(union.Bytes, union.Pos)
     out: Desc = {}
     for field, kind in FIELDS_BY_TAG[tag]:
-        if kind in ("vec", "longs", "bytes"):  # a ubyte vector reads through the same accessors
+        if kind in VECTOR_WIDTHS:  # read through the same accessors whatever the element type
             out[field] = _longs(table, camel(field))
             continue
         value = getattr(table, camel(field))()
@@ -291,6 +304,8 @@ KNOWN_SLOTS = {
     "LayernormAttributes": 9,
     "BatchnormAttributes": 13,
     "BatchnormBackwardAttributes": 9,
+    "BlockScaleQuantizeAttributes": 6,
+    "BlockScaleDequantizeAttributes": 5,
     "BatchnormInferenceAttributes": 6,
     "BatchnormInferenceAttributesVarianceExt": 7,
     "ConvolutionFwdAttributes": 10,
@@ -337,23 +352,20 @@ def _string(b: flatbuffers.Builder, value: str | None, style: _Style) -> int | N
     return b.CreateString(value)
 
 
-def _long_vector(b: flatbuffers.Builder, values: list[int] | None, style: _Style) -> int | None:
+def _long_vector(
+    b: flatbuffers.Builder, values: list[int] | None, style: _Style, width: int = 8
+) -> int | None:
+    """A vector of int64 (``width`` 8), int32 (``width`` 4) or ubyte (``width`` 1)."""
     if values is None:
         values = [] if style.empty_as_present else None
     if values is None or (not values and not style.empty_as_present):
         return None
-    b.StartVector(8, len(values), 8)
+    if width == 1:
+        return int(b.CreateByteVector(bytes(values)))
+    b.StartVector(width, len(values), width)
     for v in reversed(values):
-        b.PrependInt64(v)
+        (b.PrependInt64 if width == 8 else b.PrependInt32)(v)
     return b.EndVector()
-
-
-def _byte_vector(b: flatbuffers.Builder, values: list[int] | None, style: _Style) -> int | None:
-    if values is None:
-        values = [] if style.empty_as_present else None
-    if values is None or (not values and not style.empty_as_present):
-        return None
-    return int(b.CreateByteVector(bytes(values)))
 
 
 def _value_struct(b: flatbuffers.Builder, tag: int, hex_bytes: str) -> int:
@@ -405,9 +417,9 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
         if kind == "str"
     }
     vectors = {
-        field: (_byte_vector if kind == "bytes" else _long_vector)(b, attrs[field], style)
+        field: _long_vector(b, attrs[field], style, VECTOR_WIDTHS[kind])
         for field, kind in FIELDS_BY_TAG[tag]
-        if kind in ("vec", "longs", "bytes")
+        if kind in VECTOR_WIDTHS
     }
     table = TABLE_BY_TAG[tag]
     _start(b, module, table, style)
@@ -417,7 +429,7 @@ def _attributes(b: flatbuffers.Builder, tag: int, attrs: Desc, style: _Style) ->
         if kind == "str":
             if strings[field] is not None:
                 add(b, strings[field])
-        elif kind in ("vec", "longs", "bytes"):
+        elif kind in VECTOR_WIDTHS:
             if vectors[field] is not None:
                 add(b, vectors[field])
         elif value is None:

@@ -49,11 +49,9 @@ RECONSTRUCTED = Path(__file__).resolve().parent / "schemas"
 
 _NAMESPACE = "namespace hipdnn_flatbuffers_sdk.data_objects;\n"
 
-#: included by graph.fbs but not copied from hipDNN: file -> placeholder table.
-PLACEHOLDER_TABLES = {
-    "block_scale_dequantize_attributes.fbs": "BlockScaleDequantizeAttributes",
-    "block_scale_quantize_attributes.fbs": "BlockScaleQuantizeAttributes",
-}
+#: included by graph.fbs but not copied from hipDNN: file -> placeholder table (none left: every
+#: family's schema is hipDNN's own or reconstructed).
+PLACEHOLDER_TABLES: dict[str, str] = {}
 
 #: included by copied schemas but not copied: file -> placeholder enums (byte) it must declare.
 PLACEHOLDER_ENUMS: dict[str, list[str]] = {}

@@ -56,6 +56,12 @@ from wire_model import (
     TENSOR_KEYS,
     normalized,
 )
+from wire_model import (
+    BLOCK_SCALE_DEQUANTIZE_FIELDS as BSD_FIELDS,
+)
+from wire_model import (
+    BLOCK_SCALE_QUANTIZE_FIELDS as BSQ_FIELDS,
+)
 
 import hipdnn_graph as hg
 
@@ -189,6 +195,14 @@ def test_reconstructed_batchnorm_inference_variance_table_matches_the_field_tabl
 def test_reconstructed_batchnorm_backward_table_matches_the_field_table() -> None:
     fields = _fields("batchnorm_backward_attributes.fbs", "BatchnormBackwardAttributes")
     assert [f for f, _ in BATCHNORM_BACKWARD_FIELDS] == fields
+
+
+def test_reconstructed_block_scale_tables_match_the_field_tables() -> None:
+    for schema, table, fields in (
+        ("block_scale_quantize_attributes.fbs", "BlockScaleQuantizeAttributes", BSQ_FIELDS),
+        ("block_scale_dequantize_attributes.fbs", "BlockScaleDequantizeAttributes", BSD_FIELDS),
+    ):
+        assert [f for f, _ in fields] == _fields(schema, table)
 
 
 def test_reconstructed_norm_backward_tables_match_the_field_tables() -> None:

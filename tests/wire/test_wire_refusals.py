@@ -21,6 +21,7 @@ from hipdnn_cases import (
     batchnorm_inference_pair,
     batchnorm_inference_variance,
     batchnorm_pair,
+    block_scale_mx,
     conv_fprop_block,
     conv_training_step,
     custom_ops,
@@ -173,6 +174,7 @@ def test_fields_of_a_newer_schema_are_refused(cpp: CppOracle, table: str) -> Non
     desc = layernorm_pair() if table == "LayernormAttributes" else desc
     desc = batchnorm_pair() if table == "BatchnormAttributes" else desc
     desc = batchnorm_backward_pair() if table == "BatchnormBackwardAttributes" else desc
+    desc = block_scale_mx() if table.startswith("BlockScale") else desc
     desc = batchnorm_inference_pair() if table == "BatchnormInferenceAttributes" else desc
     desc = resample_pool_pair() if table == "ResampleFwdAttributes" else desc
     desc = resample_training_step() if table == "ResampleBwdAttributes" else desc

@@ -76,6 +76,8 @@ BATCHNORM_BACKWARD_TAG = 3
 #: batch-norm inference from the variance (reconstructed
 #: batchnorm_inference_attributes_variance_ext.fbs)
 BATCHNORM_INFERENCE_VARIANCE_TAG = 8
+#: block-scale dequantize and quantize (reconstructed block_scale_*_attributes.fbs)
+BLOCK_SCALE_DEQUANTIZE_TAG, BLOCK_SCALE_QUANTIZE_TAG = 13, 14
 #: layer-norm and RMSNorm backward (reconstructed layernorm_backward_attributes.fbs and
 #: rmsnorm_backward_attributes.fbs)
 LAYERNORM_BACKWARD_TAG, RMSNORM_BACKWARD_TAG = 20, 17
@@ -103,8 +105,11 @@ CUSTOM_OP_TAG = 16
 MOE_MODES = ["NONE", "GATHER", "SCATTER"]
 
 # Field kinds: "req" long; "opt" optional integer; "obool" optional bool; "bool"; "ofloat"
-# optional float (bits); "enum" int8; "str" string; "int" int32 (default 0); "vec" a vector of
-# int64 and "bytes" a vector of ubyte (both None when absent, as lists of ints).
+# optional float (bits); "enum" int8; "str" string; "int" int32 (default 0); "vec"/"longs"
+# vectors of int64, "ivec" a vector of int32 and "bytes" a vector of ubyte (all None when absent,
+# as lists of ints).
+#: the vector field kinds -> the byte width of one element (int64, int32, ubyte)
+VECTOR_WIDTHS = {"vec": 8, "longs": 8, "ivec": 4, "bytes": 1}
 _FWD_OPTIONAL_UIDS = [
     "attn_mask",
     "scale",
@@ -284,6 +289,24 @@ BATCHNORM_BACKWARD_FIELDS: list[tuple[str, str]] = [
     ("dscale_tensor_uid", "req"),
     ("dbias_tensor_uid", "req"),
 ]
+#: BlockScaleQuantizeAttributes fields in slot order (reconstructed); block_size an int32
+#: whose default 0 is "not set".
+BLOCK_SCALE_QUANTIZE_FIELDS: list[tuple[str, str]] = [
+    ("x_tensor_uid", "req"),
+    ("y_tensor_uid", "req"),
+    ("scale_tensor_uid", "req"),
+    ("block_size", "int"),
+    ("axis", "opt"),
+    ("transpose", "bool"),
+]
+#: BlockScaleDequantizeAttributes fields in slot order (reconstructed).
+BLOCK_SCALE_DEQUANTIZE_FIELDS: list[tuple[str, str]] = [
+    ("x_tensor_uid", "req"),
+    ("scale_tensor_uid", "req"),
+    ("y_tensor_uid", "req"),
+    ("block_size", "ivec"),
+    ("is_negative_scale", "bool"),
+]
 #: LayernormBackwardAttributes fields in slot order (reconstructed).
 LAYERNORM_BACKWARD_FIELDS: list[tuple[str, str]] = [
     ("dy_tensor_uid", "req"),
@@ -381,6 +404,8 @@ FIELDS_BY_TAG = {
     LAYERNORM_TAG: LAYERNORM_FIELDS,
     BATCHNORM_TAG: BATCHNORM_FIELDS,
     BATCHNORM_BACKWARD_TAG: BATCHNORM_BACKWARD_FIELDS,
+    BLOCK_SCALE_QUANTIZE_TAG: BLOCK_SCALE_QUANTIZE_FIELDS,
+    BLOCK_SCALE_DEQUANTIZE_TAG: BLOCK_SCALE_DEQUANTIZE_FIELDS,
     BATCHNORM_INFERENCE_TAG: BATCHNORM_INFERENCE_FIELDS,
     BATCHNORM_INFERENCE_VARIANCE_TAG: BATCHNORM_INFERENCE_VARIANCE_FIELDS,
     LAYERNORM_BACKWARD_TAG: LAYERNORM_BACKWARD_FIELDS,
@@ -405,6 +430,8 @@ TABLE_BY_TAG = {
     LAYERNORM_TAG: "LayernormAttributes",
     BATCHNORM_TAG: "BatchnormAttributes",
     BATCHNORM_BACKWARD_TAG: "BatchnormBackwardAttributes",
+    BLOCK_SCALE_QUANTIZE_TAG: "BlockScaleQuantizeAttributes",
+    BLOCK_SCALE_DEQUANTIZE_TAG: "BlockScaleDequantizeAttributes",
     BATCHNORM_INFERENCE_TAG: "BatchnormInferenceAttributes",
     BATCHNORM_INFERENCE_VARIANCE_TAG: "BatchnormInferenceAttributesVarianceExt",
     LAYERNORM_BACKWARD_TAG: "LayernormBackwardAttributes",
@@ -501,6 +528,7 @@ STRING_FIELDS = ("name", "umd_flops", "umd_bytes", "custom_op_id")
 #: vector fields (absent and empty read alike, A12)
 VECTOR_FIELDS = (
     "strides", "dims", "peer_stats_tensor_uid", "input_tensor_uids", "output_tensor_uids", "data",
+    "block_size",
 )  # fmt: skip
 
 _DEFAULTS = {
@@ -512,6 +540,7 @@ _DEFAULTS = {
     "enum": 0,
     "int": 0,
     "longs": None,
+    "ivec": None,
 }
 
 
@@ -832,6 +861,31 @@ def _expected_node(node: Any) -> Desc:
             **uids,
             **{name: getattr(r, name) or None for name in RESAMPLE_VECTORS},
         )
+    if isinstance(node, hg.BlockScaleQuantizeNode):
+        q = node.attributes
+        return node_desc(
+            node.name,
+            BLOCK_SCALE_QUANTIZE_TAG,
+            hipdnn_data_type(q.get_compute_data_type()),
+            x_tensor_uid=_uid(q.get_x()),
+            y_tensor_uid=_uid(q.get_y()),
+            scale_tensor_uid=_uid(q.get_scale()),
+            block_size=q.get_block_size() or 0,
+            axis=q.get_axis(),
+            transpose=q.get_transpose(),
+        )
+    if isinstance(node, hg.BlockScaleDequantizeNode):
+        d = node.attributes
+        return node_desc(
+            node.name,
+            BLOCK_SCALE_DEQUANTIZE_TAG,
+            hipdnn_data_type(d.get_compute_data_type()),
+            x_tensor_uid=_uid(d.get_x()),
+            scale_tensor_uid=_uid(d.get_scale()),
+            y_tensor_uid=_uid(d.get_y()),
+            block_size=d.get_block_size() or None,
+            is_negative_scale=d.get_is_negative_scale(),
+        )
     if isinstance(node, hg.ReductionNode):
         a = node.attributes
         return node_desc(
@@ -1039,6 +1093,23 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
                 "out_tensor_uid": n["out_tensor_uid"],
                 "is_deterministic": n.get("is_deterministic", False),
             }
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag == BLOCK_SCALE_QUANTIZE_TAG:  # block_size/axis on the node when set
+            attrs = {**n["inputs"], **n["outputs"]}
+            attrs["block_size"] = n.get("block_size", 0)
+            attrs["axis"] = n.get("axis")
+            attrs["transpose"] = n.get("transpose", False)
+            nodes.append(
+                node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
+            )
+            continue
+        if tag == BLOCK_SCALE_DEQUANTIZE_TAG:  # block_size on the node when not empty
+            attrs = {**n["inputs"], **n["outputs"]}
+            attrs["block_size"] = n.get("block_size") or None
+            attrs["is_negative_scale"] = n.get("is_negative_scale", False)
             nodes.append(
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
             )

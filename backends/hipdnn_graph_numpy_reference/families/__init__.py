@@ -13,7 +13,7 @@ their steps keep their own fast paths (:mod:`hipdnn_graph_numpy_reference.sdpa_s
 Example:
     >>> import hipdnn_graph as hg
     >>> len(REFERENCE_RUNNERS), hg.NodeType.CONVOLUTION_FPROP in REFERENCE_RUNNERS
-    (19, True)
+    (21, True)
 """
 
 from __future__ import annotations
@@ -27,6 +27,12 @@ import hipdnn_graph as hg
 
 from .batchnorm import run_batchnorm, run_batchnorm_inference, run_batchnorm_inference_variance_ext
 from .batchnorm_backward import run_batchnorm_backward
+from .block_scale import (
+    block_scale_dequantize_refusal,
+    block_scale_quantize_refusal,
+    run_block_scale_dequantize,
+    run_block_scale_quantize,
+)
 from .convolution import convolution_refusal, run_conv_dgrad, run_conv_fprop, run_conv_wgrad
 from .custom_op import custom_op_refusal, run_custom_op
 from .layernorm import layernorm_refusal, run_layernorm
@@ -75,6 +81,8 @@ REFERENCE_RUNNERS: dict[hg.NodeType, Runner] = {
     hg.NodeType.CUSTOM_OP: run_custom_op,
     hg.NodeType.RESAMPLE_FWD: run_resample_fwd,
     hg.NodeType.RESAMPLE_BWD: run_resample_bwd,
+    hg.NodeType.BLOCK_SCALE_QUANTIZE: run_block_scale_quantize,
+    hg.NodeType.BLOCK_SCALE_DEQUANTIZE: run_block_scale_dequantize,
 }
 
 #: node family → why the reference refuses a node of it (``None``: it runs it); families
@@ -92,4 +100,6 @@ REFERENCE_CHECKS: dict[hg.NodeType, Callable[[Any], str | None]] = {
     hg.NodeType.CUSTOM_OP: custom_op_refusal,
     hg.NodeType.RESAMPLE_FWD: resample_fwd_refusal,
     hg.NodeType.RESAMPLE_BWD: resample_bwd_refusal,
+    hg.NodeType.BLOCK_SCALE_QUANTIZE: block_scale_quantize_refusal,
+    hg.NodeType.BLOCK_SCALE_DEQUANTIZE: block_scale_dequantize_refusal,
 }

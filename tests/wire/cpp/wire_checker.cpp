@@ -139,6 +139,14 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
   REQ(dy_tensor_uid) REQ(dx_tensor_uid) OPTI(index_tensor_uid) ENUM(resample_mode)              \
   ENUM(padding_mode)
 #define RESAMPLE_VECTORS(V) V(pre_padding) V(post_padding) V(stride) V(window)
+// BlockScaleQuantizeAttributes and BlockScaleDequantizeAttributes (reconstructed); block_size
+// an int32 (REQ) and a vector of int32 (IVEC).
+#define BLOCK_SCALE_QUANTIZE_FIELDS(REQ, OPTI, BOOL)                                             \
+  REQ(x_tensor_uid) REQ(y_tensor_uid) REQ(scale_tensor_uid) REQ(block_size) OPTI(axis)          \
+  BOOL(transpose)
+#define BLOCK_SCALE_DEQUANTIZE_FIELDS(REQ, IVEC, BOOL)                                           \
+  REQ(x_tensor_uid) REQ(scale_tensor_uid) REQ(y_tensor_uid) IVEC(block_size)                    \
+  BOOL(is_negative_scale)
 
 // MoeGroupedMatmulAttributes and MoeGroupedMatmulBwdAttributes (hipDNN's schemas); top_k, an
 // int32, is printed and set as ENUM fields are (an integer).
@@ -368,6 +376,18 @@ void print_resample_bwd(Out &o, const fo::ResampleBwdAttributes *a) {
   o.close('}');
 }
 
+void print_block_scale_quantize(Out &o, const fo::BlockScaleQuantizeAttributes *a) {
+  o.open('{');
+  BLOCK_SCALE_QUANTIZE_FIELDS(P_REQ, P_OPTI, P_BOOL)
+  o.close('}');
+}
+
+void print_block_scale_dequantize(Out &o, const fo::BlockScaleDequantizeAttributes *a) {
+  o.open('{');
+  BLOCK_SCALE_DEQUANTIZE_FIELDS(P_REQ, P_VEC, P_BOOL)
+  o.close('}');
+}
+
 void print_matmul(Out &o, const fo::MatmulAttributes *a) {
   o.open('{');
   MATMUL_FIELDS(P_REQ, P_OPTI, P_OBOOL, P_BOOL, P_OFLOAT, P_ENUM, P_STR)
@@ -509,6 +529,12 @@ void print_graph(Out &o, const uint8_t *buf, size_t len) {
         } else if (const fo::BatchnormBackwardAttributes *a =
                        n->attributes_as_BatchnormBackwardAttributes()) {
           print_batchnorm_backward(o, a);
+        } else if (const fo::BlockScaleQuantizeAttributes *a =
+                       n->attributes_as_BlockScaleQuantizeAttributes()) {
+          print_block_scale_quantize(o, a);
+        } else if (const fo::BlockScaleDequantizeAttributes *a =
+                       n->attributes_as_BlockScaleDequantizeAttributes()) {
+          print_block_scale_dequantize(o, a);
         } else if (const fo::BatchnormInferenceAttributes *a =
                        n->attributes_as_BatchnormInferenceAttributes()) {
           print_batchnorm_inference(o, a);
@@ -759,6 +785,25 @@ bool set_resample_vector(T *a, const std::string &k, std::istream &in) {
   return false;
 }
 
+#define S_IVEC(x)                                                                                \
+  if (k == "a." #x) {                                                                            \
+    std::vector<int64_t> v = vec_token(val);                                                     \
+    a->x.assign(v.begin(), v.end());                                                             \
+    return true;                                                                                 \
+  }
+
+bool set_block_scale_quantize(fo::BlockScaleQuantizeAttributesT *a, const std::string &k,
+                              const std::string &val) {
+  BLOCK_SCALE_QUANTIZE_FIELDS(S_REQ, S_OPTI, S_BOOL)
+  return false;
+}
+
+bool set_block_scale_dequantize(fo::BlockScaleDequantizeAttributesT *a, const std::string &k,
+                                const std::string &val) {
+  BLOCK_SCALE_DEQUANTIZE_FIELDS(S_REQ, S_IVEC, S_BOOL)
+  return false;
+}
+
 bool set_matmul(fo::MatmulAttributesT *a, const std::string &k, const std::string &val) {
   MATMUL_FIELDS(S_REQ, NONE_, NONE_, NONE_, NONE_, NONE_, S_STR)
   return false;
@@ -871,7 +916,7 @@ int do_pack(const char *in_path, const char *out_path) {
       g.nodes.back()->name = unhex(val);
     } else if (k == "n.compute_data_type") {
       g.nodes.back()->compute_data_type = static_cast<fo::DataType>(to_i64(val));
-    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 11 Layernorm, 4 Batchnorm, 3 BatchnormBackward, 1 BatchnormInference, 8 BatchnormInferenceVarianceExt, 18 Reduction, 20 LayernormBackward, 17 RMSNormBackward, 16 CustomOp, 22/23 MoE,
+    } else if (k == "n.kind") {  // 12 Sdpa, 15 SdpaBackward, 2 Pointwise, 9 Matmul, 10 RMSNorm, 11 Layernorm, 4 Batchnorm, 3 BatchnormBackward, 14 BlockScaleQuantize, 13 BlockScaleDequantize, 1 BatchnormInference, 8 BatchnormInferenceVarianceExt, 18 Reduction, 20 LayernormBackward, 17 RMSNormBackward, 16 CustomOp, 22/23 MoE,
       //                           19 ResampleFwd, 21 ResampleBwd
       fo::NodeAttributesUnion &u = g.nodes.back()->attributes;
       int tag = std::stoi(val);
@@ -884,6 +929,8 @@ int do_pack(const char *in_path, const char *out_path) {
       else if (tag == 11) u.Set(fo::LayernormAttributesT());
       else if (tag == 4) u.Set(fo::BatchnormAttributesT());
       else if (tag == 3) u.Set(fo::BatchnormBackwardAttributesT());
+      else if (tag == 14) u.Set(fo::BlockScaleQuantizeAttributesT());
+      else if (tag == 13) u.Set(fo::BlockScaleDequantizeAttributesT());
       else if (tag == 1) u.Set(fo::BatchnormInferenceAttributesT());
       else if (tag == 8) u.Set(fo::BatchnormInferenceAttributesVarianceExtT());
       else if (tag == 5) u.Set(fo::ConvolutionFwdAttributesT());
@@ -919,6 +966,10 @@ int do_pack(const char *in_path, const char *out_path) {
         done = set_batchnorm(a, k, val);
       else if (fo::BatchnormBackwardAttributesT *a = u.AsBatchnormBackwardAttributes())
         done = set_batchnorm_backward(a, k, val);
+      else if (fo::BlockScaleQuantizeAttributesT *a = u.AsBlockScaleQuantizeAttributes())
+        done = set_block_scale_quantize(a, k, val);
+      else if (fo::BlockScaleDequantizeAttributesT *a = u.AsBlockScaleDequantizeAttributes())
+        done = set_block_scale_dequantize(a, k, val);
       else if (fo::BatchnormInferenceAttributesT *a = u.AsBatchnormInferenceAttributes())
         done = set_batchnorm_inference(a, k, val);
       else if (fo::BatchnormInferenceAttributesVarianceExtT *a =

@@ -1,0 +1,111 @@
+"""Attributes of the block-scale dequantize node (hipDNN's ``BlockScaleDequantizeAttributes``).
+
+Example:
+    >>> from hipdnn_graph import BlockScaleDequantizeAttributes
+    >>> a = BlockScaleDequantizeAttributes().set_block_size(32, 1)
+    >>> a.get_block_size(), a.get_is_negative_scale()
+    ([1, 32], False)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import IntEnum
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field
+
+from ..tensor import TensorAttributes, _flag, _index, _int_list, _keyword
+from .base import NodeAttributes
+from .block_scale_quantize import int32_value
+
+__all__ = ["BlockScaleDequantizeAttributes"]
+
+
+def _int32_list(values: Any, what: str) -> list[int]:
+    return [int32_value(v, what) for v in _int_list(values, what)]
+
+
+class BlockScaleDequantizeAttributes(NodeAttributes):
+    """Configuration of a block-scale dequantize node: ``Y = X · SCALE`` broadcast over blocks,
+    ``block_size[i]`` elements of X per SCALE element along dim ``i`` (1 past the list's end).
+
+    | input slot | shape | | output slot | shape |
+    |---|---|---|---|---|
+    | X | rank ≥ 1 | | Y | X's (inferred) |
+    | SCALE | X's dims divided by the block sizes | | | |
+
+    Members: ``block_size`` (one entry per leading dim, empty until set; the node requires it)
+    and ``is_negative_scale`` (``False`` unless set; carried, not used by the shape rules).
+    """
+
+    class InputNames(IntEnum):
+        """Input slots in hipDNN's order."""
+
+        X = 0
+        SCALE = 1
+
+    class OutputNames(IntEnum):
+        """Output slots in hipDNN's order."""
+
+        Y = 0
+
+    block_size: Annotated[list[int], BeforeValidator(lambda v: _int32_list(v, "block_size"))] = (
+        Field(default_factory=list)
+    )
+    is_negative_scale: Annotated[bool, _keyword(_flag, "is_negative_scale")] = False
+
+    def set_x(self, tensor: TensorAttributes | None) -> BlockScaleDequantizeAttributes:
+        return self._set_input(self.InputNames.X, tensor)
+
+    def set_scale(self, tensor: TensorAttributes | None) -> BlockScaleDequantizeAttributes:
+        return self._set_input(self.InputNames.SCALE, tensor)
+
+    def set_y(self, tensor: TensorAttributes | None) -> BlockScaleDequantizeAttributes:
+        return self._set_output(self.OutputNames.Y, tensor)
+
+    def get_x(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.X)
+
+    def get_scale(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.SCALE)
+
+    def get_y(self) -> TensorAttributes | None:
+        return self.outputs.get(self.OutputNames.Y)
+
+    def set_block_size(
+        self, value: int | Sequence[int], idx: int = 0
+    ) -> BlockScaleDequantizeAttributes:
+        """The block sizes: a list replaces them all; one integer sets entry ``idx``, padding
+        with 1 up to it (a negative ``idx`` changes nothing), as hipDNN's two setters do.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for values that are not 32-bit integers.
+        """
+        if isinstance(value, Sequence) or hasattr(value, "__iter__"):
+            self.block_size = _int32_list(value, "block_size")
+            return self
+        number, index = int32_value(value, "block_size"), _index(idx, "idx")
+        if index < 0:
+            return self
+        sizes = list(self.block_size)
+        if len(sizes) < index + 1:
+            sizes += [1] * (index + 1 - len(sizes))
+        sizes[index] = number
+        self.block_size = sizes
+        return self
+
+    def get_block_size(self) -> list[int]:
+        return list(self.block_size)
+
+    def set_is_negative_scale(self, value: bool) -> BlockScaleDequantizeAttributes:
+        """Mark the scale as negative.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
+        """
+        self.is_negative_scale = _flag(value, "is_negative_scale")
+        return self
+
+    def get_is_negative_scale(self) -> bool:
+        return self.is_negative_scale

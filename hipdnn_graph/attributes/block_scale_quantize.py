@@ -1,0 +1,139 @@
+"""Attributes of the block-scale quantize node (hipDNN's ``BlockScaleQuantizeAttributes``).
+
+Example:
+    >>> from hipdnn_graph import BlockScaleQuantizeAttributes
+    >>> a = BlockScaleQuantizeAttributes().set_block_size(32).set_axis(1)
+    >>> a.get_block_size(), a.get_axis(), a.get_transpose(), a.get_scale()
+    (32, 1, False, None)
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Annotated, Any
+
+from ..errors import HipdnnError
+from ..tensor import TensorAttributes, _flag, _index, _keyword
+from ..types import ErrorCode
+from .base import NodeAttributes
+
+__all__ = ["BlockScaleQuantizeAttributes", "int32_value", "optional_int32", "optional_int64"]
+
+_INT32 = (-(2**31), 2**31)
+_INT64 = (-(2**63), 2**63)
+
+
+def _bounded(value: Any, what: str, bounds: tuple[int, int], width: str) -> int:
+    number = _index(value, what)
+    if not bounds[0] <= number < bounds[1]:
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE, f"{what} must fit a {width} integer, got {number}"
+        )
+    return number
+
+
+def int32_value(value: Any, what: str) -> int:
+    """``value`` as an int that fits hipDNN's ``int32_t``.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for a value that is not an integer or does not fit.
+    """
+    return _bounded(value, what, _INT32, "32-bit")
+
+
+def optional_int32(value: Any, what: str) -> int | None:
+    """``None``, or ``value`` as an ``int32_t`` (see :func:`int32_value`)."""
+    return None if value is None else int32_value(value, what)
+
+
+def optional_int64(value: Any, what: str) -> int | None:
+    """``None``, or ``value`` as an int that fits hipDNN's ``int64_t``.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for a value that is not an integer or does not fit.
+    """
+    return None if value is None else _bounded(value, what, _INT64, "64-bit")
+
+
+class BlockScaleQuantizeAttributes(NodeAttributes):
+    """Configuration of a block-scale quantize node (MX block scaling: every ``block_size``
+    consecutive elements of X along ``axis`` share one scale).
+
+    | input slot | shape | | output slot | shape |
+    |---|---|---|---|---|
+    | X | rank ≥ 1 | | Y | X's (inferred) |
+    | | | | SCALE | X's with ``dim[axis] / block_size`` (inferred) |
+
+    Members: ``block_size`` (``None`` until set; the node requires it), ``axis`` (``None``:
+    the last dim) and ``transpose`` (``False``: Y and SCALE take X's layout; ``True``: the
+    block axis becomes their innermost dim).
+    """
+
+    class InputNames(IntEnum):
+        """Input slots in hipDNN's order."""
+
+        X = 0
+
+    class OutputNames(IntEnum):
+        """Output slots in hipDNN's order."""
+
+        Y = 0
+        SCALE = 1
+
+    block_size: Annotated[int | None, _keyword(optional_int32, "block_size")] = None
+    axis: Annotated[int | None, _keyword(optional_int64, "axis")] = None
+    transpose: Annotated[bool, _keyword(_flag, "transpose")] = False
+
+    def set_x(self, tensor: TensorAttributes | None) -> BlockScaleQuantizeAttributes:
+        return self._set_input(self.InputNames.X, tensor)
+
+    def set_y(self, tensor: TensorAttributes | None) -> BlockScaleQuantizeAttributes:
+        return self._set_output(self.OutputNames.Y, tensor)
+
+    def set_scale(self, tensor: TensorAttributes | None) -> BlockScaleQuantizeAttributes:
+        return self._set_output(self.OutputNames.SCALE, tensor)
+
+    def get_x(self) -> TensorAttributes | None:
+        return self.inputs.get(self.InputNames.X)
+
+    def get_y(self) -> TensorAttributes | None:
+        return self.outputs.get(self.OutputNames.Y)
+
+    def get_scale(self) -> TensorAttributes | None:
+        return self.outputs.get(self.OutputNames.SCALE)
+
+    def set_block_size(self, value: int) -> BlockScaleQuantizeAttributes:
+        """How many consecutive elements along the axis share a scale (hipDNN's ``int32_t``).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a value that is not a 32-bit integer.
+        """
+        self.block_size = int32_value(value, "block_size")
+        return self
+
+    def get_block_size(self) -> int | None:
+        return self.block_size
+
+    def set_axis(self, value: int) -> BlockScaleQuantizeAttributes:
+        """The dim the blocks run along (the last dim when unset).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a value that is not a 64-bit integer.
+        """
+        self.axis = optional_int64(value, "axis")
+        return self
+
+    def get_axis(self) -> int | None:
+        return self.axis
+
+    def set_transpose(self, value: bool) -> BlockScaleQuantizeAttributes:
+        """Lay Y and SCALE out with the block axis innermost.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
+        """
+        self.transpose = _flag(value, "transpose")
+        return self
+
+    def get_transpose(self) -> bool:
+        return self.transpose

@@ -1,0 +1,120 @@
+"""``Graph`` builder methods of the block-scale families (hipDNN's ``Graph::block_scale_quantize``
+and ``Graph::block_scale_dequantize``), a mixin of the family builders.
+
+Each method copies the attributes it is given (the caller's object stays as it was), names an
+unnamed node ``<Prefix>_<index>`` and its unnamed inputs ``<node>::<SLOT>``, creates the virtual
+outputs ``<node>::<SLOT>`` and adds the node.
+
+Example:
+    >>> import hipdnn_graph as hg
+    >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+    >>> x = g.tensor(name="x", dim=[4, 64])
+    >>> y, scale = g.block_scale_quantize(x, hg.BlockScaleQuantizeAttributes().set_block_size(32))
+    >>> y.get_name(), scale.get_name()
+    ('BlockScaleQuantize_0::Y', 'BlockScaleQuantize_0::SCALE')
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import HipdnnError
+from .nodes.block_scale_dequantize import BlockScaleDequantizeNode
+from .nodes.block_scale_quantize import BlockScaleQuantizeNode
+from .tensor import TensorAttributes
+from .types import ErrorCode
+
+if TYPE_CHECKING:
+    from .attributes.graph_attributes import GraphAttributes
+    from .nodes.base import Node
+
+__all__ = ["BlockScaleBuilders"]
+
+
+class BlockScaleBuilders:
+    """The builder methods of the block-scale families (mixed into ``Graph``)."""
+
+    if TYPE_CHECKING:
+        attributes: GraphAttributes
+
+        def _output_tensor(self, name: str) -> TensorAttributes: ...
+
+        def _add_node(self, node: Node[Any]) -> None: ...
+
+        def _family_attributes(
+            self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str
+        ) -> Any: ...
+
+    def block_scale_quantize(
+        self, x: Any = None, attributes: Any = None, **keywords: Any
+    ) -> tuple[TensorAttributes, TensorAttributes]:
+        """Add a block-scale quantize node: ``block_scale_quantize(x, attrs)``; returns
+        ``(y, scale)``, the virtual ``<node>::Y`` and ``<node>::SCALE``. Keywords set ``name``,
+        ``block_size``, ``axis``, ``transpose`` and ``compute_data_type``; an unnamed X is
+        renamed ``<node>::X``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for an input that is not a tensor, attributes of
+                another class or an unknown keyword.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> f32 = hg.DataType.FLOAT
+            >>> g = hg.Graph(io_data_type=f32, intermediate_data_type=f32, compute_data_type=f32)
+            >>> y, scale = g.block_scale_quantize(g.tensor(dim=[2, 64]), block_size=32, axis=1)
+            >>> g.validate(); scale.get_dim()
+            [2, 2]
+        """
+        if not isinstance(x, TensorAttributes):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "block_scale_quantize() takes tensor x, then BlockScaleQuantizeAttributes",
+            )
+        attrs = self._family_attributes(
+            attributes, BlockScaleQuantizeNode, keywords, "block_scale_quantize"
+        )
+        if not x.name:
+            x.name = f"{attrs.name}::X"
+        y = self._output_tensor(f"{attrs.name}::Y")
+        scale = self._output_tensor(f"{attrs.name}::SCALE")
+        attrs.set_x(x).set_y(y).set_scale(scale)
+        self._add_node(BlockScaleQuantizeNode(attrs, self.attributes))
+        return y, scale
+
+    def block_scale_dequantize(
+        self, x: Any = None, scale: Any = None, attributes: Any = None, **keywords: Any
+    ) -> TensorAttributes:
+        """Add a block-scale dequantize node: ``block_scale_dequantize(x, scale, attrs)``;
+        returns the virtual ``<node>::Y``. Keywords set ``name``, ``block_size``,
+        ``is_negative_scale`` and ``compute_data_type``; unnamed inputs are renamed
+        ``<node>::X`` and ``<node>::SCALE``.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of
+                another class or an unknown keyword.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> f32 = hg.DataType.FLOAT
+            >>> g = hg.Graph(io_data_type=f32, intermediate_data_type=f32, compute_data_type=f32)
+            >>> x, s = g.tensor(dim=[2, 64]), g.tensor(dim=[2, 2])
+            >>> y = g.block_scale_dequantize(x, s, block_size=[32])
+            >>> g.validate(); y.get_name(), y.get_dim(), s.get_name()
+            ('BlockScaleDequantize_0::Y', [2, 64], 'BlockScaleDequantize_0::SCALE')
+        """
+        if not isinstance(x, TensorAttributes) or not isinstance(scale, TensorAttributes):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "block_scale_dequantize() takes tensors x and scale, then "
+                "BlockScaleDequantizeAttributes",
+            )
+        attrs = self._family_attributes(
+            attributes, BlockScaleDequantizeNode, keywords, "block_scale_dequantize"
+        )
+        for tensor, slot in ((x, "X"), (scale, "SCALE")):
+            if not tensor.name:
+                tensor.name = f"{attrs.name}::{slot}"
+        y = self._output_tensor(f"{attrs.name}::Y")
+        attrs.set_x(x).set_scale(scale).set_y(y)
+        self._add_node(BlockScaleDequantizeNode(attrs, self.attributes))
+        return y
