@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .builder_naming import name_unnamed
 from .errors import HipdnnError
-from .family_builders import name_unnamed
 from .nodes.resample_bwd import ResampleBwdNode
 from .nodes.resample_fwd import ResampleFwdNode
 from .tensor import TensorAttributes
