@@ -304,5 +304,5 @@ def test_host_buffers_are_refused_with_a_hipdnn_error() -> None:
     x["Stats"] = torch.zeros(t["Stats"].dim)
     with pytest.raises(hg.HipdnnError) as err:
         g.execute({t[n]: v for n, v in x.items()})
-    assert err.value.code == hg.ErrorCode.INVALID_VARIANT_PACK
+    assert err.value.code == hg.ErrorCode.GRAPH_EXECUTION_FAILED
     assert "CUDA tensors" in str(err.value)

@@ -87,10 +87,15 @@ class CudnnFrontendPlan:
         self.replay = CudaGraphReplay(output_uids)
 
     def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
+        self.execute_at(variant_pack, workspace, None)
+
+    def execute_at(self, variant_pack: Mapping[int, Any], workspace: Any, addresses: Any) -> None:
+        """:meth:`execute` of a pack whose buffers' ``addresses`` the frontend read already (the
+        CUDA-graph replay is keyed by them; ``None``: read here)."""
         pack: dict[int, Any] = dict(variant_pack)
         device = _device_of(pack)
         # a captured graph keeps its own workspace (the caller may pass another one next time)
-        if not self.replay.run(pack, lambda buffers: self._run(buffers, None, device)):
+        if not self.replay.run(pack, lambda buffers: self._run(buffers, None, device), addresses):
             self._run(pack, workspace, device)
 
     def _run(self, pack: dict[int, Any], workspace: Any, device: Any) -> None:
@@ -121,7 +126,13 @@ class CudnnFrontendPlan:
 
 
 def _device_of(pack: Mapping[int, Any]) -> Any:
-    """The CUDA device of the variant pack's tensors (every device buffer must be on it)."""
+    """The CUDA device of the variant pack's tensors (every device buffer must be on it).
+
+    Raises:
+        HipdnnError: ``GRAPH_EXECUTION_FAILED`` for host buffers or several devices (the engine
+            contract has no device: a plan chosen on a GPU machine meets CPU tensors only here,
+            and callers such as the torch op then try the next engine).
+    """
     device = None
     for buffer in pack.values():
         dev = getattr(buffer, "device", None)
@@ -129,19 +140,19 @@ def _device_of(pack: Mapping[int, Any]) -> Any:
             continue  # pass-by-value numbers and one-element host scalars
         if dev.type != "cuda":
             raise HipdnnError(
-                hg.ErrorCode.INVALID_VARIANT_PACK,
+                hg.ErrorCode.GRAPH_EXECUTION_FAILED,
                 f"{ENGINE_NAME} runs on CUDA tensors; a buffer is on {dev}",
             )
         if device is None:
             device = dev
         elif dev != device:
             raise HipdnnError(
-                hg.ErrorCode.INVALID_VARIANT_PACK,
+                hg.ErrorCode.GRAPH_EXECUTION_FAILED,
                 f"{ENGINE_NAME} runs on one device; buffers are on {device} and {dev}",
             )
     if device is None:
         raise HipdnnError(
-            hg.ErrorCode.INVALID_VARIANT_PACK, f"{ENGINE_NAME}: no CUDA buffer was given"
+            hg.ErrorCode.GRAPH_EXECUTION_FAILED, f"{ENGINE_NAME}: no CUDA buffer was given"
         )
     return device
 
