@@ -3,9 +3,9 @@
 Most inputs are valid with any values and :func:`~hipdnn_graph.testing.make_inputs` draws them
 by role. Some are not: a variance under a square root must be positive, an epsilon small and
 positive, a momentum in ``(0, 1)``, and the routing tensors of a MoE grouped matmul must describe
-valid routes (offsets non-decreasing within the routed rows; GATHER indices within the token
-rows; SCATTER destinations ``TOKEN_INDEX · top_k + TOKEN_KS`` distinct and within the output,
-``TOKEN_KS`` below ``top_k``). :data:`INPUT_CONSTRAINTS` maps a node type to a function that
+valid routes (offsets non-decreasing within the routed rows, the first 0; GATHER indices within
+the token rows; SCATTER destinations ``TOKEN_INDEX · top_k + TOKEN_KS`` distinct and within the
+output, ``TOKEN_KS`` below ``top_k``). :data:`INPUT_CONSTRAINTS` maps a node type to a function that
 reads the node (its tensors' dims, its mode, ``top_k``) and draws values for the input slots
 it constrains; every value follows from the node, none is fixed.
 
@@ -72,11 +72,11 @@ def _statistics(*positive: str) -> Constraint:
     return constraint
 
 
-def _offsets(rng: np.random.Generator, groups: int, rows: int, first_zero: bool) -> Array:
-    """``groups`` non-decreasing offsets in ``[0, rows]`` (the first 0 when asked)."""
+def _offsets(rng: np.random.Generator, groups: int, rows: int) -> Array:
+    """``groups`` non-decreasing offsets in ``[0, rows]``, the first 0 (the backward requires
+    it; a forward node's offsets then also serve a backward node that reads the same tensor)."""
     offsets = np.sort(rng.integers(0, rows + 1, size=groups))
-    if first_zero or rng.random() < 0.5:
-        offsets[0] = 0
+    offsets[0] = 0
     return offsets.reshape(groups, 1, 1)
 
 
@@ -97,7 +97,7 @@ def _moe_forward(node: Any, rng: np.random.Generator) -> dict[str, Any]:
         destinations = rng.permutation(tokens)  # distinct rows of OUTPUT ([1, tokens, N])
         values["TOKEN_INDEX"] = (destinations // top_k).reshape(_dims(node, "TOKEN_INDEX"))
         values["TOKEN_KS"] = (destinations % top_k).reshape(_dims(node, "TOKEN_KS"))
-    values["FIRST_TOKEN_OFFSET"] = _offsets(rng, groups, routed, first_zero=False)
+    values["FIRST_TOKEN_OFFSET"] = _offsets(rng, groups, routed)
     return values
 
 
@@ -105,7 +105,7 @@ def _moe_backward(node: Any, rng: np.random.Generator) -> dict[str, Any]:
     """Offsets of one group per expert over the token rows, the first 0."""
     tokens = _dims(node, "TOKEN")[1]
     groups = _dims(node, "FIRST_TOKEN_OFFSET")[0]
-    return {"FIRST_TOKEN_OFFSET": _offsets(rng, groups, tokens, first_zero=True)}
+    return {"FIRST_TOKEN_OFFSET": _offsets(rng, groups, tokens)}
 
 
 #: node type -> the constraint on its inputs' values
