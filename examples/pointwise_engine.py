@@ -116,7 +116,9 @@ def main() -> None:
         report = check_engine("NUMPY_POINTWISE_ENGINE", cases=40, seed=0, families=("pointwise",))
         print(report.summary())
         assert report.ok and report.passed
-        print(check_engine("NUMPY_POINTWISE_ENGINE", cases=10, seed=0, families=FAMILIES).details())
+        cases = 4 * len(FAMILIES)
+        every = check_engine("NUMPY_POINTWISE_ENGINE", cases=cases, seed=0, families=FAMILIES)
+        print(every.details())
     # --8<-- [end:use]
 
 

@@ -94,5 +94,12 @@ def test_cli_shows_and_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "out: Y=ln::Y#5 MEAN=ln::MEAN#6 INV_VARIANCE=ln::INV_VARIANCE#7" in out
     assert main(["show", "--mermaid", str(path)]) == 0
     assert "<b>ln</b><br/>LAYER_NORM" in capsys.readouterr().out
-    assert main(["run", str(path)]) == 0  # a torch family engine runs it (issue 25)
+    # In TRAINING, hipDNN infers MEAN [4, 1, 1] beside the SCALE of rank 1, which does not hold
+    # one value per batch position of normalized_dim_count=1: every engine refuses it. The same
+    # node in INFERENCE has no statistics and runs on a torch family engine (issue 25).
+    assert main(["run", str(path)]) == 1
+    assert "not one value per" in capsys.readouterr().err
+    inference = tmp_path / "ln_inference.bin"
+    inference.write_bytes(_graph(P.INFERENCE).serialize())
+    assert main(["run", str(inference)]) == 0
     assert "execute: median" in capsys.readouterr().out

@@ -1,6 +1,6 @@
 """The matmul reference against torch in float64: plain and batched products, hipDNN's batch
-broadcasting (dims of 1 and proper divisors, which tile), every tested (io, compute) type pair;
-executed through ``Graph.execute`` on ``NUMPY_REFERENCE_ENGINE``."""
+broadcasting (dims of 1 and proper divisors, whose batches repeat), every tested (io, compute)
+type pair; executed through ``Graph.execute`` on ``NUMPY_REFERENCE_ENGINE``."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ SHAPES = [
     ([2, 5, 7], [2, 7, 3]),
     ([1, 5, 7], [4, 7, 3]),  # A broadcast along the batch
     ([2, 1, 5, 7], [1, 3, 7, 3]),  # each operand broadcast along one batch dim
-    ([2, 5, 7], [4, 7, 3]),  # a proper divisor: A's two batches repeat (i mod 2)
+    ([2, 5, 7], [4, 7, 3]),  # a proper divisor: A's two batches repeat (i // 2)
     ([6, 4, 5, 7], [3, 2, 7, 3]),
 ]
 
@@ -27,9 +27,10 @@ SHAPES = [
 def _torch_reference(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> Any:
     batch = [max(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2], strict=True)]
     ta, tb = (torch.from_numpy(v.astype(np.float64)) for v in (a, b))
-    # hipDNN's rule: batch i of C reads batch i mod d of an operand of batch dim d
-    ta = ta.repeat(*(c // d for c, d in zip(batch, a.shape[:-2], strict=True)), 1, 1)
-    tb = tb.repeat(*(c // d for c, d in zip(batch, b.shape[:-2], strict=True)), 1, 1)
+    # hipDNN's CPU reference: batch i of C reads batch i // (c / d) of an operand of batch dim d
+    for axis, c in enumerate(batch):
+        ta = ta.repeat_interleave(c // a.shape[axis], dim=axis)
+        tb = tb.repeat_interleave(c // b.shape[axis], dim=axis)
     return (ta @ tb).numpy()
 
 
@@ -51,14 +52,15 @@ def test_matmul_matches_torch(
     assert_close(got, want, io, compute, terms=a_dims[-1])
 
 
-def test_a_proper_divisor_tiles_rather_than_failing() -> None:
+def test_a_proper_divisor_repeats_each_batch_as_hipdnns_reference() -> None:
+    """hipDNN's ``CpuFpReferenceMatmul`` reads batch ``i // (4 / 2)`` of A for batch i of C."""
     g = graph(hg.DataType.DOUBLE, hg.DataType.DOUBLE)
     a, b = g.tensor(name="a", dim=[2, 1, 1]), g.tensor(name="b", dim=[4, 1, 1])
     c = g.matmul(a, b, name="mm")
     c.set_output(True)
     g.validate()
     got = run(g, {a: stored([[[2.0]], [[3.0]]], a), b: stored(np.ones([4, 1, 1]), b)})[c]
-    assert got.reshape(-1).tolist() == [2.0, 3.0, 2.0, 3.0]
+    assert got.reshape(-1).tolist() == [2.0, 2.0, 3.0, 3.0]
 
 
 def test_compute_type_double_keeps_what_float_loses() -> None:

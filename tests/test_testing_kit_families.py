@@ -14,26 +14,61 @@ import hipdnn_graph as hg
 from hipdnn_graph.backend import Support, isolated_registry
 from hipdnn_graph.testing import (
     FAMILIES,
+    GraphCase,
     assert_engine_conforms,
     check_engine,
     generate_family_cases,
+    make_inputs,
     random_family_case,
+    runtime_inputs,
 )
 
 ALL_IO = (hg.DataType.FLOAT, hg.DataType.HALF, hg.DataType.BFLOAT16, hg.DataType.DOUBLE)
 
 
+T = hg.NodeType
+#: the node types a graph of each single family may hold
+NODE_TYPES: dict[str, set[hg.NodeType]] = {
+    "pointwise": {T.POINTWISE},
+    "matmul": {T.MATMUL},
+    "reduction": {T.REDUCTION},
+    "convolution": {T.CONVOLUTION_FPROP, T.CONVOLUTION_DGRAD, T.CONVOLUTION_WGRAD},
+    "batchnorm": {T.BATCHNORM, T.BATCHNORM_INFERENCE, T.BATCHNORM_INFERENCE_VARIANCE_EXT,
+                  T.BATCHNORM_BACKWARD},
+    "layernorm": {T.LAYER_NORM, T.LAYERNORM_BACKWARD},
+    "rmsnorm": {T.RMS_NORM, T.RMS_NORM_BACKWARD},
+    "moe": {T.MOE_GROUPED_MATMUL, T.MOE_GROUPED_MATMUL_BWD},
+}  # fmt: skip
+#: the node types of each graph "mixed" draws
+CHAINS = [
+    [T.MATMUL, T.POINTWISE, T.POINTWISE],
+    [T.MATMUL, T.POINTWISE, T.POINTWISE, T.REDUCTION],
+    [T.CONVOLUTION_FPROP, T.BATCHNORM_INFERENCE, T.POINTWISE],
+    [T.RMS_NORM, T.MATMUL, T.POINTWISE],
+]
+NEW_FAMILIES = ("convolution", "batchnorm", "layernorm", "rmsnorm", "moe", "mixed")
+
+
 def test_every_family_generates_valid_reproducible_graphs() -> None:
-    assert FAMILIES == ("sdpa", "pointwise", "matmul", "reduction", "mixed")
-    cases = generate_family_cases(40, seed=3, io_types=ALL_IO)
-    assert [c.family for c in cases[:5]] == list(FAMILIES)
+    assert FAMILIES == ("sdpa", "pointwise", "matmul", "reduction", "convolution", "batchnorm",
+                        "layernorm", "rmsnorm", "moe", "mixed")  # fmt: skip
+    cases = generate_family_cases(4 * len(FAMILIES), seed=3, io_types=ALL_IO)
+    assert [c.family for c in cases[: len(FAMILIES)]] == list(FAMILIES)
+    cases += generate_family_cases(40 * len(NEW_FAMILIES), seed=4, families=NEW_FAMILIES)
+    kinds_seen: dict[str, set[hg.NodeType]] = {}
+    chains_seen = set()
     for case in cases:
         assert case.graph.is_validated
-        kinds = {n.get_node_type() for n in case.graph.nodes}
+        kinds = [n.get_node_type() for n in case.graph.nodes]
         if case.family == "mixed":
-            assert {hg.NodeType.MATMUL, hg.NodeType.POINTWISE} <= kinds
+            assert kinds in CHAINS
+            chains_seen.add(tuple(kinds))
         elif case.family != "sdpa":
-            assert hg.NodeType[case.family.upper()] in kinds
+            assert len(kinds) == 1 and kinds[0] in NODE_TYPES[case.family]
+        kinds_seen.setdefault(case.family, set()).update(kinds)
+    for family in NEW_FAMILIES[:-1]:  # every node type of each family is drawn
+        assert kinds_seen[family] == NODE_TYPES[family], family
+    assert chains_seen == {tuple(chain) for chain in CHAINS}
     again = random_family_case(cases[7].seed, cases[7].family, io_types=ALL_IO, index=7)
     assert again.label == cases[7].label
 
@@ -49,10 +84,11 @@ def test_unknown_families_are_refused() -> None:
 
 def test_the_reference_conforms_on_every_family() -> None:
     report = assert_engine_conforms(
-        "NUMPY_REFERENCE_ENGINE", cases=25, seed=4, families=FAMILIES, io_types=ALL_IO
-    )
-    assert report.by_family() == dict.fromkeys(FAMILIES, (5, 0, 0))
-    assert "  matmul: 5 passed, 0 skipped, 0 failed" in report.details()
+        "NUMPY_REFERENCE_ENGINE", cases=3 * len(FAMILIES), seed=4, families=FAMILIES,
+        io_types=ALL_IO,
+    )  # fmt: skip
+    assert report.by_family() == dict.fromkeys(FAMILIES, (3, 0, 0))
+    assert "  matmul: 3 passed, 0 skipped, 0 failed" in report.details()
 
 
 class _PointwisePlan:
@@ -123,3 +159,93 @@ def test_an_engine_for_one_family_is_checked_on_it_and_skipped_elsewhere() -> No
         reasons = {r.case.family: r.reason for r in mixed.skipped}
         assert reasons["matmul"] == "does not run MATMUL nodes (node 'mm'); it runs POINTWISE"
         assert reasons["sdpa"].startswith("does not run SDPA_")
+
+
+# ----- the families beyond attention, matmul, pointwise and reduction -----
+@pytest.mark.parametrize("family", NEW_FAMILIES)
+def test_the_reference_runs_every_graph_of_the_new_families(family: str) -> None:
+    """Sanity: every generated graph validates, gets valid inputs and runs on the reference
+    (which refuses invalid MoE routes and offsets with INVALID_VALUE: a failed case)."""
+    report = assert_engine_conforms("NUMPY_REFERENCE_ENGINE", cases=12, seed=5,
+                                    families=[family], io_types=ALL_IO)  # fmt: skip
+    assert len(report.passed) == 12, report.details()
+
+
+def test_moe_inputs_are_valid_routes_drawn_from_the_node() -> None:
+    """The input maker gives each MoE graph offsets and routes valid for its dims and mode."""
+    seen = set()
+    for case in generate_family_cases(40, seed=6, families=["moe"]):
+        node = case.graph.nodes[0]
+        slots = node.attributes.tensors_by_slot()
+        pack = make_inputs(case.graph, np.random.default_rng(case.seed))
+        value = {slot: np.asarray(pack[t]).reshape(-1) for slot, t in slots.items() if t in pack}
+        tokens = slots["TOKEN"].dim[1]
+        mode = "BWD" if "DOUTPUT" in slots else node.attributes.get_mode().name
+        seen.add(mode)
+        offsets = value["FIRST_TOKEN_OFFSET"]
+        routed = value["TOKEN_INDEX"].size if mode == "GATHER" else tokens
+        assert np.all(np.diff(offsets) >= 0) and offsets.min() >= 0 and offsets.max() <= routed
+        assert offsets[0] == 0  # also valid for a backward node reading the same offsets
+        if mode == "GATHER":
+            assert value["TOKEN_INDEX"].min() >= 0 and value["TOKEN_INDEX"].max() < tokens
+        if mode == "SCATTER":
+            top_k = node.attributes.get_top_k()
+            assert value["TOKEN_KS"].min() >= 0 and value["TOKEN_KS"].max() < top_k
+            rows = value["TOKEN_INDEX"] * top_k + value["TOKEN_KS"]
+            assert sorted(rows.tolist()) == list(range(tokens))  # distinct rows of OUTPUT
+    assert seen == {"NONE", "GATHER", "SCATTER", "BWD"}
+
+
+def test_statistics_and_scalars_are_drawn_in_range() -> None:
+    for case in generate_family_cases(30, seed=7, families=["batchnorm"]):
+        inputs = set(runtime_inputs(case.graph))
+        slots = {s: t for s, t in case.graph.nodes[0].attributes.tensors_by_slot().items()
+                 if t in inputs}  # fmt: skip
+        pack = make_inputs(case.graph, np.random.default_rng(case.seed))
+        for slot in ("VARIANCE", "INV_VARIANCE", "PREV_RUNNING_VARIANCE"):
+            if slot in slots:
+                assert np.asarray(pack[slots[slot]], dtype=np.float64).min() > 0
+        for slot, (low, high) in {"EPSILON": (1e-5, 1e-2), "MOMENTUM": (0.05, 0.5)}.items():
+            if slot in slots and slots[slot] in pack:
+                assert isinstance(pack[slots[slot]], float)
+                assert low <= pack[slots[slot]] < high
+
+
+# ----- the cross-check: the torch eager engine against the NumPy reference, on CPU -----
+#: families with a node type the torch engines have no lowering for, and those node types
+TORCH_REFUSED = {"layernorm": "LAYERNORM_BACKWARD", "rmsnorm": "RMS_NORM_BACKWARD",
+                 "moe": "MOE_GROUPED_MATMUL"}  # fmt: skip
+CPU_IO = (hg.DataType.FLOAT, hg.DataType.DOUBLE)
+
+
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f != "sdpa"])
+def test_the_torch_eager_engine_agrees_with_the_reference(family: str) -> None:
+    """Two independent implementations of every family, compared over random graphs."""
+    pytest.importorskip("torch")
+    report = check_engine("TORCH_EAGER_ENGINE", cases=24, seed=8, families=[family],
+                          io_types=CPU_IO, device="cpu")  # fmt: skip
+    assert report.ok, report.details()
+    for skipped in report.skipped:
+        assert f"does not run {TORCH_REFUSED[family]}" in skipped.reason
+    if not report.passed:
+        pytest.skip(f"TORCH_EAGER_ENGINE runs no {family} graph: {report.skipped[0].reason}")
+    if family == "moe":
+        raise AssertionError("the torch engines have no MoE lowering; update TORCH_REFUSED")
+
+
+def test_layer_norm_normalizes_over_its_normalized_dim_count_on_torch() -> None:
+    """hipDNN's CPU reference normalizes over the node's last ``normalized_dim_count`` dims; the
+    torch lowering took every dim after the first beside a SCALE of lower rank (fixed)."""
+    pytest.importorskip("torch")
+    f = hg.DataType.FLOAT
+    g = hg.Graph(name="ln", io_data_type=f, intermediate_data_type=f, compute_data_type=f)
+    x = g.tensor(name="X", dim=[2, 3, 5])
+    scale, bias = g.tensor(name="SCALE", dim=[5]), g.tensor(name="BIAS", dim=[5])
+    eps = hg.TensorAttributes().set_value(1e-5)
+    y, _, _ = g.layernorm(x, scale, bias, forward_phase=hg.NormFwdPhase.INFERENCE, epsilon=eps,
+                          normalized_dim_count=1)  # fmt: skip
+    y.set_output(True)
+    g.validate()
+    case = GraphCase(0, 0, "layernorm", frozenset(), f, g, family="layernorm")
+    report = check_engine("TORCH_EAGER_ENGINE", cases=[case], device="cpu")
+    assert len(report.passed) == 1, report.details()

@@ -96,6 +96,22 @@ def test_matmul_with_batch_broadcasting(io: hg.DataType) -> None:
     check(*cases.build_matmul(io), io)
 
 
+def test_matmul_batch_of_a_proper_divisor_repeats_each_batch() -> None:
+    """hipDNN's CPU reference reads batch ``i // (c / d)`` of an operand of batch dim ``d``
+    (each batch serves consecutive batches of C); the lowering raised before."""
+    g = cases.graph(hg.DataType.FLOAT)
+    a, b = g.tensor(name="a", dim=[2, 3, 1, 2]), g.tensor(name="b", dim=[4, 1, 2, 1])
+    c = g.matmul(a, b, name="mm")
+    c.set_output(True)
+    g.validate()
+    av, bv = (
+        cases.rand([2, 3, 1, 2], hg.DataType.FLOAT, 1),
+        cases.rand([4, 1, 2, 1], hg.DataType.FLOAT, 2),
+    )
+    want = av.repeat_interleave(2, dim=0) @ bv.repeat_interleave(3, dim=1)
+    check(g, {a: av, b: bv}, {c: want}, hg.DataType.FLOAT)
+
+
 @pytest.mark.parametrize("mode", sorted(m for m in hg.ReductionMode if m.value),
                          ids=lambda m: m.name)  # fmt: skip
 @pytest.mark.parametrize("io", [hg.DataType.FLOAT, hg.DataType.BFLOAT16], ids=["fp32", "bf16"])

@@ -1,10 +1,12 @@
 """The conformance kit for backend plugin authors.
 
 Generate random valid graphs: attention (:func:`generate_cases`, :func:`random_sdpa_case`) and
-every other family, alone or several in one graph (:func:`generate_family_cases`,
-:func:`random_family_case`, :data:`FAMILIES`); random inputs for any graph
-(:func:`make_inputs`); and compare an engine with ``NUMPY_REFERENCE_ENGINE`` over them
-(:func:`check_engine`, :func:`assert_engine_conforms`). Use it from a plugin's own pytest:
+every other family that has a reference (pointwise, matmul, reduction, convolution, batch norm,
+layer norm, RMSNorm, MoE grouped matmul), alone or several in one graph
+(:func:`generate_family_cases`, :func:`random_family_case`, :data:`FAMILIES`); random inputs
+for any graph, valid for each family's constraints (:func:`make_inputs`); and compare an
+engine with ``NUMPY_REFERENCE_ENGINE`` over them (:func:`check_engine`,
+:func:`assert_engine_conforms`). Use it from a plugin's own pytest:
 
     from hipdnn_graph.testing import assert_engine_conforms
 

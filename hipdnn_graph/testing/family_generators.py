@@ -2,8 +2,11 @@
 :func:`~hipdnn_graph.testing.random_sdpa_case`).
 
 :data:`FAMILIES` names what :func:`random_family_case` draws: one family per graph
-(``"pointwise"``, ``"matmul"``, ``"reduction"``), small graphs of several families
-(``"mixed"``: matmul → bias → activation → optional reduction), and ``"sdpa"`` (attention, as
+(``"pointwise"``, ``"matmul"``, ``"reduction"``, and ``"convolution"``, ``"batchnorm"``,
+``"layernorm"``, ``"rmsnorm"``, ``"moe"`` from
+:mod:`~hipdnn_graph.testing.norm_conv_generators`), small graphs of several families
+(``"mixed"``: matmul → bias → activation → optional reduction, convolution → batch-norm
+inference → ReLU, or RMSNorm → matmul → SiLU), and ``"sdpa"`` (attention, as
 :func:`~hipdnn_graph.testing.random_sdpa_case` draws it). Graphs are small (dims up to 24) so a
 reference run takes milliseconds; every generated graph validates.
 
@@ -18,16 +21,26 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..graph import Graph
 from ..nodes.pointwise import BINARY_MODES, TERNARY_MODES, UNARY_MODES
-from ..tensor import TensorAttributes, generate_strides
+from ..tensor import TensorAttributes
 from ..types import DataType, PointwiseMode, ReductionMode
+from .draw_common import Draw, draw_dims, mark_output, new_graph, pick
 from .generators import DEFAULT_IO_TYPES, KINDS, GraphCase, Kind, random_sdpa_case
+from .norm_conv_generators import (
+    draw_batchnorm,
+    draw_conv_bn_relu,
+    draw_convolution,
+    draw_layernorm,
+    draw_moe,
+    draw_rmsnorm,
+    draw_rmsnorm_matmul_silu,
+)
 
 __all__ = ["FAMILIES", "generate_family_cases", "random_family_case"]
 
@@ -49,31 +62,17 @@ _PARAMETERS: dict[PointwiseMode, tuple[tuple[str, float, float], ...]] = {
 _ACTIVATIONS = (_M.RELU_FWD, _M.GELU_FWD, _M.SWISH_FWD, _M.TANH_FWD, _M.SIGMOID_FWD)
 
 
-def _graph(name: str, io: DataType) -> Graph:
-    compute = DataType.DOUBLE if io == DataType.DOUBLE else DataType.FLOAT
-    return Graph(name=name, io_data_type=io, intermediate_data_type=compute,
-                 compute_data_type=compute)  # fmt: skip
-
-
-def _dims(rng: np.random.Generator, rank: int, high: int = 9) -> list[int]:
-    return [int(d) for d in rng.integers(1, high, size=rank)]
-
-
 def _broadcast_from(rng: np.random.Generator, dims: list[int]) -> list[int]:
     """Dims that broadcast to ``dims`` from the right: some set to 1, maybe leading ones cut."""
     out = [1 if rng.random() < 0.3 else d for d in dims]
     return out[int(rng.integers(0, len(out))) :] or [dims[-1]]
 
 
-def _output(t: TensorAttributes, dims: list[int]) -> TensorAttributes:
-    return t.set_output(True).set_dim(dims).set_stride(generate_strides(dims))
-
-
 def _pointwise(rng: np.random.Generator, io: DataType, seed: int) -> tuple[Graph, set[str]]:
     modes = sorted(UNARY_MODES | BINARY_MODES | TERNARY_MODES)
     mode = PointwiseMode(modes[int(rng.integers(len(modes)))])
-    g = _graph(f"pointwise_{seed}", io)
-    dims = _dims(rng, int(rng.integers(1, 5)))
+    g = new_graph(f"pointwise_{seed}", io)
+    dims = draw_dims(rng, int(rng.integers(1, 5)))
     arity = 1 if mode in UNARY_MODES else 2 if mode in BINARY_MODES else 3
     inputs = [g.tensor(name="IN_0", dim=dims)]
     inputs += [g.tensor(name=f"IN_{i}", dim=_broadcast_from(rng, dims)) for i in range(1, arity)]
@@ -92,7 +91,7 @@ def _pointwise(rng: np.random.Generator, io: DataType, seed: int) -> tuple[Graph
     if mode == _M.GEN_INDEX:
         keywords["axis"] = int(rng.integers(len(dims)))
     y = g.pointwise(first, *inputs[1:], mode=mode, name="op", **keywords)
-    _output(y, dims)
+    mark_output(y, dims)
     if mode == _M.GEN_INDEX:
         y.set_data_type(DataType.INT32)
     if any(t.dim != dims for t in inputs[1:]):
@@ -120,7 +119,7 @@ def _batch_pair(rng: np.random.Generator, rank: int) -> tuple[list[int], list[in
 
 
 def _matmul(rng: np.random.Generator, io: DataType, seed: int) -> tuple[Graph, set[str]]:
-    g = _graph(f"matmul_{seed}", io)
+    g = new_graph(f"matmul_{seed}", io)
     m, n, k = (int(x) for x in rng.integers(1, 25, size=3))
     batch_a, batch_b = _batch_pair(rng, int(rng.integers(0, 3)))
     a = g.tensor(name="A", dim=[*batch_a, m, k])
@@ -136,20 +135,20 @@ def _matmul(rng: np.random.Generator, io: DataType, seed: int) -> tuple[Graph, s
 def _reduction(rng: np.random.Generator, io: DataType, seed: int) -> tuple[Graph, set[str]]:
     modes = [m for m in ReductionMode if m != ReductionMode.NOT_SET]
     mode = modes[int(rng.integers(len(modes)))]
-    g = _graph(f"reduction_{seed}", io)
-    dims = _dims(rng, int(rng.integers(1, 5)), high=7)
+    g = new_graph(f"reduction_{seed}", io)
+    dims = draw_dims(rng, int(rng.integers(1, 5)), high=7)
     reduced = [i for i in range(len(dims)) if rng.random() < 0.5 and dims[i] > 1]
     if not reduced:
         dims[0] = max(dims[0], 2)
         reduced = [0]
     y_dims = [1 if i in reduced else d for i, d in enumerate(dims)]
     x = g.tensor(name="X", dim=dims)
-    _output(g.reduction(x, mode=mode, name="reduce"), y_dims)
+    mark_output(g.reduction(x, mode=mode, name="reduce"), y_dims)
     return g, {mode.name, f"axes={reduced}"}
 
 
-def _mixed(rng: np.random.Generator, io: DataType, seed: int) -> tuple[Graph, set[str]]:
-    g = _graph(f"mixed_{seed}", io)
+def _matmul_chain(rng: np.random.Generator, io: DataType, seed: int) -> tuple[Graph, set[str]]:
+    g = new_graph(f"mixed_{seed}", io)
     m, n, k = (int(x) for x in rng.integers(2, 17, size=3))
     x = g.tensor(name="X", dim=[m, k])
     w = g.tensor(name="W", dim=[k, n])
@@ -160,17 +159,31 @@ def _mixed(rng: np.random.Generator, io: DataType, seed: int) -> tuple[Graph, se
     features = {act.name}
     if rng.random() < 0.5:
         mode = ReductionMode.ADD if rng.random() < 0.5 else ReductionMode.AMAX
-        _output(g.reduction(y, mode=mode, name="reduce"), [m, 1])
+        mark_output(g.reduction(y, mode=mode, name="reduce"), [m, 1])
         features.add(mode.name)
     else:
         y.set_output(True)
     return g, features
 
 
-_DRAW: dict[str, Callable[[np.random.Generator, DataType, int], tuple[Graph, set[str]]]] = {
+#: the graphs of several families ``"mixed"`` draws from
+_CHAINS: tuple[Draw, ...] = (_matmul_chain, draw_conv_bn_relu, draw_rmsnorm_matmul_silu)
+
+
+def _mixed(rng: np.random.Generator, io: DataType, seed: int) -> tuple[Graph, set[str]]:
+    return pick(rng, _CHAINS)(rng, io, seed)
+
+
+#: family name -> its draw: the one list of the families beyond attention
+_DRAW: dict[str, Draw] = {
     "pointwise": _pointwise,
     "matmul": _matmul,
     "reduction": _reduction,
+    "convolution": draw_convolution,
+    "batchnorm": draw_batchnorm,
+    "layernorm": draw_layernorm,
+    "rmsnorm": draw_rmsnorm,
+    "moe": draw_moe,
     "mixed": _mixed,
 }
 

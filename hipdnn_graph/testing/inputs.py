@@ -11,6 +11,9 @@ Values follow each tensor's role in the nodes that read it:
 | Dropout_mask | 0 or 1, keeping about 80 % |
 | runtime pass-by-value scalars | ``Attn_scale`` 1/sqrt(D), ``Dropout_scale`` 1.25, |
 | | ``Dropout_scale_inv`` 0.8, ``Seed``/``Offset`` 7 |
+| inputs a node's family constrains | what ``input_constraints.INPUT_CONSTRAINTS`` draws: MoE |
+| | offsets and routes valid for the node's dims, mode and ``top_k``; positive |
+| | variances and inverse deviations; epsilons and momenta in range |
 | anything else | standard normal (floats) or small integers |
 
 Outputs (non-virtual tensors some node writes) are *poisoned*: NaN for floating types, the
@@ -40,6 +43,7 @@ from ..errors import HipdnnError
 from ..graph import Graph
 from ..tensor import TensorAttributes, generate_strides
 from ..types import ErrorCode
+from .input_constraints import constrained_values
 
 __all__ = [
     "default_device",
@@ -170,6 +174,17 @@ def _values(
     return scale * rng.standard_normal(dims)
 
 
+def _from_values(tensor: TensorAttributes, values: Any) -> Any:
+    """A pass-by-value tensor's Python number, or a buffer of the tensor's layout holding
+    ``values``."""
+    if tensor.is_pass_by_value:
+        number = np.asarray(values).reshape(-1)[0]
+        return int(number) if numpy_dtype(tensor.data_type).kind in "iub" else float(number)
+    array = empty_for(tensor)
+    array[...] = np.asarray(values).astype(array.dtype)
+    return array
+
+
 def make_inputs(graph: Graph, rng: np.random.Generator) -> dict[TensorAttributes, Any]:
     """A variant pack for ``graph``: random inputs by role, poisoned outputs.
 
@@ -195,11 +210,26 @@ def make_inputs(graph: Graph, rng: np.random.Generator) -> dict[TensorAttributes
         ) from None
 
 
+def _constrained(graph: Graph, rng: np.random.Generator) -> dict[int, Any]:
+    """``id(tensor) -> values`` for the inputs a node's family constrains (the first node that
+    reads a tensor decides)."""
+    values: dict[int, Any] = {}
+    for node in graph.nodes:
+        slots = node.attributes.tensors_by_slot()
+        for slot, value in constrained_values(node, rng).items():
+            values.setdefault(id(slots[slot]), value)
+    return values
+
+
 def _make_inputs(graph: Graph, rng: np.random.Generator) -> dict[TensorAttributes, Any]:
     roles = tensor_roles(graph)
+    constrained = _constrained(graph, rng)
     pack: dict[TensorAttributes, Any] = {}
     for tensor in runtime_inputs(graph):
         slot, sizes = roles.get(id(tensor), ("", {}))
+        if id(tensor) in constrained:
+            pack[tensor] = _from_values(tensor, constrained[id(tensor)])
+            continue
         if tensor.is_pass_by_value:
             pack[tensor] = _scalar(slot, tensor, sizes)
             continue

@@ -2,8 +2,10 @@
 
 Batch dims broadcast as hipDNN's rule allows (:func:`hipdnn_graph.nodes.matmul.check_batch_dims`):
 each of C's batch dims is a multiple of A's and of B's, and an operand whose batch dim is
-smaller repeats along it, batch ``i`` of C reading batch ``i mod d`` of an operand of batch dim
-``d`` (a dim of 1 is NumPy's broadcasting; a proper divisor, such as 2 beside 4, tiles).
+smaller repeats along it, batch ``i`` of C reading batch ``i // (c / d)`` of an operand of batch
+dim ``d`` beside C's ``c``, as hipDNN's CPU reference (``CpuFpReferenceMatmul``) indexes it: each
+batch of the operand serves ``c / d`` consecutive batches of C (a dim of 1 is NumPy's
+broadcasting; a proper divisor, such as 2 beside 4, repeats each batch, ``[0, 0, 1, 1]``).
 
 Example:
     >>> import numpy as np, hipdnn_graph as hg
@@ -15,7 +17,7 @@ Example:
     >>> a = np.array([[[1.0, 2.0]], [[3.0, 4.0]]])
     >>> out = run_matmul(g.nodes[0], {"A": a, "B": np.ones((4, 2, 1))})["C"]
     >>> out.shape, out.reshape(-1).tolist()
-    ((4, 1, 1), [3.0, 7.0, 3.0, 7.0])
+    ((4, 1, 1), [3.0, 3.0, 7.0, 7.0])
 """
 
 from __future__ import annotations
@@ -69,8 +71,10 @@ def _batched(array: Array, batch: Sequence[int]) -> Array:
     assert reps is not None  # matmul_refusal checked it
     if all(r == 1 or d == 1 for r, d in zip(reps, array.shape[:-2], strict=True)):
         return array  # equal dims or dims of 1: NumPy's own broadcasting
-    tiles = [1 if d == 1 else r for r, d in zip(reps, array.shape[:-2], strict=True)]
-    return np.tile(array, (*tiles, 1, 1))
+    for axis, (r, d) in enumerate(zip(reps, array.shape[:-2], strict=True)):
+        if d != 1 and r != 1:  # each batch serves r consecutive batches of C
+            array = np.repeat(array, r, axis=axis)
+    return array
 
 
 def run_matmul(node: hg.MatmulNode, inputs: Mapping[str, Any]) -> dict[str, Array]:

@@ -1,5 +1,10 @@
 """The matmul lowering: ``C = A @ B`` with batch broadcasting, in the compute type.
 
+Batch dims broadcast as hipDNN allows: from 1 (torch's broadcasting), or from a proper divisor
+of C's batch dim, each batch of the operand then serving ``c / d`` consecutive batches of C
+(``repeat_interleave``), as hipDNN's CPU reference indexes batch ``i`` of C to batch
+``i // (c / d)`` of an operand of batch dim ``d``.
+
 When A, B and C share a 16-bit type and the node computes in FLOAT, the 16-bit matmul runs as
 it is: its kernels accumulate in float32 and round once, the result the compute type defines.
 Otherwise A and B are cast to the compute type first.
@@ -43,8 +48,16 @@ def matmul_refusal(node: hg.MatmulNode) -> str | None:
     return dtype_refusal(node, FLOATING)
 
 
+def _repeats(node: hg.MatmulNode, slot: str) -> tuple[tuple[int, int], ...]:
+    """``(axis, times)`` for each batch axis of ``slot`` whose dim properly divides C's."""
+    t = node.attributes.tensors_by_slot()
+    dims, batch = t[slot].dim[:-2], t["C"].dim[:-2]
+    return tuple((i, c // d) for i, (d, c) in enumerate(zip(dims, batch, strict=True))
+                 if d not in (1, c))  # fmt: skip
+
+
 def prepare_matmul(node: hg.MatmulNode) -> Prepared:
-    """The node's lowering with its types read now."""
+    """The node's lowering with its types and batch repeats read now."""
     import torch
 
     if native_low_precision(node, ("A", "B", "C")):
@@ -54,8 +67,16 @@ def prepare_matmul(node: hg.MatmulNode) -> Prepared:
     else:
         cast = compute_dtype(node)
 
+    repeats = {slot: _repeats(node, slot) for slot in ("A", "B")}
+
+    def operand(inputs: Mapping[str, Any], slot: str) -> Any:
+        value = inputs[slot].to(cast)
+        for axis, times in repeats[slot]:
+            value = torch.repeat_interleave(value, times, dim=axis)
+        return value
+
     def run(inputs: Mapping[str, Any]) -> dict[str, Any]:
-        return {"C": torch.matmul(inputs["A"].to(cast), inputs["B"].to(cast))}
+        return {"C": torch.matmul(operand(inputs, "A"), operand(inputs, "B"))}
 
     return run
 

@@ -1,8 +1,9 @@
 """The layer-norm and RMSNorm forward lowerings.
 
-Layer norm normalizes over the axes where its statistics are 1 (MEAN's dims when the node has
-MEAN, else the dims hipDNN's inference gives MEAN: X's where SCALE is 1, X's batch dim alone
-when SCALE's rank differs); RMSNorm over its normalized shape (the trailing run of dims where
+Layer norm normalizes over X's last ``normalized_dim_count`` dims, as hipDNN's CPU reference
+does (the count inferred from SCALE as hipDNN infers it when the member is not positive: the
+trailing run of SCALE dims that are not 1 for a SCALE of X's rank, SCALE's rank otherwise);
+RMSNorm over its normalized shape (the trailing run of dims where
 SCALE equals X). Both compute in the node's compute type; the statistics keep X's rank with 1
 on the normalized axes. A layer norm over trailing axes with a constant epsilon, a FLOAT
 compute type and X, SCALE and BIAS of one type runs on torch's fused ``native_layer_norm``
@@ -28,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import hipdnn_graph as hg
+from hipdnn_graph.nodes.layernorm_backward import infer_normalized_dim_count
 
 from ._common import FLOATING, Prepared, as_scalar, compute_dtype, dtype_refusal
 
@@ -46,16 +48,16 @@ _FUSED_LN = frozenset({hg.DataType.HALF, hg.DataType.BFLOAT16, hg.DataType.FLOAT
 
 
 def layernorm_axes(node: hg.LayerNormNode) -> tuple[int, ...]:
-    """The axes a layer-norm node normalizes over (see the module docstring)."""
+    """The axes a layer-norm node normalizes over: X's last ``normalized_dim_count`` dims, the
+    count inferred from SCALE as hipDNN infers it when the member is not positive (hipDNN's CPU
+    reference normalizes over the node's count, whatever its statistics' dims)."""
     t = node.attributes.tensors_by_slot()
-    x_dims, scale_dims = list(t["X"].dim), list(t["SCALE"].dim)
-    if "MEAN" in t and t["MEAN"].dim:
-        stats = list(t["MEAN"].dim)
-    elif len(scale_dims) == len(x_dims):
-        stats = [d if s == 1 else 1 for d, s in zip(x_dims, scale_dims, strict=True)]
-    else:
-        stats = [x_dims[0]] + [1] * (len(x_dims) - 1)
-    return tuple(i for i, (d, s) in enumerate(zip(x_dims, stats, strict=True)) if s == 1 != d)
+    x_dims = list(t["X"].dim)
+    count = node.attributes.normalized_dim_count
+    if count <= 0:
+        count = infer_normalized_dim_count(x_dims, list(t["SCALE"].dim))
+    count = min(count, len(x_dims))
+    return tuple(range(len(x_dims) - count, len(x_dims)))
 
 
 def rmsnorm_axes(node: hg.RMSNormNode) -> tuple[int, ...]:
@@ -73,7 +75,18 @@ def rmsnorm_axes(node: hg.RMSNormNode) -> tuple[int, ...]:
 
 
 def layernorm_refusal(node: hg.LayerNormNode) -> str | None:
-    """Why the lowering cannot run this node, or None."""
+    """Why the lowering cannot run this layer-norm node (statistics that do not hold one value
+    per position of the dims before the normalized ones, or a type it does not take), or
+    None."""
+    t = node.attributes.tensors_by_slot()
+    axes = layernorm_axes(node)
+    batch = _numel([d for i, d in enumerate(t["X"].dim) if i not in axes])
+    for slot in ("MEAN", "INV_VARIANCE"):
+        if slot in t and _numel(list(t[slot].dim)) != batch:
+            return (
+                f"node '{node.name}': {slot} has dims {list(t[slot].dim)}, not one value per "
+                f"position of X's dims before its {len(axes)} normalized dim(s)"
+            )
     return dtype_refusal(node, FLOATING)
 
 
