@@ -16,34 +16,20 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .builder_base import BuilderHost
 from .errors import HipdnnError
 from .nodes.block_scale_dequantize import BlockScaleDequantizeNode
 from .nodes.block_scale_quantize import BlockScaleQuantizeNode
 from .tensor import TensorAttributes
 from .types import ErrorCode
 
-if TYPE_CHECKING:
-    from .attributes.graph_attributes import GraphAttributes
-    from .nodes.base import Node
-
 __all__ = ["BlockScaleBuilders"]
 
 
-class BlockScaleBuilders:
+class BlockScaleBuilders(BuilderHost):
     """The builder methods of the block-scale families (mixed into ``Graph``)."""
-
-    if TYPE_CHECKING:
-        attributes: GraphAttributes
-
-        def _output_tensor(self, name: str) -> TensorAttributes: ...
-
-        def _add_node(self, node: Node[Any]) -> None: ...
-
-        def _family_attributes(
-            self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str
-        ) -> Any: ...
 
     def block_scale_quantize(
         self, x: Any = None, attributes: Any = None, **keywords: Any

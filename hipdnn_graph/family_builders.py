@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .block_scale_builders import BlockScaleBuilders
-from .builder_naming import name_unnamed
+from .builder_base import name_unnamed
 from .errors import HipdnnError
 from .nodes.base import Node
 from .nodes.conv_dgrad import ConvolutionDgradNode

@@ -19,9 +19,9 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .builder_naming import name_unnamed
+from .builder_base import BuilderHost, name_unnamed
 from .errors import HipdnnError
 from .nodes.batchnorm import BatchnormNode
 from .nodes.batchnorm_backward import BatchnormBackwardNode
@@ -34,26 +34,11 @@ from .nodes.rmsnorm_backward import RMSNormBackwardNode
 from .tensor import TensorAttributes
 from .types import ErrorCode, NormFwdPhase
 
-if TYPE_CHECKING:
-    from .attributes.graph_attributes import GraphAttributes
-    from .nodes.base import Node
-
 __all__ = ["NormBuilders"]
 
 
-class NormBuilders:
+class NormBuilders(BuilderHost):
     """The builder methods of the normalization families (mixed into ``Graph``)."""
-
-    if TYPE_CHECKING:
-        attributes: GraphAttributes
-
-        def _output_tensor(self, name: str) -> TensorAttributes: ...
-
-        def _add_node(self, node: Node[Any]) -> None: ...
-
-        def _family_attributes(
-            self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str
-        ) -> Any: ...
 
     def rmsnorm(
         self, x: Any = None, scale: Any = None, attributes: Any = None, **keywords: Any

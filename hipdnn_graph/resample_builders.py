@@ -18,35 +18,20 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .builder_naming import name_unnamed
+from .builder_base import BuilderHost, name_unnamed
 from .errors import HipdnnError
 from .nodes.resample_bwd import ResampleBwdNode
 from .nodes.resample_fwd import ResampleFwdNode
 from .tensor import TensorAttributes
 from .types import DataType, ErrorCode, ResampleMode
 
-if TYPE_CHECKING:
-    from .attributes.graph_attributes import GraphAttributes
-    from .nodes.base import Node
-
 __all__ = ["ResampleBuilders"]
 
 
-class ResampleBuilders:
+class ResampleBuilders(BuilderHost):
     """The resample builder methods (mixed into ``Graph``)."""
-
-    if TYPE_CHECKING:
-        attributes: GraphAttributes
-
-        def _output_tensor(self, name: str) -> TensorAttributes: ...
-
-        def _add_node(self, node: Node[Any]) -> None: ...
-
-        def _family_attributes(
-            self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str
-        ) -> Any: ...
 
     def resample(
         self, x: Any = None, attributes: Any = None, **keywords: Any
