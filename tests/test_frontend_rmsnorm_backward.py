@@ -1,7 +1,7 @@
 """hipDNN's Python-binding tests of RMSNorm backward (``frontend_wheel_package/tests/
 test_rmsnorm.py``: ``TestRMSNormBackward`` and ``test_backward_methods_are_callable``), ported
 as the SDPA ones were: the same calls on ``hipdnn_graph.frontend``; hipDNN's GPU test builds the
-operation graph here and plans it on the NumPy reference."""
+operation graph here and plans it on a family engine."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def _create(dims: list[int]) -> hipdnn.Tensor:
 
 
 class TestRMSNormBackward:
-    def test_graph_builds_and_plans_on_the_numpy_reference(self) -> None:
+    def test_graph_builds_and_plans(self) -> None:
         """hipDNN's GPU test_execution_succeeds: the operation graph builds here (dbias absent
         without set_compute_dbias); it plans on the NumPy reference."""
         graph = float_graph()
@@ -36,7 +36,7 @@ class TestRMSNormBackward:
             error = graph.check_support()
         assert error.is_good(), error.get_message()
         assert graph.build_plans().is_good()
-        assert graph.get_plan_name() == "NUMPY_REFERENCE_ENGINE"
+        assert graph.get_plan_name() in ("TORCH_EAGER_ENGINE", "NUMPY_REFERENCE_ENGINE")
 
     def test_dbias_rules_round_trip_and_type_errors(self) -> None:
         graph = float_graph()

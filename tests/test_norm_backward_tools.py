@@ -144,5 +144,5 @@ def test_cli_shows_and_runs(
     assert f"<b>{name}</b><br/>{kind}" in capsys.readouterr().out
     assert main(["show", "--dot", str(path)]) == 0
     assert kind in capsys.readouterr().out
-    assert main(["run", str(path)]) == 0  # on the NumPy reference
-    assert "engine NUMPY_REFERENCE_ENGINE" in capsys.readouterr().out
+    assert main(["run", str(path)]) == 0  # on the torch family engine, or the NumPy reference
+    assert "execute: median" in capsys.readouterr().out

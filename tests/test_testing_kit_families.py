@@ -213,8 +213,7 @@ def test_statistics_and_scalars_are_drawn_in_range() -> None:
 
 # ----- the cross-check: the torch eager engine against the NumPy reference, on CPU -----
 #: families with a node type the torch engines have no lowering for, and those node types
-TORCH_REFUSED = {"layernorm": "LAYERNORM_BACKWARD", "rmsnorm": "RMS_NORM_BACKWARD",
-                 "moe": "MOE_GROUPED_MATMUL"}  # fmt: skip
+TORCH_REFUSED = {"moe": "MOE_GROUPED_MATMUL"}
 CPU_IO = (hg.DataType.FLOAT, hg.DataType.DOUBLE)
 
 
@@ -226,11 +225,23 @@ def test_the_torch_eager_engine_agrees_with_the_reference(family: str) -> None:
                           io_types=CPU_IO, device="cpu")  # fmt: skip
     assert report.ok, report.details()
     for skipped in report.skipped:
+        assert family in TORCH_REFUSED, skipped.reason
         assert f"does not run {TORCH_REFUSED[family]}" in skipped.reason
     if not report.passed:
         pytest.skip(f"TORCH_EAGER_ENGINE runs no {family} graph: {report.skipped[0].reason}")
     if family == "moe":
         raise AssertionError("the torch engines have no MoE lowering; update TORCH_REFUSED")
+
+
+def test_the_norm_backward_nodes_run_on_torch_and_agree_with_the_reference() -> None:
+    """The layer-norm and RMSNorm backward lowerings (no longer skipped): every generated
+    backward node runs on TORCH_EAGER_ENGINE and matches the NumPy reference."""
+    pytest.importorskip("torch")
+    report = check_engine("TORCH_EAGER_ENGINE", cases=24, seed=3, families=["layernorm", "rmsnorm"],
+                          io_types=CPU_IO, device="cpu")  # fmt: skip
+    assert report.ok and not report.skipped, report.details()
+    kinds = {n.get_node_type() for c in report.passed for n in c.case.graph.nodes}
+    assert {hg.NodeType.LAYERNORM_BACKWARD, hg.NodeType.RMS_NORM_BACKWARD} <= kinds
 
 
 def test_layer_norm_normalizes_over_its_normalized_dim_count_on_torch() -> None:

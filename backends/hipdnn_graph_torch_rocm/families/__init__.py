@@ -25,6 +25,7 @@ import hipdnn_graph as hg
 from . import batchnorm as _bn
 from . import convolution as _conv
 from . import matmul as _mm
+from . import norm_backward as _nb
 from . import norms as _norms
 from . import pointwise as _pw
 from . import reduction as _red
@@ -48,6 +49,8 @@ TORCH_LOWERINGS: dict[hg.NodeType, Callable[..., dict[str, Any]]] = {
     _T.BATCHNORM_BACKWARD: _bn.lower_batchnorm_backward,
     _T.LAYER_NORM: _norms.lower_layernorm,
     _T.RMS_NORM: _norms.lower_rmsnorm,
+    _T.LAYERNORM_BACKWARD: _nb.lower_layernorm_backward,
+    _T.RMS_NORM_BACKWARD: _nb.lower_rmsnorm_backward,
 }
 
 #: node type -> ``prepare_<family>(node) -> closure(inputs) -> outputs`` (what engines run)
@@ -64,6 +67,8 @@ TORCH_PREPARERS: dict[hg.NodeType, Callable[[Any], Prepared]] = {
     _T.BATCHNORM_BACKWARD: _bn.prepare_batchnorm_backward,
     _T.LAYER_NORM: _norms.prepare_layernorm,
     _T.RMS_NORM: _norms.prepare_rmsnorm,
+    _T.LAYERNORM_BACKWARD: _nb.prepare_layernorm_backward,
+    _T.RMS_NORM_BACKWARD: _nb.prepare_rmsnorm_backward,
 }
 
 #: node type -> ``<family>_refusal(node) -> reason or None``
@@ -80,6 +85,8 @@ TORCH_REFUSALS: dict[hg.NodeType, Callable[[Any], str | None]] = {
     _T.BATCHNORM_BACKWARD: _bn.batchnorm_refusal,
     _T.LAYER_NORM: _norms.layernorm_refusal,
     _T.RMS_NORM: _norms.rmsnorm_refusal,
+    _T.LAYERNORM_BACKWARD: _nb.layernorm_backward_refusal,
+    _T.RMS_NORM_BACKWARD: _nb.rmsnorm_backward_refusal,
 }
 
 
