@@ -39,6 +39,7 @@ from typing import Any
 import hipdnn_graph as hg
 
 from ._common import FLOATING, Prepared, as_scalar, compute_dtype, dtype_refusal
+from .norms import rmsnorm_axes
 
 __all__ = [
     "layernorm_backward_axes",
@@ -87,15 +88,6 @@ def rmsnorm_backward_refusal(node: hg.RMSNormBackwardNode) -> str | None:
     return dtype_refusal(node, FLOATING)
 
 
-def _rmsnorm_start(x: list[int], scale: list[int]) -> int:
-    matching = 0
-    for s, d in zip(reversed(scale), reversed(x), strict=False):
-        if s != d:
-            break
-        matching += 1
-    return 1 if matching >= len(x) else len(x) - matching
-
-
 def prepare_layernorm_backward(node: hg.LayernormBackwardNode) -> Prepared:
     """The node's lowering with its axes and types read now."""
     t = node.attributes.tensors_by_slot()
@@ -141,9 +133,9 @@ def prepare_rmsnorm_backward(node: hg.RMSNormBackwardNode) -> Prepared:
     """The node's lowering with its axes and types read now."""
     t = node.attributes.tensors_by_slot()
     x_dims = list(t["X"].dim)
-    start = _rmsnorm_start(x_dims, list(t["SCALE"].dim))
-    axes, leading = tuple(range(start, len(x_dims))), tuple(range(start))
-    kept = [*x_dims[:start], *(1 for _ in axes)]
+    axes = rmsnorm_axes(node)  # the forward node's axes: SCALE and X are in the same slots
+    leading = tuple(range(axes[0]))
+    kept = [1 if i in axes else d for i, d in enumerate(x_dims)]
     want_dbias = "DBIAS" in t
     compute = compute_dtype(node)
 

@@ -60,7 +60,7 @@ def layernorm_axes(node: hg.LayerNormNode) -> tuple[int, ...]:
     return tuple(range(len(x_dims) - count, len(x_dims)))
 
 
-def rmsnorm_axes(node: hg.RMSNormNode) -> tuple[int, ...]:
+def rmsnorm_axes(node: hg.RMSNormNode | hg.RMSNormBackwardNode) -> tuple[int, ...]:
     """The axes of an RMSNorm node's normalized shape: the trailing run where SCALE equals X
     (never the batch axis 0)."""
     t = node.attributes.tensors_by_slot()
