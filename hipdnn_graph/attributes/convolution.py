@@ -10,16 +10,14 @@ Example:
 
 from __future__ import annotations
 
-import operator
 from enum import IntEnum
 from typing import Annotated, Any, Self
 
 from pydantic import BeforeValidator, Field
 
-from ..errors import HipdnnError
 from ..tensor import TensorAttributes, _int_list
-from ..types import ConvolutionMode, ErrorCode
-from .base import NodeAttributes
+from ..types import ConvolutionMode
+from .windowed import WindowedAttributes, int_list_field, mode_of
 
 __all__ = [
     "ConvDgradAttributes",
@@ -31,27 +29,15 @@ __all__ = [
 
 def _mode(value: Any) -> ConvolutionMode:
     """``value`` as a :class:`ConvolutionMode` (a member or its number; not a bool)."""
-    if not isinstance(value, bool):
-        try:
-            return ConvolutionMode(operator.index(value))
-        except (TypeError, ValueError):
-            pass
-    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown convolution mode {value!r}")
+    return mode_of(ConvolutionMode, value, "convolution mode")
 
 
-def _ints(what: str) -> BeforeValidator:
-    return BeforeValidator(lambda values: _int_list(values, what))
-
-
-class ConvolutionAttributes(NodeAttributes):
+class ConvolutionAttributes(WindowedAttributes):
     """The members the three convolution nodes share: per spatial dim ``pre_padding``,
     ``post_padding``, ``stride`` and ``dilation`` (empty until set), and ``convolution_mode``
     (hipDNN's ``math_mode``, ``CROSS_CORRELATION`` unless set)."""
 
-    pre_padding: Annotated[list[int], _ints("pre_padding")] = Field(default_factory=list)
-    post_padding: Annotated[list[int], _ints("post_padding")] = Field(default_factory=list)
-    stride: Annotated[list[int], _ints("stride")] = Field(default_factory=list)
-    dilation: Annotated[list[int], _ints("dilation")] = Field(default_factory=list)
+    dilation: Annotated[list[int], int_list_field("dilation")] = Field(default_factory=list)
     convolution_mode: Annotated[ConvolutionMode, BeforeValidator(_mode)] = (
         ConvolutionMode.CROSS_CORRELATION
     )
@@ -64,33 +50,6 @@ class ConvolutionAttributes(NodeAttributes):
         """
         padding = _int_list(values, "padding")
         self.pre_padding, self.post_padding = padding, list(padding)
-        return self
-
-    def set_pre_padding(self, values: Any) -> Self:
-        """Padding before each spatial dim.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
-        """
-        self.pre_padding = _int_list(values, "pre_padding")
-        return self
-
-    def set_post_padding(self, values: Any) -> Self:
-        """Padding after each spatial dim.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
-        """
-        self.post_padding = _int_list(values, "post_padding")
-        return self
-
-    def set_stride(self, values: Any) -> Self:
-        """The filter stride of each spatial dim.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
-        """
-        self.stride = _int_list(values, "stride")
         return self
 
     def set_dilation(self, values: Any) -> Self:
@@ -110,15 +69,6 @@ class ConvolutionAttributes(NodeAttributes):
         """
         self.convolution_mode = _mode(value)
         return self
-
-    def get_pre_padding(self) -> list[int]:
-        return list(self.pre_padding)
-
-    def get_post_padding(self) -> list[int]:
-        return list(self.post_padding)
-
-    def get_stride(self) -> list[int]:
-        return list(self.stride)
 
     def get_dilation(self) -> list[int]:
         return list(self.dilation)

@@ -12,82 +12,36 @@ Example:
 
 from __future__ import annotations
 
-import operator
 from enum import IntEnum
 from typing import Annotated, Any, Self
 
 from pydantic import BeforeValidator, Field
 
-from ..errors import HipdnnError
 from ..tensor import TensorAttributes, _flag, _int_list, _keyword
-from ..types import ErrorCode, PaddingMode, ResampleMode
-from .base import NodeAttributes
+from ..types import PaddingMode, ResampleMode
+from .windowed import WindowedAttributes, int_list_field, mode_of
 
 __all__ = ["ResampleAttributes", "ResampleBwdAttributes", "ResampleFwdAttributes"]
 
 
 def _resample_mode(value: Any) -> ResampleMode:
     """``value`` as a :class:`ResampleMode` (a member or its number; not a bool)."""
-    if not isinstance(value, bool):
-        try:
-            return ResampleMode(operator.index(value))
-        except (TypeError, ValueError):
-            pass
-    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown resample mode {value!r}")
+    return mode_of(ResampleMode, value, "resample mode")
 
 
 def _padding_mode(value: Any) -> PaddingMode:
     """``value`` as a :class:`PaddingMode` (a member or its number; not a bool)."""
-    if not isinstance(value, bool):
-        try:
-            return PaddingMode(operator.index(value))
-        except (TypeError, ValueError):
-            pass
-    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown padding mode {value!r}")
+    return mode_of(PaddingMode, value, "padding mode")
 
 
-def _ints(what: str) -> BeforeValidator:
-    return BeforeValidator(lambda values: _int_list(values, what))
-
-
-class ResampleAttributes(NodeAttributes):
+class ResampleAttributes(WindowedAttributes):
     """The members both resample nodes share: per spatial dim ``pre_padding``,
     ``post_padding``, ``stride`` and ``window`` (empty until set), ``resample_mode`` and
     ``padding_mode`` (``NOT_SET`` until set)."""
 
-    pre_padding: Annotated[list[int], _ints("pre_padding")] = Field(default_factory=list)
-    post_padding: Annotated[list[int], _ints("post_padding")] = Field(default_factory=list)
-    stride: Annotated[list[int], _ints("stride")] = Field(default_factory=list)
-    window: Annotated[list[int], _ints("window")] = Field(default_factory=list)
+    window: Annotated[list[int], int_list_field("window")] = Field(default_factory=list)
     resample_mode: Annotated[ResampleMode, BeforeValidator(_resample_mode)] = ResampleMode.NOT_SET
     padding_mode: Annotated[PaddingMode, BeforeValidator(_padding_mode)] = PaddingMode.NOT_SET
-
-    def set_pre_padding(self, values: Any) -> Self:
-        """Padding before each spatial dim.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
-        """
-        self.pre_padding = _int_list(values, "pre_padding")
-        return self
-
-    def set_post_padding(self, values: Any) -> Self:
-        """Padding after each spatial dim.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
-        """
-        self.post_padding = _int_list(values, "post_padding")
-        return self
-
-    def set_stride(self, values: Any) -> Self:
-        """The window stride of each spatial dim.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
-        """
-        self.stride = _int_list(values, "stride")
-        return self
 
     def set_window(self, values: Any) -> Self:
         """The window size of each spatial dim.
@@ -115,15 +69,6 @@ class ResampleAttributes(NodeAttributes):
         """
         self.padding_mode = _padding_mode(value)
         return self
-
-    def get_pre_padding(self) -> list[int]:
-        return list(self.pre_padding)
-
-    def get_post_padding(self) -> list[int]:
-        return list(self.post_padding)
-
-    def get_stride(self) -> list[int]:
-        return list(self.stride)
 
     def get_window(self) -> list[int]:
         return list(self.window)
