@@ -175,14 +175,20 @@ def test_math_kernels_restate_the_definition_exactly() -> None:
         _math_philox.keep_words(1.0)
 
 
-@pytest.mark.parametrize("route", ["philox_keep", "_keep_torch"])
-def test_math_stream_chunks_give_the_same_mask(monkeypatch: pytest.MonkeyPatch, route: str) -> None:
+@pytest.mark.parametrize("numpy_installed", [True, False])
+def test_math_stream_chunks_give_the_same_mask(
+    monkeypatch: pytest.MonkeyPatch, numpy_installed: bool
+) -> None:
     shape = (2, 3, 17, 33)
     want = dropout_keep_mask(5, 6, 0.3, shape)
     monkeypatch.setattr(_math_philox, "_CHUNK_CPU", 5)
-    keep = getattr(_math_philox, route)
-    got = keep(5, 6, dropout_keep_words(0.3), shape, (0, 17), (0, 33), torch.device("cpu"))
+    monkeypatch.setattr(_math_philox, "HAVE_NUMPY", numpy_installed)  # False: the torch route
+    torch_route = _math_philox._keep_torch
+    calls: list[int] = []
+    monkeypatch.setattr(_math_philox, "_keep_torch", lambda *a: calls.append(1) or torch_route(*a))
+    got = philox_keep(5, 6, dropout_keep_words(0.3), shape, (0, 17), (0, 33), torch.device("cpu"))
     np.testing.assert_array_equal(got.numpy(), want)
+    assert bool(calls) != numpy_installed
 
 
 def test_math_kernel_blocks_do_not_change_the_mask() -> None:

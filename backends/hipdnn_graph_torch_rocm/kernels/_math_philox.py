@@ -10,11 +10,11 @@ are restated here, and ``tests/test_philox_dropout.py`` checks them against the 
 
 On a GPU everything is int64 torch arithmetic that never overflows (32×32-bit products are
 split into 16-bit halves), so it runs on CUDA and ROCm alike without unsigned or CUDA-only ops.
-On the CPU the same rounds run in NumPy's uint64 (one exact product per multiplication and a
-third of the operations, each far cheaper than a torch op on small arrays): the two give the
-same words, and the CPU tests check both against the definition. A seed or offset may be a
-Python int or a one-element integer tensor; a tensor on the compute device is used there (no
-host synchronization), one on the CPU is read as a host number.
+On the CPU (where NumPy is installed) the same rounds run in NumPy's uint64 (one exact product
+per multiplication and a third of the operations, each far cheaper than a torch op on small
+arrays): the two give the same words, and the CPU tests check both against the definition.
+A seed or offset may be a Python int or a one-element integer tensor; a tensor on the compute
+device is used there (no host synchronization), one on the CPU is read as a host number.
 """
 
 from __future__ import annotations
@@ -23,8 +23,14 @@ import functools
 import struct
 from typing import Any
 
-import numpy as np
 import torch
+
+try:
+    import numpy as np
+
+    HAVE_NUMPY = True
+except ImportError:  # kernels import with torch alone: the CPU then takes the torch route
+    HAVE_NUMPY = False
 
 __all__ = [
     "PHILOX_M0",
@@ -214,7 +220,7 @@ def philox_keep(
         >>> got.flatten().tolist()  # hipdnn_graph.philox.dropout_keep_mask's first row
         [True, False, False, False]
     """
-    if device.type == "cpu":
+    if device.type == "cpu" and HAVE_NUMPY:
         return _keep_numpy(seed, offset, threshold, shape, rows, cols)
     return _keep_torch(seed, offset, threshold, shape, rows, cols, device)
 
