@@ -7,6 +7,9 @@ In one run, for the CPU and (when present) a CUDA/ROCm device:
 - ``op fwd+bwd``: ``hipdnn_graph.torch.scaled_dot_product_attention(q, k, v)`` then
   ``out.sum().backward()``, against the same with ``torch.nn.functional
   .scaled_dot_product_attention`` (issue 22's targets: ≤ 3× on the CPU, ≤ 1.3× on the GPU);
+- ``op fwd+bwd p=0.1``: the same call of a training step (causal, philox dropout 0.1), against
+  torch's with the same arguments (no target of its own: on the GPU it shows the host time
+  of the call ``benchmarks/torch_op_dropout.py`` times at GPT-2's shapes);
 - ``Graph.execute``: a built SDPA backward graph of the same shape on the torch engines, every
   output given (on the GPU this is the CUDA-graph replay path), with its two parts timed apart:
   the variant-pack check (``bind``) and the plan (target ≤ 15 µs host for the whole call).
@@ -79,7 +82,18 @@ def op_pair(device: str, dtype: torch.dtype) -> dict[str, Callable[[], Any]]:
     def torchs() -> None:
         F.scaled_dot_product_attention(q, k, v).sum().backward()
 
-    return {"op fwd+bwd": ours, "F.sdpa fwd+bwd": torchs}
+    def ours_dropout() -> None:
+        scaled_dot_product_attention(q, k, v, dropout_p=0.1, is_causal=True).sum().backward()
+
+    def torchs_dropout() -> None:
+        F.scaled_dot_product_attention(q, k, v, dropout_p=0.1, is_causal=True).sum().backward()
+
+    return {
+        "op fwd+bwd": ours,
+        "F.sdpa fwd+bwd": torchs,
+        "op fwd+bwd p=0.1": ours_dropout,
+        "F.sdpa fwd+bwd p=0.1": torchs_dropout,
+    }
 
 
 def execute_parts(device: str, dtype: torch.dtype) -> dict[str, Callable[[], Any]]:
@@ -124,18 +138,21 @@ def report(device: str, dtype: torch.dtype, rounds: int, calls: int) -> None:
     medians = interleaved(fns, device, rounds, calls)
     engines = sorted({(c.kind, c.engine) for c in cached_graphs()})
     print(f"  the op's graphs: {', '.join(f'{kind} on {e}' for kind, e in engines)}")
-    print(f"  | {'call':<18} | host µs | p10 round | p90 round |")
-    print(f"  |{'-' * 20}|---------|-----------|-----------|")
+    print(f"  | {'call':<20} | host µs | p10 round | p90 round |")
+    print(f"  |{'-' * 22}|---------|-----------|-----------|")
     for label, values in medians.items():
         deciles = statistics.quantiles(values, n=10) if len(values) > 1 else values * 9
-        print(f"  | {label:<18} | {statistics.median(values):7.1f} | {deciles[0]:9.1f} | "
+        print(f"  | {label:<20} | {statistics.median(values):7.1f} | {deciles[0]:9.1f} | "
               f"{deciles[-1]:9.1f} |")  # fmt: skip
     ratios = [a / b for a, b in zip(medians["op fwd+bwd"], medians["F.sdpa fwd+bwd"], strict=True)]
     ratio = statistics.median(ratios)
+    dropout = [a / b for a, b in zip(medians["op fwd+bwd p=0.1"], medians["F.sdpa fwd+bwd p=0.1"],
+                                     strict=True)]  # fmt: skip
     target = TARGETS["cpu" if device == "cpu" else "cuda"]
     execute = statistics.median(medians["Graph.execute"])
     print(f"  op / F.sdpa = {ratio:.2f}× (rounds {min(ratios):.2f}–{max(ratios):.2f}; "
-          f"target ≤ {target}×: {'ok' if ratio <= target else 'MISS'}); Graph.execute "
+          f"target ≤ {target}×: {'ok' if ratio <= target else 'MISS'}); with dropout "
+          f"{statistics.median(dropout):.2f}×; Graph.execute "
           f"{execute:.1f} µs (target ≤ {EXECUTE_TARGET_US:.0f} µs host on the GPU)")  # fmt: skip
 
 

@@ -147,16 +147,18 @@ def autograd(inputs: dict[str, np.ndarray], mask: np.ndarray, p: float, causal: 
         (7, 1, 0.999, (3, 1, 4, 1)),
     ],
 )
-def test_math_stream_equals_numpy_stream_bit_for_bit(seed, offset, p, shape) -> None:
+@pytest.mark.parametrize("route", ["philox_keep", "torch int64 (the GPUs' route)"])
+def test_math_stream_equals_numpy_stream_bit_for_bit(seed, offset, p, shape, route) -> None:
     cpu = torch.device("cpu")
     words = dropout_keep_words(p)
+    keep = philox_keep if route == "philox_keep" else _math_philox._keep_torch
     blocks = [((0, shape[2]), (0, shape[3])), ((1, shape[2]), (shape[3] // 2, shape[3]))]
     for rows, cols in blocks:
         want = dropout_keep_mask(seed, offset, p, shape, rows=rows, cols=cols)
-        got = philox_keep(seed, offset, words, shape, rows, cols, cpu)
+        got = keep(seed, offset, words, shape, rows, cols, cpu)
         np.testing.assert_array_equal(got.numpy(), want)
         as_int64 = [torch.tensor(x % 2**64 - (x % 2**64 >= 2**63) * 2**64) for x in (seed, offset)]
-        got = philox_keep(*as_int64, words, shape, rows, cols, cpu)
+        got = keep(*as_int64, words, shape, rows, cols, cpu)
         np.testing.assert_array_equal(got.numpy(), want)
 
 
@@ -173,12 +175,20 @@ def test_math_kernels_restate_the_definition_exactly() -> None:
         _math_philox.keep_words(1.0)
 
 
-def test_math_stream_chunks_give_the_same_mask(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("numpy_installed", [True, False])
+def test_math_stream_chunks_give_the_same_mask(
+    monkeypatch: pytest.MonkeyPatch, numpy_installed: bool
+) -> None:
     shape = (2, 3, 17, 33)
     want = dropout_keep_mask(5, 6, 0.3, shape)
     monkeypatch.setattr(_math_philox, "_CHUNK_CPU", 5)
+    monkeypatch.setattr(_math_philox, "HAVE_NUMPY", numpy_installed)  # False: the torch route
+    torch_route = _math_philox._keep_torch
+    calls: list[int] = []
+    monkeypatch.setattr(_math_philox, "_keep_torch", lambda *a: calls.append(1) or torch_route(*a))
     got = philox_keep(5, 6, dropout_keep_words(0.3), shape, (0, 17), (0, 33), torch.device("cpu"))
     np.testing.assert_array_equal(got.numpy(), want)
+    assert bool(calls) != numpy_installed
 
 
 def test_math_kernel_blocks_do_not_change_the_mask() -> None:

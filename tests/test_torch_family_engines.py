@@ -280,3 +280,81 @@ def test_a_failing_guard_at_execute_runs_node_by_node_without_compiling(counting
     assert counting.calls == 1 and _plan(g).compiles == 1
     g.execute({x: v, y: v.clone(), r: out})  # the compiled function again
     torch.testing.assert_close(out, torch.relu(2 * v))
+
+
+def _eager_matmul(
+    a_dims: list[int], b_dims: list[int], c_dims: list[int], io: Any, c_type: Any = None,
+    c_strides: list[int] | None = None,
+) -> tuple[hg.Graph, Any, Any, Any]:  # fmt: skip
+    g = hg.Graph(io_data_type=io, intermediate_data_type=hg.DataType.FLOAT,
+                 compute_data_type=hg.DataType.FLOAT)  # fmt: skip
+    a, b = g.tensor(name="a", dim=a_dims), g.tensor(name="b", dim=b_dims)
+    c = g.matmul(a, b, name="mm").set_output(True).set_dim(c_dims)
+    if c_type is not None:
+        c.set_data_type(c_type)
+    if c_strides is not None:
+        c.set_stride(c_strides)
+    g.build_operation_graph().create_execution_plans().build_plans()
+    return g, a, b, c
+
+
+@pytest.mark.parametrize(
+    ("a_dims", "b_dims", "c_dims", "io", "c_type", "c_strides", "direct"),
+    [
+        ([2, 4, 5], [2, 5, 6], [2, 4, 6], hg.DataType.FLOAT, None, None, True),
+        ([1, 4, 5], [3, 5, 6], [3, 4, 6], hg.DataType.FLOAT, None, None, True),  # broadcast
+        ([2, 4, 5], [4, 5, 6], [4, 4, 6], hg.DataType.FLOAT, None, None, True),  # divisor
+        ([4, 5], [5, 6], [4, 6], hg.DataType.BFLOAT16, None, None, True),  # native bf16
+        ([4, 5], [5, 6], [4, 6], hg.DataType.FLOAT, None, [1, 4], True),  # column-major C
+        ([4, 5], [5, 6], [4, 6], hg.DataType.FLOAT, hg.DataType.BFLOAT16, None, False),  # rounded
+    ],
+)
+def test_execute_writes_a_matmul_straight_into_the_callers_buffer(
+    monkeypatch: pytest.MonkeyPatch, a_dims: list[int], b_dims: list[int], c_dims: list[int],
+    io: Any, c_type: Any, c_strides: list[int] | None, direct: bool,
+) -> None:  # fmt: skip
+    """Single matmul nodes on the eager engine: C's buffer receives the product (out=), with
+    no copy, where C's storage type is the product's; otherwise the rounded copy as before."""
+    with isolated_registry(load_entry_points=False):
+        register_backend(_Backend(TorchEagerEngine()))
+        g, a, b, c = _eager_matmul(a_dims, b_dims, c_dims, io, c_type, c_strides)
+        dtype = {hg.DataType.FLOAT: torch.float32, hg.DataType.BFLOAT16: torch.bfloat16}
+        gen = torch.Generator().manual_seed(4)
+        av, bv = (torch.randn(d, generator=gen).to(dtype[io]) for d in (a_dims, b_dims))
+        before = (av.clone(), bv.clone())
+        buf = torch.empty_strided(c_dims, c.stride, dtype=dtype[c.data_type])
+        address = buf.data_ptr()
+        copies: list[int] = []
+        copy = torch.Tensor.copy_
+        monkeypatch.setattr(
+            torch.Tensor, "copy_", lambda t, *x, **k: copies.append(1) or copy(t, *x, **k)
+        )
+        g.execute({a: av, b: bv, c: buf})
+        monkeypatch.undo()
+        assert buf.data_ptr() == address and list(buf.stride()) == c.stride
+        assert bool(copies) != direct
+        ra, rb = av.double(), bv.double()
+        if a_dims[0] != b_dims[0] and min(a_dims[0], b_dims[0]) > 1:  # hipDNN's divisor batch
+            ra = ra.repeat_interleave(c_dims[0] // a_dims[0], dim=0)
+        want = (ra @ rb).to(buf.dtype)
+        tol = 1e-2 if torch.bfloat16 in (buf.dtype, av.dtype) else 1e-5
+        torch.testing.assert_close(buf, want, rtol=tol, atol=tol)
+        assert torch.equal(av, before[0]) and torch.equal(bv, before[1])  # inputs untouched
+        # Graph.run (no buffer given) still hands over the engine's own result
+        torch.testing.assert_close(g.run({a: av, b: bv})[c], buf, rtol=0, atol=0)
+
+
+def test_a_matmul_whose_result_feeds_another_node_writes_the_buffer_the_next_node_reads() -> None:
+    with isolated_registry(load_entry_points=False):
+        register_backend(_Backend(TorchEagerEngine()))
+        g = cases.graph(hg.DataType.FLOAT)
+        a, b = g.tensor(name="a", dim=[4, 5]), g.tensor(name="b", dim=[5, 6])
+        c = g.matmul(a, b, name="mm").set_output(True)
+        e = g.pointwise(c, mode=hg.PointwiseMode.EXP, name="exp").set_output(True)
+        g.build_operation_graph().create_execution_plans()
+        g.set_preferred_engine_id_ext(EAGER).build_plans()
+        av, bv = torch.randn(4, 5) / 4, torch.randn(5, 6)
+        cbuf, ebuf = torch.empty(4, 6), torch.empty(4, 6)
+        g.execute({a: av, b: bv, c: cbuf, e: ebuf})
+        torch.testing.assert_close(cbuf, av @ bv)
+        torch.testing.assert_close(ebuf, torch.exp(av @ bv))

@@ -220,3 +220,79 @@ def test_problems_the_fused_cpu_kernel_cannot_run_keep_the_chunked_kernels() -> 
     mask = torch.ones(3, 6, dtype=torch.bool).tril(diagonal=3)
     ref = F.scaled_dot_product_attention(q, kv, kv, attn_mask=mask, enable_gqa=True)
     torch.testing.assert_close(br, ref)
+
+
+# ----- issue 22 item 3: the hot path of a training call (philox dropout) -----
+def _philox_step(q: Any, k: Any, v: Any, seed: int) -> tuple[Any, ...]:
+    torch.manual_seed(seed)
+    out = scaled_dot_product_attention(q, k, v, dropout_p=0.3, is_causal=True)
+    return (out, *torch.autograd.grad(out.square().sum(), [q, k, v]))
+
+
+def test_a_philox_hit_asks_nothing_again_and_draws_the_graphs_mask(monkeypatch: Any) -> None:
+    from hipdnn_graph.torch import _hot
+    from hipdnn_graph.torch._philox_graphs import philox_backward, philox_forward
+
+    graph_cache().clear()
+    q, k, v = _qkv(dtype=torch.float32)
+    asked: list[int] = []
+    first_calls = (_hot.fused_choice, _hot.run_forward_on)
+    for name, fn in zip(("fused_choice", "run_forward_on"), first_calls, strict=True):
+        monkeypatch.setattr(_hot, name, lambda *a, _fn=fn, **kw: asked.append(1) or _fn(*a, **kw))
+    first = _philox_step(q, k, v, seed=5)
+    assert len(asked) == 2 and graph_cache().info()[:2] == (0, 2)
+
+    def no_build(*args: Any, **kw: Any) -> None:
+        raise AssertionError("a philox hit built or re-checked something")
+
+    monkeypatch.setattr(hg.Graph, "build", no_build)
+    monkeypatch.setattr(hg.Graph, "run", no_build)
+    for _ in range(2):
+        again = _philox_step(q, k, v, seed=5)
+    assert len(asked) == 2  # neither torch's choice nor the general route was asked again
+    assert graph_cache().info()[:2] == (4, 2)
+    for a, b in zip(first, again, strict=True):
+        assert torch.equal(a, b)  # torch.manual_seed reproduces the call
+    # the same seed on the graph functions (the route before the hot path) gives the same call
+    torch.manual_seed(5)
+    seed = int(torch.randint(0, 1 << 62, (), dtype=torch.int64))  # the op's CPU draw
+    monkeypatch.undo()
+    qd, kd, vd = (t.detach() for t in (q, k, v))
+    o, stats, engine = philox_forward(qd, kd, vd, dropout_p=0.3, seed=seed, offset=0,
+                                      is_causal=True)  # fmt: skip
+    dq, dk, dv, _ = philox_backward(qd, kd, vd, o, 2 * o, stats, dropout_p=0.3, seed=seed,
+                                    offset=0, engine=engine, is_causal=True)  # fmt: skip
+    for a, b in zip(first, (o, dq, dk, dv), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+def test_a_philox_hit_draws_a_new_seed_per_call_and_survives_an_emptied_cache() -> None:
+    graph_cache().clear()
+    q, k, v = _qkv(dtype=torch.float32)
+    torch.manual_seed(9)
+    outs = [scaled_dot_product_attention(q, k, v, dropout_p=0.5) for _ in range(3)]
+    assert not torch.equal(outs[1], outs[2])  # a new mask per call (hits included)
+    graph_cache().clear()  # the remembered signature's graph is gone: rebuilt, same stream
+    torch.manual_seed(9)
+    again = [scaled_dot_product_attention(q, k, v, dropout_p=0.5) for _ in range(3)]
+    for a, b in zip(outs, again, strict=True):
+        assert torch.equal(a, b)
+    assert graph_cache().info()[:2] == (2, 1)  # clear() reset the counters: one rebuild
+
+
+def test_forgetting_torchs_choices_forgets_the_philox_signatures(monkeypatch: Any) -> None:
+    from hipdnn_graph.torch import _dropout, _hot
+
+    graph_cache().clear()
+    q, k, v = _qkv(dtype=torch.float32)
+    asked: list[int] = []
+    choice = _hot.fused_choice
+    monkeypatch.setattr(_hot, "fused_choice", lambda *a, **kw: asked.append(1) or choice(*a, **kw))
+    for _ in range(2):
+        scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+    assert len(asked) == 1
+    _dropout.clear_choices()
+    scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+    assert len(asked) == 2
+    scaled_dot_product_attention(q, k, v, dropout_p=0.2)  # another probability: asked too
+    assert len(asked) == 3

@@ -85,6 +85,8 @@ def _write(program: FamilyProgram, buffers: Mapping[int, Any], results: list[Any
     handed = cast("dict[int, Any]", buffers)  # a fresh dict from the frontend
     for uid, value in zip(program.outputs, results, strict=True):
         out = buffers.get(uid)
+        if out is value:  # written in place (a writer)
+            continue
         if out is not None:
             out.copy_(value.reshape(out.shape))
         else:
@@ -110,7 +112,8 @@ def _feeds(program: FamilyProgram, buffers: Mapping[int, Any]) -> dict[int, Any]
 
 class FamilyEagerPlan:
     """Node by node: every lowering on the caller's tensors, then the outputs copied into the
-    caller's buffers (outputs the caller leaves to ``Graph.run`` are handed over uncopied)."""
+    caller's buffers (outputs the caller leaves to ``Graph.run`` are handed over uncopied; a
+    node with a writer writes the caller's buffers directly)."""
 
     workspace_size = 0
     allocates_outputs = True
@@ -120,7 +123,7 @@ class FamilyEagerPlan:
         self.program = program
 
     def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
-        results = self.program.results(_feeds(self.program, variant_pack))
+        results = self.program.results(_feeds(self.program, variant_pack), variant_pack)
         _write(self.program, variant_pack, results)
 
 

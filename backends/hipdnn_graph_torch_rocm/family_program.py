@@ -6,7 +6,9 @@ from (a buffer of the variant pack, a constant pass-by-value value, or an earlie
 result); per output its storage type. :meth:`FamilyProgram.results` then maps the graph's input
 buffers to its outputs with eager torch ops only, rounding every result, virtual or not, to its
 tensor's declared type, so the same function runs node by node or traced whole by
-``torch.compile``.
+``torch.compile``. Given the caller's output buffers, a node whose outputs are all graph outputs
+and whose family writes into given tensors (:data:`~hipdnn_graph_torch_rocm.families
+.TORCH_WRITERS`) writes them there, and the result is that buffer.
 
 Example:
     >>> import torch, hipdnn_graph as hg
@@ -30,7 +32,7 @@ from typing import Any
 import hipdnn_graph as hg
 from hipdnn_graph.backend.dtypes import torch_dtype
 
-from .families import TORCH_PREPARERS, Prepared
+from .families import TORCH_PREPARERS, TORCH_WRITERS, Prepared, Writer
 
 __all__ = ["FamilyProgram"]
 
@@ -46,6 +48,8 @@ class _Step:
     inputs: tuple[tuple[str, int, Any], ...]
     #: (slot, uid, torch storage dtype)
     outputs: tuple[tuple[str, int, Any], ...]
+    #: the node's writer, where its family has one and every output is a graph output
+    write: Writer | None
 
 
 class FamilyProgram:
@@ -91,16 +95,25 @@ class FamilyProgram:
                             scalars.add(uid)
                         else:
                             specs[uid] = (tuple(t.dim), tuple(t.stride), torch_dtype(t.data_type))
-            steps.append(_Step(node.name, TORCH_PREPARERS[kind](node), tuple(ins), tuple(outs)))
+            writer = TORCH_WRITERS.get(kind)
+            write = None
+            if writer is not None and all(not t.is_virtual for t in node.outputs()):
+                write = writer(node)
+            steps.append(
+                _Step(node.name, TORCH_PREPARERS[kind](node), tuple(ins), tuple(outs), write)
+            )
         self.steps = tuple(steps)
         self.feeds = tuple(feeds)
         self.scalars = frozenset(scalars)
         self.outputs = tuple(outputs)
         self.specs = specs
 
-    def results(self, feeds: Mapping[int, Any]) -> list[Any]:
+    def results(self, feeds: Mapping[int, Any], into: Mapping[int, Any] | None = None) -> list[Any]:
         """The graph's outputs (in :attr:`outputs` order, each in its storage type) from its
-        feeds by uid (tensors; scalars as numbers or one-element tensors)."""
+        feeds by uid (tensors; scalars as numbers or one-element tensors).
+
+        ``into`` maps output uids to the caller's buffers: a node with a writer whose outputs
+        are all there writes into them, and its results are those buffers."""
         local: dict[int, Any] = {}
         for step in self.steps:
             args = {}
@@ -111,6 +124,11 @@ class FamilyProgram:
                     args[slot] = local[key]
                 else:
                     args[slot] = key
+            if step.write is not None and into and all(u in into for _, u, _ in step.outputs):
+                outs = {slot: into[uid] for slot, uid, _ in step.outputs}
+                step.write(args, outs)
+                local.update((uid, outs[slot]) for slot, uid, _ in step.outputs)
+                continue
             got = step.run(args)
             for slot, uid, dtype in step.outputs:
                 local[uid] = got[slot].to(dtype)

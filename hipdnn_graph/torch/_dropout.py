@@ -36,12 +36,15 @@ from ..types import ErrorCode
 __all__ = [
     "FLASH",
     "advance",
+    "advance_by",
     "check_probability",
     "choose_engine",
     "clear_choices",
     "draw",
     "increment",
+    "on_clear",
     "pack_state",
+    "switches",
     "unpack_state",
 ]
 
@@ -92,7 +95,7 @@ def choose_engine(
     key = (
         *(_facts(t) for t in (q, k, v)),
         None if attn_mask is None else _facts(attn_mask),
-        p, is_causal, scale, enable_gqa, _switches(),
+        p, is_causal, scale, enable_gqa, switches(),
     )  # fmt: skip
     choice = _CHOICES.get(key)
     if choice is None:
@@ -115,20 +118,31 @@ _CHOICES: dict[tuple[Any, ...], int] = {}
 
 
 def clear_choices() -> None:
-    """Forget the remembered choices of :func:`choose_engine` (they are asked again)."""
+    """Forget the remembered choices of :func:`choose_engine` and what was learnt from them
+    (see :func:`on_clear`): they are asked again."""
     _CHOICES.clear()
+    for forget in _ON_CLEAR:
+        forget()
+
+
+def on_clear(forget: Any) -> None:
+    """Have :func:`clear_choices` call ``forget()`` too (for what remembers a choice)."""
+    _ON_CLEAR.append(forget)
+
+
+_ON_CLEAR: list[Any] = []
 
 
 def _facts(t: Tensor) -> tuple[Any, ...]:
     return (t.shape, t.stride(), t.dtype, t.device, t.requires_grad)
 
 
-def _switches() -> tuple[Any, ...]:
+def switches() -> tuple[Any, ...]:
     """The process-wide settings torch's fused-op choice reads (each a host-side flag)."""
     return (*(read() for read in _SWITCH_READERS), tuple(torch._C._get_sdp_priority_order()))
 
 
-#: readers of the switches of :func:`_switches` that this torch build has (the sdpa backends
+#: readers of the switches of :func:`switches` that this torch build has (the sdpa backends
 #: enabled, determinism, cuDNN, grad mode, the ROCm attention library)
 _SWITCH_READERS = tuple(
     getattr(torch._C, name)
@@ -190,7 +204,14 @@ def advance(device: torch.device, offset: int, engine: str, shape: tuple[int, ..
     """Move the CUDA generator of ``device`` past this call's draw (nothing on the CPU)."""
     if device.type == "cuda":
         b, h, sq, skv = shape
-        _cuda_generator(device).set_offset((offset + increment(engine, b, h, sq, skv)) % _U64)
+        advance_by(device, offset, increment(engine, b, h, sq, skv))
+
+
+def advance_by(device: torch.device, offset: int, step: int) -> None:
+    """Set the CUDA generator of ``device`` to ``offset + step`` (:func:`increment`'s step of the
+    engine that ran; nothing on the CPU)."""
+    if device.type == "cuda":
+        _cuda_generator(device).set_offset((offset + step) % _U64)
 
 
 def pack_state(seed: int, offset: int, engine: str) -> Tensor:

@@ -1,9 +1,17 @@
-"""The torch op's common call on a cache hit: Q, K and V alone (no mask, padding or dropout).
+"""The torch op's common calls on a cache hit: Q, K and V alone (no mask or padding), without
+dropout or with philox dropout (a training call).
 
 The key of such a call is :func:`._cached.cache_key`'s tuple for the pack ``{"Q", "K", "V"}``
-(and for the backward's six tensors), built straight from the tensors without the pack; a hit
-calls the plan's launcher on them (:class:`~hipdnn_graph.prepared.PreparedLaunch`), a miss goes
-through :func:`._graphs.run_forward` / :func:`._graphs.run_backward`, which build the graph.
+(and for the backward's six tensors; with dropout both packs also hold the ints ``Seed`` and
+``Offset``), built straight from the tensors without the pack; a hit calls the plan's launcher
+on them (:class:`~hipdnn_graph.prepared.PreparedLaunch`), a miss goes through
+:func:`._graphs.run_forward` / :func:`._graphs.run_backward`, which build the graph.
+
+A philox forward also depends on the fused op torch would run (:func:`fused_choice`), which the
+first call of each signature asks and :func:`philox_forward_qkv` remembers, with the engine that
+ran and how far it moves the generator, keyed by the tensors' facts, the probability, the options
+and torch's switches: a later call draws its seed and offset, launches and moves the generator on,
+and nothing else.
 
 Example:
     >>> import torch
@@ -18,12 +26,24 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import torch
 
-from ._cached import Options, graph_cache
-from ._graphs import run_backward, run_forward
+from ..types import DiagonalAlignment
+from . import _dropout
+from ._cached import Options, cache_key, graph_cache
+from ._graphs import run_backward, run_forward, run_forward_on
 
-__all__ = ["backward_qkv", "forward_qkv"]
+__all__ = [
+    "Philox",
+    "backward_qkv",
+    "forward_qkv",
+    "fused_choice",
+    "philox_backward_qkv",
+    "philox_forward_qkv",
+    "with_dropout",
+]
 
 Tensor = torch.Tensor
 
@@ -70,3 +90,127 @@ def backward_qkv(
 
 _QKV = ("Q", "K", "V")
 _QKV_BACKWARD = ("Q", "K", "V", "O", "dO", "Stats")
+_QKV_PHILOX = (*_QKV, "Seed", "Offset")
+_QKV_BACKWARD_PHILOX = (*_QKV_BACKWARD, "Seed", "Offset")
+
+#: what a philox forward hands to its backward: the seed, the offset and the backward's options
+#: (the forward's, pinned to the engine that ran, so that both draw one mask)
+Philox = tuple[int, int, Options]
+
+
+class _Remembered(NamedTuple):
+    """What the first philox forward of a signature found out (see :func:`philox_forward_qkv`)."""
+
+    #: the forward graph's cache key (its options prefer the fused op torch would run)
+    forward_key: Any
+    #: how far the forward moves the generator's offset (:func:`._dropout.increment`)
+    increment: int
+    #: the backward's options: the forward's, on the engine that ran
+    backward_options: Options
+
+
+#: a philox forward's signature (tensors' facts, probability, options, torch's switches on a
+#: GPU) -> what its first call found out; bounded, and cleared with torch's choices
+_PHILOX: dict[tuple[Any, ...], _Remembered] = {}
+_dropout.on_clear(_PHILOX.clear)
+
+
+def philox_forward_qkv(
+    q: Tensor, k: Tensor, v: Tensor, p: float, options: Options
+) -> tuple[Tensor, Tensor, Philox]:
+    """The philox forward of a pack holding Q, K and V alone: ``(O, Stats, what the backward
+    needs)``, with a new seed and offset drawn from torch's generator (:mod:`._dropout`), which
+    moves on past them.
+
+    The first call of a signature prefers the fused op torch would run (:func:`fused_choice`)
+    and runs through :func:`run_forward_on`; it remembers the graph's key, the engine that ran
+    and its generator increment, so a later call draws, launches and moves the generator on.
+    """
+    device = q.device
+    signature = (q.shape, q.stride(), q.dtype, k.shape, k.stride(), k.dtype, v.shape,
+                 v.stride(), v.dtype, device, p, options,
+                 _dropout.switches() if device.type == "cuda" else None)  # fmt: skip
+    known = _PHILOX.get(signature)
+    if known is not None:
+        entry = _GRAPHS.get(known.forward_key)
+        if entry is not None and entry.launch is not None and entry.launch_slots == _QKV_PHILOX:
+            seed, offset = _dropout.draw(device)
+            out = entry.launch([q, k, v, seed, offset])
+            _dropout.advance_by(device, offset, known.increment)
+            return out[0], out[1], (seed, offset, known.backward_options)
+    prefer = fused_choice(q, k, v, None, p, options, padded=False)
+    forward_options = with_dropout(options, p, prefer, None)
+    seed, offset = _dropout.draw(device)
+    pack: dict[str, Any] = {"Q": q, "K": k, "V": v, "Seed": seed, "Offset": offset}
+    o, stats, ran = run_forward_on(pack, forward_options)
+    increment = _dropout.increment(ran, q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+    _dropout.advance_by(device, offset, increment)
+    known = _Remembered(
+        cache_key("fwd", pack, forward_options), increment, with_dropout(options, p, None, ran)
+    )
+    if len(_PHILOX) > 1024:
+        _PHILOX.clear()
+    _PHILOX[signature] = known
+    return o, stats, (seed, offset, known.backward_options)
+
+
+def philox_backward_qkv(
+    q: Tensor, k: Tensor, v: Tensor, o: Tensor, do: Tensor, stats: Tensor, philox: Philox
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The philox backward of :func:`philox_forward_qkv`'s call (a dense dO), on the engine the
+    forward ran with its seed and offset, as :func:`backward_qkv`."""
+    seed, offset, options = philox
+    sig = (("Q", q.shape, q.stride(), q.dtype), ("K", k.shape, k.stride(), k.dtype),
+           ("V", v.shape, v.stride(), v.dtype), ("O", o.shape, o.stride(), o.dtype),
+           ("dO", do.shape, do.stride(), do.dtype),
+           ("Stats", stats.shape, stats.stride(), stats.dtype), "Seed", "Offset")  # fmt: skip
+    entry = _GRAPHS.get((("bwd", q.device, sig, options), False))
+    if (
+        entry is not None
+        and entry.launch is not None
+        and (entry.launch_slots == _QKV_BACKWARD_PHILOX)
+    ):
+        grads = entry.launch([q, k, v, o, do, stats, seed, offset])
+    else:
+        pack = {"Q": q, "K": k, "V": v, "O": o, "dO": do, "Stats": stats, "Seed": seed,
+                "Offset": offset}  # fmt: skip
+        grads = run_backward(pack, options, None)
+    return grads[0], grads[1], grads[2]
+
+
+def fused_choice(
+    q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, p: float, options: Options, *,
+    padded: bool,
+) -> str | None:  # fmt: skip
+    """The engine of the fused op ``F.scaled_dot_product_attention`` would run this philox call
+    on, to prefer (not force), so that both draw one mask; None on the CPU, for a forced engine,
+    or where the call uses a feature torch's op lacks (its choice then means nothing)."""
+    plain = (
+        (options.alignment == DiagonalAlignment.TOP_LEFT or not options.causal)
+        and options.left_bound is None
+        and options.right_bound is None
+        and not options.alibi
+        and not padded
+    )
+    if not q.is_cuda or options.engine is not None or not plain:
+        return None
+    gqa = k.shape[1] != q.shape[1] or v.shape[1] != q.shape[1]
+    return _dropout.choose_engine(q, k, v, bias, p, options.causal, options.scale, gqa)
+
+
+def with_dropout(options: Options, p: float, prefer: str | None, engine: str | None) -> Options:
+    """``options`` with philox dropout ``p`` and an engine preferred or (``engine``) forced,
+    made once per combination (``NamedTuple._replace`` costs microseconds per call)."""
+    key = (options, p, prefer, engine)
+    made = _WITH.get(key)
+    if made is None:
+        made = options._replace(dropout_p=p, prefer=prefer)
+        if engine is not None:
+            made = made._replace(engine=engine)
+        if len(_WITH) > 1024:
+            _WITH.clear()
+        _WITH[key] = made
+    return made
+
+
+_WITH: dict[tuple[Any, ...], Options] = {}

@@ -41,7 +41,14 @@ from ._graphs import (
     sdpa_backward,
     sdpa_forward,
 )
-from ._hot import backward_qkv, forward_qkv
+from ._hot import (
+    backward_qkv,
+    forward_qkv,
+    fused_choice,
+    philox_backward_qkv,
+    philox_forward_qkv,
+    with_dropout,
+)
 from ._philox_graphs import philox_backward, philox_forward, philox_slots
 
 __all__ = ["scaled_dot_product_attention"]
@@ -79,7 +86,7 @@ def sdpa_fwd_op(
         return o, stats, torch.empty(0, dtype=torch.int64)
     options = checked_options(q.shape[-1], scale, is_causal, DiagonalAlignment(alignment),
                               left_bound, right_bound, alibi, engine)  # fmt: skip
-    prefer = _fused_choice(q, k, v, bias, dropout_p, options, padded=seq_len_q is not None)
+    prefer = fused_choice(q, k, v, bias, dropout_p, options, padded=seq_len_q is not None)
     seed, offset = _dropout.draw(q.device)
     o, stats, ran = philox_forward(
         q, k, v, dropout_p=dropout_p, seed=seed, offset=offset, prefer=prefer, **kw
@@ -157,26 +164,6 @@ def _stats_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _fused_choice(
-    q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, p: float, options: Options, *,
-    padded: bool,
-) -> str | None:  # fmt: skip
-    """The engine of the fused op ``F.scaled_dot_product_attention`` would run this philox call
-    on, to prefer (not force), so that both draw one mask; None on the CPU, for a forced engine,
-    or where the call uses a feature torch's op lacks (its choice then means nothing)."""
-    plain = (
-        (options.alignment == DiagonalAlignment.TOP_LEFT or not options.causal)
-        and options.left_bound is None
-        and options.right_bound is None
-        and not options.alibi
-        and not padded
-    )
-    if not q.is_cuda or options.engine is not None or not plain:
-        return None
-    gqa = k.shape[1] != q.shape[1] or v.shape[1] != q.shape[1]
-    return _dropout.choose_engine(q, k, v, bias, p, options.causal, options.scale, gqa)
-
-
 # ----- autograd -----
 _N_TENSORS = 6  # q, k, v, bias, seq_len_q, seq_len_kv
 
@@ -234,8 +221,11 @@ class _SdpaFunction(torch.autograd.Function):
             v = v.detach()
         ctx.options = options
         ctx.philox = None
-        if bias is None and slq is None and not dropout_p:  # the common call: Q, K and V alone
-            o, stats = forward_qkv(q, k, v, options)
+        if bias is None and slq is None:  # the common calls: Q, K and V alone
+            if dropout_p:  # training: philox dropout
+                o, stats, ctx.philox = philox_forward_qkv(q, k, v, dropout_p, options)
+            else:
+                o, stats = forward_qkv(q, k, v, options)
             ctx.save_for_backward(q, k, v, None, None, None, o.detach(), stats)
             return o
         pack: dict[str, Any] = {"Q": q, "K": k, "V": v}
@@ -244,13 +234,13 @@ class _SdpaFunction(torch.autograd.Function):
                 bias = bias.detach()
             pack.update(optional_slots(q.dtype, bias, slq, slkv, None, 1.0))
         if dropout_p:
-            prefer = _fused_choice(q, k, v, bias, dropout_p, options, padded=slq is not None)
+            prefer = fused_choice(q, k, v, bias, dropout_p, options, padded=slq is not None)
             seed, offset = _dropout.draw(q.device)
             pack.update(philox_slots(seed, offset))
-            o, stats, ran = run_forward_on(pack, _with(options, dropout_p, prefer, None))
+            o, stats, ran = run_forward_on(pack, with_dropout(options, dropout_p, prefer, None))
             _dropout.advance(q.device, offset, ran, (*q.shape[:3], k.shape[2]))
             # the backward runs on the engine that ran, with the same seed and offset: one mask
-            ctx.philox = (seed, offset, _with(options, dropout_p, None, ran))
+            ctx.philox = (seed, offset, with_dropout(options, dropout_p, None, ran))
         else:
             o, stats = run_forward(pack, options)
         ctx.save_for_backward(q, k, v, bias, slq, slkv, o.detach(), stats)
@@ -261,10 +251,13 @@ class _SdpaFunction(torch.autograd.Function):
         # the graphs read detached tensors, so no autograd history is recorded even under
         # create_graph=True: the gradients are not differentiable again (as with the custom op)
         q, k, v, bias, slq, slkv, o, stats = ctx.saved_tensors
-        if bias is None and slq is None and ctx.philox is None:  # the common call
+        if bias is None and slq is None:  # the common calls
             if 0 in do.stride():  # a broadcast gradient (x.sum()'s) is made dense
                 do = do.contiguous()
-            dq, dk, dv = backward_qkv(q, k, v, o, do, stats, ctx.options)
+            if ctx.philox is None:
+                dq, dk, dv = backward_qkv(q, k, v, o, do, stats, ctx.options)
+            else:
+                dq, dk, dv = philox_backward_qkv(q, k, v, o, do, stats, ctx.philox)
             return dq, dk, dv, None, None, None, None, None
         bias_grad = bias is not None and ctx.needs_input_grad[3]
         pack: dict[str, Any] = {
@@ -283,24 +276,6 @@ class _SdpaFunction(torch.autograd.Function):
             pack.update(philox_slots(seed, offset))
         dq, dk, dv, dbias = run_backward(pack, options, bias.shape if bias_grad else None)
         return dq, dk, dv, dbias, None, None, None, None
-
-
-def _with(options: Options, p: float, prefer: str | None, engine: str | None) -> Options:
-    """``options`` with philox dropout ``p`` and an engine preferred or (``engine``) forced,
-    made once per combination (``NamedTuple._replace`` costs microseconds per call)."""
-    key = (options, p, prefer, engine)
-    made = _WITH.get(key)
-    if made is None:
-        made = options._replace(dropout_p=p, prefer=prefer)
-        if engine is not None:
-            made = made._replace(engine=engine)
-        if len(_WITH) > 1024:
-            _WITH.clear()
-        _WITH[key] = made
-    return made
-
-
-_WITH: dict[tuple[Any, ...], Options] = {}
 
 
 def _c_apply() -> tuple[Any, Any, Any]:

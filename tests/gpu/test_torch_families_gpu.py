@@ -144,3 +144,22 @@ def test_fusion_engine_runs_the_example_graphs(kind: str, autotune: bool) -> Non
         assert err <= 2e-2, f"relative error {err:.2e}"
         for t, v in before.items():
             assert torch.equal(case.inputs[t], v), f"input {t.name} was written"
+
+
+def test_execute_writes_a_bf16_matmul_into_the_callers_buffer(eager_only: None) -> None:
+    """The eager engine's matmul writer on the GPU: the product lands in the caller's buffer
+    (out=), equal to torch.matmul's."""
+    g = hg.Graph(io_data_type=hg.DataType.BFLOAT16, intermediate_data_type=hg.DataType.FLOAT,
+                 compute_data_type=hg.DataType.FLOAT)  # fmt: skip
+    a, b = g.tensor(name="a", dim=[2, 64, 96]), g.tensor(name="b", dim=[2, 96, 80])
+    c = g.matmul(a, b, name="mm").set_output(True).set_dim([2, 64, 80])
+    g.build_operation_graph().create_execution_plans().build_plans()
+    gen = torch.Generator(device="cuda").manual_seed(2)
+    av, bv = (torch.randn(*t.dim, device="cuda", generator=gen, dtype=torch.bfloat16)
+              for t in (a, b))  # fmt: skip
+    buf = torch.empty(2, 64, 80, device="cuda", dtype=torch.bfloat16)
+    address = buf.data_ptr()
+    g.execute({a: av, b: bv, c: buf})
+    torch.cuda.synchronize()
+    assert buf.data_ptr() == address
+    torch.testing.assert_close(buf, torch.matmul(av, bv), rtol=1e-2, atol=1e-2)

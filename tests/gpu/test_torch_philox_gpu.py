@@ -190,6 +190,39 @@ def test_op_matches_torch_sdpa_exactly_with_the_same_kernel(engine: str) -> None
     assert plans == {engine}  # forward and backward on the same engine
 
 
+def test_op_philox_hits_match_torch_sdpa_and_follow_its_switches(monkeypatch: Any) -> None:
+    """The hot path of a training call (hits ask nothing again) still draws F.sdpa's mask and
+    moves the generator as it does, and a changed backend switch is a new signature."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from hipdnn_graph.torch import _hot
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 256, 64, device="cuda", dtype=BF16, generator=g,
+                           requires_grad=True) for _ in range(3))  # fmt: skip
+    hgt.graph_cache().clear()
+    asked: list[int] = []
+    choice = _hot.fused_choice
+    monkeypatch.setattr(_hot, "fused_choice", lambda *a, **kw: asked.append(1) or choice(*a, **kw))
+    for engine in (*FUSED, EFFICIENT):
+        with sdpa_kernel([getattr(SDPBackend, _BACKENDS[engine])]):
+            results = []
+            ours = hgt.scaled_dot_product_attention
+            for fn in (torch.nn.functional.scaled_dot_product_attention, ours, ours):
+                torch.manual_seed(11)
+                out = fn(q, k, v, dropout_p=0.1, is_causal=True)
+                grads = torch.autograd.grad(out.float().square().sum(), [q, k, v])
+                results.append((out, grads, _generator_state()))
+        (ref, rgrads, rstate), *runs = results
+        for out, grads, state in runs:  # the op's miss (or remembered signature), then a hit
+            assert torch.equal(out, ref)
+            assert state == rstate
+            for a, b in zip(grads, rgrads, strict=True):
+                torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2)
+    # one question per switch setting (the last EFFICIENT round was remembered)
+    assert len(asked) == len(FUSED)
+
+
 def test_op_makes_no_score_sized_tensor() -> None:
     def peak(fn: Any) -> int:
         g = torch.Generator(device="cuda").manual_seed(1)

@@ -7,7 +7,10 @@ torch ops that ``torch.compile`` traces (no data-dependent Python control flow, 
 synchronisation). The engines (:mod:`hipdnn_graph_torch_rocm.family_engines`) cast each
 result to its tensor's storage type, so virtual intermediates are rounded to their declared
 type. ``prepare_<family>(node)`` reads the node once and returns the closure the engines run;
-``<family>_refusal(node)`` says why a node cannot run (``None`` when it can).
+``<family>_refusal(node)`` says why a node cannot run (``None`` when it can). Where torch can
+write a node's results straight into the caller's buffers (``out=``), ``prepare_<family>_writer
+(node)`` returns a :data:`Writer` that does (``None`` where that node cannot), so ``execute``
+copies nothing.
 
 Example:
     >>> import hipdnn_graph as hg
@@ -29,9 +32,17 @@ from . import norm_backward as _nb
 from . import norms as _norms
 from . import pointwise as _pw
 from . import reduction as _red
-from ._common import Prepared
+from ._common import Prepared, Writer
 
-__all__ = ["TORCH_LOWERINGS", "TORCH_PREPARERS", "TORCH_REFUSALS", "Prepared", "refusal"]
+__all__ = [
+    "TORCH_LOWERINGS",
+    "TORCH_PREPARERS",
+    "TORCH_REFUSALS",
+    "TORCH_WRITERS",
+    "Prepared",
+    "Writer",
+    "refusal",
+]
 
 _T = hg.NodeType
 
@@ -69,6 +80,11 @@ TORCH_PREPARERS: dict[hg.NodeType, Callable[[Any], Prepared]] = {
     _T.RMS_NORM: _norms.prepare_rmsnorm,
     _T.LAYERNORM_BACKWARD: _nb.prepare_layernorm_backward,
     _T.RMS_NORM_BACKWARD: _nb.prepare_rmsnorm_backward,
+}
+
+#: node type -> ``prepare_<family>_writer(node) -> Writer or None`` (families with ``out=``)
+TORCH_WRITERS: dict[hg.NodeType, Callable[[Any], Writer | None]] = {
+    _T.MATMUL: _mm.prepare_matmul_writer,
 }
 
 #: node type -> ``<family>_refusal(node) -> reason or None``

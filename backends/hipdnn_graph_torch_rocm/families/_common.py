@@ -22,6 +22,7 @@ __all__ = [
     "FLOATING",
     "LOW_PRECISION",
     "Prepared",
+    "Writer",
     "as_scalar",
     "compute_dtype",
     "compute_dtype_name",
@@ -31,6 +32,10 @@ __all__ = [
 
 #: a prepared lowering: slot name -> tensor (or Python number) in, slot name -> tensor out
 Prepared = Callable[[Mapping[str, Any]], dict[str, Any]]
+#: a prepared lowering that writes every output of its node into given tensors (slot name ->
+#: the caller's buffer, of the tensor's declared shape, strides and storage type) instead of
+#: returning new ones, with the results :data:`Prepared` gives, bit for bit
+Writer = Callable[[Mapping[str, Any], Mapping[str, Any]], None]
 
 #: the compute types the lowerings honour (a floating type torch computes in on every device)
 FLOATING = frozenset(

@@ -27,9 +27,23 @@ from typing import Any
 
 import hipdnn_graph as hg
 
-from ._common import FLOATING, LOW_PRECISION, Prepared, compute_dtype, dtype_refusal, tensor_dtype
+from ._common import (
+    FLOATING,
+    LOW_PRECISION,
+    Prepared,
+    Writer,
+    compute_dtype,
+    dtype_refusal,
+    tensor_dtype,
+)
 
-__all__ = ["lower_matmul", "matmul_refusal", "native_low_precision", "prepare_matmul"]
+__all__ = [
+    "lower_matmul",
+    "matmul_refusal",
+    "native_low_precision",
+    "prepare_matmul",
+    "prepare_matmul_writer",
+]
 
 
 def native_low_precision(node: Any, slots: tuple[str, ...]) -> bool:
@@ -56,8 +70,9 @@ def _repeats(node: hg.MatmulNode, slot: str) -> tuple[tuple[int, int], ...]:
                  if d not in (1, c))  # fmt: skip
 
 
-def prepare_matmul(node: hg.MatmulNode) -> Prepared:
-    """The node's lowering with its types and batch repeats read now."""
+def _operand_maker(node: hg.MatmulNode) -> tuple[Any, Any]:
+    """``(operand, cast)``: a function giving A or B in the type the product runs in, with its
+    batch repeats, and that type."""
     import torch
 
     if native_low_precision(node, ("A", "B", "C")):
@@ -75,10 +90,50 @@ def prepare_matmul(node: hg.MatmulNode) -> Prepared:
             value = torch.repeat_interleave(value, times, dim=axis)
         return value
 
+    return operand, cast
+
+
+def prepare_matmul(node: hg.MatmulNode) -> Prepared:
+    """The node's lowering with its types and batch repeats read now."""
+    import torch
+
+    operand, _ = _operand_maker(node)
+
     def run(inputs: Mapping[str, Any]) -> dict[str, Any]:
         return {"C": torch.matmul(operand(inputs, "A"), operand(inputs, "B"))}
 
     return run
+
+
+def _product_dims(node: hg.MatmulNode) -> tuple[int, ...] | None:
+    """The dims of ``torch.matmul``'s result on the repeated operands (None: no such product)."""
+    t = node.attributes.tensors_by_slot()
+    a, b = (list(t[s].dim) for s in ("A", "B"))
+    if len(a) != len(b) or len(a) < 2:
+        return None
+    for dims, slot in ((a, "A"), (b, "B")):
+        for axis, times in _repeats(node, slot):
+            dims[axis] *= times
+    batch = [x if y in (1, x) else y if x == 1 else -1 for x, y in zip(a[:-2], b[:-2], strict=True)]
+    return None if -1 in batch else (*batch, a[-2], b[-1])
+
+
+def prepare_matmul_writer(node: hg.MatmulNode) -> Writer | None:
+    """The lowering writing C into the caller's buffer (``torch.matmul(..., out=C)``: the
+    product lands there, no copy), or None where C's storage type is not the type the product
+    runs in (the result is then rounded, which the returning lowering does)."""
+    import torch
+
+    operand, cast = _operand_maker(node)
+    t = node.attributes.tensors_by_slot()
+    c = t["C"]
+    if tensor_dtype(c) != cast or _product_dims(node) != tuple(c.dim):
+        return None  # (a product of another shape would resize the caller's buffer)
+
+    def write(inputs: Mapping[str, Any], outs: Mapping[str, Any]) -> None:
+        torch.matmul(operand(inputs, "A"), operand(inputs, "B"), out=outs["C"])
+
+    return write
 
 
 def lower_matmul(node: hg.MatmulNode, inputs: Mapping[str, Any]) -> dict[str, Any]:

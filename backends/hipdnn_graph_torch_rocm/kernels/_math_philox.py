@@ -8,18 +8,29 @@ word ``L mod 4`` of Philox4x32-10 at counter ``L // 4`` under key ``seed``, wher
 installed, so they cannot import ``hipdnn_graph``: the round constants and the uniform conversion
 are restated here, and ``tests/test_philox_dropout.py`` checks them against the definition.
 
-Everything is int64 arithmetic that never overflows (32×32-bit products are split into 16-bit
-halves), so it runs on the CPU, CUDA and ROCm alike without unsigned or CUDA-only ops. A seed or
-offset may be a Python int or a one-element integer tensor; a tensor on the compute device is
-used there (no host synchronization), one on the CPU is read as a host number.
+On a GPU everything is int64 torch arithmetic that never overflows (32×32-bit products are
+split into 16-bit halves), so it runs on CUDA and ROCm alike without unsigned or CUDA-only ops.
+On the CPU (where NumPy is installed) the same rounds run in NumPy's uint64 (one exact product
+per multiplication and a third of the operations, each far cheaper than a torch op on small
+arrays): the two give the same words, and the CPU tests check both against the definition.
+A seed or offset may be a Python int or a one-element integer tensor; a tensor on the compute
+device is used there (no host synchronization), one on the CPU is read as a host number.
 """
 
 from __future__ import annotations
 
 import functools
 import struct
+from typing import Any
 
 import torch
+
+try:
+    import numpy as np
+
+    HAVE_NUMPY = True
+except ImportError:  # kernels import with torch alone: the CPU then takes the torch route
+    HAVE_NUMPY = False
 
 __all__ = [
     "PHILOX_M0",
@@ -123,6 +134,61 @@ def _philox(ctr: Tensor, k0: int | Tensor, k1: int | Tensor) -> list[Tensor]:
     return [c0, c1, c2, c3]
 
 
+def _philox_numpy(ctr: Any, k0: int, k1: int) -> list[Any]:
+    """:func:`_philox` in NumPy uint64 (products of two 32-bit words are exact in 64 bits)."""
+    m32 = np.uint64(_M32)
+    shift = np.uint64(32)
+    m0, m1 = np.uint64(PHILOX_M0), np.uint64(PHILOX_M1)
+    c0, c1 = ctr & m32, ctr >> shift
+    c2 = c3 = np.zeros_like(ctr)
+    for _ in range(PHILOX_ROUNDS):
+        p0, p1 = c0 * m0, c2 * m1
+        c0, c1, c2, c3 = (
+            (p1 >> shift) ^ c1 ^ np.uint64(k0),
+            p1 & m32,
+            ((p0 >> shift) ^ c3 ^ np.uint64(k1)),
+            p0 & m32,
+        )
+        k0 = (k0 + PHILOX_W0) & _M32
+        k1 = (k1 + PHILOX_W1) & _M32
+    return [c0, c1, c2, c3]
+
+
+def _host_u64(x: Scalar) -> int:
+    """A host value (a Python int or a CPU tensor) read as an unsigned 64-bit number."""
+    return (int(x.reshape(-1)[0].item()) if isinstance(x, Tensor) else int(x)) % (1 << 64)
+
+
+def _keep_numpy(
+    seed: Scalar, offset: Scalar, threshold: int, shape: tuple[int, int, int, int],
+    rows: tuple[int, int], cols: tuple[int, int],
+) -> Tensor:  # fmt: skip
+    """:func:`philox_keep` on the CPU, through :func:`_philox_numpy`."""
+    b, h, sq, skv = shape
+    (i0, i1), (j0, j1) = rows, cols
+    n, width = i1 - i0, j1 - j0
+    out = np.empty((b * h * n, width), dtype=np.bool_)
+    if out.size:
+        key, start = _host_u64(seed), _host_u64(offset)
+        k0, k1 = key & _M32, key >> 32
+        off_block, off_lane = np.uint64(start >> 2), np.uint64(start & 3)
+        lead = np.arange(b * h, dtype=np.uint64).reshape(-1, 1) * np.uint64(sq)
+        rows_first = (lead + np.arange(i0, i1, dtype=np.uint64)) * np.uint64(skv) + np.uint64(j0)
+        rel: Any = rows_first.reshape(-1) + off_lane  # each row's first element, in its block
+        nblocks = (width + 7) // 4  # a row that starts at lane 3 spans one block more
+        step = max(1, _CHUNK_CPU // nblocks)
+        blocks = np.arange(nblocks, dtype=np.uint64)
+        columns = np.arange(width, dtype=np.intp)
+        for r0 in range(0, rel.size, step):
+            part = rel[r0 : r0 + step]
+            ctr = (off_block + (part >> np.uint64(2))).reshape(-1, 1) + blocks
+            words = np.stack(_philox_numpy(ctr, k0, k1), axis=-1).reshape(ctr.shape[0], -1)
+            lane = (part & np.uint64(3)).astype(np.intp).reshape(-1, 1)
+            picked = np.take_along_axis(words, lane + columns, axis=1)
+            out[r0 : r0 + step] = picked >= np.uint64(threshold)
+    return torch.from_numpy(out).view(b, h, n, width)
+
+
 def philox_keep(
     seed: Scalar,
     offset: Scalar,
@@ -154,6 +220,16 @@ def philox_keep(
         >>> got.flatten().tolist()  # hipdnn_graph.philox.dropout_keep_mask's first row
         [True, False, False, False]
     """
+    if device.type == "cpu" and HAVE_NUMPY:
+        return _keep_numpy(seed, offset, threshold, shape, rows, cols)
+    return _keep_torch(seed, offset, threshold, shape, rows, cols, device)
+
+
+def _keep_torch(
+    seed: Scalar, offset: Scalar, threshold: int, shape: tuple[int, int, int, int],
+    rows: tuple[int, int], cols: tuple[int, int], device: torch.device,
+) -> Tensor:  # fmt: skip
+    """:func:`philox_keep` with torch int64 ops on ``device`` (any device; the GPUs' route)."""
     b, h, sq, skv = shape
     (i0, i1), (j0, j1) = rows, cols
     n, width = i1 - i0, j1 - j0
