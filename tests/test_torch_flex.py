@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 
 import hipdnn_graph as hg  # noqa: E402
 from hipdnn_graph_torch_rocm import _ranking, create_backend  # noqa: E402
-from hipdnn_graph_torch_rocm.kernels import flex  # noqa: E402
+from hipdnn_graph_torch_rocm.kernels import _flex_kernel, _flex_spec, flex  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels import math as tm  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not flex.flex_available(), reason="torch has no FlexAttention")
@@ -92,7 +92,7 @@ def test_a_bias_run_in_head_groups_matches_one_call(
     heads each; O, Stats, dQ/dK/dV and dBias (per head, or summed over heads) match the
     reference math."""
     monkeypatch.setenv(flex.CPU_ENV, "1")
-    monkeypatch.setattr(flex, "_MAX_BUFFER", 4096)  # the [1,4,32,32] bias: 4096 elements
+    monkeypatch.setattr(_flex_spec, "_MAX_BUFFER", 4096)  # the [1,4,32,32] bias: 4096 elements
     g = torch.Generator().manual_seed(7)
     q, do = (torch.randn(1, 4, 32, 16, generator=g) for _ in range(2))
     k, v = (torch.randn(1, 2, 32, 16, generator=g) for _ in range(2))
@@ -387,14 +387,14 @@ def test_bias_of_another_type_than_qkv_runs_without_recompiling() -> None:
 def test_forward_falls_back_to_expanded_heads_when_gqa_does_not_compile(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = flex._forward_body
+    original = _flex_kernel._forward_body
 
     def no_gqa(*args: Any) -> Any:
         if args[-1][2]:  # cfg = (features, scale, enable_gqa, want_lse)
             raise RuntimeError("pretend GQA does not compile")
         return original(*args)
 
-    monkeypatch.setattr(flex, "_forward_body", no_gqa)
+    monkeypatch.setattr(_flex_kernel, "_forward_body", no_gqa)
     k = flex.FlexKernel(spec(forward=True, sq=24, right_bound=0))
     assert k.notes[-1].startswith("K/V heads expanded")
     g = torch.Generator().manual_seed(6)

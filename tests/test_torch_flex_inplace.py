@@ -21,7 +21,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from hipdnn_graph_torch_rocm.kernels import _flex_compiled, flex  # noqa: E402
+from hipdnn_graph_torch_rocm.kernels import _flex_compiled, _flex_kernel, flex  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels import _flex_inplace as inplace  # noqa: E402
 
 copy_ = torch.ops.aten.copy_.default
@@ -219,7 +219,7 @@ def _probe(kernel: Any, stored: list[str], monkeypatch: pytest.MonkeyPatch) -> N
     def reporting() -> Iterator[list[str]]:
         yield list(stored)
 
-    monkeypatch.setattr(flex, "stores_into_destinations", reporting)
+    monkeypatch.setattr(_flex_kernel, "stores_into_destinations", reporting)
     warm = kernel._warm_inputs()
     kernel._building = True  # as inside the build: compiling is allowed
     kernel._store_in_place(warm, {"scale": 0.25, "bias": warm[6]})
@@ -258,7 +258,7 @@ def test_a_storing_body_with_other_bits_is_dropped(monkeypatch: pytest.MonkeyPat
         args[9][1].add_(1.0)  # dK one higher than the copying body's
         return out
 
-    monkeypatch.setattr(flex, "_backward_body", off_by_one)
+    monkeypatch.setattr(_flex_kernel, "_backward_body", off_by_one)
     _probe(kernel, ["dq", "dv", "dk"], monkeypatch)
     assert kernel.stored_in_place == () and kernel._bwd is copying
     assert kernel._graphs == kernel._tag and kernel._tag in _flex_compiled.GRAPHS

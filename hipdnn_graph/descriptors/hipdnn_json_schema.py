@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .hipdnn_json import _scalar_holder
 from .node_spec import JSON_ON_NODE, JSON_SCALARS_ON_NODE, Kind, NodeSpec, WireEnum, node_specs
 from .wire_model import DATA_TYPE_NAMES, MAX_NODES, MAX_RANK, MAX_TENSORS, ValueMember
 
@@ -60,7 +59,7 @@ def _node_schema(spec: NodeSpec) -> dict[str, Any]:
         groups["outputs" if slot.output else "inputs"][slot.wire] = _kind_schema(kind)
     for held in spec.tensor_lists:
         groups["outputs" if held.output else "inputs"][held.wire] = _kind_schema(Kind.I64_VEC)
-    holder = _scalar_holder(spec)
+    holder = spec.json_scalar_holder
     for scalar in spec.scalars:
         groups[holder][scalar.key] = _kind_schema(scalar.kind, scalar.enum)
     extras = []

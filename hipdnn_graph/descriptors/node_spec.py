@@ -397,6 +397,12 @@ class NodeSpec:
         """Names of the scalar slots engines read as host values."""
         return frozenset(s.name for s in self.slots if s.pass_by_value)
 
+    @property
+    def json_scalar_holder(self) -> str:
+        """Where the family's scalars go in its JSON node: ``"scalars"`` (an object of their
+        own, or the node object itself) or ``"inputs"`` (among the input uids)."""
+        return "inputs" if self.scalar_group in ("", "inputs", JSON_ON_NODE) else "scalars"
+
 
 _SPECS: dict[int, NodeSpec] = {}
 _BY_ATTRIBUTES: dict[type[Any], NodeSpec] = {}

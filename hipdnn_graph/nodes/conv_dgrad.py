@@ -10,31 +10,32 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..attributes.convolution import ConvDgradAttributes
-from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import NodeSpec, SlotSpec, register_node_spec
 from ..tensor import TensorAttributes
 from ..types import NodeType
 from .base import Node
 from .conv_rules import (
-    MIN_RANK,
+    ForwardShapes,
     c_div,
     c_mod,
-    check_parameter_counts,
-    check_parameter_values,
+    check_operands,
+    check_parameters,
     check_parameters_set,
-    dims_and_strides_positive,
+    check_ranks,
+    check_set_and_positive,
     dims_positive,
+    infer_strides,
     invalid,
-    missing,
+    operands,
     spatial_parameters,
-    strides_like,
 )
-from .conv_spec import ConvolutionAttributeName, convolution_scalars, convolution_unmodelled
+from .conv_spec import convolution_spec
 from .input_memo import InputRuleMemo
 
 __all__ = ["CONVOLUTION_BWD_SPEC", "ConvolutionDgradNode"]
 
 _LABEL = "ConvolutionDgradNode"
+#: the three tensors, in hipDNN's check order, with what its messages call them
+_ROLES = (("dy", "gradient of output"), ("w", "weights"), ("dx", "gradient of input"))
 
 
 class ConvolutionDgradNode(Node[ConvDgradAttributes]):
@@ -68,56 +69,19 @@ class ConvolutionDgradNode(Node[ConvDgradAttributes]):
                 others.
         """
         a = self.attributes
-        dy, w, dx = a.get_dy(), a.get_w(), a.get_dx()
-        if dy is None:
-            raise missing(f"{_LABEL} missing dy (gradient of output) for pre-validation")
-        if w is None:
-            raise missing(f"{_LABEL} missing w (weights) for pre-validation")
-        if dx is None:
-            raise missing(f"{_LABEL} missing dx (gradient of input) for pre-validation")
+        dy, w, dx = operands(a, _LABEL, _ROLES, "pre-validation")
         check_parameters_set(a, _LABEL)
+        check_operands(dy, "dy", w, "Weight", _LABEL)
         dyd, wd = dy.dim, w.dim
-        if not dims_and_strides_positive(dy):
-            raise invalid(f"{_LABEL}: dy tensor dimensions and strides must be set and positive")
-        if len(dyd) < MIN_RANK:
-            raise invalid(f"{_LABEL}: dy tensor must have at least 3 dimensions (N, C, spatial)")
-        if not dims_and_strides_positive(w):
-            raise invalid(
-                f"{_LABEL}: Weight tensor dimensions and strides must be set and positive"
-            )
-        if len(wd) != len(dyd):
-            raise invalid(
-                f"{_LABEL}: Weight tensor dimension count must match dy tensor dimension count"
-            )
         if dyd[1] != wd[0]:
             raise invalid(f"{_LABEL}: dy tensor channels must match weight tensor output channels")
         dxd = dx.dim
         if dxd:
             _check_dx(dxd, dyd, wd, dx)
-        if dx.stride and not dims_and_strides_positive(dx):
-            raise invalid(f"{_LABEL}: dx tensor dimensions and strides must be set and positive")
-        spatial = len(dyd) - 2
-        check_parameter_counts(a, spatial, _LABEL)
-        for i in range(spatial):
-            pre, post = a.pre_padding[i], a.post_padding[i]
-            stride, dilation = a.stride[i], a.dilation[i]
-            check_parameter_values(pre, post, stride, dilation, _LABEL)
-            if not dxd:
-                continue
-            out, kernel, size = dyd[i + 2], wd[i + 2], dxd[i + 2]
-            numerator = size + pre + post - (dilation * (kernel - 1) + 1)
-            if numerator < 0:
-                raise invalid(
-                    f"{_LABEL}: Input spatial dimension at index {i} ({size}) is too small for "
-                    f"the kernel size ({kernel}) and dilation ({dilation})"
-                )
-            expected = numerator // stride + 1
-            if out != expected:
-                raise invalid(
-                    f"{_LABEL}: dy tensor spatial dimension at index {i} ({out}) does not match "
-                    f"expected dimension ({expected}) given dx dimensions, kernel size, padding, "
-                    "stride, and dilation"
-                )
+        if dx.stride:
+            check_set_and_positive(dx, "dx", _LABEL)
+        shapes = ForwardShapes(dxd, wd, dyd, "dy", "dx") if dxd else None
+        check_parameters(a, len(dyd) - 2, _LABEL, shapes)
 
     def infer_properties_node(self) -> None:
         """Fill data types; DX without dims gets ``[N, W's C, in...]`` (one group: hipDNN
@@ -128,22 +92,11 @@ class ConvolutionDgradNode(Node[ConvDgradAttributes]):
                 ``INVALID_VALUE`` for members that do not give a positive size.
         """
         a = self.attributes
-        dy, w, dx = a.get_dy(), a.get_w(), a.get_dx()
-        if dy is None:
-            raise missing(f"{_LABEL} missing dy for setting properties")
-        if w is None:
-            raise missing(f"{_LABEL} missing w for setting properties")
-        if dx is None:
-            raise missing(f"{_LABEL} missing dx for setting properties")
+        dy, w, dx = operands(a, _LABEL, _ROLES, "setting properties")
         a.fill_from_context(self.graph_attributes)
         if not dx.dim:
             dx.dim = _dx_dims(a, dy, w)
-        if not dx.stride:
-            if not dy.stride:
-                raise missing(f"{_LABEL}: Cannot infer dx strides - missing dy strides")
-            if len(dy.stride) != len(dx.dim):
-                raise missing(f"{_LABEL}: Stride dimension mismatch between dy and dx tensors")
-            dx.stride = strides_like(dx.dim, dy.stride)
+        infer_strides(dx, "dx", dy, "dy", _LABEL)
 
 
 def _check_dx(dxd: list[int], dyd: list[int], wd: list[int], dx: TensorAttributes) -> None:
@@ -172,12 +125,7 @@ def _dx_dims(a: ConvDgradAttributes, dy: TensorAttributes, w: TensorAttributes) 
     """hipDNN's DX inference. Where hipDNN would index past DY's or W's dims (inference called
     without pre-validation), the pre-validation message is raised instead."""
     dyd, wd = dy.dim, w.dim
-    if len(dyd) < MIN_RANK:
-        raise invalid(f"{_LABEL}: dy tensor must have at least 3 dimensions (N, C, spatial)")
-    if len(wd) != len(dyd):
-        raise invalid(
-            f"{_LABEL}: Weight tensor dimension count must match dy tensor dimension count"
-        )
+    check_ranks(dyd, "dy", wd, "Weight", _LABEL)
     dims = [dyd[0], wd[1]]
     for i in range(2, len(dyd)):
         pre, post, stride, dilation = spatial_parameters(a, i - 2, _LABEL)
@@ -191,36 +139,18 @@ def _dx_dims(a: ConvDgradAttributes, dy: TensorAttributes, w: TensorAttributes) 
     return dims
 
 
-_A = ConvolutionAttributeName
 _In, _Out = ConvDgradAttributes.InputNames, ConvDgradAttributes.OutputNames
 
 #: Where every slot and member of a data-gradient convolution lives on each wire (hipDNN's
 #: 10-field ``ConvolutionBwdAttributes`` table; its JSON as the forward one's).
-CONVOLUTION_BWD_SPEC = register_node_spec(
-    NodeSpec(
-        table="ConvolutionBwdAttributes",
-        union_tag=6,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_CONVOLUTION_BACKWARD_DATA,
-        descriptor_class="ConvolutionBwdOperationDescriptor",
-        compute_type=_A.CONVOLUTION_COMP_TYPE,
-        scalar_group="parameters",
-        slots=(
-            SlotSpec(
-                _In.DY, False, True, 0, _A.OPERATION_CONVOLUTION_BACKWARD_DATA_DY, "dy_tensor_uid"
-            ),
-            SlotSpec(
-                _In.W, False, True, 1, _A.OPERATION_CONVOLUTION_BACKWARD_DATA_W, "w_tensor_uid"
-            ),
-            SlotSpec(
-                _Out.DX, True, True, 2, _A.OPERATION_CONVOLUTION_BACKWARD_DATA_DX, "dx_tensor_uid"
-            ),
-        ),
-        scalars=convolution_scalars(),
-        unmodelled=convolution_unmodelled(),
-        field_count=10,
-        attributes_cls=ConvDgradAttributes,
-        make_node=ConvolutionDgradNode,
-    )
+CONVOLUTION_BWD_SPEC = convolution_spec(
+    "ConvolutionBwdAttributes",
+    6,
+    _LABEL,
+    "BACKWARD_DATA",
+    "ConvolutionBwdOperationDescriptor",
+    (_In.DY, _In.W, _Out.DX),
+    ConvDgradAttributes,
+    ConvolutionDgradNode,
 )
 ConvolutionDgradNode.spec = CONVOLUTION_BWD_SPEC

@@ -7,6 +7,7 @@ hipDNN computes in C++ ``int64_t``: ``%`` and ``/`` truncate toward zero. :func:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from ..attributes.convolution import ConvolutionAttributes
 from ..errors import HipdnnError
@@ -17,15 +18,23 @@ from .norm_rules import ordered_strides, stride_order
 __all__ = [
     "MIN_RANK",
     "PARAMETERS",
+    "ForwardShapes",
     "c_div",
     "c_mod",
+    "check_forward_size",
+    "check_operands",
     "check_parameter_counts",
     "check_parameter_values",
+    "check_parameters",
     "check_parameters_set",
+    "check_ranks",
+    "check_set_and_positive",
     "dims_and_strides_positive",
     "dims_positive",
+    "infer_strides",
     "invalid",
     "missing",
+    "operands",
     "spatial_parameters",
     "strides_like",
 ]
@@ -75,6 +84,177 @@ def dims_and_strides_positive(t: TensorAttributes) -> bool:
     """hipDNN's ``validate_dims_and_strides_set_and_positive``: dims set and positive, as many
     strides as dims, all positive."""
     return dims_positive(t) and len(t.stride) == len(t.dim) and all(s > 0 for s in t.stride)
+
+
+def operands(
+    a: ConvolutionAttributes, label: str, roles: Sequence[tuple[str, str]], purpose: str
+) -> list[TensorAttributes]:
+    """The node's three tensors, each checked set, in hipDNN's order. ``roles`` names each
+    tensor's slot and what it is (``("x", "input")``); the pre-validation message names both
+    (``missing x (input) for pre-validation``), the inference one the slot only (``missing x
+    for setting properties``).
+
+    Raises:
+        HipdnnError: ``ATTRIBUTE_NOT_SET`` naming the first tensor not set.
+    """
+    found = []
+    for slot, role in roles:
+        tensor = getattr(a, f"get_{slot}")()
+        if tensor is None:
+            what = f"{slot} ({role})" if purpose == "pre-validation" else slot
+            raise missing(f"{label} missing {what} for {purpose}")
+        found.append(tensor)
+    return found
+
+
+def _lower(name: str) -> str:
+    """A tensor's name inside a sentence (``Input`` -> ``input``; ``dy`` stays)."""
+    return name[:1].lower() + name[1:]
+
+
+def check_set_and_positive(t: TensorAttributes, name: str, label: str) -> None:
+    """hipDNN's ``<name> tensor dimensions and strides must be set and positive``.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` when they are not.
+    """
+    if not dims_and_strides_positive(t):
+        raise invalid(f"{label}: {name} tensor dimensions and strides must be set and positive")
+
+
+def _check_rank(dims: Sequence[int], name: str, label: str) -> None:
+    if len(dims) < MIN_RANK:
+        raise invalid(f"{label}: {name} tensor must have at least 3 dimensions (N, C, spatial)")
+
+
+def _check_rank_match(
+    dims: Sequence[int], name: str, first: Sequence[int], first_name: str, label: str
+) -> None:
+    if len(dims) != len(first):
+        raise invalid(
+            f"{label}: {name} tensor dimension count must match {_lower(first_name)} tensor "
+            "dimension count"
+        )
+
+
+def check_operands(
+    first: TensorAttributes,
+    first_name: str,
+    second: TensorAttributes,
+    second_name: str,
+    label: str,
+) -> None:
+    """hipDNN's checks of the two input tensors, in its order: the first's dims and strides set
+    and positive, its rank at least 3; the second's too, of the first's rank.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for the first check that fails.
+    """
+    check_set_and_positive(first, first_name, label)
+    _check_rank(first.dim, first_name, label)
+    check_set_and_positive(second, second_name, label)
+    _check_rank_match(second.dim, second_name, first.dim, first_name, label)
+
+
+def check_ranks(
+    first: Sequence[int], first_name: str, second: Sequence[int], second_name: str, label: str
+) -> None:
+    """The rank checks of :func:`check_operands` (inference makes them where hipDNN would index
+    past the dims when called without pre-validation).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for the first check that fails.
+    """
+    _check_rank(first, first_name, label)
+    _check_rank_match(second, second_name, first, first_name, label)
+
+
+class ForwardShapes(NamedTuple):
+    """The dims of a convolution's forward problem, for checking the forward output's spatial
+    dims: the input (X, or DX for the data gradient), the filter and the output (Y, or DY), with
+    the names hipDNN's messages give the output tensor and the input dims."""
+
+    input: Sequence[int]
+    kernel: Sequence[int]
+    output: Sequence[int]
+    output_name: str
+    input_name: str
+
+
+def check_forward_size(
+    shapes: ForwardShapes, i: int, pre: int, post: int, stride: int, dilation: int, label: str
+) -> None:
+    """Spatial dim ``i`` of the forward output as the forward formula gives it from the input,
+    the kernel and the members (C++ division; a zero stride fails as hipDNN's later check).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for an input too small for the kernel, or another output
+            size.
+    """
+    size, kernel, out = shapes.input[i + 2], shapes.kernel[i + 2], shapes.output[i + 2]
+    numerator = size + pre + post - (dilation * (kernel - 1) + 1)
+    if numerator < 0:
+        raise invalid(
+            f"{label}: Input spatial dimension at index {i} ({size}) is too small for the "
+            f"kernel size ({kernel}) and dilation ({dilation})"
+        )
+    if stride == 0:
+        raise invalid(f"{label}: Stride must be > 0")
+    expected = c_div(numerator, stride) + 1
+    if out != expected:
+        raise invalid(
+            f"{label}: {shapes.output_name} tensor spatial dimension at index {i} ({out}) does "
+            f"not match expected dimension ({expected}) given {shapes.input_name} dimensions, "
+            "kernel size, padding, stride, and dilation"
+        )
+
+
+def check_parameters(
+    a: ConvolutionAttributes, spatial: int, label: str, shapes: ForwardShapes | None = None
+) -> None:
+    """hipDNN's last pre-validation checks: one member value per spatial dim, then per spatial
+    dim its values in range and (given ``shapes``) the forward output's size.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for the first check that fails.
+    """
+    check_parameter_counts(a, spatial, label)
+    for i in range(spatial):
+        pre, post = a.pre_padding[i], a.post_padding[i]
+        stride, dilation = a.stride[i], a.dilation[i]
+        check_parameter_values(pre, post, stride, dilation, label)
+        if shapes is not None:
+            check_forward_size(shapes, i, pre, post, stride, dilation, label)
+
+
+def infer_strides(
+    out: TensorAttributes,
+    out_name: str,
+    reference: TensorAttributes,
+    reference_name: str,
+    label: str,
+    check_dims: bool = False,
+) -> None:
+    """Give ``out`` (with dims) packed strides in ``reference``'s memory order, when it has
+    none; ``check_dims``: first refuse an ``out`` without dims, as the forward node does.
+
+    Raises:
+        HipdnnError: ``ATTRIBUTE_NOT_SET`` when ``reference`` has no strides, or as many as
+            ``out`` has dims.
+    """
+    if out.stride:
+        return
+    if not reference.stride:
+        raise missing(
+            f"{label}: Cannot infer {out_name} strides - missing {reference_name} strides"
+        )
+    if check_dims and not out.dim:
+        raise missing(f"{label}: Cannot infer {out_name} strides - missing {out_name} dimensions")
+    if len(reference.stride) != len(out.dim):
+        raise missing(
+            f"{label}: Stride dimension mismatch between {reference_name} and {out_name} tensors"
+        )
+    out.stride = strides_like(out.dim, reference.stride)
 
 
 def check_parameters_set(a: ConvolutionAttributes, label: str) -> None:

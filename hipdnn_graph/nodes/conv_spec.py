@@ -1,19 +1,31 @@
 """What the three convolution families declare alike for the wire: hipDNN's backend attribute
-ids, the ``ConvMode`` enum, and the members and unmodelled strings of their tables (slots 3-9 of
-``ConvolutionFwdAttributes``, ``ConvolutionBwdAttributes`` and ``ConvolutionWrwAttributes``)."""
+ids, the ``ConvMode`` enum, the members and unmodelled strings of their tables (slots 3-9 of
+``ConvolutionFwdAttributes``, ``ConvolutionBwdAttributes`` and ``ConvolutionWrwAttributes``) and
+:func:`convolution_spec`, which declares a family's whole table from what differs."""
 
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
 from ..descriptors.enums import AttributeType as T
-from ..descriptors.node_spec import Kind, ScalarSpec, UnmodelledSpec, WireEnum
+from ..descriptors.enums import DescriptorType
+from ..descriptors.node_spec import (
+    Kind,
+    NodeSpec,
+    ScalarSpec,
+    SlotSpec,
+    UnmodelledSpec,
+    WireEnum,
+    register_node_spec,
+)
 from ..types import ConvolutionMode
 
 __all__ = [
     "CONV_MODE",
     "ConvolutionAttributeName",
     "convolution_scalars",
+    "convolution_spec",
     "convolution_unmodelled",
 ]
 
@@ -97,4 +109,54 @@ def convolution_unmodelled() -> tuple[UnmodelledSpec, ...]:
     return (
         UnmodelledSpec("umd_flops", Kind.STRING, 8, "extra"),
         UnmodelledSpec("umd_bytes", Kind.STRING, 9, "extra"),
+    )
+
+
+def convolution_spec(
+    table: str,
+    union_tag: int,
+    label: str,
+    operation: str,
+    descriptor_class: str,
+    slots: tuple[IntEnum, IntEnum, IntEnum],
+    attributes_cls: type[Any],
+    make_node: Any,
+) -> NodeSpec:
+    """Declare and register a convolution family's 10-field table: ``slots`` are its two inputs
+    and its output in field order (fields 0-2, wire names ``<slot>_tensor_uid``), carried by the
+    attributes ``OPERATION_CONVOLUTION_<operation>_<slot>`` of a descriptor of type
+    ``OPERATION_CONVOLUTION_<operation>``; the members and unmodelled strings are the shared
+    ones, under ``"parameters"`` in the JSON.
+
+    Example:
+        >>> from hipdnn_graph.nodes.conv_fprop import CONVOLUTION_FWD_SPEC
+        >>> [(s.name, s.fb_slot, s.attribute.name, s.wire) for s in CONVOLUTION_FWD_SPEC.slots][2]
+        ('Y', 2, 'OPERATION_CONVOLUTION_FORWARD_Y', 'y_tensor_uid')
+    """
+    return register_node_spec(
+        NodeSpec(
+            table=table,
+            union_tag=union_tag,
+            label=label,
+            descriptor_type=DescriptorType[f"OPERATION_CONVOLUTION_{operation}"],
+            descriptor_class=descriptor_class,
+            compute_type=_A.CONVOLUTION_COMP_TYPE,
+            scalar_group="parameters",
+            slots=tuple(
+                SlotSpec(
+                    member,
+                    field == 2,
+                    True,
+                    field,
+                    ConvolutionAttributeName[f"OPERATION_CONVOLUTION_{operation}_{member.name}"],
+                    f"{member.name.lower()}_tensor_uid",
+                )
+                for field, member in enumerate(slots)
+            ),
+            scalars=convolution_scalars(),
+            unmodelled=convolution_unmodelled(),
+            field_count=10,
+            attributes_cls=attributes_cls,
+            make_node=make_node,
+        )
     )

@@ -10,33 +10,35 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..attributes.convolution import ConvWgradAttributes
-from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import NodeSpec, SlotSpec, register_node_spec
 from ..tensor import TensorAttributes
 from ..types import NodeType
 from .base import Node
 from .conv_rules import (
-    MIN_RANK,
     PARAMETERS,
+    ForwardShapes,
     c_div,
     c_mod,
+    check_forward_size,
+    check_operands,
     check_parameter_counts,
-    check_parameter_values,
+    check_parameters,
     check_parameters_set,
-    dims_and_strides_positive,
+    check_ranks,
+    check_set_and_positive,
     dims_positive,
+    infer_strides,
     invalid,
-    missing,
+    operands,
     spatial_parameters,
-    strides_like,
 )
-from .conv_spec import ConvolutionAttributeName, convolution_scalars, convolution_unmodelled
+from .conv_spec import convolution_spec
 from .input_memo import InputRuleMemo
 
 __all__ = ["CONVOLUTION_WRW_SPEC", "ConvolutionWgradNode"]
 
 _LABEL = "ConvolutionWgradNode"
-_DY_RANK = f"{_LABEL}: dy tensor dimension count must match x tensor dimension count"
+#: the three tensors, in hipDNN's check order, with what its messages call them
+_ROLES = (("x", "input"), ("dy", "gradient of output"), ("dw", "gradient of weights"))
 
 
 class ConvolutionWgradNode(Node[ConvWgradAttributes]):
@@ -69,37 +71,18 @@ class ConvolutionWgradNode(Node[ConvWgradAttributes]):
                 others.
         """
         a = self.attributes
-        x, dy, dw = a.get_x(), a.get_dy(), a.get_dw()
-        if x is None:
-            raise missing(f"{_LABEL} missing x (input) for pre-validation")
-        if dy is None:
-            raise missing(f"{_LABEL} missing dy (gradient of output) for pre-validation")
-        if dw is None:
-            raise missing(f"{_LABEL} missing dw (gradient of weights) for pre-validation")
+        x, dy, dw = operands(a, _LABEL, _ROLES, "pre-validation")
         check_parameters_set(a, _LABEL)
+        check_operands(x, "x", dy, "dy", _LABEL)
         xd, dyd = x.dim, dy.dim
-        if not dims_and_strides_positive(x):
-            raise invalid(f"{_LABEL}: x tensor dimensions and strides must be set and positive")
-        if len(xd) < MIN_RANK:
-            raise invalid(f"{_LABEL}: x tensor must have at least 3 dimensions (N, C, spatial)")
-        if not dims_and_strides_positive(dy):
-            raise invalid(f"{_LABEL}: dy tensor dimensions and strides must be set and positive")
-        if len(dyd) != len(xd):
-            raise invalid(
-                f"{_LABEL}: dy tensor dimension count must match x tensor dimension count"
-            )
         if xd[0] != dyd[0]:
             raise invalid(f"{_LABEL}: x tensor batch size must match dy tensor batch size")
         spatial = len(dyd) - 2
         if dw.dim:
             _check_dw(a, xd, dyd, dw, spatial)
-        if dw.stride and not dims_and_strides_positive(dw):
-            raise invalid(f"{_LABEL}: dw tensor dimensions and strides must be set and positive")
-        check_parameter_counts(a, spatial, _LABEL)
-        for i in range(spatial):
-            check_parameter_values(
-                a.pre_padding[i], a.post_padding[i], a.stride[i], a.dilation[i], _LABEL
-            )
+        if dw.stride:
+            check_set_and_positive(dw, "dw", _LABEL)
+        check_parameters(a, spatial, _LABEL)
 
     def infer_properties_node(self) -> None:
         """Fill data types; DW without dims gets ``[K, X's C, kernel...]`` (one group: hipDNN
@@ -110,22 +93,11 @@ class ConvolutionWgradNode(Node[ConvWgradAttributes]):
                 ``INVALID_VALUE`` for members that give no kernel size.
         """
         a = self.attributes
-        x, dy, dw = a.get_x(), a.get_dy(), a.get_dw()
-        if x is None:
-            raise missing(f"{_LABEL} missing x for setting properties")
-        if dy is None:
-            raise missing(f"{_LABEL} missing dy for setting properties")
-        if dw is None:
-            raise missing(f"{_LABEL} missing dw for setting properties")
+        x, dy, dw = operands(a, _LABEL, _ROLES, "setting properties")
         a.fill_from_context(self.graph_attributes)
         if not dw.dim:
             dw.dim = _dw_dims(a, x, dy)
-        if not dw.stride:
-            if not x.stride:
-                raise missing(f"{_LABEL}: Cannot infer dw strides - missing x strides")
-            if len(x.stride) != len(dw.dim):
-                raise missing(f"{_LABEL}: Stride dimension mismatch between x and dw tensors")
-            dw.stride = strides_like(dw.dim, x.stride)
+        infer_strides(dw, "dw", x, "x", _LABEL)
 
 
 def _check_dw(
@@ -151,36 +123,19 @@ def _check_dw(
         )
     if not dims_positive(dw):
         raise invalid(f"{_LABEL}: dw tensor dimensions must be set and positive")
+    shapes = ForwardShapes(xd, dwd, dyd, "dy", "x")
     for i in range(spatial):
         if any(i >= len(getattr(a, name)) for name in PARAMETERS):
             check_parameter_counts(a, spatial, _LABEL)
-        stride, dilation = a.stride[i], a.dilation[i]
-        size, out, kernel = xd[i + 2], dyd[i + 2], dwd[i + 2]
-        numerator = size + a.pre_padding[i] + a.post_padding[i] - (dilation * (kernel - 1) + 1)
-        if numerator < 0:
-            raise invalid(
-                f"{_LABEL}: Input spatial dimension at index {i} ({size}) is too small for the "
-                f"kernel size ({kernel}) and dilation ({dilation})"
-            )
-        if stride == 0:
-            raise invalid(f"{_LABEL}: Stride must be > 0")
-        expected = c_div(numerator, stride) + 1
-        if out != expected:
-            raise invalid(
-                f"{_LABEL}: dy tensor spatial dimension at index {i} ({out}) does not match "
-                f"expected dimension ({expected}) given x dimensions, kernel size, padding, "
-                "stride, and dilation"
-            )
+        pre, post = a.pre_padding[i], a.post_padding[i]
+        check_forward_size(shapes, i, pre, post, a.stride[i], a.dilation[i], _LABEL)
 
 
 def _dw_dims(a: ConvWgradAttributes, x: TensorAttributes, dy: TensorAttributes) -> list[int]:
     """hipDNN's DW inference. Where hipDNN would index past X's or DY's dims (inference called
     without pre-validation), the pre-validation message is raised instead."""
     xd, dyd = x.dim, dy.dim
-    if len(xd) < MIN_RANK:
-        raise invalid(f"{_LABEL}: x tensor must have at least 3 dimensions (N, C, spatial)")
-    if len(dyd) != len(xd):
-        raise invalid(_DY_RANK)
+    check_ranks(xd, "x", dyd, "dy", _LABEL)
     dims = [dyd[1], xd[1]]
     for i in range(2, len(dyd)):
         pre, post, stride, dilation = spatial_parameters(a, i - 2, _LABEL)
@@ -197,46 +152,18 @@ def _dw_dims(a: ConvWgradAttributes, x: TensorAttributes, dy: TensorAttributes) 
     return dims
 
 
-_A = ConvolutionAttributeName
 _In, _Out = ConvWgradAttributes.InputNames, ConvWgradAttributes.OutputNames
 
 #: Where every slot and member of a weight-gradient convolution lives on each wire (hipDNN's
 #: 10-field ``ConvolutionWrwAttributes`` table; its JSON as the forward one's).
-CONVOLUTION_WRW_SPEC = register_node_spec(
-    NodeSpec(
-        table="ConvolutionWrwAttributes",
-        union_tag=7,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_CONVOLUTION_BACKWARD_FILTER,
-        descriptor_class="ConvolutionWrwOperationDescriptor",
-        compute_type=_A.CONVOLUTION_COMP_TYPE,
-        scalar_group="parameters",
-        slots=(
-            SlotSpec(
-                _In.X, False, True, 0, _A.OPERATION_CONVOLUTION_BACKWARD_FILTER_X, "x_tensor_uid"
-            ),
-            SlotSpec(
-                _In.DY,
-                False,
-                True,
-                1,
-                _A.OPERATION_CONVOLUTION_BACKWARD_FILTER_DY,
-                "dy_tensor_uid",
-            ),
-            SlotSpec(
-                _Out.DW,
-                True,
-                True,
-                2,
-                _A.OPERATION_CONVOLUTION_BACKWARD_FILTER_DW,
-                "dw_tensor_uid",
-            ),
-        ),
-        scalars=convolution_scalars(),
-        unmodelled=convolution_unmodelled(),
-        field_count=10,
-        attributes_cls=ConvWgradAttributes,
-        make_node=ConvolutionWgradNode,
-    )
+CONVOLUTION_WRW_SPEC = convolution_spec(
+    "ConvolutionWrwAttributes",
+    7,
+    _LABEL,
+    "BACKWARD_FILTER",
+    "ConvolutionWrwOperationDescriptor",
+    (_In.X, _In.DY, _Out.DW),
+    ConvWgradAttributes,
+    ConvolutionWgradNode,
 )
 ConvolutionWgradNode.spec = CONVOLUTION_WRW_SPEC

@@ -249,10 +249,10 @@ def test_a_bias_past_the_offset_limit_runs_in_head_groups(
 ) -> None:
     """With the 32-bit offset limit lowered to this bias's size, the node runs in two head
     groups (as a [1,16,16k,16k] bias does at the real limit) with the same accuracy."""
-    from hipdnn_graph_torch_rocm.kernels import flex
+    from hipdnn_graph_torch_rocm.kernels import _flex_spec, flex
 
     bias = FEATURES[feature][6]["bias"]
-    monkeypatch.setattr(flex, "_MAX_BUFFER", int(np.prod(bias)))
+    monkeypatch.setattr(_flex_spec, "_MAX_BUFFER", int(np.prod(bias)))
     flex.clear_cache()
     try:
         outs = _backward_case(feature, heads, "bf16")

@@ -113,7 +113,7 @@ def refusal(node: Any) -> str | None:
     Example:
         >>> import hipdnn_graph as hg
         >>> f = hg.DataType.FLOAT
-    >>> g = hg.Graph(io_data_type=f, intermediate_data_type=f, compute_data_type=f)
+        >>> g = hg.Graph(io_data_type=f, intermediate_data_type=f, compute_data_type=f)
         >>> _ = g.pointwise(g.tensor(name="x", dim=[2]), mode=hg.PointwiseMode.EXP, name="e")
         >>> g.validate(); refusal(g.nodes[0]) is None
         True

@@ -15,7 +15,8 @@ Public modules:
 Imports follow the call graph: ``fused`` → ``probe`` → ``_fused_ops`` → ``_fused_common`` →
 ``_fused_rules`` (a leaf; its rules take the measured capabilities as an argument); ``fused`` →
 ``_fused_philox`` (philox dropout: the CUDA generator and the backward's seed/offset tensors);
-``flex`` → ``_flex_compiled`` → ``_flex_mods`` (and ``_fused_common``), and ``_flex_env`` (a
-leaf the engine reads before it imports ``flex``); ``math`` →
-``_math_plan``.
+``flex`` → ``_flex_kernel`` (the compiled kernel) → ``_flex_compiled`` → ``_flex_mods`` (and
+``_fused_common``), ``flex`` and ``_flex_kernel`` → ``_flex_spec`` (what a node is to flex and
+whether it runs) → ``_flex_env`` (a leaf the engine reads before it imports ``flex``); ``math``
+→ ``_math_plan``.
 """
