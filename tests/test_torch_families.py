@@ -150,6 +150,28 @@ def test_rmsnorm(io: hg.DataType, training: bool) -> None:
     check(*cases.build_rmsnorm(io, training, bias=training), io)
 
 
+@pytest.mark.parametrize("spatial", [1, 2, 3])
+@pytest.mark.parametrize("padding", cases.PADDING_MODES, ids=lambda p: p.name)
+@pytest.mark.parametrize("mode", cases.RESAMPLE_MODES, ids=lambda m: m.name)
+@pytest.mark.parametrize("kind", ["fwd", "bwd"])
+def test_resample_against_torch_pooling(kind: str, mode: hg.ResampleMode,
+                                        padding: hg.PaddingMode, spatial: int) -> None:  # fmt: skip
+    """Every pooling (and its gradient) against F.max_pool/avg_pool on an explicitly padded
+    float64 input and autograd; MAXPOOL's INDEX exactly."""
+    check(*cases.build_resample(kind, mode, padding, spatial, hg.DataType.FLOAT),
+          hg.DataType.FLOAT)  # fmt: skip
+
+
+@pytest.mark.parametrize("io", IO, ids=IO_IDS)
+@pytest.mark.parametrize("mode", cases.RESAMPLE_MODES, ids=lambda m: m.name)
+@pytest.mark.parametrize("kind", ["fwd", "bwd"])
+def test_resample_in_every_type_channels_last(kind: str, mode: hg.ResampleMode,
+                                              io: hg.DataType) -> None:  # fmt: skip
+    pad = hg.PaddingMode
+    padding = pad.ZERO_PAD if mode == hg.ResampleMode.MAXPOOL else pad.NEG_INF_PAD
+    check(*cases.build_resample(kind, mode, padding, 2, io, channels_last=True), io)
+
+
 def test_virtual_intermediates_are_rounded_to_their_declared_type() -> None:
     """exp(x) through a virtual bf16 intermediate, then log: the bf16 rounding shows."""
     g = hg.Graph(io_data_type=hg.DataType.FLOAT, intermediate_data_type=hg.DataType.BFLOAT16,
