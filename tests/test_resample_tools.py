@@ -1,6 +1,7 @@
 """Resample graphs through the project's own tools: descriptors (pack/unpack, the packers' mode
 refusal), the JSON schema and hipDNN's JSON layout (keys on the node, modes as numbers, an
-absent INDEX's uid left out), the CLI (validate/show/draw, and run on the NumPy reference and the torch eager engine)."""
+absent INDEX's uid left out), the CLI (validate/show/draw, and run on the NumPy reference and on
+the torch eager engine)."""
 
 from __future__ import annotations
 
