@@ -1,8 +1,11 @@
 """hipDNN's Python-binding tests of the resample family (``frontend_wheel_package/tests/
 test_resample.py``), ported as the SDPA ones were: the same calls on ``hipdnn_graph.frontend``;
-hipDNN's GPU tests build the operation graph here and plan it on the NumPy reference."""
+hipDNN's GPU tests build the operation graph here and plan it on a family engine (torch eager, or
+the NumPy reference without torch)."""
 
 from __future__ import annotations
+
+import importlib.util
 
 from frontend_cases import float_graph
 from test_frontend_families import call_attribute_methods
@@ -34,9 +37,9 @@ def _resample_bwd_attributes() -> hipdnn.ResampleBwdAttributes:
     )
 
 
-def _plans_on_the_numpy_reference(graph: hipdnn.Graph) -> None:
-    """The operation graph builds and plans on the NumPy reference (no GPU engine here runs
-    resample nodes)."""
+def _plans_on_a_family_engine(graph: hipdnn.Graph) -> None:
+    """The operation graph builds and plans on the torch eager engine (the NumPy reference
+    without torch)."""
     handle = hipdnn.create_handle()
     assert graph.validate().is_good()
     assert graph.build_operation_graph(handle).is_good()
@@ -45,11 +48,12 @@ def _plans_on_the_numpy_reference(graph: hipdnn.Graph) -> None:
         error = graph.check_support()
     assert error.is_good(), error.get_message()
     assert graph.build_plans().is_good()
-    assert graph.get_plan_name() == "NUMPY_REFERENCE_ENGINE"
+    torch = importlib.util.find_spec("torch") is not None
+    assert graph.get_plan_name() == ("TORCH_EAGER_ENGINE" if torch else "NUMPY_REFERENCE_ENGINE")
 
 
 class TestResample:
-    def test_graph_builds_and_plans_on_the_numpy_reference(self) -> None:
+    def test_graph_builds_and_plans(self) -> None:
         """hipDNN's GPU TestResample.test_execution_succeeds."""
         graph = float_graph()
         x = hipdnn.Tensor.create([1, 3, 4, 4], hipdnn.DataType.FLOAT)
@@ -60,7 +64,7 @@ class TestResample:
         assert index is None  # requires set_generate_index(True), not requested here
         y.set_output(True)
         assert isinstance(y, hipdnn.Tensor)
-        _plans_on_the_numpy_reference(graph)
+        _plans_on_a_family_engine(graph)
         assert y.get_dim() == [1, 3, 2, 2]
 
     def test_index_is_made_for_maxpool_when_asked(self) -> None:
@@ -76,25 +80,25 @@ class TestResample:
 
 
 class TestResampleFwd:
-    def test_graph_builds_and_plans_on_the_numpy_reference(self) -> None:
+    def test_graph_builds_and_plans(self) -> None:
         """hipDNN's GPU TestResampleFwd.test_execution_succeeds."""
         graph = float_graph()
         x = hipdnn.Tensor.create([1, 3, 4, 4], hipdnn.DataType.FLOAT)
         y = graph.resample_fwd(x, _resample_fwd_attributes())
         y.set_output(True)
         y.set_data_type(hipdnn.DataType.FLOAT)
-        _plans_on_the_numpy_reference(graph)
+        _plans_on_a_family_engine(graph)
 
 
 class TestResampleBwd:
-    def test_graph_builds_and_plans_on_the_numpy_reference(self) -> None:
+    def test_graph_builds_and_plans(self) -> None:
         """hipDNN's GPU TestResampleBwd.test_execution_succeeds."""
         graph = float_graph()
         dy = hipdnn.Tensor.create([1, 3, 16, 16], hipdnn.DataType.FLOAT)
         dx = graph.resample_bwd(dy, _resample_bwd_attributes())
         dx.set_output(True)
         dx.set_data_type(hipdnn.DataType.FLOAT)
-        _plans_on_the_numpy_reference(graph)
+        _plans_on_a_family_engine(graph)
         assert dx.get_dim() == [1, 3, 31, 31]
 
     def test_builds_operation_graph_with_maxpool_index(self) -> None:
@@ -114,7 +118,7 @@ class TestResampleBwd:
         dx = graph.resample_bwd(dy, attrs, index=index)
         dx.set_output(True)
         dx.set_data_type(hipdnn.DataType.FLOAT)
-        _plans_on_the_numpy_reference(graph)
+        _plans_on_a_family_engine(graph)
         assert dx.get_dim() == [1, 3, 32, 32]
 
     def test_maxpool_without_index_fails_validation(self) -> None:

@@ -1,9 +1,11 @@
 """Resample graphs through the project's own tools: descriptors (pack/unpack, the packers' mode
 refusal), the JSON schema and hipDNN's JSON layout (keys on the node, modes as numbers, an
-absent INDEX's uid left out), the CLI (validate/show/draw, and run on the NumPy reference)."""
+absent INDEX's uid left out), the CLI (validate/show/draw, and run on the NumPy reference and on
+the torch eager engine)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -121,5 +123,8 @@ def test_cli_validates_shows_draws_and_runs(
     assert "<b>back</b><br/>RESAMPLE_BWD" in capsys.readouterr().out
     assert main(["show", "--dot", str(binary)]) == 0
     assert 'label="pool\\nRESAMPLE_FWD"' in capsys.readouterr().out
-    assert main(["run", str(binary)]) == 0  # on the NumPy reference
+    assert main(["run", str(binary), "--engine", "NUMPY_REFERENCE_ENGINE"]) == 0
     assert "engine NUMPY_REFERENCE_ENGINE" in capsys.readouterr().out
+    if importlib.util.find_spec("torch") is not None:  # the torch family engines run it too
+        assert main(["run", str(binary), "--engine", "TORCH_EAGER_ENGINE"]) == 0
+        assert "engine TORCH_EAGER_ENGINE" in capsys.readouterr().out

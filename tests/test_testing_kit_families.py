@@ -4,6 +4,7 @@ wrong results failed)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,6 +34,7 @@ NODE_TYPES: dict[str, set[hg.NodeType]] = {
     "matmul": {T.MATMUL},
     "reduction": {T.REDUCTION},
     "convolution": {T.CONVOLUTION_FPROP, T.CONVOLUTION_DGRAD, T.CONVOLUTION_WGRAD},
+    "resample": {T.RESAMPLE_FWD, T.RESAMPLE_BWD},
     "batchnorm": {T.BATCHNORM, T.BATCHNORM_INFERENCE, T.BATCHNORM_INFERENCE_VARIANCE_EXT,
                   T.BATCHNORM_BACKWARD},
     "layernorm": {T.LAYER_NORM, T.LAYERNORM_BACKWARD},
@@ -46,12 +48,12 @@ CHAINS = [
     [T.CONVOLUTION_FPROP, T.BATCHNORM_INFERENCE, T.POINTWISE],
     [T.RMS_NORM, T.MATMUL, T.POINTWISE],
 ]
-NEW_FAMILIES = ("convolution", "batchnorm", "layernorm", "rmsnorm", "moe", "mixed")
+NEW_FAMILIES = ("convolution", "resample", "batchnorm", "layernorm", "rmsnorm", "moe", "mixed")
 
 
 def test_every_family_generates_valid_reproducible_graphs() -> None:
-    assert FAMILIES == ("sdpa", "pointwise", "matmul", "reduction", "convolution", "batchnorm",
-                        "layernorm", "rmsnorm", "moe", "mixed")  # fmt: skip
+    assert FAMILIES == ("sdpa", "pointwise", "matmul", "reduction", "convolution", "resample",
+                        "batchnorm", "layernorm", "rmsnorm", "moe", "mixed")  # fmt: skip
     cases = generate_family_cases(4 * len(FAMILIES), seed=3, io_types=ALL_IO)
     assert [c.family for c in cases[: len(FAMILIES)]] == list(FAMILIES)
     cases += generate_family_cases(40 * len(NEW_FAMILIES), seed=4, families=NEW_FAMILIES)
@@ -196,6 +198,34 @@ def test_moe_inputs_are_valid_routes_drawn_from_the_node() -> None:
     assert seen == {"NONE", "GATHER", "SCATTER", "BWD"}
 
 
+def test_maxpool_backward_index_names_an_element_of_each_window() -> None:
+    """The input maker gives a MAXPOOL backward's INDEX the flat index of an element of X in
+    each output's window (or -1 with ZERO_PAD), cast to its type, so DY reaches X."""
+    seen = set()
+    for case in generate_family_cases(60, seed=9, families=["resample"]):
+        node = case.graph.nodes[0]
+        a, slots = node.attributes, node.attributes.tensors_by_slot()
+        if "INDEX" not in slots or "DY" not in slots:
+            continue
+        index = np.asarray(make_inputs(case.graph, np.random.default_rng(1))[slots["INDEX"]])
+        inner, outer = slots["DX"].dim[2:], index.shape
+        seen.add((a.padding_mode, slots["INDEX"].data_type))
+        for o in np.ndindex(*outer):
+            windows = [
+                range(max(q * s - p, 0), min(q * s - p + w, size))
+                for q, s, p, w, size in zip(
+                    o[2:], a.stride, a.pre_padding, a.window, inner, strict=True
+                )
+            ]
+            flats = {int(np.ravel_multi_index(pos, inner)) for pos in itertools.product(*windows)}
+            allowed = set(np.array(sorted(flats)).astype(index.dtype).tolist())  # INT8 wraps
+            if a.padding_mode == hg.PaddingMode.ZERO_PAD:
+                allowed.add(-1)
+            assert int(index[o]) in allowed, (case.label, o, int(index[o]), sorted(flats))
+    assert {p for p, _ in seen} == {hg.PaddingMode.ZERO_PAD, hg.PaddingMode.NEG_INF_PAD}
+    assert {t for _, t in seen} == {hg.DataType.INT8, hg.DataType.INT32}
+
+
 def test_statistics_and_scalars_are_drawn_in_range() -> None:
     for case in generate_family_cases(30, seed=7, families=["batchnorm"]):
         inputs = set(runtime_inputs(case.graph))
@@ -242,6 +272,21 @@ def test_the_norm_backward_nodes_run_on_torch_and_agree_with_the_reference() -> 
     assert report.ok and not report.skipped, report.details()
     kinds = {n.get_node_type() for c in report.passed for n in c.case.graph.nodes}
     assert {hg.NodeType.LAYERNORM_BACKWARD, hg.NodeType.RMS_NORM_BACKWARD} <= kinds
+
+
+def test_the_resample_nodes_run_on_torch_and_agree_with_the_reference() -> None:
+    """Every generated pooling and pooling backward (each mode and padding, 1-3 spatial dims,
+    INDEX of both types) runs on TORCH_EAGER_ENGINE, none skipped, and matches the NumPy
+    reference, in every io type."""
+    pytest.importorskip("torch")
+    report = check_engine("TORCH_EAGER_ENGINE", cases=60, seed=10, families=["resample"],
+                          io_types=ALL_IO, device="cpu")  # fmt: skip
+    assert report.ok and not report.skipped and len(report.passed) == 60, report.details()
+    features = set().union(*(r.case.features for r in report.passed))
+    assert {"fwd", "bwd", "MAXPOOL", "AVGPOOL_EXCLUDE_PADDING", "AVGPOOL_INCLUDE_PADDING",
+            "NEG_INF_PAD", "ZERO_PAD", "spatial=1", "spatial=2", "spatial=3", "index=INT8",
+            "index=INT32", "channels_last"} <= features  # fmt: skip
+    assert {r.case.io_data_type for r in report.passed} == set(ALL_IO)
 
 
 def test_layer_norm_normalizes_over_its_normalized_dim_count_on_torch() -> None:

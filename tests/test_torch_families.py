@@ -150,6 +150,61 @@ def test_rmsnorm(io: hg.DataType, training: bool) -> None:
     check(*cases.build_rmsnorm(io, training, bias=training), io)
 
 
+@pytest.mark.parametrize("spatial", [1, 2, 3])
+@pytest.mark.parametrize("padding", cases.PADDING_MODES, ids=lambda p: p.name)
+@pytest.mark.parametrize("mode", cases.RESAMPLE_MODES, ids=lambda m: m.name)
+@pytest.mark.parametrize("kind", ["fwd", "bwd"])
+def test_resample_against_torch_pooling(kind: str, mode: hg.ResampleMode,
+                                        padding: hg.PaddingMode, spatial: int) -> None:  # fmt: skip
+    """Every pooling (and its gradient) against F.max_pool/avg_pool on an explicitly padded
+    float64 input and autograd; MAXPOOL's INDEX exactly."""
+    check(*cases.build_resample(kind, mode, padding, spatial, hg.DataType.FLOAT),
+          hg.DataType.FLOAT)  # fmt: skip
+
+
+@pytest.mark.parametrize("io", IO, ids=IO_IDS)
+@pytest.mark.parametrize("mode", cases.RESAMPLE_MODES, ids=lambda m: m.name)
+@pytest.mark.parametrize("kind", ["fwd", "bwd"])
+def test_resample_in_every_type_channels_last(kind: str, mode: hg.ResampleMode,
+                                              io: hg.DataType) -> None:  # fmt: skip
+    pad = hg.PaddingMode
+    padding = pad.ZERO_PAD if mode == hg.ResampleMode.MAXPOOL else pad.NEG_INF_PAD
+    check(*cases.build_resample(kind, mode, padding, 2, io, channels_last=True), io)
+
+
+@pytest.mark.parametrize("compute", [hg.DataType.HALF, hg.DataType.BFLOAT16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("mode", cases.RESAMPLE_MODES, ids=lambda m: m.name)
+@pytest.mark.parametrize("kind", ["fwd", "bwd"])
+def test_resample_computes_in_a_16_bit_compute_type(kind: str, mode: hg.ResampleMode,
+                                                    compute: hg.DataType) -> None:  # fmt: skip
+    """A 16-bit compute type (which the NumPy reference does not take): the math runs in it
+    (results of that type) and agrees with float64 torch to its rounding; a MAXPOOL window of
+    padding alone gives that type's lowest finite value."""
+    g, inputs, refs = cases.build_resample(kind, mode, hg.PaddingMode.ZERO_PAD, 2, compute)
+    (node,) = g.nodes
+    node.attributes.set_compute_data_type(compute)
+    dtype = cases.TORCH_TYPES[compute]
+    args = {s: inputs[t].to(dtype if t.data_type == compute else torch.int32)
+            for s, t in node.attributes.tensors_by_slot().items() if t in inputs}  # fmt: skip
+    got = TORCH_LOWERINGS[node.get_node_type()](node, args)
+    for slot, t in node.attributes.tensors_by_slot().items():
+        if t in refs:
+            if slot != "INDEX":
+                assert got[slot].dtype == dtype, slot
+            err = cases.max_rel_error(got[slot], refs[t])
+            assert err <= cases.tolerance(compute), f"{slot}: relative error {err:.2e}"
+    if kind == "fwd" and mode == hg.ResampleMode.MAXPOOL:
+        f, h = hg.DataType.FLOAT, compute
+        g = hg.Graph(io_data_type=f, intermediate_data_type=f, compute_data_type=h)
+        y = g.resample_fwd(g.tensor(name="x", dim=[1, 1, 2]), resample_mode=mode, window=[1],
+                           padding_mode=hg.PaddingMode.NEG_INF_PAD, stride=[1],
+                           pre_padding=[1], post_padding=[0])  # fmt: skip
+        y.set_output(True)
+        g.validate()
+        out = TORCH_LOWERINGS[hg.NodeType.RESAMPLE_FWD](g.nodes[0], {"X": torch.ones(1, 1, 2)})
+        assert out["Y"].tolist() == [[[torch.finfo(dtype).min, 1.0, 1.0]]]
+
+
 def test_virtual_intermediates_are_rounded_to_their_declared_type() -> None:
     """exp(x) through a virtual bf16 intermediate, then log: the bf16 rounding shows."""
     g = hg.Graph(io_data_type=hg.DataType.FLOAT, intermediate_data_type=hg.DataType.BFLOAT16,

@@ -225,6 +225,16 @@ def test_refusals_name_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
                           bg.tensor(name="s", dim=[1, 3, 1]), name="bnb")  # fmt: skip
     bg.validate()
     assert "without the saved MEAN and INV_VARIANCE" in eager.check(bg).reason
+    # a resample mode hipDNN defines no math for
+    rg = _graph_with(lambda g: g.resample_fwd(g.tensor(name="x", dim=[1, 1, 4, 4]), name="up",
+                                              resample_mode=hg.ResampleMode.NEAREST,
+                                              padding_mode=hg.PaddingMode.ZERO_PAD,
+                                              window=[2, 2], stride=[2, 2], pre_padding=[0, 0],
+                                              post_padding=[0, 0]))  # fmt: skip
+    assert eager.check(rg).reason == (
+        "node 'up': resample mode NEAREST: hipDNN defines no resample math for it (only MAXPOOL, "
+        "AVGPOOL_EXCLUDE_PADDING and AVGPOOL_INCLUDE_PADDING have a backend value)"
+    )
     # Inductor on the CPU without a C++ compiler
     case = _example("matmul_bias_gelu")
     case.graph.validate()

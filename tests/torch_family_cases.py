@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import hipdnn_graph as hg
+from hipdnn_graph.testing.draw_common import layout_strides
 
 M = hg.PointwiseMode
 R = hg.ReductionMode
@@ -21,6 +22,8 @@ TORCH_TYPES = {
     hg.DataType.HALF: torch.float16,
     hg.DataType.BFLOAT16: torch.bfloat16,
     hg.DataType.DOUBLE: torch.float64,
+    hg.DataType.INT32: torch.int32,
+    hg.DataType.INT8: torch.int8,
 }
 
 
@@ -322,6 +325,116 @@ def build_rmsnorm(io: hg.DataType, training: bool, bias: bool = False,
         t.set_output(True)
     g.validate()
     return g, inputs, outs
+
+
+# ----- resample (pooling) -----
+RS, PAD = hg.ResampleMode, hg.PaddingMode
+RESAMPLE_MODES = [RS.MAXPOOL, RS.AVGPOOL_EXCLUDE_PADDING, RS.AVGPOOL_INCLUDE_PADDING]
+PADDING_MODES = [PAD.NEG_INF_PAD, PAD.ZERO_PAD]
+#: spatial rank -> (x dims, window, stride, pre, post): unequal pre and post padding, strides
+#: below and above the window (overlapping and gapped windows)
+RESAMPLE_GEOMETRY = {
+    1: ([2, 3, 11], [3], [2], [1], [2]),
+    2: ([2, 3, 9, 10], [3, 2], [2, 1], [1, 0], [0, 1]),
+    3: ([1, 2, 5, 6, 4], [2, 3, 2], [1, 2, 3], [1, 0, 1], [0, 2, 1]),
+}
+
+
+def resample_members(spatial: int) -> dict[str, Any]:
+    _, window, stride, pre, post = RESAMPLE_GEOMETRY[spatial]
+    return {"window": window, "stride": stride, "pre_padding": pre, "post_padding": post}
+
+
+def distinct(dims: list[int], seed: int) -> torch.Tensor:
+    """Float64 values with no tie (and no zero) within any [N, C] plane, exact in every
+    floating io type (integers of magnitude at most half a plane)."""
+    gen = torch.Generator().manual_seed(seed)
+    plane = 1
+    for d in dims[2:]:
+        plane *= d
+    rows = [torch.randperm(plane, generator=gen) - plane // 2 for _ in range(dims[0] * dims[1])]
+    x = torch.stack(rows).double()
+    return torch.where(x >= 0, x + 1, x).reshape(dims)
+
+
+def _pad_spatial(t: torch.Tensor, pre: list[int], post: list[int], value: float) -> torch.Tensor:
+    widths = [v for a, b in zip(reversed(pre), reversed(post), strict=True) for v in (a, b)]
+    return F.pad(t, widths, value=value)
+
+
+def torch_pool(x: torch.Tensor, mode: hg.ResampleMode, padding: hg.PaddingMode,
+               spatial: int) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
+    """Pooling in float64 torch (``F.max_pool*d`` / ``F.avg_pool*d`` on an explicitly padded
+    input; differentiable) and, for MAXPOOL, hipDNN's INDEX: the flat spatial index in X, -1
+    for a zero of the padding."""
+    _, window, stride, pre, post = RESAMPLE_GEOMETRY[spatial]
+    size = float(torch.tensor(window).prod())
+    if mode == RS.MAXPOOL:
+        fill = float("-inf") if padding == PAD.NEG_INF_PAD else 0.0
+        padded = _pad_spatial(x, pre, post, fill)
+        pool = [F.max_pool1d, F.max_pool2d, F.max_pool3d][spatial - 1]
+        y, flat = pool(padded, window, stride, return_indices=True)
+        index, real, rest, scale = torch.zeros_like(flat), flat >= 0, flat, 1
+        for i in reversed(range(spatial)):  # unravel over the padded dims, last first
+            coord = rest % padded.shape[2 + i] - pre[i]
+            rest = rest // padded.shape[2 + i]
+            real &= (coord >= 0) & (coord < x.shape[2 + i])
+            index, scale = index + coord * scale, scale * x.shape[2 + i]
+        return y, torch.where(real, index, -1)
+    avg = [F.avg_pool1d, F.avg_pool2d, F.avg_pool3d][spatial - 1]
+    total = avg(_pad_spatial(x, pre, post, 0.0), window, stride) * size
+    if mode == RS.AVGPOOL_INCLUDE_PADDING:
+        return total / size, None
+    ones = torch.ones_like(x)
+    count = avg(_pad_spatial(ones, pre, post, 0.0), window, stride) * size
+    return total / count.clamp(min=1), None
+
+
+def build_resample(kind: str, mode: hg.ResampleMode, padding: hg.PaddingMode, spatial: int,
+                   io: hg.DataType, *, channels_last: bool = False,
+                   seed: int = 0) -> tuple[hg.Graph, dict, dict]:  # fmt: skip
+    """A resample forward (Y and, for MAXPOOL, INDEX) or backward (DX) node of
+    :data:`RESAMPLE_GEOMETRY`, checked against float64 torch pooling and its autograd (MAXPOOL
+    on values without ties, so the maximum and its INDEX are unique)."""
+    g = graph(io)
+    dims = RESAMPLE_GEOMETRY[spatial][0]
+    members = resample_members(spatial)
+    xv = distinct(dims, seed) if mode == RS.MAXPOOL else rand(dims, io, seed)
+    xr = xv.clone().requires_grad_(True)
+    yr, index = torch_pool(xr, mode, padding, spatial)
+    y_dims = list(yr.shape)
+
+    def strides(d: list[int]) -> list[int]:
+        return layout_strides(d, channels_last)
+
+    if kind == "fwd":
+        x = g.tensor(name="x", dim=dims, stride=strides(dims))
+        y, idx = g.resample(x, name="pool", resample_mode=mode, padding_mode=padding,
+                            generate_index=mode == RS.MAXPOOL, **members)  # fmt: skip
+        y.set_dim(y_dims).set_stride(strides(y_dims))
+        refs: dict[Any, Any] = {y: yr.detach()}
+        if idx is not None:
+            idx.set_dim(y_dims).set_stride(strides(y_dims))
+            refs[idx] = index.double()
+        inputs: dict[Any, Any] = {x: xv}
+    else:
+        dyv = rand(y_dims, io, seed + 1)
+        (dxr,) = torch.autograd.grad(yr, xr, dyv)
+        dy = g.tensor(name="dy", dim=y_dims, stride=strides(y_dims))
+        idx = None
+        inputs = {dy: dyv}
+        if mode == RS.MAXPOOL:
+            idx = g.tensor(name="index", dim=y_dims, stride=strides(y_dims),
+                           data_type=hg.DataType.INT32)  # fmt: skip
+            inputs[idx] = index.double()
+        dx = g.resample_bwd(dy, name="pool_bwd", index=idx, resample_mode=mode,
+                            padding_mode=padding, **members)  # fmt: skip
+        dx.set_dim(dims).set_stride(strides(dims))
+        refs = {dx: dxr}
+    for t in refs:
+        t.set_output(True)
+    g.validate()
+    return g, inputs, refs
 
 
 def tolerance(io: hg.DataType) -> float:

@@ -10,7 +10,7 @@ from hipdnn_graph.testing import FAMILIES, check_engine, generate_family_cases
 print(FAMILIES)
 for case in generate_family_cases(3, seed=2, families=("convolution", "moe", "mixed")):
     print(case.label)
-report = check_engine("NUMPY_REFERENCE_ENGINE", cases=18, seed=0, families=FAMILIES[4:],
+report = check_engine("NUMPY_REFERENCE_ENGINE", cases=21, seed=0, families=FAMILIES[4:],
                       io_types=(hg.DataType.FLOAT, hg.DataType.HALF))  # fmt: skip
 print(report.details())
 # --8<-- [end:families]
@@ -18,7 +18,7 @@ print(report.details())
 # --8<-- [start:torch]
 if importlib.util.find_spec("torch") is not None:  # the torch backend's eager engine, on the CPU
     io = (hg.DataType.FLOAT, hg.DataType.DOUBLE)
-    for family in ("convolution", "batchnorm", "layernorm", "moe"):
+    for family in ("convolution", "resample", "batchnorm", "layernorm", "moe"):
         torch_report = check_engine("TORCH_EAGER_ENGINE", cases=6, seed=1, families=[family],
                                     io_types=io, device="cpu")  # fmt: skip
         print(family, torch_report.summary())

@@ -2,7 +2,7 @@
 
 Generate random valid graphs: attention (:func:`generate_cases`, :func:`random_sdpa_case`) and
 every other family that has a reference (pointwise, matmul, reduction, convolution, batch norm,
-layer norm, RMSNorm, MoE grouped matmul), alone or several in one graph
+layer norm, RMSNorm, MoE grouped matmul, resample), alone or several in one graph
 (:func:`generate_family_cases`, :func:`random_family_case`, :data:`FAMILIES`); random inputs
 for any graph, valid for each family's constraints (:func:`make_inputs`); and compare an
 engine with ``NUMPY_REFERENCE_ENGINE`` over them (:func:`check_engine`,

@@ -3,9 +3,9 @@
 
 :data:`FAMILIES` names what :func:`random_family_case` draws: one family per graph
 (``"pointwise"``, ``"matmul"``, ``"reduction"``, and ``"convolution"``, ``"batchnorm"``,
-``"layernorm"``, ``"rmsnorm"``, ``"moe"`` from
-:mod:`~hipdnn_graph.testing.norm_conv_generators`), small graphs of several families
-(``"mixed"``: matmul → bias → activation → optional reduction, convolution → batch-norm
+``"layernorm"``, ``"rmsnorm"``, ``"moe"`` from :mod:`~hipdnn_graph.testing.norm_conv_generators`,
+``"resample"`` from :mod:`~hipdnn_graph.testing.resample_generators`), small graphs of several
+families (``"mixed"``: matmul → bias → activation → optional reduction, convolution → batch-norm
 inference → ReLU, or RMSNorm → matmul → SiLU), and ``"sdpa"`` (attention, as
 :func:`~hipdnn_graph.testing.random_sdpa_case` draws it). Graphs are small (dims up to 24) so a
 reference run takes milliseconds; every generated graph validates.
@@ -41,6 +41,7 @@ from .norm_conv_generators import (
     draw_rmsnorm,
     draw_rmsnorm_matmul_silu,
 )
+from .resample_generators import draw_resample
 
 __all__ = ["FAMILIES", "generate_family_cases", "random_family_case"]
 
@@ -180,6 +181,7 @@ _DRAW: dict[str, Draw] = {
     "matmul": _matmul,
     "reduction": _reduction,
     "convolution": draw_convolution,
+    "resample": draw_resample,
     "batchnorm": draw_batchnorm,
     "layernorm": draw_layernorm,
     "rmsnorm": draw_rmsnorm,

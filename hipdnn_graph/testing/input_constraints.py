@@ -5,7 +5,8 @@ by role. Some are not: a variance under a square root must be positive, an epsil
 positive, a momentum in ``(0, 1)``, and the routing tensors of a MoE grouped matmul must describe
 valid routes (offsets non-decreasing within the routed rows, the first 0; GATHER indices within
 the token rows; SCATTER destinations ``TOKEN_INDEX · top_k + TOKEN_KS`` distinct and within the
-output, ``TOKEN_KS`` below ``top_k``). :data:`INPUT_CONSTRAINTS` maps a node type to a function that
+output, ``TOKEN_KS`` below ``top_k``), and a ``MAXPOOL`` backward's INDEX must name an element
+of each output's window (or ``-1``) for its gradient to reach X. :data:`INPUT_CONSTRAINTS` maps a node type to a function that
 reads the node (its tensors' dims, its mode, ``top_k``) and draws values for the input slots
 it constrains; every value follows from the node, none is fixed.
 
@@ -29,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..types import MoeGroupedMatmulMode, NodeType
+from ..types import MoeGroupedMatmulMode, NodeType, PaddingMode, ResampleMode
 
 __all__ = ["INPUT_CONSTRAINTS", "Constraint", "constrained_values"]
 
@@ -108,6 +109,30 @@ def _moe_backward(node: Any, rng: np.random.Generator) -> dict[str, Any]:
     return {"FIRST_TOKEN_OFFSET": _offsets(rng, groups, tokens)}
 
 
+def _resample_index(node: Any, rng: np.random.Generator) -> dict[str, Any]:
+    """A ``MAXPOOL`` backward's INDEX as its forward writes one: each output's flat index
+    (row-major over DX's spatial dims) of a random element of X in its window, or ``-1`` (a
+    zero of the padding won) for a fifth of the outputs with ``ZERO_PAD``; nothing for the
+    averages, which read no INDEX."""
+    a = node.attributes
+    if a.resample_mode != ResampleMode.MAXPOOL:
+        return {}
+    inner, outer = _dims(node, "DX")[2:], list(_dims(node, "INDEX"))
+    flat = np.zeros(outer, dtype=np.int64)
+    for i, (size, step, start, width) in enumerate(
+        zip(inner, a.stride, a.pre_padding, a.window, strict=True)
+    ):
+        shape = [1] * len(outer)
+        shape[2 + i] = outer[2 + i]
+        first = (np.arange(outer[2 + i]) * step - start).reshape(shape)
+        low, high = np.maximum(first, 0), np.minimum(first + width, size)  # X in the window
+        offset = np.floor(rng.random(outer) * np.maximum(high - low, 1)).astype(np.int64)
+        flat = flat * size + np.clip(low + offset, 0, size - 1)
+    if a.padding_mode == PaddingMode.ZERO_PAD:
+        flat = np.where(rng.random(outer) < 0.2, -1, flat)
+    return {"INDEX": flat}
+
+
 #: node type -> the constraint on its inputs' values
 INPUT_CONSTRAINTS: dict[NodeType, Constraint] = {
     NodeType.BATCHNORM: _statistics("PREV_RUNNING_VARIANCE"),
@@ -120,6 +145,7 @@ INPUT_CONSTRAINTS: dict[NodeType, Constraint] = {
     NodeType.RMS_NORM_BACKWARD: _statistics("INV_RMS"),
     NodeType.MOE_GROUPED_MATMUL: _moe_forward,
     NodeType.MOE_GROUPED_MATMUL_BWD: _moe_backward,
+    NodeType.RESAMPLE_BWD: _resample_index,
 }
 
 

@@ -30,6 +30,7 @@ pytestmark = [
 ]
 
 IO = {"bf16": hg.DataType.BFLOAT16, "fp16": hg.DataType.HALF, "fp32": hg.DataType.FLOAT}
+RS, PAD = hg.ResampleMode, hg.PaddingMode
 EX = cases.fusion_examples()
 
 
@@ -58,16 +59,22 @@ def _execute_on_gpu(g: hg.Graph, inputs: dict[Any, Any], refs: dict[Any, Any],
                     io: hg.DataType) -> None:  # fmt: skip
     g.build_operation_graph().create_execution_plans().build_plans()
     assert g.get_plan_name() == "TORCH_EAGER_ENGINE"
-    pack: dict[Any, Any] = {
-        t: v.to(cases.TORCH_TYPES[t.data_type]).cuda() for t, v in inputs.items()
-    }
+    pack: dict[Any, Any] = {  # in the declared layout (channels-last cases)
+        t: torch.empty_strided(t.dim, t.stride, dtype=cases.TORCH_TYPES[t.data_type],
+                               device="cuda").copy_(v)
+        for t, v in inputs.items()
+    }  # fmt: skip
     before = {t: v.clone() for t, v in pack.items()}
     for t in refs:
-        pack[t] = torch.full(t.dim, float("nan"), dtype=cases.TORCH_TYPES[t.data_type],
-                             device="cuda").as_strided(t.dim, t.stride)  # fmt: skip
+        dtype = cases.TORCH_TYPES[t.data_type]
+        poison = float("nan") if dtype.is_floating_point else -7
+        pack[t] = torch.full(t.dim, poison, dtype=dtype, device="cuda").as_strided(t.dim, t.stride)
     g.execute(pack)
     torch.cuda.synchronize()
     for t, want in refs.items():
+        if not pack[t].dtype.is_floating_point:  # an index: exact
+            assert torch.equal(pack[t].cpu().double(), want), f"{t.name} differs"
+            continue
         err = cases.max_rel_error(pack[t], want)
         assert err <= _tolerance(io), f"{t.name}: relative error {err:.2e}"
     for t, v in before.items():
@@ -99,6 +106,21 @@ FAMILIES = {
     "layernorm_training": lambda io: cases.build_layernorm(io, True),
     "rmsnorm_inference": lambda io: cases.build_rmsnorm(io, False),
     "rmsnorm_training_bias": lambda io: cases.build_rmsnorm(io, True, bias=True),
+    "resample_maxpool_index_2d": lambda io: cases.build_resample(
+        "fwd", RS.MAXPOOL, PAD.ZERO_PAD, 2, io, channels_last=True
+    ),
+    "resample_maxpool_bwd_3d": lambda io: cases.build_resample(
+        "bwd", RS.MAXPOOL, PAD.NEG_INF_PAD, 3, io
+    ),
+    "resample_avg_exclude_1d": lambda io: cases.build_resample(
+        "fwd", RS.AVGPOOL_EXCLUDE_PADDING, PAD.ZERO_PAD, 1, io
+    ),
+    "resample_avg_include_bwd_2d": lambda io: cases.build_resample(
+        "bwd", RS.AVGPOOL_INCLUDE_PADDING, PAD.NEG_INF_PAD, 2, io, channels_last=True
+    ),
+    "resample_avg_exclude_bwd_3d": lambda io: cases.build_resample(
+        "bwd", RS.AVGPOOL_EXCLUDE_PADDING, PAD.ZERO_PAD, 3, io
+    ),
 }
 
 
@@ -163,3 +185,73 @@ def test_execute_writes_a_bf16_matmul_into_the_callers_buffer(eager_only: None) 
     torch.cuda.synchronize()
     assert buf.data_ptr() == address
     torch.testing.assert_close(buf, torch.matmul(av, bv), rtol=1e-2, atol=1e-2)
+
+
+def _pooling_round_trip(mode: hg.ResampleMode, padding: hg.PaddingMode) -> tuple[Any, ...]:
+    """A 2-D pooling (NCHW, bf16 io, FLOAT compute) and its backward in one graph, the backward
+    reading Y and (MAXPOOL) the virtual INDEX."""
+    g = cases.graph(hg.DataType.BFLOAT16)
+    dims = [4, 16, 18, 20]
+    x = g.tensor(name="x", dim=dims)
+    members = cases.resample_members(2)
+    y, index = g.resample(x, name="pool", resample_mode=mode, padding_mode=padding,
+                          generate_index=mode == RS.MAXPOOL, **members)  # fmt: skip
+    y.set_output(True)
+    dx = g.resample_bwd(y, name="pool_bwd", index=index, resample_mode=mode,
+                        padding_mode=padding, **members)  # fmt: skip
+    dx.set_dim(dims).set_output(True)
+    g.validate()
+    return g, x, y, dx
+
+
+@pytest.mark.parametrize("padding", [PAD.NEG_INF_PAD, PAD.ZERO_PAD], ids=lambda p: p.name)
+@pytest.mark.parametrize("mode", [RS.MAXPOOL, RS.AVGPOOL_EXCLUDE_PADDING,
+                                  RS.AVGPOOL_INCLUDE_PADDING], ids=lambda m: m.name)  # fmt: skip
+def test_pooling_and_backward_compiled_on_the_gpu_match_the_reference(
+    mode: hg.ResampleMode, padding: hg.PaddingMode
+) -> None:
+    """Inductor on the GPU (fusion engine, built once) against the NumPy reference on the
+    CPU, with ties, NaN and -inf in X: MAXPOOL's Y exactly (the first maximum in scan order,
+    NaN never), DX to bf16's rounding."""
+    import numpy as np
+
+    from hipdnn_graph.testing import empty_for
+    from hipdnn_graph_numpy_reference import create_backend as numpy_backend
+
+    gen = torch.Generator().manual_seed(3)
+    xv = (torch.randn([4, 16, 18, 20], generator=gen) * 2).round() / 2  # ties
+    xv.view(-1)[::13] = float("nan")
+    xv.view(-1)[5::17] = float("-inf")
+    xv = xv.to(torch.bfloat16)
+    outputs: dict[str, Any] = {}
+    for engine in ("NUMPY_REFERENCE_ENGINE", "TORCH_FUSION_ENGINE"):
+        g, x, y, dx = _pooling_round_trip(mode, padding)
+        with isolated_registry(load_entry_points=False):
+            register_backend(numpy_backend())
+            register_backend(_Backend(TorchFusionEngine(autotune=False), TorchEagerEngine()))
+            g.set_preferred_engine_id_ext(engine)
+            g.build()
+            assert g.get_plan_name() == engine
+            if engine == "TORCH_FUSION_ENGINE":
+                compiles = g._state.active.plan.compiles
+                pack = {x: xv.cuda(), y: torch.empty(y.dim, dtype=torch.bfloat16, device="cuda"),
+                        dx: torch.empty(dx.dim, dtype=torch.bfloat16, device="cuda")}  # fmt: skip
+                g.execute(pack)
+                torch.cuda.synchronize()
+                assert g._state.active.plan.compiles == compiles, "execute compiled"
+                outputs[engine] = {k: pack[t].float().cpu() for k, t in (("Y", y), ("DX", dx))}
+            else:
+                stored = empty_for(x)  # bf16 (ml_dtypes) for the reference
+                stored[...] = xv.float().numpy()
+                ref = g.run({x: stored})
+                outputs[engine] = {k: torch.from_numpy(np.asarray(ref[t], dtype=np.float32))
+                                   for k, t in (("Y", y), ("DX", dx))}  # fmt: skip
+    got, want = outputs["TORCH_FUSION_ENGINE"], outputs["NUMPY_REFERENCE_ENGINE"]
+    if mode == RS.MAXPOOL:
+        assert torch.equal(got["Y"].isnan(), want["Y"].isnan())
+        assert torch.equal(got["Y"].nan_to_num(), want["Y"].nan_to_num())
+    for key in ("Y", "DX"):
+        finite = want[key].isfinite()
+        assert torch.equal(got[key].isfinite(), finite), key
+        err = cases.max_rel_error(got[key][finite], want[key][finite])
+        assert err <= cases.tolerance(hg.DataType.BFLOAT16), f"{key}: relative error {err:.2e}"

@@ -32,6 +32,7 @@ from . import norm_backward as _nb
 from . import norms as _norms
 from . import pointwise as _pw
 from . import reduction as _red
+from . import resample as _rs
 from ._common import Prepared, Writer
 
 __all__ = [
@@ -62,6 +63,8 @@ TORCH_LOWERINGS: dict[hg.NodeType, Callable[..., dict[str, Any]]] = {
     _T.RMS_NORM: _norms.lower_rmsnorm,
     _T.LAYERNORM_BACKWARD: _nb.lower_layernorm_backward,
     _T.RMS_NORM_BACKWARD: _nb.lower_rmsnorm_backward,
+    _T.RESAMPLE_FWD: _rs.lower_resample,
+    _T.RESAMPLE_BWD: _rs.lower_resample_bwd,
 }
 
 #: node type -> ``prepare_<family>(node) -> closure(inputs) -> outputs`` (what engines run)
@@ -80,6 +83,8 @@ TORCH_PREPARERS: dict[hg.NodeType, Callable[[Any], Prepared]] = {
     _T.RMS_NORM: _norms.prepare_rmsnorm,
     _T.LAYERNORM_BACKWARD: _nb.prepare_layernorm_backward,
     _T.RMS_NORM_BACKWARD: _nb.prepare_rmsnorm_backward,
+    _T.RESAMPLE_FWD: _rs.prepare_resample,
+    _T.RESAMPLE_BWD: _rs.prepare_resample_bwd,
 }
 
 #: node type -> ``prepare_<family>_writer(node) -> Writer or None`` (families with ``out=``)
@@ -103,6 +108,8 @@ TORCH_REFUSALS: dict[hg.NodeType, Callable[[Any], str | None]] = {
     _T.RMS_NORM: _norms.rmsnorm_refusal,
     _T.LAYERNORM_BACKWARD: _nb.layernorm_backward_refusal,
     _T.RMS_NORM_BACKWARD: _nb.rmsnorm_backward_refusal,
+    _T.RESAMPLE_FWD: _rs.resample_refusal,
+    _T.RESAMPLE_BWD: _rs.resample_bwd_refusal,
 }
 
 
