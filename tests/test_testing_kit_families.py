@@ -212,25 +212,35 @@ def test_statistics_and_scalars_are_drawn_in_range() -> None:
 
 
 # ----- the cross-check: the torch eager engine against the NumPy reference, on CPU -----
-#: families with a node type the torch engines have no lowering for, and those node types
-TORCH_REFUSED = {"moe": "MOE_GROUPED_MATMUL"}
 CPU_IO = (hg.DataType.FLOAT, hg.DataType.DOUBLE)
 
 
 @pytest.mark.parametrize("family", [f for f in FAMILIES if f != "sdpa"])
 def test_the_torch_eager_engine_agrees_with_the_reference(family: str) -> None:
-    """Two independent implementations of every family, compared over random graphs."""
+    """Two independent implementations of every family, compared over random graphs; none
+    skipped (the MoE nodes were, before the torch engines lowered them)."""
     pytest.importorskip("torch")
     report = check_engine("TORCH_EAGER_ENGINE", cases=24, seed=8, families=[family],
                           io_types=CPU_IO, device="cpu")  # fmt: skip
-    assert report.ok, report.details()
-    for skipped in report.skipped:
-        assert family in TORCH_REFUSED, skipped.reason
-        assert f"does not run {TORCH_REFUSED[family]}" in skipped.reason
-    if not report.passed:
-        pytest.skip(f"TORCH_EAGER_ENGINE runs no {family} graph: {report.skipped[0].reason}")
-    if family == "moe":
-        raise AssertionError("the torch engines have no MoE lowering; update TORCH_REFUSED")
+    assert report.ok and not report.skipped, report.details()
+    assert len(report.passed) == 24
+
+
+def test_every_moe_node_and_routing_mode_runs_on_torch_in_every_io_type() -> None:
+    """The MoE grouped matmul lowerings (forward NONE, GATHER, SCATTER and the weight gradient)
+    on TORCH_EAGER_ENGINE against the NumPy reference, with FLOAT, HALF, BFLOAT16 and DOUBLE
+    tokens and weights (computed in FLOAT or DOUBLE, as hipDNN's references compute)."""
+    pytest.importorskip("torch")
+    report = check_engine("TORCH_EAGER_ENGINE", cases=40, seed=6, families=["moe"],
+                          io_types=ALL_IO, device="cpu")  # fmt: skip
+    assert report.ok and not report.skipped and len(report.passed) == 40, report.details()
+    seen = set()
+    for result in report.passed:
+        (node,) = result.case.graph.nodes
+        seen.add("BWD" if "DOUTPUT" in node.attributes.tensors_by_slot()
+                 else node.attributes.get_mode().name)  # fmt: skip
+    assert seen == {"NONE", "GATHER", "SCATTER", "BWD"}
+    assert {r.case.io_data_type for r in report.passed} == set(ALL_IO)
 
 
 def test_the_norm_backward_nodes_run_on_torch_and_agree_with_the_reference() -> None:

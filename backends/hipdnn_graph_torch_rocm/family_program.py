@@ -31,6 +31,7 @@ import hipdnn_graph as hg
 from hipdnn_graph.backend.dtypes import torch_dtype
 
 from .families import TORCH_PREPARERS, Prepared
+from .families._common import CHECK
 
 __all__ = ["FamilyProgram"]
 
@@ -101,7 +102,14 @@ class FamilyProgram:
     def results(self, feeds: Mapping[int, Any]) -> list[Any]:
         """The graph's outputs (in :attr:`outputs` order, each in its storage type) from its
         feeds by uid (tensors; scalars as numbers or one-element tensors)."""
+        return self.checked_results(feeds)[0]
+
+    def checked_results(self, feeds: Mapping[int, Any]) -> tuple[list[Any], Any]:
+        """:meth:`results`, and whether the data passed the lowerings' checks: the AND of their
+        :data:`~.families._common.CHECK` results (a 0-d bool tensor), or None when no lowering
+        gave one (run eagerly, a lowering raises instead)."""
         local: dict[int, Any] = {}
+        ok: Any = None
         for step in self.steps:
             args = {}
             for slot, source, key in step.inputs:
@@ -114,4 +122,7 @@ class FamilyProgram:
             got = step.run(args)
             for slot, uid, dtype in step.outputs:
                 local[uid] = got[slot].to(dtype)
-        return [local[uid] for uid in self.outputs]
+            check = got.get(CHECK)
+            if check is not None:
+                ok = check if ok is None else ok & check
+        return [local[uid] for uid in self.outputs], ok
