@@ -377,7 +377,9 @@ def wide(shape: list[int], seed: int) -> Any:
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal(shape) * np.exp2(rng.integers(-40, 40, [shape[0], *[1] * (len(shape) - 1)]))
+    x = rng.standard_normal(shape) * np.exp2(
+        rng.integers(-40, 40, [shape[0], *[1] * (len(shape) - 1)])
+    )
     x.reshape(-1)[::7] = np.round(x.reshape(-1)[::7] * 8) / 8  # short mantissas: ties
     x[0, ..., :32] = 0.0  # an all-zero block (E8M0: the scale 2^-127)
     return x
@@ -397,8 +399,9 @@ def build_quantize(compute: D, y_type: D, scale_type: D, *, x_type: D | None = N
     return g, x, [y, s]
 
 
-def build_dequantize(compute: D, x_type: D, scale_type: D, *, negative: bool = False,
-                     block: tuple[int, ...] = (32,)) -> tuple[hg.Graph, list[Any], Any]:  # fmt: skip
+def build_dequantize(
+    compute: D, x_type: D, scale_type: D, *, negative: bool = False, block: tuple[int, ...] = (32,)
+) -> tuple[hg.Graph, list[Any], Any]:
     """A dequantize graph over X ``[4, 6, 64]`` with SCALE of the blocks ``block`` gives."""
     g = hg.Graph(name="bsd", io_data_type=x_type, intermediate_data_type=compute,
                  compute_data_type=compute)  # fmt: skip
@@ -453,5 +456,7 @@ def assert_same_bits(got: torch.Tensor, want: Any, what: str) -> None:
     g = got.detach().cpu().to(torch.float64).numpy()
     w = want.astype(np.float64)
     same = (g == w) | (np.isnan(g) & np.isnan(w))
-    assert same.all(), f"{what}: {int((~same).sum())} of {same.size} differ, first at " \
+    assert same.all(), (
+        f"{what}: {int((~same).sum())} of {same.size} differ, first at "
         f"{np.argwhere(~same)[0].tolist()}: {g[~same][0]!r} vs {w[~same][0]!r}"
+    )
