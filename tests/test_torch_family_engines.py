@@ -504,3 +504,35 @@ def test_autotune_survives_example_routes_the_eager_lowering_refuses() -> None:
     want = _reference_outputs(g, feeds)[out]
     assert cases.max_rel_error(pack[out.get_uid()], torch.from_numpy(want)) < 1e-6
     family_engines._VERDICTS.clear()
+
+
+def test_inductor_on_the_cpu_compiles_block_scale_and_moe_to_the_references_bits() -> None:
+    """Real Inductor kernels (C++ on the CPU): the quantized values and scales bit for bit,
+    E8M0 scales included (Inductor cannot bitcast E8M0: its round-up step doubles instead), and
+    a DOUBLE quotient rounded once to HALF; a SCATTER MoE to the reference's values."""
+    from hipdnn_graph_torch_rocm.fusion_compile import compiler_refusal
+
+    engine = TorchFusionEngine(backend="inductor", autotune=False)
+    reason = compiler_refusal(engine.config(), "cpu")
+    if reason is not None:
+        pytest.skip(reason)
+    for compute, y_type in ((D.FLOAT, D.FP8_E4M3), (D.DOUBLE, D.HALF)):
+        g, x, outs = _quantize_roundtrip(compute, y_type, D.FP8_E8M0)
+        g.build_operation_graph()
+        plan = engine.build_plan(g)
+        xv = cases.numpy_values(x, cases.wide(list(x.dim), seed=1))
+        want = _reference_outputs(g, {x: xv})
+        pack: dict[int, Any] = {x.get_uid(): torch.from_numpy(xv)}
+        pack.update({t.get_uid(): torch.empty(t.dim).to(cases.storage(t)) for t in outs})
+        plan.execute(pack, None)
+        assert plan.choice == "fused" and plan.compiles == 1
+        for t in outs:
+            cases.assert_same_bits(pack[t.get_uid()], want[t], f"{t.name} ({compute.name})")
+    g, feeds, out = _moe_graph("SCATTER")
+    g.build_operation_graph()
+    plan = engine.build_plan(g)
+    pack = {t.get_uid(): cases.as_torch(v) for t, v in feeds.items()}
+    pack[out.get_uid()] = torch.empty(out.dim)
+    plan.execute(pack, None)
+    want = _reference_outputs(g, feeds)[out]
+    assert cases.max_rel_error(pack[out.get_uid()], torch.from_numpy(want)) < 1e-6

@@ -4,11 +4,12 @@ CPU references), in the compute type (FLOAT or DOUBLE, as hipDNN's references co
 
 * quantize: per block of ``block_size`` elements along ``axis``, ``amax = max |x|``;
   ``SCALE`` is ``amax / max(Y type)`` (in float64) rounded **up** to the scale type (the torch
-  cast, then one bit pattern up where it fell below; E8M0's least value 2^-127 for an all-zero
-  block); ``Y = x / SCALE`` (0 where the scale is 0), clamped to the Y type's range and rounded
-  to nearest, ties to even (integer types: ``torch.round``, the limits where clamped). A DOUBLE
-  quotient rounds to HALF through float32 rounded to odd, so it rounds once, as NumPy's
-  float64-to-float16 cast does (torch's own cast rounds twice);
+  cast, then one bit pattern up where it fell below, for E8M0 twice the power of two;
+  E8M0's least value 2^-127 for an all-zero block); ``Y = x / SCALE`` (0 where the scale is
+  0), clamped to the Y type's range and rounded to nearest, ties to even (integer types:
+  ``torch.round``, the limits where clamped). A DOUBLE quotient rounds to HALF through float32
+  rounded to odd, so it rounds once, as NumPy's float64-to-float16 cast does (torch's own cast
+  rounds twice);
 * dequantize: ``Y = X · SCALE`` (or ``X · 2^(−SCALE)`` with ``is_negative_scale``), each SCALE
   element repeated over its block.
 
@@ -88,9 +89,11 @@ def _round_up(torch: Any, wanted: Any, dtype: Any) -> Any:
     ``dtype`` not below it, saturating at its largest (E8M0: at least 2^-127)."""
     info = torch.finfo(dtype)
     wanted = torch.clamp(wanted, max=float(info.max))
-    if dtype == getattr(torch, "float8_e8m0fnu", None):
-        wanted = torch.clamp(wanted, min=float(info.tiny))
     rounded = wanted.to(dtype)
+    if dtype == getattr(torch, "float8_e8m0fnu", None):  # powers of two: one up is twice
+        wanted = torch.clamp(wanted, min=float(info.tiny))
+        rounded = wanted.to(dtype).to(torch.float64)  # (Inductor cannot bitcast E8M0)
+        return torch.where(rounded < wanted, rounded * 2, rounded).to(dtype)
     below = rounded.to(torch.float64) < wanted
     bits = rounded.view(getattr(torch, _BITS[dtype.itemsize]))
     return torch.where(below, bits + 1, bits).to(bits.dtype).view(dtype)
