@@ -7,7 +7,10 @@
 
 Both run the lowerings of :mod:`.families` through one :class:`~.family_program.FamilyProgram`,
 write only the outputs (after every node has run, so a failure leaves them untouched) and never
-an input.
+an input. Lowerings whose data can be invalid (MoE routes, a non-finite X to quantize) raise
+the reference's error node by node; compiled, they return a verdict
+(:data:`~.families._common.CHECK`) and the fusion plan, after one host synchronisation, writes
+the outputs or runs the graph node by node, which raises.
 
 Ranking: the fusion engine ranks first but refuses a single node (one kernel has nothing to
 fuse; the torch op called directly is what the eager engine runs). For a graph it accepts, its

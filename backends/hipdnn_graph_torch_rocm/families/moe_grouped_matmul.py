@@ -89,7 +89,7 @@ def moe_grouped_matmul_bwd_refusal(node: hg.MoeGroupedMatmulBwdNode) -> str | No
 
 
 def _host(inputs: Mapping[str, Any], slots: tuple[str, ...]) -> dict[str, Any]:
-    """The routing inputs present as int64 NumPy arrays (one host synchronisation)."""
+    """The routing inputs present, as NumPy arrays on the host (one synchronisation)."""
     return {s: inputs[s].detach().to("cpu").numpy() for s in slots if s in inputs}
 
 
