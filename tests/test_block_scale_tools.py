@@ -5,6 +5,7 @@ tests/wire/."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -147,8 +148,10 @@ def test_cli_shows_draws_and_runs(tmp_path: Path, capsys: pytest.CaptureFixture[
         capsys.readouterr().err
     )
     path.write_bytes(_graph(dq_block_size=(32,)).serialize())  # the same to both
-    assert main(["run", str(path)]) == 0  # on the NumPy reference
-    assert "engine NUMPY_REFERENCE_ENGINE" in capsys.readouterr().out
+    assert main(["run", str(path)]) == 0  # on the torch fusion engine where torch is installed
+    torch = importlib.util.find_spec("torch") is not None
+    engine = "TORCH_FUSION_ENGINE" if torch else "NUMPY_REFERENCE_ENGINE"
+    assert f"engine {engine}" in capsys.readouterr().out
 
 
 def test_writers_refuse_block_sizes_past_32_bits() -> None:

@@ -7,6 +7,8 @@ the reference refuses it naming why)."""
 
 from __future__ import annotations
 
+import importlib.util
+
 from frontend_cases import float_graph
 from test_frontend_families import call_attribute_methods
 
@@ -55,7 +57,9 @@ def _planning_error(graph: hipdnn.Graph) -> hipdnn.Error:
 
 
 class TestBlockScaleQuantize:
-    def test_graph_builds_and_plans_on_the_numpy_reference(self) -> None:
+    def test_graph_builds_and_plans_on_the_torch_eager_engine_or_the_reference(self) -> None:
+        """A single node: the torch eager engine runs it where torch is installed (it lowers
+        block scale), else the NumPy reference."""
         graph, y, scale = build_block_scale_quantize_graph()
         handle = hipdnn.create_handle()
         assert graph.validate().is_good() and graph.build_operation_graph(handle).is_good()
@@ -63,7 +67,10 @@ class TestBlockScaleQuantize:
         error = _planning_error(graph)
         assert error.is_good(), error.get_message()
         assert graph.build_plans().is_good()
-        assert graph.get_plan_name() == "NUMPY_REFERENCE_ENGINE"
+        torch = importlib.util.find_spec("torch") is not None
+        assert graph.get_plan_name() == (
+            "TORCH_EAGER_ENGINE" if torch else "NUMPY_REFERENCE_ENGINE"
+        )
 
     def test_round_trip_rules_and_type_errors(self) -> None:
         graph, _, _ = build_block_scale_quantize_graph()

@@ -4,6 +4,7 @@ top_k on the node), the CLI (show/run) and pictures."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -104,9 +105,7 @@ def test_an_unset_mode_has_no_wire_number() -> None:
     assert g.serialize() == blob
 
 
-def test_cli_shows_draws_and_runs_on_the_reference(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_shows_draws_and_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "moe.bin"
     g = _graph()
     path.write_bytes(g.serialize())
@@ -115,10 +114,13 @@ def test_cli_shows_draws_and_runs_on_the_reference(
     assert "fc  MOE_GROUPED_MATMUL  compute FLOAT" in out
     assert "dfc  MOE_GROUPED_MATMUL_BWD  compute FLOAT" in out
     assert "out: DWEIGHT=dfc::DWEIGHT#7" in out
-    # it plans on the NumPy reference, whose math checks the routing data: the inputs `run`
-    # draws (the kit's input maker) are valid offsets and SCATTER routes for both nodes
+    # it plans on the torch fusion engine (where torch is installed; else the NumPy reference),
+    # whose lowerings check the routing data as the reference does: the inputs `run` draws (the
+    # kit's input maker) are valid offsets and SCATTER routes for both nodes
     assert main(["run", str(path)]) == 0
-    assert "NUMPY_REFERENCE_ENGINE" in capsys.readouterr().out
+    torch = importlib.util.find_spec("torch") is not None
+    engine = "TORCH_FUSION_ENGINE" if torch else "NUMPY_REFERENCE_ENGINE"
+    assert f"engine {engine}" in capsys.readouterr().out
     dot = g.to_dot()
     assert "MOE_GROUPED_MATMUL" in dot and "TOKEN_KS" in dot
     assert "MOE_GROUPED_MATMUL_BWD" in g.to_mermaid()

@@ -40,6 +40,7 @@ NODE_TYPES: dict[str, set[hg.NodeType]] = {
     "layernorm": {T.LAYER_NORM, T.LAYERNORM_BACKWARD},
     "rmsnorm": {T.RMS_NORM, T.RMS_NORM_BACKWARD},
     "moe": {T.MOE_GROUPED_MATMUL, T.MOE_GROUPED_MATMUL_BWD},
+    "block_scale": {T.BLOCK_SCALE_QUANTIZE, T.BLOCK_SCALE_DEQUANTIZE},
 }  # fmt: skip
 #: the node types of each graph "mixed" draws
 CHAINS = [
@@ -48,12 +49,22 @@ CHAINS = [
     [T.CONVOLUTION_FPROP, T.BATCHNORM_INFERENCE, T.POINTWISE],
     [T.RMS_NORM, T.MATMUL, T.POINTWISE],
 ]
-NEW_FAMILIES = ("convolution", "resample", "batchnorm", "layernorm", "rmsnorm", "moe", "mixed")
+NEW_FAMILIES = (
+    "convolution",
+    "resample",
+    "batchnorm",
+    "layernorm",
+    "rmsnorm",
+    "moe",
+    "block_scale",
+    "mixed",
+)
 
 
 def test_every_family_generates_valid_reproducible_graphs() -> None:
     assert FAMILIES == ("sdpa", "pointwise", "matmul", "reduction", "convolution", "resample",
-                        "batchnorm", "layernorm", "rmsnorm", "moe", "mixed")  # fmt: skip
+                        "batchnorm", "layernorm", "rmsnorm", "moe", "mixed",
+                        "block_scale")  # fmt: skip
     cases = generate_family_cases(4 * len(FAMILIES), seed=3, io_types=ALL_IO)
     assert [c.family for c in cases[: len(FAMILIES)]] == list(FAMILIES)
     cases += generate_family_cases(40 * len(NEW_FAMILIES), seed=4, families=NEW_FAMILIES)
@@ -65,6 +76,9 @@ def test_every_family_generates_valid_reproducible_graphs() -> None:
         if case.family == "mixed":
             assert kinds in CHAINS
             chains_seen.add(tuple(kinds))
+        elif case.family == "block_scale":  # one node, or quantize -> dequantize
+            assert kinds in ([T.BLOCK_SCALE_QUANTIZE], [T.BLOCK_SCALE_DEQUANTIZE],
+                             [T.BLOCK_SCALE_QUANTIZE, T.BLOCK_SCALE_DEQUANTIZE])  # fmt: skip
         elif case.family != "sdpa":
             assert len(kinds) == 1 and kinds[0] in NODE_TYPES[case.family]
         kinds_seen.setdefault(case.family, set()).update(kinds)
@@ -242,25 +256,49 @@ def test_statistics_and_scalars_are_drawn_in_range() -> None:
 
 
 # ----- the cross-check: the torch eager engine against the NumPy reference, on CPU -----
-#: families with a node type the torch engines have no lowering for, and those node types
-TORCH_REFUSED = {"moe": "MOE_GROUPED_MATMUL"}
 CPU_IO = (hg.DataType.FLOAT, hg.DataType.DOUBLE)
 
 
 @pytest.mark.parametrize("family", [f for f in FAMILIES if f != "sdpa"])
 def test_the_torch_eager_engine_agrees_with_the_reference(family: str) -> None:
-    """Two independent implementations of every family, compared over random graphs."""
+    """Two independent implementations of every family, compared over random graphs; none
+    skipped (the MoE nodes were, before the torch engines lowered them)."""
     pytest.importorskip("torch")
     report = check_engine("TORCH_EAGER_ENGINE", cases=24, seed=8, families=[family],
                           io_types=CPU_IO, device="cpu")  # fmt: skip
-    assert report.ok, report.details()
-    for skipped in report.skipped:
-        assert family in TORCH_REFUSED, skipped.reason
-        assert f"does not run {TORCH_REFUSED[family]}" in skipped.reason
-    if not report.passed:
-        pytest.skip(f"TORCH_EAGER_ENGINE runs no {family} graph: {report.skipped[0].reason}")
-    if family == "moe":
-        raise AssertionError("the torch engines have no MoE lowering; update TORCH_REFUSED")
+    assert report.ok and not report.skipped, report.details()
+    assert len(report.passed) == 24
+
+
+def test_every_moe_node_and_routing_mode_runs_on_torch_in_every_io_type() -> None:
+    """The MoE grouped matmul lowerings (forward NONE, GATHER, SCATTER and the weight gradient)
+    on TORCH_EAGER_ENGINE against the NumPy reference, with FLOAT, HALF, BFLOAT16 and DOUBLE
+    tokens and weights (computed in FLOAT or DOUBLE, as hipDNN's references compute)."""
+    pytest.importorskip("torch")
+    report = check_engine("TORCH_EAGER_ENGINE", cases=40, seed=6, families=["moe"],
+                          io_types=ALL_IO, device="cpu")  # fmt: skip
+    assert report.ok and not report.skipped and len(report.passed) == 40, report.details()
+    seen = set()
+    for result in report.passed:
+        (node,) = result.case.graph.nodes
+        seen.add("BWD" if "DOUTPUT" in node.attributes.tensors_by_slot()
+                 else node.attributes.get_mode().name)  # fmt: skip
+    assert seen == {"NONE", "GATHER", "SCATTER", "BWD"}
+    assert {r.case.io_data_type for r in report.passed} == set(ALL_IO)
+
+
+def test_every_block_scale_graph_runs_on_torch_in_every_io_type() -> None:
+    """The kit's block-scale family (quantize, dequantize, the round trip; FP8 and INT8 with
+    E8M0 and FLOAT scales) on TORCH_EAGER_ENGINE against the NumPy reference, NumPy FP8 buffers
+    handed over as torch views of their bits, none skipped."""
+    pytest.importorskip("torch")
+    report = check_engine("TORCH_EAGER_ENGINE", cases=40, seed=9, families=["block_scale"],
+                          io_types=ALL_IO, device="cpu")  # fmt: skip
+    assert report.ok and not report.skipped and len(report.passed) == 40, report.details()
+    features = set().union(*(r.case.features for r in report.passed))
+    assert {"quantize", "dequantize", "round_trip", "FP8_E4M3", "FP8_E5M2", "INT8",
+            "FP8_E8M0", "FLOAT", "negative_scale"} <= features  # fmt: skip
+    assert {r.case.io_data_type for r in report.passed} == set(ALL_IO)
 
 
 def test_the_norm_backward_nodes_run_on_torch_and_agree_with_the_reference() -> None:

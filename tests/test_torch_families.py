@@ -272,3 +272,125 @@ def test_one_kernel_16_bit_modes_round_once_as_the_compute_type_says(
     }[mode](*args)
     assert got.dtype == torch.bfloat16
     assert torch.equal(got, fp32.to(torch.bfloat16))
+
+
+# ----- block scale: bit for bit the NumPy reference -----
+D = hg.DataType
+
+
+def _reference(node: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    from hipdnn_graph_numpy_reference.families import REFERENCE_RUNNERS
+
+    return REFERENCE_RUNNERS[node.get_node_type()](node, inputs)
+
+
+def _quantize_case(compute: D, y_type: D, scale_type: D, **kw: Any) -> None:
+    """The lowering's Y and SCALE against the reference's, bit for bit, in their types."""
+    g, x, _ = cases.build_quantize(compute, y_type, scale_type, **kw)
+    (node,) = g.nodes
+    assert refusal(node) is None
+    xv = cases.numpy_values(x, cases.wide(list(x.dim), seed=int(y_type) * 7 + int(scale_type)))
+    want = _reference(node, {"X": xv})
+    got = TORCH_LOWERINGS[node.get_node_type()](node, {"X": cases.as_torch(xv)})
+    for slot in ("Y", "SCALE"):
+        cases.assert_same_bits(got[slot], want[slot], f"{slot} ({y_type.name}, {scale_type.name})")
+
+
+@pytest.mark.parametrize("scale_type", cases.QUANTIZE_SCALE, ids=lambda t: t.name)
+@pytest.mark.parametrize("y_type", cases.QUANTIZE_Y, ids=lambda t: t.name)
+@pytest.mark.parametrize("compute", [D.FLOAT, D.DOUBLE], ids=["fp32", "fp64"])
+def test_block_scale_quantize_is_bit_exact(compute: D, y_type: D, scale_type: D) -> None:
+    """Every Y and scale type torch holds, both compute types: saturation, round-up scales,
+    all-zero blocks, ties (a DOUBLE quotient rounds once to HALF: torch's cast rounded twice)."""
+    _quantize_case(compute, y_type, scale_type)
+
+
+@pytest.mark.parametrize("x_type", [D.HALF, D.BFLOAT16, D.FP8_E4M3, D.INT8, D.INT32],
+                         ids=lambda t: t.name)  # fmt: skip
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_block_scale_quantize_x_types_and_axes(x_type: D, axis: int) -> None:
+    dims = [(64, 6, 4), (4, 64, 6), (4, 6, 64)][axis]
+    _quantize_case(D.FLOAT, D.FP8_E5M2, D.FP8_E8M0, x_type=x_type, axis=axis, dims=dims)
+
+
+def test_double_quotients_round_once_to_half() -> None:
+    """torch's float64-to-float16 cast goes through float32 and can round twice; NumPy's (the
+    reference's) rounds once. 1 + 2^-11 + 2^-40 is above the tie between two halves: once, it
+    rounds up; through float32 (1 + 2^-11, the tie) it rounds to even, down."""
+    from hipdnn_graph_torch_rocm.families.block_scale import _to_storage
+
+    q = torch.tensor([1 + 2**-11 + 2**-40, -(1 + 2**-11 + 2**-40), 1 + 2**-11], dtype=torch.float64)
+    assert q.to(torch.float16).tolist() == [1.0, -1.0, 1.0]  # torch: twice
+    got = _to_storage(torch, q, torch.float16, -65504.0, 65504.0)
+    assert got.tolist() == [1 + 2**-10, -(1 + 2**-10), 1.0]
+
+
+@pytest.mark.parametrize("scale_type", cases.QUANTIZE_SCALE, ids=lambda t: t.name)
+@pytest.mark.parametrize("x_type", [*cases.QUANTIZE_Y, D.DOUBLE], ids=lambda t: t.name)
+@pytest.mark.parametrize("compute", [D.FLOAT, D.DOUBLE], ids=["fp32", "fp64"])
+def test_block_scale_dequantize_is_bit_exact(compute: D, x_type: D, scale_type: D) -> None:
+    for negative, block in ((False, (32,)), (True, (2, 3, 32))):
+        g, (x, s), _ = cases.build_dequantize(compute, x_type, scale_type, negative=negative,
+                                              block=block)  # fmt: skip
+        (node,) = g.nodes
+        assert refusal(node) is None
+        xv = cases.numpy_values(x, cases.wide(list(x.dim), seed=3))
+        raw = cases.wide(list(s.dim), seed=4)
+        sv = cases.numpy_values(s, (raw.round() % 9) if negative else abs(raw) + 2.0**-20)
+        want = _reference(node, {"X": xv, "SCALE": sv})
+        got = TORCH_LOWERINGS[node.get_node_type()](
+            node, {"X": cases.as_torch(xv), "SCALE": cases.as_torch(sv)}
+        )
+        cases.assert_same_bits(got["Y"], want["Y"], f"Y ({x_type.name}, negative={negative})")
+
+
+def _reason(node: Any) -> str | None:
+    return refusal(node)
+
+
+@pytest.mark.parametrize("y_type", cases.NO_TORCH, ids=lambda t: t.name)
+def test_block_scale_types_torch_lacks_are_refused_by_name(y_type: D) -> None:
+    g, _, _ = cases.build_quantize(D.FLOAT, y_type, D.FP8_E8M0)
+    packed = (" (its float4_e2m1fn_x2 packs two elements per byte)"
+              if y_type == D.FP4_E2M1 else "")  # fmt: skip
+    assert _reason(g.nodes[0]) == (
+        f"node 'q': tensor 'q::Y' (slot Y) is {y_type.name}, which torch has no dtype for{packed}"
+    )
+    dg, _, _ = cases.build_dequantize(D.FLOAT, y_type, D.FP8_E8M0)
+    assert _reason(dg.nodes[0]) == (
+        f"node 'dq': tensor 'x' (slot X) is {y_type.name}, which torch has no dtype for{packed}"
+    )
+
+
+def test_block_scale_refusals_are_the_references() -> None:
+    g, _, _ = cases.build_quantize(D.HALF, D.FP8_E4M3, D.FP8_E8M0)
+    assert _reason(g.nodes[0]) == (
+        "node 'q': compute data type HALF: hipDNN's block-scale references compute in FLOAT or "
+        "DOUBLE only"
+    )
+    g, _, _ = cases.build_quantize(D.FLOAT, D.FP8_E4M3, D.FP8_E4M3)
+    assert _reason(g.nodes[0]) == (
+        "node 'q': SCALE data type FP8_E4M3: hipDNN's quantize reference takes BFLOAT16, "
+        "FLOAT, FP8_E8M0, HALF"
+    )
+
+
+def test_a_non_finite_x_is_refused_as_the_reference_refuses_it() -> None:
+    g, x, _ = cases.build_quantize(D.FLOAT, D.FP8_E4M3, D.FP8_E8M0)
+    (node,) = g.nodes
+    xv = torch.zeros(x.dim)
+    xv[1, 2, 3] = float("inf")
+    with pytest.raises(hg.HipdnnError) as err:
+        TORCH_LOWERINGS[node.get_node_type()](node, {"X": xv})
+    assert err.value.code == hg.ErrorCode.GRAPH_NOT_SUPPORTED
+    assert str(err.value).endswith(
+        "BlockScaleQuantizeNode 'q': the torch lowering does not run it: X holds NaN or ±inf, "
+        "which hipDNN's quantize reference refuses"
+    )
+
+
+def test_custom_ops_are_refused_with_the_references_reason() -> None:
+    node = hg.CustomOpNode(hg.CustomOpAttributes().set_name("op").set_custom_op_id("ex.rope"))
+    assert _reason(node) == (
+        "node 'op': custom op 'ex.rope' is plugin-defined: hipDNN defines no math for it"
+    )

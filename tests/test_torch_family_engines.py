@@ -368,3 +368,259 @@ def test_a_matmul_whose_result_feeds_another_node_writes_the_buffer_the_next_nod
         g.execute({a: av, b: bv, c: cbuf, e: ebuf})
         torch.testing.assert_close(cbuf, av @ bv)
         torch.testing.assert_close(ebuf, torch.exp(av @ bv))
+
+
+# ----- block scale and MoE on both engines, against the NumPy reference -----
+D = hg.DataType
+
+
+def _reference_outputs(g: hg.Graph, feeds: dict[Any, Any]) -> dict[Any, Any]:
+    """Every non-virtual output of ``g``'s nodes by the NumPy reference, node by node."""
+    from hipdnn_graph.backend.dtypes import numpy_dtype
+    from hipdnn_graph_numpy_reference.families import REFERENCE_RUNNERS
+
+    values = dict(feeds)
+    for node in g.nodes:
+        slots = node.attributes.tensors_by_slot()
+        args = {s: values[t] for s, t in slots.items() if t in values}
+        got = REFERENCE_RUNNERS[node.get_node_type()](node, args)
+        for s, t in slots.items():
+            if s in got:
+                values[t] = np.asarray(got[s]).astype(numpy_dtype(t.data_type))
+    return {t: v for t, v in values.items() if t not in feeds}
+
+
+def _quantize_roundtrip(compute: D, y_type: D, scale_type: D) -> tuple[hg.Graph, Any, list[Any]]:
+    """X -> quantize (Y, SCALE outputs) -> dequantize (an output): a graph of two nodes."""
+    g = hg.Graph(name="qdq", io_data_type=compute, intermediate_data_type=compute,
+                 compute_data_type=compute)  # fmt: skip
+    x = g.tensor(name="x", dim=[4, 6, 64])
+    y, s = g.block_scale_quantize(x, block_size=32, name="q")
+    y.set_data_type(y_type).set_output(True)
+    s.set_data_type(scale_type).set_output(True)
+    z = g.block_scale_dequantize(y, s, block_size=[32], name="dq")
+    z.set_data_type(compute).set_output(True)
+    g.validate()
+    return g, x, [y, s, z]
+
+
+@pytest.mark.parametrize("engine", [FUSION, EAGER])
+@pytest.mark.parametrize(("y_type", "scale_type"), [(D.FP8_E4M3, D.FP8_E8M0),
+                         (D.FP8_E5M2_FNUZ, D.HALF), (D.INT8, D.FLOAT), (D.BFLOAT16, D.BFLOAT16)],
+                         ids=lambda t: t.name)  # fmt: skip
+def test_block_scale_round_trip_on_both_engines_is_the_references(
+    counting: Counting, engine: str, y_type: D, scale_type: D
+) -> None:
+    g, x, outs = _quantize_roundtrip(D.FLOAT, y_type, scale_type)
+    g.build_operation_graph().create_execution_plans().build_plans(hg.BuildPlanPolicy.ALL)
+    names = g.get_engine_names()
+    assert names[:2] == [FUSION, EAGER]
+    xv = cases.numpy_values(x, cases.wide(list(x.dim), seed=1))
+    want = _reference_outputs(g, {x: xv})
+    pack: dict[Any, Any] = {x: torch.from_numpy(xv)}
+    pack.update({t: torch.full(t.dim, 7.0).to(cases.storage(t)) for t in outs})
+    g.execute_plan_at_index(pack, None, names.index(engine))
+    for t in outs:
+        cases.assert_same_bits(pack[t], want[t], t.name)
+    assert torch.equal(pack[x], torch.from_numpy(xv)), "X was written"
+    if engine == FUSION:
+        assert counting.calls == 1 and _plan(g).choice == "fused"
+
+
+@pytest.mark.parametrize("engine", [FUSION, EAGER])
+def test_a_non_finite_x_raises_on_both_engines_and_writes_nothing(counting: Counting,
+                                                                  engine: str) -> None:  # fmt: skip
+    g, x, outs = _quantize_roundtrip(D.FLOAT, D.FP8_E4M3, D.FP8_E8M0)
+    g.build_operation_graph().create_execution_plans().build_plans(hg.BuildPlanPolicy.ALL)
+    xv = torch.randn(x.dim)
+    xv[3, 5, 63] = float("nan")
+    pack: dict[Any, Any] = {x: xv}
+    pack.update({t: torch.full(t.dim, 7.0).to(cases.storage(t)) for t in outs})
+    before = {t: v.clone() for t, v in pack.items()}
+    with pytest.raises(hg.HipdnnError) as err:
+        g.execute_plan_at_index(pack, None, g.get_engine_names().index(engine))
+    assert err.value.code == hg.ErrorCode.GRAPH_NOT_SUPPORTED
+    assert "X holds NaN or ±inf, which hipDNN's quantize reference refuses" in str(err.value)
+    for t, v in before.items():
+        torch.testing.assert_close(pack[t].float(), v.float(), rtol=0, atol=0, equal_nan=True)
+
+
+def _moe_graph(mode: str, io: D = D.FLOAT) -> tuple[hg.Graph, dict[Any, Any], Any]:
+    """ReLU(TOKEN) -> MoE grouped matmul (``mode``: NONE, GATHER, SCATTER, or BWD: the weight
+    gradient), with valid routes: two nodes, so the fusion engine takes them."""
+    compute = D.DOUBLE if io == D.DOUBLE else D.FLOAT
+    g = hg.Graph(name="moe", io_data_type=io, intermediate_data_type=compute,
+                 compute_data_type=compute)  # fmt: skip
+    i32 = D.INT32
+    tokens, k, n, experts = 6, 8, 5, 3
+    t = g.tensor(name="t", dim=[1, tokens, k])
+    relu = g.pointwise(t, mode=hg.PointwiseMode.RELU_FWD, name="relu")
+    rng = np.random.default_rng(0)
+    values: dict[Any, Any] = {t: rng.standard_normal([1, tokens, k])}
+    if mode == "BWD":
+        dout = g.tensor(name="dout", dim=[1, tokens, n])
+        off = g.tensor(name="off", dim=[experts, 1, 1], data_type=i32)
+        out = g.moe_grouped_matmul_bwd(dout, relu, off, name="mm")
+        values[dout] = rng.standard_normal([1, tokens, n])
+        values[off] = np.array([0, 2, 2], np.int32).reshape(experts, 1, 1)
+    else:
+        w = g.tensor(name="w", dim=[experts, k, n])
+        values[w] = rng.standard_normal([experts, k, n])
+        groups = 6  # two batches of 3 experts: group g uses expert g % 3
+        off = g.tensor(name="off", dim=[groups, 1, 1], data_type=i32)
+        index = ks = None
+        routed = tokens
+        if mode in ("GATHER", "SCATTER"):
+            routed = 7 if mode == "GATHER" else tokens
+            index = g.tensor(name="index", dim=[1, routed, 1], data_type=i32)
+            order = [5, 0, 3, 3, 1, 4, 2] if mode == "GATHER" else [2, 0, 1, 2, 0, 1]
+            values[index] = np.array(order, np.int32).reshape(1, routed, 1)
+        if mode == "SCATTER":
+            ks = g.tensor(name="ks", dim=[1, tokens, 1], data_type=i32)
+            values[ks] = np.array([0, 1, 0, 1, 0, 1], np.int32).reshape(1, tokens, 1)
+        values[off] = np.array([1, 2, 2, 3, 4, routed - 1], np.int32).reshape(groups, 1, 1)
+        out = g.moe_grouped_matmul(relu, w, off, index, ks, name="mm",
+                                   mode=getattr(hg.MoeGroupedMatmulMode, mode),
+                                   top_k=2 if mode == "SCATTER" else 0)  # fmt: skip
+    out.set_output(True)
+    g.validate()
+    feeds = {u: cases.numpy_values(u, v) if u.data_type != i32 else v for u, v in values.items()}
+    return g, feeds, out
+
+
+MOE_MODES = ["NONE", "GATHER", "SCATTER", "BWD"]
+
+
+@pytest.mark.parametrize("engine", [FUSION, EAGER])
+@pytest.mark.parametrize("io", [D.FLOAT, D.HALF, D.BFLOAT16, D.DOUBLE], ids=lambda t: t.name)
+@pytest.mark.parametrize("mode", MOE_MODES)
+def test_moe_on_both_engines_agrees_with_the_reference(counting: Counting, mode: str, io: D,
+                                                       engine: str) -> None:  # fmt: skip
+    g, feeds, out = _moe_graph(mode, io)
+    g.build_operation_graph().create_execution_plans().build_plans(hg.BuildPlanPolicy.ALL)
+    names = g.get_engine_names()
+    assert names[:2] == [FUSION, EAGER]
+    want = _reference_outputs(g, feeds)[out]
+    pack: dict[Any, Any] = {t: cases.as_torch(v) for t, v in feeds.items()}
+    pack[out] = torch.empty_strided(out.dim, out.stride, dtype=cases.storage(out)).fill_(
+        float("nan")
+    )  # DWEIGHT's inferred layout is column-major
+    g.execute_plan_at_index(pack, None, names.index(engine))
+    got = pack[out].double()
+    assert cases.max_rel_error(got, torch.from_numpy(want.astype(np.float64))) < 1e-6
+    if engine == FUSION:
+        assert counting.calls == 1 and _plan(g).choice == "fused"
+
+
+#: (mode, routing input, its bad values, the reference's exact message)
+BAD_ROUTES = [
+    (
+        "NONE",
+        "off",
+        [1, 5, 2, 4, 4, 4],
+        "FIRST_TOKEN_OFFSET must be non-decreasing (violated at 2)",
+    ),
+    ("NONE", "off", [0, 2, 2, 3, 4, 9], "FIRST_TOKEN_OFFSET[5] = 9 is out of range [0, 6]"),
+    ("GATHER", "index", [5, 0, 3, 6, 1, 4, 2], "routed source row 6 is out of range [0, 6)"),
+    ("SCATTER", "ks", [0, 1, 0, 2, 0, 1], "TOKEN_KS[3] = 2 is out of range [0, 2)"),
+    ("SCATTER", "index", [2, 0, 1, 2, 0, 2], "duplicate SCATTER destination row 5"),
+    ("BWD", "off", [1, 2, 2], "FIRST_TOKEN_OFFSET[0] must be 0, got 1"),
+]
+
+
+@pytest.mark.parametrize("engine", [FUSION, EAGER])
+@pytest.mark.parametrize(
+    ("mode", "slot", "bad", "message"),
+    BAD_ROUTES,
+    ids=[f"{m}-{s}-{i}" for i, (m, s, _, _) in enumerate(BAD_ROUTES)],
+)
+def test_bad_moe_routes_raise_the_references_error_and_write_nothing(
+    counting: Counting, engine: str, mode: str, slot: str, bad: list[int], message: str
+) -> None:
+    g, feeds, out = _moe_graph(mode)
+    g.build_operation_graph().create_execution_plans().build_plans(hg.BuildPlanPolicy.ALL)
+    (t,) = [u for u in feeds if u.name == slot]
+    feeds[t] = np.array(bad, np.int32).reshape(t.dim)
+    pack: dict[Any, Any] = {u: cases.as_torch(v) for u, v in feeds.items()}
+    pack[out] = torch.empty_strided(out.dim, out.stride).fill_(7.0)
+    before = {u: v.clone() for u, v in pack.items()}
+    with pytest.raises(hg.HipdnnError) as err:
+        g.execute_plan_at_index(pack, None, g.get_engine_names().index(engine))
+    assert err.value.code == hg.ErrorCode.INVALID_VALUE
+    assert str(err.value) == f"node 'mm': {message}"
+    for u, v in before.items():
+        assert torch.equal(pack[u], v), f"{u.name} was written"
+
+
+def test_custom_op_graphs_are_refused_with_the_references_reason() -> None:
+    g = cases.graph(D.FLOAT)
+    (y,) = g.custom_op([g.tensor(name="x", dim=[4])], 1, name="op", custom_op_id="ex.rope")
+    y.set_dim([4]).set_stride([1]).set_output(True)
+    g.validate()
+    ok, reason = checked_support(TorchEagerEngine(), g)
+    assert not ok
+    assert (
+        reason == "node 'op': custom op 'ex.rope' is plugin-defined: hipDNN defines no math for it"
+    )
+    # in a graph of two nodes the fusion engine gives the same reason
+    g2 = cases.graph(D.FLOAT)
+    x = g2.pointwise(g2.tensor(name="x", dim=[4]), mode=hg.PointwiseMode.EXP, name="e")
+    (y,) = g2.custom_op([x], 1, name="op", custom_op_id="ex.rope")
+    y.set_dim([4]).set_stride([1]).set_output(True)
+    g2.validate()
+    ok, reason = checked_support(TorchFusionEngine(backend="aot_eager"), g2)
+    assert not ok
+    assert (
+        reason == "node 'op': custom op 'ex.rope' is plugin-defined: hipDNN defines no math for it"
+    )
+
+
+def test_autotune_survives_example_routes_the_eager_lowering_refuses() -> None:
+    """build_plan times the eager function on example buffers: zeros, which for SCATTER are
+    duplicate destinations the eager MoE lowering refuses; the plan is built (fused, not timed)
+    and runs valid routes correctly."""
+    counter = Counting()
+    engine = TorchFusionEngine(backend=counter, autotune=True)
+    g, feeds, out = _moe_graph("SCATTER")
+    g.build_operation_graph()
+    family_engines._VERDICTS.clear()
+    plan = engine.build_plan(g)
+    assert plan.choice == "fused" and plan.timings == {} and counter.calls == 1
+    pack: dict[Any, Any] = {t.get_uid(): cases.as_torch(v) for t, v in feeds.items()}
+    pack[out.get_uid()] = torch.empty(out.dim)
+    plan.execute(pack, None)
+    want = _reference_outputs(g, feeds)[out]
+    assert cases.max_rel_error(pack[out.get_uid()], torch.from_numpy(want)) < 1e-6
+    family_engines._VERDICTS.clear()
+
+
+def test_inductor_on_the_cpu_compiles_block_scale_and_moe_to_the_references_bits() -> None:
+    """Real Inductor kernels (C++ on the CPU): the quantized values and scales bit for bit,
+    E8M0 scales included (Inductor cannot bitcast E8M0: its round-up step doubles instead), and
+    a DOUBLE quotient rounded once to HALF; a SCATTER MoE to the reference's values."""
+    from hipdnn_graph_torch_rocm.fusion_compile import compiler_refusal
+
+    engine = TorchFusionEngine(backend="inductor", autotune=False)
+    reason = compiler_refusal(engine.config(), "cpu")
+    if reason is not None:
+        pytest.skip(reason)
+    for compute, y_type in ((D.FLOAT, D.FP8_E4M3), (D.DOUBLE, D.HALF)):
+        g, x, outs = _quantize_roundtrip(compute, y_type, D.FP8_E8M0)
+        g.build_operation_graph()
+        plan = engine.build_plan(g)
+        xv = cases.numpy_values(x, cases.wide(list(x.dim), seed=1))
+        want = _reference_outputs(g, {x: xv})
+        pack: dict[int, Any] = {x.get_uid(): torch.from_numpy(xv)}
+        pack.update({t.get_uid(): torch.empty(t.dim).to(cases.storage(t)) for t in outs})
+        plan.execute(pack, None)
+        assert plan.choice == "fused" and plan.compiles == 1
+        for t in outs:
+            cases.assert_same_bits(pack[t.get_uid()], want[t], f"{t.name} ({compute.name})")
+    g, feeds, out = _moe_graph("SCATTER")
+    g.build_operation_graph()
+    plan = engine.build_plan(g)
+    pack = {t.get_uid(): cases.as_torch(v) for t, v in feeds.items()}
+    pack[out.get_uid()] = torch.empty(out.dim)
+    plan.execute(pack, None)
+    want = _reference_outputs(g, feeds)[out]
+    assert cases.max_rel_error(pack[out.get_uid()], torch.from_numpy(want)) < 1e-6

@@ -425,6 +425,21 @@ def test_as_numpy_and_as_torch_round_trip_bfloat16_zero_copy() -> None:
     np.testing.assert_array_equal(back, a)
 
 
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                                  "float8_e5m2fnuz", "float8_e8m0fnu"])  # fmt: skip
+def test_as_numpy_and_as_torch_round_trip_fp8_zero_copy(name: str) -> None:
+    """The FP8 types (E8M0 scales too) pass between NumPy (ml_dtypes) and torch as views of
+    their bits, strided views included (torch.from_numpy refused them: the torch engines could
+    not take NumPy block-scale buffers)."""
+    a = np.array([[0.5, 2.0, 4.0], [1.0, 8.0, 0.25]]).astype(getattr(ml_dtypes, name))[:, ::2]
+    t = as_torch(a)
+    assert t.dtype == getattr(torch, name) and t.stride() == (3, 2)
+    assert t.float().tolist() == [[0.5, 4.0], [1.0, 0.25]]
+    back = as_numpy(t)
+    assert back.dtype == a.dtype and np.shares_memory(back, a)
+    np.testing.assert_array_equal(back.astype(np.float64), a.astype(np.float64))
+
+
 # ----- failed executes leave data alone; inputs are never written -----
 @pytest.mark.parametrize("broken", ["dV-dtype", "V-strides", "V-shape"])
 def test_a_failed_execute_leaves_caller_data_unchanged(broken: str) -> None:

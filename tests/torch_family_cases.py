@@ -465,3 +465,111 @@ def fusion_examples() -> Any:
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
+
+
+# ----- block scale and MoE: checked against the NumPy reference (bit for bit where it rounds) --
+D = hg.DataType
+#: quantize Y types torch holds (FP4_E2M1, FP6_E2M3 and FP6_E3M2 it has no dtype for)
+QUANTIZE_Y = [D.FP8_E4M3, D.FP8_E5M2, D.FP8_E4M3_FNUZ, D.FP8_E5M2_FNUZ, D.INT8, D.UINT8,
+              D.INT32, D.HALF, D.BFLOAT16, D.FLOAT]  # fmt: skip
+QUANTIZE_SCALE = [D.FP8_E8M0, D.FLOAT, D.HALF, D.BFLOAT16]
+#: types with no torch dtype of one element per byte
+NO_TORCH = [D.FP4_E2M1, D.FP6_E2M3, D.FP6_E3M2]
+
+
+def storage(t: hg.TensorAttributes) -> torch.dtype:
+    """The torch dtype a tensor is stored in."""
+    from hipdnn_graph.backend.dtypes import torch_dtype
+
+    return torch_dtype(t.data_type)  # type: ignore[no-any-return]
+
+
+def wide(shape: list[int], seed: int) -> Any:
+    """float64 NumPy values over a wide range (each row its own magnitude, from 2^-40 to 2^40,
+    some exact ties of the narrow types), the first block of the first row zero."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape) * np.exp2(
+        rng.integers(-40, 40, [shape[0], *[1] * (len(shape) - 1)])
+    )
+    x.reshape(-1)[::7] = np.round(x.reshape(-1)[::7] * 8) / 8  # short mantissas: ties
+    x[0, ..., :32] = 0.0  # an all-zero block (E8M0: the scale 2^-127)
+    return x
+
+
+def build_quantize(compute: D, y_type: D, scale_type: D, *, x_type: D | None = None,
+                   axis: int = 2, dims: tuple[int, ...] = (4, 6, 64),
+                   block: int = 32) -> tuple[hg.Graph, hg.TensorAttributes, list[Any]]:  # fmt: skip
+    """A quantize graph (X of ``x_type``, compute type ``compute``; Y and SCALE outputs)."""
+    g = hg.Graph(name="bsq", io_data_type=x_type or compute, intermediate_data_type=compute,
+                 compute_data_type=compute)  # fmt: skip
+    x = g.tensor(name="x", dim=list(dims))
+    y, s = g.block_scale_quantize(x, block_size=block, axis=axis, name="q")
+    y.set_data_type(y_type).set_output(True)
+    s.set_data_type(scale_type).set_output(True)
+    g.validate()
+    return g, x, [y, s]
+
+
+def build_dequantize(
+    compute: D, x_type: D, scale_type: D, *, negative: bool = False, block: tuple[int, ...] = (32,)
+) -> tuple[hg.Graph, list[Any], Any]:
+    """A dequantize graph over X ``[4, 6, 64]`` with SCALE of the blocks ``block`` gives."""
+    g = hg.Graph(name="bsd", io_data_type=x_type, intermediate_data_type=compute,
+                 compute_data_type=compute)  # fmt: skip
+    dims = [4, 6, 64]
+    sizes = [1] * (3 - len(block)) + list(block)
+    x = g.tensor(name="x", dim=dims)
+    s = g.tensor(name="s", dim=[d // b for d, b in zip(dims, sizes, strict=True)],
+                 data_type=scale_type)  # fmt: skip
+    y = g.block_scale_dequantize(x, s, block_size=list(block), is_negative_scale=negative,
+                                 name="dq")  # fmt: skip
+    y.set_data_type(compute).set_output(True)
+    g.validate()
+    return g, [x, s], y
+
+
+def numpy_values(t: hg.TensorAttributes, values: Any) -> Any:
+    """``values`` (float64 NumPy) in ``t``'s storage type, clamped into its range."""
+    import ml_dtypes
+    import numpy as np
+
+    from hipdnn_graph.backend.dtypes import numpy_dtype
+
+    dtype = numpy_dtype(t.data_type)
+    info = np.iinfo(dtype) if np.issubdtype(dtype, np.integer) else ml_dtypes.finfo(dtype)
+    clipped = np.clip(values, float(info.min), float(info.max))
+    if np.issubdtype(dtype, np.integer):
+        clipped = np.rint(clipped)
+    return clipped.astype(dtype)
+
+
+def as_torch(values: Any) -> torch.Tensor:
+    """A NumPy array (ml_dtypes types included) as a torch tensor of the same type and bits."""
+    import numpy as np
+
+    from hipdnn_graph.backend.dtypes import torch_dtype
+    from hipdnn_graph.dtype_names import data_type_of
+
+    dt = data_type_of(values.dtype)
+    assert dt is not None
+    if values.dtype.name in ("float16", "float32", "float64", "int8", "uint8", "int32", "int64"):
+        return torch.from_numpy(np.ascontiguousarray(values))
+    bits = {1: np.uint8, 2: np.int16}[values.dtype.itemsize]
+    raw = torch.from_numpy(np.ascontiguousarray(values).view(bits))
+    return raw.view(torch_dtype(dt))
+
+
+def assert_same_bits(got: torch.Tensor, want: Any, what: str) -> None:
+    """``got`` holds exactly ``want``'s values in ``want``'s type (NaN where it has NaN)."""
+    import numpy as np
+
+    assert str(got.dtype).removeprefix("torch.") == want.dtype.name, (what, got.dtype, want.dtype)
+    g = got.detach().cpu().to(torch.float64).numpy()
+    w = want.astype(np.float64)
+    same = (g == w) | (np.isnan(g) & np.isnan(w))
+    assert same.all(), (
+        f"{what}: {int((~same).sum())} of {same.size} differ, first at "
+        f"{np.argwhere(~same)[0].tolist()}: {g[~same][0]!r} vs {w[~same][0]!r}"
+    )

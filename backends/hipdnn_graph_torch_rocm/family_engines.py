@@ -7,7 +7,10 @@
 
 Both run the lowerings of :mod:`.families` through one :class:`~.family_program.FamilyProgram`,
 write only the outputs (after every node has run, so a failure leaves them untouched) and never
-an input.
+an input. Lowerings whose data can be invalid (MoE routes, a non-finite X to quantize) raise
+the reference's error node by node; compiled, they return a verdict
+(:data:`~.families._common.CHECK`) and the fusion plan, after one host synchronisation, writes
+the outputs or runs the graph node by node, which raises.
 
 Ranking: the fusion engine ranks first but refuses a single node (one kernel has nothing to
 fuse; the torch op called directly is what the eager engine runs). For a graph it accepts, its
@@ -35,7 +38,7 @@ from typing import Any, cast
 import hipdnn_graph as hg
 from hipdnn_graph.backend import Support
 
-from .families import TORCH_PREPARERS, refusal
+from .families import TORCH_REFUSALS, refusal
 from .family_program import FamilyProgram
 from .fusion_compile import (
     CountingBackend,
@@ -57,8 +60,9 @@ __all__ = [
 
 EAGER_ENGINE = "TORCH_EAGER_ENGINE"
 FUSION_ENGINE = "TORCH_FUSION_ENGINE"
-#: the families these engines run (SDPA stays on the SDPA engines)
-FAMILY_NODE_TYPES = frozenset(TORCH_PREPARERS)
+#: the families these engines take (SDPA stays on the SDPA engines): those with a lowering, and
+#: the custom op, which ``check`` refuses with the reason (hipDNN defines no math for it)
+FAMILY_NODE_TYPES = frozenset(TORCH_REFUSALS)
 
 #: graph signature -> "fused" or "eager": the measured verdict (see the module docstring)
 _VERDICTS: dict[tuple[Any, ...], str] = {}
@@ -200,7 +204,7 @@ class FamilyFusionPlan:
             self._eager.execute(variant_pack, workspace)
             return
         try:
-            self.compiled(*args)
+            returned = self.compiled(*args)
         except Exception:
             if not self.backend.refused:
                 raise
@@ -208,6 +212,14 @@ class FamilyFusionPlan:
             # anything ran: this call runs node by node
             self.backend.refused = False
             self._eager.execute(variant_pack, workspace)
+            return
+        if returned is not None:  # a graph whose lowerings check their data (see _whole)
+            results, ok = returned
+            if not bool(ok):  # node by node: the lowering that refuses the data raises
+                self._eager.execute(variant_pack, workspace)
+                return
+            for out, value in zip(args[len(self.program.feeds) :], results, strict=True):
+                out.copy_(value.reshape(out.shape))
 
     def arguments(self, buffers: Mapping[int, Any]) -> list[Any] | None:
         """The compiled function's arguments (feeds, then outputs) from a variant pack, laid
@@ -241,16 +253,21 @@ def _fresh(fn: Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
-def _whole(program: FamilyProgram) -> Callable[..., None]:
+def _whole(program: FamilyProgram) -> Callable[..., Any]:
+    """The graph as one function of (feeds, outputs) that writes the outputs; where a lowering
+    checks its data (its CHECK result), it returns the results and the verdict instead, and
+    the plan writes the outputs only when the data is valid (one host synchronisation)."""
     count = len(program.feeds)
-    feeds, outputs = program.feeds, program.outputs
+    feeds = program.feeds
 
-    def fused_graph(*args: Any) -> None:
-        results = program.results(dict(zip(feeds, args[:count], strict=True)))
+    def fused_graph(*args: Any) -> Any:
+        results, ok = program.checked_results(dict(zip(feeds, args[:count], strict=True)))
+        if ok is not None:
+            return results, ok
         for out, value in zip(args[count:], results, strict=True):
             out.copy_(value.reshape(out.shape))
+        return None
 
-    del outputs
     return _fresh(fused_graph)
 
 
@@ -350,11 +367,15 @@ class TorchFusionEngine:
             feeds, outs = args[: len(program.feeds)], args[len(program.feeds) :]
             by_uid = dict(zip((*program.feeds, *program.outputs), (*feeds, *outs), strict=True))
             eager = FamilyEagerPlan(program)
-            timings = measure(
-                {"fused": lambda: compiled(*args), "eager": lambda: eager.execute(by_uid, None)},
-                device,
-            )
-            choice = "fused" if timings["fused"] <= timings["eager"] else "eager"
+            try:
+                timings = measure(
+                    {"fused": lambda: compiled(*args),
+                     "eager": lambda: eager.execute(by_uid, None)},
+                    device,
+                )  # fmt: skip
+            except hg.HipdnnError:  # the example data fails a lowering's data check (MoE
+                timings = {}  # routes of zeros): the eager function cannot be timed on it
+            choice = "fused" if not timings or timings["fused"] <= timings["eager"] else "eager"
             if digest is not None:
                 with _VERDICTS_LOCK:
                     _VERDICTS[signature] = choice

@@ -33,6 +33,7 @@ import hipdnn_graph as hg
 from hipdnn_graph.backend.dtypes import torch_dtype
 
 from .families import TORCH_PREPARERS, TORCH_WRITERS, Prepared, Writer
+from .families._common import CHECK
 
 __all__ = ["FamilyProgram"]
 
@@ -114,7 +115,16 @@ class FamilyProgram:
 
         ``into`` maps output uids to the caller's buffers: a node with a writer whose outputs
         are all there writes into them, and its results are those buffers."""
+        return self.checked_results(feeds, into)[0]
+
+    def checked_results(
+        self, feeds: Mapping[int, Any], into: Mapping[int, Any] | None = None
+    ) -> tuple[list[Any], Any]:
+        """:meth:`results`, and whether the data passed the lowerings' checks: the AND of their
+        :data:`~.families._common.CHECK` results (a 0-d bool tensor), or None when no lowering
+        gave one (run eagerly, a lowering raises instead)."""
         local: dict[int, Any] = {}
+        ok: Any = None
         for step in self.steps:
             args = {}
             for slot, source, key in step.inputs:
@@ -132,4 +142,7 @@ class FamilyProgram:
             got = step.run(args)
             for slot, uid, dtype in step.outputs:
                 local[uid] = got[slot].to(dtype)
-        return [local[uid] for uid in self.outputs]
+            check = got.get(CHECK)
+            if check is not None:
+                ok = check if ok is None else ok & check
+        return [local[uid] for uid in self.outputs], ok

@@ -18,7 +18,7 @@ print(report.details())
 # --8<-- [start:torch]
 if importlib.util.find_spec("torch") is not None:  # the torch backend's eager engine, on the CPU
     io = (hg.DataType.FLOAT, hg.DataType.DOUBLE)
-    for family in ("convolution", "resample", "batchnorm", "layernorm", "moe"):
+    for family in ("convolution", "resample", "batchnorm", "layernorm", "moe", "block_scale"):
         torch_report = check_engine("TORCH_EAGER_ENGINE", cases=6, seed=1, families=[family],
                                     io_types=io, device="cpu")  # fmt: skip
         print(family, torch_report.summary())

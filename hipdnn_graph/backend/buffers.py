@@ -1,8 +1,9 @@
 """Buffers of a variant pack as the engine wants them: zero-copy NumPy or torch views.
 
 NumPy arrays, torch tensors (CPU tensors for NumPy views) and DLPack producers are converted
-without copies where their memory allows; anything else raises ``INVALID_VARIANT_PACK`` naming
-the tensor. torch is imported only when a torch tensor is at hand.
+without copies where their memory allows; the types NumPy holds through ml_dtypes (bfloat16 and
+the FP8 types, E8M0 included) pass as views of their bits; anything else raises
+``INVALID_VARIANT_PACK`` naming the tensor. torch is imported only when a torch tensor is at hand.
 
 Example:
     >>> import numpy as np
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dtype_names import DTYPE_NAMES
 from ..errors import HipdnnError
 from ..types import DataType, ErrorCode
 from .dlpack import Exported, checked_export
@@ -27,6 +29,16 @@ from .dtypes import numpy_dtype
 from .memory import tensor_storage_shortfall
 
 __all__ = ["as_numpy", "as_torch", "is_torch_tensor"]
+
+
+#: the ml_dtypes types torch also has (bfloat16 and the FP8 types), by their shared name: torch
+#: and NumPy exchange them only as views of their bits
+_BIT_VIEWED = {
+    DTYPE_NAMES[t]: t
+    for t in (DataType.BFLOAT16, DataType.FP8_E4M3, DataType.FP8_E5M2, DataType.FP8_E4M3_FNUZ,
+              DataType.FP8_E5M2_FNUZ, DataType.FP8_E8M0)
+}  # fmt: skip
+_BITS = {1: np.uint8, 2: np.int16}
 
 
 def _fail(message: str) -> HipdnnError:
@@ -76,9 +88,11 @@ def as_numpy(value: Any, label: str = "buffer") -> np.ndarray[Any, Any]:
             value = value.detach()
         if value.is_neg() or value.is_conj():
             value = value.resolve_neg().resolve_conj()
-        if value.dtype == torch.bfloat16:
-            array: np.ndarray[Any, Any] = value.view(torch.int16).numpy()
-            return array.view(numpy_dtype(DataType.BFLOAT16))
+        viewed = _BIT_VIEWED.get(str(value.dtype).removeprefix("torch."))
+        if viewed is not None:
+            bits = {1: torch.uint8, 2: torch.int16}[value.element_size()]
+            array: np.ndarray[Any, Any] = value.view(bits).numpy()
+            return array.view(numpy_dtype(viewed))
         return value.numpy()  # type: ignore[no-any-return]
     if hasattr(value, "__dlpack__"):
         capsule = checked_export(value, label, torch_kind=False)
@@ -107,8 +121,9 @@ def as_torch(value: Any, label: str = "buffer") -> Any:
                 # a read-only array reaches here only as an input, which engines never write
                 # (read-only outputs are refused before conversion): torch's warning is moot
                 warnings.filterwarnings("ignore", "The given NumPy array is not writable")
-                if value.dtype == numpy_dtype(DataType.BFLOAT16):
-                    return torch.from_numpy(value.view(np.int16)).view(torch.bfloat16)
+                if value.dtype.name in _BIT_VIEWED and hasattr(torch, value.dtype.name):
+                    bits = value.view(_BITS[value.dtype.itemsize])
+                    return torch.from_numpy(bits).view(getattr(torch, value.dtype.name))
                 return torch.from_numpy(value)
         except (TypeError, ValueError, RuntimeError) as exc:  # negative strides, odd dtypes
             raise _fail(

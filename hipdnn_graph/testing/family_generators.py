@@ -6,7 +6,8 @@
 ``"layernorm"``, ``"rmsnorm"``, ``"moe"`` from :mod:`~hipdnn_graph.testing.norm_conv_generators`,
 ``"resample"`` from :mod:`~hipdnn_graph.testing.resample_generators`), small graphs of several
 families (``"mixed"``: matmul → bias → activation → optional reduction, convolution → batch-norm
-inference → ReLU, or RMSNorm → matmul → SiLU), and ``"sdpa"`` (attention, as
+inference → ReLU, or RMSNorm → matmul → SiLU), ``"block_scale"`` (MX quantize, dequantize or
+the round trip, in FP8 or INT8 with E8M0 or FLOAT scales), and ``"sdpa"`` (attention, as
 :func:`~hipdnn_graph.testing.random_sdpa_case` draws it). Graphs are small (dims up to 24) so a
 reference run takes milliseconds; every generated graph validates.
 
@@ -168,6 +169,45 @@ def _matmul_chain(rng: np.random.Generator, io: DataType, seed: int) -> tuple[Gr
 
 
 #: the graphs of several families ``"mixed"`` draws from
+#: the quantized and scale types a generated block-scale graph draws
+_QUANTIZED = (DataType.FP8_E4M3, DataType.FP8_E5M2, DataType.INT8)
+_SCALES = (DataType.FP8_E8M0, DataType.FLOAT)
+
+
+def _block_scale(rng: np.random.Generator, io: DataType, seed: int) -> tuple[Graph, set[str]]:
+    """MX block scaling: a quantize node (Y and SCALE the outputs, blocks along a random axis),
+    a dequantize node (blocks along the last axis), or the round trip through a virtual
+    quantized tensor."""
+    g = new_graph(f"block_scale_{seed}", io)
+    kind = pick(rng, ("quantize", "dequantize", "round_trip"))
+    block = pick(rng, (2, 4, 8, 32))
+    dims = draw_dims(rng, int(rng.integers(1, 4)), high=5)
+    axis = int(rng.integers(len(dims))) if kind == "quantize" else len(dims) - 1
+    dims[axis] = block * int(rng.integers(1, 4))
+    q_type, s_type = pick(rng, _QUANTIZED), pick(rng, _SCALES)
+    features = {kind, f"block={block}", q_type.name, s_type.name}
+    if kind == "dequantize":
+        x = g.tensor(name="X", dim=dims, data_type=q_type)
+        s_dims = [*dims[:-1], dims[-1] // block]
+        scale = g.tensor(name="SCALE", dim=s_dims, data_type=s_type)
+        negative = bool(rng.random() < 0.3)
+        y = g.block_scale_dequantize(x, scale, block_size=[block], is_negative_scale=negative,
+                                     name="dq")  # fmt: skip
+        y.set_data_type(io).set_output(True)
+        return g, features | ({"negative_scale"} if negative else set())
+    x = g.tensor(name="X", dim=dims)
+    q, scale = g.block_scale_quantize(x, block_size=block, axis=axis, name="q")
+    q.set_data_type(q_type)
+    scale.set_data_type(s_type)
+    if kind == "quantize":
+        q.set_output(True)
+        scale.set_output(True)
+        return g, features | {f"axis={axis}"}
+    y = g.block_scale_dequantize(q, scale, block_size=[block], name="dq")
+    y.set_data_type(io).set_output(True)
+    return g, features
+
+
 _CHAINS: tuple[Draw, ...] = (_matmul_chain, draw_conv_bn_relu, draw_rmsnorm_matmul_silu)
 
 
@@ -187,6 +227,7 @@ _DRAW: dict[str, Draw] = {
     "rmsnorm": draw_rmsnorm,
     "moe": draw_moe,
     "mixed": _mixed,
+    "block_scale": _block_scale,
 }
 
 #: the families a case can be drawn from (``"sdpa"``: attention graphs of :data:`KINDS`)

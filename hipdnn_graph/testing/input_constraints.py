@@ -2,7 +2,8 @@
 
 Most inputs are valid with any values and :func:`~hipdnn_graph.testing.make_inputs` draws them
 by role. Some are not: a variance under a square root must be positive, an epsilon small and
-positive, a momentum in ``(0, 1)``, and the routing tensors of a MoE grouped matmul must describe
+positive, a momentum in ``(0, 1)``, a dequantize's SCALE positive (E8M0 holds no negative
+value), and the routing tensors of a MoE grouped matmul must describe
 valid routes (offsets non-decreasing within the routed rows, the first 0; GATHER indices within
 the token rows; SCATTER destinations ``TOKEN_INDEX · top_k + TOKEN_KS`` distinct and within the
 output, ``TOKEN_KS`` below ``top_k``), and a ``MAXPOOL`` backward's INDEX must name an element
@@ -146,6 +147,7 @@ INPUT_CONSTRAINTS: dict[NodeType, Constraint] = {
     NodeType.MOE_GROUPED_MATMUL: _moe_forward,
     NodeType.MOE_GROUPED_MATMUL_BWD: _moe_backward,
     NodeType.RESAMPLE_BWD: _resample_index,
+    NodeType.BLOCK_SCALE_DEQUANTIZE: _statistics("SCALE"),
 }
 
 

@@ -255,3 +255,188 @@ def test_pooling_and_backward_compiled_on_the_gpu_match_the_reference(
         assert torch.equal(got[key].isfinite(), finite), key
         err = cases.max_rel_error(got[key][finite], want[key][finite])
         assert err <= cases.tolerance(hg.DataType.BFLOAT16), f"{key}: relative error {err:.2e}"
+
+
+# ----- block scale and MoE on the GPU, against the NumPy reference -----
+D = hg.DataType
+
+
+def _numpy_reference(g: hg.Graph, feeds: dict[Any, Any]) -> dict[Any, Any]:
+    """Every output of ``g``'s nodes by the NumPy reference, node by node, in its type."""
+    import numpy as np
+
+    from hipdnn_graph.backend.dtypes import numpy_dtype
+    from hipdnn_graph_numpy_reference.families import REFERENCE_RUNNERS
+
+    values = dict(feeds)
+    for node in g.nodes:
+        slots = node.attributes.tensors_by_slot()
+        got = REFERENCE_RUNNERS[node.get_node_type()](
+            node, {s: values[t] for s, t in slots.items() if t in values}
+        )
+        for s, t in slots.items():
+            if s in got:
+                values[t] = np.asarray(got[s]).astype(numpy_dtype(t.data_type))
+    return values
+
+
+@pytest.mark.usefixtures("eager_only")
+@pytest.mark.parametrize("scale_type", cases.QUANTIZE_SCALE, ids=lambda t: t.name)
+@pytest.mark.parametrize("y_type", cases.QUANTIZE_Y, ids=lambda t: t.name)
+@pytest.mark.parametrize("compute", [D.FLOAT, D.DOUBLE], ids=["fp32", "fp64"])
+def test_block_scale_quantize_on_the_gpu_is_bit_exact(compute: D, y_type: D,
+                                                      scale_type: D) -> None:  # fmt: skip
+    """The eager engine on CUDA buffers: Y and SCALE bit for bit the reference's."""
+    g, x, outs = cases.build_quantize(compute, y_type, scale_type)
+    g.build_operation_graph().create_execution_plans().build_plans()
+    assert g.get_plan_name() == "TORCH_EAGER_ENGINE"
+    xv = cases.numpy_values(x, cases.wide(list(x.dim), seed=int(y_type) + 3 * int(scale_type)))
+    want = _numpy_reference(g, {x: xv})
+    pack: dict[Any, Any] = {x: cases.as_torch(xv).cuda()}
+    pack.update({t: torch.zeros(t.dim, device="cuda").to(cases.storage(t)) for t in outs})
+    g.execute(pack)
+    torch.cuda.synchronize()
+    for t in outs:
+        cases.assert_same_bits(pack[t], want[t], t.name)
+
+
+@pytest.mark.usefixtures("eager_only")
+@pytest.mark.parametrize("scale_type", cases.QUANTIZE_SCALE, ids=lambda t: t.name)
+@pytest.mark.parametrize("x_type", [D.FP8_E4M3, D.FP8_E5M2, D.INT8, D.BFLOAT16, D.FLOAT],
+                         ids=lambda t: t.name)  # fmt: skip
+@pytest.mark.parametrize("negative", [False, True], ids=["scale", "negative_scale"])
+def test_block_scale_dequantize_on_the_gpu_is_bit_exact(x_type: D, scale_type: D,
+                                                        negative: bool) -> None:  # fmt: skip
+    g, (x, s), y = cases.build_dequantize(D.FLOAT, x_type, scale_type, negative=negative,
+                                          block=(2, 3, 32))  # fmt: skip
+    g.build_operation_graph().create_execution_plans().build_plans()
+    raw = cases.wide(list(s.dim), seed=4)
+    xv = cases.numpy_values(x, cases.wide(list(x.dim), seed=3))
+    sv = cases.numpy_values(s, (raw.round() % 9) if negative else abs(raw) + 2.0**-20)
+    want = _numpy_reference(g, {x: xv, s: sv})[y]
+    pack = {x: cases.as_torch(xv).cuda(), s: cases.as_torch(sv).cuda(),
+            y: torch.zeros(y.dim, device="cuda")}  # fmt: skip
+    g.execute(pack)
+    torch.cuda.synchronize()
+    cases.assert_same_bits(pack[y], want, "Y")
+
+
+def _both_engines() -> Any:
+    return isolated_registry(load_entry_points=False)
+
+
+@pytest.mark.parametrize(("y_type", "scale_type"),
+                         [(D.FP8_E4M3, D.FP8_E8M0), (D.FP8_E5M2, D.FLOAT), (D.INT8, D.HALF)],
+                         ids=lambda t: t.name)  # fmt: skip
+def test_block_scale_round_trip_through_the_fusion_engine_is_bit_exact(
+    y_type: D, scale_type: D
+) -> None:
+    """quantize -> dequantize with Inductor (Triton) kernels: bit for bit the reference. Where
+    Inductor cannot compile a type, build_plans falls back to the eager engine; the bits must
+    hold either way (the engine that ran is in the assertion message)."""
+    g = hg.Graph(name="qdq", io_data_type=D.FLOAT, intermediate_data_type=D.FLOAT,
+                 compute_data_type=D.FLOAT)  # fmt: skip
+    x = g.tensor(name="x", dim=[64, 4, 256])
+    q, s = g.block_scale_quantize(x, block_size=32, name="q")
+    q.set_data_type(y_type).set_output(True)
+    s.set_data_type(scale_type).set_output(True)
+    z = g.block_scale_dequantize(q, s, block_size=[32], name="dq")
+    z.set_output(True)
+    g.validate()
+    with _both_engines():
+        register_backend(_Backend(TorchFusionEngine(autotune=False), TorchEagerEngine()))
+        g.build_operation_graph().create_execution_plans().build_plans()
+        engine = g.get_plan_name()
+        xv = cases.numpy_values(x, cases.wide(list(x.dim), seed=5))
+        want = _numpy_reference(g, {x: xv})
+        pack: dict[Any, Any] = {x: cases.as_torch(xv).cuda()}
+        pack.update({t: torch.zeros(t.dim, device="cuda").to(cases.storage(t))
+                     for t in (q, s, z)})  # fmt: skip
+        g.execute(pack)
+        torch.cuda.synchronize()
+        for t in (q, s, z):
+            cases.assert_same_bits(pack[t], want[t], f"{t.name} on {engine}")
+
+
+def _moe_gpu_graph(mode: str) -> tuple[hg.Graph, dict[Any, Any], Any]:
+    """pointwise ReLU -> MoE grouped matmul at a GPU size (256 tokens, K 128, N 64, 8 experts,
+    2 batches of groups), valid routes drawn at random."""
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    tokens, k, n, experts, top_k = 256, 128, 64, 8, 2
+    g = hg.Graph(name="moe", io_data_type=D.BFLOAT16, intermediate_data_type=D.FLOAT,
+                 compute_data_type=D.FLOAT)  # fmt: skip
+    i32 = D.INT32
+    t = g.tensor(name="t", dim=[1, tokens, k])
+    relu = g.pointwise(t, mode=hg.PointwiseMode.RELU_FWD, name="relu")
+    values: dict[Any, Any] = {t: rng.standard_normal([1, tokens, k])}
+    if mode == "BWD":
+        d = g.tensor(name="dout", dim=[1, tokens, n])
+        off = g.tensor(name="off", dim=[experts, 1, 1], data_type=i32)
+        out = g.moe_grouped_matmul_bwd(d, relu, off, name="mm")
+        values[d] = rng.standard_normal([1, tokens, n])
+        cuts = np.sort(rng.integers(0, tokens + 1, experts - 1))
+        values[off] = np.concatenate([[0], cuts]).astype(np.int32).reshape(experts, 1, 1)
+    else:
+        w = g.tensor(name="w", dim=[experts, k, n])
+        values[w] = rng.standard_normal([experts, k, n]) * 0.1
+        routed = 384 if mode == "GATHER" else tokens
+        off = g.tensor(name="off", dim=[2 * experts, 1, 1], data_type=i32)
+        cuts = np.sort(rng.integers(0, routed + 1, 2 * experts))
+        values[off] = cuts.astype(np.int32).reshape(2 * experts, 1, 1)
+        index = ks = None
+        if mode == "GATHER":
+            index = g.tensor(name="index", dim=[1, routed, 1], data_type=i32)
+            values[index] = rng.integers(0, tokens, [1, routed, 1]).astype(np.int32)
+        if mode == "SCATTER":  # token row r -> output row index*top_k + ks, all distinct
+            rows = rng.permutation(tokens)
+            index = g.tensor(name="index", dim=[1, tokens, 1], data_type=i32)
+            ks = g.tensor(name="ks", dim=[1, tokens, 1], data_type=i32)
+            values[index] = (rows // top_k).astype(np.int32).reshape(1, tokens, 1)
+            values[ks] = (rows % top_k).astype(np.int32).reshape(1, tokens, 1)
+        out = g.moe_grouped_matmul(relu, w, off, index, ks, name="mm",
+                                   mode=getattr(hg.MoeGroupedMatmulMode, mode),
+                                   top_k=top_k if mode == "SCATTER" else 0)  # fmt: skip
+    out.set_output(True)
+    g.validate()
+    feeds = {u: cases.numpy_values(u, v) if u.data_type != i32 else v for u, v in values.items()}
+    return g, feeds, out
+
+
+@pytest.mark.parametrize("engine", ["TORCH_FUSION_ENGINE", "TORCH_EAGER_ENGINE"])
+@pytest.mark.parametrize("mode", ["NONE", "GATHER", "SCATTER", "BWD"])
+def test_moe_on_the_gpu_agrees_with_the_reference(mode: str, engine: str) -> None:
+    """Both engines on CUDA (the fusion engine's Inductor kernels: no host synchronisation in
+    the compiled function; its routes' verdict checked once per call)."""
+    g, feeds, out = _moe_gpu_graph(mode)
+    with _both_engines():
+        register_backend(_Backend(TorchFusionEngine(autotune=False), TorchEagerEngine()))
+        g.build_operation_graph().create_execution_plans().build_plans(hg.BuildPlanPolicy.ALL)
+        names = g.get_engine_names()
+        assert names[:2] == ["TORCH_FUSION_ENGINE", "TORCH_EAGER_ENGINE"]
+        want = _numpy_reference(g, feeds)[out]
+        pack: dict[Any, Any] = {t: cases.as_torch(v).cuda() for t, v in feeds.items()}
+        pack[out] = torch.empty_strided(out.dim, out.stride, dtype=torch.bfloat16,
+                                        device="cuda").fill_(float("nan"))  # fmt: skip
+        g.execute_plan_at_index(pack, None, names.index(engine))
+        torch.cuda.synchronize()
+        err = cases.max_rel_error(pack[out], torch.from_numpy(want.astype("float64")))
+        assert err <= _tolerance(hg.DataType.BFLOAT16), f"relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("engine", ["TORCH_FUSION_ENGINE", "TORCH_EAGER_ENGINE"])
+def test_bad_moe_routes_on_the_gpu_raise_and_write_nothing(engine: str) -> None:
+    g, feeds, out = _moe_gpu_graph("SCATTER")
+    (ks,) = [t for t in feeds if t.name == "ks"]
+    feeds[ks] = feeds[ks].copy()
+    feeds[ks][0, 7, 0] = 2  # top_k is 2
+    with _both_engines():
+        register_backend(_Backend(TorchFusionEngine(autotune=False), TorchEagerEngine()))
+        g.build_operation_graph().create_execution_plans().build_plans(hg.BuildPlanPolicy.ALL)
+        pack: dict[Any, Any] = {t: cases.as_torch(v).cuda() for t, v in feeds.items()}
+        pack[out] = torch.full(out.dim, 7.0, dtype=torch.bfloat16, device="cuda")
+        with pytest.raises(hg.HipdnnError, match=r"^node 'mm': TOKEN_KS\[7\] = 2 is out of range"):
+            g.execute_plan_at_index(pack, None, g.get_engine_names().index(engine))
+        torch.cuda.synchronize()
+        assert bool((pack[out] == 7.0).all()), "OUTPUT was written"

@@ -49,8 +49,10 @@ import numpy as np
 import hipdnn_graph as hg
 
 __all__ = [
+    "check_offsets",
     "moe_grouped_matmul_bwd_refusal",
     "moe_grouped_matmul_refusal",
+    "moe_routes",
     "run_moe_grouped_matmul",
     "run_moe_grouped_matmul_bwd",
 ]
@@ -116,9 +118,13 @@ def _operand(node: Any, inputs: Mapping[str, Any], slot: str, dtype: np.dtype[An
     return np.asarray(inputs[slot], dtype=dtype)
 
 
-def _check_offsets(node: Any, offsets: Array, rows: int, first_zero: bool) -> None:
+def check_offsets(node: Any, offsets: Array, rows: int, first_zero: bool) -> None:
     """hipDNN's offset checks: each in ``[0, rows]``, non-decreasing (and, for the backward,
-    the first one 0: rows before the first expert would be dropped silently)."""
+    the first one 0: rows before the first expert would be dropped silently).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` naming the first offset that fails.
+    """
     bad = np.flatnonzero((offsets < 0) | (offsets > rows))
     if bad.size:
         g = int(bad[0])
@@ -146,7 +152,7 @@ def _routes(
     else:
         routed = tokens
     offsets = _ints(node, inputs, "FIRST_TOKEN_OFFSET")
-    _check_offsets(node, offsets, routed, first_zero=False)
+    check_offsets(node, offsets, routed, first_zero=False)
     rows = np.arange(routed, dtype=np.int64)
     group = np.searchsorted(offsets, rows, side="right") - 1  # the last group at or before r
     owned = group >= 0  # rows before the first offset belong to no group
@@ -171,6 +177,34 @@ def _routes(
             hg.ErrorCode.GRAPH_NOT_SUPPORTED, f"node '{node.name}': routing mode {mode.name}"
         )
     return src, dst, group % experts
+
+
+def moe_routes(
+    node: hg.MoeGroupedMatmulNode,
+    inputs: Mapping[str, Any],
+    tokens: int,
+    experts: int,
+    out_rows: int,
+) -> tuple[Array, Array, Array]:
+    """``(src, dst, expert)`` of every routed row some group owns, each checked as hipDNN's
+    reference checks it (the engines that compute elsewhere check their routes here too).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for offsets out of range or decreasing, a routed source
+            or destination row outside its tensor, two SCATTER rows with one destination, a
+            ``TOKEN_KS`` value outside ``[0, top_k)``, or a missing routing input.
+    """
+    src, dst, expert = _routes(node, inputs, tokens, experts)
+    for values, bound, what in ((src, tokens, "source"), (dst, out_rows, "destination")):
+        bad = np.flatnonzero((values < 0) | (values >= bound))
+        if bad.size:
+            raise _invalid(
+                node, f"routed {what} row {int(values[bad[0]])} is out of range [0, {bound})"
+            )
+    taken, counts = np.unique(dst, return_counts=True)
+    if np.any(counts > 1):
+        raise _invalid(node, f"duplicate SCATTER destination row {int(taken[counts > 1][0])}")
+    return src, dst, expert
 
 
 def run_moe_grouped_matmul(
@@ -199,16 +233,7 @@ def run_moe_grouped_matmul(
     output = a.get_output()
     assert output is not None
     out_rows = output.get_dim()[1]
-    src, dst, expert = _routes(node, inputs, token.shape[0], weight.shape[0])
-    for values, bound, what in ((src, token.shape[0], "source"), (dst, out_rows, "destination")):
-        bad = np.flatnonzero((values < 0) | (values >= bound))
-        if bad.size:
-            raise _invalid(
-                node, f"routed {what} row {int(values[bad[0]])} is out of range [0, {bound})"
-            )
-    taken, counts = np.unique(dst, return_counts=True)
-    if np.any(counts > 1):
-        raise _invalid(node, f"duplicate SCATTER destination row {int(taken[counts > 1][0])}")
+    src, dst, expert = moe_routes(node, inputs, token.shape[0], weight.shape[0], out_rows)
     result = np.zeros((out_rows, weight.shape[2]), dtype=dtype)
     for e in np.unique(expert):  # one GEMM per expert over its routed rows
         rows = expert == e
@@ -238,7 +263,7 @@ def run_moe_grouped_matmul_bwd(
     token = _operand(node, inputs, "TOKEN", dtype)[0]  # [tokens, K]
     offsets = _ints(node, inputs, "FIRST_TOKEN_OFFSET")
     tokens = token.shape[0]
-    _check_offsets(node, offsets, tokens, first_zero=True)
+    check_offsets(node, offsets, tokens, first_zero=True)
     bounds = np.append(offsets, tokens)
     dweight = np.stack([token[start:end].T @ dout[start:end] for start, end in pairwise(bounds)])
     return {"DWEIGHT": dweight.astype(dtype, copy=False)}

@@ -26,8 +26,11 @@ from typing import Any
 import hipdnn_graph as hg
 
 from . import batchnorm as _bn
+from . import block_scale as _bs
 from . import convolution as _conv
+from . import custom_op as _custom
 from . import matmul as _mm
+from . import moe_grouped_matmul as _moe
 from . import norm_backward as _nb
 from . import norms as _norms
 from . import pointwise as _pw
@@ -65,6 +68,10 @@ TORCH_LOWERINGS: dict[hg.NodeType, Callable[..., dict[str, Any]]] = {
     _T.RMS_NORM_BACKWARD: _nb.lower_rmsnorm_backward,
     _T.RESAMPLE_FWD: _rs.lower_resample,
     _T.RESAMPLE_BWD: _rs.lower_resample_bwd,
+    _T.BLOCK_SCALE_QUANTIZE: _bs.lower_block_scale_quantize,
+    _T.BLOCK_SCALE_DEQUANTIZE: _bs.lower_block_scale_dequantize,
+    _T.MOE_GROUPED_MATMUL: _moe.lower_moe_grouped_matmul,
+    _T.MOE_GROUPED_MATMUL_BWD: _moe.lower_moe_grouped_matmul_bwd,
 }
 
 #: node type -> ``prepare_<family>(node) -> closure(inputs) -> outputs`` (what engines run)
@@ -85,6 +92,10 @@ TORCH_PREPARERS: dict[hg.NodeType, Callable[[Any], Prepared]] = {
     _T.RMS_NORM_BACKWARD: _nb.prepare_rmsnorm_backward,
     _T.RESAMPLE_FWD: _rs.prepare_resample,
     _T.RESAMPLE_BWD: _rs.prepare_resample_bwd,
+    _T.BLOCK_SCALE_QUANTIZE: _bs.prepare_block_scale_quantize,
+    _T.BLOCK_SCALE_DEQUANTIZE: _bs.prepare_block_scale_dequantize,
+    _T.MOE_GROUPED_MATMUL: _moe.prepare_moe_grouped_matmul,
+    _T.MOE_GROUPED_MATMUL_BWD: _moe.prepare_moe_grouped_matmul_bwd,
 }
 
 #: node type -> ``prepare_<family>_writer(node) -> Writer or None`` (families with ``out=``)
@@ -110,6 +121,11 @@ TORCH_REFUSALS: dict[hg.NodeType, Callable[[Any], str | None]] = {
     _T.RMS_NORM_BACKWARD: _nb.rmsnorm_backward_refusal,
     _T.RESAMPLE_FWD: _rs.resample_refusal,
     _T.RESAMPLE_BWD: _rs.resample_bwd_refusal,
+    _T.BLOCK_SCALE_QUANTIZE: _bs.block_scale_quantize_refusal,
+    _T.BLOCK_SCALE_DEQUANTIZE: _bs.block_scale_dequantize_refusal,
+    _T.MOE_GROUPED_MATMUL: _moe.moe_grouped_matmul_refusal,
+    _T.MOE_GROUPED_MATMUL_BWD: _moe.moe_grouped_matmul_bwd_refusal,
+    _T.CUSTOM_OP: _custom.custom_op_refusal,
 }
 
 

@@ -19,15 +19,18 @@ import hipdnn_graph as hg
 from hipdnn_graph.backend.dtypes import TORCH_DTYPE_NAMES, torch_dtype
 
 __all__ = [
+    "CHECK",
     "FLOATING",
     "LOW_PRECISION",
     "Prepared",
     "Writer",
     "as_scalar",
+    "compiling",
     "compute_dtype",
     "compute_dtype_name",
     "dtype_refusal",
     "tensor_dtype",
+    "torch_type_refusal",
 ]
 
 #: a prepared lowering: slot name -> tensor (or Python number) in, slot name -> tensor out
@@ -36,6 +39,12 @@ Prepared = Callable[[Mapping[str, Any]], dict[str, Any]]
 #: the caller's buffer, of the tensor's declared shape, strides and storage type) instead of
 #: returning new ones, with the results :data:`Prepared` gives, bit for bit
 Writer = Callable[[Mapping[str, Any], Mapping[str, Any]], None]
+
+#: the extra result key of a lowering whose input data can be invalid (MoE routes, non-finite
+#: values to quantize): under ``torch.compile`` it maps to a 0-d bool tensor, True when the data
+#: is valid (the lowering raises no host-synchronising error there); run eagerly, the lowering
+#: checks the data itself and raises the exact ``HipdnnError`` instead
+CHECK = "CHECK"
 
 #: the compute types the lowerings honour (a floating type torch computes in on every device)
 FLOATING = frozenset(
@@ -48,6 +57,13 @@ LOW_PRECISION = frozenset({hg.DataType.HALF, hg.DataType.BFLOAT16})
 def compute_dtype_name(data_type: hg.DataType) -> str:
     """The name of the torch dtype of ``data_type`` (no torch import)."""
     return TORCH_DTYPE_NAMES[hg.DataType(data_type)]
+
+
+def compiling() -> bool:
+    """Whether the caller is being traced by ``torch.compile`` (a constant to the tracer)."""
+    import torch
+
+    return bool(torch.compiler.is_compiling())
 
 
 def compute_dtype(node: Any) -> Any:
@@ -96,5 +112,25 @@ def dtype_refusal(
             return (
                 f"{name}: tensor '{tensor.name}' (slot {slot}) is {tensor.data_type.name}; "
                 f"this lowering takes {takes}"
+            )
+    return None
+
+
+def torch_type_refusal(node: Any) -> str | None:
+    """Why a tensor of ``node`` has a type torch cannot hold, or None."""
+    import torch
+
+    for slot, tensor in node.attributes.tensors_by_slot().items():
+        data_type = tensor.data_type
+        name = TORCH_DTYPE_NAMES.get(data_type)
+        if name is None or not hasattr(torch, name):
+            packed = (
+                " (its float4_e2m1fn_x2 packs two elements per byte)"
+                if data_type == hg.DataType.FP4_E2M1
+                else ""
+            )
+            return (
+                f"node '{node.name}': tensor '{tensor.name}' (slot {slot}) is "
+                f"{data_type.name}, which torch has no dtype for{packed}"
             )
     return None
