@@ -186,19 +186,28 @@ def _padded(x: Array, g: Geometry) -> Array:
     return xp
 
 
-def _windows(xp: Array, g: Geometry, groups: int) -> Array:
+def _windows(xp: Array, g: Geometry, groups: int, whole: int = 0) -> Array:
     """The windows of the padded input ``xp [N, C, *reach]`` as a read-only view
     ``[N, G, C/G, *kernel, *out]`` whose element at ``(n, g, c, r, o)`` is
-    ``xp[n, g·C/G + c, o·stride + r·dilation]`` (any order of it copied is an im2col)."""
+    ``xp[n, g·C/G + c, o·stride + r·dilation]`` (any order of it copied is an im2col).
+
+    The first ``whole`` spatial dims are kept whole instead (their kernel dims left out, their
+    output dims replaced by the padded positions ``[0, reach)``): ``[N, G, C/G,
+    *kernel[whole:], *reach[:whole], *out[whole:]]``.
+    """
     n, c = xp.shape[:2]
     sn, sc, *spatial = xp.strides
-    shape = (n, groups, c // groups, *g.kernel, *g.out)
-    steps = (
-        sn, sc * (c // groups), sc,
-        *(st * d for st, d in zip(spatial, g.dilation, strict=True)),
-        *(st * s for st, s in zip(spatial, g.stride, strict=True)),
+    steps = zip(spatial, g.stride, g.dilation, strict=True)
+    shape = (
+        n, groups, c // groups, *g.kernel[whole:], *g.reach[:whole], *g.out[whole:],
     )  # fmt: skip
-    return as_strided(xp, shape, steps, writeable=False)
+    strides = (
+        sn, sc * (c // groups), sc,
+        *(st * d for st, _, d in list(steps)[whole:]),
+        *spatial[:whole],
+        *(st * s for st, s in zip(spatial[whole:], g.stride[whole:], strict=True)),
+    )  # fmt: skip
+    return as_strided(xp, shape, strides, writeable=False)
 
 
 def _gathered(windows: Array, order: Sequence[int], shape: Sequence[int]) -> Array:
@@ -207,10 +216,11 @@ def _gathered(windows: Array, order: Sequence[int], shape: Sequence[int]) -> Arr
     return np.ascontiguousarray(windows.transpose(order)).reshape(shape)
 
 
-def _axes(g: Geometry) -> tuple[list[int], list[int]]:
-    """The axes of the kernel dims and of the output dims in :func:`_windows`' view."""
+def _axes(g: Geometry, whole: int = 0) -> tuple[list[int], list[int]]:
+    """The axes of the kernel dims and of the output (or whole) dims in :func:`_windows`'
+    view."""
     d = len(g.kernel)
-    return list(range(3, 3 + d)), list(range(3 + d, 3 + 2 * d))
+    return list(range(3, 3 + d - whole)), list(range(3 + d - whole, 3 + 2 * d - whole))
 
 
 def correlate(x: Array, w: Array, g: Geometry) -> Array:
@@ -220,27 +230,52 @@ def correlate(x: Array, w: Array, g: Geometry) -> Array:
 
 
 def _correlate(x: Array, w: Array, g: Geometry) -> Array:
-    """:func:`correlate` of one batch chunk: one product of the filter and the windows."""
+    """:func:`correlate` of one batch chunk: per group, the filter times the im2col matrix.
+
+    With a unit stride in the first spatial dim, that dim is not gathered: its kernel taps
+    ``r`` read the gathered rows shifted by ``r·dilation``, one product per tap (summed), which
+    gathers ``kernel[0]`` times less. With channels last, the batch is flattened into that dim
+    (each element spans ``reach[0]`` rows), so that each tap's rows for the whole batch are one
+    matrix; the rows between two batch elements are computed too, and dropped.
+    """
     n, c = x.shape[:2]
     k, groups = w.shape[0], c // w.shape[1]
-    kernel, out = _axes(g)
-    windows = _windows(_padded(x, g), g, groups)
+    whole = 1 if g.stride[0] == 1 else 0  # spatial dims whose taps are shifted rows
+    lead_taps = range(g.kernel[0]) if whole else range(1)
+    extent, rows = (g.reach[0], g.out[0]) if whole else (1, 1)  # lead rows gathered, kept
+    kernel, spread = _axes(g, whole)
+    windows = _windows(_padded(x, g), g, groups, whole)
+    per = int(np.prod(g.out[whole:]))  # output positions per lead row
+    depth = c // groups * int(np.prod(g.kernel[whole:]))
     dtype = np.result_type(x, w)
-    m, depth = int(np.prod(g.out)), c // groups * g.taps
-    filters = w.reshape(groups, k // groups, depth)  # [G, K/G, C/G·taps]
-    if not channels_last(x):
-        # per batch element and group: [K/G, C/G·taps] · [C/G·taps, out] -> y [N, K, *out]
-        cols = _gathered(windows, [0, 1, 2, *kernel, *out], (n, groups, depth, m))
-        y = np.empty((n, groups, k // groups, m), dtype=dtype)
-        np.matmul(filters, cols, out=y)
+    last = channels_last(x)
+    if not last:
+        # per batch element and group: [K/G, C/G·taps] · [C/G·taps, rows·per] -> [N, K, *out]
+        cols = _gathered(windows, [0, 1, 2, *kernel, *spread], (n, groups, depth, extent * per))
+        y = np.empty((n, groups, k // groups, rows * per), dtype=dtype)
+        span = rows * per
+    else:
+        # per group: [rows of the flattened batch, taps·C/G] · [taps·C/G, K/G] -> [N, *out, K]
+        cols = _gathered(windows, [1, 0, *spread, *kernel, 2], (groups, n * extent * per, depth))
+        y_rows = np.empty((n * extent * per, groups, k // groups), dtype=dtype)
+        span = ((n - 1) * extent + rows) * per
+        y = y_rows[:span].swapaxes(0, 1)
+    part = np.empty_like(y) if len(lead_taps) > 1 else y
+    for r0 in lead_taps:
+        w_tap = w[:, :, r0 : r0 + 1] if whole else w
+        start = r0 * g.dilation[0] * per
+        if not last:
+            a, b = w_tap.reshape(groups, k // groups, depth), cols[..., start : start + span]
+        else:
+            taps_last = w_tap.reshape(groups, k // groups, c // groups, -1).swapaxes(2, 3)
+            b = np.ascontiguousarray(taps_last).reshape(groups, k // groups, depth)
+            a, b = cols[:, start : start + span], b.swapaxes(1, 2)
+        np.matmul(a, b, out=y if r0 == 0 else part)
+        if r0 > 0:
+            y += part
+    if not last:
         return y.reshape(n, k, *g.out)
-    # per group: [N·out, taps·C/G] · [taps·C/G, K/G] -> y [N, *out, K]
-    cols = _gathered(windows, [1, 0, *out, *kernel, 2], (groups, n * m, depth))
-    taps_last = w.reshape(groups, k // groups, c // groups, g.taps).swapaxes(2, 3)
-    filters = np.ascontiguousarray(taps_last).reshape(groups, k // groups, depth)
-    y_last = np.empty((n * m, groups, k // groups), dtype=dtype)
-    np.matmul(cols, filters.swapaxes(1, 2), out=y_last.swapaxes(0, 1))
-    y_nhwc = y_last.reshape(n, *g.out, k)
+    y_nhwc = y_rows.reshape(n, extent, -1)[:, :rows].reshape(n, *g.out, k)
     return y_nhwc.transpose(0, y_nhwc.ndim - 1, *range(1, y_nhwc.ndim - 1))
 
 
