@@ -223,6 +223,17 @@ def _axes(g: Geometry, whole: int = 0) -> tuple[list[int], list[int]]:
     return list(range(3, 3 + d - whole)), list(range(3 + d - whole, 3 + 2 * d - whole))
 
 
+def _lead(g: Geometry) -> tuple[int, range, int, int]:
+    """How the first spatial dim is treated: ``(whole, taps, extent, rows)``. With a unit
+    stride it is kept whole (``whole = 1``): its kernel taps (``taps``) read the gathered rows
+    shifted by ``tap·dilation``, the gathered windows span ``extent = reach[0]`` rows of it and
+    the output ``rows = out[0]``. Otherwise it is gathered like the others (``whole = 0``, one
+    pass, ``extent = rows = 1``)."""
+    if g.stride[0] == 1:
+        return 1, range(g.kernel[0]), g.reach[0], g.out[0]
+    return 0, range(1), 1, 1
+
+
 def correlate(x: Array, w: Array, g: Geometry) -> Array:
     """Cross-correlation ``y [N, K, *out]`` of ``x [N, C, *in]`` with ``w [K, C/G, *kernel]``,
     in the arrays' common dtype and ``x``'s layout (channels first or last)."""
@@ -240,9 +251,7 @@ def _correlate(x: Array, w: Array, g: Geometry) -> Array:
     """
     n, c = x.shape[:2]
     k, groups = w.shape[0], c // w.shape[1]
-    whole = 1 if g.stride[0] == 1 else 0  # spatial dims whose taps are shifted rows
-    lead_taps = range(g.kernel[0]) if whole else range(1)
-    extent, rows = (g.reach[0], g.out[0]) if whole else (1, 1)  # lead rows gathered, kept
+    whole, lead_taps, extent, rows = _lead(g)
     kernel, spread = _axes(g, whole)
     windows = _windows(_padded(x, g), g, groups, whole)
     per = int(np.prod(g.out[whole:]))  # output positions per lead row
@@ -365,24 +374,49 @@ def correlate_weight_gradient(dy: Array, x: Array, g: Geometry, per_group: int) 
 
 
 def _weight_gradient(dy: Array, x: Array, g: Geometry, per_group: int) -> Array:
-    """:func:`correlate_weight_gradient` of one batch chunk (a new array)."""
+    """:func:`correlate_weight_gradient` of one batch chunk (a new array).
+
+    As in :func:`_correlate`, a first spatial dim of unit stride is not gathered: the batch is
+    flattened into it, ``dy`` is spread over the same rows (zeros on the rows between two batch
+    elements, so that they add nothing) and each tap of that dim is one product of ``dy`` with
+    the gathered rows shifted by ``tap·dilation``.
+    """
     n, k = dy.shape[:2]
     c = x.shape[1]
     groups = c // per_group
-    kernel, out = _axes(g)
-    windows = _windows(_padded(x, g), g, groups)
-    m, depth = int(np.prod(g.out)), per_group * g.taps
-    if not channels_last(x):
-        # per group: [K/G, N·out] · [N·out, C/G·taps]
-        cols = _gathered(windows, [1, 2, *kernel, 0, *out], (groups, depth, n * m))
-        dy_by_group = dy.reshape(n, groups, k // groups, m).transpose(1, 2, 0, 3)
-        dy_rows = dy_by_group.reshape(groups, k // groups, n * m)
-        dw: Array = np.matmul(dy_rows, cols.swapaxes(1, 2))
-        return dw.reshape(k, per_group, *g.kernel)
-    # per group: [taps·C/G, N·out] · [N·out, K/G] (OpenBLAS threads stall far less on this
-    # orientation than on dyᵀ · windows when the machine is busy)
-    cols = _gathered(windows, [1, 0, *out, *kernel, 2], (groups, n * m, depth))
-    dy_rows = dy.transpose(0, *range(2, dy.ndim), 1).reshape(n * m, groups, k // groups)
-    dw_t = np.matmul(cols.swapaxes(1, 2), dy_rows.swapaxes(0, 1))  # [G, taps·C/G, K/G]
-    by_tap = dw_t.reshape(groups, g.taps, per_group, k // groups)
-    return np.ascontiguousarray(by_tap.transpose(0, 3, 2, 1)).reshape(k, per_group, *g.kernel)
+    whole, lead_taps, extent, rows = _lead(g)
+    kernel, spread = _axes(g, whole)
+    windows = _windows(_padded(x, g), g, groups, whole)
+    per = int(np.prod(g.out[whole:]))  # output positions per lead row
+    depth = per_group * int(np.prod(g.kernel[whole:]))
+    span = ((n - 1) * extent + rows) * per  # flattened rows up to the last output row
+    last = channels_last(x)
+    # dy [N, K, *out] on the flattened rows: [N, extent, per, G, K/G] (channels last) or
+    # [G, K/G, N, extent, per], zero where no output row is
+    dy_parts = dy.reshape(n, groups, k // groups, rows, per)
+    order = (0, 3, 4, 1, 2) if last else (1, 2, 0, 3, 4)
+    dtype = np.result_type(dy, x)
+    fill = np.zeros if extent > rows else np.empty
+    dy_spread = fill([(n, groups, k // groups, extent, per)[i] for i in order], dtype)
+    output_rows = tuple(slice(0, rows) if i == 3 else slice(None) for i in order)
+    dy_spread[output_rows] = dy_parts.transpose(order)
+    dw = np.empty((groups, k // groups, per_group, len(lead_taps), *g.kernel[whole:]), dtype)
+    if not last:
+        # per group and tap: [K/G, rows] · [rows, C/G·taps]
+        cols = _gathered(windows, [1, 2, *kernel, 0, *spread], (groups, depth, n * extent * per))
+        dy_rows = dy_spread.reshape(groups, k // groups, -1)[..., :span]
+    else:
+        # per group and tap: [taps·C/G, rows] · [rows, K/G] (OpenBLAS threads stall far less
+        # on this orientation than on dyᵀ · windows when the machine is busy)
+        cols = _gathered(windows, [1, 0, *spread, *kernel, 2], (groups, n * extent * per, depth))
+        dy_rows = dy_spread.reshape(-1, groups, k // groups)[:span].swapaxes(0, 1)
+    for r0 in lead_taps:
+        start = r0 * g.dilation[0] * per
+        if not last:
+            part = np.matmul(dy_rows, cols[..., start : start + span].swapaxes(1, 2))
+        else:
+            by_tap = np.matmul(cols[:, start : start + span].swapaxes(1, 2), dy_rows)
+            by_tap = by_tap.reshape(groups, -1, per_group, k // groups)
+            part = by_tap.transpose(0, 3, 2, 1)  # [G, K/G, C/G, taps]
+        dw[:, :, :, r0] = part.reshape(groups, k // groups, per_group, *g.kernel[whole:])
+    return dw.reshape(k, per_group, *g.kernel)
