@@ -211,9 +211,14 @@ def _windows(xp: Array, g: Geometry, groups: int, whole: int = 0) -> Array:
 
 
 def _gathered(windows: Array, order: Sequence[int], shape: Sequence[int]) -> Array:
-    """``windows`` with its axes in ``order``, as a contiguous array of ``shape`` (a copy,
-    unless the windows already are that array, as a 1×1 unit-stride convolution's are)."""
-    return np.ascontiguousarray(windows.transpose(order)).reshape(shape)
+    """``windows`` with its axes in ``order``, as an array of ``shape`` whose last two dims are
+    matrices BLAS reads as they are: a view of the input when the windows already are such
+    matrices (a 1×1 unit-stride unpadded convolution's), else a contiguous copy (the im2col)."""
+    view = windows.transpose(order).reshape(shape)  # a copy when no view has that shape
+    rows, items = view.strides[-2:]
+    if items == view.itemsize and rows >= view.shape[-1] * items and rows % items == 0:
+        return view
+    return np.ascontiguousarray(view)
 
 
 def _axes(g: Geometry, whole: int = 0) -> tuple[list[int], list[int]]:
