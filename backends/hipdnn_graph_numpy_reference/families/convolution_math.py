@@ -17,17 +17,19 @@ spatial dim (``w[..., kernel − 1 − r]``). The data gradient ``dx`` is the ad
 
 Implementation (im2col): the input is zero-padded once and its windows gathered into one matrix
 per group whose inner dim is ``C/G · kernel taps`` (:func:`_windows`), so that each operation is
-one matrix product per batch chunk (a batch whose gathered windows would pass
+a few large matrix products per batch chunk (a batch whose gathered windows would pass
 :data:`CHUNK_BYTES` runs in chunks of batch elements, so the extra memory stays bounded). The
 gather follows the memory layout of the arrays (:func:`channels_last`): with channels first the
 windows of each batch element are ``[C/G · taps, out]`` matrices and ``w · windows`` lands in
 ``[N, K, *out]`` order; with channels last they are ``[N · out, taps · C/G]`` rows and
 ``windows · wᵀ`` lands in ``[N, *out, K]`` order, so the result is already in the caller's
 layout. A 1×1 unit-stride unpadded convolution gathers nothing (its windows are the input).
-The data gradient with unit strides (and paddings within the kernel's reach) is a correlation of
-``dy`` with the flipped filter; otherwise ``wᵀ · dy`` gives every tap's contribution in one
-product, added back where the tap read (col2im). The weight gradient is ``dy · windowsᵀ``, one
-product whose inner dim is ``N · out`` per chunk.
+When the first spatial dim has a unit stride it is not gathered (:func:`_lead`): each of its
+kernel taps reads the gathered rows shifted by ``tap·dilation`` (one product per tap, summed),
+which gathers ``kernel[0]`` times less. The data gradient with unit strides (and paddings within
+the kernel's reach) is a correlation of ``dy`` with the flipped filter; otherwise ``wᵀ · dy``
+gives every tap's contribution in one product, added back where the tap read (col2im). The
+weight gradient is ``dy · windowsᵀ``, products whose inner dim is ``N · out``.
 
 Example:
     >>> import numpy as np
