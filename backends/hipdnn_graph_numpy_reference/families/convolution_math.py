@@ -174,12 +174,18 @@ def _zeros_like_layout(shape: Sequence[int], last: bool, dtype: Any) -> Array:
     return memory.transpose(0, memory.ndim - 1, *range(1, memory.ndim - 1))
 
 
-def _padded(x: Array, g: Geometry) -> Array:
-    """``x [N, C, *in]`` zero-padded to ``[N, C, *reach]``, the extent the taps read, in ``x``'s
-    layout: ``x`` itself (or a slice of it) when no padding is read."""
-    if not any(g.pre) and all(r <= n for r, n in zip(g.reach, g.size, strict=True)):
+def _padded(x: Array, g: Geometry, last: bool | None = None) -> Array:
+    """``x [N, C, *in]`` zero-padded to ``[N, C, *reach]``, the extent the taps read, in
+    ``x``'s layout (or channels last if ``last``, first if ``not last``): ``x`` itself (or a
+    slice of it) when no padding is read and the layout is already the one asked for."""
+    last = channels_last(x) if last is None else last
+    if (
+        not any(g.pre)
+        and all(r <= n for r, n in zip(g.reach, g.size, strict=True))
+        and last == channels_last(x)
+    ):
         return x[(slice(None), slice(None), *(slice(0, r) for r in g.reach))]
-    xp = _zeros_like_layout((*x.shape[:2], *g.reach), channels_last(x), x.dtype)
+    xp = _zeros_like_layout((*x.shape[:2], *g.reach), last, x.dtype)
     # the inputs the taps read (none of a dim whose taps all fall in its padding before)
     kept = [max(0, min(n, r - a)) for n, r, a in zip(g.size, g.reach, g.pre, strict=True)]
     src = tuple(slice(0, e) for e in kept)
@@ -298,7 +304,7 @@ def _correlate(x: Array, w: Array, g: Geometry) -> Array:
 def correlate_data_gradient(dy: Array, w: Array, g: Geometry, channels: int) -> Array:
     """``dx [N, channels, *in]``, the gradient of :func:`correlate`'s input from
     ``dy [N, K, *out]`` and ``w [K, C/G, *kernel]``, in the arrays' common dtype and ``dy``'s
-    layout.
+    layout (channels last also when the last dim's stride is above 1).
 
     With unit strides (and paddings within the kernel's reach) it is itself a cross-correlation:
     of ``dy``, padded by ``dilation·(kernel − 1) − pre`` before and ``… − post`` after, with the
@@ -336,6 +342,13 @@ def _transposed_filter(w: Array, channels: int) -> Array:
     return flipped.reshape(channels, k // groups, *kernel)
 
 
+def _scatters_channels_last(a: Array, g: Geometry) -> bool:
+    """Whether the gradients' gather or scatter over ``a`` runs channels-last: when ``a`` is,
+    or when the last spatial dim has a stride above 1 (channels first, each tap would then move
+    single elements a stride apart; channels last, whole runs of channels)."""
+    return channels_last(a) or g.stride[-1] > 1
+
+
 def _scatter_data_gradient(dy: Array, w: Array, g: Geometry, channels: int) -> Array:
     """The data gradient by col2im: ``cols = wᵀ · dy`` holds every tap's contribution
     ``[N, G, C/G, *kernel, *out]``, each tap's part added where that tap read."""
@@ -343,7 +356,7 @@ def _scatter_data_gradient(dy: Array, w: Array, g: Geometry, channels: int) -> A
     per_group = w.shape[1]
     groups = channels // per_group
     m, depth = int(np.prod(g.out)), per_group * g.taps
-    last = channels_last(dy)
+    last = _scatters_channels_last(dy, g)
     if not last:
         # per batch element and group: [C/G·taps, K/G] · [K/G, out]
         dy_cols = dy.reshape(n, groups, k // groups, m)
@@ -393,11 +406,11 @@ def _weight_gradient(dy: Array, x: Array, g: Geometry, per_group: int) -> Array:
     groups = c // per_group
     whole, lead_taps, extent, rows = _lead(g)
     kernel, spread = _axes(g, whole)
-    windows = _windows(_padded(x, g), g, groups, whole)
+    last = _scatters_channels_last(x, g)
+    windows = _windows(_padded(x, g, last), g, groups, whole)
     per = int(np.prod(g.out[whole:]))  # output positions per lead row
     depth = per_group * int(np.prod(g.kernel[whole:]))
     span = ((n - 1) * extent + rows) * per  # flattened rows up to the last output row
-    last = channels_last(x)
     # dy [N, K, *out] on the flattened rows: [N, extent, per, G, K/G] (channels last) or
     # [G, K/G, N, extent, per], zero where no output row is
     dy_parts = dy.reshape(n, groups, k // groups, rows, per)
