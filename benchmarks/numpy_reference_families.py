@@ -19,7 +19,10 @@ unless ``--threads N`` limits both. The printed thread pools say which kernels O
 with ``OPENBLAS_CORETYPE=Haswell`` it runs AVX2 kernels even on an AVX-512 CPU, where torch's run
 AVX-512, and a GEMM-bound ratio cannot go below the kernels' speed ratio (about 2× there). On a
 loaded machine OpenBLAS's threads stall now and then (a 2 ms product taking a second or more):
-medians of a few runs then move widely, and ``--threads 1`` compares the two more steadily.
+medians of a few runs then move widely, and ``--threads 1`` compares the two more steadily; with
+``--threads 1`` each convolution row also prints both sides' CPU time (of the one thread doing
+the work) and its ratio, which other processes sharing the cores disturb far less than wall
+time.
 
 Run: ``.venv/bin/python benchmarks/numpy_reference_families.py [--repeats N] [--threads N]
 [--tiny]`` (``--tiny``: a few small shapes, to check that the script runs).
@@ -39,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy_reference import interleaved_medians
+from numpy_reference import interleaved_medians, interleaved_profile
 from threads import limit_blas_threads, thread_settings
 
 import hipdnn_graph as hg
@@ -162,8 +165,12 @@ def _engine_call(
     return lambda: np.copyto(out, run(node, inputs)[slot])
 
 
-def compare_convolution(s: ConvShape, channels_last: bool, repeats: int) -> None:
-    """Rows for fprop, dgrad and wgrad of one shape and layout."""
+def compare_convolution(
+    s: ConvShape, channels_last: bool, repeats: int, single_thread: bool = False
+) -> None:
+    """Rows for fprop, dgrad and wgrad of one shape and layout; ``single_thread`` adds the
+    main thread's CPU time of each side and their ratio (with one thread, all of the work; it
+    moves far less than wall time when other processes share the cores)."""
     import torch
 
     rng = np.random.default_rng(0)
@@ -201,9 +208,17 @@ def compare_convolution(s: ConvShape, channels_last: bool, repeats: int) -> None
     spatial = "DHW"[3 - s.dims :]
     layout = f"N{spatial}C" if channels_last else f"NC{spatial}"
     for kind, (torch_fn, numpy_fn) in cases.items():
-        t_torch, t_numpy = interleaved_medians([torch_fn, numpy_fn], repeats)
+        (t_torch, cpu_torch, _), (t_numpy, cpu_numpy, _) = interleaved_profile(
+            [torch_fn, numpy_fn], repeats
+        )
+        cpu = (
+            f" (CPU {cpu_numpy * 1e3:.2f} vs {cpu_torch * 1e3:.2f} ms: "
+            f"{cpu_numpy / max(cpu_torch, 1e-9):.2f})"
+            if single_thread
+            else ""
+        )
         print(
-            f"conv {kind} {layout} {s.label()} | numpy {t_numpy * 1e3:8.2f} ms | "
+            f"conv {kind} {layout} {s.label()} | numpy {t_numpy * 1e3:8.2f} ms{cpu} | "
             f"torch {t_torch * 1e3:8.2f} ms | ratio numpy/torch {t_numpy / t_torch:5.2f}"
         )
 
@@ -245,7 +260,7 @@ def main() -> None:
         print(line)
     for shape in TINY_CONV_SHAPES if args.tiny else CONV_SHAPES:
         for channels_last in (False, True):
-            compare_convolution(shape, channels_last, args.repeats)
+            compare_convolution(shape, channels_last, args.repeats, args.threads == 1)
     for m, k, n in TINY_MATMUL_SHAPES if args.tiny else MATMUL_SHAPES:
         compare_matmul(m, k, n, args.repeats)
     del keep
