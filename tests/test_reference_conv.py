@@ -336,3 +336,16 @@ def test_pointwise_gathers_nothing(channels_last: bool) -> None:
         cols = convolution_math._gathered(windows, [0, 1, 2, *kernel, *spread], shape)
     assert np.shares_memory(cols, x)
     assert convolution_math.channels_last(x) == channels_last
+
+
+def test_batch_chunks_count_the_gathered_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chunk budget counts the windows a unit-stride first dim gathers whole (here far more
+    than the padded input: a dilation of 100 over 201 rows, overlapping 3-tap windows across)."""
+    g = convolution_math.Geometry.of(
+        [201, 58], [3, 3], pre=[0, 1], post=[0, 1], stride=[1, 1], dilation=[100, 1]
+    )
+    x = np.zeros((2, 4, 201, 58))
+    windows = convolution_math._windows(convolution_math._padded(x, g), g, 1, 1)
+    per_element = windows[0].size * x.itemsize
+    monkeypatch.setattr(convolution_math, "CHUNK_BYTES", 2 * per_element - 1)
+    assert len(convolution_math._batch_chunks(2, g, 4, x.itemsize)) == 2

@@ -147,7 +147,9 @@ def channels_last(a: Array) -> bool:
 def _batch_chunks(n: int, g: Geometry, channels: int, itemsize: int) -> list[slice]:
     """Slices of the batch whose padded input and gathered windows fit in
     :data:`CHUNK_BYTES`; one batch element at least."""
-    cells = int(np.prod(g.padded)) + int(np.prod(g.out)) * g.taps
+    whole, _, extent, _ = _lead(g)
+    gathered = extent * int(np.prod(g.out[whole:])) * int(np.prod(g.kernel[whole:]))
+    cells = int(np.prod(g.padded)) + max(gathered, int(np.prod(g.out)) * g.taps)
     step = max(1, CHUNK_BYTES // max(cells * channels * itemsize, 1))
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
