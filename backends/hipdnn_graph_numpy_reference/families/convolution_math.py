@@ -291,9 +291,10 @@ def _correlate(x: Array, w: Array, g: Geometry) -> Array:
         if not last:
             a, b = w_tap.reshape(groups, k // groups, depth), cols[..., start : start + span]
         else:
-            taps_last = w_tap.reshape(groups, k // groups, c // groups, -1).swapaxes(2, 3)
-            b = np.ascontiguousarray(taps_last).reshape(groups, k // groups, depth)
-            a, b = cols[:, start : start + span], b.swapaxes(1, 2)
+            # [G, taps·C/G, K/G], contiguous (the orientation BLAS runs fastest here)
+            by_row = w_tap.reshape(groups, k // groups, c // groups, -1).transpose(0, 3, 2, 1)
+            a = cols[:, start : start + span]
+            b = np.ascontiguousarray(by_row).reshape(groups, depth, k // groups)
         np.matmul(a, b, out=y if r0 == 0 else part)
         if r0 > 0:
             y += part
