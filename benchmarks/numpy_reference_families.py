@@ -7,8 +7,10 @@ torch, run in turns in the same process, and their ratio (NumPy / torch):
 * convolution forward, data gradient and weight gradient (``run_conv_fprop``,
   ``run_conv_dgrad``, ``run_conv_wgrad`` on validated nodes, plus the copy of the result into an
   output array of the tensor's layout, as the engine does) against ``F.conv2d``,
-  ``torch.nn.grad.conv2d_input`` and ``torch.nn.grad.conv2d_weight``, with NCHW tensors and
-  channels-last ones (torch's inputs then in ``channels_last`` memory format);
+  ``torch.nn.grad.conv2d_input`` and ``torch.nn.grad.conv2d_weight`` (``conv3d`` for the 3-D
+  shape), with NCHW tensors and channels-last ones (torch's inputs then in ``channels_last``
+  memory format), for 3×3 and 1×1 kernels, a stride of 2, grouped and depthwise filters and a
+  3-D volume;
 * matmul: ``np.matmul`` against ``torch.matmul`` on the same arrays (the matmul reference is
   ``np.matmul`` on the compute-type operands).
 
@@ -17,7 +19,10 @@ unless ``--threads N`` limits both. The printed thread pools say which kernels O
 with ``OPENBLAS_CORETYPE=Haswell`` it runs AVX2 kernels even on an AVX-512 CPU, where torch's run
 AVX-512, and a GEMM-bound ratio cannot go below the kernels' speed ratio (about 2× there). On a
 loaded machine OpenBLAS's threads stall now and then (a 2 ms product taking a second or more):
-medians of a few runs then move widely, and ``--threads 1`` compares the two more steadily.
+medians of a few runs then move widely, and ``--threads 1`` compares the two more steadily; with
+``--threads 1`` each convolution row also prints both sides' CPU time (of the one thread doing
+the work) and its ratio, which other processes sharing the cores disturb far less than wall
+time.
 
 Run: ``.venv/bin/python benchmarks/numpy_reference_families.py [--repeats N] [--threads N]
 [--tiny]`` (``--tiny``: a few small shapes, to check that the script runs).
@@ -37,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy_reference import interleaved_medians
+from numpy_reference import interleaved_medians, interleaved_profile
 from threads import limit_blas_threads, thread_settings
 
 import hipdnn_graph as hg
@@ -52,8 +57,8 @@ Array = np.ndarray[Any, Any]
 
 @dataclass(frozen=True)
 class ConvShape:
-    """A 2-D convolution: batch, input and output channels, square image and kernel, padding
-    on every side and stride."""
+    """A convolution: batch, input and output channels, square (cubic) image and kernel,
+    padding on every side, stride, groups and spatial dims."""
 
     n: int
     c: int
@@ -62,15 +67,20 @@ class ConvShape:
     kernel: int
     padding: int
     stride: int
+    groups: int = 1
+    dims: int = 2
 
     @property
     def out(self) -> int:
         return (self.size + 2 * self.padding - self.kernel) // self.stride + 1
 
     def label(self) -> str:
+        image = "x".join([str(self.size)] * self.dims)
+        kernel = "x".join([str(self.kernel)] * self.dims)
+        groups = f" groups {self.groups}" if self.groups > 1 else ""
         return (
-            f"N={self.n} C={self.c} {self.size}x{self.size} K={self.k} "
-            f"{self.kernel}x{self.kernel} pad {self.padding} stride {self.stride}"
+            f"N={self.n} C={self.c} {image} K={self.k} {kernel} pad {self.padding} "
+            f"stride {self.stride}{groups}"
         )
 
 
@@ -79,8 +89,16 @@ CONV_SHAPES = [
     ConvShape(8, 64, 64, 56, 3, 1, 1),
     ConvShape(8, 64, 64, 56, 1, 0, 1),
     ConvShape(8, 64, 128, 56, 3, 1, 2),
+    ConvShape(8, 128, 128, 28, 3, 1, 1, groups=32),
+    ConvShape(8, 64, 64, 56, 3, 1, 1, groups=64),
+    ConvShape(2, 32, 32, 16, 3, 1, 1, dims=3),
 ]
-TINY_CONV_SHAPES = [ConvShape(1, 4, 4, 6, 3, 1, 1), ConvShape(2, 4, 8, 5, 1, 0, 2)]
+TINY_CONV_SHAPES = [
+    ConvShape(1, 4, 4, 6, 3, 1, 1),
+    ConvShape(2, 4, 8, 5, 1, 0, 2),
+    ConvShape(2, 4, 8, 5, 3, 1, 1, groups=2),
+    ConvShape(1, 2, 2, 4, 3, 1, 1, dims=3),
+]
 MATMUL_SHAPES = [(256, 256, 256), (2048, 2048, 2048), (8 * 3136, 576, 64)]
 TINY_MATMUL_SHAPES = [(8, 8, 8)]
 
@@ -102,20 +120,26 @@ def _array(rng: np.random.Generator, dims: tuple[int, ...], channels_last: bool)
     return np.transpose(packed, np.argsort(order))
 
 
+def _operand_dims(s: ConvShape) -> tuple[tuple[int, ...], ...]:
+    """The dims of ``x``, ``w`` and ``y`` (or ``dy``)."""
+    x_dims = (s.n, s.c, *[s.size] * s.dims)
+    w_dims = (s.k, s.c // s.groups, *[s.kernel] * s.dims)
+    y_dims = (s.n, s.k, *[s.out] * s.dims)
+    return x_dims, w_dims, y_dims
+
+
 def _node(kind: str, s: ConvShape, channels_last: bool) -> Any:
     g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
-    x_dims = (s.n, s.c, s.size, s.size)
-    w_dims = (s.k, s.c, s.kernel, s.kernel)
-    y_dims = (s.n, s.k, s.out, s.out)
+    x_dims, w_dims, y_dims = _operand_dims(s)
 
     def tensor(name: str, dims: tuple[int, ...]) -> hg.TensorAttributes:
         return g.tensor(name=name, dim=list(dims), stride=_strides(dims, channels_last))
 
     members = {
-        "pre_padding": [s.padding] * 2,
-        "post_padding": [s.padding] * 2,
-        "stride": [s.stride] * 2,
-        "dilation": [1, 1],
+        "pre_padding": [s.padding] * s.dims,
+        "post_padding": [s.padding] * s.dims,
+        "stride": [s.stride] * s.dims,
+        "dilation": [1] * s.dims,
     }
     if kind == "fprop":
         out = g.conv_fprop(tensor("x", x_dims), tensor("w", w_dims), **members)
@@ -141,44 +165,60 @@ def _engine_call(
     return lambda: np.copyto(out, run(node, inputs)[slot])
 
 
-def compare_convolution(s: ConvShape, channels_last: bool, repeats: int) -> None:
-    """Rows for fprop, dgrad and wgrad of one shape and layout."""
+def compare_convolution(
+    s: ConvShape, channels_last: bool, repeats: int, single_thread: bool = False
+) -> None:
+    """Rows for fprop, dgrad and wgrad of one shape and layout; ``single_thread`` adds the
+    main thread's CPU time of each side and their ratio (with one thread, all of the work; it
+    moves far less than wall time when other processes share the cores)."""
     import torch
 
     rng = np.random.default_rng(0)
-    x = _array(rng, (s.n, s.c, s.size, s.size), channels_last)
-    w = _array(rng, (s.k, s.c, s.kernel, s.kernel), channels_last)
-    dy = _array(rng, (s.n, s.k, s.out, s.out), channels_last)
+    x_dims, w_dims, y_dims = _operand_dims(s)
+    x, w, dy = (_array(rng, dims, channels_last) for dims in (x_dims, w_dims, y_dims))
     xt, wt, dyt = (torch.from_numpy(a) for a in (x, w, dy))  # the same memory and layout
-    assert xt.is_contiguous(memory_format=torch.channels_last) == channels_last
+    layout = torch.channels_last if s.dims == 2 else torch.channels_last_3d
+    assert xt.is_contiguous(memory_format=layout) == channels_last
     y, dx, dw = (np.empty_like(a) for a in (dy, x, w))
     functional, grad = torch.nn.functional, torch.nn.grad
-    conv = {"padding": s.padding, "stride": s.stride}
+    conv = {"padding": s.padding, "stride": s.stride, "groups": s.groups}
+    forward = getattr(functional, f"conv{s.dims}d")
+    data_grad = getattr(grad, f"conv{s.dims}d_input")
+    weight_grad = getattr(grad, f"conv{s.dims}d_weight")
     cases = {
         "fprop": (
-            lambda: functional.conv2d(xt, wt, **conv),
+            lambda: forward(xt, wt, **conv),
             _engine_call(
                 run_conv_fprop, _node("fprop", s, channels_last), {"X": x, "W": w}, "Y", y
             ),
         ),
         "dgrad": (
-            lambda: grad.conv2d_input(xt.shape, wt, dyt, **conv),
+            lambda: data_grad(xt.shape, wt, dyt, **conv),
             _engine_call(
                 run_conv_dgrad, _node("dgrad", s, channels_last), {"DY": dy, "W": w}, "DX", dx
             ),
         ),
         "wgrad": (
-            lambda: grad.conv2d_weight(xt, wt.shape, dyt, **conv),
+            lambda: weight_grad(xt, wt.shape, dyt, **conv),
             _engine_call(
                 run_conv_wgrad, _node("wgrad", s, channels_last), {"DY": dy, "X": x}, "DW", dw
             ),
         ),
     }
-    layout = "NHWC" if channels_last else "NCHW"
+    spatial = "DHW"[3 - s.dims :]
+    layout = f"N{spatial}C" if channels_last else f"NC{spatial}"
     for kind, (torch_fn, numpy_fn) in cases.items():
-        t_torch, t_numpy = interleaved_medians([torch_fn, numpy_fn], repeats)
+        (t_torch, cpu_torch, _), (t_numpy, cpu_numpy, _) = interleaved_profile(
+            [torch_fn, numpy_fn], repeats
+        )
+        cpu = (
+            f" (CPU {cpu_numpy * 1e3:.2f} vs {cpu_torch * 1e3:.2f} ms: "
+            f"{cpu_numpy / max(cpu_torch, 1e-9):.2f})"
+            if single_thread
+            else ""
+        )
         print(
-            f"conv {kind} {layout} {s.label()} | numpy {t_numpy * 1e3:8.2f} ms | "
+            f"conv {kind} {layout} {s.label()} | numpy {t_numpy * 1e3:8.2f} ms{cpu} | "
             f"torch {t_torch * 1e3:8.2f} ms | ratio numpy/torch {t_numpy / t_torch:5.2f}"
         )
 
@@ -220,7 +260,7 @@ def main() -> None:
         print(line)
     for shape in TINY_CONV_SHAPES if args.tiny else CONV_SHAPES:
         for channels_last in (False, True):
-            compare_convolution(shape, channels_last, args.repeats)
+            compare_convolution(shape, channels_last, args.repeats, args.threads == 1)
     for m, k, n in TINY_MATMUL_SHAPES if args.tiny else MATMUL_SHAPES:
         compare_matmul(m, k, n, args.repeats)
     del keep

@@ -37,5 +37,10 @@ def test_benchmark_prints_a_ratio_per_kind_layout_and_matmul() -> None:
     for kind in ("fprop", "dgrad", "wgrad"):
         for layout in ("NCHW", "NHWC"):
             rows = re.findall(rf"^conv {kind} {layout} N=\d+ .*{RATIO}", out, re.MULTILINE)
-            assert len(rows) == 2, out  # one per tiny shape
+            assert len(rows) == 3, out  # one per tiny 2-D shape
+            grouped = rf"^conv {kind} {layout} N=\d+ .* groups 2 {RATIO}"
+            assert re.search(grouped, out, re.MULTILINE), out
+        for layout in ("NCDHW", "NDHWC"):
+            volume = rf"^conv {kind} {layout} N=\d+ .*4x4x4 .*3x3x3 .*{RATIO}"
+            assert re.search(volume, out, re.MULTILINE), out
     assert re.search(rf"^matmul 8x8 @ 8x8 .*{RATIO}", out, re.MULTILINE), out

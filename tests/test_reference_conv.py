@@ -75,6 +75,19 @@ CASES = {
     "sparse": Case(2, 3, 5, 1, (7, 7), (3, 3), (3, 0), (0, 3), (3, 2), (2, 2)),
     # unit stride but padding past the kernel's reach: the data gradient scatters (col2im)
     "wide-pad": Case(2, 2, 3, 1, (5, 4), (2, 2), (3, 0), (0, 2), (1, 1), (1, 1)),
+    # 1x1 strided, grouped, unpadded: the windows are a subsample of the input
+    "pointwise-strided": Case(2, 4, 6, 2, (7, 6), (1, 1), (0, 0), (0, 0), (2, 3), (1, 1)),
+    # unit stride and dilation 2 in the first dim (its taps are shifted rows), no padding and
+    # a last input column no tap reads (the input is read in place, not padded)
+    "dilated-unpadded": Case(3, 4, 2, 1, (8, 9), (3, 2), (0, 0), (0, 0), (1, 3), (2, 1)),
+    # a dim whose only tap reads the padding before the input: all of its outputs are 0
+    "padding-only": Case(2, 2, 3, 1, (4, 4), (1, 2), (3, 0), (0, 0), (7, 1), (1, 1)),
+    # grouped 3x3 of unit stride over a batch: the channels-last batch flattened into rows
+    "grouped": Case(3, 6, 9, 3, (6, 5), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+    # 3-D 1x1x1 of unit stride: no gather at all
+    "pointwise-3d": Case(
+        2, 3, 4, 1, (3, 4, 2), (1, 1, 1), (0, 0, 0), (0, 0, 0), (1, 1, 1), (1, 1, 1)
+    ),
 }
 
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
@@ -188,14 +201,17 @@ def test_matches_torch_float64(name: str, mode: hg.ConvolutionMode, channels_las
         np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["2d", "sparse", "3d"])
-def test_batch_chunks_give_the_same_results(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("name", ["2d", "sparse", "3d", "grouped", "pointwise"])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+def test_batch_chunks_give_the_same_results(
+    name: str, channels_last: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With a chunk budget of one byte every batch element runs alone (bounded memory)."""
     case = CASES[name]
     x, w, dy = _operands(case)
     monkeypatch.setattr(convolution_math, "CHUNK_BYTES", 1)
     assert len(convolution_math._batch_chunks(case.n, _geometry(case), case.c, 8)) == case.n
-    got = _run_all(case, x, w, dy, np.float64, mode=CONV)
+    got = _run_all(case, x, w, dy, np.float64, mode=CONV, channels_last=channels_last)
     for out, ref in zip(got, _torch_reference(case, x, w, dy, CONV), strict=True):
         np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)
 
@@ -300,3 +316,36 @@ def test_dy_of_other_dims_is_refused() -> None:
 @pytest.mark.parametrize("module", [convolution, convolution_math])
 def test_docstring_examples(module: Any) -> None:
     assert doctest.testmod(module).failed == 0
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+def test_pointwise_gathers_nothing(channels_last: bool) -> None:
+    """The im2col matrix of a 1x1 unit-stride unpadded convolution is the input itself (no
+    copy), in either layout."""
+    case = CASES["pointwise"]
+    x = _laid_out(_operands(case)[0], np.float32, channels_last)
+    g = _geometry(case)
+    windows = convolution_math._windows(convolution_math._padded(x, g), g, case.groups, 1)
+    kernel, spread = convolution_math._axes(g, 1)
+    rows, per_group = case.n * int(np.prod(case.size)), case.c // case.groups
+    if channels_last:  # [G, N·H·W, C/G]
+        shape = (case.groups, rows, per_group)
+        cols = convolution_math._gathered(windows, [1, 0, *spread, *kernel, 2], shape)
+    else:  # [N, G, C/G, H·W]
+        shape = (case.n, case.groups, per_group, rows // case.n)
+        cols = convolution_math._gathered(windows, [0, 1, 2, *kernel, *spread], shape)
+    assert np.shares_memory(cols, x)
+    assert convolution_math.channels_last(x) == channels_last
+
+
+def test_batch_chunks_count_the_gathered_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chunk budget counts the windows a unit-stride first dim gathers whole (here far more
+    than the padded input: a dilation of 100 over 201 rows, overlapping 3-tap windows across)."""
+    g = convolution_math.Geometry.of(
+        [201, 58], [3, 3], pre=[0, 1], post=[0, 1], stride=[1, 1], dilation=[100, 1]
+    )
+    x = np.zeros((2, 4, 201, 58))
+    windows = convolution_math._windows(convolution_math._padded(x, g), g, 1, 1)
+    per_element = windows[0].size * x.itemsize
+    monkeypatch.setattr(convolution_math, "CHUNK_BYTES", 2 * per_element - 1)
+    assert len(convolution_math._batch_chunks(2, g, 4, x.itemsize)) == 2

@@ -15,16 +15,21 @@ spatial dim (``w[..., kernel − 1 − r]``). The data gradient ``dx`` is the ad
 (each ``dy`` element sends ``dy · w`` back to the inputs that made it; inputs no output read get
 0), the weight gradient ``dw`` the adjoint of ``w ↦ y``.
 
-Implementation: everything runs channels-last (``[N, *spatial, C]``) so that channels are the
-contiguous inner dim of each matrix product, and each product spans the whole batch (few, large
-BLAS calls; a batch whose gathered windows would pass :data:`CHUNK_BYTES` runs in chunks of
-batch elements). The forward pads the input once and gathers the windows over every kernel dim but
-the first (im2col over those dims); with the batch flattened into the first padded dim, each tap
-of the first kernel dim reads all its rows as one strided view of that array, one matrix product
-per tap. The weight gradient gathers the windows over every kernel dim and takes one product.
-The data gradient with unit strides is a correlation of ``dy`` with the flipped filter;
-otherwise it scatters ``dy · wᵀ`` back tap by tap (col2im). Groups are a batch dim of the
-products.
+Implementation (im2col): the input is zero-padded once and its windows gathered into one matrix
+per group whose inner dim is ``C/G · kernel taps`` (:func:`_windows`), so that each operation is
+a few large matrix products per batch chunk (a batch whose gathered windows would pass
+:data:`CHUNK_BYTES` runs in chunks of batch elements, so the extra memory stays bounded). The
+gather follows the memory layout of the arrays (:func:`channels_last`): with channels first the
+windows of each batch element are ``[C/G · taps, out]`` matrices and ``w · windows`` lands in
+``[N, K, *out]`` order; with channels last they are ``[N · out, taps · C/G]`` rows and
+``windows · wᵀ`` lands in ``[N, *out, K]`` order, so the result is already in the caller's
+layout. A 1×1 unit-stride unpadded convolution gathers nothing (its windows are the input).
+When the first spatial dim has a unit stride it is not gathered (:func:`_lead`): each of its
+kernel taps reads the gathered rows shifted by ``tap·dilation`` (one product per tap, summed),
+which gathers ``kernel[0]`` times less. The data gradient with unit strides (and paddings within
+the kernel's reach) is a correlation of ``dy`` with the flipped filter; otherwise ``wᵀ · dy``
+gives every tap's contribution in one product, added back where the tap read (col2im). The
+weight gradient is ``dy · windowsᵀ``, products whose inner dim is ``N · out``.
 
 Example:
     >>> import numpy as np
@@ -46,7 +51,13 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-__all__ = ["Geometry", "correlate", "correlate_data_gradient", "correlate_weight_gradient"]
+__all__ = [
+    "Geometry",
+    "channels_last",
+    "correlate",
+    "correlate_data_gradient",
+    "correlate_weight_gradient",
+]
 
 Array = np.ndarray[Any, Any]
 
@@ -93,20 +104,22 @@ class Geometry:
 
     @cached_property
     def padded(self) -> tuple[int, ...]:
-        """The padded input extent every tap of every output reads within."""
-        return tuple(
-            max(a + n + b, (o - 1) * s + d * (k - 1) + 1)
-            for n, k, o, a, b, s, d in zip(
-                self.size, self.kernel, self.out, self.pre, self.post, self.stride, self.dilation,
-                strict=True,
-            )
-        )  # fmt: skip
+        """The padded input extent, ``pre + size + post``."""
+        return tuple(a + n + b for a, n, b in zip(self.pre, self.size, self.post, strict=True))
 
     @cached_property
-    def rows(self) -> int:
-        """Strides of the first dim each batch element spans once its padded extent is rounded
-        up to a whole number of strides (so that the batch can be flattened into that dim)."""
-        return -(-self.padded[0] // self.stride[0])
+    def reach(self) -> tuple[int, ...]:
+        """How far into the padded extent the taps read: ``(out − 1)·stride +
+        dilation·(kernel − 1) + 1`` (at most :attr:`padded`)."""
+        return tuple(
+            (o - 1) * s + d * (k - 1) + 1
+            for o, s, k, d in zip(self.out, self.stride, self.kernel, self.dilation, strict=True)
+        )
+
+    @cached_property
+    def taps(self) -> int:
+        """The number of kernel positions."""
+        return int(np.prod(self.kernel))
 
     def interior(self) -> tuple[slice, ...]:
         """Where the unpadded input sits in the padded extent."""
@@ -125,124 +138,181 @@ class Geometry:
 CHUNK_BYTES = 256 * 2**20
 
 
-def _channels_last(a: Array) -> Array:
-    """``[N, C, *spatial]`` as ``[N, *spatial, C]`` (a view)."""
-    return a.transpose(0, *range(2, a.ndim), 1)
-
-
-def _channels_first(a: Array) -> Array:
-    """``[N, *spatial, C]`` as ``[N, C, *spatial]`` (a view)."""
-    return a.transpose(0, a.ndim - 1, *range(1, a.ndim - 1))
+def channels_last(a: Array) -> bool:
+    """Whether ``a [N, C, *spatial]`` keeps its channels innermost in memory (``[N, *spatial,
+    C]``, as NHWC); decides the order of the gathered windows and of the results."""
+    return a.ndim > 2 and a.shape[1] > 1 and a.strides[1] < a.strides[-1]
 
 
 def _batch_chunks(n: int, g: Geometry, channels: int, itemsize: int) -> list[slice]:
-    """Slices of the batch whose gathered windows (at most every kernel tap of the padded
-    input) fit in :data:`CHUNK_BYTES`; one batch element at least."""
-    per_element = int(np.prod(g.padded)) * int(np.prod(g.kernel)) * channels * itemsize
-    step = max(1, CHUNK_BYTES // max(per_element, 1))
+    """Slices of the batch whose padded input and gathered windows fit in
+    :data:`CHUNK_BYTES`; one batch element at least."""
+    whole, _, extent, _ = _lead(g)
+    gathered = extent * int(np.prod(g.out[whole:])) * int(np.prod(g.kernel[whole:]))
+    cells = int(np.prod(g.padded)) + max(gathered, int(np.prod(g.out)) * g.taps)
+    step = max(1, CHUNK_BYTES // max(cells * channels * itemsize, 1))
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
 
 def _by_batch_chunk(run: Any, first: Array, *rest: Any, g: Geometry, channels: int) -> Array:
-    """``run(first[chunk], *rest)`` over batch chunks of ``first``, joined on the batch."""
+    """``run(first[chunk], *rest)`` over batch chunks of ``first``, joined on the batch (in
+    the layout of the first chunk's result)."""
     chunks = _batch_chunks(first.shape[0], g, channels, first.itemsize)
     if len(chunks) == 1:
         result: Array = run(first, *rest)
         return result
-    return np.concatenate([run(first[c], *rest) for c in chunks], axis=0)
+    parts = [run(first[c], *rest) for c in chunks]
+    joined: Array = np.empty_like(parts[0], shape=(first.shape[0], *parts[0].shape[1:]))
+    for c, part in zip(chunks, parts, strict=True):
+        joined[c] = part
+    return joined
 
 
-def _padded(x: Array, g: Geometry) -> Array:
-    """``x [N, C, *in]`` channels-last, zero-padded to ``[N, rows·stride[0], *padded[1:], C]``
-    (a view when there is nothing to pad)."""
-    extent = (g.rows * g.stride[0], *g.padded[1:])
-    if extent == g.size:
-        return _channels_last(x)
-    xp = np.zeros((x.shape[0], *extent, x.shape[1]), dtype=x.dtype)
-    xp[(slice(None), *g.interior())] = _channels_last(x)
+def _zeros_like_layout(shape: Sequence[int], last: bool, dtype: Any) -> Array:
+    """Zeros of logical ``[N, C, *spatial]`` shape, channels innermost in memory if ``last``."""
+    if not last:
+        return np.zeros(shape, dtype=dtype)
+    memory = np.zeros((shape[0], *shape[2:], shape[1]), dtype=dtype)
+    return memory.transpose(0, memory.ndim - 1, *range(1, memory.ndim - 1))
+
+
+def _padded(x: Array, g: Geometry, last: bool | None = None) -> Array:
+    """``x [N, C, *in]`` zero-padded to ``[N, C, *reach]``, the extent the taps read, in
+    ``x``'s layout (or channels last if ``last``, first if ``not last``): ``x`` itself (or a
+    slice of it) when no padding is read and the layout is already the one asked for."""
+    last = channels_last(x) if last is None else last
+    if (
+        not any(g.pre)
+        and all(r <= n for r, n in zip(g.reach, g.size, strict=True))
+        and last == channels_last(x)
+    ):
+        return x[(slice(None), slice(None), *(slice(0, r) for r in g.reach))]
+    xp = _zeros_like_layout((*x.shape[:2], *g.reach), last, x.dtype)
+    # the inputs the taps read (none of a dim whose taps all fall in its padding before)
+    kept = [max(0, min(n, r - a)) for n, r, a in zip(g.size, g.reach, g.pre, strict=True)]
+    src = tuple(slice(0, e) for e in kept)
+    dst = tuple(slice(a, a + e) for a, e in zip(g.pre, kept, strict=True))
+    xp[(slice(None), slice(None), *dst)] = x[(slice(None), slice(None), *src)]
     return xp
 
 
-def _windows(xp: Array, g: Geometry, first: int) -> Array:
-    """The im2col array of the kernel dims from ``first`` on (a copy): ``xp`` with each such
-    spatial dim ``i`` split into output and kernel positions, ``[N, …, out_i, …, kernel_i, …,
-    C]`` (dims before ``first`` kept whole), whose element at ``(o_i, r_i)`` is ``xp`` at
-    ``o_i·stride_i + r_i·dilation_i``."""
-    strides = xp.strides
-    spatial = range(1, xp.ndim - 1)
-    split = [i - 1 >= first for i in spatial]
-    shape = [xp.shape[0]]
-    steps = [strides[0]]
-    for i, gathered in zip(spatial, split, strict=True):
-        shape.append(g.out[i - 1] if gathered else xp.shape[i])
-        steps.append(strides[i] * g.stride[i - 1] if gathered else strides[i])
-    for i, gathered in zip(spatial, split, strict=True):
-        if gathered:
-            shape.append(g.kernel[i - 1])
-            steps.append(strides[i] * g.dilation[i - 1])
-    view = as_strided(xp, (*shape, xp.shape[-1]), (*steps, strides[-1]), writeable=False)
+def _windows(xp: Array, g: Geometry, groups: int, whole: int = 0) -> Array:
+    """The windows of the padded input ``xp [N, C, *reach]`` as a read-only view
+    ``[N, G, C/G, *kernel, *out]`` whose element at ``(n, g, c, r, o)`` is
+    ``xp[n, g·C/G + c, o·stride + r·dilation]`` (any order of it copied is an im2col).
+
+    The first ``whole`` spatial dims are kept whole instead (their kernel dims left out, their
+    output dims replaced by the padded positions ``[0, reach)``): ``[N, G, C/G,
+    *kernel[whole:], *reach[:whole], *out[whole:]]``.
+    """
+    n, c = xp.shape[:2]
+    sn, sc, *spatial = xp.strides
+    steps = zip(spatial, g.stride, g.dilation, strict=True)
+    shape = (
+        n, groups, c // groups, *g.kernel[whole:], *g.reach[:whole], *g.out[whole:],
+    )  # fmt: skip
+    strides = (
+        sn, sc * (c // groups), sc,
+        *(st * d for st, _, d in list(steps)[whole:]),
+        *spatial[:whole],
+        *(st * s for st, s in zip(spatial[whole:], g.stride[whole:], strict=True)),
+    )  # fmt: skip
+    return as_strided(xp, shape, strides, writeable=False)
+
+
+def _gathered(windows: Array, order: Sequence[int], shape: Sequence[int]) -> Array:
+    """``windows`` with its axes in ``order``, as an array of ``shape`` whose last two dims are
+    matrices BLAS reads as they are: a view of the input when the windows already are such
+    matrices (a 1×1 unit-stride unpadded convolution's), else a contiguous copy (the im2col)."""
+    view = windows.transpose(order).reshape(shape)  # a copy when no view has that shape
+    rows, items = view.strides[-2:]
+    if items == view.itemsize and rows >= view.shape[-1] * items and rows % items == 0:
+        return view
     return np.ascontiguousarray(view)
 
 
-def _by_group(rows: Array, groups: int) -> Array:
-    """``[M, …, C]`` input rows (``…`` kernel positions) as ``[G, M, …·C/G]`` matrices."""
-    m, c = rows.shape[0], rows.shape[-1]
-    split = rows.reshape(m, -1, groups, c // groups)
-    return split.transpose(2, 0, 1, 3).reshape(groups, m, -1)
+def _axes(g: Geometry, whole: int = 0) -> tuple[list[int], list[int]]:
+    """The axes of the kernel dims and of the output (or whole) dims in :func:`_windows`'
+    view."""
+    d = len(g.kernel)
+    return list(range(3, 3 + d - whole)), list(range(3 + d - whole, 3 + 2 * d - whole))
 
 
-def _filter_by_group(w: Array, groups: int) -> Array:
-    """``w [K, C/G, *kernel]`` as ``[G, kernel·C/G, K/G]`` (rows in the order of
-    :func:`_by_group`'s columns)."""
-    k, per_group = w.shape[:2]
-    split = w.reshape(groups, k // groups, per_group, -1)  # [G, K/G, C/G, taps]
-    return split.transpose(0, 3, 2, 1).reshape(groups, -1, k // groups)
+def _lead(g: Geometry) -> tuple[int, range, int, int]:
+    """How the first spatial dim is treated: ``(whole, taps, extent, rows)``. With a unit
+    stride it is kept whole (``whole = 1``): its kernel taps (``taps``) read the gathered rows
+    shifted by ``tap·dilation``, the gathered windows span ``extent = reach[0]`` rows of it and
+    the output ``rows = out[0]``. Otherwise it is gathered like the others (``whole = 0``, one
+    pass, ``extent = rows = 1``)."""
+    if g.stride[0] == 1:
+        return 1, range(g.kernel[0]), g.reach[0], g.out[0]
+    return 0, range(1), 1, 1
 
 
 def correlate(x: Array, w: Array, g: Geometry) -> Array:
-    """Cross-correlation ``y [N, K, *out]`` of ``x [N, C, *in]`` with ``w [K, C/G, *kernel]``
-    (channels-last strides), in the arrays' common dtype."""
+    """Cross-correlation ``y [N, K, *out]`` of ``x [N, C, *in]`` with ``w [K, C/G, *kernel]``,
+    in the arrays' common dtype and ``x``'s layout (channels first or last)."""
     return _by_batch_chunk(lambda xs: _correlate(xs, w, g), x, g=g, channels=x.shape[1])
 
 
 def _correlate(x: Array, w: Array, g: Geometry) -> Array:
-    """:func:`correlate` of one batch chunk.
+    """:func:`correlate` of one batch chunk: per group, the filter times the im2col matrix.
 
-    The batch is flattened into the first padded dim (each element spans :attr:`Geometry.rows`
-    strides of it): kernel tap ``r`` of that dim then reads every output row of every batch
-    element as one strided view, and one matrix product per tap (and group) computes them all.
-    The rows between two batch elements are computed too, and dropped.
+    With a unit stride in the first spatial dim, that dim is not gathered: its kernel taps
+    ``r`` read the gathered rows shifted by ``r·dilation``, one product per tap (summed), which
+    gathers ``kernel[0]`` times less. With channels last, the batch is flattened into that dim
+    (each element spans ``reach[0]`` rows), so that each tap's rows for the whole batch are one
+    matrix; the rows between two batch elements are computed too, and dropped.
     """
     n, c = x.shape[:2]
     k, groups = w.shape[0], c // w.shape[1]
-    windows = _windows(_padded(x, g), g, first=1)
-    flat = windows.reshape(n * g.rows * g.stride[0], -1, c)  # [N·rows·s, rest·taps, C]
-    rest = int(np.prod(g.out[1:]))
-    count = (n - 1) * g.rows + g.out[0]  # flattened output rows up to the last one kept
-    y = np.empty((groups, n * g.rows * rest, k // groups), dtype=np.result_type(x, w))
-    head = y[:, : count * rest]
-    for r0 in range(g.kernel[0]):
-        start, step = r0 * g.dilation[0], g.stride[0]
-        rows = flat[start : start + (count - 1) * step + 1 : step]  # [count, rest·taps, C]
-        a = _by_group(rows.reshape(count * rest, -1, c), groups)
-        b = _filter_by_group(w[:, :, r0 : r0 + 1], groups)
-        if r0 == 0:
-            np.matmul(a, b, out=head)
+    whole, lead_taps, extent, rows = _lead(g)
+    kernel, spread = _axes(g, whole)
+    windows = _windows(_padded(x, g), g, groups, whole)
+    per = int(np.prod(g.out[whole:]))  # output positions per lead row
+    depth = c // groups * int(np.prod(g.kernel[whole:]))
+    dtype = np.result_type(x, w)
+    last = channels_last(x)
+    if not last:
+        # per batch element and group: [K/G, C/G·taps] · [C/G·taps, rows·per] -> [N, K, *out]
+        cols = _gathered(windows, [0, 1, 2, *kernel, *spread], (n, groups, depth, extent * per))
+        y = np.empty((n, groups, k // groups, rows * per), dtype=dtype)
+        span = rows * per
+    else:
+        # per group: [rows of the flattened batch, taps·C/G] · [taps·C/G, K/G] -> [N, *out, K]
+        cols = _gathered(windows, [1, 0, *spread, *kernel, 2], (groups, n * extent * per, depth))
+        y_rows = np.empty((n * extent * per, groups, k // groups), dtype=dtype)
+        span = ((n - 1) * extent + rows) * per
+        y = y_rows[:span].swapaxes(0, 1)
+    part = np.empty_like(y) if len(lead_taps) > 1 else y
+    for r0 in lead_taps:
+        w_tap = w[:, :, r0 : r0 + 1] if whole else w
+        start = r0 * g.dilation[0] * per
+        if not last:
+            a, b = w_tap.reshape(groups, k // groups, depth), cols[..., start : start + span]
         else:
-            head += np.matmul(a, b)
-    # [G, N·rows·rest, K/G] -> the kept rows [N, *out, G, K/G] -> [N, K, *out]
-    kept = y.reshape(groups, n, g.rows, *g.out[1:], k // groups)[:, :, : g.out[0]]
-    return _channels_first(np.moveaxis(kept, 0, -2).reshape(n, *g.out, k))
+            # [G, taps·C/G, K/G], contiguous (the orientation BLAS runs fastest here)
+            by_row = w_tap.reshape(groups, k // groups, c // groups, -1).transpose(0, 3, 2, 1)
+            a = cols[:, start : start + span]
+            b = np.ascontiguousarray(by_row).reshape(groups, depth, k // groups)
+        np.matmul(a, b, out=y if r0 == 0 else part)
+        if r0 > 0:
+            y += part
+    if not last:
+        return y.reshape(n, k, *g.out)
+    y_nhwc = y_rows.reshape(n, extent, -1)[:, :rows].reshape(n, *g.out, k)
+    return y_nhwc.transpose(0, y_nhwc.ndim - 1, *range(1, y_nhwc.ndim - 1))
 
 
 def correlate_data_gradient(dy: Array, w: Array, g: Geometry, channels: int) -> Array:
     """``dx [N, channels, *in]``, the gradient of :func:`correlate`'s input from
-    ``dy [N, K, *out]`` and ``w [K, C/G, *kernel]``, in the arrays' common dtype.
+    ``dy [N, K, *out]`` and ``w [K, C/G, *kernel]``, in the arrays' common dtype and ``dy``'s
+    layout (channels last also when the last dim's stride is above 1).
 
     With unit strides (and paddings within the kernel's reach) it is itself a cross-correlation:
     of ``dy``, padded by ``dilation·(kernel − 1) − pre`` before and ``… − post`` after, with the
     flipped filter whose input and output channels trade places within each group. Otherwise
-    each tap's ``dy · wᵀ`` is added back where the tap read its inputs (col2im).
+    ``wᵀ · dy`` gives every tap's contribution, added back where the tap read (col2im).
     """
     transposed = _transposed_geometry(g)
     if transposed is not None:
@@ -275,32 +345,50 @@ def _transposed_filter(w: Array, channels: int) -> Array:
     return flipped.reshape(channels, k // groups, *kernel)
 
 
+def _scatters_channels_last(a: Array, g: Geometry) -> bool:
+    """Whether the gradients' gather or scatter over ``a`` runs channels-last: when ``a`` is,
+    or when the last spatial dim has a stride above 1 (channels first, each tap would then move
+    single elements a stride apart; channels last, whole runs of channels)."""
+    return channels_last(a) or g.stride[-1] > 1
+
+
 def _scatter_data_gradient(dy: Array, w: Array, g: Geometry, channels: int) -> Array:
-    """The data gradient by col2im: every tap's ``dy · wᵀ`` added where the tap read."""
+    """The data gradient by col2im: ``cols = wᵀ · dy`` holds every tap's contribution
+    ``[N, G, C/G, *kernel, *out]``, each tap's part added where that tap read."""
     n, k = dy.shape[:2]
     per_group = w.shape[1]
     groups = channels // per_group
-    # every tap's contribution at once: [G, N·M, K/G] @ [G, K/G, taps·C/G]
-    dy_rows = _channels_last(dy).reshape(-1, groups, k // groups).transpose(1, 0, 2)
-    w_rows = w.reshape(groups, k // groups, per_group, -1).transpose(0, 1, 3, 2)
-    cols = np.matmul(dy_rows, w_rows.reshape(groups, k // groups, -1))
-    # [G, N, *out, *kernel, C/G] -> per tap [N, *out, G, C/G]
-    cols = cols.reshape(groups, n, *g.out, *g.kernel, per_group)
-    spatial = len(g.out)
-    dxp = np.zeros((n, *g.padded, groups, per_group), dtype=cols.dtype)
+    m, depth = int(np.prod(g.out)), per_group * g.taps
+    last = _scatters_channels_last(dy, g)
+    if not last:
+        # per batch element and group: [C/G·taps, K/G] · [K/G, out]
+        dy_cols = dy.reshape(n, groups, k // groups, m)
+        filters = w.reshape(groups, k // groups, depth).swapaxes(1, 2)
+        cols = np.matmul(filters, dy_cols).reshape(n, groups, per_group, *g.kernel, *g.out)
+    else:
+        # per group: [N·out, K/G] · [K/G, taps·C/G]
+        dy_rows = dy.transpose(0, *range(2, dy.ndim), 1).reshape(n * m, groups, k // groups)
+        taps_last = w.reshape(groups, k // groups, per_group, g.taps).swapaxes(2, 3)
+        filters = taps_last.reshape(groups, k // groups, depth)
+        rows = np.matmul(dy_rows.swapaxes(0, 1), filters)
+        rows = rows.reshape(groups, n, *g.out, *g.kernel, per_group)
+        # [G, N, *out, *kernel, C/G] viewed as [N, G, C/G, *kernel, *out]
+        d = len(g.kernel)
+        out_axes, kernel_axes = range(2, 2 + d), range(2 + d, 2 + 2 * d)
+        cols = rows.transpose(1, 0, rows.ndim - 1, *kernel_axes, *out_axes)
+    dxp = _zeros_like_layout((n, channels, *g.padded), last, cols.dtype)
+    dxp_groups = dxp.reshape(n, groups, per_group, *g.padded)
+    every = (slice(None),) * 3
     for index in itertools.product(*(range(r) for r in g.kernel)):
-        part = cols[(slice(None), slice(None), *(slice(None),) * spatial, *index)]
-        target = dxp[(slice(None), *g.tap(index))]
-        target += np.moveaxis(part, 0, -2)
-    dx = dxp[(slice(None), *g.interior())].reshape(n, *g.size, channels)
-    return _channels_first(dx)
+        dxp_groups[(*every, *g.tap(index))] += cols[(*every, *index)]
+    return dxp[(slice(None), slice(None), *g.interior())]
 
 
 def correlate_weight_gradient(dy: Array, x: Array, g: Geometry, per_group: int) -> Array:
     """``dw [K, per_group, *kernel]``, the gradient of :func:`correlate`'s filter from
-    ``dy [N, K, *out]`` and ``x [N, C, *in]``, in the arrays' common dtype: per group, ``dyᵀ``
-    times the im2col matrix of ``x`` over every kernel dim, one matrix product (per batch
-    chunk, summed)."""
+    ``dy [N, K, *out]`` and ``x [N, C, *in]``, in the arrays' common dtype: per group, ``dy``
+    times the im2col matrix of ``x``, one matrix product whose inner dim is ``N · out`` (per
+    batch chunk, summed)."""
     chunks = _batch_chunks(x.shape[0], g, x.shape[1], x.itemsize)
     dw = _weight_gradient(dy[chunks[0]], x[chunks[0]], g, per_group)
     for c in chunks[1:]:
@@ -309,16 +397,49 @@ def correlate_weight_gradient(dy: Array, x: Array, g: Geometry, per_group: int) 
 
 
 def _weight_gradient(dy: Array, x: Array, g: Geometry, per_group: int) -> Array:
-    """:func:`correlate_weight_gradient` of one batch chunk (a new array)."""
-    k = dy.shape[1]
+    """:func:`correlate_weight_gradient` of one batch chunk (a new array).
+
+    As in :func:`_correlate`, a first spatial dim of unit stride is not gathered: the batch is
+    flattened into it, ``dy`` is spread over the same rows (zeros on the rows between two batch
+    elements, so that they add nothing) and each tap of that dim is one product of ``dy`` with
+    the gathered rows shifted by ``tap·dilation``.
+    """
+    n, k = dy.shape[:2]
     c = x.shape[1]
     groups = c // per_group
-    windows = _windows(_padded(x, g), g, first=0)  # [N, *out, *kernel, C]
-    rows = _by_group(windows.reshape(-1, int(np.prod(g.kernel)), c), groups)  # [G, N·M, …]
-    dy_rows = _channels_last(dy).reshape(-1, groups, k // groups).transpose(1, 0, 2)
-    # rowsᵀ · dy: [G, taps·C/G, K/G] (OpenBLAS threads stall far less on this orientation than
-    # on dyᵀ · rows when the machine is busy)
-    dw: Array = np.matmul(rows.transpose(0, 2, 1), dy_rows)
-    dw = dw.reshape(groups, *g.kernel, per_group, k // groups)
-    dw = np.moveaxis(np.moveaxis(dw, -1, 1), -1, 2)  # [G, K/G, C/G, *kernel]
-    return np.ascontiguousarray(dw).reshape(k, per_group, *g.kernel)
+    whole, lead_taps, extent, rows = _lead(g)
+    kernel, spread = _axes(g, whole)
+    last = _scatters_channels_last(x, g)
+    windows = _windows(_padded(x, g, last), g, groups, whole)
+    per = int(np.prod(g.out[whole:]))  # output positions per lead row
+    depth = per_group * int(np.prod(g.kernel[whole:]))
+    span = ((n - 1) * extent + rows) * per  # flattened rows up to the last output row
+    # dy [N, K, *out] on the flattened rows: [N, extent, per, G, K/G] (channels last) or
+    # [G, K/G, N, extent, per], zero where no output row is
+    dy_parts = dy.reshape(n, groups, k // groups, rows, per)
+    order = (0, 3, 4, 1, 2) if last else (1, 2, 0, 3, 4)
+    dtype = np.result_type(dy, x)
+    fill = np.zeros if extent > rows else np.empty
+    dy_spread = fill([(n, groups, k // groups, extent, per)[i] for i in order], dtype)
+    output_rows = tuple(slice(0, rows) if i == 3 else slice(None) for i in order)
+    dy_spread[output_rows] = dy_parts.transpose(order)
+    dw = np.empty((groups, k // groups, per_group, len(lead_taps), *g.kernel[whole:]), dtype)
+    if not last:
+        # per group and tap: [K/G, rows] · [rows, C/G·taps]
+        cols = _gathered(windows, [1, 2, *kernel, 0, *spread], (groups, depth, n * extent * per))
+        dy_rows = dy_spread.reshape(groups, k // groups, -1)[..., :span]
+    else:
+        # per group and tap: [taps·C/G, rows] · [rows, K/G] (OpenBLAS threads stall far less
+        # on this orientation than on dyᵀ · windows when the machine is busy)
+        cols = _gathered(windows, [1, 0, *spread, *kernel, 2], (groups, n * extent * per, depth))
+        dy_rows = dy_spread.reshape(-1, groups, k // groups)[:span].swapaxes(0, 1)
+    for r0 in lead_taps:
+        start = r0 * g.dilation[0] * per
+        if not last:
+            part = np.matmul(dy_rows, cols[..., start : start + span].swapaxes(1, 2))
+        else:
+            by_tap = np.matmul(cols[:, start : start + span].swapaxes(1, 2), dy_rows)
+            by_tap = by_tap.reshape(groups, -1, per_group, k // groups)
+            part = by_tap.transpose(0, 3, 2, 1)  # [G, K/G, C/G, taps]
+        dw[:, :, :, r0] = part.reshape(groups, k // groups, per_group, *g.kernel[whole:])
+    return dw.reshape(k, per_group, *g.kernel)
