@@ -1,5 +1,6 @@
-"""What ``hipdnn-graph backends`` says about each engine: which SDPA graphs, in which data types,
-its ``check()`` accepts on this machine.
+"""``hipdnn-graph backends``: every plugin, its engines and their load errors, and what the
+command says about each engine: which SDPA graphs, in which data types, its ``check()`` accepts
+on this machine.
 
 Each engine is asked about small probe graphs (a forward feeding a backward, a forward alone, a
 backward alone) in FLOAT, HALF, BFLOAT16 and DOUBLE, so that an engine that runs one direction
