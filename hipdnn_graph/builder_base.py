@@ -1,5 +1,6 @@
 """What the family builder mixins share: how they name what a caller left unnamed (as hipDNN's
-``Graph`` does) and :class:`BuilderHost`, the ``Graph`` members they call.
+``Graph`` does), how they take the attributes a caller gives (:func:`node_attributes`) and
+:class:`BuilderHost`, the ``Graph`` members they call.
 
 Example:
     >>> import hipdnn_graph as hg
@@ -14,13 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from .errors import HipdnnError
 from .tensor import TensorAttributes
+from .types import ErrorCode
 
 if TYPE_CHECKING:
     from .attributes.graph_attributes import GraphAttributes
     from .nodes.base import Node
 
-__all__ = ["BuilderHost", "name_unnamed"]
+__all__ = ["BuilderHost", "name_unnamed", "node_attributes"]
 
 
 class BuilderHost:
@@ -45,3 +48,21 @@ def name_unnamed(node: str, tensors: Iterable[tuple[TensorAttributes | None, str
     for tensor, slot in tensors:
         if tensor is not None and not tensor.name:
             tensor.name = f"{node}::{slot}"
+
+
+def node_attributes(given: Any, node: type[Node[Any]], op: str) -> Any:
+    """The attributes a builder method fills for ``node``: new ones of ``node``'s class when
+    ``given`` is ``None``, else a copy of ``given`` (the caller's object stays as it was).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` when ``given`` is of another class.
+    """
+    cls = node.attributes_class()
+    if given is None:
+        return cls()
+    if isinstance(given, cls):
+        return given.copy_for_node()
+    raise HipdnnError(
+        ErrorCode.INVALID_VALUE,
+        f"{op}() expects {cls.__name__} attributes, got {type(given).__name__}",
+    )

@@ -1,5 +1,6 @@
-"""What ``hipdnn-graph backends`` says about each engine: which SDPA graphs, in which data types,
-its ``check()`` accepts on this machine.
+"""``hipdnn-graph backends``: every plugin, its engines and their load errors, and what the
+command says about each engine: which SDPA graphs, in which data types, its ``check()`` accepts
+on this machine.
 
 Each engine is asked about small probe graphs (a forward feeding a backward, a forward alone, a
 backward alone) in FLOAT, HALF, BFLOAT16 and DOUBLE, so that an engine that runs one direction
@@ -14,13 +15,16 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+import argparse
+import warnings
+from typing import Any, TextIO
 
+from .cli_common import safe_text
 from .graph import Graph
 from .tensor import TensorAttributes
 from .types import DataType
 
-__all__ = ["PROBE_TYPES", "availability", "probe_graphs"]
+__all__ = ["PROBE_TYPES", "add_parsers", "availability", "cmd_backends", "probe_graphs"]
 
 #: the data types each engine is probed with
 PROBE_TYPES = (DataType.FLOAT, DataType.HALF, DataType.BFLOAT16, DataType.DOUBLE)
@@ -101,3 +105,33 @@ def availability(engine: Any, probes: dict[DataType, dict[str, Graph]]) -> str:
             f"{kind} in {', '.join(types)}" for kind, types in by_kind.items()
         )
     return "unavailable: " + "; ".join(reasons)
+
+
+def cmd_backends(args: argparse.Namespace, out: TextIO) -> int:
+    from .backend.contract import engine_id
+    from .backend.registry import current_registry, list_backends
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # load errors are listed below
+        infos = list_backends()
+    registry = current_registry()
+    probes = probe_graphs()
+    if not infos:
+        print("no backend is registered", file=out)
+    for info in infos:
+        state = "loaded" if info.loaded else f"FAILED TO LOAD: {info.error}"
+        print(safe_text(f"{info.name}  ({info.source})  {state}"), file=out)
+        for name in info.engines:
+            engine = registry.find_engine(name)
+            priority = getattr(engine, "priority", "?")
+            line = f"  {name}  id {engine_id(name):#018x}  priority {priority}"
+            if engine is not None:
+                line += f"  {availability(engine, probes)}"
+            print(safe_text(line), file=out)
+    return 0 if all(i.loaded for i in infos) else 1
+
+
+def add_parsers(sub: Any) -> None:
+    """Add ``backends`` to the subparsers ``sub``."""
+    p = sub.add_parser("backends", help="list backends, engines, availability and load errors")
+    p.set_defaults(func=cmd_backends)

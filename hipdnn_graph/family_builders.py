@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .block_scale_builders import BlockScaleBuilders
-from .builder_base import name_unnamed
+from .builder_base import name_unnamed, node_attributes
 from .errors import HipdnnError
 from .nodes.base import Node
 from .nodes.conv_dgrad import ConvolutionDgradNode
@@ -356,15 +356,7 @@ class FamilyBuilders(NormBuilders, BlockScaleBuilders):
         (members, and input slots such as ``epsilon=``) and a name (``<node prefix>_<index>``
         when unnamed)."""
         cls = node.attributes_class()
-        if given is None:
-            attributes = cls()
-        elif isinstance(given, cls):
-            attributes = given.copy_for_node()
-        else:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                f"{op}() expects {cls.__name__} attributes, got {type(given).__name__}",
-            )
+        attributes = node_attributes(given, node, op)
         for key, value in keywords.items():
             setter = getattr(attributes, f"set_{key}", None)
             field = key in cls.model_fields or key.upper() in cls.InputNames.__members__

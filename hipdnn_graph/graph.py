@@ -19,41 +19,49 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Unpack
+from collections.abc import Iterable
+from typing import Any, Unpack
 
 from . import graph_rules as rules
 from . import lifecycle
 from .attributes.graph_attributes import GraphAttributes
-from .attributes.sdpa import SdpaAttributes
-from .attributes.sdpa_backward import SdpaBackwardAttributes
 from .backend.contract import engine_id
-from .changes import CLOCK, changed_since
 from .descriptors.wire_model import WireMetadata
 from .errors import HipdnnError
-from .family_builders import FamilyBuilders, name_unnamed
-from .keyword_types import SdpaBackwardKeywords, SdpaKeywords, TensorKeywords
+from .family_builders import FamilyBuilders
+from .graph_structure import GraphStructure
+from .graph_validation import GraphValidation
+from .keyword_types import TensorKeywords
 from .lifecycle import GraphLifecycle
 from .nodes.base import Node
-from .nodes.input_memo import InputRuleMemo
-from .nodes.sdpa_bwd import SdpaBwdNode
-from .nodes.sdpa_fwd import SdpaFwdNode
 from .resample_builders import ResampleBuilders
-from .sdpa_keywords import BACKWARD_KEYWORDS, FORWARD_KEYWORDS, apply_keywords
+from .sdpa_builders import SdpaBuilders
 from .serialization import GraphSerialization
 from .tensor import DataTypeLike, TensorAttributes, generate_strides
 from .types import DataType, ErrorCode
-
-if TYPE_CHECKING:
-    import networkx as nx
 
 __all__ = ["Graph"]
 
 AnyNode = Node[Any]
 
 
-class Graph(FamilyBuilders, ResampleBuilders, GraphLifecycle, GraphSerialization):
+class Graph(
+    SdpaBuilders,
+    FamilyBuilders,
+    ResampleBuilders,
+    GraphStructure,
+    GraphValidation,
+    GraphLifecycle,
+    GraphSerialization,
+):
     """A hipDNN-style operation graph.
+
+    This module holds its construction, its attributes and its tensors; its other methods come
+    from one mixin each: attention builders (:mod:`~hipdnn_graph.sdpa_builders`), the other
+    families' builders (:mod:`~hipdnn_graph.family_builders`,
+    :mod:`~hipdnn_graph.resample_builders`), structure (:mod:`~hipdnn_graph.graph_structure`),
+    validation (:mod:`~hipdnn_graph.graph_validation`), plans and execution
+    (:mod:`~hipdnn_graph.lifecycle`) and serialization (:mod:`~hipdnn_graph.serialization`).
 
     Args:
         name: the graph's name.
@@ -333,91 +341,6 @@ class Graph(FamilyBuilders, ResampleBuilders, GraphLifecycle, GraphSerialization
         self._order = None
         self._changed()
 
-    def _node_attributes(
-        self, given: Any, cls: type[Any], keywords: Mapping[str, Any], op: str, table: Any
-    ) -> Any:
-        if given is None:
-            attributes = cls()
-        elif isinstance(given, cls):
-            attributes = given.copy_for_node()  # the caller's object stays as it was
-        else:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                f"{op}() expects {cls.__name__} attributes, got {type(given).__name__}",
-            )
-        apply_keywords(attributes, keywords, table, op)
-        if not attributes.name:
-            attributes.name = f"{_PREFIX[cls]}_{len(self._nodes)}"
-        return attributes
-
-    def sdpa(
-        self,
-        q: TensorAttributes,
-        k: TensorAttributes,
-        v: TensorAttributes,
-        attributes: SdpaAttributes | None = None,
-        **keywords: Unpack[SdpaKeywords],
-    ) -> tuple[TensorAttributes, TensorAttributes | None]:
-        """Add an SDPA forward node; returns virtual ``(O, Stats)``.
-
-        Stats is ``None`` when ``generate_stats`` is False (inference). Keywords use
-        cudnn-frontend's spellings (``name``, ``attn_scale``, ``bias``, ``use_causal_mask``,
-        ``use_causal_mask_bottom_right``, ``use_padding_mask``, ``seq_len_q``, ``seq_len_kv``,
-        ``diagonal_alignment``, ``diagonal_band_left_bound``, ``diagonal_band_right_bound``,
-        ``dropout=(p, seed, offset)`` or ``(mask, scale)``, ``generate_stats``, ``is_inference``),
-        typed by :class:`~hipdnn_graph.keyword_types.SdpaKeywords` so that a type checker flags
-        a misspelled keyword such as ``use_casual_mask``.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for an unknown keyword or wrong argument type.
-        """
-        a: SdpaAttributes = self._node_attributes(
-            attributes, SdpaAttributes, keywords, "sdpa", FORWARD_KEYWORDS
-        )
-        a.set_q(q).set_k(k).set_v(v)
-        o = self._output_tensor(f"{a.name}::O")
-        a.set_o(o)
-        stats = None
-        if a.generate_stats is not False:
-            stats = self._output_tensor(f"{a.name}::Stats")
-            a.set_stats(stats)
-        self._add_node(SdpaFwdNode(a, self.attributes))
-        return o, stats
-
-    def sdpa_backward(
-        self,
-        q: TensorAttributes,
-        k: TensorAttributes,
-        v: TensorAttributes,
-        o: TensorAttributes,
-        dO: TensorAttributes,
-        stats: TensorAttributes,
-        attributes: SdpaBackwardAttributes | None = None,
-        **keywords: Unpack[SdpaBackwardKeywords],
-    ) -> tuple[TensorAttributes, TensorAttributes, TensorAttributes]:
-        """Add an SDPA backward node; returns virtual ``(dQ, dK, dV)`` named ``<node>::dQ`` ….
-
-        Unnamed Q, K, V and dO inputs are renamed ``<node>::Q`` … ``<node>::dO`` (O and Stats
-        keep their names). dBias is only produced when a ``dBias`` tensor is given. Keywords as in
-        :meth:`sdpa`, plus ``dBias``; ``dropout`` is ``(p, seed, offset)`` or
-        ``(mask, scale, scale_inv)`` (typed by
-        :class:`~hipdnn_graph.keyword_types.SdpaBackwardKeywords`).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for an unknown keyword or wrong argument type.
-        """
-        a: SdpaBackwardAttributes = self._node_attributes(
-            attributes, SdpaBackwardAttributes, keywords, "sdpa_backward", BACKWARD_KEYWORDS
-        )
-        a.set_q(q).set_k(k).set_v(v).set_o(o).set_do(dO).set_stats(stats)
-        name_unnamed(a.name, ((q, "Q"), (k, "K"), (v, "V"), (dO, "dO")))
-        dq = self._output_tensor(f"{a.name}::dQ")
-        dk = self._output_tensor(f"{a.name}::dK")
-        dv = self._output_tensor(f"{a.name}::dV")
-        a.set_dq(dq).set_dk(dk).set_dv(dv)
-        self._add_node(SdpaBwdNode(a, self.attributes))
-        return dq, dk, dv
-
     def add_node(self, node: AnyNode) -> AnyNode:
         """Add an already built node (for example one lifted from a descriptor)."""
         if not isinstance(node, Node):
@@ -425,181 +348,3 @@ class Graph(FamilyBuilders, ResampleBuilders, GraphLifecycle, GraphSerialization
         node.graph_attributes = self.attributes
         self._add_node(node)
         return node
-
-    # ----- structure -----
-    @property
-    def nodes(self) -> list[AnyNode]:
-        """The nodes, topologically sorted once validated (insertion order before)."""
-        if self._order is None:
-            return list(self._nodes)
-        return [self._nodes[i] for i in self._order]
-
-    def __iter__(self) -> Iterator[AnyNode]:
-        return iter(self.nodes)
-
-    def __len__(self) -> int:
-        return len(self._nodes)
-
-    def _sort(
-        self, ins: Sequence[Iterable[TensorAttributes]], producers: dict[int, int]
-    ) -> list[int]:
-        from .ordering import producer_edges, stable_topological_order
-
-        return stable_topological_order(len(self._nodes), producer_edges(ins, producers))
-
-    def to_networkx(self) -> nx.DiGraph:
-        """The node dependency graph: one networkx node per graph node (by name), one edge per
-        producer→consumer pair with the tensors' names in the edge's ``tensors`` attribute."""
-        from .ordering import to_networkx
-
-        producer: dict[int, int] = {}
-        for index, node in enumerate(self._nodes):
-            for t in node.outputs():
-                producer.setdefault(id(t), index)
-        labelled = [
-            (producer[id(t)], index, t.name)
-            for index, node in enumerate(self._nodes)
-            for t in node.inputs()
-            if id(t) in producer
-        ]
-        return to_networkx([n.name for n in self._nodes], labelled, self._nodes)
-
-    def to_dot(self) -> str:
-        """The graph as Graphviz DOT text (see :func:`hipdnn_graph.visualize.to_dot`)."""
-        from .visualize import to_dot
-
-        return to_dot(self)
-
-    def to_mermaid(self) -> str:
-        """The graph as a Mermaid flowchart (see :func:`hipdnn_graph.visualize.to_mermaid`)."""
-        from .visualize import to_mermaid
-
-        return to_mermaid(self)
-
-    def graph_inputs(self) -> list[TensorAttributes]:
-        """Tensors read by some node and produced by none, in node then slot order."""
-        from .ordering import last_producers
-
-        order = self._order if self._order is not None else range(len(self._nodes))
-        produced = last_producers([n.attributes.outputs.values() for n in self._nodes])
-        return rules.graph_inputs(order, [n.attributes.inputs for n in self._nodes], produced)
-
-    def graph_tensors(self) -> list[TensorAttributes]:
-        """Every tensor some node reads or writes, in declaration order."""
-        used: set[int] = set()
-        for node in self._nodes:  # slot order does not matter here: read the slot dicts
-            used.update(map(id, node.attributes.inputs.values()))
-            used.update(map(id, node.attributes.outputs.values()))
-        return [t for key, t in self._tensors.items() if key in used]
-
-    def wire_tensors(self) -> list[TensorAttributes]:
-        """The tensors the graph's serialized form lists, in declaration order: every tensor some
-        node reads or writes, and every tensor a decoded graph listed although no node uses it
-        (hipDNN's wire may list such tensors; they are written back as read).
-
-        Example:
-            >>> import hipdnn_graph as hg
-            >>> spare = hg.TensorAttributes(name="spare", uid=7)
-            >>> g = hg.Graph.from_parts(hg.GraphAttributes(), [spare], [])
-            >>> [t.name for t in g.wire_tensors()], g.graph_tensors()
-            (['spare'], [])
-        """
-        used = self._listed.copy()
-        for node in self._nodes:
-            used.update(map(id, node.attributes.inputs.values()))
-            used.update(map(id, node.attributes.outputs.values()))
-        return [t for key, t in self._tensors.items() if key in used]
-
-    # ----- validation -----
-    def validate(self) -> None:
-        """Validate the graph as hipDNN does.
-
-        1. duplicate uids; 2. topological sort (cycle / disconnected components);
-        3. every graph input is filled from the graph's types and validated;
-        4. every node runs pre-validate → infer → post-validate, in topological order;
-        5. then this project's graph rules, after all of hipDNN's: each tensor is written by
-           one node at most, and no graph input is virtual (nothing would fill it).
-
-        Raises:
-            HipdnnError: the first broken rule, with hipDNN's code and message (``INVALID_VALUE``
-                with a message of ours for step 5).
-        """
-        self._validated = False
-        with rules.collector_paused(len(self._nodes)):
-            self._validate_steps()
-        self._validated = True
-        self._validated_at = CLOCK.now
-
-    def _validate_steps(self) -> None:
-        """The steps of :meth:`validate`. Its per-node lists are freed when it returns, before
-        the garbage collector resumes: the collector would scan each of them once.
-
-        The graph-level steps read the nodes' slot maps as they are: none of them depends on the
-        order of a node's slots (``graph_inputs`` sorts the slots of the few nodes that read a
-        tensor it has not found yet), so no sorted copy of each node's slots is made."""
-        from .ordering import last_producers
-
-        in_slots = [n.attributes.inputs for n in self._nodes]
-        ins = [slots.values() for slots in in_slots]
-        outs = [n.attributes.outputs.values() for n in self._nodes]
-        rules.check_duplicate_uids(ins, outs)
-        producers = last_producers(outs)  # who writes each tensor, for the next three steps
-        self._order = self._sort(ins, producers)
-        inputs = rules.graph_inputs(self._order, in_slots, producers)
-        for tensor in inputs:
-            tensor.fill_from_context(self.attributes)
-            tensor.check()
-        attributes = self.attributes
-        # rules passed in this pass only (the next validate() checks all again); a single node
-        # has nothing to share
-        memo = InputRuleMemo() if len(self._nodes) > 1 else None
-        for node in self.nodes:
-            if node.graph_attributes is not attributes:
-                node.graph_attributes = attributes
-            node.validate_node(memo)
-        rules.check_single_producer(self._nodes, outs, producers)
-        rules.check_real_inputs(inputs)
-
-    @property
-    def is_validated(self) -> bool:
-        """Whether :meth:`validate` succeeded and nothing it checked changed since.
-
-        Any setter called on the graph, its attributes, one of its nodes' attributes or one of
-        the tensors in their slots after ``validate()`` clears it (``build()`` then validates
-        again). When nothing anywhere changed since, this is a single comparison.
-
-        Example:
-            >>> import hipdnn_graph as hg
-            >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT,
-            ...              intermediate_data_type=hg.DataType.FLOAT,
-            ...              compute_data_type=hg.DataType.FLOAT)
-            >>> q = g.tensor(name="Q", dim=[1, 1, 4, 8])
-            >>> o, _ = g.sdpa(q, g.tensor_like(q, "K"), g.tensor_like(q, "V"))
-            >>> g.validate(); g.is_validated
-            True
-            >>> _ = q.set_dim([1, 1, 4, 16]); g.is_validated
-            False
-        """
-        if not self._validated:
-            return False
-        mark = self._validated_at
-        if CLOCK.now != mark and changed_since(self._validated_objects(), mark):
-            self._validated = False
-            return False
-        self._validated_at = CLOCK.now  # nothing of ours changed: next time is one comparison
-        return True
-
-    def _validated_objects(self) -> Iterator[Any]:
-        """What ``validate()`` read: graph attributes, node attributes, their slots' tensors."""
-        yield self.attributes
-        for node in self._nodes:
-            attributes = node.attributes
-            yield attributes
-            yield from attributes.inputs.values()
-            yield from attributes.outputs.values()
-
-
-_PREFIX: dict[type[Any], str] = {
-    SdpaAttributes: SdpaFwdNode.name_prefix,
-    SdpaBackwardAttributes: SdpaBwdNode.name_prefix,
-}

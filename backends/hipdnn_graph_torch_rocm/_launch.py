@@ -1,13 +1,13 @@
 """The torch plans' launchers: a one-node plan's kernel with its build-time keywords bound.
 
 ``execute`` gathers a step's tensors and keywords from the variant pack on every call
-(:meth:`._engines.TorchSdpaPlan._run_steps`). A caller that keeps built graphs in a cache keyed
+(:meth:`._sdpa_plan.TorchSdpaPlan._run_steps`). A caller that keeps built graphs in a cache keyed
 by every fact the variant-pack check reads (the torch op) can call the kernel directly instead:
 :func:`launcher` binds the step's static keywords once (``functools.partial``, bound in C) and
 returns a :class:`~hipdnn_graph.backend.Launcher` whose call takes the step's tensors and runtime
 scalars positionally and returns the node's outputs in their declared dtype and layout.
 
-When a plan offers one (see :meth:`._engines.TorchSdpaPlan.launcher`): exactly one node (every
+When a plan offers one (see :meth:`._sdpa_plan.TorchSdpaPlan.launcher`): exactly one node (every
 graph of the torch op), no output the kernel writes in place into a caller's buffer (the flex
 backward), and no virtual output another node reads. The fused ops' kernels are bound further:
 their per-signature check runs once per plan and device, then the op's call runs on its own
@@ -73,7 +73,7 @@ def launcher(
     runtime: tuple[tuple[str, int, Callable[[Any], Any] | None], ...],
 ) -> Launcher:
     """The :class:`~hipdnn_graph.backend.Launcher` of one step (the fields of
-    :class:`._engines._Step`): positional tensors ``inputs``, then the ``runtime`` values; the
+    :class:`._sdpa_plan.Step`): positional tensors ``inputs``, then the ``runtime`` values; the
     non-virtual ``outputs`` come back in their order, as declared."""
     declared = tuple((index, dtype, strides) for index, _, virtual, dtype, strides in outputs
                      if not virtual)  # fmt: skip

@@ -5,7 +5,9 @@
   (:mod:`.enums`); operation descriptors are packed and unpacked by :mod:`.packing`.
 * :class:`NodeSpec` (:mod:`.node_spec`) is each node family's one declaration of where its slots
   and scalars live on every wire; node modules register theirs.
-* :class:`WireGraph` (:mod:`.wire_model`) is a graph as hipDNN's serialized ``Graph`` holds it;
+* :class:`WireGraph` (:mod:`.wire_model`) is a graph as hipDNN's serialized ``Graph`` holds it,
+  with what both codecs share beside it: data type numbers and values (:mod:`.wire_values`),
+  limits and content rules (:mod:`.wire_rules`), unvalidated construction (:mod:`.wire_trusted`);
   :func:`write_graph` / :func:`read_graph` are hipDNN's FlatBuffers bytes (:mod:`.fb_write`,
   :mod:`.fb_read`) and :func:`graph_to_json` / :func:`graph_from_json` its JSON
   (:mod:`.hipdnn_json`), with :func:`json_schema` (:mod:`.hipdnn_json_schema`).

@@ -50,26 +50,20 @@ from .node_spec import (
     node_specs,
     supported_kinds,
 )
-from .wire_model import (
+from .wire_model import WireGraph, WireMetadata
+from .wire_rules import (
     MAX_INPUT_BYTES,
     MAX_NODES,
     MAX_RANK,
     MAX_TENSORS,
-    VALUE_CODES,
-    ValueMember,
-    WireGraph,
-    WireMetadata,
     check_node_names,
     check_wire_graph,
-    data_type_from_wire,
-    decode_value,
-    decoded_attributes,
-    decoded_tensor,
-    refuse_unmodelled,
     unsupported,
     wide_text_encoding,
     wide_text_error,
 )
+from .wire_trusted import decoded_attributes, decoded_tensor, refuse_unmodelled
+from .wire_values import VALUE_CODES, ValueMember, data_type_from_wire, decode_value
 
 __all__ = ["CONTAINER_IDENTIFIER", "NODE_KINDS", "RETIRED_IDENTIFIER", "read_graph"]
 

@@ -25,15 +25,10 @@ from typing import Any
 
 from ..tensor import TensorAttributes
 from .node_spec import INT32_KINDS, VECTOR_KINDS, WIRE_KINDS, Kind, NodeSpec, WireEnum
-from .wire_model import (
-    VALUE_CODES,
-    WireGraph,
-    encode_value,
-    float32,
-    refuse_unmodelled,
-    unsupported,
-    wire_data_type,
-)
+from .wire_model import WireGraph
+from .wire_rules import unsupported
+from .wire_trusted import refuse_unmodelled
+from .wire_values import VALUE_CODES, encode_value, float32, wire_data_type
 
 __all__ = ["Builder", "write_graph"]
 

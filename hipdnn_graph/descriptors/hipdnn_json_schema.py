@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from .node_spec import JSON_ON_NODE, JSON_SCALARS_ON_NODE, Kind, NodeSpec, WireEnum, node_specs
-from .wire_model import DATA_TYPE_NAMES, MAX_NODES, MAX_RANK, MAX_TENSORS, ValueMember
+from .wire_rules import MAX_NODES, MAX_RANK, MAX_TENSORS
+from .wire_values import DATA_TYPE_NAMES, ValueMember
 
 __all__ = ["json_schema"]
 

@@ -28,26 +28,20 @@ from .node_spec import (
     node_specs,
     supported_kinds,
 )
-from .wire_model import (
-    DATA_TYPE_NAMES,
+from .wire_model import WireGraph, WireMetadata
+from .wire_rules import (
     MAX_INPUT_BYTES,
     MAX_NODES,
     MAX_RANK,
     MAX_TENSORS,
-    ValueMember,
-    WireGraph,
-    WireMetadata,
     check_node_names,
     check_wire_graph,
-    decode_value,
-    decoded_attributes,
-    decoded_tensor,
-    float32,
-    refuse_unmodelled,
     unsupported,
     wide_text_encoding,
     wide_text_error,
 )
+from .wire_trusted import decoded_attributes, decoded_tensor, refuse_unmodelled
+from .wire_values import DATA_TYPE_NAMES, ValueMember, decode_value, float32
 
 __all__ = ["finite_number", "graph_from_json"]
 

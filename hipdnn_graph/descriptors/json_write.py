@@ -24,14 +24,10 @@ from .node_spec import (
     NodeSpec,
     WireEnum,
 )
-from .wire_model import (
-    DATA_TYPE_NAMES,
-    WireGraph,
-    encode_value,
-    float32,
-    refuse_unmodelled,
-    unsupported,
-)
+from .wire_model import WireGraph
+from .wire_rules import unsupported
+from .wire_trusted import refuse_unmodelled
+from .wire_values import DATA_TYPE_NAMES, encode_value, float32
 
 __all__ = ["format_number", "graph_to_json"]
 

@@ -24,6 +24,7 @@ import hipdnn_graph as hg
 from hipdnn_graph.backend import SdpaProblem, Support, engine_id
 from hipdnn_graph.errors import HipdnnError
 
+from .._sdpa_support import common_refusal, flex_accepts
 from ..replay import CudaGraphReplay
 from .node_graph import CudnnNodeGraph, build_node_graph
 from .rules import ENGINE_NAME, PRIORITY, environment_refusal, flex_deferral, node_refusal
@@ -196,13 +197,10 @@ class CudnnFrontendEngine:
         problems = []
         for node in graph.nodes:
             p = SdpaProblem.from_node(node)
-            reason = p.philox_problem() or p.data_type_problem()
-            reason = reason or node_refusal(p, preferred=preferred)
+            reason = common_refusal(p) or node_refusal(p, preferred=preferred)
             if reason is None and p.has("dBias"):
-                from .._engines import _flex_accepts
-
                 io = p.tensors["Q"].data_type
-                accepts = _flex_accepts(p, io)
+                accepts = flex_accepts(p, io)
                 reason = flex_deferral(p, flex_accepts=accepts, preferred=preferred)
             if reason is not None:
                 return Support.no(reason)

@@ -1,0 +1,105 @@
+"""A built plan of the torch SDPA engines: one step per node, each with everything decided when
+the plan was built, so that ``execute`` only gathers buffers, resolves runtime scalars and calls
+the kernel (or replays the captured CUDA graph, :mod:`.replay`; or hands its single kernel to
+the torch op's hot path, :mod:`._launch`).
+
+Example:
+    >>> plan = TorchSdpaPlan("TORCH_SDPA_MATH_ENGINE", [], frozenset())
+    >>> plan.engine_name, plan.workspace_size, plan.launcher()
+    ('TORCH_SDPA_MATH_ENGINE', 0, None)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from hipdnn_graph.backend import Launcher
+
+from ._launch import as_declared, launcher
+from .replay import CudaGraphReplay
+
+__all__ = ["Step", "TorchSdpaPlan"]
+
+
+@dataclass
+class Step:
+    """One node, with everything decided at plan time."""
+
+    run: Callable[..., Any]
+    #: uids of the positional tensors (Q, K, V[, O, dO, Stats])
+    inputs: tuple[int, ...]
+    #: (index in the kernel's result tuple, uid, is virtual, torch dtype, declared strides) of
+    #: every output the node has
+    outputs: tuple[tuple[int, int, bool, Any, tuple[int, ...]], ...]
+    #: keyword arguments known when the plan is built (flags, bounds, constant scales)
+    static: dict[str, Any] = field(default_factory=dict)
+    #: (keyword, uid, conversion or None) of what is read from the variant pack: tensors, and
+    #: scales given as runtime pass-by-value tensors
+    runtime: tuple[tuple[str, int, Callable[[Any], Any] | None], ...] = ()
+    #: (keyword, uid) of outputs the kernel may write in place: the caller's buffer (or None)
+    #: is passed under that keyword, and a result that is that buffer is not copied again
+    destinations: tuple[tuple[str, int], ...] = ()
+
+
+class TorchSdpaPlan:
+    """A built torch plan: one step per node.
+
+    Outputs missing from the variant pack (``Graph.run``) are the kernels' own result tensors,
+    handed over without a copy when they already have the declared type and layout.
+    """
+
+    workspace_size = 0
+    allocates_outputs = True
+
+    def __init__(self, engine_name: str, steps: list[Step], output_uids: frozenset[int]) -> None:
+        self.engine_name = engine_name
+        self.steps = steps
+        self.replay = CudaGraphReplay(output_uids)
+
+    def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
+        buffers = cast("dict[int, Any]", variant_pack)  # a fresh dict from the frontend
+        if not self.replay.run(buffers, self._run_steps):
+            self._run_steps(buffers)
+
+    def execute_at(self, variant_pack: Mapping[int, Any], workspace: Any, addresses: Any) -> None:
+        """:meth:`execute` of a pack whose buffers' ``addresses`` the frontend read already (the
+        CUDA-graph replay is keyed by them)."""
+        buffers = cast("dict[int, Any]", variant_pack)
+        if not self.replay.run(buffers, self._run_steps, addresses):
+            self._run_steps(buffers)
+
+    def _run_steps(self, buffers: dict[int, Any]) -> None:
+        for step in self.steps:
+            kw = step.static
+            if step.runtime or step.destinations:
+                kw = {
+                    **kw,
+                    **{
+                        key: buffers[uid] if convert is None else convert(buffers[uid])
+                        for key, uid, convert in step.runtime
+                    },
+                    **{key: buffers.get(uid) for key, uid in step.destinations},
+                }
+            results = step.run(*[buffers[uid] for uid in step.inputs], **kw)
+            for index, uid, virtual, dtype, strides in step.outputs:
+                value = results[index]
+                out = buffers.get(uid)
+                if out is not None:
+                    if value is not out:  # a view only where the kernel's shape differs
+                        out.copy_(value if value.shape == out.shape else value.view(out.shape))
+                elif virtual:
+                    buffers[uid] = value.to(dtype)
+                else:
+                    buffers[uid] = as_declared(value, dtype, strides)
+
+    def launcher(self) -> Launcher | None:
+        """The plan's kernel with its build-time keywords bound, called without the variant
+        pack (:mod:`._launch`); None for a plan of several nodes, or whose kernel writes into
+        given output buffers (the flex backward). Never replayed as a CUDA graph: a launcher
+        allocates its outputs, so there are no fixed buffers to replay on."""
+        if len(self.steps) != 1 or self.steps[0].destinations:
+            return None
+        step = self.steps[0]
+        return launcher(step.run, step.inputs, step.outputs, step.static, step.runtime)

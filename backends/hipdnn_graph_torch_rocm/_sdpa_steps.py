@@ -1,0 +1,232 @@
+"""How the torch SDPA engines build a plan: :class:`SdpaPlanning` (a mixin of
+:class:`~._engines.TorchSdpaEngine`) turns each node into a :class:`~._sdpa_plan.Step`: the
+kernel of the engine's family, its build-time keywords, and what is read from the variant pack
+per call (tensors, runtime scales, philox Seed and Offset).
+
+Example:
+    >>> _scale_or_one(0.0), _scale_or_one(2.0)
+    (1.0, 2.0)
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import hipdnn_graph as hg
+from hipdnn_graph.backend import PhiloxDropout, ScalarSource, SdpaProblem
+from hipdnn_graph.backend.dropout import read_int
+from hipdnn_graph.backend.dtypes import torch_dtype
+
+from ._sdpa_plan import Step, TorchSdpaPlan
+from ._sdpa_support import GRADS, LOWP, flex_spec
+
+__all__ = ["SdpaPlanning"]
+
+#: why plans with philox dropout always run eagerly (see :mod:`.replay`)
+_NO_PHILOX_REPLAY = (
+    "philox dropout: a captured forward would draw its mask from the CUDA generator's state at "
+    "replay time (torch's fused forward ops take no seed), not from the graph's Seed and "
+    "Offset, and the memory-efficient backward reads its seed on the host, which a capture "
+    "cannot record"
+)
+
+
+class SdpaPlanning:
+    """The ``build_plan()`` of one torch SDPA engine (``name`` and kernel family ``op`` as in
+    :class:`~._sdpa_support.SdpaSupport`)."""
+
+    name: str
+    op: str | None
+
+    def build_plan(self, graph: hg.Graph) -> TorchSdpaPlan:
+        import torch
+
+        problems = [SdpaProblem.from_node(node) for node in graph.nodes]
+        steps = [self._step(p, torch) for p in problems]
+        produced = {id(t) for node in graph.nodes for t in node.outputs()}
+        outputs = frozenset(
+            t.get_uid() for t in graph.graph_tensors() if id(t) in produced and not t.is_virtual
+        )
+        plan = TorchSdpaPlan(self.name, steps, outputs)
+        if self.op is not None and any(p.philox is not None for p in problems):
+            plan.replay.refuse(_NO_PHILOX_REPLAY)
+        return plan
+
+    def _step(self, p: SdpaProblem, torch: Any) -> Step:
+        w = p.window
+        static: dict[str, Any] = {
+            "alibi": p.alibi,
+            "bottom_right": w.bottom_right,
+            "left_bound": w.left_bound,
+            "right_bound": w.right_bound,
+        }
+        runtime: list[tuple[str, int, Callable[[Any], Any] | None]] = []
+        for key, source, convert in (
+            ("scale", p.scale, ScalarSource.read),
+            ("dropout_scale", p.dropout_scale, _scale_or_one),
+        ):
+            if source.uid is not None:
+                runtime.append((key, source.uid, convert))
+            else:
+                static[key] = source.value if key == "scale" else source.value or 1.0
+        if p.philox is not None:  # math draws the mask, a fused op has it drawn (no mask tensor)
+            _philox_arguments(p.philox, static, runtime)
+        slots = [("bias", "Bias"), ("dropout_mask", "Dropout_mask")]
+        if p.padding:
+            slots += [("seq_len_q", "SEQ_LEN_Q"), ("seq_len_kv", "SEQ_LEN_KV")]
+        runtime += [(key, p.uid(slot), None) for key, slot in slots if p.has(slot)]
+        names: tuple[str, ...]
+        out_slots: tuple[str, ...]
+        if p.backward:
+            names = ("Q", "K", "V", "O", "dO", "Stats")
+            out_slots = GRADS
+            if p.has("dBias"):
+                static["dbias_shape"] = tuple(p.tensors["dBias"].dim)
+        else:
+            names = ("Q", "K", "V")
+            out_slots = ("O", "Stats")
+        run = self._kernel(p, static, torch)
+        if self.op is not None:  # fused kernels read O and dO in Q's type (e.g. a FLOAT virtual O)
+            io = p.tensors["Q"].data_type
+            casts = {
+                i: torch_dtype(io)
+                for i, s in enumerate(names)
+                if s in ("O", "dO") and p.tensors[s].data_type != io
+            }
+            if casts:
+                run = _casting(run, casts)
+        outputs = tuple(
+            (
+                index,
+                p.uid(s),
+                p.tensors[s].is_virtual,
+                torch_dtype(p.tensors[s].data_type),
+                tuple(p.tensors[s].stride),
+            )
+            for index, s in enumerate(out_slots)
+            if p.has(s)
+        )
+        destinations: tuple[tuple[str, int], ...] = ()
+        if self.op == "flex" and p.backward:  # the flex backward writes its gradients itself
+            destinations = tuple(
+                (f"{slot.lower()}_out", p.uid(slot)) for slot in GRADS if p.has(slot)
+            )
+        return Step(
+            run, tuple(p.uid(s) for s in names), outputs, static, tuple(runtime), destinations
+        )
+
+    def _kernel(self, p: SdpaProblem, static: dict[str, Any], torch: Any) -> Callable[..., Any]:
+        if self.op is None:
+            from .kernels import math as kmath
+
+            compute = torch_dtype(p.compute_data_type)
+            static["compute_dtype"] = compute
+            io = p.tensors["Q"].data_type
+            lowp = io in LOWP and compute == torch.float32
+            if lowp:
+                static["matmul_dtype"] = torch_dtype(io)
+            kernel: Callable[..., Any] = kmath.sdpa_backward if p.backward else kmath.sdpa_forward
+            kernel = _math_on_device(kernel) if lowp else kernel
+            return _cpu_shortcut(p, kernel, compute) or kernel
+        if self.op == "flex":
+            from .kernels import flex
+
+            io = p.tensors["Q"].data_type
+            k = flex.kernel(flex_spec(p, io))
+            return k.backward if p.backward else k.forward
+        from .kernels import fused
+
+        static["check"] = False
+        return fused.Kernel(fused.FusedOp(self.op), not p.backward)
+
+
+def _philox_arguments(
+    d: PhiloxDropout,
+    static: dict[str, Any],
+    runtime: list[tuple[str, int, Callable[[Any], Any] | None]],
+) -> None:
+    """The kernel's ``dropout_p``/``dropout_seed``/``dropout_offset``/``dropout_scale`` (math and
+    fused kernels alike): a constant Seed or Offset is static, the others are read per call (a
+    tensor stays a tensor, so a device seed is read where the kernel reads it)."""
+    static["dropout_p"] = d.probability
+    static["dropout_scale"] = d.scale
+    for key, source in (("dropout_seed", d.seed), ("dropout_offset", d.offset)):
+        if source.uid is None:
+            static[key] = source.value
+        else:
+            runtime.append((key, source.uid, functools.partial(_philox_scalar, source.label)))
+
+
+def _philox_scalar(label: str, value: Any) -> Any:
+    """A runtime Seed or Offset: an integer tensor of one element as it is, else a host int."""
+    if value.__class__ is int:  # the torch op's (a Python int: nothing to read)
+        return value
+    import torch
+
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype in _int_dtypes(torch):
+        return value
+    return read_int(value, label)
+
+
+@functools.cache
+def _int_dtypes(torch: Any) -> frozenset[Any]:
+    return frozenset({torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8})
+
+
+def _scale_or_one(value: Any) -> float:
+    """A runtime dropout scale; 0 (or unset) means no scaling, as for a constant one."""
+    return ScalarSource.read(value) or 1.0
+
+
+def _casting(fn: Callable[..., Any], casts: dict[int, Any]) -> Callable[..., Any]:
+    """Cast the positional tensors at ``casts``' indices before calling ``fn``."""
+
+    def run(*args: Any, **kw: Any) -> Any:
+        converted = [a.to(casts[i]) if i in casts else a for i, a in enumerate(args)]
+        return fn(*converted, **kw)
+
+    return run
+
+
+def _cpu_shortcut(
+    p: SdpaProblem, chunked: Callable[..., Any], compute: Any
+) -> Callable[..., Any] | None:
+    """The math kernel that runs CPU tensors on torch's fused CPU kernel, for a node that
+    kernel computes exactly (:mod:`.kernels.cpu_fused`); None for any other node."""
+    from .kernels import cpu_fused
+
+    w = p.window
+    causal = None
+    if w.left_bound is None and w.right_bound in (None, 0):
+        causal = w.right_bound == 0
+    io = p.tensors["Q"].data_type
+    plain = not (p.has("Bias") or p.alibi or p.padding or p.uses_dropout or p.has("dBias"))
+    one_type = all(p.tensors[s].data_type == io for s in ("K", "V", "O", "dO") if p.has(s))
+    if not (plain and one_type) or not cpu_fused.applies(
+        io=torch_dtype(io),
+        compute=compute,
+        heads=(p.heads, p.heads_k, p.heads_v),
+        dims=(p.head_dim, p.head_dim_v),
+        seq=(p.seq_q, p.seq_kv),
+        causal=causal,
+        bottom_right=w.bottom_right,
+    ):
+        return None
+    assert causal is not None
+    fused = cpu_fused.backward if p.backward else cpu_fused.forward
+    return cpu_fused.on_cpu(chunked, fused, causal)
+
+
+def _math_on_device(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Use the tensor-core matmul path only on devices that have one (the CPU has none)."""
+
+    def run(*args: Any, **kw: Any) -> Any:
+        from .kernels.math import lowp_matmul_supported
+
+        if not lowp_matmul_supported(args[0].device, kw["matmul_dtype"]):
+            kw = {k: v for k, v in kw.items() if k != "matmul_dtype"}
+        return fn(*args, **kw)
+
+    return run

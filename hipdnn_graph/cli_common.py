@@ -1,0 +1,140 @@
+"""What the ``hipdnn-graph`` subcommands share: reading a graph file whatever its format, text
+made safe for the terminal, and the summary line and tables they print.
+
+How a file's format is recognised and how much of it is read is said in
+:mod:`hipdnn_graph.cli`'s docstring (the command's documentation).
+
+Example:
+    >>> detect_format(b'{"name": "g"}'), detect_format(b"\\x10\\0\\0\\0")
+    ('json', 'binary')
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from .graph import Graph
+
+__all__ = [
+    "PROG",
+    "CliError",
+    "detect_format",
+    "fmt_list",
+    "load_graph",
+    "read_capped",
+    "safe_text",
+    "summary",
+    "table",
+]
+
+PROG = "hipdnn-graph"
+
+
+class CliError(Exception):
+    """A usage or file problem: printed as ``hipdnn-graph: error: ...`` with exit status 2."""
+
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+#: first bytes of a JSON document: object, array, string, number, true, false, null
+_JSON_STARTS = frozenset(b'{["-0123456789tfn')
+_UNSAFE = re.compile(
+    # controls (C0, DEL, C1), line/paragraph separators, bidirectional overrides, surrogates
+    r"[^\x20-\x7e\u00a0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+    r"|[\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def safe_text(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` with control and other non-printable characters escaped (``\\x1b``, ``\\n``).
+
+    Example:
+        >>> safe_text("Q\\n\\x1b[31mOK: forged")
+        'Q\\\\n\\\\x1b[31mOK: forged'
+    """
+
+    def escape(match: re.Match[str]) -> str:
+        char = match.group()
+        if char == "\n":
+            return "\n" if keep_newlines else "\\n"
+        if char == "\t":
+            return "\\t"
+        return char.encode("unicode_escape").decode("ascii")
+
+    return _UNSAFE.sub(escape, text)
+
+
+def detect_format(data: bytes) -> str:
+    """``"json"`` for text that starts like a JSON document (after an optional UTF-8
+    byte-order mark and white space), ``"binary"`` otherwise.
+
+    hipDNN's serialized graph has no file identifier: it starts with a little-endian root offset,
+    whose upper bytes are NUL for any graph (JSON text never holds a NUL byte).
+    """
+    if b"\0" in data[:4]:
+        return "binary"
+    head = data.removeprefix(_UTF8_BOM).lstrip()[:1]
+    if head and head[0] in _JSON_STARTS:
+        return "json"
+    return "binary"
+
+
+def read_capped(path: str, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of ``path`` (``st_size`` says nothing for devices and pipes).
+
+    Raises:
+        CliError: the file cannot be read, is a directory, or holds more than ``limit`` bytes.
+    """
+    if Path(path).is_dir():
+        raise CliError(f"'{safe_text(path)}' is a directory, not a graph file")
+    try:
+        with open(path, "rb") as file:
+            data = file.read(limit + 1)
+    except OSError as exc:
+        raise CliError(f"cannot read '{safe_text(path)}': {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise CliError(
+            f"'{safe_text(path)}' holds more than {limit} bytes; serialized graphs are limited "
+            f"to {limit} bytes"
+        )
+    return data
+
+
+def load_graph(path: str) -> tuple[Graph, str]:
+    """Read a serialized graph from ``path``, detecting its format.
+
+    Raises:
+        CliError: the file cannot be read or is too large.
+        HipdnnError: ``UNSUPPORTED_GRAPH_FORMAT`` / ``INVALID_VALUE`` from the decoders.
+    """
+    from .descriptors import MAX_INPUT_BYTES
+
+    data = read_capped(path, MAX_INPUT_BYTES)
+    fmt = detect_format(data)
+    if fmt == "binary":
+        return Graph.deserialize(data), fmt
+    return Graph.from_json(data.removeprefix(_UTF8_BOM)), fmt
+
+
+def summary(graph: Graph, fmt: str) -> str:
+    """One line: the graph's name, format, tensor count and nodes in order."""
+    nodes = " -> ".join(f"{safe_text(n.name)} ({n.get_node_type().name})" for n in graph.nodes)
+    name = safe_text(graph.get_name() or "<unnamed>")
+    return (
+        f"graph '{name}' ({fmt}): {len(graph.wire_tensors())} tensors, "
+        f"{len(graph)} node(s): {nodes or 'none'}"
+    )
+
+
+def fmt_list(values: Sequence[int]) -> str:
+    """``[1,2,3]``: dims and strides as the commands print them."""
+    return "[" + ",".join(map(str, values)) + "]" if values else "[]"
+
+
+def table(rows: list[list[str]]) -> list[str]:
+    """``rows`` as lines of left-aligned columns, indented by two spaces."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    ]
