@@ -73,10 +73,7 @@ def backward_qkv(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """:func:`run_backward` without dBias of a pack holding Q, K, V, O, a dense dO and Stats
     alone, as :func:`forward_qkv`."""
-    sig = (("Q", q.shape, q.stride(), q.dtype), ("K", k.shape, k.stride(), k.dtype),
-           ("V", v.shape, v.stride(), v.dtype), ("O", o.shape, o.stride(), o.dtype),
-           ("dO", do.shape, do.stride(), do.dtype),
-           ("Stats", stats.shape, stats.stride(), stats.dtype))  # fmt: skip
+    sig = _backward_signature(q, k, v, o, do, stats)
     entry = _GRAPHS.get((("bwd", q.device, sig, options), False))
     pack = None
     if entry is None or entry.launch is None or entry.launch_slots != _QKV_BACKWARD:
@@ -86,6 +83,16 @@ def backward_qkv(
         return dq, dk, dv
     grads = entry.launch([q, k, v, o, do, stats]) if pack is None else entry.run(pack)
     return grads[0], grads[1], grads[2]
+
+
+def _backward_signature(
+    q: Tensor, k: Tensor, v: Tensor, o: Tensor, do: Tensor, stats: Tensor
+) -> tuple[Any, ...]:
+    """:func:`._cached.cache_key`'s signature of the backward's six tensors, in pack order."""
+    return (("Q", q.shape, q.stride(), q.dtype), ("K", k.shape, k.stride(), k.dtype),
+            ("V", v.shape, v.stride(), v.dtype), ("O", o.shape, o.stride(), o.dtype),
+            ("dO", do.shape, do.stride(), do.dtype),
+            ("Stats", stats.shape, stats.stride(), stats.dtype))  # fmt: skip
 
 
 _QKV = ("Q", "K", "V")
@@ -160,10 +167,7 @@ def philox_backward_qkv(
     """The philox backward of :func:`philox_forward_qkv`'s call (a dense dO), on the engine the
     forward ran with its seed and offset, as :func:`backward_qkv`."""
     seed, offset, options = philox
-    sig = (("Q", q.shape, q.stride(), q.dtype), ("K", k.shape, k.stride(), k.dtype),
-           ("V", v.shape, v.stride(), v.dtype), ("O", o.shape, o.stride(), o.dtype),
-           ("dO", do.shape, do.stride(), do.dtype),
-           ("Stats", stats.shape, stats.stride(), stats.dtype), "Seed", "Offset")  # fmt: skip
+    sig = (*_backward_signature(q, k, v, o, do, stats), "Seed", "Offset")
     entry = _GRAPHS.get((("bwd", q.device, sig, options), False))
     if (
         entry is not None
