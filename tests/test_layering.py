@@ -4,7 +4,10 @@
   built-in plugin imports in the core, and module-level torch imports even in the lazy places;
 * this module reads every core module with :mod:`ast` for what per-file lint settings cannot say
   exactly (which file may import what, and where);
-* no plugin (``backends/``, the example plugin) imports a private name of ``hipdnn_graph``.
+* no plugin (``backends/``, the example plugin) imports a private name of ``hipdnn_graph``;
+* no built-in plugin imports another: each is written against ``hipdnn_graph``'s public API
+  only, and what two of them share (which configurations have a defined math, the data checks
+  of a run) lives in the core.
 """
 
 from __future__ import annotations
@@ -120,6 +123,16 @@ def private_imports(path: Path, source: str) -> list[str]:
     return problems
 
 
+def plugin_imports(plugin: str, path: Path, source: str) -> list[str]:
+    """Imports of another built-in plugin by a module of the built-in ``plugin``, anywhere in
+    the module (lazily in a function or under ``TYPE_CHECKING`` too)."""
+    return [
+        f"{path.as_posix()}:{node.lineno}: {plugin} imports the plugin {module}"
+        for module, _, node, _, _ in _imports(ast.parse(source))
+        if _root(module) in PLUGINS and _root(module) != plugin
+    ]
+
+
 def _python_files(*folders: Path) -> list[Path]:
     return sorted(p for folder in folders for p in folder.rglob("*.py") if "fbs" not in p.parts)
 
@@ -141,6 +154,32 @@ def test_plugins_import_nothing_private_from_the_core() -> None:
         for problem in private_imports(path.relative_to(ROOT), path.read_text())
     ]
     assert problems == []
+
+
+def test_no_builtin_plugin_imports_another() -> None:
+    problems = [
+        problem
+        for plugin in PLUGINS
+        for path in _python_files(ROOT / "backends" / plugin)
+        for problem in plugin_imports(plugin, path.relative_to(ROOT), path.read_text())
+    ]
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    ("source", "count"),
+    [
+        ("from hipdnn_graph_numpy_reference.families.block_scale import x\n", 1),
+        ("def f():\n    import hipdnn_graph_numpy_reference\n", 1),
+        ("if TYPE_CHECKING:\n    import hipdnn_graph_numpy_reference\n", 1),
+        ("from hipdnn_graph_torch_rocm.families import x\n", 0),
+        ("from .families import x\n", 0),
+        ("from hipdnn_graph.nodes.moe_math import moe_routes\n", 0),
+    ],
+)
+def test_the_plugin_import_checker_finds_what_it_should(source: str, count: int) -> None:
+    found = plugin_imports("hipdnn_graph_torch_rocm", Path("p.py"), source)
+    assert len(found) == count
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ from ..types import ErrorCode, NodeType
 from .base import Node
 from .input_memo import InputRuleMemo
 
-__all__ = ["CUSTOM_OP_SPEC", "CustomOpAttributeName", "CustomOpNode"]
+__all__ = ["CUSTOM_OP_SPEC", "CustomOpAttributeName", "CustomOpNode", "custom_op_refusal"]
 
 
 class CustomOpNode(Node[CustomOpAttributes]):
@@ -72,6 +72,22 @@ class CustomOpNode(Node[CustomOpAttributes]):
                 ErrorCode.ATTRIBUTE_NOT_SET, f"Node {self.name} does not have a custom_op_id set"
             )
         super().post_validate_node(memo)
+
+
+def custom_op_refusal(node: CustomOpNode) -> str:
+    """Why no engine but the plugin that defines it runs ``node``: hipDNN carries a custom op's
+    tensors and payload to that plugin and defines no math for it. Engines that refuse custom
+    ops give this reason (the NumPy reference and the torch engines prefix the node's name).
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> node = hg.CustomOpNode(hg.CustomOpAttributes().set_name("op")
+        ...                        .set_custom_op_id("example.rope"))
+        >>> custom_op_refusal(node)
+        "custom op 'example.rope' is plugin-defined: hipDNN defines no math for it"
+    """
+    op = node.attributes.get_custom_op_id() or "(no custom_op_id)"
+    return f"custom op {op!r} is plugin-defined: hipDNN defines no math for it"
 
 
 class CustomOpAttributeName(IntEnum):

@@ -16,7 +16,8 @@ for the dims the block sizes apply to):
   ``is_negative_scale``, in the compute type; ``block_size[i]`` elements of X share a scale
   element along the i-th blocked dim.
 
-What hipDNN leaves undefined is refused with ``GRAPH_NOT_SUPPORTED`` naming why: a compute type
+What hipDNN leaves undefined is refused with ``GRAPH_NOT_SUPPORTED`` naming why (the reasons known
+before any data is seen are the core's, :mod:`hipdnn_graph.nodes.block_scale_math`): a compute type
 other than FLOAT or DOUBLE (its references compute in those); a quantize Y type or scale type
 outside the lists its quantize reference accepts; NaN or ±inf in a quantized X (its reference
 refuses them); a dequantize whose blocked dims its two reference versions read differently
@@ -51,8 +52,20 @@ import numpy as np
 
 import hipdnn_graph as hg
 from hipdnn_graph.backend.dtypes import numpy_dtype
+from hipdnn_graph.nodes.block_scale_math import (
+    BLOCK_SCALE_COMPUTE_TYPES,
+    QUANTIZE_SCALE_TYPES,
+    QUANTIZE_Y_TYPES,
+    block_scale_dequantize_refusal,
+    block_scale_quantize_refusal,
+    dequantize_block_sizes,
+    dequantize_reason,
+    quantize_reason,
+)
 from hipdnn_graph.nodes.block_scale_quantize import block_axis
 
+# the type lists and the refusals are hipdnn_graph.nodes.block_scale_math's (the core's: every
+# engine refuses by them), re-exported here where they were first defined
 __all__ = [
     "QUANTIZE_SCALE_TYPES",
     "QUANTIZE_Y_TYPES",
@@ -64,22 +77,9 @@ __all__ = [
 ]
 
 Array = np.ndarray[Any, Any]
-_T = hg.DataType
 
-#: the compute types hipDNN's block-scale references compute in
-_COMPUTE: dict[hg.DataType, np.dtype[Any]] = {
-    _T.FLOAT: np.dtype(np.float32),
-    _T.DOUBLE: np.dtype(np.float64),
-}
-#: the Y (and X) types hipDNN's quantize reference accepts (its ``IS_VALID_IO_TYPE_V``)
-QUANTIZE_Y_TYPES = frozenset(
-    {
-        _T.FLOAT, _T.HALF, _T.BFLOAT16, _T.FP4_E2M1, _T.FP6_E2M3, _T.FP6_E3M2, _T.FP8_E4M3,
-        _T.FP8_E4M3_FNUZ, _T.FP8_E5M2, _T.FP8_E5M2_FNUZ, _T.INT8, _T.UINT8, _T.INT32,
-    }
-)  # fmt: skip
-#: the scale types hipDNN's quantize reference accepts (its ``IS_VALID_SCALE_TYPE_V``)
-QUANTIZE_SCALE_TYPES = frozenset({_T.FLOAT, _T.HALF, _T.BFLOAT16, _T.FP8_E8M0})
+#: the NumPy dtype of each compute type hipDNN's block-scale references compute in
+_COMPUTE: dict[hg.DataType, np.dtype[Any]] = {t: numpy_dtype(t) for t in BLOCK_SCALE_COMPUTE_TYPES}
 _E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
 _BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _finfo: Any = ml_dtypes.finfo  # (untyped) the limits of NumPy's and ml_dtypes' float types
@@ -90,16 +90,6 @@ def _refuse(node: Any, why: str) -> hg.HipdnnError:
         hg.ErrorCode.GRAPH_NOT_SUPPORTED,
         f"{type(node).__name__} '{node.name}': the NumPy reference does not run it: {why}",
     )
-
-
-def _compute_refusal(node: Any) -> str | None:
-    data_type = node.attributes.get_compute_data_type()
-    if data_type not in _COMPUTE:
-        return (
-            f"compute data type {data_type.name}: hipDNN's block-scale references compute in "
-            "FLOAT or DOUBLE only"
-        )
-    return None
 
 
 def _operand(node: Any, inputs: Mapping[str, Any], slot: str, dims: Sequence[int]) -> Array:
@@ -160,44 +150,6 @@ def _to_storage(q: Array, dtype: np.dtype[Any], compute: np.dtype[Any]) -> Array
     return out.astype(dtype)
 
 
-def _type_refusal(tensor: Any, role: str, allowed: frozenset[hg.DataType]) -> str | None:
-    data_type = tensor.get_data_type()
-    if data_type not in allowed:
-        names = ", ".join(sorted(t.name for t in allowed))
-        return f"{role} data type {data_type.name}: hipDNN's quantize reference takes {names}"
-    return None
-
-
-def _quantize_reason(node: Any) -> str | None:
-    a = node.attributes
-    x_t, y_t, s_t = a.get_x(), a.get_y(), a.get_scale()
-    reason = (
-        _compute_refusal(node)
-        or _type_refusal(y_t, "Y", QUANTIZE_Y_TYPES)
-        or _type_refusal(s_t, "SCALE", QUANTIZE_SCALE_TYPES)
-    )
-    if reason:
-        return reason
-    dims, block = list(x_t.get_dim()), a.get_block_size()
-    axis = block_axis(a.get_axis(), len(dims))
-    if block is None or block <= 0 or not 0 <= axis < len(dims):
-        return f"block_size {block} and axis {a.get_axis()} define no blocks of X"
-    scale_dims = [*dims[:axis], math.ceil(dims[axis] / block), *dims[axis + 1 :]]
-    if list(s_t.get_dim()) != scale_dims:
-        return (
-            f"SCALE dims {s_t.get_dim()} are not {scale_dims}, the blocks of X {dims} "
-            "(hipDNN's reference refuses them)"
-        )
-    return None
-
-
-def block_scale_quantize_refusal(node: Any) -> str | None:
-    """Why the reference does not run this block-scale quantize node (known before any data is
-    seen), or ``None``."""
-    reason = _quantize_reason(node)
-    return None if reason is None else f"node '{node.name}': {reason}"
-
-
 def run_block_scale_quantize(node: Any, inputs: Mapping[str, Any]) -> dict[str, Array]:
     """Y and SCALE of a block-scale quantize node from ``inputs["X"]`` (see the module).
 
@@ -206,7 +158,7 @@ def run_block_scale_quantize(node: Any, inputs: Mapping[str, Any]) -> dict[str, 
             it); ``INVALID_VALUE`` for an X missing or of other dims than the tensor's.
     """
     a = node.attributes
-    reason = _quantize_reason(node)
+    reason = quantize_reason(node)
     if reason is not None:
         raise _refuse(node, reason)
     compute = _COMPUTE[a.get_compute_data_type()]
@@ -239,44 +191,6 @@ def run_block_scale_quantize(node: Any, inputs: Mapping[str, Any]) -> dict[str, 
     }
 
 
-def _block_sizes(node: Any, x_dims: Sequence[int], s_dims: Sequence[int]) -> list[int] | str:
-    """Each dim's block size, where hipDNN's two readings of ``block_size`` agree, else why
-    not."""
-    blocks = node.attributes.get_block_size()
-    rank = len(x_dims)
-    if len(s_dims) != rank:
-        return f"SCALE has rank {len(s_dims)}, X {rank}: hipDNN's reference needs one rank"
-    if not blocks or len(blocks) > rank or min(blocks) <= 0:
-        return f"block_size {blocks} does not give X's {rank} dims block sizes"
-    trailing = [1] * (rank - len(blocks)) + list(blocks)
-    differing = [d for d in range(rank) if x_dims[d] != s_dims[d]]
-    by_shape = [1] * rank
-    for d, size in zip(differing, blocks, strict=False):
-        by_shape[d] = size
-    if trailing != by_shape:
-        return (
-            f"hipDNN's references read block_size {blocks} for X {list(x_dims)} and SCALE "
-            f"{list(s_dims)} differently (the trailing dims: {trailing}; the dims where X and "
-            f"SCALE differ: {by_shape})"
-        )
-    expected = [math.ceil(n / b) for n, b in zip(x_dims, trailing, strict=True)]
-    if list(s_dims) != expected:
-        return f"SCALE dims {list(s_dims)} are not {expected}, the blocks of X {list(x_dims)}"
-    return trailing
-
-
-def _dequantize_reason(node: Any) -> str | None:
-    a = node.attributes
-    sizes = _block_sizes(node, a.get_x().get_dim(), a.get_scale().get_dim())
-    return _compute_refusal(node) or (sizes if isinstance(sizes, str) else None)
-
-
-def block_scale_dequantize_refusal(node: Any) -> str | None:
-    """Why the reference does not run this block-scale dequantize node, or ``None``."""
-    reason = _dequantize_reason(node)
-    return None if reason is None else f"node '{node.name}': {reason}"
-
-
 def run_block_scale_dequantize(node: Any, inputs: Mapping[str, Any]) -> dict[str, Array]:
     """Y of a block-scale dequantize node from ``inputs["X"]`` and ``inputs["SCALE"]`` (see the
     module), in the compute type.
@@ -286,13 +200,13 @@ def run_block_scale_dequantize(node: Any, inputs: Mapping[str, Any]) -> dict[str
             it); ``INVALID_VALUE`` for an input missing or of other dims than its tensor's.
     """
     a = node.attributes
-    reason = _dequantize_reason(node)
+    reason = dequantize_reason(node)
     if reason is not None:
         raise _refuse(node, reason)
     compute = _COMPUTE[a.get_compute_data_type()]
     x = _operand(node, inputs, "X", a.get_x().get_dim()).astype(compute)
     scale = _operand(node, inputs, "SCALE", a.get_scale().get_dim()).astype(compute)
-    sizes = _block_sizes(node, x.shape, scale.shape)
+    sizes = dequantize_block_sizes(node, x.shape, scale.shape)
     assert not isinstance(sizes, str)  # the dims are the tensors', checked above
     spread = scale
     for axis, size in enumerate(sizes):  # each scale element over its block

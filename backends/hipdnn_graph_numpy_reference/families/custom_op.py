@@ -3,7 +3,8 @@
 A custom op is a plugin-defined operation: hipDNN carries its tensors and an opaque byte payload
 to the plugin its ``custom_op_id`` names and knows nothing of what it computes. The reference
 therefore refuses every custom op node, naming the node and the plugin operation
-(``GRAPH_NOT_SUPPORTED``); running one takes an engine from the plugin that defines it.
+(``GRAPH_NOT_SUPPORTED``, the reason :func:`hipdnn_graph.nodes.custom_op.custom_op_refusal`
+gives); running one takes an engine from the plugin that defines it.
 
 Example:
     >>> import hipdnn_graph as hg
@@ -21,14 +22,11 @@ from typing import Any
 import numpy as np
 
 import hipdnn_graph as hg
+from hipdnn_graph.nodes.custom_op import custom_op_refusal
 
+# custom_op_refusal is the core's (hipdnn_graph.nodes.custom_op), re-exported here where it was
+# first defined
 __all__ = ["custom_op_refusal", "run_custom_op"]
-
-
-def custom_op_refusal(node: hg.CustomOpNode) -> str:
-    """Why the reference does not run ``node``: always, its math is the plugin's."""
-    op = node.attributes.get_custom_op_id() or "(no custom_op_id)"
-    return f"custom op {op!r} is plugin-defined: hipDNN defines no math for it"
 
 
 def run_custom_op(

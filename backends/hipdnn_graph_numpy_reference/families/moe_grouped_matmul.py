@@ -22,7 +22,8 @@ Backward: one group per expert (``FIRST_TOKEN_OFFSET`` is ``[experts, 1, 1]``, i
 Routing tensors and ``top_k`` a mode does not use are ignored (hipDNN's packer does not hand them
 to the backend). Offsets or routes that hipDNN's references reject are refused with
 ``INVALID_VALUE`` naming the value; a compute type other than FLOAT or DOUBLE with
-``GRAPH_NOT_SUPPORTED``.
+``GRAPH_NOT_SUPPORTED``. Those rules are the core's (:mod:`hipdnn_graph.nodes.moe_math`), shared
+with every engine that runs MoE nodes.
 
 Example:
     >>> import numpy as np, hipdnn_graph as hg
@@ -47,7 +48,18 @@ from typing import Any
 import numpy as np
 
 import hipdnn_graph as hg
+from hipdnn_graph.backend.dtypes import numpy_dtype
+from hipdnn_graph.nodes.moe_math import (
+    MOE_COMPUTE_TYPES,
+    check_offsets,
+    moe_grouped_matmul_bwd_refusal,
+    moe_grouped_matmul_refusal,
+    moe_routes,
+    routing_ints,
+)
 
+# check_offsets, moe_routes and the refusals are hipdnn_graph.nodes.moe_math's (the core's:
+# every engine checks by them), re-exported here where they were first defined
 __all__ = [
     "check_offsets",
     "moe_grouped_matmul_bwd_refusal",
@@ -58,153 +70,21 @@ __all__ = [
 ]
 
 Array = np.ndarray[Any, Any]
-#: the compute types the reference computes in, and their NumPy dtypes
-_COMPUTE: dict[hg.DataType, np.dtype[Any]] = {
-    hg.DataType.FLOAT: np.dtype(np.float32),
-    hg.DataType.DOUBLE: np.dtype(np.float64),
-}
-
-
-def _refusal(node: Any) -> str | None:
-    data_type = hg.DataType(node.attributes.compute_data_type)
-    if data_type not in _COMPUTE:
-        return f"compute type {data_type.name} (FLOAT or DOUBLE only)"
-    return None
-
-
-def moe_grouped_matmul_refusal(node: hg.MoeGroupedMatmulNode) -> str | None:
-    """Why the reference does not run ``node`` (``None`` when it does): a compute type other
-    than FLOAT or DOUBLE."""
-    return _refusal(node)
-
-
-def moe_grouped_matmul_bwd_refusal(node: hg.MoeGroupedMatmulBwdNode) -> str | None:
-    """Why the reference does not run ``node`` (``None`` when it does), as
-    :func:`moe_grouped_matmul_refusal`."""
-    return _refusal(node)
+#: the NumPy dtype of each compute type the reference computes in
+_COMPUTE: dict[hg.DataType, np.dtype[Any]] = {t: numpy_dtype(t) for t in MOE_COMPUTE_TYPES}
 
 
 def _compute_dtype(node: Any) -> np.dtype[Any]:
-    reason = _refusal(node)
+    reason = moe_grouped_matmul_refusal(node)
     if reason is not None:
         raise hg.HipdnnError(hg.ErrorCode.GRAPH_NOT_SUPPORTED, f"node '{node.name}': {reason}")
     return _COMPUTE[hg.DataType(node.attributes.compute_data_type)]
 
 
-def _invalid(node: Any, message: str) -> hg.HipdnnError:
-    return hg.HipdnnError(hg.ErrorCode.INVALID_VALUE, f"node '{node.name}': {message}")
-
-
-def _ints(node: Any, inputs: Mapping[str, Any], slot: str) -> Array:
-    """An INT32 routing input as a flat int64 vector (its dims are ``[n, 1, 1]`` or ``[1, n, 1]``).
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` when the slot has no input or holds non-integers.
-    """
-    if slot not in inputs:
-        raise _invalid(node, f"no input for {slot}")
-    values = np.asarray(inputs[slot])
-    if values.dtype.kind not in "iu":
-        rounded = np.rint(values)
-        if not np.array_equal(rounded, values):
-            raise _invalid(node, f"{slot} holds values that are not integers")
-        values = rounded
-    return values.astype(np.int64).reshape(-1)
-
-
 def _operand(node: Any, inputs: Mapping[str, Any], slot: str, dtype: np.dtype[Any]) -> Array:
     if slot not in inputs:
-        raise _invalid(node, f"no input for {slot}")
+        raise hg.HipdnnError(hg.ErrorCode.INVALID_VALUE, f"node '{node.name}': no input for {slot}")
     return np.asarray(inputs[slot], dtype=dtype)
-
-
-def check_offsets(node: Any, offsets: Array, rows: int, first_zero: bool) -> None:
-    """hipDNN's offset checks: each in ``[0, rows]``, non-decreasing (and, for the backward,
-    the first one 0: rows before the first expert would be dropped silently).
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` naming the first offset that fails.
-    """
-    bad = np.flatnonzero((offsets < 0) | (offsets > rows))
-    if bad.size:
-        g = int(bad[0])
-        raise _invalid(
-            node, f"FIRST_TOKEN_OFFSET[{g}] = {int(offsets[g])} is out of range [0, {rows}]"
-        )
-    falling = np.flatnonzero(np.diff(offsets) < 0)
-    if falling.size:
-        raise _invalid(
-            node, f"FIRST_TOKEN_OFFSET must be non-decreasing (violated at {int(falling[0]) + 1})"
-        )
-    if first_zero and offsets.size and offsets[0] != 0:
-        raise _invalid(node, f"FIRST_TOKEN_OFFSET[0] must be 0, got {int(offsets[0])}")
-
-
-def _routes(
-    node: hg.MoeGroupedMatmulNode, inputs: Mapping[str, Any], tokens: int, experts: int
-) -> tuple[Array, Array, Array]:
-    """``(src, dst, expert)`` of every routed row some group owns."""
-    a = node.attributes
-    mode = a.get_mode()
-    if mode == hg.MoeGroupedMatmulMode.GATHER:
-        index = _ints(node, inputs, "TOKEN_INDEX")
-        routed = index.size
-    else:
-        routed = tokens
-    offsets = _ints(node, inputs, "FIRST_TOKEN_OFFSET")
-    check_offsets(node, offsets, routed, first_zero=False)
-    rows = np.arange(routed, dtype=np.int64)
-    group = np.searchsorted(offsets, rows, side="right") - 1  # the last group at or before r
-    owned = group >= 0  # rows before the first offset belong to no group
-    rows, group = rows[owned], group[owned]
-    src, dst = rows, rows
-    if mode == hg.MoeGroupedMatmulMode.GATHER:
-        src = index[rows]
-    elif mode == hg.MoeGroupedMatmulMode.SCATTER:
-        index, ks = _ints(node, inputs, "TOKEN_INDEX"), _ints(node, inputs, "TOKEN_KS")
-        if index.size != tokens or ks.size != tokens:
-            raise _invalid(
-                node, "SCATTER mode requires the routed row count to equal the token row count"
-            )
-        top_k = a.get_top_k()
-        bad = np.flatnonzero((ks[rows] < 0) | (ks[rows] >= top_k))
-        if bad.size:
-            r = int(rows[bad[0]])
-            raise _invalid(node, f"TOKEN_KS[{r}] = {int(ks[r])} is out of range [0, {top_k})")
-        dst = index[rows] * top_k + ks[rows]
-    elif mode != hg.MoeGroupedMatmulMode.NONE:
-        raise hg.HipdnnError(
-            hg.ErrorCode.GRAPH_NOT_SUPPORTED, f"node '{node.name}': routing mode {mode.name}"
-        )
-    return src, dst, group % experts
-
-
-def moe_routes(
-    node: hg.MoeGroupedMatmulNode,
-    inputs: Mapping[str, Any],
-    tokens: int,
-    experts: int,
-    out_rows: int,
-) -> tuple[Array, Array, Array]:
-    """``(src, dst, expert)`` of every routed row some group owns, each checked as hipDNN's
-    reference checks it (the engines that compute elsewhere check their routes here too).
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` for offsets out of range or decreasing, a routed source
-            or destination row outside its tensor, two SCATTER rows with one destination, a
-            ``TOKEN_KS`` value outside ``[0, top_k)``, or a missing routing input.
-    """
-    src, dst, expert = _routes(node, inputs, tokens, experts)
-    for values, bound, what in ((src, tokens, "source"), (dst, out_rows, "destination")):
-        bad = np.flatnonzero((values < 0) | (values >= bound))
-        if bad.size:
-            raise _invalid(
-                node, f"routed {what} row {int(values[bad[0]])} is out of range [0, {bound})"
-            )
-    taken, counts = np.unique(dst, return_counts=True)
-    if np.any(counts > 1):
-        raise _invalid(node, f"duplicate SCATTER destination row {int(taken[counts > 1][0])}")
-    return src, dst, expert
 
 
 def run_moe_grouped_matmul(
@@ -261,7 +141,7 @@ def run_moe_grouped_matmul_bwd(
     dtype = _compute_dtype(node)
     dout = _operand(node, inputs, "DOUTPUT", dtype)[0]  # [tokens, N]
     token = _operand(node, inputs, "TOKEN", dtype)[0]  # [tokens, K]
-    offsets = _ints(node, inputs, "FIRST_TOKEN_OFFSET")
+    offsets = routing_ints(node, inputs, "FIRST_TOKEN_OFFSET")
     tokens = token.shape[0]
     check_offsets(node, offsets, tokens, first_zero=True)
     bounds = np.append(offsets, tokens)

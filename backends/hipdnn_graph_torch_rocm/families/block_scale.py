@@ -13,7 +13,8 @@ CPU references), in the compute type (FLOAT or DOUBLE, as hipDNN's references co
 * dequantize: ``Y = X · SCALE`` (or ``X · 2^(−SCALE)`` with ``is_negative_scale``), each SCALE
   element repeated over its block.
 
-What the reference refuses, these refuse with its reason; types torch has no dtype for (FP4_E2M1
+What hipDNN leaves undefined, these refuse with the reason the NumPy reference gives too (the
+core's, :mod:`hipdnn_graph.nodes.block_scale_math`); types torch has no dtype for (FP4_E2M1
 one element per byte, FP6_E2M3, FP6_E3M2) are refused by name. A non-finite X to quantize raises
 ``GRAPH_NOT_SUPPORTED`` eagerly (one host synchronisation); under ``torch.compile`` the check is
 a :data:`~._common.CHECK` result instead.
@@ -38,13 +39,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import hipdnn_graph as hg
+from hipdnn_graph.nodes.block_scale_math import (
+    block_scale_dequantize_refusal as _math_dequantize_refusal,
+)
+from hipdnn_graph.nodes.block_scale_math import (
+    block_scale_quantize_refusal as _math_quantize_refusal,
+)
 from hipdnn_graph.nodes.block_scale_quantize import block_axis
-from hipdnn_graph_numpy_reference.families.block_scale import (
-    block_scale_dequantize_refusal as _reference_dequantize_refusal,
-)
-from hipdnn_graph_numpy_reference.families.block_scale import (
-    block_scale_quantize_refusal as _reference_quantize_refusal,
-)
 
 from ._common import (
     CHECK,
@@ -69,14 +70,14 @@ _BITS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
 
 
 def block_scale_quantize_refusal(node: hg.BlockScaleQuantizeNode) -> str | None:
-    """Why the lowering cannot run this quantize node (the reference's reasons, then types
+    """Why the lowering cannot run this quantize node (hipDNN's reasons, then types
     torch lacks), or None."""
-    return _reference_quantize_refusal(node) or torch_type_refusal(node)
+    return _math_quantize_refusal(node) or torch_type_refusal(node)
 
 
 def block_scale_dequantize_refusal(node: hg.BlockScaleDequantizeNode) -> str | None:
     """Why the lowering cannot run this dequantize node, or None."""
-    return _reference_dequantize_refusal(node) or torch_type_refusal(node)
+    return _math_dequantize_refusal(node) or torch_type_refusal(node)
 
 
 def _limits(torch: Any, dtype: Any) -> tuple[float, float]:

@@ -1,9 +1,10 @@
-"""The custom op: no lowering, by definition, and the reason the NumPy reference gives.
+"""The custom op: no lowering, by definition, and the reason every built-in engine gives.
 
 A custom op is plugin-defined: hipDNN carries its tensors and an opaque payload to the plugin
 its ``custom_op_id`` names and defines no math for it, so the torch engines refuse every custom
-op node as the reference does (:mod:`hipdnn_graph_numpy_reference.families.custom_op`, the one
-place that says why), naming the node and the plugin operation.
+op node as the NumPy reference does, with the core's reason
+(:func:`hipdnn_graph.nodes.custom_op.custom_op_refusal`, the one place that says why), naming
+the node and the plugin operation.
 
 Example:
     >>> import hipdnn_graph as hg
@@ -16,13 +17,11 @@ Example:
 from __future__ import annotations
 
 import hipdnn_graph as hg
-from hipdnn_graph_numpy_reference.families.custom_op import (
-    custom_op_refusal as _reference_refusal,
-)
+from hipdnn_graph.nodes.custom_op import custom_op_refusal as _math_refusal
 
 __all__ = ["custom_op_refusal"]
 
 
 def custom_op_refusal(node: hg.CustomOpNode) -> str:
     """Why the torch engines do not run ``node``: always, its math is the plugin's."""
-    return f"node '{node.name}': {_reference_refusal(node)}"
+    return f"node '{node.name}': {_math_refusal(node)}"

@@ -1,14 +1,15 @@
 """The MoE grouped matmul lowerings: ``OUTPUT`` (forward, NONE / GATHER / SCATTER routing) and
-``DWEIGHT`` (the weight gradient), the NumPy reference's math
-(:mod:`hipdnn_graph_numpy_reference.families.moe_grouped_matmul`) in the compute type (FLOAT
-or DOUBLE, as hipDNN's references compute; 16-bit operands are cast to it).
+``DWEIGHT`` (the weight gradient), hipDNN's math (as its CPU references and the NumPy
+reference define it) in the compute type (FLOAT or DOUBLE, as hipDNN's references compute;
+16-bit operands are cast to it).
 
 Two paths, one result:
 
 * eager (``TORCH_EAGER_ENGINE``): the routing tensors (``FIRST_TOKEN_OFFSET``, ``TOKEN_INDEX``,
   ``TOKEN_KS``; a few int32 per routed row) are copied to the host, **one synchronisation per
-  node**, and checked by the reference's own rules (:func:`moe_routes`, :func:`check_offsets`:
-  the same ``INVALID_VALUE`` messages); then one GEMM per expert over its rows (index_select,
+  node**, and checked by the core's rules (:mod:`hipdnn_graph.nodes.moe_math`:
+  :func:`moe_routes`, :func:`check_offsets`, which the NumPy reference checks by too: the same
+  ``INVALID_VALUE`` messages); then one GEMM per expert over its rows (index_select,
   matmul, index_copy), as the reference computes;
 * traced (``torch.compile``, ``TORCH_FUSION_ENGINE``): no host synchronisation and no
   data-dependent Python: each row's group is ``searchsorted`` of the offsets, indices are
@@ -44,16 +45,9 @@ from itertools import pairwise
 from typing import Any
 
 import hipdnn_graph as hg
-from hipdnn_graph_numpy_reference.families.moe_grouped_matmul import (
-    check_offsets,
-    moe_routes,
-)
-from hipdnn_graph_numpy_reference.families.moe_grouped_matmul import (
-    moe_grouped_matmul_bwd_refusal as _reference_bwd_refusal,
-)
-from hipdnn_graph_numpy_reference.families.moe_grouped_matmul import (
-    moe_grouped_matmul_refusal as _reference_refusal,
-)
+from hipdnn_graph.nodes.moe_math import check_offsets, moe_routes
+from hipdnn_graph.nodes.moe_math import moe_grouped_matmul_bwd_refusal as _math_bwd_refusal
+from hipdnn_graph.nodes.moe_math import moe_grouped_matmul_refusal as _math_refusal
 
 from ._common import CHECK, Prepared, compiling, compute_dtype, torch_type_refusal
 
@@ -75,17 +69,18 @@ def _prefixed(node: Any, reason: str | None) -> str | None:
 
 
 def moe_grouped_matmul_refusal(node: hg.MoeGroupedMatmulNode) -> str | None:
-    """Why the lowering cannot run this forward node (the reference's reason, a routing mode
-    it does not define, or a type torch lacks), or None."""
+    """Why the lowering cannot run this forward node (hipDNN's reason from
+    :mod:`hipdnn_graph.nodes.moe_math`, a routing mode it does not define, or a type torch
+    lacks), or None."""
     mode = node.attributes.get_mode()
     if mode not in (Mode.NONE, Mode.GATHER, Mode.SCATTER):
         return f"node '{node.name}': routing mode {mode.name}"
-    return _prefixed(node, _reference_refusal(node)) or torch_type_refusal(node)
+    return _prefixed(node, _math_refusal(node)) or torch_type_refusal(node)
 
 
 def moe_grouped_matmul_bwd_refusal(node: hg.MoeGroupedMatmulBwdNode) -> str | None:
     """Why the lowering cannot run this weight-gradient node, or None."""
-    return _prefixed(node, _reference_bwd_refusal(node)) or torch_type_refusal(node)
+    return _prefixed(node, _math_bwd_refusal(node)) or torch_type_refusal(node)
 
 
 def _host(inputs: Mapping[str, Any], slots: tuple[str, ...]) -> dict[str, Any]:
