@@ -219,6 +219,24 @@ class SlotSpec:
     wire: str
     pass_by_value: bool = False
 
+    @classmethod
+    def named(
+        cls, member: IntEnum, output: bool, required: bool, fb_slot: int, attribute: IntEnum
+    ) -> SlotSpec:
+        """A slot whose wire name is its member's, ``<member>_tensor_uid`` (hipDNN's usual
+        spelling; a slot spelled otherwise states its ``wire``).
+
+        Example:
+            >>> from hipdnn_graph.attributes import MatmulAttributes
+            >>> from hipdnn_graph.nodes.matmul import MatmulAttributeName
+            >>> a = MatmulAttributes.InputNames.A
+            >>> SlotSpec.named(a, False, True, 0, MatmulAttributeName.OPERATION_MATMUL_ADESC).wire
+            'a_tensor_uid'
+        """
+        return cls(
+            member, output, required, fb_slot, attribute, f"{member.name.lower()}_tensor_uid"
+        )
+
     @property
     def name(self) -> str:
         """The slot's name (its member's name in the attributes' slot enum)."""

@@ -213,12 +213,6 @@ _A = BatchnormAttributeName
 _In, _Out = BatchnormAttributes.InputNames, BatchnormAttributes.OutputNames
 
 
-def _slot(member: IntEnum, output: bool, required: bool, fb_slot: int, attribute: _A) -> SlotSpec:
-    return SlotSpec(
-        member, output, required, fb_slot, attribute, f"{member.name.lower()}_tensor_uid"
-    )
-
-
 #: Where every slot of a batch-norm training forward node lives on each wire (hipDNN's 13-field
 #: ``BatchnormAttributes`` table; its JSON keeps the uids in ``inputs``/``outputs``, absent
 #: optional tensors as ``null``, ``peer_stats_tensor_uid`` an array among the inputs).
@@ -232,32 +226,34 @@ BATCHNORM_SPEC = register_node_spec(
         compute_type=_A.BATCHNORM_COMP_TYPE_EXT,
         scalar_group="",
         slots=(
-            _slot(_In.X, False, True, 0, _A.OPERATION_BATCHNORM_X_EXT),
-            _slot(_In.SCALE, False, True, 1, _A.OPERATION_BATCHNORM_SCALE_EXT),
-            _slot(_In.BIAS, False, True, 2, _A.OPERATION_BATCHNORM_BIAS_EXT),
-            _slot(
+            SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BATCHNORM_X_EXT),
+            SlotSpec.named(_In.SCALE, False, True, 1, _A.OPERATION_BATCHNORM_SCALE_EXT),
+            SlotSpec.named(_In.BIAS, False, True, 2, _A.OPERATION_BATCHNORM_BIAS_EXT),
+            SlotSpec.named(
                 _In.PREV_RUNNING_MEAN, False, False, 5, _A.OPERATION_BATCHNORM_PREV_RUNNING_MEAN_EXT
             ),
-            _slot(
+            SlotSpec.named(
                 _In.PREV_RUNNING_VARIANCE,
                 False,
                 False,
                 6,
                 _A.OPERATION_BATCHNORM_PREV_RUNNING_VARIANCE_EXT,
             ),
-            _slot(_In.MOMENTUM, False, False, 7, _A.OPERATION_BATCHNORM_MOMENTUM_EXT),
-            _slot(_In.EPSILON, False, True, 3, _A.OPERATION_BATCHNORM_EPSILON_EXT),
-            _slot(_Out.Y, True, True, 8, _A.OPERATION_BATCHNORM_Y_EXT),
-            _slot(_Out.MEAN, True, False, 9, _A.OPERATION_BATCHNORM_MEAN_EXT),
-            _slot(_Out.INV_VARIANCE, True, False, 10, _A.OPERATION_BATCHNORM_INV_VARIANCE_EXT),
-            _slot(
+            SlotSpec.named(_In.MOMENTUM, False, False, 7, _A.OPERATION_BATCHNORM_MOMENTUM_EXT),
+            SlotSpec.named(_In.EPSILON, False, True, 3, _A.OPERATION_BATCHNORM_EPSILON_EXT),
+            SlotSpec.named(_Out.Y, True, True, 8, _A.OPERATION_BATCHNORM_Y_EXT),
+            SlotSpec.named(_Out.MEAN, True, False, 9, _A.OPERATION_BATCHNORM_MEAN_EXT),
+            SlotSpec.named(
+                _Out.INV_VARIANCE, True, False, 10, _A.OPERATION_BATCHNORM_INV_VARIANCE_EXT
+            ),
+            SlotSpec.named(
                 _Out.NEXT_RUNNING_MEAN,
                 True,
                 False,
                 11,
                 _A.OPERATION_BATCHNORM_NEXT_RUNNING_MEAN_EXT,
             ),
-            _slot(
+            SlotSpec.named(
                 _Out.NEXT_RUNNING_VARIANCE,
                 True,
                 False,

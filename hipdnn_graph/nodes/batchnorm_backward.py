@@ -148,12 +148,6 @@ _A = BatchnormBackwardAttributeName
 _In, _Out = BatchnormBackwardAttributes.InputNames, BatchnormBackwardAttributes.OutputNames
 
 
-def _slot(member: IntEnum, output: bool, required: bool, fb_slot: int, attribute: _A) -> SlotSpec:
-    return SlotSpec(
-        member, output, required, fb_slot, attribute, f"{member.name.lower()}_tensor_uid"
-    )
-
-
 #: Where every slot of a batch-norm backward node lives on each wire (hipDNN's 9-field
 #: ``BatchnormBackwardAttributes`` table; JSON uids in ``inputs``/``outputs``, absent mean and
 #: inv_variance ``null``, ``peer_stats_tensor_uid`` an array among the inputs).
@@ -167,16 +161,16 @@ BATCHNORM_BACKWARD_SPEC = register_node_spec(
         compute_type=_A.BATCHNORM_BACKWARD_COMP_TYPE_EXT,
         scalar_group="",
         slots=(
-            _slot(_In.DY, False, True, 0, _A.OPERATION_BATCHNORM_BACKWARD_DY_EXT),
-            _slot(_In.X, False, True, 1, _A.OPERATION_BATCHNORM_BACKWARD_X_EXT),
-            _slot(_In.SCALE, False, True, 4, _A.OPERATION_BATCHNORM_BACKWARD_SCALE_EXT),
-            _slot(_In.MEAN, False, False, 2, _A.OPERATION_BATCHNORM_BACKWARD_MEAN_EXT),
-            _slot(
+            SlotSpec.named(_In.DY, False, True, 0, _A.OPERATION_BATCHNORM_BACKWARD_DY_EXT),
+            SlotSpec.named(_In.X, False, True, 1, _A.OPERATION_BATCHNORM_BACKWARD_X_EXT),
+            SlotSpec.named(_In.SCALE, False, True, 4, _A.OPERATION_BATCHNORM_BACKWARD_SCALE_EXT),
+            SlotSpec.named(_In.MEAN, False, False, 2, _A.OPERATION_BATCHNORM_BACKWARD_MEAN_EXT),
+            SlotSpec.named(
                 _In.INV_VARIANCE, False, False, 3, _A.OPERATION_BATCHNORM_BACKWARD_INV_VARIANCE_EXT
             ),
-            _slot(_Out.DX, True, True, 6, _A.OPERATION_BATCHNORM_BACKWARD_DX_EXT),
-            _slot(_Out.DSCALE, True, True, 7, _A.OPERATION_BATCHNORM_BACKWARD_DSCALE_EXT),
-            _slot(_Out.DBIAS, True, True, 8, _A.OPERATION_BATCHNORM_BACKWARD_DBIAS_EXT),
+            SlotSpec.named(_Out.DX, True, True, 6, _A.OPERATION_BATCHNORM_BACKWARD_DX_EXT),
+            SlotSpec.named(_Out.DSCALE, True, True, 7, _A.OPERATION_BATCHNORM_BACKWARD_DSCALE_EXT),
+            SlotSpec.named(_Out.DBIAS, True, True, 8, _A.OPERATION_BATCHNORM_BACKWARD_DBIAS_EXT),
         ),
         scalars=(),
         unmodelled=(

@@ -121,10 +121,6 @@ _A = BatchnormInferenceAttributeName
 _In, _Out = BatchnormInferenceAttributes.InputNames, BatchnormInferenceAttributes.OutputNames
 
 
-def _slot(member: IntEnum, output: bool, fb_slot: int, attribute: _A) -> SlotSpec:
-    return SlotSpec(member, output, True, fb_slot, attribute, f"{member.name.lower()}_tensor_uid")
-
-
 #: Where every slot of a batch-norm inference node lives on each wire (hipDNN's 6-field
 #: ``BatchnormInferenceAttributes`` table, every uid required; JSON uids in ``inputs``/``outputs``).
 BATCHNORM_INFERENCE_SPEC = register_node_spec(
@@ -137,12 +133,14 @@ BATCHNORM_INFERENCE_SPEC = register_node_spec(
         compute_type=_A.BATCHNORM_INF_COMP_TYPE_EXT,
         scalar_group="",
         slots=(
-            _slot(_In.X, False, 0, _A.OPERATION_BATCHNORM_INFERENCE_X_EXT),
-            _slot(_In.MEAN, False, 1, _A.OPERATION_BATCHNORM_INFERENCE_MEAN_EXT),
-            _slot(_In.INV_VARIANCE, False, 2, _A.OPERATION_BATCHNORM_INFERENCE_INV_VARIANCE_EXT),
-            _slot(_In.SCALE, False, 3, _A.OPERATION_BATCHNORM_INFERENCE_SCALE_EXT),
-            _slot(_In.BIAS, False, 4, _A.OPERATION_BATCHNORM_INFERENCE_BIAS_EXT),
-            _slot(_Out.Y, True, 5, _A.OPERATION_BATCHNORM_INFERENCE_Y_EXT),
+            SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BATCHNORM_INFERENCE_X_EXT),
+            SlotSpec.named(_In.MEAN, False, True, 1, _A.OPERATION_BATCHNORM_INFERENCE_MEAN_EXT),
+            SlotSpec.named(
+                _In.INV_VARIANCE, False, True, 2, _A.OPERATION_BATCHNORM_INFERENCE_INV_VARIANCE_EXT
+            ),
+            SlotSpec.named(_In.SCALE, False, True, 3, _A.OPERATION_BATCHNORM_INFERENCE_SCALE_EXT),
+            SlotSpec.named(_In.BIAS, False, True, 4, _A.OPERATION_BATCHNORM_INFERENCE_BIAS_EXT),
+            SlotSpec.named(_Out.Y, True, True, 5, _A.OPERATION_BATCHNORM_INFERENCE_Y_EXT),
         ),
         scalars=(),
         unmodelled=(),

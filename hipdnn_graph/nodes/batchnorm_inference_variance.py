@@ -123,10 +123,6 @@ _In = BatchnormInferenceAttributesVarianceExt.InputNames
 _Out = BatchnormInferenceAttributesVarianceExt.OutputNames
 
 
-def _slot(member: IntEnum, output: bool, fb_slot: int, attribute: _A) -> SlotSpec:
-    return SlotSpec(member, output, True, fb_slot, attribute, f"{member.name.lower()}_tensor_uid")
-
-
 #: Where every slot lives on each wire (hipDNN's 7-field
 #: ``BatchnormInferenceAttributesVarianceExt`` table, every uid required; JSON uids in
 #: ``inputs``/``outputs``).
@@ -140,13 +136,23 @@ BATCHNORM_INFERENCE_VARIANCE_SPEC = register_node_spec(
         compute_type=_A.BATCHNORM_INF_VAR_COMP_TYPE_EXT,
         scalar_group="",
         slots=(
-            _slot(_In.X, False, 0, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_X_EXT),
-            _slot(_In.MEAN, False, 1, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_MEAN_EXT),
-            _slot(_In.VARIANCE, False, 2, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_VARIANCE_EXT),
-            _slot(_In.SCALE, False, 3, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_SCALE_EXT),
-            _slot(_In.BIAS, False, 4, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_BIAS_EXT),
-            _slot(_In.EPSILON, False, 6, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_EPSILON_EXT),
-            _slot(_Out.Y, True, 5, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_Y_EXT),
+            SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_X_EXT),
+            SlotSpec.named(
+                _In.MEAN, False, True, 1, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_MEAN_EXT
+            ),
+            SlotSpec.named(
+                _In.VARIANCE, False, True, 2, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_VARIANCE_EXT
+            ),
+            SlotSpec.named(
+                _In.SCALE, False, True, 3, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_SCALE_EXT
+            ),
+            SlotSpec.named(
+                _In.BIAS, False, True, 4, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_BIAS_EXT
+            ),
+            SlotSpec.named(
+                _In.EPSILON, False, True, 6, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_EPSILON_EXT
+            ),
+            SlotSpec.named(_Out.Y, True, True, 5, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_Y_EXT),
         ),
         scalars=(),
         unmodelled=(),

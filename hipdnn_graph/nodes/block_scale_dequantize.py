@@ -127,10 +127,6 @@ _A = BlockScaleDequantizeAttributeName
 _In, _Out = BlockScaleDequantizeAttributes.InputNames, BlockScaleDequantizeAttributes.OutputNames
 
 
-def _slot(member: IntEnum, output: bool, fb_slot: int, attribute: _A) -> SlotSpec:
-    return SlotSpec(member, output, True, fb_slot, attribute, f"{member.name.lower()}_tensor_uid")
-
-
 #: Where every slot and member of a block-scale dequantize node lives on each wire (hipDNN's
 #: 5-field ``BlockScaleDequantizeAttributes`` table, reconstructed; JSON uids in
 #: ``inputs``/``outputs``, ``block_size`` on the node object when not empty,
@@ -145,9 +141,11 @@ BLOCK_SCALE_DEQUANTIZE_SPEC = register_node_spec(
         compute_type=_A.OPERATION_BLOCK_SCALE_DEQUANTIZE_MATH_PREC,
         scalar_group=JSON_SCALARS_ON_NODE,
         slots=(
-            _slot(_In.X, False, 0, _A.OPERATION_BLOCK_SCALE_DEQUANTIZE_XDESC),
-            _slot(_In.SCALE, False, 1, _A.OPERATION_BLOCK_SCALE_DEQUANTIZE_SCALE_DESC),
-            _slot(_Out.Y, True, 2, _A.OPERATION_BLOCK_SCALE_DEQUANTIZE_YDESC),
+            SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BLOCK_SCALE_DEQUANTIZE_XDESC),
+            SlotSpec.named(
+                _In.SCALE, False, True, 1, _A.OPERATION_BLOCK_SCALE_DEQUANTIZE_SCALE_DESC
+            ),
+            SlotSpec.named(_Out.Y, True, True, 2, _A.OPERATION_BLOCK_SCALE_DEQUANTIZE_YDESC),
         ),
         scalars=(
             ScalarSpec(

@@ -211,10 +211,6 @@ _A = BlockScaleQuantizeAttributeName
 _In, _Out = BlockScaleQuantizeAttributes.InputNames, BlockScaleQuantizeAttributes.OutputNames
 
 
-def _slot(member: IntEnum, output: bool, fb_slot: int, attribute: _A) -> SlotSpec:
-    return SlotSpec(member, output, True, fb_slot, attribute, f"{member.name.lower()}_tensor_uid")
-
-
 #: Where every slot and member of a block-scale quantize node lives on each wire (hipDNN's
 #: 6-field ``BlockScaleQuantizeAttributes`` table, reconstructed; JSON uids in
 #: ``inputs``/``outputs``, ``block_size`` and ``axis`` on the node object when set,
@@ -229,9 +225,9 @@ BLOCK_SCALE_QUANTIZE_SPEC = register_node_spec(
         compute_type=_A.OPERATION_BLOCK_SCALE_QUANTIZE_MATH_PREC,
         scalar_group=JSON_SCALARS_ON_NODE,
         slots=(
-            _slot(_In.X, False, 0, _A.OPERATION_BLOCK_SCALE_QUANTIZE_XDESC),
-            _slot(_Out.Y, True, 1, _A.OPERATION_BLOCK_SCALE_QUANTIZE_YDESC),
-            _slot(_Out.SCALE, True, 2, _A.OPERATION_BLOCK_SCALE_QUANTIZE_SCALE_DESC),
+            SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BLOCK_SCALE_QUANTIZE_XDESC),
+            SlotSpec.named(_Out.Y, True, True, 1, _A.OPERATION_BLOCK_SCALE_QUANTIZE_YDESC),
+            SlotSpec.named(_Out.SCALE, True, True, 2, _A.OPERATION_BLOCK_SCALE_QUANTIZE_SCALE_DESC),
         ),
         scalars=(
             ScalarSpec(

@@ -143,13 +143,12 @@ def convolution_spec(
             compute_type=_A.CONVOLUTION_COMP_TYPE,
             scalar_group="parameters",
             slots=tuple(
-                SlotSpec(
+                SlotSpec.named(
                     member,
                     field == 2,
                     True,
                     field,
                     ConvolutionAttributeName[f"OPERATION_CONVOLUTION_{operation}_{member.name}"],
-                    f"{member.name.lower()}_tensor_uid",
                 )
                 for field, member in enumerate(slots)
             ),

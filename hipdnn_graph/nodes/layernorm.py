@@ -167,12 +167,6 @@ NORM_FWD_PHASE_NUMBER = WireEnum(
 )
 
 
-def _slot(member: IntEnum, output: bool, required: bool, fb_slot: int, attribute: _A) -> SlotSpec:
-    return SlotSpec(
-        member, output, required, fb_slot, attribute, f"{member.name.lower()}_tensor_uid"
-    )
-
-
 #: Where every slot and member of a layer-norm forward node lives on each wire (hipDNN's 9-field
 #: ``LayernormAttributes`` table; its JSON writes ``normalized_dim_count`` and ``forward_phase``,
 #: as a number, on the node object itself, absent statistics as ``null``).
@@ -186,13 +180,15 @@ LAYERNORM_SPEC = register_node_spec(
         compute_type=_A.LAYERNORM_COMP_TYPE_EXT,
         scalar_group=JSON_SCALARS_ON_NODE,
         slots=(
-            _slot(_In.X, False, True, 0, _A.OPERATION_LAYERNORM_X_EXT),
-            _slot(_In.SCALE, False, True, 1, _A.OPERATION_LAYERNORM_SCALE_EXT),
-            _slot(_In.BIAS, False, True, 2, _A.OPERATION_LAYERNORM_BIAS_EXT),
-            _slot(_In.EPSILON, False, True, 3, _A.OPERATION_LAYERNORM_EPSILON_EXT),
-            _slot(_Out.Y, True, True, 4, _A.OPERATION_LAYERNORM_Y_EXT),
-            _slot(_Out.MEAN, True, False, 6, _A.OPERATION_LAYERNORM_MEAN_EXT),
-            _slot(_Out.INV_VARIANCE, True, False, 7, _A.OPERATION_LAYERNORM_INV_VARIANCE_EXT),
+            SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_LAYERNORM_X_EXT),
+            SlotSpec.named(_In.SCALE, False, True, 1, _A.OPERATION_LAYERNORM_SCALE_EXT),
+            SlotSpec.named(_In.BIAS, False, True, 2, _A.OPERATION_LAYERNORM_BIAS_EXT),
+            SlotSpec.named(_In.EPSILON, False, True, 3, _A.OPERATION_LAYERNORM_EPSILON_EXT),
+            SlotSpec.named(_Out.Y, True, True, 4, _A.OPERATION_LAYERNORM_Y_EXT),
+            SlotSpec.named(_Out.MEAN, True, False, 6, _A.OPERATION_LAYERNORM_MEAN_EXT),
+            SlotSpec.named(
+                _Out.INV_VARIANCE, True, False, 7, _A.OPERATION_LAYERNORM_INV_VARIANCE_EXT
+            ),
         ),
         scalars=(
             ScalarSpec(

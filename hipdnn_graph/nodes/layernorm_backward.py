@@ -146,12 +146,6 @@ _A = LayernormBackwardAttributeName
 _In, _Out = LayernormBackwardAttributes.InputNames, LayernormBackwardAttributes.OutputNames
 
 
-def _slot(member: IntEnum, output: bool, required: bool, fb_slot: int, attribute: _A) -> SlotSpec:
-    return SlotSpec(
-        member, output, required, fb_slot, attribute, f"{member.name.lower()}_tensor_uid"
-    )
-
-
 #: Where every slot and member of a layer-norm backward node lives on each wire (hipDNN's
 #: 10-field ``LayernormBackwardAttributes`` table; JSON uids in ``inputs``/``outputs``, absent
 #: mean, inv_variance and epsilon ``null``, ``normalized_dim_count`` on the node object).
@@ -165,17 +159,19 @@ LAYERNORM_BACKWARD_SPEC = register_node_spec(
         compute_type=_A.LAYERNORM_BACKWARD_COMP_TYPE_EXT,
         scalar_group=JSON_SCALARS_ON_NODE,
         slots=(
-            _slot(_In.DY, False, True, 0, _A.OPERATION_LAYERNORM_BACKWARD_DY_EXT),
-            _slot(_In.X, False, True, 1, _A.OPERATION_LAYERNORM_BACKWARD_X_EXT),
-            _slot(_In.SCALE, False, True, 2, _A.OPERATION_LAYERNORM_BACKWARD_SCALE_EXT),
-            _slot(_In.MEAN, False, False, 3, _A.OPERATION_LAYERNORM_BACKWARD_MEAN_EXT),
-            _slot(
+            SlotSpec.named(_In.DY, False, True, 0, _A.OPERATION_LAYERNORM_BACKWARD_DY_EXT),
+            SlotSpec.named(_In.X, False, True, 1, _A.OPERATION_LAYERNORM_BACKWARD_X_EXT),
+            SlotSpec.named(_In.SCALE, False, True, 2, _A.OPERATION_LAYERNORM_BACKWARD_SCALE_EXT),
+            SlotSpec.named(_In.MEAN, False, False, 3, _A.OPERATION_LAYERNORM_BACKWARD_MEAN_EXT),
+            SlotSpec.named(
                 _In.INV_VARIANCE, False, False, 4, _A.OPERATION_LAYERNORM_BACKWARD_INV_VARIANCE_EXT
             ),
-            _slot(_In.EPSILON, False, False, 5, _A.OPERATION_LAYERNORM_BACKWARD_EPSILON_EXT),
-            _slot(_Out.DX, True, True, 6, _A.OPERATION_LAYERNORM_BACKWARD_DX_EXT),
-            _slot(_Out.DSCALE, True, True, 7, _A.OPERATION_LAYERNORM_BACKWARD_DSCALE_EXT),
-            _slot(_Out.DBIAS, True, True, 8, _A.OPERATION_LAYERNORM_BACKWARD_DBIAS_EXT),
+            SlotSpec.named(
+                _In.EPSILON, False, False, 5, _A.OPERATION_LAYERNORM_BACKWARD_EPSILON_EXT
+            ),
+            SlotSpec.named(_Out.DX, True, True, 6, _A.OPERATION_LAYERNORM_BACKWARD_DX_EXT),
+            SlotSpec.named(_Out.DSCALE, True, True, 7, _A.OPERATION_LAYERNORM_BACKWARD_DSCALE_EXT),
+            SlotSpec.named(_Out.DBIAS, True, True, 8, _A.OPERATION_LAYERNORM_BACKWARD_DBIAS_EXT),
         ),
         scalars=(
             ScalarSpec(

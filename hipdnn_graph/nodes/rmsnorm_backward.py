@@ -131,12 +131,6 @@ _A = RMSNormBackwardAttributeName
 _In, _Out = RMSNormBackwardAttributes.InputNames, RMSNormBackwardAttributes.OutputNames
 
 
-def _slot(member: IntEnum, output: bool, required: bool, fb_slot: int, attribute: _A) -> SlotSpec:
-    return SlotSpec(
-        member, output, required, fb_slot, attribute, f"{member.name.lower()}_tensor_uid"
-    )
-
-
 #: Where every slot of an RMSNorm backward node lives on each wire (hipDNN's 7-field
 #: ``RMSNormBackwardAttributes`` table; inv_rms a required uid, dbias optional; JSON uids in
 #: ``inputs``/``outputs``, an absent dbias left out).
@@ -151,13 +145,13 @@ RMSNORM_BACKWARD_SPEC = register_node_spec(
         scalar_group="",
         omit_absent_uids=True,
         slots=(
-            _slot(_In.DY, False, True, 0, _A.OPERATION_RMSNORM_BACKWARD_DY_EXT),
-            _slot(_In.X, False, True, 1, _A.OPERATION_RMSNORM_BACKWARD_X_EXT),
-            _slot(_In.SCALE, False, True, 2, _A.OPERATION_RMSNORM_BACKWARD_SCALE_EXT),
-            _slot(_In.INV_RMS, False, True, 3, _A.OPERATION_RMSNORM_BACKWARD_INV_RMS_EXT),
-            _slot(_Out.DX, True, True, 4, _A.OPERATION_RMSNORM_BACKWARD_DX_EXT),
-            _slot(_Out.DSCALE, True, True, 5, _A.OPERATION_RMSNORM_BACKWARD_DSCALE_EXT),
-            _slot(_Out.DBIAS, True, False, 6, _A.OPERATION_RMSNORM_BACKWARD_DBIAS_EXT),
+            SlotSpec.named(_In.DY, False, True, 0, _A.OPERATION_RMSNORM_BACKWARD_DY_EXT),
+            SlotSpec.named(_In.X, False, True, 1, _A.OPERATION_RMSNORM_BACKWARD_X_EXT),
+            SlotSpec.named(_In.SCALE, False, True, 2, _A.OPERATION_RMSNORM_BACKWARD_SCALE_EXT),
+            SlotSpec.named(_In.INV_RMS, False, True, 3, _A.OPERATION_RMSNORM_BACKWARD_INV_RMS_EXT),
+            SlotSpec.named(_Out.DX, True, True, 4, _A.OPERATION_RMSNORM_BACKWARD_DX_EXT),
+            SlotSpec.named(_Out.DSCALE, True, True, 5, _A.OPERATION_RMSNORM_BACKWARD_DSCALE_EXT),
+            SlotSpec.named(_Out.DBIAS, True, False, 6, _A.OPERATION_RMSNORM_BACKWARD_DBIAS_EXT),
         ),
         scalars=(),
         unmodelled=(),
