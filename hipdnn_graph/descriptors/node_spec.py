@@ -227,11 +227,11 @@ class SlotSpec:
         spelling; a slot spelled otherwise states its ``wire``).
 
         Example:
-            >>> from hipdnn_graph.attributes import MatmulAttributes
-            >>> from hipdnn_graph.nodes.matmul import MatmulAttributeName
-            >>> a = MatmulAttributes.InputNames.A
-            >>> SlotSpec.named(a, False, True, 0, MatmulAttributeName.OPERATION_MATMUL_ADESC).wire
-            'a_tensor_uid'
+            >>> from enum import IntEnum
+            >>> Slot = IntEnum("Slot", ["IN_0"])
+            >>> Attribute = IntEnum("Attribute", [("OPERATION_IN_0_DESC", 7)])
+            >>> SlotSpec.named(Slot.IN_0, False, True, 0, Attribute.OPERATION_IN_0_DESC).wire
+            'in_0_tensor_uid'
         """
         return cls(
             member, output, required, fb_slot, attribute, f"{member.name.lower()}_tensor_uid"
