@@ -34,6 +34,7 @@ from ..types import DiagonalAlignment
 from . import _dropout
 from ._cached import Options, cache_key, graph_cache
 from ._graphs import run_backward, run_forward, run_forward_on
+from ._philox_graphs import philox_slots
 
 __all__ = [
     "Philox",
@@ -41,6 +42,7 @@ __all__ = [
     "forward_qkv",
     "fused_choice",
     "philox_backward_qkv",
+    "philox_forward_pack",
     "philox_forward_qkv",
     "with_dropout",
 ]
@@ -145,20 +147,35 @@ def philox_forward_qkv(
             out = entry.launch([q, k, v, seed, offset])
             _dropout.advance_by(device, offset, known.increment)
             return out[0], out[1], (seed, offset, known.backward_options)
-    prefer = fused_choice(q, k, v, None, p, options, padded=False)
-    forward_options = with_dropout(options, p, prefer, None)
-    seed, offset = _dropout.draw(device)
-    pack: dict[str, Any] = {"Q": q, "K": k, "V": v, "Seed": seed, "Offset": offset}
-    o, stats, ran = run_forward_on(pack, forward_options)
-    increment = _dropout.increment(ran, q.shape[0], q.shape[1], q.shape[2], k.shape[2])
-    _dropout.advance_by(device, offset, increment)
-    known = _Remembered(
-        cache_key("fwd", pack, forward_options), increment, with_dropout(options, p, None, ran)
+    pack: dict[str, Any] = {"Q": q, "K": k, "V": v}
+    o, stats, philox, forward_key, increment = philox_forward_pack(
+        pack, None, p, options, padded=False
     )
     if len(_PHILOX) > 1024:
         _PHILOX.clear()
-    _PHILOX[signature] = known
-    return o, stats, (seed, offset, known.backward_options)
+    _PHILOX[signature] = _Remembered(forward_key, increment, philox[2])
+    return o, stats, philox
+
+
+def philox_forward_pack(
+    pack: dict[str, Any], bias: Tensor | None, p: float, options: Options, *, padded: bool
+) -> tuple[Tensor, Tensor, Philox, Any, int]:
+    """A philox forward through the general route: ``pack`` (Q, K, V and the optional slots,
+    checked) gets this call's Seed and Offset from torch's generator, the graph prefers the
+    fused op torch would run (:func:`fused_choice`), and the generator moves on past the engine
+    that ran. Returns ``(O, Stats, what the backward needs, the graph's cache key, the
+    generator increment)``."""
+    q, k = pack["Q"], pack["K"]
+    prefer = fused_choice(q, k, pack["V"], bias, p, options, padded=padded)
+    forward_options = with_dropout(options, p, prefer, None)
+    seed, offset = _dropout.draw(q.device)
+    pack.update(philox_slots(seed, offset))
+    o, stats, ran = run_forward_on(pack, forward_options)
+    increment = _dropout.increment(ran, q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+    _dropout.advance_by(q.device, offset, increment)
+    # the backward runs on the engine that ran, with the same seed and offset: one mask
+    philox = (seed, offset, with_dropout(options, p, None, ran))
+    return o, stats, philox, cache_key("fwd", pack, forward_options), increment
 
 
 def philox_backward_qkv(

@@ -37,7 +37,6 @@ from ._graphs import (
     optional_slots,
     run_backward,
     run_forward,
-    run_forward_on,
     sdpa_backward,
     sdpa_forward,
 )
@@ -46,8 +45,8 @@ from ._hot import (
     forward_qkv,
     fused_choice,
     philox_backward_qkv,
+    philox_forward_pack,
     philox_forward_qkv,
-    with_dropout,
 )
 from ._philox_graphs import philox_backward, philox_forward, philox_slots
 
@@ -234,13 +233,9 @@ class _SdpaFunction(torch.autograd.Function):
                 bias = bias.detach()
             pack.update(optional_slots(q.dtype, bias, slq, slkv, None, 1.0))
         if dropout_p:
-            prefer = fused_choice(q, k, v, bias, dropout_p, options, padded=slq is not None)
-            seed, offset = _dropout.draw(q.device)
-            pack.update(philox_slots(seed, offset))
-            o, stats, ran = run_forward_on(pack, with_dropout(options, dropout_p, prefer, None))
-            _dropout.advance(q.device, offset, ran, (*q.shape[:3], k.shape[2]))
-            # the backward runs on the engine that ran, with the same seed and offset: one mask
-            ctx.philox = (seed, offset, with_dropout(options, dropout_p, None, ran))
+            o, stats, ctx.philox, _, _ = philox_forward_pack(
+                pack, bias, dropout_p, options, padded=slq is not None
+            )
         else:
             o, stats = run_forward(pack, options)
         ctx.save_for_backward(q, k, v, bias, slq, slkv, o.detach(), stats)
