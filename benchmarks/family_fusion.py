@@ -6,8 +6,10 @@ measured that faster), ``TORCH_EAGER_ENGINE`` (node by node), and the same math 
 directly as a torch function, run eagerly and through ``torch.compile``; for single nodes the
 engine against the torch op called directly, through ``Graph.run`` (the engine's result handed
 over, as the op's own is) and ``Graph.execute`` (copied into a caller-owned buffer). Graphs run
-through ``Graph.execute`` with caller-owned buffers. CUDA events on a GPU (``perf_counter`` on
-the CPU), warm-up, median of repeats.
+through ``Graph.execute`` with caller-owned buffers; repeated on the same buffers, ``execute``
+replays a CUDA graph of the plan's kernels, so the torch contenders are also timed replayed
+from a CUDA graph ("graphed": kernel time without host time) beside their plain calls. CUDA
+events on a GPU (``perf_counter`` on the CPU), warm-up, median of repeats.
 
     python benchmarks/family_fusion.py            # the H200 shapes, bf16
     python benchmarks/family_fusion.py --quick    # fewer repeats
@@ -240,6 +242,16 @@ def median_ms(fn: Callable[[], Any], device: str, warmup: int, repeats: int, cal
     return statistics.median(samples)
 
 
+def graphed_ms(fn: Callable[[], Any], device: str, warmup: int, repeats: int, calls: int) -> float:
+    """:func:`median_ms` of ``fn``'s kernels replayed from a CUDA graph (no host time), as
+    repeated ``execute`` calls on the same buffers run (CUDA devices only)."""
+    from hipdnn_graph_torch_rocm.replay import record_graph
+
+    fn()
+    graph = record_graph(fn, device, torch.cuda.Stream(device))
+    return median_ms(graph.replay, device, warmup, repeats, calls)
+
+
 def _pack(case: Case) -> dict[Any, Any]:
     device = next(iter(case.inputs.values())).device
     outs = {
@@ -258,7 +270,7 @@ def run_case(case: Case, device: str, warmup: int, repeats: int, calls: int) -> 
     index = {name: i for i, name in enumerate(names)}
     pack = _pack(case)
     args = case.args()
-    t = {}
+    t: dict[str, float] = {}
     for engine in ("TORCH_FUSION_ENGINE", "TORCH_EAGER_ENGINE"):
         if engine in index:
             i = index[engine]
@@ -267,18 +279,31 @@ def run_case(case: Case, device: str, warmup: int, repeats: int, calls: int) -> 
     t["direct"] = median_ms(lambda: case.direct(*args), device, warmup, repeats, calls)
     parts = [f"{case.name:<36}"]
     eager = t["TORCH_EAGER_ENGINE"]
+    cuda = device.startswith("cuda")
+
+    def graphed(key: str, fn: Callable[[], Any]) -> str:
+        """`` (graphed x.xxx)`` beside a figure on CUDA, where kernels can be replayed."""
+        if not cuda:
+            return ""
+        t[f"{key}_graph"] = graphed_ms(fn, device, warmup, repeats, calls)
+        return f" (graphed {t[f'{key}_graph']:6.3f})"
+
+    direct_graphed = graphed("direct", lambda: case.direct(*args))
     if case.single:
         inputs = dict(case.inputs)
         t["run"] = median_ms(lambda: g.run(inputs), device, warmup, repeats, calls)
+        vs_graphed = f" (graphed {eager / t['direct_graph']:5.2f})" if cuda else ""
         parts.append(
             f"engine run {t['run']:8.3f} ms  engine execute {eager:8.3f} ms  "
-            f"torch op {t['direct']:8.3f} ms  run/op {t['run'] / t['direct']:5.2f}  "
-            f"execute/op {eager / t['direct']:5.2f}"
+            f"torch op {t['direct']:8.3f} ms{direct_graphed}  "
+            f"run/op {t['run'] / t['direct']:5.2f}  execute/op {eager / t['direct']:5.2f}"
+            f"{vs_graphed}"
         )
         return "  ".join(parts)
     backend = os.environ.get("HIPDNN_GRAPH_TORCH_COMPILE_BACKEND", "inductor")
     compiled_fn = torch.compile(case.direct, fullgraph=True, dynamic=False, backend=backend)
     t["compiled"] = median_ms(lambda: compiled_fn(*args), device, warmup, repeats, calls)
+    compiled_graphed = graphed("compiled", lambda: compiled_fn(*args))
     fusion = t.get("TORCH_FUSION_ENGINE", float("nan"))
     plan = (
         g._state.plans[index["TORCH_FUSION_ENGINE"]].plan
@@ -286,10 +311,13 @@ def run_case(case: Case, device: str, warmup: int, repeats: int, calls: int) -> 
         else None
     )
     choice = getattr(plan, "choice", "refused")
+    vs_graphed = f" (graphed {fusion / t['compiled_graph']:5.2f})" if cuda else ""
     parts.append(
         f"fusion[{choice}] {fusion:8.3f} ms  eager-engine {eager:8.3f} ms  "
-        f"torch.compile {t['compiled']:8.3f} ms  torch eager {t['direct']:8.3f} ms  "
+        f"torch.compile {t['compiled']:8.3f} ms{compiled_graphed}  "
+        f"torch eager {t['direct']:8.3f} ms{direct_graphed}  "
         f"eager/fusion {eager / fusion:5.2f}x  fusion/compile {fusion / t['compiled']:5.2f}"
+        f"{vs_graphed}"
     )
     return "  ".join(parts)
 
@@ -307,7 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         print("no CUDA or ROCm device; use --device cpu", file=sys.stderr)
         return 2
-    warmup, repeats, calls = (1, 3, 2) if a.quick or a.tiny else (3, 7, 5)
+    # three warm-up calls: an execute on new buffers runs eagerly, the next captures a CUDA
+    # graph, later ones replay it (hipdnn_graph_torch_rocm.replay)
+    warmup, repeats, calls = (3, 3, 2) if a.quick or a.tiny else (3, 7, 5)
     device = a.device if a.device != "cuda" else f"cuda:{torch.cuda.current_device()}"
     name = torch.cuda.get_device_name() if device != "cpu" else "cpu"
     print(f"# torch {torch.__version__}, device {name}, median of {repeats} x {calls} calls")

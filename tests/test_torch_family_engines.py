@@ -191,6 +191,60 @@ def test_environment_chooses_the_compile_backend(monkeypatch: pytest.MonkeyPatch
     assert plan.compiles == 1 and plan.choice == "fused"
 
 
+def test_inductor_compiles_with_eager_numerics_and_the_callers_patches_win(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Compiled kernels keep every declared cast and correctly rounded division (Inductor's
+    defaults drop down-casts and use approximate division on GPUs: block-scale quantize lost
+    bits on the H200 with them); a caller's ``options`` override these defaults."""
+    import torch._inductor.compile_fx as compile_fx_module
+
+    from hipdnn_graph_torch_rocm.fusion_compile import CountingBackend, FusionConfig
+
+    seen: list[dict[str, Any]] = []
+
+    def fake_compile_fx(gm: Any, example_inputs: Any, config_patches: Any = None) -> Any:
+        seen.append(dict(config_patches))
+        return gm.forward
+
+    monkeypatch.setattr(compile_fx_module, "compile_fx", fake_compile_fx)
+    import torch._inductor.config as inductor_config
+
+    division = (
+        "emulate_divison_rounding"
+        if hasattr(inductor_config, "emulate_divison_rounding")
+        else "eager_numerics.division_rounding"
+    )
+    for options, casts in ((None, True), ({"emulate_precision_casts": False}, False)):
+        backend = CountingBackend(FusionConfig(backend="inductor", options=options))
+        backend.building = True
+        backend(torch.fx.symbolic_trace(torch.nn.ReLU()), [torch.ones(2)])
+        assert seen[-1]["emulate_precision_casts"] is casts
+        assert seen[-1][division] is True
+
+
+def test_family_plans_run_cpu_buffers_eagerly_without_capturing() -> None:
+    """CUDA-graph replay is for CUDA buffers only: CPU packs run every call, capture nothing
+    and remember no buffer set."""
+    with isolated_registry(load_entry_points=False):
+        register_backend(_Backend(TorchFusionEngine(backend="eager", autotune=False),
+                                  TorchEagerEngine()))  # fmt: skip
+        for engine in (FUSION, EAGER):
+            case = _example("rmsnorm_matmul")
+            g = case.graph
+            g.build_operation_graph().create_execution_plans().build_plans(hg.BuildPlanPolicy.ALL)
+            index = g.get_engine_names().index(engine)
+            plan = g._state.plans[index].plan
+            (out,) = case.outputs
+            pack = {**case.inputs, out: torch.empty(out.dim)}
+            for _ in range(3):
+                next(iter(case.inputs.values())).add_(1.0)  # new values, same buffer
+                g.execute_plan_at_index(pack, None, index)
+                want = _reference(case)[0]
+                assert cases.max_rel_error(pack[out], want) < 1e-5
+            assert plan.replay.captures == 0 and not plan.replay.graphs
+
+
 def _graph_with(builder: Any) -> hg.Graph:
     g = cases.graph(hg.DataType.FLOAT)
     builder(g)
@@ -596,16 +650,19 @@ def test_autotune_survives_example_routes_the_eager_lowering_refuses() -> None:
 
 def test_inductor_on_the_cpu_compiles_block_scale_and_moe_to_the_references_bits() -> None:
     """Real Inductor kernels (C++ on the CPU): the quantized values and scales bit for bit,
-    E8M0 scales included (Inductor cannot bitcast E8M0: its round-up step doubles instead), and
-    a DOUBLE quotient rounded once to HALF; a SCATTER MoE to the reference's values."""
+    E8M0 scales included (Inductor cannot bitcast E8M0: its round-up step doubles instead), a
+    DOUBLE quotient rounded once to HALF, and HALF scales rounded up (on the GPU this needs the
+    engine's eager-numerics settings); a SCATTER MoE to the reference's values."""
     from hipdnn_graph_torch_rocm.fusion_compile import compiler_refusal
 
     engine = TorchFusionEngine(backend="inductor", autotune=False)
     reason = compiler_refusal(engine.config(), "cpu")
     if reason is not None:
         pytest.skip(reason)
-    for compute, y_type in ((D.FLOAT, D.FP8_E4M3), (D.DOUBLE, D.HALF)):
-        g, x, outs = _quantize_roundtrip(compute, y_type, D.FP8_E8M0)
+    rounds = ((D.FLOAT, D.FP8_E4M3, D.FP8_E8M0), (D.DOUBLE, D.HALF, D.FP8_E8M0),
+              (D.FLOAT, D.INT8, D.HALF))  # fmt: skip
+    for compute, y_type, scale in rounds:
+        g, x, outs = _quantize_roundtrip(compute, y_type, scale)
         g.build_operation_graph()
         plan = engine.build_plan(g)
         xv = cases.numpy_values(x, cases.wide(list(x.dim), seed=1))

@@ -196,3 +196,48 @@ def test_a_successful_capture_leaves_torchs_warnings_alone() -> None:
         graph = r._record(_packs(1)[0], lambda buffers: None)
     assert isinstance(graph, _WarningGraph) and _WarningGraph.ended == 1
     assert [str(w.message)[:25] for w in seen] == ["The CUDA Graph is empty. "]
+
+
+class _InvalidatedGraph(_WarningGraph):
+    """A capture that a host sync invalidated: ending it raises, as torch's does."""
+
+    def capture_end(self) -> None:
+        raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+
+
+class _Generator:
+    def __init__(self, log: list[str], name: str) -> None:
+        self.log, self.name = log, name
+
+    def clone_state(self) -> _Generator:
+        self.log.append(f"clone {self.name}")
+        return _Generator(self.log, f"copy of {self.name}")
+
+    def graphsafe_set_state(self, state: _Generator) -> None:
+        self.log.append(f"set {self.name} <- {state.name}")
+
+
+@pytest.mark.usefixtures("_fake_cuda")
+@pytest.mark.parametrize(("graph", "released"), [(_InvalidatedGraph, True), (_WarningGraph, False)],
+                         ids=["invalidated", "ended"])  # fmt: skip
+def test_a_capture_that_cannot_end_gives_the_generator_a_fresh_state(
+    monkeypatch: pytest.MonkeyPatch, graph: type, released: bool
+) -> None:
+    """Ending an invalidated capture raises before torch takes the default generator out of
+    capture mode: the generator of the capture's device gets a copy of its own state (its seed
+    and offset, not capturing); a capture that ends normally leaves it alone. The caller sees
+    the kernels' own error either way."""
+    log: list[str] = []
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", graph)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "default_generators",
+                        (_Generator(log, "gen0"), _Generator(log, "gen1")))  # fmt: skip
+
+    def syncs() -> None:
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    for device in ("cuda:0", "cuda"):
+        with pytest.raises(RuntimeError, match="not permitted"):
+            replay.record_graph(syncs, device, torch.cuda.Stream())
+    expected = ["clone gen0", "set gen0 <- copy of gen0", "clone gen1", "set gen1 <- copy of gen1"]
+    assert log == (expected if released else [])

@@ -47,6 +47,7 @@ from .fusion_compile import (
     example_buffers,
     measure,
 )
+from .replay import CudaGraphReplay
 
 __all__ = [
     "EAGER_ENGINE",
@@ -110,6 +111,15 @@ def _declared(value: Any, strides: tuple[int, ...]) -> Any:
     return out.copy_(value)
 
 
+def _replay(program: FamilyProgram) -> CudaGraphReplay:
+    """The CUDA-graph replay of a plan of ``program``: refused where a lowering checks its data
+    on the host (a capture would fail at that check, and replaying would skip it)."""
+    replay = CudaGraphReplay(frozenset(program.outputs))
+    if program.host_checked:
+        replay.refuse("a lowering checks its data on the host (MoE routes, quantize's X)")
+    return replay
+
+
 def _feeds(program: FamilyProgram, buffers: Mapping[int, Any]) -> dict[int, Any]:
     return {uid: buffers[uid] for uid in program.feeds}
 
@@ -125,10 +135,24 @@ class FamilyEagerPlan:
     def __init__(self, program: FamilyProgram) -> None:
         self.engine_name = EAGER_ENGINE
         self.program = program
+        #: repeated calls on the same CUDA buffers replay a captured graph (:mod:`.replay`)
+        self.replay = _replay(program)
 
     def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
-        results = self.program.results(_feeds(self.program, variant_pack), variant_pack)
-        _write(self.program, variant_pack, results)
+        buffers = cast("dict[int, Any]", variant_pack)  # a fresh dict from the frontend
+        if not self.replay.run(buffers, self.run_now):
+            self.run_now(buffers)
+
+    def execute_at(self, variant_pack: Mapping[int, Any], workspace: Any, addresses: Any) -> None:
+        """:meth:`execute` of a pack whose buffers' ``addresses`` the frontend read already."""
+        buffers = cast("dict[int, Any]", variant_pack)
+        if not self.replay.run(buffers, self.run_now, addresses):
+            self.run_now(buffers)
+
+    def run_now(self, buffers: Mapping[int, Any]) -> None:
+        """Every node now, node by node (no replay)."""
+        results = self.program.results(_feeds(self.program, buffers), buffers)
+        _write(self.program, buffers, results)
 
 
 class TorchEagerEngine:
@@ -185,6 +209,8 @@ class FamilyFusionPlan:
         #: median seconds per call measured in build_plan ({} when not measured)
         self.timings = timings
         self._eager = FamilyEagerPlan(program)
+        #: repeated calls on the same CUDA buffers replay a captured graph (:mod:`.replay`)
+        self.replay = _replay(program)
         self._layouts = [
             program.specs[uid][:2] for uid in (*program.feeds, *program.outputs)
             if uid not in program.scalars
@@ -196,12 +222,24 @@ class FamilyFusionPlan:
         return self.backend.compiles
 
     def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
+        buffers = cast("dict[int, Any]", variant_pack)  # a fresh dict from the frontend
+        if not self.replay.run(buffers, self.run_now):
+            self.run_now(buffers)
+
+    def execute_at(self, variant_pack: Mapping[int, Any], workspace: Any, addresses: Any) -> None:
+        """:meth:`execute` of a pack whose buffers' ``addresses`` the frontend read already."""
+        buffers = cast("dict[int, Any]", variant_pack)
+        if not self.replay.run(buffers, self.run_now, addresses):
+            self.run_now(buffers)
+
+    def run_now(self, variant_pack: Mapping[int, Any]) -> None:
+        """The chosen function now (no replay)."""
         if self.choice != "fused" or self.compiled is None:
-            self._eager.execute(variant_pack, workspace)
+            self._eager.run_now(variant_pack)
             return
         args = self.arguments(variant_pack)
         if args is None:  # buffers on another device than compiled for: no compile here
-            self._eager.execute(variant_pack, workspace)
+            self._eager.run_now(variant_pack)
             return
         try:
             returned = self.compiled(*args)
@@ -211,12 +249,12 @@ class FamilyFusionPlan:
             # a guard failed (aliased input buffers, ...) and the compile was refused before
             # anything ran: this call runs node by node
             self.backend.refused = False
-            self._eager.execute(variant_pack, workspace)
+            self._eager.run_now(variant_pack)
             return
         if returned is not None:  # a graph whose lowerings check their data (see _whole)
             results, ok = returned
             if not bool(ok):  # node by node: the lowering that refuses the data raises
-                self._eager.execute(variant_pack, workspace)
+                self._eager.run_now(variant_pack)
                 return
             for out, value in zip(args[len(self.program.feeds) :], results, strict=True):
                 out.copy_(value.reshape(out.shape))
@@ -369,10 +407,10 @@ class TorchFusionEngine:
             eager = FamilyEagerPlan(program)
             try:
                 timings = measure(
-                    {"fused": lambda: compiled(*args),
-                     "eager": lambda: eager.execute(by_uid, None)},
+                    {"fused": lambda: compiled(*args), "eager": lambda: eager.run_now(by_uid)},
                     device,
-                )  # fmt: skip
+                    replay=eager.replay.capacity > 0,
+                )
             except hg.HipdnnError:  # the example data fails a lowering's data check (MoE
                 timings = {}  # routes of zeros): the eager function cannot be timed on it
             choice = "fused" if not timings or timings["fused"] <= timings["eager"] else "eager"

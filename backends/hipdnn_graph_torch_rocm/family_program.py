@@ -32,7 +32,7 @@ from typing import Any
 import hipdnn_graph as hg
 from hipdnn_graph.backend.dtypes import torch_dtype
 
-from .families import TORCH_PREPARERS, TORCH_WRITERS, Prepared, Writer
+from .families import TORCH_HOST_CHECKED, TORCH_PREPARERS, TORCH_WRITERS, Prepared, Writer
 from .families._common import CHECK
 
 __all__ = ["FamilyProgram"]
@@ -62,6 +62,8 @@ class FamilyProgram:
         scalars: the uids among ``feeds`` that are pass-by-value scalars.
         outputs: uids of the non-virtual tensors nodes write, in a fixed order.
         specs: uid -> (dims, strides, torch dtype) of every feed and output.
+        host_checked: whether a node's lowering checks its data on the host
+            (:data:`~.families.TORCH_HOST_CHECKED`): its plans are not captured as CUDA graphs.
     """
 
     def __init__(self, graph: hg.Graph) -> None:
@@ -104,6 +106,7 @@ class FamilyProgram:
                 _Step(node.name, TORCH_PREPARERS[kind](node), tuple(ins), tuple(outs), write)
             )
         self.steps = tuple(steps)
+        self.host_checked = any(n.get_node_type() in TORCH_HOST_CHECKED for n in graph.nodes)
         self.feeds = tuple(feeds)
         self.scalars = frozenset(scalars)
         self.outputs = tuple(outputs)

@@ -34,6 +34,7 @@ __all__ = [
     "CountingBackend",
     "FusionConfig",
     "compiler_refusal",
+    "eager_numerics_patches",
     "example_buffers",
     "measure",
 ]
@@ -122,7 +123,7 @@ class CountingBackend:
             import torch._inductor
             from torch._inductor.compile_fx import compile_fx
 
-            patches: dict[str, Any] = {}
+            patches = eager_numerics_patches(torch._inductor.config)
             if cfg.mode:
                 patches.update(torch._inductor.list_mode_options(cfg.mode, False))
             patches.update(cfg.options or {})
@@ -135,6 +136,31 @@ class CountingBackend:
 
         found: Callable[..., Any] = lookup_backend(backend)
         return found
+
+
+def eager_numerics_patches(inductor_config: Any) -> dict[str, Any]:
+    """Inductor settings that keep the eager engine's numerics in compiled kernels: every
+    declared cast really rounds (Inductor otherwise drops a down-cast followed by an up-cast,
+    so a value stored as half or bfloat16 keeps float32 bits), and float32 division rounds
+    correctly (Triton's ``/`` is approximate). Bit-exact lowerings such as block-scale
+    quantize rely on both. The division switch's name changed after torch 2.11; whichever this
+    torch has is set.
+
+    Example:
+        >>> import types
+        >>> old = types.SimpleNamespace(emulate_precision_casts=False,
+        ...                             emulate_divison_rounding=False)
+        >>> eager_numerics_patches(old)
+        {'emulate_precision_casts': True, 'emulate_divison_rounding': True}
+    """
+    patches: dict[str, Any] = {}
+    if hasattr(inductor_config, "emulate_precision_casts"):
+        patches["emulate_precision_casts"] = True
+    if hasattr(inductor_config, "emulate_divison_rounding"):  # (sic) torch <= 2.11
+        patches["emulate_divison_rounding"] = True
+    elif hasattr(getattr(inductor_config, "eager_numerics", None), "division_rounding"):
+        patches["eager_numerics.division_rounding"] = True
+    return patches
 
 
 def example_buffers(
@@ -161,16 +187,26 @@ def example_buffers(
 
 
 def measure(
-    contenders: Mapping[str, Callable[[], Any]], device: str, *, repeats: int = 3, calls: int = 5
+    contenders: Mapping[str, Callable[[], Any]],
+    device: str,
+    *,
+    repeats: int = 3,
+    calls: int = 5,
+    replay: bool = False,
 ) -> dict[str, float]:
     """Median seconds per call of each contender: CUDA events on a GPU, ``perf_counter`` on
-    the CPU, after one warm-up call each."""
+    the CPU, after one warm-up call each.
+
+    ``replay`` (a GPU): time each contender as ``execute`` will run it, replayed from a CUDA
+    graph (its kernels' time, no host time), where its kernels can be captured.
+    """
     import torch
 
     gpu = device != "cpu"
     result: dict[str, float] = {}
-    for name, fn in contenders.items():
-        fn()
+    for name, call in contenders.items():
+        call()
+        fn = _replayed(call, device) if gpu and replay else call
         samples = []
         for _ in range(repeats):
             if gpu:
@@ -189,3 +225,18 @@ def measure(
                 samples.append((time.perf_counter() - t0) / calls)
         result[name] = statistics.median(samples)
     return result
+
+
+def _replayed(call: Callable[[], Any], device: str) -> Callable[[], Any]:
+    """A CUDA graph's ``replay`` of ``call``'s kernels, or ``call`` where they cannot be
+    captured (a host synchronisation)."""
+    import torch
+
+    from .replay import record_graph
+
+    try:
+        graph = record_graph(call, device, torch.cuda.Stream(device))  # type: ignore[no-untyped-call]
+    except Exception:
+        return call
+    replay: Callable[[], Any] = graph.replay
+    return replay

@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
-__all__ = ["DEFAULT_GRAPHS", "CudaGraphReplay", "graphs_per_plan"]
+__all__ = ["DEFAULT_GRAPHS", "CudaGraphReplay", "graphs_per_plan", "record_graph"]
 
 #: Graphs a plan keeps when ``HIPDNN_GRAPH_CUDA_GRAPHS`` is not set.
 DEFAULT_GRAPHS = 4
@@ -145,39 +145,73 @@ class CudaGraphReplay:
         return graph
 
     def _record(self, buffers: dict[int, Any], run_steps: Callable[[dict[int, Any]], None]) -> Any:
-        """Capture the plan's kernels on a side stream.
-
-        Unlike ``torch.cuda.graph`` this neither synchronizes the device nor empties the memory
-        cache, and other threads may keep using the GPU meanwhile (thread-local capture mode).
-        """
+        """Capture the plan's kernels on this plan's side stream of their device."""
         import torch
 
         device = _single_cuda_device(buffers)
         stream = self._streams.get(device)
         if stream is None:
             stream = self._streams[device] = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
-        graph = torch.cuda.CUDAGraph()
-        current = torch.cuda.current_stream(device)
-        stream.wait_stream(current)
-        with torch.cuda.device(device), torch.cuda.stream(stream):
-            graph.capture_begin(capture_error_mode="thread_local")
-            try:
-                run_steps(dict(buffers))
-            except BaseException:
-                _end_failed_capture(graph)
-                raise
-            graph.capture_end()
-        current.wait_stream(stream)
-        return graph
+        return record_graph(lambda: run_steps(dict(buffers)), device, stream)
 
 
-def _end_failed_capture(graph: Any) -> None:
+def record_graph(run: Callable[[], Any], device: Any, stream: Any) -> Any:
+    """``run``'s kernels captured into a ``torch.cuda.CUDAGraph`` on ``stream`` (a side stream
+    of ``device``); raises what ``run`` raised (a host synchronisation, say) after ending the
+    capture. Unlike ``torch.cuda.graph`` this neither synchronizes the device nor empties the
+    memory cache, and other threads may keep using the GPU meanwhile (thread-local capture).
+
+    Example:
+        ``graph = record_graph(lambda: fn(*args), "cuda:0", torch.cuda.Stream())`` then
+        ``graph.replay()`` runs ``fn``'s kernels again on the same buffers.
+    """
+    import torch
+
+    graph = torch.cuda.CUDAGraph()
+    current = torch.cuda.current_stream(device)
+    stream.wait_stream(current)
+    with torch.cuda.device(device), torch.cuda.stream(stream):
+        graph.capture_begin(capture_error_mode="thread_local")
+        try:
+            run()
+        except BaseException:
+            _end_failed_capture(graph, device)
+            raise
+        graph.capture_end()
+    current.wait_stream(stream)
+    return graph
+
+
+def _end_failed_capture(graph: Any, device: Any) -> None:
     """End a capture whose kernels raised (a plan that syncs with the host fails at its first
     sync): torch then also warns that the graph is empty, which tells the caller nothing more
-    (the plan runs eagerly from then on), so that warning is silenced here, and only here."""
+    (the plan runs eagerly from then on), so that warning is silenced, and only here.
+
+    A sync invalidates the capture, and ending an invalidated capture raises before torch takes
+    the device's default generator out of capture mode; every later random draw on that device
+    (dropout, ``torch.rand``) would then fail with "Offset increment outside graph capture
+    encountered unexpectedly". The generator is given a fresh copy of its own state (same seed
+    and offset, not capturing) instead. The plans never capture random draws (philox plans
+    refuse replay), so no captured graph needs the old state.
+    """
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The CUDA Graph is empty")
-        graph.capture_end()
+        try:
+            graph.capture_end()
+        except Exception:
+            _release_generator(device)
+
+
+def _release_generator(device: Any) -> None:
+    """Take the default CUDA generator of ``device`` out of a capture that never ended."""
+    import torch
+
+    index = torch.device(device).index
+    generator = torch.cuda.default_generators[
+        torch.cuda.current_device() if index is None else index
+    ]
+    if hasattr(generator, "graphsafe_set_state"):  # torch >= 2.5
+        generator.graphsafe_set_state(generator.clone_state())
 
 
 def _key(buffers: dict[int, Any], uids: tuple[int, ...]) -> tuple[Hashable, ...]:

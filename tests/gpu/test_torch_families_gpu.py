@@ -440,3 +440,78 @@ def test_bad_moe_routes_on_the_gpu_raise_and_write_nothing(engine: str) -> None:
             g.execute_plan_at_index(pack, None, g.get_engine_names().index(engine))
         torch.cuda.synchronize()
         assert bool((pack[out] == 7.0).all()), "OUTPUT was written"
+
+
+@pytest.mark.parametrize("engine", ["TORCH_FUSION_ENGINE", "TORCH_EAGER_ENGINE"])
+def test_repeated_execute_replays_a_cuda_graph_that_reads_new_values(engine: str) -> None:
+    """The same buffers again: the plan runs eagerly, captures once, then replays; values
+    written into the same input buffers between calls are what each call computes from."""
+    case = EXAMPLES["rmsnorm_matmul"]()
+    g = case.graph
+    with _both_engines():
+        register_backend(_Backend(TorchFusionEngine(autotune=False), TorchEagerEngine()))
+        g.build_operation_graph().create_execution_plans().build_plans(hg.BuildPlanPolicy.ALL)
+        index = g.get_engine_names().index(engine)
+        plan = g._state.plans[index].plan
+        (out,) = case.outputs
+        buf = torch.empty_strided(out.dim, out.stride, dtype=torch.bfloat16, device="cuda")
+        pack = {**case.inputs, out: buf}
+        x = case.args()[0]
+        for call in range(4):
+            x.copy_(torch.randn_like(x))
+            g.execute_plan_at_index(pack, None, index)
+            torch.cuda.synchronize()
+            want = case.direct(*[v.double().cpu() for v in case.args()])
+            err = cases.max_rel_error(buf, want)
+            assert err <= 2e-2, f"call {call}: relative error {err:.2e}"
+        assert plan.replay.captures == 1
+
+
+@pytest.mark.parametrize("engine", ["TORCH_FUSION_ENGINE", "TORCH_EAGER_ENGINE"])
+def test_data_checks_still_run_when_the_same_buffers_come_back(engine: str) -> None:
+    """A graph whose lowering checks its data on the host (MoE routes) cannot be captured: it
+    keeps running eagerly, so bad routes written into buffers that ran before still raise and
+    leave the output untouched."""
+    g, feeds, out = _moe_gpu_graph("SCATTER")
+    (ks,) = [t for t in feeds if t.name == "ks"]
+    with _both_engines():
+        register_backend(_Backend(TorchFusionEngine(autotune=False), TorchEagerEngine()))
+        g.build_operation_graph().create_execution_plans().build_plans(hg.BuildPlanPolicy.ALL)
+        index = g.get_engine_names().index(engine)
+        pack: dict[Any, Any] = {t: cases.as_torch(v).cuda() for t, v in feeds.items()}
+        pack[out] = torch.empty(out.dim, dtype=torch.bfloat16, device="cuda")
+        for _ in range(3):
+            g.execute_plan_at_index(pack, None, index)
+        pack[out].fill_(7.0)
+        pack[ks][0, 7, 0] = 2  # top_k is 2
+        with pytest.raises(hg.HipdnnError, match=r"^node 'mm': TOKEN_KS\[7\] = 2 is out of range"):
+            g.execute_plan_at_index(pack, None, index)
+        torch.cuda.synchronize()
+        assert bool((pack[out] == 7.0).all()), "OUTPUT was written"
+        plan = g._state.plans[index].plan
+        assert plan.replay.captures == 0 and "checks its data" in plan.replay.refusal
+
+
+def test_a_failed_capture_leaves_random_draws_working() -> None:
+    """Kernels that sync with the host fail their capture (the plan then runs eagerly); torch's
+    default generator must come out of capture mode, or every later random draw on the device
+    fails ("Offset increment outside graph capture encountered unexpectedly": seen in the GPU
+    suite when a dropout test followed such a capture in the same worker)."""
+    from hipdnn_graph_torch_rocm.replay import CudaGraphReplay
+
+    pack = {1: torch.ones(8, device="cuda"), 2: torch.empty(8, device="cuda")}
+
+    def syncs(buffers: dict[int, Any]) -> None:
+        buffers[2].copy_(buffers[1] * float(buffers[1].sum()))  # a host sync
+
+    r = CudaGraphReplay(frozenset({2}), capacity=4)
+    for _ in range(3):
+        if not r.run(dict(pack), syncs):
+            syncs(pack)
+    assert r.captures == 0 and r.capacity == 0
+    assert torch.equal(pack[2], torch.full((8,), 8.0, device="cuda"))
+    draws = []
+    for _ in range(2):
+        torch.manual_seed(3)
+        draws.append(torch.nn.functional.dropout(torch.ones(4096, device="cuda"), 0.5))
+    assert torch.equal(draws[0], draws[1]) and 0 < int((draws[0] == 0).sum()) < 4096

@@ -39,6 +39,7 @@ from . import resample as _rs
 from ._common import Prepared, Writer
 
 __all__ = [
+    "TORCH_HOST_CHECKED",
     "TORCH_LOWERINGS",
     "TORCH_PREPARERS",
     "TORCH_REFUSALS",
@@ -102,6 +103,12 @@ TORCH_PREPARERS: dict[hg.NodeType, Callable[[Any], Prepared]] = {
 TORCH_WRITERS: dict[hg.NodeType, Callable[[Any], Writer | None]] = {
     _T.MATMUL: _mm.prepare_matmul_writer,
 }
+
+#: node types whose lowering checks its data on the host (MoE routes, a finite X to quantize):
+#: run eagerly it synchronises, so a CUDA graph cannot capture it (the plans do not try)
+TORCH_HOST_CHECKED: frozenset[hg.NodeType] = frozenset(
+    {_T.BLOCK_SCALE_QUANTIZE, _T.MOE_GROUPED_MATMUL, _T.MOE_GROUPED_MATMUL_BWD}
+)
 
 #: node type -> ``<family>_refusal(node) -> reason or None``
 TORCH_REFUSALS: dict[hg.NodeType, Callable[[Any], str | None]] = {

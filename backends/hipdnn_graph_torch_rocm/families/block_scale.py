@@ -113,7 +113,8 @@ def _round_once_to_half(torch: Any, q: Any) -> Any:
 def _to_storage(torch: Any, q: Any, dtype: Any, low: float, high: float) -> Any:
     """``q`` (clamped, in the compute type) rounded to the storage type, as the reference."""
     if not dtype.is_floating_point:
-        lo, hi = torch.tensor(low, dtype=q.dtype), torch.tensor(high, dtype=q.dtype)
+        lo = torch.full((), low, dtype=q.dtype, device=q.device)  # (a kernel: capturable)
+        hi = torch.full((), high, dtype=q.dtype, device=q.device)
         middle = torch.clamp(torch.round(q), lo, hi).to(torch.float64).to(torch.int64)
         info = torch.iinfo(dtype)
         out = torch.where(q <= lo, info.min, torch.where(q >= hi, info.max, middle))
@@ -195,7 +196,7 @@ def prepare_block_scale_dequantize(node: hg.BlockScaleDequantizeNode) -> Prepare
                 spread = torch.repeat_interleave(spread, size, dim=axis)
         spread = spread[tuple(slice(0, n) for n in dims)]
         if negative:
-            spread = torch.pow(torch.tensor(2.0, dtype=compute, device=x.device), -spread)
+            spread = torch.pow(torch.full((), 2.0, dtype=compute, device=x.device), -spread)
         return {"Y": x * spread}
 
     return run
