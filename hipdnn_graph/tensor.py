@@ -16,17 +16,27 @@ Example:
 
 from __future__ import annotations
 
-import math
-import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from .changes import CLOCK, STAMP_SLOT
-from .dtype_names import data_type_of
 from .errors import HipdnnError
+from .tensor_input import (
+    DataTypeLike,
+    ScalarValue,
+    as_data_type,
+    as_flag,
+    as_index,
+    as_int_list,
+    as_optional_index,
+    as_scalar_value,
+    as_text,
+    keyword,
+    scalar_type_of,
+)
 from .types import DataType, ErrorCode
 
 if TYPE_CHECKING:
@@ -34,27 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DataTypeLike", "ScalarValue", "TensorAttributes", "assign_uid", "generate_strides"]
 
-#: Python types a pass-by-value scalar may hold.
-ScalarValue = bool | int | float
-#: what stands for a :class:`DataType`: a member, its integer value, or a ``torch.dtype`` or
-#: NumPy dtype (``torch.float16``, ``np.float32``) of a type hipDNN has
-DataTypeLike = DataType | int | Any
-
 _DEFAULT_ALIGNMENT = 16
-_INT32_RANGE = range(-(2**31), 2**31)
-_INT64_RANGE = range(-(2**63), 2**63)
-
-# numpy scalar type -> hipDNN data type, for set_value(); Python scalars follow C++ literals.
-_NUMPY_SCALAR_TYPES: dict[str, DataType] = {
-    "float64": DataType.DOUBLE,
-    "float32": DataType.FLOAT,
-    "float16": DataType.HALF,
-    "bfloat16": DataType.BFLOAT16,
-    "uint8": DataType.UINT8,
-    "int32": DataType.INT32,
-    "int64": DataType.INT64,
-    "bool": DataType.BOOLEAN,
-}
 
 
 def generate_strides(dims: Sequence[int]) -> list[int]:
@@ -71,150 +61,6 @@ def generate_strides(dims: Sequence[int]) -> list[int]:
         running *= d if d > 1 else 1
     strides.reverse()
     return strides
-
-
-def _int_list(values: Iterable[Any], what: str) -> list[int]:
-    """Convert ``values`` to a list of Python ints, or raise a clear INVALID_VALUE error.
-
-    Integers and NumPy integers are accepted; floats (even ``16.0``), bools and strings are not.
-    """
-    if isinstance(values, str | bytes):
-        raise HipdnnError(ErrorCode.INVALID_VALUE, f"{what} must be a sequence of integers")
-    try:
-        items = list(values)
-        ints = list(map(operator.index, items))  # NumPy bools have no __index__: TypeError
-        if bool not in map(type, items):
-            return ints
-    except TypeError:
-        pass
-    raise HipdnnError(
-        ErrorCode.INVALID_VALUE, f"{what} must be a sequence of integers, got {values!r}"
-    )
-
-
-def _index(value: Any, what: str) -> int:
-    """``value`` as a Python int, or a clear INVALID_VALUE error (a bool is not an integer here)."""
-    if not isinstance(value, bool | np.bool_):
-        try:
-            return operator.index(value)
-        except TypeError:
-            pass
-    raise HipdnnError(ErrorCode.INVALID_VALUE, f"{what} must be an integer, got {value!r}")
-
-
-def _flag(value: Any, what: str) -> bool:
-    """``value`` as a bool: only ``bool`` and NumPy bools are accepted (``"false"`` is refused,
-    not read as a truthy string)."""
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    raise HipdnnError(
-        ErrorCode.INVALID_VALUE,
-        f"{what} must be a bool (True or False), got {type(value).__name__} {value!r}",
-    )
-
-
-def _float32(value: float) -> float:
-    """``value`` rounded to float32 (``inf`` when it overflows, without a warning)."""
-    with np.errstate(over="ignore"):
-        return float(np.float32(value))
-
-
-def _scalar_type(value: Any) -> tuple[ScalarValue, DataType]:
-    """Python value and hipDNN data type of a scalar given to ``set_value``."""
-    if isinstance(value, bool | np.bool_):
-        return bool(value), DataType.BOOLEAN
-    if isinstance(value, np.generic):
-        dtype = _NUMPY_SCALAR_TYPES.get(value.dtype.name)
-        if dtype is None:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE, f"Unsupported scalar type {value.dtype.name} for set_value"
-            )
-        py = value.item()
-        return (float(py) if isinstance(py, float) else int(py)), dtype
-    if isinstance(value, int):
-        if value not in _INT64_RANGE:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE, f"set_value({value}): the value does not fit in INT64"
-            )
-        return value, DataType.INT32 if value in _INT32_RANGE else DataType.INT64
-    if isinstance(value, float):
-        rounded = _float32(value)
-        if math.isinf(rounded) and not math.isinf(value):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                f"set_value({value!r}): the value overflows FLOAT (float32); "
-                "pass np.float64(...) for a DOUBLE constant",
-            )
-        return rounded, DataType.FLOAT
-    raise HipdnnError(
-        ErrorCode.INVALID_VALUE,
-        f"Unsupported scalar type {type(value).__name__} for set_value "
-        "(use bool, int, float or a NumPy scalar)",
-    )
-
-
-def _data_type(value: DataTypeLike) -> DataType:
-    """``value`` as a :class:`DataType`: a member, its integer value (not a bool or a float), or
-    a ``torch.dtype`` / NumPy dtype of a type hipDNN has (``torch.float16`` is HALF)."""
-    if isinstance(value, DataType):
-        return value
-    try:
-        if not isinstance(value, bool | np.bool_):
-            return DataType(operator.index(value))
-    except (TypeError, ValueError):
-        pass
-    try:
-        data_type = data_type_of(value)
-    except KeyError as missing:
-        raise HipdnnError(
-            ErrorCode.INVALID_VALUE, f"Data type {value} ({missing}) has no hipDNN DataType"
-        ) from None
-    if data_type is not None:
-        return data_type
-    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown data type {value!r}")
-
-
-def _scalar_value(value: Any) -> ScalarValue | None:
-    """A pass-by-value scalar given as a keyword: bool, int, float or a NumPy scalar."""
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    if isinstance(value, np.generic) and isinstance(value.item(), bool | int | float):
-        item: ScalarValue = value.item()
-        return item
-    raise HipdnnError(
-        ErrorCode.INVALID_VALUE,
-        f"TensorAttributes value must be a bool, int or float, got {type(value).__name__}",
-    )
-
-
-def _keyword(convert: Callable[[Any, str], Any], what: str) -> BeforeValidator:
-    """Run a keyword given to ``TensorAttributes(...)`` through the same check as its setter."""
-    return BeforeValidator(lambda value: convert(value, what))
-
-
-def _text(value: Any, what: str) -> str:
-    """``value`` as a name: a ``str`` that UTF-8 can encode (hipDNN's wire and JSON hold UTF-8,
-    which has no code for a lone surrogate such as ``"\\ud800"``)."""
-    if not isinstance(value, str):
-        raise HipdnnError(ErrorCode.INVALID_VALUE, f"{what} must be a string")
-    if not value.isascii():
-        try:
-            value.encode()
-        except UnicodeEncodeError as exc:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                f"{what} {value!r} is not valid Unicode text: it holds a lone surrogate "
-                f"at position {exc.start}",
-            ) from None
-    return value
-
-
-def _optional_index(value: Any, what: str) -> int | None:
-    return None if value is None else _index(value, what)
-
-
-def _optional_flag(value: Any, what: str) -> bool | None:
-    return None if value is None else _flag(value, what)
 
 
 class TensorAttributes(BaseModel):
@@ -243,19 +89,19 @@ class TensorAttributes(BaseModel):
     __slots__ = (STAMP_SLOT,)
 
     # Keywords get the setters' checks: no bools or floats for integers, no strings for flags.
-    uid: Annotated[int | None, _keyword(_optional_index, "TensorAttributes uid")] = None
-    name: Annotated[str, _keyword(_text, "Tensor name")] = ""
-    data_type: Annotated[DataType, BeforeValidator(_data_type)] = DataType.NOT_SET
-    dim: Annotated[list[int], _keyword(_int_list, "TensorAttributes dim")] = Field(
+    uid: Annotated[int | None, keyword(as_optional_index, "TensorAttributes uid")] = None
+    name: Annotated[str, keyword(as_text, "Tensor name")] = ""
+    data_type: Annotated[DataType, BeforeValidator(as_data_type)] = DataType.NOT_SET
+    dim: Annotated[list[int], keyword(as_int_list, "TensorAttributes dim")] = Field(
         default_factory=list
     )
-    stride: Annotated[list[int], _keyword(_int_list, "TensorAttributes stride")] = Field(
+    stride: Annotated[list[int], keyword(as_int_list, "TensorAttributes stride")] = Field(
         default_factory=list
     )
-    is_virtual: Annotated[bool, _keyword(_flag, "TensorAttributes is_virtual")] = False
-    is_pass_by_value: Annotated[bool, _keyword(_flag, "TensorAttributes is_pass_by_value")] = False
-    value: Annotated[ScalarValue | None, BeforeValidator(_scalar_value)] = None
-    alignment: Annotated[int, _keyword(_index, "TensorAttributes alignment")] = _DEFAULT_ALIGNMENT
+    is_virtual: Annotated[bool, keyword(as_flag, "TensorAttributes is_virtual")] = False
+    is_pass_by_value: Annotated[bool, keyword(as_flag, "TensorAttributes is_pass_by_value")] = False
+    value: Annotated[ScalarValue | None, BeforeValidator(as_scalar_value)] = None
+    alignment: Annotated[int, keyword(as_index, "TensorAttributes alignment")] = _DEFAULT_ALIGNMENT
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -301,7 +147,7 @@ class TensorAttributes(BaseModel):
     # ----- setters (chainable) -----
     def set_uid(self, uid: int) -> TensorAttributes:
         """Set the uid used to bind this tensor in variant packs."""
-        self.uid = _index(uid, "Tensor uid")
+        self.uid = as_index(uid, "Tensor uid")
         return self
 
     def clear_uid(self) -> TensorAttributes:
@@ -316,36 +162,36 @@ class TensorAttributes(BaseModel):
             HipdnnError: ``INVALID_VALUE`` for a name that is not a string, or not valid
                 Unicode text (a lone surrogate cannot be serialized).
         """
-        self.name = _text(name, "Tensor name")
+        self.name = as_text(name, "Tensor name")
         return self
 
     def set_data_type(self, data_type: DataTypeLike) -> TensorAttributes:
         """Set the element type."""
-        self.data_type = _data_type(data_type)
+        self.data_type = as_data_type(data_type)
         return self
 
     def set_dim(self, dim: Sequence[int]) -> TensorAttributes:
         """Set the dims (shape)."""
-        self.dim = _int_list(dim, f"Tensor {self.name} dims")
+        self.dim = as_int_list(dim, f"Tensor {self.name} dims")
         return self
 
     def set_stride(self, stride: Sequence[int]) -> TensorAttributes:
         """Set the element strides."""
-        self.stride = _int_list(stride, f"Tensor {self.name} strides")
+        self.stride = as_int_list(stride, f"Tensor {self.name} strides")
         return self
 
     def set_is_virtual(self, is_virtual: bool) -> TensorAttributes:
         """Mark the tensor virtual (a graph-owned intermediate) or not; takes a bool."""
-        self.is_virtual = _flag(is_virtual, f"Tensor {self.name} is_virtual")
+        self.is_virtual = as_flag(is_virtual, f"Tensor {self.name} is_virtual")
         return self
 
     def set_output(self, output: bool) -> TensorAttributes:
         """``set_output(True)`` makes a node output a real, caller-provided tensor."""
-        return self.set_is_virtual(not _flag(output, f"Tensor {self.name} set_output"))
+        return self.set_is_virtual(not as_flag(output, f"Tensor {self.name} set_output"))
 
     def set_is_pass_by_value(self, flag: bool) -> TensorAttributes:
         """Set the runtime pass-by-value flag, leaving any stored value intact."""
-        self.is_pass_by_value = _flag(flag, f"Tensor {self.name} is_pass_by_value")
+        self.is_pass_by_value = as_flag(flag, f"Tensor {self.name} is_pass_by_value")
         return self
 
     def set_as_runtime_parameter(self) -> TensorAttributes:
@@ -367,7 +213,7 @@ class TensorAttributes(BaseModel):
             >>> t.get_data_type().name, t.get_dim(), t.get_is_pass_by_value()
             ('FLOAT', [1], True)
         """
-        py, dtype = _scalar_type(value)
+        py, dtype = scalar_type_of(value)
         self.value = py
         self.is_pass_by_value = False
         self.data_type = dtype
@@ -382,7 +228,7 @@ class TensorAttributes(BaseModel):
 
     def set_alignment(self, alignment: int) -> TensorAttributes:
         """Set the required byte alignment of the buffer (must be >= 1 at validation)."""
-        self.alignment = _index(alignment, f"Tensor {self.name} alignment")
+        self.alignment = as_index(alignment, f"Tensor {self.name} alignment")
         return self
 
     # ----- getters -----

@@ -12,16 +12,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
 from ..changes import STAMP_SLOT, touch
 from ..errors import HipdnnError
-from ..tensor import (
-    DataTypeLike,
-    TensorAttributes,
-    _data_type,
-    _flag,
-    _float32,
-    _index,
-    _keyword,
-    _text,
-)
+from ..tensor import DataTypeLike, TensorAttributes
+from ..tensor_input import as_data_type, as_flag, as_float32, as_index, as_text, keyword
 from ..types import DataType, DiagonalAlignment, ErrorCode
 from .graph_attributes import GraphAttributes
 
@@ -49,8 +41,8 @@ class NodeAttributes(BaseModel):
         if "OutputNames" in cls.__dict__:
             cls._OUT = dict(cls.OutputNames.__members__)
 
-    name: Annotated[str, _keyword(_text, "Node name")] = ""
-    compute_data_type: Annotated[DataType, BeforeValidator(_data_type)] = DataType.NOT_SET
+    name: Annotated[str, keyword(as_text, "Node name")] = ""
+    compute_data_type: Annotated[DataType, BeforeValidator(as_data_type)] = DataType.NOT_SET
     inputs: dict[Any, TensorAttributes] = Field(default_factory=dict)
     outputs: dict[Any, TensorAttributes] = Field(default_factory=dict)
     _unsupported_reason: str | None = PrivateAttr(default=None)
@@ -72,7 +64,7 @@ class NodeAttributes(BaseModel):
             HipdnnError: ``INVALID_VALUE`` for a name that is not a string, or not valid
                 Unicode text (a lone surrogate cannot be serialized).
         """
-        self.name = _text(name, "Node name")
+        self.name = as_text(name, "Node name")
         return self
 
     def get_name(self) -> str:
@@ -80,7 +72,7 @@ class NodeAttributes(BaseModel):
 
     def set_compute_data_type(self, data_type: DataTypeLike) -> Self:
         """Set the type the node computes in (defaults to the graph's)."""
-        self.compute_data_type = _data_type(data_type)
+        self.compute_data_type = as_data_type(data_type)
         return self
 
     def get_compute_data_type(self) -> DataType:
@@ -185,12 +177,6 @@ class NodeAttributes(BaseModel):
         return clone
 
 
-def as_float32(value: float) -> float:
-    """``value`` rounded to float32, the type hipDNN stores scalar attributes in (so that
-    descriptors and serialized graphs round-trip exactly)."""
-    return _float32(value)
-
-
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -203,7 +189,7 @@ def _real_float32(value: Any, what: str) -> float:
             ErrorCode.INVALID_VALUE, f"{what} must be a float, got {type(value).__name__}"
         )
     try:
-        return _float32(float(value))
+        return as_float32(float(value))
     except OverflowError:  # an int too large for a double
         return math.inf
 
@@ -243,7 +229,7 @@ def _bound(value: Any, what: str) -> int | None:
     """A diagonal-band bound: ``None``, or an integer in int64 (hipDNN's type for it)."""
     if value is None:
         return None
-    bound = _index(value, what)
+    bound = as_index(value, what)
     if not -(2**63) <= bound < 2**63:
         message = f"{what} must be a 64-bit integer (hipDNN's int64), got {bound}"
         raise HipdnnError(ErrorCode.INVALID_VALUE, message)
@@ -310,14 +296,14 @@ class SdpaCommonAttributes(NodeAttributes):
     """Slots, flags and scalars shared by SDPA forward and backward attributes."""
 
     # Keywords get the setters' checks (bools only for flags, finite float32 scalars, ...).
-    alibi_mask: Annotated[bool, _keyword(_flag, "alibi_mask")] = False
-    padding_mask: Annotated[bool, _keyword(_flag, "padding_mask")] = False
-    causal_mask: Annotated[bool, _keyword(_flag, "causal_mask")] = False
-    causal_mask_bottom_right: Annotated[bool, _keyword(_flag, "causal_mask_bottom_right")] = False
+    alibi_mask: Annotated[bool, keyword(as_flag, "alibi_mask")] = False
+    padding_mask: Annotated[bool, keyword(as_flag, "padding_mask")] = False
+    causal_mask: Annotated[bool, keyword(as_flag, "causal_mask")] = False
+    causal_mask_bottom_right: Annotated[bool, keyword(as_flag, "causal_mask_bottom_right")] = False
     dropout_probability: Annotated[float | None, _optional(checked_dropout_probability)] = None
     attn_scale_value: Annotated[float | None, _optional(checked_attn_scale)] = None
-    left_bound: Annotated[int | None, _keyword(_bound, "left_bound")] = None
-    right_bound: Annotated[int | None, _keyword(_bound, "right_bound")] = None
+    left_bound: Annotated[int | None, keyword(_bound, "left_bound")] = None
+    right_bound: Annotated[int | None, keyword(_bound, "right_bound")] = None
     diagonal_alignment: DiagonalAlignment = DiagonalAlignment.TOP_LEFT
 
     # ----- input slots common to forward and backward -----
@@ -398,21 +384,21 @@ class SdpaCommonAttributes(NodeAttributes):
 
     # ----- flags and scalars -----
     def set_alibi_mask(self, value: bool) -> Self:
-        self.alibi_mask = _flag(value, "alibi_mask")
+        self.alibi_mask = as_flag(value, "alibi_mask")
         return self
 
     def set_padding_mask(self, value: bool) -> Self:
-        self.padding_mask = _flag(value, "padding_mask")
+        self.padding_mask = as_flag(value, "padding_mask")
         return self
 
     def set_causal_mask(self, value: bool) -> Self:
         """Causal mask aligned top-left (key ``j`` visible to query ``i`` iff ``j <= i``)."""
-        self.causal_mask = _flag(value, "causal_mask")
+        self.causal_mask = as_flag(value, "causal_mask")
         return self
 
     def set_causal_mask_bottom_right(self, value: bool) -> Self:
         """Causal mask aligned bottom-right (``j <= i + seq_kv - seq_q``)."""
-        self.causal_mask_bottom_right = _flag(value, "causal_mask_bottom_right")
+        self.causal_mask_bottom_right = as_flag(value, "causal_mask_bottom_right")
         return self
 
     def set_diagonal_band_left_bound(self, value: int | None) -> Self:

@@ -15,7 +15,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-from ..tensor import TensorAttributes, _flag, _index, _int_list, _keyword
+from ..tensor import TensorAttributes
+from ..tensor_input import as_flag, as_index, as_int_list, keyword
 from .base import NodeAttributes
 from .block_scale_quantize import int32_value
 
@@ -23,7 +24,7 @@ __all__ = ["BlockScaleDequantizeAttributes"]
 
 
 def _int32_list(values: Any, what: str) -> list[int]:
-    return [int32_value(v, what) for v in _int_list(values, what)]
+    return [int32_value(v, what) for v in as_int_list(values, what)]
 
 
 class BlockScaleDequantizeAttributes(NodeAttributes):
@@ -53,7 +54,7 @@ class BlockScaleDequantizeAttributes(NodeAttributes):
     block_size: Annotated[list[int], BeforeValidator(lambda v: _int32_list(v, "block_size"))] = (
         Field(default_factory=list)
     )
-    is_negative_scale: Annotated[bool, _keyword(_flag, "is_negative_scale")] = False
+    is_negative_scale: Annotated[bool, keyword(as_flag, "is_negative_scale")] = False
 
     def set_x(self, tensor: TensorAttributes | None) -> BlockScaleDequantizeAttributes:
         return self._set_input(self.InputNames.X, tensor)
@@ -85,7 +86,7 @@ class BlockScaleDequantizeAttributes(NodeAttributes):
         if isinstance(value, Sequence) or hasattr(value, "__iter__"):
             self.block_size = _int32_list(value, "block_size")
             return self
-        number, index = int32_value(value, "block_size"), _index(idx, "idx")
+        number, index = int32_value(value, "block_size"), as_index(idx, "idx")
         if index < 0:
             return self
         sizes = list(self.block_size)
@@ -104,7 +105,7 @@ class BlockScaleDequantizeAttributes(NodeAttributes):
         Raises:
             HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
         """
-        self.is_negative_scale = _flag(value, "is_negative_scale")
+        self.is_negative_scale = as_flag(value, "is_negative_scale")
         return self
 
     def get_is_negative_scale(self) -> bool:

@@ -13,7 +13,8 @@ from enum import IntEnum
 from typing import Annotated, Any
 
 from ..errors import HipdnnError
-from ..tensor import TensorAttributes, _flag, _index, _keyword
+from ..tensor import TensorAttributes
+from ..tensor_input import as_flag, as_index, keyword
 from ..types import ErrorCode
 from .base import NodeAttributes
 
@@ -24,7 +25,7 @@ _INT64 = (-(2**63), 2**63)
 
 
 def _bounded(value: Any, what: str, bounds: tuple[int, int], width: str) -> int:
-    number = _index(value, what)
+    number = as_index(value, what)
     if not bounds[0] <= number < bounds[1]:
         raise HipdnnError(
             ErrorCode.INVALID_VALUE, f"{what} must fit a {width} integer, got {number}"
@@ -80,9 +81,9 @@ class BlockScaleQuantizeAttributes(NodeAttributes):
         Y = 0
         SCALE = 1
 
-    block_size: Annotated[int | None, _keyword(optional_int32, "block_size")] = None
-    axis: Annotated[int | None, _keyword(optional_int64, "axis")] = None
-    transpose: Annotated[bool, _keyword(_flag, "transpose")] = False
+    block_size: Annotated[int | None, keyword(optional_int32, "block_size")] = None
+    axis: Annotated[int | None, keyword(optional_int64, "axis")] = None
+    transpose: Annotated[bool, keyword(as_flag, "transpose")] = False
 
     def set_x(self, tensor: TensorAttributes | None) -> BlockScaleQuantizeAttributes:
         return self._set_input(self.InputNames.X, tensor)
@@ -132,7 +133,7 @@ class BlockScaleQuantizeAttributes(NodeAttributes):
         Raises:
             HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
         """
-        self.transpose = _flag(value, "transpose")
+        self.transpose = as_flag(value, "transpose")
         return self
 
     def get_transpose(self) -> bool:

@@ -15,7 +15,8 @@ from typing import Annotated, Any, Self
 
 from pydantic import BeforeValidator, Field
 
-from ..tensor import TensorAttributes, _int_list
+from ..tensor import TensorAttributes
+from ..tensor_input import as_int_list
 from ..types import ConvolutionMode
 from .windowed import WindowedAttributes, int_list_field, mode_of
 
@@ -48,7 +49,7 @@ class ConvolutionAttributes(WindowedAttributes):
         Raises:
             HipdnnError: ``INVALID_VALUE`` for values that are not integers.
         """
-        padding = _int_list(values, "padding")
+        padding = as_int_list(values, "padding")
         self.pre_padding, self.post_padding = padding, list(padding)
         return self
 
@@ -58,7 +59,7 @@ class ConvolutionAttributes(WindowedAttributes):
         Raises:
             HipdnnError: ``INVALID_VALUE`` for values that are not integers.
         """
-        self.dilation = _int_list(values, "dilation")
+        self.dilation = as_int_list(values, "dilation")
         return self
 
     def set_convolution_mode(self, value: ConvolutionMode | int) -> Self:

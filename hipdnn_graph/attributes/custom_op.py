@@ -21,7 +21,8 @@ from pydantic import BeforeValidator
 
 from ..changes import touch
 from ..errors import HipdnnError
-from ..tensor import TensorAttributes, _keyword, _text
+from ..tensor import TensorAttributes
+from ..tensor_input import as_text, keyword
 from ..types import ErrorCode
 from .base import NodeAttributes
 
@@ -103,7 +104,7 @@ class CustomOpAttributes(NodeAttributes):
     class OutputNames(IntEnum):
         """No named output slots: the outputs are a positional list."""
 
-    custom_op_id: Annotated[str, _keyword(_text, "custom_op_id")] = ""
+    custom_op_id: Annotated[str, keyword(as_text, "custom_op_id")] = ""
     data: Annotated[bytes, BeforeValidator(_payload)] = b""
 
     def set_custom_op_id(self, value: str) -> CustomOpAttributes:
@@ -112,7 +113,7 @@ class CustomOpAttributes(NodeAttributes):
         Raises:
             HipdnnError: ``INVALID_VALUE`` for a value that is not a string.
         """
-        self.custom_op_id = _text(value, "custom_op_id")
+        self.custom_op_id = as_text(value, "custom_op_id")
         return self
 
     def get_custom_op_id(self) -> str:

@@ -14,7 +14,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from ..changes import STAMP_SLOT, touch
-from ..tensor import DataTypeLike, _data_type, _keyword, _text
+from ..tensor import DataTypeLike
+from ..tensor_input import as_data_type, as_text, keyword
 from ..types import DataType
 
 __all__ = ["GraphAttributes"]
@@ -27,10 +28,10 @@ class GraphAttributes(BaseModel):
     # the change clock's time of the last change (see :mod:`hipdnn_graph.changes`)
     __slots__ = (STAMP_SLOT,)
 
-    name: Annotated[str, _keyword(_text, "Graph name")] = ""
-    io_data_type: Annotated[DataType, BeforeValidator(_data_type)] = DataType.NOT_SET
-    intermediate_data_type: Annotated[DataType, BeforeValidator(_data_type)] = DataType.NOT_SET
-    compute_data_type: Annotated[DataType, BeforeValidator(_data_type)] = DataType.NOT_SET
+    name: Annotated[str, keyword(as_text, "Graph name")] = ""
+    io_data_type: Annotated[DataType, BeforeValidator(as_data_type)] = DataType.NOT_SET
+    intermediate_data_type: Annotated[DataType, BeforeValidator(as_data_type)] = DataType.NOT_SET
+    compute_data_type: Annotated[DataType, BeforeValidator(as_data_type)] = DataType.NOT_SET
 
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
@@ -43,19 +44,19 @@ class GraphAttributes(BaseModel):
             HipdnnError: ``INVALID_VALUE`` for a name that is not valid Unicode text (a lone
                 surrogate cannot be serialized).
         """
-        self.name = _text(str(name), "Graph name")
+        self.name = as_text(str(name), "Graph name")
         return self
 
     def set_io_data_type(self, data_type: DataTypeLike) -> GraphAttributes:
-        self.io_data_type = _data_type(data_type)
+        self.io_data_type = as_data_type(data_type)
         return self
 
     def set_intermediate_data_type(self, data_type: DataTypeLike) -> GraphAttributes:
-        self.intermediate_data_type = _data_type(data_type)
+        self.intermediate_data_type = as_data_type(data_type)
         return self
 
     def set_compute_data_type(self, data_type: DataTypeLike) -> GraphAttributes:
-        self.compute_data_type = _data_type(data_type)
+        self.compute_data_type = as_data_type(data_type)
         return self
 
     def get_name(self) -> str:

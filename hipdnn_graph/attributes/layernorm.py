@@ -15,7 +15,8 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator
 
 from ..errors import HipdnnError
-from ..tensor import TensorAttributes, _index
+from ..tensor import TensorAttributes
+from ..tensor_input import as_index
 from ..types import ErrorCode, NormFwdPhase
 from .base import NodeAttributes
 from .rmsnorm import norm_fwd_phase
@@ -24,7 +25,7 @@ __all__ = ["LayernormAttributes"]
 
 
 def _int64(value: Any) -> int:
-    number = _index(value, "normalized_dim_count")
+    number = as_index(value, "normalized_dim_count")
     if not -(2**63) <= number < 2**63:
         raise HipdnnError(
             ErrorCode.INVALID_VALUE, f"normalized_dim_count {number} is not a 64-bit integer"

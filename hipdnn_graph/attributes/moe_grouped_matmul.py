@@ -17,7 +17,8 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator
 
 from ..errors import HipdnnError
-from ..tensor import TensorAttributes, _index, _keyword
+from ..tensor import TensorAttributes
+from ..tensor_input import as_index, keyword
 from ..types import ErrorCode, MoeGroupedMatmulMode
 from .base import NodeAttributes
 
@@ -36,7 +37,7 @@ def _mode(value: Any) -> MoeGroupedMatmulMode:
 
 def _top_k(value: Any, what: str) -> int:
     """``value`` as hipDNN's ``int32_t top_k``."""
-    number = _index(value, what)
+    number = as_index(value, what)
     if not -(2**31) <= number < 2**31:
         message = f"{what} must be a 32-bit integer (hipDNN's int32), got {number}"
         raise HipdnnError(ErrorCode.INVALID_VALUE, message)
@@ -74,7 +75,7 @@ class MoeGroupedMatmulAttributes(NodeAttributes):
         OUTPUT = 0
 
     mode: Annotated[MoeGroupedMatmulMode, BeforeValidator(_mode)] = MoeGroupedMatmulMode.NONE
-    top_k: Annotated[int, _keyword(_top_k, "top_k")] = 0
+    top_k: Annotated[int, keyword(_top_k, "top_k")] = 0
 
     def set_token(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulAttributes:
         return self._set_input(self.InputNames.TOKEN, tensor)

@@ -16,7 +16,8 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator
 
 from ..errors import HipdnnError
-from ..tensor import TensorAttributes, _index, _keyword, _optional_index
+from ..tensor import TensorAttributes
+from ..tensor_input import as_index, as_optional_index, keyword
 from ..types import ErrorCode, PointwiseMode
 from .base import NodeAttributes, _real_float32
 
@@ -63,15 +64,15 @@ class PointwiseAttributes(NodeAttributes):
         OUT_0 = 0
 
     mode: Annotated[PointwiseMode, BeforeValidator(_mode)] = PointwiseMode.NOT_SET
-    relu_lower_clip: Annotated[float | None, _keyword(_optional_float, "relu_lower_clip")] = None
-    relu_upper_clip: Annotated[float | None, _keyword(_optional_float, "relu_upper_clip")] = None
+    relu_lower_clip: Annotated[float | None, keyword(_optional_float, "relu_lower_clip")] = None
+    relu_upper_clip: Annotated[float | None, keyword(_optional_float, "relu_upper_clip")] = None
     relu_lower_clip_slope: Annotated[
-        float | None, _keyword(_optional_float, "relu_lower_clip_slope")
+        float | None, keyword(_optional_float, "relu_lower_clip_slope")
     ] = None
-    axis: Annotated[int | None, _keyword(_optional_index, "axis")] = None
-    swish_beta: Annotated[float | None, _keyword(_optional_float, "swish_beta")] = None
-    elu_alpha: Annotated[float | None, _keyword(_optional_float, "elu_alpha")] = None
-    softplus_beta: Annotated[float | None, _keyword(_optional_float, "softplus_beta")] = None
+    axis: Annotated[int | None, keyword(as_optional_index, "axis")] = None
+    swish_beta: Annotated[float | None, keyword(_optional_float, "swish_beta")] = None
+    elu_alpha: Annotated[float | None, keyword(_optional_float, "elu_alpha")] = None
+    softplus_beta: Annotated[float | None, keyword(_optional_float, "softplus_beta")] = None
 
     # ----- slots -----
     def set_input_0(self, tensor: TensorAttributes | None) -> PointwiseAttributes:
@@ -133,7 +134,7 @@ class PointwiseAttributes(NodeAttributes):
         return self
 
     def set_axis(self, value: int) -> PointwiseAttributes:
-        self.axis = _index(value, "axis")
+        self.axis = as_index(value, "axis")
         return self
 
     def get_mode(self) -> PointwiseMode:

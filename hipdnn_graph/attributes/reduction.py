@@ -16,7 +16,8 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator
 
 from ..errors import HipdnnError
-from ..tensor import TensorAttributes, _flag, _keyword
+from ..tensor import TensorAttributes
+from ..tensor_input import as_flag, keyword
 from ..types import ErrorCode, ReductionMode
 from .base import NodeAttributes
 
@@ -55,7 +56,7 @@ class ReductionAttributes(NodeAttributes):
         Y = 0
 
     mode: Annotated[ReductionMode, BeforeValidator(_mode)] = ReductionMode.NOT_SET
-    is_deterministic: Annotated[bool, _keyword(_flag, "is_deterministic")] = False
+    is_deterministic: Annotated[bool, keyword(as_flag, "is_deterministic")] = False
 
     def set_x(self, tensor: TensorAttributes | None) -> ReductionAttributes:
         return self._set_input(self.InputNames.X, tensor)
@@ -87,7 +88,7 @@ class ReductionAttributes(NodeAttributes):
         Raises:
             HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
         """
-        self.is_deterministic = _flag(value, "is_deterministic")
+        self.is_deterministic = as_flag(value, "is_deterministic")
         return self
 
     def get_is_deterministic(self) -> bool:

@@ -17,7 +17,8 @@ from typing import Annotated, Any, Self
 
 from pydantic import BeforeValidator, Field
 
-from ..tensor import TensorAttributes, _flag, _int_list, _keyword
+from ..tensor import TensorAttributes
+from ..tensor_input import as_flag, as_int_list, keyword
 from ..types import PaddingMode, ResampleMode
 from .windowed import WindowedAttributes, int_list_field, mode_of
 
@@ -49,7 +50,7 @@ class ResampleAttributes(WindowedAttributes):
         Raises:
             HipdnnError: ``INVALID_VALUE`` for values that are not integers.
         """
-        self.window = _int_list(values, "window")
+        self.window = as_int_list(values, "window")
         return self
 
     def set_resample_mode(self, value: ResampleMode | int) -> Self:
@@ -103,7 +104,7 @@ class ResampleFwdAttributes(ResampleAttributes):
         Y = 0
         INDEX = 1
 
-    generate_index: Annotated[bool, _keyword(_flag, "generate_index")] = False
+    generate_index: Annotated[bool, keyword(as_flag, "generate_index")] = False
 
     def set_x(self, tensor: TensorAttributes | None) -> ResampleFwdAttributes:
         return self._set_input(self.InputNames.X, tensor)
@@ -129,7 +130,7 @@ class ResampleFwdAttributes(ResampleAttributes):
         Raises:
             HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
         """
-        self.generate_index = _flag(value, "generate_index")
+        self.generate_index = as_flag(value, "generate_index")
         return self
 
     def get_generate_index(self) -> bool:

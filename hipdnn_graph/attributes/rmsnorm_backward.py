@@ -14,14 +14,15 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator
 
-from ..tensor import TensorAttributes, _flag
+from ..tensor import TensorAttributes
+from ..tensor_input import as_flag
 from .base import NodeAttributes
 
 __all__ = ["RMSNormBackwardAttributes"]
 
 
 def _compute_dbias(value: Any) -> bool:
-    return _flag(value, "compute_dbias")
+    return as_flag(value, "compute_dbias")
 
 
 class RMSNormBackwardAttributes(NodeAttributes):

@@ -13,7 +13,8 @@ from enum import IntEnum
 from typing import Annotated, Any, overload
 
 from ..errors import HipdnnError
-from ..tensor import TensorAttributes, _flag, _keyword, _optional_flag
+from ..tensor import TensorAttributes
+from ..tensor_input import as_flag, as_optional_flag, keyword
 from ..types import ErrorCode
 from .base import SdpaCommonAttributes
 
@@ -53,7 +54,7 @@ class SdpaAttributes(SdpaCommonAttributes):
         O = 0  # noqa: E741
         Stats = 1
 
-    generate_stats: Annotated[bool | None, _keyword(_optional_flag, "generate_stats")] = None
+    generate_stats: Annotated[bool | None, keyword(as_optional_flag, "generate_stats")] = None
 
     def set_o(self, tensor: TensorAttributes | None) -> SdpaAttributes:
         return self._set_output(self.OutputNames.O, tensor)
@@ -69,7 +70,7 @@ class SdpaAttributes(SdpaCommonAttributes):
 
     def set_generate_stats(self, value: bool | None) -> SdpaAttributes:
         """Whether the forward writes Stats (needed by the backward)."""
-        self.generate_stats = _optional_flag(value, "generate_stats")
+        self.generate_stats = as_optional_flag(value, "generate_stats")
         return self
 
     def get_generate_stats(self) -> bool | None:
@@ -77,7 +78,7 @@ class SdpaAttributes(SdpaCommonAttributes):
 
     def set_is_inference(self, value: bool) -> SdpaAttributes:
         """cuDNN spelling: ``set_is_inference(b)`` is ``set_generate_stats(not b)``."""
-        return self.set_generate_stats(not _flag(value, "is_inference"))
+        return self.set_generate_stats(not as_flag(value, "is_inference"))
 
     @overload
     def set_dropout(

@@ -14,7 +14,8 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any, overload
 
-from ..tensor import TensorAttributes, _flag
+from ..tensor import TensorAttributes
+from ..tensor_input import as_flag
 from .base import SdpaCommonAttributes
 
 __all__ = ["SdpaBackwardAttributes"]
@@ -137,7 +138,7 @@ class SdpaBackwardAttributes(SdpaCommonAttributes):
         return self._record_unsupported("SDPA score-modifier backprop is unsupported by hipDNN")
 
     def set_deterministic_algorithm(self, value: bool) -> SdpaBackwardAttributes:
-        value = _flag(value, "deterministic_algorithm")
+        value = as_flag(value, "deterministic_algorithm")
         if value:
             return self._record_unsupported("Deterministic SDPA backward is unsupported by hipDNN")
         return self

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Self, TypeVar
 from pydantic import BeforeValidator, Field
 
 from ..errors import HipdnnError
-from ..tensor import _int_list
+from ..tensor_input import as_int_list
 from ..types import ErrorCode
 from .base import NodeAttributes
 
@@ -44,7 +44,7 @@ def mode_of(enum: type[E], value: Any, what: str) -> E:
 
 def int_list_field(what: str) -> BeforeValidator:
     """The validator of a per-spatial-dim list of integers named ``what``."""
-    return BeforeValidator(lambda values: _int_list(values, what))
+    return BeforeValidator(lambda values: as_int_list(values, what))
 
 
 class WindowedAttributes(NodeAttributes):
@@ -60,7 +60,7 @@ class WindowedAttributes(NodeAttributes):
         Raises:
             HipdnnError: ``INVALID_VALUE`` for values that are not integers.
         """
-        self.pre_padding = _int_list(values, "pre_padding")
+        self.pre_padding = as_int_list(values, "pre_padding")
         return self
 
     def set_post_padding(self, values: Any) -> Self:
@@ -69,7 +69,7 @@ class WindowedAttributes(NodeAttributes):
         Raises:
             HipdnnError: ``INVALID_VALUE`` for values that are not integers.
         """
-        self.post_padding = _int_list(values, "post_padding")
+        self.post_padding = as_int_list(values, "post_padding")
         return self
 
     def set_stride(self, values: Any) -> Self:
@@ -78,7 +78,7 @@ class WindowedAttributes(NodeAttributes):
         Raises:
             HipdnnError: ``INVALID_VALUE`` for values that are not integers.
         """
-        self.stride = _int_list(values, "stride")
+        self.stride = as_int_list(values, "stride")
         return self
 
     def get_pre_padding(self) -> list[int]:

@@ -18,7 +18,8 @@ from math import prod
 from typing import TYPE_CHECKING
 
 from ..errors import HipdnnError
-from ..tensor import TensorAttributes, _text
+from ..tensor import TensorAttributes
+from ..tensor_input import as_text
 from ..types import ErrorCode
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ def _check_name(kind: str, name: str) -> None:
     if len(name) > MAX_NAME_LENGTH:
         raise invalid(f"{kind} name is longer than {MAX_NAME_LENGTH} characters")
     if not name.isascii():
-        _text(name, f"{kind} name")  # UTF-8 must encode it (a name assigned past the setters)
+        as_text(name, f"{kind} name")  # UTF-8 must encode it (a name assigned past the setters)
 
 
 def _explain_tensor(t: TensorAttributes) -> None:

@@ -23,7 +23,8 @@ from pydantic import Field
 
 from ..attributes.sdpa import SdpaAttributes as CoreSdpaAttributes
 from ..errors import HipdnnError
-from ..tensor import TensorAttributes, _data_type, _index
+from ..tensor import TensorAttributes
+from ..tensor_input import as_data_type, as_index
 from ..types import DataType, ErrorCode
 from ._enums import AttentionImplementation
 
@@ -107,7 +108,7 @@ class SdpaAttributes(CoreSdpaAttributes):
         return self._set_extra("SINK_TOKEN", value)
 
     def set_paged_attention_max_seq_len_kv(self, value: int) -> SdpaAttributes:
-        self.max_seq_len_kv = _index(value, "max_seq_len_kv")
+        self.max_seq_len_kv = as_index(value, "max_seq_len_kv")
         return self
 
     def set_dropout_probability(self, probability: float) -> SdpaAttributes:
@@ -115,7 +116,7 @@ class SdpaAttributes(CoreSdpaAttributes):
         return self._set_dropout_probability(probability, self.get_seed(), self.get_offset())
 
     def set_mma_core_mode(self, data_type: DataType | int) -> SdpaAttributes:
-        self.mma_core_mode = _data_type(data_type)
+        self.mma_core_mode = as_data_type(data_type)
         return self
 
     def set_implementation(self, implementation: AttentionImplementation | int) -> SdpaAttributes:
