@@ -124,7 +124,28 @@ def _feeds(program: FamilyProgram, buffers: Mapping[int, Any]) -> dict[int, Any]
     return {uid: buffers[uid] for uid in program.feeds}
 
 
-class FamilyEagerPlan:
+class _ReplayedPlan:
+    """``execute`` through the plan's CUDA-graph replay (:mod:`.replay`): a replayed graph
+    when these buffers came before, else :meth:`run_now`."""
+
+    replay: CudaGraphReplay
+
+    def run_now(self, buffers: Mapping[int, Any]) -> None:
+        raise NotImplementedError
+
+    def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
+        buffers = cast("dict[int, Any]", variant_pack)  # a fresh dict from the frontend
+        if not self.replay.run(buffers, self.run_now):
+            self.run_now(buffers)
+
+    def execute_at(self, variant_pack: Mapping[int, Any], workspace: Any, addresses: Any) -> None:
+        """:meth:`execute` of a pack whose buffers' ``addresses`` the frontend read already."""
+        buffers = cast("dict[int, Any]", variant_pack)
+        if not self.replay.run(buffers, self.run_now, addresses):
+            self.run_now(buffers)
+
+
+class FamilyEagerPlan(_ReplayedPlan):
     """Node by node: every lowering on the caller's tensors, then the outputs copied into the
     caller's buffers (outputs the caller leaves to ``Graph.run`` are handed over uncopied; a
     node with a writer writes the caller's buffers directly)."""
@@ -137,17 +158,6 @@ class FamilyEagerPlan:
         self.program = program
         #: repeated calls on the same CUDA buffers replay a captured graph (:mod:`.replay`)
         self.replay = _replay(program)
-
-    def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
-        buffers = cast("dict[int, Any]", variant_pack)  # a fresh dict from the frontend
-        if not self.replay.run(buffers, self.run_now):
-            self.run_now(buffers)
-
-    def execute_at(self, variant_pack: Mapping[int, Any], workspace: Any, addresses: Any) -> None:
-        """:meth:`execute` of a pack whose buffers' ``addresses`` the frontend read already."""
-        buffers = cast("dict[int, Any]", variant_pack)
-        if not self.replay.run(buffers, self.run_now, addresses):
-            self.run_now(buffers)
 
     def run_now(self, buffers: Mapping[int, Any]) -> None:
         """Every node now, node by node (no replay)."""
@@ -185,7 +195,7 @@ def _device() -> str:
     return f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
 
 
-class FamilyFusionPlan:
+class FamilyFusionPlan(_ReplayedPlan):
     """The graph as one compiled function (or, where the eager one measured faster, that)."""
 
     workspace_size = 0
@@ -221,25 +231,14 @@ class FamilyFusionPlan:
         """How many times ``torch.compile`` compiled for this plan (all in ``build_plan``)."""
         return self.backend.compiles
 
-    def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
-        buffers = cast("dict[int, Any]", variant_pack)  # a fresh dict from the frontend
-        if not self.replay.run(buffers, self.run_now):
-            self.run_now(buffers)
-
-    def execute_at(self, variant_pack: Mapping[int, Any], workspace: Any, addresses: Any) -> None:
-        """:meth:`execute` of a pack whose buffers' ``addresses`` the frontend read already."""
-        buffers = cast("dict[int, Any]", variant_pack)
-        if not self.replay.run(buffers, self.run_now, addresses):
-            self.run_now(buffers)
-
-    def run_now(self, variant_pack: Mapping[int, Any]) -> None:
+    def run_now(self, buffers: Mapping[int, Any]) -> None:
         """The chosen function now (no replay)."""
         if self.choice != "fused" or self.compiled is None:
-            self._eager.run_now(variant_pack)
+            self._eager.run_now(buffers)
             return
-        args = self.arguments(variant_pack)
+        args = self.arguments(buffers)
         if args is None:  # buffers on another device than compiled for: no compile here
-            self._eager.run_now(variant_pack)
+            self._eager.run_now(buffers)
             return
         try:
             returned = self.compiled(*args)
@@ -249,12 +248,12 @@ class FamilyFusionPlan:
             # a guard failed (aliased input buffers, ...) and the compile was refused before
             # anything ran: this call runs node by node
             self.backend.refused = False
-            self._eager.run_now(variant_pack)
+            self._eager.run_now(buffers)
             return
         if returned is not None:  # a graph whose lowerings check their data (see _whole)
             results, ok = returned
             if not bool(ok):  # node by node: the lowering that refuses the data raises
-                self._eager.run_now(variant_pack)
+                self._eager.run_now(buffers)
                 return
             for out, value in zip(args[len(self.program.feeds) :], results, strict=True):
                 out.copy_(value.reshape(out.shape))
