@@ -16,7 +16,9 @@ Only full packs (every output given, as ``execute`` gives) of CUDA tensors on on
 plain Python numbers are captured; a plan whose kernels cannot be captured (a host sync) runs
 eagerly from then on. A plan may also refuse replay when it is built
 (:meth:`CudaGraphReplay.refuse`: philox dropout, whose generator use a capture cannot
-reproduce); ``refusal`` then says why.
+reproduce; family graphs whose lowerings check their data on the host); ``refusal`` then says
+why. The attention plans and the family plans (``TORCH_EAGER_ENGINE``, ``TORCH_FUSION_ENGINE``)
+replay through this class.
 """
 
 from __future__ import annotations
