@@ -116,7 +116,7 @@ def test_hits_of_the_op_call_no_execute_and_no_plan_steps(monkeypatch: Any) -> N
 
     monkeypatch.setattr(TorchSdpaPlan, "execute", refuse)
     monkeypatch.setattr(TorchSdpaPlan, "execute_at", refuse)
-    monkeypatch.setattr(TorchSdpaPlan, "_run_steps", refuse)
+    monkeypatch.setattr(TorchSdpaPlan, "run_now", refuse)
     out = scaled_dot_product_attention(q, k, v, is_causal=True)
     grads = torch.autograd.grad(out.square().sum(), [q, k, v])
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)

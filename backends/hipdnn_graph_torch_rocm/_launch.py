@@ -1,7 +1,7 @@
 """The torch plans' launchers: a one-node plan's kernel with its build-time keywords bound.
 
 ``execute`` gathers a step's tensors and keywords from the variant pack on every call
-(:meth:`._sdpa_plan.TorchSdpaPlan._run_steps`). A caller that keeps built graphs in a cache keyed
+(:meth:`._sdpa_plan.TorchSdpaPlan.run_now`). A caller that keeps built graphs in a cache keyed
 by every fact the variant-pack check reads (the torch op) can call the kernel directly instead:
 :func:`launcher` binds the step's static keywords once (``functools.partial``, bound in C) and
 returns a :class:`~hipdnn_graph.backend.Launcher` whose call takes the step's tensors and runtime

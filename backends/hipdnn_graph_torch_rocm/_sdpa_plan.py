@@ -11,14 +11,14 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from hipdnn_graph.backend import Launcher
 
 from ._launch import as_declared, launcher
-from .replay import CudaGraphReplay
+from .replay import CudaGraphReplay, ReplayedPlan
 
 __all__ = ["Step", "TorchSdpaPlan"]
 
@@ -43,7 +43,7 @@ class Step:
     destinations: tuple[tuple[str, int], ...] = ()
 
 
-class TorchSdpaPlan:
+class TorchSdpaPlan(ReplayedPlan):
     """A built torch plan: one step per node.
 
     Outputs missing from the variant pack (``Graph.run``) are the kernels' own result tensors,
@@ -58,19 +58,8 @@ class TorchSdpaPlan:
         self.steps = steps
         self.replay = CudaGraphReplay(output_uids)
 
-    def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
-        buffers = cast("dict[int, Any]", variant_pack)  # a fresh dict from the frontend
-        if not self.replay.run(buffers, self._run_steps):
-            self._run_steps(buffers)
-
-    def execute_at(self, variant_pack: Mapping[int, Any], workspace: Any, addresses: Any) -> None:
-        """:meth:`execute` of a pack whose buffers' ``addresses`` the frontend read already (the
-        CUDA-graph replay is keyed by them)."""
-        buffers = cast("dict[int, Any]", variant_pack)
-        if not self.replay.run(buffers, self._run_steps, addresses):
-            self._run_steps(buffers)
-
-    def _run_steps(self, buffers: dict[int, Any]) -> None:
+    def run_now(self, buffers: dict[int, Any]) -> None:
+        """Every step now (no replay)."""
         for step in self.steps:
             kw = step.static
             if step.runtime or step.destinations:

@@ -47,7 +47,7 @@ from .fusion_compile import (
     example_buffers,
     measure,
 )
-from .replay import CudaGraphReplay
+from .replay import CudaGraphReplay, ReplayedPlan
 
 __all__ = [
     "EAGER_ENGINE",
@@ -124,28 +124,7 @@ def _feeds(program: FamilyProgram, buffers: Mapping[int, Any]) -> dict[int, Any]
     return {uid: buffers[uid] for uid in program.feeds}
 
 
-class _ReplayedPlan:
-    """``execute`` through the plan's CUDA-graph replay (:mod:`.replay`): a replayed graph
-    when these buffers came before, else :meth:`run_now`."""
-
-    replay: CudaGraphReplay
-
-    def run_now(self, buffers: Mapping[int, Any]) -> None:
-        raise NotImplementedError
-
-    def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
-        buffers = cast("dict[int, Any]", variant_pack)  # a fresh dict from the frontend
-        if not self.replay.run(buffers, self.run_now):
-            self.run_now(buffers)
-
-    def execute_at(self, variant_pack: Mapping[int, Any], workspace: Any, addresses: Any) -> None:
-        """:meth:`execute` of a pack whose buffers' ``addresses`` the frontend read already."""
-        buffers = cast("dict[int, Any]", variant_pack)
-        if not self.replay.run(buffers, self.run_now, addresses):
-            self.run_now(buffers)
-
-
-class FamilyEagerPlan(_ReplayedPlan):
+class FamilyEagerPlan(ReplayedPlan):
     """Node by node: every lowering on the caller's tensors, then the outputs copied into the
     caller's buffers (outputs the caller leaves to ``Graph.run`` are handed over uncopied; a
     node with a writer writes the caller's buffers directly)."""
@@ -195,7 +174,7 @@ def _device() -> str:
     return f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
 
 
-class FamilyFusionPlan(_ReplayedPlan):
+class FamilyFusionPlan(ReplayedPlan):
     """The graph as one compiled function (or, where the eager one measured faster, that)."""
 
     workspace_size = 0

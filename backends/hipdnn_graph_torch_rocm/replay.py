@@ -26,10 +26,10 @@ from __future__ import annotations
 import os
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, cast
 
-__all__ = ["DEFAULT_GRAPHS", "CudaGraphReplay", "graphs_per_plan", "record_graph"]
+__all__ = ["DEFAULT_GRAPHS", "CudaGraphReplay", "ReplayedPlan", "graphs_per_plan", "record_graph"]
 
 #: Graphs a plan keeps when ``HIPDNN_GRAPH_CUDA_GRAPHS`` is not set.
 DEFAULT_GRAPHS = 4
@@ -155,6 +155,30 @@ class CudaGraphReplay:
         if stream is None:
             stream = self._streams[device] = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
         return record_graph(lambda: run_steps(dict(buffers)), device, stream)
+
+
+class ReplayedPlan:
+    """A plan whose ``execute`` goes through its :class:`CudaGraphReplay`: a replayed graph when
+    these buffers came before, else :meth:`run_now`. Subclasses set ``replay`` and define
+    ``run_now(buffers)`` (every kernel now, on a fresh dict of the pack, which it may extend
+    with the outputs it hands over)."""
+
+    replay: CudaGraphReplay
+
+    def run_now(self, buffers: dict[int, Any]) -> None:
+        raise NotImplementedError
+
+    def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
+        buffers = cast("dict[int, Any]", variant_pack)  # a fresh dict from the frontend
+        if not self.replay.run(buffers, self.run_now):
+            self.run_now(buffers)
+
+    def execute_at(self, variant_pack: Mapping[int, Any], workspace: Any, addresses: Any) -> None:
+        """:meth:`execute` of a pack whose buffers' ``addresses`` the frontend read already (the
+        CUDA-graph replay is keyed by them)."""
+        buffers = cast("dict[int, Any]", variant_pack)
+        if not self.replay.run(buffers, self.run_now, addresses):
+            self.run_now(buffers)
 
 
 def record_graph(run: Callable[[], Any], device: Any, stream: Any) -> Any:
