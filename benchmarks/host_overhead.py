@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 import hipdnn_graph as hg
-from hipdnn_graph.torch import cached_graphs, graph_cache, scaled_dot_product_attention
+from hipdnn_graph.torch import graph_cache, scaled_dot_product_attention
 
 B, H, S, D = 1, 1, 16, 16
 TARGETS = {"cpu": 3.0, "cuda": 1.3}
@@ -129,6 +129,15 @@ def execute_parts(device: str, dtype: torch.dtype) -> dict[str, Callable[[], Any
     }
 
 
+def _described(entry: Any) -> str:
+    """One of the op's cached graphs: its kind, its engine, whether calls take the autograd
+    route."""
+    kind = ("philox " if "Seed" in entry.slots else "") + (
+        "backward" if "dO" in entry.slots else "forward"
+    )
+    return f"{kind} on {entry.engine}" + (" (autograd route)" if entry.autograd else "")
+
+
 def report(device: str, dtype: torch.dtype, rounds: int, calls: int) -> None:
     name = torch.cuda.get_device_name() if device != "cpu" else "CPU"
     print(f"\n{device} ({name}), {dtype}, B={B} H={H} S={S} D={D}: "
@@ -136,8 +145,8 @@ def report(device: str, dtype: torch.dtype, rounds: int, calls: int) -> None:
     graph_cache().clear()
     fns = {**op_pair(device, dtype), **execute_parts(device, dtype)}
     medians = interleaved(fns, device, rounds, calls)
-    engines = sorted({(c.kind, c.engine) for c in cached_graphs()})
-    print(f"  the op's graphs: {', '.join(f'{kind} on {e}' for kind, e in engines)}")
+    engines = sorted({_described(e) for e in graph_cache().values()})
+    print(f"  the op's graphs: {', '.join(engines)}")
     print(f"  | {'call':<20} | host µs | p10 round | p90 round |")
     print(f"  |{'-' * 22}|---------|-----------|-----------|")
     for label, values in medians.items():

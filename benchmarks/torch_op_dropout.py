@@ -102,7 +102,11 @@ def row(b: int, h: int, s: int, d: int, device: str, rounds: int) -> dict[str, A
     peaks = {name: _peak_bytes(step, cuda) for name, step in steps.items()}
     ms = _time_ms(steps, cuda, rounds)
     engines = sorted(
-        {e.graph.get_plan_name() for e in hgt.graph_cache().values() if "Seed" in e.slots}
+        {
+            e.engine + (" (autograd route)" if e.autograd else "")
+            for e in hgt.graph_cache().values()
+            if "Seed" in e.slots
+        }
     )
     return {
         "shape": [b, h, s, d],

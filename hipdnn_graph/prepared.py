@@ -134,6 +134,8 @@ class PreparedLaunch:
         self.inputs: tuple[int, ...] = launch.inputs
         self.outputs: tuple[int, ...] = launch.outputs
         self._call = launch.call
+        #: the kernel's differentiable form, once known (:attr:`Launcher.autograd`)
+        self.autograd = launch.autograd
         scalars = {s.uid for s in built.binder.specs if s.pass_by_value}
         #: positions of the tensors among the inputs (their requires_grad is read per call)
         self._tensors = tuple(i for i, uid in enumerate(launch.inputs) if uid not in scalars)

@@ -34,7 +34,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from hipdnn_graph.backend import Launcher
+from hipdnn_graph.backend import AutogradForm, Launcher
 
 __all__ = ["as_declared", "launcher"]
 
@@ -101,4 +101,12 @@ def launcher(
             results = kernel(*args[:n], **kw)
             return [as_declared(results[i], dtype, strides) for i, dtype, strides in declared]
 
-    return Launcher(inputs + tuple(uid for _, uid, _ in runtime), out_uids, call)
+    fields = getattr(kernel, "autograd", None)  # a kernel that knows its autograd form
+    autograd = None
+    if fields is not None:
+
+        def autograd() -> AutogradForm | None:
+            known = fields()
+            return None if known is None else AutogradForm(*known)
+
+    return Launcher(inputs + tuple(uid for _, uid, _ in runtime), out_uids, call, autograd)

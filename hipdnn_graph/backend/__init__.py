@@ -4,6 +4,7 @@ See :mod:`hipdnn_graph.backend.contract` for what a plugin implements.
 """
 
 from .contract import (
+    AutogradForm,
     Backend,
     BackendInfo,
     Engine,
@@ -28,6 +29,7 @@ from .variant_pack import TensorSpec, VariantPackBinder, as_numpy, as_torch, is_
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "AutogradForm",
     "Backend",
     "BackendInfo",
     "Engine",

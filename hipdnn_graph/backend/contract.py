@@ -21,7 +21,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..graph import Graph
 
 __all__ = [
+    "AutogradForm",
     "Backend",
     "Engine",
     "ExecutionPlan",
@@ -104,6 +105,30 @@ class ExecutionPlan(Protocol):
     def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None: ...
 
 
+class AutogradForm(NamedTuple):
+    """A launcher whose kernel is one torch op with an autograd formula of its own.
+
+    A forward graph's launcher and a backward graph's launcher give equal ``pair`` values when
+    the backward's kernel is exactly what torch's autograd runs for the forward's op (the same
+    backward op on the same arguments). A caller that has both may then run the forward op with
+    ``call`` on tensors that require grad, let torch record it, and leave the backward to
+    torch's autograd: no Python runs in the backward. The torch op does so for aten's cuDNN
+    attention (:mod:`hipdnn_graph.torch`). A forward with philox dropout draws its seed and
+    offset from the device's generator, as torch's fused ops do: its form serves only a caller
+    whose graph's Seed and Offset are that generator's current state (the torch op's are).
+
+    Example:
+        >>> AutogradForm(("cudnn", True, 0.125, 0.0), None).call is None  # a backward's form
+        True
+    """
+
+    #: equal for a forward launcher and the backward launcher that is its autograd formula
+    pair: Hashable
+    #: the forward's op on its tensor inputs (tensors that may require grad) returning its
+    #: first output, recorded by torch's autograd; None for a backward's form
+    call: Callable[..., Any] | None
+
+
 class Launcher(NamedTuple):
     """A plan's kernels with everything fixed at build time bound: ``call(*buffers)`` takes the
     buffers of ``inputs`` (uids, in that order) and returns new buffers for ``outputs`` (uids,
@@ -119,6 +144,9 @@ class Launcher(NamedTuple):
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     call: Callable[..., Sequence[Any]]
+    #: the kernel as a differentiable torch call, once known (see :class:`AutogradForm`):
+    #: ``autograd()`` answers after the first ``call`` on a device, None where there is none
+    autograd: Callable[[], AutogradForm | None] | None = None
 
 
 @runtime_checkable

@@ -69,6 +69,11 @@ class GraphCache(Generic[T]):
                 self._hits += 1
             return value
 
+    def peek(self, key: Hashable) -> T | None:
+        """The cached value for ``key`` or ``None``, neither counted nor made recent."""
+        with self._lock:
+            return self._entries.get(key)
+
     def get_or_build(self, key: Hashable, build: Callable[[], T]) -> T:
         """The cached value for ``key``, or ``build()``'s result (stored) on a miss."""
         with self._lock:

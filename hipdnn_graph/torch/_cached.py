@@ -75,6 +75,9 @@ class CachedGraph(NamedTuple):
     shapes: dict[str, tuple[int, ...]]
     #: the built graph itself (``to_dot()``, ``get_engine_refusals()``, ``serialize()``, …)
     graph: Graph
+    #: a forward graph whose op the torch op now calls under torch's autograd, because the
+    #: backward graph's kernel is that op's own backward (see :mod:`hipdnn_graph.torch`)
+    autograd_route: bool = False
 
 
 def cached_graphs() -> list[CachedGraph]:
@@ -100,6 +103,7 @@ def cached_graphs() -> list[CachedGraph]:
             tuple(entry.graph.get_engine_names()),
             {slot: tuple(t.dim) for slot, t in entry.slots.items() if not t.is_pass_by_value},
             entry.graph,
+            bool(entry.autograd),
         )
         for entry in _CACHE.values()
     ]
@@ -142,6 +146,12 @@ class Entry:
     #: (slot, uid) of every graph input, and the uids of the outputs, in ``outputs`` order
     order: tuple[tuple[str, int], ...] = field(init=False)
     out_uids: tuple[int, ...] = field(init=False)
+    #: a forward graph's autograd route (see :mod:`._hot`): None until the op has learnt it,
+    #: False where there is none, else the call that runs the forward's op under torch's
+    #: autograd (whose backward is this graph's backward graph's own kernel)
+    autograd: Any = field(default=None, init=False)
+    #: backwards that found no autograd form yet (:func:`._hot.learn_route`)
+    route_tries: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self.engine = str(self.graph.get_plan_name())

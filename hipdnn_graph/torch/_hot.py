@@ -13,6 +13,17 @@ ran and how far it moves the generator, keyed by the tensors' facts, the probabi
 and torch's switches: a later call draws its seed and offset, launches and moves the generator on,
 and nothing else.
 
+**The autograd route.** Where a forward graph's kernel is one torch op whose own autograd formula
+is exactly the backward graph's kernel (the launchers' :class:`~hipdnn_graph.backend.
+AutogradForm` pairs are equal: aten's cuDNN attention called directly, with or without philox
+dropout), the op learns so in the backward of the first call that hit both graphs
+(:func:`learn_route`) and stores the forward's differentiable call in the forward entry. Later
+calls (:func:`lookup` finds it) run that op on the caller's tensors and let torch's autograd
+record it: the backward runs no Python, exactly as ``F.scaled_dot_product_attention``'s does,
+and computes what the backward graph would (the same op on the same arguments). With dropout,
+the op draws its seed and offset from the device's generator itself: the pair the graph path
+draws (:func:`._dropout.draw`), moved on by the same increment.
+
 Example:
     >>> import torch
     >>> from hipdnn_graph.torch._graphs import checked_options
@@ -26,21 +37,27 @@ Example:
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
 
+from ..backend import AutogradForm
 from ..types import DiagonalAlignment
 from . import _dropout
-from ._cached import Options, cache_key, graph_cache
+from ._cached import Entry, Options, cache_key, graph_cache
 from ._graphs import run_backward, run_forward, run_forward_on
 from ._philox_graphs import philox_slots
 
 __all__ = [
+    "Hit",
     "Philox",
     "backward_qkv",
     "forward_qkv",
     "fused_choice",
+    "learn_route",
+    "lookup",
     "philox_backward_qkv",
     "philox_forward_pack",
     "philox_forward_qkv",
@@ -51,15 +68,18 @@ Tensor = torch.Tensor
 
 #: the op's graph cache (:func:`graph_cache`), looked up directly
 _GRAPHS = graph_cache()
+_LOG = logging.getLogger("hipdnn_graph.torch")
 
 
-def forward_qkv(q: Tensor, k: Tensor, v: Tensor, options: Options) -> tuple[Tensor, Tensor]:
+def forward_qkv(
+    q: Tensor, k: Tensor, v: Tensor, options: Options, hit: Hit | None = None
+) -> tuple[Tensor, Tensor]:
     """:func:`run_forward` of a pack holding Q, K and V alone (the common call), with the cache
-    key (:func:`cache_key`'s, the same tuple) built without the pack; a hit calls the plan's
-    launcher on the three tensors."""
-    key = ("fwd", q.device, (("Q", q.shape, q.stride(), q.dtype), ("K", k.shape, k.stride(),
-           k.dtype), ("V", v.shape, v.stride(), v.dtype)), options)  # fmt: skip
-    entry = _GRAPHS.get(key)
+    key (:func:`cache_key`'s, the same tuple) built without the pack (or found by
+    :func:`lookup` already: ``hit``); a hit calls the plan's launcher on the three tensors."""
+    if hit is None:
+        hit = lookup(q, k, v, 0.0, options)
+    entry = hit.entry
     if entry is None:
         return run_forward({"Q": q, "K": k, "V": v}, options)
     launch = entry.launch
@@ -124,36 +144,63 @@ _PHILOX: dict[tuple[Any, ...], _Remembered] = {}
 _dropout.on_clear(_PHILOX.clear)
 
 
-def philox_forward_qkv(
-    q: Tensor, k: Tensor, v: Tensor, p: float, options: Options
-) -> tuple[Tensor, Tensor, Philox]:
-    """The philox forward of a pack holding Q, K and V alone: ``(O, Stats, what the backward
-    needs)``, with a new seed and offset drawn from torch's generator (:mod:`._dropout`), which
-    moves on past them.
+class Hit(NamedTuple):
+    """What :func:`lookup` found for a common call (Q, K and V alone)."""
 
-    The first call of a signature prefers the fused op torch would run (:func:`fused_choice`)
-    and runs through :func:`run_forward_on`; it remembers the graph's key, the engine that ran
-    and its generator increment, so a later call draws, launches and moves the generator on.
-    """
+    #: the forward graph's cache key (no dropout) or the philox signature (:func:`lookup`)
+    key: Any
+    #: the forward graph's cache entry (counted as a hit), or None on a miss
+    entry: Entry | None
+    #: a philox call's :class:`_Remembered` (None without dropout or before the first call)
+    known: _Remembered | None = None
+
+
+def lookup(q: Tensor, k: Tensor, v: Tensor, p: float, options: Options) -> Hit:
+    """The forward graph of a common call, found with one key built from the tensors (the
+    forward's cache key, or with dropout the philox signature and what its first call found
+    out); its entry's ``autograd`` is the call's route once learnt (see the module)."""
+    if not p:
+        key = ("fwd", q.device, (("Q", q.shape, q.stride(), q.dtype), ("K", k.shape, k.stride(),
+               k.dtype), ("V", v.shape, v.stride(), v.dtype)), options)  # fmt: skip
+        return Hit(key, _GRAPHS.get(key))
     device = q.device
     signature = (q.shape, q.stride(), q.dtype, k.shape, k.stride(), k.dtype, v.shape,
                  v.stride(), v.dtype, device, p, options,
                  _dropout.switches() if device.type == "cuda" else None)  # fmt: skip
     known = _PHILOX.get(signature)
-    if known is not None:
-        entry = _GRAPHS.get(known.forward_key)
-        if entry is not None and entry.launch is not None and entry.launch_slots == _QKV_PHILOX:
-            seed, offset = _dropout.draw(device)
-            out = entry.launch([q, k, v, seed, offset])
-            _dropout.advance_by(device, offset, known.increment)
-            return out[0], out[1], (seed, offset, known.backward_options)
+    if known is None:
+        return Hit(signature, None)
+    return Hit(signature, _GRAPHS.get(known.forward_key), known)
+
+
+def philox_forward_qkv(
+    q: Tensor, k: Tensor, v: Tensor, p: float, options: Options, hit: Hit | None = None
+) -> tuple[Tensor, Tensor, Philox]:
+    """The philox forward of a pack holding Q, K and V alone: ``(O, Stats, what the backward
+    needs)``, with a new seed and offset drawn from torch's generator (:mod:`._dropout`), which
+    moves on past them; ``hit``: :func:`lookup`'s answer when the caller asked already.
+
+    The first call of a signature prefers the fused op torch would run (:func:`fused_choice`)
+    and runs through :func:`run_forward_on`; it remembers the graph's key, the engine that ran
+    and its generator increment, so a later call draws, launches and moves the generator on.
+    """
+    if hit is None:
+        hit = lookup(q, k, v, p, options)
+    known, entry = hit.known, hit.entry
+    launch = None if entry is None else entry.launch
+    if known is not None and launch is not None and entry.launch_slots == _QKV_PHILOX:  # type: ignore[union-attr]
+        device = q.device
+        seed, offset = _dropout.draw(device)
+        out = launch([q, k, v, seed, offset])
+        _dropout.advance_by(device, offset, known.increment)
+        return out[0], out[1], (seed, offset, known.backward_options)
     pack: dict[str, Any] = {"Q": q, "K": k, "V": v}
     o, stats, philox, forward_key, increment = philox_forward_pack(
         pack, None, p, options, padded=False
     )
     if len(_PHILOX) > 1024:
         _PHILOX.clear()
-    _PHILOX[signature] = _Remembered(forward_key, increment, philox[2])
+    _PHILOX[hit.key] = _Remembered(forward_key, increment, philox[2])
     return o, stats, philox
 
 
@@ -197,6 +244,71 @@ def philox_backward_qkv(
                 "Offset": offset}  # fmt: skip
         grads = run_backward(pack, options, None)
     return grads[0], grads[1], grads[2]
+
+
+def learn_route(
+    forward: Entry,
+    q: Tensor, k: Tensor, v: Tensor, o: Tensor, do: Tensor, stats: Tensor,
+    options: Options, philox: bool,
+) -> None:  # fmt: skip
+    """Set ``forward.autograd`` (see the module) from the backward graph this call's backward
+    just ran (``options``: the backward's; ``philox``: with Seed and Offset): the route when
+    both launchers' autograd forms pair, else False, so it is learnt once. A launcher that
+    answers no form yet (it binds its kernel on its first calls) is asked again by the next
+    calls, :data:`_TRIES` in all; one without ``autograd`` at all means no route."""
+    sig = _backward_signature(q, k, v, o, do, stats)
+    if philox:
+        sig = (*sig, "Seed", "Offset")
+    backward = _GRAPHS.peek((("bwd", q.device, sig, options), False))
+    ask_forward, ask_backward = _asker(forward), _asker(backward)
+    if ask_forward is None or ask_backward is None:  # a launcher that never knows a form
+        forward.autograd = False
+        return
+    made, taken = ask_forward(), ask_backward()
+    if made is None or taken is None:
+        forward.route_tries += 1
+        if forward.route_tries >= _TRIES:
+            forward.autograd = False
+        return
+    if made.pair != taken.pair or made.call is None or taken.call is not None:
+        forward.autograd = False
+        return
+    forward.autograd = _declared_output(made.call, tuple(forward.outputs[0].stride))
+    if _LOG.isEnabledFor(logging.DEBUG):
+        _LOG.debug("graph '%s' and its backward graph run one op and its own autograd formula "
+                   "(%r): later calls run the op under torch's autograd",
+                   forward.graph.get_name(), made.pair)  # fmt: skip
+
+
+#: how many backwards :func:`learn_route` asks for the launchers' forms before it gives up
+_TRIES = 3
+
+
+def _asker(entry: Entry | None) -> Callable[[], AutogradForm | None] | None:
+    """The entry's launcher's ``autograd`` (None: no launcher, or one that knows no form)."""
+    launch = None if entry is None else entry.launch
+    return None if launch is None else launch.autograd
+
+
+def _declared_output(
+    call: Callable[..., Tensor], strides: tuple[int, ...]
+) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
+    """``call`` returning O in the forward graph's declared layout, as the graph path does (a
+    differentiable copy where the op laid it out otherwise; strides of size-1 dims never
+    matter)."""
+    alike: set[tuple[int, ...]] = {strides}
+
+    def route(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        o = call(q, k, v)
+        got = o.stride()
+        if got not in alike:
+            if all(n == 1 or a == b for n, a, b in zip(o.shape, got, strides, strict=True)):
+                alike.add(got)
+            else:
+                o = torch.empty_strided(o.shape, strides, dtype=o.dtype, device=o.device).copy_(o)
+        return o
+
+    return route
 
 
 def fused_choice(

@@ -41,9 +41,12 @@ from ._graphs import (
     sdpa_forward,
 )
 from ._hot import (
+    Hit,
     backward_qkv,
     forward_qkv,
     fused_choice,
+    learn_route,
+    lookup,
     philox_backward_qkv,
     philox_forward_pack,
     philox_forward_qkv,
@@ -195,7 +198,10 @@ class _SdpaFunction(torch.autograd.Function):
     """The eager route: the forward and backward graphs without the custom-op layers.
 
     Takes what the public function checked and shaped: Q, K, V, the rank-4 mask (bool or
-    float), the padding tensors, the dropout probability and the graph options.
+    float), the padding tensors, the dropout probability, the graph options and, for a common
+    call (Q, K and V alone), what :func:`._hot.lookup` found (None: look it up here); the
+    backward of a call that hit a forward graph whose autograd route is unknown learns it
+    (:func:`._hot.learn_route`).
     """
 
     @staticmethod
@@ -209,6 +215,7 @@ class _SdpaFunction(torch.autograd.Function):
         slkv: Tensor | None,
         dropout_p: float,
         options: Options,
+        hit: Hit | None,
     ) -> Tensor:
         # the graphs read detached tensors (as the variant-pack check hands them to engines);
         # detached once here, and saved so, the backward has none left to detach
@@ -220,11 +227,15 @@ class _SdpaFunction(torch.autograd.Function):
             v = v.detach()
         ctx.options = options
         ctx.philox = None
+        ctx.learn = None
         if bias is None and slq is None:  # the common calls: Q, K and V alone
             if dropout_p:  # training: philox dropout
-                o, stats, ctx.philox = philox_forward_qkv(q, k, v, dropout_p, options)
+                o, stats, ctx.philox = philox_forward_qkv(q, k, v, dropout_p, options, hit)
             else:
-                o, stats = forward_qkv(q, k, v, options)
+                o, stats = forward_qkv(q, k, v, options, hit)
+            entry = None if hit is None else hit.entry
+            if entry is not None and entry.autograd is None:  # a hit with its route unknown
+                ctx.learn = entry
             ctx.save_for_backward(q, k, v, None, None, None, o.detach(), stats)
             return o
         pack: dict[str, Any] = {"Q": q, "K": k, "V": v}
@@ -249,11 +260,15 @@ class _SdpaFunction(torch.autograd.Function):
         if bias is None and slq is None:  # the common calls
             if 0 in do.stride():  # a broadcast gradient (x.sum()'s) is made dense
                 do = do.contiguous()
-            if ctx.philox is None:
+            philox = ctx.philox
+            if philox is None:
                 dq, dk, dv = backward_qkv(q, k, v, o, do, stats, ctx.options)
             else:
-                dq, dk, dv = philox_backward_qkv(q, k, v, o, do, stats, ctx.philox)
-            return dq, dk, dv, None, None, None, None, None
+                dq, dk, dv = philox_backward_qkv(q, k, v, o, do, stats, philox)
+            if ctx.learn is not None:
+                options = ctx.options if philox is None else philox[2]
+                learn_route(ctx.learn, q, k, v, o, do, stats, options, philox is not None)
+            return dq, dk, dv, None, None, None, None, None, None
         bias_grad = bias is not None and ctx.needs_input_grad[3]
         pack: dict[str, Any] = {
             "Q": q,
@@ -270,7 +285,7 @@ class _SdpaFunction(torch.autograd.Function):
             seed, offset, options = ctx.philox
             pack.update(philox_slots(seed, offset))
         dq, dk, dv, dbias = run_backward(pack, options, bias.shape if bias_grad else None)
-        return dq, dk, dv, dbias, None, None, None, None
+        return dq, dk, dv, dbias, None, None, None, None, None
 
 
 def _c_apply() -> tuple[Any, Any, Any]:
@@ -369,14 +384,23 @@ def scaled_dot_product_attention(
         if _APPLY is not None and not _transforms_active():
             # Function.apply's own steps for a Function without setup_context, outside functorch
             # transforms, without its Python frame and generic argument loop
-            if bias is not None:
-                bias = _unwrap(bias)
-            if slq is not None:
-                slq, slkv = _unwrap(slq), _unwrap(slkv)
-            out = _APPLY(_unwrap(query), _unwrap(key), _unwrap(value), bias, slq, slkv, p, options)
-        else:
+            query, key, value = _unwrap(query), _unwrap(key), _unwrap(value)
+            hit = None
+            if bias is None and slq is None:  # the common calls: Q, K and V alone
+                hit = lookup(query, key, value, p, options)
+                if hit.entry is not None:
+                    route = hit.entry.autograd
+                    if route:  # the forward op under torch's autograd (see _hot)
+                        return route(query, key, value)  # type: ignore[no-any-return]
+            else:
+                if bias is not None:
+                    bias = _unwrap(bias)
+                if slq is not None:
+                    slq, slkv = _unwrap(slq), _unwrap(slkv)
+            out = _APPLY(query, key, value, bias, slq, slkv, p, options, hit)
+        else:  # functorch transforms: the graphs look up the unwrapped tensors themselves
             out = _SdpaFunction.apply(  # type: ignore[no-untyped-call]
-                query, key, value, bias, slq, slkv, p, options
+                query, key, value, bias, slq, slkv, p, options, None
             )
         return out  # type: ignore[no-any-return]
     o, _, _ = sdpa_fwd_op(

@@ -63,7 +63,10 @@ def test_cuda_cache_hits_call_the_fused_plan_directly(monkeypatch: Any) -> None:
     assert _rel(out, ref) < 2e-2
     for a, b in zip(grads, refs, strict=True):
         assert _rel(a, b) < 3e-2
-    assert hgt.graph_cache().info()[:2] == (6, 2)
+    # three hits each, or, once the second call learnt the autograd route (cuDNN), the forward
+    # graph's hits alone after it
+    routed = any(c.autograd_route for c in hgt.cached_graphs())
+    assert hgt.graph_cache().info()[:2] == ((4, 2) if routed else (6, 2))
 
 
 @pytest.mark.parametrize(
@@ -197,7 +200,9 @@ def test_the_debug_logger_still_reports_engine_choices(caplog: Any) -> None:
     assert f"graph 'hipdnn_torch_sdpa_fwd' runs on engine {engines['forward']}" in first
     assert f"graph 'hipdnn_torch_sdpa_bwd' runs on engine {engines['backward']}" in first
     assert any("engines that apply, best first" in m for m in first)
-    assert not [r for r in caplog.records if r.name.startswith("hipdnn_graph")]  # hits: none
+    hits = [r.getMessage() for r in caplog.records if r.name.startswith("hipdnn_graph")]
+    # hits log nothing but, once, a forward graph whose calls take the autograd route
+    assert all("own autograd formula" in m for m in hits), hits
 
 
 def test_graph_execute_replays_by_the_addresses_the_binder_read() -> None:

@@ -94,10 +94,12 @@ class CudnnFrontendPlan:
         """:meth:`execute` of a pack whose buffers' ``addresses`` the frontend read already (the
         CUDA-graph replay is keyed by them; ``None``: read here)."""
         pack: dict[int, Any] = dict(variant_pack)
-        device = _device_of(pack)
-        # a captured graph keeps its own workspace (the caller may pass another one next time)
-        if not self.replay.run(pack, lambda buffers: self._run(buffers, None, device), addresses):
-            self._run(pack, workspace, device)
+        # a captured graph keeps its own workspace (the caller may pass another one next time);
+        # a replay needs no device check: its buffers are the ones captured, on their device
+        if not self.replay.run(
+            pack, lambda buffers: self._run(buffers, None, _device_of(buffers)), addresses
+        ):
+            self._run(pack, workspace, _device_of(pack))
 
     def _run(self, pack: dict[int, Any], workspace: Any, device: Any) -> None:
         import torch

@@ -15,6 +15,14 @@ is plain too: the forward runs with the device's generator at the graph's seed a
 backward takes them in the op's form, as the generic call does (:mod:`._fused_philox`).
 Any other node keeps the generic call. The results are the generic call's, bit for bit: the same
 op on the same arguments (checked on the GPU by ``tests/gpu/test_torch_op_hot_path_gpu.py``).
+
+Each direct call carries the fields of its :class:`~hipdnn_graph.backend.AutogradForm`
+(``autograd_form``, a ``(pair, call)`` tuple: kernels import without the core package). The
+forward's and the backward's share one ``pair`` (the op, causal, scale, dropout probability),
+because the backward call is exactly the one torch's autograd formula of
+``aten._scaled_dot_product_cudnn_attention`` makes (``_scaled_dot_product_cudnn_attention_
+backward`` on the forward's inputs, output, logsumexp, philox seed and offset, the lengths and
+the same flags). The forward's call runs the op on tensors that may require grad.
 """
 
 from __future__ import annotations
@@ -79,6 +87,7 @@ def direct(
     f32 = torch.float32
     drop = float(static.get("dropout_p") or 0.0)  # philox dropout: the graph's Seed and Offset
     seed0, offset0 = static.get("dropout_seed"), static.get("dropout_offset")
+    pair = ("_scaled_dot_product_cudnn_attention", causal, scale, drop)
     if forward:
         fwd = aten_op("_scaled_dot_product_cudnn_attention")
         rng_key = (op, device)
@@ -106,6 +115,11 @@ def direct(
                 remember_rng(op, device, res[6], res[7])
             return res[0], lse
 
+        def differentiable(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+            # with dropout the op draws from the device's generator as it stands (see the form)
+            return fwd(q, k, v, None, True, drop, causal, False, scale=scale)[0]  # type: ignore[no-any-return]
+
+        run_forward.autograd_form = (pair, differentiable)  # type: ignore[attr-defined]
         return run_forward
     rank4 = c.lse_rank == 4  # the LSE the op takes back: its forward's [B, H, Sq(, 1)]
     lse_shape = stats_shape if rank4 else stats_shape[:3]
@@ -135,4 +149,5 @@ def direct(
                          causal, scale=scale)  # fmt: skip
         return dq, dk, dv, None
 
+    run_backward.autograd_form = (pair, None)  # type: ignore[attr-defined]
     return run_backward

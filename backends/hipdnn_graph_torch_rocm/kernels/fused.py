@@ -226,6 +226,15 @@ class _Bound:
             self._bound = (direct, device, generation)
         return out
 
+    def autograd(self) -> tuple[Any, Callable[..., Any] | None] | None:
+        """The direct call's ``(pair, call)``, the fields of its
+        :class:`~hipdnn_graph.backend.AutogradForm` (the aten op for a plain node), once a call
+        has bound it; None before, or for any other node."""
+        direct, _, generation = self._bound
+        if direct is None or generation != PLAN_GENERATION[0]:
+            return None
+        return getattr(direct, "autograd_form", None)
+
 
 _UNSET: Any = object()
 

@@ -1,0 +1,204 @@
+"""The torch op's autograd route (issue 22 item 3): the decision logic, on the CPU.
+
+Where a cached forward graph's launcher and the backward graph's launcher offer autograd forms
+that pair (:class:`hipdnn_graph.backend.AutogradForm`; on the GPU aten's cuDNN attention called
+directly, ``tests/gpu/test_torch_op_hot_path_gpu.py``), the op learns it in the backward of the
+first call that hit both graphs, and later calls run the forward's differentiable call under
+torch's autograd. On the CPU no engine offers a form, so these tests give the cached launchers
+stand-in forms: a differentiable torch function whose autograd is the reference.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from hipdnn_graph.backend import AutogradForm  # noqa: E402
+from hipdnn_graph.torch import graph_cache, scaled_dot_product_attention  # noqa: E402
+from hipdnn_graph.torch._cached import Entry  # noqa: E402
+
+F = torch.nn.functional
+
+
+def _qkv(s: int = 6, dtype: Any = torch.float64) -> list[Any]:
+    g = torch.Generator().manual_seed(7)
+    return [torch.randn(1, 2, s, 4, generator=g, dtype=dtype, requires_grad=True) for _ in range(3)]
+
+
+def _entries() -> tuple[Entry, Entry]:
+    forward = backward = None
+    for entry in graph_cache().values():
+        if "dO" in entry.slots:
+            backward = entry
+        else:
+            forward = entry
+    assert forward is not None and backward is not None
+    return forward, backward
+
+
+def _give_forms(
+    forward_pair: Any, backward_pair: Any, calls: list[int], layout: str = "same"
+) -> Entry:
+    """Stand-in forms on the cached launchers; the forward's call is F.sdpa (counted)."""
+    forward, backward = _entries()
+
+    def differentiable(q: Any, k: Any, v: Any) -> Any:
+        calls.append(1)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if layout == "transposed":  # the op lays O out unlike the graph's declaration
+            o = o.transpose(1, 2).contiguous().transpose(1, 2)
+        return o
+
+    assert forward.launch is not None and backward.launch is not None
+    forward.launch.autograd = lambda: AutogradForm(forward_pair, differentiable)
+    backward.launch.autograd = lambda: AutogradForm(backward_pair, None)
+    return forward
+
+
+def _step(q: Any, k: Any, v: Any) -> tuple[Any, ...]:
+    out = scaled_dot_product_attention(q, k, v, is_causal=True)
+    grads = torch.autograd.grad(out.square().sum(), [q, k, v])
+    return (out, *grads)
+
+
+def test_paired_forms_route_later_calls_through_torchs_autograd() -> None:
+    graph_cache().clear()
+    q, k, v = _qkv()
+    first = _step(q, k, v)  # a miss: builds both graphs
+    calls: list[int] = []
+    forward = _give_forms(("op", True), ("op", True), calls)
+    assert forward.autograd is None
+    second = _step(q, k, v)  # a hit of both graphs: its backward learns the route
+    assert callable(forward.autograd) and calls == []
+    hits = graph_cache().info().hits
+    third = _step(q, k, v)  # the route: the stand-in's autograd computes the gradients
+    assert calls == [1]
+    assert graph_cache().info().hits == hits + 1  # the forward graph alone is looked up
+    ref_out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    ref = (ref_out, *torch.autograd.grad(ref_out.square().sum(), [q, k, v]))
+    for got, want in zip(third, ref, strict=True):
+        assert torch.equal(got, want)
+    for a, b in zip(first, second, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    for a, b in zip(first, third, strict=True):  # the graphs and the route agree
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("forward_pair", "backward_pair"), [(("op", True), ("op", False)), (("op",), ("other",))]
+)
+def test_unpaired_forms_keep_the_graphs(forward_pair: Any, backward_pair: Any) -> None:
+    graph_cache().clear()
+    q, k, v = _qkv()
+    _step(q, k, v)
+    calls: list[int] = []
+    forward = _give_forms(forward_pair, backward_pair, calls)
+    _step(q, k, v)
+    assert forward.autograd is False  # learnt once: no route
+    _step(q, k, v)
+    assert calls == []
+
+
+def test_a_backward_form_with_a_call_is_no_route() -> None:
+    graph_cache().clear()
+    q, k, v = _qkv()
+    _step(q, k, v)
+    forward, backward = _entries()
+    assert forward.launch is not None and backward.launch is not None
+    forward.launch.autograd = lambda: AutogradForm("p", lambda *a: None)
+    backward.launch.autograd = lambda: AutogradForm("p", lambda *a: None)
+    _step(q, k, v)
+    assert forward.autograd is False
+
+
+def test_a_form_not_known_yet_is_asked_again_then_given_up() -> None:
+    graph_cache().clear()
+    q, k, v = _qkv()
+    _step(q, k, v)
+    forward, backward = _entries()
+    assert forward.launch is not None and backward.launch is not None
+    answers: list[Any] = [None, AutogradForm("p", None)]  # the backward binds on a later call
+    backward.launch.autograd = lambda: answers[0]
+    calls: list[int] = []
+    forward.launch.autograd = lambda: AutogradForm("p", lambda *a: calls.append(1))
+    _step(q, k, v)
+    assert forward.autograd is None and forward.route_tries == 1
+    answers.pop(0)
+    _step(q, k, v)
+    assert callable(forward.autograd)
+    graph_cache().clear()
+    _step(q, k, v)
+    forward, backward = _entries()
+    assert forward.launch is not None and backward.launch is not None
+    forward.launch.autograd = lambda: AutogradForm("p", lambda *a: None)
+    backward.launch.autograd = lambda: None  # a form never known: asked three times
+    for tries in (1, 2):
+        _step(q, k, v)
+        assert forward.autograd is None and forward.route_tries == tries
+    _step(q, k, v)
+    assert forward.autograd is False and calls == []
+
+
+def test_a_launcher_without_autograd_is_no_route_at_once() -> None:
+    graph_cache().clear()
+    q, k, v = _qkv()
+    _step(q, k, v)
+    forward, backward = _entries()
+    assert forward.launch is not None and backward.launch is not None
+    forward.launch.autograd = lambda: AutogradForm("p", lambda *a: None)
+    assert backward.launch.autograd is None  # the CPU engines' launchers know no form
+    _step(q, k, v)
+    assert forward.autograd is False and forward.route_tries == 0
+
+
+def test_the_route_returns_o_in_the_declared_layout_with_its_gradient() -> None:
+    graph_cache().clear()
+    q, k, v = _qkv()
+    first = _step(q, k, v)
+    calls: list[int] = []
+    forward = _give_forms("p", "p", calls, layout="transposed")
+    _step(q, k, v)
+    third = _step(q, k, v)
+    assert calls == [1]
+    assert third[0].stride() == tuple(forward.outputs[0].stride) == first[0].stride()
+    for a, b in zip(first, third, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_learning_is_logged_at_debug(caplog: Any) -> None:
+    graph_cache().clear()
+    q, k, v = _qkv()
+    _step(q, k, v)
+    _give_forms("the pair", "the pair", [])
+    with caplog.at_level(logging.DEBUG, logger="hipdnn_graph.torch"):
+        _step(q, k, v)
+    assert any("own autograd formula ('the pair')" in r.getMessage() for r in caplog.records)
+
+
+def test_an_emptied_cache_forgets_the_route() -> None:
+    graph_cache().clear()
+    q, k, v = _qkv()
+    _step(q, k, v)
+    calls: list[int] = []
+    _give_forms("p", "p", calls)
+    _step(q, k, v)
+    _step(q, k, v)
+    assert calls == [1]
+    graph_cache().clear()
+    _step(q, k, v)  # rebuilt: the new entries offer no form on the CPU
+    _step(q, k, v)
+    assert calls == [1] and _entries()[0].autograd is False
+
+
+def test_calls_with_a_mask_or_padding_never_take_the_route() -> None:
+    graph_cache().clear()
+    q, k, v = _qkv()
+    mask = torch.ones(6, 6, dtype=torch.bool).tril()
+    for _ in range(3):
+        out = scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        out.sum().backward()
+    assert all(entry.autograd is None for entry in graph_cache().values())
