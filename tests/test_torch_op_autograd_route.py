@@ -40,6 +40,16 @@ def _entries() -> tuple[Entry, Entry]:
     return forward, backward
 
 
+def _built() -> tuple[Any, Any, Any, Any, Any]:
+    """Q, K, V and the op's two cached graphs (whose launchers exist), after a first call."""
+    graph_cache().clear()
+    q, k, v = _qkv()
+    _step(q, k, v)
+    forward, backward = _entries()
+    assert forward.launch is not None and backward.launch is not None
+    return q, k, v, forward, backward
+
+
 def _give_forms(
     forward_pair: Any, backward_pair: Any, calls: list[int], layout: str = "same"
 ) -> Entry:
@@ -104,11 +114,7 @@ def test_unpaired_forms_keep_the_graphs(forward_pair: Any, backward_pair: Any) -
 
 
 def test_a_backward_form_with_a_call_is_no_route() -> None:
-    graph_cache().clear()
-    q, k, v = _qkv()
-    _step(q, k, v)
-    forward, backward = _entries()
-    assert forward.launch is not None and backward.launch is not None
+    q, k, v, forward, backward = _built()
     forward.launch.autograd = lambda: AutogradForm("p", lambda *a: None)
     backward.launch.autograd = lambda: AutogradForm("p", lambda *a: None)
     _step(q, k, v)
@@ -116,11 +122,7 @@ def test_a_backward_form_with_a_call_is_no_route() -> None:
 
 
 def test_a_form_not_known_yet_is_asked_again_then_given_up() -> None:
-    graph_cache().clear()
-    q, k, v = _qkv()
-    _step(q, k, v)
-    forward, backward = _entries()
-    assert forward.launch is not None and backward.launch is not None
+    q, k, v, forward, backward = _built()
     answers: list[Any] = [None, AutogradForm("p", None)]  # the backward binds on a later call
     backward.launch.autograd = lambda: answers[0]
     calls: list[int] = []
@@ -130,10 +132,7 @@ def test_a_form_not_known_yet_is_asked_again_then_given_up() -> None:
     answers.pop(0)
     _step(q, k, v)
     assert callable(forward.autograd)
-    graph_cache().clear()
-    _step(q, k, v)
-    forward, backward = _entries()
-    assert forward.launch is not None and backward.launch is not None
+    q, k, v, forward, backward = _built()
     forward.launch.autograd = lambda: AutogradForm("p", lambda *a: None)
     backward.launch.autograd = lambda: None  # a form never known: asked three times
     for tries in (1, 2):
@@ -144,11 +143,7 @@ def test_a_form_not_known_yet_is_asked_again_then_given_up() -> None:
 
 
 def test_a_launcher_without_autograd_is_no_route_at_once() -> None:
-    graph_cache().clear()
-    q, k, v = _qkv()
-    _step(q, k, v)
-    forward, backward = _entries()
-    assert forward.launch is not None and backward.launch is not None
+    q, k, v, forward, backward = _built()
     forward.launch.autograd = lambda: AutogradForm("p", lambda *a: None)
     assert backward.launch.autograd is None  # the CPU engines' launchers know no form
     _step(q, k, v)

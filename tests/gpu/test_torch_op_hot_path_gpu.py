@@ -6,7 +6,8 @@ fused engine's plan directly, with inputs that do not require grad (the flex ker
 grad would raise there), and gives torch's results. The pre-bound launchers a hit calls give what
 ``Graph.run`` gives (the route before them), philox dropout included; the fused ops' signature
 check runs once per plan; engine choices are still logged; ``Graph.execute`` replays by the
-addresses the variant-pack check read.
+addresses the variant-pack check read. Calls whose two graphs call aten's cuDNN attention take
+the autograd route once learnt, with the graph path's results and, with dropout, torch's mask.
 """
 
 from __future__ import annotations
@@ -308,3 +309,72 @@ def test_cudnn_philox_hits_call_the_aten_op_directly_with_the_graphs_seed(
         assert _rel(a, b) < 1e-2
     for a, b in zip(bwd[1][:3], bwd[0][:3], strict=True):
         assert _rel(a, b) < 1e-2
+
+
+# ----- the autograd route (see hipdnn_graph.torch._hot): calls whose forward and backward graphs
+# both run aten's cuDNN attention directly run the op under torch's autograd from the call after
+# the one that learnt it; results, the dropout mask and the generator are the graph path's and
+# torch's own
+_CUDNN = "TORCH_SDPA_CUDNN_ENGINE"
+
+
+def _routed_by_aten(out: Any) -> bool:
+    return "_SdpaFunction" not in type(out.grad_fn).__name__
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_cudnn_calls_learn_the_route_and_give_the_graphs_results(causal: bool) -> None:
+    hgt.graph_cache().clear()
+    q, k, v = _leaves()
+    runs, routed = [], []
+    try:
+        for _ in range(4):
+            out = hgt.scaled_dot_product_attention(q, k, v, is_causal=causal, engine=_CUDNN)
+            routed.append(_routed_by_aten(out))
+            runs.append((out, *torch.autograd.grad(out.float().square().sum(), [q, k, v])))
+    except hg.NotSupportedError as err:
+        pytest.skip(f"{_CUDNN} does not run here: {err}")
+    assert routed == [False, False, True, True]  # learnt in the second call's backward
+    listed = sorted((c.kind, c.engine, c.autograd_route) for c in hgt.cached_graphs())
+    assert listed == [("backward", _CUDNN, False), ("forward", _CUDNN, True)]
+    graph, route = runs[1], runs[3]
+    assert route[0].shape == graph[0].shape and route[0].stride() == graph[0].stride()
+    assert torch.equal(route[0], graph[0])  # one forward kernel on the same arguments
+    for a, b in zip(route[1:], graph[1:], strict=True):
+        assert _rel(a, b) < 1e-2  # backward kernels may accumulate in another order
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    refs = torch.autograd.grad(ref.float().square().sum(), [q, k, v])
+    assert _rel(route[0], ref) < 2e-2
+    for a, b in zip(route[1:], refs, strict=True):
+        assert _rel(a, b) < 3e-2
+
+
+def test_the_dropout_route_draws_sdpas_cudnn_mask_and_moves_the_generator_alike() -> None:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    hgt.graph_cache().clear()
+    q, k, v = _leaves((2, 4, 256, 64))
+    gen = torch.cuda.default_generators[torch.cuda.current_device()]
+    routed, states = [], []
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):  # torch's choice, so the op's: cuDNN
+        for seed in range(5):
+            torch.cuda.manual_seed(seed)
+            ours = hgt.scaled_dot_product_attention(q, k, v, dropout_p=0.2, is_causal=True)
+            ours_offset = gen.get_offset()
+            grads = torch.autograd.grad(ours.float().square().sum(), [q, k, v])
+            torch.cuda.manual_seed(seed)
+            ref = F.scaled_dot_product_attention(q, k, v, dropout_p=0.2, is_causal=True)
+            assert gen.get_offset() == ours_offset
+            refs = torch.autograd.grad(ref.float().square().sum(), [q, k, v])
+            assert torch.equal(ours, ref), seed  # one kernel, one mask
+            for a, b in zip(grads, refs, strict=True):
+                assert _rel(a, b) < 1e-2
+            routed.append(_routed_by_aten(ours))
+            states.append(
+                [(e.engine, e.autograd, e.route_tries) for e in hgt.graph_cache().values()]
+            )
+    engines = {c.engine for c in hgt.cached_graphs()}
+    if engines != {_CUDNN}:
+        pytest.skip(f"the op's philox graphs ran on {engines}, not cuDNN")
+    # learnt in a hit's backward once both launchers bound the op (the second or third call)
+    assert routed[:2] == [False, False] and routed[3:] == [True, True], (routed, states)
