@@ -5,30 +5,30 @@ graphs. The flow mirrors hipDNN::
 
     validate → build_operation_graph → create_execution_plans → check_support → build_plans
              → get_workspace_size → execute
+
+Running a built plan (``execute``, ``run``) is :mod:`hipdnn_graph.execution`'s.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
-import numpy as np
-
-from .backend.contract import Engine, ExecutionPlan, checked_support, engine_id
+from .backend.contract import Engine, checked_support, engine_id
 from .backend.registry import current_registry
-from .backend.variant_pack import TensorSpec, VariantPackBinder, as_numpy, is_torch_tensor
+from .backend.variant_pack import TensorSpec, VariantPackBinder
 from .errors import HipdnnError, NotSupportedError
+from .execution import NO_PLAN_MESSAGE, BuiltPlan, execute, run, run_plan
 from .tensor import assign_uid
 from .types import BuildPlanPolicy, ErrorCode, HeuristicMode
 
 if TYPE_CHECKING:
     from .graph import Graph
-    from .tensor import TensorAttributes
 
-__all__ = ["NO_OUTPUT_MESSAGE", "NO_PLAN_MESSAGE", "GraphLifecycle", "PlanState", "assign_uids"]
+__all__ = ["GraphLifecycle", "PlanState", "active_plan", "assign_uids"]
 
 _E = TypeVar("_E", bound=IntEnum)
 
@@ -64,26 +64,6 @@ def _heuristic_modes(modes: Any) -> list[HeuristicMode]:
         )
     checked = [_enum_argument(HeuristicMode, m, "A heuristic mode") for m in modes]
     return checked or [HeuristicMode.FALLBACK]
-
-
-NO_PLAN_MESSAGE = (
-    "Graph has no compiled execution plan. Call build() or from_compiled_plan_binary() first."
-)
-NO_OUTPUT_MESSAGE = (
-    "run() has no output to return: every node output of the graph is virtual. Call "
-    "set_output(True) on the tensors you want back (for example dq.set_output(True)), then "
-    "build() again"
-)
-
-
-@dataclass
-class BuiltPlan:
-    """One prepared engine: the plan, its workspace size and its variant-pack binder."""
-
-    engine: Engine
-    plan: ExecutionPlan
-    workspace_size: int
-    binder: VariantPackBinder
 
 
 @dataclass
@@ -234,107 +214,6 @@ def active_plan(state: PlanState) -> BuiltPlan:
     return state.active
 
 
-def run(state: PlanState, inputs: Mapping[Any, Any], workspace: Any) -> dict[TensorAttributes, Any]:
-    """Execute with engine-allocated outputs; returns ``{output tensor: buffer}``.
-
-    Outputs given in ``inputs`` are written in place as in :func:`execute`; the others are
-    handed over by plans that can return their own results (``allocates_outputs``, no copy)
-    and allocated here otherwise. Results come back as NumPy arrays unless some input buffer is
-    a torch tensor, whichever engine ran.
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` (:data:`NO_OUTPUT_MESSAGE`) when the graph has no output
-            to return: every node output is virtual (``set_output(True)`` was forgotten).
-    """
-    built = active_plan(state)
-    binder = built.binder
-    if not binder.outputs:
-        raise HipdnnError(ErrorCode.INVALID_VALUE, NO_OUTPUT_MESSAGE)
-    bound = binder.bind(inputs, workspace, built.workspace_size, allow_missing_outputs=True)
-    given = set(bound)
-    if not getattr(built.plan, "allocates_outputs", False):
-        for spec in binder.outputs:
-            if spec.uid not in bound:
-                bound[spec.uid] = _allocate(spec, binder.array_kind, bound)
-    _run_plan(built, bound, workspace)
-    results = {cast("TensorAttributes", spec.tensor): bound[spec.uid] for spec in binder.outputs}
-    if binder.array_kind == "torch" and not any(map(is_torch_tensor, inputs.values())):
-        # a NumPy caller gets NumPy results whatever engine ran (zero-copy views of the CPU
-        # tensors; outputs the caller passed in come back as the caller's own arrays)
-        by_uid = {_key_uid(key): value for key, value in inputs.items()}
-        for spec in binder.outputs:
-            tensor = cast("TensorAttributes", spec.tensor)
-            if spec.uid in given and isinstance(by_uid.get(spec.uid), np.ndarray):
-                results[tensor] = by_uid[spec.uid]
-            else:
-                results[tensor] = as_numpy(results[tensor].detach().cpu(), spec.label)
-    return results
-
-
-def _key_uid(key: Any) -> Any:
-    from .tensor import TensorAttributes
-
-    return key.uid if isinstance(key, TensorAttributes) else key
-
-
-def _allocate(spec: TensorSpec, array_kind: str, bound: Mapping[int, Any]) -> Any:
-    """An uninitialised buffer with the spec's shape, strides and type.
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` when the memory cannot be had.
-    """
-    if array_kind == "torch" and all(s >= 0 for s in spec.strides):
-        import torch
-
-        device = next((b.device for b in bound.values() if is_torch_tensor(b)), "cpu")
-        try:
-            return torch.empty_strided(
-                spec.shape, spec.strides, dtype=spec.torch_dtype(), device=device
-            )
-        except (RuntimeError, MemoryError, OverflowError, ValueError) as exc:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                f"Cannot allocate output {spec.label} of dims {list(spec.shape)} and strides "
-                f"{list(spec.strides)} on {device}: {type(exc).__name__}: {exc}",
-            ) from None
-    from .backend.dtypes import numpy_empty_strided
-
-    return numpy_empty_strided(spec.shape, spec.strides, spec.data_type)
-
-
-def _run_plan(
-    built: BuiltPlan, bound: dict[int, Any], workspace: Any, addresses: Hashable | None = None
-) -> None:
-    """Run the plan on a bound pack; with the pack's ``addresses`` (:meth:`VariantPackBinder.
-    bind_keyed`) through the plan's optional ``execute_at`` (see :class:`ExecutionPlan`).
-
-    Raises:
-        HipdnnError: ``GRAPH_EXECUTION_FAILED`` wrapping what the engine raised.
-    """
-    try:
-        execute_at = getattr(built.plan, "execute_at", None) if addresses is not None else None
-        if execute_at is not None:
-            execute_at(bound, workspace, addresses)
-        else:
-            built.plan.execute(bound, workspace)
-    except HipdnnError:
-        raise
-    except Exception as exc:
-        raise HipdnnError(
-            ErrorCode.GRAPH_EXECUTION_FAILED,
-            f"{built.engine.name} failed during execute: {type(exc).__name__}: {exc}",
-        ) from exc
-
-
-def execute(
-    state: PlanState, variant_pack: Mapping[Any, Any], workspace: Any, plan: BuiltPlan | None = None
-) -> None:
-    """Check the variant pack against the plan, then run it."""
-    built = plan if plan is not None else active_plan(state)
-    bound, addresses = built.binder.bind_keyed(variant_pack, workspace, built.workspace_size)
-    _run_plan(built, bound, workspace, addresses)
-
-
 class GraphLifecycle:
     """The ``Graph`` methods after ``validate()``: lowering, engine selection, plans, execution.
 
@@ -455,7 +334,7 @@ class GraphLifecycle:
         if built is None:
             raise HipdnnError(ErrorCode.INVALID_VALUE, NO_PLAN_MESSAGE)
         bound, addresses = built.binder.bind_keyed(variant_pack, workspace, built.workspace_size)
-        _run_plan(built, bound, workspace, addresses)
+        run_plan(built, bound, workspace, addresses)
 
     def run(
         self, inputs: Mapping[Any, Any], workspace: Any = None, handle: Any = None
@@ -488,7 +367,7 @@ class GraphLifecycle:
             HipdnnError: ``INVALID_VALUE`` when no output is real, before plans exist, or for a
                 variant pack that does not match (as :meth:`execute`).
         """
-        return run(self._state, inputs, workspace)
+        return run(active_plan(self._state), inputs, workspace)
 
     def execute_plan_at_index(
         self, variant_pack: Mapping[Any, Any], workspace: Any, index: int, handle: Any = None
@@ -510,4 +389,4 @@ class GraphLifecycle:
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE, f"Plan index {index} is out of range (0..{len(plans) - 1})"
             )
-        execute(self._state, variant_pack, workspace, plans[index])
+        execute(plans[index], variant_pack, workspace)

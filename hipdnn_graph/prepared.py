@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 from .backend.variant_pack import TensorSpec, _scalar
 from .errors import HipdnnError
-from .lifecycle import BuiltPlan, _run_plan, active_plan
+from .execution import BuiltPlan, run_plan
+from .lifecycle import active_plan
 from .types import ErrorCode
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ class PreparedRun:
             value = buffers[uid]
             if value.requires_grad:
                 buffers[uid] = value.detach()
-        _run_plan(self.built, buffers, None)
+        run_plan(self.built, buffers, None)
         return buffers
 
 

@@ -31,7 +31,7 @@ LAZY_TORCH = {
     "hipdnn_graph/backend/buffers.py",
     "hipdnn_graph/backend/dlpack.py",
     "hipdnn_graph/backend/dtypes.py",
-    "hipdnn_graph/lifecycle.py",
+    "hipdnn_graph/execution.py",
     "hipdnn_graph/testing/inputs.py",
     "hipdnn_graph/testing/conformance.py",
     "hipdnn_graph/cli_run.py",

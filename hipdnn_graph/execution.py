@@ -1,0 +1,140 @@
+"""Running a built plan: ``Graph.execute`` (caller-allocated outputs) and ``Graph.run`` (outputs
+handed over or allocated here), each checking the variant pack against the plan first.
+
+:class:`BuiltPlan` is one prepared engine; :mod:`hipdnn_graph.lifecycle` builds them and
+:mod:`hipdnn_graph.prepared` calls them without the check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+
+from .backend.contract import Engine, ExecutionPlan
+from .backend.variant_pack import TensorSpec, VariantPackBinder, as_numpy, is_torch_tensor
+from .errors import HipdnnError
+from .types import ErrorCode
+
+if TYPE_CHECKING:
+    from .tensor import TensorAttributes
+
+__all__ = ["NO_OUTPUT_MESSAGE", "NO_PLAN_MESSAGE", "BuiltPlan", "execute", "run", "run_plan"]
+
+NO_PLAN_MESSAGE = (
+    "Graph has no compiled execution plan. Call build() or from_compiled_plan_binary() first."
+)
+NO_OUTPUT_MESSAGE = (
+    "run() has no output to return: every node output of the graph is virtual. Call "
+    "set_output(True) on the tensors you want back (for example dq.set_output(True)), then "
+    "build() again"
+)
+
+
+@dataclass
+class BuiltPlan:
+    """One prepared engine: the plan, its workspace size and its variant-pack binder."""
+
+    engine: Engine
+    plan: ExecutionPlan
+    workspace_size: int
+    binder: VariantPackBinder
+
+
+def run(built: BuiltPlan, inputs: Mapping[Any, Any], workspace: Any) -> dict[TensorAttributes, Any]:
+    """Execute with engine-allocated outputs; returns ``{output tensor: buffer}``.
+
+    Outputs given in ``inputs`` are written in place as in :func:`execute`; the others are
+    handed over by plans that can return their own results (``allocates_outputs``, no copy)
+    and allocated here otherwise. Results come back as NumPy arrays unless some input buffer is
+    a torch tensor, whichever engine ran.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` (:data:`NO_OUTPUT_MESSAGE`) when the graph has no output
+            to return: every node output is virtual (``set_output(True)`` was forgotten).
+    """
+    binder = built.binder
+    if not binder.outputs:
+        raise HipdnnError(ErrorCode.INVALID_VALUE, NO_OUTPUT_MESSAGE)
+    bound = binder.bind(inputs, workspace, built.workspace_size, allow_missing_outputs=True)
+    given = set(bound)
+    if not getattr(built.plan, "allocates_outputs", False):
+        for spec in binder.outputs:
+            if spec.uid not in bound:
+                bound[spec.uid] = _allocate(spec, binder.array_kind, bound)
+    run_plan(built, bound, workspace)
+    results = {cast("TensorAttributes", spec.tensor): bound[spec.uid] for spec in binder.outputs}
+    if binder.array_kind == "torch" and not any(map(is_torch_tensor, inputs.values())):
+        # a NumPy caller gets NumPy results whatever engine ran (zero-copy views of the CPU
+        # tensors; outputs the caller passed in come back as the caller's own arrays)
+        by_uid = {_key_uid(key): value for key, value in inputs.items()}
+        for spec in binder.outputs:
+            tensor = cast("TensorAttributes", spec.tensor)
+            if spec.uid in given and isinstance(by_uid.get(spec.uid), np.ndarray):
+                results[tensor] = by_uid[spec.uid]
+            else:
+                results[tensor] = as_numpy(results[tensor].detach().cpu(), spec.label)
+    return results
+
+
+def _key_uid(key: Any) -> Any:
+    from .tensor import TensorAttributes
+
+    return key.uid if isinstance(key, TensorAttributes) else key
+
+
+def _allocate(spec: TensorSpec, array_kind: str, bound: Mapping[int, Any]) -> Any:
+    """An uninitialised buffer with the spec's shape, strides and type.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` when the memory cannot be had.
+    """
+    if array_kind == "torch" and all(s >= 0 for s in spec.strides):
+        import torch
+
+        device = next((b.device for b in bound.values() if is_torch_tensor(b)), "cpu")
+        try:
+            return torch.empty_strided(
+                spec.shape, spec.strides, dtype=spec.torch_dtype(), device=device
+            )
+        except (RuntimeError, MemoryError, OverflowError, ValueError) as exc:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"Cannot allocate output {spec.label} of dims {list(spec.shape)} and strides "
+                f"{list(spec.strides)} on {device}: {type(exc).__name__}: {exc}",
+            ) from None
+    from .backend.dtypes import numpy_empty_strided
+
+    return numpy_empty_strided(spec.shape, spec.strides, spec.data_type)
+
+
+def run_plan(
+    built: BuiltPlan, bound: dict[int, Any], workspace: Any, addresses: Hashable | None = None
+) -> None:
+    """Run the plan on a bound pack; with the pack's ``addresses`` (:meth:`VariantPackBinder.
+    bind_keyed`) through the plan's optional ``execute_at`` (see :class:`ExecutionPlan`).
+
+    Raises:
+        HipdnnError: ``GRAPH_EXECUTION_FAILED`` wrapping what the engine raised.
+    """
+    try:
+        execute_at = getattr(built.plan, "execute_at", None) if addresses is not None else None
+        if execute_at is not None:
+            execute_at(bound, workspace, addresses)
+        else:
+            built.plan.execute(bound, workspace)
+    except HipdnnError:
+        raise
+    except Exception as exc:
+        raise HipdnnError(
+            ErrorCode.GRAPH_EXECUTION_FAILED,
+            f"{built.engine.name} failed during execute: {type(exc).__name__}: {exc}",
+        ) from exc
+
+
+def execute(built: BuiltPlan, variant_pack: Mapping[Any, Any], workspace: Any) -> None:
+    """Check the variant pack against the plan, then run it."""
+    bound, addresses = built.binder.bind_keyed(variant_pack, workspace, built.workspace_size)
+    run_plan(built, bound, workspace, addresses)
