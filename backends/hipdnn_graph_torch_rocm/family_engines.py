@@ -140,8 +140,12 @@ class FamilyEagerPlan(ReplayedPlan):
 
     def run_now(self, buffers: Mapping[int, Any]) -> None:
         """Every node now, node by node (no replay)."""
-        results = self.program.results(_feeds(self.program, buffers), buffers)
-        _write(self.program, buffers, results)
+        _node_by_node(self.program, buffers)
+
+
+def _node_by_node(program: FamilyProgram, buffers: Mapping[int, Any]) -> None:
+    """Every lowering on the caller's tensors, the outputs written to the caller's buffers."""
+    _write(program, buffers, program.results(_feeds(program, buffers), buffers))
 
 
 class TorchEagerEngine:
@@ -197,7 +201,6 @@ class FamilyFusionPlan(ReplayedPlan):
         self.choice = choice
         #: median seconds per call measured in build_plan ({} when not measured)
         self.timings = timings
-        self._eager = FamilyEagerPlan(program)
         #: repeated calls on the same CUDA buffers replay a captured graph (:mod:`.replay`)
         self.replay = _replay(program)
         self._layouts = [
@@ -213,11 +216,11 @@ class FamilyFusionPlan(ReplayedPlan):
     def run_now(self, buffers: Mapping[int, Any]) -> None:
         """The chosen function now (no replay)."""
         if self.choice != "fused" or self.compiled is None:
-            self._eager.run_now(buffers)
+            _node_by_node(self.program, buffers)
             return
         args = self.arguments(buffers)
         if args is None:  # buffers on another device than compiled for: no compile here
-            self._eager.run_now(buffers)
+            _node_by_node(self.program, buffers)
             return
         try:
             returned = self.compiled(*args)
@@ -227,12 +230,12 @@ class FamilyFusionPlan(ReplayedPlan):
             # a guard failed (aliased input buffers, ...) and the compile was refused before
             # anything ran: this call runs node by node
             self.backend.refused = False
-            self._eager.run_now(buffers)
+            _node_by_node(self.program, buffers)
             return
         if returned is not None:  # a graph whose lowerings check their data (see _whole)
             results, ok = returned
             if not bool(ok):  # node by node: the lowering that refuses the data raises
-                self._eager.run_now(buffers)
+                _node_by_node(self.program, buffers)
                 return
             for out, value in zip(args[len(self.program.feeds) :], results, strict=True):
                 out.copy_(value.reshape(out.shape))
