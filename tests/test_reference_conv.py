@@ -14,7 +14,12 @@ import numpy as np
 import pytest
 
 import hipdnn_graph as hg
-from hipdnn_graph_numpy_reference.families import convolution, convolution_math
+from hipdnn_graph_numpy_reference.families import (
+    convolution,
+    convolution_depthwise,
+    convolution_layout,
+    convolution_math,
+)
 from hipdnn_graph_numpy_reference.families.convolution import (
     run_conv_dgrad,
     run_conv_fprop,
@@ -84,6 +89,15 @@ CASES = {
     "padding-only": Case(2, 2, 3, 1, (4, 4), (1, 2), (3, 0), (0, 0), (7, 1), (1, 1)),
     # grouped 3x3 of unit stride over a batch: the channels-last batch flattened into rows
     "grouped": Case(3, 6, 9, 3, (6, 5), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+    # depthwise, 1-D, stride and dilation 2, asymmetric padding (channels last: tap by tap;
+    # the strided data gradient scatters)
+    "depthwise-1d": Case(2, 5, 5, 5, (11,), (3,), (2,), (1,), (2,), (2,)),
+    # depthwise, 3-D, mixed strides and dilations
+    "depthwise-3d": Case(
+        2, 3, 3, 3, (5, 4, 6), (2, 3, 2), (1, 0, 1), (0, 2, 1), (1, 1, 2), (2, 1, 1)
+    ),
+    # a depthwise multiplier of 2 (two filters per channel): the im2col path
+    "depthwise-multiplier": Case(2, 3, 6, 3, (6, 6), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
     # 3-D 1x1x1 of unit stride: no gather at all
     "pointwise-3d": Case(
         2, 3, 4, 1, (3, 4, 2), (1, 1, 1), (0, 0, 0), (0, 0, 0), (1, 1, 1), (1, 1, 1)
@@ -313,7 +327,9 @@ def test_dy_of_other_dims_is_refused() -> None:
     assert info.value.code == hg.ErrorCode.GRAPH_NOT_SUPPORTED
 
 
-@pytest.mark.parametrize("module", [convolution, convolution_math])
+@pytest.mark.parametrize(
+    "module", [convolution, convolution_math, convolution_layout, convolution_depthwise]
+)
 def test_docstring_examples(module: Any) -> None:
     assert doctest.testmod(module).failed == 0
 
@@ -325,7 +341,7 @@ def test_pointwise_gathers_nothing(channels_last: bool) -> None:
     case = CASES["pointwise"]
     x = _laid_out(_operands(case)[0], np.float32, channels_last)
     g = _geometry(case)
-    windows = convolution_math._windows(convolution_math._padded(x, g), g, case.groups, 1)
+    windows = convolution_math._windows(convolution_layout.padded(x, g), g, case.groups, 1)
     kernel, spread = convolution_math._axes(g, 1)
     rows, per_group = case.n * int(np.prod(case.size)), case.c // case.groups
     if channels_last:  # [G, N·H·W, C/G]
@@ -345,7 +361,36 @@ def test_batch_chunks_count_the_gathered_rows(monkeypatch: pytest.MonkeyPatch) -
         [201, 58], [3, 3], pre=[0, 1], post=[0, 1], stride=[1, 1], dilation=[100, 1]
     )
     x = np.zeros((2, 4, 201, 58))
-    windows = convolution_math._windows(convolution_math._padded(x, g), g, 1, 1)
+    windows = convolution_math._windows(convolution_layout.padded(x, g), g, 1, 1)
     per_element = windows[0].size * x.itemsize
     monkeypatch.setattr(convolution_math, "CHUNK_BYTES", 2 * per_element - 1)
     assert len(convolution_math._batch_chunks(2, g, 4, x.itemsize)) == 2
+
+
+@pytest.mark.parametrize("name", ["depthwise", "depthwise-1d", "depthwise-3d"])
+def test_channels_last_depthwise_runs_tap_by_tap(name: str, monkeypatch: Any) -> None:
+    """No im2col (a column-wide matrix per channel): every tap multiplies and adds in place
+    (the unit-stride data gradient is a depthwise correlation too, a strided one adds back tap
+    by tap), and the results are torch's, in the data's layout."""
+    case = CASES[name]
+    x, w, dy = _operands(case)
+
+    def im2col(*args: Any) -> None:
+        raise AssertionError("a channels-last depthwise convolution gathered windows")
+
+    monkeypatch.setattr(convolution_math, "_correlate", im2col)
+    monkeypatch.setattr(convolution_math, "_weight_gradient", im2col)
+    monkeypatch.setattr(convolution_math, "_scatter_data_gradient", im2col)
+    got = _run_all(case, x, w, dy, np.float64, mode=CROSS, channels_last=True)
+    for out, ref in zip(got, _torch_reference(case, x, w, dy, CROSS), strict=True):
+        np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)
+    assert convolution_math.channels_last(got[0]) and convolution_math.channels_last(got[1])
+
+
+def test_channels_first_or_multiplied_depthwise_keeps_im2col() -> None:
+    x = np.zeros((1, 4, 5, 5))
+    assert not convolution_depthwise.is_depthwise(x, 4, 1)  # channels first
+    last = np.zeros((1, 5, 5, 4)).transpose(0, 3, 1, 2)
+    assert convolution_depthwise.is_depthwise(last, 4, 1)
+    assert not convolution_depthwise.is_depthwise(last, 8, 1)  # two filters per channel
+    assert not convolution_depthwise.is_depthwise(last, 4, 2)  # grouped, two channels per group

@@ -31,6 +31,10 @@ the kernel's reach) is a correlation of ``dy`` with the flipped filter; otherwis
 gives every tap's contribution in one product, added back where the tap read (col2im). The
 weight gradient is ``dy · windowsᵀ``, products whose inner dim is ``N · out``.
 
+A depthwise convolution on channels-last data (``C/G = 1``, ``K = C``) has no product worth a
+matrix, its im2col matrices being a column wide: it runs tap by tap
+(:mod:`.convolution_depthwise`).
+
 Example:
     >>> import numpy as np
     >>> x = np.arange(5.0).reshape(1, 1, 5)
@@ -44,12 +48,18 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
+
+from .convolution_depthwise import (
+    depthwise_correlate,
+    depthwise_data_gradient,
+    depthwise_weight_gradient,
+    is_depthwise,
+)
+from .convolution_layout import Array, Geometry, channels_last, padded, zeros_like_layout
 
 __all__ = [
     "Geometry",
@@ -59,89 +69,10 @@ __all__ = [
     "correlate_weight_gradient",
 ]
 
-Array = np.ndarray[Any, Any]
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """Per spatial dim: input, kernel and output sizes, paddings, stride and dilation."""
-
-    size: tuple[int, ...]
-    kernel: tuple[int, ...]
-    out: tuple[int, ...]
-    pre: tuple[int, ...]
-    post: tuple[int, ...]
-    stride: tuple[int, ...]
-    dilation: tuple[int, ...]
-
-    @classmethod
-    def of(
-        cls,
-        size: Sequence[int],
-        kernel: Sequence[int],
-        *,
-        pre: Sequence[int],
-        post: Sequence[int],
-        stride: Sequence[int],
-        dilation: Sequence[int],
-    ) -> Geometry:
-        """The geometry of a convolution of inputs ``size`` by a ``kernel``; the output sizes
-        follow ``(size + pre + post − (dilation·(kernel − 1) + 1)) / stride + 1``.
-
-        Raises:
-            ValueError: when the parameters do not give a positive output size.
-        """
-        out = []
-        for n, k, a, b, s, d in zip(size, kernel, pre, post, stride, dilation, strict=True):
-            reach = n + a + b - (d * (k - 1) + 1)
-            if reach < 0 or s < 1 or d < 1 or a < 0 or b < 0:
-                raise ValueError("convolution parameters give no output")
-            out.append(reach // s + 1)
-        return cls(
-            tuple(size), tuple(kernel), tuple(out), tuple(pre), tuple(post), tuple(stride),
-            tuple(dilation),
-        )  # fmt: skip
-
-    @cached_property
-    def padded(self) -> tuple[int, ...]:
-        """The padded input extent, ``pre + size + post``."""
-        return tuple(a + n + b for a, n, b in zip(self.pre, self.size, self.post, strict=True))
-
-    @cached_property
-    def reach(self) -> tuple[int, ...]:
-        """How far into the padded extent the taps read: ``(out − 1)·stride +
-        dilation·(kernel − 1) + 1`` (at most :attr:`padded`)."""
-        return tuple(
-            (o - 1) * s + d * (k - 1) + 1
-            for o, s, k, d in zip(self.out, self.stride, self.kernel, self.dilation, strict=True)
-        )
-
-    @cached_property
-    def taps(self) -> int:
-        """The number of kernel positions."""
-        return int(np.prod(self.kernel))
-
-    def interior(self) -> tuple[slice, ...]:
-        """Where the unpadded input sits in the padded extent."""
-        return tuple(slice(a, a + n) for a, n in zip(self.pre, self.size, strict=True))
-
-    def tap(self, index: Sequence[int]) -> tuple[slice, ...]:
-        """The padded positions kernel tap ``index`` reads, one per output position."""
-        return tuple(
-            slice(r * d, r * d + (o - 1) * s + 1, s)
-            for r, d, o, s in zip(index, self.dilation, self.out, self.stride, strict=True)
-        )
-
 
 #: the most bytes the gathered windows of one batch chunk should take: larger batches run in
 #: chunks of batch elements, so that the extra memory stays bounded
 CHUNK_BYTES = 256 * 2**20
-
-
-def channels_last(a: Array) -> bool:
-    """Whether ``a [N, C, *spatial]`` keeps its channels innermost in memory (``[N, *spatial,
-    C]``, as NHWC); decides the order of the gathered windows and of the results."""
-    return a.ndim > 2 and a.shape[1] > 1 and a.strides[1] < a.strides[-1]
 
 
 def _batch_chunks(n: int, g: Geometry, channels: int, itemsize: int) -> list[slice]:
@@ -166,34 +97,6 @@ def _by_batch_chunk(run: Any, first: Array, *rest: Any, g: Geometry, channels: i
     for c, part in zip(chunks, parts, strict=True):
         joined[c] = part
     return joined
-
-
-def _zeros_like_layout(shape: Sequence[int], last: bool, dtype: Any) -> Array:
-    """Zeros of logical ``[N, C, *spatial]`` shape, channels innermost in memory if ``last``."""
-    if not last:
-        return np.zeros(shape, dtype=dtype)
-    memory = np.zeros((shape[0], *shape[2:], shape[1]), dtype=dtype)
-    return memory.transpose(0, memory.ndim - 1, *range(1, memory.ndim - 1))
-
-
-def _padded(x: Array, g: Geometry, last: bool | None = None) -> Array:
-    """``x [N, C, *in]`` zero-padded to ``[N, C, *reach]``, the extent the taps read, in
-    ``x``'s layout (or channels last if ``last``, first if ``not last``): ``x`` itself (or a
-    slice of it) when no padding is read and the layout is already the one asked for."""
-    last = channels_last(x) if last is None else last
-    if (
-        not any(g.pre)
-        and all(r <= n for r, n in zip(g.reach, g.size, strict=True))
-        and last == channels_last(x)
-    ):
-        return x[(slice(None), slice(None), *(slice(0, r) for r in g.reach))]
-    xp = _zeros_like_layout((*x.shape[:2], *g.reach), last, x.dtype)
-    # the inputs the taps read (none of a dim whose taps all fall in its padding before)
-    kept = [max(0, min(n, r - a)) for n, r, a in zip(g.size, g.reach, g.pre, strict=True)]
-    src = tuple(slice(0, e) for e in kept)
-    dst = tuple(slice(a, a + e) for a, e in zip(g.pre, kept, strict=True))
-    xp[(slice(None), slice(None), *dst)] = x[(slice(None), slice(None), *src)]
-    return xp
 
 
 def _windows(xp: Array, g: Geometry, groups: int, whole: int = 0) -> Array:
@@ -252,6 +155,8 @@ def _lead(g: Geometry) -> tuple[int, range, int, int]:
 def correlate(x: Array, w: Array, g: Geometry) -> Array:
     """Cross-correlation ``y [N, K, *out]`` of ``x [N, C, *in]`` with ``w [K, C/G, *kernel]``,
     in the arrays' common dtype and ``x``'s layout (channels first or last)."""
+    if is_depthwise(x, w.shape[0], w.shape[1]):
+        return depthwise_correlate(x, w, g)
     return _by_batch_chunk(lambda xs: _correlate(xs, w, g), x, g=g, channels=x.shape[1])
 
 
@@ -268,7 +173,7 @@ def _correlate(x: Array, w: Array, g: Geometry) -> Array:
     k, groups = w.shape[0], c // w.shape[1]
     whole, lead_taps, extent, rows = _lead(g)
     kernel, spread = _axes(g, whole)
-    windows = _windows(_padded(x, g), g, groups, whole)
+    windows = _windows(padded(x, g), g, groups, whole)
     per = int(np.prod(g.out[whole:]))  # output positions per lead row
     depth = c // groups * int(np.prod(g.kernel[whole:]))
     dtype = np.result_type(x, w)
@@ -317,6 +222,8 @@ def correlate_data_gradient(dy: Array, w: Array, g: Geometry, channels: int) -> 
     transposed = _transposed_geometry(g)
     if transposed is not None:
         return correlate(dy, _transposed_filter(w, channels), transposed)
+    if is_depthwise(dy, channels, w.shape[1]):
+        return depthwise_data_gradient(dy, w, g)
     return _by_batch_chunk(
         lambda dys: _scatter_data_gradient(dys, w, g, channels), dy, g=g, channels=channels
     )
@@ -376,7 +283,7 @@ def _scatter_data_gradient(dy: Array, w: Array, g: Geometry, channels: int) -> A
         d = len(g.kernel)
         out_axes, kernel_axes = range(2, 2 + d), range(2 + d, 2 + 2 * d)
         cols = rows.transpose(1, 0, rows.ndim - 1, *kernel_axes, *out_axes)
-    dxp = _zeros_like_layout((n, channels, *g.padded), last, cols.dtype)
+    dxp = zeros_like_layout((n, channels, *g.padded), last, cols.dtype)
     dxp_groups = dxp.reshape(n, groups, per_group, *g.padded)
     every = (slice(None),) * 3
     for index in itertools.product(*(range(r) for r in g.kernel)):
@@ -389,6 +296,8 @@ def correlate_weight_gradient(dy: Array, x: Array, g: Geometry, per_group: int) 
     ``dy [N, K, *out]`` and ``x [N, C, *in]``, in the arrays' common dtype: per group, ``dy``
     times the im2col matrix of ``x``, one matrix product whose inner dim is ``N · out`` (per
     batch chunk, summed)."""
+    if is_depthwise(x, dy.shape[1], per_group):
+        return depthwise_weight_gradient(dy, x, g)
     chunks = _batch_chunks(x.shape[0], g, x.shape[1], x.itemsize)
     dw = _weight_gradient(dy[chunks[0]], x[chunks[0]], g, per_group)
     for c in chunks[1:]:
@@ -410,7 +319,7 @@ def _weight_gradient(dy: Array, x: Array, g: Geometry, per_group: int) -> Array:
     whole, lead_taps, extent, rows = _lead(g)
     kernel, spread = _axes(g, whole)
     last = _scatters_channels_last(x, g)
-    windows = _windows(_padded(x, g, last), g, groups, whole)
+    windows = _windows(padded(x, g, last), g, groups, whole)
     per = int(np.prod(g.out[whole:]))  # output positions per lead row
     depth = per_group * int(np.prod(g.kernel[whole:]))
     span = ((n - 1) * extent + rows) * per  # flattened rows up to the last output row
