@@ -4,8 +4,10 @@ Where a cached forward graph's launcher and the backward graph's launcher offer 
 that pair (:class:`hipdnn_graph.backend.AutogradForm`; on the GPU aten's cuDNN attention called
 directly, ``tests/gpu/test_torch_op_hot_path_gpu.py``), the op learns it in the backward of the
 first call that hit both graphs, and later calls run the forward's differentiable call under
-torch's autograd. On the CPU no engine offers a form, so these tests give the cached launchers
-stand-in forms: a differentiable torch function whose autograd is the reference.
+torch's autograd. On the CPU the math engine's plans of plain problems offer the forms of
+torch's fused CPU kernel (``aten._scaled_dot_product_flash_attention_for_cpu``), checked here
+end to end; the decision logic is checked with stand-in forms on the cached launchers (a
+differentiable torch function whose autograd is the reference).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import hipdnn_graph.torch as hgt  # noqa: E402
 from hipdnn_graph.backend import AutogradForm  # noqa: E402
 from hipdnn_graph.torch import graph_cache, scaled_dot_product_attention  # noqa: E402
 from hipdnn_graph.torch._cached import Entry  # noqa: E402
@@ -145,7 +148,7 @@ def test_a_form_not_known_yet_is_asked_again_then_given_up() -> None:
 def test_a_launcher_without_autograd_is_no_route_at_once() -> None:
     q, k, v, forward, backward = _built()
     forward.launch.autograd = lambda: AutogradForm("p", lambda *a: None)
-    assert backward.launch.autograd is None  # the CPU engines' launchers know no form
+    backward.launch.autograd = None  # a launcher that knows no form
     _step(q, k, v)
     assert forward.autograd is False and forward.route_tries == 0
 
@@ -184,9 +187,10 @@ def test_an_emptied_cache_forgets_the_route() -> None:
     _step(q, k, v)
     assert calls == [1]
     graph_cache().clear()
-    _step(q, k, v)  # rebuilt: the new entries offer no form on the CPU
+    _step(q, k, v)  # rebuilt: the new entries offer their own forms (the fused CPU kernel)
     _step(q, k, v)
-    assert calls == [1] and _entries()[0].autograd is False
+    _step(q, k, v)
+    assert calls == [1] and callable(_entries()[0].autograd)
 
 
 def test_calls_with_a_mask_or_padding_never_take_the_route() -> None:
@@ -197,3 +201,44 @@ def test_calls_with_a_mask_or_padding_never_take_the_route() -> None:
         out = scaled_dot_product_attention(q, k, v, attn_mask=mask)
         out.sum().backward()
     assert all(entry.autograd is None for entry in graph_cache().values())
+
+
+# ----- the CPU route: torch's fused CPU kernel and its own backward -----
+def _grad_fn_name(out: Any) -> str:
+    return type(out.grad_fn).__name__
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("causal", [False, True])
+def test_plain_cpu_calls_take_the_fused_cpu_kernels_route(dtype: Any, causal: bool) -> None:
+    graph_cache().clear()
+    q, k, v = _qkv(s=9, dtype=dtype)
+    runs, names = [], []
+    for _ in range(4):
+        out = scaled_dot_product_attention(q, k, v, is_causal=causal)
+        names.append(_grad_fn_name(out))
+        runs.append((out, *torch.autograd.grad(out.square().sum(), [q, k, v])))
+    assert "_SdpaFunction" in names[0] and "_SdpaFunction" in names[1]
+    assert "ScaledDotProductFlashAttentionForCpu" in names[2] == names[3]
+    assert [(c.kind, c.engine, c.autograd_route) for c in hgt.cached_graphs()] == [
+        ("backward", "TORCH_SDPA_MATH_ENGINE", False),
+        ("forward", "TORCH_SDPA_MATH_ENGINE", True),
+    ]
+    for graph_path, route in zip(runs[1], runs[3], strict=True):
+        assert torch.equal(graph_path, route)  # one kernel pair on the same arguments
+    assert runs[3][0].stride() == runs[1][0].stride()  # O as the forward graph declares it
+
+
+def test_problems_the_fused_cpu_kernel_does_not_take_keep_the_graphs() -> None:
+    graph_cache().clear()
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(1, 4, 6, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    kv = torch.randn(1, 2, 6, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    names = []
+    for _ in range(5):  # grouped-query attention: the chunked kernels, no form
+        out = scaled_dot_product_attention(q, kv, kv, enable_gqa=True)
+        out.sum().backward()
+        names.append(_grad_fn_name(out))
+    assert all("_SdpaFunction" in n for n in names)
+    forward, _ = _entries()
+    assert forward.autograd is False  # its plan runs the chunked kernels: no form at all

@@ -132,7 +132,9 @@ def test_a_cache_hit_calls_the_plan_directly_and_builds_nothing(monkeypatch: Any
     torch.testing.assert_close(out, ref)
     for a, b in zip(grads, torch.autograd.grad(ref.square().sum(), [q, k, v]), strict=True):
         torch.testing.assert_close(a, b)
-    assert graph_cache().info()[:2] == (4, 2)
+    # the second call hits both graphs and learns the autograd route (torch's fused CPU
+    # kernel); the third hits the forward graph alone
+    assert graph_cache().info()[:2] == (3, 2)
 
 
 def test_engines_get_inputs_that_do_not_require_grad_on_hits_too(monkeypatch: Any) -> None:

@@ -118,21 +118,37 @@ class OnCpu:
 
     def bind(self, static: dict[str, Any]) -> Callable[..., Any]:
         """The kernel on positional tensors alone, with ``static`` (every keyword) bound: on CPU
-        tensors torch's fused CPU op itself, with its constant arguments bound."""
+        tensors torch's fused CPU op itself, with its constant arguments bound.
+
+        The result's ``autograd()`` answers the fields ``(pair, call)`` of its
+        :class:`~hipdnn_graph.backend.AutogradForm` while its last call ran the fused op (on
+        CPU tensors), else None: the backward's call is exactly the one torch's autograd
+        formula of ``aten._scaled_dot_product_flash_attention_for_cpu`` makes (its backward
+        op on the forward's inputs, output and log-sum-exp, with the same flags), so the
+        forward's and the backward's pairs are equal."""
         chunked = functools.partial(self.chunked, **static)
         scale, causal = static["scale"], self.causal
+        pair = ("_scaled_dot_product_flash_attention_for_cpu", causal, scale)
+        fused_ran = [False]  # whether the last call ran the fused op
         if self.fused is forward:
 
             def run_forward(q: Tensor, k: Tensor, v: Tensor) -> Any:
+                fused_ran[0] = q.is_cpu
                 if q.is_cpu:
                     o, lse = _FORWARD(q, k, v, 0.0, causal, scale=scale)
                     return o, lse.unsqueeze(-1)
                 return chunked(q, k, v)
 
+            def differentiable(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+                return _FORWARD(q, k, v, 0.0, causal, scale=scale)[0]  # type: ignore[no-any-return]
+
+            run_forward.autograd = lambda: (pair, differentiable) if fused_ran[0] else None  # type: ignore[attr-defined]
             return run_forward
         fused = functools.partial(self.fused, scale=scale, causal=causal)
 
         def run(*args: Any) -> Any:
-            return fused(*args) if args[0].is_cpu else chunked(*args)
+            fused_ran[0] = args[0].is_cpu
+            return fused(*args) if fused_ran[0] else chunked(*args)
 
+        run.autograd = lambda: (pair, None) if fused_ran[0] else None  # type: ignore[attr-defined]
         return run
