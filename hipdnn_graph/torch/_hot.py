@@ -16,13 +16,14 @@ and nothing else.
 **The autograd route.** Where a forward graph's kernel is one torch op whose own autograd formula
 is exactly the backward graph's kernel (the launchers' :class:`~hipdnn_graph.backend.
 AutogradForm` pairs are equal: aten's cuDNN attention called directly, with or without philox
-dropout), the op learns so in the backward of the first call that hit both graphs
-(:func:`learn_route`) and stores the forward's differentiable call in the forward entry. Later
-calls (:func:`lookup` finds it) run that op on the caller's tensors and let torch's autograd
-record it: the backward runs no Python, exactly as ``F.scaled_dot_product_attention``'s does,
-and computes what the backward graph would (the same op on the same arguments). With dropout,
-the op draws its seed and offset from the device's generator itself: the pair the graph path
-draws (:func:`._dropout.draw`), moved on by the same increment.
+dropout, or torch's fused CPU kernel on a plain CPU problem), the op learns so in the backward of
+the first call that hit both graphs (:func:`learn_route`) and stores the forward's
+differentiable call in the forward entry. Later calls (:func:`lookup` finds it) run that op on
+the caller's tensors and let torch's autograd record it: the backward runs no Python, exactly as
+``F.scaled_dot_product_attention``'s does, and computes what the backward graph would (the same
+op on the same arguments). With dropout, the op draws its seed and offset from the device's
+generator itself: the pair the graph path draws (:func:`._dropout.draw`), moved on by the same
+increment.
 
 Example:
     >>> import torch
@@ -187,11 +188,15 @@ def philox_forward_qkv(
     if hit is None:
         hit = lookup(q, k, v, p, options)
     known, entry = hit.known, hit.entry
-    launch = None if entry is None else entry.launch
-    if known is not None and launch is not None and entry.launch_slots == _QKV_PHILOX:  # type: ignore[union-attr]
+    if (
+        known is not None
+        and entry is not None
+        and entry.launch is not None
+        and entry.launch_slots == _QKV_PHILOX
+    ):
         device = q.device
         seed, offset = _dropout.draw(device)
-        out = launch([q, k, v, seed, offset])
+        out = entry.launch([q, k, v, seed, offset])
         _dropout.advance_by(device, offset, known.increment)
         return out[0], out[1], (seed, offset, known.backward_options)
     pack: dict[str, Any] = {"Q": q, "K": k, "V": v}
