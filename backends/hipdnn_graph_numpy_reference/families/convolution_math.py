@@ -249,7 +249,8 @@ def _transposed_filter(w: Array, channels: int) -> Array:
     swapped = w.reshape(groups, k // groups, per_group, *kernel).swapaxes(1, 2)
     flip: tuple[slice, ...] = (slice(None),) * 3 + (slice(None, None, -1),) * len(kernel)
     flipped = swapped[flip]
-    return flipped.reshape(channels, k // groups, *kernel)
+    # contiguous: the products read it per tap, and BLAS takes negative strides slowly
+    return np.ascontiguousarray(flipped.reshape(channels, k // groups, *kernel))
 
 
 def _scatters_channels_last(a: Array, g: Geometry) -> bool:
