@@ -242,3 +242,17 @@ def test_problems_the_fused_cpu_kernel_does_not_take_keep_the_graphs() -> None:
     assert all("_SdpaFunction" in n for n in names)
     forward, _ = _entries()
     assert forward.autograd is False  # its plan runs the chunked kernels: no form at all
+
+
+def test_no_route_under_autocast() -> None:
+    """Autocast may cast an aten op's inputs where it leaves the graphs' alone: under it the
+    graphs run, the results as without it."""
+    graph_cache().clear()
+    q, k, v = _qkv(dtype=torch.float32)
+    for _ in range(3):
+        scaled_dot_product_attention(q, k, v).sum().backward()
+    assert hgt.cached_graphs()[-1].autograd_route
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = scaled_dot_product_attention(q, k, v)
+    assert "_SdpaFunction" in _grad_fn_name(out) and out.dtype == torch.float32
+    assert torch.equal(out, scaled_dot_product_attention(q, k, v))

@@ -302,6 +302,8 @@ def _c_apply() -> tuple[Any, Any, Any]:
 
 
 _APPLY, _transforms_active, _unwrap = _c_apply()
+#: whether autocast is on for any device (a C call; torch >= 2.4), else a stand-in saying so
+_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
 
 
 # ----- the public op -----
@@ -390,7 +392,9 @@ def scaled_dot_product_attention(
                 hit = lookup(query, key, value, p, options)
                 if hit.entry is not None:
                     route = hit.entry.autograd
-                    if route:  # the forward op under torch's autograd (see _hot)
+                    # the forward op under torch's autograd (see _hot); not under autocast,
+                    # which may cast an aten op's inputs where it leaves the graphs' alone
+                    if route and not _autocast():
                         return route(query, key, value)  # type: ignore[no-any-return]
             else:
                 if bias is not None:
