@@ -43,6 +43,7 @@ def is_depthwise(x: Array, k: int, per_group: int) -> bool:
 
 
 def tap_indices(g: Geometry) -> itertools.product[tuple[int, ...]]:
+    """Every kernel tap's index, in row-major order."""
     return itertools.product(*(range(k) for k in g.kernel))
 
 
