@@ -145,6 +145,8 @@ def autograd(inputs: dict[str, np.ndarray], mask: np.ndarray, p: float, causal: 
         (-3, -7, 0.1, (2, 3, 17, 33)),
         (2**33 + 11, 17, 0.2, (2, 3, 33, 129)),
         (7, 1, 0.999, (3, 1, 4, 1)),
+        # Skv a multiple of 4: every row starts at one lane (1 here), read as a slice
+        (11, 5, 0.3, (2, 2, 9, 64)),
     ],
 )
 @pytest.mark.parametrize("route", ["philox_keep", "torch int64 (the GPUs' route)"])

@@ -175,7 +175,11 @@ def _keep_numpy(
         lead = np.arange(b * h, dtype=np.uint64).reshape(-1, 1) * np.uint64(sq)
         rows_first = (lead + np.arange(i0, i1, dtype=np.uint64)) * np.uint64(skv) + np.uint64(j0)
         rel: Any = rows_first.reshape(-1) + off_lane  # each row's first element, in its block
-        nblocks = (width + 7) // 4  # a row that starts at lane 3 spans one block more
+        lanes = (rel & np.uint64(3)).astype(np.intp)
+        # rows that all start at one lane (Skv a multiple of 4, the usual case) read the same
+        # columns of their blocks: a slice, and no block more than they need
+        lane0 = int(lanes[0]) if (lanes == lanes[0]).all() else None
+        nblocks = (width + 7) // 4 if lane0 is None else (lane0 + width + 3) // 4
         step = max(1, _CHUNK_CPU // nblocks)
         blocks = np.arange(nblocks, dtype=np.uint64)
         columns = np.arange(width, dtype=np.intp)
@@ -183,8 +187,11 @@ def _keep_numpy(
             part = rel[r0 : r0 + step]
             ctr = (off_block + (part >> np.uint64(2))).reshape(-1, 1) + blocks
             words = np.stack(_philox_numpy(ctr, k0, k1), axis=-1).reshape(ctr.shape[0], -1)
-            lane = (part & np.uint64(3)).astype(np.intp).reshape(-1, 1)
-            picked = np.take_along_axis(words, lane + columns, axis=1)
+            if lane0 is not None:
+                picked = words[:, lane0 : lane0 + width]
+            else:  # each row from its own lane on
+                lane = lanes[r0 : r0 + step].reshape(-1, 1)
+                picked = np.take_along_axis(words, lane + columns, axis=1)
             out[r0 : r0 + step] = picked >= np.uint64(threshold)
     return torch.from_numpy(out).view(b, h, n, width)
 
