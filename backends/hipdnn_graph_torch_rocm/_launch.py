@@ -34,35 +34,9 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from hipdnn_graph.backend import AutogradForm, Launcher
+from hipdnn_graph.backend import AutogradForm, Launcher, in_layout
 
-__all__ = ["as_declared", "launcher"]
-
-#: (shape, strides got, strides declared) -> whether they lay the elements out alike (strides
-#: of size-1 dims never matter); a kernel returns the same few layouts call after call
-_SAME_LAYOUT: dict[tuple[Any, tuple[int, ...], tuple[int, ...]], bool] = {}
-
-
-def as_declared(value: Any, dtype: Any, strides: tuple[int, ...]) -> Any:
-    """``value`` itself when it has the declared type and layout, else a converted copy."""
-    if value.dtype == dtype:
-        got = value.stride()
-        if got == strides:
-            return value
-        key = (value.shape, got, strides)
-        same = _SAME_LAYOUT.get(key)
-        if same is None:
-            same = all(d == 1 or a == b for d, a, b in zip(value.shape, got, strides, strict=True))
-            if len(_SAME_LAYOUT) > 4096:
-                _SAME_LAYOUT.clear()
-            _SAME_LAYOUT[key] = same
-        if same:
-            return value
-    import torch
-
-    out = torch.empty_strided(value.shape, strides, dtype=dtype, device=value.device)
-    out.copy_(value)
-    return out
+__all__ = ["launcher"]
 
 
 def launcher(
@@ -90,7 +64,7 @@ def launcher(
 
         def call(*args: Any) -> list[Any]:
             results = kernel(*args)
-            return [as_declared(results[i], dtype, strides) for i, dtype, strides in declared]
+            return [in_layout(results[i], strides, dtype) for i, dtype, strides in declared]
 
     else:
 
@@ -99,7 +73,7 @@ def launcher(
             for key, j, conv in convert:
                 kw[key] = args[j] if conv is None else conv(args[j])
             results = kernel(*args[:n], **kw)
-            return [as_declared(results[i], dtype, strides) for i, dtype, strides in declared]
+            return [in_layout(results[i], strides, dtype) for i, dtype, strides in declared]
 
     fields = getattr(kernel, "autograd", None)  # a kernel that knows its autograd form
     autograd = None

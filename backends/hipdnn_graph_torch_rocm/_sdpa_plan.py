@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hipdnn_graph.backend import Launcher
+from hipdnn_graph.backend import Launcher, in_layout
 
-from ._launch import as_declared, launcher
+from ._launch import launcher
 from .replay import CudaGraphReplay, ReplayedPlan
 
 __all__ = ["Step", "TorchSdpaPlan"]
@@ -81,7 +81,7 @@ class TorchSdpaPlan(ReplayedPlan):
                 elif virtual:
                     buffers[uid] = value.to(dtype)
                 else:
-                    buffers[uid] = as_declared(value, dtype, strides)
+                    buffers[uid] = in_layout(value, strides, dtype)
 
     def launcher(self) -> Launcher | None:
         """The plan's kernel with its build-time keywords bound, called without the variant

@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import Support
+from hipdnn_graph.backend import Support, in_layout
 
 from .families import TORCH_REFUSALS, refusal
 from .family_program import FamilyProgram
@@ -96,19 +96,7 @@ def _write(program: FamilyProgram, buffers: Mapping[int, Any], results: list[Any
             out.copy_(value.reshape(out.shape))
         else:
             dims, strides, _ = program.specs[uid]
-            handed[uid] = _declared(value.reshape(dims), strides)
-
-
-def _declared(value: Any, strides: tuple[int, ...]) -> Any:
-    """``value`` itself when its layout is the declared one (strides of size-1 dims aside),
-    else a copy in the declared layout."""
-    got = value.stride()
-    if all(d == 1 or a == b for d, a, b in zip(value.shape, got, strides, strict=True)):
-        return value
-    import torch
-
-    out = torch.empty_strided(value.shape, strides, dtype=value.dtype, device=value.device)
-    return out.copy_(value)
+            handed[uid] = in_layout(value.reshape(dims), strides)
 
 
 def _replay(program: FamilyProgram) -> CudaGraphReplay:

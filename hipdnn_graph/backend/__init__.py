@@ -16,6 +16,7 @@ from .contract import (
     node_type_refusal,
 )
 from .dropout import IntSource, PhiloxDropout
+from .layout import in_layout, same_layout
 from .registry import (
     ENTRY_POINT_GROUP,
     Registry,
@@ -48,10 +49,12 @@ __all__ = [
     "current_registry",
     "engine_id",
     "engine_node_types",
+    "in_layout",
     "is_torch_tensor",
     "isolated_registry",
     "list_backends",
     "node_type_refusal",
     "register_backend",
+    "same_layout",
     "visible_pairs",
 ]

@@ -40,6 +40,7 @@ from ..types import DataType, ErrorCode
 from .aliasing import alias_error, check_output_kind, overlap
 from .buffers import as_numpy, as_torch, is_torch_tensor
 from .dtypes import numpy_dtype, torch_dtype
+from .layout import same_layout
 from .memory import array_is_read_only, tensor_is_read_only
 
 __all__ = ["TensorSpec", "VariantPackBinder", "as_numpy", "as_torch", "is_torch_tensor"]
@@ -95,11 +96,7 @@ class TensorSpec:
 
     def strides_match(self, strides: Sequence[int]) -> bool:
         """Equal strides, ignoring dims of size 1 (their stride never matters)."""
-        if tuple(strides) == self.strides:
-            return True
-        return all(
-            d == 1 or a == b for d, a, b in zip(self.shape, strides, self.strides, strict=True)
-        )
+        return same_layout(self.shape, tuple(strides), self.strides)
 
     def torch_dtype(self) -> Any:
         if self._torch_dtype is None:

@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ..backend import AutogradForm
+from ..backend import AutogradForm, in_layout
 from ..types import DiagonalAlignment
 from . import _dropout
 from ._cached import Entry, Options, cache_key, graph_cache
@@ -299,19 +299,11 @@ def _declared_output(
     call: Callable[..., Tensor], strides: tuple[int, ...]
 ) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
     """``call`` returning O in the forward graph's declared layout, as the graph path does (a
-    differentiable copy where the op laid it out otherwise; strides of size-1 dims never
-    matter)."""
-    alike: set[tuple[int, ...]] = {strides}
+    differentiable copy where the op laid it out otherwise, :func:`~hipdnn_graph.backend.
+    in_layout`)."""
 
     def route(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-        o = call(q, k, v)
-        got = o.stride()
-        if got not in alike:
-            if all(n == 1 or a == b for n, a, b in zip(o.shape, got, strides, strict=True)):
-                alike.add(got)
-            else:
-                o = torch.empty_strided(o.shape, strides, dtype=o.dtype, device=o.device).copy_(o)
-        return o
+        return in_layout(call(q, k, v), strides)  # type: ignore[no-any-return]
 
     return route
 
