@@ -96,8 +96,7 @@ def backward_qkv(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """:func:`run_backward` without dBias of a pack holding Q, K, V, O, a dense dO and Stats
     alone, as :func:`forward_qkv`."""
-    sig = _backward_signature(q, k, v, o, do, stats)
-    entry = _GRAPHS.get((("bwd", q.device, sig, options), False))
+    entry = _GRAPHS.get(_backward_key(q, k, v, o, do, stats, options, philox=False))
     pack = None
     if entry is None or entry.launch is None or entry.launch_slots != _QKV_BACKWARD:
         pack = {"Q": q, "K": k, "V": v, "O": o, "dO": do, "Stats": stats}
@@ -108,14 +107,22 @@ def backward_qkv(
     return grads[0], grads[1], grads[2]
 
 
-def _backward_signature(
-    q: Tensor, k: Tensor, v: Tensor, o: Tensor, do: Tensor, stats: Tensor
-) -> tuple[Any, ...]:
-    """:func:`._cached.cache_key`'s signature of the backward's six tensors, in pack order."""
-    return (("Q", q.shape, q.stride(), q.dtype), ("K", k.shape, k.stride(), k.dtype),
-            ("V", v.shape, v.stride(), v.dtype), ("O", o.shape, o.stride(), o.dtype),
-            ("dO", do.shape, do.stride(), do.dtype),
-            ("Stats", stats.shape, stats.stride(), stats.dtype))  # fmt: skip
+def _backward_key(
+    q: Tensor, k: Tensor, v: Tensor, o: Tensor, do: Tensor, stats: Tensor, options: Options, *,
+    philox: bool,
+) -> tuple[Any, ...]:  # fmt: skip
+    """:func:`._graphs.run_backward`'s cache key (without dBias) of a pack holding the
+    backward's six tensors (and, for ``philox``, the ints ``Seed`` and ``Offset``), built
+    without the pack."""
+    sig: tuple[Any, ...] = (
+        ("Q", q.shape, q.stride(), q.dtype), ("K", k.shape, k.stride(), k.dtype),
+        ("V", v.shape, v.stride(), v.dtype), ("O", o.shape, o.stride(), o.dtype),
+        ("dO", do.shape, do.stride(), do.dtype),
+        ("Stats", stats.shape, stats.stride(), stats.dtype),
+    )  # fmt: skip
+    if philox:
+        sig = (*sig, "Seed", "Offset")
+    return (("bwd", q.device, sig, options), False)
 
 
 _QKV = ("Q", "K", "V")
@@ -236,8 +243,7 @@ def philox_backward_qkv(
     """The philox backward of :func:`philox_forward_qkv`'s call (a dense dO), on the engine the
     forward ran with its seed and offset, as :func:`backward_qkv`."""
     seed, offset, options = philox
-    sig = (*_backward_signature(q, k, v, o, do, stats), "Seed", "Offset")
-    entry = _GRAPHS.get((("bwd", q.device, sig, options), False))
+    entry = _GRAPHS.get(_backward_key(q, k, v, o, do, stats, options, philox=True))
     if (
         entry is not None
         and entry.launch is not None
@@ -261,10 +267,7 @@ def learn_route(
     both launchers' autograd forms pair, else False, so it is learnt once. A launcher that
     answers no form yet (it binds its kernel on its first calls) is asked again by the next
     calls, :data:`_TRIES` in all; one without ``autograd`` at all means no route."""
-    sig = _backward_signature(q, k, v, o, do, stats)
-    if philox:
-        sig = (*sig, "Seed", "Offset")
-    backward = _GRAPHS.peek((("bwd", q.device, sig, options), False))
+    backward = _GRAPHS.peek(_backward_key(q, k, v, o, do, stats, options, philox=philox))
     ask_forward, ask_backward = _asker(forward), _asker(backward)
     if ask_forward is None or ask_backward is None:  # a launcher that never knows a form
         forward.autograd = False
