@@ -5,7 +5,9 @@ For each graph: ``TORCH_FUSION_ENGINE`` (its plan: compiled, or eager where buil
 measured that faster), ``TORCH_EAGER_ENGINE`` (node by node), and the same math written
 directly as a torch function, run eagerly and through ``torch.compile``; for single nodes the
 engine against the torch op called directly, through ``Graph.run`` (the engine's result handed
-over, as the op's own is) and ``Graph.execute`` (copied into a caller-owned buffer). Graphs run
+over, as the op's own is) and ``Graph.execute`` into a caller-owned buffer, on the plan the
+ranking puts first (a norm: the fusion engine where its race kept the compiled kernel, which
+stores into that buffer itself) and on the eager engine (which copies its result there). Graphs run
 through ``Graph.execute`` with caller-owned buffers; repeated on the same buffers, ``execute``
 replays a CUDA graph of the plan's kernels, so the torch contenders are also timed replayed
 from a CUDA graph ("graphed": kernel time without host time) beside their plain calls. CUDA
@@ -292,11 +294,15 @@ def run_case(case: Case, device: str, warmup: int, repeats: int, calls: int) -> 
     if case.single:
         inputs = dict(case.inputs)
         t["run"] = median_ms(lambda: g.run(inputs), device, warmup, repeats, calls)
-        vs_graphed = f" (graphed {eager / t['direct_graph']:5.2f})" if cuda else ""
+        ranked = names[0]  # what Graph.execute runs: the ranking's first plan
+        ran = t[ranked]
+        if ranked == "TORCH_FUSION_ENGINE":
+            ranked += f"[{g._state.plans[index[ranked]].plan.choice}]"
+        vs_graphed = f" (graphed {ran / t['direct_graph']:5.2f})" if cuda else ""
         parts.append(
-            f"engine run {t['run']:8.3f} ms  engine execute {eager:8.3f} ms  "
-            f"torch op {t['direct']:8.3f} ms{direct_graphed}  "
-            f"run/op {t['run'] / t['direct']:5.2f}  execute/op {eager / t['direct']:5.2f}"
+            f"engine run {t['run']:8.3f} ms  execute on {ranked} {ran:8.3f} ms  "
+            f"eager-engine {eager:8.3f} ms  torch op {t['direct']:8.3f} ms{direct_graphed}  "
+            f"run/op {t['run'] / t['direct']:5.2f}  execute/op {ran / t['direct']:5.2f}"
             f"{vs_graphed}"
         )
         return "  ".join(parts)

@@ -5,6 +5,7 @@ refusals with reasons, and compile-at-build (``execute`` never compiles)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -117,13 +118,116 @@ def test_eager_and_fused_plans_agree(counting: Counting) -> None:
 
 
 def test_single_node_runs_on_the_eager_engine(counting: Counting) -> None:
-    case = EX.single_matmul(4, 8, 6, io=hg.DataType.FLOAT)
-    g = case.graph
-    g.build_operation_graph().create_execution_plans()
-    refusals = dict(g.get_engine_refusals())
-    assert refusals[FUSION].startswith("a single node has nothing to fuse")
-    g.build_plans()
-    assert g.get_plan_name() == EAGER and counting.calls == 0
+    """A single matmul is a library call: refused whatever the race; a single layer norm
+    is refused where no race runs (autotune off, as on the CPU by default)."""
+    for case, reason in (
+        (EX.single_matmul(4, 8, 6, io=hg.DataType.FLOAT),
+         "a single MATMUL node has nothing to fuse; TORCH_EAGER_ENGINE runs it (the torch op "
+         "called directly: a library kernel, compiled alone the same call)"),
+        (EX.single_layernorm(4, 8, io=hg.DataType.FLOAT),
+         "a single node has nothing to fuse; TORCH_EAGER_ENGINE runs it (the torch op called "
+         "directly; a GPU build races the two, as does autotune=True)"),
+    ):  # fmt: skip
+        g = case.graph
+        g.build_operation_graph().create_execution_plans()
+        assert dict(g.get_engine_refusals())[FUSION] == reason
+        g.build_plans()
+        assert g.get_plan_name() == EAGER and counting.calls == 0
+    conv = EX.single_conv(1, 2, 4, io=hg.DataType.FLOAT).graph.build_operation_graph()
+    engine = TorchFusionEngine(backend="eager", autotune=True)
+    assert engine.check(conv).reason.startswith("a single CONVOLUTION_FPROP node has nothing")
+
+
+def test_a_single_norm_is_raced_where_autotune_runs() -> None:
+    """With the race on, a single layer norm is compiled and measured against node by node;
+    whichever runs, ``execute`` writes what the eager engine writes."""
+    counter = Counting()
+    engine = TorchFusionEngine(backend=counter, autotune=True)
+    case = EX.single_layernorm(16, 32, io=hg.DataType.FLOAT)
+    g = case.graph.build_operation_graph()
+    assert engine.check(g).ok
+    family_engines._VERDICTS.clear()
+    try:
+        plan = engine.build_plan(g)
+    finally:
+        family_engines._VERDICTS.clear()
+    assert counter.calls == 1 and set(plan.timings) == {"fused", "eager"}
+    assert plan.cut is None  # no writer to leave out of the compiled function
+    (out,) = case.outputs
+    feeds = {t.get_uid(): v for t, v in case.inputs.items()}
+    got, want = torch.full(out.dim, float("nan")), torch.full(out.dim, float("nan"))
+    for choice, buf in (("fused", got), ("eager", want)):
+        plan.choice = choice
+        plan.run_now({**feeds, out.get_uid(): buf})
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert not torch.isnan(got).any()
+
+
+def test_a_trailing_matmul_writes_the_callers_buffer_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """RMSNorm -> matmul: the compiled function runs the norm and returns its result; the
+    matmul then writes C into the caller's buffer with ``out=`` (a compiled function would
+    return C and copy it, a copy inductor cannot fold into a library GEMM)."""
+    counter = Counting()
+    engine = TorchFusionEngine(backend=counter, autotune=False)
+    case = _example("rmsnorm_matmul")
+    g = case.graph.build_operation_graph()
+    plan = engine.build_plan(g)
+    assert plan.choice == "fused" and plan.cut == 1 and counter.calls == 1
+    program = plan.program
+    assert program.carried(1) == (program.steps[0].outputs[0][1],)  # the norm's Y
+    written: list[Any] = []
+    write = program.steps[1].write
+
+    def spy(inputs: Any, outs: Any) -> None:
+        written.append(outs["C"])
+        write(inputs, outs)
+
+    monkeypatch.setattr(program, "steps", (program.steps[0], replace(program.steps[1], write=spy)))
+    (out,) = case.outputs
+    buf = torch.full(out.dim, float("nan"))
+    plan.run_now({**{t.get_uid(): v for t, v in case.inputs.items()}, out.get_uid(): buf})
+    assert len(written) == 1 and written[0] is buf
+    want = _reference(case)[0]
+    torch.testing.assert_close(buf.double(), want, rtol=1e-4, atol=1e-4)
+    assert counter.calls == 1
+
+
+def test_the_head_writes_its_own_outputs_when_a_tail_follows() -> None:
+    """A graph output made before the trailing matmul (the norm's Y here, also the matmul's A)
+    is written by the compiled head; the matmul by the eager tail."""
+    g = cases.graph(hg.DataType.FLOAT)
+    x, s, w = (
+        g.tensor(name="x", dim=[4, 8]),
+        g.tensor(name="s", dim=[1, 8]),
+        g.tensor(name="w", dim=[8, 3]),
+    )
+    y, _ = g.rmsnorm(x, s, epsilon=g.tensor(name="eps").set_value(1e-5),
+                     forward_phase=hg.NormFwdPhase.INFERENCE, name="norm")  # fmt: skip
+    y.set_output(True)
+    c = g.matmul(y, w, name="mm")
+    c.set_output(True)
+    g.build_operation_graph()
+    counter = Counting()
+    plan = TorchFusionEngine(backend=counter, autotune=False).build_plan(g)
+    assert plan.cut == 1
+    gen = torch.Generator().manual_seed(3)
+    feeds = {t.get_uid(): torch.randn(t.dim, generator=gen) for t in (x, s, w)}
+    bufs = {t.get_uid(): torch.full(t.dim, float("nan")) for t in (y, c)}
+    plan.run_now({**feeds, **bufs})
+    xv, sv, wv = (feeds[t.get_uid()].double() for t in (x, s, w))
+    norm = xv * torch.rsqrt((xv * xv).mean(-1, keepdim=True) + 1e-5) * sv
+    torch.testing.assert_close(bufs[y.get_uid()].double(), norm, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(bufs[c.get_uid()].double(), norm @ wv, rtol=1e-4, atol=1e-4)
+
+
+def test_graphs_not_ending_in_a_writer_compile_whole(counting: Counting) -> None:
+    """matmul + bias + GELU ends in a pointwise node (no writer): one compiled function."""
+    case = _example("matmul_bias_gelu")
+    case.graph.build_operation_graph()
+    plan = TorchFusionEngine(backend=counting, autotune=False).build_plan(case.graph)
+    assert plan.cut is None and plan.program.writer_tail() is None
 
 
 def test_runtime_epsilon_is_a_tensor_argument_not_a_recompile(counting: Counting) -> None:

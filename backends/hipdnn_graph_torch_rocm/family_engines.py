@@ -12,8 +12,10 @@ the reference's error node by node; compiled, they return a verdict
 (:data:`~.families._common.CHECK`) and the fusion plan, after one host synchronisation, writes
 the outputs or runs the graph node by node, which raises.
 
-Ranking: the fusion engine ranks first but refuses a single node (one kernel has nothing to
-fuse; the torch op called directly is what the eager engine runs). For a graph it accepts, its
+Ranking: the fusion engine ranks first. A single node it takes only where the race below runs
+(a GPU, or ``autotune``) and the node's torch kernel is no library call: compiled, the kernel
+stores its result in the caller's buffer, where node by node a copy follows it
+(:func:`_single_node_refusal`). For a graph it accepts, its
 ``build_plan`` compiles the function for the graph's exact shapes, types and device, then (on
 a GPU, unless turned off) times the compiled function against the eager one with CUDA events
 and keeps the faster; the verdict is cached per graph signature, so compiling loses nothing
@@ -179,9 +181,13 @@ class FamilyFusionPlan(ReplayedPlan):
         backend: CountingBackend,
         choice: str,
         timings: dict[str, float],
+        cut: int | None = None,
     ) -> None:
         self.engine_name = FUSION_ENGINE
         self.program = program
+        #: where the eager tail of writers begins (:meth:`FamilyProgram.writer_tail`): the
+        #: compiled function runs the steps before it; None: it runs every step
+        self.cut = cut
         self.device = device
         self.compiled = compiled
         self.backend = backend
@@ -220,6 +226,9 @@ class FamilyFusionPlan(ReplayedPlan):
             self.backend.refused = False
             _node_by_node(self.program, buffers)
             return
+        if self.cut is not None:
+            _run_tail(self.program, self.cut, args, returned)
+            return
         if returned is not None:  # a graph whose lowerings check their data (see _whole)
             results, ok = returned
             if not bool(ok):  # node by node: the lowering that refuses the data raises
@@ -252,6 +261,45 @@ class FamilyFusionPlan(ReplayedPlan):
         return args
 
 
+#: families whose torch kernel is a library call (cuBLAS, cuDNN, grouped GEMMs): compiled alone
+#: it is the same call, then a copy into the caller's buffer, as node by node
+_LIBRARY_KERNELS = frozenset(
+    {
+        hg.NodeType.MATMUL,
+        hg.NodeType.CONVOLUTION_FPROP,
+        hg.NodeType.CONVOLUTION_DGRAD,
+        hg.NodeType.CONVOLUTION_WGRAD,
+        hg.NodeType.MOE_GROUPED_MATMUL,
+        hg.NodeType.MOE_GROUPED_MATMUL_BWD,
+    }
+)
+
+
+def _single_node_refusal(node: Any, config: FusionConfig, device: str) -> str | None:
+    """Why the fusion engine leaves a graph of one node to the eager engine, or None.
+
+    One node has nothing to fuse with, but node by node its result is copied into the caller's
+    buffer afterwards (torch's norms, pointwise ops, reductions and pooling have no ``out=``
+    kernel), where a compiled kernel stores it there itself: one pass over the output instead
+    of two. So a single node is taken where ``build_plan`` races the compiled function against
+    the eager one (autotune: on by default on a GPU) and its family's kernel is not a library
+    call, which compiled alone is the same call followed by the same copy.
+    """
+    kind = node.get_node_type()
+    if kind in _LIBRARY_KERNELS:
+        return (
+            f"a single {kind.name} node has nothing to fuse; {EAGER_ENGINE} runs it (the torch "
+            "op called directly: a library kernel, compiled alone the same call)"
+        )
+    autotune = config.autotune if config.autotune is not None else device != "cpu"
+    if not autotune:
+        return (
+            f"a single node has nothing to fuse; {EAGER_ENGINE} runs it (the torch op called "
+            "directly; a GPU build races the two, as does autotune=True)"
+        )
+    return None
+
+
 def _fresh(fn: Callable[..., Any]) -> Callable[..., Any]:
     """A copy of ``fn`` with its own code object: dynamo caches compiled code per code object,
     so every plan gets its own cache (and its own recompile limit)."""
@@ -260,12 +308,29 @@ def _fresh(fn: Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
-def _whole(program: FamilyProgram) -> Callable[..., Any]:
+def _whole(program: FamilyProgram, cut: int | None = None) -> Callable[..., Any]:
     """The graph as one function of (feeds, outputs) that writes the outputs; where a lowering
     checks its data (its CHECK result), it returns the results and the verdict instead, and
-    the plan writes the outputs only when the data is valid (one host synchronisation)."""
+    the plan writes the outputs only when the data is valid (one host synchronisation).
+
+    With ``cut`` (:meth:`FamilyProgram.writer_tail`) the function runs ``steps[:cut]`` only,
+    writes their outputs and returns what the tail reads (:meth:`FamilyProgram.carried`), for
+    :func:`_run_tail`."""
     count = len(program.feeds)
     feeds = program.feeds
+    if cut is not None:
+        made = {uid for step in program.steps[:cut] for _, uid, _ in step.outputs}
+        head_outputs = [(count + i, uid) for i, uid in enumerate(program.outputs) if uid in made]
+        carried = program.carried(cut)
+
+        def fused_head(*args: Any) -> tuple[Any, ...]:
+            local: dict[int, Any] = {}
+            program.run_steps(0, cut, dict(zip(feeds, args[:count], strict=True)), local)
+            for index, uid in head_outputs:
+                args[index].copy_(local[uid].reshape(args[index].shape))
+            return tuple(local[uid] for uid in carried)
+
+        return _fresh(fused_head)
 
     def fused_graph(*args: Any) -> Any:
         results, ok = program.checked_results(dict(zip(feeds, args[:count], strict=True)))
@@ -276,6 +341,20 @@ def _whole(program: FamilyProgram) -> Callable[..., Any]:
         return None
 
     return _fresh(fused_graph)
+
+
+def _run_tail(program: FamilyProgram, cut: int, args: list[Any], carried: tuple[Any, ...]) -> None:
+    """The eager tail ``steps[cut:]`` of a plan whose compiled head returned ``carried``: each
+    writer writes the caller's buffers (``args``: feeds, then outputs) directly."""
+    count = len(program.feeds)
+    feeds = dict(zip(program.feeds, args[:count], strict=True))
+    into = dict(zip(program.outputs, args[count:], strict=True))
+    local = dict(zip(program.carried(cut), carried, strict=True))
+    program.run_steps(cut, len(program.steps), feeds, local, into)
+    for uid, out in into.items():  # a writer that declined these buffers: its result is copied
+        value = local.get(uid)
+        if value is not None and value is not out:
+            out.copy_(value.reshape(out.shape))
 
 
 class TorchFusionEngine:
@@ -320,15 +399,11 @@ class TorchFusionEngine:
         )
 
     def check(self, graph: hg.Graph) -> Support:
+        config, device = self.config(), _device()
         reason = _torch_refusal()
-        if reason is None:
-            count = len(graph.nodes)
-            if count < 2:
-                reason = (
-                    f"a single node has nothing to fuse; {EAGER_ENGINE} runs it (the torch op "
-                    "called directly)"
-                )
-        reason = reason or _node_refusal(graph) or compiler_refusal(self.config(), _device())
+        if reason is None and len(graph.nodes) < 2:
+            reason = _single_node_refusal(graph.nodes[0], config, device)
+        reason = reason or _node_refusal(graph) or compiler_refusal(config, device)
         return Support.yes() if reason is None else Support.no(reason)
 
     def workspace_size(self, graph: hg.Graph) -> int:
@@ -354,12 +429,21 @@ class TorchFusionEngine:
             verdict = _VERDICTS.get(signature) if autotune and digest else None
         if verdict == "eager":
             return FamilyFusionPlan(program, device, None, backend, "eager", {})
-        compiled = torch.compile(_whole(program), backend=backend, fullgraph=True, dynamic=False)
+        cut = program.writer_tail()
+        compiled = torch.compile(
+            _whole(program, cut), backend=backend, fullgraph=True, dynamic=False
+        )
         args = _examples(program, device)
+
+        def fused() -> None:
+            returned = compiled(*args)
+            if cut is not None:
+                _run_tail(program, cut, args, returned)
+
         backend.building = True
         try:
-            compiled(*args)  # compiles
-            compiled(*args)  # runs what was compiled (a failing guard compiles again here)
+            fused()  # compiles
+            fused()  # runs what was compiled (a failing guard compiles again here)
         except Exception as exc:
             raise hg.HipdnnError(
                 hg.ErrorCode.GRAPH_EXECUTION_PLAN_CREATION_FAILED,
@@ -376,7 +460,7 @@ class TorchFusionEngine:
             eager = FamilyEagerPlan(program)
             try:
                 timings = measure(
-                    {"fused": lambda: compiled(*args), "eager": lambda: eager.run_now(by_uid)},
+                    {"fused": fused, "eager": lambda: eager.run_now(by_uid)},
                     device,
                     replay=eager.replay.capacity > 0,
                 )
@@ -386,7 +470,7 @@ class TorchFusionEngine:
             if digest is not None:
                 with _VERDICTS_LOCK:
                     _VERDICTS[signature] = choice
-        return FamilyFusionPlan(program, device, compiled, backend, choice, timings)
+        return FamilyFusionPlan(program, device, compiled, backend, choice, timings, cut)
 
 
 def _examples(program: FamilyProgram, device: str) -> list[Any]:

@@ -127,8 +127,22 @@ class FamilyProgram:
         :data:`~.families._common.CHECK` results (a 0-d bool tensor), or None when no lowering
         gave one (run eagerly, a lowering raises instead)."""
         local: dict[int, Any] = {}
+        ok = self.run_steps(0, len(self.steps), feeds, local, into)
+        return [local[uid] for uid in self.outputs], ok
+
+    def run_steps(
+        self,
+        start: int,
+        stop: int,
+        feeds: Mapping[int, Any],
+        local: dict[int, Any],
+        into: Mapping[int, Any] | None = None,
+    ) -> Any:
+        """Run ``steps[start:stop]``, reading earlier results from ``local`` and adding theirs
+        (by uid); ``into`` as in :meth:`results`. Returns the AND of their checks (see
+        :meth:`checked_results`)."""
         ok: Any = None
-        for step in self.steps:
+        for step in self.steps[start:stop]:
             args = {}
             for slot, source, key in step.inputs:
                 if source == _FEED:
@@ -148,4 +162,32 @@ class FamilyProgram:
             check = got.get(CHECK)
             if check is not None:
                 ok = check if ok is None else ok & check
-        return [local[uid] for uid in self.outputs], ok
+        return ok
+
+    def writer_tail(self) -> int | None:
+        """Where the trailing run of steps with writers begins (each writes the caller's
+        buffers with ``out=``), when some step comes before it and no lowering checks its data;
+        None otherwise.
+
+        The fusion engine compiles the steps before it and runs this tail eagerly: a compiled
+        function returns fresh tensors and then copies them into the caller's buffers, and
+        inductor folds that copy into a pointwise kernel but not into a matmul's result, which
+        a writer produces in place (:class:`~.family_engines.FamilyFusionPlan`).
+        """
+        cut = len(self.steps)
+        while cut > 0 and self.steps[cut - 1].write is not None:
+            cut -= 1
+        if cut == 0 or cut == len(self.steps) or self.host_checked:
+            return None
+        return cut
+
+    def carried(self, cut: int) -> tuple[int, ...]:
+        """The uids of the results of ``steps[:cut]`` that ``steps[cut:]`` read, in a fixed
+        order (what a compiled head hands to an eager tail)."""
+        made = {uid for step in self.steps[:cut] for _, uid, _ in step.outputs}
+        read: list[int] = []
+        for step in self.steps[cut:]:
+            for _, source, key in step.inputs:
+                if source == _LOCAL and key in made and key not in read:
+                    read.append(key)
+        return tuple(read)
