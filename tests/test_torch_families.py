@@ -394,3 +394,38 @@ def test_custom_ops_are_refused_with_the_references_reason() -> None:
     assert _reason(node) == (
         "node 'op': custom op 'ex.rope' is plugin-defined: hipDNN defines no math for it"
     )
+
+
+def _conv_node(mode: Any = None, pre: list[int] | None = None, y_type: Any = None) -> Any:
+    g = hg.Graph(io_data_type=hg.DataType.BFLOAT16, intermediate_data_type=hg.DataType.FLOAT,
+                 compute_data_type=hg.DataType.FLOAT)  # fmt: skip
+    x = g.tensor(name="x", dim=[1, 4, 6, 6])
+    w = g.tensor(name="w", dim=[8, 4, 3, 3])
+    kw: dict[str, Any] = {} if mode is None else {"convolution_mode": mode}
+    y = g.conv_fprop(x, w, name="conv", pre_padding=pre or [1, 1], post_padding=[1, 1],
+                     stride=[1, 1], dilation=[1, 1], **kw)  # fmt: skip
+    y.set_output(True).set_dim([1, 8, 6 + (pre or [1])[0] - 1, 6 + (pre or [1, 1])[1] - 1])
+    if y_type is not None:
+        y.set_data_type(y_type)
+    g.validate()
+    return g.nodes[0]
+
+
+def test_the_convolution_writer_is_only_made_where_cudnn_can_write_y() -> None:
+    """No writer for a flipped kernel, unequal padding or a Y of another type than the product
+    (cuDNN's output call would not be F.conv2d's); on CPU tensors the writer copies the
+    lowering's result into the caller's buffer."""
+    from hipdnn_graph_torch_rocm.families import convolution as conv
+
+    assert conv.prepare_conv_fprop_writer(_conv_node(hg.ConvolutionMode.CONVOLUTION)) is None
+    assert conv.prepare_conv_fprop_writer(_conv_node(pre=[0, 1])) is None
+    assert conv.prepare_conv_fprop_writer(_conv_node(y_type=hg.DataType.FLOAT)) is None
+    node = _conv_node()
+    write = conv.prepare_conv_fprop_writer(node)
+    assert write is not None
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 4, 6, 6, generator=gen).bfloat16()
+    w = torch.randn(8, 4, 3, 3, generator=gen).bfloat16()
+    y = torch.full((1, 8, 6, 6), float("nan"), dtype=torch.bfloat16)
+    write({"X": x, "W": w}, {"Y": y})
+    assert torch.equal(y, conv.lower_conv_fprop(node, {"X": x, "W": w})["Y"])

@@ -187,6 +187,43 @@ def test_execute_writes_a_bf16_matmul_into_the_callers_buffer(eager_only: None) 
     torch.testing.assert_close(buf, torch.matmul(av, bv), rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.parametrize("channels_last", [True, False], ids=["nhwc", "nchw"])
+def test_execute_has_cudnn_write_a_convolution_into_the_callers_buffer(
+    eager_only: None, channels_last: bool
+) -> None:
+    """The eager engine's convolution writer: from the second call of a signature cuDNN writes
+    Y into the caller's buffer (aten.cudnn_convolution.out, no copy kernel after it), bit for
+    bit what F.conv2d gives; X and W are left as they were."""
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    gen = torch.Generator(device="cuda").manual_seed(4)
+    xv = torch.randn(2, 32, 10, 10, device="cuda", dtype=torch.bfloat16, generator=gen)
+    wv = torch.randn(48, 32, 3, 3, device="cuda", dtype=torch.bfloat16, generator=gen)
+    xv, wv = xv.contiguous(memory_format=fmt), wv.contiguous(memory_format=fmt)
+    g = cases.graph(hg.DataType.BFLOAT16)
+    x = g.tensor(name="x", dim=list(xv.shape), stride=list(xv.stride()))
+    w = g.tensor(name="w", dim=list(wv.shape), stride=list(wv.stride()))
+    want = torch.nn.functional.conv2d(xv, wv, None, 1, 1)
+    y = g.conv_fprop(x, w, name="conv", pre_padding=[1, 1], post_padding=[1, 1], stride=[1, 1],
+                     dilation=[1, 1])  # fmt: skip
+    y.set_output(True).set_dim(list(want.shape)).set_stride(list(want.stride()))
+    g.build_operation_graph().create_execution_plans().build_plans()
+    assert g.get_plan_name() == "TORCH_EAGER_ENGINE"
+    before = {x: xv.clone(), w: wv.clone()}
+    kept = []  # a new buffer at a new address each call: no CUDA-graph replay
+    for call in range(3):
+        buf = torch.empty_strided(y.dim, y.stride, dtype=torch.bfloat16, device="cuda")
+        kept.append(buf.fill_(float("nan")))
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            g.execute({x: xv, w: wv, y: buf})
+            torch.cuda.synchronize()
+        ops = {e.name for e in prof.events()}
+        assert torch.equal(buf, want), f"call {call}"
+        if call:  # the first call of a signature runs the lowering and learns the layout
+            assert "aten::cudnn_convolution" in ops and "aten::copy_" not in ops, sorted(ops)
+    for t, v in ((x, xv), (w, wv)):
+        assert torch.equal(before[t], v), f"input {t.name} was written"
+
+
 def _pooling_round_trip(mode: hg.ResampleMode, padding: hg.PaddingMode) -> tuple[Any, ...]:
     """A 2-D pooling (NCHW, bf16 io, FLOAT compute) and its backward in one graph, the backward
     reading Y and (MAXPOOL) the virtual INDEX."""

@@ -102,6 +102,7 @@ TORCH_PREPARERS: dict[hg.NodeType, Callable[[Any], Prepared]] = {
 #: node type -> ``prepare_<family>_writer(node) -> Writer or None`` (families with ``out=``)
 TORCH_WRITERS: dict[hg.NodeType, Callable[[Any], Writer | None]] = {
     _T.MATMUL: _mm.prepare_matmul_writer,
+    _T.CONVOLUTION_FPROP: _conv.prepare_conv_fprop_writer,
 }
 
 #: node types whose lowering checks its data on the host (MoE routes, a finite X to quantize):

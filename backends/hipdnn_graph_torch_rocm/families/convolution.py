@@ -9,6 +9,9 @@ When X, W and the result share a 16-bit type and the node computes in FLOAT, the
 kernels run as they are (they accumulate in float32); otherwise the operands are cast to the
 compute type first. Layouts (channels-last included) are the buffers' own.
 
+Given the caller's Y, a forward convolution that torch runs on cuDNN has cuDNN write it there
+(:func:`prepare_conv_fprop_writer`): the kernel ``F.conv2d`` runs, without the copy after it.
+
 Example:
     >>> import torch, hipdnn_graph as hg
     >>> f = hg.DataType.FLOAT
@@ -29,7 +32,7 @@ from typing import Any
 
 import hipdnn_graph as hg
 
-from ._common import FLOATING, Prepared, compute_dtype, dtype_refusal, tensor_dtype
+from ._common import FLOATING, Prepared, Writer, compute_dtype, dtype_refusal, tensor_dtype
 from .matmul import native_low_precision
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "lower_conv_wgrad",
     "prepare_conv_dgrad",
     "prepare_conv_fprop",
+    "prepare_conv_fprop_writer",
     "prepare_conv_wgrad",
 ]
 
@@ -100,6 +104,11 @@ def conv_refusal(node: Any) -> str | None:
     return dtype_refusal(node, FLOATING)
 
 
+def _slots(node: Any, names: tuple[str, ...]) -> list[Any]:
+    t = node.attributes.tensors_by_slot()
+    return [t[name] for name in names]
+
+
 def _cast(node: Any, slots: tuple[str, ...], first: str) -> Any:
     if native_low_precision(node, slots):
         return tensor_dtype(node.attributes.tensors_by_slot()[first])
@@ -137,6 +146,72 @@ def prepare_conv_fprop(node: hg.ConvolutionFpropNode) -> Prepared:
         return {"Y": _forward(torch, g, inputs["X"].to(cast), inputs["W"].to(cast))}
 
     return run
+
+
+def prepare_conv_fprop_writer(node: hg.ConvolutionFpropNode) -> Writer | None:
+    """Y written into the caller's buffer by cuDNN itself, or None where no call can be.
+
+    ``aten.cudnn_convolution.out`` is the kernel ``F.conv2d`` reaches on cuDNN (same arguments,
+    torch's cuDNN switches: benchmark, determinism, TF32), given the output buffer. The writer
+    takes it where a call is exactly that: a cross-correlation with equal pre and post padding,
+    X, W and Y in the type the product runs in, CUDA tensors that torch itself would convolve
+    on cuDNN (``torch._C._select_conv_backend``: not a depthwise or ROCm kernel), and a Y laid
+    out as torch's own result is. The first call of each signature (shapes, strides, types,
+    device, switches) runs the returning lowering and compares its result's layout; any call
+    that does not qualify has that result copied into Y.
+    """
+    import torch
+
+    g = _geometry(node, "X", "W")
+    cast = _cast(node, ("X", "W", "Y"), "X")
+    out_op = getattr(getattr(torch.ops.aten, "cudnn_convolution", None), "out", None)
+    select = getattr(torch._C, "_select_conv_backend", None)
+    cudnn = getattr(getattr(torch._C, "_ConvBackend", None), "Cudnn", None)
+    if (
+        g.flip
+        or not g.symmetric
+        or any(tensor_dtype(t) != cast for t in _slots(node, ("X", "W", "Y")))
+        or torch.version.hip
+        or out_op is None
+        or select is None
+        or cudnn is None
+    ):
+        return None
+    run = prepare_conv_fprop(node)
+    padding, stride, dilation = list(g.pre), list(g.stride), list(g.dilation)
+    no_output_padding = [0] * g.spatial
+    c = torch._C
+    enabled, benchmark, deterministic, tf32, deterministic_algorithms = (
+        c._get_cudnn_enabled, c._get_cudnn_benchmark, c._get_cudnn_deterministic,
+        c._get_cudnn_allow_tf32, c._get_deterministic_algorithms,
+    )  # fmt: skip
+    #: signature -> whether cuDNN writes Y directly
+    direct: dict[tuple[Any, ...], bool] = {}
+
+    def write(inputs: Mapping[str, Any], outs: Mapping[str, Any]) -> None:
+        x, w, y = inputs["X"], inputs["W"], outs["Y"]
+        if not x.is_cuda:
+            y.copy_(run(inputs)["Y"])
+            return
+        flags = (enabled(), benchmark(), deterministic() or deterministic_algorithms(), tf32())
+        key = (x.shape, x.stride(), x.dtype, x.device, w.shape, w.stride(), w.dtype, y.stride(),
+               y.dtype, flags)  # fmt: skip
+        known = direct.get(key)
+        if known:
+            out_op(x, w, padding, stride, dilation, g.groups, *flags[1:], out=y)
+            return
+        result = run(inputs)["Y"]
+        if known is None and not torch.cuda.is_current_stream_capturing():
+            direct[key] = (
+                result.stride() == y.stride()
+                and select(x, w, None, stride, padding, dilation, False, no_output_padding,
+                           g.groups, None) == cudnn
+            )  # fmt: skip
+            if len(direct) > 64:
+                direct.clear()
+        y.copy_(result)
+
+    return write
 
 
 def prepare_conv_dgrad(node: hg.ConvolutionDgradNode) -> Prepared:
