@@ -213,10 +213,22 @@ IN_PLACE = ["band_tl", "padding", "bias_dbias", "bias_io_dbias", "dv_ne_d"]
 
 
 @pytest.mark.parametrize("feature", IN_PLACE)
-def test_the_backward_kernel_stores_gradients_in_place(feature: str) -> None:
+def test_the_backward_kernel_stores_gradients_in_place(
+    feature: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The kernel stores dQ, dK, dV straight into their buffers (no copy kernel after it), the
     build having found both ways to agree (dQ, dK, dV bit for bit, dBias within its atomic sums'
-    run-to-run variation); the values are checked as in test_backward."""
+    run-to-run variation); the values are checked as in test_backward.
+
+    Inductor's deterministic mode is on here: by default it times the candidate configurations
+    of the body's reduction kernels (delta = rowsum(O·dO)) on their first run and keeps the
+    fastest, so on a loaded GPU (the suite's 16 workers) the two bodies can pick different ones
+    and round dQ differently (seen: 0.25, one bf16 step); the build then keeps the copying body
+    and says so in the notes, which is safe but not what this test checks."""
+    from torch._inductor import config as inductor_config
+
+    if hasattr(inductor_config, "deterministic"):
+        monkeypatch.setattr(inductor_config, "deterministic", True)
     outs = _backward_case(feature, "GQA4", "bf16")
     kernel = outs["graph"]._state.active.plan.steps[0].run.__self__
     assert set(kernel.stored_in_place) == {"dq", "dk", "dv"}, kernel.notes
