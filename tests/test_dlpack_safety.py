@@ -303,10 +303,11 @@ def test_an_address_into_a_freed_storage_is_a_variant_pack_error() -> None:
     g, handle, q, k, v, o, stats = _frontend_graph()
     x = torch.ones(SHAPE)
     query = torch.ones(SHAPE)
+    # the other buffers first: made after the free, one could take the freed address
+    out, lse = torch.zeros(SHAPE), torch.zeros(1, 1, 4, 1)
     address = _get_data_ptr(query)
     query.untyped_storage().resize_(0)
-    out = torch.zeros(SHAPE)
-    error = g.execute(handle, {q: address, k: x, v: x, o: out, stats: torch.zeros(1, 1, 4, 1)})
+    error = g.execute(handle, {q: address, k: x, v: x, o: out, stats: lse})
     assert error.get_code() == hipdnn.ErrorCode.INVALID_VARIANT_PACK
     assert f"raw address {address:#x}" in error.get_message()
     assert not out.any()

@@ -351,10 +351,11 @@ def _run_tail(program: FamilyProgram, cut: int, args: list[Any], carried: tuple[
     into = dict(zip(program.outputs, args[count:], strict=True))
     local = dict(zip(program.carried(cut), carried, strict=True))
     program.run_steps(cut, len(program.steps), feeds, local, into)
-    for uid, out in into.items():  # a writer that declined these buffers: its result is copied
-        value = local.get(uid)
-        if value is not None and value is not out:
-            out.copy_(value.reshape(out.shape))
+    for step in program.steps[cut:]:  # a tail output not written in place is copied
+        for _, uid, _ in step.outputs:
+            out, value = into.get(uid), local[uid]
+            if out is not None and value is not out:
+                out.copy_(value.reshape(out.shape))
 
 
 class TorchFusionEngine:
@@ -399,9 +400,11 @@ class TorchFusionEngine:
         )
 
     def check(self, graph: hg.Graph) -> Support:
-        config, device = self.config(), _device()
         reason = _torch_refusal()
-        if reason is None and len(graph.nodes) < 2:
+        if reason is not None:
+            return Support.no(reason)
+        config, device = self.config(), _device()
+        if len(graph.nodes) < 2:
             reason = _single_node_refusal(graph.nodes[0], config, device)
         reason = reason or _node_refusal(graph) or compiler_refusal(config, device)
         return Support.yes() if reason is None else Support.no(reason)
