@@ -402,9 +402,10 @@ def _conv_node(mode: Any = None, pre: list[int] | None = None, y_type: Any = Non
     x = g.tensor(name="x", dim=[1, 4, 6, 6])
     w = g.tensor(name="w", dim=[8, 4, 3, 3])
     kw: dict[str, Any] = {} if mode is None else {"convolution_mode": mode}
-    y = g.conv_fprop(x, w, name="conv", pre_padding=pre or [1, 1], post_padding=[1, 1],
-                     stride=[1, 1], dilation=[1, 1], **kw)  # fmt: skip
-    y.set_output(True).set_dim([1, 8, 6 + (pre or [1])[0] - 1, 6 + (pre or [1, 1])[1] - 1])
+    pre = pre or [1, 1]
+    y = g.conv_fprop(x, w, name="conv", pre_padding=pre, post_padding=[1, 1], stride=[1, 1],
+                     dilation=[1, 1], **kw)  # fmt: skip
+    y.set_output(True).set_dim([1, 8, 5 + pre[0], 5 + pre[1]])  # 6 + pre + 1 - 3 + 1
     if y_type is not None:
         y.set_data_type(y_type)
     g.validate()

@@ -181,13 +181,12 @@ class FamilyFusionPlan(ReplayedPlan):
         backend: CountingBackend,
         choice: str,
         timings: dict[str, float],
-        cut: int | None = None,
+        tail: _Tail | None = None,
     ) -> None:
         self.engine_name = FUSION_ENGINE
         self.program = program
-        #: where the eager tail of writers begins (:meth:`FamilyProgram.writer_tail`): the
-        #: compiled function runs the steps before it; None: it runs every step
-        self.cut = cut
+        #: the eager tail of writers after the compiled function (None: it runs every step)
+        self.tail = tail
         self.device = device
         self.compiled = compiled
         self.backend = backend
@@ -201,6 +200,11 @@ class FamilyFusionPlan(ReplayedPlan):
             program.specs[uid][:2] for uid in (*program.feeds, *program.outputs)
             if uid not in program.scalars
         ]  # fmt: skip
+
+    @property
+    def cut(self) -> int | None:
+        """Where the eager tail begins (:meth:`FamilyProgram.writer_tail`), or None."""
+        return None if self.tail is None else self.tail.cut
 
     @property
     def compiles(self) -> int:
@@ -226,8 +230,8 @@ class FamilyFusionPlan(ReplayedPlan):
             self.backend.refused = False
             _node_by_node(self.program, buffers)
             return
-        if self.cut is not None:
-            _run_tail(self.program, self.cut, args, returned)
+        if self.tail is not None:
+            self.tail.run(args, returned)
             return
         if returned is not None:  # a graph whose lowerings check their data (see _whole)
             results, ok = returned
@@ -291,8 +295,7 @@ def _single_node_refusal(node: Any, config: FusionConfig, device: str) -> str | 
             f"a single {kind.name} node has nothing to fuse; {EAGER_ENGINE} runs it (the torch "
             "op called directly: a library kernel, compiled alone the same call)"
         )
-    autotune = config.autotune if config.autotune is not None else device != "cpu"
-    if not autotune:
+    if not config.races(device):
         return (
             f"a single node has nothing to fuse; {EAGER_ENGINE} runs it (the torch op called "
             "directly; a GPU build races the two, as does autotune=True)"
@@ -308,20 +311,19 @@ def _fresh(fn: Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
-def _whole(program: FamilyProgram, cut: int | None = None) -> Callable[..., Any]:
+def _whole(program: FamilyProgram, tail: _Tail | None = None) -> Callable[..., Any]:
     """The graph as one function of (feeds, outputs) that writes the outputs; where a lowering
     checks its data (its CHECK result), it returns the results and the verdict instead, and
     the plan writes the outputs only when the data is valid (one host synchronisation).
 
-    With ``cut`` (:meth:`FamilyProgram.writer_tail`) the function runs ``steps[:cut]`` only,
-    writes their outputs and returns what the tail reads (:meth:`FamilyProgram.carried`), for
-    :func:`_run_tail`."""
+    With a ``tail`` the function runs the steps before it only, writes their outputs and
+    returns what the tail reads (:class:`_Tail`)."""
     count = len(program.feeds)
     feeds = program.feeds
-    if cut is not None:
+    if tail is not None:
+        cut, carried = tail.cut, tail.carried
         made = {uid for step in program.steps[:cut] for _, uid, _ in step.outputs}
         head_outputs = [(count + i, uid) for i, uid in enumerate(program.outputs) if uid in made]
-        carried = program.carried(cut)
 
         def fused_head(*args: Any) -> tuple[Any, ...]:
             local: dict[int, Any] = {}
@@ -343,19 +345,31 @@ def _whole(program: FamilyProgram, cut: int | None = None) -> Callable[..., Any]
     return _fresh(fused_graph)
 
 
-def _run_tail(program: FamilyProgram, cut: int, args: list[Any], carried: tuple[Any, ...]) -> None:
-    """The eager tail ``steps[cut:]`` of a plan whose compiled head returned ``carried``: each
-    writer writes the caller's buffers (``args``: feeds, then outputs) directly."""
-    count = len(program.feeds)
-    feeds = dict(zip(program.feeds, args[:count], strict=True))
-    into = dict(zip(program.outputs, args[count:], strict=True))
-    local = dict(zip(program.carried(cut), carried, strict=True))
-    program.run_steps(cut, len(program.steps), feeds, local, into)
-    for step in program.steps[cut:]:  # a tail output not written in place is copied
-        for _, uid, _ in step.outputs:
-            out, value = into.get(uid), local[uid]
-            if out is not None and value is not out:
-                out.copy_(value.reshape(out.shape))
+class _Tail:
+    """The eager tail ``steps[cut:]`` of a fusion plan (:meth:`FamilyProgram.writer_tail`):
+    the compiled head runs the steps before it and returns what the tail reads
+    (:attr:`carried`); each writer of the tail then writes the caller's buffers directly."""
+
+    __slots__ = ("carried", "cut", "program")
+
+    def __init__(self, program: FamilyProgram, cut: int) -> None:
+        self.program, self.cut = program, cut
+        #: the uids of the head's results the tail reads, in the order the head returns them
+        self.carried = program.carried(cut)
+
+    def run(self, args: list[Any], carried: tuple[Any, ...]) -> None:
+        """The tail on the plan's arguments (feeds, then outputs), given the head's results."""
+        program = self.program
+        count = len(program.feeds)
+        feeds = dict(zip(program.feeds, args[:count], strict=True))
+        into = dict(zip(program.outputs, args[count:], strict=True))
+        local = dict(zip(self.carried, carried, strict=True))
+        program.run_steps(self.cut, len(program.steps), feeds, local, into)
+        for step in program.steps[self.cut :]:  # a tail output not written in place is copied
+            for _, uid, _ in step.outputs:
+                out, value = into.get(uid), local[uid]
+                if out is not None and value is not out:
+                    out.copy_(value.reshape(out.shape))
 
 
 class TorchFusionEngine:
@@ -425,7 +439,7 @@ class TorchFusionEngine:
         device = _device()
         program = FamilyProgram(graph)
         backend = CountingBackend(config)
-        autotune = config.autotune if config.autotune is not None else device != "cpu"
+        autotune = config.races(device)
         digest = _signature(graph)
         signature = (digest, device, config.key())
         with _VERDICTS_LOCK:
@@ -433,15 +447,16 @@ class TorchFusionEngine:
         if verdict == "eager":
             return FamilyFusionPlan(program, device, None, backend, "eager", {})
         cut = program.writer_tail()
+        tail = None if cut is None else _Tail(program, cut)
         compiled = torch.compile(
-            _whole(program, cut), backend=backend, fullgraph=True, dynamic=False
+            _whole(program, tail), backend=backend, fullgraph=True, dynamic=False
         )
         args = _examples(program, device)
 
         def fused() -> None:
             returned = compiled(*args)
-            if cut is not None:
-                _run_tail(program, cut, args, returned)
+            if tail is not None:
+                tail.run(args, returned)
 
         backend.building = True
         try:
@@ -473,7 +488,7 @@ class TorchFusionEngine:
             if digest is not None:
                 with _VERDICTS_LOCK:
                     _VERDICTS[signature] = choice
-        return FamilyFusionPlan(program, device, compiled, backend, choice, timings, cut)
+        return FamilyFusionPlan(program, device, compiled, backend, choice, timings, tail)
 
 
 def _examples(program: FamilyProgram, device: str) -> list[Any]:

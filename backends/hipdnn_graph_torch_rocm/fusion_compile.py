@@ -73,6 +73,11 @@ class FusionConfig:
             autotune=autotune,
         )
 
+    def races(self, device: str) -> bool:
+        """Whether ``build_plan`` on ``device`` times the compiled function against the eager
+        one: ``autotune`` when set, else on for GPUs and off on the CPU."""
+        return self.autotune if self.autotune is not None else device != "cpu"
+
     def key(self) -> tuple[Any, ...]:
         """What distinguishes two configurations in the measurement cache."""
         backend = self.backend if isinstance(self.backend, str) else id(self.backend)

@@ -104,11 +104,6 @@ def conv_refusal(node: Any) -> str | None:
     return dtype_refusal(node, FLOATING)
 
 
-def _slots(node: Any, names: tuple[str, ...]) -> list[Any]:
-    t = node.attributes.tensors_by_slot()
-    return [t[name] for name in names]
-
-
 def _cast(node: Any, slots: tuple[str, ...], first: str) -> Any:
     if native_low_precision(node, slots):
         return tensor_dtype(node.attributes.tensors_by_slot()[first])
@@ -164,13 +159,14 @@ def prepare_conv_fprop_writer(node: hg.ConvolutionFpropNode) -> Writer | None:
 
     g = _geometry(node, "X", "W")
     cast = _cast(node, ("X", "W", "Y"), "X")
+    t = node.attributes.tensors_by_slot()
     out_op = getattr(getattr(torch.ops.aten, "cudnn_convolution", None), "out", None)
     select = getattr(torch._C, "_select_conv_backend", None)
     cudnn = getattr(getattr(torch._C, "_ConvBackend", None), "Cudnn", None)
     if (
         g.flip
         or not g.symmetric
-        or any(tensor_dtype(t) != cast for t in _slots(node, ("X", "W", "Y")))
+        or any(tensor_dtype(t[slot]) != cast for slot in ("X", "W", "Y"))
         or torch.version.hip
         or out_op is None
         or select is None
