@@ -115,10 +115,17 @@ def test_the_collector_pause_moves_what_the_pass_made_to_the_oldest_generation()
     assert gc.isenabled()
     gc.freeze()
     try:
-        frozen = gc.get_freeze_count()
-        with collector_paused(PAUSE_COLLECTOR_NODES + 1):
-            pass
-        assert gc.get_freeze_count() == frozen  # nothing of the process's was released
+        # nothing of the process's is released: the pause never unfreezes. (The freeze count is
+        # no witness: a frozen object that dies, a thread's, say, leaves it at once.)
+        unfreezes: list[None] = []
+        real_unfreeze = gc.unfreeze
+        gc.unfreeze = lambda: unfreezes.append(None)  # type: ignore[assignment]
+        try:
+            with collector_paused(PAUSE_COLLECTOR_NODES + 1):
+                pass
+        finally:
+            gc.unfreeze = real_unfreeze  # type: ignore[assignment]
+        assert unfreezes == [] and gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
     with collector_paused(PAUSE_COLLECTOR_NODES):  # a small graph: the collector is left alone
