@@ -28,6 +28,7 @@ PLUGINS = ("hipdnn_graph_numpy_reference", "hipdnn_graph_torch_rocm")
 #: core files that may import torch inside functions (besides the hipdnn_graph/torch package)
 LAZY_TORCH = {
     "hipdnn_graph/backend/variant_pack.py",
+    "hipdnn_graph/backend/pack_guard.py",
     "hipdnn_graph/backend/buffers.py",
     "hipdnn_graph/backend/dlpack.py",
     "hipdnn_graph/backend/dtypes.py",

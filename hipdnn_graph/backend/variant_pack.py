@@ -42,8 +42,13 @@ from .buffers import as_numpy, as_torch, is_torch_tensor
 from .dtypes import numpy_dtype, torch_dtype
 from .layout import same_layout
 from .memory import array_is_read_only, tensor_is_read_only
+from .pack_guard import PackGuard
 
 __all__ = ["TensorSpec", "VariantPackBinder", "as_numpy", "as_torch", "is_torch_tensor"]
+
+
+#: how many :class:`PackGuard` a binder makes before it relies on its Python checks alone
+_GUARDS_PER_BINDER = 8
 
 
 def _fail(message: str) -> HipdnnError:
@@ -173,6 +178,13 @@ class VariantPackBinder:
         #: (uids in pack order, tensor addresses in that order) of the last complete torch
         #: pack whose outputs passed the writability and aliasing checks
         self._last_pointers: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+        #: the last complete, scalar-free torch pack the fast path accepted, as a guard that
+        #: recognises a pack like it in one C++ call, with its uids in key order
+        self._guard: tuple[PackGuard, tuple[int, ...]] | None = None
+        #: guards still to make: when guards keep failing (a caller switching dispatch contexts)
+        #: or cannot be made (no TensorGuards in this torch, one tensor given for two uids),
+        #: the binder stops trying and its Python checks alone run
+        self._guards_left = _GUARDS_PER_BINDER
 
     def bind(
         self,
@@ -260,6 +272,12 @@ class VariantPackBinder:
         pointers: list[int] = []
         scalars: list[Any] = []
         try:
+            if self._guard is not None:
+                guard, uids = self._guard
+                values = guard.matches(variant_pack)
+                if values is not None:  # the pack of last time's kind, checked in one call
+                    addresses = tuple([value.data_ptr() for value in values])
+                    return dict(zip(uids, values, strict=True)), (uids, addresses), ()
             for key, value in variant_pack.items():
                 entry = exact.get(key)
                 if entry is None or key.__class__ is bool:  # True == 1, but is no uid
@@ -280,7 +298,12 @@ class VariantPackBinder:
                     return None
         except (AttributeError, TypeError, RuntimeError, HipdnnError):
             return None  # a buffer of another kind, an unhashable key, a bad scalar, no strides
-        return bound, (tuple(bound), tuple(pointers)), tuple(scalars)
+        uids = tuple(bound)
+        if not scalars and len(bound) == len(self.specs) and self._guards_left:
+            self._guards_left -= 1
+            made = PackGuard.of(variant_pack)
+            self._guard = None if made is None else (made, uids)
+        return bound, (uids, tuple(pointers)), tuple(scalars)
 
     def _bind_exact(
         self, variant_pack: Mapping[Any, Any], allow_missing_outputs: bool
