@@ -10,8 +10,10 @@ ranking puts first (a norm: the fusion engine where its race kept the compiled k
 stores into that buffer itself) and on the eager engine (which copies its result there). Graphs run
 through ``Graph.execute`` with caller-owned buffers; repeated on the same buffers, ``execute``
 replays a CUDA graph of the plan's kernels, so the torch contenders are also timed replayed
-from a CUDA graph ("graphed": kernel time without host time) beside their plain calls. CUDA
-events on a GPU (``perf_counter`` on the CPU), warm-up, median of repeats.
+from a CUDA graph ("graphed": kernel time without host time) beside their plain calls, and
+the fusion plan's kernels are timed the same way ("kernels", divided by the compiled function's
+graphed time: kernels against kernels, where ``execute``'s own time includes its host time).
+CUDA events on a GPU (``perf_counter`` on the CPU), warm-up, median of repeats.
 
     python benchmarks/family_fusion.py            # the H200 shapes, bf16
     python benchmarks/family_fusion.py --quick    # fewer repeats
@@ -317,7 +319,11 @@ def run_case(case: Case, device: str, warmup: int, repeats: int, calls: int) -> 
         else None
     )
     choice = getattr(plan, "choice", "refused")
-    vs_graphed = f" (graphed {fusion / t['compiled_graph']:5.2f})" if cuda else ""
+    vs_graphed = ""
+    if cuda and plan is not None:  # the plan's kernels alone, replayed: kernels against kernels
+        bound = g._state.plans[index["TORCH_FUSION_ENGINE"]].binder.bind(pack, None)
+        kernels = graphed_ms(lambda: plan.run_now(dict(bound)), device, warmup, repeats, calls)
+        vs_graphed = f" (kernels {kernels:6.3f} ms: {kernels / t['compiled_graph']:5.2f})"
     parts.append(
         f"fusion[{choice}] {fusion:8.3f} ms  eager-engine {eager:8.3f} ms  "
         f"torch.compile {t['compiled']:8.3f} ms{compiled_graphed}  "
