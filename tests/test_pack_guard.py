@@ -106,6 +106,17 @@ def test_the_guard_refuses_every_pack_unlike_its_own(variant: str) -> None:
 
 
 @needs_guards
+def test_a_pack_keyed_by_numpy_integers_never_lets_a_bool_key_through() -> None:
+    binder = _binder()
+    numpy_keyed = {np.int64(1): torch.ones(2, 3), np.int64(0): torch.zeros(2, 3)}
+    binder.bind(numpy_keyed, None)
+    assert binder._guard is not None and binder._guard[0].matches(numpy_keyed) is not None
+    variant = VARIANTS["True for uid 1"]()
+    assert binder._guard[0].matches(variant) is None
+    assert _outcome(binder, variant) == _outcome(_binder(), variant)
+
+
+@needs_guards
 def test_the_guard_keeps_no_tensor_alive() -> None:
     import weakref
 

@@ -56,8 +56,8 @@ class PackGuard:
         self.keys = keys
         self._check = check
         self._grad_enabled = grad_enabled
-        # a key equal to 0 or 1 would also match False or True, which are no uids
-        self._bool_keys_possible = any(key.__class__ is int and key in (0, 1) for key in keys)
+        # a key equal to 0 or 1 (an int, a NumPy integer) also equals False or True, no uids
+        self._bool_keys_possible = any(key in (0, 1) for key in keys)
 
     @classmethod
     def of(cls, pack: Mapping[Any, Any]) -> PackGuard | None:
