@@ -134,24 +134,36 @@ def _philox(ctr: Tensor, k0: int | Tensor, k1: int | Tensor) -> list[Tensor]:
     return [c0, c1, c2, c3]
 
 
-def _philox_numpy(ctr: Any, k0: int, k1: int) -> list[Any]:
-    """:func:`_philox` in NumPy uint64 (products of two 32-bit words are exact in 64 bits)."""
-    m32 = np.uint64(_M32)
-    shift = np.uint64(32)
+def _philox_numpy(ctr: Any, k0: int, k1: int) -> Any:
+    """:func:`_philox` in NumPy uint64 (products of two 32-bit words are exact in 64 bits): the
+    four output words stacked first, ``[4, *ctr.shape]``. Every operation writes a buffer made
+    once, so the ten rounds allocate nothing: at a chunk of 65,536 blocks that took the rounds
+    from 2.6-2.8 to 1.4-1.5 ms in the development container (a fresh temporary per operation
+    cost about as much as the arithmetic)."""
+    m32, shift = np.uint64(_M32), np.uint64(32)
     m0, m1 = np.uint64(PHILOX_M0), np.uint64(PHILOX_M1)
-    c0, c1 = ctr & m32, ctr >> shift
-    c2 = c3 = np.zeros_like(ctr)
+    words = np.empty((4, *ctr.shape), dtype=np.uint64)
+    c0, c1, c2, c3 = words
+    np.bitwise_and(ctr, m32, out=c0)
+    np.right_shift(ctr, shift, out=c1)
+    c2.fill(0)
+    c3.fill(0)
+    p0, p1 = np.empty_like(ctr), np.empty_like(ctr)
     for _ in range(PHILOX_ROUNDS):
-        p0, p1 = c0 * m0, c2 * m1
-        c0, c1, c2, c3 = (
-            (p1 >> shift) ^ c1 ^ np.uint64(k0),
-            p1 & m32,
-            ((p0 >> shift) ^ c3 ^ np.uint64(k1)),
-            p0 & m32,
-        )
+        np.multiply(c0, m0, out=p0)
+        np.multiply(c2, m1, out=p1)
+        # (c0, c1, c2, c3) <- (hi(p1) ^ c1 ^ k0, lo(p1), hi(p0) ^ c3 ^ k1, lo(p0))
+        np.right_shift(p1, shift, out=c0)
+        c0 ^= c1
+        c0 ^= np.uint64(k0)
+        np.bitwise_and(p1, m32, out=c1)
+        np.right_shift(p0, shift, out=c2)
+        c2 ^= c3
+        c2 ^= np.uint64(k1)
+        np.bitwise_and(p0, m32, out=c3)
         k0 = (k0 + PHILOX_W0) & _M32
         k1 = (k1 + PHILOX_W1) & _M32
-    return [c0, c1, c2, c3]
+    return words
 
 
 def _host_u64(x: Scalar) -> int:
@@ -186,13 +198,15 @@ def _keep_numpy(
         for r0 in range(0, rel.size, step):
             part = rel[r0 : r0 + step]
             ctr = (off_block + (part >> np.uint64(2))).reshape(-1, 1) + blocks
-            words = np.stack(_philox_numpy(ctr, k0, k1), axis=-1).reshape(ctr.shape[0], -1)
+            # compared first, then laid out as the stream runs (block by block, four words
+            # each): the interleaving copy moves bools, not 64-bit words
+            kept = _philox_numpy(ctr, k0, k1) >= np.uint64(threshold)
+            stream = np.moveaxis(kept, 0, -1).reshape(ctr.shape[0], -1)
             if lane0 is not None:
-                picked = words[:, lane0 : lane0 + width]
+                out[r0 : r0 + step] = stream[:, lane0 : lane0 + width]
             else:  # each row from its own lane on
                 lane = lanes[r0 : r0 + step].reshape(-1, 1)
-                picked = np.take_along_axis(words, lane + columns, axis=1)
-            out[r0 : r0 + step] = picked >= np.uint64(threshold)
+                out[r0 : r0 + step] = np.take_along_axis(stream, lane + columns, axis=1)
     return torch.from_numpy(out).view(b, h, n, width)
 
 
