@@ -56,7 +56,7 @@ Scalar = int | Tensor
 
 _M32 = 0xFFFFFFFF
 _M16 = 0xFFFF
-#: Philox blocks per chunk (bounds the int64 temporaries: ~10 of this many elements live)
+#: Philox blocks per chunk (bounds the temporaries: about 7 uint64 arrays of this many live)
 _CHUNK_CPU = 1 << 16
 _CHUNK_GPU = 1 << 21
 
