@@ -56,7 +56,8 @@ Scalar = int | Tensor
 
 _M32 = 0xFFFFFFFF
 _M16 = 0xFFFF
-#: Philox blocks per chunk (bounds the temporaries: about 7 uint64 arrays of this many live)
+#: Philox blocks per chunk on the CPU (bounds the temporaries: about 7 NumPy uint64 arrays of
+#: this many elements live, about 10 torch int64 ones where torch computes the mask)
 _CHUNK_CPU = 1 << 16
 _CHUNK_GPU = 1 << 21
 
