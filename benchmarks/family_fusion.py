@@ -313,15 +313,12 @@ def run_case(case: Case, device: str, warmup: int, repeats: int, calls: int) -> 
     t["compiled"] = median_ms(lambda: compiled_fn(*args), device, warmup, repeats, calls)
     compiled_graphed = graphed("compiled", lambda: compiled_fn(*args))
     fusion = t.get("TORCH_FUSION_ENGINE", float("nan"))
-    plan = (
-        g._state.plans[index["TORCH_FUSION_ENGINE"]].plan
-        if "TORCH_FUSION_ENGINE" in index
-        else None
-    )
+    built = g._state.plans[index["TORCH_FUSION_ENGINE"]] if "TORCH_FUSION_ENGINE" in index else None
+    plan = None if built is None else built.plan
     choice = getattr(plan, "choice", "refused")
     vs_graphed = ""
-    if cuda and plan is not None:  # the plan's kernels alone, replayed: kernels against kernels
-        bound = g._state.plans[index["TORCH_FUSION_ENGINE"]].binder.bind(pack, None)
+    if cuda and built is not None:  # the plan's kernels alone, replayed: kernels against kernels
+        bound = built.binder.bind(pack, None)
         kernels = graphed_ms(lambda: plan.run_now(dict(bound)), device, warmup, repeats, calls)
         vs_graphed = f" (kernels {kernels:6.3f} ms: {kernels / t['compiled_graph']:5.2f})"
     parts.append(

@@ -322,7 +322,7 @@ def _whole(program: FamilyProgram, tail: _Tail | None = None) -> Callable[..., A
     feeds = program.feeds
     if tail is not None:
         cut, carried = tail.cut, tail.carried
-        made = {uid for step in program.steps[:cut] for _, uid, _ in step.outputs}
+        made = program.made_before(cut)
         head_outputs = [(count + i, uid) for i, uid in enumerate(program.outputs) if uid in made]
 
         def fused_head(*args: Any) -> tuple[Any, ...]:

@@ -181,10 +181,14 @@ class FamilyProgram:
             return None
         return cut
 
+    def made_before(self, cut: int) -> set[int]:
+        """The uids of the results of ``steps[:cut]``."""
+        return {uid for step in self.steps[:cut] for _, uid, _ in step.outputs}
+
     def carried(self, cut: int) -> tuple[int, ...]:
         """The uids of the results of ``steps[:cut]`` that ``steps[cut:]`` read, in a fixed
         order (what a compiled head hands to an eager tail)."""
-        made = {uid for step in self.steps[:cut] for _, uid, _ in step.outputs}
+        made = self.made_before(cut)
         read: list[int] = []
         for step in self.steps[cut:]:
             for _, source, key in step.inputs:
