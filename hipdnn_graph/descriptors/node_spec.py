@@ -150,18 +150,21 @@ class WireEnum:
         cls: The project's enum the field reads into (same numbers as the schema).
         json: hipDNN's JSON spelling of each value (its ``NLOHMANN_JSON_SERIALIZE_ENUM``), or
             the number itself where hipDNN's JSON writes the enum as an integer.
+        aliases: Other spellings of a value that hipDNN's own files use (another version of its
+            JSON helpers, its benchmark graphs): read, never written.
 
     Example:
         >>> from enum import IntEnum
         >>> Side = IntEnum("Side", [("LEFT", 0), ("RIGHT", 1)])
-        >>> e = WireEnum("Side", Side, {0: "LEFT", 1: "RIGHT"})
-        >>> e.member(1).name, e.value_of("LEFT"), e.member(7)
-        ('RIGHT', 0, None)
+        >>> e = WireEnum("Side", Side, {0: "LEFT", 1: "RIGHT"}, aliases={"left": 0})
+        >>> e.member(1).name, e.value_of("LEFT"), e.value_of("left"), e.member(7)
+        ('RIGHT', 0, 0, None)
     """
 
     name: str
     cls: type[IntEnum]
     json: Mapping[int, str | int]
+    aliases: Mapping[str, int] = field(default_factory=dict)
 
     def member(self, number: int) -> IntEnum | None:
         """The enum member of a wire number, or ``None`` when the schema has no such value."""
@@ -189,11 +192,11 @@ class WireEnum:
         return number
 
     def value_of(self, text: str | int) -> int | None:
-        """The number hipDNN's JSON spelling ``text`` stands for, or ``None``."""
+        """The number hipDNN's JSON spelling (or an alias) ``text`` stands for, or ``None``."""
         for number, spelled in self.json.items():
             if spelled == text:
                 return number
-        return None
+        return self.aliases.get(text) if isinstance(text, str) else None
 
 
 @dataclass(frozen=True)
@@ -364,6 +367,10 @@ class NodeSpec:
         omit_absent_uids: hipDNN's JSON leaves an absent optional tensor's key out (instead of
             writing ``null``); an absent key reads as no tensor.
         legacy_scalar_groups: Other keys older hipDNN wrote for it (read, never written).
+        nested_json_group: For a family whose JSON puts its fields on the node object
+            (:data:`JSON_ON_NODE`, :data:`JSON_SCALARS_ON_NODE`): the scalar object of the nested
+            layout hipDNN's benchmark graph files use for it (uids in ``inputs``/``outputs``,
+            the other fields under this key). Read, never written.
         slots: Tensor slots in the attributes' enum order (inputs, then outputs).
         tensor_lists: Positional tensor lists (inputs, then outputs), for families without
             named slots.
@@ -388,6 +395,7 @@ class NodeSpec:
     attributes_cls: type[Any]
     make_node: Callable[[Any, Any], Any]
     legacy_scalar_groups: tuple[str, ...] = ()
+    nested_json_group: str = ""
     omit_absent_uids: bool = False
     tensor_lists: tuple[TensorListSpec, ...] = ()
     _by_name: dict[str, SlotSpec] = field(default_factory=dict, compare=False, repr=False)

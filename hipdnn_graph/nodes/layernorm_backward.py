@@ -158,6 +158,7 @@ LAYERNORM_BACKWARD_SPEC = register_node_spec(
         descriptor_class="LayernormBackwardOperationDescriptor",
         compute_type=_A.LAYERNORM_BACKWARD_COMP_TYPE_EXT,
         scalar_group=JSON_SCALARS_ON_NODE,
+        nested_json_group="attributes",
         slots=(
             SlotSpec.named(_In.DY, False, True, 0, _A.OPERATION_LAYERNORM_BACKWARD_DY_EXT),
             SlotSpec.named(_In.X, False, True, 1, _A.OPERATION_LAYERNORM_BACKWARD_X_EXT),

@@ -180,6 +180,7 @@ RESAMPLE_FWD_SPEC = register_node_spec(
         descriptor_class="ResampleFwdOperationDescriptor",
         compute_type=_A.RESAMPLE_COMP_TYPE,
         scalar_group=JSON_ON_NODE,
+        nested_json_group="attributes",
         omit_absent_uids=True,
         slots=(
             SlotSpec(_In.X, False, True, 0, _A.OPERATION_RESAMPLE_FWD_XDESC, "x_tensor_uid"),
