@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import benchmark_graph_corpus as corpus
 import pytest
@@ -172,3 +173,42 @@ def test_the_installed_command_exits_non_zero() -> None:
     )
     assert done.returncode == 1, done.stderr
     assert done.stderr == f"INVALID_VALUE: {corpus.REFUSED_ON_VALIDATE[_REFUSED[1]]}\n"
+
+
+def test_the_nested_layout_reads_each_field_where_the_file_puts_it() -> None:
+    """hipDNN's sample files nest the uids in inputs/outputs and the other fields under
+    "attributes", with the schema's enum names, for families whose JSON helpers write them on
+    the node: each field reads as written there (and is written back in the helpers' layout)."""
+
+    def node(rel: str) -> Any:
+        return hg.Graph.from_json(corpus.text(rel)).nodes[0].attributes
+
+    ln = node("sample_layernorm.json")
+    assert (ln.normalized_dim_count, ln.forward_phase) == (1, hg.NormFwdPhase.TRAINING)
+    lnb = node("sample_layernorm_backward.json")
+    assert lnb.normalized_dim_count == 1 and lnb.get_epsilon() is None  # its key left out
+    rms = node("sample_rmsnorm.json")
+    assert rms.forward_phase is hg.NormFwdPhase.TRAINING and rms.get_bias().uid == 4
+    red = node("sample_reduction.json")
+    assert (red.mode, red.get_is_deterministic()) == (hg.ReductionMode.ADD, True)
+    pool = node("sample_resample_fwd.json")
+    assert (pool.pre_padding, pool.post_padding, pool.stride, pool.window) == (
+        [1, 0],
+        [0, 1],
+        [2, 2],
+        [2, 2],
+    )
+    assert (pool.resample_mode, pool.padding_mode) == (
+        hg.ResampleMode.AVGPOOL_EXCLUDE_PADDING,
+        hg.PaddingMode.ZERO_PAD,
+    )
+    written = json.loads(hg.Graph.from_json(corpus.text("sample_reduction.json")).to_json())
+    assert written["nodes"][0] == {
+        "compute_data_type": "float",
+        "in_tensor_uid": 1,
+        "is_deterministic": True,
+        "mode": "add",
+        "name": "reduction_add_node",
+        "out_tensor_uid": 2,
+        "type": "ReductionAttributes",
+    }
