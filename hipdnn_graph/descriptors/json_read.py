@@ -252,7 +252,8 @@ def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = N
     if kind is Kind.ENUM:
         assert enum is not None
         name = o._get(key, False)
-        if type(name) is not (int if enum.numeric else str) and name not in enum.aliases:
+        alias = isinstance(name, str) and name in enum.aliases
+        if type(name) is not (int if enum.numeric else str) and not alias:
             raise o._fail(key, "an integer" if enum.numeric else "a string")
         number = enum.value_of(name)
         if number is None:
