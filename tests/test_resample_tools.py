@@ -86,7 +86,7 @@ def test_json_layout_and_schema() -> None:
     jsonschema.validate(doc, json_schema())
     for edit, words in (
         (lambda n: n.pop("window"), "key 'window' not found"),
-        (lambda n: n.update(resample_mode="MAXPOOL"), "resample_mode"),
+        (lambda n: n.update(resample_mode="maxpool"), "resample_mode"),
         (lambda n: n.update(padding_mode=3), "PaddingMode"),
         (lambda n: n.update(stride=[2, 2.5]), "stride"),
     ):
