@@ -89,7 +89,7 @@ def test_layernorm_backward_json_layout_and_schema() -> None:
     jsonschema.validate(json.loads(_ln_graph().to_json()), json_schema())
     for edit, words in (
         (lambda n: n.pop("normalized_dim_count"), "key 'normalized_dim_count' not found"),
-        (lambda n: n["inputs"].pop("dy_tensor_uid"), "key 'dy_tensor_uid' not found"),
+        (lambda n: n["inputs"].pop("epsilon_tensor_uid"), "key 'epsilon_tensor_uid' not found"),
         (lambda n: n.update(normalized_dim_count=1.5), "normalized_dim_count must be an integer"),
     ):
         broken = json.loads(json.dumps(doc))
@@ -97,9 +97,13 @@ def test_layernorm_backward_json_layout_and_schema() -> None:
         with pytest.raises(hg.HipdnnError) as info:
             hg.Graph.from_json(json.dumps(broken))
         assert words in info.value.message
-    # an optional tensor's key may be left out, as hipDNN's sample_layernorm_backward.json does
-    del doc["nodes"][0]["inputs"]["epsilon_tensor_uid"]
-    assert hg.Graph.from_json(json.dumps(doc)).nodes[0].attributes.get_epsilon() is None
+    # in the nested layout of hipDNN's sample_layernorm_backward.json, absent tensors are left
+    # out: the node's fields under "attributes", epsilon's key absent, read as no epsilon
+    node = doc["nodes"][0]
+    del node["inputs"]["epsilon_tensor_uid"]
+    node["attributes"] = {"normalized_dim_count": node.pop("normalized_dim_count")}
+    read = hg.Graph.from_json(json.dumps(doc)).nodes[0].attributes
+    assert read.get_epsilon() is None and read.normalized_dim_count == 2
 
 
 def test_rmsnorm_backward_json_layout_and_schema() -> None:

@@ -26,6 +26,7 @@ from .node_spec import (
     JSON_SCALARS_ON_NODE,
     Kind,
     NodeSpec,
+    SlotSpec,
     WireEnum,
     node_specs,
     supported_kinds,
@@ -284,9 +285,9 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
         shown = f"{kind} ({tag})" if tag is not None else repr(kind)
         raise unsupported(f"{label} has kind {shown}; only {supported_kinds()} are supported")
     compute = o.get_dtype("compute_data_type")
-    inputs_obj, outputs_obj, scalars_obj = _groups(o, spec, label)
+    inputs_obj, outputs_obj, scalars_obj, nested = _groups(o, spec, label)
     uids: dict[Any, int | None] = {
-        slot: _uid(outputs_obj if slot.output else inputs_obj, slot.wire, slot.required, spec)
+        slot: _uid(outputs_obj if slot.output else inputs_obj, slot, spec, nested)
         for slot in spec.slots
     }
     lists = {
@@ -319,19 +320,22 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
     return spec, decoded_attributes(spec, name, compute, uids, scalars, tensors, lists)
 
 
-def _uid(o: _Obj, key: str, required: bool, spec: NodeSpec) -> int | None:
-    """A slot's uid: required, or an optional tensor's key, absent or ``null`` for no tensor
-    (never ``null`` where hipDNN leaves absent tensors out: its reader takes the key as a uid)."""
-    if required:
-        return o.get_int(key)  # type: ignore[no-any-return]
-    if key not in o.obj:
+def _uid(o: _Obj, slot: SlotSpec, spec: NodeSpec, nested: bool) -> int | None:
+    """A slot's uid: required, or an optional tensor's key, ``null`` for no tensor (never
+    ``null`` where hipDNN leaves absent tensors out: its reader takes the key as a uid); where
+    the layout leaves absent tensors out (such families, the nested layout of hipDNN's
+    benchmark graphs), an absent key is no tensor too."""
+    if not slot.required and (nested or spec.omit_absent_uids) and slot.wire not in o.obj:
         return None
-    return o.get_int(key, nullable=not spec.omit_absent_uids)  # type: ignore[no-any-return]
+    return o.get_int(  # type: ignore[no-any-return]
+        slot.wire, nullable=not slot.required and not spec.omit_absent_uids
+    )
 
 
-def _groups(o: _Obj, spec: NodeSpec, label: str) -> tuple[_Obj, _Obj, _Obj]:
+def _groups(o: _Obj, spec: NodeSpec, label: str) -> tuple[_Obj, _Obj, _Obj, bool]:
     """The JSON objects holding a node's input uids, output uids and scalars: its family's
-    layout, or the nested layout of hipDNN's benchmark graphs (``spec.nested_json_group``).
+    layout, or the nested layout of hipDNN's benchmark graphs (``spec.nested_json_group``, where
+    absent optional tensors are left out; the last item says which).
 
     Raises:
         HipdnnError: UNSUPPORTED_GRAPH_FORMAT for a missing object, or a field given both in the
@@ -345,11 +349,11 @@ def _groups(o: _Obj, spec: NodeSpec, label: str) -> tuple[_Obj, _Obj, _Obj]:
             raise unsupported(f"{label}: {both} given both in '{nested}' and on the node")
         inputs, outputs, scalars = (o.obj_at(k) for k in ("inputs", "outputs", nested))
         assert inputs is not None and outputs is not None and scalars is not None
-        return inputs, outputs, scalars
+        return inputs, outputs, scalars, True
     inputs = o if on_node else o.obj_at("inputs")
     outputs = o if on_node else o.obj_at("outputs")
     assert inputs is not None and outputs is not None
-    return inputs, outputs, _scalars_object(o, spec, label, inputs)
+    return inputs, outputs, _scalars_object(o, spec, label, inputs), False
 
 
 def _scalars_object(o: _Obj, spec: NodeSpec, label: str, inputs: _Obj) -> _Obj:
