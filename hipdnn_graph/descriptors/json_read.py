@@ -313,7 +313,7 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
             else:
                 value = extra.default
         elif extra.kind is Kind.UID_OPT:
-            value = holders[extra.group].get_int(extra.wire, optional=True)
+            value = holders[extra.group].get_int(extra.wire, nullable=True)
         else:
             value = _scalar(holders[extra.group], extra.kind, extra.wire, label, extra.enum)
         refuse_unmodelled(spec, label, extra.wire, value, extra.default)
