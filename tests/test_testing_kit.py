@@ -214,6 +214,30 @@ def test_refused_graphs_are_skipped_not_failed() -> None:
         assert_engine_conforms("PICKY_ENGINE", cases=4, min_passed=0)
 
 
+class _CountingEngine(_Engine):
+    """Accepts every graph (ranked after the engine under test) and counts its plan builds."""
+
+    priority = 2
+
+    def __init__(self) -> None:
+        super().__init__("COUNTING_ENGINE", _nothing)
+        self.builds = 0
+
+    def build_plan(self, graph: hg.Graph) -> _Plan:
+        self.builds += 1
+        return super().build_plan(graph)
+
+
+def test_refused_cases_are_skipped_before_any_plan_is_built() -> None:
+    # issue 41 item 19: a refused case built the next engine's plan (a compile) before skipping
+    counting = _CountingEngine()
+    with isolated_registry() as registry:
+        registry.register(_Backend(_Engine("PICKY_ENGINE", _nothing, refuse="no thanks"), counting))
+        report = check_engine("PICKY_ENGINE", cases=3)
+    assert [r.status for r in report.results] == ["skipped"] * 3
+    assert counting.builds == 0
+
+
 def test_faithful_wrapper_passes_and_tolerances_apply() -> None:
     with isolated_registry() as registry:
         registry.register(_Backend(_Engine("SLIGHTLY_OFF", _scale_first_output)))
