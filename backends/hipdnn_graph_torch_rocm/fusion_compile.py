@@ -132,7 +132,7 @@ def cpu_compile_deferral(config: FusionConfig, device: str, *, preferred: bool) 
 
     Example:
         >>> inductor = FusionConfig(backend="inductor")
-        >>> cpu_compile_deferral(inductor, "cpu", preferred=False)[:43]
+        >>> cpu_compile_deferral(inductor, "cpu", preferred=False)[:44]
         'on the CPU compiling does not pay by default'
         >>> cpu_compile_deferral(inductor, "cpu", preferred=True) is None
         True
