@@ -253,18 +253,43 @@ def test_unregistered_engine_is_an_error() -> None:
     assert info.value.code == hg.ErrorCode.INVALID_VALUE
 
 
-def test_conformance_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+def _run_conformance_example(*argv: str) -> None:
     path = ROOT / "examples" / "conformance.py"
     old_argv = sys.argv
-    sys.argv = [str(path), "--cases", "6"]
+    sys.argv = [str(path), *argv]
     try:
         with pytest.raises(SystemExit) as exit_info:
             runpy.run_path(str(path), run_name="__main__")
     finally:
         sys.argv = old_argv
     assert exit_info.value.code == 0
+
+
+@pytest.mark.usefixtures("example_plugin")
+def test_conformance_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    _run_conformance_example("--cases", "6")
     out = capsys.readouterr().out
     assert "NUMPY_REFERENCE_ENGINE: 6 passed" in out
+    # issue 41 item 19: the example engine is checked on the graphs it runs, not skipped on all
+    assert "CUSTOM_NUMPY_SDPA_FWD_ENGINE: 6 passed, 0 skipped, 0 failed" in out
+
+
+def test_conformance_example_registers_the_example_plugin_when_none_is_installed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from importlib import metadata
+
+    real = metadata.entry_points
+
+    def without_plugins(group: str) -> Any:
+        return [p for p in real(group=group) if p.name in ("numpy", "torch")]
+
+    monkeypatch.setattr(metadata, "entry_points", without_plugins)
+    with isolated_registry():
+        _run_conformance_example("--cases", "4")
+    out = capsys.readouterr().out
+    assert "checking the example plugin custom_backend/, registered for this run only" in out
+    assert "CUSTOM_NUMPY_SDPA_FWD_ENGINE: 4 passed, 0 skipped, 0 failed" in out
 
 
 def test_device_runs_the_engine_on_torch_tensors() -> None:
