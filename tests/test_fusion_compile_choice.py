@@ -148,6 +148,24 @@ def test_a_failed_compile_ends_its_line_with_failed() -> None:
     assert err.getvalue() == "hipdnn-graph: E compiles graph '<unnamed>' (x on cpu) ... failed\n"
 
 
+def test_a_flex_kernel_build_announces_its_compile(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hipdnn_graph_torch_rocm.kernels import flex
+
+    monkeypatch.setenv(flex.CPU_ENV, "1")
+    monkeypatch.delenv(PROGRESS_ENV, raising=False)
+    spec = flex.FlexSpec(b=1, h=2, hk=2, hv=2, sq=12, skv=20, d=8, dv=8, dtype=torch.float32,
+                         device="cpu", forward=True)  # fmt: skip
+    flex._KERNELS.pop(spec, None)
+    flex.kernel(spec, "attn")
+    err = capsys.readouterr().err
+    assert err.startswith("hipdnn-graph: TORCH_SDPA_FLEX_ENGINE compiles node 'attn' "
+                          "(flex attention on cpu) ... done in ")  # fmt: skip
+    flex.kernel(spec, "attn")  # built once per process: no second line
+    assert capsys.readouterr().err == ""
+
+
 _BUILD = """
 import sys
 sys.path.insert(0, {tests!r})

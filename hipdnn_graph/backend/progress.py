@@ -4,7 +4,8 @@ A compile can take a minute (Inductor's C++ on the CPU, Triton on a GPU), so an 
 compiles in ``build_plan`` wraps the compile in :func:`compiling`: the logger
 ``hipdnn_graph.engines`` gets an INFO record when it starts and one when it ends (with the
 seconds and whatever the engine adds, such as a cache hit), and standard error gets one
-progress line, ``hipdnn-graph: <engine> compiles graph '<name>' (<what>) ... done in 12.3 s``,
+progress line, ``hipdnn-graph: <engine> compiles graph '<name>' (<what>) ... done in 12.3 s``
+(``node '<name>'`` for an engine that compiles per node),
 its first half written (and flushed) before the compile, its end after. The line is on by
 default; ``HIPDNN_GRAPH_PROGRESS=0`` turns it off (the log records stay).
 
@@ -55,23 +56,24 @@ class CompileNote:
 
 @contextmanager
 def compiling(
-    engine: str, graph: str, what: str, *, stream: TextIO | None = None
+    engine: str, graph: str, what: str, *, kind: str = "graph", stream: TextIO | None = None
 ) -> Iterator[CompileNote]:
     """Announce a compile of ``graph`` by ``engine`` (``what``: the compiler and device) for
     the duration of the ``with`` block (see the module docstring).
 
     Args:
         engine: the engine's name.
-        graph: the graph's name (``<unnamed>`` when empty).
+        graph: the name of what compiles (``<unnamed>`` when empty).
         what: the compiler and device, shown in parentheses.
+        kind: what compiles: ``"graph"``, or ``"node"`` for an engine that compiles per node.
         stream: where the progress line goes (``sys.stderr`` by default).
     """
     name = graph or "<unnamed>"
     note = CompileNote()
     out = (stream or sys.stderr) if progress_enabled() else None
-    _LOG.info("graph '%s': %s compiles (%s)", name, engine, what)
+    _LOG.info("%s '%s': %s compiles (%s)", kind, name, engine, what)
     if out is not None:
-        out.write(f"hipdnn-graph: {engine} compiles graph '{name}' ({what}) ... ")
+        out.write(f"hipdnn-graph: {engine} compiles {kind} '{name}' ({what}) ... ")
         out.flush()
     start = time.perf_counter()
     failed = True
@@ -83,7 +85,7 @@ def compiling(
         ending = "failed" if failed else f"done in {note.seconds:.1f} s"
         if note.outcome and not failed:
             ending += f" ({note.outcome})"
-        _LOG.info("graph '%s': %s compile %s", name, engine, ending)
+        _LOG.info("%s '%s': %s compile %s", kind, name, engine, ending)
         if out is not None:
             out.write(ending + "\n")
             out.flush()
