@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,5 +31,7 @@ def example_plugin(
     entries = plugin_path(tmp_path_factory.mktemp("example_plugin"))
     for entry in reversed(entries):
         monkeypatch.syspath_prepend(str(entry))
+    for module in [m for m in sys.modules if m.split(".")[0] == "hipdnn_custom_backend"]:
+        monkeypatch.delitem(sys.modules, module)  # imported from elsewhere: import it afresh
     with isolated_registry():
         yield entries

@@ -274,6 +274,7 @@ def test_conformance_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert "CUSTOM_NUMPY_SDPA_FWD_ENGINE: 6 passed, 0 skipped, 0 failed" in out
 
 
+@pytest.mark.usefixtures("example_plugin")  # this checkout's copy, imported afresh
 def test_conformance_example_registers_the_example_plugin_when_none_is_installed(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -54,6 +54,7 @@ from .fusion_compile import (
     cpu_compile_deferral,
     example_buffers,
     inductor_cache_counts,
+    inductor_cache_outcome,
     measure,
 )
 from .replay import CudaGraphReplay, ReplayedPlan
@@ -477,14 +478,13 @@ class TorchFusionEngine:
                 tail.run(args, returned)
 
         backend.building = True
-        hits, misses = inductor_cache_counts()
+        before = inductor_cache_counts()
         try:
             with compiling(self.name, graph.get_name(), config.describe(device)) as note:
                 fused()  # compiles
                 fused()  # runs what was compiled (a failing guard compiles again here)
-                now_hits, now_misses = inductor_cache_counts()
-                cache = _cache_outcome(now_hits - hits, now_misses - misses)
-                note.outcome = cache or ""
+                cache = inductor_cache_outcome(before)
+                note.outcome = f"Inductor cache {cache}" if cache else ""
         except Exception as exc:
             raise hg.HipdnnError(
                 hg.ErrorCode.GRAPH_EXECUTION_PLAN_CREATION_FAILED,
@@ -514,15 +514,6 @@ class TorchFusionEngine:
         plan = FamilyFusionPlan(program, device, compiled, backend, choice, timings, tail)
         plan.compile_seconds, plan.inductor_cache = note.seconds, cache
         return plan
-
-
-def _cache_outcome(hits: int, misses: int) -> str | None:
-    """What Inductor's FX-graph cache did during a build: ``"hit"`` (every compiled graph
-    loaded from its on-disk cache), ``"miss"`` (compiled, and stored there for later
-    processes), or None (no Inductor compile: another backend)."""
-    if misses:
-        return "miss"
-    return "hit" if hits else None
 
 
 def _examples(program: FamilyProgram, device: str) -> list[Any]:

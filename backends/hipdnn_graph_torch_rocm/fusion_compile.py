@@ -38,6 +38,7 @@ __all__ = [
     "eager_numerics_patches",
     "example_buffers",
     "inductor_cache_counts",
+    "inductor_cache_outcome",
     "measure",
 ]
 
@@ -162,6 +163,21 @@ def inductor_cache_counts() -> tuple[int, int]:
         return 0, 0
     inductor = utils.counters["inductor"]
     return int(inductor["fxgraph_cache_hit"]), int(inductor["fxgraph_cache_miss"])
+
+
+def inductor_cache_outcome(before: tuple[int, int]) -> str | None:
+    """What Inductor's FX-graph cache did since :func:`inductor_cache_counts` gave ``before``:
+    ``"hit"`` (the compiled code loaded from the on-disk cache), ``"miss"`` (compiled, and
+    stored there for later processes), or None (no Inductor compile: another backend).
+
+    Example:
+        >>> inductor_cache_outcome(inductor_cache_counts()) is None
+        True
+    """
+    hits, misses = inductor_cache_counts()
+    if misses > before[1]:
+        return "miss"
+    return "hit" if hits > before[0] else None
 
 
 class CountingBackend:
