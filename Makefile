@@ -38,11 +38,12 @@ $(MERMAID_JS): Makefile
 	$(PIP) install -q -r requirements-docs.txt
 	touch $@
 
-# the test tools are the `dev` extra; requirements-test.txt adds the CPU torch pin and the
-# example plugin
+# the test tools are the `dev` extra; requirements-test.txt adds the CPU torch pin
 # the wire oracles also need a C++ compiler, flatc and libflatbuffers-dev (apt, when missing)
+# (earlier versions installed the example plugin here; it is removed from such an environment)
 .stamp-test: .stamp-docs pyproject.toml requirements-test.txt tools/install_wire_oracle_deps.sh
 	$(PIP) install -q -e '.[dev]' -r requirements-test.txt
+	$(PIP) uninstall -q -y hipdnn-custom-backend 2>/dev/null || true
 	bash tools/install_wire_oracle_deps.sh
 	touch $@
 

@@ -136,7 +136,7 @@ class SdpaPlanning:
             from .kernels import flex
 
             io = p.tensors["Q"].data_type
-            k = flex.kernel(flex_spec(p, io))
+            k = flex.kernel(flex_spec(p, io), p.name)
             return k.backward if p.backward else k.forward
         from .kernels import fused
 

@@ -17,6 +17,7 @@ from .contract import (
 )
 from .dropout import IntSource, PhiloxDropout
 from .layout import in_layout, same_layout
+from .progress import compiling
 from .registry import (
     ENTRY_POINT_GROUP,
     Registry,
@@ -46,6 +47,7 @@ __all__ = [
     "VariantPackBinder",
     "as_numpy",
     "as_torch",
+    "compiling",
     "current_registry",
     "engine_id",
     "engine_node_types",

@@ -70,6 +70,7 @@ __all__ = [
     "node_specs",
     "register_node_spec",
     "spec_for_attributes",
+    "spec_for_attributes_class",
     "supported_kinds",
 ]
 
@@ -224,7 +225,14 @@ class SlotSpec:
 
     @classmethod
     def named(
-        cls, member: IntEnum, output: bool, required: bool, fb_slot: int, attribute: IntEnum
+        cls,
+        member: IntEnum,
+        output: bool,
+        required: bool,
+        fb_slot: int,
+        attribute: IntEnum,
+        *,
+        pass_by_value: bool = False,
     ) -> SlotSpec:
         """A slot whose wire name is its member's, ``<member>_tensor_uid`` (hipDNN's usual
         spelling; a slot spelled otherwise states its ``wire``).
@@ -236,9 +244,8 @@ class SlotSpec:
             >>> SlotSpec.named(Slot.IN_0, False, True, 0, Attribute.OPERATION_IN_0_DESC).wire
             'in_0_tensor_uid'
         """
-        return cls(
-            member, output, required, fb_slot, attribute, f"{member.name.lower()}_tensor_uid"
-        )
+        wire = f"{member.name.lower()}_tensor_uid"
+        return cls(member, output, required, fb_slot, attribute, wire, pass_by_value)
 
     @property
     def name(self) -> str:
@@ -455,12 +462,21 @@ def supported_kinds() -> str:
 
 def spec_for_attributes(attributes: Any) -> NodeSpec:
     """The spec of an attributes object (its class or nearest registered base)."""
-    spec = _BY_ATTRIBUTES.get(type(attributes))
+    return spec_for_attributes_class(type(attributes))
+
+
+def spec_for_attributes_class(cls: type[Any]) -> NodeSpec:
+    """The spec of an attributes class (or of its nearest registered base).
+
+    Raises:
+        KeyError: for a class of no registered family.
+    """
+    spec = _BY_ATTRIBUTES.get(cls)
     if spec is None:
-        for cls in type(attributes).__mro__:
-            spec = _BY_ATTRIBUTES.get(cls)
+        for base in cls.__mro__:
+            spec = _BY_ATTRIBUTES.get(base)
             if spec is not None:
                 break
         else:
-            raise KeyError(type(attributes).__name__)
+            raise KeyError(cls.__name__)
     return spec
