@@ -107,7 +107,7 @@ class TestEngines:
 
     def test_handle_engine_id_to_name_raises_for_an_unknown_id(self) -> None:
         """hipDNN's Handle.engine_id_to_name raises where the module-level lookup gives ""."""
-        with pytest.raises(IndexError, match="^Engine ID is not loaded$") as caught:
+        with pytest.raises(IndexError, match=r"^Engine ID is not loaded$") as caught:
             hipdnn.create_handle().engine_id_to_name(9223372036854775807)
         assert isinstance(caught.value, hg.HipdnnError)
         engine = hg.backend.engine_id(NUMPY_ENGINE)

@@ -199,8 +199,13 @@ def test_runtime_pass_by_value_scalar_forms() -> None:
 
 @pytest.mark.parametrize(
     ("dim", "by_value", "scalar"),
-    [([1], True, True), ([], True, True), ([1, 1, 1], True, True), ([2, 3], True, False),
-     ([1], False, False)],
+    [
+        ([1], True, True),
+        ([], True, True),
+        ([1, 1, 1], True, True),
+        ([2, 3], True, False),
+        ([1], False, False),
+    ],
 )
 def test_only_one_element_pass_by_value_tensors_bind_as_numbers(
     dim: list[int], by_value: bool, scalar: bool

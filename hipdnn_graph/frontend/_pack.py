@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..backend.array_info import describe_array
-from ..backend.dlpack import CPU
+from ..backend.buffers import as_numpy, as_torch
 from ..backend.layout import same_layout
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
@@ -129,10 +129,12 @@ def _as_declared(value: Any, address: int, tensor: TensorAttributes, uid: int) -
         info = describe_array(value, f"variant_pack[{uid}]")
     except HipdnnError:
         return value
-    if info.data_type == tensor.data_type and info.dims == dims:
-        if same_layout(tuple(dims), tuple(info.strides), tuple(strides)):
-            return value
-    owner = value if isinstance(value, np.ndarray) or _is_torch(value) else _imported(value)
+    same = info.data_type == tensor.data_type and info.dims == dims
+    if same and same_layout(tuple(dims), tuple(info.strides), tuple(strides)):
+        return value
+    owner = value
+    if not (isinstance(value, np.ndarray) or _is_torch(value)):
+        owner = _imported(value, info.on_cpu, f"'{tensor.name}' (uid {uid})")
     if owner is None or len(strides) != len(dims):
         return value
     view = view_in(
@@ -146,16 +148,12 @@ def _as_declared(value: Any, address: int, tensor: TensorAttributes, uid: int) -
     return value if view is None else view
 
 
-def _imported(producer: Any) -> Any:
+def _imported(producer: Any, on_cpu: bool, label: str) -> Any:
     """A DLPack producer as a NumPy array (``cpu``) or torch tensor (device), sharing its
-    memory; ``None`` when it cannot be imported so."""
+    memory (its layout checked first); ``None`` when it cannot be imported so."""
     try:
-        if producer.__dlpack_device__()[0] == CPU:
-            return np.from_dlpack(producer)
-        import torch
-
-        return torch.from_dlpack(producer)
-    except Exception:  # no __dlpack_device__, no torch, a producer NumPy cannot import
+        return as_numpy(producer, label) if on_cpu else as_torch(producer, label)
+    except (HipdnnError, ImportError):  # a layout or device the consumer refuses; no torch
         return None
 
 
