@@ -277,8 +277,9 @@ def test_data_pointers_and_tensor_like_on_the_device() -> None:
     t = hipdnn.Graph.tensor_like(x.view(4, 4).t())
     assert t.get_dim() == [4, 4] and t.get_stride() == [1, 4]
     assert t.get_is_pass_by_value() is False
-    # host memory: only a one-element host tensor is a runtime scalar (issue 23 item 18)
-    assert hipdnn.Graph.tensor_like(x.cpu()).get_is_pass_by_value() is False
+    # host memory is pass-by-value whatever its size, as hipDNN's test_torch_tensor_like has it
+    # (issue 41 item 13; the core's hg.Graph.tensor_like keeps one element only)
+    assert hipdnn.Graph.tensor_like(x.cpu()).get_is_pass_by_value() is True
     assert hipdnn.Graph.tensor_like(x[:1].cpu()).get_is_pass_by_value() is True
     assert hipdnn.Graph.tensor_like(x[:1]).get_is_pass_by_value() is False  # device memory
     assert hipdnn.hip_get_device_count() == torch.cuda.device_count() >= 1
