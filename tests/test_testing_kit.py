@@ -81,11 +81,32 @@ def test_make_inputs_values_follow_roles() -> None:
                 assert value.min() >= 1 and value.max() <= sizes["Skv"]
             elif slot == "Dropout_mask":
                 assert set(np.unique(value.astype(np.float64))) <= {0.0, 1.0}
-            elif tensor.is_pass_by_value:
+            elif tensor.is_pass_by_value:  # the scalar slots: one element
                 assert isinstance(value, float) and value > 0
             else:
                 assert value.shape == tuple(tensor.dim)
                 assert np.isfinite(value.astype(np.float64)).all()
+
+
+def test_make_inputs_gives_a_multi_element_pass_by_value_tensor_a_buffer() -> None:
+    """One element: a runtime scalar (a number); more: a host buffer the CPU engines read."""
+    g = hg.Graph(
+        io_data_type=hg.DataType.FLOAT,
+        intermediate_data_type=hg.DataType.FLOAT,
+        compute_data_type=hg.DataType.FLOAT,
+    )
+    x = g.tensor(name="x", dim=[2, 3])
+    one = g.tensor(name="one", dim=[1, 1]).set_is_pass_by_value(True)
+    many = g.tensor(name="many", dim=[2, 3]).set_is_pass_by_value(True)
+    y = g.pointwise(g.pointwise(x, one, mode=hg.PointwiseMode.MUL), many, mode=hg.PointwiseMode.ADD)
+    y.set_output(True)
+    g.validate()
+    pack = make_inputs(g, np.random.default_rng(0))
+    assert isinstance(pack[one], float)
+    assert isinstance(pack[many], np.ndarray) and pack[many].shape == (2, 3)
+    g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
+    g.execute(pack)
+    np.testing.assert_allclose(pack[y], pack[x] * pack[one] + pack[many], rtol=1e-6)
 
 
 def test_make_inputs_honours_non_packed_strides() -> None:

@@ -27,7 +27,14 @@ from .registry import (
     register_backend,
 )
 from .sdpa_problem import ScalarSource, SdpaProblem, visible_pairs
-from .variant_pack import TensorSpec, VariantPackBinder, as_numpy, as_torch, is_torch_tensor
+from .variant_pack import (
+    TensorSpec,
+    VariantPackBinder,
+    as_numpy,
+    as_torch,
+    is_runtime_scalar,
+    is_torch_tensor,
+)
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -52,6 +59,7 @@ __all__ = [
     "engine_id",
     "engine_node_types",
     "in_layout",
+    "is_runtime_scalar",
     "is_torch_tensor",
     "isolated_registry",
     "list_backends",
