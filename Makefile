@@ -60,9 +60,12 @@ typecheck: .stamp-test
 docs: .stamp-docs $(MERMAID_JS)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
-# one progress line per test file; skips summed up by reason at the end (tests/compact_skips.py)
+# skips summed up by reason at the end (tests/compact_skips.py); the tests run on every core
+# (pytest-xdist; a test file's tests stay on one worker), PYTEST_ARGS adds options of your own
+# (`make pytest PYTEST_ARGS="-n0 -x tests/test_cli.py"`)
+PYTEST_WORKERS ?= auto
 pytest: .stamp-test $(MERMAID_JS)
-	$(PY) -m pytest -p compact_skips -rfE
+	$(PY) -m pytest -p compact_skips -rfE -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test: lint typecheck docs pytest
 
