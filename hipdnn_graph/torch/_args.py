@@ -108,7 +108,11 @@ def check_qkv(q: Any, k: Any, v: Any) -> None:
     for name, t in (("key", k), ("value", v)):
         check_tensor(name, t, q)
         if t.dtype != q.dtype:
-            raise fail(f"{name} dtype {t.dtype} differs from query dtype {q.dtype}")
+            raise fail(
+                f"{name} dtype {t.dtype} differs from query dtype {q.dtype}: pass query, key and "
+                f"value in one dtype (e.g. {name}.to(query.dtype)), or call under torch.autocast, "
+                "which casts float16, bfloat16 and float32 inputs to its dtype"
+            )
         if t.shape[1] == 0 or q.shape[1] % t.shape[1]:
             raise fail(
                 f"{name} heads ({t.shape[1]}) must divide query heads ({q.shape[1]}) for GQA"

@@ -31,6 +31,7 @@ from ..errors import HipdnnError
 from ..types import DiagonalAlignment, ErrorCode
 from . import _dropout
 from ._args import SeqLens, as_mask, check_qkv, fail, materialized, seq_lens, strides_like
+from ._autocast import AutocastOff, cast, enabled
 from ._cached import Options
 from ._graphs import (
     checked_options,
@@ -83,18 +84,19 @@ def sdpa_fwd_op(
         "right_bound": right_bound, "seq_len_q": seq_len_q, "seq_len_kv": seq_len_kv,
         "alibi": alibi, "engine": engine,
     }  # fmt: skip
-    if not dropout_p:
-        o, stats = sdpa_forward(q, k, v, **kw)
-        return o, stats, torch.empty(0, dtype=torch.int64)
-    options = checked_options(q.shape[-1], scale, is_causal, DiagonalAlignment(alignment),
-                              left_bound, right_bound, alibi, engine)  # fmt: skip
-    prefer = fused_choice(q, k, v, bias, dropout_p, options, padded=seq_len_q is not None)
-    seed, offset = _dropout.draw(q.device)
-    o, stats, ran = philox_forward(
-        q, k, v, dropout_p=dropout_p, seed=seed, offset=offset, prefer=prefer, **kw
-    )
-    _dropout.advance(q.device, offset, ran, (*q.shape[:3], k.shape[2]))
-    return o, stats, _dropout.pack_state(seed, offset, ran)
+    with AutocastOff(q.device.type):  # the graphs run in their own precision
+        if not dropout_p:
+            o, stats = sdpa_forward(q, k, v, **kw)
+            return o, stats, torch.empty(0, dtype=torch.int64)
+        options = checked_options(q.shape[-1], scale, is_causal, DiagonalAlignment(alignment),
+                                  left_bound, right_bound, alibi, engine)  # fmt: skip
+        prefer = fused_choice(q, k, v, bias, dropout_p, options, padded=seq_len_q is not None)
+        seed, offset = _dropout.draw(q.device)
+        o, stats, ran = philox_forward(
+            q, k, v, dropout_p=dropout_p, seed=seed, offset=offset, prefer=prefer, **kw
+        )
+        _dropout.advance(q.device, offset, ran, (*q.shape[:3], k.shape[2]))
+        return o, stats, _dropout.pack_state(seed, offset, ran)
 
 
 @sdpa_fwd_op.register_fake
@@ -140,14 +142,15 @@ def sdpa_bwd_op(
         "alibi": alibi,
         "dbias_shape": tuple(bias.shape) if bias_grad and bias is not None else None,
     }  # fmt: skip
-    if dropout_p:
-        seed, offset, ran = _dropout.unpack_state(dropout_state)
-        dq, dk, dv, dbias = philox_backward(
-            q, k, v, o, do, stats, dropout_p=dropout_p, seed=seed, offset=offset, engine=ran,
-            **kw,
-        )  # fmt: skip
-    else:
-        dq, dk, dv, dbias = sdpa_backward(q, k, v, o, do, stats, engine=engine, **kw)
+    with AutocastOff(q.device.type):  # the graphs run in their own precision
+        if dropout_p:
+            seed, offset, ran = _dropout.unpack_state(dropout_state)
+            dq, dk, dv, dbias = philox_backward(
+                q, k, v, o, do, stats, dropout_p=dropout_p, seed=seed, offset=offset,
+                engine=ran, **kw,
+            )  # fmt: skip
+        else:
+            dq, dk, dv, dbias = sdpa_backward(q, k, v, o, do, stats, engine=engine, **kw)
     return dq, dk, dv, dbias if dbias is not None else q.new_empty(0)
 
 
@@ -254,6 +257,14 @@ class _SdpaFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, do: Tensor) -> tuple[Any, ...]:
+        if enabled():  # a backward called inside an autocast region: the graphs' precision
+            with AutocastOff(do.device.type):
+                return _SdpaFunction.gradients(ctx, do)
+        return _SdpaFunction.gradients(ctx, do)
+
+    @staticmethod
+    def gradients(ctx: Any, do: Tensor) -> tuple[Any, ...]:
+        """The backward's gradients (autocast is off for the device type)."""
         # the graphs read detached tensors, so no autograd history is recorded even under
         # create_graph=True: the gradients are not differentiable again (as with the custom op)
         q, k, v, bias, slq, slkv, o, stats = ctx.saved_tensors
@@ -302,8 +313,6 @@ def _c_apply() -> tuple[Any, Any, Any]:
 
 
 _APPLY, _transforms_active, _unwrap = _c_apply()
-#: whether autocast is on for any device (a C call; torch >= 2.4), else a stand-in saying so
-_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
 
 
 # ----- the public op -----
@@ -361,6 +370,32 @@ def scaled_dot_product_attention(
         HipdnnError: ``INVALID_VALUE`` for bad arguments.
         NotSupportedError: when no engine (or not the forced one) runs the problem.
     """
+    if torch.compiler.is_compiling():
+        query, key, value, attn_mask = cast(query, key, value, attn_mask)
+        return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                          diagonal_alignment, left_bound, right_bound, seq_len_q, seq_len_kv,
+                          alibi, engine)  # fmt: skip
+    if not enabled():
+        return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                          diagonal_alignment, left_bound, right_bound, seq_len_q, seq_len_kv,
+                          alibi, engine)  # fmt: skip
+    # torch.autocast's rule for the op (inputs cast once, here); the graphs then run with
+    # autocast off for the device, in the precision they declare
+    query, key, value, attn_mask = cast(query, key, value, attn_mask)
+    with AutocastOff(query.device.type if isinstance(query, Tensor) else "cpu"):
+        return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                          diagonal_alignment, left_bound, right_bound, seq_len_q, seq_len_kv,
+                          alibi, engine)  # fmt: skip
+
+
+def _attention(
+    query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, dropout_p: float,
+    is_causal: bool, scale: float | None, enable_gqa: bool,
+    diagonal_alignment: DiagonalAlignment | str | None, left_bound: int | None,
+    right_bound: int | None, seq_len_q: SeqLens, seq_len_kv: SeqLens, alibi: bool,
+    engine: str | None,
+) -> Tensor:  # fmt: skip
+    """:func:`scaled_dot_product_attention` on its inputs after autocast's casts."""
     check_qkv(query, key, value)
     if not isinstance(enable_gqa, bool):
         raise fail(f"enable_gqa must be True or False, got {enable_gqa!r}")
@@ -392,9 +427,9 @@ def scaled_dot_product_attention(
                 hit = lookup(query, key, value, p, options)
                 if hit.entry is not None:
                     route = hit.entry.autograd
-                    # the forward op under torch's autograd (see _hot); not under autocast,
-                    # which may cast an aten op's inputs where it leaves the graphs' alone
-                    if route and not _autocast():
+                    # the forward op under torch's autograd (see _hot); autocast is off for
+                    # the device here, so it takes the inputs as the graphs would
+                    if route:
                         return route(query, key, value)  # type: ignore[no-any-return]
             else:
                 if bias is not None:
