@@ -24,9 +24,7 @@ _TOL = {torch.float64: 1e-12, torch.float32: 1e-5, torch.float16: 2e-3, torch.bf
 
 def _leaves(*dtypes: Any, s: int = 8, d: int = 16) -> list[Any]:
     g = torch.Generator().manual_seed(3)
-    return [
-        torch.randn(2, 2, s, d, generator=g).to(dt).requires_grad_() for dt in dtypes
-    ]
+    return [torch.randn(2, 2, s, d, generator=g).to(dt).requires_grad_() for dt in dtypes]
 
 
 def _run(fn: Any, tensors: list[Any], **kw: Any) -> tuple[Any, list[Any]]:
@@ -184,10 +182,10 @@ def test_region_dtype_cast_and_autocast_off() -> None:
         assert (q2.dtype, k2.dtype, v2.dtype, m2.dtype) == (
             torch.float16, torch.float16, torch.float16, torch.bool,
         )  # fmt: skip
-        with pytest.raises(HipdnnError, match="differs from query dtype torch.float64"):
+        with pytest.raises(HipdnnError, match=r"differs from query dtype torch\.float64"):
             cast(q.double(), q, q, None)
         assert cast(q, q.int(), q, None)[1].dtype == torch.int32  # the checks name it
-        with pytest.raises(HipdnnError, match="key dtype torch.int32 differs"):
+        with pytest.raises(HipdnnError, match=r"key dtype torch\.int32 differs"):
             sdpa(q, q.int(), q)
         with AutocastOff("cpu"):
             assert not torch.is_autocast_enabled("cpu")

@@ -60,9 +60,7 @@ def region_dtype(device_type: str) -> torch.dtype | None:
     return torch.get_autocast_dtype(device_type)
 
 
-def cast(
-    q: Any, k: Any, v: Any, mask: Any
-) -> tuple[Any, Any, Any, Any]:
+def cast(q: Any, k: Any, v: Any, mask: Any) -> tuple[Any, Any, Any, Any]:
     """``q, k, v, mask`` as autocast hands them to ``scaled_dot_product_attention`` (see the
     module): unchanged outside an autocast region of q's device type.
 

@@ -94,6 +94,7 @@ def sdpa_forward(
     dropout_mask: Tensor | None = None,
     dropout_scale: float | None = None,
     engine: str | None = None,
+    prefer: str | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Run a cached SDPA forward graph; returns ``(O, Stats)``.
 
@@ -115,6 +116,7 @@ def sdpa_forward(
         dropout_mask: keep mask ``[B or 1, H or 1, Sq, Skv]`` (1 keeps, 0 drops).
         dropout_scale: factor on kept probabilities (``1/(1 − p)``); needs ``dropout_mask``.
         engine: force this engine by name; ``None`` takes what ``Graph.build()`` picks.
+        prefer: rank this engine first without forcing it (the kernel torch would pick).
 
     Returns:
         O ``[B, H, Sq, Dv]`` in q's dtype and Stats ``[B, H, Sq, 1]``, the natural-log
@@ -129,6 +131,8 @@ def sdpa_forward(
     options = checked_options(q.shape[-1], scale, is_causal, diagonal_alignment, left_bound,
                               right_bound, alibi, engine)  # fmt: skip
     tensors = _optional_inputs(q, k, attn_mask, seq_len_q, seq_len_kv, dropout_mask, dropout_scale)
+    if prefer is not None and options.engine is None:
+        options = options._replace(prefer=prefer)
     return run_forward({"Q": q, "K": k, "V": v, **tensors}, options)
 
 
@@ -153,6 +157,7 @@ def sdpa_backward(
     dropout_scale: float | None = None,
     engine: str | None = None,
     dbias_shape: Sequence[int] | None = None,
+    prefer: str | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """Run a cached SDPA backward graph fed the forward's O and Stats; returns dQ, dK, dV, dBias.
 
@@ -181,6 +186,7 @@ def sdpa_backward(
         dropout_scale: the forward's scale.
         engine: see :func:`sdpa_forward`.
         dbias_shape: the shape of the bias gradient wanted, or ``None`` for no dBias.
+        prefer: see :func:`sdpa_forward`.
 
     Returns:
         dQ, dK, dV shaped like q, k, v (their dtype), and dBias or ``None``.
@@ -198,6 +204,8 @@ def sdpa_backward(
     if dbias_shape is not None and (attn_mask is None or attn_mask.dtype == torch.bool):
         raise HipdnnError(ErrorCode.INVALID_VALUE, "dbias_shape needs a floating-point attn_mask")
     pack = {"Q": q, "K": k, "V": v, "O": o, "dO": materialized(do), "Stats": stats, **tensors}
+    if prefer is not None and options.engine is None:
+        options = options._replace(prefer=prefer)
     return run_backward(pack, options, dbias_shape)
 
 
@@ -447,7 +455,7 @@ def _backward_graph(
     outputs = (dq, dk, dv) if dbias_t is None else (dq, dk, dv, dbias_t)
     for t in outputs:
         t.set_output(True)
-    _build(g, options.engine or prefer, forced=options.engine is not None)
+    _build(g, options.engine or prefer or options.prefer, forced=options.engine is not None)
     return Entry(g, slots, outputs)
 
 

@@ -46,7 +46,7 @@ import torch
 
 from ..backend import AutogradForm, in_layout
 from ..types import DiagonalAlignment
-from . import _dropout
+from . import _choice, _dropout
 from ._cached import Entry, Options, cache_key, graph_cache
 from ._graphs import run_backward, run_forward, run_forward_on
 from ._philox_graphs import philox_slots
@@ -149,7 +149,7 @@ class _Remembered(NamedTuple):
 #: a philox forward's signature (tensors' facts, probability, options, torch's switches on a
 #: GPU) -> what its first call found out; bounded, and cleared with torch's choices
 _PHILOX: dict[tuple[Any, ...], _Remembered] = {}
-_dropout.on_clear(_PHILOX.clear)
+_choice.on_clear(_PHILOX.clear)
 
 
 class Hit(NamedTuple):
@@ -171,10 +171,10 @@ def lookup(q: Tensor, k: Tensor, v: Tensor, p: float, options: Options) -> Hit:
         key = ("fwd", q.device, (("Q", q.shape, q.stride(), q.dtype), ("K", k.shape, k.stride(),
                k.dtype), ("V", v.shape, v.stride(), v.dtype)), options)  # fmt: skip
         return Hit(key, _GRAPHS.get(key))
-    device = q.device
+    # the options hold the engine torch's choice prefers (:func:`fused_choice`), made with its
+    # switches: the signature needs no more
     signature = (q.shape, q.stride(), q.dtype, k.shape, k.stride(), k.dtype, v.shape,
-                 v.stride(), v.dtype, device, p, options,
-                 _dropout.switches() if device.type == "cuda" else None)  # fmt: skip
+                 v.stride(), v.dtype, q.device, p, options)  # fmt: skip
     known = _PHILOX.get(signature)
     if known is None:
         return Hit(signature, None)
@@ -207,9 +207,7 @@ def philox_forward_qkv(
         _dropout.advance_by(device, offset, known.increment)
         return out[0], out[1], (seed, offset, known.backward_options)
     pack: dict[str, Any] = {"Q": q, "K": k, "V": v}
-    o, stats, philox, forward_key, increment = philox_forward_pack(
-        pack, None, p, options, padded=False
-    )
+    o, stats, philox, forward_key, increment = philox_forward_pack(pack, p, options)
     if len(_PHILOX) > 1024:
         _PHILOX.clear()
     _PHILOX[hit.key] = _Remembered(forward_key, increment, philox[2])
@@ -217,16 +215,15 @@ def philox_forward_qkv(
 
 
 def philox_forward_pack(
-    pack: dict[str, Any], bias: Tensor | None, p: float, options: Options, *, padded: bool
+    pack: dict[str, Any], p: float, options: Options
 ) -> tuple[Tensor, Tensor, Philox, Any, int]:
     """A philox forward through the general route: ``pack`` (Q, K, V and the optional slots,
     checked) gets this call's Seed and Offset from torch's generator, the graph prefers the
-    fused op torch would run (:func:`fused_choice`), and the generator moves on past the engine
-    that ran. Returns ``(O, Stats, what the backward needs, the graph's cache key, the
-    generator increment)``."""
+    engine ``options`` prefer (the fused op torch would run, :func:`fused_choice`), and the
+    generator moves on past the engine that ran. Returns ``(O, Stats, what the backward needs,
+    the graph's cache key, the generator increment)``."""
     q, k = pack["Q"], pack["K"]
-    prefer = fused_choice(q, k, pack["V"], bias, p, options, padded=padded)
-    forward_options = with_dropout(options, p, prefer, None)
+    forward_options = with_dropout(options, p, options.prefer, None)
     seed, offset = _dropout.draw(q.device)
     pack.update(philox_slots(seed, offset))
     o, stats, ran = run_forward_on(pack, forward_options)
@@ -312,12 +309,14 @@ def _declared_output(
 
 
 def fused_choice(
-    q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, p: float, options: Options, *,
-    padded: bool,
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, p: float, options: Options, *,
+    padded: bool, training: bool = False,
 ) -> str | None:  # fmt: skip
-    """The engine of the fused op ``F.scaled_dot_product_attention`` would run this philox call
-    on, to prefer (not force), so that both draw one mask; None on the CPU, for a forced engine,
-    or where the call uses a feature torch's op lacks (its choice then means nothing)."""
+    """The engine of the backend ``F.scaled_dot_product_attention`` would run this call on
+    (:func:`._choice.choose_engine`), to prefer (not force): the same fused kernel, and with
+    dropout the same mask; None on the CPU, for a forced engine, or where the call uses a
+    feature torch's op lacks (its choice then means nothing). ``training``: decide as for
+    inputs that need gradients (the custom ops see detached tensors)."""
     plain = (
         (options.alignment == DiagonalAlignment.TOP_LEFT or not options.causal)
         and options.left_bound is None
@@ -325,10 +324,12 @@ def fused_choice(
         and not options.alibi
         and not padded
     )
-    if not q.is_cuda or options.engine is not None or not plain:
+    if q.device.type not in _choice.DEVICE_TYPES or options.engine is not None or not plain:
         return None
     gqa = k.shape[1] != q.shape[1] or v.shape[1] != q.shape[1]
-    return _dropout.choose_engine(q, k, v, bias, p, options.causal, options.scale, gqa)
+    return _choice.choose_engine(
+        q, k, v, mask, p, options.causal, options.scale, gqa, training=training
+    )
 
 
 def with_dropout(options: Options, p: float, prefer: str | None, engine: str | None) -> Options:

@@ -51,6 +51,7 @@ from ._hot import (
     philox_backward_qkv,
     philox_forward_pack,
     philox_forward_qkv,
+    with_dropout,
 )
 from ._philox_graphs import philox_backward, philox_forward, philox_slots
 
@@ -85,12 +86,13 @@ def sdpa_fwd_op(
         "alibi": alibi, "engine": engine,
     }  # fmt: skip
     with AutocastOff(q.device.type):  # the graphs run in their own precision
-        if not dropout_p:
-            o, stats = sdpa_forward(q, k, v, **kw)
-            return o, stats, torch.empty(0, dtype=torch.int64)
         options = checked_options(q.shape[-1], scale, is_causal, DiagonalAlignment(alignment),
                                   left_bound, right_bound, alibi, engine)  # fmt: skip
-        prefer = fused_choice(q, k, v, bias, dropout_p, options, padded=seq_len_q is not None)
+        prefer = fused_choice(q, k, v, bias, dropout_p, options, padded=seq_len_q is not None,
+                              training=True)  # fmt: skip
+        if not dropout_p:
+            o, stats = sdpa_forward(q, k, v, prefer=prefer, **kw)
+            return o, stats, torch.empty(0, dtype=torch.int64)
         seed, offset = _dropout.draw(q.device)
         o, stats, ran = philox_forward(
             q, k, v, dropout_p=dropout_p, seed=seed, offset=offset, prefer=prefer, **kw
@@ -150,7 +152,14 @@ def sdpa_bwd_op(
                 engine=ran, **kw,
             )  # fmt: skip
         else:
-            dq, dk, dv, dbias = sdpa_backward(q, k, v, o, do, stats, engine=engine, **kw)
+            options = checked_options(q.shape[-1], scale, is_causal,
+                                      DiagonalAlignment(alignment), left_bound, right_bound,
+                                      alibi, engine)  # fmt: skip
+            prefer = fused_choice(q, k, v, bias, 0.0, options, padded=seq_len_q is not None,
+                                  training=True)  # the forward's choice  # fmt: skip
+            dq, dk, dv, dbias = sdpa_backward(
+                q, k, v, o, do, stats, engine=engine, prefer=prefer, **kw
+            )
     return dq, dk, dv, dbias if dbias is not None else q.new_empty(0)
 
 
@@ -247,9 +256,7 @@ class _SdpaFunction(torch.autograd.Function):
                 bias = bias.detach()
             pack.update(optional_slots(q.dtype, bias, slq, slkv, None, 1.0))
         if dropout_p:
-            o, stats, ctx.philox, _, _ = philox_forward_pack(
-                pack, bias, dropout_p, options, padded=slq is not None
-            )
+            o, stats, ctx.philox, _, _ = philox_forward_pack(pack, dropout_p, options)
         else:
             o, stats = run_forward(pack, options)
         ctx.save_for_backward(q, k, v, bias, slq, slkv, o.detach(), stats)
@@ -418,6 +425,10 @@ def _attention(
     if seq_len_q is not None or seq_len_kv is not None:
         slq, slkv = seq_lens(query, key, seq_len_q, seq_len_kv)  # type: ignore[misc]
     if not torch.compiler.is_compiling():
+        # the kernel F.sdpa would run for this call (its own selection), preferred by name
+        prefer = fused_choice(query, key, value, attn_mask, p, options, padded=slq is not None)
+        if prefer is not None:
+            options = with_dropout(options, p, prefer, None)
         if _APPLY is not None and not _transforms_active():
             # Function.apply's own steps for a Function without setup_context, outside functorch
             # transforms, without its Python frame and generic argument loop
