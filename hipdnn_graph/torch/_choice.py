@@ -27,6 +27,9 @@ from typing import Any
 
 import torch
 
+from ..types import DiagonalAlignment
+from ._cached import Options
+
 __all__ = [
     "DEVICE_TYPES",
     "ENGINE_OF_BACKEND",
@@ -34,7 +37,9 @@ __all__ = [
     "MATH",
     "choose_engine",
     "clear_choices",
+    "fused_choice",
     "on_clear",
+    "preferring",
     "switches",
 ]
 
@@ -53,6 +58,50 @@ ENGINE_OF_BACKEND = {
     2: "TORCH_SDPA_EFFICIENT_ENGINE",
     3: "TORCH_SDPA_CUDNN_ENGINE",
 }
+
+
+def fused_choice(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, p: float, options: Options, *,
+    padded: bool, training: bool = False,
+) -> str | None:  # fmt: skip
+    """The engine of the backend ``F.scaled_dot_product_attention`` would run this call on
+    (:func:`choose_engine`), to prefer (not force): the same fused kernel, and with
+    dropout the same mask; None on the CPU, for a forced engine, or where the call uses a
+    feature torch's op lacks (its choice then means nothing). ``training``: decide as for
+    inputs that need gradients (the custom ops see detached tensors)."""
+    plain = (
+        (options.alignment == DiagonalAlignment.TOP_LEFT or not options.causal)
+        and options.left_bound is None
+        and options.right_bound is None
+        and not options.alibi
+        and not padded
+    )
+    if q.device.type not in DEVICE_TYPES or options.engine is not None or not plain:
+        return None
+    gqa = k.shape[1] != q.shape[1] or v.shape[1] != q.shape[1]
+    return choose_engine(q, k, v, mask, p, options.causal, options.scale, gqa, training=training)
+
+
+def preferring(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, p: float, options: Options, *,
+    padded: bool,
+) -> Options:  # fmt: skip
+    """``options`` preferring the engine of torch's choice for this call (:func:`fused_choice`;
+    the options themselves where there is none), made once per combination."""
+    prefer = fused_choice(q, k, v, mask, p, options, padded=padded)
+    if prefer is None:
+        return options
+    key = (options, prefer)
+    made = _PREFERRING.get(key)
+    if made is None:
+        made = options._replace(prefer=prefer)
+        if len(_PREFERRING) > 1024:
+            _PREFERRING.clear()
+        _PREFERRING[key] = made
+    return made
+
+
+_PREFERRING: dict[tuple[Options, str], Options] = {}
 
 
 def choose_engine(

@@ -30,18 +30,16 @@ from typing import Any
 
 import torch
 
-from ..errors import HipdnnError
-from ..types import ErrorCode
 from ._choice import FLASH
 
 __all__ = [
     "FLASH",
     "advance",
     "advance_by",
-    "check_probability",
     "draw",
     "increment",
     "pack_state",
+    "take",
     "unpack_state",
 ]
 
@@ -52,17 +50,6 @@ _U64 = 1 << 64
 #: engine names by the index the state tensor carries (process-local; grows, never reorders)
 _NAMES: list[str] = []
 _NAMES_LOCK = threading.Lock()
-
-
-def check_probability(p: Any) -> float:
-    """``p`` as a float in ``[0, 1)``.
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` for anything else.
-    """
-    if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p < 1.0:
-        raise HipdnnError(ErrorCode.INVALID_VALUE, f"dropout_p must be in [0, 1), got {p!r}")
-    return float(p)
 
 
 def increment(engine: str, b: int, h: int, sq: int, skv: int) -> int:
@@ -93,6 +80,27 @@ def draw(device: torch.device) -> tuple[int, int]:
     if device.type == "cuda":
         gen = _cuda_generator(device)
         return _signed(int(gen.initial_seed())), _signed(int(gen.get_offset()))
+    return int(torch.randint(0, 1 << 62, (), dtype=torch.int64)), 0
+
+
+def take(device: torch.device, step: int) -> tuple[int, int]:
+    """This call's ``(seed, offset)`` (:func:`draw`) with the generator already moved on by
+    ``step`` (:func:`increment`'s step of the engine that will run), in one call: what torch's
+    fused ops do before they launch (a CUDA generator's offset is advanced when the kernel takes
+    its Philox state). The engines run at the returned pair whatever the generator holds.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> first = take(torch.device("cpu"), 12)
+        >>> _ = torch.manual_seed(0)
+        >>> first == draw(torch.device("cpu"))
+        True
+    """
+    if device.type == "cuda":
+        gen = _cuda_generator(device)
+        seed, offset = int(gen.initial_seed()), int(gen.get_offset())
+        gen.set_offset((offset + step) % _U64)
+        return _signed(seed), _signed(offset)
     return int(torch.randint(0, 1 << 62, (), dtype=torch.int64)), 0
 
 
