@@ -173,7 +173,7 @@ def normalise(
     mask = None if attn_mask is None else as_mask(attn_mask, q)
     p = 0.0 if dropout_p.__class__ is float and dropout_p == 0.0 else check_probability(dropout_p)
     if p:
-        options = with_dropout(options, p, None, None)
+        options = with_dropout(options, p)
     slq = slkv = None
     if seq_len_q is not None or seq_len_kv is not None:
         slq, slkv = seq_lens(q, k, seq_len_q, seq_len_kv)  # type: ignore[misc]
@@ -191,22 +191,20 @@ def check_probability(p: Any) -> float:
     return float(p)
 
 
-def with_dropout(options: Options, p: float, prefer: str | None, engine: str | None) -> Options:
-    """``options`` with philox dropout ``p`` and an engine preferred or (``engine``) forced,
-    made once per combination (``NamedTuple._replace`` costs microseconds per call)."""
-    key = (options, p, prefer, engine)
+def with_dropout(options: Options, p: float) -> Options:
+    """``options`` with philox dropout ``p``, made once per combination
+    (``NamedTuple._replace`` costs microseconds per call)."""
+    key = (options, p)
     made = _WITH.get(key)
     if made is None:
-        made = options._replace(dropout_p=p, prefer=prefer)
-        if engine is not None:
-            made = made._replace(engine=engine)
+        made = options._replace(dropout_p=p)
         if len(_WITH) > 1024:
             _WITH.clear()
         _WITH[key] = made
     return made
 
 
-_WITH: dict[tuple[Any, ...], Options] = {}
+_WITH: dict[tuple[Options, float], Options] = {}
 
 
 _INT64 = range(-(2**63), 2**63)
