@@ -373,6 +373,21 @@ def test_op_draws_like_torch_and_advances_by_the_engines_increment(
     assert _dropout.draw(cuda) == (-2, 76)  # the graph's Seed is INT64
 
 
+def test_op_take_draws_and_advances_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A remembered call takes its pair and moves the generator on before it launches (as
+    torch's fused ops take their Philox state): the pair of draw, the offset of advance."""
+    gen = FakeGenerator(seed=2**64 - 2, offset=64)
+    monkeypatch.setattr(_dropout, "_cuda_generator", lambda device: gen)
+    cuda = torch.device("cuda", 0)
+    assert _dropout.take(cuda, 3072) == (-2, 64)
+    assert gen.log == [("set_offset", 64 + 3072)]
+    assert _dropout.take(cuda, 12) == (-2, 64 + 3072)
+    torch.manual_seed(5)
+    cpu = _dropout.take(torch.device("cpu"), 12)
+    torch.manual_seed(5)
+    assert cpu == _dropout.draw(torch.device("cpu"))  # the CPU: one draw, offset 0
+
+
 def test_op_cpu_draw_uses_torchs_cpu_generator() -> None:
     torch.manual_seed(5)
     first = _dropout.draw(torch.device("cpu"))
