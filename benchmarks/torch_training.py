@@ -1,7 +1,11 @@
 """Training step time and peak memory of transformers models with "hipdnn" against "sdpa".
 
-Run on a GPU machine (``python benchmarks/torch_training.py [--quick] [--json OUT]``). For each
-configuration (bf16 weights and activations, AdamW, random tokens, no download):
+Run on a GPU machine (``python benchmarks/torch_training.py [--quick] [--json OUT]
+[--precisions fp32,fp32-autocast-bf16,bf16]``). Each configuration is trained in each precision
+of ``--precisions``: ``fp32`` (float32 weights and activations: transformers' default dtype),
+``fp32-autocast-bf16`` (float32 weights under ``torch.autocast("cuda", torch.bfloat16)``, the
+standard mixed precision, what ``Trainer(bf16=True)`` runs) and ``bf16`` (bf16 weights and
+activations); AdamW, random tokens, no download. The configurations:
 
 * ``gpt2-default``: GPT-2 small in transformers' DEFAULT configuration (12 layers, hidden 768,
   12 heads, head dim 64, MHA), so attention, residual and embedding dropout are 0.1: what a
@@ -45,11 +49,20 @@ TOKENS = 16 * 1024
 IMPLS = ("sdpa", "hipdnn")
 
 
+#: precision name -> (weights' dtype, autocast dtype or None)
+PRECISIONS: dict[str, tuple[torch.dtype, torch.dtype | None]] = {
+    "fp32": (torch.float32, None),
+    "fp32-autocast-bf16": (torch.float32, torch.bfloat16),
+    "bf16": (torch.bfloat16, None),
+}
+
+
 @dataclass
 class Row:
     model: str
     seq: int
     batch: int
+    precision: str = "bf16"
     sdpa_ms: float = 0.0
     hipdnn_ms: float = 0.0
     ratio: float = 0.0
@@ -86,11 +99,15 @@ def config(name: str, seq: int) -> Any:
 class Trainer:
     """One model, its optimizer and a fixed batch on the GPU."""
 
-    def __init__(self, name: str, seq: int, batch: int, impl: str, device: str) -> None:
+    def __init__(
+        self, name: str, seq: int, batch: int, impl: str, device: str, precision: str = "bf16"
+    ) -> None:
         torch.manual_seed(0)
+        dtype, self.autocast = PRECISIONS[precision]
+        self.device_type = device.split(":")[0]
         with torch.device(device):  # initialised where it trains (fast on a GPU)
             self.model = transformers.AutoModelForCausalLM.from_config(
-                config(name, seq), attn_implementation=impl, dtype=torch.bfloat16
+                config(name, seq), attn_implementation=impl, dtype=dtype
             )
         self.model.train()
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, foreach=True)
@@ -99,7 +116,11 @@ class Trainer:
         self.ids = torch.randint(0, vocab, (batch, seq), generator=g).to(device)
 
     def step(self) -> torch.Tensor:
-        loss = self.model(input_ids=self.ids, labels=self.ids).loss
+        if self.autocast is None:
+            loss = self.model(input_ids=self.ids, labels=self.ids).loss
+        else:
+            with torch.autocast(self.device_type, dtype=self.autocast):
+                loss = self.model(input_ids=self.ids, labels=self.ids).loss
         loss.backward()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
@@ -126,11 +147,12 @@ def measure(trainer: Trainer, steps: int) -> float:
 
 
 def run_config(
-    name: str, seq: int, rounds: int, steps: int, warmup: int, tokens: int, device: str
-) -> Row:
+    name: str, seq: int, rounds: int, steps: int, warmup: int, tokens: int, device: str,
+    precision: str = "bf16",
+) -> Row:  # fmt: skip
     batch = max(1, tokens // seq)
     cuda = device.startswith("cuda")
-    row = Row(name, seq, batch)
+    row = Row(name, seq, batch, precision)
     times: dict[str, list[float]] = {impl: [] for impl in IMPLS}
     peaks: dict[str, float] = dict.fromkeys(IMPLS, 0.0)
     for r in range(rounds):
@@ -139,7 +161,7 @@ def run_config(
             if cuda:
                 torch.cuda.empty_cache()
             hgt.graph_cache().clear()
-            trainer = Trainer(name, seq, batch, impl, device)
+            trainer = Trainer(name, seq, batch, impl, device, precision)
             first = float(trainer.step())  # the same seed, weights and batch for both
             if r == 0:
                 setattr(row, f"{impl}_loss", first)
@@ -163,6 +185,13 @@ def run_config(
     return row
 
 
+def _print_row(row: Row) -> None:
+    print(f"| {row.model} | {row.precision} | {row.seq} | {row.batch} | {row.sdpa_ms:.1f} | "
+          f"{row.hipdnn_ms:.1f} | {row.ratio:.3f} | {row.sdpa_peak_gib:.2f} | "
+          f"{row.hipdnn_peak_gib:.2f} | {row.sdpa_loss:.4f} / {row.hipdnn_loss:.4f} | "
+          f"{', '.join(row.engines)} |", flush=True)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one round, fewer steps")
@@ -170,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default="gpt2-default,llama-small,gpt2-small,llama-gqa")
     parser.add_argument("--seqs", default="1024,4096")
     parser.add_argument("--tokens", type=int, default=TOKENS, help="tokens per step")
+    parser.add_argument("--precisions", default=",".join(PRECISIONS), help="see the module")
     parser.add_argument(
         "--cpu-smoke",
         action="store_true",
@@ -184,21 +214,19 @@ def main(argv: list[str] | None = None) -> int:
     where = "cpu" if args.cpu_smoke else "cuda"
     device = "CPU (smoke run)" if args.cpu_smoke else torch.cuda.get_device_name()
     print(f"# {device}, torch {torch.__version__}, transformers {transformers.__version__}, "
-          f"Python {platform.python_version()}; bf16, AdamW, {args.tokens} tokens/step, "
+          f"Python {platform.python_version()}; AdamW, {args.tokens} tokens/step, "
           f"{rounds} round(s) x {steps} steps")  # fmt: skip
-    header = ("| model | seq | batch | sdpa ms | hipdnn ms | ratio | sdpa peak GiB | "
+    header = ("| model | precision | seq | batch | sdpa ms | hipdnn ms | ratio | sdpa peak GiB | "
               "hipdnn peak GiB | first loss sdpa / hipdnn | hipdnn engines |")  # fmt: skip
     print(header)
-    print("|" + "---|" * 10)
+    print("|" + "---|" * 11)
     rows = []
     for name in args.models.split(","):
-        for seq in (int(s) for s in args.seqs.split(",")):
-            row = run_config(name, seq, rounds, steps, warmup, args.tokens, where)
-            rows.append(row)
-            print(f"| {row.model} | {row.seq} | {row.batch} | {row.sdpa_ms:.1f} | "
-                  f"{row.hipdnn_ms:.1f} | {row.ratio:.3f} | {row.sdpa_peak_gib:.2f} | "
-                  f"{row.hipdnn_peak_gib:.2f} | {row.sdpa_loss:.4f} / {row.hipdnn_loss:.4f} | "
-                  f"{', '.join(row.engines)} |", flush=True)  # fmt: skip
+        for precision in args.precisions.split(","):
+            for seq in (int(s) for s in args.seqs.split(",")):
+                row = run_config(name, seq, rounds, steps, warmup, args.tokens, where, precision)
+                rows.append(row)
+                _print_row(row)
     if args.json:
         meta = {"device": device, "torch": torch.__version__,
                 "transformers": transformers.__version__, "quick": args.quick,

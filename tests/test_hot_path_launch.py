@@ -19,9 +19,10 @@ torch = pytest.importorskip("torch")
 import hipdnn_graph as hg  # noqa: E402
 from hipdnn_graph.prepared import PreparedLaunch, prepared_launch  # noqa: E402
 from hipdnn_graph.torch import graph_cache, scaled_dot_product_attention  # noqa: E402
-from hipdnn_graph.torch._cached import cache_key  # noqa: E402
-from hipdnn_graph.torch._graphs import _PLAIN_OPTIONS, sdpa_forward  # noqa: E402
-from hipdnn_graph.torch._hot import backward_qkv, forward_qkv  # noqa: E402
+from hipdnn_graph.torch._args import _PLAIN_OPTIONS  # noqa: E402
+from hipdnn_graph.torch._graphs import sdpa_forward  # noqa: E402
+from hipdnn_graph.torch._hot import Hit, backward_qkv, forward_qkv  # noqa: E402
+from hipdnn_graph.torch._keys import cache_key, qkv_key  # noqa: E402
 
 F = torch.nn.functional
 MATH = "TORCH_SDPA_MATH_ENGINE"
@@ -132,11 +133,13 @@ def test_the_direct_keys_are_the_cache_keys_so_every_route_shares_one_graph() ->
     opts = _PLAIN_OPTIONS[True]
     pack = {"Q": q, "K": k, "V": v}
     o, stats = sdpa_forward(q, k, v, is_causal=True)  # a miss, keyed by cache_key
-    o2, stats2 = forward_qkv(q, k, v, opts)  # a hit, keyed directly
+    key = qkv_key(q, k, v, opts)  # the op's direct key
+    o2, stats2 = forward_qkv(q, k, v, opts, Hit(key, graph_cache().get(key)))  # a hit
     assert graph_cache().info()[:2] == (1, 1)
     assert torch.equal(o, o2) and torch.equal(stats, stats2)
     entry = graph_cache().values()[0]
     assert entry.launch_slots == ("Q", "K", "V")
+    assert key == cache_key("fwd", pack, opts)
     assert graph_cache().get(cache_key("fwd", pack, opts)) is entry
     do = torch.ones_like(o)
     grads = backward_qkv(q, k, v, o, do, stats, opts)  # a miss
@@ -313,12 +316,12 @@ def test_only_plain_cudnn_nodes_are_called_directly() -> None:
 def test_the_c_level_apply_gives_what_function_apply_gives(monkeypatch: Any) -> None:
     from hipdnn_graph.torch import _op
 
-    assert _op._APPLY is not None  # this torch has it: the op takes the short route
+    assert _op.APPLY is not None  # this torch has it: the op takes the short route
     q, k, v = (_rand(2, 2, 6, 4, seed=i, dtype=torch.float64).requires_grad_() for i in range(3))
     lens = [4, 6]
     runs = []
-    for apply in (_op._APPLY, None):
-        monkeypatch.setattr(_op, "_APPLY", apply)
+    for apply in (_op.APPLY, None):
+        monkeypatch.setattr(_op, "APPLY", apply)
         out = scaled_dot_product_attention(q, k, v, is_causal=True, seq_len_kv=lens)
         assert out.grad_fn is not None and "SdpaFunction" in type(out.grad_fn).__name__
         runs.append((out, *torch.autograd.grad(out.square().sum(), [q, k, v])))

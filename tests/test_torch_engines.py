@@ -119,15 +119,39 @@ def test_cudnn_engine_refuses_rocm_builds(monkeypatch: pytest.MonkeyPatch) -> No
     assert support.reason == "cuDNN attention does not exist in ROCm builds of torch"
 
 
-def test_fused_engines_refuse_float32_inputs_naming_the_type(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(("name", "op"), [("TORCH_SDPA_FLASH_ENGINE", "flash"),
+                                           ("TORCH_SDPA_CUDNN_ENGINE", "cudnn")])  # fmt: skip
+def test_half_precision_engines_refuse_float32_inputs_naming_the_type(
+    monkeypatch: pytest.MonkeyPatch, name: str, op: str
 ) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.version, "hip", None, raising=False)
     g, _ = bwd_graph(hg.DataType.FLOAT)
     g.validate()
-    support = TorchSdpaEngine("TORCH_SDPA_FLASH_ENGINE", "flash", 20).check(g)
+    support = TorchSdpaEngine(name, op, 20).check(g)
     assert not support.ok
-    assert "HALF or BFLOAT16" in support.reason and "FLOAT" in support.reason
+    assert support.reason == f"node 'bwd': {op} runs float16/bfloat16 only, not float32"
+
+
+def test_the_efficient_engine_takes_float32_inputs_as_torchs_kernel_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """float32 is one of the memory-efficient kernel's dtypes (as in torch's own selection):
+    the dtype rule lets it through, to the op's device rules (stood in for here)."""
+    from hipdnn_graph_torch_rocm._sdpa_support import SdpaSupport
+    from hipdnn_graph_torch_rocm.kernels import fused
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    asked: list[Any] = []
+    monkeypatch.setattr(SdpaSupport, "_fused_reason", lambda self, p, io: asked.append(io))
+    g, _ = bwd_graph(hg.DataType.FLOAT)
+    g.validate()
+    assert TorchSdpaEngine("TORCH_SDPA_EFFICIENT_ENGINE", "efficient", 30).check(g).ok
+    assert asked == [hg.DataType.FLOAT]
+    assert fused.dtype_reason(fused.FusedOp.EFFICIENT, torch.float64) == (
+        "efficient runs float16/bfloat16/float32 only, not float64"
+    )
+    assert fused.dtype_reason(fused.FusedOp.EFFICIENT, torch.float32) is None
 
 
 def test_cpu_plans_never_capture_cuda_graphs() -> None:

@@ -321,13 +321,21 @@ def test_fused_ops_unavailable_on_cpu(op: Any) -> None:
     [
         ("dropout", {"dropout_mask": True}, "dropout mask"),
         ("alibi", {"alibi": True}, "ALiBi"),
-        ("fp32", {"dtype": torch.float32}, "float32"),
+        ("fp64", {"dtype": torch.float64}, "float64"),
     ],
 )
 def test_static_refusals_name_the_feature(feature: str, kw: dict[str, Any], words: str) -> None:
     for op in fused.FusedOp:
         reason = fused.static_reason(op, _problem(device="cuda", **kw))
         assert reason is not None and words in reason, (feature, op, reason)
+
+
+def test_float32_runs_on_the_efficient_op_only_as_in_torch() -> None:
+    fp32 = _problem(device="cuda", dtype=torch.float32)
+    assert fused.static_reason(fused.FusedOp.EFFICIENT, fp32) is None
+    for op in (fused.FusedOp.CUDNN, fused.FusedOp.FLASH):
+        want = f"{op.value} runs float16/bfloat16 only, not float32"
+        assert fused.static_reason(op, fp32) == want
 
 
 def test_static_rules_per_op() -> None:

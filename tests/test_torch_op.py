@@ -22,7 +22,7 @@ import hipdnn_graph as hg  # noqa: E402
 import hipdnn_graph.torch as hgt  # noqa: E402
 from hipdnn_graph.philox import dropout_keep_mask  # noqa: E402
 from hipdnn_graph.torch import _dropout  # noqa: E402
-from hipdnn_graph.torch._op import sdpa_bwd_op, sdpa_fwd_op  # noqa: E402
+from hipdnn_graph.torch._custom_ops import sdpa_bwd_op, sdpa_fwd_op  # noqa: E402
 
 sdpa = hgt.scaled_dot_product_attention
 F64 = torch.float64

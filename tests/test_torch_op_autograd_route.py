@@ -244,15 +244,17 @@ def test_problems_the_fused_cpu_kernel_does_not_take_keep_the_graphs() -> None:
     assert forward.autograd is False  # its plan runs the chunked kernels: no form at all
 
 
-def test_no_route_under_autocast() -> None:
-    """Autocast may cast an aten op's inputs where it leaves the graphs' alone: under it the
-    graphs run, the results as without it."""
+def test_route_under_autocast_takes_the_cast_inputs() -> None:
+    """Under autocast the op casts its inputs once (torch's rule for sdpa) and runs with autocast
+    off for the device, so the learnt route runs the fused CPU op on the cast inputs: the result
+    is the op's on bfloat16 inputs, bit for bit, in bfloat16 as F.sdpa gives it."""
     graph_cache().clear()
     q, k, v = _qkv(dtype=torch.float32)
+    low = [t.detach().bfloat16().requires_grad_() for t in (q, k, v)]
     for _ in range(3):
-        scaled_dot_product_attention(q, k, v).sum().backward()
+        scaled_dot_product_attention(*low).sum().backward()
     assert hgt.cached_graphs()[-1].autograd_route
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = scaled_dot_product_attention(q, k, v)
-    assert "_SdpaFunction" in _grad_fn_name(out) and out.dtype == torch.float32
-    assert torch.equal(out, scaled_dot_product_attention(q, k, v))
+    assert "_SdpaFunction" not in _grad_fn_name(out) and out.dtype == torch.bfloat16
+    assert torch.equal(out, scaled_dot_product_attention(*low))

@@ -238,11 +238,12 @@ def test_a_philox_hit_asks_nothing_again_and_draws_the_graphs_mask(monkeypatch: 
     graph_cache().clear()
     q, k, v = _qkv(dtype=torch.float32)
     asked: list[int] = []
-    first_calls = (_hot.fused_choice, _hot.run_forward_on)
-    for name, fn in zip(("fused_choice", "run_forward_on"), first_calls, strict=True):
-        monkeypatch.setattr(_hot, name, lambda *a, _fn=fn, **kw: asked.append(1) or _fn(*a, **kw))
+    general = _hot.run_forward_on  # the general route (torch's choice is asked on a GPU only)
+    monkeypatch.setattr(
+        _hot, "run_forward_on", lambda *a, **kw: asked.append(1) or general(*a, **kw)
+    )
     first = _philox_step(q, k, v, seed=5)
-    assert len(asked) == 2 and graph_cache().info()[:2] == (0, 2)
+    assert len(asked) == 1 and graph_cache().info()[:2] == (0, 2)
 
     def no_build(*args: Any, **kw: Any) -> None:
         raise AssertionError("a philox hit built or re-checked something")
@@ -251,7 +252,7 @@ def test_a_philox_hit_asks_nothing_again_and_draws_the_graphs_mask(monkeypatch: 
     monkeypatch.setattr(hg.Graph, "run", no_build)
     for _ in range(2):
         again = _philox_step(q, k, v, seed=5)
-    assert len(asked) == 2  # neither torch's choice nor the general route was asked again
+    assert len(asked) == 1  # the general route was not taken again
     assert graph_cache().info()[:2] == (4, 2)
     for a, b in zip(first, again, strict=True):
         assert torch.equal(a, b)  # torch.manual_seed reproduces the call
@@ -283,17 +284,19 @@ def test_a_philox_hit_draws_a_new_seed_per_call_and_survives_an_emptied_cache() 
 
 
 def test_forgetting_torchs_choices_forgets_the_philox_signatures(monkeypatch: Any) -> None:
-    from hipdnn_graph.torch import _dropout, _hot
+    from hipdnn_graph.torch import _choice, _hot
 
     graph_cache().clear()
     q, k, v = _qkv(dtype=torch.float32)
-    asked: list[int] = []
-    choice = _hot.fused_choice
-    monkeypatch.setattr(_hot, "fused_choice", lambda *a, **kw: asked.append(1) or choice(*a, **kw))
+    asked: list[int] = []  # calls of the general route (what the first call of a signature takes)
+    general = _hot.run_forward_on
+    monkeypatch.setattr(
+        _hot, "run_forward_on", lambda *a, **kw: asked.append(1) or general(*a, **kw)
+    )
     for _ in range(2):
         scaled_dot_product_attention(q, k, v, dropout_p=0.1)
     assert len(asked) == 1
-    _dropout.clear_choices()
+    _choice.clear_choices()
     scaled_dot_product_attention(q, k, v, dropout_p=0.1)
     assert len(asked) == 2
     scaled_dot_product_attention(q, k, v, dropout_p=0.2)  # another probability: asked too

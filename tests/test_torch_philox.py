@@ -16,16 +16,17 @@ torch = pytest.importorskip("torch")
 
 import hipdnn_graph as hg  # noqa: E402
 from hipdnn_graph.lifecycle import assign_uids  # noqa: E402
-from hipdnn_graph.torch import _dropout  # noqa: E402
+from hipdnn_graph.torch import _choice, _dropout  # noqa: E402
 from hipdnn_graph_torch_rocm import ENGINES, TorchSdpaEngine  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels import _fused_philox, fused  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels._fused_philox import FusedOp  # noqa: E402
 
 FAMILY = {name: op for name, op, _ in ENGINES}
-CUDNN, FLASH, EFFICIENT = (
+CUDNN, FLASH, EFFICIENT, MATH = (
     "TORCH_SDPA_CUDNN_ENGINE",
     "TORCH_SDPA_FLASH_ENGINE",
     "TORCH_SDPA_EFFICIENT_ENGINE",
+    "TORCH_SDPA_MATH_ENGINE",
 )
 
 
@@ -372,6 +373,21 @@ def test_op_draws_like_torch_and_advances_by_the_engines_increment(
     assert _dropout.draw(cuda) == (-2, 76)  # the graph's Seed is INT64
 
 
+def test_op_take_draws_and_advances_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A remembered call takes its pair and moves the generator on before it launches (as
+    torch's fused ops take their Philox state): the pair of draw, the offset of advance."""
+    gen = FakeGenerator(seed=2**64 - 2, offset=64)
+    monkeypatch.setattr(_dropout, "_cuda_generator", lambda device: gen)
+    cuda = torch.device("cuda", 0)
+    assert _dropout.take(cuda, 3072) == (-2, 64)
+    assert gen.log == [("set_offset", 64 + 3072)]
+    assert _dropout.take(cuda, 12) == (-2, 64 + 3072)
+    torch.manual_seed(5)
+    cpu = _dropout.take(torch.device("cpu"), 12)
+    torch.manual_seed(5)
+    assert cpu == _dropout.draw(torch.device("cpu"))  # the CPU: one draw, offset 0
+
+
 def test_op_cpu_draw_uses_torchs_cpu_generator() -> None:
     torch.manual_seed(5)
     first = _dropout.draw(torch.device("cpu"))
@@ -389,16 +405,16 @@ def test_op_picks_the_fused_op_torch_would(monkeypatch: pytest.MonkeyPatch) -> N
         seen.append(q.requires_grad and k.requires_grad and v.requires_grad)
         return backend
 
-    for backend, want in ((1, FLASH), (2, EFFICIENT), (3, CUDNN), (0, None), (-1, None)):
+    for backend, want in ((1, FLASH), (2, EFFICIENT), (3, CUDNN), (0, MATH), (-1, None)):
 
         def fake(*a: Any, b: int = backend, **kw: Any) -> int:
             return choice(*a, backend=b, **kw)
 
         monkeypatch.setattr(torch, "_fused_sdp_choice", fake)
-        _dropout.clear_choices()
-        assert _dropout.choose_engine(q, q, q, None, 0.1, True, None, False) == want
+        _choice.clear_choices()
+        assert _choice.choose_engine(q, q, q, None, 0.1, True, None, False, training=True) == want
     assert all(seen) and not q.requires_grad  # asked as for training; the caller's untouched
-    _dropout.clear_choices()
+    _choice.clear_choices()
 
 
 def test_op_asks_torchs_choice_once_per_call_signature(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -409,10 +425,10 @@ def test_op_asks_torchs_choice_once_per_call_signature(monkeypatch: pytest.Monke
         return 3 if q.shape[2] == 4 else 2
 
     monkeypatch.setattr(torch, "_fused_sdp_choice", fake)
-    _dropout.clear_choices()
+    _choice.clear_choices()
     q, q8 = torch.zeros(1, 2, 4, 8), torch.zeros(1, 2, 8, 8)
     mask = torch.zeros(1, 1, 4, 4)
-    choose = _dropout.choose_engine
+    choose = _choice.choose_engine
     assert [choose(q, q, q, None, 0.1, True, None, False) for _ in range(3)] == [CUDNN] * 3
     assert len(asked) == 1  # remembered
     assert choose(q8, q8, q8, None, 0.1, True, None, False) == EFFICIENT  # a new shape
@@ -432,7 +448,7 @@ def test_op_asks_torchs_choice_once_per_call_signature(monkeypatch: pytest.Monke
         torch.backends.cuda.enable_flash_sdp(flash)
     choose(q, q, q, None, 0.1, True, None, False)
     assert len(asked) == 6  # back to a remembered combination
-    _dropout.clear_choices()
+    _choice.clear_choices()
 
 
 def test_op_state_round_trip() -> None:

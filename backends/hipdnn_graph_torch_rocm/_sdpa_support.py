@@ -147,10 +147,13 @@ class SdpaSupport:
         io = p.tensors["Q"].data_type
         if self.op == "flex":
             return self._flex_reason(p, io)
-        if io not in LOWP:
-            return f"{node}: fused kernels need HALF or BFLOAT16 Q/K/V, got {io.name}"
         if any(p.tensors[s].data_type != io for s in ("K", "V")):
             return f"{node}: fused kernels need Q, K and V of one data type"
+        from .kernels import fused
+
+        reason = fused.dtype_reason(fused.FusedOp(self.op), torch_dtype(io))
+        if reason is not None:
+            return f"{node}: {reason}"
         return self._fused_reason(p, io)
 
     def _fused_reason(self, p: SdpaProblem, io: hg.DataType) -> str | None:

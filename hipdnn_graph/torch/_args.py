@@ -1,34 +1,42 @@
-"""Arguments of the torch op: checks, masks as biases, padding lengths and output layouts.
+"""Arguments of the torch op: checks, the graph options, padding lengths and output layouts.
 
 Everything here turns torch-level arguments into what the graphs take, and raises
-``HipdnnError(INVALID_VALUE)`` naming the argument when one is wrong.
+``HipdnnError(INVALID_VALUE)`` naming the argument when one is wrong. :func:`normalise` does
+it for one call of the op, once: its :class:`Call` is the call's immutable description (the
+tensors after autocast's casts, with their dtypes and layouts, the mask shaped for the graph,
+the padding lengths, the dropout probability and the graph options, dropout included).
 """
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from ..errors import HipdnnError
 from ..types import DataType, DiagonalAlignment, ErrorCode
+from ._cached import Options
 
 __all__ = [
     "IO_TYPES",
+    "Call",
     "SeqLens",
     "alignment_of",
-    "as_bias",
     "as_mask",
+    "check_probability",
     "check_qkv",
     "check_tensor",
+    "checked_options",
     "fail",
-    "mask_to_bias",
     "materialized",
     "no_zero_strides",
+    "normalise",
     "seq_lens",
     "strides_like",
+    "with_dropout",
 ]
 
 Tensor = torch.Tensor
@@ -42,16 +50,6 @@ IO_TYPES: dict[torch.dtype, DataType] = {
     torch.float32: DataType.FLOAT,
     torch.float64: DataType.DOUBLE,
 }
-
-
-def mask_to_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
-    """The additive bias of a boolean mask (True = attend): 0 where True, -inf where False.
-
-    Example:
-        >>> mask_to_bias(torch.tensor([True, False]), torch.float32)
-        tensor([0., -inf])
-    """
-    return mask.to(dtype).log_()  # log 1 = 0, log 0 = -inf, exactly: two kernels
 
 
 def strides_like(t: Tensor, shape: Sequence[int]) -> tuple[int, ...]:
@@ -108,7 +106,11 @@ def check_qkv(q: Any, k: Any, v: Any) -> None:
     for name, t in (("key", k), ("value", v)):
         check_tensor(name, t, q)
         if t.dtype != q.dtype:
-            raise fail(f"{name} dtype {t.dtype} differs from query dtype {q.dtype}")
+            raise fail(
+                f"{name} dtype {t.dtype} differs from query dtype {q.dtype}: pass query, key and "
+                f"value in one dtype (e.g. {name}.to(query.dtype)), or call under torch.autocast, "
+                "which casts float16, bfloat16 and float32 inputs to its dtype"
+            )
         if t.shape[1] == 0 or q.shape[1] % t.shape[1]:
             raise fail(
                 f"{name} heads ({t.shape[1]}) must divide query heads ({q.shape[1]}) for GQA"
@@ -122,6 +124,147 @@ def check_tensor(name: str, t: Any, q: Tensor) -> None:
         raise fail(f"{name} is on {t.device} but query is on {q.device}")
     if t.layout is not torch.strided:
         raise fail(f"{name} must be a dense (strided) tensor, got layout {t.layout}")
+
+
+class Call(NamedTuple):
+    """One call of the op, normalised (see :func:`normalise`)."""
+
+    query: Tensor
+    key: Tensor
+    value: Tensor
+    #: ``attn_mask`` shaped for the graph (:func:`as_mask`: rank 4, still bool when it is)
+    mask: Tensor | None
+    #: both padding lengths as int32 ``[B, 1, 1, 1]`` tensors, or both None
+    seq_len_q: Tensor | None
+    seq_len_kv: Tensor | None
+    dropout_p: float
+    #: the graph options, with the dropout probability (:func:`with_dropout`)
+    options: Options
+
+
+def normalise(
+    q: Any, k: Any, v: Any, attn_mask: Any, dropout_p: Any, is_causal: Any, scale: Any,
+    enable_gqa: Any, diagonal_alignment: Any, left_bound: Any, right_bound: Any,
+    seq_len_q: SeqLens, seq_len_kv: SeqLens, alibi: Any, engine: Any,
+) -> Call:  # fmt: skip
+    """Every argument of one op call checked, once, and turned into its :class:`Call`.
+
+    Example:
+        >>> q = torch.zeros(1, 4, 8, 16)
+        >>> call = normalise(q, q[:, :2], q[:, :2], None, 0.1, True, None, True, None, None,
+        ...                  None, None, None, False, None)
+        >>> call.dropout_p, call.options.causal, call.options.dropout_p
+        (0.1, True, 0.1)
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` naming the first bad argument.
+    """
+    check_qkv(q, k, v)
+    if not isinstance(enable_gqa, bool):
+        raise fail(f"enable_gqa must be True or False, got {enable_gqa!r}")
+    h = q.shape[1]
+    if not enable_gqa and (k.shape[1] != h or v.shape[1] != h):
+        raise fail(
+            f"key/value heads ({k.shape[1]}, {v.shape[1]}) differ from query heads ({h}); "
+            "pass enable_gqa=True for grouped-query attention"
+        )
+    options = checked_options(q.shape[-1], scale, is_causal, diagonal_alignment, left_bound,
+                              right_bound, alibi, engine)  # fmt: skip
+    mask = None if attn_mask is None else as_mask(attn_mask, q)
+    p = 0.0 if dropout_p.__class__ is float and dropout_p == 0.0 else check_probability(dropout_p)
+    if p:
+        options = with_dropout(options, p)
+    slq = slkv = None
+    if seq_len_q is not None or seq_len_kv is not None:
+        slq, slkv = seq_lens(q, k, seq_len_q, seq_len_kv)  # type: ignore[misc]
+    return Call(q, k, v, mask, slq, slkv, p, options)
+
+
+def check_probability(p: Any) -> float:
+    """``p`` as a float in ``[0, 1)``.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for anything else.
+    """
+    if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p < 1.0:
+        raise fail(f"dropout_p must be in [0, 1), got {p!r}")
+    return float(p)
+
+
+def with_dropout(options: Options, p: float) -> Options:
+    """``options`` with philox dropout ``p``, made once per combination
+    (``NamedTuple._replace`` costs microseconds per call)."""
+    key = (options, p)
+    made = _WITH.get(key)
+    if made is None:
+        made = options._replace(dropout_p=p)
+        if len(_WITH) > 1024:
+            _WITH.clear()
+        _WITH[key] = made
+    return made
+
+
+_WITH: dict[tuple[Options, float], Options] = {}
+
+
+_INT64 = range(-(2**63), 2**63)
+
+
+def checked_options(
+    head_dim: int,
+    scale: float | None,
+    is_causal: bool,
+    alignment: DiagonalAlignment | str | None,
+    left_bound: int | None,
+    right_bound: int | None,
+    alibi: bool,
+    engine: str | None,
+) -> Options:
+    """The graph-changing keywords, checked as the core API checks them (flags are bools, bounds
+    int64 integers, the scale a finite number).
+
+    The default scale (none given, or exactly 1/sqrt(D) as torch passes it on) stays None: left
+    unset in the graph, the engine computes 1/sqrt(D) in the data's precision, so a float64
+    user gets float64's value and not a binary32 attribute.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` naming the argument.
+    """
+    if (
+        scale is None
+        and alignment is None
+        and left_bound is None
+        and right_bound is None
+        and alibi is False
+        and engine is None
+        and (is_causal is True or is_causal is False)
+    ):  # the common call, checked without a loop (every argument is valid as it is)
+        return _PLAIN_OPTIONS[is_causal]
+    if scale is not None and (
+        isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale)
+    ):
+        raise fail(f"scale must be a finite number, got {scale!r}")
+    if scale is not None and head_dim and scale == 1.0 / math.sqrt(head_dim):
+        scale = None
+    for name, flag in (("is_causal", is_causal), ("alibi", alibi)):
+        if not isinstance(flag, bool):
+            raise fail(f"{name} must be True or False, got {flag!r}")
+    for name, bound in (("left_bound", left_bound), ("right_bound", right_bound)):
+        if bound is not None and (
+            isinstance(bound, bool) or not isinstance(bound, int) or bound not in _INT64
+        ):
+            raise fail(f"{name} must be an integer (int64) or None, got {bound!r}")
+    if engine is not None and not isinstance(engine, str):
+        raise fail(f"engine must be an engine name or None, got {engine!r}")
+    return Options(None if scale is None else float(scale), is_causal, alignment_of(alignment),
+                   left_bound, right_bound, alibi, engine)  # fmt: skip
+
+
+#: the options of a call with only ``is_causal`` set, by its value
+_PLAIN_OPTIONS = {
+    causal: Options(None, causal, DiagonalAlignment.TOP_LEFT, None, None, False, None)
+    for causal in (False, True)
+}
 
 
 def alignment_of(value: DiagonalAlignment | str | None) -> DiagonalAlignment:
@@ -154,19 +297,6 @@ def as_mask(mask: Tensor, q: Tensor) -> Tensor:
     if mask.dim() > 4:
         raise fail(f"attn_mask must have rank ≤ 4, got shape {list(mask.shape)}")
     return no_zero_strides(mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape)))
-
-
-def as_bias(mask: Tensor, q: Tensor) -> Tensor:
-    """The graph's Bias for ``attn_mask``: :func:`as_mask`, and a bool mask becomes an additive
-    bias of q's dtype. The conversion is made afresh on every call: a mask's memory can change
-    without its version counter moving (writes through ``.data`` or ``.numpy()``), so no
-    earlier conversion is ever reused.
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` for a mask of another dtype, rank > 4 or another device.
-    """
-    mask = as_mask(mask, q)
-    return mask_to_bias(mask, q.dtype) if mask.dtype == torch.bool else mask
 
 
 def no_zero_strides(t: Tensor) -> Tensor:

@@ -38,7 +38,6 @@ __all__ = [
     "CachedGraph",
     "Entry",
     "Options",
-    "cache_key",
     "cached_graphs",
     "graph_cache",
     "run_cached",
@@ -178,16 +177,6 @@ class Entry:
             return [_torch(out[t]) for t in self.outputs]
         buffers = call({uid: pack[slot] for slot, uid in self.order})
         return [buffers[uid] for uid in self.out_uids]
-
-
-def cache_key(kind: str, pack: dict[str, Any], options: Options) -> Hashable:
-    """Everything the graph and the variant-pack check depend on: each slot's shape, strides
-    and dtype (its name alone for a scalar), Q's device, the options."""
-    signature: list[Any] = []  # a plain loop: no generator frame resumed per slot
-    add = signature.append
-    for slot, t in pack.items():
-        add((slot, t.shape, t.stride(), t.dtype) if isinstance(t, Tensor) else slot)
-    return (kind, pack["Q"].device, tuple(signature), options)
 
 
 def run_cached(

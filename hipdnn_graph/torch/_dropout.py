@@ -30,137 +30,26 @@ from typing import Any
 
 import torch
 
-from ..errors import HipdnnError
-from ..types import ErrorCode
+from ._choice import FLASH
 
 __all__ = [
     "FLASH",
     "advance",
     "advance_by",
-    "check_probability",
-    "choose_engine",
-    "clear_choices",
     "draw",
     "increment",
-    "on_clear",
     "pack_state",
-    "switches",
+    "take",
     "unpack_state",
 ]
 
 Tensor = torch.Tensor
 
-FLASH = "TORCH_SDPA_FLASH_ENGINE"
-#: torch's SDPBackend values (``torch._fused_sdp_choice``) -> the engine running that fused op
-_ENGINE_OF_BACKEND = {
-    1: FLASH,
-    2: "TORCH_SDPA_EFFICIENT_ENGINE",
-    3: "TORCH_SDPA_CUDNN_ENGINE",
-}
 _U64 = 1 << 64
 
 #: engine names by the index the state tensor carries (process-local; grows, never reorders)
 _NAMES: list[str] = []
 _NAMES_LOCK = threading.Lock()
-
-
-def check_probability(p: Any) -> float:
-    """``p`` as a float in ``[0, 1)``.
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` for anything else.
-    """
-    if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p < 1.0:
-        raise HipdnnError(ErrorCode.INVALID_VALUE, f"dropout_p must be in [0, 1), got {p!r}")
-    return float(p)
-
-
-def choose_engine(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    attn_mask: Tensor | None,
-    p: float,
-    is_causal: bool,
-    scale: float | None,
-    enable_gqa: bool,
-) -> str | None:
-    """The engine of the fused op ``F.scaled_dot_product_attention`` picks for these arguments
-    when its inputs need gradients (None: no fused op). For CUDA/ROCm tensors only.
-
-    Torch's choice reads the tensors' shapes, strides, dtypes and device, the other arguments and
-    global switches (the backends enabled and their priority, determinism, cuDNN, grad mode, the
-    ROCm attention library); it is asked once per combination of all of them and remembered.
-    """
-    key = (
-        *(_facts(t) for t in (q, k, v)),
-        None if attn_mask is None else _facts(attn_mask),
-        p, is_causal, scale, enable_gqa, switches(),
-    )  # fmt: skip
-    choice = _CHOICES.get(key)
-    if choice is None:
-        # dropout trains: decide for inputs that need gradients, as the caller's do (some rules
-        # of torch's choice depend on it; inside the op they no longer require grad)
-        q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
-        choice = int(
-            torch._fused_sdp_choice(
-                q, k, v, attn_mask, p, is_causal, scale=scale, enable_gqa=enable_gqa
-            )
-        )
-        if len(_CHOICES) > 4096:
-            _CHOICES.clear()
-        _CHOICES[key] = choice
-    return _ENGINE_OF_BACKEND.get(choice)
-
-
-#: torch's fused-op choice by everything it reads (see :func:`choose_engine`)
-_CHOICES: dict[tuple[Any, ...], int] = {}
-
-
-def clear_choices() -> None:
-    """Forget the remembered choices of :func:`choose_engine` and what was learnt from them
-    (see :func:`on_clear`): they are asked again."""
-    _CHOICES.clear()
-    for forget in _ON_CLEAR:
-        forget()
-
-
-def on_clear(forget: Any) -> None:
-    """Have :func:`clear_choices` call ``forget()`` too (for what remembers a choice)."""
-    _ON_CLEAR.append(forget)
-
-
-_ON_CLEAR: list[Any] = []
-
-
-def _facts(t: Tensor) -> tuple[Any, ...]:
-    return (t.shape, t.stride(), t.dtype, t.device, t.requires_grad)
-
-
-def switches() -> tuple[Any, ...]:
-    """The process-wide settings torch's fused-op choice reads (each a host-side flag)."""
-    return (*(read() for read in _SWITCH_READERS), tuple(torch._C._get_sdp_priority_order()))
-
-
-#: readers of the switches of :func:`switches` that this torch build has (the sdpa backends
-#: enabled, determinism, cuDNN, grad mode, the ROCm attention library)
-_SWITCH_READERS = tuple(
-    getattr(torch._C, name)
-    for name in (
-        "_get_flash_sdp_enabled",
-        "_get_mem_efficient_sdp_enabled",
-        "_get_math_sdp_enabled",
-        "_get_cudnn_sdp_enabled",
-        "_get_overrideable_sdp_enabled",
-        "_get_fa3_sdp_enabled",
-        "_get_deterministic_algorithms",
-        "_get_deterministic_algorithms_warn_only",
-        "_get_cudnn_enabled",
-        "is_grad_enabled",
-        "_get_rocm_fa_preferred_backend",
-    )
-    if hasattr(torch._C, name)
-)
 
 
 def increment(engine: str, b: int, h: int, sq: int, skv: int) -> int:
@@ -191,6 +80,27 @@ def draw(device: torch.device) -> tuple[int, int]:
     if device.type == "cuda":
         gen = _cuda_generator(device)
         return _signed(int(gen.initial_seed())), _signed(int(gen.get_offset()))
+    return int(torch.randint(0, 1 << 62, (), dtype=torch.int64)), 0
+
+
+def take(device: torch.device, step: int) -> tuple[int, int]:
+    """This call's ``(seed, offset)`` (:func:`draw`) with the generator already moved on by
+    ``step`` (:func:`increment`'s step of the engine that will run), in one call: what torch's
+    fused ops do before they launch (a CUDA generator's offset is advanced when the kernel takes
+    its Philox state). The engines run at the returned pair whatever the generator holds.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> first = take(torch.device("cpu"), 12)
+        >>> _ = torch.manual_seed(0)
+        >>> first == draw(torch.device("cpu"))
+        True
+    """
+    if device.type == "cuda":
+        gen = _cuda_generator(device)
+        seed, offset = int(gen.initial_seed()), int(gen.get_offset())
+        gen.set_offset((offset + step) % _U64)
+        return _signed(seed), _signed(offset)
     return int(torch.randint(0, 1 << 62, (), dtype=torch.int64)), 0
 
 

@@ -24,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,12 +37,11 @@ from ..types import DataType, DiagonalAlignment, ErrorCode
 from ._args import (
     IO_TYPES,
     SeqLens,
-    alignment_of,
-    as_bias,
+    as_mask,
     check_qkv,
     check_tensor,
+    checked_options,
     fail,
-    mask_to_bias,
     materialized,
     no_zero_strides,
     seq_lens,
@@ -53,17 +51,19 @@ from ._cached import (
     CachedGraph,
     Entry,
     Options,
-    cache_key,
     cached_graphs,
     graph_cache,
     run_cached,
 )
+from ._keys import cache_key
 
 __all__ = [
     "CachedGraph",
+    "as_bias",
     "cached_graphs",
     "checked_options",
     "graph_cache",
+    "mask_to_bias",
     "optional_slots",
     "run_backward",
     "run_forward",
@@ -94,6 +94,7 @@ def sdpa_forward(
     dropout_mask: Tensor | None = None,
     dropout_scale: float | None = None,
     engine: str | None = None,
+    prefer: str | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Run a cached SDPA forward graph; returns ``(O, Stats)``.
 
@@ -115,6 +116,7 @@ def sdpa_forward(
         dropout_mask: keep mask ``[B or 1, H or 1, Sq, Skv]`` (1 keeps, 0 drops).
         dropout_scale: factor on kept probabilities (``1/(1 − p)``); needs ``dropout_mask``.
         engine: force this engine by name; ``None`` takes what ``Graph.build()`` picks.
+        prefer: rank this engine first without forcing it (the kernel torch would pick).
 
     Returns:
         O ``[B, H, Sq, Dv]`` in q's dtype and Stats ``[B, H, Sq, 1]``, the natural-log
@@ -129,6 +131,8 @@ def sdpa_forward(
     options = checked_options(q.shape[-1], scale, is_causal, diagonal_alignment, left_bound,
                               right_bound, alibi, engine)  # fmt: skip
     tensors = _optional_inputs(q, k, attn_mask, seq_len_q, seq_len_kv, dropout_mask, dropout_scale)
+    if prefer is not None and options.engine is None:
+        options = options._replace(prefer=prefer)
     return run_forward({"Q": q, "K": k, "V": v, **tensors}, options)
 
 
@@ -153,6 +157,7 @@ def sdpa_backward(
     dropout_scale: float | None = None,
     engine: str | None = None,
     dbias_shape: Sequence[int] | None = None,
+    prefer: str | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """Run a cached SDPA backward graph fed the forward's O and Stats; returns dQ, dK, dV, dBias.
 
@@ -181,6 +186,7 @@ def sdpa_backward(
         dropout_scale: the forward's scale.
         engine: see :func:`sdpa_forward`.
         dbias_shape: the shape of the bias gradient wanted, or ``None`` for no dBias.
+        prefer: see :func:`sdpa_forward`.
 
     Returns:
         dQ, dK, dV shaped like q, k, v (their dtype), and dBias or ``None``.
@@ -198,6 +204,8 @@ def sdpa_backward(
     if dbias_shape is not None and (attn_mask is None or attn_mask.dtype == torch.bool):
         raise HipdnnError(ErrorCode.INVALID_VALUE, "dbias_shape needs a floating-point attn_mask")
     pack = {"Q": q, "K": k, "V": v, "O": o, "dO": materialized(do), "Stats": stats, **tensors}
+    if prefer is not None and options.engine is None:
+        options = options._replace(prefer=prefer)
     return run_backward(pack, options, dbias_shape)
 
 
@@ -238,64 +246,27 @@ def run_backward(
 
 
 # ----- arguments -----
-_INT64 = range(-(2**63), 2**63)
+def mask_to_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """The additive bias of a boolean mask (True = attend): 0 where True, -inf where False.
+
+    Example:
+        >>> mask_to_bias(torch.tensor([True, False]), torch.float32)
+        tensor([0., -inf])
+    """
+    return mask.to(dtype).log_()  # log 1 = 0, log 0 = -inf, exactly: two kernels
 
 
-def checked_options(
-    head_dim: int,
-    scale: float | None,
-    is_causal: bool,
-    alignment: DiagonalAlignment | str | None,
-    left_bound: int | None,
-    right_bound: int | None,
-    alibi: bool,
-    engine: str | None,
-) -> Options:
-    """The graph-changing keywords, checked as the core API checks them (flags are bools, bounds
-    int64 integers, the scale a finite number).
-
-    The default scale (none given, or exactly 1/sqrt(D) as torch passes it on) stays None: left
-    unset in the graph, the engine computes 1/sqrt(D) in the data's precision, so a float64
-    user gets float64's value and not a binary32 attribute.
+def as_bias(mask: Tensor, q: Tensor) -> Tensor:
+    """The graph's Bias for ``attn_mask``: :func:`as_mask`, and a bool mask becomes an additive
+    bias of q's dtype. The conversion is made afresh on every call: a mask's memory can change
+    without its version counter moving (writes through ``.data`` or ``.numpy()``), so no
+    earlier conversion is ever reused.
 
     Raises:
-        HipdnnError: ``INVALID_VALUE`` naming the argument.
+        HipdnnError: ``INVALID_VALUE`` for a mask of another dtype, rank > 4 or another device.
     """
-    if (
-        scale is None
-        and alignment is None
-        and left_bound is None
-        and right_bound is None
-        and alibi is False
-        and engine is None
-        and (is_causal is True or is_causal is False)
-    ):  # the common call, checked without a loop (every argument is valid as it is)
-        return _PLAIN_OPTIONS[is_causal]
-    if scale is not None and (
-        isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale)
-    ):
-        raise fail(f"scale must be a finite number, got {scale!r}")
-    if scale is not None and head_dim and scale == 1.0 / math.sqrt(head_dim):
-        scale = None
-    for name, flag in (("is_causal", is_causal), ("alibi", alibi)):
-        if not isinstance(flag, bool):
-            raise fail(f"{name} must be True or False, got {flag!r}")
-    for name, bound in (("left_bound", left_bound), ("right_bound", right_bound)):
-        if bound is not None and (
-            isinstance(bound, bool) or not isinstance(bound, int) or bound not in _INT64
-        ):
-            raise fail(f"{name} must be an integer (int64) or None, got {bound!r}")
-    if engine is not None and not isinstance(engine, str):
-        raise fail(f"engine must be an engine name or None, got {engine!r}")
-    return Options(None if scale is None else float(scale), is_causal, alignment_of(alignment),
-                   left_bound, right_bound, alibi, engine)  # fmt: skip
-
-
-#: the options of a call with only ``is_causal`` set, by its value
-_PLAIN_OPTIONS = {
-    causal: Options(None, causal, DiagonalAlignment.TOP_LEFT, None, None, False, None)
-    for causal in (False, True)
-}
+    mask = as_mask(mask, q)
+    return mask_to_bias(mask, q.dtype) if mask.dtype == torch.bool else mask
 
 
 def _optional_inputs(
@@ -447,7 +418,7 @@ def _backward_graph(
     outputs = (dq, dk, dv) if dbias_t is None else (dq, dk, dv, dbias_t)
     for t in outputs:
         t.set_output(True)
-    _build(g, options.engine or prefer, forced=options.engine is not None)
+    _build(g, options.engine or prefer or options.prefer, forced=options.engine is not None)
     return Entry(g, slots, outputs)
 
 

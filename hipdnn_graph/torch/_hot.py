@@ -1,37 +1,40 @@
-"""The torch op's common calls on a cache hit: Q, K and V alone (no mask or padding), without
-dropout or with philox dropout (a training call).
+"""The torch op's common calls: Q, K and V alone (no mask or padding), without dropout or with
+philox dropout (a training call), once the op's corridor (:mod:`._op`) has looked them up.
 
-The key of such a call is :func:`._cached.cache_key`'s tuple for the pack ``{"Q", "K", "V"}``
-(and for the backward's six tensors; with dropout both packs also hold the ints ``Seed`` and
-``Offset``), built straight from the tensors without the pack; a hit calls the plan's launcher
-on them (:class:`~hipdnn_graph.prepared.PreparedLaunch`), a miss goes through
-:func:`._graphs.run_forward` / :func:`._graphs.run_backward`, which build the graph.
+The corridor looks a common call up with one key made from the tensors
+(:func:`._keys.qkv_key`, the same tuple as the pack's :func:`._keys.cache_key`; with dropout
+:func:`._keys.philox_signature`, under which :data:`PHILOX` keeps what the first call found
+out) and hands its :class:`Hit` here: a hit calls the plan's launcher on the tensors
+(:class:`~hipdnn_graph.prepared.PreparedLaunch`), a miss goes through
+:func:`._graphs.run_forward` / :func:`._graphs.run_backward`, which build the graph (the slow
+path branches off here and rejoins). The backward keys its six tensors the same way
+(:func:`._keys.backward_key`).
 
-A philox forward also depends on the fused op torch would run (:func:`fused_choice`), which the
-first call of each signature asks and :func:`philox_forward_qkv` remembers, with the engine that
-ran and how far it moves the generator, keyed by the tensors' facts, the probability, the options
-and torch's switches: a later call draws its seed and offset, launches and moves the generator on,
-and nothing else.
+A philox forward's first call per signature (its options prefer the fused op torch would run)
+remembers the forward graph's key, the engine that ran and how far it moves the generator; a
+later call takes its seed and offset from torch's generator (moving it on) and launches, and
+nothing else.
 
 **The autograd route.** Where a forward graph's kernel is one torch op whose own autograd formula
 is exactly the backward graph's kernel (the launchers' :class:`~hipdnn_graph.backend.
 AutogradForm` pairs are equal: aten's cuDNN attention called directly, with or without philox
 dropout, or torch's fused CPU kernel on a plain CPU problem), the op learns so in the backward of
 the first call that hit both graphs (:func:`learn_route`) and stores the forward's
-differentiable call in the forward entry. Later calls (:func:`lookup` finds it) run that op on
-the caller's tensors and let torch's autograd record it: the backward runs no Python, exactly as
-``F.scaled_dot_product_attention``'s does, and computes what the backward graph would (the same
-op on the same arguments). With dropout, the op draws its seed and offset from the device's
-generator itself: the pair the graph path draws (:func:`._dropout.draw`), moved on by the same
-increment.
+differentiable call in the forward entry. Later calls (the corridor's lookup finds it) run that
+op on the caller's tensors and let torch's autograd record it: the backward runs no Python,
+exactly as ``F.scaled_dot_product_attention``'s does, and computes what the backward graph would
+(the same op on the same arguments). With dropout, the op draws its seed and offset from the
+device's generator itself: the pair the graph path draws (:func:`._dropout.draw`), moved on by
+the same increment.
 
 Example:
     >>> import torch
-    >>> from hipdnn_graph.torch._graphs import checked_options
-    >>> from hipdnn_graph.torch._hot import forward_qkv
+    >>> from hipdnn_graph.torch._args import checked_options
+    >>> from hipdnn_graph.torch._hot import Hit, forward_qkv
+    >>> from hipdnn_graph.torch._keys import qkv_key
     >>> q = torch.randn(1, 2, 8, 4)
-    >>> o, stats = forward_qkv(q, q, q, checked_options(4, None, True, None, None, None, False,
-    ...                                                 None))
+    >>> options = checked_options(4, None, True, None, None, None, False, None)
+    >>> o, stats = forward_qkv(q, q, q, options, Hit(qkv_key(q, q, q, options), None))
     >>> o.shape, stats.shape
     (torch.Size([1, 2, 8, 4]), torch.Size([1, 2, 8, 1]))
 """
@@ -45,24 +48,22 @@ from typing import Any, NamedTuple
 import torch
 
 from ..backend import AutogradForm, in_layout
-from ..types import DiagonalAlignment
-from . import _dropout
-from ._cached import Entry, Options, cache_key, graph_cache
+from . import _choice, _dropout
+from ._cached import Entry, Options, graph_cache
 from ._graphs import run_backward, run_forward, run_forward_on
+from ._keys import backward_key, cache_key
 from ._philox_graphs import philox_slots
 
 __all__ = [
+    "PHILOX",
     "Hit",
     "Philox",
     "backward_qkv",
     "forward_qkv",
-    "fused_choice",
     "learn_route",
-    "lookup",
     "philox_backward_qkv",
     "philox_forward_pack",
     "philox_forward_qkv",
-    "with_dropout",
 ]
 
 Tensor = torch.Tensor
@@ -71,15 +72,49 @@ Tensor = torch.Tensor
 _GRAPHS = graph_cache()
 _LOG = logging.getLogger("hipdnn_graph.torch")
 
+_QKV = ("Q", "K", "V")
+_QKV_BACKWARD = ("Q", "K", "V", "O", "dO", "Stats")
+_QKV_PHILOX = (*_QKV, "Seed", "Offset")
+_QKV_BACKWARD_PHILOX = (*_QKV_BACKWARD, "Seed", "Offset")
+
+#: what a philox forward hands to its backward: the seed, the offset and the backward's options
+#: (the forward's, pinned to the engine that ran, so that both draw one mask)
+Philox = tuple[int, int, Options]
+
+
+class Remembered(NamedTuple):
+    """What the first philox forward of a signature found out (see :func:`philox_forward_qkv`)."""
+
+    #: the forward graph's cache key (its options prefer the fused op torch would run)
+    forward_key: Any
+    #: how far the forward moves the generator's offset (:func:`._dropout.increment`)
+    increment: int
+    #: the backward's options: the forward's, on the engine that ran
+    backward_options: Options
+
+
+#: a philox forward's signature (:func:`._keys.philox_signature`, or the general route's cache
+#: key) -> what its first call found out; bounded, and cleared with torch's choices
+PHILOX: dict[Any, Remembered] = {}
+_choice.on_clear(PHILOX.clear)
+
+
+class Hit(NamedTuple):
+    """What the corridor's lookup found for a common call (Q, K and V alone)."""
+
+    #: the forward graph's cache key (no dropout) or the philox signature
+    key: Any
+    #: the forward graph's cache entry (counted as a hit), or None on a miss
+    entry: Entry | None
+    #: a philox call's :class:`Remembered` (None without dropout or before the first call)
+    known: Remembered | None = None
+
 
 def forward_qkv(
-    q: Tensor, k: Tensor, v: Tensor, options: Options, hit: Hit | None = None
+    q: Tensor, k: Tensor, v: Tensor, options: Options, hit: Hit
 ) -> tuple[Tensor, Tensor]:
-    """:func:`run_forward` of a pack holding Q, K and V alone (the common call), with the cache
-    key (:func:`cache_key`'s, the same tuple) built without the pack (or found by
-    :func:`lookup` already: ``hit``); a hit calls the plan's launcher on the three tensors."""
-    if hit is None:
-        hit = lookup(q, k, v, 0.0, options)
+    """:func:`run_forward` of a pack holding Q, K and V alone (the common call): a hit calls the
+    plan's launcher on the three tensors; a miss builds the graph under the same key."""
     entry = hit.entry
     if entry is None:
         return run_forward({"Q": q, "K": k, "V": v}, options)
@@ -92,108 +127,37 @@ def forward_qkv(
 
 
 def backward_qkv(
-    q: Tensor, k: Tensor, v: Tensor, o: Tensor, do: Tensor, stats: Tensor, options: Options
-) -> tuple[Tensor, Tensor, Tensor]:
+    q: Tensor, k: Tensor, v: Tensor, o: Tensor, do: Tensor, stats: Tensor, options: Options,
+    learn: Entry | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
     """:func:`run_backward` without dBias of a pack holding Q, K, V, O, a dense dO and Stats
-    alone, as :func:`forward_qkv`."""
-    entry = _GRAPHS.get(_backward_key(q, k, v, o, do, stats, options, philox=False))
+    alone, keyed without the pack (:func:`._keys.backward_key`); ``learn``: the forward entry
+    whose autograd route this backward teaches (:func:`learn_route`)."""
+    entry = _GRAPHS.get(backward_key(q, k, v, o, do, stats, options, philox=False))
     pack = None
     if entry is None or entry.launch is None or entry.launch_slots != _QKV_BACKWARD:
         pack = {"Q": q, "K": k, "V": v, "O": o, "dO": do, "Stats": stats}
     if entry is None:
         dq, dk, dv, _ = run_backward(pack, options, None)  # type: ignore[arg-type]
-        return dq, dk, dv
-    grads = entry.launch([q, k, v, o, do, stats]) if pack is None else entry.run(pack)
-    return grads[0], grads[1], grads[2]
-
-
-def _backward_key(
-    q: Tensor, k: Tensor, v: Tensor, o: Tensor, do: Tensor, stats: Tensor, options: Options, *,
-    philox: bool,
-) -> tuple[Any, ...]:  # fmt: skip
-    """:func:`._graphs.run_backward`'s cache key (without dBias) of a pack holding the
-    backward's six tensors (and, for ``philox``, the ints ``Seed`` and ``Offset``), built
-    without the pack."""
-    sig: tuple[Any, ...] = (
-        ("Q", q.shape, q.stride(), q.dtype), ("K", k.shape, k.stride(), k.dtype),
-        ("V", v.shape, v.stride(), v.dtype), ("O", o.shape, o.stride(), o.dtype),
-        ("dO", do.shape, do.stride(), do.dtype),
-        ("Stats", stats.shape, stats.stride(), stats.dtype),
-    )  # fmt: skip
-    if philox:
-        sig = (*sig, "Seed", "Offset")
-    return (("bwd", q.device, sig, options), False)
-
-
-_QKV = ("Q", "K", "V")
-_QKV_BACKWARD = ("Q", "K", "V", "O", "dO", "Stats")
-_QKV_PHILOX = (*_QKV, "Seed", "Offset")
-_QKV_BACKWARD_PHILOX = (*_QKV_BACKWARD, "Seed", "Offset")
-
-#: what a philox forward hands to its backward: the seed, the offset and the backward's options
-#: (the forward's, pinned to the engine that ran, so that both draw one mask)
-Philox = tuple[int, int, Options]
-
-
-class _Remembered(NamedTuple):
-    """What the first philox forward of a signature found out (see :func:`philox_forward_qkv`)."""
-
-    #: the forward graph's cache key (its options prefer the fused op torch would run)
-    forward_key: Any
-    #: how far the forward moves the generator's offset (:func:`._dropout.increment`)
-    increment: int
-    #: the backward's options: the forward's, on the engine that ran
-    backward_options: Options
-
-
-#: a philox forward's signature (tensors' facts, probability, options, torch's switches on a
-#: GPU) -> what its first call found out; bounded, and cleared with torch's choices
-_PHILOX: dict[tuple[Any, ...], _Remembered] = {}
-_dropout.on_clear(_PHILOX.clear)
-
-
-class Hit(NamedTuple):
-    """What :func:`lookup` found for a common call (Q, K and V alone)."""
-
-    #: the forward graph's cache key (no dropout) or the philox signature (:func:`lookup`)
-    key: Any
-    #: the forward graph's cache entry (counted as a hit), or None on a miss
-    entry: Entry | None
-    #: a philox call's :class:`_Remembered` (None without dropout or before the first call)
-    known: _Remembered | None = None
-
-
-def lookup(q: Tensor, k: Tensor, v: Tensor, p: float, options: Options) -> Hit:
-    """The forward graph of a common call, found with one key built from the tensors (the
-    forward's cache key, or with dropout the philox signature and what its first call found
-    out); its entry's ``autograd`` is the call's route once learnt (see the module)."""
-    if not p:
-        key = ("fwd", q.device, (("Q", q.shape, q.stride(), q.dtype), ("K", k.shape, k.stride(),
-               k.dtype), ("V", v.shape, v.stride(), v.dtype)), options)  # fmt: skip
-        return Hit(key, _GRAPHS.get(key))
-    device = q.device
-    signature = (q.shape, q.stride(), q.dtype, k.shape, k.stride(), k.dtype, v.shape,
-                 v.stride(), v.dtype, device, p, options,
-                 _dropout.switches() if device.type == "cuda" else None)  # fmt: skip
-    known = _PHILOX.get(signature)
-    if known is None:
-        return Hit(signature, None)
-    return Hit(signature, _GRAPHS.get(known.forward_key), known)
+    else:
+        grads = entry.launch([q, k, v, o, do, stats]) if pack is None else entry.run(pack)
+        dq, dk, dv = grads[0], grads[1], grads[2]
+    if learn is not None:
+        learn_route(learn, q, k, v, o, do, stats, options, False)
+    return dq, dk, dv
 
 
 def philox_forward_qkv(
-    q: Tensor, k: Tensor, v: Tensor, p: float, options: Options, hit: Hit | None = None
+    q: Tensor, k: Tensor, v: Tensor, p: float, options: Options, hit: Hit
 ) -> tuple[Tensor, Tensor, Philox]:
     """The philox forward of a pack holding Q, K and V alone: ``(O, Stats, what the backward
-    needs)``, with a new seed and offset drawn from torch's generator (:mod:`._dropout`), which
-    moves on past them; ``hit``: :func:`lookup`'s answer when the caller asked already.
+    needs)``, with a new seed and offset from torch's generator (:mod:`._dropout`), which moves
+    on past them; ``hit``: the corridor's lookup of the call's signature in :data:`PHILOX`.
 
-    The first call of a signature prefers the fused op torch would run (:func:`fused_choice`)
-    and runs through :func:`run_forward_on`; it remembers the graph's key, the engine that ran
-    and its generator increment, so a later call draws, launches and moves the generator on.
+    The first call of a signature runs through :func:`philox_forward_pack` and remembers the
+    graph's key, the engine that ran and its generator increment, so a later call takes its
+    seed and offset (moving the generator on) and launches.
     """
-    if hit is None:
-        hit = lookup(q, k, v, p, options)
     known, entry = hit.known, hit.entry
     if (
         known is not None
@@ -201,49 +165,79 @@ def philox_forward_qkv(
         and entry.launch is not None
         and entry.launch_slots == _QKV_PHILOX
     ):
-        device = q.device
-        seed, offset = _dropout.draw(device)
+        seed, offset = _dropout.take(q.device, known.increment)
         out = entry.launch([q, k, v, seed, offset])
-        _dropout.advance_by(device, offset, known.increment)
         return out[0], out[1], (seed, offset, known.backward_options)
     pack: dict[str, Any] = {"Q": q, "K": k, "V": v}
-    o, stats, philox, forward_key, increment = philox_forward_pack(
-        pack, None, p, options, padded=False
-    )
-    if len(_PHILOX) > 1024:
-        _PHILOX.clear()
-    _PHILOX[hit.key] = _Remembered(forward_key, increment, philox[2])
+    o, stats, philox, forward_key, increment = philox_forward_pack(pack, p, options)
+    if hit.key is not None:  # (a call under functorch transforms is looked up by its pack)
+        if len(PHILOX) > 1024:
+            PHILOX.clear()
+        PHILOX[hit.key] = Remembered(forward_key, increment, philox[2])
     return o, stats, philox
 
 
 def philox_forward_pack(
-    pack: dict[str, Any], bias: Tensor | None, p: float, options: Options, *, padded: bool
+    pack: dict[str, Any], p: float, options: Options
 ) -> tuple[Tensor, Tensor, Philox, Any, int]:
     """A philox forward through the general route: ``pack`` (Q, K, V and the optional slots,
-    checked) gets this call's Seed and Offset from torch's generator, the graph prefers the
-    fused op torch would run (:func:`fused_choice`), and the generator moves on past the engine
-    that ran. Returns ``(O, Stats, what the backward needs, the graph's cache key, the
-    generator increment)``."""
+    checked) gets this call's Seed and Offset from torch's generator, the graph runs with
+    ``options`` (probability ``p`` set; the engine torch's choice prefers), and the generator
+    moves on past the engine that ran. Returns ``(O, Stats, what the backward needs, the
+    graph's cache key, the generator increment)``.
+
+    The first call of a key remembers the engine's increment and the backward's options in
+    :data:`PHILOX`, so a later call takes its seed and offset (moving the generator on) and
+    runs the cached graph.
+    """
+    del p  # the options carry it
     q, k = pack["Q"], pack["K"]
-    prefer = fused_choice(q, k, pack["V"], bias, p, options, padded=padded)
-    forward_options = with_dropout(options, p, prefer, None)
+    pack.update(philox_slots(0, 0))  # the slots (scalars: keyed by name), set below
+    key = cache_key("fwd", pack, options)
+    known = PHILOX.get(key)
+    entry = None if known is None else _GRAPHS.get(key)
+    if known is not None and entry is not None:
+        seed, offset = _dropout.take(q.device, known.increment)
+        pack["Seed"], pack["Offset"] = seed, offset
+        out = entry.run(pack)
+        return out[0], out[1], (seed, offset, known.backward_options), key, known.increment
     seed, offset = _dropout.draw(q.device)
-    pack.update(philox_slots(seed, offset))
-    o, stats, ran = run_forward_on(pack, forward_options)
+    pack["Seed"], pack["Offset"] = seed, offset
+    o, stats, ran = run_forward_on(pack, options)
     increment = _dropout.increment(ran, q.shape[0], q.shape[1], q.shape[2], k.shape[2])
     _dropout.advance_by(q.device, offset, increment)
     # the backward runs on the engine that ran, with the same seed and offset: one mask
-    philox = (seed, offset, with_dropout(options, p, None, ran))
-    return o, stats, philox, cache_key("fwd", pack, forward_options), increment
+    philox = (seed, offset, _pinned(options, ran))
+    if len(PHILOX) > 1024:
+        PHILOX.clear()
+    PHILOX[key] = Remembered(key, increment, philox[2])
+    return o, stats, philox, key, increment
+
+
+def _pinned(options: Options, engine: str) -> Options:
+    """A philox forward's ``options`` for its backward: ``engine`` forced, nothing preferred;
+    made once per combination (``NamedTuple._replace`` costs microseconds per call)."""
+    key = (options, engine)
+    made = _PINNED.get(key)
+    if made is None:
+        made = options._replace(prefer=None, engine=engine)
+        if len(_PINNED) > 1024:
+            _PINNED.clear()
+        _PINNED[key] = made
+    return made
+
+
+_PINNED: dict[tuple[Options, str], Options] = {}
 
 
 def philox_backward_qkv(
-    q: Tensor, k: Tensor, v: Tensor, o: Tensor, do: Tensor, stats: Tensor, philox: Philox
-) -> tuple[Tensor, Tensor, Tensor]:
+    q: Tensor, k: Tensor, v: Tensor, o: Tensor, do: Tensor, stats: Tensor, philox: Philox,
+    learn: Entry | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
     """The philox backward of :func:`philox_forward_qkv`'s call (a dense dO), on the engine the
     forward ran with its seed and offset, as :func:`backward_qkv`."""
     seed, offset, options = philox
-    entry = _GRAPHS.get(_backward_key(q, k, v, o, do, stats, options, philox=True))
+    entry = _GRAPHS.get(backward_key(q, k, v, o, do, stats, options, philox=True))
     if (
         entry is not None
         and entry.launch is not None
@@ -254,6 +248,8 @@ def philox_backward_qkv(
         pack = {"Q": q, "K": k, "V": v, "O": o, "dO": do, "Stats": stats, "Seed": seed,
                 "Offset": offset}  # fmt: skip
         grads = run_backward(pack, options, None)
+    if learn is not None:
+        learn_route(learn, q, k, v, o, do, stats, options, True)
     return grads[0], grads[1], grads[2]
 
 
@@ -267,7 +263,7 @@ def learn_route(
     both launchers' autograd forms pair, else False, so it is learnt once. A launcher that
     answers no form yet (it binds its kernel on its first calls) is asked again by the next
     calls, :data:`_TRIES` in all; one without ``autograd`` at all means no route."""
-    backward = _GRAPHS.peek(_backward_key(q, k, v, o, do, stats, options, philox=philox))
+    backward = _GRAPHS.peek(backward_key(q, k, v, o, do, stats, options, philox=philox))
     ask_forward, ask_backward = _asker(forward), _asker(backward)
     if ask_forward is None or ask_backward is None:  # a launcher that never knows a form
         forward.autograd = False
@@ -309,41 +305,3 @@ def _declared_output(
         return in_layout(call(q, k, v), strides)  # type: ignore[no-any-return]
 
     return route
-
-
-def fused_choice(
-    q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, p: float, options: Options, *,
-    padded: bool,
-) -> str | None:  # fmt: skip
-    """The engine of the fused op ``F.scaled_dot_product_attention`` would run this philox call
-    on, to prefer (not force), so that both draw one mask; None on the CPU, for a forced engine,
-    or where the call uses a feature torch's op lacks (its choice then means nothing)."""
-    plain = (
-        (options.alignment == DiagonalAlignment.TOP_LEFT or not options.causal)
-        and options.left_bound is None
-        and options.right_bound is None
-        and not options.alibi
-        and not padded
-    )
-    if not q.is_cuda or options.engine is not None or not plain:
-        return None
-    gqa = k.shape[1] != q.shape[1] or v.shape[1] != q.shape[1]
-    return _dropout.choose_engine(q, k, v, bias, p, options.causal, options.scale, gqa)
-
-
-def with_dropout(options: Options, p: float, prefer: str | None, engine: str | None) -> Options:
-    """``options`` with philox dropout ``p`` and an engine preferred or (``engine``) forced,
-    made once per combination (``NamedTuple._replace`` costs microseconds per call)."""
-    key = (options, p, prefer, engine)
-    made = _WITH.get(key)
-    if made is None:
-        made = options._replace(dropout_p=p, prefer=prefer)
-        if engine is not None:
-            made = made._replace(engine=engine)
-        if len(_WITH) > 1024:
-            _WITH.clear()
-        _WITH[key] = made
-    return made
-
-
-_WITH: dict[tuple[Any, ...], Options] = {}

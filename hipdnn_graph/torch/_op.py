@@ -1,312 +1,54 @@
 """``scaled_dot_product_attention``: torch's SDPA semantics on hipdnn-graph, with autograd.
 
-Two routes reach the same cached graphs (:mod:`._graphs`):
+This module owns the call: the public function is one corridor, walked once per call.
 
-* eager calls go through a plain ``torch.autograd.Function`` (:class:`_SdpaFunction`): its
-  forward runs the SdpaFwd graph (O and Stats), its backward the SdpaBwd graph fed exactly
-  those. The arguments are checked once, in the public function; a call whose graph is cached
-  builds nothing, and the graph's plan is called directly (see :mod:`hipdnn_graph.prepared`).
-* under ``torch.compile`` two ``torch.library`` custom ops carry the work:
-  ``hipdnn_graph::sdpa_fwd`` and ``hipdnn_graph::sdpa_bwd``, with an autograd formula
-  (``register_autograd``) and fake kernels (``register_fake``), so that
-  ``torch.compile(fullgraph=True)`` traces them without graph breaks. The custom-op
-  dispatcher's layers cost far more host time than the kernels of a small problem, which is
-  why eager calls do not take them.
+1. Under ``torch.autocast`` the inputs are cast by autocast's rule for SDPA (:mod:`._autocast`)
+   and autocast is turned off for the device type until the call returns.
+2. The arguments are normalised once (:func:`._args.normalise`) into the call's immutable
+   description, :class:`~._args.Call`: the tensors (dtypes after autocast, layouts), the mask
+   shaped for the graph (bool or float), the padding lengths, the dropout probability and the
+   graph options.
+3. On a GPU the options prefer the engine of the kernel torch would pick
+   (:func:`._choice.preferring`).
+4. A common call (Q, K and V alone) makes one key (:mod:`._keys`) and one lookup in the graph
+   cache; where the forward graph's autograd route is known (:mod:`._hot`) the call runs it
+   and returns.
+5. Otherwise the autograd Function (:mod:`._function`) launches the cached plan, or, on a miss,
+   branches off to build the graphs (:mod:`._graphs`) and rejoins.
 
-The Python wrapper does what must stay differentiable outside the graphs: it shapes the mask
-for the graph (a bool mask is turned into a bias by each graph call, afresh). Dropout is philox
-dropout inside the graphs (no mask tensor): the forward draws its seed and offset from torch's
-generator as ``F.scaled_dot_product_attention`` does, prefers the fused kernel torch would run,
-and hands the seed, the offset and the engine that ran to the backward, which runs on that
-engine with the same seed and offset, so both use one mask (:mod:`._dropout`).
+No module is entered twice on a warm call (``tests/test_torch_op_corridor.py`` traces it). Under
+``torch.compile`` the normalised call goes to the custom ops of :mod:`._custom_ops` instead.
+Dropout is philox dropout inside the graphs (no mask tensor): the seed and offset come from
+torch's generator as for ``F.scaled_dot_product_attention``, and the backward runs on the
+forward's engine with the same seed and offset, so both use one mask (:mod:`._dropout`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-from ..errors import HipdnnError
-from ..types import DiagonalAlignment, ErrorCode
-from . import _dropout
-from ._args import SeqLens, as_mask, check_qkv, fail, materialized, seq_lens, strides_like
-from ._cached import Options
-from ._graphs import (
-    checked_options,
-    optional_slots,
-    run_backward,
-    run_forward,
-    sdpa_backward,
-    sdpa_forward,
-)
-from ._hot import (
-    Hit,
-    backward_qkv,
-    forward_qkv,
-    fused_choice,
-    learn_route,
-    lookup,
-    philox_backward_qkv,
-    philox_forward_pack,
-    philox_forward_qkv,
-)
-from ._philox_graphs import philox_backward, philox_forward, philox_slots
+from ..types import DiagonalAlignment
+from . import _choice
+from ._args import SeqLens, normalise
+from ._autocast import cast
+from ._autocast import enabled as autocast_enabled
+from ._cached import graph_cache
+from ._choice import preferring
+from ._custom_ops import sdpa_fwd_op
+from ._function import APPLY, SdpaFunction, transforms_active, unwrap
+from ._hot import PHILOX, Hit
+from ._keys import philox_signature, qkv_key
 
 __all__ = ["scaled_dot_product_attention"]
 
 Tensor = torch.Tensor
 
-
-@torch.library.custom_op("hipdnn_graph::sdpa_fwd", mutates_args=())
-def sdpa_fwd_op(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    bias: Tensor | None,
-    seq_len_q: Tensor | None,
-    seq_len_kv: Tensor | None,
-    dropout_p: float,
-    scale: float | None,
-    is_causal: bool,
-    alignment: int,
-    left_bound: int | None,
-    right_bound: int | None,
-    alibi: bool,
-    engine: str | None,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """The forward custom op: ``(O, Stats, dropout state)`` of one SdpaFwd graph (see
-    :func:`sdpa_forward`); the state is empty without dropout (:mod:`._dropout`)."""
-    kw: dict[str, Any] = {
-        "attn_mask": bias, "scale": scale, "is_causal": is_causal,
-        "diagonal_alignment": DiagonalAlignment(alignment), "left_bound": left_bound,
-        "right_bound": right_bound, "seq_len_q": seq_len_q, "seq_len_kv": seq_len_kv,
-        "alibi": alibi, "engine": engine,
-    }  # fmt: skip
-    if not dropout_p:
-        o, stats = sdpa_forward(q, k, v, **kw)
-        return o, stats, torch.empty(0, dtype=torch.int64)
-    options = checked_options(q.shape[-1], scale, is_causal, DiagonalAlignment(alignment),
-                              left_bound, right_bound, alibi, engine)  # fmt: skip
-    prefer = fused_choice(q, k, v, bias, dropout_p, options, padded=seq_len_q is not None)
-    seed, offset = _dropout.draw(q.device)
-    o, stats, ran = philox_forward(
-        q, k, v, dropout_p=dropout_p, seed=seed, offset=offset, prefer=prefer, **kw
-    )
-    _dropout.advance(q.device, offset, ran, (*q.shape[:3], k.shape[2]))
-    return o, stats, _dropout.pack_state(seed, offset, ran)
+#: the op's graph cache, looked up directly
+_GRAPHS = graph_cache()
+#: the lookup of a call that is not a common one (a mask or padding: keyed by its pack)
+_NO_HIT = Hit(None, None)
 
 
-@sdpa_fwd_op.register_fake
-def _sdpa_fwd_fake(
-    q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, slq: Tensor | None,
-    slkv: Tensor | None, dropout_p: float, *args: Any,
-) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
-    b, h, sq, _ = q.shape
-    shape = (b, h, sq, v.shape[-1])
-    o = q.new_empty_strided(shape, strides_like(q, shape))
-    stats = q.new_empty((b, h, sq, 1), dtype=_stats_dtype(q.dtype))
-    return o, stats, torch.empty(3 if dropout_p else 0, dtype=torch.int64)
-
-
-@torch.library.custom_op("hipdnn_graph::sdpa_bwd", mutates_args=())
-def sdpa_bwd_op(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    o: Tensor,
-    do: Tensor,
-    stats: Tensor,
-    bias: Tensor | None,
-    seq_len_q: Tensor | None,
-    seq_len_kv: Tensor | None,
-    dropout_state: Tensor,
-    dropout_p: float,
-    scale: float | None,
-    is_causal: bool,
-    alignment: int,
-    left_bound: int | None,
-    right_bound: int | None,
-    alibi: bool,
-    engine: str | None,
-    bias_grad: bool,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The backward custom op: dQ, dK, dV and dBias (empty unless ``bias_grad``); with dropout,
-    on the forward's engine with its seed and offset (``dropout_state``)."""
-    kw: dict[str, Any] = {
-        "attn_mask": bias, "scale": scale, "is_causal": is_causal,
-        "diagonal_alignment": DiagonalAlignment(alignment), "left_bound": left_bound,
-        "right_bound": right_bound, "seq_len_q": seq_len_q, "seq_len_kv": seq_len_kv,
-        "alibi": alibi,
-        "dbias_shape": tuple(bias.shape) if bias_grad and bias is not None else None,
-    }  # fmt: skip
-    if dropout_p:
-        seed, offset, ran = _dropout.unpack_state(dropout_state)
-        dq, dk, dv, dbias = philox_backward(
-            q, k, v, o, do, stats, dropout_p=dropout_p, seed=seed, offset=offset, engine=ran,
-            **kw,
-        )  # fmt: skip
-    else:
-        dq, dk, dv, dbias = sdpa_backward(q, k, v, o, do, stats, engine=engine, **kw)
-    return dq, dk, dv, dbias if dbias is not None else q.new_empty(0)
-
-
-@sdpa_bwd_op.register_fake
-def _sdpa_bwd_fake(
-    q: Tensor, k: Tensor, v: Tensor, o: Tensor, do: Tensor, stats: Tensor, bias: Tensor | None,
-    *args: Any,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
-    bias_grad = args[-1]
-    dbias = bias.new_empty(bias.shape) if bias_grad and bias is not None else q.new_empty(0)
-    dq, dk, dv = (t.new_empty_strided(t.shape, strides_like(t, t.shape)) for t in (q, k, v))
-    return dq, dk, dv, dbias
-
-
-def _stats_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
-# ----- autograd -----
-_N_TENSORS = 6  # q, k, v, bias, seq_len_q, seq_len_kv
-
-
-def _setup_context(
-    ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tensor, Tensor]
-) -> None:
-    o, stats, state = output
-    ctx.save_for_backward(*inputs[:_N_TENSORS], o, stats, state)
-    ctx.flags = inputs[_N_TENSORS:]
-
-
-def _backward(
-    ctx: Any, do: Tensor, _dstats: Tensor | None, _dstate: Tensor | None
-) -> tuple[Any, ...]:
-    q, k, v, bias, slq, slkv, o, stats, state = ctx.saved_tensors
-    bias_grad = bias is not None and ctx.needs_input_grad[3]
-    dq, dk, dv, dbias = sdpa_bwd_op(
-        q, k, v, o, do, stats, bias, slq, slkv, state, *ctx.flags, bias_grad
-    )
-    grads: list[Any] = [None] * (_N_TENSORS + len(ctx.flags))
-    grads[:4] = [dq, dk, dv, dbias if bias_grad else None]
-    return tuple(grads)
-
-
-sdpa_fwd_op.register_autograd(_backward, setup_context=_setup_context)
-
-
-class _SdpaFunction(torch.autograd.Function):
-    """The eager route: the forward and backward graphs without the custom-op layers.
-
-    Takes what the public function checked and shaped: Q, K, V, the rank-4 mask (bool or
-    float), the padding tensors, the dropout probability, the graph options and, for a common
-    call (Q, K and V alone), what :func:`._hot.lookup` found (None: look it up here); the
-    backward of a call that hit a forward graph whose autograd route is unknown learns it
-    (:func:`._hot.learn_route`).
-    """
-
-    @staticmethod
-    def forward(
-        ctx: Any,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        bias: Tensor | None,
-        slq: Tensor | None,
-        slkv: Tensor | None,
-        dropout_p: float,
-        options: Options,
-        hit: Hit | None,
-    ) -> Tensor:
-        # the graphs read detached tensors (as the variant-pack check hands them to engines);
-        # detached once here, and saved so, the backward has none left to detach
-        if q.requires_grad:  # plain statements: this runs on every call
-            q = q.detach()
-        if k.requires_grad:
-            k = k.detach()
-        if v.requires_grad:
-            v = v.detach()
-        ctx.options = options
-        ctx.philox = None
-        ctx.learn = None
-        if bias is None and slq is None:  # the common calls: Q, K and V alone
-            if dropout_p:  # training: philox dropout
-                o, stats, ctx.philox = philox_forward_qkv(q, k, v, dropout_p, options, hit)
-            else:
-                o, stats = forward_qkv(q, k, v, options, hit)
-            entry = None if hit is None else hit.entry
-            if entry is not None and entry.autograd is None:  # a hit with its route unknown
-                ctx.learn = entry
-            ctx.save_for_backward(q, k, v, None, None, None, o.detach(), stats)
-            return o
-        pack: dict[str, Any] = {"Q": q, "K": k, "V": v}
-        if bias is not None or slq is not None:
-            if bias is not None and bias.requires_grad:
-                bias = bias.detach()
-            pack.update(optional_slots(q.dtype, bias, slq, slkv, None, 1.0))
-        if dropout_p:
-            o, stats, ctx.philox, _, _ = philox_forward_pack(
-                pack, bias, dropout_p, options, padded=slq is not None
-            )
-        else:
-            o, stats = run_forward(pack, options)
-        ctx.save_for_backward(q, k, v, bias, slq, slkv, o.detach(), stats)
-        return o
-
-    @staticmethod
-    def backward(ctx: Any, do: Tensor) -> tuple[Any, ...]:
-        # the graphs read detached tensors, so no autograd history is recorded even under
-        # create_graph=True: the gradients are not differentiable again (as with the custom op)
-        q, k, v, bias, slq, slkv, o, stats = ctx.saved_tensors
-        if bias is None and slq is None:  # the common calls
-            if 0 in do.stride():  # a broadcast gradient (x.sum()'s) is made dense
-                do = do.contiguous()
-            philox = ctx.philox
-            if philox is None:
-                dq, dk, dv = backward_qkv(q, k, v, o, do, stats, ctx.options)
-            else:
-                dq, dk, dv = philox_backward_qkv(q, k, v, o, do, stats, philox)
-            if ctx.learn is not None:
-                options = ctx.options if philox is None else philox[2]
-                learn_route(ctx.learn, q, k, v, o, do, stats, options, philox is not None)
-            return dq, dk, dv, None, None, None, None, None, None
-        bias_grad = bias is not None and ctx.needs_input_grad[3]
-        pack: dict[str, Any] = {
-            "Q": q,
-            "K": k,
-            "V": v,
-            "O": o,
-            "dO": materialized(do),
-            "Stats": stats,
-        }
-        if bias is not None or slq is not None:
-            pack.update(optional_slots(q.dtype, bias, slq, slkv, None, 1.0))
-        options = ctx.options
-        if ctx.philox is not None:
-            seed, offset, options = ctx.philox
-            pack.update(philox_slots(seed, offset))
-        dq, dk, dv, dbias = run_backward(pack, options, bias.shape if bias_grad else None)
-        return dq, dk, dv, dbias, None, None, None, None, None
-
-
-def _c_apply() -> tuple[Any, Any, Any]:
-    """``(apply, transforms_active, unwrap_if_dead)``: the C-level ``apply`` of
-    :class:`_SdpaFunction` and the two checks ``torch.autograd.Function.apply`` makes before
-    calling it (functorch transforms active; dead functorch wrappers unwrapped), or Nones on a
-    torch that lacks one of them (``_SdpaFunction.apply`` is called then)."""
-    apply = getattr(super(torch.autograd.Function, _SdpaFunction), "apply", None)
-    active = getattr(torch._C, "_are_functorch_transforms_active", None)
-    unwrap = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead", None)
-    if apply is None or active is None or unwrap is None:
-        return None, None, None
-    return apply, active, unwrap
-
-
-_APPLY, _transforms_active, _unwrap = _c_apply()
-#: whether autocast is on for any device (a C call; torch >= 2.4), else a stand-in saying so
-_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
-
-
-# ----- the public op -----
 def scaled_dot_product_attention(
     query: Tensor,
     key: Tensor,
@@ -361,55 +103,71 @@ def scaled_dot_product_attention(
         HipdnnError: ``INVALID_VALUE`` for bad arguments.
         NotSupportedError: when no engine (or not the forced one) runs the problem.
     """
-    check_qkv(query, key, value)
-    if not isinstance(enable_gqa, bool):
-        raise fail(f"enable_gqa must be True or False, got {enable_gqa!r}")
-    h = query.shape[1]
-    if not enable_gqa and (key.shape[1] != h or value.shape[1] != h):
-        raise HipdnnError(
-            ErrorCode.INVALID_VALUE,
-            f"key/value heads ({key.shape[1]}, {value.shape[1]}) differ from query heads ({h}); "
-            "pass enable_gqa=True for grouped-query attention",
-        )
-    options = checked_options(query.shape[-1], scale, is_causal, diagonal_alignment, left_bound,
-                              right_bound, alibi, engine)  # fmt: skip
-    bias = None if attn_mask is None else as_mask(attn_mask, query)
-    p = (
-        0.0
-        if dropout_p.__class__ is float and dropout_p == 0.0
-        else (_dropout.check_probability(dropout_p))
-    )
-    slq = slkv = None
-    if seq_len_q is not None or seq_len_kv is not None:
-        slq, slkv = seq_lens(query, key, seq_len_q, seq_len_kv)  # type: ignore[misc]
-    if not torch.compiler.is_compiling():
-        if _APPLY is not None and not _transforms_active():
-            # Function.apply's own steps for a Function without setup_context, outside functorch
-            # transforms, without its Python frame and generic argument loop
-            query, key, value = _unwrap(query), _unwrap(key), _unwrap(value)
-            hit = None
-            if bias is None and slq is None:  # the common calls: Q, K and V alone
-                hit = lookup(query, key, value, p, options)
-                if hit.entry is not None:
-                    route = hit.entry.autograd
-                    # the forward op under torch's autograd (see _hot); not under autocast,
-                    # which may cast an aten op's inputs where it leaves the graphs' alone
-                    if route and not _autocast():
-                        return route(query, key, value)  # type: ignore[no-any-return]
-            else:
-                if bias is not None:
-                    bias = _unwrap(bias)
-                if slq is not None:
-                    slq, slkv = _unwrap(slq), _unwrap(slkv)
-            out = _APPLY(query, key, value, bias, slq, slkv, p, options, hit)
-        else:  # functorch transforms: the graphs look up the unwrapped tensors themselves
-            out = _SdpaFunction.apply(  # type: ignore[no-untyped-call]
-                query, key, value, bias, slq, slkv, p, options, None
+    if torch.compiler.is_compiling():
+        return _compiled(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                         diagonal_alignment, left_bound, right_bound, seq_len_q, seq_len_kv,
+                         alibi, engine)  # fmt: skip
+    off = None  # the device type whose autocast this call turned off
+    if autocast_enabled():  # torch.autocast's rule for the op: the inputs cast once, here
+        query, key, value, attn_mask = cast(query, key, value, attn_mask)
+        if isinstance(query, Tensor) and torch.is_autocast_enabled(query.device.type):
+            off = query.device.type  # the graphs run in the precision they declare
+            torch.set_autocast_enabled(off, False)
+    try:
+        q, k, v, mask, slq, slkv, p, options = normalise(
+            query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+            diagonal_alignment, left_bound, right_bound, seq_len_q, seq_len_kv, alibi, engine,
+        )  # fmt: skip
+        if q.device.type in _choice.DEVICE_TYPES:  # the kernel F.sdpa would run, by name
+            options = preferring(q, k, v, attn_mask, p, options, padded=slq is not None)
+        if APPLY is None or transforms_active():  # functorch: the graphs look tensors up
+            return SdpaFunction.apply(  # type: ignore[no-any-return,no-untyped-call]
+                q, k, v, mask, slq, slkv, p, options, _NO_HIT
             )
-        return out  # type: ignore[no-any-return]
+        # Function.apply's own steps for a Function without setup_context, outside functorch
+        # transforms, without its Python frame and generic argument loop
+        q, k, v = unwrap(q), unwrap(k), unwrap(v)
+        if mask is None and slq is None:  # the common calls: one key, one lookup
+            if not p:
+                key_ = qkv_key(q, k, v, options)
+                hit = Hit(key_, _GRAPHS.get(key_))
+            else:
+                key_ = philox_signature(q, k, v, p, options)
+                known = PHILOX.get(key_)
+                hit = Hit(key_, None if known is None else _GRAPHS.get(known.forward_key), known)
+            entry = hit.entry
+            if entry is not None and entry.autograd:
+                # the forward op under torch's autograd (see _hot); autocast is off for the
+                # device here, so it takes the inputs as the graphs would
+                return entry.autograd(q, k, v)  # type: ignore[no-any-return]
+        else:
+            hit = _NO_HIT
+            if mask is not None:
+                mask = unwrap(mask)
+            if slq is not None:
+                slq, slkv = unwrap(slq), unwrap(slkv)
+        return APPLY(q, k, v, mask, slq, slkv, p, options, hit)  # type: ignore[no-any-return]
+    finally:
+        if off is not None:
+            torch.set_autocast_enabled(off, True)
+
+
+def _compiled(
+    query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, dropout_p: float,
+    is_causal: bool, scale: float | None, enable_gqa: bool,
+    diagonal_alignment: DiagonalAlignment | str | None, left_bound: int | None,
+    right_bound: int | None, seq_len_q: SeqLens, seq_len_kv: SeqLens, alibi: bool,
+    engine: str | None,
+) -> Tensor:  # fmt: skip
+    """The call under ``torch.compile``: autocast's casts, the same normalisation, and the
+    custom ops (which turn autocast off and ask torch's choice themselves)."""
+    query, key, value, attn_mask = cast(query, key, value, attn_mask)
+    q, k, v, mask, slq, slkv, p, options = normalise(
+        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+        diagonal_alignment, left_bound, right_bound, seq_len_q, seq_len_kv, alibi, engine,
+    )  # fmt: skip
     o, _, _ = sdpa_fwd_op(
-        query, key, value, bias, slq, slkv, p, options.scale, options.causal,
-        int(options.alignment), options.left_bound, options.right_bound, options.alibi,
-        options.engine,
+        q, k, v, mask, slq, slkv, p, options.scale, options.causal, int(options.alignment),
+        options.left_bound, options.right_bound, options.alibi, options.engine,
     )  # fmt: skip
     return o  # type: ignore[no-any-return]

@@ -195,15 +195,18 @@ def test_op_philox_hits_match_torch_sdpa_and_follow_its_switches(monkeypatch: An
     moves the generator as it does, and a changed backend switch is a new signature."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from hipdnn_graph.torch import _hot
+    from hipdnn_graph.torch import _choice
 
     g = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(2, 4, 256, 64, device="cuda", dtype=BF16, generator=g,
                            requires_grad=True) for _ in range(3))  # fmt: skip
     hgt.graph_cache().clear()
-    asked: list[int] = []
-    choice = _hot.fused_choice
-    monkeypatch.setattr(_hot, "fused_choice", lambda *a, **kw: asked.append(1) or choice(*a, **kw))
+    _choice.clear_choices()
+    asked: list[int] = []  # the op's questions to torch's selection (F.sdpa asks it in C++)
+    choice = torch._fused_sdp_choice
+    monkeypatch.setattr(
+        torch, "_fused_sdp_choice", lambda *a, **kw: asked.append(1) or choice(*a, **kw)
+    )
     for engine in (*FUSED, EFFICIENT):
         with sdpa_kernel([getattr(SDPBackend, _BACKENDS[engine])]):
             results = []

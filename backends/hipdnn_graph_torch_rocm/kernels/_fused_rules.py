@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 import torch
 
 __all__ = [
+    "DTYPES",
     "FusedOp",
     "FusedUnsupportedError",
     "OpCaps",
     "SdpaProblem",
     "check",
+    "dtype_reason",
     "measured_reason",
     "static_reason",
 ]
@@ -42,6 +44,30 @@ class FusedUnsupportedError(RuntimeError):
         super().__init__(f"{op.value}: {reason}")
         self.op = op
         self.reason = reason
+
+
+#: the input dtypes each op takes (torch's own lists: cuDNN and flash attention run half
+#: precision only, the memory-efficient kernel float32 too, on CUDA and on ROCm's AOTriton)
+DTYPES: dict[FusedOp, tuple[torch.dtype, ...]] = {
+    FusedOp.CUDNN: _LOWP,
+    FusedOp.FLASH: _LOWP,
+    FusedOp.EFFICIENT: (*_LOWP, torch.float32),
+}
+
+
+def dtype_reason(op: FusedOp, dtype: torch.dtype) -> str | None:
+    """Why ``op`` cannot take inputs of ``dtype`` (None: it takes them).
+
+    Example:
+        >>> dtype_reason(FusedOp.FLASH, torch.float32)
+        'flash runs float16/bfloat16 only, not float32'
+        >>> dtype_reason(FusedOp.EFFICIENT, torch.float32) is None
+        True
+    """
+    if dtype in DTYPES[op]:
+        return None
+    names = "/".join(str(t).replace("torch.", "") for t in DTYPES[op])
+    return f"{op.value} runs {names} only, not {str(dtype).replace('torch.', '')}"
 
 
 @dataclass(frozen=True)
@@ -165,8 +191,9 @@ def static_reason(op: FusedOp, p: SdpaProblem) -> str | None:
     dev = torch.device(p.device)
     if dev.type != "cuda":
         return f"{op.value} needs a CUDA or ROCm device; the tensors are on {dev.type}"
-    if p.dtype not in _LOWP:
-        return f"{op.value} runs float16/bfloat16 only, not {str(p.dtype).replace('torch.', '')}"
+    reason = dtype_reason(op, p.dtype)
+    if reason is not None:
+        return reason
     if p.dropout_mask:
         return f"{op.value} cannot take an explicit dropout mask (torch's fused ops draw their own)"
     if p.alibi:

@@ -21,8 +21,9 @@ the device's generator set to the seed and offset for the call, the backward wit
 op's own argument form (:mod:`._fused_philox`, which also names each op's Philox stream).
 
 Never supported by a fused op here: a dropout mask (no fused op takes an explicit mask), ALiBi
-(flash's backward has no slopes; torch exposes ALiBi nowhere else), float32/float64 inputs,
-negative band bounds. cuDNN additionally: dBias, padding, band/window masks. flash: bias,
+(flash's backward has no slopes; torch exposes ALiBi nowhere else), float64 inputs, negative
+band bounds; float32 inputs run on the memory-efficient op only, as in torch
+(:data:`._fused_rules.DTYPES`). cuDNN additionally: dBias, padding, band/window masks. flash: bias,
 ``Dv ≠ D``. efficient: band masks other than causal(+window), bias together with padding.
 """
 
@@ -42,6 +43,7 @@ from ._fused_rules import (
     FusedUnsupportedError,
     OpCaps,
     SdpaProblem,
+    dtype_reason,
     measured_reason,
     static_reason,
 )
@@ -56,6 +58,7 @@ __all__ = [
     "capabilities",
     "check",
     "clear_empty_rows",
+    "dtype_reason",
     "empty_rows",
     "forward",
     "static_reason",

@@ -27,14 +27,14 @@ from ._fused_common import (
     empty_rows,
     remember_rng,
 )
-from ._fused_rules import FusedOp, OpCaps, SdpaProblem
+from ._fused_rules import FusedOp, OpCaps, SdpaProblem, dtype_reason
 
 __all__ = ["capabilities", "clear_cache", "verify"]
 
 Tensor = torch.Tensor
 _CACHE: dict[tuple[str, torch.dtype], dict[FusedOp, OpCaps]] = {}
-_LOWP = (torch.float16, torch.bfloat16)
-_TOL = {torch.bfloat16: 3e-2, torch.float16: 1e-2}
+#: the largest error relative to the fp32 math reference a feature may show, by input dtype
+_TOL = {torch.bfloat16: 3e-2, torch.float16: 1e-2, torch.float32: 1e-3}
 
 
 def _norm_device(device: torch.device | str) -> torch.device:
@@ -243,8 +243,9 @@ def _probe(op: FusedOp, dev: torch.device, dtype: torch.dtype) -> OpCaps:
         return _unavailable(op, f"{op.value} needs a CUDA or ROCm device; device is {dev.type}")
     if not torch.cuda.is_available():
         return _unavailable(op, f"{op.value}: torch sees no GPU")
-    if dtype not in _LOWP:
-        return _unavailable(op, f"{op.value} runs float16/bfloat16 only, not {dtype}")
+    reason = dtype_reason(op, dtype)
+    if reason is not None:
+        return _unavailable(op, reason)
     if op is FusedOp.CUDNN and torch.version.hip:
         return _unavailable(op, "cudnn attention does not exist in ROCm builds of torch")
     errors: dict[str, str] = {}
