@@ -48,8 +48,8 @@ from .wire_values import DATA_TYPE_NAMES, ValueMember, decode_value, float32
 
 __all__ = ["finite_number", "graph_from_json"]
 
-#: hipDNN's DataType spellings, and ``"UNSET"``: its benchmark graphs write it (SDPA's
-#: ``mma_core_mode``) and its reader takes it, as any string it does not know, as UNSET.
+#: hipDNN's DataType spellings, and ``"UNSET"``: its benchmark graphs write it for data-type
+#: attributes left unset, and its reader takes it, as any string it does not know, as UNSET.
 _DATA_TYPES = {name: dtype for dtype, name in DATA_TYPE_NAMES.items()} | {"UNSET": DataType.NOT_SET}
 
 
