@@ -227,3 +227,126 @@ def test_batchnorm_json_with_a_null_momentum_uid_is_refused_at_validate() -> Non
     with pytest.raises(hg.HipdnnError) as info:
         g2.validate()
     assert info.value.code == hg.ErrorCode.ATTRIBUTE_NOT_SET
+
+
+# ----- items 5, 6: float members finite in binary32 (every family's, from its NodeSpec) --------
+
+
+def _relu(**members: float) -> hg.Graph:
+    g = _graph()
+    x = g.tensor(name="x", dim=[2, 3])
+    y = g.pointwise(x, mode=hg.PointwiseMode.RELU_FWD, **members)
+    y.set_output(True)
+    return g
+
+
+@pytest.mark.parametrize("member", ["relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope"])
+@pytest.mark.parametrize(
+    ("value", "shown"), [(math.nan, "nan"), (math.inf, "inf"), (-math.inf, "-inf")]
+)
+def test_relu_clips_that_are_nan_or_infinite_are_refused(
+    member: str, value: float, shown: str
+) -> None:
+    """Item 5: the engines disagreed (input or NaN against NaN or inf); such clips are refused."""
+    _expect(
+        _relu(**{member: value}),
+        INVALID,
+        f"PointwiseNode: {member} must be a finite number that fits in float32 (the wire stores "
+        f"binary32), got {shown}",
+    )
+
+
+@pytest.mark.parametrize("member", ["swish_beta", "elu_alpha", "softplus_beta"])
+def test_float_members_beyond_binary32_are_refused(member: str) -> None:
+    """Item 6: 1e39 was stored as inf and validated."""
+    mode = {"swish_beta": "SWISH_FWD", "elu_alpha": "ELU_FWD", "softplus_beta": "SOFTPLUS_FWD"}
+    g = _graph()
+    x = g.tensor(name="x", dim=[2, 3])
+    g.pointwise(x, mode=hg.PointwiseMode[mode[member]], **{member: 1e39}).set_output(True)
+    _expect(
+        g,
+        INVALID,
+        f"PointwiseNode: {member} must be a finite number that fits in float32 (the wire stores "
+        "binary32), got inf",
+    )
+
+
+def test_every_float32_member_of_every_family_is_checked() -> None:
+    """The list is derived from the node specs (one place): each ``Kind.F32_OPT`` scalar."""
+    from hipdnn_graph.descriptors.node_spec import Kind, node_specs
+
+    for spec in node_specs().values():
+        floats = tuple(s.name for s in spec.scalars if s.kind is Kind.F32_OPT)
+        assert spec.float32_members == floats
+    assert hg.PointwiseNode.spec.float32_members == (
+        "relu_lower_clip",
+        "relu_upper_clip",
+        "relu_lower_clip_slope",
+        "swish_beta",
+        "elu_alpha",
+        "softplus_beta",
+    )
+
+
+def _run_on(g: hg.Graph, engine: str, x: np.ndarray) -> np.ndarray:
+    g.set_preferred_engine_id_ext(engine).build()
+    assert g.get_plan_name() == engine
+    (out,) = g.run({g.graph_inputs()[0]: x}).values()
+    return np.asarray(out)
+
+
+@pytest.mark.parametrize(
+    ("lower", "upper", "expected"),
+    [
+        (-3.4e38, 3.4e38, [[-2.0, 0.5, 3.0e38], [-3.4e38, 0.0, 7.0]]),
+        (1.0, 2.0, [[1.0, 1.0, 2.0], [1.0, 1.0, 2.0]]),
+        (3.0e38, 3.4e38, [[3.0e38, 3.0e38, 3.0e38], [3.0e38, 3.0e38, 3.0e38]]),
+    ],
+)
+def test_relu_clips_at_the_float32_extremes_agree_on_numpy_and_torch(
+    lower: float, upper: float, expected: list[list[float]]
+) -> None:
+    """Item 5's one answer: ``min(max(x, lower), upper)`` in float32, on every CPU engine."""
+    pytest.importorskip("torch")
+    x = np.array([[-2.0, 0.5, 3.0e38], [-3.4e38, 0.0, 7.0]], np.float32)
+    want = np.array(expected, np.float32)
+    for engine in ("NUMPY_REFERENCE_ENGINE", "TORCH_EAGER_ENGINE"):
+        got = _run_on(_relu(relu_lower_clip=lower, relu_upper_clip=upper), engine, x)
+        np.testing.assert_array_equal(got, want, err_msg=engine)
+
+
+# ----- item 8: GEN_INDEX's axis is one of OUT_0's dims -----------------------------------------
+
+
+def _gen_index(axis: int | None) -> hg.Graph:
+    g = _graph()
+    x = g.tensor(name="x", dim=[2, 3, 4])
+    members = {} if axis is None else {"axis": axis}
+    y = g.pointwise(x, mode=hg.PointwiseMode.GEN_INDEX, **members)
+    y.set_output(True)
+    return g
+
+
+@pytest.mark.parametrize("axis", [-1, 3, 5, 2**62, 2**63 - 1, 2**63])
+def test_gen_index_axis_outside_the_output_rank_is_refused(axis: int) -> None:
+    """``axis=2**63`` validated, then ``serialize()`` raised ``struct.error``; ``axis=5`` on
+    rank 3 failed inside the torch engine with ``IndexError``."""
+    _expect(
+        _gen_index(axis),
+        INVALID,
+        f"PointwiseNode: GEN_INDEX axis {axis} must be in [0, 3) (OUT_0's rank)",
+    )
+
+
+def test_gen_index_without_an_axis_is_refused() -> None:
+    _expect(
+        _gen_index(None), hg.ErrorCode.ATTRIBUTE_NOT_SET, "PointwiseNode: GEN_INDEX needs an axis"
+    )
+
+
+def test_gen_index_in_range_runs_on_numpy_and_torch() -> None:
+    pytest.importorskip("torch")
+    x = np.zeros((2, 3, 4), np.float32)
+    for engine in ("NUMPY_REFERENCE_ENGINE", "TORCH_EAGER_ENGINE"):
+        got = _run_on(_gen_index(2), engine, x)
+        np.testing.assert_array_equal(got, np.broadcast_to(np.arange(4.0), (2, 3, 4)))

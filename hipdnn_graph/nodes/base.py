@@ -11,6 +11,7 @@ from ..changes import touch
 from ..descriptors.backend_descriptor import BackendDescriptor
 from ..descriptors.node_spec import NodeSpec
 from ..descriptors.packing import pack_node, unpack_node
+from ..descriptors.wire_rules import FLOAT32_MAX
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import ErrorCode, NodeType
@@ -102,13 +103,16 @@ class Node(Generic[A]):
 
     def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """Check the compute type, then validate every output tensor (hipDNN's steps); then
-        check that each output is a tensor of its own: not in two output slots, and not an
-        input of the node too (one of the results, or an input, would be overwritten).
+        check that every member the wire stores as binary32 (the spec's
+        ``float32_members``) is finite there, and that each output is a tensor of its own: not
+        in two output slots, and not an input of the node too (one of the results, or an input,
+        would be overwritten).
         ``memo`` is as in :meth:`pre_validate_node`.
 
         Raises:
             HipdnnError: ``ATTRIBUTE_NOT_SET`` when no compute type is set, the first output
-                tensor's validation error, or ``INVALID_VALUE`` for a shared output.
+                tensor's validation error, or ``INVALID_VALUE`` for a NaN, infinite or
+                float32-overflowing member or a shared output.
         """
         fields = self.attributes.__dict__  # read once: this runs for every node
         if not fields["compute_data_type"]:  # NOT_SET is 0
@@ -124,6 +128,15 @@ class Node(Generic[A]):
             for tensor in self.outputs():  # again in slot order: the first failing slot reports
                 tensor.check()
             raise
+        spec = getattr(type(self), "spec", None)
+        for member in spec.float32_members if spec is not None else ():
+            value = fields[member]
+            if value is not None and not abs(value) <= FLOAT32_MAX:  # NaN fails the comparison
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    f"{spec.label}: {member} must be a finite number that fits in float32 (the "
+                    f"wire stores binary32), got {value}",
+                )
         own = set(map(id, outputs.values()))
         if len(own) == len(outputs) and own.isdisjoint(map(id, inputs.values())):
             return  # the common case, checked without building messages

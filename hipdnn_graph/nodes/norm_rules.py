@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from ..descriptors.wire_rules import FLOAT32_MAX
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes, generate_strides
 from ..types import ErrorCode
@@ -41,10 +42,6 @@ __all__ = [
     "stride_order",
     "stride_order_nhwc",
 ]
-
-
-#: the largest finite binary32 value (hipDNN's type for scalar constants)
-_F32_MAX = 3.4028234663852886e38
 
 
 def _invalid(message: str) -> HipdnnError:
@@ -108,7 +105,7 @@ def check_epsilon_value(epsilon: TensorAttributes | None, label: str) -> None:
         return
     value = epsilon.value
     number = float(value)
-    if not (math.isfinite(number) and 0 <= number <= _F32_MAX):
+    if not (math.isfinite(number) and 0 <= number <= FLOAT32_MAX):
         raise _invalid(
             f"{label}: epsilon {_named(epsilon, 'Epsilon')} must be a finite, non-negative "
             f"float32 number, got {value}"

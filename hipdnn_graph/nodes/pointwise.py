@@ -190,6 +190,30 @@ class PointwiseNode(Node[PointwiseAttributes]):
                 )
             out.stride = list(same.stride)
 
+    def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
+        """The base checks, then the project's rule after hipDNN's (which has none for it):
+        ``GEN_INDEX`` numbers the elements along ``axis``, one of OUT_0's dims.
+
+        Raises:
+            HipdnnError: as :meth:`Node.post_validate_node`; ``ATTRIBUTE_NOT_SET`` for a
+                ``GEN_INDEX`` without an axis, ``INVALID_VALUE`` for one outside
+                ``[0, rank)``.
+        """
+        super().post_validate_node(memo)
+        a = self.attributes
+        if a.mode != PointwiseMode.GEN_INDEX:
+            return
+        out = a.get_output_0()
+        assert out is not None  # pre-validation checked it
+        if a.axis is None:
+            raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, "PointwiseNode: GEN_INDEX needs an axis")
+        if not 0 <= a.axis < len(out.dim):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"PointwiseNode: GEN_INDEX axis {a.axis} must be in [0, {len(out.dim)}) "
+                "(OUT_0's rank)",
+            )
+
 
 class PointwiseAttributeName(IntEnum):
     """hipDNN's backend attribute ids of the pointwise operation descriptor

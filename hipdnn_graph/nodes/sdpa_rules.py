@@ -17,6 +17,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from ..attributes.base import SdpaCommonAttributes
+from ..descriptors.wire_rules import FLOAT32_MAX
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes, context_data_type, generate_strides
 from ..types import DataType, ErrorCode
@@ -310,11 +311,10 @@ def bias_broadcast(a: SdpaCommonAttributes, node: str) -> None:
 #: the slots whose constant multiplies scores or probabilities: finite in float32 like
 #: ``attn_scale_value`` (hipDNN stores its scalars as binary32)
 _SCALE_SLOTS = ("Attn_scale", "Dropout_scale", "Dropout_scale_inv")
-_FLOAT32_MAX = 3.4028234663852886e38
 
 
 def _fits_float32(value: float) -> bool:
-    return math.isfinite(value) and abs(value) <= _FLOAT32_MAX
+    return math.isfinite(value) and abs(value) <= FLOAT32_MAX
 
 
 def finite_scale(a: SdpaCommonAttributes, node: str) -> None:
