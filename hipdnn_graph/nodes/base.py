@@ -128,15 +128,16 @@ class Node(Generic[A]):
             for tensor in self.outputs():  # again in slot order: the first failing slot reports
                 tensor.check()
             raise
-        spec = getattr(type(self), "spec", None)
-        for member in spec.float32_members if spec is not None else ():
-            value = fields[member]
-            if value is not None and not abs(value) <= FLOAT32_MAX:  # NaN fails the comparison
-                raise HipdnnError(
-                    ErrorCode.INVALID_VALUE,
-                    f"{spec.label}: {member} must be a finite number that fits in float32 (the "
-                    f"wire stores binary32), got {value}",
-                )
+        spec: NodeSpec | None = getattr(type(self), "spec", None)
+        if spec is not None:
+            for member in spec.float32_members:
+                value = fields[member]
+                if value is not None and not abs(value) <= FLOAT32_MAX:  # NaN fails it too
+                    raise HipdnnError(
+                        ErrorCode.INVALID_VALUE,
+                        f"{spec.label}: {member} must be a finite number that fits in float32 "
+                        f"(the wire stores binary32), got {value}",
+                    )
         own = set(map(id, outputs.values()))
         if len(own) == len(outputs) and own.isdisjoint(map(id, inputs.values())):
             return  # the common case, checked without building messages
