@@ -350,3 +350,284 @@ def test_gen_index_in_range_runs_on_numpy_and_torch() -> None:
     for engine in ("NUMPY_REFERENCE_ENGINE", "TORCH_EAGER_ENGINE"):
         got = _run_on(_gen_index(2), engine, x)
         np.testing.assert_array_equal(got, np.broadcast_to(np.arange(4.0), (2, 3, 4)))
+
+
+# ----- item 1: a window far larger than the input, balanced by padding -------------------------
+
+
+def _huge_window(mode: hg.ResampleMode) -> tuple[hg.Graph, hg.TensorAttributes]:
+    g = _graph()
+    x = g.tensor(name="x", dim=[1, 1, 4, 4])
+    y, index = g.resample(
+        x,
+        resample_mode=mode,
+        padding_mode=hg.PaddingMode.ZERO_PAD,
+        window=[10**5, 10**5],
+        stride=[1, 1],
+        pre_padding=[0, 0],
+        post_padding=[10**5, 10**5],
+        generate_index=mode == hg.ResampleMode.MAXPOOL,
+    )
+    for t in (y, index):
+        if t is not None:
+            t.set_output(True)
+    return g, y
+
+
+def test_huge_window_maxpool_runs_on_the_numpy_reference_at_once() -> None:
+    """The issue's case: the reference looped over 10^10 offsets and never returned."""
+    g, y = _huge_window(hg.ResampleMode.MAXPOOL)
+    g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
+    assert g.get_plan_name() == "NUMPY_REFERENCE_ENGINE"
+    assert y.get_dim() == [1, 1, 5, 5]
+    xs = np.arange(1.0, 17.0, dtype=np.float32).reshape(1, 1, 4, 4)[:, :, ::-1, ::-1].copy()
+    out = g.run({g.graph_inputs()[0]: xs})
+    want = np.zeros((5, 5), np.float32)
+    want[:4, :4] = xs[0, 0]  # window (h, w) holds x[h:, w:], whose largest is x[h, w]
+    got = out[y][0, 0]
+    np.testing.assert_array_equal(got, want)
+    (index,) = (t for t in out if t is not y)
+    want_index = np.full((5, 5), -1)
+    want_index[:4, :4] = np.arange(16).reshape(4, 4)
+    np.testing.assert_array_equal(out[index][0, 0], want_index)
+
+
+def test_huge_window_average_runs_on_the_numpy_reference_at_once() -> None:
+    g, y = _huge_window(hg.ResampleMode.AVGPOOL_INCLUDE_PADDING)
+    g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
+    xs = np.ones((1, 1, 4, 4), np.float32)
+    got = g.run({g.graph_inputs()[0]: xs})[y][0, 0]
+    rows = np.array([4, 3, 2, 1, 0], np.float64)
+    np.testing.assert_allclose(got, np.outer(rows, rows) / 1e10, rtol=1e-6)
+
+
+def test_huge_window_is_refused_by_the_torch_lowering() -> None:
+    """torch padded X to 40 GB; it now leaves the graph to the reference."""
+    pytest.importorskip("torch")
+    g, _ = _huge_window(hg.ResampleMode.MAXPOOL)
+    g.build()
+    refusals = g.get_engine_refusals()
+    assert (
+        "a window of 10000000000 offsets over 16 input positions" in refusals["TORCH_EAGER_ENGINE"]
+    )
+    assert g.get_plan_name() == "NUMPY_REFERENCE_ENGINE"
+
+
+@pytest.mark.parametrize("mode", [hg.ResampleMode.MAXPOOL, hg.ResampleMode.AVGPOOL_EXCLUDE_PADDING])
+@pytest.mark.parametrize("padding", [hg.PaddingMode.ZERO_PAD, hg.PaddingMode.NEG_INF_PAD])
+def test_scanning_positions_matches_scanning_offsets(
+    mode: hg.ResampleMode, padding: hg.PaddingMode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both scans give the same Y, INDEX (ties and the padding's zero included) and DX."""
+    from hipdnn_graph_numpy_reference.families import resample as reference
+
+    rng = np.random.default_rng(7)
+    d = hg.DataType.DOUBLE
+    members = {"window": [5, 4], "stride": [1, 2], "pre_padding": [3, 1], "post_padding": [4, 3]}
+    g = hg.Graph(io_data_type=d, compute_data_type=d, intermediate_data_type=d)
+    x = g.tensor(name="x", dim=[2, 1, 3, 2])
+    g.resample(x, resample_mode=mode, padding_mode=padding, generate_index=True, **members)
+    g.validate()
+    xs = rng.integers(-2, 3, size=(2, 1, 3, 2)).astype(float)  # ties and zeros
+    runs = []
+    for by_position in (False, True):
+        monkeypatch.setattr(reference._Geometry, "by_position", by_position)
+        fwd = reference.run_resample_fwd(g.nodes[0], {"X": xs})
+        inputs = {"DY": np.random.default_rng(8).normal(size=fwd["Y"].shape)}
+        inputs.update({"INDEX": fwd["INDEX"]} if "INDEX" in fwd else {})
+        gb = hg.Graph(io_data_type=d, compute_data_type=d, intermediate_data_type=d)
+        dy = gb.tensor(name="dy", dim=list(fwd["Y"].shape))
+        index = None
+        if "INDEX" in fwd:
+            index = gb.tensor(name="i", dim=list(fwd["Y"].shape), data_type=hg.DataType.INT32)
+        gb.resample_bwd(dy, index=index, resample_mode=mode, padding_mode=padding, **members)
+        gb.validate()
+        runs.append((fwd, reference.run_resample_bwd(gb.nodes[0], inputs)["DX"]))
+    (fwd0, dx0), (fwd1, dx1) = runs
+    assert fwd0.keys() == fwd1.keys()
+    for key in fwd0:
+        np.testing.assert_array_equal(fwd0[key], fwd1[key])
+    np.testing.assert_allclose(dx0, dx1, rtol=1e-12)
+
+
+# ----- items 9, 10: resample geometry checked at validate() ------------------------------------
+
+
+def _pool_bwd(**members: list[int]) -> hg.Graph:
+    g = _graph()
+    dy = g.tensor(name="dy", dim=[1, 1, 2, 2])
+    dx = g.resample_bwd(
+        dy,
+        resample_mode=hg.ResampleMode.AVGPOOL_INCLUDE_PADDING,
+        padding_mode=hg.PaddingMode.ZERO_PAD,
+        **{"window": [2, 2], "stride": [2, 2], "pre_padding": [0, 0], "post_padding": [0, 0]}
+        | members,
+    )
+    dx.set_dim([1, 1, 4, 4]).set_stride([16, 16, 4, 1]).set_output(True)
+    return g
+
+
+@pytest.mark.parametrize(
+    ("members", "counts"),
+    [
+        ({"window": [2]}, "2, 2, 2 and 1"),
+        ({"stride": [2, 2, 2]}, "2, 2, 3 and 2"),
+        ({"pre_padding": [0, 0, 0]}, "3, 2, 2 and 2"),
+    ],
+)
+def test_resample_backward_members_of_different_lengths_are_refused(
+    members: dict[str, list[int]], counts: str
+) -> None:
+    """Item 10: they validated and ``testing.make_inputs`` raised ``ValueError``."""
+    _expect(
+        _pool_bwd(**members),
+        INVALID,
+        "ResampleBwdNode: pre_padding, post_padding, stride and window must each hold one value "
+        f"per spatial dimension (2), got {counts} values",
+    )
+
+
+def test_resample_backward_zero_window_is_refused() -> None:
+    _expect(
+        _pool_bwd(window=[2, 0]),
+        INVALID,
+        "ResampleBwdNode: stride and window must be positive, got stride [2, 2], window [2, 0]",
+    )
+
+
+def test_resample_forward_y_of_another_batch_is_refused() -> None:
+    """Item 9: explicit Y dims the engines cannot pair with X failed inside them."""
+    g = _graph()
+    x = g.tensor(name="x", dim=[1, 1, 4, 4])
+    y, _ = g.resample(
+        x,
+        resample_mode=hg.ResampleMode.MAXPOOL,
+        padding_mode=hg.PaddingMode.NEG_INF_PAD,
+        window=[2, 2],
+        stride=[2, 2],
+        pre_padding=[0, 0],
+        post_padding=[0, 0],
+    )
+    y.set_dim([2, 1, 2, 2]).set_stride([4, 4, 2, 1]).set_output(True)
+    _expect(
+        g,
+        INVALID,
+        "ResampleFwdNode: Y dims [2, 1, 2, 2] and X dims [1, 1, 4, 4] must share their rank, N "
+        "and C",
+    )
+
+
+def test_resample_backward_index_of_other_dims_is_refused() -> None:
+    g = _graph()
+    dy = g.tensor(name="dy", dim=[1, 1, 2, 2])
+    index = g.tensor(name="i", dim=[1, 1, 3, 3], data_type=hg.DataType.INT32)
+    dx = g.resample_bwd(
+        dy,
+        index=index,
+        resample_mode=hg.ResampleMode.MAXPOOL,
+        padding_mode=hg.PaddingMode.NEG_INF_PAD,
+        window=[2, 2],
+        stride=[2, 2],
+        pre_padding=[0, 0],
+        post_padding=[0, 0],
+    )
+    dx.set_output(True)
+    _expect(
+        g,
+        INVALID,
+        "ResampleBwdNode: Index dims [1, 1, 3, 3] must equal DY dims [1, 1, 2, 2]",
+    )
+
+
+# ----- item 2: the allocation bound ------------------------------------------------------------
+
+
+def _matmul(m: int, n: int) -> hg.Graph:
+    g = _graph()
+    c = g.matmul(g.tensor(name="a", dim=[1, m, 1]), g.tensor(name="b", dim=[1, 1, n]))
+    c.set_output(True)
+    return g
+
+
+def test_a_matmul_output_of_4_tib_is_refused_before_any_engine_builds() -> None:
+    g = _matmul(2**20, 2**20)
+    with pytest.raises(hg.HipdnnError) as info:
+        g.build()
+    assert info.value.code == INVALID
+    assert info.value.message == (
+        "Running graph '<unnamed>' may allocate 4.0 TiB (4398054899712 bytes; the largest part "
+        "is tensor 'Matmul_0::C' [1, 1048576, 1048576], 4.0 TiB), more than the limit of "
+        "64.0 GiB; set HIPDNN_GRAPH_MAX_ALLOCATION (bytes, or e.g. 256GiB) to raise it"
+    )
+
+
+def test_make_inputs_checks_the_bound_before_allocating() -> None:
+    from hipdnn_graph.testing import make_inputs
+
+    g = _matmul(2**20, 2**20)
+    g.validate()
+    with pytest.raises(hg.HipdnnError) as info:
+        make_inputs(g, np.random.default_rng(0))
+    assert info.value.code == INVALID
+    assert info.value.message.startswith("Making inputs for graph '<unnamed>' may allocate 4.0 TiB")
+
+
+def test_a_conv_padding_of_2_pow_31_is_refused_for_its_padded_input() -> None:
+    """The issue's conv: 64 bytes of input, padding and stride 2^31: small tensors, a padded
+    copy of X far beyond the limit."""
+    g = _graph()
+    x, w = g.tensor(name="x", dim=[1, 1, 2, 2]), g.tensor(name="w", dim=[1, 1, 1, 1])
+    big = [2**31, 2**31]
+    g.conv_fprop(x, w, pre_padding=big, post_padding=big, stride=big, dilation=[1, 1]).set_output(
+        True
+    )
+    with pytest.raises(hg.HipdnnError) as info:
+        g.build()
+    assert info.value.code == INVALID
+    assert "the largest part is the padded X of 'ConvolutionFprop_0'" in info.value.message
+
+
+def test_a_broadcast_into_a_reduction_is_bounded_by_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """512 KiB of input broadcast to 16 GiB: refused under a lower limit, built under the
+    default (64 GiB) without allocating anything."""
+    g = _graph()
+    a = g.tensor(name="a", dim=[2**17, 1])
+    b = g.tensor(name="b", dim=[1, 2**15])
+    s = g.pointwise(a, b, mode=hg.PointwiseMode.ADD)
+    s.set_dim([2**17, 2**15]).set_stride([2**15, 1])
+    r = g.reduction(s, mode=hg.ReductionMode.ADD)
+    r.set_dim([2**17, 1]).set_stride([1, 1]).set_output(True)
+    monkeypatch.setenv("HIPDNN_GRAPH_MAX_ALLOCATION", "8GiB")
+    with pytest.raises(hg.HipdnnError) as info:
+        g.build()
+    assert info.value.code == INVALID
+    assert "more than the limit of 8.0 GiB" in info.value.message
+    monkeypatch.setenv("HIPDNN_GRAPH_MAX_ALLOCATION", "17179869184 ")
+    with pytest.raises(hg.HipdnnError):
+        g.build()  # 16 GiB of sum plus the inputs and output
+    monkeypatch.delenv("HIPDNN_GRAPH_MAX_ALLOCATION")
+    g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
+
+
+@pytest.mark.parametrize("text", ["lots", "-1", "1.5GiB", "12 GB", "GiB"])
+def test_a_limit_that_is_not_a_size_is_refused(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HIPDNN_GRAPH_MAX_ALLOCATION", text)
+    with pytest.raises(hg.HipdnnError) as info:
+        _matmul(2, 2).build()
+    assert (info.value.code, info.value.message) == (
+        INVALID,
+        f"HIPDNN_GRAPH_MAX_ALLOCATION={text!r}: expected a number of bytes, optionally followed "
+        "by KiB, MiB, GiB or TiB",
+    )
+
+
+def test_tensor_bytes_counts_what_strides_span() -> None:
+    from hipdnn_graph.backend.allocation import graph_allocation_bytes, tensor_bytes
+
+    t = hg.TensorAttributes(dim=[2, 3], stride=[1000, 1], data_type=hg.DataType.DOUBLE)
+    assert tensor_bytes(t) == (1 + 1000 + 2) * 8
+    g = _matmul(4, 2)
+    g.validate()
+    assert graph_allocation_bytes(g) == (4 + 2 + 8) * 4

@@ -34,6 +34,9 @@ class Node(Generic[A]):
     name_prefix: ClassVar[str] = "Node"
     #: where the node's slots and scalars live on every wire (set by each node module)
     spec: ClassVar[NodeSpec]
+    #: the slot of the ``[N, C, spatial...]`` tensor an engine may copy with its spatial dims
+    #: grown by ``pre_padding`` and ``post_padding`` (convolutions, pooling); ``""`` for none
+    padded_slot: ClassVar[str] = ""
 
     @classmethod
     def attributes_class(cls) -> type[Any]:
@@ -157,6 +160,32 @@ class Node(Generic[A]):
                     f"Node {self.name}: tensor {tensor.name} is both input {slot.name} and "
                     f"output {slots[id(tensor)]}; an output needs a tensor of its own",
                 )
+
+    def padded_elements(self) -> int:
+        """How many elements a padded copy of :attr:`padded_slot`'s tensor holds (0 without
+        one): an engine may allocate it beside the graph's tensors, so the allocation bound of
+        :mod:`hipdnn_graph.backend.allocation` counts it.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> a = (hg.ResampleFwdAttributes().set_x(hg.TensorAttributes(dim=[1, 2, 4, 4]))
+            ...      .set_y(hg.TensorAttributes()).set_pre_padding([1, 0])
+            ...      .set_post_padding([1, 10]).set_stride([1, 1]).set_window([2, 2]))
+            >>> hg.ResampleFwdNode(a, hg.GraphAttributes()).padded_elements()  # 1*2*6*14
+            168
+        """
+        if not self.padded_slot:
+            return 0
+        tensor = self.attributes.tensors_by_slot().get(self.padded_slot)
+        if tensor is None or len(tensor.dim) < 3:
+            return 0
+        a: Any = self.attributes
+        total = tensor.dim[0] * tensor.dim[1]
+        for i, size in enumerate(tensor.dim[2:]):
+            pre = a.pre_padding[i] if i < len(a.pre_padding) else 0
+            post = a.post_padding[i] if i < len(a.post_padding) else 0
+            total *= max(size + max(pre, 0) + max(post, 0), 0)
+        return total
 
     def validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """Run the whole lifecycle: pre-validate, infer, post-validate (``memo``: the rules

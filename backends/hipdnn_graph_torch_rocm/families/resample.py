@@ -147,6 +147,12 @@ def _refusal(node: Any, inner_slot: str, outer_slot: str) -> str | None:
         )
     if "INDEX" in t and mode != _M.MAXPOOL:
         return f"{name}: an INDEX tensor with resample mode {mode.name} (MAXPOOL only)"
+    if math.prod(a.window) > math.prod(inner[2:]):
+        return (
+            f"{name}: a window of {math.prod(a.window)} offsets over {math.prod(inner[2:])} "
+            "input positions: the lowering pads the input to every window's span and reads "
+            "each offset (the NumPy reference scans the input's positions instead)"
+        )
     return dtype_refusal(node, FLOATING, (inner_slot, outer_slot)) or dtype_refusal(
         node, _INDEX_TYPES, ("INDEX",)
     )
