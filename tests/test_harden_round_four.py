@@ -631,3 +631,40 @@ def test_tensor_bytes_counts_what_strides_span() -> None:
     g = _matmul(4, 2)
     g.validate()
     assert graph_allocation_bytes(g) == (4 + 2 + 8) * 4
+
+
+# ----- item 11: FP8 outputs of non-packed strides ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data_type",
+    [hg.DataType.FP8_E5M2, hg.DataType.FP8_E4M3, hg.DataType.BFLOAT16, hg.DataType.FP4_E2M1],
+    ids=lambda t: t.name,
+)
+def test_strided_buffers_keep_their_ml_dtypes_type(data_type: hg.DataType) -> None:
+    """``as_strided`` turned FP8_E5M2 into ``'<f1'`` (a bare ``TypeError``)."""
+    from hipdnn_graph.backend.dtypes import numpy_dtype, numpy_empty_strided
+
+    a = numpy_empty_strided([2, 3], [1, 2], data_type)
+    assert (a.dtype, a.shape, a.flags.writeable) == (numpy_dtype(data_type), (2, 3), True)
+    assert a.strides == (a.itemsize, 2 * a.itemsize)
+    b = numpy_empty_strided([2, 3], [-3, 1], data_type)
+    b[...] = 1.0
+    assert b.dtype == numpy_dtype(data_type) and b.strides[0] < 0
+
+
+def test_batchnorm_backward_with_an_fp8_dscale_runs() -> None:
+    """The issue's case: ``Graph.run()`` raised a bare ``TypeError``."""
+    from hipdnn_graph.testing import make_inputs
+
+    g = _graph()
+    dy, x = g.tensor(name="dy", dim=[4, 3, 2, 2]), g.tensor(name="x", dim=[4, 3, 2, 2])
+    s, m, v = (g.tensor(name=n, dim=[1, 3, 1, 1]) for n in ("s", "m", "v"))
+    dx, dscale, dbias = g.batchnorm_backward(dy, x, s, mean=m, inv_variance=v)
+    for t in (dx, dscale, dbias):
+        t.set_output(True)
+    dscale.set_data_type(hg.DataType.FP8_E5M2)
+    g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
+    out = g.run(make_inputs(g, np.random.default_rng(0)))
+    assert str(out[dscale].dtype) == "float8_e5m2"
+    assert np.isfinite(out[dscale].astype(np.float32)).all()
