@@ -668,3 +668,26 @@ def test_batchnorm_backward_with_an_fp8_dscale_runs() -> None:
     out = g.run(make_inputs(g, np.random.default_rng(0)))
     assert str(out[dscale].dtype) == "float8_e5m2"
     assert np.isfinite(out[dscale].astype(np.float32)).all()
+
+
+# ----- item 12: trailing bytes after a blob's tables -------------------------------------------
+
+
+@pytest.mark.parametrize("tail", [b"\0" * 8, bytes(range(8)), b"\xff" * 13])
+def test_trailing_bytes_load_as_hipdnn_loads_them_and_are_not_written_back(tail: bytes) -> None:
+    """hipDNN verifies a blob with flatbuffers' Verifier over the whole buffer, which accepts
+    bytes past the tables it references; serialization.md now says they are not written back."""
+    g = _layernorm(1e-5)
+    g.build_operation_graph()
+    blob = g.serialize()
+    loaded = hg.Graph.deserialize(blob + tail)
+    assert loaded.serialize() == blob
+    assert loaded.to_json() == g.to_json()
+
+
+def test_serialization_page_states_what_happens_to_trailing_bytes() -> None:
+    from pathlib import Path
+
+    page = (Path(__file__).parents[1] / "docs" / "serialization.md").read_text()
+    assert "whatever loads writes back byte for byte" not in page
+    assert "`serialize()` of a blob with 8 bytes appended gives the\nblob without them" in page
