@@ -251,8 +251,7 @@ def test_relu_clips_that_are_nan_or_infinite_are_refused(
     _expect(
         _relu(**{member: value}),
         INVALID,
-        f"PointwiseNode: {member} must be a finite number that fits in float32 (the wire stores "
-        f"binary32), got {shown}",
+        f"PointwiseNode: {member} must be a finite number that fits in float32, got {shown}",
     )
 
 
@@ -266,8 +265,7 @@ def test_float_members_beyond_binary32_are_refused(member: str) -> None:
     _expect(
         g,
         INVALID,
-        f"PointwiseNode: {member} must be a finite number that fits in float32 (the wire stores "
-        "binary32), got inf",
+        f"PointwiseNode: {member} must be a finite number that fits in float32, got inf",
     )
 
 
@@ -691,3 +689,62 @@ def test_serialization_page_states_what_happens_to_trailing_bytes() -> None:
     page = (Path(__file__).parents[1] / "docs" / "serialization.md").read_text()
     assert "whatever loads writes back byte for byte" not in page
     assert "`serialize()` of a blob with 8 bytes appended gives the\nblob without them" in page
+
+
+# ----- item 9: a constant fed as a data input ---------------------------------------------------
+
+
+def test_a_constant_fed_to_a_convolution_input_is_refused() -> None:
+    """It validated, then failed inside the engines (``AttributeError``: a float has no
+    ``is_cuda``)."""
+    g = _graph()
+    x = g.tensor(name="x").set_value(1.0)
+    x.set_dim([1, 1, 1, 1]).set_stride([1, 1, 1, 1])
+    w = g.tensor(name="w", dim=[1, 1, 1, 1])
+    g.conv_fprop(x, w, pre_padding=[0, 0], post_padding=[0, 0], stride=[1, 1], dilation=[1, 1])
+    g.nodes[0].outputs()[0].set_output(True)
+    _expect(
+        g,
+        INVALID,
+        "ConvolutionFpropNode: X tensor x holds a constant value, but X reads a tensor in memory "
+        "(the slots that take constants: none)",
+    )
+
+
+def test_a_constant_fed_to_a_norm_scale_is_refused_and_epsilon_still_takes_one() -> None:
+    g = _rmsnorm(1e-5)
+    a = g.nodes[0].attributes
+    assert isinstance(a, hg.RMSNormAttributes)
+    scale = a.get_scale()
+    assert scale is not None
+    scale.set_value(2.0)
+    scale.set_dim([1, 3, 4]).set_stride([12, 4, 1])
+    _expect(
+        g,
+        INVALID,
+        "RMSNormNode: SCALE tensor s holds a constant value, but SCALE reads a tensor in memory "
+        "(the slots that take constants: EPSILON)",
+    )
+
+
+def test_pointwise_of_constants_alone_is_refused() -> None:
+    """torch's engine raised ``TypeError`` (``exp()`` of a float)."""
+    g = _graph()
+    y = g.pointwise(g.tensor(name="c").set_value(2.0), mode=hg.PointwiseMode.EXP)
+    y.set_output(True)
+    _expect(
+        g,
+        INVALID,
+        "PointwiseNode: every input holds a constant value; at least one must be a tensor in "
+        "memory",
+    )
+
+
+def test_a_pointwise_constant_beside_a_tensor_still_runs() -> None:
+    g = _graph()
+    x = g.tensor(name="x", dim=[2, 3])
+    y = g.pointwise(x, g.tensor(name="c").set_value(2.0), mode=hg.PointwiseMode.MUL)
+    y.set_output(True)
+    g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
+    xs = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(g.run({x: xs})[y], xs * 2)

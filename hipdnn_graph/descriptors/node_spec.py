@@ -221,7 +221,13 @@ class SlotSpec:
 
     @classmethod
     def named(
-        cls, member: IntEnum, output: bool, required: bool, fb_slot: int, attribute: IntEnum
+        cls,
+        member: IntEnum,
+        output: bool,
+        required: bool,
+        fb_slot: int,
+        attribute: IntEnum,
+        pass_by_value: bool = False,
     ) -> SlotSpec:
         """A slot whose wire name is its member's, ``<member>_tensor_uid`` (hipDNN's usual
         spelling; a slot spelled otherwise states its ``wire``).
@@ -233,9 +239,8 @@ class SlotSpec:
             >>> SlotSpec.named(Slot.IN_0, False, True, 0, Attribute.OPERATION_IN_0_DESC).wire
             'in_0_tensor_uid'
         """
-        return cls(
-            member, output, required, fb_slot, attribute, f"{member.name.lower()}_tensor_uid"
-        )
+        wire = f"{member.name.lower()}_tensor_uid"
+        return cls(member, output, required, fb_slot, attribute, wire, pass_by_value)
 
     @property
     def name(self) -> str:

@@ -37,6 +37,9 @@ class Node(Generic[A]):
     #: the slot of the ``[N, C, spatial...]`` tensor an engine may copy with its spatial dims
     #: grown by ``pre_padding`` and ``post_padding`` (convolutions, pooling); ``""`` for none
     padded_slot: ClassVar[str] = ""
+    #: whether any input slot may hold a compile-time constant (pointwise operands, custom ops);
+    #: otherwise only the spec's pass-by-value slots take one
+    constants_anywhere: ClassVar[bool] = False
 
     @classmethod
     def attributes_class(cls) -> type[Any]:
@@ -138,9 +141,11 @@ class Node(Generic[A]):
                 if value is not None and not abs(value) <= FLOAT32_MAX:  # NaN fails it too
                     raise HipdnnError(
                         ErrorCode.INVALID_VALUE,
-                        f"{spec.label}: {member} must be a finite number that fits in float32 "
-                        f"(the wire stores binary32), got {value}",
+                        f"{spec.label}: {member} must be a finite number that fits in float32, "
+                        f"got {value}",
                     )
+            if not self.constants_anywhere:
+                self._check_constant_inputs(spec, inputs)
         own = set(map(id, outputs.values()))
         if len(own) == len(outputs) and own.isdisjoint(map(id, inputs.values())):
             return  # the common case, checked without building messages
@@ -160,6 +165,21 @@ class Node(Generic[A]):
                     f"Node {self.name}: tensor {tensor.name} is both input {slot.name} and "
                     f"output {slots[id(tensor)]}; an output needs a tensor of its own",
                 )
+
+    def _check_constant_inputs(self, spec: NodeSpec, inputs: dict[Any, TensorAttributes]) -> None:
+        """A compile-time constant (a tensor with a value) feeds only a scalar slot: the
+        engines read every other slot as an array in memory (a constant there failed inside
+        them with ``KeyError``/``AttributeError``)."""
+        for slot, tensor in inputs.items():
+            if tensor.__dict__["value"] is None or slot.name in spec.pass_by_value_slots:
+                continue
+            scalars = ", ".join(sorted(spec.pass_by_value_slots)) or "none"
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"{spec.label}: {slot.name} tensor {tensor.name} holds a constant value, but "
+                f"{slot.name} reads a tensor in memory (the slots that take constants: "
+                f"{scalars})",
+            )
 
     def padded_elements(self) -> int:
         """How many elements a padded copy of :attr:`padded_slot`'s tensor holds (0 without

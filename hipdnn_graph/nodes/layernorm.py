@@ -202,7 +202,7 @@ LAYERNORM_SPEC = register_node_spec(
             SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_LAYERNORM_X_EXT),
             SlotSpec.named(_In.SCALE, False, True, 1, _A.OPERATION_LAYERNORM_SCALE_EXT),
             SlotSpec.named(_In.BIAS, False, True, 2, _A.OPERATION_LAYERNORM_BIAS_EXT),
-            SlotSpec.named(_In.EPSILON, False, True, 3, _A.OPERATION_LAYERNORM_EPSILON_EXT),
+            SlotSpec.named(_In.EPSILON, False, True, 3, _A.OPERATION_LAYERNORM_EPSILON_EXT, True),
             SlotSpec.named(_Out.Y, True, True, 4, _A.OPERATION_LAYERNORM_Y_EXT),
             SlotSpec.named(_Out.MEAN, True, False, 6, _A.OPERATION_LAYERNORM_MEAN_EXT),
             SlotSpec.named(

@@ -160,7 +160,7 @@ LAYERNORM_BACKWARD_SPEC = register_node_spec(
                 _In.INV_VARIANCE, False, False, 4, _A.OPERATION_LAYERNORM_BACKWARD_INV_VARIANCE_EXT
             ),
             SlotSpec.named(
-                _In.EPSILON, False, False, 5, _A.OPERATION_LAYERNORM_BACKWARD_EPSILON_EXT
+                _In.EPSILON, False, False, 5, _A.OPERATION_LAYERNORM_BACKWARD_EPSILON_EXT, True
             ),
             SlotSpec.named(_Out.DX, True, True, 6, _A.OPERATION_LAYERNORM_BACKWARD_DX_EXT),
             SlotSpec.named(_Out.DSCALE, True, True, 7, _A.OPERATION_LAYERNORM_BACKWARD_DSCALE_EXT),
