@@ -748,3 +748,38 @@ def test_a_pointwise_constant_beside_a_tensor_still_runs() -> None:
     g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
     xs = np.arange(6.0, dtype=np.float32).reshape(2, 3)
     np.testing.assert_array_equal(g.run({x: xs})[y], xs * 2)
+
+
+# ----- item 4: an attention scale that overflows every score -----------------------------------
+
+
+def _sdpa(scale: float, head_dim: int = 8) -> hg.Graph:
+    g = _graph()
+    q = g.tensor(name="Q", dim=[1, 1, 4, head_dim])
+    o, _ = g.sdpa(
+        q, g.tensor_like(q, "K"), g.tensor_like(q, "V"), generate_stats=False, attn_scale=scale
+    )
+    o.set_output(True)
+    return g
+
+
+def test_an_attention_scale_that_overflows_unit_scores_is_refused() -> None:
+    """``attn_scale_value=3e38`` validated and gave all-NaN outputs, whatever the data."""
+    g = _sdpa(3e38)
+    a = g.nodes[0].attributes
+    assert isinstance(a, hg.SdpaAttributes)
+    stored = a.attn_scale_value
+    _expect(
+        g,
+        INVALID,
+        f"SdpaFwdNode: attn_scale_value {stored} overflows float32 scores for Q and K of "
+        "magnitude 1 (head dim 8): |scale| x head dim must be at most 3.4028234663852886e+38",
+    )
+
+
+def test_the_largest_scale_that_keeps_unit_scores_finite_runs() -> None:
+    g = _sdpa(4e37)  # x 8 = 3.2e38, below float32's largest
+    g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
+    ones = np.full((1, 1, 4, 8), 1.0, np.float32)
+    (out,) = g.run(dict.fromkeys(g.graph_inputs(), ones)).values()
+    np.testing.assert_array_equal(out, ones)
