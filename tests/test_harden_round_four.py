@@ -773,7 +773,7 @@ def test_an_attention_scale_that_overflows_unit_scores_is_refused() -> None:
         g,
         INVALID,
         f"SdpaFwdNode: attn_scale_value {stored} overflows float32 scores for Q and K of "
-        "magnitude 1 (head dim 8): |scale| x head dim must be at most 3.4028234663852886e+38",
+        "magnitude 1 (head dim 8): abs(scale) x head dim must be at most 3.4028234663852886e+38",
     )
 
 

@@ -336,7 +336,7 @@ def finite_scale(a: SdpaCommonAttributes, node: str) -> None:
         if number is not None and _fits_float32(number) and abs(number) * head_dim > FLOAT32_MAX:
             _fail(
                 f"{node}: {what} {scale} overflows float32 scores for Q and K of magnitude "
-                f"1 (head dim {head_dim}): |scale| x head dim must be at most {FLOAT32_MAX}"
+                f"1 (head dim {head_dim}): abs(scale) x head dim must be at most {FLOAT32_MAX}"
             )
     inputs, names = a.inputs, a._IN
     for slot in _SCALE_SLOTS:
