@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -684,8 +685,6 @@ def test_trailing_bytes_load_as_hipdnn_loads_them_and_are_not_written_back(tail:
 
 
 def test_serialization_page_states_what_happens_to_trailing_bytes() -> None:
-    from pathlib import Path
-
     page = (Path(__file__).parents[1] / "docs" / "serialization.md").read_text()
     assert "whatever loads writes back byte for byte" not in page
     assert "`serialize()` of a blob with 8 bytes appended gives the\nblob without them" in page
@@ -783,3 +782,33 @@ def test_the_largest_scale_that_keeps_unit_scores_finite_runs() -> None:
     ones = np.full((1, 1, 4, 8), 1.0, np.float32)
     (out,) = g.run(dict.fromkeys(g.graph_inputs(), ones)).values()
     np.testing.assert_array_equal(out, ones)
+
+
+def test_huge_window_blob_runs_through_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 1 from a serialized blob through ``hipdnn-graph run``: it never returned."""
+    from hipdnn_graph.cli import main
+
+    g, _ = _huge_window(hg.ResampleMode.MAXPOOL)
+    g.build_operation_graph()
+    path = tmp_path / "pool.hdg"
+    path.write_bytes(g.serialize())
+    assert main(["run", str(path), "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "engine NUMPY_REFERENCE_ENGINE" in out
+    assert "non_finite" not in out
+
+
+def test_a_graph_above_the_bound_is_refused_by_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hipdnn_graph.cli import main
+
+    g = _matmul(2**20, 2**20)
+    g.build_operation_graph()
+    path = tmp_path / "big.json"
+    path.write_text(g.to_json())
+    assert main(["run", str(path)]) != 0
+    err = capsys.readouterr().err
+    assert "may allocate 4.0 TiB" in err and "HIPDNN_GRAPH_MAX_ALLOCATION" in err
