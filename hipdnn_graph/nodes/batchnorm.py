@@ -259,9 +259,21 @@ BATCHNORM_SPEC = register_node_spec(
                 _A.OPERATION_BATCHNORM_PREV_RUNNING_VARIANCE_EXT,
             ),
             SlotSpec.named(
-                _In.MOMENTUM, False, False, 7, _A.OPERATION_BATCHNORM_MOMENTUM_EXT, True
+                _In.MOMENTUM,
+                False,
+                False,
+                7,
+                _A.OPERATION_BATCHNORM_MOMENTUM_EXT,
+                pass_by_value=True,
             ),
-            SlotSpec.named(_In.EPSILON, False, True, 3, _A.OPERATION_BATCHNORM_EPSILON_EXT, True),
+            SlotSpec.named(
+                _In.EPSILON,
+                False,
+                True,
+                3,
+                _A.OPERATION_BATCHNORM_EPSILON_EXT,
+                pass_by_value=True,
+            ),
             SlotSpec.named(_Out.Y, True, True, 8, _A.OPERATION_BATCHNORM_Y_EXT),
             SlotSpec.named(_Out.MEAN, True, False, 9, _A.OPERATION_BATCHNORM_MEAN_EXT),
             SlotSpec.named(

@@ -171,7 +171,7 @@ BATCHNORM_INFERENCE_VARIANCE_SPEC = register_node_spec(
                 True,
                 6,
                 _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_EPSILON_EXT,
-                True,
+                pass_by_value=True,
             ),
             SlotSpec.named(_Out.Y, True, True, 5, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_Y_EXT),
         ),
