@@ -706,7 +706,7 @@ def test_a_constant_fed_to_a_convolution_input_is_refused() -> None:
         g,
         INVALID,
         "ConvolutionFpropNode: X tensor x holds a constant value, but X reads a tensor in memory "
-        "(the slots that take constants: none)",
+        "(the slots that take scalars: none)",
     )
 
 
@@ -722,7 +722,7 @@ def test_a_constant_fed_to_a_norm_scale_is_refused_and_epsilon_still_takes_one()
         g,
         INVALID,
         "RMSNormNode: SCALE tensor s holds a constant value, but SCALE reads a tensor in memory "
-        "(the slots that take constants: EPSILON)",
+        "(the slots that take scalars: EPSILON)",
     )
 
 
@@ -812,3 +812,17 @@ def test_a_graph_above_the_bound_is_refused_by_the_command_line(
     assert main(["run", str(path)]) != 0
     err = capsys.readouterr().err
     assert "may allocate 4.0 TiB" in err and "HIPDNN_GRAPH_MAX_ALLOCATION" in err
+
+
+def test_a_runtime_scalar_fed_to_a_matmul_input_is_refused() -> None:
+    """A one-element pass-by-value tensor is bound as a Python number: as matmul's A it failed
+    inside the engines (``ValueError`` on NumPy, ``AttributeError`` on torch)."""
+    g = _graph()
+    a = g.tensor(name="a", dim=[1, 1, 1], is_pass_by_value=True)
+    g.matmul(a, g.tensor(name="b", dim=[1, 1, 3])).set_output(True)
+    _expect(
+        g,
+        INVALID,
+        "MatmulNode: A tensor a is a pass-by-value scalar, but A reads a tensor in memory (the "
+        "slots that take scalars: none)",
+    )

@@ -167,18 +167,24 @@ class Node(Generic[A]):
                 )
 
     def _check_constant_inputs(self, spec: NodeSpec, inputs: dict[Any, TensorAttributes]) -> None:
-        """A compile-time constant (a tensor with a value) feeds only a scalar slot: the
-        engines read every other slot as an array in memory (a constant there failed inside
-        them with ``KeyError``/``AttributeError``)."""
+        """A scalar feeds only a scalar slot: a compile-time constant (a tensor with a value)
+        or a runtime scalar (a pass-by-value tensor of one element, bound as a Python number:
+        :func:`hipdnn_graph.backend.is_runtime_scalar`). The engines read every other slot as
+        an array (a scalar there failed inside them with ``KeyError``, ``AttributeError`` or
+        ``ValueError``); a pass-by-value tensor of more elements is a host array and may."""
         for slot, tensor in inputs.items():
-            if tensor.__dict__["value"] is None or slot.name in spec.pass_by_value_slots:
+            fields = tensor.__dict__
+            constant = fields["value"] is not None
+            if slot.name in spec.pass_by_value_slots or not (
+                constant or (fields["is_pass_by_value"] and tensor.get_volume() == 1)
+            ):
                 continue
             scalars = ", ".join(sorted(spec.pass_by_value_slots)) or "none"
+            what = "holds a constant value" if constant else "is a pass-by-value scalar"
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE,
-                f"{spec.label}: {slot.name} tensor {tensor.name} holds a constant value, but "
-                f"{slot.name} reads a tensor in memory (the slots that take constants: "
-                f"{scalars})",
+                f"{spec.label}: {slot.name} tensor {tensor.name} {what}, but {slot.name} reads "
+                f"a tensor in memory (the slots that take scalars: {scalars})",
             )
 
     def padded_elements(self) -> int:
