@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .block_scale_builders import BlockScaleBuilders
 from .builder_base import name_unnamed, node_attributes
+from .descriptors.wire_rules import MAX_TENSORS
 from .errors import HipdnnError
 from .nodes.base import Node
 from .nodes.conv_dgrad import ConvolutionDgradNode
@@ -317,8 +318,9 @@ class FamilyBuilders(NormBuilders, BlockScaleBuilders):
 
         Raises:
             HipdnnError: ``INVALID_VALUE`` for inputs that are not a list of tensors, a count
-                that is not a non-negative integer, attributes of another class or an unknown
-                keyword.
+                that is not a non-negative integer or above the wire's 65,536 tensors
+                (:data:`~hipdnn_graph.descriptors.wire_rules.MAX_TENSORS`), attributes of
+                another class or an unknown keyword (each before any tensor is made).
 
         Example:
             >>> import hipdnn_graph as hg
@@ -341,6 +343,12 @@ class FamilyBuilders(NormBuilders, BlockScaleBuilders):
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE,
                 f"custom_op() takes a non-negative output count, got {n_outputs!r}",
+            )
+        if n_outputs > MAX_TENSORS:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"custom_op() takes at most {MAX_TENSORS} outputs (the most tensors a graph "
+                f"holds on the wire), got {n_outputs}",
             )
         attrs = self._family_attributes(attributes, CustomOpNode, keywords, "custom_op")
         name_unnamed(attrs.name, ((t, f"IN_{i}") for i, t in enumerate(tensors)))

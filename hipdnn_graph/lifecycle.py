@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
+from .backend.allocation import check_allocation
 from .backend.contract import Engine, checked_support, engine_id
 from .backend.registry import current_registry
 from .backend.variant_pack import TensorSpec, VariantPackBinder
@@ -176,9 +177,11 @@ def _binder(graph: Graph, array_kind: str) -> VariantPackBinder:
 
 
 def build_plans(graph: Graph, state: PlanState, policy: BuildPlanPolicy | int) -> None:
-    """Build the first buildable plan (HEURISTICS_CHOICE) or every candidate's plan (ALL)."""
+    """Build the first buildable plan (HEURISTICS_CHOICE) or every candidate's plan (ALL),
+    once the graph is within the allocation bound (:mod:`hipdnn_graph.backend.allocation`)."""
     policy = _enum_argument(BuildPlanPolicy, policy, "The build plan policy")
     check_support(graph, state)
+    check_allocation(graph, f"Running graph '{graph.get_name() or '<unnamed>'}'")
     assert state.candidates is not None
     failures: list[str] = []
     state.plans = []
@@ -266,8 +269,14 @@ class GraphLifecycle:
     ) -> Self:
         """Prepare the best applicable engine (or all of them with ``BuildPlanPolicy.ALL``).
 
+        A graph whose tensors (and the padded inputs its convolutions and pooling imply) add up
+        to more than the allocation limit is refused first, before any engine allocates
+        (64 GiB unless ``HIPDNN_GRAPH_MAX_ALLOCATION`` says otherwise; see
+        :mod:`hipdnn_graph.backend.allocation`).
+
         Raises:
             NotSupportedError: when no engine applies.
+            HipdnnError: ``INVALID_VALUE`` above the allocation limit.
             HipdnnError: ``GRAPH_EXECUTION_PLAN_CREATION_FAILED`` when no plan could be built.
         """
         build_plans(self._graph(), self._state, policy)

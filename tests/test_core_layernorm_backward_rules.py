@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 import hipdnn_graph as hg
-from hipdnn_graph.nodes.layernorm_backward import infer_normalized_dim_count
+from hipdnn_graph.nodes.norm_rules import infer_normalized_dim_count
 
 E = hg.ErrorCode
 L = "LayernormBackwardNode"

@@ -322,10 +322,14 @@ def test_numpy_empty_strided_with_negative_strides_stays_inside_its_buffer() -> 
 
 @pytest.mark.parametrize("stride0", [2**46, 2**62])
 @pytest.mark.parametrize("engine", ENGINES)
-def test_huge_output_strides_give_a_hipdnn_error_from_run(stride0: int, engine: str) -> None:
+def test_huge_output_strides_give_a_hipdnn_error_from_run(
+    stride0: int, engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # before: MemoryError or ValueError ("array is too big") from run(). 2**46 FLOAT elements are
     # 256 TiB, past a 47-bit user address space, so even a machine that overcommits memory (a
-    # 16 TiB buffer was allocated lazily on the GPU machine) cannot map the buffer
+    # 16 TiB buffer was allocated lazily on the GPU machine) cannot map the buffer. Under the
+    # allocation bound (issue 41 item 2) build() refuses it first; above a raised bound the
+    # allocation itself still fails with a HipdnnError.
     g = hg.Graph(
         io_data_type=hg.DataType.FLOAT,
         intermediate_data_type=hg.DataType.FLOAT,
@@ -334,7 +338,14 @@ def test_huge_output_strides_give_a_hipdnn_error_from_run(stride0: int, engine: 
     q = g.tensor(name="Q", dim=[2, 1, 4, 8])
     o, _ = g.sdpa(q, g.tensor_like(q, "K"), g.tensor_like(q, "V"), generate_stats=False)
     o.set_output(True).set_stride([stride0, 32, 8, 1])
-    g.set_preferred_engine_id_ext(engine).build()
+    g.set_preferred_engine_id_ext(engine)
+    with pytest.raises(hg.HipdnnError, match="the largest part is tensor 'SdpaFwd_0::O'") as info:
+        g.build()
+    assert info.value.code == hg.ErrorCode.INVALID_VALUE
+    with pytest.raises(hg.HipdnnError, match="may allocate"):
+        make_inputs(g, np.random.default_rng(0))
+    monkeypatch.setenv("HIPDNN_GRAPH_MAX_ALLOCATION", str(2**70))
+    g.build()
     with pytest.raises(hg.HipdnnError) as info:
         g.run({t: np.ones((2, 1, 4, 8), np.float32) for t in g.graph_inputs()})
     if engine == "NUMPY_REFERENCE_ENGINE":  # allocated by the frontend

@@ -100,11 +100,14 @@ def numpy_empty_strided(
             0 if empty else sum((d - 1) * -s for d, s in zip(shape, strides, strict=True) if s < 0)
         )
         buffer = np.empty(span, dtype=dtype)
-        return np.lib.stride_tricks.as_strided(
-            buffer[start:],
-            shape=shape,
+        # np.ndarray over the buffer keeps ml_dtypes' types (as_strided goes through the
+        # array interface, whose type string loses them: '<f1' for FP8_E5M2)
+        return np.ndarray(
+            shape,
+            dtype=dtype,
+            buffer=buffer,
+            offset=start * dtype.itemsize,
             strides=tuple(s * dtype.itemsize for s in strides),
-            writeable=True,
         )
     except (MemoryError, ValueError, OverflowError) as exc:
         raise HipdnnError(

@@ -406,9 +406,13 @@ class NodeSpec:
     omit_absent_uids: bool = False
     tensor_lists: tuple[TensorListSpec, ...] = ()
     _by_name: dict[str, SlotSpec] = field(default_factory=dict, compare=False, repr=False)
+    #: the members the wire stores as binary32 (``Kind.F32_OPT``), derived from ``scalars``
+    float32_members: tuple[str, ...] = field(default=(), init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self._by_name.update({s.name: s for s in self.slots})
+        floats = tuple(s.name for s in self.scalars if s.kind is Kind.F32_OPT)
+        object.__setattr__(self, "float32_members", floats)
         used = [s.fb_slot for s in self.slots] + [s.fb_slot for s in self.scalars]
         used += [u.fb_slot for u in self.unmodelled] + [t.fb_slot for t in self.tensor_lists]
         assert sorted(used) == list(range(self.field_count)), f"{self.table}: slots {used}"

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .wire_model import WireGraph
 
 __all__ = [
+    "FLOAT32_MAX",
     "MAX_DIM",
     "MAX_INPUT_BYTES",
     "MAX_NAME_LENGTH",
@@ -58,6 +59,9 @@ MAX_TENSORS = 65_536
 MAX_NODES = 65_536
 #: Longest graph, node or tensor name, in characters.
 MAX_NAME_LENGTH = 4096
+#: Largest finite binary32 value: the bound of a ``float`` field of hipDNN's tables and of a
+#: FLOAT constant.
+FLOAT32_MAX = 3.4028234663852886e38
 
 
 #: the wider text encodings: (name, codec, byte-order mark, bytes per character)

@@ -11,6 +11,7 @@ from ..changes import touch
 from ..descriptors.backend_descriptor import BackendDescriptor
 from ..descriptors.node_spec import NodeSpec
 from ..descriptors.packing import pack_node, unpack_node
+from ..descriptors.wire_rules import FLOAT32_MAX
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import ErrorCode, NodeType
@@ -33,6 +34,12 @@ class Node(Generic[A]):
     name_prefix: ClassVar[str] = "Node"
     #: where the node's slots and scalars live on every wire (set by each node module)
     spec: ClassVar[NodeSpec]
+    #: the slot of the ``[N, C, spatial...]`` tensor an engine may copy with its spatial dims
+    #: grown by ``pre_padding`` and ``post_padding`` (convolutions, pooling); ``""`` for none
+    padded_slot: ClassVar[str] = ""
+    #: whether any input slot may hold a compile-time constant (pointwise operands, custom ops);
+    #: otherwise only the spec's pass-by-value slots take one
+    constants_anywhere: ClassVar[bool] = False
 
     @classmethod
     def attributes_class(cls) -> type[Any]:
@@ -102,13 +109,16 @@ class Node(Generic[A]):
 
     def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """Check the compute type, then validate every output tensor (hipDNN's steps); then
-        check that each output is a tensor of its own: not in two output slots, and not an
-        input of the node too (one of the results, or an input, would be overwritten).
+        check that every member the wire stores as binary32 (the spec's
+        ``float32_members``) is finite there, and that each output is a tensor of its own: not
+        in two output slots, and not an input of the node too (one of the results, or an input,
+        would be overwritten).
         ``memo`` is as in :meth:`pre_validate_node`.
 
         Raises:
             HipdnnError: ``ATTRIBUTE_NOT_SET`` when no compute type is set, the first output
-                tensor's validation error, or ``INVALID_VALUE`` for a shared output.
+                tensor's validation error, or ``INVALID_VALUE`` for a NaN, infinite or
+                float32-overflowing member or a shared output.
         """
         fields = self.attributes.__dict__  # read once: this runs for every node
         if not fields["compute_data_type"]:  # NOT_SET is 0
@@ -124,6 +134,18 @@ class Node(Generic[A]):
             for tensor in self.outputs():  # again in slot order: the first failing slot reports
                 tensor.check()
             raise
+        spec: NodeSpec | None = getattr(type(self), "spec", None)
+        if spec is not None:
+            for member in spec.float32_members:
+                value = fields[member]
+                if value is not None and not abs(value) <= FLOAT32_MAX:  # NaN fails it too
+                    raise HipdnnError(
+                        ErrorCode.INVALID_VALUE,
+                        f"{spec.label}: {member} must be a finite number that fits in float32, "
+                        f"got {value}",
+                    )
+            if not self.constants_anywhere:
+                self._check_constant_inputs(spec, inputs)
         own = set(map(id, outputs.values()))
         if len(own) == len(outputs) and own.isdisjoint(map(id, inputs.values())):
             return  # the common case, checked without building messages
@@ -143,6 +165,53 @@ class Node(Generic[A]):
                     f"Node {self.name}: tensor {tensor.name} is both input {slot.name} and "
                     f"output {slots[id(tensor)]}; an output needs a tensor of its own",
                 )
+
+    def _check_constant_inputs(self, spec: NodeSpec, inputs: dict[Any, TensorAttributes]) -> None:
+        """A scalar feeds only a scalar slot: a compile-time constant (a tensor with a value)
+        or a runtime scalar (a pass-by-value tensor of one element, bound as a Python number:
+        :func:`hipdnn_graph.backend.is_runtime_scalar`). The engines read every other slot as
+        an array (a scalar there failed inside them with ``KeyError``, ``AttributeError`` or
+        ``ValueError``); a pass-by-value tensor of more elements is a host array and may."""
+        for slot, tensor in inputs.items():
+            fields = tensor.__dict__
+            constant = fields["value"] is not None
+            if slot.name in spec.pass_by_value_slots or not (
+                constant or (fields["is_pass_by_value"] and tensor.get_volume() == 1)
+            ):
+                continue
+            scalars = ", ".join(sorted(spec.pass_by_value_slots)) or "none"
+            what = "holds a constant value" if constant else "is a pass-by-value scalar"
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"{spec.label}: {slot.name} tensor {tensor.name} {what}, but {slot.name} reads "
+                f"a tensor in memory (the slots that take scalars: {scalars})",
+            )
+
+    def padded_elements(self) -> int:
+        """How many elements a padded copy of :attr:`padded_slot`'s tensor holds (0 without
+        one): an engine may allocate it beside the graph's tensors, so the allocation bound of
+        :mod:`hipdnn_graph.backend.allocation` counts it.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> a = (hg.ResampleFwdAttributes().set_x(hg.TensorAttributes(dim=[1, 2, 4, 4]))
+            ...      .set_y(hg.TensorAttributes()).set_pre_padding([1, 0])
+            ...      .set_post_padding([1, 10]).set_stride([1, 1]).set_window([2, 2]))
+            >>> hg.ResampleFwdNode(a, hg.GraphAttributes()).padded_elements()  # 1*2*6*14
+            168
+        """
+        if not self.padded_slot:
+            return 0
+        tensor = self.attributes.tensors_by_slot().get(self.padded_slot)
+        if tensor is None or len(tensor.dim) < 3:
+            return 0
+        a: Any = self.attributes
+        total = tensor.dim[0] * tensor.dim[1]
+        for i, size in enumerate(tensor.dim[2:]):
+            pre = a.pre_padding[i] if i < len(a.pre_padding) else 0
+            post = a.post_padding[i] if i < len(a.post_padding) else 0
+            total *= max(size + max(pre, 0) + max(post, 0), 0)
+        return total
 
     def validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """Run the whole lifecycle: pre-validate, infer, post-validate (``memo``: the rules

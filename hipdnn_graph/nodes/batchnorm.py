@@ -23,6 +23,7 @@ from .norm_rules import (
     check_bn_training_spatial,
     check_channel_only_shape,
     check_channel_only_shape_if_set,
+    check_epsilon_value,
     check_min_dims,
     check_scalar_parameter,
     check_shapes_match_if_set,
@@ -187,6 +188,24 @@ class BatchnormNode(Node[BatchnormAttributes]):
         if nxt_mean is not None and nxt_var is not None and None not in prev:
             infer_channel_tensor(nxt_mean, x)
             infer_channel_tensor(nxt_var, x)
+
+    def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
+        """The base checks, then the project's rules after hipDNN's: a constant EPSILON is a
+        finite, non-negative float32 number; the running statistics come with a MOMENTUM (the
+        update ``(1 - m) * prev + m * batch`` reads it).
+
+        Raises:
+            HipdnnError: as :meth:`Node.post_validate_node`; ``INVALID_VALUE`` for the
+                epsilon; ``ATTRIBUTE_NOT_SET`` for running statistics without MOMENTUM.
+        """
+        super().post_validate_node(memo)
+        a = self.attributes
+        check_epsilon_value(a.get_epsilon(), "BatchnormNode")
+        if a.get_prev_running_mean() is not None and a.get_momentum() is None:
+            raise _missing(
+                "BatchnormNode: the running statistics need a momentum tensor "
+                "(momentum_tensor_uid); none is set"
+            )
 
 
 class BatchnormAttributeName(IntEnum):

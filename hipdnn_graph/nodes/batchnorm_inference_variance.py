@@ -17,7 +17,12 @@ from ..errors import HipdnnError
 from ..types import ErrorCode, NodeType
 from .base import Node
 from .input_memo import InputRuleMemo
-from .norm_rules import check_channel_only_shape, check_min_dims, check_shapes_match_if_set
+from .norm_rules import (
+    check_channel_only_shape,
+    check_epsilon_value,
+    check_min_dims,
+    check_shapes_match_if_set,
+)
 
 __all__ = [
     "BATCHNORM_INFERENCE_VARIANCE_SPEC",
@@ -102,6 +107,17 @@ class BatchnormInferenceVarianceNode(Node[BatchnormInferenceAttributesVarianceEx
             y.dim = list(x.dim)
         if not y.stride:
             y.stride = list(x.stride)
+
+    def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
+        """The base checks, then the project's rule after hipDNN's: a constant EPSILON is a
+        finite, non-negative float32 number.
+
+        Raises:
+            HipdnnError: as :meth:`Node.post_validate_node`; ``INVALID_VALUE`` for the
+                epsilon.
+        """
+        super().post_validate_node(memo)
+        check_epsilon_value(self.attributes.get_epsilon(), _LABEL)
 
 
 class BatchnormInferenceVarianceAttributeName(IntEnum):

@@ -56,6 +56,7 @@ class ConvolutionDgradNode(Node[ConvDgradAttributes]):
 
     node_type: ClassVar[NodeType] = NodeType.CONVOLUTION_DGRAD
     name_prefix: ClassVar[str] = "ConvolutionDgrad"
+    padded_slot: ClassVar[str] = "DX"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: DY, W, DX set; the four members set; DY's dims and strides

@@ -55,6 +55,7 @@ class ConvolutionFpropNode(Node[ConvFpropAttributes]):
 
     node_type: ClassVar[NodeType] = NodeType.CONVOLUTION_FPROP
     name_prefix: ClassVar[str] = "ConvolutionFprop"
+    padded_slot: ClassVar[str] = "X"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: X, W, Y set; the four members set; X's dims and strides

@@ -59,6 +59,7 @@ class ConvolutionWgradNode(Node[ConvWgradAttributes]):
 
     node_type: ClassVar[NodeType] = NodeType.CONVOLUTION_WGRAD
     name_prefix: ClassVar[str] = "ConvolutionWgrad"
+    padded_slot: ClassVar[str] = "X"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: X, DY, DW set; the four members set; X's dims and strides

@@ -54,6 +54,7 @@ class CustomOpNode(Node[CustomOpAttributes]):
 
     node_type: ClassVar[NodeType] = NodeType.CUSTOM_OP
     name_prefix: ClassVar[str] = "CustomOp"
+    constants_anywhere: ClassVar[bool] = True
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN checks that no input or output is null; here a null entry is refused when the

@@ -29,7 +29,9 @@ from ..types import ErrorCode, NodeType, NormFwdPhase
 from .base import Node
 from .input_memo import InputRuleMemo
 from .norm_rules import (
+    check_epsilon_value,
     check_min_dims,
+    check_normalized_dim_count,
     check_scalar_parameter,
     check_shapes_match_if_set,
     ordered_strides,
@@ -140,6 +142,23 @@ class LayerNormNode(Node[LayernormAttributes]):
                     stats.dim = [x.dim[0]] + [1] * (len(x.dim) - 1)
             if not stats.stride:
                 stats.stride = _strides_like_x(stats.dim, x)
+
+    def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
+        """The base checks, then the project's rules after hipDNN's: a constant EPSILON is a
+        finite, non-negative float32 number; ``normalized_dim_count`` is between 1 and X's
+        rank, or 0 with a count inferred from SCALE in that range (the engines normalize over
+        X's last ``normalized_dim_count`` dims).
+
+        Raises:
+            HipdnnError: as :meth:`Node.post_validate_node`; ``INVALID_VALUE`` for the
+                epsilon or the count.
+        """
+        super().post_validate_node(memo)
+        a = self.attributes
+        check_epsilon_value(a.get_epsilon(), "LayerNormNode")
+        x, scale = a.get_x(), a.get_scale()
+        assert x is not None and scale is not None  # pre-validation checked them
+        check_normalized_dim_count("LayerNormNode", a.normalized_dim_count, x.dim, scale.dim)
 
 
 class LayernormAttributeName(IntEnum):

@@ -26,6 +26,7 @@ from ..errors import HipdnnError
 from ..types import ErrorCode, NodeType
 from .base import Node
 from .input_memo import InputRuleMemo
+from .norm_rules import check_normalized_dim_count, infer_normalized_dim_count
 
 __all__ = ["LAYERNORM_BACKWARD_SPEC", "LayernormBackwardAttributeName", "LayernormBackwardNode"]
 
@@ -34,28 +35,6 @@ _LABEL = "LayernormBackwardNode"
 
 def _missing(message: str) -> HipdnnError:
     return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
-
-
-def infer_normalized_dim_count(x_dims: list[int], scale_dims: list[int]) -> int:
-    """hipDNN's inference of the normalized dim count: with X's rank, the run of trailing SCALE
-    dims that are not 1 (at least 1); with another rank, SCALE's rank.
-
-    Example:
-        >>> infer_normalized_dim_count([16, 64, 32, 32], [1, 64, 32, 32])
-        3
-        >>> infer_normalized_dim_count([16, 64, 32, 32], [1, 1, 1, 1])
-        1
-        >>> infer_normalized_dim_count([16, 64, 32, 32], [32, 32])
-        2
-    """
-    if len(x_dims) != len(scale_dims):
-        return len(scale_dims)
-    count = 1
-    for i in range(len(scale_dims) - 1, -1, -1):
-        if scale_dims[i] == 1:
-            break
-        count = len(scale_dims) - i
-    return count
 
 
 class LayernormBackwardNode(Node[LayernormBackwardAttributes]):
@@ -95,7 +74,7 @@ class LayernormBackwardNode(Node[LayernormBackwardAttributes]):
     def infer_properties_node(self) -> None:
         """Fill data types; DX without dims or strides takes X's; DSCALE and DBIAS without dims
         or strides take SCALE's; a normalized dim count of 0 or less is inferred from SCALE
-        (see :func:`infer_normalized_dim_count`).
+        (see :func:`~hipdnn_graph.nodes.norm_rules.infer_normalized_dim_count`).
 
         Raises:
             HipdnnError: ``ATTRIBUTE_NOT_SET`` without DY, X, SCALE, DX, DSCALE or DBIAS.
@@ -123,6 +102,20 @@ class LayernormBackwardNode(Node[LayernormBackwardAttributes]):
                 grad.stride = list(scale.stride)
         if a.normalized_dim_count <= 0:
             a.normalized_dim_count = infer_normalized_dim_count(x.dim, scale.dim)
+
+    def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
+        """The base checks, then the project's rule after hipDNN's: the normalized dim count
+        (given, or inferred from SCALE) is between 1 and X's rank (the engines normalize over
+        X's last ``normalized_dim_count`` dims).
+
+        Raises:
+            HipdnnError: as :meth:`Node.post_validate_node`; ``INVALID_VALUE`` for the count.
+        """
+        super().post_validate_node(memo)
+        a = self.attributes
+        x, scale = a.get_x(), a.get_scale()
+        assert x is not None and scale is not None  # inference checked them
+        check_normalized_dim_count(_LABEL, a.normalized_dim_count, x.dim, scale.dim)
 
 
 class LayernormBackwardAttributeName(IntEnum):

@@ -16,8 +16,10 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
+from ..descriptors.wire_rules import FLOAT32_MAX
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes, generate_strides
 from ..types import ErrorCode
@@ -26,12 +28,15 @@ __all__ = [
     "check_bn_training_spatial",
     "check_channel_only_shape",
     "check_channel_only_shape_if_set",
+    "check_epsilon_value",
     "check_min_dims",
     "check_norm_stats_shape_if_set",
+    "check_normalized_dim_count",
     "check_scalar_parameter",
     "check_scale_normalized_shape",
     "check_shapes_match",
     "check_shapes_match_if_set",
+    "infer_normalized_dim_count",
     "like_strides",
     "ordered_strides",
     "stride_order",
@@ -77,6 +82,88 @@ def check_scalar_parameter(param: TensorAttributes, fallback: str) -> None:
         raise _invalid(f"{name} must be a scalar (single element), but has {total} elements")
     if not param.get_is_pass_by_value():
         raise _invalid(f"{name} must be a pass-by-value tensor")
+
+
+def check_epsilon_value(epsilon: TensorAttributes | None, label: str) -> None:
+    """The project's rule after hipDNN's (which checks only EPSILON's shape): a constant
+    epsilon is a finite, non-negative number that fits in float32 (a NaN, an infinity or a
+    negative epsilon makes ``1 / sqrt(var + epsilon)`` NaN or infinite). An epsilon given only
+    at execution (no value set) is not checked here.
+
+    Example:
+        >>> from hipdnn_graph import TensorAttributes
+        >>> try:
+        ...     check_epsilon_value(TensorAttributes(name="eps").set_value(-1.0), "RMSNormNode")
+        ... except HipdnnError as err:
+        ...     print(err.message)
+        RMSNormNode: epsilon eps must be a finite, non-negative float32 number, got -1.0
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` naming the value.
+    """
+    if epsilon is None or epsilon.value is None:
+        return
+    value = epsilon.value
+    number = float(value)
+    if not (math.isfinite(number) and 0 <= number <= FLOAT32_MAX):
+        raise _invalid(
+            f"{label}: epsilon {_named(epsilon, 'Epsilon')} must be a finite, non-negative "
+            f"float32 number, got {value}"
+        )
+
+
+def infer_normalized_dim_count(x_dims: Sequence[int], scale_dims: Sequence[int]) -> int:
+    """hipDNN's inference of the normalized dim count: with X's rank, the run of trailing SCALE
+    dims that are not 1 (at least 1); with another rank, SCALE's rank.
+
+    Example:
+        >>> infer_normalized_dim_count([16, 64, 32, 32], [1, 64, 32, 32])
+        3
+        >>> infer_normalized_dim_count([16, 64, 32, 32], [1, 1, 1, 1])
+        1
+        >>> infer_normalized_dim_count([16, 64, 32, 32], [32, 32])
+        2
+    """
+    if len(x_dims) != len(scale_dims):
+        return len(scale_dims)
+    count = 1
+    for i in range(len(scale_dims) - 1, -1, -1):
+        if scale_dims[i] == 1:
+            break
+        count = len(scale_dims) - i
+    return count
+
+
+def check_normalized_dim_count(
+    label: str, count: int, x_dims: Sequence[int], scale_dims: Sequence[int]
+) -> None:
+    """The project's rule after hipDNN's (which has none): a layer norm normalizes over X's
+    last ``count`` dims, so ``count`` is between 1 and X's rank, or 0 (unset) when the count
+    inferred from SCALE (:func:`infer_normalized_dim_count`) is.
+
+    Example:
+        >>> try:
+        ...     check_normalized_dim_count("LayerNormNode", 5, [2, 6, 4], [1, 6, 4])
+        ... except HipdnnError as err:
+        ...     print(err.message)
+        LayerNormNode: normalized_dim_count 5 must be in [1, 3] (X's rank), or 0 to infer it
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` naming the count.
+    """
+    rank = len(x_dims)
+    if count == 0:
+        inferred = infer_normalized_dim_count(x_dims, scale_dims)
+        if not 1 <= inferred <= rank:
+            raise _invalid(
+                f"{label}: the normalized dim count {inferred} inferred from SCALE dims "
+                f"{list(scale_dims)} must be in [1, {rank}] (X's rank)"
+            )
+    elif not 1 <= count <= rank:
+        raise _invalid(
+            f"{label}: normalized_dim_count {count} must be in [1, {rank}] (X's rank), or 0 to "
+            "infer it"
+        )
 
 
 def check_shapes_match_if_set(

@@ -123,6 +123,7 @@ class PointwiseNode(Node[PointwiseAttributes]):
 
     node_type: ClassVar[NodeType] = NodeType.POINTWISE
     name_prefix: ClassVar[str] = "Pointwise"
+    constants_anywhere: ClassVar[bool] = True
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: the output, the mode, one output, the number of inputs
@@ -189,6 +190,37 @@ class PointwiseNode(Node[PointwiseAttributes]):
                     ErrorCode.ATTRIBUTE_NOT_SET, "PointwiseNode output missing stride"
                 )
             out.stride = list(same.stride)
+
+    def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
+        """The base checks, then the project's rules after hipDNN's (which has none for them):
+        some input is a tensor in memory (not a constant), and ``GEN_INDEX`` numbers the
+        elements along ``axis``, one of OUT_0's dims.
+
+        Raises:
+            HipdnnError: as :meth:`Node.post_validate_node`; ``ATTRIBUTE_NOT_SET`` for a
+                ``GEN_INDEX`` without an axis, ``INVALID_VALUE`` for one outside
+                ``[0, rank)`` or for constants alone.
+        """
+        super().post_validate_node(memo)
+        a = self.attributes
+        if all(t.value is not None for t in a.inputs.values()):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                "PointwiseNode: every input holds a constant value; at least one must be a "
+                "tensor in memory",
+            )
+        if a.mode != PointwiseMode.GEN_INDEX:
+            return
+        out = a.get_output_0()
+        assert out is not None  # pre-validation checked it
+        if a.axis is None:
+            raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, "PointwiseNode: GEN_INDEX needs an axis")
+        if not 0 <= a.axis < len(out.dim):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"PointwiseNode: GEN_INDEX axis {a.axis} must be in [0, {len(out.dim)}) "
+                "(OUT_0's rank)",
+            )
 
 
 class PointwiseAttributeName(IntEnum):

@@ -20,7 +20,7 @@ from ..types import ErrorCode, NodeType, ResampleMode
 from .base import Node
 from .input_memo import InputRuleMemo
 from .norm_rules import ordered_strides, stride_order
-from .resample_fwd import INDEX_TYPES, spatial_members
+from .resample_fwd import INDEX_TYPES, check_pooling_geometry, spatial_members
 from .resample_spec import ResampleAttributeName, check_packable_modes, resample_scalars
 
 __all__ = ["RESAMPLE_BWD_SPEC", "ResampleBwdNode"]
@@ -57,6 +57,7 @@ class ResampleBwdNode(Node[ResampleBwdAttributes]):
 
     node_type: ClassVar[NodeType] = NodeType.RESAMPLE_BWD
     name_prefix: ClassVar[str] = "ResampleBwd"
+    padded_slot: ClassVar[str] = "DX"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: DY set; INDEX set for ``MAXPOOL``; DX set; DY's dims set;
@@ -136,6 +137,19 @@ class ResampleBwdNode(Node[ResampleBwdAttributes]):
                 index.dim = list(dy.dim)
             if not index.stride:
                 index.stride = list(dy.stride)
+
+    def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
+        """The base checks, then
+        :func:`~hipdnn_graph.nodes.resample_fwd.check_pooling_geometry` (DX against DY).
+
+        Raises:
+            HipdnnError: as :meth:`Node.post_validate_node` and ``check_pooling_geometry``.
+        """
+        super().post_validate_node(memo)
+        a = self.attributes
+        dx, dy = a.get_dx(), a.get_dy()
+        assert dx is not None and dy is not None  # pre-validation checked them
+        check_pooling_geometry(a, ("DX", dx), ("DY", dy), _LABEL)
 
     def create_operation(
         self,

@@ -23,6 +23,7 @@ from ..descriptors.node_spec import (
     register_node_spec,
 )
 from ..errors import HipdnnError
+from ..tensor import TensorAttributes
 from ..types import DataType, ErrorCode, NodeType, ResampleMode
 from .base import Node
 from .conv_rules import c_div
@@ -30,7 +31,7 @@ from .input_memo import InputRuleMemo
 from .norm_rules import ordered_strides, stride_order, stride_order_nhwc
 from .resample_spec import ResampleAttributeName, check_packable_modes, resample_scalars
 
-__all__ = ["RESAMPLE_FWD_SPEC", "ResampleFwdNode", "spatial_members"]
+__all__ = ["RESAMPLE_FWD_SPEC", "ResampleFwdNode", "check_pooling_geometry", "spatial_members"]
 
 _LABEL = "ResampleFwdNode"
 #: the data types hipDNN accepts for an INDEX tensor
@@ -63,6 +64,56 @@ def spatial_members(a: ResampleAttributes, spatial: int, label: str, what: str) 
         raise _invalid(f"{label}: stride must be positive to infer {what} dimensions")
 
 
+def check_pooling_geometry(
+    a: ResampleAttributes,
+    pooled: tuple[str, TensorAttributes],
+    result: tuple[str, TensorAttributes],
+    label: str,
+) -> None:
+    """The project's rules after hipDNN's (which has none for them), for both directions: the
+    pooled side (X, DX) and the result (Y, DY) are ``[N, C, spatial...]`` alike (one rank, one
+    N and C); ``pre_padding``, ``post_padding``, ``stride`` and ``window`` each hold exactly one
+    value per spatial dim, the stride and window positive; an INDEX has the result's dims.
+    (The result's spatial dims may differ from the formula's, and a negative pre padding starts
+    the windows inside the input: the engines define every window they read.)
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> a = (hg.ResampleBwdAttributes().set_pre_padding([0, 0]).set_post_padding([0])
+        ...      .set_stride([1, 1]).set_window([2, 2]))
+        >>> x, y = hg.TensorAttributes(dim=[1, 1, 4, 4]), hg.TensorAttributes(dim=[1, 1, 3, 3])
+        >>> try:
+        ...     check_pooling_geometry(a, ("DX", x), ("DY", y), "ResampleBwdNode")
+        ... except HipdnnError as err:
+        ...     print(err.message)  # doctest: +ELLIPSIS
+        ResampleBwdNode: pre_padding, post_padding, stride and window must each hold one ...
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for the first rule broken.
+    """
+    (inner_name, inner), (outer_name, outer) = pooled, result
+    if len(outer.dim) != len(inner.dim) or outer.dim[:2] != inner.dim[:2]:
+        raise _invalid(
+            f"{label}: {outer_name} dims {outer.dim} and {inner_name} dims {inner.dim} must "
+            "share their rank, N and C"
+        )
+    spatial = len(inner.dim) - 2
+    members = (a.pre_padding, a.post_padding, a.stride, a.window)
+    if any(len(m) != spatial for m in members):
+        counts = ", ".join(str(len(m)) for m in members[:3]) + f" and {len(members[3])}"
+        raise _invalid(
+            f"{label}: pre_padding, post_padding, stride and window must each hold one value "
+            f"per spatial dimension ({spatial}), got {counts} values"
+        )
+    if min(a.stride + a.window) < 1:
+        raise _invalid(
+            f"{label}: stride and window must be positive, got stride {a.stride}, window {a.window}"
+        )
+    index = a.tensors_by_slot().get("INDEX")
+    if index is not None and index.dim != outer.dim:
+        raise _invalid(f"{label}: Index dims {index.dim} must equal {outer_name} dims {outer.dim}")
+
+
 class ResampleFwdNode(Node[ResampleFwdAttributes]):
     """Pools ``X [N, C, spatial...]`` into ``Y [N, C, out...]`` with
     ``out = (in + pre + post - window) / stride + 1`` (and, for ``MAXPOOL`` with
@@ -81,6 +132,7 @@ class ResampleFwdNode(Node[ResampleFwdAttributes]):
 
     node_type: ClassVar[NodeType] = NodeType.RESAMPLE_FWD
     name_prefix: ClassVar[str] = "ResampleFwd"
+    padded_slot: ClassVar[str] = "X"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: X and Y set; INDEX set when ``MAXPOOL`` generates one;
@@ -147,6 +199,18 @@ class ResampleFwdNode(Node[ResampleFwdAttributes]):
                 index.dim = list(y.dim)
             if not index.stride:
                 index.stride = list(y.stride)
+
+    def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
+        """The base checks, then :func:`check_pooling_geometry` (X against Y).
+
+        Raises:
+            HipdnnError: as :meth:`Node.post_validate_node` and :func:`check_pooling_geometry`.
+        """
+        super().post_validate_node(memo)
+        a = self.attributes
+        x, y = a.get_x(), a.get_y()
+        assert x is not None and y is not None  # pre-validation checked them
+        check_pooling_geometry(a, ("X", x), ("Y", y), _LABEL)
 
     def create_operation(
         self,

@@ -28,6 +28,7 @@ from ..types import ErrorCode, NodeType, NormFwdPhase
 from .base import Node
 from .input_memo import InputRuleMemo
 from .norm_rules import (
+    check_epsilon_value,
     check_min_dims,
     check_norm_stats_shape_if_set,
     check_scalar_parameter,
@@ -134,6 +135,17 @@ class RMSNormNode(Node[RMSNormAttributes]):
                 bias.dim = list(scale.dim)
             if not bias.stride:
                 bias.stride = list(scale.stride)
+
+    def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
+        """The base checks, then the project's rule after hipDNN's: a constant EPSILON is a
+        finite, non-negative float32 number.
+
+        Raises:
+            HipdnnError: as :meth:`Node.post_validate_node`; ``INVALID_VALUE`` for the
+                epsilon.
+        """
+        super().post_validate_node(memo)
+        check_epsilon_value(self.attributes.get_epsilon(), "RMSNormNode")
 
 
 class RMSNormAttributeName(IntEnum):

@@ -95,6 +95,9 @@ class SdpaNode(Node[A]):
     #: what a node runs when another node already passed those with the same input tensors
     _rules_per_node: ClassVar[tuple[r.Rule, ...]]
     _checks_per_node: ClassVar[tuple[r.Rule, ...]]
+    #: the SDPA checks refuse constants and pass-by-value tensors outside the scalar slots
+    #: themselves (:func:`~.sdpa_rules.scalar_slots`, with their own message)
+    constants_anywhere: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -17,6 +17,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from ..attributes.base import SdpaCommonAttributes
+from ..descriptors.wire_rules import FLOAT32_MAX
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes, context_data_type, generate_strides
 from ..types import DataType, ErrorCode
@@ -313,20 +314,33 @@ def bias_broadcast(a: SdpaCommonAttributes, node: str) -> None:
 #: the slots whose constant multiplies scores or probabilities: finite in float32 like
 #: ``attn_scale_value`` (hipDNN stores its scalars as binary32)
 _SCALE_SLOTS = ("Attn_scale", "Dropout_scale", "Dropout_scale_inv")
-_FLOAT32_MAX = 3.4028234663852886e38
 
 
 def _fits_float32(value: float) -> bool:
-    return math.isfinite(value) and abs(value) <= _FLOAT32_MAX
+    return math.isfinite(value) and abs(value) <= FLOAT32_MAX
 
 
 def finite_scale(a: SdpaCommonAttributes, node: str) -> None:
     """The scales are finite numbers that fit in float32 (hipDNN's type for scalar attributes;
     a larger one overflows float32 compute, and the outputs would be NaN): ``attn_scale_value``,
-    and the constant an Attn_scale, Dropout_scale or Dropout_scale_inv tensor holds."""
+    and the constant an Attn_scale, Dropout_scale or Dropout_scale_inv tensor holds. The
+    attention scale also keeps the scores of Q and K of magnitude 1 finite (``|scale| x head
+    dim <= FLOAT32_MAX``): a larger one (``3e38``) made every output NaN, whatever the data.
+    Larger data can still overflow a smaller scale, as any float32 arithmetic can."""
     value = a.attn_scale_value
     if value is not None and not _fits_float32(value):
         _fail(f"{node}: attn_scale_value must be a finite number that fits in float32, got {value}")
+    q = a.get_q()
+    head_dim = q.dim[-1] if q is not None and q.dim else 1
+    scale_tensor = a.get_attn_scale()
+    held = None if scale_tensor is None else scale_tensor.value
+    for what, scale in (("attn_scale_value", value), ("Attn_scale", held)):
+        number = None if scale is None else float(scale)
+        if number is not None and _fits_float32(number) and abs(number) * head_dim > FLOAT32_MAX:
+            _fail(
+                f"{node}: {what} {scale} overflows float32 scores for Q and K of magnitude "
+                f"1 (head dim {head_dim}): abs(scale) x head dim must be at most {FLOAT32_MAX}"
+            )
     inputs, names = a.inputs, a._IN
     for slot in _SCALE_SLOTS:
         tensor = inputs.get(names[slot]) if slot in names else None

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backend.allocation import check_allocation
 from ..backend.dtypes import numpy_dtype, numpy_empty_strided
 from ..backend.variant_pack import as_numpy, as_torch, is_runtime_scalar, is_torch_tensor
 from ..errors import HipdnnError
@@ -199,9 +200,11 @@ def make_inputs(graph: Graph, rng: np.random.Generator) -> dict[TensorAttributes
         ``{tensor: buffer}`` ready for ``graph.execute``.
 
     Raises:
-        HipdnnError: ``INVALID_VALUE`` when a buffer cannot be allocated (dims or strides that
-            span more memory than the machine has).
+        HipdnnError: ``INVALID_VALUE`` above the allocation limit (the graph's tensors and the
+            padded inputs it implies, checked before anything is allocated; see
+            :mod:`hipdnn_graph.backend.allocation`), or when a buffer cannot be allocated.
     """
+    check_allocation(graph, f"Making inputs for graph '{graph.get_name() or '<unnamed>'}'")
     try:
         return _make_inputs(graph, rng)
     except MemoryError as exc:

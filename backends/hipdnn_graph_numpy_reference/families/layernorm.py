@@ -81,16 +81,14 @@ def _affine_problem(x: Sequence[int], affine: Sequence[int], count: int) -> str 
 
 
 def layernorm_refusal(node: hg.LayerNormNode) -> str | None:
-    """Why the reference cannot run this layer-norm node (a normalized dim count above X's
-    rank, a SCALE or BIAS that does not broadcast over the normalized dims alone, statistics
-    tensors that do not hold one value per batch position), or ``None``."""
+    """Why the reference cannot run this layer-norm node (a SCALE or BIAS that does not
+    broadcast over the normalized dims alone, statistics tensors that do not hold one value per
+    batch position), or ``None``. (A count outside X's rank is refused by ``validate()``.)"""
     a = node.attributes
     x = a.get_x()
     assert x is not None  # a validated node has it
     count = normalized_dim_count(node)
     where = f"node '{node.name}'"
-    if count > len(x.dim):
-        return f"{where}: normalized_dim_count {count} exceeds X's rank {len(x.dim)}"
     slots = a.tensors_by_slot()
     for slot in ("SCALE", "BIAS"):
         tensor = slots.get(slot)

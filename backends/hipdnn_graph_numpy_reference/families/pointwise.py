@@ -83,7 +83,10 @@ def _relu_fwd(a: Any, ct: np.dtype[Any], ops: Sequence[Array]) -> Array:
     lower = ct.type(_param(a.relu_lower_clip, 0.0))
     upper = ct.type(_param(a.relu_upper_clip, float(np.finfo(ct).max)))
     slope = ct.type(_param(a.relu_lower_clip_slope, 0.0))
-    return np.where(x <= lower, slope * (x - lower) + lower, np.where(x >= upper, upper, x))
+    # without a slope the clipped value is ``lower`` itself: 0 * (x - lower) would be NaN where
+    # x - lower overflows float32 (x = -3e38, lower = 3e38)
+    below = lower if slope == 0 else slope * (x - lower) + lower
+    return np.where(x <= lower, below, np.where(x >= upper, upper, x))
 
 
 def _relu_bwd(a: Any, ct: np.dtype[Any], ops: Sequence[Array]) -> Array:
@@ -233,8 +236,6 @@ def pointwise_refusal(node: hg.PointwiseNode) -> str | None:
     out = a.get_output_0()
     if out is None:
         return f"{where}: no OUT_0 tensor"
-    if a.mode == _M.GEN_INDEX and (a.axis is None or not 0 <= a.axis < len(out.dim)):
-        return f"{where}: GEN_INDEX needs an axis in [0, {len(out.dim)}), has {a.axis}"
     for slot, tensor in a.tensors_by_slot().items():
         if slot != "OUT_0" and aligned_dims(tensor.dim, out.dim) is None:
             return (

@@ -37,6 +37,7 @@ Example:
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -106,6 +107,69 @@ class _Geometry:
         self.outer = [int(d) for d in outer[2:]]  # Y's (DY's) spatial dims
         self.pre, self.stride, self.window = list(a.pre_padding), list(a.stride), list(a.window)
         self.rows = int(inner[0]) * int(inner[1])
+
+    @property
+    def by_position(self) -> bool:
+        """Whether to scan the input's positions rather than the window's offsets: the window
+        holds more offsets than the input has positions (a window far larger than the input,
+        balanced by padding), so most offsets read padding alone."""
+        return bool(math.prod(self.window) > math.prod(self.inner))
+
+    def reads(self) -> Iterator[tuple[list[np.ndarray[Any, Any]], np.ndarray[Any, Any]]]:
+        """What :meth:`offsets` or :meth:`positions` yields, whichever takes fewer steps."""
+        return self.positions() if self.by_position else self.offsets()
+
+    def positions(self) -> Iterator[tuple[list[np.ndarray[Any, Any]], np.ndarray[Any, Any]]]:
+        """For each input position ``p`` in row-major order (so, for each output, in the scan
+        order of the offsets that read it): ``p`` shaped to broadcast over the outputs, and
+        which outputs' windows hold it."""
+        for p in itertools.product(*(range(n) for n in self.inner)):
+            positions, valid = [], np.ones(self.outer, dtype=bool)
+            for i, (step, start, w, pi) in enumerate(
+                zip(self.stride, self.pre, self.window, p, strict=True)
+            ):
+                k = pi - np.arange(self.outer[i]) * step + start  # the offset reading p
+                shape = [1] * len(self.outer)
+                shape[i] = self.outer[i]
+                valid &= ((k >= 0) & (k < w)).reshape(shape)
+                positions.append(np.full(shape, pi))
+            yield positions, valid
+
+    def scan_index(self, positions: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
+        """The row-major index, among the window's offsets, of the offset reading
+        ``positions`` for each output."""
+        flat = np.zeros(self.outer, dtype=np.int64)
+        for i, (position, step, start, w) in enumerate(
+            zip(positions, self.stride, self.pre, self.window, strict=True)
+        ):
+            shape = [1] * len(self.outer)
+            shape[i] = self.outer[i]
+            k = position - (np.arange(self.outer[i]) * step).reshape(shape) + start
+            flat = flat * w + k
+        return flat
+
+    def first_padding(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """For each output: whether its window holds padding, and the row-major index of the
+        first offset that reads padding (every later one reads the same zero of the padding,
+        so only the first can win a strict maximum)."""
+        lowest_outside = np.zeros(self.outer, dtype=bool)  # some dim's first offset is padding
+        any_high = np.zeros(self.outer, dtype=bool)
+        first = np.zeros(self.outer, dtype=np.int64)
+        tail = math.prod(self.window)
+        for i, (size, step, start, w) in enumerate(
+            zip(self.inner, self.stride, self.pre, self.window, strict=True)
+        ):
+            tail //= w
+            shape = [1] * len(self.outer)
+            shape[i] = self.outer[i]
+            lo = np.clip(start - np.arange(self.outer[i]) * step, 0, w).reshape(shape)
+            hi = np.clip(start - np.arange(self.outer[i]) * step + size, 0, w).reshape(shape)
+            lowest_outside |= (lo > 0) | (hi <= lo)
+            high = np.broadcast_to(hi < w, self.outer)
+            any_high |= high
+            first = np.where(high, hi * tail, first)  # the last such dim gives the smallest
+        has_padding = lowest_outside | any_high
+        return has_padding, np.where(lowest_outside, 0, first)
 
     def offsets(self) -> Iterator[tuple[list[np.ndarray[Any, Any]], np.ndarray[Any, Any]]]:
         """For each window offset ``k`` in scan order: the input position of every output along
@@ -179,6 +243,33 @@ def _index_dtype(node: Any) -> np.dtype[Any]:
     return numpy_dtype(node.attributes.tensors_by_slot()["INDEX"].data_type)
 
 
+def _maxpool_by_position(
+    g: _Geometry, rows: np.ndarray[Any, Any], dtype: np.dtype[Any], zero_pad: bool
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """``MAXPOOL``'s Y and winners scanning the input's positions (see
+    :attr:`_Geometry.by_position`): the first maximum among the real elements in scan order,
+    then the zero of the padding (``ZERO_PAD``) where it beats that or ties it from an earlier
+    offset, exactly as the scan of every offset decides."""
+    out_shape = (g.rows, *g.outer)
+    lowest = np.finfo(dtype).min
+    best = np.full(out_shape, lowest, dtype=dtype)
+    chosen = np.full(out_shape, -1, dtype=np.int64)
+    order = np.full(out_shape, np.iinfo(np.int64).max, dtype=np.int64)
+    for positions, valid in g.positions():
+        value = np.broadcast_to(_gather(rows, positions), out_shape).astype(dtype)
+        better = valid & (value > best)
+        best = np.where(better, value, best)
+        chosen = np.where(better, g.flat(positions), chosen)
+        order = np.where(better, g.scan_index(positions), order)
+    if zero_pad:
+        has_padding, first = g.first_padding()
+        zero = dtype.type(0)
+        wins = has_padding & ((zero > best) | ((zero == best) & (first < order)))
+        best = np.where(wins, zero, best)
+        chosen = np.where(wins, -1, chosen)
+    return best, chosen
+
+
 def run_resample_fwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarray[Any, Any]]:
     """Y (and INDEX when the node has one) of a resample forward node from X (see the module
     doc for the math).
@@ -197,6 +288,12 @@ def run_resample_fwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarr
     zero_pad = hg.PaddingMode(node.attributes.padding_mode) == _P.ZERO_PAD
     lowest = np.finfo(dtype).min
     out_shape = (g.rows, *g.outer)
+    if mode == _M.MAXPOOL and g.by_position:
+        best, chosen = _maxpool_by_position(g, rows, dtype, zero_pad)
+        out = {"Y": best.reshape(y_dims)}
+        if "INDEX" in slots:
+            out["INDEX"] = chosen.astype(_index_dtype(node)).reshape(slots["INDEX"].dim)
+        return out
     if mode == _M.MAXPOOL:
         best = np.full(out_shape, lowest, dtype=dtype)
         chosen = np.full(out_shape, -1, dtype=np.int64)
@@ -212,7 +309,7 @@ def run_resample_fwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarr
             out["INDEX"] = chosen.astype(_index_dtype(node)).reshape(slots["INDEX"].dim)
         return out
     total = np.zeros(out_shape, dtype=dtype)
-    for positions, valid in g.offsets():
+    for positions, valid in g.reads():
         total += np.where(valid, _gather(rows, positions), 0).astype(dtype)
     if mode == _M.AVGPOOL_EXCLUDE_PADDING:
         divisor = np.maximum(g.valid_counts(), 1).astype(dtype)
@@ -244,7 +341,7 @@ def run_resample_bwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarr
             raise _invalid(node, "MAXPOOL backward needs the forward's INDEX")
         index_type = _index_dtype(node)
         index = _input(node, inputs, "INDEX", index_type).reshape(g.rows, *g.outer)
-        for positions, valid in g.offsets():
+        for positions, valid in g.reads():
             hit = valid & (index == g.flat(positions).astype(index_type))
             share = np.where(hit, grads, 0)
             np.add.at(dx, (row, *positions), share)
@@ -254,6 +351,6 @@ def run_resample_bwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarr
     else:
         divisor = np.asarray(np.prod(g.window), dtype=dtype)
     share_all = (grads / divisor).astype(dtype)
-    for positions, valid in g.offsets():
+    for positions, valid in g.reads():
         np.add.at(dx, (row, *positions), np.where(valid, share_all, 0))
     return {"DX": dx.reshape(dx_dims)}

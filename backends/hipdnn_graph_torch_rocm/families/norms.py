@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import hipdnn_graph as hg
-from hipdnn_graph.nodes.layernorm_backward import infer_normalized_dim_count
+from hipdnn_graph.nodes.norm_rules import infer_normalized_dim_count
 
 from ._common import FLOATING, Prepared, as_scalar, compute_dtype, dtype_refusal
 

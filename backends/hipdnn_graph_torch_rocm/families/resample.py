@@ -62,6 +62,10 @@ __all__ = [
 ]
 
 _M, _P = hg.ResampleMode, hg.PaddingMode
+#: the most window offsets the lowering takes where the window holds more offsets than the
+#: input has positions (most of them then read padding alone, and the padded input and the
+#: work grow with the window, not with the data)
+_MOST_OFFSETS = 65_536
 #: the types an INDEX tensor may have (hipDNN's rule)
 _INDEX_TYPES = frozenset({hg.DataType.INT8, hg.DataType.INT32})
 
@@ -147,6 +151,12 @@ def _refusal(node: Any, inner_slot: str, outer_slot: str) -> str | None:
         )
     if "INDEX" in t and mode != _M.MAXPOOL:
         return f"{name}: an INDEX tensor with resample mode {mode.name} (MAXPOOL only)"
+    if math.prod(a.window) > max(math.prod(inner[2:]), _MOST_OFFSETS):
+        return (
+            f"{name}: a window of {math.prod(a.window)} offsets over {math.prod(inner[2:])} "
+            "input positions: the lowering pads the input to every window's span and reads "
+            "each offset (the NumPy reference scans the input's positions instead)"
+        )
     return dtype_refusal(node, FLOATING, (inner_slot, outer_slot)) or dtype_refusal(
         node, _INDEX_TYPES, ("INDEX",)
     )
