@@ -22,24 +22,25 @@ from __future__ import annotations
 
 import argparse
 import warnings
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from . import cli_probes
 from .cli_common import safe_text
-from .graph import Graph
-from .types import DataType, NodeType
+from .types import DataType
+
+if TYPE_CHECKING:  # imported where used: --help and --version load no graph code
+    from .graph import Graph
 
 __all__ = ["PROBE_TYPES", "add_parsers", "availability", "cmd_backends", "probe_graphs"]
 
 #: the data types each engine is probed with
 PROBE_TYPES = (DataType.FLOAT, DataType.HALF, DataType.BFLOAT16, DataType.DOUBLE)
 
-_SDPA_TYPES = frozenset({NodeType.SDPA_FWD, NodeType.SDPA_BWD})
-
 
 def probe_graphs() -> dict[DataType, dict[str, Graph]]:
     """The probe graphs of every type in :data:`PROBE_TYPES`, by type then by what they probe
     (:func:`~hipdnn_graph.cli_probes.probe_graphs`)."""
+    from . import cli_probes
+
     return cli_probes.probe_graphs(PROBE_TYPES)
 
 
@@ -82,6 +83,7 @@ def availability(engine: Any, probes: dict[DataType, dict[str, Graph]]) -> str:
         family only when a pointwise node follows it, as a fusing engine does); or
         ``unavailable: <the engine's reasons>`` when it accepts none.
     """
+    from . import cli_probes
     from .backend.contract import checked_support
 
     types_of: dict[str, list[str]] = {}  # what -> the types it is accepted in

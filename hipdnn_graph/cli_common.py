@@ -11,11 +11,14 @@ Example:
 
 from __future__ import annotations
 
+import argparse
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .graph import Graph
+if TYPE_CHECKING:  # imported where used: --help and --version load no graph code
+    from .graph import Graph
 
 __all__ = [
     "PROG",
@@ -23,6 +26,7 @@ __all__ = [
     "detect_format",
     "fmt_list",
     "load_graph",
+    "non_negative_int",
     "read_capped",
     "safe_text",
     "summary",
@@ -109,6 +113,7 @@ def load_graph(path: str) -> tuple[Graph, str]:
         HipdnnError: ``UNSUPPORTED_GRAPH_FORMAT`` / ``INVALID_VALUE`` from the decoders.
     """
     from .descriptors import MAX_INPUT_BYTES
+    from .graph import Graph
 
     data = read_capped(path, MAX_INPUT_BYTES)
     fmt = detect_format(data)
@@ -138,3 +143,14 @@ def table(rows: list[list[str]]) -> list[str]:
     return [
         "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     ]
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value

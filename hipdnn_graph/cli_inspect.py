@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .cli_common import fmt_list, load_graph, safe_text, summary, table
 from .errors import HipdnnError
-from .graph import Graph
-from .tensor import TensorAttributes
 from .types import DiagonalAlignment
+
+if TYPE_CHECKING:  # imported where used: --help and --version load no graph code
+    from .graph import Graph
+    from .tensor import TensorAttributes
 
 __all__ = ["add_parsers", "cmd_show", "cmd_validate"]
 
