@@ -242,3 +242,36 @@ def test_version_and_help_import_no_graph_code(argv: list[str]) -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
     )
     assert res.stdout.strip().splitlines()[-1] == "0 []"
+
+
+# ----- the hipDNN-made files of examples/data -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["hipdnn_sdpa_bwd.json", "hipdnn_sdpa_bwd.bin", "hipdnn_sdpa_bwd.hdgp"]
+)
+def test_every_example_data_file_validates_and_runs(
+    name: str, tmp_path: Path, capsys: Capsys
+) -> None:
+    path = ROOT / "examples" / "data" / name
+    assert main(["validate", str(path)]) == 0
+    fmt = "json" if name.endswith(".json") else "binary"
+    summary = f"OK: graph 'sdpa_bwd_min' ({fmt}): 9 tensors, 1 node(s): bwd (SDPA_BWD)\n"
+    assert capsys.readouterr().out == summary
+    out = tmp_path / "grads.npz"
+    args = ["run", str(path), "--engine", "NUMPY_REFERENCE_ENGINE", "--save", str(out)]
+    assert main(args) == 0
+    capsys.readouterr()
+    with np.load(out) as saved:
+        assert saved.files == ["dQ", "dK", "dV"]
+
+
+def test_example_data_files_hold_one_graph() -> None:
+    data = ROOT / "examples" / "data"
+    text = (data / "hipdnn_sdpa_bwd.json").read_text().strip()
+    blob = (data / "hipdnn_sdpa_bwd.bin").read_bytes()
+    container = (data / "hipdnn_sdpa_bwd.hdgp").read_bytes()
+    assert container[4:8] == b"HDGP" and blob[4:8] != b"HDGP"
+    assert hg.Graph.from_json(text).serialize() == blob
+    assert hg.Graph.deserialize(container).to_json() == text
+    assert hg.Graph.deserialize(blob).to_json() == text
