@@ -202,6 +202,8 @@ class Graph(
         misspelled name fails at once instead of silently ranking another engine first. An id
         is not checked (as in hipDNN, an id no engine has is ignored when plans are ranked):
         pass ``hg.backend.engine_id(name)`` to prefer an engine that may not be installed.
+        When the preferred engine is passed over (it refuses the graph, no engine has the id,
+        or its plan fails to build), the ``hipdnn_graph.engines`` logger says so at INFO.
 
         Example:
             >>> import hipdnn_graph as hg
