@@ -236,7 +236,7 @@ def test_version_and_help_import_no_graph_code(argv: list[str]) -> None:
         "from hipdnn_graph.cli import main\n"
         f"code = main({argv!r})\n"
         "heavy = ('pydantic', 'networkx', 'numpy', 'ml_dtypes', 'hipdnn_graph.graph')\n"
-        "print(code, sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+        "print(code, sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n"
     )
     res = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
@@ -275,3 +275,21 @@ def test_example_data_files_hold_one_graph() -> None:
     assert hg.Graph.from_json(text).serialize() == blob
     assert hg.Graph.deserialize(container).to_json() == text
     assert hg.Graph.deserialize(blob).to_json() == text
+
+
+# ----- g.summary() is what `hipdnn-graph show` prints --------------------------------------------
+
+
+def test_summary_is_the_text_show_prints(tmp_path: Path, capsys: Capsys) -> None:
+    path = _pointwise_file(tmp_path)
+    assert main(["show", str(path)]) == 0
+    shown = capsys.readouterr().out
+    g = hg.Graph.from_json(path.read_text())
+    g.validate()
+    text = g.summary()
+    assert shown == text.replace("graph 'axpb': ", "graph 'axpb' (json): ", 1)
+    assert (
+        text.splitlines()[0]
+        == "graph 'axpb': 5 tensors, 2 node(s): add (POINTWISE) -> scale (POINTWISE)"
+    )
+    assert "  3    s           [1]    [1]      FLOAT  no       runtime" in text.splitlines()
