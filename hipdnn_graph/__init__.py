@@ -176,36 +176,39 @@ __all__ = [
 ]
 
 
-#: name -> the module (relative) it is imported from, read from the TYPE_CHECKING imports above
-_SOURCES: dict[str, str] = {}
+if not TYPE_CHECKING:  # type checkers read the imports above; a typo stays an error there
+    #: name -> the module (relative) it is imported from, read from the TYPE_CHECKING imports above
+    _SOURCES: dict[str, str] = {}
 
+    def _sources() -> dict[str, str]:
+        if not _SOURCES:
+            tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+            guard = next(
+                n
+                for n in tree.body
+                if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"
+            )
+            for node in guard.body:
+                assert isinstance(node, ast.ImportFrom)
+                for alias in node.names:
+                    module = "." * node.level + (node.module or alias.name)
+                    _SOURCES[alias.asname or alias.name] = module
+        return _SOURCES
 
-def _sources() -> dict[str, str]:
-    if not _SOURCES:
-        tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
-        guard = next(n for n in tree.body if isinstance(n, ast.If))
-        for node in guard.body:
-            assert isinstance(node, ast.ImportFrom)
-            for alias in node.names:
-                module = "." * node.level + (node.module or alias.name)
-                _SOURCES[alias.asname or alias.name] = module
-    return _SOURCES
+    def __getattr__(name: str) -> Any:
+        """Import an exported name the first time it is read (``hg.Graph``, ``hg.backend``).
 
+        Raises:
+            AttributeError: for a name the package does not export.
+        """
+        module = _sources().get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        loaded = importlib.import_module(module, __name__)
+        is_module = module == f".{name}" and not hasattr(loaded, name)  # `from . import backend`
+        value = loaded if is_module else getattr(loaded, name)
+        globals()[name] = value
+        return value
 
-def __getattr__(name: str) -> Any:
-    """Import an exported name the first time it is read (``hg.Graph``, ``hg.backend``).
-
-    Raises:
-        AttributeError: for a name the package does not export.
-    """
-    module = _sources().get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    loaded = importlib.import_module(module, __name__)
-    value = loaded if module == f".{name}" and not hasattr(loaded, name) else getattr(loaded, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | set(__all__))

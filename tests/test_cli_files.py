@@ -293,3 +293,25 @@ def test_summary_is_the_text_show_prints(tmp_path: Path, capsys: Capsys) -> None
         == "graph 'axpb': 5 tensors, 2 node(s): add (POINTWISE) -> scale (POINTWISE)"
     )
     assert "  3    s           [1]    [1]      FLOAT  no       runtime" in text.splitlines()
+
+
+def test_the_package_loads_each_exported_name_on_first_use() -> None:
+    script = (
+        "import sys, hipdnn_graph as hg\n"
+        "light = 'pydantic' not in sys.modules and 'hipdnn_graph.graph' not in sys.modules\n"
+        "names = [n for n in hg.__all__ if n != '__version__']\n"
+        "values = [getattr(hg, n) for n in names]\n"
+        "try:\n"
+        "    hg.Grpah\n"
+        "except AttributeError as exc:\n"
+        "    missing = str(exc)\n"
+        "print(light, len(names), all(v is not None for v in values), hg.Graph.__module__)\n"
+        "print(missing, sorted(set(hg.__all__) - set(dir(hg))))\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert res.stdout.splitlines() == [
+        f"True {len(hg.__all__) - 1} True hipdnn_graph.graph",
+        "module 'hipdnn_graph' has no attribute 'Grpah' []",
+    ]
