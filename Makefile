@@ -38,11 +38,12 @@ $(MERMAID_JS): Makefile
 	$(PIP) install -q -r requirements-docs.txt
 	touch $@
 
-# the test tools are the `dev` extra; requirements-test.txt adds the CPU torch pin and the
-# example plugin
+# the test tools are the `dev` extra; requirements-test.txt adds the CPU torch pin
 # the wire oracles also need a C++ compiler, flatc and libflatbuffers-dev (apt, when missing)
+# (earlier versions installed the example plugin here; it is removed from such an environment)
 .stamp-test: .stamp-docs pyproject.toml requirements-test.txt tools/install_wire_oracle_deps.sh
 	$(PIP) install -q -e '.[dev]' -r requirements-test.txt
+	$(PIP) uninstall -q -y hipdnn-custom-backend 2>/dev/null || true
 	bash tools/install_wire_oracle_deps.sh
 	touch $@
 
@@ -59,9 +60,12 @@ typecheck: .stamp-test
 docs: .stamp-docs $(MERMAID_JS)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
-# one progress line per test file; skips summed up by reason at the end (tests/compact_skips.py)
+# skips summed up by reason at the end (tests/compact_skips.py); the tests run on every core
+# (pytest-xdist; a test file's tests stay on one worker), PYTEST_ARGS adds options of your own
+# (`make pytest PYTEST_ARGS="-n0 -x tests/test_cli.py"`)
+PYTEST_WORKERS ?= auto
 pytest: .stamp-test $(MERMAID_JS)
-	$(PY) -m pytest -p compact_skips -rfE
+	$(PY) -m pytest -p compact_skips -rfE -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test: lint typecheck docs pytest
 

@@ -234,12 +234,12 @@ class NormBuilders(BuilderHost):
             >>> g.batchnorm_inference_variance_ext(x, m, v, s, b, eps).get_name()
             'BatchnormInferenceVarianceExt_0::Y'
         """
-        inputs = (x, mean, variance, scale, bias, epsilon)
-        if not all(isinstance(t, TensorAttributes) for t in inputs):
+        inputs = (x, mean, variance, scale, bias)
+        if not all(isinstance(t, TensorAttributes) for t in inputs) or epsilon is None:
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE,
                 "batchnorm_inference_variance_ext() takes tensors x, mean, variance, scale, bias "
-                "and epsilon, then BatchnormInferenceAttributesVarianceExt",
+                "and epsilon (a tensor or a number), then BatchnormInferenceAttributesVarianceExt",
             )
         attrs = self._family_attributes(
             attributes, BatchnormInferenceVarianceNode, keywords, "batchnorm_inference_variance_ext"

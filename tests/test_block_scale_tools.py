@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import jsonschema
@@ -148,9 +149,8 @@ def test_cli_shows_draws_and_runs(tmp_path: Path, capsys: pytest.CaptureFixture[
         capsys.readouterr().err
     )
     path.write_bytes(_graph(dq_block_size=(32,)).serialize())  # the same to both
-    assert main(["run", str(path)]) == 0  # on the torch fusion engine where torch is installed
-    torch = importlib.util.find_spec("torch") is not None
-    engine = "TORCH_FUSION_ENGINE" if torch else "NUMPY_REFERENCE_ENGINE"
+    assert main(["run", str(path)]) == 0  # on a torch engine where torch is installed
+    engine = _expected_engine()
     assert f"engine {engine}" in capsys.readouterr().out
 
 
@@ -162,3 +162,16 @@ def test_writers_refuse_block_sizes_past_32_bits() -> None:
         with pytest.raises(hg.HipdnnError, match=r"2147483648 does not fit a 32-bit int") as info:
             write()
         assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
+
+
+def _expected_engine() -> str:
+    """Where ``run`` plans a graph of two nodes: the torch fusion engine on a GPU (or with a
+    cheap compile backend), the torch eager engine on the CPU (where Inductor's compile does
+    not pay by default), the NumPy reference without torch."""
+    if importlib.util.find_spec("torch") is None:
+        return "NUMPY_REFERENCE_ENGINE"
+    import torch
+
+    cheap = os.environ.get("HIPDNN_GRAPH_TORCH_COMPILE_BACKEND", "inductor") != "inductor"
+    fused = torch.cuda.is_available() or cheap
+    return "TORCH_FUSION_ENGINE" if fused else "TORCH_EAGER_ENGINE"

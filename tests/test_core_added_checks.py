@@ -48,11 +48,28 @@ def test_stats_with_heads_and_sequence_swapped_is_refused() -> None:
     _expect(g, f"{P}Stats dims [{B}, {S}, {H}, 1] must match [B, H, Sq, 1] dims [{B}, {H}, {S}, 1]")
 
 
-@pytest.mark.parametrize("dims", [[B, H, S], [B, H, S, 2], [1, H, S, 1]], ids=str)
+@pytest.mark.parametrize("dims", [[B, H, S, 2], [1, H, S, 1], [B, S, H], [H, S]], ids=str)
 def test_stats_shape_must_be_b_h_sq_1(dims: list[int]) -> None:
     g = backward()
     redim(_bwd(g).get_stats(), dims)
     _expect(g, f"{P}Stats dims {dims} must match [B, H, Sq, 1] dims [{B}, {H}, {S}, 1]")
+
+
+def test_stats_of_rank_3_is_the_same_logsumexp() -> None:
+    """hipDNN's SdpaBwdNode checks no Stats shape and its sample_sdpa_backward.json declares
+    Stats [B, H, Sq]: that validates, and the NumPy reference reads it as [B, H, Sq, 1]."""
+    results = []
+    for dims in ([B, H, S, 1], [B, H, S]):
+        g = backward()
+        redim(_bwd(g).get_stats(), dims)
+        g.validate()
+        g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE")
+        g.build()
+        pack = hg.testing.make_inputs(g, np.random.default_rng(0))
+        g.execute(pack)
+        results.append([np.array(pack[t]) for t in hg.testing.graph_outputs(g)])
+    for four, three in zip(*results, strict=True):
+        assert np.array_equal(four, three)
 
 
 def test_o_and_do_inconsistent_with_q_and_v_are_refused() -> None:

@@ -363,7 +363,9 @@ UNSUPPORTED_BWD = [
 ]
 
 
-@pytest.mark.parametrize(("setter", "arg", "reason"), UNSUPPORTED_BWD, ids=lambda x: str(x)[:30])
+@pytest.mark.parametrize(
+    ("setter", "arg", "reason"), UNSUPPORTED_BWD, ids=[case[0] for case in UNSUPPORTED_BWD]
+)
 def test_unsupported_setter_records_reason(setter: str, arg: Any, reason: str) -> None:
     a = SdpaBackwardAttributes()
     assert getattr(a, setter)(arg) is a

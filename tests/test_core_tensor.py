@@ -192,7 +192,10 @@ def test_set_value_bool_is_not_int() -> None:
     assert t.get_value() is True
 
 
-@pytest.mark.parametrize("bad", [None, "0.5", 1 + 2j, [1.0], object()], ids=repr)
+# ids are stable across processes (pytest-xdist's workers must collect the same ids)
+@pytest.mark.parametrize(
+    "bad", [None, "0.5", 1 + 2j, [1.0], object()], ids=["None", "str", "complex", "list", "object"]
+)
 def test_set_value_rejects_non_scalars(bad: Any) -> None:
     with pytest.raises(HipdnnError) as info:
         TensorAttributes().set_value(bad)

@@ -190,6 +190,22 @@ def test_host_buffers_and_empty_packs_are_refused_with_hipdnn_errors() -> None:
     assert fe_engine._workspace(None, 0, "cpu", torch) is None
 
 
+def test_a_rank_3_stats_is_refused() -> None:
+    """hipDNN's sample_sdpa_backward.json declares Stats [B, H, Sq]: valid, but cuDNN's graph
+    takes a rank-4 Stats, so the engine refuses it (the others read it as [B, H, Sq, 1])."""
+    assert node_refusal(_node(backward=True), preferred=False) is None
+    g = hg.Graph(io_data_type=BF16, compute_data_type=hg.DataType.FLOAT)
+    q = g.tensor(name="Q", dim=[2, 4, 64, 64])
+    k, v, o, do = (g.tensor_like(q, n) for n in ("K", "V", "O", "dO"))
+    stats = g.tensor(name="Stats", dim=[2, 4, 64], data_type=hg.DataType.FLOAT)
+    for t in g.sdpa_backward(q, k, v, o, do, stats, name="b"):
+        t.set_output(True)
+    g.build_operation_graph()
+    assert node_refusal(SdpaProblem.from_node(g.nodes[0]), preferred=False) == (
+        "node 'b': cuDNN attention takes Stats as [B, H, Sq, 1], not of rank 3"
+    )
+
+
 def test_an_explicit_mask_backward_is_refused_and_its_forward_is_not() -> None:
     g = hg.Graph(io_data_type=BF16, compute_data_type=hg.DataType.FLOAT)
     q = g.tensor(name="Q", dim=[1, 2, 64, 64])

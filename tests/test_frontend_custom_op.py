@@ -20,7 +20,8 @@ def build_custom_op_graph() -> tuple[hipdnn.Graph, ...]:
     outputs = graph.custom_op(
         [a, b], 2, hipdnn.CustomOpAttributes().set_custom_op_id("example.identity")
     )
-    assert isinstance(outputs, list) and len(outputs) == 2
+    # hipDNN's binding returns nb::make_tuple (its graph_builders assert a tuple of this arity)
+    assert isinstance(outputs, tuple) and len(outputs) == 2
     y0, y1 = outputs
     for output in (y0, y1):
         output.set_dim([4, 8]).set_stride([8, 1]).set_output(True)
@@ -41,6 +42,18 @@ class TestCustomOp:
             error = graph.check_support()
         assert error.get_code() == hipdnn.ErrorCode.GRAPH_NOT_SUPPORTED
         assert "does not run CUSTOM_OP nodes" in error.get_message()
+
+    def test_outputs_are_a_tuple_of_the_requested_count(self) -> None:
+        """hipDNN's binding returns a tuple whatever the count (none included)."""
+        graph = float_graph()
+        t = hipdnn.Tensor.create([2], hipdnn.DataType.FLOAT)
+        attributes = hipdnn.CustomOpAttributes().set_custom_op_id("example.identity")
+        three = graph.custom_op([t], 3, attributes)
+        assert type(three) is tuple and [o.get_name() for o in three] == [
+            f"CustomOp_0::OUT_{i}" for i in range(3)
+        ]
+        assert all(isinstance(o, hipdnn.Tensor) for o in three)
+        assert graph.custom_op([t], 0, attributes) == ()
 
     def test_round_trip_and_rules_return_errors(self) -> None:
         graph, *_ = build_custom_op_graph()

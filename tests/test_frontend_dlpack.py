@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
+from frontend_cases import build_all, float_graph
 
 import hipdnn_graph as hg
 import hipdnn_graph.frontend as hipdnn
@@ -107,15 +108,14 @@ class LegacyProducer:
 
 
 class TestTensorLike:
-    def test_host_array_gives_dims_strides_type_and_an_ordinary_tensor(self) -> None:
+    def test_host_array_gives_dims_strides_type_and_a_pass_by_value_tensor(self) -> None:
         t = hipdnn.Graph.tensor_like(np.zeros((2, 3, 4), np.float32), "x")
         assert isinstance(t, hipdnn.Tensor)
         assert (t.get_dim(), t.get_stride()) == ([2, 3, 4], [12, 4, 1])
         assert t.get_data_type() == hipdnn.DataType.FLOAT and t.get_name() == "x"
         assert t.has_uid() is False
-        # hipDNN marks every host producer pass-by-value; on the CPU engines host memory holds
-        # Q, K and V, so only a one-element host array is a runtime scalar here
-        assert t.get_is_pass_by_value() is False
+        # as hipDNN's binding: every host producer is pass-by-value, whatever its size
+        assert t.get_is_pass_by_value() is True
 
     @pytest.mark.parametrize("shape", [(1,), (1, 1, 1, 1), ()])
     def test_one_element_host_array_is_a_runtime_scalar(self, shape: tuple[int, ...]) -> None:
@@ -159,7 +159,7 @@ class TestTensorLike:
             assert t.get_data_type() == data_type and t.get_stride() == [3, 1]
         t = hipdnn.Graph.tensor_like(torch.zeros(16).view(4, 4).t())
         assert (t.get_dim(), t.get_stride()) == ([4, 4], [1, 4])
-        assert t.get_is_pass_by_value() is False  # CPU memory, but no scalar
+        assert t.get_is_pass_by_value() is True  # CPU memory: pass-by-value, as in hipDNN
         assert hipdnn.Graph.tensor_like(torch.tensor([0.5])).get_is_pass_by_value() is True
 
     def test_device_memory_is_not_pass_by_value(self) -> None:
@@ -209,6 +209,56 @@ class TestTensorLike:
         host = np.zeros((2, 3), np.float32)
         assert hipdnn.Graph.tensor_like(LegacyProducer(host)).get_dim() == [2, 3]
         assert _get_data_ptr(LegacyProducer(host)) == host.ctypes.data
+
+
+CPU_ENGINES = ["NUMPY_REFERENCE_ENGINE", "TORCH_EAGER_ENGINE"]
+
+
+def _scaled_graph(engine: str, host_scale: np.ndarray[Any, Any]) -> tuple[Any, ...]:
+    """hipDNN's pass-by-value probe: ``y = x * scale``, ``scale`` from ``tensor_like`` of a host
+    array; built for ``engine``."""
+    graph = float_graph()
+    x = hipdnn.Tensor.create([2, 3, 4, 5], hipdnn.DataType.FLOAT)
+    scale = hipdnn.Graph.tensor_like(host_scale, "scale")
+    mul = hipdnn.PointwiseAttributes().set_mode(hipdnn.PointwiseMode.MUL)
+    y = graph.pointwise(x, scale, mul)
+    y.set_output(True)
+    graph.set_preferred_engine_id_ext(engine)
+    handle = build_all(graph)
+    assert graph.get_plan_name() == engine
+    return graph, handle, x, scale, y
+
+
+@pytest.mark.parametrize("engine", CPU_ENGINES)
+class TestHostPassByValueOnCpuEngines:
+    """Host tensors from ``tensor_like`` are pass-by-value (hipDNN's rule); the CPU engines read
+    them at execute, one element as a runtime scalar, more as a host buffer."""
+
+    def test_one_element_is_read_at_each_execute(self, engine: str) -> None:
+        if engine.startswith("TORCH"):
+            pytest.importorskip("torch")
+        host_scale = np.full((1, 1, 1, 1), 2.5, np.float32)
+        graph, handle, x, scale, y = _scaled_graph(engine, host_scale)
+        assert scale.get_is_pass_by_value() is True
+        xs = np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5)
+        for value in (2.5, -7.0):  # two values through one plan: read at execute, not baked
+            host_scale[...] = value
+            out = np.zeros((2, 3, 4, 5), np.float32)
+            error = graph.execute(handle, {x: xs, scale: host_scale, y: out})
+            assert error.is_good(), error.get_message()
+            np.testing.assert_array_equal(out, xs * np.float32(value))
+
+    def test_many_elements_are_a_host_buffer(self, engine: str) -> None:
+        if engine.startswith("TORCH"):
+            pytest.importorskip("torch")
+        host_scale = np.linspace(-1.0, 1.0, 20, dtype=np.float32).reshape(1, 1, 4, 5)
+        graph, handle, x, scale, y = _scaled_graph(engine, host_scale)
+        assert scale.get_is_pass_by_value() is True and scale.get_dim() == [1, 1, 4, 5]
+        xs = np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5)
+        out = np.zeros((2, 3, 4, 5), np.float32)
+        error = graph.execute(handle, {x: xs, scale: host_scale, y: out})
+        assert error.is_good(), error.get_message()
+        np.testing.assert_array_equal(out, xs * host_scale)
 
 
 class TestGetDataPtr:

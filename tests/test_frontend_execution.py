@@ -155,6 +155,51 @@ class TestValueKinds:
         assert graph.execute(handle, pack2).is_good()
         np.testing.assert_array_equal(out2, out.numpy())
 
+    def test_only_an_array_value_s_address_is_used(self) -> None:
+        """As hipDNN's execute: an array of another shape (here flat, or torch, or a bare DLPack
+        producer) is read through its address with the declared layout; outputs land in it."""
+        graph, handle, q, k, v, o, _ = _built_forward("NUMPY_REFERENCE_ENGINE", NO_STATS())
+        data = _random((q, k, v), seed=9)
+        expected = _torch_forward(*(data[t.get_uid()] for t in (q, k, v)))
+
+        class DlpackOnly:
+            def __init__(self, array: Any) -> None:
+                self.array = array
+
+            def __dlpack__(self, **kwargs: Any) -> Any:
+                return self.array.__dlpack__(**kwargs)
+
+            def __dlpack_device__(self) -> Any:
+                return self.array.__dlpack_device__()
+
+        flat_out = np.zeros(o.get_volume(), np.float32)
+        torch_out = torch.zeros(o.get_volume())
+        pack = {
+            q: data[q.get_uid()].ravel(),  # flat NumPy
+            k: torch.from_numpy(data[k.get_uid()].ravel()),  # flat torch
+            v: DlpackOnly(data[v.get_uid()].reshape(-1, 4)),  # another 2-D shape, DLPack only
+            o: flat_out,
+        }
+        assert graph.execute(handle, pack).is_good()
+        np.testing.assert_allclose(flat_out.reshape(o.get_dim()), expected, rtol=1e-4, atol=1e-5)
+        assert graph.execute(handle, {**pack, o: DlpackOnly(torch_out)}).is_good()
+        np.testing.assert_array_equal(torch_out.numpy(), flat_out)
+
+    def test_an_array_value_too_small_for_the_declared_layout_is_refused(self) -> None:
+        """Where hipDNN would read past the value's memory, INVALID_VARIANT_PACK says so."""
+        graph, handle, q, k, v, o, _ = _built_forward("NUMPY_REFERENCE_ENGINE", NO_STATS())
+        pack: dict[Any, Any] = {t: np.zeros(t.get_dim(), np.float32) for t in (q, k, v, o)}
+        arena = np.zeros(q.get_volume() + 4, np.float32)
+        pack[q] = arena[8:]  # a view 4 floats short; its base holds what lies before it
+        error = graph.execute(handle, pack)
+        assert error.get_code() == hipdnn.ErrorCode.INVALID_VARIANT_PACK
+        assert error.get_message() == (
+            f"Variant pack tensor '{q.get_name()}' (uid {q.get_uid()}) is read from its value's "
+            f"address as the graph declares it (dims {q.get_dim()}, strides {q.get_stride()}, "
+            f"FLOAT: {4 * q.get_volume()} bytes), but the value holds "
+            f"{4 * (q.get_volume() - 4)} bytes from there"
+        )
+
     def test_addresses_inside_a_buffer_honour_the_offset(self) -> None:
         graph, handle, q, k, v, o, _ = _built_forward("NUMPY_REFERENCE_ENGINE", NO_STATS())
         data = _random((q, k, v), seed=5)

@@ -105,6 +105,17 @@ class TestEngines:
         assert isinstance(caught.value, hg.HipdnnError)
         assert hipdnn.engine_id_to_name(9223372036854775807) == ""
 
+    def test_handle_engine_id_to_name_raises_for_an_unknown_id(self) -> None:
+        """hipDNN's Handle.engine_id_to_name raises where the module-level lookup gives ""."""
+        with pytest.raises(IndexError, match=r"^Engine ID is not loaded$") as caught:
+            hipdnn.create_handle().engine_id_to_name(9223372036854775807)
+        assert isinstance(caught.value, hg.HipdnnError)
+        engine = hg.backend.engine_id(NUMPY_ENGINE)
+        handle = hipdnn.create_handle()
+        assert handle.engine_id_to_name(engine) == NUMPY_ENGINE
+        assert handle.engine_id_to_name(engine) == handle.get_engine_info(engine).engine_name
+        assert handle.engine_id_to_name(engine) == hipdnn.engine_id_to_name(engine)
+
     def test_engine_id_to_name_inverts_the_id(self) -> None:
         for info in hg.list_backends():
             for name in info.engines:

@@ -387,7 +387,7 @@ def test_json_reader_accepts_whitespace_key_order_bom_and_legacy_backward_group(
         (lambda d: d.pop("tensors"), "key 'tensors' not found in graph"),
         (lambda d: d["nodes"][0]["inputs"].pop("q_tensor_uid"), "key 'q_tensor_uid' not found"),
         (lambda d: d["tensors"][0].update(uid=1.0), "tensors[0].uid must be an integer"),
-        (lambda d: d["tensors"][0].update(colour="red"), "unknown keys ['colour']"),
+        (lambda d: d["tensors"][0].update(dims=[1, "2"]), "dims must be an array of 64-bit"),
         (lambda d: d.update(io_data_type="BFLOAT16"), "'BFLOAT16' is not a hipDNN data type"),
         (lambda d: d["nodes"][0]["parameters"].update(causal_mask=1), "must be true or false"),
     ],
@@ -396,6 +396,27 @@ def test_json_shape_errors_name_the_key(edit: Any, expected: str) -> None:
     doc = _doc("bwd")
     edit(doc)
     assert expected in _refused(hg.Graph.from_json, json.dumps(doc))
+
+
+def test_json_reads_as_hipdnns_reader_unknown_keys_ignored_optional_keys_defaulted() -> None:
+    """nlohmann::json ignores keys hipDNN's reader does not ask for (``_comment``); the keys it
+    reads with ``.value`` or ``contains`` (is_runtime_pass_by_value, alignment, the graph's
+    is_override_shape_enabled) take its defaults; ``"UNSET"`` reads as UNSET."""
+    text = WIRE_CASES["bwd"]().to_json()
+    doc = json.loads(text)
+    doc["_comment"] = "written by hand"
+    doc["nodes"][0]["colour"] = "red"
+    doc["nodes"][0]["parameters"]["umd_flops"] = 7
+    for tensor in doc["tensors"]:
+        tensor["colour"] = "red"
+        del tensor["is_runtime_pass_by_value"], tensor["alignment"]
+    del doc["is_override_shape_enabled"]
+    doc["compute_data_type"] = "UNSET"
+    read = hg.Graph.from_json(json.dumps(doc))
+    assert read.get_compute_data_type() is hg.DataType.NOT_SET
+    assert all(t.alignment == 16 and not t.is_pass_by_value for t in read.wire_tensors())
+    unset = text.replace('"compute_data_type":"float"', '"compute_data_type":"unset"', 1)
+    assert read.to_json() == unset
 
 
 def test_duplicate_keys_and_constants_are_refused() -> None:

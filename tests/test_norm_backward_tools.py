@@ -97,6 +97,13 @@ def test_layernorm_backward_json_layout_and_schema() -> None:
         with pytest.raises(hg.HipdnnError) as info:
             hg.Graph.from_json(json.dumps(broken))
         assert words in info.value.message
+    # in the nested layout of hipDNN's sample_layernorm_backward.json, absent tensors are left
+    # out: the node's fields under "attributes", epsilon's key absent, read as no epsilon
+    node = doc["nodes"][0]
+    del node["inputs"]["epsilon_tensor_uid"]
+    node["attributes"] = {"normalized_dim_count": node.pop("normalized_dim_count")}
+    read = hg.Graph.from_json(json.dumps(doc)).nodes[0].attributes
+    assert read.get_epsilon() is None and read.normalized_dim_count == 2
 
 
 def test_rmsnorm_backward_json_layout_and_schema() -> None:

@@ -74,8 +74,9 @@ def test_json_keys_sit_on_the_node_and_match_the_exported_schema() -> None:
     assert '"is_deterministic":false' in read.to_json()
     for edit, words in (
         (lambda n: n.pop("mode"), "key 'mode' not found"),
-        (lambda n: n.update(inputs={}), "unknown keys ['inputs']"),
+        (lambda n: n.update(inputs={}), "['mode'] given both in 'attributes' and on the node"),
         (lambda n: n.update(is_deterministic=1), "is_deterministic must be true or false"),
+        (lambda n: n.update(mode=["add"]), "mode must be a string"),
         (lambda n: n.update(in_tensor_uid=99), "tensor uid 99"),
     ):
         broken = json.loads(json.dumps(doc))

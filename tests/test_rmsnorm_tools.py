@@ -72,7 +72,10 @@ def test_json_layout_and_schema() -> None:
     for edit, words in (
         (lambda n: n["inputs"].update(bias_tensor_uid=None), "bias_tensor_uid must be an integer"),
         (lambda n: n.update(forward_phase="training"), "'training' is not a NormFwdPhase"),
-        (lambda n: n.update(attributes={}), "unknown keys ['attributes']"),
+        (
+            lambda n: n.update(attributes={}),
+            "['forward_phase'] given both in 'attributes' and on the node",
+        ),
         (lambda n: n["inputs"].pop("epsilon_tensor_uid"), "key 'epsilon_tensor_uid' not found"),
     ):
         broken = json.loads(json.dumps(doc))

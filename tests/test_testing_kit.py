@@ -81,11 +81,32 @@ def test_make_inputs_values_follow_roles() -> None:
                 assert value.min() >= 1 and value.max() <= sizes["Skv"]
             elif slot == "Dropout_mask":
                 assert set(np.unique(value.astype(np.float64))) <= {0.0, 1.0}
-            elif tensor.is_pass_by_value:
+            elif tensor.is_pass_by_value:  # the scalar slots: one element
                 assert isinstance(value, float) and value > 0
             else:
                 assert value.shape == tuple(tensor.dim)
                 assert np.isfinite(value.astype(np.float64)).all()
+
+
+def test_make_inputs_gives_a_multi_element_pass_by_value_tensor_a_buffer() -> None:
+    """One element: a runtime scalar (a number); more: a host buffer the CPU engines read."""
+    g = hg.Graph(
+        io_data_type=hg.DataType.FLOAT,
+        intermediate_data_type=hg.DataType.FLOAT,
+        compute_data_type=hg.DataType.FLOAT,
+    )
+    x = g.tensor(name="x", dim=[2, 3])
+    one = g.tensor(name="one", dim=[1, 1]).set_is_pass_by_value(True)
+    many = g.tensor(name="many", dim=[2, 3]).set_is_pass_by_value(True)
+    y = g.pointwise(g.pointwise(x, one, mode=hg.PointwiseMode.MUL), many, mode=hg.PointwiseMode.ADD)
+    y.set_output(True)
+    g.validate()
+    pack = make_inputs(g, np.random.default_rng(0))
+    assert isinstance(pack[one], float)
+    assert isinstance(pack[many], np.ndarray) and pack[many].shape == (2, 3)
+    g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
+    g.execute(pack)
+    np.testing.assert_allclose(pack[y], pack[x] * pack[one] + pack[many], rtol=1e-6)
 
 
 def test_make_inputs_honours_non_packed_strides() -> None:
@@ -214,6 +235,30 @@ def test_refused_graphs_are_skipped_not_failed() -> None:
         assert_engine_conforms("PICKY_ENGINE", cases=4, min_passed=0)
 
 
+class _CountingEngine(_Engine):
+    """Accepts every graph (ranked after the engine under test) and counts its plan builds."""
+
+    priority = 2
+
+    def __init__(self) -> None:
+        super().__init__("COUNTING_ENGINE", _nothing)
+        self.builds = 0
+
+    def build_plan(self, graph: hg.Graph) -> _Plan:
+        self.builds += 1
+        return super().build_plan(graph)
+
+
+def test_refused_cases_are_skipped_before_any_plan_is_built() -> None:
+    # issue 41 item 19: a refused case built the next engine's plan (a compile) before skipping
+    counting = _CountingEngine()
+    with isolated_registry() as registry:
+        registry.register(_Backend(_Engine("PICKY_ENGINE", _nothing, refuse="no thanks"), counting))
+        report = check_engine("PICKY_ENGINE", cases=3)
+    assert [r.status for r in report.results] == ["skipped"] * 3
+    assert counting.builds == 0
+
+
 def test_faithful_wrapper_passes_and_tolerances_apply() -> None:
     with isolated_registry() as registry:
         registry.register(_Backend(_Engine("SLIGHTLY_OFF", _scale_first_output)))
@@ -229,18 +274,44 @@ def test_unregistered_engine_is_an_error() -> None:
     assert info.value.code == hg.ErrorCode.INVALID_VALUE
 
 
-def test_conformance_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+def _run_conformance_example(*argv: str) -> None:
     path = ROOT / "examples" / "conformance.py"
     old_argv = sys.argv
-    sys.argv = [str(path), "--cases", "6"]
+    sys.argv = [str(path), *argv]
     try:
         with pytest.raises(SystemExit) as exit_info:
             runpy.run_path(str(path), run_name="__main__")
     finally:
         sys.argv = old_argv
     assert exit_info.value.code == 0
+
+
+@pytest.mark.usefixtures("example_plugin")
+def test_conformance_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    _run_conformance_example("--cases", "6")
     out = capsys.readouterr().out
     assert "NUMPY_REFERENCE_ENGINE: 6 passed" in out
+    # issue 41 item 19: the example engine is checked on the graphs it runs, not skipped on all
+    assert "CUSTOM_NUMPY_SDPA_FWD_ENGINE: 6 passed, 0 skipped, 0 failed" in out
+
+
+@pytest.mark.usefixtures("example_plugin")  # this checkout's copy, imported afresh
+def test_conformance_example_registers_the_example_plugin_when_none_is_installed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from importlib import metadata
+
+    real = metadata.entry_points
+
+    def without_plugins(group: str) -> Any:
+        return [p for p in real(group=group) if p.name in ("numpy", "torch")]
+
+    monkeypatch.setattr(metadata, "entry_points", without_plugins)
+    with isolated_registry():
+        _run_conformance_example("--cases", "4")
+    out = capsys.readouterr().out
+    assert "checking the example plugin custom_backend/, registered for this run only" in out
+    assert "CUSTOM_NUMPY_SDPA_FWD_ENGINE: 4 passed, 0 skipped, 0 failed" in out
 
 
 def test_device_runs_the_engine_on_torch_tensors() -> None:

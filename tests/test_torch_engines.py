@@ -77,6 +77,25 @@ def test_math_engine_is_chosen_on_cpu_and_matches_numpy() -> None:
         np.testing.assert_allclose(got[t[name]].numpy(), ref[t[name]], rtol=2e-5, atol=2e-5)
 
 
+def test_math_engine_reads_a_rank_3_stats_as_b_h_sq_1() -> None:
+    """Stats declared [B, H, Sq] (hipDNN's sample_sdpa_backward.json) gives the gradients of
+    the same values declared [B, H, Sq, 1]."""
+    grads = []
+    for dims in ([1, 4, 32, 1], [1, 4, 32]):
+        g, t = bwd_graph()
+        t["Stats"].set_dim(dims).set_stride(hg.generate_strides(dims))
+        g.set_preferred_engine_id_ext("TORCH_SDPA_MATH_ENGINE").build()
+        assert g.get_plan_name() == "TORCH_SDPA_MATH_ENGINE"
+        rng = np.random.default_rng(3)
+        data = {t[n]: torch.from_numpy(rng.standard_normal(t[n].dim).astype(np.float32))
+                for n in ("Q", "K", "V", "O", "dO")}  # fmt: skip
+        data[t["Stats"]] = torch.from_numpy(rng.standard_normal(dims).astype(np.float32) + 3)
+        out = g.run(data)
+        grads.append([out[t[n]].numpy() for n in ("dQ", "dK", "dV")])
+    for four, three in zip(*grads, strict=True):
+        assert np.array_equal(four, three) and np.isfinite(four).all()
+
+
 def test_run_returns_outputs_with_the_declared_type_and_layout() -> None:
     g, t = bwd_graph(hg.DataType.BFLOAT16)
     t["dQ"].set_stride([2048, 16, 64, 1])  # BSHD-like layout: [1, 4, 32, 16] with S before H

@@ -307,6 +307,7 @@ def test_one_bool_mask_is_converted_once_and_again_after_an_in_place_change() ->
     _close(c, ref.numpy())
 
 
+@pytest.mark.usefixtures("example_plugin")
 def test_no_engine_for_the_problem_is_a_not_supported_error() -> None:
     from hipdnn_custom_backend import create_backend
 

@@ -14,6 +14,7 @@ from hipdnn_graph.backend import (
     VariantPackBinder,
     as_numpy,
     as_torch,
+    is_runtime_scalar,
 )
 
 torch = pytest.importorskip("torch")
@@ -194,6 +195,43 @@ def test_runtime_pass_by_value_scalar_forms() -> None:
         f"Variant pack tensor 'Scale' (uid {t['Scale'].get_uid()}) is pass-by-value and needs "
         "a single number",
     )
+
+
+@pytest.mark.parametrize(
+    ("dim", "by_value", "scalar"),
+    [
+        ([1], True, True),
+        ([], True, True),
+        ([1, 1, 1], True, True),
+        ([2, 3], True, False),
+        ([1], False, False),
+    ],
+)
+def test_only_one_element_pass_by_value_tensors_bind_as_numbers(
+    dim: list[int], by_value: bool, scalar: bool
+) -> None:
+    """A pass-by-value tensor of more elements (hipDNN's tensor_like of a host array) binds as
+    an array of its declared layout; one of a single element as a number."""
+    tensor = hg.TensorAttributes(
+        name="s",
+        dim=dim,
+        stride=hg.generate_strides(dim),
+        uid=7,
+        data_type=hg.DataType.FLOAT,
+        is_pass_by_value=by_value,
+    )
+    assert is_runtime_scalar(tensor) is scalar
+    spec = TensorSpec.of(tensor, is_output=False)
+    assert spec.pass_by_value is scalar
+    binder = VariantPackBinder([spec], array_kind="numpy")
+    value = np.arange(max(tensor.get_volume(), 1), dtype=np.float32).reshape(dim)
+    bound = binder.bind({7: value}, None)[7]
+    if scalar:
+        assert type(bound) is float and bound == 0.0
+    else:
+        assert bound is value
+        with pytest.raises(hg.HipdnnError, match=r"has shape \(4,\) but the graph declares"):
+            binder.bind({7: np.zeros(4, np.float32)}, None)
 
 
 # ----- every rule -----

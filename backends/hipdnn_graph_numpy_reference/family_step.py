@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import ScalarSource
+from hipdnn_graph.backend import ScalarSource, is_runtime_scalar
 from hipdnn_graph.backend.dtypes import numpy_dtype
 
 from .families import REFERENCE_CHECKS, REFERENCE_RUNNERS, Runner
@@ -81,7 +81,7 @@ class FamilyStep:
         for slot, tensor in node.attributes.inputs.items():
             if tensor.value is not None and not tensor.is_pass_by_value:
                 constants[slot.name] = tensor.value
-            elif tensor.is_pass_by_value:
+            elif is_runtime_scalar(tensor):
                 runtime.append((slot.name, tensor.get_uid()))
             else:
                 arrays.append((slot.name, tensor.get_uid()))

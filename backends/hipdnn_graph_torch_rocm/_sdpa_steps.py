@@ -97,6 +97,8 @@ class SdpaPlanning:
             }
             if casts:
                 run = _casting(run, casts)
+        if p.backward and len(p.tensors["Stats"].dim) == 3:  # [B, H, Sq]: hipDNN's sample files
+            run = _stats_as_rank4(run, tuple(p.tensors["Stats"].dim))
         outputs = tuple(
             (
                 index,
@@ -134,7 +136,7 @@ class SdpaPlanning:
             from .kernels import flex
 
             io = p.tensors["Q"].data_type
-            k = flex.kernel(flex_spec(p, io))
+            k = flex.kernel(flex_spec(p, io), p.name)
             return k.backward if p.backward else k.forward
         from .kernels import fused
 
@@ -186,6 +188,17 @@ def _casting(fn: Callable[..., Any], casts: dict[int, Any]) -> Callable[..., Any
     def run(*args: Any, **kw: Any) -> Any:
         converted = [a.to(casts[i]) if i in casts else a for i, a in enumerate(args)]
         return fn(*converted, **kw)
+
+    return run
+
+
+def _stats_as_rank4(fn: Callable[..., Any], dims: tuple[int, ...]) -> Callable[..., Any]:
+    """Give ``fn`` a rank-3 Stats (``[B, H, Sq]``, the 6th positional tensor) as the
+    ``[B, H, Sq, 1]`` every kernel reads (a view: the same elements)."""
+
+    def run(*args: Any, **kw: Any) -> Any:
+        stats = args[5].reshape(*dims, 1)
+        return fn(*args[:5], stats, *args[6:], **kw)
 
     return run
 

@@ -12,7 +12,10 @@ the reference's error node by node; compiled, they return a verdict
 (:data:`~.families._common.CHECK`) and the fusion plan, after one host synchronisation, writes
 the outputs or runs the graph node by node, which raises.
 
-Ranking: the fusion engine ranks first. A single node it takes only where the race below runs
+Ranking: the fusion engine ranks first. On the CPU with Inductor it compiles only when asked
+(preferred by name, or ``autotune``): there the compile costs tens of seconds and fused calls
+gain little, so it defers to the eager engine (:func:`.fusion_compile.cpu_compile_deferral`).
+A single node it takes only where the race below runs
 (a GPU, or ``autotune``) and the node's torch kernel is no library call: compiled, the kernel
 stores its result in the caller's buffer, where node by node a copy follows it
 (:func:`_single_node_refusal`). For a graph it accepts, its
@@ -20,7 +23,9 @@ stores its result in the caller's buffer, where node by node a copy follows it
 a GPU, unless turned off) times the compiled function against the eager one with CUDA events
 and keeps the faster; the verdict is cached per graph signature, so compiling loses nothing
 where fusing is slower (issue 25 measured compiled matmul + bias + GELU at 0.57x of eager).
-``plan.choice`` says which runs and ``plan.timings`` what was measured.
+``plan.choice`` says which runs and ``plan.timings`` what was measured. A compile is announced
+(an INFO record and a progress line, :func:`hipdnn_graph.backend.compiling`), and Inductor's
+on-disk caches keep it for later processes (``plan.inductor_cache``: ``"hit"`` or ``"miss"``).
 
 Example:
     >>> import hipdnn_graph_torch_rocm.family_engines as fe
@@ -38,7 +43,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import Support, in_layout
+from hipdnn_graph.backend import Support, compiling, engine_id, in_layout
 
 from .families import TORCH_REFUSALS, refusal
 from .family_program import FamilyProgram
@@ -46,7 +51,10 @@ from .fusion_compile import (
     CountingBackend,
     FusionConfig,
     compiler_refusal,
+    cpu_compile_deferral,
     example_buffers,
+    inductor_cache_counts,
+    inductor_cache_outcome,
     measure,
 )
 from .replay import CudaGraphReplay, ReplayedPlan
@@ -194,6 +202,11 @@ class FamilyFusionPlan(ReplayedPlan):
         self.choice = choice
         #: median seconds per call measured in build_plan ({} when not measured)
         self.timings = timings
+        #: seconds the build's compile and warm-up took (0.0: nothing compiled)
+        self.compile_seconds = 0.0
+        #: Inductor's FX-graph cache in the build: "hit" (loaded from disk, compiled by an
+        #: earlier process), "miss" (compiled and stored), None (no Inductor compile)
+        self.inductor_cache: str | None = None
         #: repeated calls on the same CUDA buffers replay a captured graph (:mod:`.replay`)
         self.replay = _replay(program)
         self._layouts = [
@@ -420,7 +433,13 @@ class TorchFusionEngine:
         config, device = self.config(), _device()
         if len(graph.nodes) < 2:
             reason = _single_node_refusal(graph.nodes[0], config, device)
-        reason = reason or _node_refusal(graph) or compiler_refusal(config, device)
+        preferred = graph.get_preferred_engine_id_ext() == engine_id(self.name)
+        reason = (
+            reason
+            or _node_refusal(graph)
+            or compiler_refusal(config, device)
+            or cpu_compile_deferral(config, device, preferred=preferred)
+        )
         return Support.yes() if reason is None else Support.no(reason)
 
     def workspace_size(self, graph: hg.Graph) -> int:
@@ -459,9 +478,13 @@ class TorchFusionEngine:
                 tail.run(args, returned)
 
         backend.building = True
+        before = inductor_cache_counts()
         try:
-            fused()  # compiles
-            fused()  # runs what was compiled (a failing guard compiles again here)
+            with compiling(self.name, graph.get_name(), config.describe(device)) as note:
+                fused()  # compiles
+                fused()  # runs what was compiled (a failing guard compiles again here)
+                cache = inductor_cache_outcome(before)
+                note.outcome = f"Inductor cache {cache}" if cache else ""
         except Exception as exc:
             raise hg.HipdnnError(
                 hg.ErrorCode.GRAPH_EXECUTION_PLAN_CREATION_FAILED,
@@ -488,7 +511,9 @@ class TorchFusionEngine:
             if digest is not None:
                 with _VERDICTS_LOCK:
                     _VERDICTS[signature] = choice
-        return FamilyFusionPlan(program, device, compiled, backend, choice, timings, tail)
+        plan = FamilyFusionPlan(program, device, compiled, backend, choice, timings, tail)
+        plan.compile_seconds, plan.inductor_cache = note.seconds, cache
+        return plan
 
 
 def _examples(program: FamilyProgram, device: str) -> list[Any]:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import hipdnn_graph as hg
+from hipdnn_graph.backend import is_runtime_scalar
 from hipdnn_graph.backend.dtypes import torch_dtype
 
 from .families import TORCH_HOST_CHECKED, TORCH_PREPARERS, TORCH_WRITERS, Prepared, Writer
@@ -94,7 +95,7 @@ class FamilyProgram:
                     ins.append((slot, _FEED, uid))
                     if uid not in feeds:
                         feeds.append(uid)
-                        if t.is_pass_by_value:
+                        if is_runtime_scalar(t):
                             scalars.add(uid)
                         else:
                             specs[uid] = (tuple(t.dim), tuple(t.stride), torch_dtype(t.data_type))

@@ -34,8 +34,11 @@ __all__ = [
     "CountingBackend",
     "FusionConfig",
     "compiler_refusal",
+    "cpu_compile_deferral",
     "eager_numerics_patches",
     "example_buffers",
+    "inductor_cache_counts",
+    "inductor_cache_outcome",
     "measure",
 ]
 
@@ -78,6 +81,12 @@ class FusionConfig:
         one: ``autotune`` when set, else on for GPUs and off on the CPU."""
         return self.autotune if self.autotune is not None else device != "cpu"
 
+    def describe(self, device: str) -> str:
+        """The compiler and device, for the progress line: ``"inductor on cpu"``."""
+        backend = self.backend if isinstance(self.backend, str) else "a custom backend"
+        mode = f", mode {self.mode}" if self.mode else ""
+        return f"{backend}{mode} on {device}"
+
     def key(self) -> tuple[Any, ...]:
         """What distinguishes two configurations in the measurement cache."""
         backend = self.backend if isinstance(self.backend, str) else id(self.backend)
@@ -99,6 +108,76 @@ def compiler_refusal(config: FusionConfig, device: str) -> str | None:
             f"{BACKEND_ENV}=aot_eager)"
         )
     return None
+
+
+#: the measurement quoted by :func:`cpu_compile_deferral` (examples/conv_block.py's graph,
+#: N=2 C=8 K=16 12x12 float32, torch 2.13.0 CPU, one thread, a loaded 2-core container)
+CPU_COMPILE_FIGURES = (
+    "Inductor's CPU build of a conv -> bias -> ReLU graph took 47 s, 7-12 s from Inductor's "
+    "cache in a later process, and its calls then ran in 0.144 ms against node by node's "
+    "0.098 ms"
+)
+
+
+def cpu_compile_deferral(config: FusionConfig, device: str, *, preferred: bool) -> str | None:
+    """Why the fusion engine leaves a graph on ``device`` to the eager engine because
+    compiling would not pay, or None.
+
+    The rule: on the CPU, Inductor's compile (C++ code generated and built, tens of seconds)
+    costs more than fusing a graph's nodes saves unless the graph runs very many times, so
+    the engine compiles there only when asked: the graph prefers it by name
+    (``set_preferred_engine_id_ext``), or ``autotune`` is on (the engine argument, or
+    ``HIPDNN_GRAPH_TORCH_FUSION_AUTOTUNE=1``: compile, then keep the faster of the compiled
+    and the eager function). GPUs (where the race keeps fusing only where it measured faster)
+    and the cheap compile backends (``aot_eager``, ``eager``) are unaffected.
+
+    Example:
+        >>> inductor = FusionConfig(backend="inductor")
+        >>> cpu_compile_deferral(inductor, "cpu", preferred=False)[:44]
+        'on the CPU compiling does not pay by default'
+        >>> cpu_compile_deferral(inductor, "cpu", preferred=True) is None
+        True
+        >>> cpu_compile_deferral(FusionConfig(autotune=True), "cpu", preferred=False) is None
+        True
+        >>> cpu_compile_deferral(inductor, "cuda:0", preferred=False) is None
+        True
+    """
+    if device != "cpu" or config.backend != "inductor" or preferred or config.autotune:
+        return None
+    return (
+        f"on the CPU compiling does not pay by default ({CPU_COMPILE_FIGURES}); the eager "
+        "engine runs the graph. Prefer this engine by name (set_preferred_engine_id_ext), or "
+        f"set autotune (engine argument, or {AUTOTUNE_ENV}=1) to compile and race the two"
+    )
+
+
+def inductor_cache_counts() -> tuple[int, int]:
+    """Inductor's FX-graph cache ``(hits, misses)`` in this process so far (its own counters;
+    (0, 0) before Inductor is imported). A build whose compile adds a hit loaded the compiled
+    code from Inductor's on-disk cache (``TORCHINDUCTOR_CACHE_DIR``), written by an earlier
+    process that compiled the same graph for the same shapes, types, device and settings."""
+    import sys
+
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
+        return 0, 0
+    inductor = utils.counters["inductor"]
+    return int(inductor["fxgraph_cache_hit"]), int(inductor["fxgraph_cache_miss"])
+
+
+def inductor_cache_outcome(before: tuple[int, int]) -> str | None:
+    """What Inductor's FX-graph cache did since :func:`inductor_cache_counts` gave ``before``:
+    ``"hit"`` (the compiled code loaded from the on-disk cache), ``"miss"`` (compiled, and
+    stored there for later processes), or None (no Inductor compile: another backend).
+
+    Example:
+        >>> inductor_cache_outcome(inductor_cache_counts()) is None
+        True
+    """
+    hits, misses = inductor_cache_counts()
+    if misses > before[1]:
+        return "miss"
+    return "hit" if hits > before[0] else None
 
 
 class CountingBackend:

@@ -1,8 +1,10 @@
 """Block-scale nodes (docs/block-scale.md): MX block scaling around a matmul (both operands
 quantized to FP8 E4M3 with E8M0 block scales, dequantized and multiplied), validated and written
-as hipDNN's bytes and JSON."""
+as hipDNN's bytes and JSON, and run on the NumPy reference."""
 
 import json
+
+import numpy as np
 
 import hipdnn_graph as hg
 
@@ -12,7 +14,7 @@ g = hg.Graph(name="mx_matmul", io_data_type=f32, intermediate_data_type=f32, com
 a = g.tensor(name="A", dim=[1, 8, 64])  # [batch, M, K]
 b = g.tensor(name="B", dim=[1, 64, 16])  # [batch, K, N]
 operands = []
-for t, axis, blocks in ((a, 2, [1, 1, 32]), (b, 1, [1, 32, 1])):  # blocks of 32 along K
+for t, axis, blocks in ((a, 2, [32]), (b, 1, [32, 1])):  # blocks of 32 along K
     q, scale = g.block_scale_quantize(t, block_size=32, axis=axis, name=f"q{t.get_name()}")
     q.set_data_type(hg.DataType.FP8_E4M3)
     scale.set_data_type(hg.DataType.FP8_E8M0)
@@ -24,6 +26,20 @@ qa = g.nodes[0].attributes
 print(qa.get_y().get_dim(), qa.get_scale().get_dim(), qa.get_scale().get_data_type().name)
 print([f"{n.name}:{n.get_node_type().name}" for n in g.nodes])
 # --8<-- [end:build]
+
+# --8<-- [start:run]
+rng = np.random.default_rng(0)
+inputs = {
+    a: rng.standard_normal((1, 8, 64), np.float32),
+    b: rng.standard_normal((1, 64, 16), np.float32),
+}
+g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
+out = g.run(inputs)[c]
+exact = inputs[a] @ inputs[b]
+print(
+    g.get_plan_name(), out.shape, f"max error {np.abs(out - exact).max() / np.abs(exact).max():.3f}"
+)
+# --8<-- [end:run]
 
 # --8<-- [start:wire]
 blob = g.serialize()

@@ -8,6 +8,7 @@ from enum import IntEnum
 from numbers import Real
 from typing import Annotated, Any, ClassVar, Self
 
+import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
 from ..changes import STAMP_SLOT, touch
@@ -79,11 +80,16 @@ class NodeAttributes(BaseModel):
         return self.compute_data_type
 
     # ----- slots -----
-    def _set_input(self, slot: IntEnum, tensor: TensorAttributes | None) -> Self:
+    def _set_input(self, slot: IntEnum, tensor: TensorAttributes | float | None) -> Self:
+        """Put ``tensor`` in input ``slot``; a scalar slot (pass-by-value in the family's
+        :class:`~hipdnn_graph.descriptors.node_spec.NodeSpec`) also takes a Python or NumPy
+        number, stored as a constant pass-by-value tensor (:meth:`TensorAttributes.set_value`)."""
         if tensor is None:
             self.inputs.pop(slot, None)
+        elif isinstance(tensor, TensorAttributes):
+            self.inputs[slot] = tensor
         else:
-            self.inputs[slot] = _check_tensor(tensor, slot)
+            self.inputs[slot] = _scalar_tensor(tensor, slot, scalar_slots(type(self)))
         touch(self)
         return self
 
@@ -249,6 +255,42 @@ def _check_tensor(tensor: Any, slot: IntEnum) -> TensorAttributes:
     return tensor
 
 
+def scalar_slots(attributes_class: type[NodeAttributes]) -> frozenset[str]:
+    """The names of the input slots of ``attributes_class`` that take a number: those its
+    family's ``NodeSpec`` declares pass-by-value (the one place that says so).
+
+    Example:
+        >>> from hipdnn_graph import LayernormAttributes, MatmulAttributes
+        >>> sorted(scalar_slots(LayernormAttributes)), sorted(scalar_slots(MatmulAttributes))
+        (['EPSILON'], [])
+    """
+    from ..descriptors.node_spec import spec_for_attributes_class  # filled by the node modules
+
+    try:
+        spec = spec_for_attributes_class(attributes_class)
+    except KeyError:  # attributes of no registered family
+        return frozenset()
+    return spec.pass_by_value_slots
+
+
+def _scalar_tensor(value: Any, slot: IntEnum, scalars: frozenset[str]) -> TensorAttributes:
+    """A number given to a scalar slot as a constant pass-by-value tensor.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for anything else (a bool, a string, a number given to a
+            slot that is not a scalar).
+    """
+    number = not isinstance(value, bool | np.bool_) and isinstance(value, Real)
+    if number and slot.name in scalars:
+        return TensorAttributes().set_value(value)
+    message = f"Slot {slot.name} expects a TensorAttributes, got {type(value).__name__}"
+    if number and scalars:
+        message += f" (numbers go to the scalar slots only: {', '.join(sorted(scalars))})"
+    elif number:
+        message += " (this node has no scalar slot that takes a number)"
+    raise HipdnnError(ErrorCode.INVALID_VALUE, message)
+
+
 class MaskWindow(BaseModel):
     """The effective attention window of an SDPA node, resolved from its mask flags.
 
@@ -337,16 +379,16 @@ class SdpaCommonAttributes(NodeAttributes):
     def set_seq_len_kv(self, tensor: TensorAttributes | None) -> Self:
         return self._set_input(self._IN["SEQ_LEN_KV"], tensor)
 
-    def set_seed(self, tensor: TensorAttributes | None) -> Self:
+    def set_seed(self, tensor: TensorAttributes | float | None) -> Self:
         return self._set_input(self._IN["Seed"], tensor)
 
-    def set_offset(self, tensor: TensorAttributes | None) -> Self:
+    def set_offset(self, tensor: TensorAttributes | float | None) -> Self:
         return self._set_input(self._IN["Offset"], tensor)
 
     def set_dropout_mask(self, tensor: TensorAttributes | None) -> Self:
         return self._set_input(self._IN["Dropout_mask"], tensor)
 
-    def set_dropout_scale(self, tensor: TensorAttributes | None) -> Self:
+    def set_dropout_scale(self, tensor: TensorAttributes | float | None) -> Self:
         return self._set_input(self._IN["Dropout_scale"], tensor)
 
     def get_q(self) -> TensorAttributes | None:
@@ -460,7 +502,10 @@ class SdpaCommonAttributes(NodeAttributes):
         return self.diagonal_alignment
 
     def _set_dropout_probability(
-        self, probability: float, seed: TensorAttributes | None, offset: TensorAttributes | None
+        self,
+        probability: float,
+        seed: TensorAttributes | float | None,
+        offset: TensorAttributes | float | None,
     ) -> Self:
         self.dropout_probability = checked_dropout_probability(probability)
         self._set_input(self._IN["Seed"], seed)

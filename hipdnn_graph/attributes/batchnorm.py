@@ -108,7 +108,7 @@ class BatchnormAttributes(PeerStatsAttributes):
     def set_bias(self, tensor: TensorAttributes | None) -> BatchnormAttributes:
         return self._set_input(self.InputNames.BIAS, tensor)
 
-    def set_epsilon(self, tensor: TensorAttributes | None) -> BatchnormAttributes:
+    def set_epsilon(self, tensor: TensorAttributes | float | None) -> BatchnormAttributes:
         return self._set_input(self.InputNames.EPSILON, tensor)
 
     def set_prev_running_mean(self, tensor: TensorAttributes | None) -> BatchnormAttributes:
@@ -117,7 +117,7 @@ class BatchnormAttributes(PeerStatsAttributes):
     def set_prev_running_variance(self, tensor: TensorAttributes | None) -> BatchnormAttributes:
         return self._set_input(self.InputNames.PREV_RUNNING_VARIANCE, tensor)
 
-    def set_momentum(self, tensor: TensorAttributes | None) -> BatchnormAttributes:
+    def set_momentum(self, tensor: TensorAttributes | float | None) -> BatchnormAttributes:
         return self._set_input(self.InputNames.MOMENTUM, tensor)
 
     def set_previous_running_stats(

@@ -62,7 +62,7 @@ class BatchnormInferenceAttributesVarianceExt(NodeAttributes):
         return self._set_input(self.InputNames.BIAS, tensor)
 
     def set_epsilon(
-        self, tensor: TensorAttributes | None
+        self, tensor: TensorAttributes | float | None
     ) -> BatchnormInferenceAttributesVarianceExt:
         return self._set_input(self.InputNames.EPSILON, tensor)
 

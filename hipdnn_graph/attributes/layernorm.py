@@ -76,7 +76,7 @@ class LayernormAttributes(NodeAttributes):
     def set_bias(self, tensor: TensorAttributes | None) -> LayernormAttributes:
         return self._set_input(self.InputNames.BIAS, tensor)
 
-    def set_epsilon(self, tensor: TensorAttributes | None) -> LayernormAttributes:
+    def set_epsilon(self, tensor: TensorAttributes | float | None) -> LayernormAttributes:
         return self._set_input(self.InputNames.EPSILON, tensor)
 
     def set_y(self, tensor: TensorAttributes | None) -> LayernormAttributes:

@@ -72,7 +72,7 @@ class LayernormBackwardAttributes(NodeAttributes):
     def set_inv_variance(self, tensor: TensorAttributes | None) -> LayernormBackwardAttributes:
         return self._set_input(self.InputNames.INV_VARIANCE, tensor)
 
-    def set_epsilon(self, tensor: TensorAttributes | None) -> LayernormBackwardAttributes:
+    def set_epsilon(self, tensor: TensorAttributes | float | None) -> LayernormBackwardAttributes:
         return self._set_input(self.InputNames.EPSILON, tensor)
 
     def set_saved_mean_and_inv_variance(

@@ -90,7 +90,9 @@ class ResampleFwdAttributes(ResampleAttributes):
     | X | ``[N, C, spatial...]`` | | Y | ``[N, C, out...]`` (inferred) |
     | | | | INDEX (optional, INT8 or INT32) | Y's (inferred) |
 
-    ``out = (in + pre + post - window) / stride + 1``. ``generate_index`` is ``False`` unless set.
+    ``out = (in + pre + post - window) / stride + 1``. ``generate_index`` is ``None`` until set
+    (read as ``False``): hipDNN's newer schemas declare it optional, so a set value, ``False``
+    included, is written to the wire and an unset one is not.
     """
 
     class InputNames(IntEnum):
@@ -104,7 +106,7 @@ class ResampleFwdAttributes(ResampleAttributes):
         Y = 0
         INDEX = 1
 
-    generate_index: Annotated[bool, keyword(as_flag, "generate_index")] = False
+    generate_index: Annotated[bool | None, keyword(as_flag, "generate_index")] = None
 
     def set_x(self, tensor: TensorAttributes | None) -> ResampleFwdAttributes:
         return self._set_input(self.InputNames.X, tensor)
@@ -134,7 +136,8 @@ class ResampleFwdAttributes(ResampleAttributes):
         return self
 
     def get_generate_index(self) -> bool:
-        return self.generate_index
+        """Whether the INDEX output is asked for (``False`` when never set)."""
+        return bool(self.generate_index)
 
 
 class ResampleBwdAttributes(ResampleAttributes):

@@ -76,7 +76,7 @@ class RMSNormAttributes(NodeAttributes):
     def set_scale(self, tensor: TensorAttributes | None) -> RMSNormAttributes:
         return self._set_input(self.InputNames.SCALE, tensor)
 
-    def set_epsilon(self, tensor: TensorAttributes | None) -> RMSNormAttributes:
+    def set_epsilon(self, tensor: TensorAttributes | float | None) -> RMSNormAttributes:
         return self._set_input(self.InputNames.EPSILON, tensor)
 
     def set_bias(self, tensor: TensorAttributes | None) -> RMSNormAttributes:

@@ -82,11 +82,13 @@ class SdpaAttributes(SdpaCommonAttributes):
 
     @overload
     def set_dropout(
-        self, probability: float, seed: TensorAttributes, offset: TensorAttributes, /
+        self, probability: float, seed: TensorAttributes | int, offset: TensorAttributes | int, /
     ) -> SdpaAttributes: ...
 
     @overload
-    def set_dropout(self, mask: TensorAttributes, scale: TensorAttributes, /) -> SdpaAttributes: ...
+    def set_dropout(
+        self, mask: TensorAttributes, scale: TensorAttributes | float, /
+    ) -> SdpaAttributes: ...
 
     def set_dropout(self, first: Any, second: Any, third: Any = None, /) -> SdpaAttributes:
         """``set_dropout(p, seed, offset)`` (philox) or ``set_dropout(mask, scale)``."""

@@ -75,7 +75,9 @@ class SdpaBackwardAttributes(SdpaCommonAttributes):
     def set_stats(self, tensor: TensorAttributes | None) -> SdpaBackwardAttributes:
         return self._set_input(self.InputNames.Stats, tensor)
 
-    def set_dropout_scale_inv(self, tensor: TensorAttributes | None) -> SdpaBackwardAttributes:
+    def set_dropout_scale_inv(
+        self, tensor: TensorAttributes | float | None
+    ) -> SdpaBackwardAttributes:
         return self._set_input(self.InputNames.Dropout_scale_inv, tensor)
 
     def set_dq(self, tensor: TensorAttributes | None) -> SdpaBackwardAttributes:
@@ -117,12 +119,16 @@ class SdpaBackwardAttributes(SdpaCommonAttributes):
     # ----- the two set_dropout forms -----
     @overload
     def set_dropout(
-        self, probability: float, seed: TensorAttributes, offset: TensorAttributes, /
+        self, probability: float, seed: TensorAttributes | int, offset: TensorAttributes | int, /
     ) -> SdpaBackwardAttributes: ...
 
     @overload
     def set_dropout(
-        self, mask: TensorAttributes, scale: TensorAttributes, scale_inv: TensorAttributes, /
+        self,
+        mask: TensorAttributes,
+        scale: TensorAttributes | float,
+        scale_inv: TensorAttributes | float,
+        /,
     ) -> SdpaBackwardAttributes: ...
 
     def set_dropout(self, first: Any, second: Any, third: Any, /) -> SdpaBackwardAttributes:

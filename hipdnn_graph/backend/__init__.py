@@ -17,6 +17,7 @@ from .contract import (
 )
 from .dropout import IntSource, PhiloxDropout
 from .layout import in_layout, same_layout
+from .progress import compiling
 from .registry import (
     ENTRY_POINT_GROUP,
     Registry,
@@ -26,7 +27,14 @@ from .registry import (
     register_backend,
 )
 from .sdpa_problem import ScalarSource, SdpaProblem, visible_pairs
-from .variant_pack import TensorSpec, VariantPackBinder, as_numpy, as_torch, is_torch_tensor
+from .variant_pack import (
+    TensorSpec,
+    VariantPackBinder,
+    as_numpy,
+    as_torch,
+    is_runtime_scalar,
+    is_torch_tensor,
+)
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -46,10 +54,12 @@ __all__ = [
     "VariantPackBinder",
     "as_numpy",
     "as_torch",
+    "compiling",
     "current_registry",
     "engine_id",
     "engine_node_types",
     "in_layout",
+    "is_runtime_scalar",
     "is_torch_tensor",
     "isolated_registry",
     "list_backends",

@@ -216,15 +216,15 @@ def read_capsule(capsule: Any) -> DlpackLayout | None:
 
 
 def runtime_scalar(on_cpu: bool, dims: list[int]) -> bool:
-    """Whether ``tensor_like`` of an array makes a runtime pass-by-value tensor: the array is in
-    ``cpu`` memory and holds exactly one element.
+    """Whether the core's ``Graph.tensor_like`` of an array makes a runtime pass-by-value
+    tensor: the array is in ``cpu`` memory and holds exactly one element.
 
-    hipDNN's binding (like cuDNN's) marks *every* ``cpu`` producer pass-by-value, because on a
-    GPU machine host memory only ever carries scalars (a runtime ``attn_scale``). Here host
-    memory is also where the NumPy and CPU torch engines read Q, K and V, and a pass-by-value
-    Q is refused by ``validate()``, so only a one-element host array is taken for a scalar. A
-    graph hipDNN accepts is declared the same way: hipDNN takes pass-by-value tensors only in
-    the scalar slots, which hold one element.
+    hipDNN's binding (like cuDNN's), and ``hipdnn_graph.frontend``'s ``Graph.tensor_like``
+    which follows it, mark *every* ``cpu`` producer pass-by-value, because on a GPU machine
+    host memory only carries runtime values (a runtime ``attn_scale``). The core's
+    ``tensor_like`` keeps host arrays of more elements ordinary tensors, so that Q, K and V
+    declared from host arrays (a pass-by-value Q is refused by ``validate()``) run on the NumPy
+    and CPU torch engines.
     """
     volume = 1
     for dim in dims:

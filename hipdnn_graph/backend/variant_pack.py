@@ -44,7 +44,31 @@ from .layout import same_layout
 from .memory import array_is_read_only, tensor_is_read_only
 from .pack_guard import PackGuard
 
-__all__ = ["TensorSpec", "VariantPackBinder", "as_numpy", "as_torch", "is_torch_tensor"]
+__all__ = [
+    "TensorSpec",
+    "VariantPackBinder",
+    "as_numpy",
+    "as_torch",
+    "is_runtime_scalar",
+    "is_torch_tensor",
+]
+
+
+def is_runtime_scalar(tensor: TensorAttributes) -> bool:
+    """Whether the engines receive ``tensor`` as a Python number: a pass-by-value tensor of
+    one element (no dims, or dims whose product is 1).
+
+    A pass-by-value tensor of more elements (hipDNN's ``Graph.tensor_like`` of any host array
+    makes one) is a host buffer: it is bound and read as an array, like any input.
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> from hipdnn_graph.backend import is_runtime_scalar
+        >>> t = hg.TensorAttributes(dim=[1, 1], is_pass_by_value=True)
+        >>> is_runtime_scalar(t), is_runtime_scalar(t.set_dim([2, 3]))
+        (True, False)
+    """
+    return tensor.is_pass_by_value and tensor.get_volume() == 1
 
 
 #: how many :class:`PackGuard` a binder makes before it relies on its Python checks alone
@@ -65,6 +89,8 @@ class TensorSpec:
     strides: tuple[int, ...]
     data_type: DataType
     is_output: bool
+    #: a runtime scalar, bound as a Python number (:func:`is_runtime_scalar`); a pass-by-value
+    #: tensor of more elements is bound as an array, like any input
     pass_by_value: bool = False
     #: the graph's own tensor object; a variant-pack key must be this object (or its uid)
     tensor: TensorAttributes | None = field(default=None, repr=False, compare=False)
@@ -95,7 +121,7 @@ class TensorSpec:
             strides=tuple(tensor.stride),
             data_type=tensor.data_type,
             is_output=is_output,
-            pass_by_value=tensor.is_pass_by_value,
+            pass_by_value=is_runtime_scalar(tensor),
             tensor=tensor,
         )
 

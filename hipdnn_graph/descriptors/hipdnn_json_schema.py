@@ -1,6 +1,8 @@
-"""The JSON Schema (draft 2020-12) of hipDNN's graph JSON as :mod:`.hipdnn_json` reads it,
-derived from the registered node specs (each family's JSON layout: its groups, the keys it may
-leave out, its enum spellings).
+"""The JSON Schema (draft 2020-12) of hipDNN's graph JSON in the canonical form
+:mod:`.json_write` writes, derived from the registered node specs (each family's JSON layout: its
+groups, the keys it may leave out, its enum spellings). :mod:`.json_read` accepts more, as
+hipDNN's reader does: unknown keys, defaulted keys, the nested layout and spellings of hipDNN's
+benchmark graphs.
 
 Example:
     >>> schema = json_schema()
@@ -98,7 +100,7 @@ def _node_schema(spec: NodeSpec) -> dict[str, Any]:
 
 
 def json_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of hipDNN's graph JSON as this library reads it, derived
+    """The JSON Schema (draft 2020-12) of hipDNN's graph JSON as this library writes it, derived
     from the registered node specs.
 
     Example:

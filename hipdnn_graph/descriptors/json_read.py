@@ -1,6 +1,8 @@
-"""hipDNN's JSON form of a graph, reading (:func:`graph_from_json`): any whitespace and key
-order, every key checked (no duplicates, no unknown keys, the types hipDNN's schema gives);
-:mod:`.hipdnn_json` says what the form is and :mod:`.json_write` writes it.
+"""hipDNN's JSON form of a graph, reading (:func:`graph_from_json`) as hipDNN's JSON helpers
+read it: any whitespace and key order, the keys they require (``.at``) required, the keys they
+default (``.value``) defaulted, keys they do not read (``_comment``) ignored, no duplicate keys,
+the types hipDNN's schema gives; :mod:`.hipdnn_json` says what the form is and :mod:`.json_write`
+writes it.
 
 Example:
     >>> finite_number(1.5), finite_number(10**400), finite_number("1")
@@ -24,6 +26,7 @@ from .node_spec import (
     JSON_SCALARS_ON_NODE,
     Kind,
     NodeSpec,
+    SlotSpec,
     WireEnum,
     node_specs,
     supported_kinds,
@@ -45,7 +48,9 @@ from .wire_values import DATA_TYPE_NAMES, ValueMember, decode_value, float32
 
 __all__ = ["finite_number", "graph_from_json"]
 
-_DATA_TYPES = {name: dtype for dtype, name in DATA_TYPE_NAMES.items()}
+#: hipDNN's DataType spellings, and ``"UNSET"``: its benchmark graphs write it (SDPA's
+#: ``mma_core_mode``) and its reader takes it, as any string it does not know, as UNSET.
+_DATA_TYPES = {name: dtype for dtype, name in DATA_TYPE_NAMES.items()} | {"UNSET": DataType.NOT_SET}
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -65,18 +70,17 @@ _DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no
 
 
 class _Obj:
-    """Typed access to one JSON object: every key read once; unknown keys refused at the end."""
+    """Typed access to one JSON object (keys it is not asked for are ignored, as hipDNN's
+    reader, nlohmann::json, ignores them)."""
 
-    __slots__ = ("obj", "path", "seen")
+    __slots__ = ("obj", "path")
 
     def __init__(self, obj: Any, path: str) -> None:
         if not isinstance(obj, dict):
             raise unsupported(f"Invalid hipDNN graph JSON: {path} must be an object")
         self.obj, self.path = obj, path
-        self.seen: set[str] = set()
 
     def _get(self, key: str, optional: bool) -> Any:
-        self.seen.add(key)
         if key not in self.obj:
             if optional:
                 return None
@@ -164,13 +168,6 @@ class _Obj:
             )
         return dtype
 
-    def done(self) -> None:
-        extra = set(self.obj) - self.seen
-        if extra:
-            raise unsupported(
-                f"Invalid hipDNN graph JSON: {self.path} has unknown keys {sorted(extra)}"
-            )
-
 
 def _tensor(o: _Obj) -> TensorAttributes:
     uid = o.get_int("uid")
@@ -200,11 +197,10 @@ def _tensor(o: _Obj) -> TensorAttributes:
         dim=o.get_longs("dims"),
         stride=o.get_longs("strides"),
         is_virtual=o.get_bool("virtual"),
-        is_pass_by_value=o.get_bool("is_runtime_pass_by_value"),
+        is_pass_by_value=bool(o.get_bool("is_runtime_pass_by_value", optional=True)),
         value=value,
         alignment=16 if alignment is None else alignment,
     )
-    o.done()
     return tensor
 
 
@@ -256,7 +252,10 @@ def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = N
         return None if number is None else float32(number, where)
     if kind is Kind.ENUM:
         assert enum is not None
-        name = o.get_int(key) if enum.numeric else o.get_str(key)
+        name = o._get(key, False)
+        alias = isinstance(name, str) and name in enum.aliases
+        if type(name) is not (int if enum.numeric else str) and not alias:
+            raise o._fail(key, "an integer" if enum.numeric else "a string")
         number = enum.value_of(name)
         if number is None:
             raise unsupported(f"{where}: {name!r} is not a {enum.name}")
@@ -286,13 +285,9 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
         shown = f"{kind} ({tag})" if tag is not None else repr(kind)
         raise unsupported(f"{label} has kind {shown}; only {supported_kinds()} are supported")
     compute = o.get_dtype("compute_data_type")
-    on_node = spec.scalar_group == JSON_ON_NODE
-    inputs_obj = o if on_node else o.obj_at("inputs")
-    outputs_obj = o if on_node else o.obj_at("outputs")
-    assert inputs_obj is not None and outputs_obj is not None
-    scalars_obj = _scalars_object(o, spec, label, inputs_obj)
+    inputs_obj, outputs_obj, scalars_obj, nested = _groups(o, spec, label)
     uids: dict[Any, int | None] = {
-        slot: _uid(outputs_obj if slot.output else inputs_obj, slot.wire, slot.required, spec)
+        slot: _uid(outputs_obj if slot.output else inputs_obj, slot, spec, nested)
         for slot in spec.slots
     }
     lists = {
@@ -302,7 +297,7 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
     scalars = {
         s.name: _scalar(scalars_obj, s.kind, s.key, label, s.enum)
         if s.json_presence == "always" or s.key in scalars_obj.obj
-        else _absent(scalars_obj, s.key, s.default)
+        else s.default  # a key hipDNN's reader defaults
         for s in spec.scalars
     }
     holders = {"inputs": inputs_obj, "outputs": outputs_obj, "scalars": scalars_obj}
@@ -316,29 +311,49 @@ def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]
             elif extra.wire in scalars_obj.obj:
                 value = _scalar(scalars_obj, extra.kind, extra.wire, label, extra.enum)
             else:
-                value = _absent(scalars_obj, extra.wire, extra.default)
+                value = extra.default
         elif extra.kind is Kind.UID_OPT:
             value = holders[extra.group].get_int(extra.wire, nullable=True)
         else:
             value = _scalar(holders[extra.group], extra.kind, extra.wire, label, extra.enum)
         refuse_unmodelled(spec, label, extra.wire, value, extra.default)
-    for holder in (inputs_obj, outputs_obj, scalars_obj, o):
-        holder.done()
     return spec, decoded_attributes(spec, name, compute, uids, scalars, tensors, lists)
 
 
-def _uid(o: _Obj, key: str, required: bool, spec: NodeSpec) -> int | None:
-    """A slot's uid: required, ``null`` for an absent optional tensor, or (where hipDNN leaves
-    absent tensors out) an optional key that is never ``null``."""
-    if required or not spec.omit_absent_uids:
-        return o.get_int(key, nullable=not required)  # type: ignore[no-any-return]
-    return o.get_int(key) if key in o.obj else _absent(o, key, None)  # type: ignore[no-any-return]
+def _uid(o: _Obj, slot: SlotSpec, spec: NodeSpec, nested: bool) -> int | None:
+    """A slot's uid: required, or an optional tensor's key, ``null`` for no tensor (never
+    ``null`` where hipDNN leaves absent tensors out: its reader takes the key as a uid); where
+    the layout leaves absent tensors out (such families, the nested layout of hipDNN's
+    benchmark graphs), an absent key is no tensor too."""
+    if not slot.required and (nested or spec.omit_absent_uids) and slot.wire not in o.obj:
+        return None
+    return o.get_int(  # type: ignore[no-any-return]
+        slot.wire, nullable=not slot.required and not spec.omit_absent_uids
+    )
 
 
-def _absent(o: _Obj, key: str, default: Any) -> Any:
-    """The default of a field hipDNN's reader does not require (its key is absent)."""
-    o.seen.add(key)
-    return default
+def _groups(o: _Obj, spec: NodeSpec, label: str) -> tuple[_Obj, _Obj, _Obj, bool]:
+    """The JSON objects holding a node's input uids, output uids and scalars: its family's
+    layout, or the nested layout of hipDNN's benchmark graphs (``spec.nested_json_group``, where
+    absent optional tensors are left out; the last item says which).
+
+    Raises:
+        HipdnnError: UNSUPPORTED_GRAPH_FORMAT for a missing object, or a field given both in the
+            nested object and on the node.
+    """
+    on_node = spec.scalar_group == JSON_ON_NODE
+    nested = spec.nested_json_group
+    if nested and (nested in o.obj or (on_node and "inputs" in o.obj)):
+        both = [s.key for s in spec.scalars if s.key in o.obj]
+        if both:
+            raise unsupported(f"{label}: {both} given both in '{nested}' and on the node")
+        inputs, outputs, scalars = (o.obj_at(k) for k in ("inputs", "outputs", nested))
+        assert inputs is not None and outputs is not None and scalars is not None
+        return inputs, outputs, scalars, True
+    inputs = o if on_node else o.obj_at("inputs")
+    outputs = o if on_node else o.obj_at("outputs")
+    assert inputs is not None and outputs is not None
+    return inputs, outputs, _scalars_object(o, spec, label, inputs), False
 
 
 def _scalars_object(o: _Obj, spec: NodeSpec, label: str, inputs: _Obj) -> _Obj:
@@ -426,7 +441,6 @@ def graph_from_json(text: str | bytes | bytearray | memoryview) -> WireGraph:
     check_wire_graph(graph)  # the tensors, before any node refers to them
     by_uid: dict[int, TensorAttributes] = {t.uid: t for t in tensors}  # type: ignore[misc]
     graph.nodes = [_node(_Obj(n, f"nodes[{i}]"), by_uid) for i, n in enumerate(node_docs)]
-    o.done()
     check_node_names(graph)
     return graph
 
@@ -447,7 +461,6 @@ def _version(o: _Obj | None) -> tuple[int, int, int] | None:
     if o is None:
         return None
     major, minor, patch = (o.get_int(key) for key in ("major", "minor", "patch"))
-    o.done()
     if any(not 0 <= p < 2**32 for p in (major, minor, patch)):
         raise unsupported("Invalid hipDNN graph JSON: engine API version parts must be uint32")
     return major, minor, patch

@@ -70,6 +70,7 @@ __all__ = [
     "node_specs",
     "register_node_spec",
     "spec_for_attributes",
+    "spec_for_attributes_class",
     "supported_kinds",
 ]
 
@@ -150,18 +151,21 @@ class WireEnum:
         cls: The project's enum the field reads into (same numbers as the schema).
         json: hipDNN's JSON spelling of each value (its ``NLOHMANN_JSON_SERIALIZE_ENUM``), or
             the number itself where hipDNN's JSON writes the enum as an integer.
+        aliases: Other spellings of a value that hipDNN's own files use (another version of its
+            JSON helpers, its benchmark graphs): read, never written.
 
     Example:
         >>> from enum import IntEnum
         >>> Side = IntEnum("Side", [("LEFT", 0), ("RIGHT", 1)])
-        >>> e = WireEnum("Side", Side, {0: "LEFT", 1: "RIGHT"})
-        >>> e.member(1).name, e.value_of("LEFT"), e.member(7)
-        ('RIGHT', 0, None)
+        >>> e = WireEnum("Side", Side, {0: "LEFT", 1: "RIGHT"}, aliases={"left": 0})
+        >>> e.member(1).name, e.value_of("LEFT"), e.value_of("left"), e.member(7)
+        ('RIGHT', 0, 0, None)
     """
 
     name: str
     cls: type[IntEnum]
     json: Mapping[int, str | int]
+    aliases: Mapping[str, int] = field(default_factory=dict)
 
     def member(self, number: int) -> IntEnum | None:
         """The enum member of a wire number, or ``None`` when the schema has no such value."""
@@ -189,11 +193,11 @@ class WireEnum:
         return number
 
     def value_of(self, text: str | int) -> int | None:
-        """The number hipDNN's JSON spelling ``text`` stands for, or ``None``."""
+        """The number hipDNN's JSON spelling (or an alias) ``text`` stands for, or ``None``."""
         for number, spelled in self.json.items():
             if spelled == text:
                 return number
-        return None
+        return self.aliases.get(text) if isinstance(text, str) else None
 
 
 @dataclass(frozen=True)
@@ -221,7 +225,14 @@ class SlotSpec:
 
     @classmethod
     def named(
-        cls, member: IntEnum, output: bool, required: bool, fb_slot: int, attribute: IntEnum
+        cls,
+        member: IntEnum,
+        output: bool,
+        required: bool,
+        fb_slot: int,
+        attribute: IntEnum,
+        *,
+        pass_by_value: bool = False,
     ) -> SlotSpec:
         """A slot whose wire name is its member's, ``<member>_tensor_uid`` (hipDNN's usual
         spelling; a slot spelled otherwise states its ``wire``).
@@ -233,9 +244,8 @@ class SlotSpec:
             >>> SlotSpec.named(Slot.IN_0, False, True, 0, Attribute.OPERATION_IN_0_DESC).wire
             'in_0_tensor_uid'
         """
-        return cls(
-            member, output, required, fb_slot, attribute, f"{member.name.lower()}_tensor_uid"
-        )
+        wire = f"{member.name.lower()}_tensor_uid"
+        return cls(member, output, required, fb_slot, attribute, wire, pass_by_value)
 
     @property
     def name(self) -> str:
@@ -364,6 +374,10 @@ class NodeSpec:
         omit_absent_uids: hipDNN's JSON leaves an absent optional tensor's key out (instead of
             writing ``null``); an absent key reads as no tensor.
         legacy_scalar_groups: Other keys older hipDNN wrote for it (read, never written).
+        nested_json_group: For a family whose JSON puts its fields on the node object
+            (:data:`JSON_ON_NODE`, :data:`JSON_SCALARS_ON_NODE`): the scalar object of the nested
+            layout hipDNN's benchmark graph files use for it (uids in ``inputs``/``outputs``,
+            the other fields under this key). Read, never written.
         slots: Tensor slots in the attributes' enum order (inputs, then outputs).
         tensor_lists: Positional tensor lists (inputs, then outputs), for families without
             named slots.
@@ -388,6 +402,7 @@ class NodeSpec:
     attributes_cls: type[Any]
     make_node: Callable[[Any, Any], Any]
     legacy_scalar_groups: tuple[str, ...] = ()
+    nested_json_group: str = ""
     omit_absent_uids: bool = False
     tensor_lists: tuple[TensorListSpec, ...] = ()
     _by_name: dict[str, SlotSpec] = field(default_factory=dict, compare=False, repr=False)
@@ -447,12 +462,21 @@ def supported_kinds() -> str:
 
 def spec_for_attributes(attributes: Any) -> NodeSpec:
     """The spec of an attributes object (its class or nearest registered base)."""
-    spec = _BY_ATTRIBUTES.get(type(attributes))
+    return spec_for_attributes_class(type(attributes))
+
+
+def spec_for_attributes_class(cls: type[Any]) -> NodeSpec:
+    """The spec of an attributes class (or of its nearest registered base).
+
+    Raises:
+        KeyError: for a class of no registered family.
+    """
+    spec = _BY_ATTRIBUTES.get(cls)
     if spec is None:
-        for cls in type(attributes).__mro__:
-            spec = _BY_ATTRIBUTES.get(cls)
+        for base in cls.__mro__:
+            spec = _BY_ATTRIBUTES.get(base)
             if spec is not None:
                 break
         else:
-            raise KeyError(type(attributes).__name__)
+            raise KeyError(cls.__name__)
     return spec

@@ -215,9 +215,12 @@ class FamilyMethods(NormMethods):
             attributes,
         )
 
-    def custom_op(self, inputs: Any, n_outputs: Any, attributes: Any) -> list[TensorAttributes]:
-        """Add a custom (plugin-defined) op node; returns a list of its ``n_outputs`` new
-        outputs (``<node>::OUT_<i>``), whose dims and strides the caller sets.
+    def custom_op(
+        self, inputs: Any, n_outputs: Any, attributes: Any
+    ) -> tuple[TensorAttributes, ...]:
+        """Add a custom (plugin-defined) op node; returns a tuple of its ``n_outputs`` new
+        outputs (``<node>::OUT_<i>``), whose dims and strides the caller sets (a tuple, as
+        hipDNN's binding returns; the core's ``Graph.custom_op`` returns a list).
 
         Raises:
             TypeError: for arguments of other types (as nanobind does).
@@ -229,8 +232,10 @@ class FamilyMethods(NormMethods):
             >>> [t.get_name() for t in hipdnn.Graph().custom_op([x], 2, attrs)]
             ['CustomOp_0::OUT_0', 'CustomOp_0::OUT_1']
         """
-        return self._family(
-            CustomOpAttributes, self.core_graph.custom_op, inputs, n_outputs, attributes
+        return tuple(
+            self._family(
+                CustomOpAttributes, self.core_graph.custom_op, inputs, n_outputs, attributes
+            )
         )
 
     def resample(self, x: Any, attributes: Any) -> tuple[Any, Any]:

@@ -36,7 +36,7 @@ import numpy as np
 from ..attributes.sdpa import SdpaAttributes as CoreSdpaAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..backend.contract import engine_id
-from ..backend.dlpack import CPU, runtime_scalar
+from ..backend.dlpack import CPU
 from ..backend.registry import current_registry
 from ..backend.variant_pack import is_torch_tensor
 from ..errors import HipdnnError
@@ -135,11 +135,13 @@ class Graph(FamilyMethods):
     def tensor_like(source: Any, name: str = "") -> Tensor:
         """A new tensor shaped like a ``Tensor`` (uid cleared) or like a DLPack producer.
 
-        From a DLPack producer: its dims, element strides and data type. A one-element
-        producer in ``cpu`` memory makes a runtime pass-by-value scalar (hipDNN's runtime
-        ``attn_scale`` pattern); any other producer an ordinary tensor, so Q, K and V in host
-        memory work on the CPU engines. hipDNN's own binding marks every ``cpu`` producer
-        pass-by-value (see :func:`hipdnn_graph.backend.dlpack.runtime_scalar`).
+        From a DLPack producer: its dims, element strides and data type; as in hipDNN's
+        binding, a producer in ``cpu`` memory makes a runtime pass-by-value tensor (whatever
+        its size) and a device one an ordinary tensor. One element is a runtime scalar (the
+        runtime ``attn_scale`` pattern); more make a host buffer that the CPU engines read as
+        an array (:func:`hipdnn_graph.backend.is_runtime_scalar`). SDPA's Q, K, V (every slot
+        but its scalar ones) take no pass-by-value tensor: declare those with
+        ``Tensor.create``, or ``set_is_pass_by_value(False)``.
 
         Raises:
             FrontendTypeError: neither a ``Tensor`` nor a ``__dlpack__`` producer.
@@ -176,7 +178,7 @@ class Graph(FamilyMethods):
             data_type=data_type,
             dim=info.dims,
             stride=info.strides,
-            is_pass_by_value=runtime_scalar(info.device_type == CPU, info.dims),
+            is_pass_by_value=info.device_type == CPU,
         )
 
     # ----- nodes -----

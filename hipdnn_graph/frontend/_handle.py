@@ -141,9 +141,20 @@ class Handle:
         raise FrontendIndexError("Engine ID is not loaded")
 
     def engine_id_to_name(self, engine: int) -> str:
-        """The loaded engine's name, ``""`` for an unknown id."""
+        """The name of the engine with this id among the engines loaded now.
+
+        Unlike the module-level :func:`engine_id_to_name` (``""`` for an unknown id), the
+        handle's lookup raises for an id no loaded engine carries, as hipDNN's does.
+
+        Raises:
+            FrontendRuntimeError: ``Handle has been destroyed``.
+            FrontendIndexError: ``Engine ID is not loaded``.
+        """
         self._check()
-        return engine_id_to_name(engine)
+        name = engine_id_to_name(engine)
+        if not name:
+            raise FrontendIndexError("Engine ID is not loaded")
+        return name
 
     def get_loaded_engine_plugin_paths(self) -> list[str]:
         """Where each loaded plugin came from (entry-point values, ``"runtime"`` for plugins

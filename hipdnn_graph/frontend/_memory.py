@@ -39,7 +39,14 @@ from ..types import DataType, ErrorCode
 from ._dlpack import read_dlpack
 from ._errors import FrontendRuntimeError, FrontendTypeError
 
-__all__ = ["DeviceBuffer", "get_data_ptr", "remember", "resolve_pointer", "torch_device_available"]
+__all__ = [
+    "DeviceBuffer",
+    "get_data_ptr",
+    "remember",
+    "resolve_pointer",
+    "torch_device_available",
+    "view_in",
+]
 
 
 def torch_device_available() -> bool:
@@ -270,10 +277,7 @@ def resolve_pointer(
         HipdnnError: ``INVALID_VARIANT_PACK`` when the address is null or not inside memory known
             as described in the module docstring.
     """
-    dtype = numpy_dtype(data_type)
-    itemsize = dtype.itemsize
-    extent = sum((d - 1) * s for d, s in zip(shape, strides, strict=True) if d > 0)
-    span = (extent + 1) * itemsize
+    span = _span(shape, strides, data_type)
     if address == 0:
         raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"Variant pack tensor {label} is null")
     for region in list(_regions.values()):
@@ -293,6 +297,49 @@ def resolve_pointer(
         "not inside memory hipdnn_graph.frontend knows (a DeviceBuffer, an array whose address "
         "came from _get_data_ptr or tensor_like, or torch device memory); pass the array itself",
     )
+
+
+def _span(shape: tuple[int, ...], strides: tuple[int, ...], data_type: DataType) -> int:
+    """The bytes a layout reaches from its first element's address."""
+    extent = sum((d - 1) * s for d, s in zip(shape, strides, strict=True) if d > 0)
+    return (extent + 1) * numpy_dtype(data_type).itemsize
+
+
+def view_in(
+    owner: Any,
+    address: int,
+    shape: tuple[int, ...],
+    strides: tuple[int, ...],
+    data_type: DataType,
+    label: str,
+) -> Any:
+    """The declared layout at ``address``, inside ``owner``'s memory (a NumPy array's root
+    allocation, a torch tensor's storage); ``None`` when that memory cannot be viewed without a
+    copy (a NumPy root that is not contiguous).
+
+    hipDNN's execute reads a variant-pack value only through its address; this is that read,
+    bounded by the memory the value owns.
+
+    Raises:
+        HipdnnError: ``INVALID_VARIANT_PACK`` when the layout runs past that memory (hipDNN
+            would read past it), or the address cannot hold the data type.
+    """
+    root = owner if _is_torch(owner) else _contiguous_base(owner)
+    if not _is_torch(root) and not (root.flags.c_contiguous or root.flags.f_contiguous):
+        return None
+    region = _Region(weakref.ref(root))
+    span = _span(shape, strides, data_type)
+    bounds = region.bounds()
+    offset = address - bounds[0] if bounds is not None else -1
+    held = bounds[1] - offset if bounds is not None and offset >= 0 else 0
+    if bounds is None or offset < 0 or span > held:
+        raise HipdnnError(
+            ErrorCode.INVALID_VARIANT_PACK,
+            f"Variant pack tensor {label} is read from its value's address as the graph "
+            f"declares it (dims {list(shape)}, strides {list(strides)}, {data_type.name}: "
+            f"{span} bytes), but the value holds {max(held, 0)} bytes from there",
+        )
+    return _view(region.flat(), offset, span, shape, strides, data_type, label)
 
 
 def _view(

@@ -4,7 +4,10 @@ Keys: a :class:`~hipdnn_graph.TensorAttributes` with a uid, or an integer uid (`
 too). Values, checked in hipDNN's order by :func:`~hipdnn_graph.frontend._memory.get_data_ptr`:
 
 - a NumPy array, a torch tensor or another ``__dlpack__`` producer goes to the engine as itself
-  (zero-copy);
+  (zero-copy) when its dims, strides and data type are the declared ones; otherwise, as hipDNN
+  uses only its address, the declared layout is read from its address, inside the memory it
+  owns (:func:`~hipdnn_graph.frontend._memory.view_in`; past that memory,
+  ``INVALID_VARIANT_PACK``);
 - an ``int`` or NumPy-integer address, a :class:`DeviceBuffer` or an object with ``data_ptr()``
   becomes a view of known memory (see :mod:`hipdnn_graph.frontend._memory`);
 - a ``float`` for a pass-by-value tensor is the number itself (an extension: hipDNN wants an
@@ -30,10 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..backend.array_info import describe_array
+from ..backend.buffers import as_numpy, as_torch
+from ..backend.layout import same_layout
+from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import DataType
 from ._errors import FrontendTypeError, FrontendValueError
-from ._memory import DeviceBuffer, get_data_ptr, resolve_pointer
+from ._memory import DeviceBuffer, get_data_ptr, resolve_pointer, view_in
 
 if TYPE_CHECKING:
     from ..graph import Graph as CoreGraph
@@ -97,6 +104,8 @@ def core_variant_pack(graph: CoreGraph, variant_pack: Mapping[Any, Any]) -> dict
         address = get_data_ptr(value, what)
         if _is_address(value) and tensor is not None:
             addresses[uid] = address
+        elif tensor is not None:
+            converted[uid] = _as_declared(value, address, tensor, uid)
         else:
             converted[uid] = value
     for uid, address in addresses.items():  # every value passed hipDNN's checks: now resolve
@@ -109,6 +118,43 @@ def core_variant_pack(graph: CoreGraph, variant_pack: Mapping[Any, Any]) -> dict
             f"'{tensor.name}' (uid {uid})",
         )
     return converted
+
+
+def _as_declared(value: Any, address: int, tensor: TensorAttributes, uid: int) -> Any:
+    """``value`` itself when its layout is the declared one, else the declared layout read at
+    its address inside its memory (hipDNN reads only the address); ``value`` itself when its
+    layout or memory cannot be read (the core's check then names what is wrong)."""
+    dims, strides = list(tensor.dim), list(tensor.stride)
+    try:
+        info = describe_array(value, f"variant_pack[{uid}]")
+    except HipdnnError:
+        return value
+    same = info.data_type == tensor.data_type and info.dims == dims
+    if same and same_layout(tuple(dims), tuple(info.strides), tuple(strides)):
+        return value
+    owner = value
+    if not (isinstance(value, np.ndarray) or _is_torch(value)):
+        owner = _imported(value, info.on_cpu, f"'{tensor.name}' (uid {uid})")
+    if owner is None or len(strides) != len(dims):
+        return value
+    view = view_in(
+        owner,
+        address,
+        tuple(dims),
+        tuple(strides),
+        tensor.data_type,
+        f"'{tensor.name}' (uid {uid})",
+    )
+    return value if view is None else view
+
+
+def _imported(producer: Any, on_cpu: bool, label: str) -> Any:
+    """A DLPack producer as a NumPy array (``cpu``) or torch tensor (device), sharing its
+    memory (its layout checked first); ``None`` when it cannot be imported so."""
+    try:
+        return as_numpy(producer, label) if on_cpu else as_torch(producer, label)
+    except (HipdnnError, ImportError):  # a layout or device the consumer refuses; no torch
+        return None
 
 
 def core_workspace(workspace: Any, size: int) -> Any:

@@ -150,7 +150,12 @@ BATCHNORM_INFERENCE_VARIANCE_SPEC = register_node_spec(
                 _In.BIAS, False, True, 4, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_BIAS_EXT
             ),
             SlotSpec.named(
-                _In.EPSILON, False, True, 6, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_EPSILON_EXT
+                _In.EPSILON,
+                False,
+                True,
+                6,
+                _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_EPSILON_EXT,
+                pass_by_value=True,
             ),
             SlotSpec.named(_Out.Y, True, True, 5, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_Y_EXT),
         ),

@@ -161,9 +161,13 @@ class LayernormAttributeName(IntEnum):
 _A = LayernormAttributeName
 _In, _Out = LayernormAttributes.InputNames, LayernormAttributes.OutputNames
 
-#: ``NormFwdPhase`` as hipDNN's layer-norm JSON writes it: the number itself.
+#: ``NormFwdPhase`` as hipDNN's layer-norm JSON writes it: the number itself (the upper-case
+#: names of hipDNN's benchmark graphs, ``"TRAINING"``, read too).
 NORM_FWD_PHASE_NUMBER = WireEnum(
-    "NormFwdPhase", NormFwdPhase, {m.value: m.value for m in NormFwdPhase}
+    "NormFwdPhase",
+    NormFwdPhase,
+    {m.value: m.value for m in NormFwdPhase},
+    aliases={m.name: m.value for m in NormFwdPhase},
 )
 
 
@@ -179,11 +183,19 @@ LAYERNORM_SPEC = register_node_spec(
         descriptor_class="LayernormOperationDescriptor",
         compute_type=_A.LAYERNORM_COMP_TYPE_EXT,
         scalar_group=JSON_SCALARS_ON_NODE,
+        nested_json_group="attributes",
         slots=(
             SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_LAYERNORM_X_EXT),
             SlotSpec.named(_In.SCALE, False, True, 1, _A.OPERATION_LAYERNORM_SCALE_EXT),
             SlotSpec.named(_In.BIAS, False, True, 2, _A.OPERATION_LAYERNORM_BIAS_EXT),
-            SlotSpec.named(_In.EPSILON, False, True, 3, _A.OPERATION_LAYERNORM_EPSILON_EXT),
+            SlotSpec.named(
+                _In.EPSILON,
+                False,
+                True,
+                3,
+                _A.OPERATION_LAYERNORM_EPSILON_EXT,
+                pass_by_value=True,
+            ),
             SlotSpec.named(_Out.Y, True, True, 4, _A.OPERATION_LAYERNORM_Y_EXT),
             SlotSpec.named(_Out.MEAN, True, False, 6, _A.OPERATION_LAYERNORM_MEAN_EXT),
             SlotSpec.named(

@@ -158,6 +158,7 @@ LAYERNORM_BACKWARD_SPEC = register_node_spec(
         descriptor_class="LayernormBackwardOperationDescriptor",
         compute_type=_A.LAYERNORM_BACKWARD_COMP_TYPE_EXT,
         scalar_group=JSON_SCALARS_ON_NODE,
+        nested_json_group="attributes",
         slots=(
             SlotSpec.named(_In.DY, False, True, 0, _A.OPERATION_LAYERNORM_BACKWARD_DY_EXT),
             SlotSpec.named(_In.X, False, True, 1, _A.OPERATION_LAYERNORM_BACKWARD_X_EXT),
@@ -167,7 +168,12 @@ LAYERNORM_BACKWARD_SPEC = register_node_spec(
                 _In.INV_VARIANCE, False, False, 4, _A.OPERATION_LAYERNORM_BACKWARD_INV_VARIANCE_EXT
             ),
             SlotSpec.named(
-                _In.EPSILON, False, False, 5, _A.OPERATION_LAYERNORM_BACKWARD_EPSILON_EXT
+                _In.EPSILON,
+                False,
+                False,
+                5,
+                _A.OPERATION_LAYERNORM_BACKWARD_EPSILON_EXT,
+                pass_by_value=True,
             ),
             SlotSpec.named(_Out.DX, True, True, 6, _A.OPERATION_LAYERNORM_BACKWARD_DX_EXT),
             SlotSpec.named(_Out.DSCALE, True, True, 7, _A.OPERATION_LAYERNORM_BACKWARD_DSCALE_EXT),

@@ -137,9 +137,13 @@ _In, _Out = ReductionAttributes.InputNames, ReductionAttributes.OutputNames
 
 #: hipDNN's ``ReductionMode`` schema enum: the frontend's numbers; its JSON writes the lower-case
 #: names, ``MIN``/``MAX`` (``MIN_OP``/``MAX_OP`` in the schema) as ``"min"``/``"max"`` and
-#: NOT_SET as ``"not_set"``.
+#: NOT_SET as ``"not_set"``; the upper-case names (``"ADD"``, ``"MIN"``) of hipDNN's
+#: ``hipdnn_data_sdk`` JSON helper and its benchmark graphs are read too.
 REDUCTION_MODE = WireEnum(
-    "ReductionMode", ReductionMode, {m.value: m.name.lower() for m in ReductionMode}
+    "ReductionMode",
+    ReductionMode,
+    {m.value: m.name.lower() for m in ReductionMode},
+    aliases={m.name: m.value for m in ReductionMode},
 )
 
 #: Where every slot and member of a reduction node lives on each wire (hipDNN's 4-field
@@ -154,6 +158,7 @@ REDUCTION_SPEC = register_node_spec(
         descriptor_class="ReductionOperationDescriptor",
         compute_type=_A.REDUCTION_COMP_TYPE,
         scalar_group=JSON_ON_NODE,
+        nested_json_group="attributes",
         slots=(
             SlotSpec(_In.X, False, True, 1, _A.OPERATION_REDUCTION_XDESC, "in_tensor_uid"),
             SlotSpec(_Out.Y, True, True, 2, _A.OPERATION_REDUCTION_YDESC, "out_tensor_uid"),

@@ -169,8 +169,11 @@ _In, _Out = ResampleFwdAttributes.InputNames, ResampleFwdAttributes.OutputNames
 
 #: Where every slot and member of a resample forward node lives on each wire (hipDNN's 10-field
 #: ``ResampleFwdAttributes`` table; its JSON writes the uids and members on the node object
-#: itself, leaves ``index_tensor_uid`` out when there is no INDEX, always writes
-#: ``generate_index`` and reads it as false when absent).
+#: itself and leaves ``index_tensor_uid`` out when there is no INDEX). ``generate_index`` is
+#: written, in the bytes and the JSON, whenever it is set, ``False`` included, and left out when
+#: unset: hipDNN's schemas declare it ``bool = false`` (ROCm/rocm-libraries) or ``bool = null``
+#: (its newer forks), and an absent field reads as false under the first but as unset under the
+#: second, while a written one reads the same under both.
 RESAMPLE_FWD_SPEC = register_node_spec(
     NodeSpec(
         table="ResampleFwdAttributes",
@@ -180,6 +183,7 @@ RESAMPLE_FWD_SPEC = register_node_spec(
         descriptor_class="ResampleFwdOperationDescriptor",
         compute_type=_A.RESAMPLE_COMP_TYPE,
         scalar_group=JSON_ON_NODE,
+        nested_json_group="attributes",
         omit_absent_uids=True,
         slots=(
             SlotSpec(_In.X, False, True, 0, _A.OPERATION_RESAMPLE_FWD_XDESC, "x_tensor_uid"),
@@ -192,11 +196,10 @@ RESAMPLE_FWD_SPEC = register_node_spec(
             *resample_scalars(),
             ScalarSpec(
                 "generate_index",
-                Kind.BOOL,
+                Kind.BOOL_OPT,
                 9,
                 (_A.RESAMPLE_GENERATE_INDEX_EXT, T.BOOLEAN),
-                always=True,
-                json_presence="read_optional",
+                json_presence="when_set",
             ),
         ),
         unmodelled=(),

@@ -47,19 +47,22 @@ class ResampleAttributeName(IntEnum):
 
 #: hipDNN's ``ResampleMode`` schema enum (``resample_common.fbs``: NOT_SET, MAXPOOL,
 #: AVGPOOL_EXCLUDE_PADDING, AVGPOOL_INCLUDE_PADDING = 0-3). Its JSON writes the number (no
-#: spelling table is declared for it), and BILINEAR/NEAREST have no number there.
+#: spelling table is declared for it), and BILINEAR/NEAREST have no number there; hipDNN's
+#: benchmark graphs spell the schema's names, read too.
 RESAMPLE_MODE = WireEnum(
     "ResampleMode",
     ResampleMode,
     {m.value: m.value for m in ResampleMode if m.value <= ResampleMode.AVGPOOL_INCLUDE_PADDING},
+    aliases={m.name: m.value for m in ResampleMode if m.value <= 3},
 )
 
 #: hipDNN's ``PaddingMode`` schema enum (PADDING_NOT_SET, NEG_INF_PAD, ZERO_PAD = 0-2), written
-#: as its number in JSON; EDGE_VAL_PAD has no number there.
+#: as its number in JSON (the schema's names read too); EDGE_VAL_PAD has no number there.
 PADDING_MODE = WireEnum(
     "PaddingMode",
     PaddingMode,
     {m.value: m.value for m in PaddingMode if m.value <= PaddingMode.ZERO_PAD},
+    aliases={"PADDING_NOT_SET": 0, "NEG_INF_PAD": 1, "ZERO_PAD": 2},
 )
 
 _A = ResampleAttributeName

@@ -169,6 +169,7 @@ RMSNORM_SPEC = register_node_spec(
         descriptor_class="RMSNormOperationDescriptor",
         compute_type=_A.RMSNORM_COMP_TYPE_EXT,
         scalar_group=JSON_SCALARS_ON_NODE,
+        nested_json_group="attributes",
         omit_absent_uids=True,
         slots=(
             SlotSpec(_In.X, False, True, 0, _A.OPERATION_RMSNORM_X_EXT, "x_tensor_uid"),

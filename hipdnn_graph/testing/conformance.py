@@ -5,8 +5,9 @@ of the families asked for (``families=``, see :data:`~hipdnn_graph.testing.FAMIL
 :func:`~hipdnn_graph.testing.generate_family_cases`), so that an engine for one family is
 checked on that family alone. For each case :func:`check_engine`:
 
-1. builds the graph with the engine under test preferred; when the engine refuses the graph (its
-   ``check()`` says no) the case is **skipped** with the engine's reason;
+1. ranks the engines with the engine under test preferred; when the engine refuses the graph
+   (its ``check()`` says no) the case is **skipped** with the engine's reason, before any plan
+   is built (no other engine builds, or compiles, for it); otherwise its plan is built;
 2. executes it on random inputs (:func:`~hipdnn_graph.testing.make_inputs`) with poisoned
    outputs, then executes the same inputs on ``NUMPY_REFERENCE_ENGINE``;
 3. **fails** the case when the engine raised, left an output element unwritten (NaN poison
@@ -187,17 +188,22 @@ def _registered(name: str) -> None:
 
 
 def _build_on(graph: Graph, engine: str) -> tuple[Status, str] | None:
-    """Build the graph with ``engine`` first: None when its plan is active, else the outcome."""
+    """Build the graph with ``engine`` first: None when its plan is active, else the outcome.
+
+    The engines are ranked before any plan is built, so a case the engine refuses is skipped
+    without building another engine's plan (which can mean a compile)."""
     graph.set_preferred_engine_id_ext(engine)
     try:
-        graph.build()
+        graph.create_execution_plans()  # validates and lowers first when needed
     except HipdnnError as exc:
-        if engine in graph.get_engine_refusals():
-            return "skipped", graph.get_engine_refusals()[engine]
         return "failed", f"build raised {exc.code.name}: {exc}"
     refusals = graph.get_engine_refusals()
     if engine in refusals:
         return "skipped", refusals[engine]
+    try:
+        graph.build_plans()
+    except HipdnnError as exc:
+        return "failed", f"build raised {exc.code.name}: {exc}"
     if graph.get_plan_name() != engine:
         return "failed", f"{engine} accepted the graph but its plan could not be built"
     return None

@@ -10,7 +10,7 @@ Values follow each tensor's role in the nodes that read it:
 | SEQ_LEN_Q / SEQ_LEN_KV | integers in ``[1, Sq]`` / ``[1, Skv]`` |
 | Dropout_mask | 0 or 1, keeping about 80 % |
 | runtime pass-by-value scalars | ``Attn_scale`` 1/sqrt(D), ``Dropout_scale`` 1.25, |
-| | ``Dropout_scale_inv`` 0.8, ``Seed``/``Offset`` 7 |
+| (one element) | ``Dropout_scale_inv`` 0.8, ``Seed``/``Offset`` 7 |
 | inputs a node's family constrains | what ``input_constraints.INPUT_CONSTRAINTS`` draws: MoE |
 | | offsets and routes valid for the node's dims, mode and ``top_k``; positive |
 | | variances and inverse deviations; epsilons and momenta in range |
@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..backend.dtypes import numpy_dtype, numpy_empty_strided
-from ..backend.variant_pack import as_numpy, as_torch, is_torch_tensor
+from ..backend.variant_pack import as_numpy, as_torch, is_runtime_scalar, is_torch_tensor
 from ..errors import HipdnnError
 from ..graph import Graph
 from ..tensor import TensorAttributes, generate_strides
@@ -175,9 +175,9 @@ def _values(
 
 
 def _from_values(tensor: TensorAttributes, values: Any) -> Any:
-    """A pass-by-value tensor's Python number, or a buffer of the tensor's layout holding
+    """A runtime scalar's Python number, or a buffer of the tensor's layout holding
     ``values``."""
-    if tensor.is_pass_by_value:
+    if is_runtime_scalar(tensor):
         number = np.asarray(values).reshape(-1)[0]
         return int(number) if numpy_dtype(tensor.data_type).kind in "iub" else float(number)
     array = empty_for(tensor)
@@ -188,8 +188,8 @@ def _from_values(tensor: TensorAttributes, values: Any) -> Any:
 def make_inputs(graph: Graph, rng: np.random.Generator) -> dict[TensorAttributes, Any]:
     """A variant pack for ``graph``: random inputs by role, poisoned outputs.
 
-    The graph must be validated (dims and data types known). Runtime pass-by-value tensors get
-    Python numbers; compile-time constants and virtual tensors are left out.
+    The graph must be validated (dims and data types known). Runtime pass-by-value scalars (one
+    element) get Python numbers; compile-time constants and virtual tensors are left out.
 
     Args:
         graph: a validated graph.
@@ -230,7 +230,7 @@ def _make_inputs(graph: Graph, rng: np.random.Generator) -> dict[TensorAttribute
         if id(tensor) in constrained:
             pack[tensor] = _from_values(tensor, constrained[id(tensor)])
             continue
-        if tensor.is_pass_by_value:
+        if is_runtime_scalar(tensor):  # more elements: a host buffer, like any input
             pack[tensor] = _scalar(slot, tensor, sizes)
             continue
         array = empty_for(tensor)

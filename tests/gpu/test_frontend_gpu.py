@@ -143,6 +143,24 @@ def test_forward_with_device_buffers_raw_addresses_and_dlpack_only_producers() -
     _close(result.view(B, H, SQ, D).cuda(), expected)
 
 
+def test_device_values_of_another_shape_are_read_through_their_address() -> None:
+    """hipDNN's execute uses only a value's address: flat device tensors (torch, and bare
+    DLPack producers) are read and written with the declared layout; one too small is
+    INVALID_VARIANT_PACK."""
+    graph, q, k, v, o = _forward(hg.DataType.HALF)
+    handle = _build(graph)
+    qt, kt, vt = _inputs(torch.float16, seed=2)
+    expected = torch.nn.functional.scaled_dot_product_attention(qt.float(), kt.float(), vt.float())
+    out = torch.zeros(B * H * SQ * D, dtype=torch.float16, device="cuda")
+    pack = {q: qt.reshape(-1), k: DlpackOnly(kt.reshape(-1)), v: vt.reshape(B * H, -1), o: out}
+    assert graph.execute(handle, pack, 0).is_good()
+    _close(out.view(B, H, SQ, D), expected)
+    short = torch.zeros(B * H * SQ * D - D, dtype=torch.float16, device="cuda")
+    error = graph.execute(handle, {**pack, q: short}, 0)
+    assert error.get_code() == hipdnn.ErrorCode.INVALID_VARIANT_PACK
+    assert "but the value holds" in error.get_message()
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_core_dlpack_only_device_producers_are_read_and_written_in_place(engine: str) -> None:
     """The core API on device memory: DLPack-only inputs and output (exported once with
@@ -259,8 +277,9 @@ def test_data_pointers_and_tensor_like_on_the_device() -> None:
     t = hipdnn.Graph.tensor_like(x.view(4, 4).t())
     assert t.get_dim() == [4, 4] and t.get_stride() == [1, 4]
     assert t.get_is_pass_by_value() is False
-    # host memory: only a one-element host tensor is a runtime scalar (issue 23 item 18)
-    assert hipdnn.Graph.tensor_like(x.cpu()).get_is_pass_by_value() is False
+    # host memory is pass-by-value whatever its size, as hipDNN's test_torch_tensor_like has it
+    # (issue 41 item 13; the core's hg.Graph.tensor_like keeps one element only)
+    assert hipdnn.Graph.tensor_like(x.cpu()).get_is_pass_by_value() is True
     assert hipdnn.Graph.tensor_like(x[:1].cpu()).get_is_pass_by_value() is True
     assert hipdnn.Graph.tensor_like(x[:1]).get_is_pass_by_value() is False  # device memory
     assert hipdnn.hip_get_device_count() == torch.cuda.device_count() >= 1

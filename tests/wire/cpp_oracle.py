@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from schema_copies import REFERENCE, reconstructed_schemas, write_cpp_schemas
+from schema_copies import reference_schemas, write_cpp_schemas
 from wire_model import FIELDS_BY_TAG, STRING_FIELDS, Desc
 
 HERE = Path(__file__).resolve().parent
@@ -68,7 +68,7 @@ def _key(tc: Toolchain) -> str:
     h = hashlib.sha256()
     h.update(CHECKER_SOURCE.read_bytes())
     h.update((HERE / "schema_copies.py").read_bytes())
-    for p in [*sorted(REFERENCE.glob("*.fbs")), *reconstructed_schemas()]:
+    for p in reference_schemas():
         h.update(p.name.encode() + p.read_bytes())
     h.update(_run([tc.flatc, "--version"]).stdout)
     base = Path(tc.include or "/usr/include") / "flatbuffers" / "base.h"

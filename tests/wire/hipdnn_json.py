@@ -465,8 +465,8 @@ def _node(n: Desc) -> dict[str, Any]:
         for field, kind in FIELDS_BY_TAG[tag]:
             if kind == "req" or (kind == "opt" and a[field] is not None):
                 node[field] = a[field]  # index_tensor_uid only when set
-        if tag == RESAMPLE_FWD_TAG:
-            node["generate_index"] = a["generate_index"]  # always written
+        if tag == RESAMPLE_FWD_TAG and a["generate_index"] is not None:
+            node["generate_index"] = a["generate_index"]  # written when set, false included
         return node
     if n["attributes_type"] == MATMUL_TAG:  # hipDNN's matmul JSON: uids only
         a = n["attributes"]

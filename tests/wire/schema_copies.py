@@ -1,15 +1,20 @@
-"""Compilable copies of hipDNN's schemas (``$HIPDNN_SCHEMAS_DIR``, by default
-``../shared/reference/hipdnn_schemas``) for flatc.
+"""Compilable copies of hipDNN's schemas for flatc: ``graph.fbs`` and the schemas beside it
+(``$HIPDNN_SCHEMAS_DIR``, by default ``../shared/reference/hipdnn_schemas``) and the family
+schemas ``graph.fbs`` includes (beside it in a hipDNN checkout; else in
+``hipdnn_family_schemas`` beside that folder: hipDNN's files from public forks of
+ROCm/rocm-libraries, which the project's reference snapshot lacks, see that folder's README).
 
-hipDNN's ``graph.fbs`` includes schemas that are not in the reference folder (batchnorm,
-layernorm, pointwise, ...). A family this project models has its table **reconstructed** from
-hipDNN's sources in ``tests/wire/schemas/`` (each file states its evidence); flatc needs the
-others to parse ``graph.fbs``, and for them only the *order* of the ``NodeAttributes`` union
-members matters for the wire, so each becomes a placeholder table of the right name (and the two
-``*_common.fbs`` files a placeholder enum of each name their includers use).
+Every schema is hipDNN's own, copied verbatim. The families whose tables the project had
+reconstructed from hipDNN's sources (pointwise, the norms, batch norm, block scale, reduction,
+resample backward) now come from hipDNN's real files; the reconstructions agreed with them field
+for field, and their evidence is kept in ``docs/spec-families.md`` ("How the family tables were
+first reconstructed").
 
-* :func:`write_cpp_schemas`: every reference schema verbatim, plus the placeholders. The C++
-  checker is generated from this (unmodified) copy.
+* :func:`write_cpp_schemas`: every schema verbatim but one declaration: ``ResampleFwdAttributes.
+  generate_index`` as hipDNN's newer forks declare it (``bool = null``) where the reference copy
+  has ``bool = false`` (:func:`optional_generate_index`; see the family folder's README), so that
+  the oracles tell a written ``false`` from an absent field, and ``Graph::Pack`` writes the field
+  whenever it is set, as the project does. The C++ checker is generated from this copy.
 * :func:`write_python_schemas`: the same, except that the ``TensorValue`` union's struct members
   are declared as tables with the same single field: flatc refuses to generate Python for a
   union of structs (HIPDNN_WIRE.md A12, "Generating Python"). Python code generated from it reads
@@ -44,17 +49,40 @@ def reference_dir(environ: Mapping[str, str] = os.environ) -> Path:
 #: hipDNN's reference schemas (``$HIPDNN_SCHEMAS_DIR``, else ``../shared/reference/hipdnn_schemas``)
 REFERENCE = reference_dir()
 
-#: schemas reconstructed from hipDNN's sources (see each file's header): they replace placeholders.
-RECONSTRUCTED = Path(__file__).resolve().parent / "schemas"
+#: the family schemas graph.fbs includes that the project's reference snapshot lacks (hipDNN's
+#: files, from public forks): in a hipDNN checkout they sit beside graph.fbs
+FAMILY_SCHEMAS = [
+    "batchnorm_attributes.fbs",
+    "batchnorm_backward_attributes.fbs",
+    "batchnorm_inference_attributes.fbs",
+    "batchnorm_inference_attributes_variance_ext.fbs",
+    "block_scale_dequantize_attributes.fbs",
+    "block_scale_quantize_attributes.fbs",
+    "convolution_common.fbs",
+    "layernorm_attributes.fbs",
+    "layernorm_backward_attributes.fbs",
+    "norm_common.fbs",
+    "pointwise_attributes.fbs",
+    "reduction_attributes.fbs",
+    "resample_bwd_attributes.fbs",
+    "resample_common.fbs",
+    "rmsnorm_attributes.fbs",
+    "rmsnorm_backward_attributes.fbs",
+]
+#: the folder, beside the reference folder, that holds them when the reference folder does not
+FAMILY_FOLDER = "hipdnn_family_schemas"
 
-_NAMESPACE = "namespace hipdnn_flatbuffers_sdk.data_objects;\n"
 
-#: included by graph.fbs but not copied from hipDNN: file -> placeholder table (none left: every
-#: family's schema is hipDNN's own or reconstructed).
-PLACEHOLDER_TABLES: dict[str, str] = {}
+def family_dir(reference: Path) -> Path:
+    """Where the family schemas of ``reference`` are: ``reference`` itself when it holds them
+    (a hipDNN checkout), else the :data:`FAMILY_FOLDER` beside it."""
+    if all((reference / name).is_file() for name in FAMILY_SCHEMAS):
+        return reference
+    return reference.parent / FAMILY_FOLDER
 
-#: included by copied schemas but not copied: file -> placeholder enums (byte) it must declare.
-PLACEHOLDER_ENUMS: dict[str, list[str]] = {}
+
+#: the family schemas' folder (:func:`family_dir` of :data:`REFERENCE`)
+FAMILY = family_dir(REFERENCE)
 
 #: the TensorValue members, in union order (tags 1..8).
 TENSOR_VALUE_MEMBERS = [
@@ -82,7 +110,7 @@ PYTHON_ROOTS = [
     "moe_grouped_matmul_attributes.fbs",
     "moe_grouped_matmul_bwd_attributes.fbs",
     "custom_op_attributes.fbs",
-    *sorted(p.name for p in RECONSTRUCTED.glob("*.fbs")),
+    *FAMILY_SCHEMAS,
     "graph.fbs",
     "serialized_graph_and_plan.fbs",
 ]
@@ -90,9 +118,14 @@ PYTHON_ROOTS = [
 
 def missing_schemas(directory: Path, environ: Mapping[str, str] = os.environ) -> str | None:
     """Why the oracles cannot be built from ``directory``, or ``None`` when it holds every schema
-    they are generated from (:data:`PYTHON_ROOTS` but the reconstructed ones, which live here)."""
-    needed = [name for name in PYTHON_ROOTS if not (RECONSTRUCTED / name).is_file()]
-    absent = [name for name in needed if not (directory / name).is_file()]
+    they are generated from (:data:`PYTHON_ROOTS`; the family schemas may be in the
+    :data:`FAMILY_FOLDER` beside it, see :func:`family_dir`)."""
+    families = family_dir(directory)
+    absent = [
+        name
+        for name in PYTHON_ROOTS
+        if not ((families if name in FAMILY_SCHEMAS else directory) / name).is_file()
+    ]
     if not absent:
         return None
     where = (
@@ -100,10 +133,11 @@ def missing_schemas(directory: Path, environ: Mapping[str, str] = os.environ) ->
         if environ.get(SCHEMAS_ENV, "").strip()
         else f"{directory.resolve()}, the default, in the shared/ folder beside the checkout"
     )
-    what = "no schema" if len(absent) == len(needed) else "not " + ", ".join(absent)
+    also = f" (the family schemas are looked for in {families})" if families != directory else ""
+    what = "no schema" if len(absent) == len(PYTHON_ROOTS) else "not " + ", ".join(absent)
     return (
-        f"hipDNN's FlatBuffers schemas are absent: {what} in {where}. Set {SCHEMAS_ENV} to the "
-        "schemas folder of a hipDNN checkout (projects/hipdnn/flatbuffers_sdk/schemas in "
+        f"hipDNN's FlatBuffers schemas are absent: {what} in {where}.{also} Set {SCHEMAS_ENV} "
+        "to the schemas folder of a hipDNN checkout (projects/hipdnn/flatbuffers_sdk/schemas in "
         f"ROCm/rocm-libraries) to run the wire oracles; {REQUIRE_ENV}=1 makes this a failure"
     )
 
@@ -124,44 +158,36 @@ def schemas_verdict(environ: Mapping[str, str] = os.environ) -> tuple[str, str |
 
 
 def reference_schemas() -> list[Path]:
-    """The ``.fbs`` files of the reference folder, sorted by name."""
-    found = sorted(REFERENCE.glob("*.fbs"))
+    """Every ``.fbs`` file the oracles are built from (the reference folder's and the family
+    schemas), sorted by name."""
+    found = {p.name: p for p in REFERENCE.glob("*.fbs")}
+    found.update((name, FAMILY / name) for name in FAMILY_SCHEMAS if (FAMILY / name).is_file())
     if not found:
         raise FileNotFoundError(f"hipDNN's reference schemas are not at {REFERENCE.resolve()}")
-    return found
+    return [found[name] for name in sorted(found)]
 
 
-def _placeholder(body: str) -> str:
-    return "// placeholder written by tests/wire/schema_copies.py (not a hipDNN file)\n" + (
-        _NAMESPACE + body
-    )
+#: ``generate_index`` as ROCm/rocm-libraries declares it, and as its forks do
+_GENERATE_INDEX = re.compile(r"\bgenerate_index\s*:\s*bool\s*=\s*(false|null)\s*;")
 
 
-def _write_placeholders(dst: Path) -> None:
-    # only where the schemas folder lacks the file: a full hipDNN checkout has them all
-    for name, table in PLACEHOLDER_TABLES.items():
-        if not (dst / name).exists():
-            (dst / name).write_text(_placeholder(f"table {table} {{}}\n"))
-    for name, enums in PLACEHOLDER_ENUMS.items():
-        if not (dst / name).exists():
-            body = "".join(f"enum {e} : byte {{ {e}_PLACEHOLDER = 0 }}\n" for e in enums)
-            (dst / name).write_text(_placeholder(body))
-
-
-def reconstructed_schemas() -> list[Path]:
-    """The reconstructed ``.fbs`` files, sorted by name."""
-    return sorted(RECONSTRUCTED.glob("*.fbs"))
+def optional_generate_index(text: str) -> str:
+    """``resample_fwd_attributes.fbs`` with ``generate_index: bool = null`` (the forks'
+    declaration), whichever of the two declarations it has."""
+    out, count = _GENERATE_INDEX.subn("generate_index: bool = null;", text)
+    if count != 1:
+        raise AssertionError("generate_index not declared once in resample_fwd_attributes.fbs")
+    return out
 
 
 def write_cpp_schemas(dst: Path) -> Path:
-    """hipDNN's schemas verbatim, the reconstructed ones and placeholders for the rest, in
-    ``dst`` (created); returns ``dst``."""
+    """hipDNN's schemas (:func:`reference_schemas`) in ``dst`` (created), with
+    :func:`optional_generate_index` applied; returns ``dst``."""
     dst.mkdir(parents=True, exist_ok=True)
     for src in reference_schemas():
         shutil.copyfile(src, dst / src.name)
-    _write_placeholders(dst)
-    for src in reconstructed_schemas():
-        shutil.copyfile(src, dst / src.name)
+    resample = dst / "resample_fwd_attributes.fbs"
+    resample.write_text(optional_generate_index(resample.read_text()))
     return dst
 
 

@@ -21,7 +21,7 @@ from cpp_oracle import CppOracle
 from hipdnn_cases import MODELLED, UNMODELLED, b8
 from regenerate_autogen import AUTOGEN, FLATC_VERSION, find_flatc, flatc_version, generate
 from regenerate_autogen import generated_files as files_of
-from schema_copies import RECONSTRUCTED, REFERENCE, structs_as_tables
+from schema_copies import FAMILY, FAMILY_SCHEMAS, REFERENCE, structs_as_tables
 from wire_model import (
     BATCHNORM_BACKWARD_FIELDS,
     BATCHNORM_FIELDS,
@@ -95,10 +95,18 @@ def test_committed_python_oracle_is_what_flatc_generates(hipdnn_schemas: Path) -
     assert not stale, f"regenerate with tests/wire/regenerate_autogen.py: {stale}"
 
 
+def _schema_path(schema: str) -> Path:
+    """hipDNN's schema file of that name: the reference folder's or a family schema's."""
+    return (FAMILY if schema in FAMILY_SCHEMAS else REFERENCE) / schema
+
+
+def _schema(schema: str) -> str:
+    return _schema_path(schema).read_text()
+
+
 def _fields(schema: str, table: str) -> list[str]:
-    folder = REFERENCE if (REFERENCE / schema).is_file() else RECONSTRUCTED
-    text = (folder / schema).read_text()
-    body = re.search(rf"\btable {table} \{{(.*?)\n\}}", text, re.S)
+    text = _schema(schema)
+    body = re.search(rf"\btable {table}\b[^{{]*\{{(.*?)\n\}}", text, re.S)
     assert body is not None, table
     lines = [re.sub(r"//.*", "", line).strip() for line in body.group(1).splitlines()]
     return [line.split(":")[0].strip() for line in lines if ":" in line]
@@ -131,73 +139,71 @@ def test_field_tables_are_hipdnn_schemas_slot_order(hipdnn_schemas: Path) -> Non
     assert {m[0]: int(m[1]) for m in re.findall(r"(\w+) = (\d+),", enum)} == HIPDNN_DATA_TYPES
 
 
-def test_reconstructed_tables_match_the_field_tables() -> None:
-    """The reconstructed schemas (tests/wire/schemas/) and the oracles' field tables agree, and
-    each reconstructed PointwiseMode number is the project's."""
+def test_pointwise_table_and_modes_match(hipdnn_schemas: Path) -> None:
+    """hipDNN's PointwiseAttributes and the oracles' field table agree, and each PointwiseMode
+    number of hipDNN's schema is the project's."""
     fields = _fields("pointwise_attributes.fbs", "PointwiseAttributes")
     assert [f for f, _ in POINTWISE_FIELDS] == fields
-    text = (RECONSTRUCTED / "pointwise_attributes.fbs").read_text()
+    text = _schema("pointwise_attributes.fbs")
     modes = dict(re.findall(r"(\w+) = (\d+)", text.split("enum PointwiseMode")[1]))
     assert [int(modes[m]) for m in POINTWISE_MODES] == list(range(48))
     renamed = {"UNSET": "NOT_SET", "MAX_OP": "MAX", "MIN_OP": "MIN"}
     assert [hg.PointwiseMode[renamed.get(m, m)] for m in POINTWISE_MODES] == list(range(48))
 
 
-def test_reconstructed_reduction_table_matches_the_field_table() -> None:
-    """The reconstructed ReductionAttributes (tests/wire/schemas/) and the oracles' field table
-    agree, and each reconstructed ReductionMode number is the project's."""
+def test_reduction_table_and_modes_match(hipdnn_schemas: Path) -> None:
+    """hipDNN's ReductionAttributes and the oracles' field table agree, and each ReductionMode
+    number of hipDNN's schema is the project's."""
     fields = _fields("reduction_attributes.fbs", "ReductionAttributes")
     assert [f for f, _ in REDUCTION_FIELDS] == fields
-    text = (RECONSTRUCTED / "reduction_attributes.fbs").read_text()
+    text = _schema("reduction_attributes.fbs")
     modes = dict(re.findall(r"(\w+) = (\d+)", text.split("enum ReductionMode")[1]))
     assert [int(modes[m]) for m in REDUCTION_MODES] == list(range(10))
     renamed = {"MAX_OP": "MAX", "MIN_OP": "MIN"}
     assert [hg.ReductionMode[renamed.get(m, m)] for m in REDUCTION_MODES] == list(range(10))
 
 
-def test_reconstructed_rmsnorm_table_matches_the_field_table() -> None:
-    """The reconstructed RMSNormAttributes and NormFwdPhase (tests/wire/schemas/) and the
-    oracles' tables agree, and each NormFwdPhase number is the project's."""
+def test_rmsnorm_table_and_phases_match(hipdnn_schemas: Path) -> None:
+    """hipDNN's RMSNormAttributes and NormFwdPhase and the oracles' tables agree, and each
+    NormFwdPhase number is the project's."""
     fields = _fields("rmsnorm_attributes.fbs", "RMSNormAttributes")
     assert [f for f, _ in RMSNORM_FIELDS] == fields
-    text = (RECONSTRUCTED / "norm_common.fbs").read_text()
+    text = _schema("norm_common.fbs")
     phases = dict(re.findall(r"(\w+) = (\d+)", text.split("enum NormFwdPhase")[1]))
     assert [int(phases[m]) for m in NORM_FWD_PHASES] == [0, 1, 2]
     assert [hg.NormFwdPhase[m] for m in NORM_FWD_PHASES] == [0, 1, 2]
 
 
-def test_reconstructed_layernorm_table_matches_the_field_table() -> None:
-    """The reconstructed LayernormAttributes (tests/wire/schemas/) and the oracles' field table
-    agree."""
+def test_layernorm_table_matches(hipdnn_schemas: Path) -> None:
+    """hipDNN's LayernormAttributes and the oracles' field table agree."""
     fields = _fields("layernorm_attributes.fbs", "LayernormAttributes")
     assert [f for f, _ in LAYERNORM_FIELDS] == fields
 
 
-def test_reconstructed_batchnorm_table_matches_the_field_table() -> None:
-    """The reconstructed BatchnormAttributes (tests/wire/schemas/) and the oracles' field table
-    agree."""
+def test_batchnorm_table_matches(hipdnn_schemas: Path) -> None:
+    """hipDNN's BatchnormAttributes and the oracles' field table agree."""
     fields = _fields("batchnorm_attributes.fbs", "BatchnormAttributes")
     assert [f for f, _ in BATCHNORM_FIELDS] == fields
 
 
-def test_reconstructed_batchnorm_inference_table_matches_the_field_table() -> None:
+def test_batchnorm_inference_table_matches(hipdnn_schemas: Path) -> None:
     fields = _fields("batchnorm_inference_attributes.fbs", "BatchnormInferenceAttributes")
     assert [f for f, _ in BATCHNORM_INFERENCE_FIELDS] == fields
 
 
-def test_reconstructed_batchnorm_inference_variance_table_matches_the_field_table() -> None:
+def test_batchnorm_inference_variance_table_matches(hipdnn_schemas: Path) -> None:
     fields = _fields(
         "batchnorm_inference_attributes_variance_ext.fbs", "BatchnormInferenceAttributesVarianceExt"
     )
     assert [f for f, _ in BATCHNORM_INFERENCE_VARIANCE_FIELDS] == fields
 
 
-def test_reconstructed_batchnorm_backward_table_matches_the_field_table() -> None:
+def test_batchnorm_backward_table_matches(hipdnn_schemas: Path) -> None:
     fields = _fields("batchnorm_backward_attributes.fbs", "BatchnormBackwardAttributes")
     assert [f for f, _ in BATCHNORM_BACKWARD_FIELDS] == fields
 
 
-def test_reconstructed_block_scale_tables_match_the_field_tables() -> None:
+def test_block_scale_tables_match(hipdnn_schemas: Path) -> None:
     for schema, table, fields in (
         ("block_scale_quantize_attributes.fbs", "BlockScaleQuantizeAttributes", BSQ_FIELDS),
         ("block_scale_dequantize_attributes.fbs", "BlockScaleDequantizeAttributes", BSD_FIELDS),
@@ -205,7 +211,7 @@ def test_reconstructed_block_scale_tables_match_the_field_tables() -> None:
         assert [f for f, _ in fields] == _fields(schema, table)
 
 
-def test_reconstructed_norm_backward_tables_match_the_field_tables() -> None:
+def test_norm_backward_tables_match(hipdnn_schemas: Path) -> None:
     fields = _fields("layernorm_backward_attributes.fbs", "LayernormBackwardAttributes")
     assert [f for f, _ in LAYERNORM_BACKWARD_FIELDS] == fields
     fields = _fields("rmsnorm_backward_attributes.fbs", "RMSNormBackwardAttributes")
@@ -278,32 +284,32 @@ def test_python_builder_blobs_verify_and_are_not_canonical(
         assert blob != cpp.pack(desc), case
 
 
-def test_convolution_table_and_reconstructed_conv_mode_match(hipdnn_schemas: Path) -> None:
-    """hipDNN's ConvolutionFwdAttributes and the oracles' field table agree; each ConvMode
-    number of the reconstructed convolution_common.fbs is the project's ConvolutionMode's."""
+def test_convolution_tables_and_conv_modes_match(hipdnn_schemas: Path) -> None:
+    """hipDNN's convolution tables and the oracles' field tables agree; each ConvMode number of
+    hipDNN's convolution_common.fbs is the project's ConvolutionMode's."""
     for fields, schema, table in (
         (CONV_FWD_FIELDS, "convolution_fwd_attributes.fbs", "ConvolutionFwdAttributes"),
         (CONV_BWD_FIELDS, "convolution_bwd_attributes.fbs", "ConvolutionBwdAttributes"),
         (CONV_WRW_FIELDS, "convolution_wrw_attributes.fbs", "ConvolutionWrwAttributes"),
     ):
         assert [f for f, _ in fields] == _fields(schema, table)
-    text = (RECONSTRUCTED / "convolution_common.fbs").read_text()
+    text = _schema("convolution_common.fbs")
     modes = dict(re.findall(r"(\w+) = (\d+)", text.split("enum ConvMode")[1]))
     assert [int(modes[m]) for m in CONV_MODES] == [0, 1, 2]
     renamed = {"UNSET": "NOT_SET"}
     assert [int(hg.ConvolutionMode[renamed.get(m, m)]) for m in CONV_MODES] == [0, 1, 2]
 
 
-def test_resample_tables_and_reconstructed_enums_match(hipdnn_schemas: Path) -> None:
-    """hipDNN's ResampleFwdAttributes and the reconstructed ResampleBwdAttributes agree with the
-    oracles' field tables; each ResampleMode/PaddingMode number of the reconstructed
-    resample_common.fbs is the project's enum's (PADDING_NOT_SET being NOT_SET)."""
+def test_resample_tables_and_enums_match(hipdnn_schemas: Path) -> None:
+    """hipDNN's ResampleFwdAttributes and ResampleBwdAttributes agree with the oracles' field
+    tables; each ResampleMode/PaddingMode number of hipDNN's resample_common.fbs is the
+    project's enum's (PADDING_NOT_SET being NOT_SET)."""
     for fields, schema, table in (
         (RESAMPLE_FWD_FIELDS, "resample_fwd_attributes.fbs", "ResampleFwdAttributes"),
         (RESAMPLE_BWD_FIELDS, "resample_bwd_attributes.fbs", "ResampleBwdAttributes"),
     ):
         assert [f for f, _ in fields] == _fields(schema, table)
-    text = (RECONSTRUCTED / "resample_common.fbs").read_text()
+    text = _schema("resample_common.fbs")
     for enum, names, cls in (
         ("ResampleMode", RESAMPLE_MODES, hg.ResampleMode),
         ("PaddingMode", PADDING_MODES, hg.PaddingMode),

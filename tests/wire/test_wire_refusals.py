@@ -248,7 +248,8 @@ def test_pointwise_mode_outside_the_schema_is_refused(cpp: CppOracle) -> None:
 
 def test_reduction_mode_outside_the_schema_is_refused(cpp: CppOracle) -> None:
     """A ReductionMode number the schema does not have is refused by name in bytes; in JSON,
-    hipDNN's spellings only ("min", not "MIN" or "min_op")."""
+    hipDNN's spellings only: its JSON helpers' ("min"), and the upper-case names its
+    ``hipdnn_data_sdk`` helper and benchmark graphs write ("MIN"), not "min_op"."""
     desc = reduction_chain()
     desc["nodes"][0]["attributes"]["mode"] = 10
     blob = cpp.pack(desc)
@@ -257,7 +258,10 @@ def test_reduction_mode_outside_the_schema_is_refused(cpp: CppOracle) -> None:
     text = hg.Graph.deserialize(cpp.pack(reduction_chain())).to_json()
     assert '"mode":"amax"' in text and '"mode":"add"' in text
     assert hg.Graph.from_json(text.replace('"amax"', '"min"')).nodes[0].attributes.mode == 3
-    for spelled in ("MIN", "min_op", "AMAX"):
+    for spelled, number in (("MIN", 3), ("AMAX", 5)):
+        read = hg.Graph.from_json(text.replace('"amax"', f'"{spelled}"'))
+        assert read.nodes[0].attributes.mode == number
+    for spelled in ("min_op", "Min", "MIN_OP"):
         with pytest.raises(hg.HipdnnError) as info:
             hg.Graph.from_json(text.replace('"amax"', f'"{spelled}"'))
         assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
@@ -284,7 +288,8 @@ def test_norm_fwd_phase_outside_the_schema_is_refused(cpp: CppOracle) -> None:
 
 def test_layernorm_phase_numbers_outside_the_schema_are_refused(cpp: CppOracle) -> None:
     """Layer norm's JSON writes the phase as a number: a number outside NormFwdPhase (in bytes
-    or JSON) and a spelled name are refused; an absent phase reads as NOT_SET, as in hipDNN."""
+    or JSON) and a string other than the upper-case names hipDNN's benchmark graphs write are
+    refused; an absent phase reads as NOT_SET, as in hipDNN."""
     desc = layernorm_pair()
     desc["nodes"][0]["attributes"]["forward_phase"] = 3
     blob = cpp.pack(desc)
@@ -292,7 +297,9 @@ def test_layernorm_phase_numbers_outside_the_schema_are_refused(cpp: CppOracle) 
     _refused(blob, "NormFwdPhase 3")
     text = hg.Graph.deserialize(cpp.pack(layernorm_pair())).to_json()
     assert '"forward_phase":2' in text and '"forward_phase":1' in text
-    for spelled, words in (("3", "3 is not a NormFwdPhase"), ('"TRAINING"', "must be an integer")):
+    named = hg.Graph.from_json(text.replace('"forward_phase":2', '"forward_phase":"TRAINING"'))
+    assert named.nodes[0].attributes.get_forward_phase() == hg.NormFwdPhase.TRAINING
+    for spelled, words in (("3", "3 is not a NormFwdPhase"), ('"training"', "must be an integer")):
         with pytest.raises(hg.HipdnnError) as info:
             hg.Graph.from_json(text.replace('"forward_phase":2', f'"forward_phase":{spelled}'))
         assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
@@ -353,7 +360,8 @@ def test_resample_modes_outside_the_schema_are_refused(
 ) -> None:
     """A ResampleMode/PaddingMode number resample_common.fbs does not have (BILINEAR, NEAREST
     and EDGE_VAL_PAD included) is refused by name in bytes; in JSON the number is written (no
-    spelling table) and a spelled mode or an unknown number is refused."""
+    spelling table); the schema's names, which hipDNN's benchmark graphs write, read too; any
+    other spelling and an unknown number are refused."""
     desc = build()
     desc["nodes"][0]["attributes"][field] = number
     blob = cpp.pack(desc)
@@ -362,7 +370,11 @@ def test_resample_modes_outside_the_schema_are_refused(
     text = hg.Graph.deserialize(cpp.pack(build())).to_json()
     good = f'"{field}":{build()["nodes"][0]["attributes"][field]}'
     assert good in text
-    for wrong in (f'"{field}":{number}', f'"{field}":"maxpool"', f'"{field}":"ZERO_PAD"'):
+    names = {"resample_mode": "MAXPOOL", "padding_mode": "ZERO_PAD"}
+    named = hg.Graph.from_json(text.replace(good, f'"{field}":"{names[field]}"', 1))
+    number_of_name = 2 if field == "padding_mode" else 1
+    assert named.to_json() == text.replace(good, f'"{field}":{number_of_name}', 1)
+    for wrong in (f'"{field}":{number}', f'"{field}":"maxpool"', f'"{field}":"zero_pad"'):
         with pytest.raises(hg.HipdnnError) as info:
             hg.Graph.from_json(text.replace(good, wrong, 1))
         assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT, wrong

@@ -14,9 +14,12 @@ from pathlib import Path
 import pytest
 from schema_copies import (
     DEFAULT_REFERENCE,
+    FAMILY_FOLDER,
+    FAMILY_SCHEMAS,
     PYTHON_ROOTS,
     REQUIRE_ENV,
     SCHEMAS_ENV,
+    family_dir,
     reference_dir,
     schemas_verdict,
 )
@@ -66,6 +69,30 @@ def test_verdict_runs_skips_or_fails(tmp_path: Path) -> None:
     assert partial is not None and "not data_types.fbs," in partial and "graph.fbs," not in partial
 
 
+def test_family_schemas_sit_beside_graph_fbs_or_in_their_folder(tmp_path: Path) -> None:
+    """A hipDNN checkout holds the family schemas beside graph.fbs; the project's reference copy
+    keeps them in hipdnn_family_schemas beside hipdnn_schemas (../shared/reference)."""
+    checkout = _schemas(tmp_path / "checkout")
+    assert family_dir(checkout) == checkout
+    assert schemas_verdict({SCHEMAS_ENV: str(checkout)}) == ("run", None)
+
+    reference = tmp_path / "reference" / "hipdnn_schemas"
+    reference.parent.mkdir()
+    _schemas(reference)
+    families = reference.parent / FAMILY_FOLDER
+    families.mkdir()
+    for name in FAMILY_SCHEMAS:
+        (families / name).write_text((reference / name).read_text())
+    (reference / "pointwise_attributes.fbs").unlink()  # graph.fbs's folder lacks one family
+    assert family_dir(reference) == families
+    assert schemas_verdict({SCHEMAS_ENV: str(reference)}) == ("run", None)
+
+    (families / "reduction_attributes.fbs").unlink()
+    _, reason = schemas_verdict({SCHEMAS_ENV: str(reference)})
+    assert reason is not None and "not reduction_attributes.fbs in" in reason
+    assert f"(the family schemas are looked for in {families})" in reason
+
+
 def _pytest(env: dict[str, str], *nodes: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k not in (SCHEMAS_ENV, REQUIRE_ENV)}
     return subprocess.run(
@@ -97,6 +124,8 @@ def test_absent_schemas_skip_with_one_reason_or_fail_when_required(tmp_path: Pat
 def test_the_variable_points_the_oracles_elsewhere(tmp_path: Path) -> None:
     moved = tmp_path / "hipdnn" / "flatbuffers_sdk" / "schemas"
     shutil.copytree(DEFAULT_REFERENCE, moved)
+    for name in FAMILY_SCHEMAS:  # a hipDNN checkout: the family schemas beside graph.fbs
+        shutil.copyfile(family_dir(DEFAULT_REFERENCE) / name, moved / name)
     done = _pytest({SCHEMAS_ENV: str(moved), REQUIRE_ENV: "1"}, NODES[0])
     assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout + done.stderr
 

@@ -10,6 +10,7 @@ hipDNN's ``Graph::Pack`` writes for the same content); and a read and write give
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import py_oracle
@@ -89,3 +90,48 @@ def test_content_hipdnn_cannot_carry_is_refused(case: str) -> None:
         g.serialize()
     assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
     assert word.lower() in str(info.value).lower()
+
+
+def _pooling(generate_index: bool | None) -> hg.Graph:
+    f32 = hg.DataType.FLOAT
+    g = hg.Graph(io_data_type=f32, intermediate_data_type=f32, compute_data_type=f32)
+    attrs = (
+        hg.ResampleFwdAttributes()
+        .set_resample_mode(hg.ResampleMode.MAXPOOL)
+        .set_padding_mode(hg.PaddingMode.ZERO_PAD)
+        .set_pre_padding([0, 0])
+        .set_post_padding([0, 0])
+        .set_stride([2, 2])
+        .set_window([2, 2])
+    )
+    if generate_index is not None:
+        attrs.set_generate_index(generate_index)
+    y, index = g.resample(g.tensor(name="x", dim=[1, 1, 4, 4]), attrs)
+    y.set_output(True)
+    if index is not None:
+        index.set_output(True).set_data_type(hg.DataType.INT32)
+    return g
+
+
+@pytest.mark.parametrize("generate_index", [None, False, True])
+def test_generate_index_is_written_whenever_set(
+    cpp_oracles: list[CppOracle], generate_index: bool | None
+) -> None:
+    """ResampleFwdAttributes.generate_index is on the wire whenever it is set, false included,
+    and absent when unset: the oracles, built with the forks' ``bool = null`` declaration, read
+    the written ``false`` as ``false`` (as ROCm's ``bool = false`` reads it) where an absent
+    field would read as unset; the bytes are what Graph::Pack writes for that content."""
+    blob = _pooling(generate_index).serialize()
+    for oracle in cpp_oracles:
+        read = oracle.read(blob)
+        assert read.pop("verified") is True
+        assert read["nodes"][0]["attributes"]["generate_index"] is generate_index
+        assert oracle.pack(read) == blob, oracle.version
+    assert py_oracle.read(blob)["nodes"][0]["attributes"]["generate_index"] is generate_index
+    again = hg.Graph.deserialize(blob)
+    assert again.nodes[0].attributes.generate_index is generate_index
+    assert again.serialize() == blob and hg.Graph.from_json(again.to_json()).serialize() == blob
+    json_node = json.loads(again.to_json())["nodes"][0]
+    assert json_node.get("generate_index", "absent") == (
+        "absent" if generate_index is None else generate_index
+    )

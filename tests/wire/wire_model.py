@@ -64,32 +64,30 @@ VALUE_FORMAT_BY_TAG = dict(VALUE_MEMBERS.values())
 
 #: NodeAttributes tags the project reads (A6) and one it must refuse.
 SDPA_TAG, SDPA_BACKWARD_TAG, MATMUL_TAG = 12, 15, 9
-#: further families the project reads, from hipDNN's schemas (matmul) or reconstructed ones in
-#: tests/wire/schemas/ (pointwise, reduction, RMSNorm, layer norm)
+#: further families the project reads, from hipDNN's schemas (matmul in the reference folder;
+#: pointwise, reduction, RMSNorm, layer norm among the family schemas of schema_copies.py)
 POINTWISE_TAG, REDUCTION_TAG, RMSNORM_TAG, LAYERNORM_TAG = 2, 18, 10, 11
-#: batch norm (reconstructed batchnorm_attributes.fbs)
+#: batch norm (batchnorm_attributes.fbs)
 BATCHNORM_TAG = 4
-#: batch-norm inference (reconstructed batchnorm_inference_attributes.fbs)
+#: batch-norm inference (batchnorm_inference_attributes.fbs)
 BATCHNORM_INFERENCE_TAG = 1
-#: batch-norm backward (reconstructed batchnorm_backward_attributes.fbs)
+#: batch-norm backward (batchnorm_backward_attributes.fbs)
 BATCHNORM_BACKWARD_TAG = 3
-#: batch-norm inference from the variance (reconstructed
-#: batchnorm_inference_attributes_variance_ext.fbs)
+#: batch-norm inference from the variance (batchnorm_inference_attributes_variance_ext.fbs)
 BATCHNORM_INFERENCE_VARIANCE_TAG = 8
-#: block-scale dequantize and quantize (reconstructed block_scale_*_attributes.fbs)
+#: block-scale dequantize and quantize (block_scale_*_attributes.fbs)
 BLOCK_SCALE_DEQUANTIZE_TAG, BLOCK_SCALE_QUANTIZE_TAG = 13, 14
-#: layer-norm and RMSNorm backward (reconstructed layernorm_backward_attributes.fbs and
+#: layer-norm and RMSNorm backward (layernorm_backward_attributes.fbs and
 #: rmsnorm_backward_attributes.fbs)
 LAYERNORM_BACKWARD_TAG, RMSNORM_BACKWARD_TAG = 20, 17
-#: the convolution families (hipDNN's schemas; ConvMode from the reconstructed
-#: convolution_common.fbs)
+#: the convolution families (hipDNN's schemas; ConvMode from convolution_common.fbs)
 CONV_FWD_TAG, CONV_BWD_TAG, CONV_WRW_TAG = 5, 6, 7
 #: ConvMode names by number (convolution_common.fbs; hipDNN's JSON writes them as they are)
 CONV_MODES = ["UNSET", "CONVOLUTION", "CROSS_CORRELATION"]
 #: the vector fields (kind "longs") of every convolution table, in slot order
 CONV_VECTORS = ["pre_padding", "post_padding", "stride", "dilation"]
-#: resample forward (hipDNN's resample_fwd_attributes.fbs) and backward (reconstructed
-#: resample_bwd_attributes.fbs); their enums from the reconstructed resample_common.fbs
+#: resample forward (hipDNN's resample_fwd_attributes.fbs) and backward
+#: (resample_bwd_attributes.fbs); their enums from resample_common.fbs
 RESAMPLE_FWD_TAG, RESAMPLE_BWD_TAG = 19, 21
 #: the vector fields (kind "longs") of both resample tables, in slot order
 RESAMPLE_VECTORS = ["pre_padding", "post_padding", "stride", "window"]
@@ -182,7 +180,7 @@ SDPA_BACKWARD_FIELDS: list[tuple[str, str]] = [
     ("right_bound", "opt"),
     ("diagonal_alignment", "enum"),
 ]
-#: PointwiseAttributes fields in slot order (tests/wire/schemas/pointwise_attributes.fbs).
+#: PointwiseAttributes fields in slot order (hipDNN's pointwise_attributes.fbs).
 POINTWISE_FIELDS: list[tuple[str, str]] = [
     ("operation", "enum"),
     ("relu_lower_clip", "ofloat"),
@@ -205,7 +203,7 @@ MATMUL_FIELDS: list[tuple[str, str]] = [
     ("umd_flops", "str"),
     ("umd_bytes", "str"),
 ]
-#: ReductionAttributes fields in slot order (reconstructed reduction_attributes.fbs).
+#: ReductionAttributes fields in slot order (reduction_attributes.fbs).
 REDUCTION_FIELDS: list[tuple[str, str]] = [
     ("mode", "enum"),
     ("in_tensor_uid", "req"),
@@ -218,7 +216,7 @@ REDUCTION_MODES = [
 ]  # fmt: skip
 #: hipDNN's JSON spelling of each ReductionMode (its NLOHMANN_JSON_SERIALIZE_ENUM)
 REDUCTION_MODE_JSON = [m.removesuffix("_OP").lower() for m in REDUCTION_MODES]
-#: RMSNormAttributes fields in slot order (reconstructed rmsnorm_attributes.fbs).
+#: RMSNormAttributes fields in slot order (rmsnorm_attributes.fbs).
 RMSNORM_FIELDS: list[tuple[str, str]] = [
     ("x_tensor_uid", "req"),
     ("scale_tensor_uid", "req"),
@@ -228,7 +226,7 @@ RMSNORM_FIELDS: list[tuple[str, str]] = [
     ("inv_rms_tensor_uid", "opt"),
     ("forward_phase", "enum"),
 ]
-#: LayernormAttributes fields in slot order (reconstructed layernorm_attributes.fbs).
+#: LayernormAttributes fields in slot order (layernorm_attributes.fbs).
 LAYERNORM_FIELDS: list[tuple[str, str]] = [
     ("x_tensor_uid", "req"),
     ("scale_tensor_uid", "req"),
@@ -240,7 +238,7 @@ LAYERNORM_FIELDS: list[tuple[str, str]] = [
     ("inv_variance_tensor_uid", "opt"),
     ("forward_phase", "enum"),
 ]
-#: BatchnormAttributes fields in slot order (reconstructed batchnorm_attributes.fbs); ``vec``
+#: BatchnormAttributes fields in slot order (batchnorm_attributes.fbs); ``vec``
 #: is a vector of int64 (None when absent: Graph::Pack leaves an empty vector out).
 BATCHNORM_FIELDS: list[tuple[str, str]] = [
     ("x_tensor_uid", "req"),
@@ -257,8 +255,7 @@ BATCHNORM_FIELDS: list[tuple[str, str]] = [
     ("next_running_mean_tensor_uid", "opt"),
     ("next_running_variance_tensor_uid", "opt"),
 ]
-#: BatchnormInferenceAttributes fields in slot order (reconstructed
-#: batchnorm_inference_attributes.fbs).
+#: BatchnormInferenceAttributes fields in slot order (batchnorm_inference_attributes.fbs).
 BATCHNORM_INFERENCE_FIELDS: list[tuple[str, str]] = [
     ("x_tensor_uid", "req"),
     ("mean_tensor_uid", "req"),
@@ -267,7 +264,7 @@ BATCHNORM_INFERENCE_FIELDS: list[tuple[str, str]] = [
     ("bias_tensor_uid", "req"),
     ("y_tensor_uid", "req"),
 ]
-#: BatchnormInferenceAttributesVarianceExt fields in slot order (reconstructed).
+#: BatchnormInferenceAttributesVarianceExt fields in slot order.
 BATCHNORM_INFERENCE_VARIANCE_FIELDS: list[tuple[str, str]] = [
     ("x_tensor_uid", "req"),
     ("mean_tensor_uid", "req"),
@@ -277,7 +274,7 @@ BATCHNORM_INFERENCE_VARIANCE_FIELDS: list[tuple[str, str]] = [
     ("y_tensor_uid", "req"),
     ("epsilon_tensor_uid", "req"),
 ]
-#: BatchnormBackwardAttributes fields in slot order (reconstructed).
+#: BatchnormBackwardAttributes fields in slot order.
 BATCHNORM_BACKWARD_FIELDS: list[tuple[str, str]] = [
     ("dy_tensor_uid", "req"),
     ("x_tensor_uid", "req"),
@@ -289,7 +286,7 @@ BATCHNORM_BACKWARD_FIELDS: list[tuple[str, str]] = [
     ("dscale_tensor_uid", "req"),
     ("dbias_tensor_uid", "req"),
 ]
-#: BlockScaleQuantizeAttributes fields in slot order (reconstructed); block_size an int32
+#: BlockScaleQuantizeAttributes fields in slot order; block_size an int32
 #: whose default 0 is "not set".
 BLOCK_SCALE_QUANTIZE_FIELDS: list[tuple[str, str]] = [
     ("x_tensor_uid", "req"),
@@ -299,7 +296,7 @@ BLOCK_SCALE_QUANTIZE_FIELDS: list[tuple[str, str]] = [
     ("axis", "opt"),
     ("transpose", "bool"),
 ]
-#: BlockScaleDequantizeAttributes fields in slot order (reconstructed).
+#: BlockScaleDequantizeAttributes fields in slot order.
 BLOCK_SCALE_DEQUANTIZE_FIELDS: list[tuple[str, str]] = [
     ("x_tensor_uid", "req"),
     ("scale_tensor_uid", "req"),
@@ -307,7 +304,7 @@ BLOCK_SCALE_DEQUANTIZE_FIELDS: list[tuple[str, str]] = [
     ("block_size", "ivec"),
     ("is_negative_scale", "bool"),
 ]
-#: LayernormBackwardAttributes fields in slot order (reconstructed).
+#: LayernormBackwardAttributes fields in slot order.
 LAYERNORM_BACKWARD_FIELDS: list[tuple[str, str]] = [
     ("dy_tensor_uid", "req"),
     ("x_tensor_uid", "req"),
@@ -320,7 +317,7 @@ LAYERNORM_BACKWARD_FIELDS: list[tuple[str, str]] = [
     ("dbias_tensor_uid", "req"),
     ("normalized_dim_count", "req"),
 ]
-#: RMSNormBackwardAttributes fields in slot order (reconstructed).
+#: RMSNormBackwardAttributes fields in slot order.
 RMSNORM_BACKWARD_FIELDS: list[tuple[str, str]] = [
     ("dy_tensor_uid", "req"),
     ("x_tensor_uid", "req"),
@@ -386,9 +383,9 @@ RESAMPLE_FWD_FIELDS: list[tuple[str, str]] = [
     *[(name, "longs") for name in RESAMPLE_VECTORS],
     ("resample_mode", "enum"),
     ("padding_mode", "enum"),
-    ("generate_index", "bool"),
+    ("generate_index", "obool"),
 ]
-#: ResampleBwdAttributes fields in slot order (reconstructed resample_bwd_attributes.fbs).
+#: ResampleBwdAttributes fields in slot order (resample_bwd_attributes.fbs).
 RESAMPLE_BWD_FIELDS: list[tuple[str, str]] = [
     ("dy_tensor_uid", "req"),
     ("dx_tensor_uid", "req"),
@@ -857,7 +854,7 @@ def _expected_node(node: Any) -> Desc:
             hipdnn_data_type(r.get_compute_data_type()),
             resample_mode=int(r.get_resample_mode()),
             padding_mode=int(r.get_padding_mode()),
-            **({"generate_index": r.get_generate_index()} if fwd else {}),
+            **({"generate_index": r.generate_index} if fwd else {}),
             **uids,
             **{name: getattr(r, name) or None for name in RESAMPLE_VECTORS},
         )
@@ -1081,7 +1078,7 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
             }
             attrs.update({name: n[name] or None for name in RESAMPLE_VECTORS})
             if tag == RESAMPLE_FWD_TAG:
-                attrs["generate_index"] = n.get("generate_index", False)
+                attrs["generate_index"] = n.get("generate_index")  # absent: unset
             nodes.append(
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
             )

@@ -103,6 +103,8 @@ def node_refusal(p: SdpaProblem, *, preferred: bool) -> str | None:
             return f"{node}: cuDNN attention needs {slot} in Q's data type ({io.name})"
     if p.has("Stats") and p.tensors["Stats"].data_type != hg.DataType.FLOAT:
         return f"{node}: cuDNN attention keeps Stats in FLOAT"
+    if p.has("Stats") and len(p.tensors["Stats"].dim) != 4:
+        return f"{node}: cuDNN attention takes Stats as [B, H, Sq, 1], not of rank 3"
     w = p.window
     if w.left_bound is not None and w.left_bound < 0:
         return f"{node}: cuDNN's band needs a left bound of 0 or more, got {w.left_bound}"

@@ -54,6 +54,8 @@ from typing import Any
 
 import torch
 
+from hipdnn_graph.backend import compiling
+
 from ._flex_env import CPU_ENV, cpu_allowed
 from ._flex_kernel import FlexKernel
 from ._flex_spec import (
@@ -171,11 +173,14 @@ class HeadGroups:
 
 
 _KERNELS: dict[FlexSpec, FlexKernel | HeadGroups] = {}
+#: the engine that builds these kernels (named in the compile's progress line)
+FLEX_ENGINE = "TORCH_SDPA_FLEX_ENGINE"
 
 
-def kernel(spec: FlexSpec) -> FlexKernel | HeadGroups:
+def kernel(spec: FlexSpec, node: str = "") -> FlexKernel | HeadGroups:
     """The compiled kernel of ``spec``, built on first request and cached for the process (a
-    bias of 2³¹ elements or more: one kernel over groups of heads, :class:`HeadGroups`).
+    bias of 2³¹ elements or more: one kernel over groups of heads, :class:`HeadGroups`). A
+    build announces its compile (:func:`hipdnn_graph.backend.compiling`, naming ``node``).
 
     Raises:
         ValueError: :func:`static_reason` refuses ``spec`` (the message is the reason).
@@ -187,9 +192,11 @@ def kernel(spec: FlexSpec) -> FlexKernel | HeadGroups:
             raise ValueError(reason)
         groups = head_groups(spec) or 1
         if groups == 1:
-            hit = FlexKernel(spec)
+            what = f"flex attention on {spec.device}"
+            with compiling(FLEX_ENGINE, node, what, kind="node"):
+                hit = FlexKernel(spec)
         else:
-            inner = kernel(group_spec(spec, groups))
+            inner = kernel(group_spec(spec, groups), node)
             assert isinstance(inner, FlexKernel)  # a group's bias is below 2**31 elements
             hit = HeadGroups(spec, inner, groups)
         _KERNELS[spec] = hit

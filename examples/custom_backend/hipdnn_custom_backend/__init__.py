@@ -4,10 +4,19 @@ Registered through the entry point ``custom`` in the group ``hipdnn_graph.backen
 package's ``pyproject.toml``).
 """
 
-from .engine import ENGINE_NAME, CustomBackend, CustomSdpaForwardEngine, CustomSdpaForwardPlan
+from .engine import (
+    ENGINE_NAME,
+    SUPPORTED_FEATURES,
+    SUPPORTED_KINDS,
+    CustomBackend,
+    CustomSdpaForwardEngine,
+    CustomSdpaForwardPlan,
+)
 
 __all__ = [
     "ENGINE_NAME",
+    "SUPPORTED_FEATURES",
+    "SUPPORTED_KINDS",
     "CustomBackend",
     "CustomSdpaForwardEngine",
     "CustomSdpaForwardPlan",

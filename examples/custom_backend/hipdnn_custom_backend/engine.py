@@ -21,9 +21,22 @@ import numpy as np
 import hipdnn_graph as hg
 from hipdnn_graph.backend import SdpaProblem, Support
 
-__all__ = ["ENGINE_NAME", "CustomBackend", "CustomSdpaForwardEngine", "CustomSdpaForwardPlan"]
+__all__ = [
+    "ENGINE_NAME",
+    "SUPPORTED_FEATURES",
+    "SUPPORTED_KINDS",
+    "CustomBackend",
+    "CustomSdpaForwardEngine",
+    "CustomSdpaForwardPlan",
+]
 
 ENGINE_NAME = "CUSTOM_NUMPY_SDPA_FWD_ENGINE"
+#: what the conformance kit should draw for this engine (``check_engine(kinds=...,
+#: features=...)``): forward graphs with the features it runs (names of
+#: ``hipdnn_graph.testing.FEATURES``); any other draw is refused in ``check`` and skipped
+SUPPORTED_KINDS = ("fwd",)
+SUPPORTED_FEATURES = ("gqa", "d_ne_dv", "sq_ne_skv", "causal", "causal_bottom_right",
+                      "scale_value", "scale_tensor")  # fmt: skip
 
 _IO_TYPES = {hg.DataType.FLOAT, hg.DataType.DOUBLE, hg.DataType.HALF, hg.DataType.BFLOAT16}
 _COMPUTE_TYPES = {hg.DataType.FLOAT: np.float32, hg.DataType.DOUBLE: np.float64}

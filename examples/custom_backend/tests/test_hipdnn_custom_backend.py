@@ -10,14 +10,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hipdnn_custom_backend import ENGINE_NAME, create_backend
+from hipdnn_custom_backend import ENGINE_NAME, SUPPORTED_FEATURES, SUPPORTED_KINDS, create_backend
 
 import hipdnn_graph as hg
 from hipdnn_graph.backend import engine_id, isolated_registry, register_backend
 from hipdnn_graph.testing import assert_engine_conforms
-
-SUPPORTED = ["gqa", "d_ne_dv", "sq_ne_skv", "causal", "causal_bottom_right", "scale_value",
-             "scale_tensor"]  # fmt: skip
 
 
 def forward_graph(
@@ -112,6 +109,11 @@ def test_refuses_backward_graphs_alone() -> None:
 
 def test_conforms_to_the_reference_on_random_graphs() -> None:
     report = assert_engine_conforms(
-        ENGINE_NAME, cases=12, seed=3, kinds=("fwd",), features=SUPPORTED, min_passed=6
+        ENGINE_NAME,
+        cases=12,
+        seed=3,
+        kinds=SUPPORTED_KINDS,
+        features=SUPPORTED_FEATURES,
+        min_passed=6,
     )
     assert not report.failed

@@ -58,7 +58,7 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
   OFLOAT(dropout_probability) OFLOAT(attn_scale_value) OPTI(left_bound) OPTI(right_bound)       \
   ENUM(diagonal_alignment)
 
-// PointwiseAttributes (tests/wire/schemas/pointwise_attributes.fbs, reconstructed).
+// PointwiseAttributes (hipDNN's pointwise_attributes.fbs).
 #define POINTWISE_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                             \
   ENUM(operation) OFLOAT(relu_lower_clip) OFLOAT(relu_upper_clip)                               \
   OFLOAT(relu_lower_clip_slope) OPTI(axis_tensor_uid) REQ(in_0_tensor_uid)                      \
@@ -66,22 +66,22 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
   OFLOAT(elu_alpha) OFLOAT(softplus_beta)
 
 // MatmulAttributes (hipDNN's matmul_attributes.fbs).
-// ReductionAttributes (reconstructed: tests/wire/schemas/reduction_attributes.fbs).
+// ReductionAttributes (hipDNN's reduction_attributes.fbs).
 #define REDUCTION_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                             \
   ENUM(mode) REQ(in_tensor_uid) REQ(out_tensor_uid) BOOL(is_deterministic)
 
-// RMSNormAttributes (reconstructed: tests/wire/schemas/rmsnorm_attributes.fbs).
+// RMSNormAttributes (hipDNN's rmsnorm_attributes.fbs).
 #define RMSNORM_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                               \
   REQ(x_tensor_uid) REQ(scale_tensor_uid) REQ(epsilon_tensor_uid) REQ(y_tensor_uid)              \
   OPTI(bias_tensor_uid) OPTI(inv_rms_tensor_uid) ENUM(forward_phase)
 
-// LayernormAttributes (reconstructed: tests/wire/schemas/layernorm_attributes.fbs).
+// LayernormAttributes (hipDNN's layernorm_attributes.fbs).
 #define LAYERNORM_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                             \
   REQ(x_tensor_uid) REQ(scale_tensor_uid) REQ(bias_tensor_uid) REQ(epsilon_tensor_uid)           \
   REQ(y_tensor_uid) REQ(normalized_dim_count) OPTI(mean_tensor_uid)                              \
   OPTI(inv_variance_tensor_uid) ENUM(forward_phase)
 
-// BatchnormAttributes (reconstructed: tests/wire/schemas/batchnorm_attributes.fbs); VEC a
+// BatchnormAttributes (hipDNN's batchnorm_attributes.fbs); VEC a
 // vector of int64.
 #define BATCHNORM_FIELDS(REQ, OPTI, VEC)                                                        \
   REQ(x_tensor_uid) REQ(scale_tensor_uid) REQ(bias_tensor_uid) REQ(epsilon_tensor_uid)           \
@@ -90,23 +90,23 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
   OPTI(mean_tensor_uid) OPTI(inv_variance_tensor_uid) OPTI(next_running_mean_tensor_uid)         \
   OPTI(next_running_variance_tensor_uid)
 
-// BatchnormInferenceAttributes (reconstructed: batchnorm_inference_attributes.fbs).
+// BatchnormInferenceAttributes (batchnorm_inference_attributes.fbs).
 #define BATCHNORM_INFERENCE_FIELDS(REQ)                                                         \
   REQ(x_tensor_uid) REQ(mean_tensor_uid) REQ(inv_variance_tensor_uid) REQ(scale_tensor_uid)      \
   REQ(bias_tensor_uid) REQ(y_tensor_uid)
 
-// BatchnormInferenceAttributesVarianceExt (reconstructed).
+// BatchnormInferenceAttributesVarianceExt.
 #define BATCHNORM_INFERENCE_VARIANCE_FIELDS(REQ)                                                \
   REQ(x_tensor_uid) REQ(mean_tensor_uid) REQ(variance_tensor_uid) REQ(scale_tensor_uid)          \
   REQ(bias_tensor_uid) REQ(y_tensor_uid) REQ(epsilon_tensor_uid)
 
-// BatchnormBackwardAttributes (reconstructed); VEC a vector of int64.
+// BatchnormBackwardAttributes; VEC a vector of int64.
 #define BATCHNORM_BACKWARD_FIELDS(REQ, OPTI, VEC)                                               \
   REQ(dy_tensor_uid) REQ(x_tensor_uid) OPTI(mean_tensor_uid) OPTI(inv_variance_tensor_uid)       \
   REQ(scale_tensor_uid) VEC(peer_stats_tensor_uid) REQ(dx_tensor_uid) REQ(dscale_tensor_uid)     \
   REQ(dbias_tensor_uid)
 
-// LayernormBackwardAttributes and RMSNormBackwardAttributes (reconstructed).
+// LayernormBackwardAttributes and RMSNormBackwardAttributes.
 #define LAYERNORM_BACKWARD_FIELDS(REQ, OPTI)                                                    \
   REQ(dy_tensor_uid) REQ(x_tensor_uid) REQ(scale_tensor_uid) OPTI(mean_tensor_uid)              \
   OPTI(inv_variance_tensor_uid) OPTI(epsilon_tensor_uid) REQ(dx_tensor_uid)                     \
@@ -115,8 +115,8 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
   REQ(dy_tensor_uid) REQ(x_tensor_uid) REQ(scale_tensor_uid) REQ(inv_rms_tensor_uid)            \
   REQ(dx_tensor_uid) REQ(dscale_tensor_uid) OPTI(dbias_tensor_uid)
 
-// ConvolutionFwdAttributes (hipDNN's convolution_fwd_attributes.fbs; ConvMode from the
-// reconstructed tests/wire/schemas/convolution_common.fbs). The vectors are listed apart.
+// ConvolutionFwdAttributes (hipDNN's convolution_fwd_attributes.fbs; ConvMode from hipDNN's
+// convolution_common.fbs). The vectors are listed apart.
 #define CONV_FWD_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                              \
   REQ(x_tensor_uid) REQ(w_tensor_uid) REQ(y_tensor_uid) ENUM(conv_mode) STR(umd_flops)          \
   STR(umd_bytes)
@@ -129,17 +129,17 @@ namespace fo = hipdnn_flatbuffers_sdk::data_objects;
   REQ(x_tensor_uid) REQ(dy_tensor_uid) REQ(dw_tensor_uid) ENUM(conv_mode) STR(umd_flops)        \
   STR(umd_bytes)
 
-// ResampleFwdAttributes (hipDNN's resample_fwd_attributes.fbs) and ResampleBwdAttributes
-// (reconstructed: tests/wire/schemas/resample_bwd_attributes.fbs); their enums from the
-// reconstructed resample_common.fbs. The vectors are listed apart.
+// ResampleFwdAttributes (hipDNN's resample_fwd_attributes.fbs, generate_index optional as its
+// forks declare it: schema_copies.py) and ResampleBwdAttributes (resample_bwd_attributes.fbs);
+// their enums from resample_common.fbs. The vectors are listed apart.
 #define RESAMPLE_FWD_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                          \
   REQ(x_tensor_uid) REQ(y_tensor_uid) OPTI(index_tensor_uid) ENUM(resample_mode)                \
-  ENUM(padding_mode) BOOL(generate_index)
+  ENUM(padding_mode) OBOOL(generate_index)
 #define RESAMPLE_BWD_FIELDS(REQ, OPTI, OBOOL, BOOL, OFLOAT, ENUM, STR)                          \
   REQ(dy_tensor_uid) REQ(dx_tensor_uid) OPTI(index_tensor_uid) ENUM(resample_mode)              \
   ENUM(padding_mode)
 #define RESAMPLE_VECTORS(V) V(pre_padding) V(post_padding) V(stride) V(window)
-// BlockScaleQuantizeAttributes and BlockScaleDequantizeAttributes (reconstructed); block_size
+// BlockScaleQuantizeAttributes and BlockScaleDequantizeAttributes; block_size
 // an int32 (REQ) and a vector of int32 (IVEC).
 #define BLOCK_SCALE_QUANTIZE_FIELDS(REQ, OPTI, BOOL)                                             \
   REQ(x_tensor_uid) REQ(y_tensor_uid) REQ(scale_tensor_uid) REQ(block_size) OPTI(axis)          \
@@ -769,7 +769,7 @@ bool set_conv_vector(T *a, const std::string &k, std::istream &in) {
 
 bool set_resample_fwd(fo::ResampleFwdAttributesT *a, const std::string &k,
                       const std::string &val) {
-  RESAMPLE_FWD_FIELDS(S_REQ, S_OPTI, NONE_, S_BOOL, NONE_, S_ENUM, NONE_)
+  RESAMPLE_FWD_FIELDS(S_REQ, S_OPTI, S_OBOOL, NONE_, NONE_, S_ENUM, NONE_)
   return false;
 }
 

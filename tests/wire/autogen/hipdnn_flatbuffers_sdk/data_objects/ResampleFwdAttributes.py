@@ -172,7 +172,7 @@ class ResampleFwdAttributes(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
         if o != 0:
             return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
-        return False
+        return None
 
 def ResampleFwdAttributesStart(builder):
     builder.StartObject(10)
@@ -259,7 +259,7 @@ def AddPaddingMode(builder, paddingMode):
     ResampleFwdAttributesAddPaddingMode(builder, paddingMode)
 
 def ResampleFwdAttributesAddGenerateIndex(builder, generateIndex):
-    builder.PrependBoolSlot(9, generateIndex, 0)
+    builder.PrependBoolSlot(9, generateIndex, None)
 
 def AddGenerateIndex(builder, generateIndex):
     ResampleFwdAttributesAddGenerateIndex(builder, generateIndex)
