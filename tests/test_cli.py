@@ -467,8 +467,12 @@ def test_backends_says_why_an_engine_accepts_no_probe(capsys: Capsys) -> None:
     assert line.endswith("unavailable: reductions need a GPU here")
 
 
-def test_backends_lists_the_torch_family_engines_as_available(capsys: Capsys) -> None:
-    pytest.importorskip("torch")
+def test_backends_lists_the_torch_family_engines_as_available(
+    capsys: Capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch = pytest.importorskip("torch")
+    # the fusion engine compiles on the CPU only when asked (autotune, or preferred by name)
+    monkeypatch.setenv("HIPDNN_GRAPH_TORCH_FUSION_AUTOTUNE", "1")
     assert main(["backends"]) in (0, 1)  # 1 only for a plugin that failed to load
     lines = capsys.readouterr().out.splitlines()
     eager = next(line for line in lines if "TORCH_EAGER_ENGINE" in line)
@@ -476,6 +480,13 @@ def test_backends_lists_the_torch_family_engines_as_available(capsys: Capsys) ->
     fusion = next(line for line in lines if "TORCH_FUSION_ENGINE" in line)
     assert "available for CONVOLUTION_FPROP+POINTWISE, " in fusion
     assert ", MATMUL+POINTWISE, " in fusion
+    if not torch.cuda.is_available():  # by default it says why it leaves the CPU to eager
+        monkeypatch.delenv("HIPDNN_GRAPH_TORCH_FUSION_AUTOTUNE")
+        assert main(["backends"]) in (0, 1)
+        lines = capsys.readouterr().out.splitlines()
+        fusion = next(line for line in lines if "TORCH_FUSION_ENGINE" in line)
+        assert "unavailable: " in fusion
+        assert "on the CPU compiling does not pay by default" in fusion
 
 
 def test_convert_escapes_the_paths_it_prints(
