@@ -4,21 +4,24 @@ Subcommands::
 
     hipdnn-graph validate FILE                 check a serialized graph (JSON or binary)
     hipdnn-graph show FILE [--dot|--mermaid]   tensors and nodes, or a picture of the graph
-    hipdnn-graph run FILE [--engine NAME] [--seed N] [--repeat N]
-                                               execute on random inputs: engine, time, checksums
-    hipdnn-graph backends                      plugins, engines, availability, load errors
-    hipdnn-graph convert FILE --to json|binary -o OUT
+    hipdnn-graph run FILE [--inputs X.npz] [--save OUT.npz] [--engine NAME] [--seed N]
+                     [--repeat N]              execute on given (.npz, by tensor name or uid) or
+                                               random inputs: engine, time, checksums, outputs
+    hipdnn-graph backends                      plugins, engines, the families each runs here
+    hipdnn-graph convert FILE --to json|binary [--indent N] [-o OUT]
+                                               the other format, to stdout without -o
     hipdnn-graph schema                        the JSON Schema of the JSON format
 
 Files are recognised by content (hipDNN's binary graph has no file identifier): a NUL byte in
 the first four bytes (the upper bytes of the FlatBuffers root offset) means binary, text that
 starts like a JSON document (after an optional UTF-8 byte-order mark) means JSON, anything else
-is tried as binary. At most :data:`~hipdnn_graph.descriptors.MAX_INPUT_BYTES` are read, whatever
-the file is (``/dev/zero`` included). Names from a file, and file paths, are printed with
+is tried as binary (hipDNN's ``HDGP`` container included). At most
+:data:`~hipdnn_graph.descriptors.MAX_INPUT_BYTES` are read, whatever the file is (``/dev/zero``
+included). Names from a file, and file paths, are printed with
 control characters escaped (``\x1b``, ``\n``), so neither can forge lines or colours on the
 terminal. Exit status: 0 on success; 1 when the graph
 is rejected (the message is ``<ERROR_CODE_NAME>: <message>`` on stderr); 2 for usage errors and
-unreadable files.
+unreadable files. ``--version`` and ``--help`` load no graph code (a tenth of a second).
 
 Example:
     >>> from hipdnn_graph.cli import main

@@ -1,28 +1,34 @@
 """``hipdnn-graph backends``: every plugin, its engines and their load errors, and what the
-command says about each engine: which SDPA graphs, in which data types, its ``check()`` accepts
-on this machine.
+command says about each engine: which node families, in which data types, its ``check()``
+accepts on this machine.
 
-Each engine is asked about small probe graphs (a forward feeding a backward, a forward alone, a
-backward alone) in FLOAT, HALF, BFLOAT16 and DOUBLE, so that an engine that runs one direction
-or some types only is reported as such rather than as unavailable.
+Each engine is asked about the probe graphs (:mod:`~hipdnn_graph.cli_probes`) of the families
+it declares (its ``node_types``; all of them when it declares none): attention as a forward
+feeding a backward, a forward alone and a backward alone, and one small graph of every other
+family, in FLOAT, HALF, BFLOAT16 and DOUBLE, so that an engine that runs one direction, some
+families or some types only is reported as such rather than as unavailable.
 
 Example:
     >>> from hipdnn_graph.backend.registry import current_registry
     >>> engine = current_registry().find_engine("NUMPY_REFERENCE_ENGINE")
-    >>> availability(engine, probe_graphs())
-    'available for SDPA fwd+bwd in FLOAT, HALF, BFLOAT16, DOUBLE'
+    >>> text = availability(engine, probe_graphs())
+    >>> text.startswith("available for SDPA fwd+bwd, CONVOLUTION_FPROP, CONVOLUTION_DGRAD")
+    True
+    >>> text.endswith("RESAMPLE_BWD in FLOAT, HALF, BFLOAT16, DOUBLE")
+    True
 """
 
 from __future__ import annotations
 
 import argparse
 import warnings
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .cli_common import safe_text
-from .graph import Graph
-from .tensor import TensorAttributes
 from .types import DataType
+
+if TYPE_CHECKING:  # imported where used: --help and --version load no graph code
+    from .graph import Graph
 
 __all__ = ["PROBE_TYPES", "add_parsers", "availability", "cmd_backends", "probe_graphs"]
 
@@ -31,42 +37,35 @@ PROBE_TYPES = (DataType.FLOAT, DataType.HALF, DataType.BFLOAT16, DataType.DOUBLE
 
 
 def probe_graphs() -> dict[DataType, dict[str, Graph]]:
-    """The probe graphs of every type in :data:`PROBE_TYPES`, by type then by kind
-    (``"fwd+bwd"``, ``"fwd"``, ``"bwd"``)."""
-    return {io: _probe_graphs(io) for io in PROBE_TYPES}
+    """The probe graphs of every type in :data:`PROBE_TYPES`, by type then by what they probe
+    (:func:`~hipdnn_graph.cli_probes.probe_graphs`)."""
+    from . import cli_probes
+
+    return cli_probes.probe_graphs(PROBE_TYPES)
 
 
-def _probe_graphs(io: DataType) -> dict[str, Graph]:
-    """Small SDPA graphs in ``io``: a forward feeding a backward, a forward alone and a
-    backward alone (its O and Stats are inputs), so that an engine that runs one direction
-    only is reported as such."""
-    graphs: dict[str, Graph] = {}
-    for kind in ("fwd+bwd", "fwd", "bwd"):
-        g = Graph(
-            name=f"probe_{io.name.lower()}_{kind}",
-            io_data_type=io,
-            intermediate_data_type=DataType.FLOAT,
-            compute_data_type=DataType.FLOAT,
-        )
-        q = g.tensor(name="Q", dim=[1, 2, 64, 64])
-        k, v = g.tensor_like(q, "K"), g.tensor_like(q, "V")
-        outputs = []
-        stats: TensorAttributes | None
-        if kind == "bwd":
-            o = g.tensor_like(q, "O")
-            stats = g.tensor(name="Stats", dim=[1, 2, 64, 1], data_type=DataType.FLOAT)
-        else:
-            o, stats = g.sdpa(q, k, v, name="fwd", generate_stats=kind == "fwd+bwd")
-            outputs.append(o)
-        if kind != "fwd":
-            assert stats is not None
-            grads = g.sdpa_backward(q, k, v, o, g.tensor_like(q, "dO"), stats, name="bwd")
-            outputs.extend(grads)
-        for t in outputs:
-            t.set_output(True)
-        g.build_operation_graph()
-        graphs[kind] = g
-    return graphs
+def _asked(engine: Any, graph: Graph) -> bool:
+    """Whether ``engine`` is asked about ``graph``: it declares every family the graph holds
+    (or declares none)."""
+    from .backend.contract import engine_node_types
+
+    try:
+        declared = engine_node_types(engine)
+    except Exception:  # a broken declaration: ask, and let checked_support say why it fails
+        return True
+    return declared is None or all(n.get_node_type() in declared for n in graph.nodes)
+
+
+def _sdpa_words(accepted: dict[str, bool]) -> str | None:
+    """The attention probes ``engine`` accepted in one type, in words (``None``: none)."""
+    if accepted.get("SDPA fwd+bwd"):
+        return "SDPA fwd+bwd"
+    fwd, bwd = accepted.get("SDPA fwd", False), accepted.get("SDPA bwd", False)
+    if fwd and bwd:
+        return "SDPA fwd and bwd as separate graphs"
+    if fwd or bwd:
+        return "SDPA fwd only" if fwd else "SDPA bwd only"
+    return None
 
 
 def availability(engine: Any, probes: dict[DataType, dict[str, Graph]]) -> str:
@@ -77,33 +76,46 @@ def availability(engine: Any, probes: dict[DataType, dict[str, Graph]]) -> str:
         probes: the graphs of :func:`probe_graphs`.
 
     Returns:
-        ``available for <what> in <types>[; <what> in <types>]``, ``<what>`` one of
-        ``SDPA fwd+bwd``, ``SDPA fwd only``, ``SDPA bwd only`` and ``SDPA fwd and bwd as
-        separate graphs``; or ``unavailable: <the engine's reasons>`` when it accepts none.
+        ``available for <what> in <types>[; <what> in <types>]``, ``<what>`` a comma-separated
+        list of families accepted in the same types: ``SDPA fwd+bwd``, ``SDPA fwd only``,
+        ``SDPA bwd only`` or ``SDPA fwd and bwd as separate graphs`` for attention, a
+        :class:`NodeType` name for the others (``<name>+POINTWISE`` where the engine takes the
+        family only when a pointwise node follows it, as a fusing engine does); or
+        ``unavailable: <the engine's reasons>`` when it accepts none.
     """
+    from . import cli_probes
     from .backend.contract import checked_support
 
-    by_kind: dict[str, list[str]] = {}
+    types_of: dict[str, list[str]] = {}  # what -> the types it is accepted in
     reasons: list[str] = []
+
+    def accepts(graph: Graph | None) -> bool:
+        if graph is None or not _asked(engine, graph):
+            return False
+        ok, reason = checked_support(engine, graph)
+        if not ok and reason not in reasons:
+            reasons.append(reason)
+        return ok
+
     for io, graphs in probes.items():
-        accepted: dict[str, bool] = {}
-        for kind, graph in graphs.items():
-            accepted[kind], reason = checked_support(engine, graph)
-            if not accepted[kind] and reason not in reasons:
-                reasons.append(reason)
-        if accepted["fwd+bwd"]:
-            kind = "SDPA fwd+bwd"
-        elif accepted["fwd"] and accepted["bwd"]:
-            kind = "SDPA fwd and bwd as separate graphs"
-        elif accepted["fwd"] or accepted["bwd"]:
-            kind = "SDPA fwd only" if accepted["fwd"] else "SDPA bwd only"
-        else:
-            continue
-        by_kind.setdefault(kind, []).append(io.name)
-    if by_kind:
+        words = [_sdpa_words({w: accepts(graphs.get(w)) for w in cli_probes.SDPA_PROBES})]
+        for family in cli_probes.probe_families():
+            if accepts(graphs.get(family)):
+                words.append(family)
+            elif accepts(graphs.get(cli_probes.chained(family))):
+                words.append(cli_probes.chained(family))
+        for what in words:
+            if what is not None:
+                types_of.setdefault(what, []).append(io.name)
+    if types_of:
+        by_types: dict[str, list[str]] = {}  # the types -> the families accepted in them
+        for what, types in types_of.items():
+            by_types.setdefault(", ".join(types), []).append(what)
         return "available for " + "; ".join(
-            f"{kind} in {', '.join(types)}" for kind, types in by_kind.items()
+            f"{', '.join(whats)} in {types}" for types, whats in by_types.items()
         )
+    if not reasons:
+        return "unavailable: it declares no family that has a probe graph"
     return "unavailable: " + "; ".join(reasons)
 
 

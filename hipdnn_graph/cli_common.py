@@ -11,11 +11,14 @@ Example:
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .graph import Graph
+from .graph_text import fmt_list, safe_text, summary, table
+
+if TYPE_CHECKING:  # imported where used: --help and --version load no graph code
+    from .graph import Graph
 
 __all__ = [
     "PROG",
@@ -23,6 +26,7 @@ __all__ = [
     "detect_format",
     "fmt_list",
     "load_graph",
+    "non_negative_int",
     "read_capped",
     "safe_text",
     "summary",
@@ -39,30 +43,6 @@ class CliError(Exception):
 _UTF8_BOM = b"\xef\xbb\xbf"
 #: first bytes of a JSON document: object, array, string, number, true, false, null
 _JSON_STARTS = frozenset(b'{["-0123456789tfn')
-_UNSAFE = re.compile(
-    # controls (C0, DEL, C1), line/paragraph separators, bidirectional overrides, surrogates
-    r"[^\x20-\x7e\u00a0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
-    r"|[\u2028\u2029\u202a-\u202e\u2066-\u2069]"
-)
-
-
-def safe_text(text: str, *, keep_newlines: bool = False) -> str:
-    """``text`` with control and other non-printable characters escaped (``\\x1b``, ``\\n``).
-
-    Example:
-        >>> safe_text("Q\\n\\x1b[31mOK: forged")
-        'Q\\\\n\\\\x1b[31mOK: forged'
-    """
-
-    def escape(match: re.Match[str]) -> str:
-        char = match.group()
-        if char == "\n":
-            return "\n" if keep_newlines else "\\n"
-        if char == "\t":
-            return "\\t"
-        return char.encode("unicode_escape").decode("ascii")
-
-    return _UNSAFE.sub(escape, text)
 
 
 def detect_format(data: bytes) -> str:
@@ -109,6 +89,7 @@ def load_graph(path: str) -> tuple[Graph, str]:
         HipdnnError: ``UNSUPPORTED_GRAPH_FORMAT`` / ``INVALID_VALUE`` from the decoders.
     """
     from .descriptors import MAX_INPUT_BYTES
+    from .graph import Graph
 
     data = read_capped(path, MAX_INPUT_BYTES)
     fmt = detect_format(data)
@@ -117,24 +98,12 @@ def load_graph(path: str) -> tuple[Graph, str]:
     return Graph.from_json(data.removeprefix(_UTF8_BOM)), fmt
 
 
-def summary(graph: Graph, fmt: str) -> str:
-    """One line: the graph's name, format, tensor count and nodes in order."""
-    nodes = " -> ".join(f"{safe_text(n.name)} ({n.get_node_type().name})" for n in graph.nodes)
-    name = safe_text(graph.get_name() or "<unnamed>")
-    return (
-        f"graph '{name}' ({fmt}): {len(graph.wire_tensors())} tensors, "
-        f"{len(graph)} node(s): {nodes or 'none'}"
-    )
-
-
-def fmt_list(values: Sequence[int]) -> str:
-    """``[1,2,3]``: dims and strides as the commands print them."""
-    return "[" + ",".join(map(str, values)) + "]" if values else "[]"
-
-
-def table(rows: list[list[str]]) -> list[str]:
-    """``rows`` as lines of left-aligned columns, indented by two spaces."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [
-        "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    ]
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value

@@ -1,13 +1,15 @@
-"""``hipdnn-graph run``: execute a graph file on random inputs, on the engine ranked first or
-the one named; print the engine, the time and a checksum of each output.
+"""``hipdnn-graph run``: execute a graph file on the engine ranked first or the one named, on
+the inputs of an ``.npz`` file (``--inputs``, by tensor name or uid; see
+:mod:`~hipdnn_graph.cli_npz`) or random ones; print the engine, the time and a checksum of each
+output, and save the outputs to an ``.npz`` file (``--save``).
 
 Example:
     >>> import argparse
     >>> parser = argparse.ArgumentParser(prog="hipdnn-graph")
     >>> add_parsers(parser.add_subparsers())
     >>> args = parser.parse_args(["run", "g.json", "--repeat", "3"])
-    >>> args.repeat, args.seed, args.device
-    (3, 0, 'auto')
+    >>> args.repeat, args.seed, args.device, args.inputs, args.save
+    (3, 0, 'auto', None, None)
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ import re
 import statistics
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-import numpy as np
+from .cli_common import CliError, fmt_list, load_graph, non_negative_int, safe_text, table
 
-from .cli_common import CliError, fmt_list, load_graph, safe_text, table
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["add_parsers", "cmd_run"]
 
@@ -49,6 +52,8 @@ class _Progress:
 
 
 def _checksum(array: np.ndarray[Any, Any]) -> str:
+    import numpy as np
+
     values = array.astype(np.float64)
     finite = np.isfinite(values)
     bad = int(values.size - finite.sum())
@@ -58,6 +63,9 @@ def _checksum(array: np.ndarray[Any, Any]) -> str:
 
 
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
+    import numpy as np
+
+    from . import cli_npz
     from .backend.registry import current_registry
     from .testing.inputs import (
         default_device,
@@ -72,6 +80,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError("--repeat must be at least 1")
     graph, _ = load_graph(args.file)
     graph.validate()
+    given = None
+    if args.inputs is not None:  # checked before a plan is built (which may compile)
+        graph.build_operation_graph()  # gives every tensor its uid
+        given = cli_npz.inputs_from(cli_npz.load_npz(args.inputs, graph), graph)
     if args.engine:
         names = [e.name for e in current_registry().engines()]
         if args.engine not in names:
@@ -94,7 +106,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         device = default_device(current_registry().find_engine(engine))
     elif device == "numpy":
         device = None
-    pack = make_inputs(graph, np.random.default_rng(args.seed))
+    pack = given if given is not None else make_inputs(graph, np.random.default_rng(args.seed))
     workspace = workspace_for(graph, device)
     sync = _synchronizer(device)
     if device:
@@ -118,9 +130,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         f"workspace {graph.get_workspace_size()} bytes",
         file=out,
     )
+    source = f"inputs from {safe_text(args.inputs)}" if args.inputs else f"seed {args.seed}"
     print(
         f"execute: median {median * 1e3:.3f} ms, min {min(times) * 1e3:.3f} ms "
-        f"over {len(times)} run(s), seed {args.seed}",
+        f"over {len(times)} run(s), {source}",
         file=out,
     )
     print("outputs:", file=out)
@@ -137,6 +150,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         )
     for line in table(rows) if rows else ["  (none: the graph has no non-virtual outputs)"]:
         print(line, file=out)
+    if args.save is not None:
+        saved = {key: to_numpy(pack[t]) for key, t in cli_npz.output_keys(graph).items()}
+        cli_npz.save_npz(args.save, saved)
+        print(f"saved {len(saved)} output(s) to {safe_text(args.save)}", file=out)
     return 0
 
 
@@ -152,17 +169,6 @@ def _checked_device(device: str) -> str:
     if _DEVICE.fullmatch(device) is None:
         raise CliError(f"bad --device {safe_text(device)!r}: use auto, numpy, cpu, cuda or cuda:N")
     return device
-
-
-def _non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
 
 
 def _synchronizer(device: str | None) -> Any:
@@ -186,11 +192,20 @@ def _synchronizer(device: str | None) -> Any:
 
 def add_parsers(sub: Any) -> None:
     """Add ``run`` to the subparsers ``sub``."""
-    p = sub.add_parser("run", help="execute a graph on random inputs")
+    p = sub.add_parser("run", help="execute a graph on given or random inputs")
     p.add_argument("file", metavar="FILE")
+    p.add_argument(
+        "--inputs",
+        metavar="NPZ",
+        help="the inputs, a NumPy .npz file keyed by tensor name or uid (default: random inputs)",
+    )
+    p.add_argument("--save", metavar="NPZ", help="save the outputs to this .npz file")
     p.add_argument("--engine", metavar="NAME", help="engine to run on (default: best ranked)")
     p.add_argument(
-        "--seed", type=_non_negative_int, default=0, help="seed of the random inputs (default 0)"
+        "--seed",
+        type=non_negative_int,
+        default=0,
+        help="seed of the random inputs (default 0; not used with --inputs)",
     )
     p.add_argument("--repeat", type=int, default=1, help="executions to time (default 1)")
     p.add_argument(

@@ -162,31 +162,39 @@ class Graph(
 
     # ----- graph attributes -----
     def set_name(self, name: str) -> Graph:
+        """Rename the graph (its plans are dropped; returns the graph)."""
         self.attributes.set_name(name)
         return self._changed()
 
     def set_io_data_type(self, data_type: DataTypeLike) -> Graph:
+        """The type given to non-virtual tensors that have none (returns the graph)."""
         self.attributes.set_io_data_type(data_type)
         return self._changed()
 
     def set_intermediate_data_type(self, data_type: DataTypeLike) -> Graph:
+        """The type given to virtual tensors that have none (returns the graph)."""
         self.attributes.set_intermediate_data_type(data_type)
         return self._changed()
 
     def set_compute_data_type(self, data_type: DataTypeLike) -> Graph:
+        """The compute type given to nodes that have none (returns the graph)."""
         self.attributes.set_compute_data_type(data_type)
         return self._changed()
 
     def get_name(self) -> str:
+        """The graph's name."""
         return self.attributes.name
 
     def get_io_data_type(self) -> DataType:
+        """The type non-virtual tensors without one get at validation."""
         return self.attributes.io_data_type
 
     def get_intermediate_data_type(self) -> DataType:
+        """The type virtual tensors without one get at validation."""
         return self.attributes.intermediate_data_type
 
     def get_compute_data_type(self) -> DataType:
+        """The compute type nodes without one get at validation."""
         return self.attributes.compute_data_type
 
     def _changed(self) -> Graph:
@@ -202,6 +210,8 @@ class Graph(
         misspelled name fails at once instead of silently ranking another engine first. An id
         is not checked (as in hipDNN, an id no engine has is ignored when plans are ranked):
         pass ``hg.backend.engine_id(name)`` to prefer an engine that may not be installed.
+        When the preferred engine is passed over (it refuses the graph, no engine has the id,
+        or its plan fails to build), the ``hipdnn_graph.engines`` logger says so at INFO.
 
         Example:
             >>> import hipdnn_graph as hg

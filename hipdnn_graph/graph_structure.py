@@ -82,6 +82,23 @@ class GraphStructure:
 
         return to_mermaid(cast("Graph", self))
 
+    def summary(self) -> str:
+        """The graph as text, as ``hipdnn-graph show`` prints it: a summary line, the data
+        types, a table of the tensors and the nodes in execution order with their slots (see
+        :func:`hipdnn_graph.graph_text.describe`). Call ``validate()`` first to see inferred
+        dims and data types, and ``build_operation_graph()`` to see uids.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> g = hg.Graph(name="g", io_data_type=hg.DataType.FLOAT)
+            >>> _ = g.pointwise(g.tensor(name="x", dim=[4]), mode=hg.PointwiseMode.EXP, name="e")
+            >>> print(g.summary().splitlines()[0])
+            graph 'g': 2 tensors, 1 node(s): e (POINTWISE)
+        """
+        from .graph_text import describe
+
+        return describe(cast("Graph", self))
+
     def graph_inputs(self) -> list[TensorAttributes]:
         """Tensors read by some node and produced by none, in node then slot order."""
         from .ordering import last_producers

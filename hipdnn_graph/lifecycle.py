@@ -34,7 +34,8 @@ __all__ = ["GraphLifecycle", "PlanState", "active_plan", "assign_uids"]
 _E = TypeVar("_E", bound=IntEnum)
 
 #: engine choices and refusals, at DEBUG (``logging.getLogger("hipdnn_graph").setLevel(DEBUG)``
-#: with a handler shows them; nothing is formatted while DEBUG is off)
+#: with a handler shows them; nothing is formatted while DEBUG is off); a preferred engine that
+#: is not used, at INFO
 _LOG = logging.getLogger("hipdnn_graph.engines")
 
 
@@ -142,6 +143,8 @@ def create_execution_plans(
     preferred = graph.get_preferred_engine_id_ext()
     if preferred is not None:
         ranked.sort(key=lambda e: engine_id(e.name) != preferred)
+        if not ranked or engine_id(ranked[0].name) != preferred:
+            _preferred_passed_over(graph, state, preferred, ranked)
     state.candidates = ranked
     state.plans = []
     state.active = None
@@ -151,6 +154,23 @@ def create_execution_plans(
             _LOG.debug("graph '%s': engine %s refuses: %s", name, engine_name, reason)
         best_first = ", ".join(e.name for e in ranked) or "none"
         _LOG.debug("graph '%s': engines that apply, best first: %s", name, best_first)
+
+
+def _preferred_passed_over(
+    graph: Graph, state: PlanState, preferred: int, ranked: list[Engine]
+) -> None:
+    """Say at INFO why the preferred engine will not run ``graph``."""
+    if not _LOG.isEnabledFor(logging.INFO):
+        return
+    refused = {engine_id(name): (name, reason) for name, reason in state.refusals}
+    if preferred in refused:
+        name, reason = refused[preferred]
+        why = f"the preferred engine {name} refuses it: {reason}"
+    else:
+        why = f"no registered engine has the preferred engine id {preferred:#018x}"
+    instead = f"the best ranked, {ranked[0].name}" if ranked else "none"
+    _LOG.info("graph '%s': %s; the engine to run it is %s", graph.get_name() or "<unnamed>",
+              why, instead)  # fmt: skip
 
 
 def check_support(graph: Graph, state: PlanState) -> None:
@@ -206,6 +226,12 @@ def build_plans(graph: Graph, state: PlanState, policy: BuildPlanPolicy | int) -
             "No execution plan could be built:\n" + "\n".join(failures),
         )
     state.active = state.plans[0]
+    preferred = graph.get_preferred_engine_id_ext()
+    first, used = state.candidates[0], state.active.engine
+    if preferred is not None and engine_id(first.name) == preferred and used is not first:
+        _LOG.info("graph '%s': the preferred engine failed to build a plan (%s); it runs on %s",
+                  graph.get_name() or "<unnamed>", failures[0].strip(),
+                  state.active.engine.name)  # fmt: skip
     if _LOG.isEnabledFor(logging.DEBUG):
         _LOG.debug("graph '%s' runs on engine %s", graph.get_name() or "<unnamed>",
                    state.active.engine.name)  # fmt: skip

@@ -1,12 +1,17 @@
 """Enumerations with hipDNN's integer values.
 
 Every enum here is an :class:`enum.IntEnum`, so ``DataType.BFLOAT16 == 3`` holds and the values
-can be written into descriptors and serialized graphs unchanged.
+can be written into descriptors and serialized graphs unchanged. A member prints as its class
+and name (``DataType.FLOAT``), as the members of hipDNN's Python enums do (nanobind enums, which
+are :class:`enum.Enum` subclasses), and so does an f-string; ``int(member)`` and ``.value`` give
+the number.
 
 Example:
     >>> from hipdnn_graph import DataType
     >>> DataType.BFLOAT16.value, DataType(1).name
     (3, 'FLOAT')
+    >>> print(DataType.FLOAT, f"{DataType.HALF}", int(DataType.HALF))
+    DataType.FLOAT DataType.HALF 2
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ __all__ = [
     "DiagonalAlignment",
     "ErrorCode",
     "HeuristicMode",
+    "HipdnnEnum",
     "MoeGroupedMatmulMode",
     "NodeType",
     "NormFwdPhase",
@@ -31,7 +37,27 @@ __all__ = [
 ]
 
 
-class ErrorCode(IntEnum):
+class HipdnnEnum(IntEnum):
+    """The base of the enums here: an :class:`enum.IntEnum` that prints as ``Class.MEMBER``.
+
+    Python 3.11 made an ``IntEnum`` member print as its number; hipDNN's bindings print the
+    name, so ``str()``, ``print()`` and ``format()`` (f-strings) give ``Class.MEMBER`` here. A
+    number is one ``int()`` or ``.value`` away.
+
+    Example:
+        >>> from hipdnn_graph import ErrorCode
+        >>> str(ErrorCode.INVALID_VALUE), f"{ErrorCode.OK}", repr(ErrorCode.OK)
+        ('ErrorCode.INVALID_VALUE', 'ErrorCode.OK', '<ErrorCode.OK: 0>')
+    """
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+    def __format__(self, format_spec: str) -> str:
+        return format(str(self), format_spec)
+
+
+class ErrorCode(HipdnnEnum):
     """hipDNN's error codes, in hipDNN's order (``OK`` is 0)."""
 
     OK = 0
@@ -53,7 +79,7 @@ class ErrorCode(IntEnum):
     NVRTC_COMPILATION_FAILED = 16
 
 
-class DataType(IntEnum):
+class DataType(HipdnnEnum):
     """Element types of tensors and of node computations."""
 
     NOT_SET = 0
@@ -83,7 +109,7 @@ class DataType(IntEnum):
     COMPLEX_FP64 = 24
 
 
-class HeuristicMode(IntEnum):
+class HeuristicMode(HipdnnEnum):
     """Heuristic modes accepted by ``Graph.create_execution_plans``."""
 
     FALLBACK = 0
@@ -92,21 +118,21 @@ class HeuristicMode(IntEnum):
     OPENSOURCE = 3
 
 
-class BuildPlanPolicy(IntEnum):
+class BuildPlanPolicy(HipdnnEnum):
     """Which ranked plans ``Graph.build_plans`` prepares."""
 
     HEURISTICS_CHOICE = 0
     ALL = 1
 
 
-class DiagonalAlignment(IntEnum):
+class DiagonalAlignment(HipdnnEnum):
     """Where the mask diagonal starts when ``seq_q != seq_kv``."""
 
     TOP_LEFT = 0
     BOTTOM_RIGHT = 1
 
 
-class AttentionImplementation(IntEnum):
+class AttentionImplementation(HipdnnEnum):
     """How hipDNN maps SDPA forward onto kernels (carried on the wire, not modelled here)."""
 
     AUTO = 0
@@ -114,7 +140,7 @@ class AttentionImplementation(IntEnum):
     UNIFIED = 2
 
 
-class NodeType(IntEnum):
+class NodeType(HipdnnEnum):
     """hipDNN's node kinds."""
 
     UNKNOWN = 0
@@ -145,12 +171,17 @@ class NodeType(IntEnum):
     RESAMPLE_BWD = 23
 
 
-class PointwiseMode(IntEnum):
+class PointwiseMode(HipdnnEnum):
     """The element-wise operation of a pointwise node (hipDNN's frontend ``PointwiseMode``).
 
     The numbers are hipDNN's and also its FlatBuffers schema's (where ``MAX`` and ``MIN`` are
     spelled ``MAX_OP`` and ``MIN_OP``). Newer hipDNN adds ``MOD``, ``POW`` and ``COS`` (48-50);
     no schema available here numbers them, so they are not mirrored.
+
+    SiLU (PyTorch's ``silu``, ``x * sigmoid(x)``) is ``SWISH_FWD`` with ``swish_beta`` unset or
+    1 (swish is ``x * sigmoid(beta * x)``), and its gradient ``SWISH_BWD``. There is no
+    ``SILU_FWD`` alias: neither hipDNN's nor cuDNN's enum has one, and an alias would print as
+    ``SWISH_FWD`` and mean SiLU only while ``swish_beta`` is 1.
     """
 
     NOT_SET = 0
@@ -203,7 +234,7 @@ class PointwiseMode(IntEnum):
     TANH_FWD = 47
 
 
-class ReductionMode(IntEnum):
+class ReductionMode(HipdnnEnum):
     """How a reduction node combines the elements it reduces (hipDNN's frontend
     ``ReductionMode``).
 
@@ -223,7 +254,7 @@ class ReductionMode(IntEnum):
     MUL_NO_ZEROS = 9
 
 
-class ConvolutionMode(IntEnum):
+class ConvolutionMode(HipdnnEnum):
     """Whether a convolution flips its kernel (hipDNN's frontend ``ConvolutionMode``, in its
     binding order).
 
@@ -236,7 +267,7 @@ class ConvolutionMode(IntEnum):
     CONVOLUTION = 1
 
 
-class NormFwdPhase(IntEnum):
+class NormFwdPhase(HipdnnEnum):
     """Whether a normalization forward node also writes the statistics its backward needs
     (hipDNN's ``NormFwdPhase``; the same numbers in its schema's ``norm_common``)."""
 
@@ -245,7 +276,7 @@ class NormFwdPhase(IntEnum):
     TRAINING = 2
 
 
-class ResampleMode(IntEnum):
+class ResampleMode(HipdnnEnum):
     """How a resample node combines each window (hipDNN's frontend ``ResampleMode``, its numbers).
 
     hipDNN's schema (``resample_common.fbs``) and backend number only ``NOT_SET`` to
@@ -261,7 +292,7 @@ class ResampleMode(IntEnum):
     NEAREST = 5
 
 
-class PaddingMode(IntEnum):
+class PaddingMode(HipdnnEnum):
     """What a resample node reads outside its input (hipDNN's frontend ``PaddingMode``).
 
     hipDNN's schema spells ``NOT_SET`` as ``PADDING_NOT_SET`` and numbers 0-2 alike;
@@ -275,7 +306,7 @@ class PaddingMode(IntEnum):
     EDGE_VAL_PAD = 3
 
 
-class MoeGroupedMatmulMode(IntEnum):
+class MoeGroupedMatmulMode(HipdnnEnum):
     """How a MoE grouped matmul routes its rows (hipDNN's frontend ``MoeGroupedMatmulMode``, in
     its binding order).
 

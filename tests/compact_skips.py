@@ -1,12 +1,12 @@
 """A pytest plugin for ``make test``: skipped tests print no progress character, and the summary
 sums the skips up by reason, one line each, instead of a line per test location.
 
-On a machine without a GPU about 800 tests (``tests/gpu``, the wire oracles without hipDNN's
-schemas) skip; with the plugin the progress stays one line per test file (``.`` for a pass,
-``F``/``E`` for a failure) and the end of the run reads, for example::
+On a machine without a GPU over a thousand tests (``tests/gpu``, the wire oracles without
+hipDNN's schemas) skip; with the plugin the progress stays one line per test file (``.`` for a
+pass, ``F``/``E`` for a failure) and the end of the run reads, for example::
 
     ==================== skipped tests, by reason ====================
-    830 skipped: needs a CUDA or ROCm device (6 files)
+    1326 skipped: needs a CUDA or ROCm device (13 files)
 
 Enable it with ``pytest -p compact_skips`` (``tests/`` is on pytest's ``pythonpath``). Expected
 failures (``xfail``) are reported as usual.

@@ -245,7 +245,7 @@ def test_backends_lists_engines_and_load_errors(
     out = capsys.readouterr().out
     assert "numpy  (hipdnn_graph_numpy_reference:create_backend)  loaded" in out
     line = next(line for line in out.splitlines() if "NUMPY_REFERENCE_ENGINE" in line)
-    assert "id 0xe722795ad5156f59" in line and "available for SDPA fwd+bwd in FLOAT" in line
+    assert "id 0xe722795ad5156f59" in line and "available for SDPA fwd+bwd, " in line
 
     real = metadata.entry_points(group=ENTRY_POINT_GROUP)
     broken = metadata.EntryPoint("broken", "no_such_plugin_module:create", ENTRY_POINT_GROUP)
@@ -363,7 +363,130 @@ def test_backends_reports_one_direction_engines_and_double(capsys: Capsys) -> No
     bwd = next(line for line in lines if "BWD_ONLY_ENGINE" in line)
     assert bwd.endswith("available for SDPA bwd only in DOUBLE")
     numpy = next(line for line in lines if "NUMPY_REFERENCE_ENGINE" in line)
-    assert numpy.endswith("available for SDPA fwd+bwd in FLOAT, HALF, BFLOAT16, DOUBLE")
+    assert "available for SDPA fwd+bwd, CONVOLUTION_FPROP, " in numpy
+    assert numpy.endswith(", RESAMPLE_BWD in FLOAT, HALF, BFLOAT16, DOUBLE")
+
+
+def test_every_family_has_probes_that_build_in_every_probed_type() -> None:
+    # a probe that failed to build would silently shrink what `backends` reports
+    from hipdnn_graph.cli_backends import PROBE_TYPES, probe_graphs
+    from hipdnn_graph.cli_probes import SDPA_PROBES, chained, probe_families
+
+    families = probe_families()
+    assert sorted([*families, "SDPA_FWD", "SDPA_BWD"]) == sorted(
+        t.name for t in hg.NodeType if t != hg.NodeType.UNKNOWN
+    )
+    expected = [*SDPA_PROBES]
+    for family in families:
+        expected += [family, chained(family)]
+    probes = probe_graphs()
+    assert list(probes) == list(PROBE_TYPES)
+    for io, graphs in probes.items():
+        assert list(graphs) == expected, io
+        for family in families:
+            assert [n.get_node_type().name for n in graphs[family].nodes] == [family]
+            chain = [n.get_node_type().name for n in graphs[chained(family)].nodes]
+            assert chain == [family, "POINTWISE"]
+            assert graphs[family].get_io_data_type() == io
+
+
+def test_backends_probes_an_engine_with_the_families_it_declares(capsys: Capsys) -> None:
+    # A user's layernorm plugin is asked about layernorm graphs only, and listed as available
+    # for them (it was "unavailable" when every engine was probed with attention graphs).
+    asked: list[set[str]] = []
+
+    class LayernormEngine:
+        name, priority, array_kind = "USER_LAYERNORM_ENGINE", 50, "numpy"
+        node_types = frozenset({hg.NodeType.LAYER_NORM})
+
+        def check(self, graph: hg.Graph) -> Support:
+            asked.append({n.get_node_type().name for n in graph.nodes})
+            if graph.get_io_data_type() == hg.DataType.DOUBLE:
+                return Support.no("no DOUBLE kernel")
+            return Support.yes()
+
+        def workspace_size(self, graph: hg.Graph) -> int:
+            return 0
+
+        def build_plan(self, graph: hg.Graph) -> None:
+            raise AssertionError("never built")
+
+    class FusingEngine(LayernormEngine):
+        # takes a matmul only when a pointwise node follows it, as the torch fusion engine does
+        name = "USER_FUSING_ENGINE"
+        node_types = frozenset({hg.NodeType.MATMUL, hg.NodeType.POINTWISE})
+
+        def check(self, graph: hg.Graph) -> Support:
+            if len(graph.nodes) < 2:
+                return Support.no("a single node has nothing to fuse")
+            return Support.yes()
+
+    class UserBackend:
+        name = "user"
+
+        def engines(self) -> list[LayernormEngine]:
+            return [LayernormEngine(), FusingEngine()]
+
+    with isolated_registry() as registry:
+        registry.register(UserBackend())
+        assert main(["backends"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    line = next(line for line in lines if "USER_LAYERNORM_ENGINE" in line)
+    assert line.endswith("priority 50  available for LAYER_NORM in FLOAT, HALF, BFLOAT16")
+    assert asked and all(kinds == {"LAYER_NORM"} for kinds in asked)
+    fusing = next(line for line in lines if "USER_FUSING_ENGINE" in line)
+    assert fusing.endswith(
+        "available for POINTWISE+POINTWISE, MATMUL+POINTWISE in FLOAT, HALF, BFLOAT16, DOUBLE"
+    )
+
+
+def test_backends_says_why_an_engine_accepts_no_probe(capsys: Capsys) -> None:
+    class NoneEngine:
+        name, priority, array_kind = "NOTHING_ENGINE", 50, "numpy"
+        node_types = frozenset({hg.NodeType.REDUCTION})
+
+        def check(self, graph: hg.Graph) -> Support:
+            return Support.no("reductions need a GPU here")
+
+        def workspace_size(self, graph: hg.Graph) -> int:
+            return 0
+
+        def build_plan(self, graph: hg.Graph) -> None:
+            raise AssertionError("never built")
+
+    class NoneBackend:
+        name = "none"
+
+        def engines(self) -> list[NoneEngine]:
+            return [NoneEngine()]
+
+    with isolated_registry() as registry:
+        registry.register(NoneBackend())
+        assert main(["backends"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if "NOTHING" in line)
+    assert line.endswith("unavailable: reductions need a GPU here")
+
+
+def test_backends_lists_the_torch_family_engines_as_available(
+    capsys: Capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch = pytest.importorskip("torch")
+    # the fusion engine compiles on the CPU only when asked (autotune, or preferred by name)
+    monkeypatch.setenv("HIPDNN_GRAPH_TORCH_FUSION_AUTOTUNE", "1")
+    assert main(["backends"]) in (0, 1)  # 1 only for a plugin that failed to load
+    lines = capsys.readouterr().out.splitlines()
+    eager = next(line for line in lines if "TORCH_EAGER_ENGINE" in line)
+    assert "available for CONVOLUTION_FPROP, " in eager and ", MATMUL, " in eager
+    fusion = next(line for line in lines if "TORCH_FUSION_ENGINE" in line)
+    assert "available for CONVOLUTION_FPROP+POINTWISE, " in fusion
+    assert ", MATMUL+POINTWISE, " in fusion
+    if not torch.cuda.is_available():  # by default it says why it leaves the CPU to eager
+        monkeypatch.delenv("HIPDNN_GRAPH_TORCH_FUSION_AUTOTUNE")
+        assert main(["backends"]) in (0, 1)
+        lines = capsys.readouterr().out.splitlines()
+        fusion = next(line for line in lines if "TORCH_FUSION_ENGINE" in line)
+        assert "unavailable: " in fusion
+        assert "on the CPU compiling does not pay by default" in fusion
 
 
 def test_convert_escapes_the_paths_it_prints(

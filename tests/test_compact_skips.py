@@ -64,3 +64,32 @@ def test_skips_are_summed_up_by_reason(tmp_path: Path) -> None:
 def test_without_the_plugin_every_skip_prints(tmp_path: Path) -> None:
     out = _pytest(tmp_path, "-q")
     assert "s" * 40 in out and "skipped tests, by reason" not in out
+
+
+def test_gpu_tests_skip_for_one_reason_without_a_device() -> None:
+    # files whose own conditions word it differently (two devices, CUDA's cuDNN) skip, on a
+    # machine without a GPU, for the one reason tests/gpu/conftest.py gives (issue 41 item 23)
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has a GPU: the GPU tests run")
+    files = [
+        "test_context_parallel_gpu.py",
+        "test_cudnn_frontend_gpu.py",
+        "test_torch_kernels_gpu.py",
+    ]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+         *(str(TESTS / "gpu" / f) for f in files)],
+        capture_output=True, text=True, timeout=300, cwd=TESTS.parent,
+    )  # fmt: skip
+    reasons = {
+        line.rsplit(": ", 1)[1] for line in result.stdout.splitlines() if line.startswith("SKIPPED")
+    }
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert reasons == {"needs a CUDA or ROCm device"}

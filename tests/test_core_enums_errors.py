@@ -168,3 +168,51 @@ def test_errors_pickle_round_trip(err: HipdnnError) -> None:
     back = pickle.loads(pickle.dumps(err))
     assert type(back) is type(err)
     assert (back.code, back.message) == (err.code, err.message)
+
+
+# ----- enums print their names (issue 41 item 21) ----------------------------------------------
+
+#: every enum users meet, the core's and hipDNN's Python API's own
+_PRINTED_ENUMS = [
+    getattr(hg.types, name)
+    for name in (
+        "ErrorCode", "DataType", "HeuristicMode", "BuildPlanPolicy", "DiagonalAlignment",
+        "AttentionImplementation", "NodeType", "PointwiseMode", "ReductionMode",
+        "ConvolutionMode", "NormFwdPhase", "ResampleMode", "PaddingMode", "MoeGroupedMatmulMode",
+    )
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("enum", _PRINTED_ENUMS, ids=lambda e: e.__name__)
+def test_enum_members_print_as_class_dot_name(enum: type[int]) -> None:
+    # hipDNN's nanobind enums are enum.Enum subclasses: str() is "DataType.FLOAT", not "1"
+    for member in enum:  # type: ignore[attr-defined]
+        expected = f"{enum.__name__}.{member.name}"
+        assert str(member) == expected
+        assert f"{member}" == expected
+        assert "%s" % member == expected  # noqa: UP031 (the %-operator is what is tested)
+        assert f"{member:>40}" == expected.rjust(40)
+        assert repr(member) == f"<{expected}: {member.value}>"
+        assert int(member) == member.value  # still an IntEnum: numbers compare and convert
+        assert enum(int(member)) is member
+
+
+def test_frontend_enums_print_as_class_dot_name(capsys: pytest.CaptureFixture[str]) -> None:
+    from hipdnn_graph import frontend
+
+    print(hg.DataType.FLOAT, frontend.TimingQuality.UNSTALLED, frontend.BehaviorNote(2))
+    assert capsys.readouterr().out == (
+        "DataType.FLOAT TimingQuality.UNSTALLED BehaviorNote.SUPPORTS_GRAPH_CAPTURE\n"
+    )
+
+
+def test_enum_in_an_error_message_reads_as_its_name() -> None:
+    err = HipdnnError(ErrorCode.INVALID_VALUE, f"bad type {DataType.FP8_E4M3}")
+    assert str(err) == "bad type DataType.FP8_E4M3"
+    assert DataType.FLOAT + 1 == 2 and int(DataType.HALF) == 2
+
+
+def test_silu_is_swish_fwd_and_documented_not_aliased() -> None:
+    # neither hipDNN's nor cuDNN's PointwiseMode has SILU; SiLU is SWISH_FWD with swish_beta 1
+    assert not hasattr(hg.PointwiseMode, "SILU_FWD")
+    assert "SiLU" in (hg.PointwiseMode.__doc__ or "")

@@ -197,3 +197,14 @@ def test_no_page_cites_a_file_missing_from_the_repository(site: Path) -> None:
             if cited not in names:
                 missing.setdefault(cited, []).append(str(page.relative_to(site)))
     assert missing == {}
+
+
+def test_graph_reference_page_shows_every_public_graph_method(site: Path) -> None:
+    # build, run, execute, serialize, to_json, get_plan_name and every family's builder were
+    # missing from the page (issue 41 item 16): each public member of Graph has its entry
+    page = (site / "api" / "graph" / "index.html").read_text()
+    documented = set(re.findall(r'id="hipdnn_graph\.[\w.]+\.(\w+)"', page))
+    public = {name for name in dir(hg.Graph) if not name.startswith("_")}
+    assert public - documented == set()
+    for name in ("build", "run", "execute", "serialize", "to_json", "get_plan_name", "summary"):
+        assert name in documented

@@ -119,3 +119,73 @@ def test_the_torch_ops_cache_lists_its_graphs_with_their_engines(caplog: Any) ->
     assert len(built) == 3 and built[0].startswith(first + "(2, 4, 6, 8)")
     graph_cache().clear()
     assert cached_graphs() == []
+
+
+# ----- a preferred engine that is not used is said at INFO (issue 41 item 23) --------------------
+
+
+class _Engine:
+    priority, array_kind = 0, "numpy"
+
+    def __init__(self, name: str, refuse: str | None = None, fail: str | None = None) -> None:
+        self.name, self.refuse, self.fail = name, refuse, fail
+
+    def check(self, graph: Any) -> Any:
+        return hg.backend.Support.no(self.refuse) if self.refuse else hg.backend.Support.yes()
+
+    def workspace_size(self, graph: Any) -> int:
+        return 0
+
+    def build_plan(self, graph: Any) -> Any:
+        raise RuntimeError(self.fail)
+
+
+def _build_with(engine: _Engine, preferred: str | int, caplog: Any) -> tuple[hg.Graph, list[str]]:
+    from hipdnn_graph_numpy_reference import create_backend
+
+    class Backend:
+        name = "picky"
+
+        def engines(self) -> list[Any]:
+            return [engine]
+
+    with hg.backend.isolated_registry(load_entry_points=False):
+        hg.register_backend(Backend())
+        hg.register_backend(create_backend())
+        with caplog.at_level(logging.INFO, logger="hipdnn_graph"):
+            g = _graph().set_preferred_engine_id_ext(preferred)
+            g.build()
+    return g, [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+
+
+def test_a_preferred_engine_that_refuses_is_said_at_info(caplog: Any) -> None:
+    engine = _Engine("PICKY_ENGINE", refuse="only likes other graphs")
+    g, said = _build_with(engine, "PICKY_ENGINE", caplog)
+    assert g.get_plan_name() == "NUMPY_REFERENCE_ENGINE"
+    assert said == [
+        "graph 'observed': the preferred engine PICKY_ENGINE refuses it: only likes other "
+        "graphs; the engine to run it is the best ranked, NUMPY_REFERENCE_ENGINE"
+    ]
+
+
+def test_an_unknown_preferred_engine_id_is_said_at_info(caplog: Any) -> None:
+    g, said = _build_with(_Engine("PICKY_ENGINE", refuse="no"), 0x1234, caplog)
+    assert g.get_plan_name() == "NUMPY_REFERENCE_ENGINE"
+    assert said == [
+        "graph 'observed': no registered engine has the preferred engine id 0x0000000000001234; "
+        "the engine to run it is the best ranked, NUMPY_REFERENCE_ENGINE"
+    ]
+
+
+def test_a_preferred_engine_that_fails_to_build_is_said_at_info(caplog: Any) -> None:
+    g, said = _build_with(_Engine("FLAKY_ENGINE", fail="no kernel today"), "FLAKY_ENGINE", caplog)
+    assert g.get_plan_name() == "NUMPY_REFERENCE_ENGINE"
+    assert said == [
+        "graph 'observed': the preferred engine failed to build a plan (FLAKY_ENGINE: "
+        "RuntimeError: no kernel today); it runs on NUMPY_REFERENCE_ENGINE"
+    ]
+
+
+def test_a_preferred_engine_that_runs_the_graph_says_nothing_at_info(caplog: Any) -> None:
+    g, said = _build_with(_Engine("PICKY_ENGINE", refuse="no"), "NUMPY_REFERENCE_ENGINE", caplog)
+    assert g.get_plan_name() == "NUMPY_REFERENCE_ENGINE" and said == []

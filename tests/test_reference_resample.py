@@ -300,3 +300,21 @@ def test_a_pooling_and_its_backward_run_on_the_engine(io, compute, mode) -> None
     assert_close(got[y], want.detach().numpy(), io, compute, terms=int(np.prod(window)))
     want.backward(torch.tensor(got[y].astype(np.float64)))  # the stored Y is the DY read
     assert_close(got[dx], xt.grad.numpy(), io, compute, terms=int(np.prod(window)))
+
+
+@pytest.mark.filterwarnings("error")
+def test_sums_past_the_range_and_infinities_give_ieee_answers_without_warnings() -> None:
+    # NumPy's RuntimeWarnings (overflow in add, invalid value in add) reached users of the
+    # reference (issue 41 item 23): the answers are IEEE's, in the compute type, silently
+    members = _members([1, 2], [1, 2], [0, 0], [0, 0])
+    big, inf = 1.7e308, np.inf
+    x = np.array([[[[big, big, inf, -inf, np.nan, 1.0]]]])
+    for mode in (M.AVGPOOL_INCLUDE_PADDING, M.AVGPOOL_EXCLUDE_PADDING):
+        node = _fwd_node([1, 1, 1, 6], mode, P.ZERO_PAD, members)
+        y = run_resample_fwd(node, {"X": x})["Y"].ravel()
+        assert y[0] == inf and np.isnan(y[1]) and np.isnan(y[2])
+        back = _bwd_node([1, 1, 1, 3], [1, 1, 1, 6], mode, P.ZERO_PAD, members)
+        dx = run_resample_bwd(back, {"DY": np.array([[[[inf, -inf, big]]]])})["DX"].ravel()
+        assert dx.tolist() == [inf, inf, -inf, -inf, big / 2, big / 2]
+    node = _fwd_node([1, 1, 1, 6], M.MAXPOOL, P.ZERO_PAD, members)
+    assert run_resample_fwd(node, {"X": x})["Y"].ravel().tolist() == [big, inf, 1.0]

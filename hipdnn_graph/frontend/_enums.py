@@ -11,12 +11,12 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
+from ..types import HipdnnEnum
 
 __all__ = ["AttentionImplementation", "BehaviorNote", "PluginLoadingMode", "TimingQuality"]
 
 
-class AttentionImplementation(IntEnum):
+class AttentionImplementation(HipdnnEnum):
     """Which SDPA implementation to prefer (a hint; every value runs on hipdnn-graph's engines)."""
 
     AUTO = 0
@@ -24,7 +24,7 @@ class AttentionImplementation(IntEnum):
     UNIFIED = 2
 
 
-class BehaviorNote(IntEnum):
+class BehaviorNote(HipdnnEnum):
     """Engine behaviour notes (hipdnn-graph's engines declare none)."""
 
     RUNTIME_COMPILATION = 0
@@ -34,14 +34,14 @@ class BehaviorNote(IntEnum):
     SUPPORTS_EXECUTION_PLAN_SERIALIZATION = 4
 
 
-class PluginLoadingMode(IntEnum):
+class PluginLoadingMode(HipdnnEnum):
     """How :func:`~hipdnn_graph.frontend.set_engine_plugin_paths` treats the loaded plugins."""
 
     ADDITIVE = 0
     ABSOLUTE = 1
 
 
-class TimingQuality(IntEnum):
+class TimingQuality(HipdnnEnum):
     """How :meth:`~hipdnn_graph.frontend.Graph.execute_timed_ext` measured."""
 
     INVALID = 0

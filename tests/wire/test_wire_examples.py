@@ -47,3 +47,14 @@ def test_json_reader_accepts_whitespace_and_any_key_order() -> None:
         {k: doc[k] for k in sorted(doc, reverse=True)}, indent=2, ensure_ascii=True
     )
     assert hg.Graph.from_json(shuffled).to_json() == text
+
+
+def test_example_data_files_are_what_the_oracle_writes(cpp_oracles: list[CppOracle]) -> None:
+    # examples/data/*.bin and *.hdgp are hipDNN-made (tests/wire/make_example_data.py): every
+    # C++ oracle this machine builds writes them byte for byte, and the JSON beside them is B8.1
+    from make_example_data import EXAMPLES, SOURCE, made_by
+
+    assert SOURCE.read_text(encoding="utf-8").rstrip("\n") == b8(1)
+    for cpp in cpp_oracles:
+        for name, data in made_by(cpp).items():
+            assert (EXAMPLES / name).read_bytes() == data, (cpp.toolchain.name, name)

@@ -16,6 +16,10 @@ padding), windows scanned in row-major order of ``k``:
   flattened index (cast to INDEX's type) equals ``INDEX[o]``; for the averages, ``DY[o]`` over
   the forward's divisor to every real position of its window.
 
+Sums run in the compute type with IEEE's answers and no NumPy warning: a sum past the type's
+range is ±inf, ``inf + -inf`` and NaN inputs give NaN (as the pointwise and reduction references
+do).
+
 ``BILINEAR``, ``NEAREST`` and ``EDGE_VAL_PAD`` are hipDNN's cuDNN-compatibility members: hipDNN
 defines no math for them (its packers refuse them and its schema has no number for them), so
 the reference refuses them, as it does ``NOT_SET``.
@@ -278,6 +282,11 @@ def run_resample_fwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarr
         HipdnnError: ``GRAPH_NOT_SUPPORTED`` for a mode or compute type the reference does not
             define; ``INVALID_VALUE`` for an input of the wrong shape or members that do not fit.
     """
+    with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN are IEEE's own answers
+        return _resample_fwd(node, inputs)
+
+
+def _resample_fwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarray[Any, Any]]:
     dtype = _prepare(node)
     slots = node.attributes.tensors_by_slot()
     x = _input(node, inputs, "X", dtype)
@@ -327,6 +336,11 @@ def run_resample_bwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarr
             define; ``INVALID_VALUE`` for an input of the wrong shape, a ``MAXPOOL`` node without
             INDEX, or members that do not fit.
     """
+    with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN are IEEE's own answers
+        return _resample_bwd(node, inputs)
+
+
+def _resample_bwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarray[Any, Any]]:
     dtype = _prepare(node)
     slots = node.attributes.tensors_by_slot()
     dy = _input(node, inputs, "DY", dtype)
