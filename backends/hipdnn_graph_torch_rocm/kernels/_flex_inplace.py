@@ -158,10 +158,10 @@ def stores_into_destinations() -> Iterator[list[str]]:
             lowerings[hop] = original
 
 
-#: elements compared at a time: the float64 copies and masks of a chunk (a few hundred MiB)
+#: elements compared at a time: the float64 copies and masks of a chunk (some 250 MiB in all)
 #: stand in for those of a whole output (a [1,4,16384,16384] dBias has 2**30 elements: tens of
 #: GiB in float64, which ran an 80 GB card out of memory while the kernel was built)
-CHUNK = 1 << 24
+CHUNK = 1 << 22
 
 
 def _chunks(*tensors: torch.Tensor) -> Iterator[tuple[torch.Tensor, ...]]:
