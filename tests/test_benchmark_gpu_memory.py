@@ -4,16 +4,27 @@ with a stand-in for ``torch.cuda`` (its figures on a GPU come from the benchmark
 from __future__ import annotations
 
 import gc
-import sys
+import importlib.util
 import types
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_memory.py"
 
-from gpu_memory import GIB, config_memory
+
+def _load() -> Any:
+    spec = importlib.util.spec_from_file_location("gpu_memory", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+gpu_memory = _load()
+GIB = gpu_memory.GIB
+config_memory = gpu_memory.config_memory
 
 
 class _Cuda:
@@ -59,7 +70,7 @@ def test_one_line_per_configuration_with_before_peak_and_after(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     log: list[str] = []
-    monkeypatch.setattr(gc, "collect", lambda: log.append("gc") or 0)
+    monkeypatch.setattr(gc, "collect", lambda: log.append("gc") or 0)  # the module's gc
     torch = _torch(log)
     torch.cuda.alloc(GIB)  # left by an earlier configuration
     lines: list[str] = []
