@@ -32,6 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from gpu_memory import config_memory
 from torch_flex import CONFIGS, FLEX, TOKENS, D, H, _graph, _visible, interleaved
 
 import hipdnn_graph as hg
@@ -126,7 +127,8 @@ def row(name: str) -> dict[str, Any]:
     eager_pack.update({eager_t[n]: v for n, v in outs.items()})
     fns["eager"] = lambda: eager_g.execute(eager_pack)
     try:
-        fns["direct"] = direct_cudnn(x, opt, {n: torch.empty_like(v) for n, v in outs.items()})
+        # into the same outputs: at 16k a second dBias would be 8 GiB more
+        fns["direct"] = direct_cudnn(x, opt, outs)
     except Exception as exc:
         r["direct_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
     flex_g, flex_t = _graph(sq, skv, b, kw, opt)
@@ -194,11 +196,12 @@ def main() -> None:
           "| execute/direct | flex engine |")  # fmt: skip
     print("|---" * 8 + "|")
     for name in QUICK if args.quick else NAMES:
-        torch.cuda.empty_cache()
-        try:
-            r = row(name)
-        except Exception as exc:  # a failing configuration is a finding: report, go on
-            r = {"config": name, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        with config_memory(name, torch) as mem:
+            try:
+                r = row(name)
+            except Exception as exc:  # a failing configuration is a finding: report, go on
+                r = {"config": name, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        r.update(mem)
         rows.append(r)
         if "error" in r:
             print(f"| {name} | error: {r['error']} |", flush=True)

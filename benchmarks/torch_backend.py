@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from gpu_memory import config_memory
 
 import hipdnn_graph as hg
 
@@ -379,8 +380,12 @@ def main() -> None:
     configs = [(d, s, c) for d in (64, 128) for s in (1024, 4096, 16384) for c in (False, True)]
     if args.quick:
         configs = [(128, 4096, False), (64, 1024, True)]
-    rows = [row(d, s, c) for d, s, c in configs]
-    rows += [row(64, 4096, c, hk_ratio=4) for c in (False, True)]
+    rows = []
+    for d, s, c, hk_ratio in [*((d, s, c, 1) for d, s, c in configs),
+                              *((64, 4096, c, 4) for c in (False, True))]:  # fmt: skip
+        with config_memory(f"D={d} S={s} causal={c} Hk:H=1:{hk_ratio}", torch) as mem:
+            r = row(d, s, c, hk_ratio=hk_ratio)
+        rows.append({**r, **mem})
     print(
         "| D | S | causal | Hk:H | engine | execute TFLOP/s | run TFLOP/s | cuDNN | flash | "
         "efficient | execute ratio | run ratio | aten+copy ratio | replayed aten+copy ratio | "

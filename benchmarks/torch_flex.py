@@ -43,6 +43,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from gpu_memory import config_memory
+
 import hipdnn_graph as hg
 
 BF16 = torch.bfloat16
@@ -285,15 +287,16 @@ def run(quick: bool, with_math: bool = True, only: list[str] | None = None) -> l
           "execute/direct | math TFLOP/s | execute vs math | replayed |")  # fmt: skip
     print("|---" * 11 + "|")
     for name in names:
-        torch.cuda.empty_cache()
-        try:
-            r = row(name, with_math)
-        except Exception as e:  # report and go on: one failing configuration is a finding
-            r = {"config": name, "error": f"{type(e).__name__}: {str(e)[:300]}"}
-            print(f"| {name} | error: {r['error']} |", flush=True)
-            rows.append(r)
-            continue
+        with config_memory(name, torch) as mem:
+            try:
+                r = row(name, with_math)
+            except Exception as e:  # report and go on: one failing configuration is a finding
+                r = {"config": name, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        r.update(mem)
         rows.append(r)
+        if "error" in r:
+            print(f"| {name} | error: {r['error']} |", flush=True)
+            continue
         maths = (f"{r['math_tflops']:.0f} | {r['vs_math']:.1f}x" if "math_tflops" in r
                  else "— | —")  # fmt: skip
         mode = r["backward_mode"] + (f", stores {'/'.join(r['stored_in_place'])}"

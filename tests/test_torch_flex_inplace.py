@@ -355,3 +355,59 @@ def test_every_storing_run_is_checked() -> None:
     assert inplace.disagreement(same, [[_t(1.0)], [_t(1.5)]], ["dq"]) is not None
     with pytest.raises(ValueError, match="two copying runs"):
         inplace.disagreement(same[:1], [[_t(1.0)]], ["dq"])
+
+
+def _whole_spread(a: Any, b: Any) -> float:
+    """The comparison done on whole tensors at once (what the chunks must reproduce)."""
+    x, y = a.double(), b.double()
+    if x.shape != y.shape or not torch.equal(torch.isnan(x), torch.isnan(y)):
+        return math.inf
+    x, y = x.nan_to_num(0.0), y.nan_to_num(0.0)
+    finite = torch.isfinite(x)
+    return float((x[finite] - y[finite]).abs().max()) if bool(finite.any()) else 0.0
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 24])
+def test_spreads_and_magnitudes_chunk_by_chunk_equal_the_whole_tensors(
+    chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inplace, "CHUNK", chunk)
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(3, 5, 11, generator=g)
+    b = a + 1e-3 * torch.randn(3, 5, 11, generator=g)
+    b.view(-1)[150] += 0.25  # the largest difference, in a late chunk
+    assert inplace._spread(a, b) == _whole_spread(a, b) == pytest.approx(0.25, abs=0.01)
+    assert inplace._magnitude(a) == float(a.abs().max())
+    a[2, 4, 10] = b[2, 4, 10] = math.inf  # same infinity in the last place: no difference
+    assert inplace._spread(a, b) == _whole_spread(a, b)
+    a[0, 0, 3], b[0, 0, 3] = math.nan, math.nan
+    assert inplace._spread(a, b) == _whole_spread(a, b)
+    assert inplace._magnitude(a) == float(a[torch.isfinite(a)].abs().max())
+    c = b.clone()
+    c[2, 4, 9] = math.nan  # a NaN where the other has none: inf, however late
+    assert inplace._spread(a, c) == math.inf
+    c = b.clone()
+    c[2, 4, 10] = -math.inf  # an infinity of the other sign
+    assert inplace._spread(a, c) == _whole_spread(a, c) == math.inf
+    assert inplace._spread(a, b[:2]) == math.inf  # other shapes
+    empty = torch.full((4,), math.nan)
+    assert inplace._spread(empty, empty.clone()) == 0.0
+    assert inplace._magnitude(empty) == 0.0
+
+
+def test_spreads_convert_one_chunk_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The float64 copies are of a chunk, never of the whole output."""
+    monkeypatch.setattr(inplace, "CHUNK", 16)
+    converted: list[int] = []
+    double = torch.Tensor.double
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        converted.append(self.numel())
+        return double(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "double", counting)
+    a = torch.randn(100)
+    inplace._spread(a, a + 1)
+    inplace._magnitude(a)
+    assert converted and max(converted) == 16
+    assert sum(converted) == 300  # both tensors of the spread, then the magnitude's one

@@ -13,6 +13,9 @@ a replayed execute, only cuDNN's workspace during an eager one); bad buffers ref
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
+import textwrap
 import zlib
 from typing import Any
 
@@ -306,3 +309,45 @@ def test_host_buffers_are_refused_with_a_hipdnn_error() -> None:
         g.execute({t[n]: v for n, v in x.items()})
     assert err.value.code == hg.ErrorCode.GRAPH_EXECUTION_FAILED
     assert "CUDA tensors" in str(err.value)
+
+
+#: a script that runs the engine (a graph kept in a global, as scripts keep them) and the torch
+#: op, then exits: every object of cudnn-frontend's is still referenced when it ends
+_EXIT_SCRIPT = textwrap.dedent(
+    """
+    import torch
+    import hipdnn_graph as hg
+    import hipdnn_graph.torch as hgt
+
+    g = hg.Graph(io_data_type=hg.DataType.BFLOAT16, intermediate_data_type=hg.DataType.FLOAT,
+                 compute_data_type=hg.DataType.FLOAT)
+    t = {n: g.tensor(name=n, dim=[1, 2, 128, 64]) for n in ("Q", "K", "V", "O", "dO")}
+    t["Stats"] = g.tensor(name="Stats", dim=[1, 2, 128, 1], data_type=hg.DataType.FLOAT)
+    grads = g.sdpa_backward(*(t[n] for n in ("Q", "K", "V", "O", "dO", "Stats")),
+                            use_causal_mask=True)
+    for x in grads:
+        x.set_output(True)
+    g.set_preferred_engine_id_ext("CUDNN_FRONTEND_ENGINE").build()
+    pack = {t[n]: torch.randn(t[n].dim, device="cuda", dtype=torch.bfloat16)
+            for n in ("Q", "K", "V", "O", "dO")}
+    pack[t["Stats"]] = torch.rand(t["Stats"].dim, device="cuda") + 5
+    pack.update({x: torch.empty(x.dim, device="cuda", dtype=torch.bfloat16) for x in grads})
+    for _ in range(3):  # eager, captured, replayed
+        g.execute(pack)
+    q = torch.randn(1, 2, 128, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    hgt.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+    torch.cuda.synchronize()
+    print(g.get_plan_name())
+    """
+)
+
+
+def test_a_script_that_ran_the_engine_exits_without_nanobind_leak_reports() -> None:
+    """cudnn-frontend's nanobind extension reports every object of its types still alive at
+    exit (some 40 "leaked ..." lines on stderr); the engine releases its objects first."""
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_SCRIPT], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [ENGINE]
+    assert [line for line in done.stderr.splitlines() if "leaked" in line] == []

@@ -321,3 +321,18 @@ def test_padding_plans_replay_and_read_new_lengths_in_place() -> None:
     run_with([64, 128], [160, 90])  # replayed, with new lengths in the same buffers
     run_with([128, 1], [3, 160])
     assert plan.replay.captures == 1
+
+
+def test_the_build_check_compares_large_outputs_in_a_chunks_memory() -> None:
+    """The copying/storing agreement check of a flex build compares outputs in float64 a chunk
+    at a time: a [1,4,16384,16384] dBias once took tens of GiB of temporaries (issue 35)."""
+    from hipdnn_graph_torch_rocm.kernels import _flex_inplace as inplace
+
+    a = torch.randn(2**28, device="cuda")  # 1 GiB: 2 GiB in float64
+    b = a + 2.0**-10
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    assert inplace._spread(a, b) == pytest.approx(2.0**-10, rel=1e-3)
+    assert inplace._magnitude(a) == float(a.abs().max())
+    assert torch.cuda.max_memory_allocated() - base < 2**29  # < 512 MiB above the inputs

@@ -26,6 +26,7 @@ from hipdnn_graph.errors import HipdnnError
 
 from .._sdpa_support import common_refusal, flex_accepts
 from ..replay import CudaGraphReplay
+from . import lifetime
 from .node_graph import CudnnNodeGraph, build_node_graph
 from .rules import ENGINE_NAME, PRIORITY, environment_refusal, flex_deferral, node_refusal
 
@@ -86,6 +87,7 @@ class CudnnFrontendPlan:
         #: repeated calls on the same buffers replay a captured CUDA graph (pass-by-value
         #: numbers are part of the key, so a new value captures anew)
         self.replay = CudaGraphReplay(output_uids)
+        self.released = False
 
     def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
         self.execute_at(variant_pack, workspace, None)
@@ -101,7 +103,19 @@ class CudnnFrontendPlan:
         ):
             self._run(pack, workspace, _device_of(pack))
 
+    def release(self) -> None:
+        """Drop the cuDNN graphs (at interpreter exit, :mod:`.lifetime`): an eager run then
+        raises ``HipdnnError``; a captured CUDA graph replays on without them."""
+        self.released = True
+        for step in self.steps:
+            step.release()
+
     def _run(self, pack: dict[int, Any], workspace: Any, device: Any) -> None:
+        if self.released:
+            raise HipdnnError(
+                hg.ErrorCode.GRAPH_EXECUTION_FAILED,
+                f"{ENGINE_NAME}: the plan's cuDNN graphs were released at interpreter exit",
+            )
         import torch
 
         from .handles import handle_for_current_stream
@@ -187,6 +201,7 @@ class CudnnFrontendEngine:
     def __init__(self) -> None:
         self._built: OrderedDict[tuple[Any, ...], CudnnNodeGraph] = OrderedDict()
         self._lock = threading.Lock()
+        lifetime.hold(self)
 
     def __repr__(self) -> str:
         return f"CudnnFrontendEngine({self.name})"
@@ -215,6 +230,11 @@ class CudnnFrontendEngine:
                 return Support.no(f"node '{p.name}': cuDNN cannot run it: {text}")
         return Support.yes()
 
+    def release(self) -> None:
+        """Forget the built cuDNN graphs (at interpreter exit, :mod:`.lifetime`)."""
+        with self._lock:
+            self._built.clear()
+
     def workspace_size(self, graph: hg.Graph) -> int:
         return 0
 
@@ -231,7 +251,9 @@ class CudnnFrontendEngine:
         outputs = frozenset(
             t.get_uid() for t in graph.graph_tensors() if id(t) in produced and not t.is_virtual
         )
-        return CudnnFrontendPlan(steps, virtual, outputs)
+        plan = CudnnFrontendPlan(steps, virtual, outputs)
+        lifetime.hold(plan)
+        return plan
 
     def _node_graph(self, p: SdpaProblem) -> CudnnNodeGraph:
         import torch

@@ -1,11 +1,15 @@
-"""cuDNN handles: one per CUDA device, created on first use, run on torch's current stream."""
+"""cuDNN handles: one per CUDA device, created on first use, run on torch's current stream,
+destroyed at interpreter exit (:mod:`.lifetime`)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
-__all__ = ["handle_for_current_stream", "handle_for_device"]
+from . import lifetime
+
+__all__ = ["destroy_handles", "handle_for_current_stream", "handle_for_device"]
 
 _HANDLES: dict[int, Any] = {}
 _LOCK = threading.Lock()
@@ -24,6 +28,8 @@ def handle_for_device(index: int) -> Any:
                 with torch.cuda.device(index):
                     handle = cudnn.create_handle()
                 _HANDLES[index] = handle
+        # after `import cudnn`: the release runs before cudnn-frontend's own exit handlers
+        lifetime.watch(destroy_handles)
     return handle
 
 
@@ -37,3 +43,18 @@ def handle_for_current_stream(device: Any) -> Any:
     handle = handle_for_device(index)
     cudnn.set_stream(handle, torch.cuda.current_stream(index).cuda_stream)
     return handle
+
+
+def destroy_handles() -> None:
+    """Destroy every handle made here (the next use makes a new one). A handle that cannot be
+    destroyed (CUDA already torn down) is dropped all the same."""
+    with _LOCK:
+        handles = list(_HANDLES.values())
+        _HANDLES.clear()
+    if not handles:
+        return
+    import cudnn
+
+    for handle in handles:
+        with contextlib.suppress(Exception):  # at exit, CUDA may be gone already
+            cudnn.destroy_handle(handle)

@@ -56,7 +56,7 @@ class CudnnNodeGraph:
     """A built cuDNN graph for one node, and how to feed it per call.
 
     Attributes:
-        graph: the cudnn-frontend graph (plans built).
+        graph: the cudnn-frontend graph (plans built); ``None`` once released.
         uids: the uid of every tensor cuDNN reads or writes, in the order ``execute`` passes
             their buffers.
         sources: per uid in ``uids``: ``None`` (the variant pack's buffer as it is) or a
@@ -73,6 +73,10 @@ class CudnnNodeGraph:
     fixup: Callable[[Mapping[int, Any]], None] | None = None
     #: host tensors made once (constant pass-by-value scalars), kept alive with the graph
     constants: dict[int, Any] = field(default_factory=dict)
+
+    def release(self) -> None:
+        """Drop the cuDNN graph (its plan's release, at interpreter exit: :mod:`.lifetime`)."""
+        self.graph = None
 
     def buffers(self, pack: Mapping[int, Any]) -> tuple[Any, ...]:
         return tuple(

@@ -158,26 +158,47 @@ def stores_into_destinations() -> Iterator[list[str]]:
             lowerings[hop] = original
 
 
+#: elements compared at a time: the float64 copies and masks of a chunk (some 250 MiB in all)
+#: stand in for those of a whole output (a [1,4,16384,16384] dBias has 2**30 elements: tens of
+#: GiB in float64, which ran an 80 GB card out of memory while the kernel was built)
+CHUNK = 1 << 22
+
+
+def _chunks(*tensors: torch.Tensor) -> Iterator[tuple[torch.Tensor, ...]]:
+    """The tensors' elements in row-major order, :data:`CHUNK` at a time, as float64."""
+    flat = [t.detach().reshape(-1) for t in tensors]
+    for start in range(0, flat[0].numel(), CHUNK):
+        yield tuple(f[start : start + CHUNK].double() for f in flat)
+
+
 def _spread(a: torch.Tensor, b: torch.Tensor) -> float:
     """The largest difference of ``a`` and ``b`` (in float64); ``inf`` where their NaNs or
-    infinities sit in other places."""
-    x, y = a.detach().double(), b.detach().double()
-    if x.shape != y.shape or not torch.equal(torch.isnan(x), torch.isnan(y)):
+    infinities sit in other places. Compared a chunk at a time (:data:`CHUNK`)."""
+    if a.shape != b.shape:
         return math.inf
-    x, y = x.nan_to_num(0.0), y.nan_to_num(0.0)
-    if not torch.equal(torch.isinf(x), torch.isinf(y)) or not torch.equal(
-        x[torch.isinf(x)], y[torch.isinf(y)]
-    ):
-        return math.inf
-    finite = torch.isfinite(x)
-    return float((x[finite] - y[finite]).abs().max()) if bool(finite.any()) else 0.0
+    worst = 0.0
+    for x, y in _chunks(a, b):
+        if not torch.equal(torch.isnan(x), torch.isnan(y)):
+            return math.inf
+        x, y = x.nan_to_num(0.0), y.nan_to_num(0.0)
+        if not torch.equal(torch.isinf(x), torch.isinf(y)) or not torch.equal(
+            x[torch.isinf(x)], y[torch.isinf(y)]
+        ):
+            return math.inf
+        finite = torch.isfinite(x)
+        if bool(finite.any()):
+            worst = max(worst, float((x[finite] - y[finite]).abs().max()))
+    return worst
 
 
 def _magnitude(a: torch.Tensor) -> float:
-    """The largest finite magnitude in ``a`` (0 for none)."""
-    x = a.detach().double()
-    finite = x[torch.isfinite(x)]
-    return float(finite.abs().max()) if finite.numel() else 0.0
+    """The largest finite magnitude in ``a`` (0 for none), a chunk at a time."""
+    largest = 0.0
+    for (x,) in _chunks(a):
+        finite = x[torch.isfinite(x)]
+        if finite.numel():
+            largest = max(largest, float(finite.abs().max()))
+    return largest
 
 
 def disagreement(
