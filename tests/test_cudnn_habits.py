@@ -224,7 +224,25 @@ def test_hipdnn_graph_torch_without_torch_says_what_to_install() -> None:
     assert "pip install 'hipdnn-graph[torch]'" in message
 
 
-# ----- item 18: hipDNN code that declares Q/K/V with tensor_like runs on the CPU -----
+# ----- item 18, as issue 41 item 13 revised it: tensor_like of a host array is pass-by-value
+# at any size, as in hipDNN's binding, so SDPA refuses such a Q; declared as data it runs -----
+def test_host_tensor_like_qkv_is_pass_by_value_and_refused_by_sdpa() -> None:
+    host = np.ones(SHAPE, np.float32)
+    graph = hipdnn.Graph()
+    graph.set_io_data_type(hipdnn.DataType.FLOAT)
+    graph.set_intermediate_data_type(hipdnn.DataType.FLOAT)
+    graph.set_compute_data_type(hipdnn.DataType.FLOAT)
+    q, k, v = (hipdnn.Graph.tensor_like(host) for _ in range(3))
+    assert q.get_is_pass_by_value()
+    o, _ = graph.sdpa(q, k, v, hipdnn.SdpaAttributes().set_generate_stats(False))
+    o.set_output(True)
+    error = graph.validate()
+    assert not error.is_good()
+    assert error.get_code() == hipdnn.ErrorCode.INVALID_VALUE
+    assert "Q tensor" in error.get_message()
+    assert "only the scalar slots (Attn_scale" in error.get_message()
+
+
 def test_hipdnn_code_with_host_tensor_like_runs_on_the_cpu() -> None:
     rng = np.random.default_rng(2)
     q_h, k_h, v_h = (rng.standard_normal(SHAPE).astype(np.float32) for _ in range(3))
@@ -233,7 +251,7 @@ def test_hipdnn_code_with_host_tensor_like_runs_on_the_cpu() -> None:
     graph.set_io_data_type(hipdnn.DataType.FLOAT)
     graph.set_intermediate_data_type(hipdnn.DataType.FLOAT)
     graph.set_compute_data_type(hipdnn.DataType.FLOAT)
-    q, k, v = (hipdnn.Graph.tensor_like(a) for a in (q_h, k_h, v_h))
+    q, k, v = (hipdnn.Graph.tensor_like(a).set_is_pass_by_value(False) for a in (q_h, k_h, v_h))
     scale = hipdnn.Graph.tensor_like(scale_h)
     assert scale.get_is_pass_by_value() and not q.get_is_pass_by_value()
     attributes = hipdnn.SdpaAttributes().set_generate_stats(False).set_attn_scale(scale)
