@@ -54,7 +54,6 @@ from typing import Any
 
 import torch
 
-
 from ._flex_env import CPU_ENV, cpu_allowed
 from ._flex_kernel import FlexKernel
 from ._flex_spec import (
