@@ -279,9 +279,9 @@ D = hg.DataType
 
 
 def _reference(node: Any, inputs: dict[str, Any]) -> dict[str, Any]:
-    from hipdnn_graph_numpy_reference.families import REFERENCE_RUNNERS
+    from hipdnn_graph_numpy_reference.families import reference_family
 
-    return REFERENCE_RUNNERS[node.get_node_type()](node, inputs)
+    return reference_family(node.get_node_type()).run(node, inputs)
 
 
 def _quantize_case(compute: D, y_type: D, scale_type: D, **kw: Any) -> None:
