@@ -98,21 +98,21 @@ def test_the_reference_runs_pointwise_and_the_attention_engines_refuse_it_by_fam
     )
 
 
-def test_the_reference_declares_its_families_from_its_runners() -> None:
+def test_the_reference_declares_its_families_from_its_records() -> None:
     from hipdnn_graph_numpy_reference.engine import NumpyReferenceEngine
-    from hipdnn_graph_numpy_reference.families import REFERENCE_RUNNERS
+    from hipdnn_graph_numpy_reference.families import REFERENCE_FAMILY_OF
 
     declared = NumpyReferenceEngine().node_types
-    assert declared == {hg.NodeType.SDPA_FWD, hg.NodeType.SDPA_BWD, *REFERENCE_RUNNERS}
+    assert declared == {hg.NodeType.SDPA_FWD, hg.NodeType.SDPA_BWD, *REFERENCE_FAMILY_OF}
 
 
 def test_the_reference_refuses_a_family_without_a_runner_naming_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from hipdnn_graph_numpy_reference.engine import NumpyReferenceEngine
-    from hipdnn_graph_numpy_reference.families import REFERENCE_RUNNERS
+    from hipdnn_graph_numpy_reference.families import REFERENCE_FAMILY_OF
 
-    monkeypatch.delitem(REFERENCE_RUNNERS, hg.NodeType.POINTWISE)
+    monkeypatch.delitem(REFERENCE_FAMILY_OF, hg.NodeType.POINTWISE)
     g = _pointwise_graph()
     g.validate()
     support = NumpyReferenceEngine().check(g)

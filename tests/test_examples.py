@@ -28,14 +28,14 @@ NEEDS = {
 
 def _reference_runs(script: str) -> None:
     """Skip while a family's reference module is not in this checkout; fail when it is but
-    ``REFERENCE_RUNNERS`` does not register it (the engine would refuse the example's graph)."""
-    from hipdnn_graph_numpy_reference.families import REFERENCE_RUNNERS
+    ``REFERENCE_FAMILY_OF`` does not register it (the engine would refuse the example's graph)."""
+    from hipdnn_graph_numpy_reference.families import REFERENCE_FAMILY_OF
 
     for module, family in NEEDS.get(script, []):
         if not (FAMILIES / module).is_file():
             pytest.skip(f"{script} needs families/{module} (the {family} reference)")
-        assert hg.NodeType[family] in REFERENCE_RUNNERS, (
-            f"families/{module} exists but REFERENCE_RUNNERS does not register {family}"
+        assert hg.NodeType[family] in REFERENCE_FAMILY_OF, (
+            f"families/{module} exists but REFERENCE_FAMILY_OF does not register {family}"
         )
 
 

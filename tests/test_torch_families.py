@@ -16,7 +16,8 @@ import torch_family_cases as cases  # noqa: E402
 import hipdnn_graph as hg  # noqa: E402
 from hipdnn_graph.backend import isolated_registry, register_backend  # noqa: E402
 from hipdnn_graph_torch_rocm import create_backend  # noqa: E402
-from hipdnn_graph_torch_rocm.families import TORCH_LOWERINGS, refusal  # noqa: E402
+from hipdnn_graph_torch_rocm.families import lower as lower_node  # noqa: E402
+from hipdnn_graph_torch_rocm.families import refusal  # noqa: E402
 
 IO = [hg.DataType.FLOAT, hg.DataType.HALF, hg.DataType.BFLOAT16]
 IO_IDS = ["fp32", "fp16", "bf16"]
@@ -40,7 +41,7 @@ def lower(g: hg.Graph, inputs: dict[Any, Any]) -> dict[Any, Any]:
             args[slot] = inputs[t].to(cases.TORCH_TYPES[t.data_type])
         elif t.value is not None:
             args[slot] = t.value
-    got = TORCH_LOWERINGS[node.get_node_type()](node, args)
+    got = lower_node(node, args)
     return {t: got[s].to(cases.TORCH_TYPES.get(t.data_type, torch.float64))
             for s, t in slots.items() if any(t is o for o in node.outputs())}  # fmt: skip
 
@@ -87,7 +88,7 @@ def test_pointwise_parameters_are_honoured() -> None:
         g.pointwise(g.tensor(name="x", dim=[64]), mode=mode, name="p", **params).set_output(True)
         g.validate()
         (node,) = g.nodes
-        got = TORCH_LOWERINGS[node.get_node_type()](node, {"IN_0": xv.float()})["OUT_0"]
+        got = lower_node(node, {"IN_0": xv.float()})["OUT_0"]
         assert cases.max_rel_error(got, want) < 1e-6, mode.name
 
 
@@ -186,7 +187,7 @@ def test_resample_computes_in_a_16_bit_compute_type(kind: str, mode: hg.Resample
     dtype = cases.TORCH_TYPES[compute]
     args = {s: inputs[t].to(dtype if t.data_type == compute else torch.int32)
             for s, t in node.attributes.tensors_by_slot().items() if t in inputs}  # fmt: skip
-    got = TORCH_LOWERINGS[node.get_node_type()](node, args)
+    got = lower_node(node, args)
     for slot, t in node.attributes.tensors_by_slot().items():
         if t in refs:
             if slot != "INDEX":
@@ -201,7 +202,7 @@ def test_resample_computes_in_a_16_bit_compute_type(kind: str, mode: hg.Resample
                            pre_padding=[1], post_padding=[0])  # fmt: skip
         y.set_output(True)
         g.validate()
-        out = TORCH_LOWERINGS[hg.NodeType.RESAMPLE_FWD](g.nodes[0], {"X": torch.ones(1, 1, 2)})
+        out = lower_node(g.nodes[0], {"X": torch.ones(1, 1, 2)})
         assert out["Y"].tolist() == [[[torch.finfo(dtype).min, 1.0, 1.0]]]
 
 
@@ -279,9 +280,9 @@ D = hg.DataType
 
 
 def _reference(node: Any, inputs: dict[str, Any]) -> dict[str, Any]:
-    from hipdnn_graph_numpy_reference.families import REFERENCE_RUNNERS
+    from hipdnn_graph_numpy_reference.families import reference_family
 
-    return REFERENCE_RUNNERS[node.get_node_type()](node, inputs)
+    return reference_family(node.get_node_type()).run(node, inputs)
 
 
 def _quantize_case(compute: D, y_type: D, scale_type: D, **kw: Any) -> None:
@@ -291,7 +292,7 @@ def _quantize_case(compute: D, y_type: D, scale_type: D, **kw: Any) -> None:
     assert refusal(node) is None
     xv = cases.numpy_values(x, cases.wide(list(x.dim), seed=int(y_type) * 7 + int(scale_type)))
     want = _reference(node, {"X": xv})
-    got = TORCH_LOWERINGS[node.get_node_type()](node, {"X": cases.as_torch(xv)})
+    got = lower_node(node, {"X": cases.as_torch(xv)})
     for slot in ("Y", "SCALE"):
         cases.assert_same_bits(got[slot], want[slot], f"{slot} ({y_type.name}, {scale_type.name})")
 
@@ -338,9 +339,7 @@ def test_block_scale_dequantize_is_bit_exact(compute: D, x_type: D, scale_type: 
         raw = cases.wide(list(s.dim), seed=4)
         sv = cases.numpy_values(s, (raw.round() % 9) if negative else abs(raw) + 2.0**-20)
         want = _reference(node, {"X": xv, "SCALE": sv})
-        got = TORCH_LOWERINGS[node.get_node_type()](
-            node, {"X": cases.as_torch(xv), "SCALE": cases.as_torch(sv)}
-        )
+        got = lower_node(node, {"X": cases.as_torch(xv), "SCALE": cases.as_torch(sv)})
         cases.assert_same_bits(got["Y"], want["Y"], f"Y ({x_type.name}, negative={negative})")
 
 
@@ -381,7 +380,7 @@ def test_a_non_finite_x_is_refused_as_the_reference_refuses_it() -> None:
     xv = torch.zeros(x.dim)
     xv[1, 2, 3] = float("inf")
     with pytest.raises(hg.HipdnnError) as err:
-        TORCH_LOWERINGS[node.get_node_type()](node, {"X": xv})
+        lower_node(node, {"X": xv})
     assert err.value.code == hg.ErrorCode.GRAPH_NOT_SUPPORTED
     assert str(err.value).endswith(
         "BlockScaleQuantizeNode 'q': the torch lowering does not run it: X holds NaN or ±inf, "
@@ -429,4 +428,4 @@ def test_the_convolution_writer_is_only_made_where_cudnn_can_write_y() -> None:
     w = torch.randn(8, 4, 3, 3, generator=gen).bfloat16()
     y = torch.full((1, 8, 6, 6), float("nan"), dtype=torch.bfloat16)
     write({"X": x, "W": w}, {"Y": y})
-    assert torch.equal(y, conv.lower_conv_fprop(node, {"X": x, "W": w})["Y"])
+    assert torch.equal(y, conv.prepare_conv_fprop(node)({"X": x, "W": w})["Y"])

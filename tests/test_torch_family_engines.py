@@ -535,13 +535,13 @@ D = hg.DataType
 def _reference_outputs(g: hg.Graph, feeds: dict[Any, Any]) -> dict[Any, Any]:
     """Every non-virtual output of ``g``'s nodes by the NumPy reference, node by node."""
     from hipdnn_graph.backend.dtypes import numpy_dtype
-    from hipdnn_graph_numpy_reference.families import REFERENCE_RUNNERS
+    from hipdnn_graph_numpy_reference.families import reference_family
 
     values = dict(feeds)
     for node in g.nodes:
         slots = node.attributes.tensors_by_slot()
         args = {s: values[t] for s, t in slots.items() if t in values}
-        got = REFERENCE_RUNNERS[node.get_node_type()](node, args)
+        got = reference_family(node.get_node_type()).run(node, args)
         for s, t in slots.items():
             if s in got:
                 values[t] = np.asarray(got[s]).astype(numpy_dtype(t.data_type))

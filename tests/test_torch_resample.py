@@ -25,8 +25,7 @@ from hipdnn_graph.testing import empty_for, graph_outputs, poison  # noqa: E402
 from hipdnn_graph.testing.draw_common import layout_strides  # noqa: E402
 from hipdnn_graph_numpy_reference import create_backend as numpy_backend  # noqa: E402
 from hipdnn_graph_torch_rocm import TorchEagerEngine, TorchFusionEngine  # noqa: E402
-from hipdnn_graph_torch_rocm.families import TORCH_REFUSALS, refusal  # noqa: E402
-from hipdnn_graph_torch_rocm.families.resample import lower_resample  # noqa: E402
+from hipdnn_graph_torch_rocm.families import lower, refusal, torch_family  # noqa: E402
 
 M, P, D = hg.ResampleMode, hg.PaddingMode, hg.DataType
 FUSION, EAGER, REFERENCE = "TORCH_FUSION_ENGINE", "TORCH_EAGER_ENGINE", "NUMPY_REFERENCE_ENGINE"
@@ -292,7 +291,7 @@ def test_maxpool_edges_give_the_reference_values() -> None:
     lowest = torch.finfo(torch.float32).min
     for padding, first in ((P.NEG_INF_PAD, lowest), (P.ZERO_PAD, 0.0)):
         g, _ = forward([1, 1, 2, 4], M.MAXPOOL, padding, members, D.FLOAT, D.FLOAT)()
-        out = lower_resample(g.nodes[0], {"X": x})
+        out = lower(g.nodes[0], {"X": x})
         assert out["Y"].ravel().tolist() == [first, first, 1.0, -2.0]
         assert out["INDEX"].ravel().tolist() == [-1, -1, 0, 7]
 
@@ -375,7 +374,7 @@ def test_modes_without_hipdnn_math_are_refused(
 def test_geometry_and_types_the_lowering_cannot_run_are_refused() -> None:
     """Members that are not one per spatial dim, an INDEX on an average, a compute type that is
     not floating: refused with the reason (the reference raises on these at run time)."""
-    rule = TORCH_REFUSALS[hg.NodeType.RESAMPLE_FWD]
+    rule = torch_family(hg.NodeType.RESAMPLE_FWD).refusal
     x, y = hg.TensorAttributes(dim=[1, 1, 4, 4]), hg.TensorAttributes(dim=[1, 1, 2, 2])
     index = hg.TensorAttributes(dim=[1, 1, 2, 2], data_type=D.INT32)
     for data in (x, y):

@@ -3,7 +3,7 @@
 Written only against ``hipdnn_graph``'s public API, as a third-party plugin would be. Nodes run in
 topological order, one step each, resolved when the plan is built: SDPA forward and backward
 through :mod:`hipdnn_graph_numpy_reference.sdpa_step` (with its fast paths), every other family
-through its runner in :data:`~hipdnn_graph_numpy_reference.families.REFERENCE_RUNNERS`
+through its record in :data:`~hipdnn_graph_numpy_reference.families.REFERENCE_FAMILY_OF`
 (:mod:`hipdnn_graph_numpy_reference.family_step`). Virtual tensors between nodes are allocated
 here, in their declared data types; outputs are written into the caller's buffers; inputs are
 never written.
@@ -17,7 +17,7 @@ from typing import Any
 import hipdnn_graph as hg
 from hipdnn_graph.backend import SdpaProblem, Support
 
-from .families import REFERENCE_RUNNERS
+from .families import REFERENCE_FAMILY_OF
 from .family_step import FamilyStep, family_refusal
 from .sdpa_step import SDPA_NODE_TYPES, SdpaStep, sdpa_refusal
 
@@ -74,9 +74,9 @@ class NumpyReferenceEngine:
     @property
     def node_types(self) -> frozenset[hg.NodeType]:
         """The node families this engine runs: attention and every family with a runner in
-        :data:`~hipdnn_graph_numpy_reference.families.REFERENCE_RUNNERS` (others are refused by
-        name before ``check``)."""
-        return SDPA_NODE_TYPES | frozenset(REFERENCE_RUNNERS)
+        :data:`~hipdnn_graph_numpy_reference.families.REFERENCE_FAMILY_OF` (others are refused
+        by name before ``check``)."""
+        return SDPA_NODE_TYPES | frozenset(REFERENCE_FAMILY_OF)
 
     def check(self, graph: hg.Graph) -> Support:
         for node in graph.nodes:

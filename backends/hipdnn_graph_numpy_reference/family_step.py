@@ -1,5 +1,5 @@
-"""One node of any family with a runner in :data:`~.families.REFERENCE_RUNNERS`, as a step of a
-NumPy reference plan.
+"""One node of any family the reference declares (:data:`~.families.REFERENCE_FAMILY_OF`), as a
+step of a NumPy reference plan.
 
 What does not depend on the buffers is resolved when the plan is built: each slot's uid, the
 values of compile-time constants, the data type and dims of each result. Executing the step
@@ -21,7 +21,7 @@ import hipdnn_graph as hg
 from hipdnn_graph.backend import ScalarSource, is_runtime_scalar
 from hipdnn_graph.backend.dtypes import numpy_dtype
 
-from .families import REFERENCE_CHECKS, REFERENCE_RUNNERS, Runner
+from .families import REFERENCE_FAMILY_OF, Runner, reference_family
 from .families._common import COMPUTE_DTYPES
 
 __all__ = ["FamilyStep", "family_refusal"]
@@ -32,7 +32,8 @@ def family_refusal(node: Any) -> str | None:
     the family's own check), or ``None``."""
     where = f"node '{node.name}'"
     kind = node.get_node_type()
-    if kind not in REFERENCE_RUNNERS:
+    family = REFERENCE_FAMILY_OF.get(kind)
+    if family is None:
         return f"{where}: {kind.name} nodes have no NumPy reference"
     compute = hg.DataType(node.attributes.compute_data_type)
     if compute not in COMPUTE_DTYPES:
@@ -45,8 +46,7 @@ def family_refusal(node: Any) -> str | None:
             return f"{where}: {slot} '{tensor.name}' has data type {data_type.name} (no NumPy type)"
         if dtype.kind == "c":
             return f"{where}: {slot} '{tensor.name}' has complex data type {data_type.name}"
-    check = REFERENCE_CHECKS.get(kind)
-    return None if check is None else check(node)
+    return None if family.refusal is None else family.refusal(node)
 
 
 def _read_only(array: Any) -> Any:
@@ -92,7 +92,7 @@ class FamilyStep:
         return cls(
             name=node.name,
             node=node,
-            run=REFERENCE_RUNNERS[node.get_node_type()],
+            run=reference_family(node.get_node_type()).run,
             arrays=tuple(arrays),
             runtime=tuple(runtime),
             constants=constants,

@@ -45,7 +45,7 @@ from typing import Any, cast
 import hipdnn_graph as hg
 from hipdnn_graph.backend import Support, compiling, engine_id, in_layout
 
-from .families import TORCH_REFUSALS, refusal
+from .families import TORCH_FAMILY_OF, refusal
 from .family_program import FamilyProgram
 from .fusion_compile import (
     CountingBackend,
@@ -73,7 +73,7 @@ EAGER_ENGINE = "TORCH_EAGER_ENGINE"
 FUSION_ENGINE = "TORCH_FUSION_ENGINE"
 #: the families these engines take (SDPA stays on the SDPA engines): those with a lowering, and
 #: the custom op, which ``check`` refuses with the reason (hipDNN defines no math for it)
-FAMILY_NODE_TYPES = frozenset(TORCH_REFUSALS)
+FAMILY_NODE_TYPES = frozenset(TORCH_FAMILY_OF)
 
 #: graph signature -> "fused" or "eager": the measured verdict (see the module docstring)
 _VERDICTS: dict[tuple[Any, ...], str] = {}

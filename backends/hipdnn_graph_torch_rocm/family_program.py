@@ -1,14 +1,14 @@
 """A graph of family nodes as one Python function of tensors (what both family engines run).
 
-:class:`FamilyProgram` reads the graph once: per node its prepared lowering
-(:data:`~hipdnn_graph_torch_rocm.families.TORCH_PREPARERS`) and where each input slot comes
-from (a buffer of the variant pack, a constant pass-by-value value, or an earlier node's
+:class:`FamilyProgram` reads the graph once: per node its prepared lowering (the ``prepare`` of
+its record, :func:`~hipdnn_graph_torch_rocm.families.torch_family`) and where each input slot
+comes from (a buffer of the variant pack, a constant pass-by-value value, or an earlier node's
 result); per output its storage type. :meth:`FamilyProgram.results` then maps the graph's input
 buffers to its outputs with eager torch ops only, rounding every result, virtual or not, to its
 tensor's declared type, so the same function runs node by node or traced whole by
 ``torch.compile``. Given the caller's output buffers, a node whose outputs are all graph outputs
-and whose family writes into given tensors (:data:`~hipdnn_graph_torch_rocm.families
-.TORCH_WRITERS`) writes them there, and the result is that buffer.
+and whose family writes into given tensors (its record's ``writer``) writes them there, and the
+result is that buffer.
 
 Example:
     >>> import torch, hipdnn_graph as hg
@@ -33,7 +33,7 @@ import hipdnn_graph as hg
 from hipdnn_graph.backend import is_runtime_scalar
 from hipdnn_graph.backend.dtypes import torch_dtype
 
-from .families import TORCH_HOST_CHECKED, TORCH_PREPARERS, TORCH_WRITERS, Prepared, Writer
+from .families import Prepared, Writer, torch_family
 from .families._common import CHECK
 
 __all__ = ["FamilyProgram"]
@@ -64,7 +64,7 @@ class FamilyProgram:
         outputs: uids of the non-virtual tensors nodes write, in a fixed order.
         specs: uid -> (dims, strides, torch dtype) of every feed and output.
         host_checked: whether a node's lowering checks its data on the host
-            (:data:`~.families.TORCH_HOST_CHECKED`): its plans are not captured as CUDA graphs.
+            (its record's ``host_checked``): its plans are not captured as CUDA graphs.
     """
 
     def __init__(self, graph: hg.Graph) -> None:
@@ -74,6 +74,7 @@ class FamilyProgram:
         scalars: set[int] = set()
         outputs: list[int] = []
         specs: dict[int, tuple[tuple[int, ...], tuple[int, ...], Any]] = {}
+        host_checked = False
         for node in graph.nodes:
             kind = node.get_node_type()
             ins: list[tuple[str, int, Any]] = []
@@ -99,15 +100,14 @@ class FamilyProgram:
                             scalars.add(uid)
                         else:
                             specs[uid] = (tuple(t.dim), tuple(t.stride), torch_dtype(t.data_type))
-            writer = TORCH_WRITERS.get(kind)
+            family = torch_family(kind)
             write = None
-            if writer is not None and all(not t.is_virtual for t in node.outputs()):
-                write = writer(node)
-            steps.append(
-                _Step(node.name, TORCH_PREPARERS[kind](node), tuple(ins), tuple(outs), write)
-            )
+            if family.writer is not None and all(not t.is_virtual for t in node.outputs()):
+                write = family.writer(node)
+            steps.append(_Step(node.name, family.prepare(node), tuple(ins), tuple(outs), write))
+            host_checked = host_checked or family.host_checked
         self.steps = tuple(steps)
-        self.host_checked = any(n.get_node_type() in TORCH_HOST_CHECKED for n in graph.nodes)
+        self.host_checked = host_checked
         self.feeds = tuple(feeds)
         self.scalars = frozenset(scalars)
         self.outputs = tuple(outputs)

@@ -303,12 +303,12 @@ def _numpy_reference(g: hg.Graph, feeds: dict[Any, Any]) -> dict[Any, Any]:
     import numpy as np
 
     from hipdnn_graph.backend.dtypes import numpy_dtype
-    from hipdnn_graph_numpy_reference.families import REFERENCE_RUNNERS
+    from hipdnn_graph_numpy_reference.families import reference_family
 
     values = dict(feeds)
     for node in g.nodes:
         slots = node.attributes.tensors_by_slot()
-        got = REFERENCE_RUNNERS[node.get_node_type()](
+        got = reference_family(node.get_node_type()).run(
             node, {s: values[t] for s, t in slots.items() if t in values}
         )
         for s, t in slots.items():

@@ -1,5 +1,6 @@
-"""What every family's reference shares: the compute dtype of a node, operands cast to it, and
-the error a reference raises for what it does not define.
+"""What every family's reference shares: the record a family declares itself by
+(:class:`ReferenceFamily`), the compute dtype of a node, operands cast to it, and the error a
+reference raises for what it does not define.
 
 Example:
     >>> import numpy as np, hipdnn_graph as hg
@@ -15,19 +16,54 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 import hipdnn_graph as hg
 
-__all__ = ["COMPUTE_DTYPES", "as_compute", "compute_dtype", "not_supported"]
+__all__ = [
+    "COMPUTE_DTYPES",
+    "ReferenceFamily",
+    "Refusal",
+    "Runner",
+    "as_compute",
+    "compute_dtype",
+    "not_supported",
+]
+
+#: ``run_<family>(node, inputs) -> {output slot: array}``
+Runner = Callable[[Any, Mapping[str, Any]], dict[str, np.ndarray[Any, Any]]]
+#: ``<family>_refusal(node) -> why the reference refuses it, or None``
+Refusal = Callable[[Any], str | None]
 
 #: the compute data types the reference computes in, and their NumPy dtypes
 COMPUTE_DTYPES: dict[hg.DataType, np.dtype[Any]] = {
     hg.DataType.FLOAT: np.dtype(np.float32),
     hg.DataType.DOUBLE: np.dtype(np.float64),
 }
+
+
+@dataclass(frozen=True)
+class ReferenceFamily:
+    """How the reference runs the nodes of one :class:`~hipdnn_graph.NodeType`: declared once,
+    in the family's own module (its ``FAMILIES``), and only collected by the package.
+
+    Example:
+        >>> from hipdnn_graph_numpy_reference.families.matmul import FAMILIES
+        >>> [(f.node_type.name, f.run.__name__) for f in FAMILIES]
+        [('MATMUL', 'run_matmul')]
+    """
+
+    #: the node type this record runs
+    node_type: hg.NodeType
+    #: the runner: the node's set input slots in, every set output slot out
+    run: Runner
+    #: why the reference refuses a node when the plan is chosen (``None``: it runs it); without
+    #: one, a node is refused only for its data and compute types
+    refusal: Refusal | None = None
 
 
 def not_supported(node: Any, feature: str) -> hg.HipdnnError:

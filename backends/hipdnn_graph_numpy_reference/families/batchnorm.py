@@ -43,10 +43,11 @@ import numpy as np
 
 import hipdnn_graph as hg
 
-from ._common import as_compute, compute_dtype
+from ._common import ReferenceFamily, as_compute, compute_dtype
 from ._statistics import moments, output_like, per_channel, scalar_input
 
 __all__ = [
+    "FAMILIES",
     "run_batchnorm",
     "run_batchnorm_inference",
     "run_batchnorm_inference_variance_ext",
@@ -132,3 +133,13 @@ def run_batchnorm_inference_variance_ext(
     )
     inv_variance = 1 / np.sqrt(variance + scalar_input(inputs, "EPSILON", dtype))
     return {"Y": _normalize(x, mean, inv_variance, scale, bias)}
+
+
+#: the node types this module runs, as the package collects them
+FAMILIES = (
+    ReferenceFamily(hg.NodeType.BATCHNORM, run_batchnorm),
+    ReferenceFamily(hg.NodeType.BATCHNORM_INFERENCE, run_batchnorm_inference),
+    ReferenceFamily(
+        hg.NodeType.BATCHNORM_INFERENCE_VARIANCE_EXT, run_batchnorm_inference_variance_ext
+    ),
+)

@@ -34,11 +34,11 @@ import numpy as np
 
 import hipdnn_graph as hg
 
-from ._common import as_compute, compute_dtype
+from ._common import ReferenceFamily, as_compute, compute_dtype
 from ._statistics import moments, output_like, per_channel
 from .batchnorm import spatial_axes
 
-__all__ = ["DEFAULT_EPSILON", "run_batchnorm_backward"]
+__all__ = ["DEFAULT_EPSILON", "FAMILIES", "run_batchnorm_backward"]
 
 Array = np.ndarray[Any, Any]
 
@@ -75,3 +75,7 @@ def run_batchnorm_backward(
         "DSCALE": output_like(node, "DSCALE", dscale),
         "DBIAS": output_like(node, "DBIAS", dbias),
     }
+
+
+#: the node types this module runs, as the package collects them
+FAMILIES = (ReferenceFamily(hg.NodeType.BATCHNORM_BACKWARD, run_batchnorm_backward),)

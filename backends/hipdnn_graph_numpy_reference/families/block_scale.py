@@ -64,9 +64,12 @@ from hipdnn_graph.nodes.block_scale_math import (
 )
 from hipdnn_graph.nodes.block_scale_quantize import block_axis
 
+from ._common import ReferenceFamily
+
 # the type lists and the refusals are hipdnn_graph.nodes.block_scale_math's (the core's: every
 # engine refuses by them), re-exported here where they were first defined
 __all__ = [
+    "FAMILIES",
     "QUANTIZE_SCALE_TYPES",
     "QUANTIZE_Y_TYPES",
     "block_scale_dequantize_refusal",
@@ -216,3 +219,16 @@ def run_block_scale_dequantize(node: Any, inputs: Mapping[str, Any]) -> dict[str
     if a.get_is_negative_scale():
         spread = np.power(compute.type(2), -spread)
     return {"Y": (x * spread).astype(compute)}
+
+
+#: the node types this module runs, as the package collects them
+FAMILIES = (
+    ReferenceFamily(
+        hg.NodeType.BLOCK_SCALE_QUANTIZE, run_block_scale_quantize, block_scale_quantize_refusal
+    ),
+    ReferenceFamily(
+        hg.NodeType.BLOCK_SCALE_DEQUANTIZE,
+        run_block_scale_dequantize,
+        block_scale_dequantize_refusal,
+    ),
+)

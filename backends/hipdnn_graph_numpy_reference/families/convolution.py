@@ -31,7 +31,7 @@ import numpy as np
 
 import hipdnn_graph as hg
 
-from ._common import as_compute, compute_dtype, not_supported
+from ._common import ReferenceFamily, as_compute, compute_dtype, not_supported
 from .convolution_math import (
     Geometry,
     correlate,
@@ -39,7 +39,7 @@ from .convolution_math import (
     correlate_weight_gradient,
 )
 
-__all__ = ["convolution_refusal", "run_conv_dgrad", "run_conv_fprop", "run_conv_wgrad"]
+__all__ = ["FAMILIES", "convolution_refusal", "run_conv_dgrad", "run_conv_fprop", "run_conv_wgrad"]
 
 Array = np.ndarray[Any, Any]
 ConvolutionNode = hg.ConvolutionFpropNode | hg.ConvolutionDgradNode | hg.ConvolutionWgradNode
@@ -143,3 +143,11 @@ def run_conv_wgrad(node: hg.ConvolutionWgradNode, inputs: Mapping[str, Any]) -> 
     g = _geometry(node, x.shape[2:], dw.dim[2:])
     _expect(node, "DY", dy.shape[2:], g.out)
     return {"DW": _flipped(node, correlate_weight_gradient(dy, x, g, dw.dim[1]))}
+
+
+#: the node types this module runs, as the package collects them
+FAMILIES = (
+    ReferenceFamily(hg.NodeType.CONVOLUTION_FPROP, run_conv_fprop, convolution_refusal),
+    ReferenceFamily(hg.NodeType.CONVOLUTION_DGRAD, run_conv_dgrad, convolution_refusal),
+    ReferenceFamily(hg.NodeType.CONVOLUTION_WGRAD, run_conv_wgrad, convolution_refusal),
+)

@@ -24,9 +24,11 @@ import numpy as np
 import hipdnn_graph as hg
 from hipdnn_graph.nodes.custom_op import custom_op_refusal
 
+from ._common import ReferenceFamily
+
 # custom_op_refusal is the core's (hipdnn_graph.nodes.custom_op), re-exported here where it was
 # first defined
-__all__ = ["custom_op_refusal", "run_custom_op"]
+__all__ = ["FAMILIES", "custom_op_refusal", "run_custom_op"]
 
 
 def run_custom_op(
@@ -40,3 +42,7 @@ def run_custom_op(
     raise hg.HipdnnError(
         hg.ErrorCode.GRAPH_NOT_SUPPORTED, f"node '{node.name}': {custom_op_refusal(node)}"
     )
+
+
+#: the node types this module runs, as the package collects them
+FAMILIES = (ReferenceFamily(hg.NodeType.CUSTOM_OP, run_custom_op, custom_op_refusal),)

@@ -41,10 +41,10 @@ import numpy as np
 
 import hipdnn_graph as hg
 
-from ._common import as_compute, compute_dtype, not_supported
+from ._common import ReferenceFamily, as_compute, compute_dtype, not_supported
 from ._statistics import moments, output_like, scalar_input
 
-__all__ = ["layernorm_refusal", "normalized_dim_count", "run_layernorm"]
+__all__ = ["FAMILIES", "layernorm_refusal", "normalized_dim_count", "run_layernorm"]
 
 Array = np.ndarray[Any, Any]
 
@@ -133,3 +133,7 @@ def run_layernorm(node: hg.LayerNormNode, inputs: Mapping[str, Any]) -> dict[str
     if a.get_inv_variance() is not None:
         out["INV_VARIANCE"] = output_like(node, "INV_VARIANCE", inv_variance)
     return out
+
+
+#: the node types this module runs, as the package collects them
+FAMILIES = (ReferenceFamily(hg.NodeType.LAYER_NORM, run_layernorm, layernorm_refusal),)

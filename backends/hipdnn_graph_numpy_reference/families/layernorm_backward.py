@@ -34,9 +34,10 @@ import numpy as np
 
 import hipdnn_graph as hg
 
+from ._common import ReferenceFamily
 from ._norm_backward_common import Array, as_compute, compute_dtype, in_dims_of, refuse
 
-__all__ = ["DEFAULT_EPSILON", "normalized_axes", "run_layernorm_backward"]
+__all__ = ["DEFAULT_EPSILON", "FAMILIES", "normalized_axes", "run_layernorm_backward"]
 
 #: the epsilon hipDNN's CPU plan uses when the node has no EPSILON
 DEFAULT_EPSILON = 1e-5
@@ -138,3 +139,7 @@ def run_layernorm_backward(
         "DSCALE": in_dims_of(node, "DSCALE", dscale),
         "DBIAS": in_dims_of(node, "DBIAS", dbias),
     }
+
+
+#: the node types this module runs, as the package collects them
+FAMILIES = (ReferenceFamily(hg.NodeType.LAYERNORM_BACKWARD, run_layernorm_backward),)

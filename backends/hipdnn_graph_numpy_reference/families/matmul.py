@@ -29,9 +29,9 @@ import numpy as np
 
 import hipdnn_graph as hg
 
-from ._common import as_compute, compute_dtype
+from ._common import ReferenceFamily, as_compute, compute_dtype
 
-__all__ = ["matmul_refusal", "run_matmul"]
+__all__ = ["FAMILIES", "matmul_refusal", "run_matmul"]
 
 Array = np.ndarray[Any, Any]
 
@@ -102,3 +102,7 @@ def run_matmul(node: hg.MatmulNode, inputs: Mapping[str, Any]) -> dict[str, Arra
     b = _batched(as_compute(inputs["B"], ct), batch)
     result = np.matmul(a, b)
     return {"C": np.broadcast_to(result, tuple(c.dim))}
+
+
+#: the node types this module runs, as the package collects them
+FAMILIES = (ReferenceFamily(hg.NodeType.MATMUL, run_matmul, matmul_refusal),)

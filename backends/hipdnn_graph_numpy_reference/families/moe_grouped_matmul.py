@@ -58,9 +58,12 @@ from hipdnn_graph.nodes.moe_math import (
     routing_ints,
 )
 
+from ._common import ReferenceFamily
+
 # check_offsets, moe_routes and the refusals are hipdnn_graph.nodes.moe_math's (the core's:
 # every engine checks by them), re-exported here where they were first defined
 __all__ = [
+    "FAMILIES",
     "check_offsets",
     "moe_grouped_matmul_bwd_refusal",
     "moe_grouped_matmul_refusal",
@@ -147,3 +150,16 @@ def run_moe_grouped_matmul_bwd(
     bounds = np.append(offsets, tokens)
     dweight = np.stack([token[start:end].T @ dout[start:end] for start, end in pairwise(bounds)])
     return {"DWEIGHT": dweight.astype(dtype, copy=False)}
+
+
+#: the node types this module runs, as the package collects them
+FAMILIES = (
+    ReferenceFamily(
+        hg.NodeType.MOE_GROUPED_MATMUL, run_moe_grouped_matmul, moe_grouped_matmul_refusal
+    ),
+    ReferenceFamily(
+        hg.NodeType.MOE_GROUPED_MATMUL_BWD,
+        run_moe_grouped_matmul_bwd,
+        moe_grouped_matmul_bwd_refusal,
+    ),
+)

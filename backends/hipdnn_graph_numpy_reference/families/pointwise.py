@@ -40,9 +40,9 @@ import numpy as np
 import hipdnn_graph as hg
 from hipdnn_graph.nodes.pointwise import broadcast_compatible
 
-from ._common import as_compute, compute_dtype, not_supported
+from ._common import ReferenceFamily, as_compute, compute_dtype, not_supported
 
-__all__ = ["pointwise_refusal", "run_pointwise"]
+__all__ = ["FAMILIES", "pointwise_refusal", "run_pointwise"]
 
 _M = hg.PointwiseMode
 _SLOTS = ("IN_0", "IN_1", "IN_2")
@@ -295,3 +295,7 @@ def run_pointwise(node: hg.PointwiseNode, inputs: Mapping[str, Any]) -> dict[str
     if result.dtype != np.bool_:
         result = result.astype(ct, copy=False)
     return {"OUT_0": np.broadcast_to(result, dims)}
+
+
+#: the node types this module runs, as the package collects them
+FAMILIES = (ReferenceFamily(hg.NodeType.POINTWISE, run_pointwise, pointwise_refusal),)

@@ -32,9 +32,9 @@ import numpy as np
 
 import hipdnn_graph as hg
 
-from ._common import as_compute, compute_dtype
+from ._common import ReferenceFamily, as_compute, compute_dtype
 
-__all__ = ["reduction_refusal", "run_reduction"]
+__all__ = ["FAMILIES", "reduction_refusal", "run_reduction"]
 
 Array = np.ndarray[Any, Any]
 _R = hg.ReductionMode
@@ -96,3 +96,7 @@ def run_reduction(node: hg.ReductionNode, inputs: Mapping[str, Any]) -> dict[str
     with np.errstate(all="ignore"):  # overflow to inf is the math's answer in the compute type
         result = _RULES[hg.ReductionMode(node.attributes.mode)](x, axes)
     return {"Y": result.astype(ct, copy=False)}
+
+
+#: the node types this module runs, as the package collects them
+FAMILIES = (ReferenceFamily(hg.NodeType.REDUCTION, run_reduction, reduction_refusal),)

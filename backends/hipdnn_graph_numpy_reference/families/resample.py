@@ -50,9 +50,10 @@ import numpy as np
 import hipdnn_graph as hg
 from hipdnn_graph.backend.dtypes import numpy_dtype
 
-from ._common import COMPUTE_DTYPES, as_compute, compute_dtype
+from ._common import COMPUTE_DTYPES, ReferenceFamily, as_compute, compute_dtype
 
 __all__ = [
+    "FAMILIES",
     "resample_bwd_refusal",
     "resample_fwd_refusal",
     "run_resample_bwd",
@@ -368,3 +369,10 @@ def _resample_bwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarray[
     for positions, valid in g.reads():
         np.add.at(dx, (row, *positions), np.where(valid, share_all, 0))
     return {"DX": dx.reshape(dx_dims)}
+
+
+#: the node types this module runs, as the package collects them
+FAMILIES = (
+    ReferenceFamily(hg.NodeType.RESAMPLE_FWD, run_resample_fwd, resample_fwd_refusal),
+    ReferenceFamily(hg.NodeType.RESAMPLE_BWD, run_resample_bwd, resample_bwd_refusal),
+)

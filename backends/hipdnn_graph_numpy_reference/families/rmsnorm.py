@@ -33,10 +33,10 @@ import numpy as np
 
 import hipdnn_graph as hg
 
-from ._common import as_compute, compute_dtype
+from ._common import ReferenceFamily, as_compute, compute_dtype
 from ._statistics import output_like, scalar_input
 
-__all__ = ["normalized_start", "run_rmsnorm"]
+__all__ = ["FAMILIES", "normalized_start", "run_rmsnorm"]
 
 Array = np.ndarray[Any, Any]
 
@@ -82,3 +82,7 @@ def run_rmsnorm(node: hg.RMSNormNode, inputs: Mapping[str, Any]) -> dict[str, Ar
     if a.get_inv_rms() is not None:
         out["INV_RMS"] = output_like(node, "INV_RMS", inv_rms)
     return out
+
+
+#: the node types this module runs, as the package collects them
+FAMILIES = (ReferenceFamily(hg.NodeType.RMS_NORM, run_rmsnorm),)

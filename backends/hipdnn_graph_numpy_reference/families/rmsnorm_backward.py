@@ -33,10 +33,11 @@ import numpy as np
 
 import hipdnn_graph as hg
 
+from ._common import ReferenceFamily
 from ._norm_backward_common import Array, as_compute, compute_dtype, in_dims_of
 from .rmsnorm import normalized_start
 
-__all__ = ["run_rmsnorm_backward"]
+__all__ = ["FAMILIES", "run_rmsnorm_backward"]
 
 
 def run_rmsnorm_backward(
@@ -71,3 +72,7 @@ def run_rmsnorm_backward(
     if a.get_dbias() is not None:
         out["DBIAS"] = in_dims_of(node, "DBIAS", np.sum(dy, axis=leading, keepdims=True))
     return out
+
+
+#: the node types this module runs, as the package collects them
+FAMILIES = (ReferenceFamily(hg.NodeType.RMS_NORM_BACKWARD, run_rmsnorm_backward),)

@@ -1,4 +1,5 @@
-"""What every torch lowering shares: data types, scalars and the rules of refusal.
+"""What every torch lowering shares: the record a family declares itself by
+(:class:`TorchFamily`), data types, scalars and the rules of refusal.
 
 A lowering is prepared once per node (:func:`Prepared`): everything read from the node's
 attributes is read then, so the closure it returns sees only tensors and plain Python values
@@ -13,6 +14,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import hipdnn_graph as hg
@@ -23,6 +25,8 @@ __all__ = [
     "FLOATING",
     "LOW_PRECISION",
     "Prepared",
+    "Refusal",
+    "TorchFamily",
     "Writer",
     "as_scalar",
     "compiling",
@@ -39,6 +43,8 @@ Prepared = Callable[[Mapping[str, Any]], dict[str, Any]]
 #: the caller's buffer, of the tensor's declared shape, strides and storage type) instead of
 #: returning new ones, with the results :data:`Prepared` gives, bit for bit
 Writer = Callable[[Mapping[str, Any], Mapping[str, Any]], None]
+#: ``<family>_refusal(node) -> why no lowering runs it, or None``
+Refusal = Callable[[Any], str | None]
 
 #: the extra result key of a lowering whose input data can be invalid (MoE routes, non-finite
 #: values to quantize): under ``torch.compile`` it maps to a 0-d bool tensor, True when the data
@@ -52,6 +58,31 @@ FLOATING = frozenset(
 )
 #: 16-bit storage types whose matmuls and convolutions accumulate in float32 natively
 LOW_PRECISION = frozenset({hg.DataType.HALF, hg.DataType.BFLOAT16})
+
+
+@dataclass(frozen=True)
+class TorchFamily:
+    """How the torch engines run the nodes of one :class:`~hipdnn_graph.NodeType`: declared
+    once, in the family's own module (its ``FAMILIES``), and only collected by the package.
+
+    Example:
+        >>> from hipdnn_graph_torch_rocm.families.matmul import FAMILIES
+        >>> [(f.node_type.name, f.prepare.__name__, f.host_checked) for f in FAMILIES]
+        [('MATMUL', 'prepare_matmul', False)]
+    """
+
+    #: the node type this record lowers
+    node_type: hg.NodeType
+    #: ``prepare_<family>(node)``: reads the node once, returns the closure the engines run
+    prepare: Callable[[Any], Prepared]
+    #: ``<family>_refusal(node)``: why a node cannot run (``None`` when it can)
+    refusal: Refusal
+    #: ``prepare_<family>_writer(node)``: a :data:`Writer` into the caller's buffers (torch's
+    #: ``out=``), or ``None`` where that node cannot; ``None`` here: the family has none
+    writer: Callable[[Any], Writer | None] | None = None
+    #: whether the lowering checks its data on the host (MoE routes, a finite X to quantize):
+    #: run eagerly it synchronises, so a CUDA graph cannot capture it (the plans do not try)
+    host_checked: bool = False
 
 
 def compute_dtype_name(data_type: hg.DataType) -> str:

@@ -19,7 +19,7 @@ Example:
     >>> y = g.batchnorm_inference(x, m, v, s, b, name="bn")
     >>> g.validate()
     >>> ones = torch.ones(1, 1, 1)
-    >>> lower_batchnorm_inference(g.nodes[0], {"X": torch.full((2, 1, 2), 3.0), "MEAN": ones,
+    >>> prepare_batchnorm_inference(g.nodes[0])({"X": torch.full((2, 1, 2), 3.0), "MEAN": ones,
     ...     "INV_VARIANCE": ones * 2, "SCALE": ones, "BIAS": ones})["Y"].flatten().tolist()
     [5.0, 5.0, 5.0, 5.0]
 """
@@ -31,14 +31,11 @@ from typing import Any
 
 import hipdnn_graph as hg
 
-from ._common import FLOATING, Prepared, as_scalar, compute_dtype, dtype_refusal
+from ._common import FLOATING, Prepared, TorchFamily, as_scalar, compute_dtype, dtype_refusal
 
 __all__ = [
+    "FAMILIES",
     "batchnorm_refusal",
-    "lower_batchnorm",
-    "lower_batchnorm_backward",
-    "lower_batchnorm_inference",
-    "lower_batchnorm_inference_variance",
     "prepare_batchnorm",
     "prepare_batchnorm_backward",
     "prepare_batchnorm_inference",
@@ -139,27 +136,14 @@ def prepare_batchnorm_backward(node: hg.BatchnormBackwardNode) -> Prepared:
     return run
 
 
-def lower_batchnorm(node: hg.BatchnormNode, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """The outputs of a batch-norm training forward node."""
-    return prepare_batchnorm(node)(inputs)
-
-
-def lower_batchnorm_inference(
-    node: hg.BatchnormInferenceNode, inputs: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Y of a batch-norm inference node."""
-    return prepare_batchnorm_inference(node)(inputs)
-
-
-def lower_batchnorm_inference_variance(
-    node: hg.BatchnormInferenceVarianceNode, inputs: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Y of a batch-norm inference-from-variance node."""
-    return prepare_batchnorm_inference_variance(node)(inputs)
-
-
-def lower_batchnorm_backward(
-    node: hg.BatchnormBackwardNode, inputs: Mapping[str, Any]
-) -> dict[str, Any]:
-    """DX, DSCALE and DBIAS of a batch-norm backward node."""
-    return prepare_batchnorm_backward(node)(inputs)
+#: the node types this module lowers, as the package collects them
+FAMILIES = (
+    TorchFamily(hg.NodeType.BATCHNORM, prepare_batchnorm, batchnorm_refusal),
+    TorchFamily(hg.NodeType.BATCHNORM_INFERENCE, prepare_batchnorm_inference, batchnorm_refusal),
+    TorchFamily(
+        hg.NodeType.BATCHNORM_INFERENCE_VARIANCE_EXT,
+        prepare_batchnorm_inference_variance,
+        batchnorm_refusal,
+    ),
+    TorchFamily(hg.NodeType.BATCHNORM_BACKWARD, prepare_batchnorm_backward, batchnorm_refusal),
+)

@@ -27,7 +27,7 @@ Example:
     >>> _ = y.set_data_type(hg.DataType.FP8_E4M3).set_output(True)
     >>> _ = s.set_data_type(hg.DataType.FP8_E8M0).set_output(True)
     >>> g.validate()
-    >>> out = lower_block_scale_quantize(g.nodes[0], {"X": torch.tensor([[1.0, -2.0, 448.0, 0.0]])})
+    >>> out = prepare_block_scale_quantize(g.nodes[0])({"X": torch.tensor([[1., -2., 448., 0.]])})
     >>> out["SCALE"].float().tolist(), out["Y"].float().tolist()
     ([[1.0]], [[1.0, -2.0, 448.0, 0.0]])
 """
@@ -50,6 +50,7 @@ from hipdnn_graph.nodes.block_scale_quantize import block_axis
 from ._common import (
     CHECK,
     Prepared,
+    TorchFamily,
     compiling,
     compute_dtype,
     tensor_dtype,
@@ -57,10 +58,9 @@ from ._common import (
 )
 
 __all__ = [
+    "FAMILIES",
     "block_scale_dequantize_refusal",
     "block_scale_quantize_refusal",
-    "lower_block_scale_dequantize",
-    "lower_block_scale_quantize",
     "prepare_block_scale_dequantize",
     "prepare_block_scale_quantize",
 ]
@@ -202,15 +202,17 @@ def prepare_block_scale_dequantize(node: hg.BlockScaleDequantizeNode) -> Prepare
     return run
 
 
-def lower_block_scale_quantize(
-    node: hg.BlockScaleQuantizeNode, inputs: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Y and SCALE of a block-scale quantize node from X."""
-    return prepare_block_scale_quantize(node)(inputs)
-
-
-def lower_block_scale_dequantize(
-    node: hg.BlockScaleDequantizeNode, inputs: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Y of a block-scale dequantize node from X and SCALE."""
-    return prepare_block_scale_dequantize(node)(inputs)
+#: the node types this module lowers, as the package collects them
+FAMILIES = (
+    TorchFamily(
+        hg.NodeType.BLOCK_SCALE_QUANTIZE,
+        prepare_block_scale_quantize,
+        block_scale_quantize_refusal,
+        host_checked=True,
+    ),
+    TorchFamily(
+        hg.NodeType.BLOCK_SCALE_DEQUANTIZE,
+        prepare_block_scale_dequantize,
+        block_scale_dequantize_refusal,
+    ),
+)

@@ -19,7 +19,7 @@ Example:
     >>> x, w = g.tensor(name="x", dim=[1, 1, 3]), g.tensor(name="w", dim=[1, 1, 2])
     >>> y = g.conv_fprop(x, w, pre_padding=[0], post_padding=[0], stride=[1], dilation=[1])
     >>> g.validate()
-    >>> lower_conv_fprop(g.nodes[0], {"X": torch.tensor([[[1., 2., 3.]]]),
+    >>> prepare_conv_fprop(g.nodes[0])({"X": torch.tensor([[[1., 2., 3.]]]),
     ...                               "W": torch.tensor([[[1., 10.]]])})["Y"].tolist()
     [[[21.0, 32.0]]]
 """
@@ -32,14 +32,20 @@ from typing import Any
 
 import hipdnn_graph as hg
 
-from ._common import FLOATING, Prepared, Writer, compute_dtype, dtype_refusal, tensor_dtype
+from ._common import (
+    FLOATING,
+    Prepared,
+    TorchFamily,
+    Writer,
+    compute_dtype,
+    dtype_refusal,
+    tensor_dtype,
+)
 from .matmul import native_low_precision
 
 __all__ = [
+    "FAMILIES",
     "conv_refusal",
-    "lower_conv_dgrad",
-    "lower_conv_fprop",
-    "lower_conv_wgrad",
     "prepare_conv_dgrad",
     "prepare_conv_fprop",
     "prepare_conv_fprop_writer",
@@ -257,16 +263,14 @@ def prepare_conv_wgrad(node: hg.ConvolutionWgradNode) -> Prepared:
     return run
 
 
-def lower_conv_fprop(node: hg.ConvolutionFpropNode, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """Y of a forward convolution from X and W."""
-    return prepare_conv_fprop(node)(inputs)
-
-
-def lower_conv_dgrad(node: hg.ConvolutionDgradNode, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """DX of a data-gradient convolution from DY and W."""
-    return prepare_conv_dgrad(node)(inputs)
-
-
-def lower_conv_wgrad(node: hg.ConvolutionWgradNode, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """DW of a weight-gradient convolution from DY and X."""
-    return prepare_conv_wgrad(node)(inputs)
+#: the node types this module lowers, as the package collects them
+FAMILIES = (
+    TorchFamily(
+        hg.NodeType.CONVOLUTION_FPROP,
+        prepare_conv_fprop,
+        conv_refusal,
+        writer=prepare_conv_fprop_writer,
+    ),
+    TorchFamily(hg.NodeType.CONVOLUTION_DGRAD, prepare_conv_dgrad, conv_refusal),
+    TorchFamily(hg.NodeType.CONVOLUTION_WGRAD, prepare_conv_wgrad, conv_refusal),
+)

@@ -19,9 +19,25 @@ from __future__ import annotations
 import hipdnn_graph as hg
 from hipdnn_graph.nodes.custom_op import custom_op_refusal as _math_refusal
 
-__all__ = ["custom_op_refusal"]
+from ._common import Prepared, TorchFamily
+
+__all__ = ["FAMILIES", "custom_op_refusal", "prepare_custom_op"]
 
 
 def custom_op_refusal(node: hg.CustomOpNode) -> str:
     """Why the torch engines do not run ``node``: always, its math is the plugin's."""
     return f"node '{node.name}': {_math_refusal(node)}"
+
+
+def prepare_custom_op(node: hg.CustomOpNode) -> Prepared:
+    """No lowering: raises what :func:`custom_op_refusal` says (the engines refuse the node
+    before they prepare it; this is for a caller that prepares it anyway).
+
+    Raises:
+        HipdnnError: ``GRAPH_NOT_SUPPORTED``, always.
+    """
+    raise hg.HipdnnError(hg.ErrorCode.GRAPH_NOT_SUPPORTED, custom_op_refusal(node))
+
+
+#: the node types this module lowers, as the package collects them
+FAMILIES = (TorchFamily(hg.NodeType.CUSTOM_OP, prepare_custom_op, custom_op_refusal),)

@@ -16,7 +16,7 @@ Example:
     >>> c = g.matmul(g.tensor(name="a", dim=[1, 2, 3]), g.tensor(name="b", dim=[1, 3, 2]))
     >>> g.validate()
     >>> a, b = torch.ones(1, 2, 3), torch.ones(1, 3, 2)
-    >>> lower_matmul(g.nodes[0], {"A": a, "B": b})["C"].tolist()
+    >>> prepare_matmul(g.nodes[0])({"A": a, "B": b})["C"].tolist()
     [[[3.0, 3.0], [3.0, 3.0]]]
 """
 
@@ -31,6 +31,7 @@ from ._common import (
     FLOATING,
     LOW_PRECISION,
     Prepared,
+    TorchFamily,
     Writer,
     compute_dtype,
     dtype_refusal,
@@ -38,7 +39,7 @@ from ._common import (
 )
 
 __all__ = [
-    "lower_matmul",
+    "FAMILIES",
     "matmul_refusal",
     "native_low_precision",
     "prepare_matmul",
@@ -136,6 +137,7 @@ def prepare_matmul_writer(node: hg.MatmulNode) -> Writer | None:
     return write
 
 
-def lower_matmul(node: hg.MatmulNode, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """C of a matmul node from A and B."""
-    return prepare_matmul(node)(inputs)
+#: the node types this module lowers, as the package collects them
+FAMILIES = (
+    TorchFamily(hg.NodeType.MATMUL, prepare_matmul, matmul_refusal, writer=prepare_matmul_writer),
+)

@@ -34,7 +34,7 @@ Example:
     >>> inputs = {"TOKEN": torch.ones(1, 3, 2),
     ...           "WEIGHT": torch.tensor([[[1.0], [1.0]], [[2.0], [3.0]]]),
     ...           "FIRST_TOKEN_OFFSET": torch.tensor([0, 2], dtype=torch.int32).reshape(2, 1, 1)}
-    >>> lower_moe_grouped_matmul(g.nodes[0], inputs)["OUTPUT"].ravel().tolist()
+    >>> prepare_moe_grouped_matmul(g.nodes[0])(inputs)["OUTPUT"].ravel().tolist()
     [2.0, 2.0, 5.0]
 """
 
@@ -49,11 +49,10 @@ from hipdnn_graph.nodes.moe_math import check_offsets, moe_routes
 from hipdnn_graph.nodes.moe_math import moe_grouped_matmul_bwd_refusal as _math_bwd_refusal
 from hipdnn_graph.nodes.moe_math import moe_grouped_matmul_refusal as _math_refusal
 
-from ._common import CHECK, Prepared, compiling, compute_dtype, torch_type_refusal
+from ._common import CHECK, Prepared, TorchFamily, compiling, compute_dtype, torch_type_refusal
 
 __all__ = [
-    "lower_moe_grouped_matmul",
-    "lower_moe_grouped_matmul_bwd",
+    "FAMILIES",
     "moe_grouped_matmul_bwd_refusal",
     "moe_grouped_matmul_refusal",
     "prepare_moe_grouped_matmul",
@@ -208,23 +207,18 @@ def prepare_moe_grouped_matmul_bwd(node: hg.MoeGroupedMatmulBwdNode) -> Prepared
     return run
 
 
-def lower_moe_grouped_matmul(
-    node: hg.MoeGroupedMatmulNode, inputs: Mapping[str, Any]
-) -> dict[str, Any]:
-    """OUTPUT of a MoE grouped matmul node from TOKEN, WEIGHT and the routing tensors.
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` for routes hipDNN's reference rejects (run eagerly).
-    """
-    return prepare_moe_grouped_matmul(node)(inputs)
-
-
-def lower_moe_grouped_matmul_bwd(
-    node: hg.MoeGroupedMatmulBwdNode, inputs: Mapping[str, Any]
-) -> dict[str, Any]:
-    """DWEIGHT of a MoE grouped matmul backward node from DOUTPUT, TOKEN and the offsets.
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` for offsets hipDNN's reference rejects (run eagerly).
-    """
-    return prepare_moe_grouped_matmul_bwd(node)(inputs)
+#: the node types this module lowers, as the package collects them
+FAMILIES = (
+    TorchFamily(
+        hg.NodeType.MOE_GROUPED_MATMUL,
+        prepare_moe_grouped_matmul,
+        moe_grouped_matmul_refusal,
+        host_checked=True,
+    ),
+    TorchFamily(
+        hg.NodeType.MOE_GROUPED_MATMUL_BWD,
+        prepare_moe_grouped_matmul_bwd,
+        moe_grouped_matmul_bwd_refusal,
+        host_checked=True,
+    ),
+)

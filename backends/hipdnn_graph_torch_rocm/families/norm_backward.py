@@ -22,7 +22,7 @@ Example:
     >>> for o in outs[:2]:
     ...     _ = o.set_output(True)
     >>> g.validate()
-    >>> out = lower_rmsnorm_backward(g.nodes[0], {
+    >>> out = prepare_rmsnorm_backward(g.nodes[0])({
     ...     "DY": torch.tensor([[1.0, 0.0]], dtype=torch.float64),
     ...     "X": torch.tensor([[3.0, 4.0]], dtype=torch.float64),
     ...     "SCALE": torch.ones(1, 2, dtype=torch.float64),
@@ -38,14 +38,13 @@ from typing import Any
 
 import hipdnn_graph as hg
 
-from ._common import FLOATING, Prepared, as_scalar, compute_dtype, dtype_refusal
+from ._common import FLOATING, Prepared, TorchFamily, as_scalar, compute_dtype, dtype_refusal
 from .norms import rmsnorm_axes
 
 __all__ = [
+    "FAMILIES",
     "layernorm_backward_axes",
     "layernorm_backward_refusal",
-    "lower_layernorm_backward",
-    "lower_rmsnorm_backward",
     "prepare_layernorm_backward",
     "prepare_rmsnorm_backward",
     "rmsnorm_backward_refusal",
@@ -157,15 +156,10 @@ def prepare_rmsnorm_backward(node: hg.RMSNormBackwardNode) -> Prepared:
     return run
 
 
-def lower_layernorm_backward(
-    node: hg.LayernormBackwardNode, inputs: Mapping[str, Any]
-) -> dict[str, Any]:
-    """DX, DSCALE and DBIAS of a layer-norm backward node."""
-    return prepare_layernorm_backward(node)(inputs)
-
-
-def lower_rmsnorm_backward(
-    node: hg.RMSNormBackwardNode, inputs: Mapping[str, Any]
-) -> dict[str, Any]:
-    """DX, DSCALE (and DBIAS when the node computes it) of an RMSNorm backward node."""
-    return prepare_rmsnorm_backward(node)(inputs)
+#: the node types this module lowers, as the package collects them
+FAMILIES = (
+    TorchFamily(
+        hg.NodeType.LAYERNORM_BACKWARD, prepare_layernorm_backward, layernorm_backward_refusal
+    ),
+    TorchFamily(hg.NodeType.RMS_NORM_BACKWARD, prepare_rmsnorm_backward, rmsnorm_backward_refusal),
+)

@@ -17,7 +17,7 @@ Example:
     >>> y, _ = g.rmsnorm(x, s, epsilon=g.tensor(name="e").set_value(0.0),
     ...                  forward_phase=hg.NormFwdPhase.INFERENCE, name="n")
     >>> g.validate()
-    >>> out = lower_rmsnorm(g.nodes[0], {"X": torch.full((2, 4), 2.0), "SCALE": torch.ones(1, 4),
+    >>> out = prepare_rmsnorm(g.nodes[0])({"X": torch.full((2, 4), 2.0), "SCALE": torch.ones(1, 4),
     ...                                  "EPSILON": 0.0})
     >>> out["Y"].tolist()
     [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]]
@@ -31,13 +31,12 @@ from typing import Any
 import hipdnn_graph as hg
 from hipdnn_graph.nodes.norm_rules import infer_normalized_dim_count
 
-from ._common import FLOATING, Prepared, as_scalar, compute_dtype, dtype_refusal
+from ._common import FLOATING, Prepared, TorchFamily, as_scalar, compute_dtype, dtype_refusal
 
 __all__ = [
+    "FAMILIES",
     "layernorm_axes",
     "layernorm_refusal",
-    "lower_layernorm",
-    "lower_rmsnorm",
     "prepare_layernorm",
     "prepare_rmsnorm",
     "rmsnorm_axes",
@@ -177,11 +176,8 @@ def _numel(dims: list[int]) -> int:
     return n
 
 
-def lower_layernorm(node: hg.LayerNormNode, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """Y (and MEAN, INV_VARIANCE outside inference) of a layer-norm node."""
-    return prepare_layernorm(node)(inputs)
-
-
-def lower_rmsnorm(node: hg.RMSNormNode, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """Y (and INV_RMS in training) of an RMSNorm node."""
-    return prepare_rmsnorm(node)(inputs)
+#: the node types this module lowers, as the package collects them
+FAMILIES = (
+    TorchFamily(hg.NodeType.LAYER_NORM, prepare_layernorm, layernorm_refusal),
+    TorchFamily(hg.NodeType.RMS_NORM, prepare_rmsnorm, rmsnorm_refusal),
+)

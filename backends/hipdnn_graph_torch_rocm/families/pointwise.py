@@ -20,7 +20,7 @@ Example:
     >>> g = hg.Graph(io_data_type=f, intermediate_data_type=f, compute_data_type=f)
     >>> y = g.pointwise(g.tensor(name="x", dim=[3]), mode=hg.PointwiseMode.RELU_FWD, name="r")
     >>> g.validate()
-    >>> lower_pointwise(g.nodes[0], {"IN_0": torch.tensor([-1.0, 0.5, 2.0])})["OUT_0"]
+    >>> prepare_pointwise(g.nodes[0])({"IN_0": torch.tensor([-1.0, 0.5, 2.0])})["OUT_0"]
     tensor([0.0000, 0.5000, 2.0000])
 """
 
@@ -32,9 +32,9 @@ from typing import Any
 
 import hipdnn_graph as hg
 
-from ._common import FLOATING, LOW_PRECISION, Prepared, compute_dtype, dtype_refusal
+from ._common import FLOATING, LOW_PRECISION, Prepared, TorchFamily, compute_dtype, dtype_refusal
 
-__all__ = ["lower_pointwise", "pointwise_refusal", "prepare_pointwise"]
+__all__ = ["FAMILIES", "pointwise_refusal", "prepare_pointwise"]
 
 M = hg.PointwiseMode
 _SLOTS = ("IN_0", "IN_1", "IN_2")
@@ -204,6 +204,5 @@ def prepare_pointwise(node: hg.PointwiseNode) -> Prepared:
     return run
 
 
-def lower_pointwise(node: hg.PointwiseNode, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """OUT_0 of a pointwise node from its inputs by slot (see the module docstring)."""
-    return prepare_pointwise(node)(inputs)
+#: the node types this module lowers, as the package collects them
+FAMILIES = (TorchFamily(hg.NodeType.POINTWISE, prepare_pointwise, pointwise_refusal),)

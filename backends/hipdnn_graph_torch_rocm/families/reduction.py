@@ -13,7 +13,7 @@ Example:
     >>> y = g.tensor(name="y", dim=[2, 1])
     >>> _ = g.reduction(x, y, mode=hg.ReductionMode.ADD, name="sum")
     >>> g.validate()
-    >>> lower_reduction(g.nodes[0], {"X": torch.ones(2, 3)})["Y"].tolist()
+    >>> prepare_reduction(g.nodes[0])({"X": torch.ones(2, 3)})["Y"].tolist()
     [[3.0], [3.0]]
 """
 
@@ -24,10 +24,10 @@ from typing import Any
 
 import hipdnn_graph as hg
 
-from ._common import Prepared, compute_dtype, dtype_refusal
+from ._common import Prepared, TorchFamily, compute_dtype, dtype_refusal
 from .pointwise import STORAGE
 
-__all__ = ["lower_reduction", "prepare_reduction", "reduced_axes", "reduction_refusal"]
+__all__ = ["FAMILIES", "prepare_reduction", "reduced_axes", "reduction_refusal"]
 
 R = hg.ReductionMode
 
@@ -88,6 +88,5 @@ def prepare_reduction(node: hg.ReductionNode) -> Prepared:
     return run
 
 
-def lower_reduction(node: hg.ReductionNode, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """Y of a reduction node from X."""
-    return prepare_reduction(node)(inputs)
+#: the node types this module lowers, as the package collects them
+FAMILIES = (TorchFamily(hg.NodeType.REDUCTION, prepare_reduction, reduction_refusal),)

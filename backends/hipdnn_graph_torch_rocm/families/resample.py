@@ -34,7 +34,7 @@ Example:
     ...     resample_mode=hg.ResampleMode.MAXPOOL, padding_mode=hg.PaddingMode.NEG_INF_PAD,
     ...     window=[2], stride=[2], pre_padding=[1], post_padding=[1])
     >>> g.validate()
-    >>> out = lower_resample(g.nodes[0], {"X": torch.tensor([[[1.0, 5.0, 2.0, 0.0]]])})
+    >>> out = prepare_resample(g.nodes[0])({"X": torch.tensor([[[1.0, 5.0, 2.0, 0.0]]])})
     >>> out["Y"].tolist(), out["INDEX"].tolist()
     ([[[1.0, 5.0, 0.0]]], [[[0, 1, 3]]])
 """
@@ -50,11 +50,10 @@ from typing import Any
 import hipdnn_graph as hg
 from hipdnn_graph.nodes.resample_spec import PADDING_MODE, RESAMPLE_MODE
 
-from ._common import FLOATING, Prepared, compute_dtype, dtype_refusal, tensor_dtype
+from ._common import FLOATING, Prepared, TorchFamily, compute_dtype, dtype_refusal, tensor_dtype
 
 __all__ = [
-    "lower_resample",
-    "lower_resample_bwd",
+    "FAMILIES",
     "prepare_resample",
     "prepare_resample_bwd",
     "resample_bwd_refusal",
@@ -288,11 +287,8 @@ def prepare_resample_bwd(node: hg.ResampleBwdNode) -> Prepared:
     return run
 
 
-def lower_resample(node: hg.ResampleFwdNode, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """Y (and INDEX for a ``MAXPOOL`` node that has one) of a resample forward node from X."""
-    return prepare_resample(node)(inputs)
-
-
-def lower_resample_bwd(node: hg.ResampleBwdNode, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """DX of a resample backward node from DY (and, for ``MAXPOOL``, the forward's INDEX)."""
-    return prepare_resample_bwd(node)(inputs)
+#: the node types this module lowers, as the package collects them
+FAMILIES = (
+    TorchFamily(hg.NodeType.RESAMPLE_FWD, prepare_resample, resample_refusal),
+    TorchFamily(hg.NodeType.RESAMPLE_BWD, prepare_resample_bwd, resample_bwd_refusal),
+)
