@@ -1,6 +1,8 @@
-"""What the family builder mixins share: how they name what a caller left unnamed (as hipDNN's
-``Graph`` does), how they take the attributes a caller gives (:func:`node_attributes`) and
-:class:`BuilderHost`, the ``Graph`` members they call.
+"""What the family builder mixins share: the one recipe of a builder method
+(:meth:`BuilderHost._add_family`, led by a family's :class:`FamilyRecipe` and its
+:class:`~hipdnn_graph.descriptors.node_spec.NodeSpec`), how they name what a caller left unnamed
+(as hipDNN's ``Graph`` does), how they take the attributes a caller gives
+(:func:`node_attributes`) and :class:`BuilderHost`, the ``Graph`` members they call.
 
 Example:
     >>> import hipdnn_graph as hg
@@ -12,8 +14,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from .errors import HipdnnError
 from .tensor import TensorAttributes
@@ -21,9 +24,59 @@ from .types import ErrorCode
 
 if TYPE_CHECKING:
     from .attributes.graph_attributes import GraphAttributes
+    from .descriptors.node_spec import NodeSpec
     from .nodes.base import Node
 
-__all__ = ["BuilderHost", "name_unnamed", "node_attributes"]
+__all__ = ["BuilderHost", "FamilyRecipe", "name_unnamed", "node_attributes"]
+
+#: what a builder method returns (its outputs: a tensor or a tuple)
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class FamilyRecipe(Generic[R]):
+    """How a ``Graph`` builder method adds a node of one family, beyond what its ``NodeSpec``
+    says (the node and attributes classes, each slot's name and direction).
+
+    Attributes:
+        spec: The family's :class:`~hipdnn_graph.descriptors.node_spec.NodeSpec`.
+        op: The method's name, as its messages spell it.
+        inputs: The input slots the method takes positionally, in its signature's order.
+        spell: How the method's message spells those slots (``str.lower``: ``x``; ``str``:
+            ``X``). A pass-by-value slot reads ``<slot> (a tensor or a number)``.
+        name_inputs: Unnamed inputs are renamed ``<node>::<SLOT>`` (the positional ones, then
+            those the attributes hold, in the spec's order), as hipDNN's ``Graph`` does for
+            this family; otherwise inputs keep their names.
+        none_inputs: A positional input may be ``None`` (left unset; validation names it).
+        made_when: ``{output slot: test}``: an output made only when ``test(attributes)``
+            holds (``None`` is returned in its place otherwise); the others are always made.
+        clear_absent: An output not made is cleared from the attributes (else kept as given).
+
+    Example:
+        >>> from hipdnn_graph.nodes.matmul import MATMUL_SPEC
+        >>> FamilyRecipe(MATMUL_SPEC, "matmul", ("A", "B"), spell=str).takes
+        'tensors A and B'
+    """
+
+    spec: NodeSpec
+    op: str
+    inputs: tuple[str, ...]
+    spell: Callable[[str], str] = str.lower
+    name_inputs: bool = False
+    none_inputs: bool = False
+    made_when: Mapping[str, Callable[[Any], bool]] = field(default_factory=dict)
+    clear_absent: bool = False
+
+    @property
+    def takes(self) -> str:
+        """The inputs as the method's message names them: ``tensors x, scale and bias``."""
+        by_value = self.spec.pass_by_value_slots
+        words = [
+            f"{self.spell(s)} (a tensor or a number)" if s in by_value else self.spell(s)
+            for s in self.inputs
+        ]
+        listed = ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]
+        return f"tensors {listed}"
 
 
 class BuilderHost:
@@ -40,6 +93,71 @@ class BuilderHost:
         def _family_attributes(
             self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str
         ) -> Any: ...
+
+    def _add_family(
+        self,
+        recipe: FamilyRecipe[R],
+        tensors: tuple[Any, ...],
+        given: Any,
+        keywords: dict[str, Any],
+    ) -> R:
+        """Add a node of ``recipe``'s family, as each of hipDNN's ``Graph`` node methods does:
+        check the positional ``tensors``, take the attributes (a copy of ``given`` with
+        ``keywords`` applied, named ``<Prefix>_<index>`` when unnamed), rename unnamed inputs
+        (where the family does), make the virtual outputs ``<node>::<SLOT>``, set the slots and
+        add the node. Returns the outputs in the spec's order: the tensor when there is one,
+        else a tuple (``None`` for an output not made).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for an input of the wrong type, attributes of
+                another class or an unknown keyword (in that order, before anything is made).
+        """
+        spec, op = recipe.spec, recipe.op
+        node = cast("type[Node[Any]]", spec.make_node)
+        slots = tuple(zip(tensors, recipe.inputs, strict=True))
+        _check_inputs(recipe, slots)
+        attrs = self._family_attributes(given, node, keywords, op)
+        if recipe.name_inputs:
+            held = [(attrs.inputs.get(attrs.InputNames[s.name]), s.name) for s in spec.inputs]
+            name_unnamed(attrs.name, slots + tuple(h for h in held if h[1] not in recipe.inputs))
+        outputs = [
+            self._output_tensor(f"{attrs.name}::{s.name}")
+            if recipe.made_when.get(s.name, _always)(attrs)
+            else None
+            for s in spec.outputs
+        ]
+        for tensor, slot in slots:
+            getattr(attrs, f"set_{slot.lower()}")(tensor)
+        for tensor, out in zip(outputs, spec.outputs, strict=True):
+            if tensor is not None or recipe.clear_absent:
+                getattr(attrs, f"set_{out.name.lower()}")(tensor)
+        self._add_node(node(attrs, self.attributes))
+        return cast(R, outputs[0] if len(outputs) == 1 else tuple(outputs))
+
+
+def _always(_attributes: Any) -> bool:
+    return True
+
+
+def _check_inputs(recipe: FamilyRecipe[Any], slots: tuple[tuple[Any, str], ...]) -> None:
+    """Refuse a positional input of the wrong type, with the family's message.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE``.
+    """
+    by_value = recipe.spec.pass_by_value_slots
+    for tensor, slot in slots:
+        if recipe.none_inputs:
+            if tensor is not None and not isinstance(tensor, TensorAttributes):
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    f"{recipe.op}() takes a tensor or None for {slot}, got {type(tensor).__name__}",
+                )
+        elif tensor is None if slot in by_value else not isinstance(tensor, TensorAttributes):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"{recipe.op}() takes {recipe.takes}, then {recipe.spec.attributes_cls.__name__}",
+            )
 
 
 def name_unnamed(node: str, tensors: Iterable[tuple[TensorAttributes | None, str]]) -> None:
