@@ -41,12 +41,14 @@ class FamilyRecipe(Generic[R]):
     Attributes:
         spec: The family's :class:`~hipdnn_graph.descriptors.node_spec.NodeSpec`.
         op: The method's name, as its messages spell it.
-        inputs: The input slots the method takes positionally, in its signature's order.
+        inputs: The input slots the method takes positionally, in its signature's order (a
+            method given fewer tensors fills the first ones).
         spell: How the method's message spells those slots (``str.lower``: ``x``; ``str``:
             ``X``). A pass-by-value slot reads ``<slot> (a tensor or a number)``.
-        name_inputs: Unnamed inputs are renamed ``<node>::<SLOT>`` (the positional ones, then
-            those the attributes hold, in the spec's order), as hipDNN's ``Graph`` does for
-            this family; otherwise inputs keep their names.
+        name_inputs: Unnamed positional inputs are renamed ``<node>::<SLOT>``, as hipDNN's
+            ``Graph`` does for this family; otherwise inputs keep their names.
+        also_named: Input slots the attributes hold that are renamed so too (after the
+            positional ones, in this order).
         none_inputs: A positional input may be ``None`` (left unset; validation names it).
         made_when: ``{output slot: test}``: an output made only when ``test(attributes)``
             holds (``None`` is returned in its place otherwise); the others are always made.
@@ -63,6 +65,7 @@ class FamilyRecipe(Generic[R]):
     inputs: tuple[str, ...]
     spell: Callable[[str], str] = str.lower
     name_inputs: bool = False
+    also_named: tuple[str, ...] = ()
     none_inputs: bool = False
     made_when: Mapping[str, Callable[[Any], bool]] = field(default_factory=dict)
     clear_absent: bool = False
@@ -100,13 +103,16 @@ class BuilderHost:
         tensors: tuple[Any, ...],
         given: Any,
         keywords: dict[str, Any],
+        given_outputs: Mapping[str, TensorAttributes] | None = None,
     ) -> R:
         """Add a node of ``recipe``'s family, as each of hipDNN's ``Graph`` node methods does:
         check the positional ``tensors``, take the attributes (a copy of ``given`` with
         ``keywords`` applied, named ``<Prefix>_<index>`` when unnamed), rename unnamed inputs
         (where the family does), make the virtual outputs ``<node>::<SLOT>``, set the slots and
         add the node. Returns the outputs in the spec's order: the tensor when there is one,
-        else a tuple (``None`` for an output not made).
+        else a tuple (``None`` for an output not made). An output in ``given_outputs`` (by
+        slot) is the caller's tensor instead of a new one (renamed ``<node>::<SLOT>`` when
+        unnamed, where the family renames its inputs).
 
         Raises:
             HipdnnError: ``INVALID_VALUE`` for an input of the wrong type, attributes of
@@ -114,23 +120,28 @@ class BuilderHost:
         """
         spec, op = recipe.spec, recipe.op
         node = cast("type[Node[Any]]", spec.make_node)
-        slots = tuple(zip(tensors, recipe.inputs, strict=True))
+        slots = tuple(zip(tensors, recipe.inputs, strict=False))
         _check_inputs(recipe, slots)
         attrs = self._family_attributes(given, node, keywords, op)
         if recipe.name_inputs:
-            held = [(attrs.inputs.get(attrs.InputNames[s.name]), s.name) for s in spec.inputs]
-            name_unnamed(attrs.name, slots + tuple(h for h in held if h[1] not in recipe.inputs))
+            held = tuple((attrs.inputs.get(attrs.InputNames[s]), s) for s in recipe.also_named)
+            name_unnamed(attrs.name, slots + held)
+        given_outputs = given_outputs or {}
+        if recipe.name_inputs:
+            name_unnamed(attrs.name, ((t, s) for s, t in given_outputs.items()))
         outputs = [
-            self._output_tensor(f"{attrs.name}::{s.name}")
+            given_outputs[s.name]
+            if s.name in given_outputs
+            else self._output_tensor(f"{attrs.name}::{s.name}")
             if recipe.made_when.get(s.name, _always)(attrs)
             else None
             for s in spec.outputs
         ]
         for tensor, slot in slots:
-            getattr(attrs, f"set_{slot.lower()}")(tensor)
+            attrs._set_input(attrs.InputNames[slot], tensor)
         for tensor, out in zip(outputs, spec.outputs, strict=True):
             if tensor is not None or recipe.clear_absent:
-                getattr(attrs, f"set_{out.name.lower()}")(tensor)
+                attrs._set_output(out.member, tensor)
         self._add_node(node(attrs, self.attributes))
         return cast(R, outputs[0] if len(outputs) == 1 else tuple(outputs))
 

@@ -57,6 +57,7 @@ _RMSNORM: FamilyRecipe[tuple[T, Maybe]] = FamilyRecipe(
 )  # fmt: skip
 _LAYERNORM: FamilyRecipe[tuple[T, Maybe, Maybe]] = FamilyRecipe(
     LAYERNORM_SPEC, "layernorm", ("X", "SCALE", "BIAS"), name_inputs=True,
+    also_named=("EPSILON",),
     made_when={"MEAN": _statistics, "INV_VARIANCE": _statistics},
 )  # fmt: skip
 _BATCHNORM: FamilyRecipe[tuple[T, T, T, Maybe, Maybe]] = FamilyRecipe(
@@ -74,8 +75,9 @@ _BATCHNORM_BACKWARD: FamilyRecipe[tuple[T, T, T]] = FamilyRecipe(
     BATCHNORM_BACKWARD_SPEC, "batchnorm_backward", ("DY", "X", "SCALE")
 )
 _LAYERNORM_BACKWARD: FamilyRecipe[tuple[T, T, T]] = FamilyRecipe(
-    LAYERNORM_BACKWARD_SPEC, "layernorm_backward", ("DY", "X", "SCALE"), name_inputs=True
-)
+    LAYERNORM_BACKWARD_SPEC, "layernorm_backward", ("DY", "X", "SCALE"), name_inputs=True,
+    also_named=("MEAN", "INV_VARIANCE", "EPSILON"),
+)  # fmt: skip
 _RMSNORM_BACKWARD: FamilyRecipe[tuple[T, T, Maybe]] = FamilyRecipe(
     RMSNORM_BACKWARD_SPEC, "rmsnorm_backward", ("DY", "X", "SCALE", "INV_RMS"),
     made_when={"DBIAS": lambda a: bool(a.compute_dbias)},
