@@ -72,14 +72,16 @@ class FamilyRecipe(Generic[R]):
 
     @property
     def takes(self) -> str:
-        """The inputs as the method's message names them: ``tensors x, scale and bias``."""
+        """The inputs as the method's message names them: ``tensors x, scale and bias``
+        (``tensor x`` for one)."""
         by_value = self.spec.pass_by_value_slots
         words = [
             f"{self.spell(s)} (a tensor or a number)" if s in by_value else self.spell(s)
             for s in self.inputs
         ]
-        listed = ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]
-        return f"tensors {listed}"
+        if len(words) == 1:
+            return f"tensor {words[0]}"
+        return f"tensors {', '.join(words[:-1])} and {words[-1]}"
 
 
 class BuilderHost:
