@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from .errors import HipdnnError
 from .tensor import TensorAttributes
-from .types import ErrorCode
+from .types import DataType, ErrorCode
 
 if TYPE_CHECKING:
     from .attributes.graph_attributes import GraphAttributes
@@ -49,10 +49,18 @@ class FamilyRecipe(Generic[R]):
             ``Graph`` does for this family; otherwise inputs keep their names.
         also_named: Input slots the attributes hold that are renamed so too (after the
             positional ones, in this order).
-        none_inputs: A positional input may be ``None`` (left unset; validation names it).
+        none_inputs: Each positional input may be ``None`` (left unset; validation names it),
+            refused one by one otherwise.
+        optional: Positional inputs that may be ``None`` (cleared) where the others must be
+            tensors; the message names them after the attributes.
+        prepare: Called with the attributes once taken (before the outputs are made), for a
+            method that fixes a member.
         made_when: ``{output slot: test}``: an output made only when ``test(attributes)``
             holds (``None`` is returned in its place otherwise); the others are always made.
         clear_absent: An output not made is cleared from the attributes (else kept as given).
+        returns: The outputs the method returns, by slot (all of them when empty).
+        spelled: ``{output slot: name}`` where a new output is named ``<node>::<name>``.
+        output_types: ``{output slot: data type}`` of new outputs that have a fixed type.
 
     Example:
         >>> from hipdnn_graph.nodes.matmul import MATMUL_SPEC
@@ -69,19 +77,38 @@ class FamilyRecipe(Generic[R]):
     none_inputs: bool = False
     made_when: Mapping[str, Callable[[Any], bool]] = field(default_factory=dict)
     clear_absent: bool = False
+    optional: tuple[str, ...] = ()
+    prepare: Callable[[Any], Any] | None = None
+    returns: tuple[str, ...] = ()
+    spelled: Mapping[str, str] = field(default_factory=dict)
+    output_types: Mapping[str, DataType] = field(default_factory=dict)
 
     @property
     def takes(self) -> str:
-        """The inputs as the method's message names them: ``tensors x, scale and bias``
-        (``tensor x`` for one)."""
+        """The required inputs as the method's message names them: ``tensors x, scale and
+        bias`` (``tensor x`` for one)."""
         by_value = self.spec.pass_by_value_slots
         words = [
             f"{self.spell(s)} (a tensor or a number)" if s in by_value else self.spell(s)
             for s in self.inputs
+            if s not in self.optional
         ]
         if len(words) == 1:
             return f"tensor {words[0]}"
         return f"tensors {', '.join(words[:-1])} and {words[-1]}"
+
+    @property
+    def refusal(self) -> str:
+        """The method's message for inputs of the wrong type.
+
+        Example:
+            >>> from hipdnn_graph.nodes.resample_bwd import RESAMPLE_BWD_SPEC
+            >>> print(FamilyRecipe(RESAMPLE_BWD_SPEC, "resample_bwd", ("DY", "INDEX"),
+            ...                    optional=("INDEX",)).refusal)
+            resample_bwd() takes tensor dy, then ResampleBwdAttributes, then an optional tensor index
+        """  # noqa: E501
+        then = "".join(f", then an optional tensor {self.spell(s)}" for s in self.optional)
+        return f"{self.op}() takes {self.takes}, then {self.spec.attributes_cls.__name__}{then}"
 
 
 class BuilderHost:
@@ -125,6 +152,8 @@ class BuilderHost:
         slots = tuple(zip(tensors, recipe.inputs, strict=False))
         _check_inputs(recipe, slots)
         attrs = self._family_attributes(given, node, keywords, op)
+        if recipe.prepare is not None:
+            recipe.prepare(attrs)
         if recipe.name_inputs:
             held = tuple((attrs.inputs.get(attrs.InputNames[s]), s) for s in recipe.also_named)
             name_unnamed(attrs.name, slots + held)
@@ -134,7 +163,7 @@ class BuilderHost:
         outputs = [
             given_outputs[s.name]
             if s.name in given_outputs
-            else self._output_tensor(f"{attrs.name}::{s.name}")
+            else self._new_output(recipe, attrs.name, s.name)
             if recipe.made_when.get(s.name, _always)(attrs)
             else None
             for s in spec.outputs
@@ -145,7 +174,18 @@ class BuilderHost:
             if tensor is not None or recipe.clear_absent:
                 attrs._set_output(out.member, tensor)
         self._add_node(node(attrs, self.attributes))
+        if recipe.returns:
+            outputs = [
+                t for t, s in zip(outputs, spec.outputs, strict=True) if s.name in recipe.returns
+            ]
         return cast(R, outputs[0] if len(outputs) == 1 else tuple(outputs))
+
+    def _new_output(self, recipe: FamilyRecipe[Any], node: str, slot: str) -> TensorAttributes:
+        """A new virtual output ``<node>::<SLOT>`` (as ``recipe`` spells and types it)."""
+        tensor = self._output_tensor(f"{node}::{recipe.spelled.get(slot, slot)}")
+        if slot in recipe.output_types:
+            tensor.data_type = recipe.output_types[slot]
+        return tensor
 
 
 def _always(_attributes: Any) -> bool:
@@ -166,11 +206,11 @@ def _check_inputs(recipe: FamilyRecipe[Any], slots: tuple[tuple[Any, str], ...])
                     ErrorCode.INVALID_VALUE,
                     f"{recipe.op}() takes a tensor or None for {slot}, got {type(tensor).__name__}",
                 )
-        elif tensor is None if slot in by_value else not isinstance(tensor, TensorAttributes):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                f"{recipe.op}() takes {recipe.takes}, then {recipe.spec.attributes_cls.__name__}",
-            )
+            continue
+        if tensor is None and slot in recipe.optional:
+            continue
+        if tensor is None if slot in by_value else not isinstance(tensor, TensorAttributes):
+            raise HipdnnError(ErrorCode.INVALID_VALUE, recipe.refusal)
 
 
 def name_unnamed(node: str, tensors: Iterable[tuple[TensorAttributes | None, str]]) -> None:
