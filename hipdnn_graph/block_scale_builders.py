@@ -26,10 +26,13 @@ from .tensor import TensorAttributes
 __all__ = ["BlockScaleBuilders"]
 
 _QUANTIZE: FamilyRecipe[tuple[TensorAttributes, TensorAttributes]] = FamilyRecipe(
-    BLOCK_SCALE_QUANTIZE_SPEC, "block_scale_quantize", ("X",), name_inputs=True
+    BLOCK_SCALE_QUANTIZE_SPEC, "block_scale_quantize", ("X",), named=("X",)
 )
 _DEQUANTIZE: FamilyRecipe[TensorAttributes] = FamilyRecipe(
-    BLOCK_SCALE_DEQUANTIZE_SPEC, "block_scale_dequantize", ("X", "SCALE"), name_inputs=True
+    BLOCK_SCALE_DEQUANTIZE_SPEC,
+    "block_scale_dequantize",
+    ("X", "SCALE"),
+    named=("X", "SCALE"),
 )
 
 

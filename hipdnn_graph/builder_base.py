@@ -45,10 +45,9 @@ class FamilyRecipe(Generic[R]):
             method given fewer tensors fills the first ones).
         spell: How the method's message spells those slots (``str.lower``: ``x``; ``str``:
             ``X``). A pass-by-value slot reads ``<slot> (a tensor or a number)``.
-        name_inputs: Unnamed positional inputs are renamed ``<node>::<SLOT>``, as hipDNN's
-            ``Graph`` does for this family; otherwise inputs keep their names.
-        also_named: Input slots the attributes hold that are renamed so too (after the
-            positional ones, in this order).
+        named: The slots whose unnamed tensors are renamed ``<node>::<SLOT>`` (in this order),
+            as hipDNN's ``Graph`` does for this family; the others keep their names. A
+            positional slot left out by the caller is skipped.
         none_inputs: Each positional input may be ``None`` (left unset; validation names it),
             refused one by one otherwise.
         optional: Positional inputs that may be ``None`` (cleared) where the others must be
@@ -61,6 +60,8 @@ class FamilyRecipe(Generic[R]):
         returns: The outputs the method returns, by slot (all of them when empty).
         spelled: ``{output slot: name}`` where a new output is named ``<node>::<name>``.
         output_types: ``{output slot: data type}`` of new outputs that have a fixed type.
+        apply: ``apply(attributes, keywords, op)`` sets the keywords, for a family with
+            keyword spellings of its own (else each keyword is a ``set_<keyword>`` setter).
 
     Example:
         >>> from hipdnn_graph.nodes.matmul import MATMUL_SPEC
@@ -72,8 +73,7 @@ class FamilyRecipe(Generic[R]):
     op: str
     inputs: tuple[str, ...]
     spell: Callable[[str], str] = str.lower
-    name_inputs: bool = False
-    also_named: tuple[str, ...] = ()
+    named: tuple[str, ...] = ()
     none_inputs: bool = False
     made_when: Mapping[str, Callable[[Any], bool]] = field(default_factory=dict)
     clear_absent: bool = False
@@ -82,6 +82,7 @@ class FamilyRecipe(Generic[R]):
     returns: tuple[str, ...] = ()
     spelled: Mapping[str, str] = field(default_factory=dict)
     output_types: Mapping[str, DataType] = field(default_factory=dict)
+    apply: Callable[[Any, Mapping[str, Any], str], None] | None = None
 
     @property
     def takes(self) -> str:
@@ -112,54 +113,49 @@ class FamilyRecipe(Generic[R]):
 
 
 class BuilderHost:
-    """The ``Graph`` members a builder mixin calls (declared for type checkers only; ``Graph``
-    and :class:`~hipdnn_graph.family_builders.FamilyBuilders` define them)."""
+    """The builder methods' common part, :meth:`_add_family`, and the ``Graph`` members it
+    calls (declared for type checkers only; ``Graph`` defines them)."""
 
     if TYPE_CHECKING:
         attributes: GraphAttributes
+        _nodes: list[Node[Any]]
 
         def _output_tensor(self, name: str) -> TensorAttributes: ...
 
         def _add_node(self, node: Node[Any]) -> None: ...
-
-        def _family_attributes(
-            self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str
-        ) -> Any: ...
 
     def _add_family(
         self,
         recipe: FamilyRecipe[R],
         tensors: tuple[Any, ...],
         given: Any,
-        keywords: dict[str, Any],
+        keywords: Mapping[str, Any],
         given_outputs: Mapping[str, TensorAttributes] | None = None,
     ) -> R:
         """Add a node of ``recipe``'s family, as each of hipDNN's ``Graph`` node methods does:
-        check the positional ``tensors``, take the attributes (a copy of ``given`` with
-        ``keywords`` applied, named ``<Prefix>_<index>`` when unnamed), rename unnamed inputs
-        (where the family does), make the virtual outputs ``<node>::<SLOT>``, set the slots and
-        add the node. Returns the outputs in the spec's order: the tensor when there is one,
-        else a tuple (``None`` for an output not made). An output in ``given_outputs`` (by
-        slot) is the caller's tensor instead of a new one (renamed ``<node>::<SLOT>`` when
-        unnamed, where the family renames its inputs).
+        check the positional ``tensors``, take the attributes (:meth:`_family_attributes`),
+        set the inputs, rename the unnamed ones the family renames, make the virtual outputs
+        ``<node>::<SLOT>``, set them and add the node. Returns the outputs in the spec's order
+        (those of ``recipe.returns`` where it names them): the tensor when there is one, else a
+        tuple (``None`` for an output not made). An output in ``given_outputs`` (by slot) is the
+        caller's tensor instead of a new one.
 
         Raises:
             HipdnnError: ``INVALID_VALUE`` for an input of the wrong type, attributes of
                 another class or an unknown keyword (in that order, before anything is made).
         """
-        spec, op = recipe.spec, recipe.op
+        spec = recipe.spec
         node = cast("type[Node[Any]]", spec.make_node)
         slots = tuple(zip(tensors, recipe.inputs, strict=False))
         _check_inputs(recipe, slots)
-        attrs = self._family_attributes(given, node, keywords, op)
+        attrs = self._family_attributes(given, node, keywords, recipe.op, recipe.apply)
         if recipe.prepare is not None:
             recipe.prepare(attrs)
-        if recipe.name_inputs:
-            held = tuple((attrs.inputs.get(attrs.InputNames[s]), s) for s in recipe.also_named)
-            name_unnamed(attrs.name, slots + held)
+        for tensor, slot in slots:
+            attrs._set_input(attrs.InputNames[slot], tensor)
         given_outputs = given_outputs or {}
-        if recipe.name_inputs:
-            name_unnamed(attrs.name, ((t, s) for s, t in given_outputs.items()))
+        placed = {slot: tensor for tensor, slot in slots} | dict(given_outputs)
+        name_unnamed(attrs.name, ((_named(recipe, attrs, placed, s), s) for s in recipe.named))
         outputs = [
             given_outputs[s.name]
             if s.name in given_outputs
@@ -168,8 +164,6 @@ class BuilderHost:
             else None
             for s in spec.outputs
         ]
-        for tensor, slot in slots:
-            attrs._set_input(attrs.InputNames[slot], tensor)
         for tensor, out in zip(outputs, spec.outputs, strict=True):
             if tensor is not None or recipe.clear_absent:
                 attrs._set_output(out.member, tensor)
@@ -186,6 +180,59 @@ class BuilderHost:
         if slot in recipe.output_types:
             tensor.data_type = recipe.output_types[slot]
         return tensor
+
+    def _family_attributes(
+        self,
+        given: Any,
+        node: type[Node[Any]],
+        keywords: Mapping[str, Any],
+        op: str,
+        apply: Callable[[Any, Mapping[str, Any], str], None] | None = None,
+    ) -> Any:
+        """A copy of ``given`` (or new attributes of ``node``'s class) with ``keywords`` applied
+        (by ``apply`` where given, else each through the attributes' ``set_<keyword>``:
+        members, and input slots such as ``epsilon=``) and a name (``<node prefix>_<index>``
+        when unnamed).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for attributes of another class or an unknown
+                keyword.
+        """
+        attributes = node_attributes(given, node, op)
+        if apply is not None:
+            apply(attributes, keywords, op)
+        else:
+            _set_keywords(attributes, keywords, op)
+        if not attributes.name:
+            attributes.name = f"{node.name_prefix}_{len(self._nodes)}"
+        return attributes
+
+
+def _set_keywords(attributes: Any, keywords: Mapping[str, Any], op: str) -> None:
+    """Set each keyword through ``attributes.set_<keyword>`` (a member or an input slot).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for an unknown keyword.
+    """
+    cls = type(attributes)
+    for key, value in keywords.items():
+        setter = getattr(attributes, f"set_{key}", None)
+        field = key in cls.model_fields or key.upper() in cls.InputNames.__members__
+        if not field or setter is None:
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"{op}() got an unknown keyword {key!r}")
+        setter(value)
+
+
+def _named(
+    recipe: FamilyRecipe[Any], attrs: Any, placed: Mapping[str, Any], slot: str
+) -> TensorAttributes | None:
+    """The tensor of a slot ``recipe`` renames: the caller's (positional, or a given output),
+    else the attributes' input where the slot is not positional."""
+    if slot in placed:
+        return cast("TensorAttributes | None", placed[slot])
+    if slot in recipe.inputs or recipe.spec.slot(slot).output:
+        return None
+    return cast("TensorAttributes | None", attrs.inputs.get(attrs.InputNames[slot]))
 
 
 def _always(_attributes: Any) -> bool:

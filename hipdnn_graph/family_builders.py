@@ -18,13 +18,12 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .block_scale_builders import BlockScaleBuilders
-from .builder_base import FamilyRecipe, name_unnamed, node_attributes
+from .builder_base import FamilyRecipe, name_unnamed
 from .descriptors.wire_rules import MAX_TENSORS
 from .errors import HipdnnError
-from .nodes.base import Node
 from .nodes.conv_dgrad import CONVOLUTION_BWD_SPEC
 from .nodes.conv_fprop import CONVOLUTION_FWD_SPEC
 from .nodes.conv_wgrad import CONVOLUTION_WRW_SPEC
@@ -38,50 +37,43 @@ from .norm_builders import NormBuilders
 from .tensor import TensorAttributes
 from .types import ErrorCode
 
-if TYPE_CHECKING:
-    from .attributes.graph_attributes import GraphAttributes
-
 __all__ = ["FamilyBuilders", "name_unnamed"]
 
 _POINTWISE: FamilyRecipe[TensorAttributes] = FamilyRecipe(
-    POINTWISE_SPEC, "pointwise", ("IN_0", "IN_1", "IN_2"), name_inputs=True
+    POINTWISE_SPEC,
+    "pointwise",
+    ("IN_0", "IN_1", "IN_2"),
+    named=("IN_0", "IN_1", "IN_2"),
 )
 _REDUCTION: FamilyRecipe[TensorAttributes] = FamilyRecipe(
-    REDUCTION_SPEC, "reduction", ("X",), spell=str, name_inputs=True
+    REDUCTION_SPEC, "reduction", ("X",), spell=str, named=("X", "Y")
 )
 _MATMUL: FamilyRecipe[TensorAttributes] = FamilyRecipe(
-    MATMUL_SPEC, "matmul", ("A", "B"), spell=str, name_inputs=True
+    MATMUL_SPEC, "matmul", ("A", "B"), spell=str, named=("A", "B")
 )
 _CONV_FPROP: FamilyRecipe[TensorAttributes] = FamilyRecipe(
-    CONVOLUTION_FWD_SPEC, "conv_fprop", ("X", "W"), spell=str, name_inputs=True
+    CONVOLUTION_FWD_SPEC, "conv_fprop", ("X", "W"), spell=str, named=("X", "W")
 )
 _CONV_DGRAD: FamilyRecipe[TensorAttributes] = FamilyRecipe(
-    CONVOLUTION_BWD_SPEC, "conv_dgrad", ("DY", "W"), spell=str, name_inputs=True
+    CONVOLUTION_BWD_SPEC, "conv_dgrad", ("DY", "W"), spell=str, named=("DY", "W")
 )
 _CONV_WGRAD: FamilyRecipe[TensorAttributes] = FamilyRecipe(
-    CONVOLUTION_WRW_SPEC, "conv_wgrad", ("DY", "X"), spell=str, name_inputs=True
+    CONVOLUTION_WRW_SPEC, "conv_wgrad", ("DY", "X"), spell=str, named=("DY", "X")
 )
+_MOE_INPUTS = ("TOKEN", "WEIGHT", "FIRST_TOKEN_OFFSET", "TOKEN_INDEX", "TOKEN_KS")
+_MOE_BWD_INPUTS = ("DOUTPUT", "TOKEN", "FIRST_TOKEN_OFFSET")
 _MOE_GROUPED_MATMUL: FamilyRecipe[TensorAttributes] = FamilyRecipe(
     MOE_GROUPED_MATMUL_SPEC, "moe_grouped_matmul",
-    ("TOKEN", "WEIGHT", "FIRST_TOKEN_OFFSET", "TOKEN_INDEX", "TOKEN_KS"),
-    name_inputs=True, none_inputs=True,
+    _MOE_INPUTS, named=_MOE_INPUTS, none_inputs=True,
 )  # fmt: skip
 _MOE_GROUPED_MATMUL_BWD: FamilyRecipe[TensorAttributes] = FamilyRecipe(
     MOE_GROUPED_MATMUL_BWD_SPEC, "moe_grouped_matmul_bwd",
-    ("DOUTPUT", "TOKEN", "FIRST_TOKEN_OFFSET"), name_inputs=True, none_inputs=True,
+    _MOE_BWD_INPUTS, named=_MOE_BWD_INPUTS, none_inputs=True,
 )  # fmt: skip
 
 
 class FamilyBuilders(NormBuilders, BlockScaleBuilders):
     """The builder methods of the non-attention families (mixed into ``Graph``)."""
-
-    if TYPE_CHECKING:
-        attributes: GraphAttributes
-        _nodes: list[Node[Any]]
-
-        def _output_tensor(self, name: str) -> TensorAttributes: ...
-
-        def _add_node(self, node: Node[Any]) -> None: ...
 
     def pointwise(self, *args: Any, **keywords: Any) -> TensorAttributes:
         """Add a pointwise node: ``pointwise(in0, attrs)``, ``pointwise(in0, in1, attrs)`` or
@@ -302,21 +294,3 @@ class FamilyBuilders(NormBuilders, BlockScaleBuilders):
         attrs.set_inputs(tensors).set_outputs(outputs)
         self._add_node(CustomOpNode(attrs, self.attributes))
         return outputs
-
-    def _family_attributes(
-        self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str
-    ) -> Any:
-        """A copy of ``given`` (or new attributes of ``node``'s class) with ``keywords`` applied
-        (members, and input slots such as ``epsilon=``) and a name (``<node prefix>_<index>``
-        when unnamed)."""
-        cls = node.attributes_class()
-        attributes = node_attributes(given, node, op)
-        for key, value in keywords.items():
-            setter = getattr(attributes, f"set_{key}", None)
-            field = key in cls.model_fields or key.upper() in cls.InputNames.__members__
-            if not field or setter is None:
-                raise HipdnnError(ErrorCode.INVALID_VALUE, f"{op}() got an unknown keyword {key!r}")
-            setter(value)
-        if not attributes.name:
-            attributes.name = f"{node.name_prefix}_{len(self._nodes)}"
-        return attributes

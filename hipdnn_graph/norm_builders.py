@@ -56,8 +56,8 @@ _RMSNORM: FamilyRecipe[tuple[T, Maybe]] = FamilyRecipe(
     made_when={"INV_RMS": lambda a: a.forward_phase == NormFwdPhase.TRAINING},
 )  # fmt: skip
 _LAYERNORM: FamilyRecipe[tuple[T, Maybe, Maybe]] = FamilyRecipe(
-    LAYERNORM_SPEC, "layernorm", ("X", "SCALE", "BIAS"), name_inputs=True,
-    also_named=("EPSILON",),
+    LAYERNORM_SPEC, "layernorm", ("X", "SCALE", "BIAS"),
+    named=("X", "SCALE", "BIAS", "EPSILON"),
     made_when={"MEAN": _statistics, "INV_VARIANCE": _statistics},
 )  # fmt: skip
 _BATCHNORM: FamilyRecipe[tuple[T, T, T, Maybe, Maybe]] = FamilyRecipe(
@@ -75,8 +75,8 @@ _BATCHNORM_BACKWARD: FamilyRecipe[tuple[T, T, T]] = FamilyRecipe(
     BATCHNORM_BACKWARD_SPEC, "batchnorm_backward", ("DY", "X", "SCALE")
 )
 _LAYERNORM_BACKWARD: FamilyRecipe[tuple[T, T, T]] = FamilyRecipe(
-    LAYERNORM_BACKWARD_SPEC, "layernorm_backward", ("DY", "X", "SCALE"), name_inputs=True,
-    also_named=("MEAN", "INV_VARIANCE", "EPSILON"),
+    LAYERNORM_BACKWARD_SPEC, "layernorm_backward", ("DY", "X", "SCALE"),
+    named=("DY", "X", "SCALE", "MEAN", "INV_VARIANCE", "EPSILON"),
 )  # fmt: skip
 _RMSNORM_BACKWARD: FamilyRecipe[tuple[T, T, Maybe]] = FamilyRecipe(
     RMSNORM_BACKWARD_SPEC, "rmsnorm_backward", ("DY", "X", "SCALE", "INV_RMS"),

@@ -35,15 +35,19 @@ def _index(a: Any) -> bool:
 
 
 _RESAMPLE: FamilyRecipe[tuple[TensorAttributes, TensorAttributes | None]] = FamilyRecipe(
-    RESAMPLE_FWD_SPEC, "resample", ("X",), name_inputs=True, made_when={"INDEX": _index},
+    RESAMPLE_FWD_SPEC, "resample", ("X",), named=("X",), made_when={"INDEX": _index},
     spelled={"INDEX": "Index"}, output_types={"INDEX": DataType.INT32},
 )  # fmt: skip
 _RESAMPLE_FWD: FamilyRecipe[TensorAttributes] = FamilyRecipe(
-    RESAMPLE_FWD_SPEC, "resample_fwd", ("X",), name_inputs=True, made_when={"INDEX": _index},
+    RESAMPLE_FWD_SPEC, "resample_fwd", ("X",), named=("X",), made_when={"INDEX": _index},
     prepare=lambda a: a.set_generate_index(False), returns=("Y",),
 )  # fmt: skip
 _RESAMPLE_BWD: FamilyRecipe[TensorAttributes] = FamilyRecipe(
-    RESAMPLE_BWD_SPEC, "resample_bwd", ("DY", "INDEX"), name_inputs=True, optional=("INDEX",)
+    RESAMPLE_BWD_SPEC,
+    "resample_bwd",
+    ("DY", "INDEX"),
+    named=("DY", "INDEX"),
+    optional=("INDEX",),
 )
 
 
