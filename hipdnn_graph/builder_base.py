@@ -48,6 +48,8 @@ class FamilyRecipe(Generic[R]):
         named: The slots whose unnamed tensors are renamed ``<node>::<SLOT>`` (in this order),
             as hipDNN's ``Graph`` does for this family; the others keep their names. A
             positional slot left out by the caller is skipped.
+        checked: The positional inputs' types are checked first (else a slot's setter refuses
+            what it cannot hold, after the attributes are taken).
         none_inputs: Each positional input may be ``None`` (left unset; validation names it),
             refused one by one otherwise.
         optional: Positional inputs that may be ``None`` (cleared) where the others must be
@@ -74,6 +76,7 @@ class FamilyRecipe(Generic[R]):
     inputs: tuple[str, ...]
     spell: Callable[[str], str] = str.lower
     named: tuple[str, ...] = ()
+    checked: bool = True
     none_inputs: bool = False
     made_when: Mapping[str, Callable[[Any], bool]] = field(default_factory=dict)
     clear_absent: bool = False
@@ -246,7 +249,7 @@ def _check_inputs(recipe: FamilyRecipe[Any], slots: tuple[tuple[Any, str], ...])
         HipdnnError: ``INVALID_VALUE``.
     """
     by_value = recipe.spec.pass_by_value_slots
-    for tensor, slot in slots:
+    for tensor, slot in slots if recipe.checked else ():
         if recipe.none_inputs:
             if tensor is not None and not isinstance(tensor, TensorAttributes):
                 raise HipdnnError(
