@@ -18,14 +18,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from .builder_base import BuilderHost
-from .errors import HipdnnError
-from .nodes.block_scale_dequantize import BlockScaleDequantizeNode
-from .nodes.block_scale_quantize import BlockScaleQuantizeNode
+from .builder_base import BuilderHost, FamilyRecipe
+from .nodes.block_scale_dequantize import BLOCK_SCALE_DEQUANTIZE_SPEC
+from .nodes.block_scale_quantize import BLOCK_SCALE_QUANTIZE_SPEC
 from .tensor import TensorAttributes
-from .types import ErrorCode
 
 __all__ = ["BlockScaleBuilders"]
+
+_QUANTIZE: FamilyRecipe[tuple[TensorAttributes, TensorAttributes]] = FamilyRecipe(
+    BLOCK_SCALE_QUANTIZE_SPEC, "block_scale_quantize", ("X",), named=("X",)
+)
+_DEQUANTIZE: FamilyRecipe[TensorAttributes] = FamilyRecipe(
+    BLOCK_SCALE_DEQUANTIZE_SPEC,
+    "block_scale_dequantize",
+    ("X", "SCALE"),
+    named=("X", "SCALE"),
+)
 
 
 class BlockScaleBuilders(BuilderHost):
@@ -51,21 +59,7 @@ class BlockScaleBuilders(BuilderHost):
             >>> g.validate(); scale.get_dim()
             [2, 2]
         """
-        if not isinstance(x, TensorAttributes):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                "block_scale_quantize() takes tensor x, then BlockScaleQuantizeAttributes",
-            )
-        attrs = self._family_attributes(
-            attributes, BlockScaleQuantizeNode, keywords, "block_scale_quantize"
-        )
-        if not x.name:
-            x.name = f"{attrs.name}::X"
-        y = self._output_tensor(f"{attrs.name}::Y")
-        scale = self._output_tensor(f"{attrs.name}::SCALE")
-        attrs.set_x(x).set_y(y).set_scale(scale)
-        self._add_node(BlockScaleQuantizeNode(attrs, self.attributes))
-        return y, scale
+        return self._add_family(_QUANTIZE, (x,), attributes, keywords)
 
     def block_scale_dequantize(
         self, x: Any = None, scale: Any = None, attributes: Any = None, **keywords: Any
@@ -88,19 +82,4 @@ class BlockScaleBuilders(BuilderHost):
             >>> g.validate(); y.get_name(), y.get_dim(), s.get_name()
             ('BlockScaleDequantize_0::Y', [2, 64], 'BlockScaleDequantize_0::SCALE')
         """
-        if not isinstance(x, TensorAttributes) or not isinstance(scale, TensorAttributes):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                "block_scale_dequantize() takes tensors x and scale, then "
-                "BlockScaleDequantizeAttributes",
-            )
-        attrs = self._family_attributes(
-            attributes, BlockScaleDequantizeNode, keywords, "block_scale_dequantize"
-        )
-        for tensor, slot in ((x, "X"), (scale, "SCALE")):
-            if not tensor.name:
-                tensor.name = f"{attrs.name}::{slot}"
-        y = self._output_tensor(f"{attrs.name}::Y")
-        attrs.set_x(x).set_scale(scale).set_y(y)
-        self._add_node(BlockScaleDequantizeNode(attrs, self.attributes))
-        return y
+        return self._add_family(_DEQUANTIZE, (x, scale), attributes, keywords)

@@ -18,42 +18,62 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .block_scale_builders import BlockScaleBuilders
-from .builder_base import name_unnamed, node_attributes
+from .builder_base import FamilyRecipe, name_unnamed
 from .descriptors.wire_rules import MAX_TENSORS
 from .errors import HipdnnError
-from .nodes.base import Node
-from .nodes.conv_dgrad import ConvolutionDgradNode
-from .nodes.conv_fprop import ConvolutionFpropNode
-from .nodes.conv_wgrad import ConvolutionWgradNode
+from .nodes.conv_dgrad import CONVOLUTION_BWD_SPEC
+from .nodes.conv_fprop import CONVOLUTION_FWD_SPEC
+from .nodes.conv_wgrad import CONVOLUTION_WRW_SPEC
 from .nodes.custom_op import CustomOpNode
-from .nodes.matmul import MatmulNode
-from .nodes.moe_grouped_matmul import MoeGroupedMatmulNode
-from .nodes.moe_grouped_matmul_bwd import MoeGroupedMatmulBwdNode
-from .nodes.pointwise import PointwiseNode
-from .nodes.reduction import ReductionNode
+from .nodes.matmul import MATMUL_SPEC
+from .nodes.moe_grouped_matmul import MOE_GROUPED_MATMUL_SPEC
+from .nodes.moe_grouped_matmul_bwd import MOE_GROUPED_MATMUL_BWD_SPEC
+from .nodes.pointwise import POINTWISE_SPEC
+from .nodes.reduction import REDUCTION_SPEC
 from .norm_builders import NormBuilders
 from .tensor import TensorAttributes
 from .types import ErrorCode
 
-if TYPE_CHECKING:
-    from .attributes.graph_attributes import GraphAttributes
-
 __all__ = ["FamilyBuilders", "name_unnamed"]
+
+_POINTWISE: FamilyRecipe[TensorAttributes] = FamilyRecipe(
+    POINTWISE_SPEC,
+    "pointwise",
+    ("IN_0", "IN_1", "IN_2"),
+    named=("IN_0", "IN_1", "IN_2"),
+)
+_REDUCTION: FamilyRecipe[TensorAttributes] = FamilyRecipe(
+    REDUCTION_SPEC, "reduction", ("X",), spell=str, named=("X", "Y")
+)
+_MATMUL: FamilyRecipe[TensorAttributes] = FamilyRecipe(
+    MATMUL_SPEC, "matmul", ("A", "B"), spell=str, named=("A", "B")
+)
+_CONV_FPROP: FamilyRecipe[TensorAttributes] = FamilyRecipe(
+    CONVOLUTION_FWD_SPEC, "conv_fprop", ("X", "W"), spell=str, named=("X", "W")
+)
+_CONV_DGRAD: FamilyRecipe[TensorAttributes] = FamilyRecipe(
+    CONVOLUTION_BWD_SPEC, "conv_dgrad", ("DY", "W"), spell=str, named=("DY", "W")
+)
+_CONV_WGRAD: FamilyRecipe[TensorAttributes] = FamilyRecipe(
+    CONVOLUTION_WRW_SPEC, "conv_wgrad", ("DY", "X"), spell=str, named=("DY", "X")
+)
+_MOE_INPUTS = ("TOKEN", "WEIGHT", "FIRST_TOKEN_OFFSET", "TOKEN_INDEX", "TOKEN_KS")
+_MOE_BWD_INPUTS = ("DOUTPUT", "TOKEN", "FIRST_TOKEN_OFFSET")
+_MOE_GROUPED_MATMUL: FamilyRecipe[TensorAttributes] = FamilyRecipe(
+    MOE_GROUPED_MATMUL_SPEC, "moe_grouped_matmul",
+    _MOE_INPUTS, named=_MOE_INPUTS, none_inputs=True,
+)  # fmt: skip
+_MOE_GROUPED_MATMUL_BWD: FamilyRecipe[TensorAttributes] = FamilyRecipe(
+    MOE_GROUPED_MATMUL_BWD_SPEC, "moe_grouped_matmul_bwd",
+    _MOE_BWD_INPUTS, named=_MOE_BWD_INPUTS, none_inputs=True,
+)  # fmt: skip
 
 
 class FamilyBuilders(NormBuilders, BlockScaleBuilders):
     """The builder methods of the non-attention families (mixed into ``Graph``)."""
-
-    if TYPE_CHECKING:
-        attributes: GraphAttributes
-        _nodes: list[Node[Any]]
-
-        def _output_tensor(self, name: str) -> TensorAttributes: ...
-
-        def _add_node(self, node: Node[Any]) -> None: ...
 
     def pointwise(self, *args: Any, **keywords: Any) -> TensorAttributes:
         """Add a pointwise node: ``pointwise(in0, attrs)``, ``pointwise(in0, in1, attrs)`` or
@@ -79,14 +99,7 @@ class FamilyBuilders(NormBuilders, BlockScaleBuilders):
                 ErrorCode.INVALID_VALUE,
                 "pointwise() takes one, two or three input tensors, then PointwiseAttributes",
             )
-        a = self._family_attributes(given, PointwiseNode, keywords, "pointwise")
-        name_unnamed(a.name, ((t, f"IN_{i}") for i, t in enumerate(tensors)))
-        for index, tensor in enumerate(tensors):
-            a._set_input(a.InputNames(index), tensor)
-        out = self._output_tensor(f"{a.name}::OUT_0")
-        a.set_output_0(out)
-        self._add_node(PointwiseNode(a, self.attributes))
-        return out
+        return self._add_family(_POINTWISE, tuple(tensors), given, keywords)
 
     def matmul(
         self, a: Any = None, b: Any = None, attributes: Any = None, **keywords: Any
@@ -99,16 +112,7 @@ class FamilyBuilders(NormBuilders, BlockScaleBuilders):
             HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
                 class or an unknown keyword.
         """
-        if not isinstance(a, TensorAttributes) or not isinstance(b, TensorAttributes):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE, "matmul() takes tensors A and B, then MatmulAttributes"
-            )
-        attrs = self._family_attributes(attributes, MatmulNode, keywords, "matmul")
-        name_unnamed(attrs.name, ((a, "A"), (b, "B")))
-        c = self._output_tensor(f"{attrs.name}::C")
-        attrs.set_a(a).set_b(b).set_c(c)
-        self._add_node(MatmulNode(attrs, self.attributes))
-        return c
+        return self._add_family(_MATMUL, (a, b), attributes, keywords)
 
     def reduction(self, x: Any = None, *args: Any, **keywords: Any) -> TensorAttributes:
         """Add a reduction node: ``reduction(x, attrs)`` or ``reduction(x, y, attrs)``; returns
@@ -137,15 +141,8 @@ class FamilyBuilders(NormBuilders, BlockScaleBuilders):
                 ErrorCode.INVALID_VALUE,
                 "reduction() takes tensor X [and tensor Y], then ReductionAttributes",
             )
-        attrs = self._family_attributes(given, ReductionNode, keywords, "reduction")
-        if not x.name:
-            x.name = f"{attrs.name}::X"
-        y = rest[0] if rest else self._output_tensor(f"{attrs.name}::Y")
-        if not y.name:
-            y.name = f"{attrs.name}::Y"
-        attrs.set_x(x).set_y(y)
-        self._add_node(ReductionNode(attrs, self.attributes))
-        return y
+        made = {"Y": rest[0]} if rest else None
+        return self._add_family(_REDUCTION, (x,), given, keywords, given_outputs=made)
 
     # ----- convolution ---------------------------------------------------------------------
 
@@ -162,8 +159,7 @@ class FamilyBuilders(NormBuilders, BlockScaleBuilders):
             HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
                 class or an unknown keyword.
         """
-        return self._convolution("conv_fprop", ConvolutionFpropNode, attributes, keywords,
-                                 (x, "X"), (w, "W"), "Y")  # fmt: skip
+        return self._add_family(_CONV_FPROP, (x, w), attributes, keywords)
 
     def conv_dgrad(
         self, dy: Any = None, w: Any = None, attributes: Any = None, **keywords: Any
@@ -177,8 +173,7 @@ class FamilyBuilders(NormBuilders, BlockScaleBuilders):
             HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
                 class or an unknown keyword.
         """
-        return self._convolution("conv_dgrad", ConvolutionDgradNode, attributes, keywords,
-                                 (dy, "DY"), (w, "W"), "DX")  # fmt: skip
+        return self._add_family(_CONV_DGRAD, (dy, w), attributes, keywords)
 
     def conv_wgrad(
         self, dy: Any = None, x: Any = None, attributes: Any = None, **keywords: Any
@@ -192,35 +187,7 @@ class FamilyBuilders(NormBuilders, BlockScaleBuilders):
             HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
                 class or an unknown keyword.
         """
-        return self._convolution("conv_wgrad", ConvolutionWgradNode, attributes, keywords,
-                                 (dy, "DY"), (x, "X"), "DW")  # fmt: skip
-
-    def _convolution(
-        self,
-        op: str,
-        node: type[Node[Any]],
-        given: Any,
-        keywords: dict[str, Any],
-        first: tuple[Any, str],
-        second: tuple[Any, str],
-        output: str,
-    ) -> TensorAttributes:
-        """One convolution node of ``node``'s family: its two input tensors with their slot
-        names (the attributes' setters are ``set_<slot>``), and the name of its output slot."""
-        (a, a_slot), (b, b_slot) = first, second
-        if not isinstance(a, TensorAttributes) or not isinstance(b, TensorAttributes):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                f"{op}() takes tensors {a_slot} and {b_slot}, then "
-                f"{node.attributes_class().__name__}",
-            )
-        attrs = self._family_attributes(given, node, keywords, op)
-        name_unnamed(attrs.name, (first, second))
-        out = self._output_tensor(f"{attrs.name}::{output}")
-        for slot, tensor in ((a_slot, a), (b_slot, b), (output, out)):
-            getattr(attrs, f"set_{slot.lower()}")(tensor)
-        self._add_node(node(attrs, self.attributes))
-        return out
+        return self._add_family(_CONV_WGRAD, (dy, x), attributes, keywords)
 
     # ----- MoE grouped matmul (hipDNN's Graph::moe_grouped_matmul / moe_grouped_matmul_bwd) -----
     def moe_grouped_matmul(
@@ -253,10 +220,8 @@ class FamilyBuilders(NormBuilders, BlockScaleBuilders):
             >>> g.validate(); out.get_name(), out.get_dim()
             ('MoeGroupedMatmul_0::OUTPUT', [1, 8, 32])
         """
-        inputs = ((token, "TOKEN"), (weight, "WEIGHT"), (first_token_offset, "FIRST_TOKEN_OFFSET"),
-                  (token_index, "TOKEN_INDEX"), (token_ks, "TOKEN_KS"))  # fmt: skip
-        return self._moe(MoeGroupedMatmulNode, "moe_grouped_matmul", inputs, "OUTPUT",
-                         attributes, keywords)  # fmt: skip
+        inputs = (token, weight, first_token_offset, token_index, token_ks)
+        return self._add_family(_MOE_GROUPED_MATMUL, inputs, attributes, keywords)
 
     def moe_grouped_matmul_bwd(
         self,
@@ -276,35 +241,8 @@ class FamilyBuilders(NormBuilders, BlockScaleBuilders):
             HipdnnError: ``INVALID_VALUE`` for an input that is neither a tensor nor ``None``,
                 attributes of another class or an unknown keyword.
         """
-        inputs = ((doutput, "DOUTPUT"), (token, "TOKEN"),
-                  (first_token_offset, "FIRST_TOKEN_OFFSET"))  # fmt: skip
-        return self._moe(MoeGroupedMatmulBwdNode, "moe_grouped_matmul_bwd", inputs, "DWEIGHT",
-                         attributes, keywords)  # fmt: skip
-
-    def _moe(
-        self,
-        node: type[Node[Any]],
-        op: str,
-        inputs: tuple[tuple[Any, str], ...],
-        output: str,
-        given: Any,
-        keywords: dict[str, Any],
-    ) -> TensorAttributes:
-        """One MoE node: its inputs with their slot names (``None`` left unset), its output."""
-        for tensor, slot in inputs:
-            if tensor is not None and not isinstance(tensor, TensorAttributes):
-                raise HipdnnError(
-                    ErrorCode.INVALID_VALUE,
-                    f"{op}() takes a tensor or None for {slot}, got {type(tensor).__name__}",
-                )
-        attrs = self._family_attributes(given, node, keywords, op)
-        name_unnamed(attrs.name, inputs)
-        out = self._output_tensor(f"{attrs.name}::{output}")
-        for tensor, slot in inputs:
-            attrs._set_input(attrs.InputNames[slot], tensor)
-        attrs._set_output(attrs.OutputNames[output], out)
-        self._add_node(node(attrs, self.attributes))
-        return out
+        inputs = (doutput, token, first_token_offset)
+        return self._add_family(_MOE_GROUPED_MATMUL_BWD, inputs, attributes, keywords)
 
     # ----- custom op (hipDNN's Graph::custom_op) -----
     def custom_op(
@@ -356,21 +294,3 @@ class FamilyBuilders(NormBuilders, BlockScaleBuilders):
         attrs.set_inputs(tensors).set_outputs(outputs)
         self._add_node(CustomOpNode(attrs, self.attributes))
         return outputs
-
-    def _family_attributes(
-        self, given: Any, node: type[Node[Any]], keywords: dict[str, Any], op: str
-    ) -> Any:
-        """A copy of ``given`` (or new attributes of ``node``'s class) with ``keywords`` applied
-        (members, and input slots such as ``epsilon=``) and a name (``<node prefix>_<index>``
-        when unnamed)."""
-        cls = node.attributes_class()
-        attributes = node_attributes(given, node, op)
-        for key, value in keywords.items():
-            setter = getattr(attributes, f"set_{key}", None)
-            field = key in cls.model_fields or key.upper() in cls.InputNames.__members__
-            if not field or setter is None:
-                raise HipdnnError(ErrorCode.INVALID_VALUE, f"{op}() got an unknown keyword {key!r}")
-            setter(value)
-        if not attributes.name:
-            attributes.name = f"{node.name_prefix}_{len(self._nodes)}"
-        return attributes

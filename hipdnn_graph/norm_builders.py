@@ -19,22 +19,69 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
 
-from .builder_base import BuilderHost, name_unnamed
-from .errors import HipdnnError
-from .nodes.batchnorm import BatchnormNode
-from .nodes.batchnorm_backward import BatchnormBackwardNode
-from .nodes.batchnorm_inference import BatchnormInferenceNode
-from .nodes.batchnorm_inference_variance import BatchnormInferenceVarianceNode
-from .nodes.layernorm import LayerNormNode
-from .nodes.layernorm_backward import LayernormBackwardNode
-from .nodes.rmsnorm import RMSNormNode
-from .nodes.rmsnorm_backward import RMSNormBackwardNode
+from .builder_base import BuilderHost, FamilyRecipe
+from .nodes.batchnorm import BATCHNORM_SPEC
+from .nodes.batchnorm_backward import BATCHNORM_BACKWARD_SPEC
+from .nodes.batchnorm_inference import BATCHNORM_INFERENCE_SPEC
+from .nodes.batchnorm_inference_variance import BATCHNORM_INFERENCE_VARIANCE_SPEC
+from .nodes.layernorm import LAYERNORM_SPEC
+from .nodes.layernorm_backward import LAYERNORM_BACKWARD_SPEC
+from .nodes.rmsnorm import RMSNORM_SPEC
+from .nodes.rmsnorm_backward import RMSNORM_BACKWARD_SPEC
 from .tensor import TensorAttributes
-from .types import ErrorCode, NormFwdPhase
+from .types import NormFwdPhase
 
 __all__ = ["NormBuilders"]
+
+
+T: TypeAlias = TensorAttributes
+Maybe: TypeAlias = TensorAttributes | None
+
+
+def _running_stats(a: Any) -> bool:
+    """Batch norm updates the running statistics: their previous values and momentum are set."""
+    running = (a.get_prev_running_mean(), a.get_prev_running_variance(), a.get_momentum())
+    return None not in running
+
+
+def _statistics(a: Any) -> bool:
+    """Layer norm writes MEAN and INV_VARIANCE: its phase is not ``INFERENCE``."""
+    return bool(a.forward_phase != NormFwdPhase.INFERENCE)
+
+
+_RMSNORM: FamilyRecipe[tuple[T, Maybe]] = FamilyRecipe(
+    RMSNORM_SPEC, "rmsnorm", ("X", "SCALE"),
+    made_when={"INV_RMS": lambda a: a.forward_phase == NormFwdPhase.TRAINING},
+)  # fmt: skip
+_LAYERNORM: FamilyRecipe[tuple[T, Maybe, Maybe]] = FamilyRecipe(
+    LAYERNORM_SPEC, "layernorm", ("X", "SCALE", "BIAS"),
+    named=("X", "SCALE", "BIAS", "EPSILON"),
+    made_when={"MEAN": _statistics, "INV_VARIANCE": _statistics},
+)  # fmt: skip
+_BATCHNORM: FamilyRecipe[tuple[T, T, T, Maybe, Maybe]] = FamilyRecipe(
+    BATCHNORM_SPEC, "batchnorm", ("X", "SCALE", "BIAS"), clear_absent=True,
+    made_when={"NEXT_RUNNING_MEAN": _running_stats, "NEXT_RUNNING_VARIANCE": _running_stats},
+)  # fmt: skip
+_BATCHNORM_INFERENCE: FamilyRecipe[T] = FamilyRecipe(
+    BATCHNORM_INFERENCE_SPEC, "batchnorm_inference", ("X", "MEAN", "INV_VARIANCE", "SCALE", "BIAS")
+)
+_BATCHNORM_INFERENCE_VARIANCE: FamilyRecipe[T] = FamilyRecipe(
+    BATCHNORM_INFERENCE_VARIANCE_SPEC, "batchnorm_inference_variance_ext",
+    ("X", "MEAN", "VARIANCE", "SCALE", "BIAS", "EPSILON"),
+)  # fmt: skip
+_BATCHNORM_BACKWARD: FamilyRecipe[tuple[T, T, T]] = FamilyRecipe(
+    BATCHNORM_BACKWARD_SPEC, "batchnorm_backward", ("DY", "X", "SCALE")
+)
+_LAYERNORM_BACKWARD: FamilyRecipe[tuple[T, T, T]] = FamilyRecipe(
+    LAYERNORM_BACKWARD_SPEC, "layernorm_backward", ("DY", "X", "SCALE"),
+    named=("DY", "X", "SCALE", "MEAN", "INV_VARIANCE", "EPSILON"),
+)  # fmt: skip
+_RMSNORM_BACKWARD: FamilyRecipe[tuple[T, T, Maybe]] = FamilyRecipe(
+    RMSNORM_BACKWARD_SPEC, "rmsnorm_backward", ("DY", "X", "SCALE", "INV_RMS"),
+    made_when={"DBIAS": lambda a: bool(a.compute_dbias)},
+)  # fmt: skip
 
 
 class NormBuilders(BuilderHost):
@@ -53,20 +100,7 @@ class NormBuilders(BuilderHost):
             HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
                 class or an unknown keyword.
         """
-        if not isinstance(x, TensorAttributes) or not isinstance(scale, TensorAttributes):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                "rmsnorm() takes tensors x and scale, then RMSNormAttributes",
-            )
-        attrs = self._family_attributes(attributes, RMSNormNode, keywords, "rmsnorm")
-        y = self._output_tensor(f"{attrs.name}::Y")
-        inv_rms = None
-        if attrs.forward_phase == NormFwdPhase.TRAINING:
-            inv_rms = self._output_tensor(f"{attrs.name}::INV_RMS")
-            attrs.set_inv_rms(inv_rms)
-        attrs.set_x(x).set_scale(scale).set_y(y)
-        self._add_node(RMSNormNode(attrs, self.attributes))
-        return y, inv_rms
+        return self._add_family(_RMSNORM, (x, scale), attributes, keywords)
 
     def layernorm(
         self,
@@ -87,23 +121,7 @@ class NormBuilders(BuilderHost):
             HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
                 class or an unknown keyword.
         """
-        if not all(isinstance(t, TensorAttributes) for t in (x, scale, bias)):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                "layernorm() takes tensors x, scale and bias, then LayernormAttributes",
-            )
-        attrs = self._family_attributes(attributes, LayerNormNode, keywords, "layernorm")
-        epsilon = attrs.get_epsilon()
-        name_unnamed(attrs.name, ((x, "X"), (scale, "SCALE"), (bias, "BIAS"), (epsilon, "EPSILON")))
-        y = self._output_tensor(f"{attrs.name}::Y")
-        mean = inv_variance = None
-        if attrs.forward_phase != NormFwdPhase.INFERENCE:
-            mean = self._output_tensor(f"{attrs.name}::MEAN")
-            inv_variance = self._output_tensor(f"{attrs.name}::INV_VARIANCE")
-            attrs.set_mean(mean).set_inv_variance(inv_variance)
-        attrs.set_x(x).set_scale(scale).set_bias(bias).set_y(y)
-        self._add_node(LayerNormNode(attrs, self.attributes))
-        return y, mean, inv_variance
+        return self._add_family(_LAYERNORM, (x, scale, bias), attributes, keywords)
 
     # ----- batch norm (hipDNN's Graph::batchnorm) -----
     def batchnorm(
@@ -142,25 +160,7 @@ class NormBuilders(BuilderHost):
             >>> y.get_name(), mean.get_name(), nm
             ('Batchnorm_0::Y', 'Batchnorm_0::MEAN', None)
         """  # noqa: E501
-        if not all(isinstance(t, TensorAttributes) for t in (x, scale, bias)):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                "batchnorm() takes tensors x, scale and bias, then BatchnormAttributes",
-            )
-        attrs = self._family_attributes(attributes, BatchnormNode, keywords, "batchnorm")
-        y = self._output_tensor(f"{attrs.name}::Y")
-        mean = self._output_tensor(f"{attrs.name}::MEAN")
-        inv_variance = self._output_tensor(f"{attrs.name}::INV_VARIANCE")
-        next_mean = next_variance = None
-        running = (attrs.get_prev_running_mean(), attrs.get_prev_running_variance())
-        if None not in running and attrs.get_momentum() is not None:
-            next_mean = self._output_tensor(f"{attrs.name}::NEXT_RUNNING_MEAN")
-            next_variance = self._output_tensor(f"{attrs.name}::NEXT_RUNNING_VARIANCE")
-        attrs.set_x(x).set_scale(scale).set_bias(bias).set_y(y)
-        attrs.set_mean(mean).set_inv_variance(inv_variance)
-        attrs.set_next_running_mean(next_mean).set_next_running_variance(next_variance)
-        self._add_node(BatchnormNode(attrs, self.attributes))
-        return y, mean, inv_variance, next_mean, next_variance
+        return self._add_family(_BATCHNORM, (x, scale, bias), attributes, keywords)
 
     # ----- batch norm inference (hipDNN's Graph::batchnorm_inference) -----
     def batchnorm_inference(
@@ -190,20 +190,7 @@ class NormBuilders(BuilderHost):
             'BatchnormInference_0::Y'
         """
         inputs = (x, mean, inv_variance, scale, bias)
-        if not all(isinstance(t, TensorAttributes) for t in inputs):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                "batchnorm_inference() takes tensors x, mean, inv_variance, scale and bias, then "
-                "BatchnormInferenceAttributes",
-            )
-        attrs = self._family_attributes(
-            attributes, BatchnormInferenceNode, keywords, "batchnorm_inference"
-        )
-        y = self._output_tensor(f"{attrs.name}::Y")
-        attrs.set_x(x).set_mean(mean).set_inv_variance(inv_variance)
-        attrs.set_scale(scale).set_bias(bias).set_y(y)
-        self._add_node(BatchnormInferenceNode(attrs, self.attributes))
-        return y
+        return self._add_family(_BATCHNORM_INFERENCE, inputs, attributes, keywords)
 
     # ----- batch norm inference from the variance (Graph::batchnorm_inference_variance_ext) -----
     def batchnorm_inference_variance_ext(
@@ -234,21 +221,8 @@ class NormBuilders(BuilderHost):
             >>> g.batchnorm_inference_variance_ext(x, m, v, s, b, eps).get_name()
             'BatchnormInferenceVarianceExt_0::Y'
         """
-        inputs = (x, mean, variance, scale, bias)
-        if not all(isinstance(t, TensorAttributes) for t in inputs) or epsilon is None:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                "batchnorm_inference_variance_ext() takes tensors x, mean, variance, scale, bias "
-                "and epsilon (a tensor or a number), then BatchnormInferenceAttributesVarianceExt",
-            )
-        attrs = self._family_attributes(
-            attributes, BatchnormInferenceVarianceNode, keywords, "batchnorm_inference_variance_ext"
-        )
-        y = self._output_tensor(f"{attrs.name}::Y")
-        attrs.set_x(x).set_mean(mean).set_variance(variance)
-        attrs.set_scale(scale).set_bias(bias).set_epsilon(epsilon).set_y(y)
-        self._add_node(BatchnormInferenceVarianceNode(attrs, self.attributes))
-        return y
+        inputs = (x, mean, variance, scale, bias, epsilon)
+        return self._add_family(_BATCHNORM_INFERENCE_VARIANCE, inputs, attributes, keywords)
 
     # ----- batch norm backward (hipDNN's Graph::batchnorm_backward) -----
     def batchnorm_backward(
@@ -275,22 +249,7 @@ class NormBuilders(BuilderHost):
             >>> dx.get_name(), dbias.get_name()
             ('BatchnormBackward_0::DX', 'BatchnormBackward_0::DBIAS')
         """  # noqa: E501
-        if not all(isinstance(t, TensorAttributes) for t in (dy, x, scale)):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                "batchnorm_backward() takes tensors dy, x and scale, then "
-                "BatchnormBackwardAttributes",
-            )
-        attrs = self._family_attributes(
-            attributes, BatchnormBackwardNode, keywords, "batchnorm_backward"
-        )
-        dx = self._output_tensor(f"{attrs.name}::DX")
-        dscale = self._output_tensor(f"{attrs.name}::DSCALE")
-        dbias = self._output_tensor(f"{attrs.name}::DBIAS")
-        attrs.set_x(x).set_dy(dy).set_scale(scale)
-        attrs.set_dx(dx).set_dscale(dscale).set_dbias(dbias)
-        self._add_node(BatchnormBackwardNode(attrs, self.attributes))
-        return dx, dscale, dbias
+        return self._add_family(_BATCHNORM_BACKWARD, (dy, x, scale), attributes, keywords)
 
     # ----- layer-norm and RMSNorm backward (hipDNN's Graph::layernorm_backward/rmsnorm_backward)
     def layernorm_backward(
@@ -319,26 +278,7 @@ class NormBuilders(BuilderHost):
             >>> dy.get_name(), dx.get_name(), dbias.get_name()
             ('LayernormBackward_0::DY', 'LayernormBackward_0::DX', 'LayernormBackward_0::DBIAS')
         """
-        if not all(isinstance(t, TensorAttributes) for t in (dy, x, scale)):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                "layernorm_backward() takes tensors dy, x and scale, then "
-                "LayernormBackwardAttributes",
-            )
-        attrs = self._family_attributes(
-            attributes, LayernormBackwardNode, keywords, "layernorm_backward"
-        )
-        name_unnamed(attrs.name, (
-            (dy, "DY"), (x, "X"), (scale, "SCALE"), (attrs.get_mean(), "MEAN"),
-            (attrs.get_inv_variance(), "INV_VARIANCE"), (attrs.get_epsilon(), "EPSILON"),
-        ))  # fmt: skip
-        dx = self._output_tensor(f"{attrs.name}::DX")
-        dscale = self._output_tensor(f"{attrs.name}::DSCALE")
-        dbias = self._output_tensor(f"{attrs.name}::DBIAS")
-        attrs.set_dy(dy).set_x(x).set_scale(scale)
-        attrs.set_dx(dx).set_dscale(dscale).set_dbias(dbias)
-        self._add_node(LayernormBackwardNode(attrs, self.attributes))
-        return dx, dscale, dbias
+        return self._add_family(_LAYERNORM_BACKWARD, (dy, x, scale), attributes, keywords)
 
     def rmsnorm_backward(
         self,
@@ -368,22 +308,5 @@ class NormBuilders(BuilderHost):
             >>> dx.get_name(), dbias.get_name(), dy.get_name()
             ('RMSNormBackward_0::DX', 'RMSNormBackward_0::DBIAS', '')
         """
-        if not all(isinstance(t, TensorAttributes) for t in (dy, x, scale, inv_rms)):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                "rmsnorm_backward() takes tensors dy, x, scale and inv_rms, then "
-                "RMSNormBackwardAttributes",
-            )
-        attrs = self._family_attributes(
-            attributes, RMSNormBackwardNode, keywords, "rmsnorm_backward"
-        )
-        dx = self._output_tensor(f"{attrs.name}::DX")
-        dscale = self._output_tensor(f"{attrs.name}::DSCALE")
-        dbias = None
-        if attrs.compute_dbias:
-            dbias = self._output_tensor(f"{attrs.name}::DBIAS")
-            attrs.set_dbias(dbias)
-        attrs.set_dy(dy).set_x(x).set_scale(scale).set_inv_rms(inv_rms)
-        attrs.set_dx(dx).set_dscale(dscale)
-        self._add_node(RMSNormBackwardNode(attrs, self.attributes))
-        return dx, dscale, dbias
+        inputs = (dy, x, scale, inv_rms)
+        return self._add_family(_RMSNORM_BACKWARD, inputs, attributes, keywords)

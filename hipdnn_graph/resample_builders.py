@@ -20,14 +20,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from .builder_base import BuilderHost, name_unnamed
-from .errors import HipdnnError
-from .nodes.resample_bwd import ResampleBwdNode
-from .nodes.resample_fwd import ResampleFwdNode
+from .builder_base import BuilderHost, FamilyRecipe
+from .nodes.resample_bwd import RESAMPLE_BWD_SPEC
+from .nodes.resample_fwd import RESAMPLE_FWD_SPEC
 from .tensor import TensorAttributes
-from .types import DataType, ErrorCode, ResampleMode
+from .types import DataType, ResampleMode
 
 __all__ = ["ResampleBuilders"]
+
+
+def _index(a: Any) -> bool:
+    """A resample forward writes an INDEX: ``MAXPOOL`` with ``generate_index`` set."""
+    return bool(a.generate_index and a.resample_mode == ResampleMode.MAXPOOL)
+
+
+_RESAMPLE: FamilyRecipe[tuple[TensorAttributes, TensorAttributes | None]] = FamilyRecipe(
+    RESAMPLE_FWD_SPEC, "resample", ("X",), named=("X",), made_when={"INDEX": _index},
+    spelled={"INDEX": "Index"}, output_types={"INDEX": DataType.INT32},
+)  # fmt: skip
+_RESAMPLE_FWD: FamilyRecipe[TensorAttributes] = FamilyRecipe(
+    RESAMPLE_FWD_SPEC, "resample_fwd", ("X",), named=("X",), made_when={"INDEX": _index},
+    prepare=lambda a: a.set_generate_index(False), returns=("Y",),
+)  # fmt: skip
+_RESAMPLE_BWD: FamilyRecipe[TensorAttributes] = FamilyRecipe(
+    RESAMPLE_BWD_SPEC,
+    "resample_bwd",
+    ("DY", "INDEX"),
+    named=("DY", "INDEX"),
+    optional=("INDEX",),
+)
 
 
 class ResampleBuilders(BuilderHost):
@@ -57,16 +78,7 @@ class ResampleBuilders(BuilderHost):
             >>> g.validate(); y.get_dim(), index.get_name(), index.get_data_type().name
             ([1, 3, 2, 2], 'ResampleFwd_0::Index', 'INT32')
         """
-        attrs = self._resample_fwd_attributes(x, attributes, keywords, "resample")
-        y = self._output_tensor(f"{attrs.name}::Y")
-        index = None
-        if attrs.generate_index and attrs.resample_mode == ResampleMode.MAXPOOL:
-            index = self._output_tensor(f"{attrs.name}::Index")
-            index.data_type = DataType.INT32
-            attrs.set_index(index)
-        attrs.set_x(x).set_y(y)
-        self._add_node(ResampleFwdNode(attrs, self.attributes))
-        return y, index
+        return self._add_family(_RESAMPLE, (x,), attributes, keywords)
 
     def resample_fwd(
         self, x: Any = None, attributes: Any = None, **keywords: Any
@@ -79,11 +91,7 @@ class ResampleBuilders(BuilderHost):
             HipdnnError: ``INVALID_VALUE`` for an input that is not a tensor, attributes of
                 another class or an unknown keyword.
         """
-        attrs = self._resample_fwd_attributes(x, attributes, keywords, "resample_fwd")
-        y = self._output_tensor(f"{attrs.name}::Y")
-        attrs.set_generate_index(False).set_x(x).set_y(y)
-        self._add_node(ResampleFwdNode(attrs, self.attributes))
-        return y
+        return self._add_family(_RESAMPLE_FWD, (x,), attributes, keywords)
 
     def resample_bwd(
         self, dy: Any = None, attributes: Any = None, index: Any = None, **keywords: Any
@@ -98,29 +106,4 @@ class ResampleBuilders(BuilderHost):
             HipdnnError: ``INVALID_VALUE`` for inputs that are not tensors, attributes of another
                 class or an unknown keyword.
         """
-        if not isinstance(dy, TensorAttributes) or not (
-            index is None or isinstance(index, TensorAttributes)
-        ):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                "resample_bwd() takes tensor dy, then ResampleBwdAttributes, then an optional "
-                "tensor index",
-            )
-        attrs = self._family_attributes(attributes, ResampleBwdNode, keywords, "resample_bwd")
-        name_unnamed(attrs.name, ((dy, "DY"), (index, "INDEX")))
-        dx = self._output_tensor(f"{attrs.name}::DX")
-        attrs.set_dy(dy).set_index(index).set_dx(dx)
-        self._add_node(ResampleBwdNode(attrs, self.attributes))
-        return dx
-
-    def _resample_fwd_attributes(
-        self, x: Any, given: Any, keywords: dict[str, Any], op: str
-    ) -> Any:
-        """The checked input and named attributes of a resample forward builder."""
-        if not isinstance(x, TensorAttributes):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE, f"{op}() takes tensor x, then ResampleFwdAttributes"
-            )
-        attrs = self._family_attributes(given, ResampleFwdNode, keywords, op)
-        name_unnamed(attrs.name, ((x, "X"),))
-        return attrs
+        return self._add_family(_RESAMPLE_BWD, (dy, index), attributes, keywords)

@@ -16,37 +16,53 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack
 
 from .attributes.sdpa import SdpaAttributes
 from .attributes.sdpa_backward import SdpaBackwardAttributes
-from .builder_base import BuilderHost, name_unnamed, node_attributes
+from .builder_base import BuilderHost, FamilyRecipe
 from .keyword_types import SdpaBackwardKeywords, SdpaKeywords
-from .nodes.sdpa_bwd import SdpaBwdNode
-from .nodes.sdpa_fwd import SdpaFwdNode
+from .nodes.sdpa_bwd import SDPA_BWD_SPEC
+from .nodes.sdpa_fwd import SDPA_FWD_SPEC
 from .sdpa_keywords import BACKWARD_KEYWORDS, FORWARD_KEYWORDS, apply_keywords
 from .tensor import TensorAttributes
-
-if TYPE_CHECKING:
-    from .nodes.base import Node
 
 __all__ = ["SdpaBuilders"]
 
 
+def _forward_keywords(attributes: Any, keywords: Mapping[str, Any], op: str) -> None:
+    apply_keywords(attributes, keywords, FORWARD_KEYWORDS, op)
+
+
+def _backward_keywords(attributes: Any, keywords: Mapping[str, Any], op: str) -> None:
+    apply_keywords(attributes, keywords, BACKWARD_KEYWORDS, op)
+
+
+def _stats(a: Any) -> bool:
+    """SDPA forward writes Stats unless ``generate_stats`` is False (inference)."""
+    return a.generate_stats is not False
+
+
+def _never(_attributes: Any) -> bool:
+    """SDPA backward never makes dBias: a ``dBias=`` keyword gives it."""
+    return False
+
+
+_SDPA: FamilyRecipe[tuple[TensorAttributes, TensorAttributes | None]] = FamilyRecipe(
+    SDPA_FWD_SPEC, "sdpa", ("Q", "K", "V"), checked=False, apply=_forward_keywords,
+    made_when={"Stats": _stats},
+)  # fmt: skip
+_SDPA_BACKWARD: FamilyRecipe[tuple[TensorAttributes, TensorAttributes, TensorAttributes]] = (
+    FamilyRecipe(
+        SDPA_BWD_SPEC, "sdpa_backward", ("Q", "K", "V", "O", "dO", "Stats"), checked=False,
+        named=("Q", "K", "V", "dO"), apply=_backward_keywords, made_when={"dBias": _never},
+        returns=("dQ", "dK", "dV"),
+    )
+)  # fmt: skip
+
+
 class SdpaBuilders(BuilderHost):
     """The attention builder methods (mixed into ``Graph``)."""
-
-    if TYPE_CHECKING:
-        _nodes: list[Node[Any]]
-
-    def _sdpa_attributes(
-        self, given: Any, node: type[Node[Any]], keywords: Mapping[str, Any], op: str, table: Any
-    ) -> Any:
-        attributes = node_attributes(given, node, op)
-        apply_keywords(attributes, keywords, table, op)
-        if not attributes.name:
-            attributes.name = f"{node.name_prefix}_{len(self._nodes)}"
-        return attributes
 
     def sdpa(
         self,
@@ -69,18 +85,7 @@ class SdpaBuilders(BuilderHost):
         Raises:
             HipdnnError: ``INVALID_VALUE`` for an unknown keyword or wrong argument type.
         """
-        a: SdpaAttributes = self._sdpa_attributes(
-            attributes, SdpaFwdNode, keywords, "sdpa", FORWARD_KEYWORDS
-        )
-        a.set_q(q).set_k(k).set_v(v)
-        o = self._output_tensor(f"{a.name}::O")
-        a.set_o(o)
-        stats = None
-        if a.generate_stats is not False:
-            stats = self._output_tensor(f"{a.name}::Stats")
-            a.set_stats(stats)
-        self._add_node(SdpaFwdNode(a, self.attributes))
-        return o, stats
+        return self._add_family(_SDPA, (q, k, v), attributes, keywords)
 
     def sdpa_backward(
         self,
@@ -104,14 +109,5 @@ class SdpaBuilders(BuilderHost):
         Raises:
             HipdnnError: ``INVALID_VALUE`` for an unknown keyword or wrong argument type.
         """
-        a: SdpaBackwardAttributes = self._sdpa_attributes(
-            attributes, SdpaBwdNode, keywords, "sdpa_backward", BACKWARD_KEYWORDS
-        )
-        a.set_q(q).set_k(k).set_v(v).set_o(o).set_do(dO).set_stats(stats)
-        name_unnamed(a.name, ((q, "Q"), (k, "K"), (v, "V"), (dO, "dO")))
-        dq = self._output_tensor(f"{a.name}::dQ")
-        dk = self._output_tensor(f"{a.name}::dK")
-        dv = self._output_tensor(f"{a.name}::dV")
-        a.set_dq(dq).set_dk(dk).set_dv(dv)
-        self._add_node(SdpaBwdNode(a, self.attributes))
-        return dq, dk, dv
+        inputs = (q, k, v, o, dO, stats)
+        return self._add_family(_SDPA_BACKWARD, inputs, attributes, keywords)
