@@ -369,8 +369,8 @@ def test_backends_reports_one_direction_engines_and_double(capsys: Capsys) -> No
 
 def test_every_family_has_probes_that_build_in_every_probed_type() -> None:
     # a probe that failed to build would silently shrink what `backends` reports
-    from hipdnn_graph.cli_backends import PROBE_TYPES, probe_graphs
-    from hipdnn_graph.cli_probes import SDPA_PROBES, chained, probe_families
+    from hipdnn_graph.cli.backends import PROBE_TYPES, probe_graphs
+    from hipdnn_graph.cli.probes import SDPA_PROBES, chained, probe_families
 
     families = probe_families()
     assert sorted([*families, "SDPA_FWD", "SDPA_BWD"]) == sorted(

@@ -16,7 +16,7 @@ import pytest
 
 import hipdnn_graph as hg
 from hipdnn_graph.cli import main
-from hipdnn_graph.cli_convert import indent_json
+from hipdnn_graph.cli.convert import indent_json
 
 Capsys = pytest.CaptureFixture[str]
 

@@ -35,7 +35,7 @@ LAZY_TORCH = {
     "hipdnn_graph/execution.py",
     "hipdnn_graph/testing/inputs.py",
     "hipdnn_graph/testing/conformance.py",
-    "hipdnn_graph/cli_run.py",
+    "hipdnn_graph/cli/run.py",
 }
 #: a package whose every module may import torch lazily (hipDNN's Python API: device memory,
 #: streams and DLPack)
@@ -240,8 +240,8 @@ def test_lint_bans_torch_networkx_and_plugins_in_the_core() -> None:
     ]  # fmt: skip
     lazy = "def f():\n    import torch\n"
     assert _ruff_codes("hipdnn_graph/new_module.py", lazy) == ["TID251"]
-    assert _ruff_codes("hipdnn_graph/cli_run.py", lazy) == []
-    assert _ruff_codes("hipdnn_graph/cli_run.py", "import torch\n") == ["TID253"]
+    assert _ruff_codes("hipdnn_graph/cli/run.py", lazy) == []
+    assert _ruff_codes("hipdnn_graph/cli/run.py", "import torch\n") == ["TID253"]
     assert _ruff_codes("hipdnn_graph/torch/op.py", BANNED) == []
     assert _ruff_codes("tests/test_new.py", BANNED) == []
     assert _ruff_codes("backends/hipdnn_graph_torch_rocm/new.py", BANNED) == []

@@ -30,8 +30,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from .cli_common import CliError, load_graph, non_negative_int, safe_text
-from .serialization import FORMATS
+from ..serialization import FORMATS
+from .common import CliError, load_graph, non_negative_int, safe_text
 
 __all__ = ["add_parsers", "cmd_convert", "cmd_schema", "indent_json"]
 
@@ -104,7 +104,7 @@ def cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_schema(args: argparse.Namespace, out: TextIO) -> int:
-    from .descriptors import json_schema
+    from ..descriptors import json_schema
 
     out.write(json.dumps(json_schema(), indent=2) + "\n")
     return 0

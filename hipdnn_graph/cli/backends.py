@@ -2,7 +2,7 @@
 command says about each engine: which node families, in which data types, its ``check()``
 accepts on this machine.
 
-Each engine is asked about the probe graphs (:mod:`~hipdnn_graph.cli_probes`) of the families
+Each engine is asked about the probe graphs (:mod:`~hipdnn_graph.cli.probes`) of the families
 it declares (its ``node_types``; all of them when it declares none): attention as a forward
 feeding a backward, a forward alone and a backward alone, and one small graph of every other
 family, in FLOAT, HALF, BFLOAT16 and DOUBLE, so that an engine that runs one direction, some
@@ -24,11 +24,11 @@ import argparse
 import warnings
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .cli_common import safe_text
-from .types import DataType
+from ..types import DataType
+from .common import safe_text
 
 if TYPE_CHECKING:  # imported where used: --help and --version load no graph code
-    from .graph import Graph
+    from ..graph import Graph
 
 __all__ = ["PROBE_TYPES", "add_parsers", "availability", "cmd_backends", "probe_graphs"]
 
@@ -38,8 +38,8 @@ PROBE_TYPES = (DataType.FLOAT, DataType.HALF, DataType.BFLOAT16, DataType.DOUBLE
 
 def probe_graphs() -> dict[DataType, dict[str, Graph]]:
     """The probe graphs of every type in :data:`PROBE_TYPES`, by type then by what they probe
-    (:func:`~hipdnn_graph.cli_probes.probe_graphs`)."""
-    from . import cli_probes
+    (:func:`~hipdnn_graph.cli.probes.probe_graphs`)."""
+    from . import probes as cli_probes
 
     return cli_probes.probe_graphs(PROBE_TYPES)
 
@@ -47,7 +47,7 @@ def probe_graphs() -> dict[DataType, dict[str, Graph]]:
 def _asked(engine: Any, graph: Graph) -> bool:
     """Whether ``engine`` is asked about ``graph``: it declares every family the graph holds
     (or declares none)."""
-    from .backend.contract import engine_node_types
+    from ..backend.contract import engine_node_types
 
     try:
         declared = engine_node_types(engine)
@@ -83,8 +83,8 @@ def availability(engine: Any, probes: dict[DataType, dict[str, Graph]]) -> str:
         family only when a pointwise node follows it, as a fusing engine does); or
         ``unavailable: <the engine's reasons>`` when it accepts none.
     """
-    from . import cli_probes
-    from .backend.contract import checked_support
+    from ..backend.contract import checked_support
+    from . import probes as cli_probes
 
     types_of: dict[str, list[str]] = {}  # what -> the types it is accepted in
     reasons: list[str] = []
@@ -120,8 +120,8 @@ def availability(engine: Any, probes: dict[DataType, dict[str, Graph]]) -> str:
 
 
 def cmd_backends(args: argparse.Namespace, out: TextIO) -> int:
-    from .backend.contract import engine_id
-    from .backend.registry import current_registry, list_backends
+    from ..backend.contract import engine_id
+    from ..backend.registry import current_registry, list_backends
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # load errors are listed below

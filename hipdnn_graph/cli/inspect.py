@@ -1,7 +1,7 @@
 """``hipdnn-graph validate`` and ``hipdnn-graph show``: check a graph file, print what it holds.
 
 Names from a file are printed with control characters escaped (see
-:func:`~hipdnn_graph.cli_common.safe_text`), in the table and in the DOT or Mermaid picture.
+:func:`~hipdnn_graph.cli.common.safe_text`), in the table and in the DOT or Mermaid picture.
 
 Example:
     >>> import argparse
@@ -17,12 +17,12 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .cli_common import load_graph, safe_text, summary
-from .errors import HipdnnError
-from .graph_text import describe
+from ..errors import HipdnnError
+from ..graph_text import describe
+from .common import load_graph, safe_text, summary
 
 if TYPE_CHECKING:  # imported where used: --help and --version load no graph code
-    from .graph import Graph
+    from ..graph import Graph
 
 __all__ = ["add_parsers", "cmd_show", "cmd_validate"]
 

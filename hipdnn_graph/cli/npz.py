@@ -32,13 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from .backend.dtypes import numpy_dtype
-from .cli_common import CliError, safe_text
-from .errors import HipdnnError
-from .graph import Graph
-from .tensor import TensorAttributes
-from .testing.inputs import empty_for, graph_outputs, poison, runtime_inputs
-from .types import ErrorCode
+from ..backend.dtypes import numpy_dtype
+from ..errors import HipdnnError
+from ..graph import Graph
+from ..tensor import TensorAttributes
+from ..testing.inputs import empty_for, graph_outputs, poison, runtime_inputs
+from ..types import ErrorCode
+from .common import CliError, safe_text
 
 __all__ = ["inputs_from", "load_npz", "output_keys", "save_npz"]
 

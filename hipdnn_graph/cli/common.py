@@ -15,10 +15,10 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .graph_text import fmt_list, safe_text, summary, table
+from ..graph_text import fmt_list, safe_text, summary, table
 
 if TYPE_CHECKING:  # imported where used: --help and --version load no graph code
-    from .graph import Graph
+    from ..graph import Graph
 
 __all__ = [
     "PROG",
@@ -88,8 +88,8 @@ def load_graph(path: str) -> tuple[Graph, str]:
         CliError: the file cannot be read or is too large.
         HipdnnError: ``UNSUPPORTED_GRAPH_FORMAT`` / ``INVALID_VALUE`` from the decoders.
     """
-    from .descriptors import MAX_INPUT_BYTES
-    from .graph import Graph
+    from ..descriptors import MAX_INPUT_BYTES
+    from ..graph import Graph
 
     data = read_capped(path, MAX_INPUT_BYTES)
     fmt = detect_format(data)

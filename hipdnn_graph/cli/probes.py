@@ -22,10 +22,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 
-from .errors import HipdnnError
-from .graph import Graph
-from .tensor import TensorAttributes
-from .types import (
+from ..errors import HipdnnError
+from ..graph import Graph
+from ..tensor import TensorAttributes
+from ..types import (
     DataType,
     NodeType,
     NormFwdPhase,

@@ -1,6 +1,6 @@
 """``hipdnn-graph run``: execute a graph file on the engine ranked first or the one named, on
 the inputs of an ``.npz`` file (``--inputs``, by tensor name or uid; see
-:mod:`~hipdnn_graph.cli_npz`) or random ones; print the engine, the time and a checksum of each
+:mod:`~hipdnn_graph.cli.npz`) or random ones; print the engine, the time and a checksum of each
 output, and save the outputs to an ``.npz`` file (``--save``).
 
 Example:
@@ -21,7 +21,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .cli_common import CliError, fmt_list, load_graph, non_negative_int, safe_text, table
+from .common import CliError, fmt_list, load_graph, non_negative_int, safe_text, table
 
 if TYPE_CHECKING:
     import numpy as np
@@ -65,9 +65,8 @@ def _checksum(array: np.ndarray[Any, Any]) -> str:
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     import numpy as np
 
-    from . import cli_npz
-    from .backend.registry import current_registry
-    from .testing.inputs import (
+    from ..backend.registry import current_registry
+    from ..testing.inputs import (
         default_device,
         graph_outputs,
         make_inputs,
@@ -75,6 +74,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         to_numpy,
         workspace_for,
     )
+    from . import npz as cli_npz
 
     if args.repeat < 1:
         raise CliError("--repeat must be at least 1")

@@ -37,16 +37,16 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import cli_backends, cli_convert, cli_inspect, cli_run
-from .cli_common import PROG, CliError, detect_format, load_graph, safe_text
-from .errors import HipdnnError
+from ..errors import HipdnnError
+from . import backends, convert, inspect, run
+from .common import PROG, CliError, detect_format, load_graph, safe_text
 
 __all__ = ["CliError", "detect_format", "load_graph", "main", "safe_text"]
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
-    from . import __version__
+    from .. import __version__
 
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for group in (cli_inspect, cli_run, cli_backends, cli_convert):  # the order --help lists
+    for group in (inspect, run, backends, convert):  # the order --help lists
         group.add_parsers(sub)
     return parser
 
