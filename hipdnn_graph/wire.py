@@ -57,7 +57,7 @@ def graph_to_wire(graph: Graph) -> WireGraph:
     if any(t.uid is None for t in tensors):
         if not graph.is_validated:
             graph.validate()
-        from .lifecycle import assign_uids
+        from .graph.lifecycle import assign_uids
 
         assign_uids(graph)
         tensors = graph.wire_tensors()

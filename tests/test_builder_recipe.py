@@ -11,22 +11,15 @@ from typing import Any
 import pytest
 
 import hipdnn_graph as hg
-from hipdnn_graph import (
-    block_scale_builders,
-    family_builders,
-    norm_builders,
-    resample_builders,
-    sdpa_builders,
-)
-from hipdnn_graph.builder_base import FamilyRecipe
 from hipdnn_graph.descriptors.node_spec import node_specs
+from hipdnn_graph.graph.builders import block_scale, families, norm, resample, sdpa
+from hipdnn_graph.graph.builders.base import FamilyRecipe
 
 F32 = hg.DataType.FLOAT
 
 
 def _recipes() -> list[FamilyRecipe[Any]]:
-    modules = (block_scale_builders, family_builders, norm_builders, resample_builders,
-               sdpa_builders)  # fmt: skip
+    modules = (block_scale, families, norm, resample, sdpa)
     return [v for m in modules for v in vars(m).values() if isinstance(v, FamilyRecipe)]
 
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hipdnn_graph import ErrorCode, HipdnnError
-from hipdnn_graph.ordering import (
+from hipdnn_graph.graph.ordering import (
     CYCLE_MESSAGE,
     DISCONNECTED_MESSAGE,
     dependency_edges,

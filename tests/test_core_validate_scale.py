@@ -9,8 +9,8 @@ import pytest
 from sdpa_graph_cases import forward_backward, new_graph
 
 import hipdnn_graph as hg
-from hipdnn_graph.graph_rules import PAUSE_COLLECTOR_NODES, collector_paused
-from hipdnn_graph.ordering import dependency_edges
+from hipdnn_graph.graph.ordering import dependency_edges
+from hipdnn_graph.graph.rules import PAUSE_COLLECTOR_NODES, collector_paused
 
 
 def _many_backward_nodes(count: int) -> hg.Graph:

@@ -12,7 +12,7 @@ import pytest
 from sdpa_graph_cases import SHAPE, backward, new_graph
 
 import hipdnn_graph as hg
-from hipdnn_graph.execution import NO_OUTPUT_MESSAGE
+from hipdnn_graph.graph.execution import NO_OUTPUT_MESSAGE
 
 INVALID = hg.ErrorCode.INVALID_VALUE
 

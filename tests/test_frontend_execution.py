@@ -313,7 +313,7 @@ class TestErrorPaths:
         graph, *_ = sdpa_graph()
         error = graph.execute(hipdnn.create_handle(), {})
         assert error.get_code() == hipdnn.ErrorCode.INVALID_VALUE
-        assert error.get_message() == hg.execution.NO_PLAN_MESSAGE
+        assert error.get_message() == hg.graph.execution.NO_PLAN_MESSAGE
 
     def test_destroyed_handle_raises(self) -> None:
         graph, handle, *_ = self._ready()

@@ -17,7 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import hipdnn_graph as hg  # noqa: E402
-from hipdnn_graph.prepared import PreparedLaunch, prepared_launch  # noqa: E402
+from hipdnn_graph.graph.prepared import PreparedLaunch, prepared_launch  # noqa: E402
 from hipdnn_graph.torch import graph_cache, scaled_dot_product_attention  # noqa: E402
 from hipdnn_graph.torch._args import _PLAIN_OPTIONS  # noqa: E402
 from hipdnn_graph.torch._graphs import sdpa_forward  # noqa: E402

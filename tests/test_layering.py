@@ -32,7 +32,7 @@ LAZY_TORCH = {
     "hipdnn_graph/backend/buffers.py",
     "hipdnn_graph/backend/dlpack.py",
     "hipdnn_graph/backend/dtypes.py",
-    "hipdnn_graph/execution.py",
+    "hipdnn_graph/graph/execution.py",
     "hipdnn_graph/testing/inputs.py",
     "hipdnn_graph/testing/conformance.py",
     "hipdnn_graph/cli/run.py",
@@ -40,7 +40,7 @@ LAZY_TORCH = {
 #: a package whose every module may import torch lazily (hipDNN's Python API: device memory,
 #: streams and DLPack)
 LAZY_TORCH_PACKAGE = "hipdnn_graph/frontend/"
-NETWORKX = {"hipdnn_graph/ordering.py"}
+NETWORKX = {"hipdnn_graph/graph/ordering.py"}
 
 
 def _lazy_torch_place(rel: str) -> bool:

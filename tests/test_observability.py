@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import hipdnn_graph as hg
-from hipdnn_graph import lifecycle
+from hipdnn_graph.graph import lifecycle
 
 
 def _graph(causal: bool = False) -> hg.Graph:

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import hipdnn_graph as hg  # noqa: E402
-from hipdnn_graph.lifecycle import assign_uids  # noqa: E402
+from hipdnn_graph.graph.lifecycle import assign_uids  # noqa: E402
 from hipdnn_graph.torch import _choice, _dropout  # noqa: E402
 from hipdnn_graph_torch_rocm import ENGINES, TorchSdpaEngine  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels import _fused_philox, fused  # noqa: E402

@@ -14,8 +14,12 @@ from pathlib import Path
 import pytest
 
 import hipdnn_graph as hg
-from hipdnn_graph.keyword_types import SdpaBackwardKeywords, SdpaKeywords, TensorKeywords
-from hipdnn_graph.sdpa_keywords import BACKWARD_KEYWORDS, FORWARD_KEYWORDS
+from hipdnn_graph.graph.builders.keyword_types import (
+    SdpaBackwardKeywords,
+    SdpaKeywords,
+    TensorKeywords,
+)
+from hipdnn_graph.graph.builders.sdpa_keywords import BACKWARD_KEYWORDS, FORWARD_KEYWORDS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -306,7 +306,7 @@ def unsupported_table(attributes_name: str) -> str:
 
 def keywords_table() -> str:
     """cudnn-frontend keyword → setter, for both SDPA methods."""
-    from hipdnn_graph.sdpa_keywords import BACKWARD_KEYWORDS, FORWARD_KEYWORDS
+    from hipdnn_graph.graph.builders.sdpa_keywords import BACKWARD_KEYWORDS, FORWARD_KEYWORDS
 
     rows = ["| keyword | `sdpa` | `sdpa_backward` |", "|---|---|---|"]
     for key in dict.fromkeys([*FORWARD_KEYWORDS, *BACKWARD_KEYWORDS]):

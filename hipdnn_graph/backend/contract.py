@@ -138,7 +138,7 @@ class Launcher(NamedTuple):
     every time (tensors of the declared shapes, strides and dtypes, dense, on the device of the
     first call, none requiring grad; runtime pass-by-value scalars as Python numbers) and that
     no output buffer exists yet. An engine exception propagates as it is (the caller turns it
-    into ``GRAPH_EXECUTION_FAILED``). See :mod:`hipdnn_graph.prepared`.
+    into ``GRAPH_EXECUTION_FAILED``). See :mod:`hipdnn_graph.graph.prepared`.
     """
 
     inputs: tuple[int, ...]

@@ -2,7 +2,7 @@
 
 Graphs are keyed by everything that changes them or the variant-pack check (each slot's shape,
 strides and dtype, Q's device, the options), so a hit builds nothing and checks nothing again:
-the graph's plan is called directly (:class:`~hipdnn_graph.prepared.PreparedRun`). A miss
+the graph's plan is called directly (:class:`~hipdnn_graph.graph.prepared.PreparedRun`). A miss
 builds the graph (the builder is passed in by :mod:`._graphs`) and runs it once through
 ``Graph.run``, with every check. :func:`cached_graphs` lists the entries with their engines.
 
@@ -29,7 +29,7 @@ import torch
 from ..backend import as_torch
 from ..errors import HipdnnError
 from ..graph import Graph
-from ..prepared import PreparedLaunch, PreparedRun, prepared_launch, prepared_run
+from ..graph.prepared import PreparedLaunch, PreparedRun, prepared_launch, prepared_run
 from ..tensor import TensorAttributes
 from ..types import DiagonalAlignment, ErrorCode
 from ._cache import GraphCache

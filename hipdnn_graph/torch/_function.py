@@ -3,8 +3,8 @@ SdpaFwd graph (O and Stats) and whose backward runs the SdpaBwd graph fed exactl
 
 The corridor (:mod:`._op`) calls it through :data:`APPLY`, the Function's C-level ``apply``,
 with what it normalised and looked up; a hit launches the cached plan directly (see
-:mod:`hipdnn_graph.prepared`), a miss branches off to the slow path (:mod:`._graphs` builds the
-graphs) and rejoins. Nothing here checks an argument again.
+:mod:`hipdnn_graph.graph.prepared`), a miss branches off to the slow path (:mod:`._graphs` builds
+the graphs) and rejoins. Nothing here checks an argument again.
 
 Example:
     >>> import torch

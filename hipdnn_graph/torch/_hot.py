@@ -5,7 +5,7 @@ The corridor looks a common call up with one key made from the tensors
 (:func:`._keys.qkv_key`, the same tuple as the pack's :func:`._keys.cache_key`; with dropout
 :func:`._keys.philox_signature`, under which :data:`PHILOX` keeps what the first call found
 out) and hands its :class:`Hit` here: a hit calls the plan's launcher on the tensors
-(:class:`~hipdnn_graph.prepared.PreparedLaunch`), a miss goes through
+(:class:`~hipdnn_graph.graph.prepared.PreparedLaunch`), a miss goes through
 :func:`._graphs.run_forward` / :func:`._graphs.run_backward`, which build the graph (the slow
 path branches off here and rejoins). The backward keys its six tensors the same way
 (:func:`._keys.backward_key`).

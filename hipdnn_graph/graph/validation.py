@@ -20,14 +20,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import graph_rules as rules
-from .changes import CLOCK, changed_since
-from .nodes.base import Node
-from .nodes.input_memo import InputRuleMemo
-from .tensor import TensorAttributes
+from ..changes import CLOCK, changed_since
+from ..nodes.base import Node
+from ..nodes.input_memo import InputRuleMemo
+from ..tensor import TensorAttributes
+from . import rules as rules
 
 if TYPE_CHECKING:
-    from .attributes.graph_attributes import GraphAttributes
+    from ..attributes.graph_attributes import GraphAttributes
 
 __all__ = ["GraphValidation"]
 

@@ -20,22 +20,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from .block_scale_builders import BlockScaleBuilders
-from .builder_base import FamilyRecipe, name_unnamed
-from .descriptors.wire_rules import MAX_TENSORS
-from .errors import HipdnnError
-from .nodes.conv_dgrad import CONVOLUTION_BWD_SPEC
-from .nodes.conv_fprop import CONVOLUTION_FWD_SPEC
-from .nodes.conv_wgrad import CONVOLUTION_WRW_SPEC
-from .nodes.custom_op import CustomOpNode
-from .nodes.matmul import MATMUL_SPEC
-from .nodes.moe_grouped_matmul import MOE_GROUPED_MATMUL_SPEC
-from .nodes.moe_grouped_matmul_bwd import MOE_GROUPED_MATMUL_BWD_SPEC
-from .nodes.pointwise import POINTWISE_SPEC
-from .nodes.reduction import REDUCTION_SPEC
-from .norm_builders import NormBuilders
-from .tensor import TensorAttributes
-from .types import ErrorCode
+from ...descriptors.wire_rules import MAX_TENSORS
+from ...errors import HipdnnError
+from ...nodes.conv_dgrad import CONVOLUTION_BWD_SPEC
+from ...nodes.conv_fprop import CONVOLUTION_FWD_SPEC
+from ...nodes.conv_wgrad import CONVOLUTION_WRW_SPEC
+from ...nodes.custom_op import CustomOpNode
+from ...nodes.matmul import MATMUL_SPEC
+from ...nodes.moe_grouped_matmul import MOE_GROUPED_MATMUL_SPEC
+from ...nodes.moe_grouped_matmul_bwd import MOE_GROUPED_MATMUL_BWD_SPEC
+from ...nodes.pointwise import POINTWISE_SPEC
+from ...nodes.reduction import REDUCTION_SPEC
+from ...tensor import TensorAttributes
+from ...types import ErrorCode
+from .base import FamilyRecipe, name_unnamed
+from .block_scale import BlockScaleBuilders
+from .norm import NormBuilders
 
 __all__ = ["FamilyBuilders", "name_unnamed"]
 

@@ -6,7 +6,7 @@ graphs. The flow mirrors hipDNN::
     validate → build_operation_graph → create_execution_plans → check_support → build_plans
              → get_workspace_size → execute
 
-Running a built plan (``execute``, ``run``) is :mod:`hipdnn_graph.execution`'s.
+Running a built plan (``execute``, ``run``) is :mod:`hipdnn_graph.graph.execution`'s.
 """
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
-from .backend.allocation import check_allocation
-from .backend.contract import Engine, checked_support, engine_id
-from .backend.registry import current_registry
-from .backend.variant_pack import TensorSpec, VariantPackBinder
-from .errors import HipdnnError, NotSupportedError
+from ..backend.allocation import check_allocation
+from ..backend.contract import Engine, checked_support, engine_id
+from ..backend.registry import current_registry
+from ..backend.variant_pack import TensorSpec, VariantPackBinder
+from ..errors import HipdnnError, NotSupportedError
+from ..tensor import assign_uid
+from ..types import BuildPlanPolicy, ErrorCode, HeuristicMode
 from .execution import NO_PLAN_MESSAGE, BuiltPlan, execute, run, run_plan
-from .tensor import assign_uid
-from .types import BuildPlanPolicy, ErrorCode, HeuristicMode
 
 if TYPE_CHECKING:
-    from .graph import Graph
+    from . import Graph
 
 __all__ = ["GraphLifecycle", "PlanState", "active_plan", "assign_uids"]
 
@@ -112,7 +112,7 @@ def build_operation_graph(graph: Graph, state: PlanState) -> None:
             ErrorCode.INVALID_VALUE, f"Graph '{name}' has no nodes: there is nothing to build"
         )
     assign_uids(graph)
-    from .lowering import lower_graph
+    from ..lowering import lower_graph
 
     state.descriptor = lower_graph(graph)
     state.lowered = True

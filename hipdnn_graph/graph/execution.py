@@ -1,8 +1,8 @@
 """Running a built plan: ``Graph.execute`` (caller-allocated outputs) and ``Graph.run`` (outputs
 handed over or allocated here), each checking the variant pack against the plan first.
 
-:class:`BuiltPlan` is one prepared engine; :mod:`hipdnn_graph.lifecycle` builds them and
-:mod:`hipdnn_graph.prepared` calls them without the check.
+:class:`BuiltPlan` is one prepared engine; :mod:`hipdnn_graph.graph.lifecycle` builds them and
+:mod:`hipdnn_graph.graph.prepared` calls them without the check.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from .backend.contract import Engine, ExecutionPlan
-from .backend.variant_pack import TensorSpec, VariantPackBinder, as_numpy, is_torch_tensor
-from .errors import HipdnnError
-from .types import ErrorCode
+from ..backend.contract import Engine, ExecutionPlan
+from ..backend.variant_pack import TensorSpec, VariantPackBinder, as_numpy, is_torch_tensor
+from ..errors import HipdnnError
+from ..types import ErrorCode
 
 if TYPE_CHECKING:
-    from .tensor import TensorAttributes
+    from ..tensor import TensorAttributes
 
 __all__ = ["NO_OUTPUT_MESSAGE", "NO_PLAN_MESSAGE", "BuiltPlan", "execute", "run", "run_plan"]
 
@@ -80,7 +80,7 @@ def run(built: BuiltPlan, inputs: Mapping[Any, Any], workspace: Any) -> dict[Ten
 
 
 def _key_uid(key: Any) -> Any:
-    from .tensor import TensorAttributes
+    from ..tensor import TensorAttributes
 
     return key.uid if isinstance(key, TensorAttributes) else key
 
@@ -105,7 +105,7 @@ def _allocate(spec: TensorSpec, array_kind: str, bound: Mapping[int, Any]) -> An
                 f"Cannot allocate output {spec.label} of dims {list(spec.shape)} and strides "
                 f"{list(spec.strides)} on {device}: {type(exc).__name__}: {exc}",
             ) from None
-    from .backend.dtypes import numpy_empty_strided
+    from ..backend.dtypes import numpy_empty_strided
 
     return numpy_empty_strided(spec.shape, spec.strides, spec.data_type)
 

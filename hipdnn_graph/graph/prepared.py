@@ -20,7 +20,7 @@ the plan directly. Only plans of torch engines that allocate their own outputs q
 
 Example:
     >>> import torch, hipdnn_graph as hg
-    >>> from hipdnn_graph.prepared import prepared_launch, prepared_run
+    >>> from hipdnn_graph.graph.prepared import prepared_launch, prepared_run
     >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT,
     ...              intermediate_data_type=hg.DataType.FLOAT)
     >>> q = g.tensor(name="Q", dim=[1, 1, 4, 8])
@@ -41,15 +41,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .backend.variant_pack import TensorSpec, _scalar
-from .errors import HipdnnError
+from ..backend.variant_pack import TensorSpec, _scalar
+from ..errors import HipdnnError
+from ..types import ErrorCode
 from .execution import BuiltPlan, run_plan
 from .lifecycle import active_plan
-from .types import ErrorCode
 
 if TYPE_CHECKING:
-    from .backend.contract import Launcher
-    from .graph import Graph
+    from ..backend.contract import Launcher
+    from . import Graph
 
 __all__ = ["PreparedLaunch", "PreparedRun", "prepared_launch", "prepared_run"]
 

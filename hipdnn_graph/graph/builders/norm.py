@@ -21,17 +21,17 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias
 
-from .builder_base import BuilderHost, FamilyRecipe
-from .nodes.batchnorm import BATCHNORM_SPEC
-from .nodes.batchnorm_backward import BATCHNORM_BACKWARD_SPEC
-from .nodes.batchnorm_inference import BATCHNORM_INFERENCE_SPEC
-from .nodes.batchnorm_inference_variance import BATCHNORM_INFERENCE_VARIANCE_SPEC
-from .nodes.layernorm import LAYERNORM_SPEC
-from .nodes.layernorm_backward import LAYERNORM_BACKWARD_SPEC
-from .nodes.rmsnorm import RMSNORM_SPEC
-from .nodes.rmsnorm_backward import RMSNORM_BACKWARD_SPEC
-from .tensor import TensorAttributes
-from .types import NormFwdPhase
+from ...nodes.batchnorm import BATCHNORM_SPEC
+from ...nodes.batchnorm_backward import BATCHNORM_BACKWARD_SPEC
+from ...nodes.batchnorm_inference import BATCHNORM_INFERENCE_SPEC
+from ...nodes.batchnorm_inference_variance import BATCHNORM_INFERENCE_VARIANCE_SPEC
+from ...nodes.layernorm import LAYERNORM_SPEC
+from ...nodes.layernorm_backward import LAYERNORM_BACKWARD_SPEC
+from ...nodes.rmsnorm import RMSNORM_SPEC
+from ...nodes.rmsnorm_backward import RMSNORM_BACKWARD_SPEC
+from ...tensor import TensorAttributes
+from ...types import NormFwdPhase
+from .base import BuilderHost, FamilyRecipe
 
 __all__ = ["NormBuilders"]
 

@@ -2,7 +2,7 @@
 ``resample_fwd`` and ``resample_bwd``, named and shaped as hipDNN's ``Graph`` does.
 
 :class:`ResampleBuilders` is a mixin of :class:`~hipdnn_graph.Graph`, next to
-:class:`~hipdnn_graph.family_builders.FamilyBuilders` (whose attribute handling it uses).
+:class:`~hipdnn_graph.graph.builders.families.FamilyBuilders` (whose attribute handling it uses).
 
 Example:
     >>> import hipdnn_graph as hg
@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .builder_base import BuilderHost, FamilyRecipe
-from .nodes.resample_bwd import RESAMPLE_BWD_SPEC
-from .nodes.resample_fwd import RESAMPLE_FWD_SPEC
-from .tensor import TensorAttributes
-from .types import DataType, ResampleMode
+from ...nodes.resample_bwd import RESAMPLE_BWD_SPEC
+from ...nodes.resample_fwd import RESAMPLE_FWD_SPEC
+from ...tensor import TensorAttributes
+from ...types import DataType, ResampleMode
+from .base import BuilderHost, FamilyRecipe
 
 __all__ = ["ResampleBuilders"]
 

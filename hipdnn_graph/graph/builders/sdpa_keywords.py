@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .attributes.base import SdpaCommonAttributes
-from .attributes.sdpa_backward import SdpaBackwardAttributes
-from .errors import HipdnnError
-from .tensor import TensorAttributes
-from .types import ErrorCode
+from ...attributes.base import SdpaCommonAttributes
+from ...attributes.sdpa_backward import SdpaBackwardAttributes
+from ...errors import HipdnnError
+from ...tensor import TensorAttributes
+from ...types import ErrorCode
 
 __all__ = ["BACKWARD_KEYWORDS", "FORWARD_KEYWORDS", "apply_keywords"]
 

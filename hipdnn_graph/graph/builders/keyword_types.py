@@ -3,11 +3,11 @@ typed dictionaries (PEP 692), so that a type checker catches a misspelled keywor
 (``use_casual_mask``) or a value of the wrong type before the call raises ``INVALID_VALUE``.
 
 Every key is optional (``total=False``). The SDPA keys are cudnn-frontend's spellings, one per
-setter of :mod:`hipdnn_graph.sdpa_keywords`' tables; ``None`` means "not given", as there. The
-tensor keys are the fields of :class:`~hipdnn_graph.TensorAttributes`.
+setter of :mod:`hipdnn_graph.graph.builders.sdpa_keywords`' tables; ``None`` means "not given",
+as there. The tensor keys are the fields of :class:`~hipdnn_graph.TensorAttributes`.
 
 Example:
-    >>> from hipdnn_graph.keyword_types import SdpaKeywords
+    >>> from hipdnn_graph.graph.builders.keyword_types import SdpaKeywords
     >>> sorted(SdpaKeywords.__optional_keys__)[:3]
     ['attn_scale', 'bias', 'compute_data_type']
 """
@@ -19,8 +19,8 @@ from typing import SupportsIndex, TypedDict
 
 import numpy as np
 
-from .tensor import TensorAttributes
-from .types import DataType, DiagonalAlignment
+from ...tensor import TensorAttributes
+from ...types import DataType, DiagonalAlignment
 
 __all__ = ["SdpaBackwardKeywords", "SdpaKeywords", "TensorKeywords"]
 

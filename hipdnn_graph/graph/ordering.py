@@ -6,7 +6,7 @@ hipDNN's (Kahn's algorithm with a FIFO queue): nodes that become ready together 
 order.
 
 Example:
-    >>> from hipdnn_graph.ordering import stable_topological_order
+    >>> from hipdnn_graph.graph.ordering import stable_topological_order
     >>> stable_topological_order(3, [(2, 0), (2, 1)])  # node 2 produces what 0 and 1 read
     [2, 0, 1]
 """
@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from .errors import HipdnnError
-from .types import ErrorCode
+from ..errors import HipdnnError
+from ..types import ErrorCode
 
 if TYPE_CHECKING:
     import networkx as nx

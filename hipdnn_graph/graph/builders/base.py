@@ -18,14 +18,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from .errors import HipdnnError
-from .tensor import TensorAttributes
-from .types import DataType, ErrorCode
+from ...errors import HipdnnError
+from ...tensor import TensorAttributes
+from ...types import DataType, ErrorCode
 
 if TYPE_CHECKING:
-    from .attributes.graph_attributes import GraphAttributes
-    from .descriptors.node_spec import NodeSpec
-    from .nodes.base import Node
+    from ...attributes.graph_attributes import GraphAttributes
+    from ...descriptors.node_spec import NodeSpec
+    from ...nodes.base import Node
 
 __all__ = ["BuilderHost", "FamilyRecipe", "name_unnamed", "node_attributes"]
 

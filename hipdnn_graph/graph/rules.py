@@ -7,7 +7,7 @@ hipDNN's first failing rule stays the first. Every step is linear in the number 
 
 Example:
     >>> import hipdnn_graph as hg
-    >>> from hipdnn_graph.graph_rules import check_duplicate_uids
+    >>> from hipdnn_graph.graph.rules import check_duplicate_uids
     >>> a, b = hg.TensorAttributes(name="a", uid=1), hg.TensorAttributes(name="b", uid=1)
     >>> check_duplicate_uids([[a]], [[b]])
     Traceback (most recent call last):
@@ -22,10 +22,10 @@ from collections.abc import Collection, Container, Iterable, Iterator, Mapping, 
 from contextlib import contextmanager
 from typing import Any
 
-from .backend.registry import current_registry
-from .errors import HipdnnError
-from .tensor import TensorAttributes
-from .types import ErrorCode
+from ..backend.registry import current_registry
+from ..errors import HipdnnError
+from ..tensor import TensorAttributes
+from ..types import ErrorCode
 
 __all__ = [
     "PAUSE_COLLECTOR_NODES",

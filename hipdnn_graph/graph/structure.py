@@ -18,14 +18,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, cast
 
-from . import graph_rules as rules
-from .nodes.base import Node
-from .tensor import TensorAttributes
+from ..nodes.base import Node
+from ..tensor import TensorAttributes
+from . import rules as rules
 
 if TYPE_CHECKING:
     import networkx as nx
 
-    from .graph import Graph
+    from . import Graph
 
 __all__ = ["GraphStructure"]
 
@@ -72,13 +72,13 @@ class GraphStructure:
 
     def to_dot(self) -> str:
         """The graph as Graphviz DOT text (see :func:`hipdnn_graph.visualize.to_dot`)."""
-        from .visualize import to_dot
+        from ..visualize import to_dot
 
         return to_dot(cast("Graph", self))
 
     def to_mermaid(self) -> str:
         """The graph as a Mermaid flowchart (see :func:`hipdnn_graph.visualize.to_mermaid`)."""
-        from .visualize import to_mermaid
+        from ..visualize import to_mermaid
 
         return to_mermaid(cast("Graph", self))
 
@@ -95,7 +95,7 @@ class GraphStructure:
             >>> print(g.summary().splitlines()[0])
             graph 'g': 2 tensors, 1 node(s): e (POINTWISE)
         """
-        from .graph_text import describe
+        from ..graph_text import describe
 
         return describe(cast("Graph", self))
 

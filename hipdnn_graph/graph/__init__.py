@@ -22,23 +22,23 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Unpack
 
-from . import graph_rules as rules
+from ..attributes.graph_attributes import GraphAttributes
+from ..backend.contract import engine_id
+from ..descriptors.wire_model import WireMetadata
+from ..errors import HipdnnError
+from ..nodes.base import Node
+from ..serialization import GraphSerialization
+from ..tensor import DataTypeLike, TensorAttributes, generate_strides
+from ..types import DataType, ErrorCode
 from . import lifecycle
-from .attributes.graph_attributes import GraphAttributes
-from .backend.contract import engine_id
-from .descriptors.wire_model import WireMetadata
-from .errors import HipdnnError
-from .family_builders import FamilyBuilders
-from .graph_structure import GraphStructure
-from .graph_validation import GraphValidation
-from .keyword_types import TensorKeywords
+from . import rules as rules
+from .builders.families import FamilyBuilders
+from .builders.keyword_types import TensorKeywords
+from .builders.resample import ResampleBuilders
+from .builders.sdpa import SdpaBuilders
 from .lifecycle import GraphLifecycle
-from .nodes.base import Node
-from .resample_builders import ResampleBuilders
-from .sdpa_builders import SdpaBuilders
-from .serialization import GraphSerialization
-from .tensor import DataTypeLike, TensorAttributes, generate_strides
-from .types import DataType, ErrorCode
+from .structure import GraphStructure
+from .validation import GraphValidation
 
 __all__ = ["Graph"]
 
@@ -57,11 +57,11 @@ class Graph(
     """A hipDNN-style operation graph.
 
     This module holds its construction, its attributes and its tensors; its other methods come
-    from one mixin each: attention builders (:mod:`~hipdnn_graph.sdpa_builders`), the other
-    families' builders (:mod:`~hipdnn_graph.family_builders`,
-    :mod:`~hipdnn_graph.resample_builders`), structure (:mod:`~hipdnn_graph.graph_structure`),
-    validation (:mod:`~hipdnn_graph.graph_validation`), plans and execution
-    (:mod:`~hipdnn_graph.lifecycle`) and serialization (:mod:`~hipdnn_graph.serialization`).
+    from one mixin each: attention builders (:mod:`~hipdnn_graph.graph.builders.sdpa`), the other
+    families' builders (:mod:`~hipdnn_graph.graph.builders.families`,
+    :mod:`~hipdnn_graph.graph.builders.resample`), structure (:mod:`~hipdnn_graph.graph.structure`),
+    validation (:mod:`~hipdnn_graph.graph.validation`), plans and execution
+    (:mod:`~hipdnn_graph.graph.lifecycle`) and serialization (:mod:`~hipdnn_graph.serialization`).
 
     Args:
         name: the graph's name.
@@ -250,8 +250,8 @@ class Graph(
         """Declare a tensor, from an attributes object or from keywords.
 
         Strides default to packed row-major when dims are given without strides. The keywords
-        are typed (:class:`~hipdnn_graph.keyword_types.TensorKeywords`), so a type checker flags
-        a misspelled one.
+        are typed (:class:`~hipdnn_graph.graph.builders.keyword_types.TensorKeywords`), so a
+        type checker flags a misspelled one.
 
         Example:
             >>> import hipdnn_graph as hg
@@ -315,7 +315,7 @@ class Graph(
                     alignment=tensor.alignment,
                 )
             )
-        from .backend.array_info import describe_array
+        from ..backend.array_info import describe_array
 
         info = describe_array(tensor, "Graph.tensor_like()")
         return self.tensor(

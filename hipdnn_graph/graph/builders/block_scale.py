@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .builder_base import BuilderHost, FamilyRecipe
-from .nodes.block_scale_dequantize import BLOCK_SCALE_DEQUANTIZE_SPEC
-from .nodes.block_scale_quantize import BLOCK_SCALE_QUANTIZE_SPEC
-from .tensor import TensorAttributes
+from ...nodes.block_scale_dequantize import BLOCK_SCALE_DEQUANTIZE_SPEC
+from ...nodes.block_scale_quantize import BLOCK_SCALE_QUANTIZE_SPEC
+from ...tensor import TensorAttributes
+from .base import BuilderHost, FamilyRecipe
 
 __all__ = ["BlockScaleBuilders"]
 

@@ -1,5 +1,5 @@
 """``Graph`` builder methods of attention: ``sdpa`` and ``sdpa_backward``, with
-cudnn-frontend's keyword spellings (see :mod:`hipdnn_graph.sdpa_keywords`).
+cudnn-frontend's keyword spellings (see :mod:`hipdnn_graph.graph.builders.sdpa_keywords`).
 
 :class:`SdpaBuilders` is a mixin of :class:`~hipdnn_graph.Graph`.
 
@@ -18,14 +18,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Unpack
 
-from .attributes.sdpa import SdpaAttributes
-from .attributes.sdpa_backward import SdpaBackwardAttributes
-from .builder_base import BuilderHost, FamilyRecipe
+from ...attributes.sdpa import SdpaAttributes
+from ...attributes.sdpa_backward import SdpaBackwardAttributes
+from ...nodes.sdpa_bwd import SDPA_BWD_SPEC
+from ...nodes.sdpa_fwd import SDPA_FWD_SPEC
+from ...tensor import TensorAttributes
+from .base import BuilderHost, FamilyRecipe
 from .keyword_types import SdpaBackwardKeywords, SdpaKeywords
-from .nodes.sdpa_bwd import SDPA_BWD_SPEC
-from .nodes.sdpa_fwd import SDPA_FWD_SPEC
 from .sdpa_keywords import BACKWARD_KEYWORDS, FORWARD_KEYWORDS, apply_keywords
-from .tensor import TensorAttributes
 
 __all__ = ["SdpaBuilders"]
 
@@ -79,8 +79,8 @@ class SdpaBuilders(BuilderHost):
         ``use_causal_mask_bottom_right``, ``use_padding_mask``, ``seq_len_q``, ``seq_len_kv``,
         ``diagonal_alignment``, ``diagonal_band_left_bound``, ``diagonal_band_right_bound``,
         ``dropout=(p, seed, offset)`` or ``(mask, scale)``, ``generate_stats``, ``is_inference``),
-        typed by :class:`~hipdnn_graph.keyword_types.SdpaKeywords` so that a type checker flags
-        a misspelled keyword such as ``use_casual_mask``.
+        typed by :class:`~hipdnn_graph.graph.builders.keyword_types.SdpaKeywords` so that a type
+        checker flags a misspelled keyword such as ``use_casual_mask``.
 
         Raises:
             HipdnnError: ``INVALID_VALUE`` for an unknown keyword or wrong argument type.
@@ -104,7 +104,7 @@ class SdpaBuilders(BuilderHost):
         keep their names). dBias is only produced when a ``dBias`` tensor is given. Keywords as in
         :meth:`sdpa`, plus ``dBias``; ``dropout`` is ``(p, seed, offset)`` or
         ``(mask, scale, scale_inv)`` (typed by
-        :class:`~hipdnn_graph.keyword_types.SdpaBackwardKeywords`).
+        :class:`~hipdnn_graph.graph.builders.keyword_types.SdpaBackwardKeywords`).
 
         Raises:
             HipdnnError: ``INVALID_VALUE`` for an unknown keyword or wrong argument type.
