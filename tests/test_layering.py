@@ -147,6 +147,30 @@ def test_core_modules_follow_the_layering() -> None:
     assert problems == []
 
 
+#: the most modules the package root holds (issue 39): the rest live in rooms, the Graph core in
+#: hipdnn_graph/graph/, its builder mixins in hipdnn_graph/graph/builders/, the command line in
+#: hipdnn_graph/cli/
+ROOT_MODULES_AT_MOST = 15
+
+
+def test_the_package_root_holds_at_most_15_modules() -> None:
+    modules = sorted(p.name for p in CORE.glob("*.py"))
+    assert len(modules) <= ROOT_MODULES_AT_MOST, modules
+    for room in ("graph", "graph/builders", "cli"):
+        assert (CORE / room / "__init__.py").is_file(), room
+
+
+def test_public_import_paths_outlive_the_rooms() -> None:
+    """``hg.Graph``, ``hipdnn_graph.graph.Graph`` and the console entry point still resolve."""
+    import hipdnn_graph as hg
+    from hipdnn_graph.cli import main
+    from hipdnn_graph.graph import Graph
+
+    assert hg.Graph is Graph
+    assert main(["--version"]) == 0
+    assert Graph.__module__ == "hipdnn_graph.graph"
+
+
 def test_plugins_import_nothing_private_from_the_core() -> None:
     folders = [ROOT / "backends", ROOT / "examples" / "custom_backend"]
     problems = [

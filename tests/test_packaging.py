@@ -54,6 +54,7 @@ def test_every_module_of_the_wheel_imports_without_test_only_packages(
             if name.endswith(".py") and ".dist-info" not in name
         )
     assert "hipdnn_graph.cli" in modules and "hipdnn_graph_torch_rocm._engines" in modules
+    assert "hipdnn_graph.graph.builders.base" in modules and "hipdnn_graph.cli.run" in modules
     code = textwrap.dedent(
         f"""
         import importlib, sys
