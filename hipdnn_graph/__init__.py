@@ -22,6 +22,8 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import _moved
+
 if TYPE_CHECKING:
     from . import backend
     from .attributes import (
@@ -99,6 +101,9 @@ if TYPE_CHECKING:
     )
 
 __version__ = "0.1.0"
+
+# the module paths of before the root was split into rooms keep importing (hipdnn_graph._moved)
+_moved.install()
 
 __all__ = [
     "BatchnormAttributes",

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from hipdnn_graph._moved import MOVED
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "hipdnn_graph"
@@ -169,6 +172,20 @@ def test_public_import_paths_outlive_the_rooms() -> None:
     assert hg.Graph is Graph
     assert main(["--version"]) == 0
     assert Graph.__module__ == "hipdnn_graph.graph"
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_every_old_module_path_imports_the_moved_module(old: str) -> None:
+    """Code written against the paths of before the rooms keeps importing (one module object)."""
+    moved = importlib.import_module(f"hipdnn_graph.{old}")
+    assert moved is importlib.import_module(f"hipdnn_graph.{MOVED[old]}")
+    assert not (CORE / f"{old}.py").exists()  # the alias is the table's, not a module left over
+    assert moved.__name__ == f"hipdnn_graph.{MOVED[old]}"
+
+
+def test_an_unknown_module_path_is_still_not_found() -> None:
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("hipdnn_graph.graph_nope")
 
 
 def test_plugins_import_nothing_private_from_the_core() -> None:
