@@ -3,6 +3,7 @@
 See :mod:`hipdnn_graph.backend.contract` for what a plugin implements.
 """
 
+from .api_version import ENGINE_API_VERSION, EngineApiVersion
 from .contract import (
     AutogradForm,
     Backend,
@@ -16,6 +17,16 @@ from .contract import (
     node_type_refusal,
 )
 from .dropout import IntSource, PhiloxDropout
+from .knobs import (
+    BehaviorNote,
+    FloatConstraint,
+    IntConstraint,
+    Knob,
+    KnobSetting,
+    KnobValueType,
+    StringConstraint,
+    knob_space,
+)
 from .layout import in_layout, same_layout
 from .progress import compiling
 from .registry import (
@@ -37,18 +48,27 @@ from .variant_pack import (
 )
 
 __all__ = [
+    "ENGINE_API_VERSION",
     "ENTRY_POINT_GROUP",
     "AutogradForm",
     "Backend",
     "BackendInfo",
+    "BehaviorNote",
     "Engine",
+    "EngineApiVersion",
     "ExecutionPlan",
+    "FloatConstraint",
+    "IntConstraint",
     "IntSource",
+    "Knob",
+    "KnobSetting",
+    "KnobValueType",
     "Launcher",
     "PhiloxDropout",
     "Registry",
     "ScalarSource",
     "SdpaProblem",
+    "StringConstraint",
     "Support",
     "TensorSpec",
     "VariantPackBinder",
@@ -62,6 +82,7 @@ __all__ = [
     "is_runtime_scalar",
     "is_torch_tensor",
     "isolated_registry",
+    "knob_space",
     "list_backends",
     "node_type_refusal",
     "register_backend",
