@@ -21,10 +21,12 @@ Example:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .attributes.graph_attributes import GraphAttributes
-from .descriptors.wire_model import WireGraph, check_wire_graph
+from .backend.api_version import BASELINE_API_VERSION, graph_required_api_version
+from .descriptors.wire_model import WireGraph, WireMetadata, check_wire_graph
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -71,10 +73,24 @@ def graph_to_wire(graph: Graph) -> WireGraph:
         preferred_engine_id=None if preferred is None else signed64(preferred),
         tensors=tensors,
         nodes=[(node.spec, node.attributes) for node in graph.nodes],
-        metadata=graph.wire_metadata,
+        metadata=_stamped(graph),
     )
     check_wire_graph(wire)
     return wire
+
+
+def _stamped(graph: Graph) -> WireMetadata:
+    """The graph's wire metadata with ``min_required_engine_api_version`` stamped, as hipDNN
+    stamps it when it builds the graph, whenever the graph requires more than the baseline
+    1.0.0 (hipDNN's readers take an absent field as 1.0.0, so the baseline is left implicit and
+    graphs that need nothing newer keep their bytes). A decoded graph writes back what it read."""
+    metadata = graph.wire_metadata
+    if graph.is_decoded:
+        return metadata
+    required = graph_required_api_version(graph)
+    if required <= BASELINE_API_VERSION:
+        return metadata
+    return replace(metadata, min_required_engine_api_version=(required.major, required.minor, required.patch))
 
 
 def graph_from_wire(wire: WireGraph) -> Graph:

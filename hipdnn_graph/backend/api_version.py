@@ -35,6 +35,7 @@ __all__ = [
     "EngineApiVersion",
     "api_version_refusal",
     "engine_api_version",
+    "graph_required_api_version",
     "required_api_version",
 ]
 
@@ -93,6 +94,28 @@ def required_api_version(*, override_shape: bool, runtime_pass_by_value: bool) -
     if override_shape:
         return OVERRIDE_EXECUTE_API_VERSION
     return BASELINE_API_VERSION
+
+
+def graph_required_api_version(graph: Any) -> EngineApiVersion:
+    """The floor ``graph`` requires: from its features (a runtime pass-by-value tensor, the
+    override-shape flag), or the version stamped on it when that is higher (a graph read from
+    a newer writer keeps its stamp).
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> g = hg.Graph()
+        >>> _ = g.pointwise(g.tensor(name="x", dim=[4]), mode=hg.PointwiseMode.EXP)
+        >>> str(graph_required_api_version(g))
+        '1.0.0'
+    """
+    metadata = getattr(graph, "wire_metadata", None)
+    tensors = graph.graph_tensors() if hasattr(graph, "graph_tensors") else ()
+    derived = required_api_version(
+        override_shape=bool(getattr(metadata, "is_override_shape_enabled", False)),
+        runtime_pass_by_value=any(t.get_is_runtime_pass_by_value() for t in tensors),
+    )
+    stamped = getattr(metadata, "min_required_engine_api_version", None)
+    return max(derived, EngineApiVersion(*stamped)) if stamped is not None else derived
 
 
 def engine_api_version(engine: Any) -> EngineApiVersion:

@@ -50,6 +50,7 @@ __all__ = [
     "StringConstraint",
     "engine_behavior_notes",
     "engine_knobs",
+    "knob_defaults",
     "knob_space",
     "knob_value_type",
     "resolve_knob_settings",
@@ -353,6 +354,11 @@ def engine_knobs(engine: Any) -> tuple[Knob, ...]:
             )
         seen.add(knob.knob_id)
     return declared
+
+
+def knob_defaults(engine: Any) -> dict[str, KnobValue]:
+    """``{knob_id: default}`` of every knob ``engine`` declares."""
+    return {k.knob_id: k.default_value for k in engine_knobs(engine)}
 
 
 def engine_behavior_notes(engine: Any) -> tuple[BehaviorNote, ...]:

@@ -8,7 +8,7 @@ handed over or allocated here), each checking the variant pack against the plan 
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -35,12 +35,14 @@ NO_OUTPUT_MESSAGE = (
 
 @dataclass
 class BuiltPlan:
-    """One prepared engine: the plan, its workspace size and its variant-pack binder."""
+    """One prepared engine: the plan, its workspace size, its variant-pack binder and the knob
+    values it was built with (every knob the engine declares)."""
 
     engine: Engine
     plan: ExecutionPlan
     workspace_size: int
     binder: VariantPackBinder
+    knobs: Mapping[str, Any] = field(default_factory=dict)
 
 
 def run(built: BuiltPlan, inputs: Mapping[Any, Any], workspace: Any) -> dict[TensorAttributes, Any]:
