@@ -90,7 +90,9 @@ def _stamped(graph: Graph) -> WireMetadata:
     required = graph_required_api_version(graph)
     if required <= BASELINE_API_VERSION:
         return metadata
-    return replace(metadata, min_required_engine_api_version=(required.major, required.minor, required.patch))
+    return replace(
+        metadata, min_required_engine_api_version=(required.major, required.minor, required.patch)
+    )
 
 
 def graph_from_wire(wire: WireGraph) -> Graph:

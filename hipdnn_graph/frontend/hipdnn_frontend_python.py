@@ -65,6 +65,16 @@ from ._handle import (
     set_engine_plugin_paths,
     set_stream,
 )
+from ._knobs import (
+    EngineConfigInfo,
+    EngineVariant,
+    FloatConstraint,
+    IntConstraint,
+    Knob,
+    KnobSetting,
+    KnobValueType,
+    StringConstraint,
+)
 from ._memory import DeviceBuffer, get_data_ptr
 from ._tensor import Tensor
 from ._unsupported import MODULE_NAMES, unsupported_name
@@ -90,13 +100,20 @@ __all__ = [
     "DataType",
     "DeviceBuffer",
     "DiagonalAlignment",
+    "EngineConfigInfo",
     "EngineInfo",
+    "EngineVariant",
     "Error",
     "ErrorCode",
     "ExecutionTiming",
+    "FloatConstraint",
     "Graph",
     "Handle",
     "HeuristicMode",
+    "IntConstraint",
+    "Knob",
+    "KnobSetting",
+    "KnobValueType",
     "LayernormAttributes",
     "LayernormBackwardAttributes",
     "MatmulAttributes",
@@ -116,6 +133,7 @@ __all__ = [
     "ResampleMode",
     "SdpaAttributes",
     "SdpaBackwardAttributes",
+    "StringConstraint",
     "Tensor",
     "TimingQuality",
     "UnsupportedFeatureError",

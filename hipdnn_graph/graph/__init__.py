@@ -36,6 +36,7 @@ from .builders.families import FamilyBuilders
 from .builders.keyword_types import TensorKeywords
 from .builders.resample import ResampleBuilders
 from .builders.sdpa import SdpaBuilders
+from .engine_configs import EngineConfigs
 from .lifecycle import GraphLifecycle
 from .structure import GraphStructure
 from .validation import GraphValidation
@@ -52,6 +53,7 @@ class Graph(
     GraphStructure,
     GraphValidation,
     GraphLifecycle,
+    EngineConfigs,
     GraphSerialization,
 ):
     """A hipDNN-style operation graph.

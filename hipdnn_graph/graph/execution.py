@@ -21,7 +21,15 @@ from ..types import ErrorCode
 if TYPE_CHECKING:
     from ..tensor import TensorAttributes
 
-__all__ = ["NO_OUTPUT_MESSAGE", "NO_PLAN_MESSAGE", "BuiltPlan", "execute", "run", "run_plan"]
+__all__ = [
+    "NO_OUTPUT_MESSAGE",
+    "NO_PLAN_MESSAGE",
+    "BuiltPlan",
+    "execute",
+    "out_of_bounds",
+    "run",
+    "run_plan",
+]
 
 NO_PLAN_MESSAGE = (
     "Graph has no compiled execution plan. Call build() or from_compiled_plan_binary() first."
@@ -31,6 +39,11 @@ NO_OUTPUT_MESSAGE = (
     "set_output(True) on the tensors you want back (for example dq.set_output(True)), then "
     "build() again"
 )
+
+
+def out_of_bounds(index: int, count: int) -> str:
+    """The message for a plan index outside ``[0, count)`` (hipDNN says "out of bounds")."""
+    return f"Plan index {index} is out of bounds (the graph has {count} execution plans)"
 
 
 @dataclass

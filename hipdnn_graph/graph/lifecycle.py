@@ -25,7 +25,7 @@ from ..backend.variant_pack import TensorSpec, VariantPackBinder
 from ..errors import HipdnnError, NotSupportedError
 from ..tensor import assign_uid
 from ..types import BuildPlanPolicy, ErrorCode, HeuristicMode
-from .execution import NO_PLAN_MESSAGE, BuiltPlan, execute, run, run_plan
+from .execution import NO_PLAN_MESSAGE, BuiltPlan, execute, out_of_bounds, run, run_plan
 
 if TYPE_CHECKING:
     from . import Graph
@@ -444,7 +444,5 @@ class GraphLifecycle:
         if not 0 <= index < len(plans):
             if not plans:
                 raise HipdnnError(ErrorCode.INVALID_VALUE, NO_PLAN_MESSAGE)
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE, f"Plan index {index} is out of range (0..{len(plans) - 1})"
-            )
+            raise HipdnnError(ErrorCode.INVALID_VALUE, out_of_bounds(index, len(plans)))
         execute(plans[index], variant_pack, workspace)
