@@ -10,8 +10,9 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import hipdnn_graph as hg
@@ -21,6 +22,7 @@ from hipdnn_graph.backend.dtypes import torch_dtype
 
 from ._sdpa_plan import Step, TorchSdpaPlan
 from ._sdpa_support import GRADS, LOWP, flex_spec
+from .engine_knobs import apply_replay_knob, flex_tiles
 
 __all__ = ["SdpaPlanning"]
 
@@ -40,11 +42,12 @@ class SdpaPlanning:
     name: str
     op: str | None
 
-    def build_plan(self, graph: hg.Graph) -> TorchSdpaPlan:
+    def build_plan(self, graph: hg.Graph, knobs: Mapping[str, Any] | None = None) -> TorchSdpaPlan:
+        """The plan; ``knobs``: the engine's knob values (replay, and flex's tiles)."""
         import torch
 
         problems = [SdpaProblem.from_node(node) for node in graph.nodes]
-        steps = [self._step(p, torch) for p in problems]
+        steps = [self._step(p, torch, knobs) for p in problems]
         produced = {id(t) for node in graph.nodes for t in node.outputs()}
         outputs = frozenset(
             t.get_uid() for t in graph.graph_tensors() if id(t) in produced and not t.is_virtual
@@ -52,9 +55,10 @@ class SdpaPlanning:
         plan = TorchSdpaPlan(self.name, steps, outputs)
         if self.op is not None and any(p.philox is not None for p in problems):
             plan.replay.refuse(_NO_PHILOX_REPLAY)
+        apply_replay_knob(plan.replay, knobs)
         return plan
 
-    def _step(self, p: SdpaProblem, torch: Any) -> Step:
+    def _step(self, p: SdpaProblem, torch: Any, knobs: Mapping[str, Any] | None = None) -> Step:
         w = p.window
         static: dict[str, Any] = {
             "alibi": p.alibi,
@@ -87,7 +91,7 @@ class SdpaPlanning:
         else:
             names = ("Q", "K", "V")
             out_slots = ("O", "Stats")
-        run = self._kernel(p, static, torch)
+        run = self._kernel(p, static, torch, knobs)
         if self.op is not None:  # fused kernels read O and dO in Q's type (e.g. a FLOAT virtual O)
             io = p.tensors["Q"].data_type
             casts = {
@@ -119,7 +123,13 @@ class SdpaPlanning:
             run, tuple(p.uid(s) for s in names), outputs, static, tuple(runtime), destinations
         )
 
-    def _kernel(self, p: SdpaProblem, static: dict[str, Any], torch: Any) -> Callable[..., Any]:
+    def _kernel(
+        self,
+        p: SdpaProblem,
+        static: dict[str, Any],
+        torch: Any,
+        knobs: Mapping[str, Any] | None = None,
+    ) -> Callable[..., Any]:
         if self.op is None:
             from .kernels import math as kmath
 
@@ -136,7 +146,11 @@ class SdpaPlanning:
             from .kernels import flex
 
             io = p.tensors["Q"].data_type
-            k = flex.kernel(flex_spec(p, io), p.name)
+            spec = flex_spec(p, io)
+            tiles = flex_tiles(knobs, forward=not p.backward)
+            if tiles:  # a kernel of its own: the spec is the compiled kernels' cache key
+                spec = dataclasses.replace(spec, tiles=tiles)
+            k = flex.kernel(spec, p.name)
             return k.backward if p.backward else k.forward
         from .kernels import fused
 

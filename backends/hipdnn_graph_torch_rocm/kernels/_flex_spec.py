@@ -77,6 +77,9 @@ class FlexSpec:
     dropout_mask: bool = False
     scale: float | None = None  # None: given at run time
     want_stats: bool = True  # forward: produce Stats
+    #: flex kernel options fixed by the engine's knobs (``BLOCK_M``, ``BLOCK_N``,
+    #: ``num_warps``); () leaves the tiles to flex, with the smaller-tile fallbacks
+    tiles: tuple[tuple[str, int], ...] = ()
 
     @property
     def features(self) -> mods.Features:

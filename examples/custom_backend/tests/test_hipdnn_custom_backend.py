@@ -126,7 +126,7 @@ def test_the_row_block_knob_changes_the_steps_not_the_results(row_block: int) ->
     assert [k.knob_id for k in g.get_knobs_for_engine(ENGINE_NAME)] == ["custom.row_block"]
     g.create_execution_plan_ext(ENGINE_NAME, {"custom.row_block": row_block}).build_plans()
     assert g.get_execution_plan_knobs() == {"custom.row_block": row_block}
-    plan = g._state.active.plan  # type: ignore[attr-defined,union-attr]  # the engine's own plan
+    plan: Any = g._state.active.plan  # type: ignore[union-attr]  # the engine's own plan
     assert plan.steps == [(r, min(r + row_block, 16)) for r in range(0, 16, row_block)]
     rng = np.random.default_rng(0)
     pack: dict[Any, Any] = {t[n]: rng.standard_normal(t[n].get_dim()).astype(np.float32)
