@@ -214,6 +214,26 @@ def test_plan_specs_and_the_exclusive_paths(only_numpy: None) -> None:
     )
 
 
+def test_engine_details_and_the_plans_engine_config_in_hipdnns_bytes(only_numpy: None) -> None:
+    from hipdnn_graph.descriptors.engine_wire import (
+        read_engine_config,
+        read_engine_details,
+        write_engine_config,
+        write_engine_details,
+    )
+
+    g, _ = _pointwise()
+    g.build_operation_graph()
+    details = g.get_engine_details(NUMPY)
+    assert details.engine_id == engine_id(NUMPY) - (1 << 64)  # hipDNN's int64
+    assert (details.name, [k.knob_id for k in details.knobs]) == (NUMPY, [BLOCK_Q])
+    assert read_engine_details(write_engine_details(details)) == details
+    g.create_execution_plan_ext(NUMPY, {BLOCK_Q: 32}).build_plans()
+    config = g.get_execution_plan_engine_config()
+    assert config.knobs == (hg.backend.KnobSetting(BLOCK_Q, 32),)
+    assert read_engine_config(write_engine_config(config)) == config
+
+
 # ----- the NumPy reference's tile knob changes what runs -----------------------------------------
 
 

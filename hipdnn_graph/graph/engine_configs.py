@@ -41,6 +41,7 @@ from ..backend.knobs import (
     settings_list,
 )
 from ..backend.registry import current_registry
+from ..descriptors.engine_wire import EngineConfig, EngineDetails
 from ..errors import HipdnnError
 from ..types import ErrorCode, HeuristicMode
 from .lifecycle import PlanState, active_plan, rank_engines
@@ -128,6 +129,11 @@ def engine_for_graph(graph: Graph, ref: EngineRef) -> Engine:
     )
 
 
+def _signed(value: int) -> int:
+    """A 64-bit engine id as hipDNN's int64."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
 def _workspace(engine: Engine, graph: Graph) -> int:
     """The engine's workspace estimate; 0 when it cannot tell (hipDNN's rule)."""
     try:
@@ -195,6 +201,35 @@ class EngineConfigs:
             "notes for engine.",
         )
         return list(engine_behavior_notes(engine_for_graph(self._graph(), engine)))
+
+    def get_engine_details(self, engine: EngineRef) -> EngineDetails:
+        """What ``engine`` reports for this graph as hipDNN's ``EngineDetails`` record (its id
+        as hipDNN's signed int64, knobs, behavior notes, name); bytes through
+        :func:`~hipdnn_graph.descriptors.engine_wire.write_engine_details`.
+
+        Raises:
+            HipdnnError: as :meth:`get_knobs_for_engine`.
+        """
+        knobs = self.get_knobs_for_engine(engine)
+        chosen = engine_for_graph(self._graph(), engine)
+        return EngineDetails(
+            _signed(engine_id(chosen.name)),
+            tuple(knobs),
+            tuple(int(n) for n in engine_behavior_notes(chosen)),
+            chosen.name,
+        )
+
+    def get_execution_plan_engine_config(self) -> EngineConfig:
+        """The active plan as hipDNN's ``EngineConfig`` record: its engine's id and every knob
+        value it was built with (bytes through
+        :func:`~hipdnn_graph.descriptors.engine_wire.write_engine_config`).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` before plans are built.
+        """
+        built = active_plan(self._state)
+        settings = tuple(KnobSetting(k, v) for k, v in built.knobs.items())
+        return EngineConfig(_signed(engine_id(built.engine.name)), settings)
 
     # ----- hard selection -----
     def create_execution_plan_ext(self, engine: EngineRef, knob_settings: Settings = None) -> Self:
