@@ -346,9 +346,9 @@ class Graph(EngineMethods, FamilyMethods):
         """Run the plan built at ``plan_index`` (see :meth:`build_plan_at_index`); an index
         without a built plan is out of bounds (hipDNN's word), before the pack is looked at."""
         count = self.core_graph.get_built_plan_count()
-        if not isinstance(plan_index, bool) and isinstance(plan_index, int):
-            if not 0 <= plan_index < count:
-                return Error(ErrorCode.INVALID_VALUE, out_of_bounds(plan_index, count))
+        is_index = isinstance(plan_index, int) and not isinstance(plan_index, bool)
+        if is_index and not 0 <= plan_index < count:
+            return Error(ErrorCode.INVALID_VALUE, out_of_bounds(plan_index, count))
         error, _ = run_core(self.core_graph, handle, variant_pack, workspace, plan_index)
         return error
 
