@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from hipdnn_graph import ErrorCode, HipdnnError
@@ -27,7 +30,7 @@ from hipdnn_graph.backend.knobs import (
 )
 
 
-def _refused(call, message: str) -> None:
+def _refused(call: Callable[[], object], message: str) -> None:
     with pytest.raises(HipdnnError) as info:
         call()
     assert info.value.code == ErrorCode.INVALID_VALUE
@@ -73,7 +76,7 @@ def test_knob_setting_compares_by_id_and_value() -> None:
         (StringConstraint(8), 2, "KnobSetting does not contain a string value"),
     ],
 )  # fmt: skip
-def test_constraints_refuse_with_hipdnn_messages(constraint, value, message) -> None:
+def test_constraints_refuse_with_hipdnn_messages(constraint: Any, value: Any, message: str) -> None:
     _refused(lambda: constraint.check(value), message)
 
 
@@ -137,7 +140,7 @@ def test_resolve_fills_defaults_and_follows_hipdnn_rules() -> None:
         "Value 200 is out of range [16, 128]",
     )
     _refused(
-        lambda: resolve_knob_settings(knobs, ["m"], engine="E"),
+        lambda: resolve_knob_settings(knobs, ["m"], engine="E"),  # type: ignore[list-item]
         "Knob settings must be KnobSetting records; got 'm'",
     )
 

@@ -27,7 +27,7 @@ g.create_execution_plan_ext("NUMPY_REFERENCE_ENGINE", {"numpy_reference.sdpa_blo
 g.build_plans()
 print(g.get_plan_name(), dict(g.get_execution_plan_knobs()))
 x = np.random.default_rng(0).standard_normal((1, 2, 64, 16)).astype(np.float32)
-out = g.run({t: x for t in g.graph_inputs()})[o]
+out = g.run(dict.fromkeys(g.graph_inputs(), x))[o]
 print(out.shape)
 try:
     g.create_execution_plan_ext("NUMPY_REFERENCE_ENGINE", {"numpy_reference.sdpa_block_q": -1})

@@ -78,7 +78,7 @@ class EngineCppOracle:
 def python_modules(flatc: str, schemas: Path, folder: Path) -> Any:
     """flatc's Python code for the engine schemas, as modules of the ``autogen`` package."""
     _run([flatc, "--python", "-o", str(folder), *(str(schemas / n) for n in SCHEMAS)])
-    import hipdnn_flatbuffers_sdk.data_objects as package
+    import hipdnn_flatbuffers_sdk.data_objects as package  # type: ignore[import-not-found]
 
     generated = str(folder / "hipdnn_flatbuffers_sdk" / "data_objects")
     if generated not in package.__path__:

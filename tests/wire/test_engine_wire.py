@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +78,16 @@ CASES: dict[str, tuple[str, Any]] = {
     ),
     **{f"knob_{i}": ("knob", k) for i, k in enumerate(KNOBS)},
 }
-WRITE = {"config": write_engine_config, "details": write_engine_details, "knob": write_knob}
-READ = {"config": read_engine_config, "details": read_engine_details, "knob": read_knob}
+WRITE: dict[str, Callable[[Any], bytes]] = {
+    "config": write_engine_config,
+    "details": write_engine_details,
+    "knob": write_knob,
+}
+READ: dict[str, Callable[[bytes], Any]] = {
+    "config": read_engine_config,
+    "details": read_engine_details,
+    "knob": read_knob,
+}
 
 
 @pytest.fixture(scope="module")
