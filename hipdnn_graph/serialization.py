@@ -60,19 +60,35 @@ class GraphSerialization:
         return write_graph(graph_to_wire(self._graph()))
 
     @classmethod
-    def deserialize(cls, data: bytes | bytearray | memoryview, format: str = "hipdnn") -> Graph:
+    def deserialize(
+        cls,
+        data: bytes | bytearray | memoryview,
+        format: str = "hipdnn",
+        *,
+        restore_plan: bool = False,
+    ) -> Graph:
         """Load hipDNN's serialized ``Graph`` (also from its ``HDGP`` graph-and-plan container).
+
+        A container's plan blob is kept as ``graph.embedded_plan`` (never dropped); with
+        ``restore_plan=True`` it also becomes the graph's active plan, ready to execute without
+        planning (see :mod:`hipdnn_graph.graph.compiled_plans`).
 
         Raises:
             HipdnnError: ``UNSUPPORTED_GRAPH_FORMAT`` for bytes that do not verify or hold
                 content this library cannot carry (named in the message), ``INVALID_VALUE`` for
-                content that decodes but breaks a rule (duplicate or dangling uids).
+                content that decodes but breaks a rule (duplicate or dangling uids); with
+                ``restore_plan``, the errors of ``Graph.from_compiled_plan_binary``.
         """
         _check_format(format)
         from .descriptors.fb_read import read_graph
+        from .graph.compiled_plans import embedded_plan
         from .wire import graph_from_wire
 
-        return graph_from_wire(read_graph(data))
+        graph = graph_from_wire(read_graph(data))
+        graph.embedded_plan = embedded_plan(data)
+        if restore_plan and graph.embedded_plan is not None:
+            graph.restore_embedded_plan()
+        return graph
 
     def to_json(self, format: str = "hipdnn") -> str:
         """The graph as hipDNN's JSON (sorted keys, compact; the same content as the bytes)."""

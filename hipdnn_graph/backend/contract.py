@@ -180,6 +180,12 @@ class Engine(Protocol):
       (default: ``"1.2.0"``, what this contract delivered before versions existed); a graph
       requiring a newer one skips the engine with a reason
       (:mod:`hipdnn_graph.backend.api_version`).
+    - ``serialize_plan(plan) -> bytes`` and ``deserialize_plan(graph, payload, knobs) ->
+      ExecutionPlan``: compiled plans (:mod:`hipdnn_graph.graph.compiled_plans`). The first
+      gives the engine's own bytes for a plan it built (a compile-cache key, a serialized
+      library plan); the second makes the plan again from those bytes, the graph and every knob
+      value, without the search or compilation they stand for. Engines without them are
+      re-planned from their id and knob values with ``build_plan`` (no ranking, no tuning).
     """
 
     name: str

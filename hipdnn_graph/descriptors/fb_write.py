@@ -131,9 +131,11 @@ class Builder:
             self.vtables[vtable] = vtable_size
         return table_size
 
-    def finish(self, root: int) -> bytes:
-        """The finished buffer: a root offset and no file identifier."""
-        self.prealign(4, self.minalign)
+    def finish(self, root: int, identifier: bytes = b"") -> bytes:
+        """The finished buffer: a root offset, then the 4-byte file ``identifier`` if given."""
+        self.prealign(4 + len(identifier), self.minalign)
+        if identifier:
+            self.push(identifier)
         self.prealign(0, 4)
         self.push(_U32.pack(self.size + 4 - root))
         return b"".join(reversed(self.chunks))

@@ -45,6 +45,7 @@ from ..graph.execution import out_of_bounds
 from ..tensor import DataTypeLike, TensorAttributes
 from ..types import BuildPlanPolicy, DataType, ErrorCode, HeuristicMode
 from ._attributes import SdpaAttributes
+from ._compiled_methods import CompiledPlanMethods
 from ._dlpack import read_dlpack
 from ._engine_methods import EngineMethods
 from ._errors import (
@@ -74,7 +75,7 @@ def _raising(call: Callable[[], Any]) -> Any:
         raise FrontendRuntimeError(err.message, err.code) from None
 
 
-class Graph(EngineMethods, FamilyMethods):
+class Graph(CompiledPlanMethods, EngineMethods, FamilyMethods):
     """hipDNN's ``Graph`` binding (see the module docstring)."""
 
     def __init__(self) -> None:
@@ -366,7 +367,11 @@ class Graph(EngineMethods, FamilyMethods):
         return str(_raising(self.core_graph.to_json))
 
     def to_binary(self) -> bytes:
-        """The graph as hipDNN's serialized binary graph."""
+        """The graph as hipDNN's serialized binary graph; with its built plan in an ``HDGP``
+        container when the plan's engine reports ``SUPPORTS_EXECUTION_PLAN_SERIALIZATION``
+        (hipDNN's rule)."""
+        if self.plan_serializable():
+            return bytes(_raising(self.core_graph.serialize_with_plan))
         return bytes(_raising(self.core_graph.serialize))
 
     def from_json(self, *args: Any) -> Error:
@@ -378,7 +383,9 @@ class Graph(EngineMethods, FamilyMethods):
     def from_binary(self, *args: Any) -> Error:
         """``from_binary(data)`` / ``from_binary(handle, data)``, as :meth:`from_json`."""
         handle, data = _loader_args("from_binary", args)
-        return self._load(handle, lambda: CoreGraph.deserialize(data))
+        # with a handle, a plan in an HDGP container comes back built (hipDNN's from_binary)
+        restore = handle is not None
+        return self._load(handle, lambda: CoreGraph.deserialize(data, restore_plan=restore))
 
     def _load(self, handle: Any, load: Callable[[], CoreGraph]) -> Error:
         if handle is not None:

@@ -36,6 +36,7 @@ from .builders.families import FamilyBuilders
 from .builders.keyword_types import TensorKeywords
 from .builders.resample import ResampleBuilders
 from .builders.sdpa import SdpaBuilders
+from .compiled_plans import CompiledPlans
 from .engine_configs import EngineConfigs
 from .lifecycle import GraphLifecycle
 from .structure import GraphStructure
@@ -54,6 +55,7 @@ class Graph(
     GraphValidation,
     GraphLifecycle,
     EngineConfigs,
+    CompiledPlans,
     GraphSerialization,
 ):
     """A hipDNN-style operation graph.

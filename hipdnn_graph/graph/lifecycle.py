@@ -30,7 +30,14 @@ from .execution import NO_PLAN_MESSAGE, BuiltPlan, execute, out_of_bounds, run, 
 if TYPE_CHECKING:
     from . import Graph
 
-__all__ = ["GraphLifecycle", "PlanState", "active_plan", "assign_uids", "rank_engines"]
+__all__ = [
+    "GraphLifecycle",
+    "PlanState",
+    "active_plan",
+    "assign_uids",
+    "binder_for",
+    "rank_engines",
+]
 
 _E = TypeVar("_E", bound=IntEnum)
 
@@ -216,6 +223,11 @@ def _binder(graph: Graph, array_kind: str) -> VariantPackBinder:
         if not t.is_virtual and not (t.value is not None and not t.is_pass_by_value)
     ]
     return VariantPackBinder(specs, array_kind=array_kind)
+
+
+def binder_for(graph: Graph, engine: Engine) -> VariantPackBinder:
+    """The variant-pack binder of ``engine``'s plans for ``graph`` (its ``array_kind``)."""
+    return _binder(graph, getattr(engine, "array_kind", "numpy"))
 
 
 def build_plans(graph: Graph, state: PlanState, policy: BuildPlanPolicy | int) -> None:
