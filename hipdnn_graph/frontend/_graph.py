@@ -383,8 +383,8 @@ class Graph(CompiledPlanMethods, EngineMethods, FamilyMethods):
     def from_binary(self, *args: Any) -> Error:
         """``from_binary(data)`` / ``from_binary(handle, data)``, as :meth:`from_json`."""
         handle, data = _loader_args("from_binary", args)
-        # with a handle, a plan in an HDGP container comes back built (hipDNN's from_binary)
-        restore = handle is not None
+        # the (handle, data) form brings a plan in an HDGP container back built, as hipDNN's
+        restore = len(args) == 2
         return self._load(handle, lambda: CoreGraph.deserialize(data, restore_plan=restore))
 
     def _load(self, handle: Any, load: Callable[[], CoreGraph]) -> Error:

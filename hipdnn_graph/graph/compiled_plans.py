@@ -88,9 +88,7 @@ def install_compiled_plan(graph: Graph, state: PlanState, record: CompiledPlanRe
     knobs = knob_defaults(engine)
     unknown = [knob for knob, _ in record.knobs if knob not in knobs]
     if unknown:
-        raise _failed(
-            f"engine {engine.name} has no knob {unknown[0]!r} (saved by another version?)"
-        )
+        raise _failed(f"engine {engine.name} has no knob {unknown[0]!r} (another version's?)")
     knobs.update(record.knobs)
     hook = getattr(engine, "deserialize_plan", None)
     try:

@@ -1,0 +1,295 @@
+"""Compiled plans (issue 36 item 4): hipDNN's ``SerializedExecutionPlan`` envelope around our
+payload, written and read back into a graph that runs without planning; broken bytes refused
+with hipDNN's code and messages; the ``HDGP`` container written with its plan and read keeping
+it; a fresh process that loads a plan ranks no engine, checks no support and compiles nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import flatbuffers
+import numpy as np
+import pytest
+from flatbuffers.table import Table as FbTable
+from hipdnn_blobs import container as reference_container
+
+import hipdnn_graph as hg
+import hipdnn_graph.frontend as hipdnn
+from hipdnn_graph.backend import engine_id
+from hipdnn_graph.descriptors.compiled_plan import (
+    PAYLOAD_MAGIC,
+    CompiledPlanRecord,
+    read_compiled_plan,
+    write_compiled_plan,
+    write_container,
+)
+from hipdnn_graph.descriptors.engine_config import read_engine_config, write_engine_config
+
+ROOT = Path(__file__).resolve().parents[1]
+NUMPY = "NUMPY_REFERENCE_ENGINE"
+KNOB = "numpy_reference.sdpa_block_q"
+FAILED = "Failed to deserialize compiled plan: "
+
+
+def sdpa_graph() -> tuple[hg.Graph, list[hg.TensorAttributes]]:
+    f32 = hg.DataType.FLOAT
+    g = hg.Graph(name="cp", io_data_type=f32, intermediate_data_type=f32, compute_data_type=f32)
+    q, k, v = (g.tensor(name=n, dim=[1, 2, 8, 4]) for n in "QKV")
+    o, _ = g.sdpa(q, k, v, hg.SdpaAttributes().set_name("fwd").set_attn_scale(0.5))
+    o.set_output(True)
+    return g, [q, k, v, o]
+
+
+def pack(tensors: list[hg.TensorAttributes]) -> dict[int, np.ndarray]:
+    rng = np.random.default_rng(1)
+    arrays = {t.uid: rng.standard_normal(t.dim).astype(np.float32) for t in tensors[:3]}
+    arrays[tensors[3].uid] = np.zeros(tensors[3].dim, np.float32)
+    return arrays  # type: ignore[return-value]
+
+
+def built(block_q: int = 2) -> tuple[hg.Graph, list[hg.TensorAttributes]]:
+    g, tensors = sdpa_graph()
+    g.build_operation_graph().create_execution_plan_ext(NUMPY, {KNOB: block_q}).build_plans()
+    return g, tensors
+
+
+def output(g: hg.Graph, tensors: list[hg.TensorAttributes]) -> np.ndarray:
+    by_name = {t.name: t for t in g.tensors}
+    buffers = pack([by_name[t.name] for t in tensors])
+    g.execute(buffers, None)
+    return buffers[by_name[tensors[3].name].uid]
+
+
+def refused(data: bytes) -> hg.HipdnnError:
+    with pytest.raises(hg.HipdnnError) as info:
+        hg.Graph.from_compiled_plan_binary(data)
+    return info.value
+
+
+# ----- round trips -------------------------------------------------------------------------------
+
+
+def test_loaded_plan_keeps_engine_and_knobs_and_computes_the_same() -> None:
+    g, tensors = built(block_q=2)
+    loaded = hg.Graph.from_compiled_plan_binary(g.to_compiled_plan_binary())
+    assert loaded.get_plan_name() == NUMPY
+    assert loaded.get_execution_plan_knobs() == {KNOB: 2}
+    assert loaded.get_workspace_size() == g.get_workspace_size()
+    np.testing.assert_array_equal(output(loaded, tensors), output(g, tensors))
+    assert loaded.serialize() == g.serialize()
+    assert loaded.to_compiled_plan_binary() == g.to_compiled_plan_binary()
+
+
+def test_envelope_reads_as_hipdnns_schema_with_a_generic_flatbuffers_reader() -> None:
+    g, _ = built()
+    data = g.to_compiled_plan_binary()
+    root = FbTable(data, flatbuffers.encode.Get(flatbuffers.packer.uoffset, data, 0))
+
+    def scalar(slot: int, kind: type, default: int) -> int:
+        off = root.Offset(4 + 2 * slot)
+        return default if not off else int(root.Get(kind, root.Pos + off))
+
+    def vector(slot: int, width: int, code: str) -> list[int]:
+        off = root.Offset(4 + 2 * slot)
+        n, start = root.VectorLen(off), root.Vector(off)
+        return list(struct.unpack_from(f"<{n}{code}", data, start)) if n else []
+
+    assert scalar(0, flatbuffers.number_types.Uint32Flags, 0) == 1  # version
+    assert scalar(1, flatbuffers.number_types.Int64Flags, 0) % 2**64 == engine_id(NUMPY)
+    assert scalar(2, flatbuffers.number_types.Int64Flags, 0) == g.get_workspace_size()
+    assert vector(3, 8, "q") == [t.uid for t in g.graph_tensors()]
+    payload = bytes(vector(4, 1, "B"))
+    assert payload[:8] == PAYLOAD_MAGIC == b"HGPLAN\0\0"
+    major, minor, header, graph, config, own, reserved = struct.unpack_from("<HHIIIII", payload, 8)
+    assert (major, minor, header, own, reserved) == (1, 0, 32, 0, 0)
+    assert payload[32 : 32 + graph] == g.serialize()
+    assert read_engine_config(payload[32 + graph : 32 + graph + config]) == (
+        engine_id(NUMPY), [(KNOB, 2)], "")  # fmt: skip
+    assert root.Offset(4 + 2 * 5) == 0  # is_override_shape_enabled at its default
+
+
+def test_engine_config_values_round_trip() -> None:
+    knobs = [("i", 0), ("n", -(2**63)), ("f", -0.0), ("g", 2.5), ("s", ""), ("t", "ab")]
+    engine, read, metric = read_engine_config(write_engine_config(2**64 - 1, knobs, "time"))
+    assert (engine, metric) == (2**64 - 1, "time")
+    assert read == knobs and str(read[2][1]) == "-0.0"
+
+
+def test_plan_before_build_is_refused_with_hipdnns_message() -> None:
+    g, _ = sdpa_graph()
+    with pytest.raises(hg.HipdnnError) as info:
+        g.to_compiled_plan_binary()
+    assert info.value.code == hg.ErrorCode.INVALID_VALUE
+    assert info.value.message == (
+        "Graph has no compiled execution plan. Call build() or build_plans() first."
+    )
+
+
+# ----- refusals ----------------------------------------------------------------------------------
+
+
+def _record(**changes: object) -> CompiledPlanRecord:
+    g, _ = built()
+    record = read_compiled_plan(g.to_compiled_plan_binary())
+    return CompiledPlanRecord(**{**record.__dict__, **changes})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "ExecutionPlanDescriptor::deserializeBackendPlan() failed: plan size is zero."),
+        (b"\x01\x02\x03", "Serialized execution plan FlatBuffer is invalid. "
+         "(Invalid hipDNN graph: the buffer is 3 bytes, fewer than 12)"),
+    ],
+)  # fmt: skip
+def test_empty_and_short_plans(data: bytes, message: str) -> None:
+    err = refused(data)
+    assert err.code == hg.ErrorCode.HIPDNN_BACKEND_ERROR and err.message == FAILED + message
+
+
+def test_envelope_rules_in_hipdnns_words() -> None:
+    good = write_compiled_plan(_record())
+    version = good.replace(struct.pack("<I", 1), struct.pack("<I", 2), 1)
+    cases = {
+        version: "Serialized execution plan version is not supported.",
+        write_compiled_plan(_record(tensor_uids=())): (
+            "Serialized execution plan contains no tensor UIDs."),
+        write_compiled_plan(_record(workspace_size=-8)): (
+            "Serialized execution plan contains an invalid workspace size."),
+    }  # fmt: skip
+    for data, message in cases.items():
+        err = refused(data)
+        assert (err.code, err.message) == (hg.ErrorCode.HIPDNN_BACKEND_ERROR, FAILED + message)
+
+
+def test_payload_rules() -> None:
+    foreign = write_compiled_plan(_record()).replace(PAYLOAD_MAGIC, b"FUSPLAN\0")
+    assert refused(foreign).message.startswith(FAILED + "the plugin payload of engine 0x")
+    major = write_compiled_plan(_record()).replace(PAYLOAD_MAGIC + b"\x01", PAYLOAD_MAGIC + b"\x02")
+    err = refused(major)
+    assert err.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
+    assert err.message == FAILED + "the plugin payload is format 2.x; this hipdnn-graph reads 1.x"
+    unknown = refused(write_compiled_plan(_record(engine_id=12345)))
+    assert unknown.message == FAILED + "Invalid engine ID 0x3039: no registered engine has it"
+    stranger = write_compiled_plan(_record(knobs=(("no.such.knob", 1),)))
+    assert refused(stranger).message == (
+        FAILED + f"engine {NUMPY} has no knob 'no.such.knob' (another version's?)")  # fmt: skip
+
+
+def test_every_truncation_and_many_corruptions_raise_hipdnn_errors() -> None:
+    data = write_compiled_plan(_record())
+    for end in range(len(data)):
+        refused(data[:end])
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        broken = bytearray(data)
+        for at in rng.integers(0, len(data), 3):
+            broken[at] = int(rng.integers(0, 256))
+        with contextlib.suppress(hg.HipdnnError):  # anything else fails the test
+            hg.Graph.from_compiled_plan_binary(bytes(broken))
+
+
+def test_a_payload_announcing_huge_sections_allocates_nothing() -> None:
+    data = bytearray(write_compiled_plan(_record()))
+    at = data.index(PAYLOAD_MAGIC) + 16
+    data[at : at + 4] = struct.pack("<I", 2**32 - 1)  # graph_size
+    err = refused(bytes(data))
+    assert "(truncated or corrupt)" in err.message
+
+
+# ----- the HDGP container ------------------------------------------------------------------------
+
+
+def test_container_is_written_as_hipdnns_with_its_plan_and_read_keeping_it() -> None:
+    g, tensors = built()
+    blob = g.serialize_with_plan()
+    plan = g.to_compiled_plan_binary()
+    assert blob[4:8] == b"HDGP"
+    root = FbTable(blob, flatbuffers.encode.Get(flatbuffers.packer.uoffset, blob, 0))
+    for slot, expected in ((0, g.serialize()), (1, plan)):  # a generic reader's view
+        off = root.Offset(4 + 2 * slot)
+        start, n = root.Vector(off), root.VectorLen(off)
+        assert blob[start : start + n] == expected and start % 8 == 0  # 8-aligned, as hipDNN
+    assert hg.Graph.deserialize(reference_container(g.serialize(), plan)).embedded_plan == plan
+    read = hg.Graph.deserialize(blob)
+    assert read.embedded_plan == plan and read.serialize() == g.serialize()
+    assert read.get_execution_plan_count() == 0  # kept, not restored, without restore_plan
+    restored = hg.Graph.deserialize(blob, restore_plan=True)
+    assert restored.get_plan_name() == NUMPY
+    np.testing.assert_array_equal(output(restored, tensors), output(g, tensors))
+    assert hg.Graph.deserialize(write_container(g.serialize())).embedded_plan is None
+
+
+def test_container_with_a_foreign_plan_reads_and_refuses_to_restore() -> None:
+    g, _ = built()
+    blob = write_container(g.serialize(), b"opaque plan \x00\x01")
+    assert hg.Graph.deserialize(blob).embedded_plan == b"opaque plan \x00\x01"
+    with pytest.raises(hg.HipdnnError) as info:
+        hg.Graph.deserialize(blob, restore_plan=True)
+    assert info.value.code == hg.ErrorCode.HIPDNN_BACKEND_ERROR
+
+
+# ----- the facade --------------------------------------------------------------------------------
+
+
+def test_facade_names() -> None:
+    g, _ = built()
+    fg = hipdnn.Graph()
+    with pytest.raises(RuntimeError, match="Call build\\(\\) or build_plans\\(\\) first"):
+        fg.to_compiled_plan_binary()
+    assert fg.from_compiled_plan_binary(None, g.to_compiled_plan_binary()).is_good()
+    assert fg.to_compiled_plan_binary() == g.to_compiled_plan_binary()
+    assert fg.get_execution_plan_engine_id() == engine_id(NUMPY)
+    bad = fg.from_compiled_plan_binary(None, b"junk")
+    assert bad.is_bad() and bad.get_code() == hg.ErrorCode.HIPDNN_BACKEND_ERROR
+    assert fg.get_execution_plan_engine_id() == engine_id(NUMPY)  # kept on failure
+    assert fg.to_binary() == g.serialize()  # the NumPy engine does not report the note
+    loaded = hipdnn.Graph()
+    assert loaded.from_binary(None, g.serialize_with_plan()).is_good()
+    assert loaded.get_execution_plan_engine_id() == engine_id(NUMPY)
+
+
+# ----- a fresh process ---------------------------------------------------------------------------
+
+
+def _fresh_process(*args: str) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "compiled_plans.py"), "--small",
+         "--repeats", "3", *args],
+        capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].startswith("| engine | load ms | first execute ms | warm ms")
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    return dict(zip(["engine", "load", "first", "warm", "ratio", "rankings", "checks",
+                     "compiles", "matches"], cells, strict=True))  # fmt: skip
+
+
+@pytest.mark.parametrize("engine", [NUMPY, "TORCH_SDPA_MATH_ENGINE"])
+def test_a_fresh_process_runs_the_plan_without_planning(engine: str) -> None:
+    if engine.startswith("TORCH"):
+        pytest.importorskip("torch")
+    row = _fresh_process("--engine", engine)
+    assert row["engine"] == engine
+    assert (row["rankings"], row["checks"], row["compiles"], row["matches"]) == (
+        "0", "0", "0", "True")  # fmt: skip
+    assert float(row["ratio"]) > 0
+
+
+def test_the_loader_counts_what_it_claims() -> None:
+    """The counters are live: planning in the counting process is counted."""
+    code = (
+        "import sys; sys.argv=['x']; sys.path.insert(0, 'benchmarks');"
+        "import compiled_plans as b, json; c = b._counted(); g, t = b.build_graph(True);"
+        "g.create_execution_plans().build_plans(); print(json.dumps(c))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300, check=True)  # fmt: skip
+    counts = json.loads(done.stdout)
+    assert counts["rankings"] == 1 and counts["support_checks"] > 0
