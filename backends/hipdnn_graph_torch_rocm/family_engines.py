@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib.util
+import json
 import threading
 import types
 from collections.abc import Callable, Mapping
@@ -80,6 +81,8 @@ FAMILY_NODE_TYPES = frozenset(TORCH_FAMILY_OF)
 
 #: graph signature -> "fused" or "eager": the measured verdict (see the module docstring)
 _VERDICTS: dict[tuple[Any, ...], str] = {}
+#: the format of the bytes ``TorchFusionEngine.serialize_plan`` writes
+PLAN_FORMAT = 1
 _VERDICTS_LOCK = threading.Lock()
 
 
@@ -457,20 +460,23 @@ class TorchFusionEngine:
         return 0
 
     def build_plan(
-        self, graph: hg.Graph, knobs: Mapping[str, Any] | None = None
+        self, graph: hg.Graph, knobs: Mapping[str, Any] | None = None, *, race: bool = True
     ) -> FamilyFusionPlan:
         """Compile the graph's function for its exact shapes, types and device, warm it up,
-        and (autotune) measure it against the eager function. ``knobs``: the compile mode
-        (:data:`~.fusion_compile.COMPILE_MODE_KNOB`) and the replay knob.
+        and (autotune, unless ``race`` is off) measure it against the eager function.
+        ``knobs``: the compile mode (:data:`~.fusion_compile.COMPILE_MODE_KNOB`) and the replay
+        knob.
 
         Raises:
             HipdnnError: ``GRAPH_EXECUTION_PLAN_CREATION_FAILED`` when compiling fails.
         """
-        plan = self._build_plan(graph, knobs or {})
+        plan = self._build_plan(graph, knobs or {}, race)
         apply_replay_knob(plan.replay, knobs)
         return plan
 
-    def _build_plan(self, graph: hg.Graph, knobs: Mapping[str, Any]) -> FamilyFusionPlan:
+    def _build_plan(
+        self, graph: hg.Graph, knobs: Mapping[str, Any], race: bool
+    ) -> FamilyFusionPlan:
         import torch
 
         config = self.config()
@@ -480,7 +486,7 @@ class TorchFusionEngine:
         device = _device()
         program = FamilyProgram(graph)
         backend = CountingBackend(config)
-        autotune = config.races(device)
+        autotune = race and config.races(device)
         digest = _signature(graph)
         signature = (digest, device, config.key())
         with _VERDICTS_LOCK:
@@ -535,6 +541,42 @@ class TorchFusionEngine:
                     _VERDICTS[signature] = choice
         plan = FamilyFusionPlan(program, device, compiled, backend, choice, timings, tail)
         plan.compile_seconds, plan.inductor_cache = note.seconds, cache
+        return plan
+
+    # ----- compiled plans (hipdnn_graph.graph.compiled_plans) ------------------------------------
+
+    def serialize_plan(self, plan: FamilyFusionPlan) -> bytes:
+        """The plan's measured choice (``fused`` or ``eager``), kept so that a loaded plan skips
+        the build-time race (:data:`PLAN_FORMAT`: one JSON object)."""
+        return json.dumps({"format": PLAN_FORMAT, "choice": plan.choice}).encode()
+
+    def deserialize_plan(
+        self, graph: hg.Graph, payload: bytes, knobs: Mapping[str, Any]
+    ) -> FamilyFusionPlan:
+        """The plan of :meth:`build_plan` with the saved choice and no race: ``eager`` compiles
+        nothing; ``fused`` compiles (Inductor's on-disk cache serves a graph compiled before).
+
+        Raises:
+            HipdnnError: ``GRAPH_EXECUTION_PLAN_CREATION_FAILED`` for a payload this engine
+                did not write.
+        """
+        try:
+            saved = json.loads(payload)
+            choice = saved["choice"] if saved.get("format") == PLAN_FORMAT else None
+        except (ValueError, AttributeError, KeyError, TypeError):
+            choice = None
+        if choice not in ("fused", "eager"):
+            raise hg.HipdnnError(
+                hg.ErrorCode.GRAPH_EXECUTION_PLAN_CREATION_FAILED,
+                f"{self.name}: the saved plan is not format {PLAN_FORMAT} with a choice of "
+                f"'fused' or 'eager': {bytes(payload[:80])!r}",
+            )
+        if choice == "fused":
+            return self.build_plan(graph, knobs, race=False)
+        plan = FamilyFusionPlan(
+            FamilyProgram(graph), _device(), None, CountingBackend(self.config()), "eager", {}
+        )
+        apply_replay_knob(plan.replay, knobs)
         return plan
 
 

@@ -9,6 +9,7 @@ from hipdnn_cases import MODELLED
 from wire_model import normalized
 
 import hipdnn_graph as hg
+from hipdnn_graph.descriptors.compiled_plan import write_container
 
 CASES = ["b8_1", "b8_2", "backward_every_field", "graph_extras"]
 
@@ -60,3 +61,17 @@ def test_broken_container_is_refused(cpp: CppOracle, container: object) -> None:
     with pytest.raises(hg.HipdnnError) as info:
         hg.Graph.deserialize(blob)
     assert info.value.code == hg.ErrorCode.UNSUPPORTED_GRAPH_FORMAT
+
+
+@pytest.mark.parametrize("plan", [None, b"opaque plan \x00\x01", bytes(range(37))])
+@pytest.mark.parametrize("case", CASES)
+def test_container_writer_matches_hipdnns_bytes_and_its_plan_is_kept(
+    cpp: CppOracle, case: str, plan: bytes | None
+) -> None:
+    """``write_container`` writes hipDNN's ``SerializedGraphContainer`` bytes exactly, and a
+    read keeps the plan blob (``Graph.embedded_plan``) instead of dropping it."""
+    desc = MODELLED[case]()
+    bare = cpp.pack(desc)
+    expected = cpp.pack(desc, container=True, plan=plan)
+    assert write_container(bare, plan) == expected
+    assert hg.Graph.deserialize(expected).embedded_plan == plan
