@@ -144,7 +144,7 @@ def _record(**changes: object) -> CompiledPlanRecord:
     [
         (b"", "ExecutionPlanDescriptor::deserializeBackendPlan() failed: plan size is zero."),
         (b"\x01\x02\x03", "Serialized execution plan FlatBuffer is invalid. "
-         "(Invalid hipDNN graph: the buffer is 3 bytes, fewer than 12)"),
+         "(the buffer is 3 bytes, fewer than 12)"),
     ],
 )  # fmt: skip
 def test_empty_and_short_plans(data: bytes, message: str) -> None:

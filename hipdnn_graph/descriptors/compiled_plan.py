@@ -55,7 +55,7 @@ Example:
     Traceback (most recent call last):
     ...
     hipdnn_graph.errors.HipdnnError: Failed to deserialize compiled plan: Serialized execution \
-plan FlatBuffer is invalid. (Invalid hipDNN graph: the buffer is 3 bytes, fewer than 12)
+plan FlatBuffer is invalid. (the buffer is 3 bytes, fewer than 12)
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ def read_compiled_plan(data: bytes | bytearray | memoryview) -> CompiledPlanReco
     try:
         version, engine, workspace, uids, payload, override = _envelope(buf)
     except HipdnnError as err:
-        raise _invalid(err.message) from None
+        raise _invalid(err.message.removeprefix("Invalid hipDNN graph: ")) from None
     if version != PLAN_SERIALIZATION_VERSION:
         raise _refused("Serialized execution plan version is not supported.")
     if not payload:
