@@ -28,7 +28,7 @@ from hipdnn_graph.descriptors.compiled_plan import (
     write_compiled_plan,
     write_container,
 )
-from hipdnn_graph.descriptors.engine_config import read_engine_config, write_engine_config
+from hipdnn_graph.descriptors.engine_wire import EngineConfig, read_engine_config
 
 ROOT = Path(__file__).resolve().parents[1]
 NUMPY = "NUMPY_REFERENCE_ENGINE"
@@ -108,16 +108,9 @@ def test_envelope_reads_as_hipdnns_schema_with_a_generic_flatbuffers_reader() ->
     major, minor, header, graph, config, own, reserved = struct.unpack_from("<HHIIIII", payload, 8)
     assert (major, minor, header, own, reserved) == (1, 0, 32, 0, 0)
     assert payload[32 : 32 + graph] == g.serialize()
-    assert read_engine_config(payload[32 + graph : 32 + graph + config]) == (
-        engine_id(NUMPY), [(KNOB, 2)], "")  # fmt: skip
+    assert read_engine_config(payload[32 + graph : 32 + graph + config]) == EngineConfig(
+        engine_id(NUMPY) - 2**64, (hg.backend.KnobSetting(KNOB, 2),))  # fmt: skip
     assert root.Offset(4 + 2 * 5) == 0  # is_override_shape_enabled at its default
-
-
-def test_engine_config_values_round_trip() -> None:
-    knobs = [("i", 0), ("n", -(2**63)), ("f", -0.0), ("g", 2.5), ("s", ""), ("t", "ab")]
-    engine, read, metric = read_engine_config(write_engine_config(2**64 - 1, knobs, "time"))
-    assert (engine, metric) == (2**64 - 1, "time")
-    assert read == knobs and str(read[2][1]) == "-0.0"
 
 
 def test_plan_before_build_is_refused_with_hipdnns_message() -> None:

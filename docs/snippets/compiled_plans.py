@@ -5,8 +5,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 import hipdnn_graph as hg
 
 f32 = hg.DataType.FLOAT

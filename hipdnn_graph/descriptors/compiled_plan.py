@@ -32,7 +32,7 @@ offset  size  field
 12      4     header_size: uint32, a multiple of 8, at least 32
 16      4     graph_size: uint32, the hipDNN ``Graph`` FlatBuffer (:func:`~.fb_write.write_graph`)
 20      4     config_size: uint32, hipDNN's ``EngineConfig`` (engine id + knob settings,
-              :mod:`.engine_config`)
+              :mod:`.engine_wire`)
 24      4     engine_size: uint32, the engine's own bytes (its ``serialize_plan`` hook; may be 0)
 28      4     reserved, zero
 32      ...   the three sections, back to back, from ``header_size``; nothing after them
@@ -63,9 +63,10 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from ..backend.knobs import KnobSetting, KnobValue
 from ..errors import HipdnnError
 from ..types import ErrorCode
-from .engine_config import KnobPair, read_engine_config, write_engine_config
+from .engine_wire import EngineConfig, read_engine_config, write_engine_config
 from .fb_read import CONTAINER_IDENTIFIER
 from .fb_verify import (
     MAX_BUFFER,
@@ -119,7 +120,7 @@ class CompiledPlanRecord:
     workspace_size: int
     tensor_uids: tuple[int, ...]
     graph: bytes
-    knobs: tuple[KnobPair, ...] = ()
+    knobs: tuple[tuple[str, KnobValue], ...] = ()
     engine_payload: bytes = b""
     is_override_shape_enabled: bool = False
 
@@ -129,7 +130,8 @@ def _signed(value: int) -> int:
 
 
 def _payload(record: CompiledPlanRecord) -> bytes:
-    config = write_engine_config(record.engine_id, record.knobs)
+    settings = tuple(KnobSetting(knob, value) for knob, value in record.knobs)
+    config = write_engine_config(EngineConfig(_signed(record.engine_id), settings))
     sizes = (len(record.graph), len(config), len(record.engine_payload))
     header = _HEADER.pack(PAYLOAD_MAGIC, _FORMAT_MAJOR, _FORMAT_MINOR, _HEADER.size, *sizes, 0)
     return header + record.graph + config + record.engine_payload
@@ -243,9 +245,11 @@ def read_compiled_plan(data: bytes | bytearray | memoryview) -> CompiledPlanReco
     engine &= 2**64 - 1
     graph, config, own = _sections(payload, engine)
     try:
-        config_engine, knobs, _metric = read_engine_config(config)
+        engine_config = read_engine_config(config)
     except HipdnnError as err:
-        raise _refused(f"the plugin payload's {err.message}") from None
+        raise _refused(f"the plugin payload's engine config: {err.message}") from None
+    config_engine = engine_config.engine_id & (2**64 - 1)
+    knobs = [(s.knob_id, s.value) for s in engine_config.knobs]
     if config_engine != engine:
         raise _refused(
             f"the plugin payload's engine config names engine {config_engine:#x}, the "
