@@ -261,7 +261,7 @@ def _fresh_process(*args: str) -> dict[str, object]:
     assert lines[0].startswith("| engine | load ms | first execute ms | warm ms")
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
     return dict(zip(["engine", "load", "first", "warm", "ratio", "rankings", "checks",
-                     "compiles", "matches"], cells, strict=True))  # fmt: skip
+                     "compiles", "builds", "matches"], cells, strict=True))  # fmt: skip
 
 
 @pytest.mark.parametrize("engine", [NUMPY, "TORCH_SDPA_MATH_ENGINE"])
@@ -272,6 +272,7 @@ def test_a_fresh_process_runs_the_plan_without_planning(engine: str) -> None:
     assert row["engine"] == engine
     assert (row["rankings"], row["checks"], row["compiles"], row["matches"]) == (
         "0", "0", "0", "True")  # fmt: skip
+    assert row["builds"] == "1"  # the engine makes its plan object once, from id and knobs
     assert float(row["ratio"]) > 0
 
 
@@ -285,4 +286,4 @@ def test_the_loader_counts_what_it_claims() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=300, check=True)  # fmt: skip
     counts = json.loads(done.stdout)
-    assert counts["rankings"] == 1 and counts["support_checks"] > 0
+    assert counts["rankings"] == 1 and counts["support_checks"] > 0 and counts["plan_builds"] == 1

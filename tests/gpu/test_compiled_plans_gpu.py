@@ -55,7 +55,7 @@ def test_compiled_plan_in_a_fresh_process(engine: str) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     row = [c.strip() for c in done.stdout.strip().splitlines()[2].strip("|").split("|")]
-    name, _load, first, warm, ratio, rankings, checks, compiles, matches = row
+    name, _load, first, warm, ratio, rankings, checks, compiles, _builds, matches = row
     assert name == engine
     assert (rankings, checks, compiles, matches) == ("0", "0", "0", "True"), done.stdout
     assert float(ratio) <= 2.0, f"first execute {first} ms vs warm {warm} ms"
