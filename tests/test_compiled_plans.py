@@ -6,6 +6,7 @@ it; a fresh process that loads a plan ranks no engine, checks no support and com
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import struct
 import subprocess
@@ -47,9 +48,9 @@ def sdpa_graph() -> tuple[hg.Graph, list[hg.TensorAttributes]]:
 
 def pack(tensors: list[hg.TensorAttributes]) -> dict[int, np.ndarray]:
     rng = np.random.default_rng(1)
-    arrays = {t.uid: rng.standard_normal(t.dim).astype(np.float32) for t in tensors[:3]}
-    arrays[tensors[3].uid] = np.zeros(tensors[3].dim, np.float32)
-    return arrays  # type: ignore[return-value]
+    arrays = {t.get_uid(): rng.standard_normal(t.dim).astype(np.float32) for t in tensors[:3]}
+    arrays[tensors[3].get_uid()] = np.zeros(tensors[3].dim, np.float32)
+    return arrays
 
 
 def built(block_q: int = 2) -> tuple[hg.Graph, list[hg.TensorAttributes]]:
@@ -62,7 +63,7 @@ def output(g: hg.Graph, tensors: list[hg.TensorAttributes]) -> np.ndarray:
     by_name = {t.name: t for t in g.tensors}
     buffers = pack([by_name[t.name] for t in tensors])
     g.execute(buffers, None)
-    return buffers[by_name[tensors[3].name].uid]
+    return buffers[by_name[tensors[3].name].get_uid()]
 
 
 def refused(data: bytes) -> hg.HipdnnError:
@@ -129,7 +130,7 @@ def test_plan_before_build_is_refused_with_hipdnns_message() -> None:
 def _record(**changes: object) -> CompiledPlanRecord:
     g, _ = built()
     record = read_compiled_plan(g.to_compiled_plan_binary())
-    return CompiledPlanRecord(**{**record.__dict__, **changes})  # type: ignore[arg-type]
+    return dataclasses.replace(record, **changes)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -250,7 +251,7 @@ def test_facade_names() -> None:
 # ----- a fresh process ---------------------------------------------------------------------------
 
 
-def _fresh_process(*args: str) -> dict[str, object]:
+def _fresh_process(*args: str) -> dict[str, str]:
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "compiled_plans.py"), "--small",
          "--repeats", "3", *args],
