@@ -175,6 +175,24 @@ def test_payload_rules() -> None:
         FAILED + f"engine {NUMPY} has no knob 'no.such.knob' (another version's?)")  # fmt: skip
 
 
+def test_a_forged_workspace_size_is_refused() -> None:
+    err = refused(write_compiled_plan(_record(workspace_size=2**40)))
+    assert err.code == hg.ErrorCode.HIPDNN_BACKEND_ERROR
+    assert err.message == (
+        FAILED + f"the plan's workspace size {2**40} is not engine {NUMPY}'s 0 for its graph "
+        "(corrupt or forged)"
+    )
+
+
+def test_a_graph_above_the_allocation_limit_is_refused_before_any_engine_builds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = write_compiled_plan(_record())
+    monkeypatch.setenv("HIPDNN_GRAPH_MAX_ALLOCATION", "256")
+    err = refused(data)
+    assert err.code == hg.ErrorCode.INVALID_VALUE and "HIPDNN_GRAPH_MAX_ALLOCATION" in err.message
+
+
 def test_every_truncation_and_many_corruptions_raise_hipdnn_errors() -> None:
     data = write_compiled_plan(_record())
     for end in range(len(data)):

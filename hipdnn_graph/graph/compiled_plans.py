@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
+from ..backend.allocation import check_allocation
 from ..backend.contract import Engine, build_engine_plan, engine_id
 from ..backend.knobs import BehaviorNote, engine_behavior_notes, knob_defaults
 from ..backend.registry import current_registry
@@ -78,7 +79,9 @@ def install_compiled_plan(graph: Graph, state: PlanState, record: CompiledPlanRe
 
     Raises:
         HipdnnError: ``HIPDNN_BACKEND_ERROR`` when no registered engine has the id, the tensor
-            uids differ from the graph's, a saved knob is not the engine's, or the engine fails.
+            uids differ from the graph's, a saved knob is not the engine's, the saved workspace
+            size is not the engine's, or the engine fails; ``INVALID_VALUE`` for a graph above
+            the allocation limit (:mod:`hipdnn_graph.backend.allocation`), as ``build_plans``.
     """
     engine = _registered(record.engine_id)
     build_operation_graph(graph, state)
@@ -90,8 +93,15 @@ def install_compiled_plan(graph: Graph, state: PlanState, record: CompiledPlanRe
     if unknown:
         raise _failed(f"engine {engine.name} has no knob {unknown[0]!r} (another version's?)")
     knobs.update(record.knobs)
+    check_allocation(graph, f"Running graph '{graph.get_name() or '<unnamed>'}'")
     hook = getattr(engine, "deserialize_plan", None)
     try:
+        workspace = int(engine.workspace_size(graph))
+        if workspace != record.workspace_size:
+            raise _failed(
+                f"the plan's workspace size {record.workspace_size} is not engine "
+                f"{engine.name}'s {workspace} for its graph (corrupt or forged)"
+            )
         if hook is not None and record.engine_payload:
             plan = hook(graph, record.engine_payload, dict(knobs))
         else:
@@ -102,7 +112,7 @@ def install_compiled_plan(graph: Graph, state: PlanState, record: CompiledPlanRe
     except Exception as exc:
         raise _failed(f"engine {engine.name} could not restore its plan: "
                       f"{type(exc).__name__}: {exc}") from exc  # fmt: skip
-    built = BuiltPlan(engine, plan, record.workspace_size, binder, knobs)
+    built = BuiltPlan(engine, plan, workspace, binder, knobs)
     state.candidates, state.refusals = [engine], []
     state.plans, state.active = [built], built
 
