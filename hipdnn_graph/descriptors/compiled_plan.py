@@ -141,8 +141,7 @@ def write_compiled_plan(record: CompiledPlanRecord) -> bytes:
     """hipDNN's ``SerializedExecutionPlan`` bytes for ``record`` (see the module docstring)."""
     b = Builder()
     payload = _payload(record)
-    b.prealign(len(payload), 8)  # the payload's bytes 8-aligned, so its sections can be viewed
-    payload_at = b.numbers(payload, "B", 1)
+    payload_at = b.numbers(payload, "B", 1)  # hipDNN's order: the payload, the uids, the table
     uids = b.longs([_signed(uid) for uid in record.tensor_uids])
     fields: list[tuple[int, str, object]] = []
     if record.workspace_size:  # add order: 8-byte, 4-byte, 1-byte fields, each slot-descending
