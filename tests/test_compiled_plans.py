@@ -12,6 +12,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import flatbuffers
 import numpy as np
@@ -306,3 +307,98 @@ def test_the_loader_counts_what_it_claims() -> None:
                           cwd=ROOT, timeout=300, check=True)  # fmt: skip
     counts = json.loads(done.stdout)
     assert counts["rankings"] == 1 and counts["support_checks"] > 0 and counts["plan_builds"] == 1
+
+
+# ----- an engine with the hooks ------------------------------------------------------------------
+
+
+class _ReluPlan:
+    engine_name = "HOOKED_RELU_ENGINE"
+    workspace_size = 0
+
+    def __init__(self, x: int, y: int, tuned: str) -> None:
+        self.x, self.y, self.tuned = x, y, tuned
+
+    def execute(self, variant_pack: dict[int, np.ndarray], workspace: object) -> None:
+        np.maximum(variant_pack[self.x], 0, out=variant_pack[self.y])
+
+
+class _HookedEngine:
+    """Runs a single ReLU; its build "tunes" (counted); its hooks save and restore the result."""
+
+    name = "HOOKED_RELU_ENGINE"
+    priority = 1
+    array_kind = "numpy"
+    behavior_notes = (hg.backend.BehaviorNote.SUPPORTS_EXECUTION_PLAN_SERIALIZATION,)
+
+    def __init__(self) -> None:
+        self.builds = self.restores = 0
+
+    def check(self, graph: hg.Graph) -> hg.backend.Support:
+        return hg.backend.Support.yes()
+
+    def workspace_size(self, graph: hg.Graph) -> int:
+        return 0
+
+    def _uids(self, graph: hg.Graph) -> tuple[int, int]:
+        node = graph.nodes[0]
+        return node.inputs()[0].get_uid(), node.outputs()[0].get_uid()
+
+    def build_plan(self, graph: hg.Graph) -> _ReluPlan:
+        self.builds += 1
+        return _ReluPlan(*self._uids(graph), tuned="searched")
+
+    def serialize_plan(self, plan: _ReluPlan) -> bytes:
+        return b"v1:" + plan.tuned.encode()
+
+    def deserialize_plan(self, graph: hg.Graph, payload: bytes, knobs: object) -> _ReluPlan:
+        self.restores += 1
+        if not payload.startswith(b"v1:"):
+            raise hg.HipdnnError(hg.ErrorCode.INVALID_VALUE, "not my bytes")
+        return _ReluPlan(*self._uids(graph), tuned=payload[3:].decode() + " (restored)")
+
+
+class _HookedBackend:
+    name = "hooked"
+
+    def __init__(self, engine: _HookedEngine) -> None:
+        self.engine = engine
+
+    def engines(self) -> list[_HookedEngine]:
+        return [self.engine]
+
+
+def _relu_graph() -> tuple[hg.Graph, hg.TensorAttributes, hg.TensorAttributes]:
+    f32 = hg.DataType.FLOAT
+    g = hg.Graph(name="relu", io_data_type=f32, compute_data_type=f32)
+    x = g.tensor(name="x", dim=[2, 3])
+    y = g.pointwise(x, mode=hg.PointwiseMode.RELU_FWD, name="r")
+    y.set_output(True)
+    return g, x, y
+
+
+def test_hooks_restore_without_build_plan_and_to_binary_carries_the_plan() -> None:
+    engine = _HookedEngine()
+    with hg.backend.isolated_registry(load_entry_points=False):
+        hg.backend.register_backend(_HookedBackend(engine))  # type: ignore[arg-type]
+        fg = hipdnn.Graph()
+        g, x, y = _relu_graph()
+        fg.core_graph = g
+        g.build_operation_graph().create_execution_plans().build_plans()
+        assert (engine.builds, engine.restores) == (1, 0)
+        blob = fg.to_binary()  # the engine reports SUPPORTS_EXECUTION_PLAN_SERIALIZATION
+        assert blob[4:8] == b"HDGP" and hg.Graph.deserialize(blob).embedded_plan is not None
+        loaded = hipdnn.Graph()
+        assert loaded.from_binary(None, blob).is_good()  # (handle, data): the plan comes back
+        assert (engine.builds, engine.restores) == (1, 1)
+        core = loaded.core_graph
+        plan: Any = core._state.active.plan  # type: ignore[union-attr]
+        assert plan.tuned == "searched (restored)"
+        a = np.array([[-1.0, 2.0, -3.0], [4.0, -5.0, 6.0]], np.float32)
+        out = np.zeros_like(a)
+        core.execute({x.get_uid(): a, y.get_uid(): out}, None)
+        assert out.tolist() == [[0.0, 2.0, 0.0], [4.0, 0.0, 6.0]]
+        structure_only = hipdnn.Graph()
+        assert structure_only.from_binary(blob).is_good()  # (data): structure, plan kept aside
+        assert structure_only.core_graph.get_execution_plan_count() == 0
+        assert structure_only.core_graph.embedded_plan == core.embedded_plan
