@@ -7,7 +7,9 @@ The parent process builds an SDPA-forward graph, writes its plan with
 ``torch.compile`` call and engine plan build (``build_plan``, or ``deserialize_plan`` for an
 engine with compiled-plan hooks: the engine making its plan object from the saved id and knobs),
 then times the first execute and the median of warm ones. Both processes
-make the same inputs from one seed; the child's output checksum must equal the parent's.
+make the same inputs from one seed; the child's output checksum must equal the parent's. A second
+fresh process plans the same graph itself (ranking or the named engine, ``build_plans``) as the
+baseline: what loading the compiled plan saves, and what a first execute costs anyway there.
 
     python benchmarks/compiled_plans.py                 # GPU: bf16 2x16x4096x128, best engine
     python benchmarks/compiled_plans.py --engine TORCH_SDPA_FLASH_ENGINE
@@ -103,31 +105,70 @@ def _counted() -> dict[str, int]:
     return counts
 
 
-def load(path: Path, small: bool, device: str, repeats: int) -> dict[str, Any]:
+def _plan(graph: hg.Graph, engine: str | None) -> None:
+    graph.build_operation_graph()
+    if engine:
+        graph.create_execution_plan_ext(engine_id(engine))
+    else:
+        graph.create_execution_plans()
+    graph.build_plans()
+
+
+def child(path: Path | None, engine: str | None, small: bool, repeats: int) -> dict[str, Any]:
+    """In a fresh process: load the plan at ``path`` (None: plan the graph here, the baseline),
+    then time the first execute and the warm ones, counting as :func:`_counted` says."""
+    device = "cpu" if small else "cuda"
     counts = _counted()
-    _, tensors = build_graph(small)
-    data = path.read_bytes()
+    graph, tensors = build_graph(small)
     started = time.perf_counter()
-    graph = hg.Graph.from_compiled_plan_binary(data)
-    load_ms = 1e3 * (time.perf_counter() - started)
+    if path is not None:
+        graph = hg.Graph.from_compiled_plan_binary(path.read_bytes())
+    else:
+        _plan(graph, engine)
+    ready_ms = 1e3 * (time.perf_counter() - started)
     by_name = {t.name: t for t in graph.tensors}
     pack = buffers([by_name[t.name] for t in tensors], device)
-    workspace = None
     started = time.perf_counter()
-    graph.execute(pack, workspace)
+    graph.execute(pack, None)
     _sync(device)
     first = time.perf_counter() - started
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
-        graph.execute(pack, workspace)
+        graph.execute(pack, None)
         _sync(device)
         times.append(time.perf_counter() - started)
     warm = statistics.median(times)
     out = pack[by_name[tensors[3].name].get_uid()]
-    return {"engine": graph.get_plan_name(), "load_ms": load_ms, "first_ms": 1e3 * first,
+    return {"engine": graph.get_plan_name(), "ready_ms": ready_ms, "first_ms": 1e3 * first,
             "warm_ms": 1e3 * warm, "ratio": first / warm, "checksum": checksum(out),
             **counts}  # fmt: skip
+
+
+def _fresh(args: argparse.Namespace, *extra: str) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--repeats", str(args.repeats), *extra]
+    command += ["--small"] if args.small else []
+    command += ["--engine", args.engine] if args.engine else []
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+HEADER = (
+    "engine",
+    "plan",
+    "plan ready ms",
+    "first execute ms",
+    "warm ms",
+    "first/warm (target <= 2)",
+    "rankings",
+    "support checks",
+    "compiles",
+    "engine plan builds",
+    "output matches",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,18 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", help="the engine to plan on (default: the best ranked)")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--load", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--build-here", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    device = "cpu" if args.small else "cuda"
-    if args.load is not None:
-        print(json.dumps(load(args.load, args.small, device, args.repeats)))
+    if args.load is not None or args.build_here:
+        print(json.dumps(child(args.load, args.engine, args.small, args.repeats)))
         return 0
+    device = "cpu" if args.small else "cuda"
     graph, tensors = build_graph(args.small)
-    graph.build_operation_graph()
-    if args.engine:
-        graph.create_execution_plan_ext(engine_id(args.engine))
-    else:
-        graph.create_execution_plans()
-    graph.build_plans()
+    _plan(graph, args.engine)
     pack = buffers(tensors, device)
     graph.execute(pack, None)
     _sync(device)
@@ -155,30 +192,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "plan.bin"
         path.write_bytes(graph.to_compiled_plan_binary())
-        command = [sys.executable, __file__, "--load", str(path), "--repeats", str(args.repeats)]
-        child = subprocess.run(command + (["--small"] if args.small else []),
-                               capture_output=True, text=True, check=False)  # fmt: skip
-    if child.returncode != 0:
-        print(child.stderr, file=sys.stderr)
-        return 1
-    r = json.loads(child.stdout.strip().splitlines()[-1])
-    header = (
-        "engine",
-        "load ms",
-        "first execute ms",
-        "warm ms",
-        "first/warm (target <= 2)",
-        "rankings",
-        "support checks",
-        "compiles",
-        "engine plan builds",
-        "output matches",
-    )
-    print("| " + " | ".join(header) + " |")
-    print("|---" * len(header) + "|")
-    print(f"| {r['engine']} | {r['load_ms']:.2f} | {r['first_ms']:.3f} | {r['warm_ms']:.3f} "
-          f"| {r['ratio']:.2f} | {r['rankings']} | {r['support_checks']} | {r['compiles']} "
-          f"| {r['plan_builds']} | {r['checksum'] == expected} |")  # fmt: skip
+        loaded = _fresh(args, "--load", str(path))
+    built = _fresh(args, "--build-here")
+    print("| " + " | ".join(HEADER) + " |")
+    print("|---" * len(HEADER) + "|")
+    for how, r in (("compiled plan loaded", loaded), ("planned in the process", built)):
+        print(f"| {r['engine']} | {how} | {r['ready_ms']:.2f} | {r['first_ms']:.3f} "
+              f"| {r['warm_ms']:.3f} | {r['ratio']:.2f} | {r['rankings']} "
+              f"| {r['support_checks']} | {r['compiles']} | {r['plan_builds']} "
+              f"| {r['checksum'] == expected} |")  # fmt: skip
     return 0
 
 

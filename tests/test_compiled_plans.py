@@ -278,9 +278,12 @@ def _fresh_process(*args: str) -> dict[str, str]:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
-    assert lines[0].startswith("| engine | load ms | first execute ms | warm ms")
+    assert lines[0].startswith("| engine | plan | plan ready ms | first execute ms | warm ms")
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
-    return dict(zip(["engine", "load", "first", "warm", "ratio", "rankings", "checks",
+    baseline = [c.strip() for c in lines[3].strip("|").split("|")]
+    assert baseline[1] == "planned in the process" and baseline[-1] == "True"
+    assert int(baseline[7]) >= 1  # the baseline asks the engine whether it supports the graph
+    return dict(zip(["engine", "plan", "ready", "first", "warm", "ratio", "rankings", "checks",
                      "compiles", "builds", "matches"], cells, strict=True))  # fmt: skip
 
 
@@ -289,7 +292,7 @@ def test_a_fresh_process_runs_the_plan_without_planning(engine: str) -> None:
     if engine.startswith("TORCH"):
         pytest.importorskip("torch")
     row = _fresh_process("--engine", engine)
-    assert row["engine"] == engine
+    assert (row["engine"], row["plan"]) == (engine, "compiled plan loaded")
     assert (row["rankings"], row["checks"], row["compiles"], row["matches"]) == (
         "0", "0", "0", "True")  # fmt: skip
     assert row["builds"] == "1"  # the engine makes its plan object once, from id and knobs

@@ -29,7 +29,14 @@ ENGINES = [
     "TORCH_SDPA_CUDNN_ENGINE",
     "TORCH_SDPA_FLASH_ENGINE",
     "TORCH_SDPA_EFFICIENT_ENGINE",
-    "TORCH_SDPA_FLEX_ENGINE",
+    pytest.param(
+        "TORCH_SDPA_FLEX_ENGINE",
+        marks=pytest.mark.xfail(
+            reason="FlexAttention compiles its kernel (torch.compile) in the loading process: "
+            "the flex engine has no compiled-plan hooks yet",
+            strict=False,
+        ),
+    ),
     "TORCH_SDPA_MATH_ENGINE",
 ]
 
@@ -48,6 +55,8 @@ def _plannable(engine: str) -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_compiled_plan_in_a_fresh_process(engine: str) -> None:
+    """The loaded row of ``benchmarks/compiled_plans.py``; its second row (the same graph
+    planned in a fresh process) is printed for the comparison."""
     _plannable(engine)
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--engine", engine, "--repeats", "20"],
@@ -55,7 +64,8 @@ def test_compiled_plan_in_a_fresh_process(engine: str) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     row = [c.strip() for c in done.stdout.strip().splitlines()[2].strip("|").split("|")]
-    name, _load, first, warm, ratio, rankings, checks, compiles, _builds, matches = row
+    name, how, _ready, first, warm, ratio, rankings, checks, compiles, _builds, matches = row
+    assert how == "compiled plan loaded"
     assert name == engine
     assert (rankings, checks, compiles, matches) == ("0", "0", "0", "True"), done.stdout
     assert float(ratio) <= 2.0, f"first execute {first} ms vs warm {warm} ms"
