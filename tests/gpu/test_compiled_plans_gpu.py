@@ -6,6 +6,7 @@ target). An engine that cannot plan the benchmark graph on this device skips wit
 
 from __future__ import annotations
 
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -42,10 +43,7 @@ ENGINES = [
 
 
 def _plannable(engine: str) -> None:
-    sys.path.insert(0, str(SCRIPT.parent))
-    import compiled_plans
-
-    graph, _ = compiled_plans.build_graph(small=False)
+    graph, _ = runpy.run_path(str(SCRIPT))["build_graph"](small=False)
     graph.build_operation_graph()
     try:
         graph.create_execution_plan_ext(engine_id(engine)).build_plans()
