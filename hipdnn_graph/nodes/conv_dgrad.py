@@ -41,7 +41,7 @@ class ConvolutionDgradNode(ConvolutionNode[ConvDgradAttributes]):
     name_prefix: ClassVar[str] = "ConvolutionDgrad"
     padded_slot: ClassVar[str] = "DX"
 
-    roles = (("dy", "gradient of output"), ("w", "weights"), ("dx", "gradient of input"))
+    roles = ("dy (gradient of output)", "w (weights)", "dx (gradient of input)")
     names = ("dy", "Weight", "dx")
 
     def check_shapes(

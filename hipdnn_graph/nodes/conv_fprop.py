@@ -41,7 +41,7 @@ class ConvolutionFpropNode(ConvolutionNode[ConvFpropAttributes]):
     name_prefix: ClassVar[str] = "ConvolutionFprop"
     padded_slot: ClassVar[str] = "X"
 
-    roles = (("x", "input"), ("w", "weights"), ("y", "output"))
+    roles = ("x (input)", "w (weights)", "y (output)")
     names = ("Input", "Weight", "Output")
     stride_inference_checks_dims = True
 

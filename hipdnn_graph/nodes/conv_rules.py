@@ -14,7 +14,14 @@ from ..tensor import TensorAttributes
 from .base import Node
 from .input_memo import InputRuleMemo
 from .norm_rules import ordered_strides, stride_order
-from .rules import PRE_VALIDATION, SETTING_PROPERTIES, dims_and_strides_positive, invalid, missing
+from .rules import (
+    PRE_VALIDATION,
+    SETTING_PROPERTIES,
+    check_dims_and_strides,
+    invalid,
+    missing,
+    required,
+)
 
 __all__ = [
     "MIN_RANK",
@@ -32,7 +39,6 @@ __all__ = [
     "check_ranks",
     "check_set_and_positive",
     "infer_strides",
-    "operands",
     "spatial_parameters",
     "strides_like",
 ]
@@ -65,27 +71,6 @@ def c_div(a: int, b: int) -> int:
     return -q if (a < 0) != (b < 0) else q
 
 
-def operands(
-    a: ConvolutionAttributes, label: str, roles: Sequence[tuple[str, str]], purpose: str
-) -> list[TensorAttributes]:
-    """The node's three tensors, each checked set, in hipDNN's order. ``roles`` names each
-    tensor's slot and what it is (``("x", "input")``); the pre-validation message names both
-    (``missing x (input) for pre-validation``), the inference one the slot only (``missing x
-    for setting properties``).
-
-    Raises:
-        HipdnnError: ``ATTRIBUTE_NOT_SET`` naming the first tensor not set.
-    """
-    found = []
-    for slot, role in roles:
-        tensor = getattr(a, f"get_{slot}")()
-        if tensor is None:
-            what = f"{slot} ({role})" if purpose == PRE_VALIDATION else slot
-            raise missing(f"{label} missing {what} for {purpose}")
-        found.append(tensor)
-    return found
-
-
 def _lower(name: str) -> str:
     """A tensor's name inside a sentence (``Input`` -> ``input``; ``dy`` stays)."""
     return name[:1].lower() + name[1:]
@@ -97,8 +82,7 @@ def check_set_and_positive(t: TensorAttributes, name: str, label: str) -> None:
     Raises:
         HipdnnError: ``INVALID_VALUE`` when they are not.
     """
-    if not dims_and_strides_positive(t):
-        raise invalid(f"{label}: {name} tensor dimensions and strides must be set and positive")
+    check_dims_and_strides(t, f"{name} tensor", label)
 
 
 def _check_rank(dims: Sequence[int], name: str, label: str) -> None:
@@ -329,8 +313,8 @@ class ConvolutionNode(Node[C]):
     order."""
 
     #: the three tensors' slots in hipDNN's check order (two inputs, then the output), with
-    #: what its missing-tensor messages call them
-    roles: ClassVar[tuple[tuple[str, str], tuple[str, str], tuple[str, str]]]
+    #: what its missing-tensor messages call them (``"x (input)"``; see :func:`.rules.required`)
+    roles: ClassVar[tuple[str, str, str]]
     #: what its other messages call them (``("Input", "Weight", "Output")``)
     names: ClassVar[tuple[str, str, str]]
     #: whether inference refuses an output without dims before giving it strides (the forward
@@ -348,7 +332,7 @@ class ConvolutionNode(Node[C]):
                 others.
         """
         label, a = type(self).__name__, self.attributes
-        first, second, out = operands(a, label, self.roles, PRE_VALIDATION)
+        first, second, out = required(a, label, self.roles)
         check_parameters_set(a, label)
         check_operands(first, self.names[0], second, self.names[1], label)
         shapes = self.check_shapes(first.dim, second.dim, out)
@@ -367,7 +351,7 @@ class ConvolutionNode(Node[C]):
                 ``INVALID_VALUE`` for members that do not give a positive size.
         """
         label, a = type(self).__name__, self.attributes
-        first, second, out = operands(a, label, self.roles, SETTING_PROPERTIES)
+        first, second, out = required(a, label, self.roles, SETTING_PROPERTIES)
         a.fill_from_context(self.graph_attributes)
         if not out.dim:
             check_ranks(first.dim, self.names[0], second.dim, self.names[1], label)

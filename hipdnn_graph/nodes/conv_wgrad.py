@@ -50,7 +50,7 @@ class ConvolutionWgradNode(ConvolutionNode[ConvWgradAttributes]):
     name_prefix: ClassVar[str] = "ConvolutionWgrad"
     padded_slot: ClassVar[str] = "X"
 
-    roles = (("x", "input"), ("dy", "gradient of output"), ("dw", "gradient of weights"))
+    roles = ("x (input)", "dy (gradient of output)", "dw (gradient of weights)")
     names = ("x", "dy", "dw")
 
     def check_shapes(self, xd: list[int], dyd: list[int], dw: TensorAttributes) -> None:

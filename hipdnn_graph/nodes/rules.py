@@ -24,6 +24,7 @@ from ..types import ErrorCode
 __all__ = [
     "PRE_VALIDATION",
     "SETTING_PROPERTIES",
+    "check_dims_and_strides",
     "dims_and_strides_positive",
     "dims_positive",
     "invalid",
@@ -51,17 +52,21 @@ def required(
     attributes: Any, label: str, slots: Sequence[str], purpose: str = PRE_VALIDATION
 ) -> list[TensorAttributes]:
     """The tensors of ``slots`` (read with the attributes' ``get_<slot>()``), each checked set
-    in the order given, which is hipDNN's check order.
+    in the order given, which is hipDNN's check order. A slot may carry what hipDNN's
+    pre-validation message calls it, ``"dy (input)"``; its inference message names the slot
+    only.
 
     Raises:
         HipdnnError: ``ATTRIBUTE_NOT_SET`` ``"<label> missing <slot> for <purpose>"`` for the
             first one not set.
     """
     found = []
-    for slot in slots:
+    for entry in slots:
+        slot = entry.split(" ", 1)[0]
         tensor = getattr(attributes, f"get_{slot}")()
         if tensor is None:
-            raise missing(f"{label} missing {slot} for {purpose}")
+            what = entry if purpose == PRE_VALIDATION else slot
+            raise missing(f"{label} missing {what} for {purpose}")
         found.append(tensor)
     return found
 
@@ -75,6 +80,16 @@ def dims_and_strides_positive(t: TensorAttributes) -> bool:
     """hipDNN's ``validate_dims_and_strides_set_and_positive``: dims set and positive, as many
     strides as dims, all positive."""
     return dims_positive(t) and len(t.stride) == len(t.dim) and all(s > 0 for s in t.stride)
+
+
+def check_dims_and_strides(t: TensorAttributes, what: str, label: str) -> None:
+    """hipDNN's ``<what> dimensions and strides must be set and positive``.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` when they are not.
+    """
+    if not dims_and_strides_positive(t):
+        raise invalid(f"{label}: {what} dimensions and strides must be set and positive")
 
 
 def take_shape(out: TensorAttributes, source: TensorAttributes) -> None:
