@@ -23,9 +23,8 @@ from ..descriptors.node_spec import (
     WireEnum,
     register_node_spec,
 )
-from ..errors import HipdnnError
-from ..tensor import TensorAttributes, generate_strides
-from ..types import ErrorCode, NodeType, NormFwdPhase
+from ..tensor import generate_strides
+from ..types import NodeType, NormFwdPhase
 from .base import Node
 from .input_memo import InputRuleMemo
 from .norm_rules import (
@@ -34,22 +33,14 @@ from .norm_rules import (
     check_normalized_dim_count,
     check_scalar_parameter,
     check_shapes_match_if_set,
-    ordered_strides,
-    stride_order,
+    like_strides,
 )
+from .rules import SETTING_PROPERTIES, missing, required
 
 __all__ = ["LAYERNORM_SPEC", "LayerNormNode", "LayernormAttributeName"]
 
 
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
-
-
-def _strides_like_x(dims: list[int], x: TensorAttributes) -> list[int]:
-    """X's stride order on ``dims`` when the ranks match, else packed row-major strides."""
-    if x.stride and len(x.stride) == len(dims):
-        return ordered_strides(dims, stride_order(x.stride))
-    return generate_strides(dims)
+_LABEL = "LayerNormNode"
 
 
 class LayerNormNode(Node[LayernormAttributes]):
@@ -82,19 +73,8 @@ class LayerNormNode(Node[LayernormAttributes]):
         """
         a = self.attributes
         if a.forward_phase == NormFwdPhase.NOT_SET:
-            raise _missing("Forward phase not set of layernorm node.")
-        x, y, epsilon = a.get_x(), a.get_y(), a.get_epsilon()
-        scale, bias = a.get_scale(), a.get_bias()
-        if x is None:
-            raise _missing("LayerNormNode missing x for pre-validation")
-        if y is None:
-            raise _missing("LayerNormNode missing y for pre-validation")
-        if epsilon is None:
-            raise _missing("LayerNormNode missing epsilon for pre-validation")
-        if scale is None:
-            raise _missing("LayerNormNode missing scale for pre-validation")
-        if bias is None:
-            raise _missing("LayerNormNode missing bias for pre-validation")
+            raise missing("Forward phase not set of layernorm node.")
+        x, y, epsilon, scale, bias = required(a, _LABEL, ("x", "y", "epsilon", "scale", "bias"))
         check_min_dims(x, 1, "Input tensor (x)")
         check_scalar_parameter(epsilon, "Epsilon")
         check_shapes_match_if_set(x, y, "Input tensor (x)", "Output tensor (y)")
@@ -112,11 +92,7 @@ class LayerNormNode(Node[LayernormAttributes]):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` without X or Y.
         """
         a = self.attributes
-        x, y = a.get_x(), a.get_y()
-        if x is None:
-            raise _missing("LayerNormNode missing x for setting properties")
-        if y is None:
-            raise _missing("LayerNormNode missing y for setting properties")
+        x, y = required(a, _LABEL, ("x", "y"), SETTING_PROPERTIES)
         a.fill_from_context(self.graph_attributes)
         if not y.dim:
             y.dim = list(x.dim)
@@ -129,7 +105,7 @@ class LayerNormNode(Node[LayernormAttributes]):
             if not affine.dim:
                 affine.dim = [1, *x.dim[1:]]
             if not affine.stride:
-                affine.stride = _strides_like_x(affine.dim, x)
+                affine.stride = like_strides(affine.dim, x.stride)
         if a.forward_phase == NormFwdPhase.INFERENCE:
             return
         for stats in (a.get_mean(), a.get_inv_variance()):
@@ -141,7 +117,7 @@ class LayerNormNode(Node[LayernormAttributes]):
                 else:
                     stats.dim = [x.dim[0]] + [1] * (len(x.dim) - 1)
             if not stats.stride:
-                stats.stride = _strides_like_x(stats.dim, x)
+                stats.stride = like_strides(stats.dim, x.stride)
 
     def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """The base checks, then the project's rules after hipDNN's: a constant EPSILON is a
@@ -155,7 +131,7 @@ class LayerNormNode(Node[LayernormAttributes]):
         """
         super().post_validate_node(memo)
         a = self.attributes
-        check_epsilon_value(a.get_epsilon(), "LayerNormNode")
+        check_epsilon_value(a.get_epsilon(), _LABEL)
         x, scale = a.get_x(), a.get_scale()
         assert x is not None and scale is not None  # pre-validation checked them
         check_normalized_dim_count("LayerNormNode", a.normalized_dim_count, x.dim, scale.dim)
@@ -197,7 +173,7 @@ LAYERNORM_SPEC = register_node_spec(
     NodeSpec(
         table="LayernormAttributes",
         union_tag=11,
-        label="LayerNormNode",
+        label=_LABEL,
         descriptor_type=DescriptorType.OPERATION_LAYERNORM_DESCRIPTOR_EXT,
         descriptor_class="LayernormOperationDescriptor",
         compute_type=_A.LAYERNORM_COMP_TYPE_EXT,

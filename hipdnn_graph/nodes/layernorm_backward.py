@@ -22,19 +22,19 @@ from ..descriptors.node_spec import (
     SlotSpec,
     register_node_spec,
 )
-from ..errors import HipdnnError
-from ..types import ErrorCode, NodeType
+from ..types import NodeType
 from .base import Node
 from .input_memo import InputRuleMemo
 from .norm_rules import check_normalized_dim_count, infer_normalized_dim_count
+from .rules import SETTING_PROPERTIES, required, take_shape
 
 __all__ = ["LAYERNORM_BACKWARD_SPEC", "LayernormBackwardAttributeName", "LayernormBackwardNode"]
 
 _LABEL = "LayernormBackwardNode"
-
-
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
+#: the tensors hipDNN checks set, in its order, as its pre-validation messages name them
+_REQUIRED = (
+    "dy (input)", "x (input)", "scale (input)", "dx (output)", "dscale (output)", "dbias (output)"
+)  # fmt: skip
 
 
 class LayernormBackwardNode(Node[LayernormBackwardAttributes]):
@@ -62,14 +62,7 @@ class LayernormBackwardNode(Node[LayernormBackwardAttributes]):
         Raises:
             HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing tensor.
         """
-        a = self.attributes
-        for tensor, name, side in (
-            (a.get_dy(), "dy", "input"), (a.get_x(), "x", "input"),
-            (a.get_scale(), "scale", "input"), (a.get_dx(), "dx", "output"),
-            (a.get_dscale(), "dscale", "output"), (a.get_dbias(), "dbias", "output"),
-        ):  # fmt: skip
-            if tensor is None:
-                raise _missing(f"{_LABEL} missing {name} ({side}) for pre-validation")
+        required(self.attributes, _LABEL, _REQUIRED)
 
     def infer_properties_node(self) -> None:
         """Fill data types; DX without dims or strides takes X's; DSCALE and DBIAS without dims
@@ -80,26 +73,11 @@ class LayernormBackwardNode(Node[LayernormBackwardAttributes]):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` without DY, X, SCALE, DX, DSCALE or DBIAS.
         """
         a = self.attributes
-        x, scale = a.get_x(), a.get_scale()
-        dx, dscale, dbias = a.get_dx(), a.get_dscale(), a.get_dbias()
-        for tensor, name in (
-            (a.get_dy(), "dy"), (x, "x"), (scale, "scale"), (dx, "dx"), (dscale, "dscale"),
-            (dbias, "dbias"),
-        ):  # fmt: skip
-            if tensor is None:
-                raise _missing(f"{_LABEL} missing {name} for setting properties")
-        assert x is not None and scale is not None
-        assert dx is not None and dscale is not None and dbias is not None
+        _, x, scale, dx, dscale, dbias = required(a, _LABEL, _REQUIRED, SETTING_PROPERTIES)
         a.fill_from_context(self.graph_attributes)
-        if not dx.dim:
-            dx.dim = list(x.dim)
-        if not dx.stride:
-            dx.stride = list(x.stride)
-        for grad in (dscale, dbias):
-            if not grad.dim:
-                grad.dim = list(scale.dim)
-            if not grad.stride:
-                grad.stride = list(scale.stride)
+        take_shape(dx, x)
+        take_shape(dscale, scale)
+        take_shape(dbias, scale)
         if a.normalized_dim_count <= 0:
             a.normalized_dim_count = infer_normalized_dim_count(x.dim, scale.dim)
 

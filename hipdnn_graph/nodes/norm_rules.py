@@ -19,10 +19,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from ..attributes.batchnorm import PeerStatsAttributes
 from ..descriptors.wire_rules import FLOAT32_MAX
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes, generate_strides
 from ..types import ErrorCode
+from .rules import invalid as _invalid
 
 __all__ = [
     "check_bn_training_spatial",
@@ -36,16 +38,14 @@ __all__ = [
     "check_scale_normalized_shape",
     "check_shapes_match",
     "check_shapes_match_if_set",
+    "infer_channel_tensor",
     "infer_normalized_dim_count",
     "like_strides",
     "ordered_strides",
+    "refuse_peer_stats",
     "stride_order",
     "stride_order_nhwc",
 ]
-
-
-def _invalid(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VALUE, message)
 
 
 def _named(tensor: TensorAttributes | None, fallback: str) -> str:
@@ -309,8 +309,15 @@ def ordered_strides(dims: Sequence[int], order: Sequence[int]) -> list[int]:
 
 def like_strides(dims: Sequence[int], reference: Sequence[int]) -> list[int]:
     """Strides for ``dims`` in the layout of strides ``reference`` (packed row-major when there
-    is no reference), as hipDNN's norm nodes infer them."""
-    return ordered_strides(dims, stride_order(reference)) if reference else generate_strides(dims)
+    is no reference of ``dims``' rank), as hipDNN's norm nodes infer them.
+
+    Example:
+        >>> like_strides([1, 6, 4], [24, 1, 6]), like_strides([1, 6, 4], [4, 1])
+        ([24, 1, 6], [24, 4, 1])
+    """
+    if reference and len(reference) == len(dims):
+        return ordered_strides(dims, stride_order(reference))
+    return generate_strides(dims)
 
 
 def check_channel_only_shape(tensor: TensorAttributes, channels: int, fallback: str) -> None:
@@ -392,3 +399,28 @@ def stride_order_nhwc(rank: int) -> list[int]:
         nxt += 1
     order[0] = nxt
     return order
+
+
+def infer_channel_tensor(tensor: TensorAttributes, x: TensorAttributes) -> None:
+    """The batch norms' per-channel output: without dims ``[1, C, 1, ...]`` of X's rank;
+    without strides channels-last packed strides (hipDNN's ``strideOrderNhwc``)."""
+    if not tensor.dim:
+        dims = [1] * len(x.dim)
+        dims[1] = x.dim[1]
+        tensor.dim = dims
+    if not tensor.stride:
+        tensor.stride = ordered_strides(tensor.dim, stride_order_nhwc(len(tensor.dim)))
+
+
+def refuse_peer_stats(attributes: PeerStatsAttributes, label: str) -> None:
+    """This project's own check of the batch norms (not one of hipDNN's): no peer statistics.
+
+    Raises:
+        HipdnnError: ``GRAPH_NOT_SUPPORTED`` when some are set.
+    """
+    if attributes.get_peer_stats():
+        raise HipdnnError(
+            ErrorCode.GRAPH_NOT_SUPPORTED,
+            f"{label}: peer statistics (multi-GPU batch normalization) are not supported by "
+            "hipdnn-graph",
+        )

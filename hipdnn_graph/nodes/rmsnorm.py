@@ -22,9 +22,7 @@ from ..descriptors.node_spec import (
     WireEnum,
     register_node_spec,
 )
-from ..errors import HipdnnError
-from ..tensor import generate_strides
-from ..types import ErrorCode, NodeType, NormFwdPhase
+from ..types import NodeType, NormFwdPhase
 from .base import Node
 from .input_memo import InputRuleMemo
 from .norm_rules import (
@@ -35,15 +33,13 @@ from .norm_rules import (
     check_scale_normalized_shape,
     check_shapes_match_if_set,
     like_strides,
-    ordered_strides,
-    stride_order,
 )
+from .rules import SETTING_PROPERTIES, missing, required, take_shape
 
 __all__ = ["NORM_FWD_PHASE", "RMSNORM_SPEC", "RMSNormAttributeName", "RMSNormNode"]
 
 
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
+_LABEL = "RMSNormNode"
 
 
 class RMSNormNode(Node[RMSNormAttributes]):
@@ -77,15 +73,7 @@ class RMSNormNode(Node[RMSNormAttributes]):
                 ``INVALID_VALUE`` for the shapes.
         """
         a = self.attributes
-        x, scale, y, epsilon = a.get_x(), a.get_scale(), a.get_y(), a.get_epsilon()
-        if x is None:
-            raise _missing("RMSNormNode missing x for pre-validation")
-        if scale is None:
-            raise _missing("RMSNormNode missing scale for pre-validation")
-        if y is None:
-            raise _missing("RMSNormNode missing y for pre-validation")
-        if epsilon is None:
-            raise _missing("RMSNormNode missing epsilon for pre-validation")
+        x, scale, y, epsilon = required(a, _LABEL, ("x", "scale", "y", "epsilon"))
         check_min_dims(x, 2, "Input tensor (x)")
         check_min_dims(scale, 2, "Scale tensor")
         check_scalar_parameter(epsilon, "Epsilon")
@@ -93,7 +81,7 @@ class RMSNormNode(Node[RMSNormAttributes]):
         check_scale_normalized_shape(scale, x, "Scale tensor")
         check_shapes_match_if_set(scale, a.get_bias(), "Scale tensor", "Bias tensor")
         if a.forward_phase == NormFwdPhase.NOT_SET:
-            raise _missing("RMSNormNode forward_phase must be set to TRAINING or INFERENCE")
+            raise missing(f"{_LABEL} forward_phase must be set to TRAINING or INFERENCE")
         if a.forward_phase == NormFwdPhase.TRAINING:
             check_norm_stats_shape_if_set(a.get_inv_rms(), x, scale, "Inverse RMS tensor")
 
@@ -106,23 +94,11 @@ class RMSNormNode(Node[RMSNormAttributes]):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` without X, Y or SCALE.
         """
         a = self.attributes
-        x, y, scale = a.get_x(), a.get_y(), a.get_scale()
-        if x is None:
-            raise _missing("RMSNormNode missing x for setting properties")
-        if y is None:
-            raise _missing("RMSNormNode missing y for setting properties")
-        if scale is None:
-            raise _missing("RMSNormNode missing scale for setting properties")
+        x, y, scale = required(a, _LABEL, ("x", "y", "scale"), SETTING_PROPERTIES)
         a.fill_from_context(self.graph_attributes)
-        if not y.dim:
-            y.dim = list(x.dim)
-        if not y.stride and x.stride:
-            y.stride = list(x.stride)
+        take_shape(y, x)
         if not scale.stride and scale.dim:
-            if x.stride and len(x.stride) == len(scale.dim):
-                scale.stride = ordered_strides(scale.dim, stride_order(x.stride))
-            else:
-                scale.stride = generate_strides(scale.dim)
+            scale.stride = like_strides(scale.dim, x.stride)
         inv_rms = a.get_inv_rms()
         if a.forward_phase == NormFwdPhase.TRAINING and inv_rms is not None:
             if not inv_rms.dim and len(scale.dim) == len(x.dim):
@@ -131,10 +107,7 @@ class RMSNormNode(Node[RMSNormAttributes]):
                 inv_rms.stride = like_strides(inv_rms.dim, x.stride)
         bias = a.get_bias()
         if bias is not None:
-            if not bias.dim:
-                bias.dim = list(scale.dim)
-            if not bias.stride:
-                bias.stride = list(scale.stride)
+            take_shape(bias, scale)
 
     def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """The base checks, then the project's rule after hipDNN's: a constant EPSILON is a
@@ -145,7 +118,7 @@ class RMSNormNode(Node[RMSNormAttributes]):
                 epsilon.
         """
         super().post_validate_node(memo)
-        check_epsilon_value(self.attributes.get_epsilon(), "RMSNormNode")
+        check_epsilon_value(self.attributes.get_epsilon(), _LABEL)
 
 
 class RMSNormAttributeName(IntEnum):
@@ -176,7 +149,7 @@ RMSNORM_SPEC = register_node_spec(
     NodeSpec(
         table="RMSNormAttributes",
         union_tag=10,
-        label="RMSNormNode",
+        label=_LABEL,
         descriptor_type=DescriptorType.OPERATION_RMSNORM_DESCRIPTOR_EXT,
         descriptor_class="RMSNormOperationDescriptor",
         compute_type=_A.RMSNORM_COMP_TYPE_EXT,

@@ -14,8 +14,7 @@ from typing import ClassVar
 from ..attributes.rmsnorm_backward import RMSNormBackwardAttributes
 from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import NodeSpec, SlotSpec, register_node_spec
-from ..errors import HipdnnError
-from ..types import ErrorCode, NodeType
+from ..types import NodeType
 from .base import Node
 from .input_memo import InputRuleMemo
 from .norm_rules import (
@@ -26,14 +25,13 @@ from .norm_rules import (
     check_shapes_match_if_set,
     like_strides,
 )
+from .rules import SETTING_PROPERTIES, required, take_shape
 
 __all__ = ["RMSNORM_BACKWARD_SPEC", "RMSNormBackwardAttributeName", "RMSNormBackwardNode"]
 
 _LABEL = "RMSNormBackwardNode"
-
-
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
+#: the tensors hipDNN checks set, in its order, as its pre-validation messages name them
+_REQUIRED = ("dy (input)", "x (input)", "scale (input)", "dx (output)", "dscale (output)")
 
 
 class RMSNormBackwardNode(Node[RMSNormBackwardAttributes]):
@@ -65,14 +63,7 @@ class RMSNormBackwardNode(Node[RMSNormBackwardAttributes]):
                 shapes.
         """
         a = self.attributes
-        dy, x, scale, dx, dscale = a.get_dy(), a.get_x(), a.get_scale(), a.get_dx(), a.get_dscale()
-        for tensor, name, side in (
-            (dy, "dy", "input"), (x, "x", "input"), (scale, "scale", "input"),
-            (dx, "dx", "output"), (dscale, "dscale", "output"),
-        ):  # fmt: skip
-            if tensor is None:
-                raise _missing(f"{_LABEL} missing {name} ({side}) for pre-validation")
-        assert dy is not None and x is not None and scale is not None
+        dy, x, scale, dx, dscale = required(a, _LABEL, _REQUIRED)
         check_min_dims(x, 2, "Input tensor (x)")
         check_min_dims(dy, 2, "Gradient input tensor (dy)")
         check_min_dims(scale, 2, "Scale tensor")
@@ -91,18 +82,9 @@ class RMSNormBackwardNode(Node[RMSNormBackwardAttributes]):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` without DY, X, SCALE, DX or DSCALE.
         """
         a = self.attributes
-        dy, scale, dx, dscale = a.get_dy(), a.get_scale(), a.get_dx(), a.get_dscale()
-        for tensor, name in (
-            (dy, "dy"), (a.get_x(), "x"), (scale, "scale"), (dx, "dx"), (dscale, "dscale"),
-        ):  # fmt: skip
-            if tensor is None:
-                raise _missing(f"{_LABEL} missing {name} for setting properties")
-        assert dy is not None and scale is not None and dx is not None and dscale is not None
+        dy, _, scale, dx, dscale = required(a, _LABEL, _REQUIRED, SETTING_PROPERTIES)
         a.fill_from_context(self.graph_attributes)
-        if not dx.dim:
-            dx.dim = list(dy.dim)
-        if not dx.stride:
-            dx.stride = list(dy.stride)
+        take_shape(dx, dy)
         dbias = a.get_dbias()
         for grad in (dscale, dbias):
             if grad is None:

@@ -95,7 +95,7 @@ def check_dims_and_strides(t: TensorAttributes, what: str, label: str) -> None:
 def take_shape(out: TensorAttributes, source: TensorAttributes) -> None:
     """Give ``out`` what it lacks of ``source``'s dims and strides (hipDNN's inference of an
     output shaped as its input)."""
-    if not out.dim:
+    if not out.dim and source.dim:
         out.dim = list(source.dim)
-    if not out.stride:
+    if not out.stride and source.stride:
         out.stride = list(source.stride)
