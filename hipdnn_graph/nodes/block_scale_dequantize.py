@@ -22,11 +22,11 @@ from ..descriptors.node_spec import (
     SlotSpec,
     register_node_spec,
 )
-from ..errors import HipdnnError
-from ..types import ErrorCode, NodeType
+from ..types import NodeType
 from .base import Node
 from .input_memo import InputRuleMemo
 from .norm_rules import check_min_dims, check_shapes_match_if_set
+from .rules import SETTING_PROPERTIES, invalid, missing, required, take_shape
 
 __all__ = [
     "BLOCK_SCALE_DEQUANTIZE_SPEC",
@@ -34,13 +34,7 @@ __all__ = [
     "BlockScaleDequantizeNode",
 ]
 
-
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
-
-
-def _invalid(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VALUE, message)
+_LABEL = "BlockScaleDequantizeNode"
 
 
 class BlockScaleDequantizeNode(Node[BlockScaleDequantizeAttributes]):
@@ -70,25 +64,19 @@ class BlockScaleDequantizeNode(Node[BlockScaleDequantizeAttributes]):
                 ``INVALID_VALUE`` for the rest.
         """
         a = self.attributes
-        x, scale, y = a.get_x(), a.get_scale(), a.get_y()
-        for tensor, name in ((x, "x"), (scale, "scale"), (y, "y")):
-            if tensor is None:
-                raise _missing(f"BlockScaleDequantizeNode missing {name} for pre-validation")
-        assert x is not None
+        x, _, y = required(a, _LABEL, ("x", "scale", "y"))
         blocks = a.block_size
         if not blocks:
-            raise _missing("BlockScaleDequantizeNode block_size must not be empty")
+            raise missing(f"{_LABEL} block_size must not be empty")
         if x.dim:
             check_min_dims(x, 1, "Input tensor (x)")
             check_shapes_match_if_set(x, y, "Input tensor (x)", "Output tensor (y)")
         for i, size in enumerate(blocks):
             if size <= 0:
-                raise _invalid(
-                    f"BlockScaleDequantizeNode block_size[{i}] must be positive, got {size}"
-                )
+                raise invalid(f"{_LABEL} block_size[{i}] must be positive, got {size}")
         if x.dim and len(blocks) > len(x.dim):
-            raise _invalid(
-                f"BlockScaleDequantizeNode block_size has {len(blocks)} entries but input tensor "
+            raise invalid(
+                f"{_LABEL} block_size has {len(blocks)} entries but input tensor "
                 f"has only {len(x.dim)} dimensions"
             )
 
@@ -99,16 +87,9 @@ class BlockScaleDequantizeNode(Node[BlockScaleDequantizeAttributes]):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` without X or Y.
         """
         a = self.attributes
-        x, y = a.get_x(), a.get_y()
-        if x is None:
-            raise _missing("BlockScaleDequantizeNode missing x for setting properties")
-        if y is None:
-            raise _missing("BlockScaleDequantizeNode missing y for setting properties")
+        x, y = required(a, _LABEL, ("x", "y"), SETTING_PROPERTIES)
         a.fill_from_context(self.graph_attributes)
-        if not y.dim:
-            y.dim = list(x.dim)
-        if not y.stride and x.stride:
-            y.stride = list(x.stride)
+        take_shape(y, x)
 
 
 class BlockScaleDequantizeAttributeName(IntEnum):
@@ -135,7 +116,7 @@ BLOCK_SCALE_DEQUANTIZE_SPEC = register_node_spec(
     NodeSpec(
         table="BlockScaleDequantizeAttributes",
         union_tag=13,
-        label="BlockScaleDequantizeNode",
+        label=_LABEL,
         descriptor_type=DescriptorType.OPERATION_BLOCK_SCALE_DEQUANTIZE,
         descriptor_class="BlockScaleDequantizeOperationDescriptor",
         compute_type=_A.OPERATION_BLOCK_SCALE_DEQUANTIZE_MATH_PREC,

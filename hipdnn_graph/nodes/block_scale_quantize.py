@@ -23,12 +23,12 @@ from ..descriptors.node_spec import (
     SlotSpec,
     register_node_spec,
 )
-from ..errors import HipdnnError
 from ..tensor import TensorAttributes, generate_strides
-from ..types import ErrorCode, NodeType
+from ..types import NodeType
 from .base import Node
 from .input_memo import InputRuleMemo
 from .norm_rules import check_min_dims, check_shapes_match_if_set, ordered_strides, stride_order
+from .rules import SETTING_PROPERTIES, invalid, missing, required
 
 __all__ = [
     "BLOCK_SCALE_QUANTIZE_SPEC",
@@ -38,13 +38,7 @@ __all__ = [
     "transposed_stride_order",
 ]
 
-
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
-
-
-def _invalid(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VALUE, message)
+_LABEL = "BlockScaleQuantizeNode"
 
 
 def block_axis(axis: int | None, rank: int) -> int:
@@ -107,31 +101,25 @@ class BlockScaleQuantizeNode(Node[BlockScaleQuantizeAttributes]):
                 ``INVALID_VALUE`` for the rest.
         """
         a = self.attributes
-        x, y, scale = a.get_x(), a.get_y(), a.get_scale()
-        for tensor, name in ((x, "x"), (y, "y"), (scale, "scale")):
-            if tensor is None:
-                raise _missing(f"BlockScaleQuantizeNode missing {name} for pre-validation")
-        assert x is not None
+        x, y, _ = required(a, _LABEL, ("x", "y", "scale"))
         block = a.block_size
         if block is None:
-            raise _missing("BlockScaleQuantizeNode block_size not set")
+            raise missing(f"{_LABEL} block_size not set")
         if block <= 0:
-            raise _invalid(f"BlockScaleQuantizeNode block_size must be positive, got {block}")
+            raise invalid(f"{_LABEL} block_size must be positive, got {block}")
         if x.dim:
             check_min_dims(x, 1, "Input tensor (x)")
             rank, axis = len(x.dim), a.axis
             if axis is not None:
                 if axis < 0:
-                    raise _invalid(f"BlockScaleQuantizeNode axis must be non-negative, got {axis}")
+                    raise invalid(f"{_LABEL} axis must be non-negative, got {axis}")
                 if axis >= rank:
-                    raise _invalid(
-                        f"BlockScaleQuantizeNode axis {axis} exceeds input tensor rank {rank}"
-                    )
+                    raise invalid(f"{_LABEL} axis {axis} exceeds input tensor rank {rank}")
             target = block_axis(axis, rank)
             extent = x.dim[target]
             if extent > 0 and extent % block:
-                raise _invalid(
-                    f"BlockScaleQuantizeNode dimension at axis {target} ({extent}) must be "
+                raise invalid(
+                    f"{_LABEL} dimension at axis {target} ({extent}) must be "
                     f"divisible by block_size ({block})"
                 )
         if x.dim and y is not None and y.dim:
@@ -149,11 +137,7 @@ class BlockScaleQuantizeNode(Node[BlockScaleQuantizeAttributes]):
                 do not all have one rank (hipDNN leaves that case undefined).
         """
         a = self.attributes
-        x, y, scale = a.get_x(), a.get_y(), a.get_scale()
-        for tensor, name in ((x, "x"), (y, "y"), (scale, "scale")):
-            if tensor is None:
-                raise _missing(f"BlockScaleQuantizeNode missing {name} for setting properties")
-        assert x is not None and y is not None and scale is not None
+        x, y, scale = required(a, _LABEL, ("x", "y", "scale"), SETTING_PROPERTIES)
         a.fill_from_context(self.graph_attributes)
         if not y.dim:
             y.dim = list(x.dim)
@@ -183,8 +167,8 @@ class BlockScaleQuantizeNode(Node[BlockScaleQuantizeAttributes]):
         x = self.attributes.get_x()
         assert x is not None
         if not len(x.stride) == len(x.dim) == len(tensor.dim):
-            raise _invalid(
-                f"BlockScaleQuantizeNode cannot infer the strides of {tensor.name or 'a tensor'} "
+            raise invalid(
+                f"{_LABEL} cannot infer the strides of {tensor.name or 'a tensor'} "
                 f"of rank {len(tensor.dim)} from X's {len(x.stride)} strides and {len(x.dim)} dims"
             )
         if transposed:
@@ -219,7 +203,7 @@ BLOCK_SCALE_QUANTIZE_SPEC = register_node_spec(
     NodeSpec(
         table="BlockScaleQuantizeAttributes",
         union_tag=14,
-        label="BlockScaleQuantizeNode",
+        label=_LABEL,
         descriptor_type=DescriptorType.OPERATION_BLOCK_SCALE_QUANTIZE,
         descriptor_class="BlockScaleQuantizeOperationDescriptor",
         compute_type=_A.OPERATION_BLOCK_SCALE_QUANTIZE_MATH_PREC,
