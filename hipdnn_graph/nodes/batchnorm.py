@@ -22,7 +22,6 @@ from .norm_rules import (
     check_channel_only_shape,
     check_channel_only_shape_if_set,
     check_epsilon_value,
-    check_min_dims,
     check_scalar_parameter,
     check_shapes_match_if_set,
     infer_channel_tensor,
@@ -31,6 +30,7 @@ from .norm_rules import (
 from .rules import (
     SETTING_PROPERTIES,
     check_dims_and_strides,
+    check_min_dims,
     invalid,
     missing,
     required,

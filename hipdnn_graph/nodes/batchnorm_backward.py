@@ -21,12 +21,18 @@ from .norm_rules import (
     check_bn_training_spatial,
     check_channel_only_shape,
     check_channel_only_shape_if_set,
-    check_min_dims,
     check_shapes_match_if_set,
     infer_channel_tensor,
     refuse_peer_stats,
 )
-from .rules import SETTING_PROPERTIES, check_dims_and_strides, invalid, required, take_shape
+from .rules import (
+    SETTING_PROPERTIES,
+    check_dims_and_strides,
+    check_min_dims,
+    invalid,
+    required,
+    take_shape,
+)
 
 __all__ = ["BATCHNORM_BACKWARD_SPEC", "BatchnormBackwardAttributeName", "BatchnormBackwardNode"]
 

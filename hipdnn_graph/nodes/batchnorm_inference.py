@@ -17,8 +17,8 @@ from ..descriptors.node_spec import NodeSpec, SlotSpec, register_node_spec
 from ..types import NodeType
 from .base import Node
 from .input_memo import InputRuleMemo
-from .norm_rules import check_channel_only_shape, check_min_dims, check_shapes_match_if_set
-from .rules import SETTING_PROPERTIES, check_dims_and_strides, required, take_shape
+from .norm_rules import check_channel_only_shape, check_shapes_match_if_set
+from .rules import SETTING_PROPERTIES, check_dims_and_strides, check_min_dims, required, take_shape
 
 __all__ = [
     "BATCHNORM_INFERENCE_SPEC",

@@ -25,8 +25,8 @@ from ..descriptors.node_spec import (
 from ..types import NodeType
 from .base import Node
 from .input_memo import InputRuleMemo
-from .norm_rules import check_min_dims, check_shapes_match_if_set
-from .rules import SETTING_PROPERTIES, invalid, missing, required, take_shape
+from .norm_rules import check_shapes_match_if_set
+from .rules import SETTING_PROPERTIES, check_min_dims, invalid, missing, required, take_shape
 
 __all__ = [
     "BLOCK_SCALE_DEQUANTIZE_SPEC",

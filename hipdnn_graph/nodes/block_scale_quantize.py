@@ -27,8 +27,8 @@ from ..tensor import TensorAttributes, generate_strides
 from ..types import NodeType
 from .base import Node
 from .input_memo import InputRuleMemo
-from .norm_rules import check_min_dims, check_shapes_match_if_set, ordered_strides, stride_order
-from .rules import SETTING_PROPERTIES, invalid, missing, required
+from .norm_rules import check_shapes_match_if_set, ordered_strides, stride_order
+from .rules import SETTING_PROPERTIES, check_min_dims, invalid, missing, required
 
 __all__ = [
     "BLOCK_SCALE_QUANTIZE_SPEC",

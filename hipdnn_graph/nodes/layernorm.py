@@ -29,13 +29,12 @@ from .base import Node
 from .input_memo import InputRuleMemo
 from .norm_rules import (
     check_epsilon_value,
-    check_min_dims,
     check_normalized_dim_count,
     check_scalar_parameter,
     check_shapes_match_if_set,
     like_strides,
 )
-from .rules import SETTING_PROPERTIES, missing, required
+from .rules import SETTING_PROPERTIES, check_min_dims, missing, required
 
 __all__ = ["LAYERNORM_SPEC", "LayerNormNode", "LayernormAttributeName"]
 

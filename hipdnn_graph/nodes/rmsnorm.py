@@ -27,14 +27,13 @@ from .base import Node
 from .input_memo import InputRuleMemo
 from .norm_rules import (
     check_epsilon_value,
-    check_min_dims,
     check_norm_stats_shape_if_set,
     check_scalar_parameter,
     check_scale_normalized_shape,
     check_shapes_match_if_set,
     like_strides,
 )
-from .rules import SETTING_PROPERTIES, missing, required, take_shape
+from .rules import SETTING_PROPERTIES, check_min_dims, missing, required, take_shape
 
 __all__ = ["NORM_FWD_PHASE", "RMSNORM_SPEC", "RMSNormAttributeName", "RMSNormNode"]
 

@@ -18,14 +18,13 @@ from ..types import NodeType
 from .base import Node
 from .input_memo import InputRuleMemo
 from .norm_rules import (
-    check_min_dims,
     check_norm_stats_shape_if_set,
     check_scale_normalized_shape,
     check_shapes_match,
     check_shapes_match_if_set,
     like_strides,
 )
-from .rules import SETTING_PROPERTIES, required, take_shape
+from .rules import SETTING_PROPERTIES, check_min_dims, required, take_shape
 
 __all__ = ["RMSNORM_BACKWARD_SPEC", "RMSNormBackwardAttributeName", "RMSNormBackwardNode"]
 

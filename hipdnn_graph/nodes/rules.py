@@ -25,10 +25,12 @@ __all__ = [
     "PRE_VALIDATION",
     "SETTING_PROPERTIES",
     "check_dims_and_strides",
+    "check_min_dims",
     "dims_and_strides_positive",
     "dims_positive",
     "invalid",
     "missing",
+    "named",
     "required",
     "take_shape",
 ]
@@ -69,6 +71,24 @@ def required(
             raise missing(f"{label} missing {what} for {purpose}")
         found.append(tensor)
     return found
+
+
+def named(tensor: TensorAttributes | None, fallback: str) -> str:
+    """How hipDNN's messages name a tensor: by its name, or by ``fallback`` when it has none."""
+    return tensor.name if tensor is not None and tensor.name else fallback
+
+
+def check_min_dims(tensor: TensorAttributes, min_dims: int, fallback: str) -> None:
+    """hipDNN's ``validateMinimumTensorDimensions``.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` ``"<name> must have at least <n> dimensions, but has <r>"``.
+    """
+    if len(tensor.dim) < min_dims:
+        raise invalid(
+            f"{named(tensor, fallback)} must have at least {min_dims} dimensions, "
+            f"but has {len(tensor.dim)}"
+        )
 
 
 def dims_positive(t: TensorAttributes) -> bool:
