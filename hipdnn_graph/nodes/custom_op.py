@@ -23,10 +23,10 @@ from ..descriptors.node_spec import (
     UnmodelledSpec,
     register_node_spec,
 )
-from ..errors import HipdnnError
-from ..types import ErrorCode, NodeType
+from ..types import NodeType
 from .base import Node
 from .input_memo import InputRuleMemo
+from .rules import missing
 
 __all__ = ["CUSTOM_OP_SPEC", "CustomOpAttributeName", "CustomOpNode", "custom_op_refusal"]
 
@@ -69,9 +69,7 @@ class CustomOpNode(Node[CustomOpAttributes]):
                 validation error; ``INVALID_VALUE`` for a shared output.
         """
         if not self.attributes.custom_op_id:
-            raise HipdnnError(
-                ErrorCode.ATTRIBUTE_NOT_SET, f"Node {self.name} does not have a custom_op_id set"
-            )
+            raise missing(f"Node {self.name} does not have a custom_op_id set")
         super().post_validate_node(memo)
 
 

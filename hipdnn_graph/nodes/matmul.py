@@ -13,23 +13,15 @@ from typing import ClassVar
 from ..attributes.matmul import MatmulAttributes
 from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import Kind, NodeSpec, SlotSpec, UnmodelledSpec, register_node_spec
-from ..errors import HipdnnError
 from ..tensor import TensorAttributes, generate_strides
-from ..types import ErrorCode, NodeType
+from ..types import NodeType
 from .base import Node
 from .input_memo import InputRuleMemo
+from .rules import invalid, missing
 
 __all__ = ["MATMUL_SPEC", "MatmulAttributeName", "MatmulNode", "check_batch_dims"]
 
 _MIN_RANK = 2
-
-
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
-
-
-def _invalid(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VALUE, message)
 
 
 def _divides(x: int, y: int) -> bool:
@@ -48,6 +40,7 @@ def check_batch_dims(a: Sequence[int], b: Sequence[int], batch_dims: int) -> Non
         HipdnnError: ``INVALID_VALUE`` naming the first incompatible index.
 
     Example:
+        >>> from hipdnn_graph import HipdnnError
         >>> check_batch_dims([2, 4, 8], [1, 8, 5], 1)
         >>> try:
         ...     check_batch_dims([2, 4, 8], [3, 8, 5], 1)
@@ -58,7 +51,7 @@ def check_batch_dims(a: Sequence[int], b: Sequence[int], batch_dims: int) -> Non
     for i in range(batch_dims):
         x, y = a[i], b[i]
         if x != y and not _divides(x, y) and not _divides(y, x):
-            raise _invalid(
+            raise invalid(
                 "Matmul input tensors A and B have incompatible batch dimensions for "
                 f"broadcasting at index {i}: A has dim={x}, B has dim={y}"
             )
@@ -67,7 +60,7 @@ def check_batch_dims(a: Sequence[int], b: Sequence[int], batch_dims: int) -> Non
 def _min_rank(tensor: TensorAttributes, fallback: str) -> None:
     """hipDNN's ``validateMinimumTensorDimensions``: named by the tensor's name when it has one."""
     if len(tensor.dim) < _MIN_RANK:
-        raise _invalid(
+        raise invalid(
             f"{tensor.name or fallback} must have at least {_MIN_RANK} dimensions, "
             f"but has {len(tensor.dim)}"
         )
@@ -94,11 +87,11 @@ class MatmulNode(Node[MatmulAttributes]):
         a = self.attributes
         x, y, c = a.get_a(), a.get_b(), a.get_c()
         if x is None:
-            raise _missing("MatmulNode missing A input")
+            raise missing("MatmulNode missing A input")
         if y is None:
-            raise _missing("MatmulNode missing B input")
+            raise missing("MatmulNode missing B input")
         if c is None:
-            raise _missing("MatmulNode missing C output")
+            raise missing("MatmulNode missing C output")
         return x, y, c
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
@@ -114,13 +107,13 @@ class MatmulNode(Node[MatmulAttributes]):
         _min_rank(y, "Input tensor B")
         a_dims, b_dims = x.dim, y.dim
         if len(a_dims) != len(b_dims):
-            raise _invalid(
+            raise invalid(
                 "Matmul input tensors A and B must have the same rank: "
                 f"A has rank={len(a_dims)}, B has rank={len(b_dims)}"
             )
         a_k, b_k = a_dims[-1], b_dims[-2]
         if a_k != b_k:
-            raise _invalid(
+            raise invalid(
                 "MatmulNode: Inner dimensions must match (a[...,K] vs b[...,K,...]). "
                 f"Got {a_k} vs {b_k}"
             )

@@ -21,10 +21,10 @@ from ..descriptors.node_spec import (
     WireEnum,
     register_node_spec,
 )
-from ..errors import HipdnnError
-from ..types import ErrorCode, NodeType, PointwiseMode
+from ..types import NodeType, PointwiseMode
 from .base import Node
 from .input_memo import InputRuleMemo
+from .rules import invalid, missing
 
 __all__ = [
     "BINARY_MODES",
@@ -96,12 +96,12 @@ def common_shape(shapes: Sequence[Sequence[int]]) -> list[int]:
         [1, 2, 5]
     """
     if not shapes:
-        raise HipdnnError(ErrorCode.INVALID_VALUE, "Input shapes cannot be empty")
+        raise invalid("Input shapes cannot be empty")
     result = [1] * max(len(s) for s in shapes)
     for shape in shapes:
         for j in reversed(range(len(shape))):
             if result[j] != shape[j] and result[j] != 1 and shape[j] != 1:
-                raise HipdnnError(ErrorCode.INVALID_VALUE, "Incompatible shapes")
+                raise invalid("Incompatible shapes")
             result[j] = max(result[j], shape[j])
     return result
 
@@ -136,30 +136,23 @@ class PointwiseNode(Node[PointwiseAttributes]):
         a = self.attributes
         out = a.get_output_0()
         if out is None:
-            raise HipdnnError(
-                ErrorCode.ATTRIBUTE_NOT_SET, "PointwiseNode missing OUT_0 for pre-validation"
-            )
+            raise missing("PointwiseNode missing OUT_0 for pre-validation")
         if a.mode == PointwiseMode.NOT_SET:
-            raise HipdnnError(
-                ErrorCode.ATTRIBUTE_NOT_SET, "PointwiseNode missing operation for pre-validation"
-            )
+            raise missing("PointwiseNode missing operation for pre-validation")
         if len(a.outputs) != 1:
-            raise HipdnnError(ErrorCode.INVALID_VALUE, "PointwiseNode must have exactly one output")
+            raise invalid("PointwiseNode must have exactly one output")
         count = len(a.inputs)
         if count == 0:
-            raise HipdnnError(ErrorCode.INVALID_VALUE, "PointwiseNode must have at least one input")
+            raise invalid("PointwiseNode must have at least one input")
         if count not in _ARITY:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE, "PointwiseNode can only have one, two, or three inputs"
-            )
+            raise invalid("PointwiseNode can only have one, two, or three inputs")
         modes, message = _ARITY[count]
         if a.mode not in modes:
-            raise HipdnnError(ErrorCode.INVALID_VALUE, message)
+            raise invalid(message)
         if out.dim:
             for tensor in a.input_tensors():
                 if not broadcast_compatible(tensor.dim, out.dim):
-                    raise HipdnnError(
-                        ErrorCode.INVALID_VALUE,
+                    raise invalid(
                         f"PointwiseNode input '{tensor.name}' has dimensions incompatible with "
                         "output. All inputs must be broadcastable to output dimensions.",
                     )
@@ -176,9 +169,7 @@ class PointwiseNode(Node[PointwiseAttributes]):
         a = self.attributes
         out = a.get_output_0()
         if out is None:
-            raise HipdnnError(
-                ErrorCode.ATTRIBUTE_NOT_SET, "PointwiseNode missing output for setting properties"
-            )
+            raise missing("PointwiseNode missing output for setting properties")
         a.fill_from_context(self.graph_attributes)
         inputs = a.input_tensors()
         if not out.dim:
@@ -186,9 +177,7 @@ class PointwiseNode(Node[PointwiseAttributes]):
         if not out.stride:
             same = next((t for t in inputs if t.dim == out.dim), None)
             if same is None:
-                raise HipdnnError(
-                    ErrorCode.ATTRIBUTE_NOT_SET, "PointwiseNode output missing stride"
-                )
+                raise missing("PointwiseNode output missing stride")
             out.stride = list(same.stride)
 
     def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
@@ -204,8 +193,7 @@ class PointwiseNode(Node[PointwiseAttributes]):
         super().post_validate_node(memo)
         a = self.attributes
         if all(t.value is not None for t in a.inputs.values()):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
+            raise invalid(
                 "PointwiseNode: every input holds a constant value; at least one must be a "
                 "tensor in memory",
             )
@@ -214,10 +202,9 @@ class PointwiseNode(Node[PointwiseAttributes]):
         out = a.get_output_0()
         assert out is not None  # pre-validation checked it
         if a.axis is None:
-            raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, "PointwiseNode: GEN_INDEX needs an axis")
+            raise missing("PointwiseNode: GEN_INDEX needs an axis")
         if not 0 <= a.axis < len(out.dim):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
+            raise invalid(
                 f"PointwiseNode: GEN_INDEX axis {a.axis} must be in [0, {len(out.dim)}) "
                 "(OUT_0's rank)",
             )

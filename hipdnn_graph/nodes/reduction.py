@@ -23,16 +23,12 @@ from ..descriptors.node_spec import (
     WireEnum,
     register_node_spec,
 )
-from ..errors import HipdnnError
-from ..types import ErrorCode, NodeType, ReductionMode
+from ..types import NodeType, ReductionMode
 from .base import Node
 from .input_memo import InputRuleMemo
+from .rules import invalid, missing
 
 __all__ = ["REDUCTION_MODE", "REDUCTION_SPEC", "ReductionAttributeName", "ReductionNode"]
-
-
-def _invalid(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VALUE, message)
 
 
 def check_reduced_dims(x_dims: Sequence[int], y_dims: Sequence[int]) -> None:
@@ -43,6 +39,7 @@ def check_reduced_dims(x_dims: Sequence[int], y_dims: Sequence[int]) -> None:
         HipdnnError: ``INVALID_VALUE`` naming the first offending index.
 
     Example:
+        >>> from hipdnn_graph import HipdnnError
         >>> check_reduced_dims([4, 8], [1, 8])
         >>> try:
         ...     check_reduced_dims([4, 8], [2, 8])
@@ -51,7 +48,7 @@ def check_reduced_dims(x_dims: Sequence[int], y_dims: Sequence[int]) -> None:
         ReductionNode: Y dim[0]=2 is less than X dim[0]=4 but is not 1
     """
     if len(x_dims) != len(y_dims):
-        raise _invalid(
+        raise invalid(
             f"ReductionNode: X and Y must have the same rank. X rank={len(x_dims)}, "
             f"Y rank={len(y_dims)}"
         )
@@ -59,14 +56,14 @@ def check_reduced_dims(x_dims: Sequence[int], y_dims: Sequence[int]) -> None:
     for i, (x, y) in enumerate(zip(x_dims, y_dims, strict=True)):
         if y < x:
             if y != 1:
-                raise _invalid(
+                raise invalid(
                     f"ReductionNode: Y dim[{i}]={y} is less than X dim[{i}]={x} but is not 1"
                 )
             reduces = True
         elif y > x:
-            raise _invalid(f"ReductionNode: Y dim[{i}]={y} exceeds X dim[{i}]={x}")
+            raise invalid(f"ReductionNode: Y dim[{i}]={y} exceeds X dim[{i}]={x}")
     if not reduces:
-        raise _invalid(
+        raise invalid(
             "ReductionNode: Y dims must be strictly smaller than X dims in at least one dimension"
         )
 
@@ -102,17 +99,11 @@ class ReductionNode(Node[ReductionAttributes]):
         a = self.attributes
         x, y = a.get_x(), a.get_y()
         if x is None:
-            raise HipdnnError(
-                ErrorCode.ATTRIBUTE_NOT_SET, "ReductionNode missing input X for pre-validation"
-            )
+            raise missing("ReductionNode missing input X for pre-validation")
         if y is None:
-            raise HipdnnError(
-                ErrorCode.ATTRIBUTE_NOT_SET, "ReductionNode missing output Y for pre-validation"
-            )
+            raise missing("ReductionNode missing output Y for pre-validation")
         if a.mode == ReductionMode.NOT_SET:
-            raise HipdnnError(
-                ErrorCode.ATTRIBUTE_NOT_SET, "ReductionNode missing mode for pre-validation"
-            )
+            raise missing("ReductionNode missing mode for pre-validation")
         if x.dim and y.dim:
             check_reduced_dims(x.dim, y.dim)
 

@@ -8,10 +8,10 @@ from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..descriptors.enums import AttributeName as A
 from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import NodeSpec, SlotSpec, register_node_spec
-from ..errors import HipdnnError
-from ..types import ErrorCode, NodeType
+from ..types import NodeType
 from . import sdpa_rules as r
 from .input_memo import InputRuleMemo
+from .rules import invalid
 from .sdpa_base import SdpaNode, sdpa_scalars, sdpa_slot
 
 __all__ = ["SDPA_BWD_SPEC", "SdpaBwdNode"]
@@ -110,7 +110,7 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
         if dbias is not None:
             bias = inputs.get(_In.Bias)
             if bias is None:
-                raise HipdnnError(ErrorCode.INVALID_VALUE, f"{label}: dBias requires a Bias input")
+                raise invalid(f"{label}: dBias requires a Bias input")
             r.check_output_shape(label, "dBias", dbias, bias.dim, "Bias")
         self.run_checks(memo)
 
