@@ -30,7 +30,8 @@ class Node(Generic[A]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.UNKNOWN
-    #: prefix of the default name ``<prefix>_<index>`` given to unnamed nodes
+    #: prefix of the default name ``<prefix>_<index>`` given to unnamed nodes: the class name
+    #: without ``Node`` unless the class sets another (hipDNN's names for its node kinds)
     name_prefix: ClassVar[str] = "Node"
     #: where the node's slots and scalars live on every wire (set by each node module)
     spec: ClassVar[NodeSpec]
@@ -40,6 +41,11 @@ class Node(Generic[A]):
     #: whether any input slot may hold a compile-time constant (pointwise operands, custom ops);
     #: otherwise only the spec's pass-by-value slots take one
     constants_anywhere: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name_prefix" not in cls.__dict__:
+            cls.name_prefix = cls.__name__.removesuffix("Node")
 
     @classmethod
     def attributes_class(cls) -> type[Any]:

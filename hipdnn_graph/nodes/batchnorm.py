@@ -61,7 +61,6 @@ class BatchnormNode(Node[BatchnormAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.BATCHNORM
-    name_prefix: ClassVar[str] = "Batchnorm"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: X, SCALE, BIAS, Y, EPSILON set; X, SCALE, BIAS of rank >= 2;

@@ -56,7 +56,6 @@ class BatchnormBackwardNode(Node[BatchnormBackwardAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.BATCHNORM_BACKWARD
-    name_prefix: ClassVar[str] = "BatchnormBackward"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: DY, X, SCALE, DX, DSCALE, DBIAS set; X, DY, SCALE of rank

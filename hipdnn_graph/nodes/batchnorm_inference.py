@@ -95,7 +95,6 @@ class BatchnormInferenceNode(BatchnormInferenceBase[BatchnormInferenceAttributes
     """
 
     node_type: ClassVar[NodeType] = NodeType.BATCHNORM_INFERENCE
-    name_prefix: ClassVar[str] = "BatchnormInference"
     statistics = (("mean", "Mean tensor"), ("inv_variance", "Inverse variance tensor"))
     checks_x_layout = True
 

@@ -52,7 +52,6 @@ class BlockScaleDequantizeNode(Node[BlockScaleDequantizeAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.BLOCK_SCALE_DEQUANTIZE
-    name_prefix: ClassVar[str] = "BlockScaleDequantize"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: X, SCALE, Y set; ``block_size`` not empty; X of rank ≥ 1

@@ -89,7 +89,6 @@ class BlockScaleQuantizeNode(Node[BlockScaleQuantizeAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.BLOCK_SCALE_QUANTIZE
-    name_prefix: ClassVar[str] = "BlockScaleQuantize"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: X, Y, SCALE set; ``block_size`` set and positive; when X

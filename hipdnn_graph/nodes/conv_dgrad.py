@@ -38,7 +38,6 @@ class ConvolutionDgradNode(ConvolutionNode[ConvDgradAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.CONVOLUTION_DGRAD
-    name_prefix: ClassVar[str] = "ConvolutionDgrad"
     padded_slot: ClassVar[str] = "DX"
 
     roles = ("dy (gradient of output)", "w (weights)", "dx (gradient of input)")

@@ -38,7 +38,6 @@ class ConvolutionFpropNode(ConvolutionNode[ConvFpropAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.CONVOLUTION_FPROP
-    name_prefix: ClassVar[str] = "ConvolutionFprop"
     padded_slot: ClassVar[str] = "X"
 
     roles = ("x (input)", "w (weights)", "y (output)")

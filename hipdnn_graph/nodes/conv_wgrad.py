@@ -47,7 +47,6 @@ class ConvolutionWgradNode(ConvolutionNode[ConvWgradAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.CONVOLUTION_WGRAD
-    name_prefix: ClassVar[str] = "ConvolutionWgrad"
     padded_slot: ClassVar[str] = "X"
 
     roles = ("x (input)", "dy (gradient of output)", "dw (gradient of weights)")

@@ -53,7 +53,6 @@ class CustomOpNode(Node[CustomOpAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.CUSTOM_OP
-    name_prefix: ClassVar[str] = "CustomOp"
     constants_anywhere: ClassVar[bool] = True
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:

@@ -54,7 +54,6 @@ class LayernormBackwardNode(Node[LayernormBackwardAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.LAYERNORM_BACKWARD
-    name_prefix: ClassVar[str] = "LayernormBackward"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: DY, X, SCALE, DX, DSCALE and DBIAS set (nothing else).

@@ -80,7 +80,6 @@ class MatmulNode(Node[MatmulAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.MATMUL
-    name_prefix: ClassVar[str] = "Matmul"
 
     def _tensors(self) -> tuple[TensorAttributes, TensorAttributes, TensorAttributes]:
         """hipDNN's ``validateTensors``: A, B and C are set, in that order."""

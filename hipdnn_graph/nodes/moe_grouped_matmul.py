@@ -79,7 +79,6 @@ class MoeGroupedMatmulNode(Node[MoeGroupedMatmulAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.MOE_GROUPED_MATMUL
-    name_prefix: ClassVar[str] = "MoeGroupedMatmul"
 
     def _required(
         self,

@@ -64,7 +64,6 @@ class MoeGroupedMatmulBwdNode(Node[MoeGroupedMatmulBwdAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.MOE_GROUPED_MATMUL_BWD
-    name_prefix: ClassVar[str] = "MoeGroupedMatmulBwd"
 
     def _tensors(
         self, step: str

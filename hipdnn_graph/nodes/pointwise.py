@@ -122,7 +122,6 @@ class PointwiseNode(Node[PointwiseAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.POINTWISE
-    name_prefix: ClassVar[str] = "Pointwise"
     constants_anywhere: ClassVar[bool] = True
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:

@@ -86,7 +86,6 @@ class ReductionNode(Node[ReductionAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.REDUCTION
-    name_prefix: ClassVar[str] = "Reduction"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: X, Y and the mode set; then, when X and Y both have dims,

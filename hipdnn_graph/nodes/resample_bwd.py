@@ -45,7 +45,6 @@ class ResampleBwdNode(ResampleNode[ResampleBwdAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.RESAMPLE_BWD
-    name_prefix: ClassVar[str] = "ResampleBwd"
     padded_slot: ClassVar[str] = "DX"
     result: ClassVar[str] = "DY"
 

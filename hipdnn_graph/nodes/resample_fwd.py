@@ -50,7 +50,6 @@ class ResampleFwdNode(ResampleNode[ResampleFwdAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.RESAMPLE_FWD
-    name_prefix: ClassVar[str] = "ResampleFwd"
     padded_slot: ClassVar[str] = "X"
     result: ClassVar[str] = "Y"
 

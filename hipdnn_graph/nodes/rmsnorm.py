@@ -59,7 +59,6 @@ class RMSNormNode(Node[RMSNormAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.RMS_NORM
-    name_prefix: ClassVar[str] = "RMSNorm"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: X, SCALE, Y, EPSILON set; X and SCALE of rank >= 2;

@@ -50,7 +50,6 @@ class RMSNormBackwardNode(Node[RMSNormBackwardAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.RMS_NORM_BACKWARD
-    name_prefix: ClassVar[str] = "RMSNormBackward"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: DY, X, SCALE, DX, DSCALE set; X, DY, SCALE of rank >= 2;

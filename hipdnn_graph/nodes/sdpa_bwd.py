@@ -46,7 +46,6 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.SDPA_BWD
-    name_prefix: ClassVar[str] = "SdpaBwd"
     label: ClassVar[str] = "SdpaBwdNode"
 
     #: hipDNN's pre-validation rules, in order; the first failure raises.

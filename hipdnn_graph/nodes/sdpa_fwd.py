@@ -41,7 +41,6 @@ class SdpaFwdNode(SdpaNode[SdpaAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.SDPA_FWD
-    name_prefix: ClassVar[str] = "SdpaFwd"
     label: ClassVar[str] = "SdpaFwdNode"
 
     #: hipDNN's pre-validation rules in order, then two of ours (dropout mask and padding
