@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import MutableMapping, MutableSequence
-from typing import Any, ClassVar, Generic, Self, TypeVar
+from enum import IntEnum
+from typing import Any, ClassVar, Generic, Self, TypeVar, get_args
 
 from ..attributes.base import NodeAttributes
 from ..attributes.graph_attributes import GraphAttributes
 from ..changes import touch
 from ..descriptors.backend_descriptor import BackendDescriptor
-from ..descriptors.node_spec import NodeSpec
+from ..descriptors.enums import DescriptorType
+from ..descriptors.node_spec import (
+    NodeSpec,
+    ScalarSpec,
+    SlotSpec,
+    UnmodelledSpec,
+    register_node_spec,
+)
 from ..descriptors.packing import pack_node, unpack_node
 from ..descriptors.wire_rules import FLOAT32_MAX
 from ..errors import HipdnnError
@@ -17,7 +25,7 @@ from ..tensor import TensorAttributes
 from ..types import ErrorCode, NodeType
 from .input_memo import InputRuleMemo
 
-__all__ = ["Node"]
+__all__ = ["Node", "declare_spec"]
 
 A = TypeVar("A", bound=NodeAttributes)
 
@@ -250,3 +258,59 @@ class Node(Generic[A]):
         unpack_node(op_desc, self.spec, attributes, tensor_map)
         self.attributes = attributes
         return self
+
+
+def declare_spec(
+    node: type[Node[Any]],
+    *,
+    table: str,
+    union_tag: int,
+    descriptor_type: DescriptorType,
+    descriptor_class: str,
+    compute_type: IntEnum,
+    scalar_group: str,
+    field_count: int,
+    slots: tuple[SlotSpec, ...] = (),
+    scalars: tuple[ScalarSpec, ...] = (),
+    unmodelled: tuple[UnmodelledSpec, ...] = (),
+    label: str = "",
+    **layout: Any,
+) -> NodeSpec:
+    """Declare where ``node``'s slots and members live on every wire (a :class:`NodeSpec`),
+    register it with the wire codecs and give it to the class as ``node.spec``. What the class
+    already states is not repeated: the label is the class name unless hipDNN's messages spell
+    it otherwise, the attributes class is the node's ``Node[...]`` parameter, and the class
+    builds the node. ``layout`` takes the spec's JSON layout options
+    (``nested_json_group``, ``omit_absent_uids``, ``legacy_scalar_groups``, ``tensor_lists``).
+
+    Example:
+        >>> from hipdnn_graph.nodes.matmul import MATMUL_SPEC, MatmulNode
+        >>> MatmulNode.spec is MATMUL_SPEC, MATMUL_SPEC.label, MATMUL_SPEC.attributes_cls.__name__
+        (True, 'MatmulNode', 'MatmulAttributes')
+    """
+    attributes = next(
+        (args[0] for base in node.__orig_bases__ if (args := get_args(base))),  # type: ignore[attr-defined]
+        None,
+    )
+    if not isinstance(attributes, type):
+        raise TypeError(f"{node.__name__} does not name its attributes class (Node[...])")
+    spec = register_node_spec(
+        NodeSpec(
+            table=table,
+            union_tag=union_tag,
+            label=label or node.__name__,
+            descriptor_type=descriptor_type,
+            descriptor_class=descriptor_class,
+            compute_type=compute_type,
+            scalar_group=scalar_group,
+            slots=slots,
+            scalars=scalars,
+            unmodelled=unmodelled,
+            field_count=field_count,
+            attributes_cls=attributes,
+            make_node=node,
+            **layout,
+        )
+    )
+    node.spec = spec
+    return spec

@@ -13,9 +13,9 @@ from typing import ClassVar
 from ..attributes.batchnorm import BatchnormAttributes
 from ..descriptors.enums import AttributeType as T
 from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import Kind, NodeSpec, SlotSpec, UnmodelledSpec, register_node_spec
+from ..descriptors.node_spec import Kind, SlotSpec, UnmodelledSpec
 from ..types import NodeType
-from .base import Node
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .norm_rules import (
     check_bn_training_spatial,
@@ -175,78 +175,70 @@ _In, _Out = BatchnormAttributes.InputNames, BatchnormAttributes.OutputNames
 #: Where every slot of a batch-norm training forward node lives on each wire (hipDNN's 13-field
 #: ``BatchnormAttributes`` table; its JSON keeps the uids in ``inputs``/``outputs``, absent
 #: optional tensors as ``null``, ``peer_stats_tensor_uid`` an array among the inputs).
-BATCHNORM_SPEC = register_node_spec(
-    NodeSpec(
-        table="BatchnormAttributes",
-        union_tag=4,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_BATCHNORM_DESCRIPTOR_EXT,
-        descriptor_class="BatchnormOperationDescriptor",
-        compute_type=_A.BATCHNORM_COMP_TYPE_EXT,
-        scalar_group="",
-        slots=(
-            SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BATCHNORM_X_EXT),
-            SlotSpec.named(_In.SCALE, False, True, 1, _A.OPERATION_BATCHNORM_SCALE_EXT),
-            SlotSpec.named(_In.BIAS, False, True, 2, _A.OPERATION_BATCHNORM_BIAS_EXT),
-            SlotSpec.named(
-                _In.PREV_RUNNING_MEAN, False, False, 5, _A.OPERATION_BATCHNORM_PREV_RUNNING_MEAN_EXT
-            ),
-            SlotSpec.named(
-                _In.PREV_RUNNING_VARIANCE,
-                False,
-                False,
-                6,
-                _A.OPERATION_BATCHNORM_PREV_RUNNING_VARIANCE_EXT,
-            ),
-            SlotSpec.named(
-                _In.MOMENTUM,
-                False,
-                False,
-                7,
-                _A.OPERATION_BATCHNORM_MOMENTUM_EXT,
-                pass_by_value=True,
-            ),
-            SlotSpec.named(
-                _In.EPSILON,
-                False,
-                True,
-                3,
-                _A.OPERATION_BATCHNORM_EPSILON_EXT,
-                pass_by_value=True,
-            ),
-            SlotSpec.named(_Out.Y, True, True, 8, _A.OPERATION_BATCHNORM_Y_EXT),
-            SlotSpec.named(_Out.MEAN, True, False, 9, _A.OPERATION_BATCHNORM_MEAN_EXT),
-            SlotSpec.named(
-                _Out.INV_VARIANCE, True, False, 10, _A.OPERATION_BATCHNORM_INV_VARIANCE_EXT
-            ),
-            SlotSpec.named(
-                _Out.NEXT_RUNNING_MEAN,
-                True,
-                False,
-                11,
-                _A.OPERATION_BATCHNORM_NEXT_RUNNING_MEAN_EXT,
-            ),
-            SlotSpec.named(
-                _Out.NEXT_RUNNING_VARIANCE,
-                True,
-                False,
-                12,
-                _A.OPERATION_BATCHNORM_NEXT_RUNNING_VARIANCE_EXT,
-            ),
+BATCHNORM_SPEC = declare_spec(
+    BatchnormNode,
+    table="BatchnormAttributes",
+    union_tag=4,
+    descriptor_type=DescriptorType.OPERATION_BATCHNORM_DESCRIPTOR_EXT,
+    descriptor_class="BatchnormOperationDescriptor",
+    compute_type=_A.BATCHNORM_COMP_TYPE_EXT,
+    scalar_group="",
+    slots=(
+        SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BATCHNORM_X_EXT),
+        SlotSpec.named(_In.SCALE, False, True, 1, _A.OPERATION_BATCHNORM_SCALE_EXT),
+        SlotSpec.named(_In.BIAS, False, True, 2, _A.OPERATION_BATCHNORM_BIAS_EXT),
+        SlotSpec.named(
+            _In.PREV_RUNNING_MEAN, False, False, 5, _A.OPERATION_BATCHNORM_PREV_RUNNING_MEAN_EXT
         ),
-        scalars=(),
-        unmodelled=(
-            UnmodelledSpec(
-                "peer_stats_tensor_uid",
-                Kind.I64_VEC,
-                4,
-                "inputs",
-                (_A.OPERATION_BATCHNORM_PEER_STATS_EXT, T.BACKEND_DESCRIPTOR),
-            ),
+        SlotSpec.named(
+            _In.PREV_RUNNING_VARIANCE,
+            False,
+            False,
+            6,
+            _A.OPERATION_BATCHNORM_PREV_RUNNING_VARIANCE_EXT,
         ),
-        field_count=13,
-        attributes_cls=BatchnormAttributes,
-        make_node=BatchnormNode,
-    )
+        SlotSpec.named(
+            _In.MOMENTUM,
+            False,
+            False,
+            7,
+            _A.OPERATION_BATCHNORM_MOMENTUM_EXT,
+            pass_by_value=True,
+        ),
+        SlotSpec.named(
+            _In.EPSILON,
+            False,
+            True,
+            3,
+            _A.OPERATION_BATCHNORM_EPSILON_EXT,
+            pass_by_value=True,
+        ),
+        SlotSpec.named(_Out.Y, True, True, 8, _A.OPERATION_BATCHNORM_Y_EXT),
+        SlotSpec.named(_Out.MEAN, True, False, 9, _A.OPERATION_BATCHNORM_MEAN_EXT),
+        SlotSpec.named(_Out.INV_VARIANCE, True, False, 10, _A.OPERATION_BATCHNORM_INV_VARIANCE_EXT),
+        SlotSpec.named(
+            _Out.NEXT_RUNNING_MEAN,
+            True,
+            False,
+            11,
+            _A.OPERATION_BATCHNORM_NEXT_RUNNING_MEAN_EXT,
+        ),
+        SlotSpec.named(
+            _Out.NEXT_RUNNING_VARIANCE,
+            True,
+            False,
+            12,
+            _A.OPERATION_BATCHNORM_NEXT_RUNNING_VARIANCE_EXT,
+        ),
+    ),
+    unmodelled=(
+        UnmodelledSpec(
+            "peer_stats_tensor_uid",
+            Kind.I64_VEC,
+            4,
+            "inputs",
+            (_A.OPERATION_BATCHNORM_PEER_STATS_EXT, T.BACKEND_DESCRIPTOR),
+        ),
+    ),
+    field_count=13,
 )
-BatchnormNode.spec = BATCHNORM_SPEC

@@ -13,9 +13,9 @@ from typing import ClassVar
 from ..attributes.batchnorm_backward import BatchnormBackwardAttributes
 from ..descriptors.enums import AttributeType as T
 from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import Kind, NodeSpec, SlotSpec, UnmodelledSpec, register_node_spec
+from ..descriptors.node_spec import Kind, SlotSpec, UnmodelledSpec
 from ..types import NodeType
-from .base import Node
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .norm_rules import (
     check_bn_training_spatial,
@@ -131,40 +131,34 @@ _In, _Out = BatchnormBackwardAttributes.InputNames, BatchnormBackwardAttributes.
 #: Where every slot of a batch-norm backward node lives on each wire (hipDNN's 9-field
 #: ``BatchnormBackwardAttributes`` table; JSON uids in ``inputs``/``outputs``, absent mean and
 #: inv_variance ``null``, ``peer_stats_tensor_uid`` an array among the inputs).
-BATCHNORM_BACKWARD_SPEC = register_node_spec(
-    NodeSpec(
-        table="BatchnormBackwardAttributes",
-        union_tag=3,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_BATCHNORM_BACKWARD_DESCRIPTOR_EXT,
-        descriptor_class="BatchnormBackwardOperationDescriptor",
-        compute_type=_A.BATCHNORM_BACKWARD_COMP_TYPE_EXT,
-        scalar_group="",
-        slots=(
-            SlotSpec.named(_In.DY, False, True, 0, _A.OPERATION_BATCHNORM_BACKWARD_DY_EXT),
-            SlotSpec.named(_In.X, False, True, 1, _A.OPERATION_BATCHNORM_BACKWARD_X_EXT),
-            SlotSpec.named(_In.SCALE, False, True, 4, _A.OPERATION_BATCHNORM_BACKWARD_SCALE_EXT),
-            SlotSpec.named(_In.MEAN, False, False, 2, _A.OPERATION_BATCHNORM_BACKWARD_MEAN_EXT),
-            SlotSpec.named(
-                _In.INV_VARIANCE, False, False, 3, _A.OPERATION_BATCHNORM_BACKWARD_INV_VARIANCE_EXT
-            ),
-            SlotSpec.named(_Out.DX, True, True, 6, _A.OPERATION_BATCHNORM_BACKWARD_DX_EXT),
-            SlotSpec.named(_Out.DSCALE, True, True, 7, _A.OPERATION_BATCHNORM_BACKWARD_DSCALE_EXT),
-            SlotSpec.named(_Out.DBIAS, True, True, 8, _A.OPERATION_BATCHNORM_BACKWARD_DBIAS_EXT),
+BATCHNORM_BACKWARD_SPEC = declare_spec(
+    BatchnormBackwardNode,
+    table="BatchnormBackwardAttributes",
+    union_tag=3,
+    descriptor_type=DescriptorType.OPERATION_BATCHNORM_BACKWARD_DESCRIPTOR_EXT,
+    descriptor_class="BatchnormBackwardOperationDescriptor",
+    compute_type=_A.BATCHNORM_BACKWARD_COMP_TYPE_EXT,
+    scalar_group="",
+    slots=(
+        SlotSpec.named(_In.DY, False, True, 0, _A.OPERATION_BATCHNORM_BACKWARD_DY_EXT),
+        SlotSpec.named(_In.X, False, True, 1, _A.OPERATION_BATCHNORM_BACKWARD_X_EXT),
+        SlotSpec.named(_In.SCALE, False, True, 4, _A.OPERATION_BATCHNORM_BACKWARD_SCALE_EXT),
+        SlotSpec.named(_In.MEAN, False, False, 2, _A.OPERATION_BATCHNORM_BACKWARD_MEAN_EXT),
+        SlotSpec.named(
+            _In.INV_VARIANCE, False, False, 3, _A.OPERATION_BATCHNORM_BACKWARD_INV_VARIANCE_EXT
         ),
-        scalars=(),
-        unmodelled=(
-            UnmodelledSpec(
-                "peer_stats_tensor_uid",
-                Kind.I64_VEC,
-                5,
-                "inputs",
-                (_A.OPERATION_BATCHNORM_BACKWARD_PEER_STATS_EXT, T.BACKEND_DESCRIPTOR),
-            ),
+        SlotSpec.named(_Out.DX, True, True, 6, _A.OPERATION_BATCHNORM_BACKWARD_DX_EXT),
+        SlotSpec.named(_Out.DSCALE, True, True, 7, _A.OPERATION_BATCHNORM_BACKWARD_DSCALE_EXT),
+        SlotSpec.named(_Out.DBIAS, True, True, 8, _A.OPERATION_BATCHNORM_BACKWARD_DBIAS_EXT),
+    ),
+    unmodelled=(
+        UnmodelledSpec(
+            "peer_stats_tensor_uid",
+            Kind.I64_VEC,
+            5,
+            "inputs",
+            (_A.OPERATION_BATCHNORM_BACKWARD_PEER_STATS_EXT, T.BACKEND_DESCRIPTOR),
         ),
-        field_count=9,
-        attributes_cls=BatchnormBackwardAttributes,
-        make_node=BatchnormBackwardNode,
-    )
+    ),
+    field_count=9,
 )
-BatchnormBackwardNode.spec = BATCHNORM_BACKWARD_SPEC

@@ -13,9 +13,9 @@ from typing import ClassVar, TypeVar
 from ..attributes.base import NodeAttributes
 from ..attributes.batchnorm_inference import BatchnormInferenceAttributes
 from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import NodeSpec, SlotSpec, register_node_spec
+from ..descriptors.node_spec import SlotSpec
 from ..types import NodeType
-from .base import Node
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .norm_rules import check_channel_only_shape, check_shapes_match_if_set
 from .rules import SETTING_PROPERTIES, check_dims_and_strides, check_min_dims, required, take_shape
@@ -118,30 +118,23 @@ _In, _Out = BatchnormInferenceAttributes.InputNames, BatchnormInferenceAttribute
 
 #: Where every slot of a batch-norm inference node lives on each wire (hipDNN's 6-field
 #: ``BatchnormInferenceAttributes`` table, every uid required; JSON uids in ``inputs``/``outputs``).
-BATCHNORM_INFERENCE_SPEC = register_node_spec(
-    NodeSpec(
-        table="BatchnormInferenceAttributes",
-        union_tag=1,
-        label="BatchnormInferenceNode",
-        descriptor_type=DescriptorType.OPERATION_BATCHNORM_INFERENCE_DESCRIPTOR_EXT,
-        descriptor_class="BatchnormInferenceOperationDescriptor",
-        compute_type=_A.BATCHNORM_INF_COMP_TYPE_EXT,
-        scalar_group="",
-        slots=(
-            SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BATCHNORM_INFERENCE_X_EXT),
-            SlotSpec.named(_In.MEAN, False, True, 1, _A.OPERATION_BATCHNORM_INFERENCE_MEAN_EXT),
-            SlotSpec.named(
-                _In.INV_VARIANCE, False, True, 2, _A.OPERATION_BATCHNORM_INFERENCE_INV_VARIANCE_EXT
-            ),
-            SlotSpec.named(_In.SCALE, False, True, 3, _A.OPERATION_BATCHNORM_INFERENCE_SCALE_EXT),
-            SlotSpec.named(_In.BIAS, False, True, 4, _A.OPERATION_BATCHNORM_INFERENCE_BIAS_EXT),
-            SlotSpec.named(_Out.Y, True, True, 5, _A.OPERATION_BATCHNORM_INFERENCE_Y_EXT),
+BATCHNORM_INFERENCE_SPEC = declare_spec(
+    BatchnormInferenceNode,
+    table="BatchnormInferenceAttributes",
+    union_tag=1,
+    descriptor_type=DescriptorType.OPERATION_BATCHNORM_INFERENCE_DESCRIPTOR_EXT,
+    descriptor_class="BatchnormInferenceOperationDescriptor",
+    compute_type=_A.BATCHNORM_INF_COMP_TYPE_EXT,
+    scalar_group="",
+    slots=(
+        SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BATCHNORM_INFERENCE_X_EXT),
+        SlotSpec.named(_In.MEAN, False, True, 1, _A.OPERATION_BATCHNORM_INFERENCE_MEAN_EXT),
+        SlotSpec.named(
+            _In.INV_VARIANCE, False, True, 2, _A.OPERATION_BATCHNORM_INFERENCE_INV_VARIANCE_EXT
         ),
-        scalars=(),
-        unmodelled=(),
-        field_count=6,
-        attributes_cls=BatchnormInferenceAttributes,
-        make_node=BatchnormInferenceNode,
-    )
+        SlotSpec.named(_In.SCALE, False, True, 3, _A.OPERATION_BATCHNORM_INFERENCE_SCALE_EXT),
+        SlotSpec.named(_In.BIAS, False, True, 4, _A.OPERATION_BATCHNORM_INFERENCE_BIAS_EXT),
+        SlotSpec.named(_Out.Y, True, True, 5, _A.OPERATION_BATCHNORM_INFERENCE_Y_EXT),
+    ),
+    field_count=6,
 )
-BatchnormInferenceNode.spec = BATCHNORM_INFERENCE_SPEC

@@ -12,8 +12,9 @@ from typing import ClassVar
 
 from ..attributes.batchnorm_inference_variance import BatchnormInferenceAttributesVarianceExt
 from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import NodeSpec, SlotSpec, register_node_spec
+from ..descriptors.node_spec import SlotSpec
 from ..types import NodeType
+from .base import declare_spec
 from .batchnorm_inference import BatchnormInferenceBase
 from .input_memo import InputRuleMemo
 from .norm_rules import check_epsilon_value
@@ -87,44 +88,38 @@ _Out = BatchnormInferenceAttributesVarianceExt.OutputNames
 #: Where every slot lives on each wire (hipDNN's 7-field
 #: ``BatchnormInferenceAttributesVarianceExt`` table, every uid required; JSON uids in
 #: ``inputs``/``outputs``).
-BATCHNORM_INFERENCE_VARIANCE_SPEC = register_node_spec(
-    NodeSpec(
-        table="BatchnormInferenceAttributesVarianceExt",
-        union_tag=8,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_BATCHNORM_INFERENCE_VARIANCE_DESCRIPTOR_EXT,
-        descriptor_class="BatchnormInferenceVarianceExtOperationDescriptor",
-        compute_type=_A.BATCHNORM_INF_VAR_COMP_TYPE_EXT,
-        scalar_group="",
-        slots=(
-            SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_X_EXT),
-            SlotSpec.named(
-                _In.MEAN, False, True, 1, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_MEAN_EXT
-            ),
-            SlotSpec.named(
-                _In.VARIANCE, False, True, 2, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_VARIANCE_EXT
-            ),
-            SlotSpec.named(
-                _In.SCALE, False, True, 3, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_SCALE_EXT
-            ),
-            SlotSpec.named(
-                _In.BIAS, False, True, 4, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_BIAS_EXT
-            ),
-            SlotSpec.named(
-                _In.EPSILON,
-                False,
-                True,
-                6,
-                _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_EPSILON_EXT,
-                pass_by_value=True,
-            ),
-            SlotSpec.named(_Out.Y, True, True, 5, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_Y_EXT),
+BATCHNORM_INFERENCE_VARIANCE_SPEC = declare_spec(
+    BatchnormInferenceVarianceNode,
+    table="BatchnormInferenceAttributesVarianceExt",
+    union_tag=8,
+    label=_LABEL,
+    descriptor_type=DescriptorType.OPERATION_BATCHNORM_INFERENCE_VARIANCE_DESCRIPTOR_EXT,
+    descriptor_class="BatchnormInferenceVarianceExtOperationDescriptor",
+    compute_type=_A.BATCHNORM_INF_VAR_COMP_TYPE_EXT,
+    scalar_group="",
+    slots=(
+        SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_X_EXT),
+        SlotSpec.named(
+            _In.MEAN, False, True, 1, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_MEAN_EXT
         ),
-        scalars=(),
-        unmodelled=(),
-        field_count=7,
-        attributes_cls=BatchnormInferenceAttributesVarianceExt,
-        make_node=BatchnormInferenceVarianceNode,
-    )
+        SlotSpec.named(
+            _In.VARIANCE, False, True, 2, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_VARIANCE_EXT
+        ),
+        SlotSpec.named(
+            _In.SCALE, False, True, 3, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_SCALE_EXT
+        ),
+        SlotSpec.named(
+            _In.BIAS, False, True, 4, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_BIAS_EXT
+        ),
+        SlotSpec.named(
+            _In.EPSILON,
+            False,
+            True,
+            6,
+            _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_EPSILON_EXT,
+            pass_by_value=True,
+        ),
+        SlotSpec.named(_Out.Y, True, True, 5, _A.OPERATION_BATCHNORM_INFERENCE_VARIANCE_Y_EXT),
+    ),
+    field_count=7,
 )
-BatchnormInferenceVarianceNode.spec = BATCHNORM_INFERENCE_VARIANCE_SPEC

@@ -17,13 +17,11 @@ from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     JSON_SCALARS_ON_NODE,
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
-    register_node_spec,
 )
 from ..types import NodeType
-from .base import Node
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .norm_rules import check_shapes_match_if_set
 from .rules import SETTING_PROPERTIES, check_min_dims, invalid, missing, required, take_shape
@@ -111,43 +109,35 @@ _In, _Out = BlockScaleDequantizeAttributes.InputNames, BlockScaleDequantizeAttri
 #: 5-field ``BlockScaleDequantizeAttributes`` table, reconstructed; JSON uids in
 #: ``inputs``/``outputs``, ``block_size`` on the node object when not empty,
 #: ``is_negative_scale`` always written and optional on read).
-BLOCK_SCALE_DEQUANTIZE_SPEC = register_node_spec(
-    NodeSpec(
-        table="BlockScaleDequantizeAttributes",
-        union_tag=13,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_BLOCK_SCALE_DEQUANTIZE,
-        descriptor_class="BlockScaleDequantizeOperationDescriptor",
-        compute_type=_A.OPERATION_BLOCK_SCALE_DEQUANTIZE_MATH_PREC,
-        scalar_group=JSON_SCALARS_ON_NODE,
-        slots=(
-            SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BLOCK_SCALE_DEQUANTIZE_XDESC),
-            SlotSpec.named(
-                _In.SCALE, False, True, 1, _A.OPERATION_BLOCK_SCALE_DEQUANTIZE_SCALE_DESC
-            ),
-            SlotSpec.named(_Out.Y, True, True, 2, _A.OPERATION_BLOCK_SCALE_DEQUANTIZE_YDESC),
+BLOCK_SCALE_DEQUANTIZE_SPEC = declare_spec(
+    BlockScaleDequantizeNode,
+    table="BlockScaleDequantizeAttributes",
+    union_tag=13,
+    descriptor_type=DescriptorType.OPERATION_BLOCK_SCALE_DEQUANTIZE,
+    descriptor_class="BlockScaleDequantizeOperationDescriptor",
+    compute_type=_A.OPERATION_BLOCK_SCALE_DEQUANTIZE_MATH_PREC,
+    scalar_group=JSON_SCALARS_ON_NODE,
+    slots=(
+        SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BLOCK_SCALE_DEQUANTIZE_XDESC),
+        SlotSpec.named(_In.SCALE, False, True, 1, _A.OPERATION_BLOCK_SCALE_DEQUANTIZE_SCALE_DESC),
+        SlotSpec.named(_Out.Y, True, True, 2, _A.OPERATION_BLOCK_SCALE_DEQUANTIZE_YDESC),
+    ),
+    scalars=(
+        ScalarSpec(
+            "block_size",
+            Kind.I32_VEC,
+            3,
+            (_A.OPERATION_BLOCK_SCALE_DEQUANTIZE_BLOCK_SIZE, T.INT32),
+            json_presence="when_set",
         ),
-        scalars=(
-            ScalarSpec(
-                "block_size",
-                Kind.I32_VEC,
-                3,
-                (_A.OPERATION_BLOCK_SCALE_DEQUANTIZE_BLOCK_SIZE, T.INT32),
-                json_presence="when_set",
-            ),
-            ScalarSpec(
-                "is_negative_scale",
-                Kind.BOOL,
-                4,
-                (_A.OPERATION_BLOCK_SCALE_DEQUANTIZE_NEG_SCALE, T.BOOLEAN),
-                always=True,
-                json_presence="read_optional",
-            ),
+        ScalarSpec(
+            "is_negative_scale",
+            Kind.BOOL,
+            4,
+            (_A.OPERATION_BLOCK_SCALE_DEQUANTIZE_NEG_SCALE, T.BOOLEAN),
+            always=True,
+            json_presence="read_optional",
         ),
-        unmodelled=(),
-        field_count=5,
-        attributes_cls=BlockScaleDequantizeAttributes,
-        make_node=BlockScaleDequantizeNode,
-    )
+    ),
+    field_count=5,
 )
-BlockScaleDequantizeNode.spec = BLOCK_SCALE_DEQUANTIZE_SPEC

@@ -18,14 +18,12 @@ from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     JSON_SCALARS_ON_NODE,
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
-    register_node_spec,
 )
 from ..tensor import TensorAttributes, generate_strides
 from ..types import NodeType
-from .base import Node
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .norm_rules import check_shapes_match_if_set, ordered_strides, stride_order
 from .rules import SETTING_PROPERTIES, check_min_dims, invalid, missing, required
@@ -198,49 +196,43 @@ _In, _Out = BlockScaleQuantizeAttributes.InputNames, BlockScaleQuantizeAttribute
 #: 6-field ``BlockScaleQuantizeAttributes`` table, reconstructed; JSON uids in
 #: ``inputs``/``outputs``, ``block_size`` and ``axis`` on the node object when set,
 #: ``transpose`` always written and optional on read).
-BLOCK_SCALE_QUANTIZE_SPEC = register_node_spec(
-    NodeSpec(
-        table="BlockScaleQuantizeAttributes",
-        union_tag=14,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_BLOCK_SCALE_QUANTIZE,
-        descriptor_class="BlockScaleQuantizeOperationDescriptor",
-        compute_type=_A.OPERATION_BLOCK_SCALE_QUANTIZE_MATH_PREC,
-        scalar_group=JSON_SCALARS_ON_NODE,
-        slots=(
-            SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BLOCK_SCALE_QUANTIZE_XDESC),
-            SlotSpec.named(_Out.Y, True, True, 1, _A.OPERATION_BLOCK_SCALE_QUANTIZE_YDESC),
-            SlotSpec.named(_Out.SCALE, True, True, 2, _A.OPERATION_BLOCK_SCALE_QUANTIZE_SCALE_DESC),
+BLOCK_SCALE_QUANTIZE_SPEC = declare_spec(
+    BlockScaleQuantizeNode,
+    table="BlockScaleQuantizeAttributes",
+    union_tag=14,
+    descriptor_type=DescriptorType.OPERATION_BLOCK_SCALE_QUANTIZE,
+    descriptor_class="BlockScaleQuantizeOperationDescriptor",
+    compute_type=_A.OPERATION_BLOCK_SCALE_QUANTIZE_MATH_PREC,
+    scalar_group=JSON_SCALARS_ON_NODE,
+    slots=(
+        SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BLOCK_SCALE_QUANTIZE_XDESC),
+        SlotSpec.named(_Out.Y, True, True, 1, _A.OPERATION_BLOCK_SCALE_QUANTIZE_YDESC),
+        SlotSpec.named(_Out.SCALE, True, True, 2, _A.OPERATION_BLOCK_SCALE_QUANTIZE_SCALE_DESC),
+    ),
+    scalars=(
+        ScalarSpec(
+            "block_size",
+            Kind.I32,
+            3,
+            (_A.OPERATION_BLOCK_SCALE_QUANTIZE_BLOCK_SIZE, T.INT32),
+            json_presence="when_set",
+            none_is_default=True,
         ),
-        scalars=(
-            ScalarSpec(
-                "block_size",
-                Kind.I32,
-                3,
-                (_A.OPERATION_BLOCK_SCALE_QUANTIZE_BLOCK_SIZE, T.INT32),
-                json_presence="when_set",
-                none_is_default=True,
-            ),
-            ScalarSpec(
-                "axis",
-                Kind.I64_OPT,
-                4,
-                (_A.OPERATION_BLOCK_SCALE_QUANTIZE_AXIS_EXT, T.INT64),
-                json_presence="when_set",
-            ),
-            ScalarSpec(
-                "transpose",
-                Kind.BOOL,
-                5,
-                (_A.OPERATION_BLOCK_SCALE_QUANTIZE_TRANSPOSE_EXT, T.BOOLEAN),
-                always=True,
-                json_presence="read_optional",
-            ),
+        ScalarSpec(
+            "axis",
+            Kind.I64_OPT,
+            4,
+            (_A.OPERATION_BLOCK_SCALE_QUANTIZE_AXIS_EXT, T.INT64),
+            json_presence="when_set",
         ),
-        unmodelled=(),
-        field_count=6,
-        attributes_cls=BlockScaleQuantizeAttributes,
-        make_node=BlockScaleQuantizeNode,
-    )
+        ScalarSpec(
+            "transpose",
+            Kind.BOOL,
+            5,
+            (_A.OPERATION_BLOCK_SCALE_QUANTIZE_TRANSPOSE_EXT, T.BOOLEAN),
+            always=True,
+            json_presence="read_optional",
+        ),
+    ),
+    field_count=6,
 )
-BlockScaleQuantizeNode.spec = BLOCK_SCALE_QUANTIZE_SPEC

@@ -105,13 +105,10 @@ _In, _Out = ConvDgradAttributes.InputNames, ConvDgradAttributes.OutputNames
 #: Where every slot and member of a data-gradient convolution lives on each wire (hipDNN's
 #: 10-field ``ConvolutionBwdAttributes`` table; its JSON as the forward one's).
 CONVOLUTION_BWD_SPEC = convolution_spec(
+    ConvolutionDgradNode,
     "ConvolutionBwdAttributes",
     6,
-    _LABEL,
     "BACKWARD_DATA",
     "ConvolutionBwdOperationDescriptor",
     (_In.DY, _In.W, _Out.DX),
-    ConvDgradAttributes,
-    ConvolutionDgradNode,
 )
-ConvolutionDgradNode.spec = CONVOLUTION_BWD_SPEC

@@ -104,13 +104,10 @@ _In, _Out = ConvFpropAttributes.InputNames, ConvFpropAttributes.OutputNames
 #: ``ConvolutionFwdAttributes`` table; its JSON keeps the uids in ``inputs``/``outputs`` and the
 #: members under ``"parameters"``).
 CONVOLUTION_FWD_SPEC = convolution_spec(
+    ConvolutionFpropNode,
     "ConvolutionFwdAttributes",
     5,
-    _LABEL,
     "FORWARD",
     "ConvolutionFwdOperationDescriptor",
     (_In.X, _In.W, _Out.Y),
-    ConvFpropAttributes,
-    ConvolutionFpropNode,
 )
-ConvolutionFpropNode.spec = CONVOLUTION_FWD_SPEC

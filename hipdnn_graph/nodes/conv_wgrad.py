@@ -121,13 +121,10 @@ _In, _Out = ConvWgradAttributes.InputNames, ConvWgradAttributes.OutputNames
 #: Where every slot and member of a weight-gradient convolution lives on each wire (hipDNN's
 #: 10-field ``ConvolutionWrwAttributes`` table; its JSON as the forward one's).
 CONVOLUTION_WRW_SPEC = convolution_spec(
+    ConvolutionWgradNode,
     "ConvolutionWrwAttributes",
     7,
-    _LABEL,
     "BACKWARD_FILTER",
     "ConvolutionWrwOperationDescriptor",
     (_In.X, _In.DY, _Out.DW),
-    ConvWgradAttributes,
-    ConvolutionWgradNode,
 )
-ConvolutionWgradNode.spec = CONVOLUTION_WRW_SPEC

@@ -17,15 +17,13 @@ from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     JSON_SCALARS_ON_NODE,
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
     WireEnum,
-    register_node_spec,
 )
 from ..tensor import generate_strides
 from ..types import NodeType, NormFwdPhase
-from .base import Node
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .norm_rules import (
     check_epsilon_value,
@@ -168,56 +166,48 @@ NORM_FWD_PHASE_NUMBER = WireEnum(
 #: Where every slot and member of a layer-norm forward node lives on each wire (hipDNN's 9-field
 #: ``LayernormAttributes`` table; its JSON writes ``normalized_dim_count`` and ``forward_phase``,
 #: as a number, on the node object itself, absent statistics as ``null``).
-LAYERNORM_SPEC = register_node_spec(
-    NodeSpec(
-        table="LayernormAttributes",
-        union_tag=11,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_LAYERNORM_DESCRIPTOR_EXT,
-        descriptor_class="LayernormOperationDescriptor",
-        compute_type=_A.LAYERNORM_COMP_TYPE_EXT,
-        scalar_group=JSON_SCALARS_ON_NODE,
-        nested_json_group="attributes",
-        slots=(
-            SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_LAYERNORM_X_EXT),
-            SlotSpec.named(_In.SCALE, False, True, 1, _A.OPERATION_LAYERNORM_SCALE_EXT),
-            SlotSpec.named(_In.BIAS, False, True, 2, _A.OPERATION_LAYERNORM_BIAS_EXT),
-            SlotSpec.named(
-                _In.EPSILON,
-                False,
-                True,
-                3,
-                _A.OPERATION_LAYERNORM_EPSILON_EXT,
-                pass_by_value=True,
-            ),
-            SlotSpec.named(_Out.Y, True, True, 4, _A.OPERATION_LAYERNORM_Y_EXT),
-            SlotSpec.named(_Out.MEAN, True, False, 6, _A.OPERATION_LAYERNORM_MEAN_EXT),
-            SlotSpec.named(
-                _Out.INV_VARIANCE, True, False, 7, _A.OPERATION_LAYERNORM_INV_VARIANCE_EXT
-            ),
+LAYERNORM_SPEC = declare_spec(
+    LayerNormNode,
+    table="LayernormAttributes",
+    union_tag=11,
+    descriptor_type=DescriptorType.OPERATION_LAYERNORM_DESCRIPTOR_EXT,
+    descriptor_class="LayernormOperationDescriptor",
+    compute_type=_A.LAYERNORM_COMP_TYPE_EXT,
+    scalar_group=JSON_SCALARS_ON_NODE,
+    nested_json_group="attributes",
+    slots=(
+        SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_LAYERNORM_X_EXT),
+        SlotSpec.named(_In.SCALE, False, True, 1, _A.OPERATION_LAYERNORM_SCALE_EXT),
+        SlotSpec.named(_In.BIAS, False, True, 2, _A.OPERATION_LAYERNORM_BIAS_EXT),
+        SlotSpec.named(
+            _In.EPSILON,
+            False,
+            True,
+            3,
+            _A.OPERATION_LAYERNORM_EPSILON_EXT,
+            pass_by_value=True,
         ),
-        scalars=(
-            ScalarSpec(
-                "normalized_dim_count",
-                Kind.I64,
-                5,
-                (_A.OPERATION_LAYERNORM_NORMALIZED_DIM_COUNT_EXT, T.INT64),
-                always=True,
-            ),
-            ScalarSpec(
-                "forward_phase",
-                Kind.ENUM,
-                8,
-                (_A.OPERATION_LAYERNORM_FWD_PHASE_EXT, T.NORM_FWD_PHASE),
-                always=True,
-                enum=NORM_FWD_PHASE_NUMBER,
-                json_presence="read_optional",
-            ),
+        SlotSpec.named(_Out.Y, True, True, 4, _A.OPERATION_LAYERNORM_Y_EXT),
+        SlotSpec.named(_Out.MEAN, True, False, 6, _A.OPERATION_LAYERNORM_MEAN_EXT),
+        SlotSpec.named(_Out.INV_VARIANCE, True, False, 7, _A.OPERATION_LAYERNORM_INV_VARIANCE_EXT),
+    ),
+    scalars=(
+        ScalarSpec(
+            "normalized_dim_count",
+            Kind.I64,
+            5,
+            (_A.OPERATION_LAYERNORM_NORMALIZED_DIM_COUNT_EXT, T.INT64),
+            always=True,
         ),
-        unmodelled=(),
-        field_count=9,
-        attributes_cls=LayernormAttributes,
-        make_node=LayerNormNode,
-    )
+        ScalarSpec(
+            "forward_phase",
+            Kind.ENUM,
+            8,
+            (_A.OPERATION_LAYERNORM_FWD_PHASE_EXT, T.NORM_FWD_PHASE),
+            always=True,
+            enum=NORM_FWD_PHASE_NUMBER,
+            json_presence="read_optional",
+        ),
+    ),
+    field_count=9,
 )
-LayerNormNode.spec = LAYERNORM_SPEC

@@ -17,13 +17,11 @@ from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     JSON_SCALARS_ON_NODE,
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
-    register_node_spec,
 )
 from ..types import NodeType
-from .base import Node
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .norm_rules import check_normalized_dim_count, infer_normalized_dim_count
 from .rules import SETTING_PROPERTIES, required, take_shape
@@ -119,49 +117,43 @@ _In, _Out = LayernormBackwardAttributes.InputNames, LayernormBackwardAttributes.
 #: Where every slot and member of a layer-norm backward node lives on each wire (hipDNN's
 #: 10-field ``LayernormBackwardAttributes`` table; JSON uids in ``inputs``/``outputs``, absent
 #: mean, inv_variance and epsilon ``null``, ``normalized_dim_count`` on the node object).
-LAYERNORM_BACKWARD_SPEC = register_node_spec(
-    NodeSpec(
-        table="LayernormBackwardAttributes",
-        union_tag=20,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_LAYERNORM_BACKWARD_DESCRIPTOR_EXT,
-        descriptor_class="LayernormBackwardOperationDescriptor",
-        compute_type=_A.LAYERNORM_BACKWARD_COMP_TYPE_EXT,
-        scalar_group=JSON_SCALARS_ON_NODE,
-        nested_json_group="attributes",
-        slots=(
-            SlotSpec.named(_In.DY, False, True, 0, _A.OPERATION_LAYERNORM_BACKWARD_DY_EXT),
-            SlotSpec.named(_In.X, False, True, 1, _A.OPERATION_LAYERNORM_BACKWARD_X_EXT),
-            SlotSpec.named(_In.SCALE, False, True, 2, _A.OPERATION_LAYERNORM_BACKWARD_SCALE_EXT),
-            SlotSpec.named(_In.MEAN, False, False, 3, _A.OPERATION_LAYERNORM_BACKWARD_MEAN_EXT),
-            SlotSpec.named(
-                _In.INV_VARIANCE, False, False, 4, _A.OPERATION_LAYERNORM_BACKWARD_INV_VARIANCE_EXT
-            ),
-            SlotSpec.named(
-                _In.EPSILON,
-                False,
-                False,
-                5,
-                _A.OPERATION_LAYERNORM_BACKWARD_EPSILON_EXT,
-                pass_by_value=True,
-            ),
-            SlotSpec.named(_Out.DX, True, True, 6, _A.OPERATION_LAYERNORM_BACKWARD_DX_EXT),
-            SlotSpec.named(_Out.DSCALE, True, True, 7, _A.OPERATION_LAYERNORM_BACKWARD_DSCALE_EXT),
-            SlotSpec.named(_Out.DBIAS, True, True, 8, _A.OPERATION_LAYERNORM_BACKWARD_DBIAS_EXT),
+LAYERNORM_BACKWARD_SPEC = declare_spec(
+    LayernormBackwardNode,
+    table="LayernormBackwardAttributes",
+    union_tag=20,
+    descriptor_type=DescriptorType.OPERATION_LAYERNORM_BACKWARD_DESCRIPTOR_EXT,
+    descriptor_class="LayernormBackwardOperationDescriptor",
+    compute_type=_A.LAYERNORM_BACKWARD_COMP_TYPE_EXT,
+    scalar_group=JSON_SCALARS_ON_NODE,
+    nested_json_group="attributes",
+    slots=(
+        SlotSpec.named(_In.DY, False, True, 0, _A.OPERATION_LAYERNORM_BACKWARD_DY_EXT),
+        SlotSpec.named(_In.X, False, True, 1, _A.OPERATION_LAYERNORM_BACKWARD_X_EXT),
+        SlotSpec.named(_In.SCALE, False, True, 2, _A.OPERATION_LAYERNORM_BACKWARD_SCALE_EXT),
+        SlotSpec.named(_In.MEAN, False, False, 3, _A.OPERATION_LAYERNORM_BACKWARD_MEAN_EXT),
+        SlotSpec.named(
+            _In.INV_VARIANCE, False, False, 4, _A.OPERATION_LAYERNORM_BACKWARD_INV_VARIANCE_EXT
         ),
-        scalars=(
-            ScalarSpec(
-                "normalized_dim_count",
-                Kind.I64,
-                9,
-                (_A.LAYERNORM_BACKWARD_NORMALIZED_DIM_COUNT_EXT, T.INT64),
-                always=True,
-            ),
+        SlotSpec.named(
+            _In.EPSILON,
+            False,
+            False,
+            5,
+            _A.OPERATION_LAYERNORM_BACKWARD_EPSILON_EXT,
+            pass_by_value=True,
         ),
-        unmodelled=(),
-        field_count=10,
-        attributes_cls=LayernormBackwardAttributes,
-        make_node=LayernormBackwardNode,
-    )
+        SlotSpec.named(_Out.DX, True, True, 6, _A.OPERATION_LAYERNORM_BACKWARD_DX_EXT),
+        SlotSpec.named(_Out.DSCALE, True, True, 7, _A.OPERATION_LAYERNORM_BACKWARD_DSCALE_EXT),
+        SlotSpec.named(_Out.DBIAS, True, True, 8, _A.OPERATION_LAYERNORM_BACKWARD_DBIAS_EXT),
+    ),
+    scalars=(
+        ScalarSpec(
+            "normalized_dim_count",
+            Kind.I64,
+            9,
+            (_A.LAYERNORM_BACKWARD_NORMALIZED_DIM_COUNT_EXT, T.INT64),
+            always=True,
+        ),
+    ),
+    field_count=10,
 )
-LayernormBackwardNode.spec = LAYERNORM_BACKWARD_SPEC

@@ -12,10 +12,10 @@ from typing import ClassVar
 
 from ..attributes.matmul import MatmulAttributes
 from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import Kind, NodeSpec, SlotSpec, UnmodelledSpec, register_node_spec
+from ..descriptors.node_spec import Kind, SlotSpec, UnmodelledSpec
 from ..tensor import TensorAttributes, generate_strides
 from ..types import NodeType
-from .base import Node
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .rules import invalid, missing
 
@@ -153,28 +153,22 @@ _In, _Out = MatmulAttributes.InputNames, MatmulAttributes.OutputNames
 #: Where every slot of a matmul node lives on each wire (hipDNN's ``MatmulAttributes`` table,
 #: 5 fields; ``umd_flops``/``umd_bytes`` are not modelled and must stay empty; its JSON has no
 #: scalar object).
-MATMUL_SPEC = register_node_spec(
-    NodeSpec(
-        table="MatmulAttributes",
-        union_tag=9,
-        label="MatmulNode",
-        descriptor_type=DescriptorType.OPERATION_MATMUL,
-        descriptor_class="MatmulOperationDescriptor",
-        compute_type=_A.MATMUL_COMP_TYPE,
-        scalar_group="",
-        slots=(
-            SlotSpec(_In.A, False, True, 0, _A.OPERATION_MATMUL_ADESC, "a_tensor_uid"),
-            SlotSpec(_In.B, False, True, 1, _A.OPERATION_MATMUL_BDESC, "b_tensor_uid"),
-            SlotSpec(_Out.C, True, True, 2, _A.OPERATION_MATMUL_CDESC, "c_tensor_uid"),
-        ),
-        scalars=(),
-        unmodelled=(
-            UnmodelledSpec("umd_flops", Kind.STRING, 3, "extra"),
-            UnmodelledSpec("umd_bytes", Kind.STRING, 4, "extra"),
-        ),
-        field_count=5,
-        attributes_cls=MatmulAttributes,
-        make_node=MatmulNode,
-    )
+MATMUL_SPEC = declare_spec(
+    MatmulNode,
+    table="MatmulAttributes",
+    union_tag=9,
+    descriptor_type=DescriptorType.OPERATION_MATMUL,
+    descriptor_class="MatmulOperationDescriptor",
+    compute_type=_A.MATMUL_COMP_TYPE,
+    scalar_group="",
+    slots=(
+        SlotSpec(_In.A, False, True, 0, _A.OPERATION_MATMUL_ADESC, "a_tensor_uid"),
+        SlotSpec(_In.B, False, True, 1, _A.OPERATION_MATMUL_BDESC, "b_tensor_uid"),
+        SlotSpec(_Out.C, True, True, 2, _A.OPERATION_MATMUL_CDESC, "c_tensor_uid"),
+    ),
+    unmodelled=(
+        UnmodelledSpec("umd_flops", Kind.STRING, 3, "extra"),
+        UnmodelledSpec("umd_bytes", Kind.STRING, 4, "extra"),
+    ),
+    field_count=5,
 )
-MatmulNode.spec = MATMUL_SPEC

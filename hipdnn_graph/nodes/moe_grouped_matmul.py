@@ -16,15 +16,13 @@ from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     JSON_SCALARS_ON_NODE,
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
     WireEnum,
-    register_node_spec,
 )
 from ..tensor import TensorAttributes, generate_strides
 from ..types import DataType, MoeGroupedMatmulMode, NodeType
-from .base import Node
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .rules import check_min_dims, invalid, missing
 
@@ -203,83 +201,77 @@ MOE_GROUPED_MATMUL_MODE = WireEnum(
 #: ``MoeGroupedMatmulAttributes`` table, moe_grouped_matmul_attributes.fbs; its JSON keeps the
 #: uids in ``inputs``/``outputs``, leaves an absent routing tensor's key out, and writes ``mode``
 #: and ``top_k`` on the node object).
-MOE_GROUPED_MATMUL_SPEC = register_node_spec(
-    NodeSpec(
-        table="MoeGroupedMatmulAttributes",
-        union_tag=22,
-        label="MoeGroupedMatmulNode",
-        descriptor_type=DescriptorType.OPERATION_MOE_GROUPED_MATMUL,
-        descriptor_class="MoeGroupedMatmulOperationDescriptor",
-        compute_type=_A.OPERATION_MOE_GROUPED_MATMUL_MATH_PREC,
-        scalar_group=JSON_SCALARS_ON_NODE,
-        omit_absent_uids=True,
-        slots=(
-            SlotSpec(
-                _In.TOKEN,
-                False,
-                True,
-                0,
-                _A.OPERATION_MOE_GROUPED_MATMUL_TOKEN_DESC,
-                "token_tensor_uid",
-            ),
-            SlotSpec(
-                _In.WEIGHT,
-                False,
-                True,
-                1,
-                _A.OPERATION_MOE_GROUPED_MATMUL_WEIGHT_DESC,
-                "weight_tensor_uid",
-            ),
-            SlotSpec(
-                _In.FIRST_TOKEN_OFFSET,
-                False,
-                True,
-                2,
-                _A.OPERATION_MOE_GROUPED_MATMUL_FIRST_TOKEN_OFFSET_DESC,
-                "first_token_offset_tensor_uid",
-            ),
-            SlotSpec(
-                _In.TOKEN_INDEX,
-                False,
-                False,
-                3,
-                _A.OPERATION_MOE_GROUPED_MATMUL_TOKEN_INDEX_DESC,
-                "token_index_tensor_uid",
-            ),
-            SlotSpec(
-                _In.TOKEN_KS,
-                False,
-                False,
-                4,
-                _A.OPERATION_MOE_GROUPED_MATMUL_TOKEN_KS_DESC,
-                "token_ks_tensor_uid",
-            ),
-            SlotSpec(
-                _Out.OUTPUT,
-                True,
-                True,
-                5,
-                _A.OPERATION_MOE_GROUPED_MATMUL_OUTPUT_DESC,
-                "output_tensor_uid",
-            ),
+MOE_GROUPED_MATMUL_SPEC = declare_spec(
+    MoeGroupedMatmulNode,
+    table="MoeGroupedMatmulAttributes",
+    union_tag=22,
+    descriptor_type=DescriptorType.OPERATION_MOE_GROUPED_MATMUL,
+    descriptor_class="MoeGroupedMatmulOperationDescriptor",
+    compute_type=_A.OPERATION_MOE_GROUPED_MATMUL_MATH_PREC,
+    scalar_group=JSON_SCALARS_ON_NODE,
+    omit_absent_uids=True,
+    slots=(
+        SlotSpec(
+            _In.TOKEN,
+            False,
+            True,
+            0,
+            _A.OPERATION_MOE_GROUPED_MATMUL_TOKEN_DESC,
+            "token_tensor_uid",
         ),
-        scalars=(
-            ScalarSpec(
-                "mode",
-                Kind.ENUM,
-                6,
-                (_A.OPERATION_MOE_GROUPED_MATMUL_MODE, T.MOE_GROUPED_MATMUL_MODE),
-                always=True,
-                enum=MOE_GROUPED_MATMUL_MODE,
-            ),
-            ScalarSpec(
-                "top_k", Kind.I32, 7, (_A.OPERATION_MOE_GROUPED_MATMUL_TOP_K, T.INT32), always=True
-            ),
+        SlotSpec(
+            _In.WEIGHT,
+            False,
+            True,
+            1,
+            _A.OPERATION_MOE_GROUPED_MATMUL_WEIGHT_DESC,
+            "weight_tensor_uid",
         ),
-        unmodelled=(),
-        field_count=8,
-        attributes_cls=MoeGroupedMatmulAttributes,
-        make_node=MoeGroupedMatmulNode,
-    )
+        SlotSpec(
+            _In.FIRST_TOKEN_OFFSET,
+            False,
+            True,
+            2,
+            _A.OPERATION_MOE_GROUPED_MATMUL_FIRST_TOKEN_OFFSET_DESC,
+            "first_token_offset_tensor_uid",
+        ),
+        SlotSpec(
+            _In.TOKEN_INDEX,
+            False,
+            False,
+            3,
+            _A.OPERATION_MOE_GROUPED_MATMUL_TOKEN_INDEX_DESC,
+            "token_index_tensor_uid",
+        ),
+        SlotSpec(
+            _In.TOKEN_KS,
+            False,
+            False,
+            4,
+            _A.OPERATION_MOE_GROUPED_MATMUL_TOKEN_KS_DESC,
+            "token_ks_tensor_uid",
+        ),
+        SlotSpec(
+            _Out.OUTPUT,
+            True,
+            True,
+            5,
+            _A.OPERATION_MOE_GROUPED_MATMUL_OUTPUT_DESC,
+            "output_tensor_uid",
+        ),
+    ),
+    scalars=(
+        ScalarSpec(
+            "mode",
+            Kind.ENUM,
+            6,
+            (_A.OPERATION_MOE_GROUPED_MATMUL_MODE, T.MOE_GROUPED_MATMUL_MODE),
+            always=True,
+            enum=MOE_GROUPED_MATMUL_MODE,
+        ),
+        ScalarSpec(
+            "top_k", Kind.I32, 7, (_A.OPERATION_MOE_GROUPED_MATMUL_TOP_K, T.INT32), always=True
+        ),
+    ),
+    field_count=8,
 )
-MoeGroupedMatmulNode.spec = MOE_GROUPED_MATMUL_SPEC

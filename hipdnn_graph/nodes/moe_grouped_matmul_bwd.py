@@ -13,10 +13,10 @@ from typing import ClassVar
 
 from ..attributes.moe_grouped_matmul import MoeGroupedMatmulBwdAttributes
 from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import NodeSpec, SlotSpec, register_node_spec
+from ..descriptors.node_spec import SlotSpec
 from ..tensor import TensorAttributes
 from ..types import DataType, NodeType
-from .base import Node
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .moe_grouped_matmul import MOE_RANK, check_exact_rank
 from .rules import PRE_VALIDATION, SETTING_PROPERTIES, check_min_dims, invalid, missing, required
@@ -147,54 +147,47 @@ _In, _Out = MoeGroupedMatmulBwdAttributes.InputNames, MoeGroupedMatmulBwdAttribu
 #: Where every slot of a MoE grouped matmul backward node lives on each wire (hipDNN's 4-field
 #: ``MoeGroupedMatmulBwdAttributes`` table, moe_grouped_matmul_bwd_attributes.fbs; its JSON has
 #: no scalar object).
-MOE_GROUPED_MATMUL_BWD_SPEC = register_node_spec(
-    NodeSpec(
-        table="MoeGroupedMatmulBwdAttributes",
-        union_tag=23,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_MOE_GROUPED_MATMUL_BWD,
-        descriptor_class="MoeGroupedMatmulBwdOperationDescriptor",
-        compute_type=_A.OPERATION_MOE_GROUPED_MATMUL_BWD_MATH_PREC,
-        scalar_group="",
-        slots=(
-            SlotSpec(
-                _In.DOUTPUT,
-                False,
-                True,
-                0,
-                _A.OPERATION_MOE_GROUPED_MATMUL_BWD_DOUTPUT_DESC,
-                "doutput_tensor_uid",
-            ),
-            SlotSpec(
-                _In.TOKEN,
-                False,
-                True,
-                1,
-                _A.OPERATION_MOE_GROUPED_MATMUL_BWD_TOKEN_DESC,
-                "token_tensor_uid",
-            ),
-            SlotSpec(
-                _In.FIRST_TOKEN_OFFSET,
-                False,
-                True,
-                2,
-                _A.OPERATION_MOE_GROUPED_MATMUL_BWD_FIRST_TOKEN_OFFSET_DESC,
-                "first_token_offset_tensor_uid",
-            ),
-            SlotSpec(
-                _Out.DWEIGHT,
-                True,
-                True,
-                3,
-                _A.OPERATION_MOE_GROUPED_MATMUL_BWD_DWEIGHT_DESC,
-                "dweight_tensor_uid",
-            ),
+MOE_GROUPED_MATMUL_BWD_SPEC = declare_spec(
+    MoeGroupedMatmulBwdNode,
+    table="MoeGroupedMatmulBwdAttributes",
+    union_tag=23,
+    descriptor_type=DescriptorType.OPERATION_MOE_GROUPED_MATMUL_BWD,
+    descriptor_class="MoeGroupedMatmulBwdOperationDescriptor",
+    compute_type=_A.OPERATION_MOE_GROUPED_MATMUL_BWD_MATH_PREC,
+    scalar_group="",
+    slots=(
+        SlotSpec(
+            _In.DOUTPUT,
+            False,
+            True,
+            0,
+            _A.OPERATION_MOE_GROUPED_MATMUL_BWD_DOUTPUT_DESC,
+            "doutput_tensor_uid",
         ),
-        scalars=(),
-        unmodelled=(),
-        field_count=4,
-        attributes_cls=MoeGroupedMatmulBwdAttributes,
-        make_node=MoeGroupedMatmulBwdNode,
-    )
+        SlotSpec(
+            _In.TOKEN,
+            False,
+            True,
+            1,
+            _A.OPERATION_MOE_GROUPED_MATMUL_BWD_TOKEN_DESC,
+            "token_tensor_uid",
+        ),
+        SlotSpec(
+            _In.FIRST_TOKEN_OFFSET,
+            False,
+            True,
+            2,
+            _A.OPERATION_MOE_GROUPED_MATMUL_BWD_FIRST_TOKEN_OFFSET_DESC,
+            "first_token_offset_tensor_uid",
+        ),
+        SlotSpec(
+            _Out.DWEIGHT,
+            True,
+            True,
+            3,
+            _A.OPERATION_MOE_GROUPED_MATMUL_BWD_DWEIGHT_DESC,
+            "dweight_tensor_uid",
+        ),
+    ),
+    field_count=4,
 )
-MoeGroupedMatmulBwdNode.spec = MOE_GROUPED_MATMUL_BWD_SPEC

@@ -15,14 +15,12 @@ from ..descriptors.enums import AttributeType as T
 from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
     WireEnum,
-    register_node_spec,
 )
 from ..types import NodeType, PointwiseMode
-from .base import Node
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .rules import invalid, missing
 
@@ -249,47 +247,37 @@ def _float(name: str, fb_slot: int, attribute: _A) -> ScalarSpec:
 
 #: Where every slot and scalar of a pointwise node lives on each wire (hipDNN's
 #: ``PointwiseAttributes`` table, 12 fields; its JSON writes the scalars among the inputs).
-POINTWISE_SPEC = register_node_spec(
-    NodeSpec(
-        table="PointwiseAttributes",
-        union_tag=2,
-        label="PointwiseNode",
-        descriptor_type=DescriptorType.OPERATION_POINTWISE,
-        descriptor_class="PointwiseOperationDescriptor",
-        compute_type=_A.POINTWISE_MATH_PREC,
-        scalar_group="inputs",
-        slots=(
-            SlotSpec(_In.IN_0, False, True, 5, _A.OPERATION_POINTWISE_IN_0_EXT, "in_0_tensor_uid"),
-            SlotSpec(_In.IN_1, False, False, 6, _A.OPERATION_POINTWISE_IN_1_EXT, "in_1_tensor_uid"),
-            SlotSpec(_In.IN_2, False, False, 7, _A.OPERATION_POINTWISE_IN_2_EXT, "in_2_tensor_uid"),
-            SlotSpec(
-                _Out.OUT_0, True, True, 8, _A.OPERATION_POINTWISE_OUT_0_EXT, "out_0_tensor_uid"
-            ),
+POINTWISE_SPEC = declare_spec(
+    PointwiseNode,
+    table="PointwiseAttributes",
+    union_tag=2,
+    descriptor_type=DescriptorType.OPERATION_POINTWISE,
+    descriptor_class="PointwiseOperationDescriptor",
+    compute_type=_A.POINTWISE_MATH_PREC,
+    scalar_group="inputs",
+    slots=(
+        SlotSpec(_In.IN_0, False, True, 5, _A.OPERATION_POINTWISE_IN_0_EXT, "in_0_tensor_uid"),
+        SlotSpec(_In.IN_1, False, False, 6, _A.OPERATION_POINTWISE_IN_1_EXT, "in_1_tensor_uid"),
+        SlotSpec(_In.IN_2, False, False, 7, _A.OPERATION_POINTWISE_IN_2_EXT, "in_2_tensor_uid"),
+        SlotSpec(_Out.OUT_0, True, True, 8, _A.OPERATION_POINTWISE_OUT_0_EXT, "out_0_tensor_uid"),
+    ),
+    scalars=(
+        ScalarSpec(
+            "mode",
+            Kind.ENUM,
+            0,
+            (_A.POINTWISE_MODE, T.POINTWISE_MODE),
+            always=True,
+            wire="operation",
+            enum=POINTWISE_MODE,
         ),
-        scalars=(
-            ScalarSpec(
-                "mode",
-                Kind.ENUM,
-                0,
-                (_A.POINTWISE_MODE, T.POINTWISE_MODE),
-                always=True,
-                wire="operation",
-                enum=POINTWISE_MODE,
-            ),
-            _float("relu_lower_clip", 1, _A.POINTWISE_RELU_LOWER_CLIP),
-            _float("relu_upper_clip", 2, _A.POINTWISE_RELU_UPPER_CLIP),
-            _float("relu_lower_clip_slope", 3, _A.POINTWISE_RELU_LOWER_CLIP_SLOPE),
-            ScalarSpec(
-                "axis", Kind.I64_OPT, 4, (_A.POINTWISE_AXIS, T.INT64), wire="axis_tensor_uid"
-            ),
-            _float("swish_beta", 9, _A.POINTWISE_SWISH_BETA),
-            _float("elu_alpha", 10, _A.POINTWISE_ELU_ALPHA),
-            _float("softplus_beta", 11, _A.POINTWISE_SOFTPLUS_BETA),
-        ),
-        unmodelled=(),
-        field_count=12,
-        attributes_cls=PointwiseAttributes,
-        make_node=PointwiseNode,
-    )
+        _float("relu_lower_clip", 1, _A.POINTWISE_RELU_LOWER_CLIP),
+        _float("relu_upper_clip", 2, _A.POINTWISE_RELU_UPPER_CLIP),
+        _float("relu_lower_clip_slope", 3, _A.POINTWISE_RELU_LOWER_CLIP_SLOPE),
+        ScalarSpec("axis", Kind.I64_OPT, 4, (_A.POINTWISE_AXIS, T.INT64), wire="axis_tensor_uid"),
+        _float("swish_beta", 9, _A.POINTWISE_SWISH_BETA),
+        _float("elu_alpha", 10, _A.POINTWISE_ELU_ALPHA),
+        _float("softplus_beta", 11, _A.POINTWISE_SOFTPLUS_BETA),
+    ),
+    field_count=12,
 )
-PointwiseNode.spec = POINTWISE_SPEC

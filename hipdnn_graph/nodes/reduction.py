@@ -17,14 +17,12 @@ from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     JSON_ON_NODE,
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
     WireEnum,
-    register_node_spec,
 )
 from ..types import NodeType, ReductionMode
-from .base import Node
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .rules import invalid, missing
 
@@ -139,42 +137,36 @@ REDUCTION_MODE = WireEnum(
 #: Where every slot and member of a reduction node lives on each wire (hipDNN's 4-field
 #: ``ReductionAttributes`` table; its JSON writes the uids and members on the node object itself,
 #: ``is_deterministic`` optional on read).
-REDUCTION_SPEC = register_node_spec(
-    NodeSpec(
-        table="ReductionAttributes",
-        union_tag=18,
-        label="ReductionNode",
-        descriptor_type=DescriptorType.OPERATION_REDUCTION,
-        descriptor_class="ReductionOperationDescriptor",
-        compute_type=_A.REDUCTION_COMP_TYPE,
-        scalar_group=JSON_ON_NODE,
-        nested_json_group="attributes",
-        slots=(
-            SlotSpec(_In.X, False, True, 1, _A.OPERATION_REDUCTION_XDESC, "in_tensor_uid"),
-            SlotSpec(_Out.Y, True, True, 2, _A.OPERATION_REDUCTION_YDESC, "out_tensor_uid"),
+REDUCTION_SPEC = declare_spec(
+    ReductionNode,
+    table="ReductionAttributes",
+    union_tag=18,
+    descriptor_type=DescriptorType.OPERATION_REDUCTION,
+    descriptor_class="ReductionOperationDescriptor",
+    compute_type=_A.REDUCTION_COMP_TYPE,
+    scalar_group=JSON_ON_NODE,
+    nested_json_group="attributes",
+    slots=(
+        SlotSpec(_In.X, False, True, 1, _A.OPERATION_REDUCTION_XDESC, "in_tensor_uid"),
+        SlotSpec(_Out.Y, True, True, 2, _A.OPERATION_REDUCTION_YDESC, "out_tensor_uid"),
+    ),
+    scalars=(
+        ScalarSpec(
+            "mode",
+            Kind.ENUM,
+            0,
+            (_A.REDUCTION_OPERATOR, T.REDUCTION_MODE),
+            always=True,
+            enum=REDUCTION_MODE,
         ),
-        scalars=(
-            ScalarSpec(
-                "mode",
-                Kind.ENUM,
-                0,
-                (_A.REDUCTION_OPERATOR, T.REDUCTION_MODE),
-                always=True,
-                enum=REDUCTION_MODE,
-            ),
-            ScalarSpec(
-                "is_deterministic",
-                Kind.BOOL,
-                3,
-                (_A.REDUCTION_IS_DETERMINISTIC, T.BOOLEAN),
-                always=True,
-                json_presence="read_optional",
-            ),
+        ScalarSpec(
+            "is_deterministic",
+            Kind.BOOL,
+            3,
+            (_A.REDUCTION_IS_DETERMINISTIC, T.BOOLEAN),
+            always=True,
+            json_presence="read_optional",
         ),
-        unmodelled=(),
-        field_count=4,
-        attributes_cls=ReductionAttributes,
-        make_node=ReductionNode,
-    )
+    ),
+    field_count=4,
 )
-ReductionNode.spec = REDUCTION_SPEC

@@ -12,8 +12,9 @@ from typing import ClassVar
 
 from ..attributes.resample import ResampleBwdAttributes
 from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import JSON_ON_NODE, NodeSpec, SlotSpec, register_node_spec
+from ..descriptors.node_spec import JSON_ON_NODE, SlotSpec
 from ..types import NodeType, ResampleMode
+from .base import declare_spec
 from .conv_rules import infer_strides
 from .input_memo import InputRuleMemo
 from .resample_rules import INDEX_TYPES, ResampleNode, spatial_members
@@ -116,28 +117,20 @@ _In, _Out = ResampleBwdAttributes.InputNames, ResampleBwdAttributes.OutputNames
 #: Where every slot and member of a resample backward node lives on each wire (hipDNN's
 #: 9-field ``ResampleBwdAttributes`` table, reconstructed; its JSON writes the uids and members
 #: on the node object itself and leaves ``index_tensor_uid`` out when there is no INDEX).
-RESAMPLE_BWD_SPEC = register_node_spec(
-    NodeSpec(
-        table="ResampleBwdAttributes",
-        union_tag=21,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_RESAMPLE_BWD,
-        descriptor_class="ResampleBwdOperationDescriptor",
-        compute_type=_A.RESAMPLE_COMP_TYPE,
-        scalar_group=JSON_ON_NODE,
-        omit_absent_uids=True,
-        slots=(
-            SlotSpec(_In.DY, False, True, 0, _A.OPERATION_RESAMPLE_BWD_DY, "dy_tensor_uid"),
-            SlotSpec(
-                _In.INDEX, False, False, 2, _A.OPERATION_RESAMPLE_BWD_INDEX, "index_tensor_uid"
-            ),
-            SlotSpec(_Out.DX, True, True, 1, _A.OPERATION_RESAMPLE_BWD_DX, "dx_tensor_uid"),
-        ),
-        scalars=resample_scalars(),
-        unmodelled=(),
-        field_count=9,
-        attributes_cls=ResampleBwdAttributes,
-        make_node=ResampleBwdNode,
-    )
+RESAMPLE_BWD_SPEC = declare_spec(
+    ResampleBwdNode,
+    table="ResampleBwdAttributes",
+    union_tag=21,
+    descriptor_type=DescriptorType.OPERATION_RESAMPLE_BWD,
+    descriptor_class="ResampleBwdOperationDescriptor",
+    compute_type=_A.RESAMPLE_COMP_TYPE,
+    scalar_group=JSON_ON_NODE,
+    omit_absent_uids=True,
+    slots=(
+        SlotSpec(_In.DY, False, True, 0, _A.OPERATION_RESAMPLE_BWD_DY, "dy_tensor_uid"),
+        SlotSpec(_In.INDEX, False, False, 2, _A.OPERATION_RESAMPLE_BWD_INDEX, "index_tensor_uid"),
+        SlotSpec(_Out.DX, True, True, 1, _A.OPERATION_RESAMPLE_BWD_DX, "dx_tensor_uid"),
+    ),
+    scalars=resample_scalars(),
+    field_count=9,
 )
-ResampleBwdNode.spec = RESAMPLE_BWD_SPEC

@@ -15,12 +15,11 @@ from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     JSON_ON_NODE,
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
-    register_node_spec,
 )
 from ..types import NodeType, ResampleMode
+from .base import declare_spec
 from .conv_rules import c_div
 from .input_memo import InputRuleMemo
 from .norm_rules import ordered_strides, stride_order, stride_order_nhwc
@@ -121,38 +120,30 @@ _In, _Out = ResampleFwdAttributes.InputNames, ResampleFwdAttributes.OutputNames
 #: unset: hipDNN's schemas declare it ``bool = false`` (ROCm/rocm-libraries) or ``bool = null``
 #: (its newer forks), and an absent field reads as false under the first but as unset under the
 #: second, while a written one reads the same under both.
-RESAMPLE_FWD_SPEC = register_node_spec(
-    NodeSpec(
-        table="ResampleFwdAttributes",
-        union_tag=19,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_RESAMPLE_FWD,
-        descriptor_class="ResampleFwdOperationDescriptor",
-        compute_type=_A.RESAMPLE_COMP_TYPE,
-        scalar_group=JSON_ON_NODE,
-        nested_json_group="attributes",
-        omit_absent_uids=True,
-        slots=(
-            SlotSpec(_In.X, False, True, 0, _A.OPERATION_RESAMPLE_FWD_XDESC, "x_tensor_uid"),
-            SlotSpec(_Out.Y, True, True, 1, _A.OPERATION_RESAMPLE_FWD_YDESC, "y_tensor_uid"),
-            SlotSpec(
-                _Out.INDEX, True, False, 2, _A.OPERATION_RESAMPLE_FWD_IDXDESC, "index_tensor_uid"
-            ),
+RESAMPLE_FWD_SPEC = declare_spec(
+    ResampleFwdNode,
+    table="ResampleFwdAttributes",
+    union_tag=19,
+    descriptor_type=DescriptorType.OPERATION_RESAMPLE_FWD,
+    descriptor_class="ResampleFwdOperationDescriptor",
+    compute_type=_A.RESAMPLE_COMP_TYPE,
+    scalar_group=JSON_ON_NODE,
+    nested_json_group="attributes",
+    omit_absent_uids=True,
+    slots=(
+        SlotSpec(_In.X, False, True, 0, _A.OPERATION_RESAMPLE_FWD_XDESC, "x_tensor_uid"),
+        SlotSpec(_Out.Y, True, True, 1, _A.OPERATION_RESAMPLE_FWD_YDESC, "y_tensor_uid"),
+        SlotSpec(_Out.INDEX, True, False, 2, _A.OPERATION_RESAMPLE_FWD_IDXDESC, "index_tensor_uid"),
+    ),
+    scalars=(
+        *resample_scalars(),
+        ScalarSpec(
+            "generate_index",
+            Kind.BOOL_OPT,
+            9,
+            (_A.RESAMPLE_GENERATE_INDEX_EXT, T.BOOLEAN),
+            json_presence="when_set",
         ),
-        scalars=(
-            *resample_scalars(),
-            ScalarSpec(
-                "generate_index",
-                Kind.BOOL_OPT,
-                9,
-                (_A.RESAMPLE_GENERATE_INDEX_EXT, T.BOOLEAN),
-                json_presence="when_set",
-            ),
-        ),
-        unmodelled=(),
-        field_count=10,
-        attributes_cls=ResampleFwdAttributes,
-        make_node=ResampleFwdNode,
-    )
+    ),
+    field_count=10,
 )
-ResampleFwdNode.spec = RESAMPLE_FWD_SPEC

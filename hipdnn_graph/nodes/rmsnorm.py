@@ -16,14 +16,12 @@ from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     JSON_SCALARS_ON_NODE,
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
     WireEnum,
-    register_node_spec,
 )
 from ..types import NodeType, NormFwdPhase
-from .base import Node
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .norm_rules import (
     check_epsilon_value,
@@ -143,50 +141,44 @@ NORM_FWD_PHASE = WireEnum("NormFwdPhase", NormFwdPhase, {m.value: m.name for m i
 #: Where every slot and member of an RMSNorm forward node lives on each wire (hipDNN's 7-field
 #: ``RMSNormAttributes`` table; its JSON leaves an absent bias or inv_rms out rather than writing
 #: null, and writes ``forward_phase`` on the node object itself, only when set).
-RMSNORM_SPEC = register_node_spec(
-    NodeSpec(
-        table="RMSNormAttributes",
-        union_tag=10,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_RMSNORM_DESCRIPTOR_EXT,
-        descriptor_class="RMSNormOperationDescriptor",
-        compute_type=_A.RMSNORM_COMP_TYPE_EXT,
-        scalar_group=JSON_SCALARS_ON_NODE,
-        nested_json_group="attributes",
-        omit_absent_uids=True,
-        slots=(
-            SlotSpec(_In.X, False, True, 0, _A.OPERATION_RMSNORM_X_EXT, "x_tensor_uid"),
-            SlotSpec(_In.SCALE, False, True, 1, _A.OPERATION_RMSNORM_SCALE_EXT, "scale_tensor_uid"),
-            SlotSpec(
-                _In.EPSILON,
-                False,
-                True,
-                2,
-                _A.OPERATION_RMSNORM_EPSILON_EXT,
-                "epsilon_tensor_uid",
-                pass_by_value=True,
-            ),
-            SlotSpec(_In.BIAS, False, False, 4, _A.OPERATION_RMSNORM_BIAS_EXT, "bias_tensor_uid"),
-            SlotSpec(_Out.Y, True, True, 3, _A.OPERATION_RMSNORM_Y_EXT, "y_tensor_uid"),
-            SlotSpec(
-                _Out.INV_RMS, True, False, 5, _A.OPERATION_RMSNORM_INV_RMS_EXT, "inv_rms_tensor_uid"
-            ),
+RMSNORM_SPEC = declare_spec(
+    RMSNormNode,
+    table="RMSNormAttributes",
+    union_tag=10,
+    descriptor_type=DescriptorType.OPERATION_RMSNORM_DESCRIPTOR_EXT,
+    descriptor_class="RMSNormOperationDescriptor",
+    compute_type=_A.RMSNORM_COMP_TYPE_EXT,
+    scalar_group=JSON_SCALARS_ON_NODE,
+    nested_json_group="attributes",
+    omit_absent_uids=True,
+    slots=(
+        SlotSpec(_In.X, False, True, 0, _A.OPERATION_RMSNORM_X_EXT, "x_tensor_uid"),
+        SlotSpec(_In.SCALE, False, True, 1, _A.OPERATION_RMSNORM_SCALE_EXT, "scale_tensor_uid"),
+        SlotSpec(
+            _In.EPSILON,
+            False,
+            True,
+            2,
+            _A.OPERATION_RMSNORM_EPSILON_EXT,
+            "epsilon_tensor_uid",
+            pass_by_value=True,
         ),
-        scalars=(
-            ScalarSpec(
-                "forward_phase",
-                Kind.ENUM,
-                6,
-                (_A.OPERATION_RMSNORM_FWD_PHASE_EXT, T.NORM_FWD_PHASE),
-                always=True,
-                enum=NORM_FWD_PHASE,
-                json_presence="when_set",
-            ),
+        SlotSpec(_In.BIAS, False, False, 4, _A.OPERATION_RMSNORM_BIAS_EXT, "bias_tensor_uid"),
+        SlotSpec(_Out.Y, True, True, 3, _A.OPERATION_RMSNORM_Y_EXT, "y_tensor_uid"),
+        SlotSpec(
+            _Out.INV_RMS, True, False, 5, _A.OPERATION_RMSNORM_INV_RMS_EXT, "inv_rms_tensor_uid"
         ),
-        unmodelled=(),
-        field_count=7,
-        attributes_cls=RMSNormAttributes,
-        make_node=RMSNormNode,
-    )
+    ),
+    scalars=(
+        ScalarSpec(
+            "forward_phase",
+            Kind.ENUM,
+            6,
+            (_A.OPERATION_RMSNORM_FWD_PHASE_EXT, T.NORM_FWD_PHASE),
+            always=True,
+            enum=NORM_FWD_PHASE,
+            json_presence="when_set",
+        ),
+    ),
+    field_count=7,
 )
-RMSNormNode.spec = RMSNORM_SPEC

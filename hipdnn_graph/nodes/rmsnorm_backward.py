@@ -13,9 +13,9 @@ from typing import ClassVar
 
 from ..attributes.rmsnorm_backward import RMSNormBackwardAttributes
 from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import NodeSpec, SlotSpec, register_node_spec
+from ..descriptors.node_spec import SlotSpec
 from ..types import NodeType
-from .base import Node
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .norm_rules import (
     check_norm_stats_shape_if_set,
@@ -114,30 +114,23 @@ _In, _Out = RMSNormBackwardAttributes.InputNames, RMSNormBackwardAttributes.Outp
 #: Where every slot of an RMSNorm backward node lives on each wire (hipDNN's 7-field
 #: ``RMSNormBackwardAttributes`` table; inv_rms a required uid, dbias optional; JSON uids in
 #: ``inputs``/``outputs``, an absent dbias left out).
-RMSNORM_BACKWARD_SPEC = register_node_spec(
-    NodeSpec(
-        table="RMSNormBackwardAttributes",
-        union_tag=17,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_RMSNORM_BACKWARD_DESCRIPTOR_EXT,
-        descriptor_class="RMSNormBackwardOperationDescriptor",
-        compute_type=_A.RMSNORM_BACKWARD_COMP_TYPE_EXT,
-        scalar_group="",
-        omit_absent_uids=True,
-        slots=(
-            SlotSpec.named(_In.DY, False, True, 0, _A.OPERATION_RMSNORM_BACKWARD_DY_EXT),
-            SlotSpec.named(_In.X, False, True, 1, _A.OPERATION_RMSNORM_BACKWARD_X_EXT),
-            SlotSpec.named(_In.SCALE, False, True, 2, _A.OPERATION_RMSNORM_BACKWARD_SCALE_EXT),
-            SlotSpec.named(_In.INV_RMS, False, True, 3, _A.OPERATION_RMSNORM_BACKWARD_INV_RMS_EXT),
-            SlotSpec.named(_Out.DX, True, True, 4, _A.OPERATION_RMSNORM_BACKWARD_DX_EXT),
-            SlotSpec.named(_Out.DSCALE, True, True, 5, _A.OPERATION_RMSNORM_BACKWARD_DSCALE_EXT),
-            SlotSpec.named(_Out.DBIAS, True, False, 6, _A.OPERATION_RMSNORM_BACKWARD_DBIAS_EXT),
-        ),
-        scalars=(),
-        unmodelled=(),
-        field_count=7,
-        attributes_cls=RMSNormBackwardAttributes,
-        make_node=RMSNormBackwardNode,
-    )
+RMSNORM_BACKWARD_SPEC = declare_spec(
+    RMSNormBackwardNode,
+    table="RMSNormBackwardAttributes",
+    union_tag=17,
+    descriptor_type=DescriptorType.OPERATION_RMSNORM_BACKWARD_DESCRIPTOR_EXT,
+    descriptor_class="RMSNormBackwardOperationDescriptor",
+    compute_type=_A.RMSNORM_BACKWARD_COMP_TYPE_EXT,
+    scalar_group="",
+    omit_absent_uids=True,
+    slots=(
+        SlotSpec.named(_In.DY, False, True, 0, _A.OPERATION_RMSNORM_BACKWARD_DY_EXT),
+        SlotSpec.named(_In.X, False, True, 1, _A.OPERATION_RMSNORM_BACKWARD_X_EXT),
+        SlotSpec.named(_In.SCALE, False, True, 2, _A.OPERATION_RMSNORM_BACKWARD_SCALE_EXT),
+        SlotSpec.named(_In.INV_RMS, False, True, 3, _A.OPERATION_RMSNORM_BACKWARD_INV_RMS_EXT),
+        SlotSpec.named(_Out.DX, True, True, 4, _A.OPERATION_RMSNORM_BACKWARD_DX_EXT),
+        SlotSpec.named(_Out.DSCALE, True, True, 5, _A.OPERATION_RMSNORM_BACKWARD_DSCALE_EXT),
+        SlotSpec.named(_Out.DBIAS, True, False, 6, _A.OPERATION_RMSNORM_BACKWARD_DBIAS_EXT),
+    ),
+    field_count=7,
 )
-RMSNormBackwardNode.spec = RMSNORM_BACKWARD_SPEC
