@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import MutableMapping, MutableSequence
-from enum import IntEnum
 from typing import Any, ClassVar, Generic, Self, TypeVar, get_args
 
 from ..attributes.base import NodeAttributes
 from ..attributes.graph_attributes import GraphAttributes
 from ..changes import touch
 from ..descriptors.backend_descriptor import BackendDescriptor
-from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import (
-    NodeSpec,
-    ScalarSpec,
-    SlotSpec,
-    UnmodelledSpec,
-    register_node_spec,
-)
+from ..descriptors.node_spec import NodeSpec, register_node_spec
 from ..descriptors.packing import pack_node, unpack_node
 from ..descriptors.wire_rules import FLOAT32_MAX
 from ..errors import HipdnnError
@@ -260,57 +252,30 @@ class Node(Generic[A]):
         return self
 
 
-def declare_spec(
-    node: type[Node[Any]],
-    *,
-    table: str,
-    union_tag: int,
-    descriptor_type: DescriptorType,
-    descriptor_class: str,
-    compute_type: IntEnum,
-    scalar_group: str,
-    field_count: int,
-    slots: tuple[SlotSpec, ...] = (),
-    scalars: tuple[ScalarSpec, ...] = (),
-    unmodelled: tuple[UnmodelledSpec, ...] = (),
-    label: str = "",
-    **layout: Any,
-) -> NodeSpec:
-    """Declare where ``node``'s slots and members live on every wire (a :class:`NodeSpec`),
-    register it with the wire codecs and give it to the class as ``node.spec``. What the class
-    already states is not repeated: the label is the class name unless hipDNN's messages spell
-    it otherwise, the attributes class is the node's ``Node[...]`` parameter, and the class
-    builds the node. ``layout`` takes the spec's JSON layout options
-    (``nested_json_group``, ``omit_absent_uids``, ``legacy_scalar_groups``, ``tensor_lists``).
+def declare_spec(node: type[Node[Any]], *, label: str = "", **fields: Any) -> NodeSpec:
+    """Declare where ``node``'s slots and members live on every wire (a :class:`NodeSpec` of
+    ``fields``), register it with the wire codecs and give it to the class as ``node.spec``.
+    What the class already states is not repeated: the label is the class name unless hipDNN's
+    messages spell it otherwise, the attributes class is the node's ``Node[...]`` parameter,
+    and the class builds the node; ``scalars`` and ``unmodelled`` default to none.
 
     Example:
         >>> from hipdnn_graph.nodes.matmul import MATMUL_SPEC, MatmulNode
         >>> MatmulNode.spec is MATMUL_SPEC, MATMUL_SPEC.label, MATMUL_SPEC.attributes_cls.__name__
         (True, 'MatmulNode', 'MatmulAttributes')
+
+    Raises:
+        TypeError: for a node class without its attributes class parameter, or a field
+            :class:`NodeSpec` does not have (when the node module is imported).
     """
-    attributes = next(
-        (args[0] for base in node.__orig_bases__ if (args := get_args(base))),  # type: ignore[attr-defined]
-        None,
-    )
+    bases = node.__orig_bases__  # type: ignore[attr-defined]
+    attributes = next((args[0] for base in bases if (args := get_args(base))), None)
     if not isinstance(attributes, type):
         raise TypeError(f"{node.__name__} does not name its attributes class (Node[...])")
-    spec = register_node_spec(
-        NodeSpec(
-            table=table,
-            union_tag=union_tag,
-            label=label or node.__name__,
-            descriptor_type=descriptor_type,
-            descriptor_class=descriptor_class,
-            compute_type=compute_type,
-            scalar_group=scalar_group,
-            slots=slots,
-            scalars=scalars,
-            unmodelled=unmodelled,
-            field_count=field_count,
-            attributes_cls=attributes,
-            make_node=node,
-            **layout,
-        )
+    fields.setdefault("scalars", ())
+    fields.setdefault("unmodelled", ())
+    spec = NodeSpec(
+        label=label or node.__name__, attributes_cls=attributes, make_node=node, **fields
     )
-    node.spec = spec
+    node.spec = register_node_spec(spec)
     return spec
