@@ -119,9 +119,10 @@ class ResampleNode(Node[R]):
         super().post_validate_node(memo)
         a = self.attributes
         tensors = a.tensors_by_slot()
-        pooled, result = self.padded_slot, self.result
+        pooled, result = tensors.get(self.padded_slot), tensors.get(self.result)
+        assert pooled is not None and result is not None  # pre-validation checked them
         check_pooling_geometry(
-            a, (pooled, tensors[pooled]), (result, tensors[result]), self.spec.label
+            a, (self.padded_slot, pooled), (self.result, result), self.spec.label
         )
 
     def create_operation(
