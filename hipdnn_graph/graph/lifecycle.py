@@ -365,7 +365,7 @@ class GraphLifecycle:
         override_shapes: Sequence[Sequence[int]] | None = None,
         override_strides: Sequence[Sequence[int]] | None = None,
         *,
-        overrides: Mapping[int | TensorAttributes, Any] | None = None,
+        overrides: Mapping[Any, Any] | None = None,
     ) -> None:
         """Run the active plan, at the declared shapes or at override shapes.
 

@@ -51,6 +51,7 @@ __all__ = [
     "MAX_SHAPE_VARIANTS",
     "PLAN_WITHOUT_FLAG_MESSAGE",
     "OverrideEntry",
+    "check_arguments",
     "check_overrides",
     "check_pack",
     "graph_at_shapes",
@@ -276,6 +277,20 @@ class _Variant:
     required: tuple[tuple[int, TensorAttributes | None], ...]
 
 
+def check_arguments(graph: Graph, signature: Signature) -> dict[int, TensorAttributes]:
+    """hipDNN's frontend checks of an override execute before any buffer is read: the graph's
+    flag, then :func:`check_overrides`; returns the graph's tensors by uid.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` (:data:`FLAG_MISSING_MESSAGE`, or a broken rule).
+    """
+    if not graph.is_override_shape_enabled():
+        raise _fail(FLAG_MISSING_MESSAGE)
+    by_uid = {t.uid: t for t in graph.wire_tensors() if t.uid is not None}
+    check_overrides(by_uid, signature)
+    return by_uid
+
+
 def plan_at_shapes(
     graph: Graph, built: BuiltPlan, variant_pack: Mapping[Any, Any], signature: Signature
 ) -> BuiltPlan:
@@ -291,10 +306,7 @@ def plan_at_shapes(
     variants = built.variants
     variant = variants.get(signature)
     if variant is None:
-        if not graph.is_override_shape_enabled():
-            raise _fail(FLAG_MISSING_MESSAGE)
-        by_uid = {t.uid: t for t in graph.wire_tensors() if t.uid is not None}
-        check_overrides(by_uid, signature)
+        by_uid = check_arguments(graph, signature)
         required = tuple((uid, by_uid.get(uid)) for uid in signature[0])
         variant = _Variant(built, required)  # the pack check and the flag check come first
         check_pack(variant, variant_pack)
