@@ -427,7 +427,7 @@ class GraphLifecycle:
             variant = variants.get(signature)
         except TypeError:  # None, a map form, or values that are not lists
             variant = None
-        if variant is not None:
+        if variant is not None and self._graph().wire_metadata.is_override_shape_enabled:
             variants.move_to_end(signature)
             check_pack(variant, variant_pack)
             return cast("BuiltPlan", variant.built)

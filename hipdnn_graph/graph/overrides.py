@@ -304,7 +304,7 @@ def plan_at_shapes(
             new shapes; ``GRAPH_EXECUTION_PLAN_CREATION_FAILED`` when its plan fails to build.
     """
     variants = built.variants
-    variant = variants.get(signature)
+    variant = variants.get(signature) if graph.is_override_shape_enabled() else None
     if variant is None:
         by_uid = check_arguments(graph, signature)
         required = tuple((uid, by_uid.get(uid)) for uid in signature[0])
