@@ -271,8 +271,8 @@ def test_overrides_on_a_graph_without_the_flag_are_refused() -> None:
 def test_clearing_the_flag_refuses_overrides_seen_before() -> None:
     g = _relu()
     x = np.zeros((1, 3, 2, 4), np.float32)
-    args = {"override_uids": [1, 2], "override_shapes": [[1, 3, 2, 4]] * 2,
-            "override_strides": [[24, 8, 4, 1]] * 2}  # fmt: skip
+    args: dict[str, Any] = {"override_uids": [1, 2], "override_shapes": [[1, 3, 2, 4]] * 2,
+                            "override_strides": [[24, 8, 4, 1]] * 2}  # fmt: skip
     g.execute({1: x, 2: x.copy()}, **args)
     g.set_override_shape_enabled(False)
     with pytest.raises(hg.HipdnnError) as err:

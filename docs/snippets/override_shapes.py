@@ -17,6 +17,7 @@ q = g.tensor(name="Q", dim=[1, 2, MAX_SEQ, 16], uid=1)  # the declared dims are 
 k = g.tensor(name="K", dim=[1, 2, MAX_SEQ, 16], uid=2)
 v = g.tensor(name="V", dim=[1, 2, MAX_SEQ, 16], uid=3)
 o, stats = g.sdpa(q, k, v, name="fwd", use_causal_mask=True, generate_stats=True)
+assert stats is not None  # generate_stats=True: a Stats output
 o.set_output(True).set_uid(4)
 stats.set_output(True).set_uid(5)
 g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
