@@ -25,6 +25,7 @@ from ..errors import HipdnnError, NotSupportedError
 from ..tensor import TensorAttributes, assign_uid
 from ..types import BuildPlanPolicy, ErrorCode, HeuristicMode
 from .execution import NO_PLAN_MESSAGE, BuiltPlan, execute, run, run_plan
+from .overrides import check_pack, normalize_overrides, plan_at_shapes
 
 if TYPE_CHECKING:
     from . import Graph
@@ -415,8 +416,6 @@ class GraphLifecycle:
         overrides: Any,
     ) -> BuiltPlan:
         """The plan of ``built`` for the override shapes (itself when there are none)."""
-        from .overrides import check_pack, normalize_overrides, plan_at_shapes
-
         variants = built.variants
         try:  # a signature seen before, as given: one lookup
             signature: Any = (
