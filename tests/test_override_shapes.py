@@ -507,3 +507,35 @@ def test_frontend_graph_executes_override_shapes_and_returns_errors() -> None:
         "Override shape for UID 1 axis 0 exceeds declared max: override=5, declared=4"
         + RULE.format(7)
     )
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_fused_engines_defer_to_flex_only_when_flex_can_take_the_graph(
+    flag: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bias sends the memory-efficient engine to flex (measured faster), except on an
+    override-shape graph, which flex refuses (device rules stood in for, as on a GPU)."""
+    torch = pytest.importorskip("torch")
+    from hipdnn_graph_torch_rocm import _sdpa_support
+    from hipdnn_graph_torch_rocm._engines import TorchSdpaEngine
+    from hipdnn_graph_torch_rocm.kernels import fused
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(fused, "check", lambda op, problem: None)
+    monkeypatch.setattr(_sdpa_support, "flex_accepts", lambda p, io: True)
+    g = hg.Graph(io_data_type=hg.DataType.BFLOAT16, intermediate_data_type=F,
+                 compute_data_type=F).set_override_shape_enabled(flag)  # fmt: skip
+    q = g.tensor(name="Q", dim=[1, 2, 16, 16])
+    bias = g.tensor(name="Bias", dim=[1, 2, 16, 16])
+    o, _ = g.sdpa(q, g.tensor_like(q, "K"), g.tensor_like(q, "V"), name="fwd", bias=bias,
+                  generate_stats=False)  # fmt: skip
+    o.set_output(True)
+    g.validate()
+    support = TorchSdpaEngine("TORCH_SDPA_EFFICIENT_ENGINE", "efficient", 30).check(g)
+    if flag:
+        assert support.ok, support.reason
+    else:
+        assert support.reason.startswith(
+            "node 'fwd': efficient defers to TORCH_SDPA_FLEX_ENGINE: with a bias"
+        )
