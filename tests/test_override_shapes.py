@@ -172,10 +172,12 @@ def test_a_shape_seen_before_reuses_its_plan(monkeypatch: pytest.MonkeyPatch) ->
         return copy(graph, shapes)
 
     monkeypatch.setattr(ov, "graph_at_shapes", counted)
+    blob = big.serialize()
     for _ in range(3):
         big.execute(_pack(small), override_uids=uids, override_shapes=shapes,
                     override_strides=strides)  # fmt: skip
     assert calls == [1]
+    assert big.serialize() == blob  # the graph itself keeps its declared shapes
     # tensors as override keys name the same uids
     tensors = {t.get_uid(): t for t in big.graph_tensors()}
     big.execute(_pack(small), override_uids=[tensors[u] for u in uids],
