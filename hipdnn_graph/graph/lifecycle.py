@@ -428,7 +428,7 @@ class GraphLifecycle:
             variant = None
         if variant is not None and self._graph().wire_metadata.is_override_shape_enabled:
             variants.move_to_end(signature)
-            check_pack(variant, variant_pack)
+            check_pack(variant.required, variant_pack)
             return cast("BuiltPlan", variant.built)
         signature = normalize_overrides(override_uids, override_shapes, override_strides, overrides)
         if not any(signature):  # empty overrides: the non-override path, as in hipDNN

@@ -308,8 +308,7 @@ def plan_at_shapes(
     if variant is None:
         by_uid = check_arguments(graph, signature)
         required = tuple((uid, by_uid.get(uid)) for uid in signature[0])
-        variant = _Variant(built, required)  # the pack check and the flag check come first
-        check_pack(variant, variant_pack)
+        check_pack(required, variant_pack)
         if not built.override_shapes:
             raise _fail(PLAN_WITHOUT_FLAG_MESSAGE)
         variant = _Variant(_build_variant(graph, built, by_uid, signature), required)
@@ -318,17 +317,20 @@ def plan_at_shapes(
             variants.popitem(last=False)
     else:
         variants.move_to_end(signature)
-        check_pack(variant, variant_pack)
+        check_pack(variant.required, variant_pack)
     return variant.built
 
 
-def check_pack(variant: _Variant, variant_pack: Mapping[Any, Any]) -> None:
-    """hipDNN's last frontend check: every override uid is in the variant pack.
+def check_pack(
+    required: Iterable[tuple[int, TensorAttributes | None]], variant_pack: Mapping[Any, Any]
+) -> None:
+    """hipDNN's last frontend check: every override uid (with its tensor, a key too) is in the
+    variant pack.
 
     Raises:
         HipdnnError: ``INVALID_VALUE`` naming the first uid missing.
     """
-    for uid, tensor in variant.required:
+    for uid, tensor in required:
         if uid not in variant_pack and (tensor is None or tensor not in variant_pack):
             raise _fail(f"Override UID {uid} is not present in the variant pack.")
 
