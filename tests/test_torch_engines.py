@@ -143,7 +143,7 @@ def test_the_efficient_engine_takes_float32_inputs_as_torchs_kernel_does(
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     asked: list[Any] = []
-    monkeypatch.setattr(SdpaSupport, "_fused_reason", lambda self, p, io: asked.append(io))
+    monkeypatch.setattr(SdpaSupport, "_fused_reason", lambda self, p, io, *_: asked.append(io))
     g, _ = bwd_graph(hg.DataType.FLOAT)
     g.validate()
     assert TorchSdpaEngine("TORCH_SDPA_EFFICIENT_ENGINE", "efficient", 30).check(g).ok
