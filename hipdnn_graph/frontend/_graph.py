@@ -116,7 +116,22 @@ class Graph(FamilyMethods):
         return self.core_graph.get_compute_data_type()
 
     def set_preferred_engine_id_ext(self, engine: int | str | None = None) -> Graph:
-        """Rank this engine (an id, or a name) first whenever it applies; ``None`` clears it."""
+        """Rank this engine (an id, or a name) first whenever it applies; ``None`` or ``""``
+        clears it. As in hipDNN's binding, any name is taken and hashed to its id (an engine
+        that is not loaded is passed over when plans are ranked); the core
+        ``hipdnn_graph.Graph`` checks names against the registered engines instead.
+
+        Example:
+            >>> import hipdnn_graph.frontend as hipdnn
+            >>> from hipdnn_graph.backend import engine_id
+            >>> g = hipdnn.Graph().set_preferred_engine_id_ext("MIOPEN_ENGINE")
+            >>> g.get_preferred_engine_id_ext() == engine_id("MIOPEN_ENGINE")
+            True
+            >>> g.set_preferred_engine_id_ext("").get_preferred_engine_id_ext() is None
+            True
+        """
+        if isinstance(engine, str):
+            engine = engine_id(engine) if engine else None
         self.core_graph.set_preferred_engine_id_ext(engine)
         return self
 

@@ -6,8 +6,9 @@ too). Values, checked in hipDNN's order by :func:`~hipdnn_graph.frontend._memory
 - a NumPy array, a torch tensor or another ``__dlpack__`` producer goes to the engine as itself
   (zero-copy) when its dims, strides and data type are the declared ones; otherwise, as hipDNN
   uses only its address, the declared layout is read from its address, inside the memory it
-  owns (:func:`~hipdnn_graph.frontend._memory.view_in`; past that memory,
-  ``INVALID_VARIANT_PACK``);
+  owns (:func:`~hipdnn_graph.frontend._memory.view_in`), or for a bare ``__dlpack__`` producer
+  inside known memory its address lies in (a :class:`DeviceBuffer`); past that memory,
+  ``INVALID_VARIANT_PACK``;
 - an ``int`` or NumPy-integer address, a :class:`DeviceBuffer` or an object with ``data_ptr()``
   becomes a view of known memory (see :mod:`hipdnn_graph.frontend._memory`);
 - a ``float`` for a pass-by-value tensor is the number itself (an extension: hipDNN wants an
@@ -151,19 +152,24 @@ def _as_declared(value: Any, address: int, tensor: TensorAttributes, uid: int) -
     same = info.data_type == tensor.data_type and info.dims == dims
     if same and same_layout(tuple(dims), tuple(info.strides), tuple(strides)):
         return value
-    owner = value
-    if not (isinstance(value, np.ndarray) or _is_torch(value)):
-        owner = _imported(value, info.on_cpu, f"'{tensor.name}' (uid {uid})")
+    label = f"'{tensor.name}' (uid {uid})"
+    bare = not (isinstance(value, np.ndarray) or _is_torch(value))
+    owner = _imported(value, info.on_cpu, label) if bare else value
     if owner is None or len(strides) != len(dims):
         return value
-    view = view_in(
-        owner,
-        address,
-        tuple(dims),
-        tuple(strides),
-        tensor.data_type,
-        f"'{tensor.name}' (uid {uid})",
-    )
+    layout = (tuple(dims), tuple(strides), tensor.data_type)
+    try:
+        view = view_in(owner, address, *layout, label)
+    except HipdnnError as too_small:
+        if not bare:
+            raise
+        # a bare producer's capsule describes only what it exports; where its address lies
+        # in memory known here (a DeviceBuffer, a remembered array) that holds the layout,
+        # read it there, as hipDNN reads any value through its address alone
+        try:
+            return resolve_pointer(address, *layout, label)
+        except HipdnnError:
+            raise too_small from None
     return value if view is None else view
 
 

@@ -107,8 +107,8 @@ _In, _Out = BlockScaleDequantizeAttributes.InputNames, BlockScaleDequantizeAttri
 
 #: Where every slot and member of a block-scale dequantize node lives on each wire (hipDNN's
 #: 5-field ``BlockScaleDequantizeAttributes`` table, reconstructed; JSON uids in
-#: ``inputs``/``outputs``, ``block_size`` on the node object when not empty,
-#: ``is_negative_scale`` always written and optional on read).
+#: ``inputs``/``outputs``, ``block_size`` (``[]`` when empty) and ``is_negative_scale`` on the
+#: node object, always written and optional on read, as flatbuffers_sdk's JSON helper does).
 BLOCK_SCALE_DEQUANTIZE_SPEC = declare_spec(
     BlockScaleDequantizeNode,
     table="BlockScaleDequantizeAttributes",
@@ -128,7 +128,7 @@ BLOCK_SCALE_DEQUANTIZE_SPEC = declare_spec(
             Kind.I32_VEC,
             3,
             (_A.OPERATION_BLOCK_SCALE_DEQUANTIZE_BLOCK_SIZE, T.INT32),
-            json_presence="when_set",
+            json_presence="read_optional",
         ),
         ScalarSpec(
             "is_negative_scale",
