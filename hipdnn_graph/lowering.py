@@ -24,6 +24,7 @@ from .descriptors.enums import AttributeType as T
 from .descriptors.enums import DescriptorType
 from .descriptors.node_spec import node_specs
 from .errors import HipdnnError
+from .nodes.custom_family import lift_custom_op
 from .tensor import TensorAttributes
 from .types import ErrorCode
 from .wire import signed64, unsigned64
@@ -68,8 +69,10 @@ def lift_graph(desc: BackendDescriptor) -> Graph:
     """Rebuild a :class:`Graph` from a finalized OPERATIONGRAPH descriptor.
 
     Raises:
-        HipdnnError: ``INVALID_VALUE`` for another descriptor type, ``GRAPH_NOT_SUPPORTED`` for
-            an operation this frontend has no node for.
+        HipdnnError: ``INVALID_VALUE`` for another descriptor type (or a custom op of a
+            registered family whose payload is not its family's: such a custom op becomes that
+            family's node), ``GRAPH_NOT_SUPPORTED`` for an operation this frontend has no node
+            for.
     """
     from .graph import Graph
 
@@ -100,7 +103,7 @@ def lift_graph(desc: BackendDescriptor) -> Graph:
                 f"No frontend node for {op.descriptor_type.name} descriptors",
             )
         node = spec.make_node(spec.attributes_cls(), attrs)
-        nodes.append(node.unpack_from_descriptor(op, tensor_map))
+        nodes.append(lift_custom_op(node.unpack_from_descriptor(op, tensor_map)))
     # tensors by uid: descriptors carry no declaration order
     tensors = [tensor_map[uid] for uid in sorted(tensor_map)]
     graph = Graph.from_parts(attrs, tensors, nodes, preferred_engine_id=preferred)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .attributes.graph_attributes import GraphAttributes
 from .descriptors.wire_model import WireGraph, check_wire_graph
+from .nodes.custom_family import lift_custom_op
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -70,7 +71,7 @@ def graph_to_wire(graph: Graph) -> WireGraph:
         io_data_type=attrs.io_data_type,
         preferred_engine_id=None if preferred is None else signed64(preferred),
         tensors=tensors,
-        nodes=[(node.spec, node.attributes) for node in graph.nodes],
+        nodes=[node.wire_form() for node in graph.nodes],
         metadata=graph.wire_metadata,
     )
     check_wire_graph(wire)
@@ -78,7 +79,13 @@ def graph_to_wire(graph: Graph) -> WireGraph:
 
 
 def graph_from_wire(wire: WireGraph) -> Graph:
-    """The graph a decoded :class:`~hipdnn_graph.descriptors.wire_model.WireGraph` describes."""
+    """The graph a decoded :class:`~hipdnn_graph.descriptors.wire_model.WireGraph` describes
+    (a custom op of a registered family that is not hipDNN's becomes that family's node:
+    :func:`~hipdnn_graph.nodes.custom_family.lift_custom_op`).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for such a custom op whose payload is not its family's.
+    """
     from .graph import Graph
 
     attributes = GraphAttributes(
@@ -87,7 +94,7 @@ def graph_from_wire(wire: WireGraph) -> Graph:
         intermediate_data_type=wire.intermediate_data_type,
         io_data_type=wire.io_data_type,
     )
-    nodes: list[Any] = [spec.make_node(a, attributes) for spec, a in wire.nodes]
+    nodes: list[Any] = [lift_custom_op(spec.make_node(a, attributes)) for spec, a in wire.nodes]
     preferred = wire.preferred_engine_id
     return Graph.from_parts(
         attributes,

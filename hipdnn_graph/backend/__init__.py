@@ -16,6 +16,7 @@ from .contract import (
     node_type_refusal,
 )
 from .dropout import IntSource, PhiloxDropout
+from .family_table import FamilyRecord, FamilyTable
 from .layout import in_layout, same_layout
 from .progress import compiling
 from .registry import (
@@ -43,6 +44,8 @@ __all__ = [
     "BackendInfo",
     "Engine",
     "ExecutionPlan",
+    "FamilyRecord",
+    "FamilyTable",
     "IntSource",
     "Launcher",
     "PhiloxDropout",

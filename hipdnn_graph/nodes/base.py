@@ -41,6 +41,10 @@ class Node(Generic[A]):
     #: whether any input slot may hold a compile-time constant (pointwise operands, custom ops);
     #: otherwise only the spec's pass-by-value slots take one
     constants_anywhere: ClassVar[bool] = False
+    #: the ``custom_op_id`` of a family that is not hipDNN's (a
+    #: :class:`~hipdnn_graph.nodes.custom_family.CustomFamilyNode`, carried as a custom op), by
+    #: which engines find its record; ``""`` for hipDNN's families
+    family_id: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -236,7 +240,13 @@ class Node(Generic[A]):
 
         Tensor descriptors are created once per uid in ``tensor_descs`` and shared by uid.
         """
-        return pack_node(self.attributes, self.spec, tensor_descs, operations)
+        spec, attributes = self.wire_form()
+        return pack_node(attributes, spec, tensor_descs, operations)
+
+    def wire_form(self) -> tuple[NodeSpec, NodeAttributes]:
+        """The spec and attributes hipDNN's wire carries for this node: its own (a family that
+        is not hipDNN's travels as a custom op instead)."""
+        return self.spec, self.attributes
 
     def unpack_from_descriptor(
         self, op_desc: BackendDescriptor, tensor_map: MutableMapping[int, TensorAttributes]
