@@ -32,11 +32,19 @@ from hipdnn_graph.nodes.custom_family import (
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-sys.path.insert(0, str(EXAMPLES))
+sys.path.append(str(EXAMPLES))  # last: its scripts shadow no module
 
-from clamp_family import numpy_family, torch_family  # noqa: E402
-from clamp_family.attributes import ClampAttributes  # noqa: E402
-from clamp_family.node import CLAMP_RECIPE, CLAMP_SPEC, ClampNode, clamp  # noqa: E402
+# the family is imported by name from examples/ (not an installed distribution)
+numpy_family = importlib.import_module("clamp_family.numpy_family")
+torch_family = importlib.import_module("clamp_family.torch_family")
+ClampAttributes = importlib.import_module("clamp_family.attributes").ClampAttributes
+_node = importlib.import_module("clamp_family.node")
+CLAMP_RECIPE, CLAMP_SPEC, ClampNode, clamp = (
+    _node.CLAMP_RECIPE,
+    _node.CLAMP_SPEC,
+    _node.ClampNode,
+    _node.clamp,
+)
 from test_layering import private_imports  # noqa: E402
 
 #: the family's files, as the walkthrough names them
@@ -52,6 +60,7 @@ MODULES = [f"clamp_family.{Path(p).stem}" for p in FAMILY_FILES[:4]]
 F = hg.DataType.FLOAT
 
 
+# --8<-- [start:graph]
 def _graph(io: hg.DataType = F, **bounds: Any) -> tuple[hg.Graph, hg.TensorAttributes, Any]:
     """x -> exp -> clamp -> neg -> z."""
     g = hg.Graph(name="walk", io_data_type=io, intermediate_data_type=F, compute_data_type=F)
@@ -67,6 +76,9 @@ def _expected(x: np.ndarray[Any, Any], lower: float = 0.5, upper: float = 2.0) -
     return -np.clip(np.exp(x.astype(np.float64)), lower, upper)
 
 
+# --8<-- [end:graph]
+
+
 @pytest.mark.parametrize("name", MODULES)
 def test_the_examples_docstrings_run(name: str) -> None:
     module = importlib.import_module(name)
@@ -78,8 +90,9 @@ def test_the_examples_docstrings_run(name: str) -> None:
     assert results.attempted > 0 and results.failed == 0, "".join(report)
 
 
+# --8<-- [start:build]
 def test_the_builder_names_and_infers_as_hipdnn_does() -> None:
-    g, x, z = _graph()
+    g, _, _ = _graph()
     g.validate()
     node = g.nodes[1]
     assert isinstance(node, ClampNode)
@@ -97,6 +110,9 @@ def test_the_builder_names_and_infers_as_hipdnn_does() -> None:
     t = unnamed.tensor(dim=[2])
     assert clamp(unnamed, t, upper=1).get_name() == "Clamp_0::Y"
     assert t.get_name() == "Clamp_0::X"
+
+
+# --8<-- [end:build]
 
 
 def test_the_builder_copies_the_callers_attributes() -> None:
@@ -179,6 +195,7 @@ def test_validation_runs_the_rules_in_order(make: Any, code: hg.ErrorCode, messa
     assert (err.value.code, err.value.message) == (code, message)
 
 
+# --8<-- [start:run]
 def test_the_numpy_reference_runs_the_family() -> None:
     g, x, z = _graph(lower=None, upper=1.5)
     g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
@@ -209,6 +226,9 @@ def test_the_torch_engine_matches_the_reference() -> None:
     np.testing.assert_allclose(outs["NUMPY_REFERENCE_ENGINE"], _expected(xs), rtol=2e-3)
 
 
+# --8<-- [end:run]
+
+
 def test_the_torch_lowering_refuses_what_it_does_not_run() -> None:
     g = hg.Graph(io_data_type=hg.DataType.INT32, compute_data_type=F)
     clamp(g, g.tensor(name="x", dim=[3]), lower=0, name="c").set_output(True)
@@ -218,6 +238,7 @@ def test_the_torch_lowering_refuses_what_it_does_not_run() -> None:
     )
 
 
+# --8<-- [start:wire]
 def test_hipdnns_wire_carries_the_family_as_a_custom_op() -> None:
     g, _, _ = _graph()
     node = json.loads(g.to_json())["nodes"][1]
@@ -232,6 +253,9 @@ def test_hipdnns_wire_carries_the_family_as_a_custom_op() -> None:
     }
     assert data == b'{"inputs":["X"],"members":{"lower":0.5,"upper":2.0},"outputs":["Y"]}'
     assert len(node_specs()) == 23  # the family is not one of the wire's
+
+
+# --8<-- [end:wire]
 
 
 @pytest.mark.parametrize("form", ["bytes", "json", "descriptor"])
