@@ -440,6 +440,46 @@ def test_the_spec_refuses_a_slot_the_family_lacks() -> None:
     ]
 
 
+class _ScaleAttributes(NodeAttributes):
+    """A family with a pass-by-value slot: Y = X * S."""
+
+    class InputNames(IntEnum):
+        X = 0
+        S = 1
+
+    class OutputNames(IntEnum):
+        Y = 0
+
+
+class _ScaleNode(CustomFamilyNode[Any]):
+    family_id = "test.scale"
+
+
+_ScaleNode.spec = custom_family_spec(
+    "ScaleNode", _ScaleAttributes, _ScaleNode, pass_by_value=("S",)
+)
+
+
+def test_a_registered_familys_scalar_slots_take_numbers() -> None:
+    a = _ScaleAttributes()
+    with pytest.raises(hg.HipdnnError) as err:  # before registration: no slot takes a number
+        a._set_input(a.InputNames.S, 0.5)
+    assert err.value.message == (
+        "Slot S expects a TensorAttributes, got float (this node has no scalar slot that takes "
+        "a number)"
+    )
+    register_custom_family(_ScaleNode)
+    a._set_input(a.InputNames.S, 0.5)
+    scale = a.inputs[a.InputNames.S]
+    assert (scale.get_value(), scale.get_is_pass_by_value()) == (0.5, True)
+    with pytest.raises(hg.HipdnnError) as err:
+        a._set_input(a.InputNames.X, 0.5)
+    assert err.value.message == (
+        "Slot X expects a TensorAttributes, got float (numbers go to the scalar slots only: S)"
+    )
+    assert len(node_specs()) == 23
+
+
 def test_lifting_leaves_every_other_node_alone() -> None:
     g, _, _ = _graph()
     assert all(lift_custom_op(n) is n for n in g.nodes)

@@ -54,7 +54,7 @@ from ..attributes.base import NodeAttributes
 from ..attributes.custom_op import CustomOpAttributes
 from ..attributes.graph_attributes import GraphAttributes
 from ..descriptors.backend_descriptor import BackendDescriptor
-from ..descriptors.node_spec import NodeSpec, SlotSpec
+from ..descriptors.node_spec import NodeSpec, SlotSpec, register_off_wire_spec
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import ErrorCode, NodeType
@@ -253,8 +253,9 @@ def custom_family_spec(
 
 def register_custom_family(node_cls: type[CustomFamilyNode[Any]]) -> type[CustomFamilyNode[Any]]:
     """Make a family that is not hipDNN's known by its ``family_id``: a custom op of that id
-    read from bytes, JSON or descriptors becomes the family's node, and engines may register
-    records for it. Registering the same class again does nothing.
+    read from bytes, JSON or descriptors becomes the family's node, engines may register
+    records for it, and its pass-by-value slots take numbers (as hipDNN's families' do).
+    Registering the same class again does nothing.
 
     Raises:
         HipdnnError: ``INVALID_VALUE`` for a class without a ``family_id`` of the form
@@ -280,6 +281,7 @@ def register_custom_family(node_cls: type[CustomFamilyNode[Any]]) -> type[Custom
             f"custom family {family_id!r} is already registered by "
             f"{held.__module__}.{held.__qualname__}",
         )
+    register_off_wire_spec(spec)  # its pass-by-value slots take numbers, as hipDNN's do
     return node_cls
 
 
