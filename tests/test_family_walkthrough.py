@@ -542,3 +542,25 @@ print(out)
     assert done.stdout.strip() == str(
         {"NUMPY_REFERENCE_ENGINE": expected, "TORCH_EAGER_ENGINE": expected}
     )
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("engine", ["TORCH_EAGER_ENGINE", "TORCH_FUSION_ENGINE"])
+def test_the_torch_engines_run_the_family_on_the_gpu(engine: str) -> None:
+    """On a CUDA or ROCm device, node by node and fused by Inductor, in bfloat16: the result is
+    the NumPy reference's on the same inputs (exp, clamp and neg each round to bfloat16)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA or ROCm device")
+    xs = torch.randn(2, 3, 4, dtype=torch.bfloat16)
+    ref, rx, rz = _graph(io=hg.DataType.BFLOAT16)
+    ref.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE").build()
+    expected = torch.empty(2, 3, 4, dtype=torch.bfloat16)
+    ref.execute({rx: xs, rz: expected})
+    g, x, z = _graph(io=hg.DataType.BFLOAT16)
+    g.set_preferred_engine_id_ext(engine).build()
+    assert g.get_plan_name() == engine
+    out = torch.full((2, 3, 4), float("nan"), dtype=torch.bfloat16, device="cuda")
+    g.execute({x: xs.cuda(), z: out})
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out.cpu(), expected, rtol=1e-2, atol=1e-2)
