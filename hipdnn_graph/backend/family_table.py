@@ -114,7 +114,7 @@ class FamilyTable(Generic[R]):
 
     def find(self, node: Any) -> R | None:
         """The record that runs ``node``, or ``None``."""
-        family_id = type(node).family_id
+        family_id = getattr(type(node), "family_id", "")
         if family_id:
             return self.by_id.get(family_id)
         return self.by_type.get(node.get_node_type())
@@ -122,7 +122,7 @@ class FamilyTable(Generic[R]):
     def missing(self, node: Any) -> str:
         """Why no record runs ``node``: ``<engine> rule for <TYPE> not found``, or, for a
         family that is not hipDNN's, ``<engine> rule for custom family '<id>' not found``."""
-        family_id = type(node).family_id
+        family_id = getattr(type(node), "family_id", "")
         what = f"custom family {family_id!r}" if family_id else node.get_node_type().name
         return f"{self.engine} rule for {what} not found"
 
