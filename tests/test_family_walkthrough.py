@@ -79,6 +79,24 @@ def _expected(x: np.ndarray[Any, Any], lower: float = 0.5, upper: float = 2.0) -
 # --8<-- [end:graph]
 
 
+def test_using_the_family() -> None:
+    pytest.importorskip("torch")
+    # --8<-- [start:use]
+    import clamp_family.numpy_family  # the NumPy reference runs clamp nodes
+    import clamp_family.torch_family  # so do the torch engines
+    from clamp_family.node import clamp
+
+    f = hg.DataType.FLOAT
+    g = hg.Graph(io_data_type=f, intermediate_data_type=f, compute_data_type=f)
+    x = g.tensor(name="x", dim=[2, 3])
+    y = clamp(g, g.pointwise(x, mode=hg.PointwiseMode.EXP), lower=0.5, upper=2.0, name="clip")
+    y.set_output(True)
+    g.build()  # validated, lowered to descriptors, a plan chosen among the engines that run it
+    assert g.get_plan_name() in ("TORCH_EAGER_ENGINE", "TORCH_FUSION_ENGINE")
+    # --8<-- [end:use]
+    assert clamp_family.numpy_family.FAMILIES and clamp_family.torch_family.FAMILIES
+
+
 @pytest.mark.parametrize("name", MODULES)
 def test_the_examples_docstrings_run(name: str) -> None:
     module = importlib.import_module(name)
