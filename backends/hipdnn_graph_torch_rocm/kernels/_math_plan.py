@@ -6,10 +6,12 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from ._math_philox import Scalar, keep_words, philox_keep
+from .call import SdpaCall, SdpaInputs
 
 Tensor = torch.Tensor
 
@@ -114,16 +116,23 @@ class _Philox:
     keep_words: int
 
 
-def _philox(
-    dropout_p: float | None, seed: Scalar | None, offset: Scalar | None, has_mask: bool
-) -> _Philox | None:
-    if not dropout_p:
+def _given(value: Any, fixed: Any, default: Any = None) -> Any:
+    """A per-call value, else the call's, else ``default``."""
+    if value is not None:
+        return value
+    return fixed if fixed is not None else default
+
+
+def _philox(call: SdpaCall, inputs: SdpaInputs, has_mask: bool) -> _Philox | None:
+    if not call.dropout_p:
         return None
     if has_mask:
         raise ValueError("sdpa math: give dropout_mask or dropout_p (philox), not both")
+    seed = _given(inputs.get("dropout_seed"), call.dropout_seed)
+    offset = _given(inputs.get("dropout_offset"), call.dropout_offset)
     if seed is None or offset is None:
         raise ValueError("sdpa math: philox dropout (dropout_p) needs dropout_seed and offset")
-    return _Philox(seed, offset, keep_words(float(dropout_p)))
+    return _Philox(seed, offset, keep_words(float(call.dropout_p)))
 
 
 @dataclass
@@ -155,24 +164,15 @@ def _plan(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    *,
-    scale: float,
-    bias: Tensor | None,
-    alibi: bool,
-    bottom_right: bool,
-    left_bound: int | None,
-    right_bound: int | None,
-    seq_len_q: Tensor | None,
-    seq_len_kv: Tensor | None,
-    dropout_mask: Tensor | None,
-    dropout_scale: float,
+    call: SdpaCall,
     compute_dtype: torch.dtype,
     block_q: int | None,
     matmul_dtype: torch.dtype | None,
-    dropout_p: float | None = None,
-    dropout_seed: Scalar | None = None,
-    dropout_offset: Scalar | None = None,
+    inputs: SdpaInputs,
 ) -> _Plan:
+    bias = inputs.get("bias")
+    dropout_mask = inputs.get("dropout_mask")
+    bottom_right = call.bottom_right
     g = _geometry(q, k, v)
     if compute_dtype not in (torch.float32, torch.float64):
         raise ValueError(
@@ -199,8 +199,8 @@ def _plan(
                 f"with Sq={g.sq}, Skv={g.skv}"
             )
         mask4 = dropout_mask
-    len_q, lq = _lengths(seq_len_q, g.b, g.sq, "seq_len_q", q.device)
-    len_kv, lkv = _lengths(seq_len_kv, g.b, g.skv, "seq_len_kv", q.device)
+    len_q, lq = _lengths(inputs.get("seq_len_q"), g.b, g.sq, "seq_len_q", q.device)
+    len_kv, lkv = _lengths(inputs.get("seq_len_kv"), g.b, g.skv, "seq_len_kv", q.device)
     offset: int | Tensor = 0
     off_min = off_max = 0
     if bottom_right:
@@ -226,18 +226,18 @@ def _plan(
             raise ValueError(f"sdpa math: block_q must be >= 1, got {block_q}")
     block = min(block, max(1, g.sq))
     slopes = None
-    if alibi:
+    if call.alibi:
         slopes = alibi_slopes(g.h, device=q.device, dtype=compute_dtype).view(1, g.h, 1, 1)
     return _Plan(
         g=g,
-        scale=float(scale),
+        scale=float(call.scale_or(inputs.get("scale"))),
         cdt=compute_dtype,
         mmdt=mmdt,
         lowp=lowp,
         bias4=bias4,
         slopes=slopes,
-        left=left_bound,
-        right=right_bound,
+        left=call.left_bound,
+        right=call.right_bound,
         offset=offset,
         off_min=off_min,
         off_max=off_max,
@@ -246,8 +246,8 @@ def _plan(
         q_limit=q_limit,
         kv_limit=kv_limit,
         mask4=mask4,
-        philox=_philox(dropout_p, dropout_seed, dropout_offset, mask4 is not None),
-        dropout_scale=float(dropout_scale),
+        philox=_philox(call, inputs, mask4 is not None),
+        dropout_scale=float(_given(inputs.get("dropout_scale"), call.dropout_scale, 1.0)),
         block=block,
         q_device=q.device,
     )
