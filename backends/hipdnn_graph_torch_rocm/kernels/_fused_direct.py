@@ -67,7 +67,7 @@ def direct(
         op is FusedOp.CUDNN
         and empty_rows is None
         and p.bias_shape is None
-        and not (w.dbias_shape or w.alibi or p.padding or p.dropout_mask)
+        and not (p.dbias or w.alibi or p.padding or p.dropout_mask)
         and (p.hk == p.h == p.hv or (c.gqa_native and p.hk == p.hv))
     )
     if not plain or w.scale is None:  # a scale given per call: the generic call reads it

@@ -120,7 +120,8 @@ class FusedSdpaCase:
 
     @property
     def dbias(self) -> bool:
-        return self.call.dbias_shape is not None
+        """A backward that computes dBias (a forward ignores the call's dBias shape)."""
+        return not self.forward and self.call.dbias_shape is not None
 
     @property
     def needed_alignment(self) -> str | None:
