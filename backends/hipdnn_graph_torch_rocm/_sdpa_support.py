@@ -160,10 +160,11 @@ class SdpaSupport:
         import torch
 
         from .kernels import fused
-        from .kernels.call import SdpaCall
+        from .kernels.call import SdpaCall, problem_dims
 
         fp = fused.FusedSdpaCase(
-            *_dims(p), torch_dtype(io), f"cuda:{torch.cuda.current_device()}", SdpaCall.of(p),
+            *problem_dims(p), torch_dtype(io), f"cuda:{torch.cuda.current_device()}",
+            SdpaCall.of(p),
             bias_shape=tuple(p.tensors["Bias"].dim) if p.has("Bias") else None,
             padding=p.padding, dropout_mask=p.has("Dropout_mask"), forward=not p.backward,
         )  # fmt: skip
@@ -198,20 +199,14 @@ def flex_device() -> str:
     return f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
 
 
-def _dims(p: SdpaProblem) -> tuple[int, int, int, int, int, int, int, int]:
-    """``(B, H, Hk, Hv, Sq, Skv, D, Dv)``, as the kernels' records take them."""
-    return (p.batch, p.heads, p.heads_k, p.heads_v, p.seq_q, p.seq_kv, p.head_dim,
-            p.head_dim_v)  # fmt: skip
-
-
 def flex_spec(p: SdpaProblem, io: hg.DataType, call: Any = None) -> Any:
     """The :class:`~.kernels.flex.FlexSpec` of a node (on the current device); ``call``: the
     node's :class:`~.kernels.call.SdpaCall` where the caller has built it already."""
     from .kernels import flex
-    from .kernels.call import SdpaCall
+    from .kernels.call import SdpaCall, problem_dims
 
     return flex.FlexSpec(
-        *_dims(p), torch_dtype(io), flex_device(), not p.backward,
+        *problem_dims(p), torch_dtype(io), flex_device(), not p.backward,
         call if call is not None else SdpaCall.of(p),
         bias_shape=tuple(p.tensors["Bias"].dim) if p.has("Bias") else None,
         bias_dtype=torch_dtype(p.tensors["Bias"].data_type) if p.has("Bias") else None,

@@ -21,7 +21,7 @@ import torch
 
 from . import _flex_mods as mods
 from ._flex_env import CPU_ENV, cpu_allowed
-from .call import PLAIN, SdpaCall
+from .call import PLAIN, SdpaCall, SdpaDims
 
 __all__ = [
     "FlexSpec",
@@ -51,19 +51,11 @@ def flex_available() -> bool:
 
 
 @dataclass(frozen=True)
-class FlexSpec:
-    """Everything about one SDPA node that its compiled kernel depends on: shapes, types and
-    device, its :class:`~.call.SdpaCall` (a scale of None there: given per call), and which
-    optional tensors it passes."""
+class FlexSpec(SdpaDims):
+    """Everything about one SDPA node that its compiled kernel depends on: sizes
+    (:class:`~.call.SdpaDims`), types and device, its :class:`~.call.SdpaCall` (a scale of None
+    there: given per call), and which optional tensors it passes."""
 
-    b: int
-    h: int
-    hk: int
-    hv: int
-    sq: int
-    skv: int
-    d: int
-    dv: int
     dtype: torch.dtype
     device: str
     forward: bool

@@ -15,7 +15,7 @@ from typing import Unpack
 
 import torch
 
-from .call import PLAIN, SdpaCall, SdpaInputs
+from .call import PLAIN, SdpaCall, SdpaDims, SdpaInputs, tensor_dims
 
 __all__ = [
     "DTYPES",
@@ -75,18 +75,11 @@ def dtype_reason(op: FusedOp, dtype: torch.dtype) -> str | None:
 
 
 @dataclass(frozen=True)
-class FusedSdpaCase:
-    """One SDPA call as the fused ops' rules judge it: its shapes, dtype and device, its
-    :class:`~.call.SdpaCall`, which optional tensors it passes, and its direction."""
+class FusedSdpaCase(SdpaDims):
+    """One SDPA call as the fused ops' rules judge it: its sizes (:class:`~.call.SdpaDims`),
+    dtype and device, its :class:`~.call.SdpaCall`, which optional tensors it passes, and its
+    direction."""
 
-    b: int
-    h: int
-    hk: int
-    hv: int
-    sq: int
-    skv: int
-    d: int
-    dv: int
     dtype: torch.dtype
     device: str
     call: SdpaCall = PLAIN
@@ -107,11 +100,9 @@ class FusedSdpaCase:
         **inputs: Unpack[SdpaInputs],
     ) -> FusedSdpaCase:
         """The case of a call on these tensors (``inputs``: those the call passes)."""
-        b, h, sq, d = (int(x) for x in q.shape)
         bias = inputs.get("bias")
         return cls(
-            b, h, int(k.shape[1]), int(v.shape[1]), sq, int(k.shape[2]), d, int(v.shape[3]),
-            q.dtype, str(q.device), call,
+            *tensor_dims(q, k, v), q.dtype, str(q.device), call,
             bias_shape=None if bias is None else tuple(int(x) for x in bias.shape),
             padding=inputs.get("seq_len_q") is not None or inputs.get("seq_len_kv") is not None,
             dropout_mask=inputs.get("dropout_mask") is not None,

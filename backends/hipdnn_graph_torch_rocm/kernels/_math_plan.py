@@ -6,12 +6,11 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from ._math_philox import Scalar, keep_words, philox_keep
-from .call import SdpaCall, SdpaInputs
+from .call import OPEN_SCALE, SdpaCall, SdpaDims, SdpaInputs
 
 Tensor = torch.Tensor
 
@@ -47,19 +46,7 @@ def lowp_matmul_supported(device: torch.device | str, dtype: torch.dtype) -> boo
     return _lowp_supported(torch.device(device).type, dtype)
 
 
-@dataclass(frozen=True)
-class _Geom:
-    b: int
-    h: int
-    hk: int
-    hv: int
-    sq: int
-    skv: int
-    d: int
-    dv: int
-
-
-def _geometry(q: Tensor, k: Tensor, v: Tensor) -> _Geom:
+def _geometry(q: Tensor, k: Tensor, v: Tensor) -> SdpaDims:
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 4:
             raise ValueError(f"sdpa math: {name} must be rank-4, got shape {tuple(t.shape)}")
@@ -76,7 +63,7 @@ def _geometry(q: Tensor, k: Tensor, v: Tensor) -> _Geom:
         raise ValueError(f"sdpa math: seq_kv mismatch between k ({skv}) and v ({skv_v})")
     if hk <= 0 or hv <= 0 or h % hk or h % hv:
         raise ValueError(f"sdpa math: num_heads {h} must be divisible by Hk={hk} and Hv={hv}")
-    return _Geom(b, h, hk, hv, sq, skv, d, dv)
+    return SdpaDims(b, h, hk, hv, sq, skv, d, dv)
 
 
 def _to4(shape: tuple[int, ...], what: str) -> tuple[int, int, int, int]:
@@ -116,20 +103,14 @@ class _Philox:
     keep_words: int
 
 
-def _given(value: Any, fixed: Any, default: Any = None) -> Any:
-    """A per-call value, else the call's, else ``default``."""
-    if value is not None:
-        return value
-    return fixed if fixed is not None else default
-
-
 def _philox(call: SdpaCall, inputs: SdpaInputs, has_mask: bool) -> _Philox | None:
     if not call.dropout_p:
         return None
     if has_mask:
         raise ValueError("sdpa math: give dropout_mask or dropout_p (philox), not both")
-    seed = _given(inputs.get("dropout_seed"), call.dropout_seed)
-    offset = _given(inputs.get("dropout_offset"), call.dropout_offset)
+    seed, offset = inputs.get("dropout_seed"), inputs.get("dropout_offset")
+    seed = call.dropout_seed if seed is None else seed  # a per-call value, else the call's
+    offset = call.dropout_offset if offset is None else offset
     if seed is None or offset is None:
         raise ValueError("sdpa math: philox dropout (dropout_p) needs dropout_seed and offset")
     return _Philox(seed, offset, keep_words(float(call.dropout_p)))
@@ -137,7 +118,7 @@ def _philox(call: SdpaCall, inputs: SdpaInputs, has_mask: bool) -> _Philox | Non
 
 @dataclass
 class _Plan:
-    g: _Geom
+    g: SdpaDims
     scale: float
     cdt: torch.dtype
     mmdt: torch.dtype  # dtype of matmul operands (cdt in exact mode)
@@ -173,6 +154,14 @@ def _plan(
     bias = inputs.get("bias")
     dropout_mask = inputs.get("dropout_mask")
     bottom_right = call.bottom_right
+    scale = inputs.get("scale")  # a per-call value (a runtime scalar), else the call's
+    if scale is None:
+        scale = call.scale
+        if scale is None:
+            raise ValueError(OPEN_SCALE)
+    dropout_scale = inputs.get("dropout_scale")
+    if dropout_scale is None:
+        dropout_scale = 1.0 if call.dropout_scale is None else call.dropout_scale
     g = _geometry(q, k, v)
     if compute_dtype not in (torch.float32, torch.float64):
         raise ValueError(
@@ -230,7 +219,7 @@ def _plan(
         slopes = alibi_slopes(g.h, device=q.device, dtype=compute_dtype).view(1, g.h, 1, 1)
     return _Plan(
         g=g,
-        scale=float(call.scale_or(inputs.get("scale"))),
+        scale=float(scale),
         cdt=compute_dtype,
         mmdt=mmdt,
         lowp=lowp,
@@ -247,7 +236,7 @@ def _plan(
         kv_limit=kv_limit,
         mask4=mask4,
         philox=_philox(call, inputs, mask4 is not None),
-        dropout_scale=float(_given(inputs.get("dropout_scale"), call.dropout_scale, 1.0)),
+        dropout_scale=float(dropout_scale),
         block=block,
         q_device=q.device,
     )

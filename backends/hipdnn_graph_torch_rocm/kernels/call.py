@@ -27,9 +27,57 @@ import torch
 if TYPE_CHECKING:
     from hipdnn_graph.backend import SdpaProblem
 
-__all__ = ["PLAIN", "SdpaCall", "SdpaInputs"]
+__all__ = [
+    "OPEN_SCALE",
+    "PLAIN",
+    "SdpaCall",
+    "SdpaDims",
+    "SdpaInputs",
+    "problem_dims",
+    "tensor_dims",
+]
 
 Tensor = torch.Tensor
+#: why a kernel call fails that has no scale (the call leaves it open and none is given)
+OPEN_SCALE = "sdpa: the call leaves the scale open and none was given"
+#: ``(B, H, Hk, Hv, Sq, Skv, D, Dv)``, the fields of :class:`SdpaDims` in order
+Dims = tuple[int, int, int, int, int, int, int, int]
+
+
+@dataclass(frozen=True)
+class SdpaDims:
+    """The sizes of one SDPA call: Q ``[B,H,Sq,D]``, K ``[B,Hk,Skv,D]``, V ``[B,Hv,Skv,Dv]``.
+
+    The first fields of every kernel record that depends on them (the fused ops' case, the
+    flex spec), declared once here."""
+
+    b: int
+    h: int
+    hk: int
+    hv: int
+    sq: int
+    skv: int
+    d: int
+    dv: int
+
+
+def tensor_dims(q: Tensor, k: Tensor, v: Tensor) -> Dims:
+    """The :class:`SdpaDims` fields of rank-4 Q, K and V (not checked against each other).
+
+    Example:
+        >>> q, kv = torch.zeros(2, 8, 16, 64), torch.zeros(2, 2, 32, 64)
+        >>> tensor_dims(q, kv, kv)
+        (2, 8, 2, 2, 16, 32, 64, 64)
+    """
+    b, h, sq, d = (int(x) for x in q.shape)
+    return b, h, int(k.shape[1]), int(v.shape[1]), sq, int(k.shape[2]), d, int(v.shape[3])
+
+
+def problem_dims(p: SdpaProblem) -> Dims:
+    """The :class:`SdpaDims` fields of a node's public
+    :class:`~hipdnn_graph.backend.SdpaProblem`."""
+    return (p.batch, p.heads, p.heads_k, p.heads_v, p.seq_q, p.seq_kv, p.head_dim,
+            p.head_dim_v)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -120,7 +168,7 @@ class SdpaCall:
         if given is not None:
             return given
         if self.scale is None:
-            raise ValueError("sdpa: the call leaves the scale open and none was given")
+            raise ValueError(OPEN_SCALE)
         return self.scale
 
 

@@ -47,7 +47,7 @@ from ._fused_rules import (
     measured_reason,
     static_reason,
 )
-from .call import PLAIN, SdpaCall, SdpaInputs
+from .call import OPEN_SCALE, PLAIN, SdpaCall, SdpaInputs
 
 __all__ = [
     "FusedOp",
@@ -236,7 +236,11 @@ def forward(
     """
     p, c, er = _guard(op, check, q, k, v, call, inputs, True, memo)
     run = _fused_ops.FORWARD[op]
-    scale = call.scale_or(inputs.get("scale"))
+    scale = inputs.get("scale")
+    if scale is None:  # not a runtime scale: the call's (inline: the hot path counts calls)
+        scale = call.scale
+        if scale is None:
+            raise ValueError(OPEN_SCALE)
     bias, lq, lkv = inputs.get("bias"), inputs.get("seq_len_q"), inputs.get("seq_len_kv")
     if not call.dropout_p:
         return clear_empty_rows(er, *run(p, c, q, k, v, scale, bias, lq, lkv))
@@ -286,9 +290,14 @@ def backward(
     philox_rng = None
     if call.dropout_p:
         philox_rng = backward_rng(op, q.device, *_philox_values(call, inputs))
+    scale = inputs.get("scale")
+    if scale is None:  # as in forward
+        scale = call.scale
+        if scale is None:
+            raise ValueError(OPEN_SCALE)
     dq, dk, dv, db = _fused_ops.BACKWARD[op](
-        p, c, q, k, v, o, do, stats, call.scale_or(inputs.get("scale")), inputs.get("bias"),
-        inputs.get("seq_len_q"), inputs.get("seq_len_kv"), philox_rng,
+        p, c, q, k, v, o, do, stats, scale, inputs.get("bias"), inputs.get("seq_len_q"),
+        inputs.get("seq_len_kv"), philox_rng,
     )  # fmt: skip
     if er is not None:
         dq = dq.masked_fill(er, 0.0)
