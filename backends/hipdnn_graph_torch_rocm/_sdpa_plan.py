@@ -41,7 +41,8 @@ class Step:
     #: (index in the kernel's result tuple, uid, is virtual, torch dtype, declared strides) of
     #: every output the node has
     outputs: tuple[tuple[int, int, bool, Any, tuple[int, ...]], ...]
-    #: keyword arguments known when the plan is built (flags, bounds, constant scales)
+    #: keyword arguments known when the plan is built: the node's ``call``
+    #: (:class:`~.kernels.call.SdpaCall`: scale, mask, dBias, dropout) and the kernel's options
     static: dict[str, Any] = field(default_factory=dict)
     #: (keyword, uid, conversion or None) of what is read from the variant pack: tensors, and
     #: scales given as runtime pass-by-value tensors

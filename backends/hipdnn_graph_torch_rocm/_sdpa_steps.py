@@ -1,7 +1,8 @@
 """How the torch SDPA engines build a plan: :class:`SdpaPlanning` (a mixin of
 :class:`~._engines.TorchSdpaEngine`) turns each node into a :class:`~._sdpa_plan.Step`: the
-kernel of the engine's family, its build-time keywords, and what is read from the variant pack
-per call (tensors, runtime scales, philox Seed and Offset).
+kernel of the engine's family, its build-time keywords (the node's
+:class:`~.kernels.call.SdpaCall`, built once here, and the kernel's own options), and what is
+read from the variant pack per call (tensors, runtime scales, philox Seed and Offset).
 
 Example:
     >>> _scale_or_one(0.0), _scale_or_one(2.0)
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import PhiloxDropout, ScalarSource, SdpaProblem
+from hipdnn_graph.backend import ScalarSource, SdpaProblem
 from hipdnn_graph.backend.dropout import read_int
 from hipdnn_graph.backend.dtypes import torch_dtype
 
@@ -66,24 +67,10 @@ class SdpaPlanning:
         return True
 
     def _step(self, p: SdpaProblem, torch: Any) -> Step:
-        w = p.window
-        static: dict[str, Any] = {
-            "alibi": p.alibi,
-            "bottom_right": w.bottom_right,
-            "left_bound": w.left_bound,
-            "right_bound": w.right_bound,
-        }
-        runtime: list[tuple[str, int, Callable[[Any], Any] | None]] = []
-        for key, source, convert in (
-            ("scale", p.scale, ScalarSource.read),
-            ("dropout_scale", p.dropout_scale, _scale_or_one),
-        ):
-            if source.uid is not None:
-                runtime.append((key, source.uid, convert))
-            else:
-                static[key] = source.value if key == "scale" else source.value or 1.0
-        if p.philox is not None:  # math draws the mask, a fused op has it drawn (no mask tensor)
-            _philox_arguments(p.philox, static, runtime)
+        from .kernels.call import SdpaCall
+
+        run, static = self._kernel(p, SdpaCall.of(p), torch)
+        runtime = _runtime_scalars(p)
         slots = [("bias", "Bias"), ("dropout_mask", "Dropout_mask")]
         if p.padding:
             slots += [("seq_len_q", "SEQ_LEN_Q"), ("seq_len_kv", "SEQ_LEN_KV")]
@@ -93,12 +80,9 @@ class SdpaPlanning:
         if p.backward:
             names = ("Q", "K", "V", "O", "dO", "Stats")
             out_slots = GRADS
-            if p.has("dBias"):
-                static["dbias_shape"] = tuple(p.tensors["dBias"].dim)
         else:
             names = ("Q", "K", "V")
             out_slots = ("O", "Stats")
-        run = self._kernel(p, static, torch)
         if self.op is not None:  # fused kernels read O and dO in Q's type (e.g. a FLOAT virtual O)
             io = p.tensors["Q"].data_type
             casts = {
@@ -130,46 +114,51 @@ class SdpaPlanning:
             run, tuple(p.uid(s) for s in names), outputs, static, tuple(runtime), destinations
         )
 
-    def _kernel(self, p: SdpaProblem, static: dict[str, Any], torch: Any) -> Callable[..., Any]:
+    def _kernel(
+        self, p: SdpaProblem, call: Any, torch: Any
+    ) -> tuple[Callable[..., Any], dict[str, Any]]:
+        """The kernel of this engine's family for the node, and its build-time keywords: the
+        node's ``call`` (a flex kernel is compiled for it: its spec holds it) and the kernel's
+        own options."""
+        io = p.tensors["Q"].data_type
         if self.op is None:
             from .kernels import math as kmath
 
             compute = torch_dtype(p.compute_data_type)
-            static["compute_dtype"] = compute
-            io = p.tensors["Q"].data_type
+            static: dict[str, Any] = {"call": call, "compute_dtype": compute}
             lowp = io in LOWP and compute == torch.float32
             if lowp:
                 static["matmul_dtype"] = torch_dtype(io)
             kernel: Callable[..., Any] = kmath.sdpa_backward if p.backward else kmath.sdpa_forward
             kernel = _math_on_device(kernel) if lowp else kernel
-            return _cpu_shortcut(p, kernel, compute) or kernel
+            return _cpu_shortcut(p, kernel, compute) or kernel, static
         if self.op == "flex":
             from .kernels import flex
 
-            io = p.tensors["Q"].data_type
-            k = flex.kernel(flex_spec(p, io), p.name)
-            return k.backward if p.backward else k.forward
+            k = flex.kernel(flex_spec(p, io, call), p.name)
+            return k.backward if p.backward else k.forward, {}
         from .kernels import fused
 
-        static["check"] = False
-        return fused.Kernel(fused.FusedOp(self.op), not p.backward)
+        return fused.Kernel(fused.FusedOp(self.op), not p.backward), {"call": call, "check": False}
 
 
-def _philox_arguments(
-    d: PhiloxDropout,
-    static: dict[str, Any],
-    runtime: list[tuple[str, int, Callable[[Any], Any] | None]],
-) -> None:
-    """The kernel's ``dropout_p``/``dropout_seed``/``dropout_offset``/``dropout_scale`` (math and
-    fused kernels alike): a constant Seed or Offset is static, the others are read per call (a
-    tensor stays a tensor, so a device seed is read where the kernel reads it)."""
-    static["dropout_p"] = d.probability
-    static["dropout_scale"] = d.scale
+def _runtime_scalars(p: SdpaProblem) -> list[tuple[str, int, Callable[[Any], Any] | None]]:
+    """(keyword, uid, conversion) of the scalars read from the variant pack per call: those the
+    node's call leaves open (:meth:`~.kernels.call.SdpaCall.of`): a runtime scale or dropout
+    scale, and a philox Seed or Offset that is not constant (a tensor stays a tensor, so a
+    device seed is read where the kernel reads it)."""
+    runtime: list[tuple[str, int, Callable[[Any], Any] | None]] = []
+    if p.scale.uid is not None:
+        runtime.append(("scale", p.scale.uid, ScalarSource.read))
+    d = p.philox
+    if d is None:
+        if p.dropout_scale.uid is not None:
+            runtime.append(("dropout_scale", p.dropout_scale.uid, _scale_or_one))
+        return runtime
     for key, source in (("dropout_seed", d.seed), ("dropout_offset", d.offset)):
-        if source.uid is None:
-            static[key] = source.value
-        else:
+        if source.uid is not None:
             runtime.append((key, source.uid, functools.partial(_philox_scalar, source.label)))
+    return runtime
 
 
 def _philox_scalar(label: str, value: Any) -> Any:

@@ -162,15 +162,12 @@ class SdpaSupport:
         import torch
 
         from .kernels import fused
+        from .kernels.call import SdpaCall, problem_dims
 
-        fp = fused.SdpaProblem(
-            b=p.batch, h=p.heads, hk=p.heads_k, hv=p.heads_v, sq=p.seq_q, skv=p.seq_kv,
-            d=p.head_dim, dv=p.head_dim_v,
-            dtype=torch_dtype(io),
-            device=f"cuda:{torch.cuda.current_device()}",
+        fp = fused.FusedSdpaCase(
+            *problem_dims(p), torch_dtype(io), f"cuda:{torch.cuda.current_device()}",
+            SdpaCall.of(p),
             bias_shape=tuple(p.tensors["Bias"].dim) if p.has("Bias") else None,
-                    dbias=p.has("dBias"), alibi=p.alibi, bottom_right=p.window.bottom_right,
-            left_bound=p.window.left_bound, right_bound=p.window.right_bound,
             padding=p.padding, dropout_mask=p.has("Dropout_mask"), forward=not p.backward,
         )  # fmt: skip
         assert self.op is not None
@@ -205,24 +202,21 @@ def flex_device() -> str:
     return f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
 
 
-def flex_spec(p: SdpaProblem, io: hg.DataType) -> Any:
-    """The :class:`~.kernels.flex.FlexSpec` of a node (on the current device)."""
+def flex_spec(p: SdpaProblem, io: hg.DataType, call: Any = None) -> Any:
+    """The :class:`~.kernels.flex.FlexSpec` of a node (on the current device); ``call``: the
+    node's :class:`~.kernels.call.SdpaCall` where the caller has built it already."""
     from .kernels import flex
+    from .kernels.call import SdpaCall, problem_dims
 
-    w = p.window
     return flex.FlexSpec(
-        b=p.batch, h=p.heads, hk=p.heads_k, hv=p.heads_v, sq=p.seq_q, skv=p.seq_kv,
-        d=p.head_dim, dv=p.head_dim_v, dtype=torch_dtype(io), device=flex_device(),
-        forward=not p.backward,
+        *problem_dims(p), torch_dtype(io), flex_device(), not p.backward,
+        call if call is not None else SdpaCall.of(p),
         bias_shape=tuple(p.tensors["Bias"].dim) if p.has("Bias") else None,
         bias_dtype=torch_dtype(p.tensors["Bias"].data_type) if p.has("Bias") else None,
-        dbias_shape=tuple(p.tensors["dBias"].dim) if p.has("dBias") else None,
         grad_dtypes=tuple(torch_dtype(p.tensors[g].data_type) for g in GRADS if p.has(g))
         if p.backward
         else (),
-        alibi=p.alibi, bottom_right=w.bottom_right, left_bound=w.left_bound,
-        right_bound=w.right_bound, padding=p.padding, dropout_mask=p.has("Dropout_mask"),
-        scale=p.scale.value if p.scale.uid is None else None,
+        padding=p.padding, dropout_mask=p.has("Dropout_mask"),
         want_stats=p.backward or p.has("Stats"),
     )  # fmt: skip
 
