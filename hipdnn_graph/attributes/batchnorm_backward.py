@@ -14,6 +14,7 @@ from enum import IntEnum
 
 from ..tensor import TensorAttributes
 from .batchnorm import PeerStatsAttributes
+from .slots import slot
 
 __all__ = ["BatchnormBackwardAttributes"]
 
@@ -49,56 +50,17 @@ class BatchnormBackwardAttributes(PeerStatsAttributes):
         DSCALE = 1
         DBIAS = 2
 
-    def set_dy(self, tensor: TensorAttributes | None) -> BatchnormBackwardAttributes:
-        return self._set_input(self.InputNames.DY, tensor)
-
-    def set_x(self, tensor: TensorAttributes | None) -> BatchnormBackwardAttributes:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_scale(self, tensor: TensorAttributes | None) -> BatchnormBackwardAttributes:
-        return self._set_input(self.InputNames.SCALE, tensor)
-
-    def set_mean(self, tensor: TensorAttributes | None) -> BatchnormBackwardAttributes:
-        return self._set_input(self.InputNames.MEAN, tensor)
-
-    def set_inv_variance(self, tensor: TensorAttributes | None) -> BatchnormBackwardAttributes:
-        return self._set_input(self.InputNames.INV_VARIANCE, tensor)
+    set_dy, get_dy = slot("DY")
+    set_x, get_x = slot("X")
+    set_scale, get_scale = slot("SCALE")
+    set_mean, get_mean = slot("MEAN")
+    set_inv_variance, get_inv_variance = slot("INV_VARIANCE")
+    set_dx, get_dx = slot("DX")
+    set_dscale, get_dscale = slot("DSCALE")
+    set_dbias, get_dbias = slot("DBIAS")
 
     def set_saved_mean_and_inv_variance(
         self, mean: TensorAttributes | None, inv_variance: TensorAttributes | None
     ) -> BatchnormBackwardAttributes:
         """Set MEAN and INV_VARIANCE at once (the forward pass's saved statistics)."""
         return self.set_mean(mean).set_inv_variance(inv_variance)
-
-    def set_dx(self, tensor: TensorAttributes | None) -> BatchnormBackwardAttributes:
-        return self._set_output(self.OutputNames.DX, tensor)
-
-    def set_dscale(self, tensor: TensorAttributes | None) -> BatchnormBackwardAttributes:
-        return self._set_output(self.OutputNames.DSCALE, tensor)
-
-    def set_dbias(self, tensor: TensorAttributes | None) -> BatchnormBackwardAttributes:
-        return self._set_output(self.OutputNames.DBIAS, tensor)
-
-    def get_dy(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.DY)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_scale(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.SCALE)
-
-    def get_mean(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.MEAN)
-
-    def get_inv_variance(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.INV_VARIANCE)
-
-    def get_dx(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DX)
-
-    def get_dscale(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DSCALE)
-
-    def get_dbias(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DBIAS)

@@ -15,10 +15,10 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-from ..tensor import TensorAttributes
 from ..tensor_input import as_flag, as_index, as_int_list, keyword
-from .base import NodeAttributes
 from .block_scale_quantize import int32_value
+from .node_attributes import NodeAttributes
+from .slots import slot
 
 __all__ = ["BlockScaleDequantizeAttributes"]
 
@@ -56,23 +56,9 @@ class BlockScaleDequantizeAttributes(NodeAttributes):
     )
     is_negative_scale: Annotated[bool, keyword(as_flag, "is_negative_scale")] = False
 
-    def set_x(self, tensor: TensorAttributes | None) -> BlockScaleDequantizeAttributes:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_scale(self, tensor: TensorAttributes | None) -> BlockScaleDequantizeAttributes:
-        return self._set_input(self.InputNames.SCALE, tensor)
-
-    def set_y(self, tensor: TensorAttributes | None) -> BlockScaleDequantizeAttributes:
-        return self._set_output(self.OutputNames.Y, tensor)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_scale(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.SCALE)
-
-    def get_y(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.Y)
+    set_x, get_x = slot("X")
+    set_scale, get_scale = slot("SCALE")
+    set_y, get_y = slot("Y")
 
     def set_block_size(
         self, value: int | Sequence[int], idx: int = 0

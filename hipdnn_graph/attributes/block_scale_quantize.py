@@ -12,25 +12,12 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Annotated, Any
 
-from ..errors import HipdnnError
-from ..tensor import TensorAttributes
-from ..tensor_input import as_flag, as_index, keyword
-from ..types import ErrorCode
-from .base import NodeAttributes
+from ..tensor_input import as_flag, keyword
+from .checks import bounded_int
+from .node_attributes import NodeAttributes
+from .slots import slot
 
 __all__ = ["BlockScaleQuantizeAttributes", "int32_value", "optional_int32", "optional_int64"]
-
-_INT32 = (-(2**31), 2**31)
-_INT64 = (-(2**63), 2**63)
-
-
-def _bounded(value: Any, what: str, bounds: tuple[int, int], width: str) -> int:
-    number = as_index(value, what)
-    if not bounds[0] <= number < bounds[1]:
-        raise HipdnnError(
-            ErrorCode.INVALID_VALUE, f"{what} must fit a {width} integer, got {number}"
-        )
-    return number
 
 
 def int32_value(value: Any, what: str) -> int:
@@ -39,7 +26,7 @@ def int32_value(value: Any, what: str) -> int:
     Raises:
         HipdnnError: ``INVALID_VALUE`` for a value that is not an integer or does not fit.
     """
-    return _bounded(value, what, _INT32, "32-bit")
+    return bounded_int(value, what, 32)
 
 
 def optional_int32(value: Any, what: str) -> int | None:
@@ -53,7 +40,7 @@ def optional_int64(value: Any, what: str) -> int | None:
     Raises:
         HipdnnError: ``INVALID_VALUE`` for a value that is not an integer or does not fit.
     """
-    return None if value is None else _bounded(value, what, _INT64, "64-bit")
+    return None if value is None else bounded_int(value, what, 64)
 
 
 class BlockScaleQuantizeAttributes(NodeAttributes):
@@ -85,23 +72,9 @@ class BlockScaleQuantizeAttributes(NodeAttributes):
     axis: Annotated[int | None, keyword(optional_int64, "axis")] = None
     transpose: Annotated[bool, keyword(as_flag, "transpose")] = False
 
-    def set_x(self, tensor: TensorAttributes | None) -> BlockScaleQuantizeAttributes:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_y(self, tensor: TensorAttributes | None) -> BlockScaleQuantizeAttributes:
-        return self._set_output(self.OutputNames.Y, tensor)
-
-    def set_scale(self, tensor: TensorAttributes | None) -> BlockScaleQuantizeAttributes:
-        return self._set_output(self.OutputNames.SCALE, tensor)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_y(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.Y)
-
-    def get_scale(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.SCALE)
+    set_x, get_x = slot("X")
+    set_y, get_y = slot("Y")
+    set_scale, get_scale = slot("SCALE")
 
     def set_block_size(self, value: int) -> BlockScaleQuantizeAttributes:
         """How many consecutive elements along the axis share a scale (hipDNN's ``int32_t``).

@@ -15,9 +15,9 @@ from typing import Annotated, Any, Self
 
 from pydantic import BeforeValidator, Field
 
-from ..tensor import TensorAttributes
 from ..tensor_input import as_int_list
 from ..types import ConvolutionMode
+from .slots import slot
 from .windowed import WindowedAttributes, int_list_field, mode_of
 
 __all__ = [
@@ -98,23 +98,9 @@ class ConvFpropAttributes(ConvolutionAttributes):
 
         Y = 0
 
-    def set_x(self, tensor: TensorAttributes | None) -> ConvFpropAttributes:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_w(self, tensor: TensorAttributes | None) -> ConvFpropAttributes:
-        return self._set_input(self.InputNames.W, tensor)
-
-    def set_y(self, tensor: TensorAttributes | None) -> ConvFpropAttributes:
-        return self._set_output(self.OutputNames.Y, tensor)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_w(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.W)
-
-    def get_y(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.Y)
+    set_x, get_x = slot("X")
+    set_w, get_w = slot("W")
+    set_y, get_y = slot("Y")
 
 
 class ConvDgradAttributes(ConvolutionAttributes):
@@ -138,23 +124,9 @@ class ConvDgradAttributes(ConvolutionAttributes):
 
         DX = 0
 
-    def set_dy(self, tensor: TensorAttributes | None) -> ConvDgradAttributes:
-        return self._set_input(self.InputNames.DY, tensor)
-
-    def set_w(self, tensor: TensorAttributes | None) -> ConvDgradAttributes:
-        return self._set_input(self.InputNames.W, tensor)
-
-    def set_dx(self, tensor: TensorAttributes | None) -> ConvDgradAttributes:
-        return self._set_output(self.OutputNames.DX, tensor)
-
-    def get_dy(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.DY)
-
-    def get_w(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.W)
-
-    def get_dx(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DX)
+    set_dy, get_dy = slot("DY")
+    set_w, get_w = slot("W")
+    set_dx, get_dx = slot("DX")
 
 
 class ConvWgradAttributes(ConvolutionAttributes):
@@ -178,20 +150,6 @@ class ConvWgradAttributes(ConvolutionAttributes):
 
         DW = 0
 
-    def set_dy(self, tensor: TensorAttributes | None) -> ConvWgradAttributes:
-        return self._set_input(self.InputNames.DY, tensor)
-
-    def set_x(self, tensor: TensorAttributes | None) -> ConvWgradAttributes:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_dw(self, tensor: TensorAttributes | None) -> ConvWgradAttributes:
-        return self._set_output(self.OutputNames.DW, tensor)
-
-    def get_dy(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.DY)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_dw(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DW)
+    set_dy, get_dy = slot("DY")
+    set_x, get_x = slot("X")
+    set_dw, get_dw = slot("DW")

@@ -24,7 +24,7 @@ from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..tensor_input import as_text, keyword
 from ..types import ErrorCode
-from .base import NodeAttributes
+from .node_attributes import NodeAttributes
 
 __all__ = ["CustomOpAttributes", "InputPosition", "OutputPosition", "TensorPosition"]
 

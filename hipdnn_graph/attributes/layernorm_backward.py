@@ -16,8 +16,9 @@ from typing import Annotated
 from pydantic import BeforeValidator
 
 from ..tensor import TensorAttributes
-from .base import NodeAttributes
 from .layernorm import _int64
+from .node_attributes import NodeAttributes
+from .slots import scalar_slot, slot
 
 __all__ = ["LayernormBackwardAttributes"]
 
@@ -57,65 +58,21 @@ class LayernormBackwardAttributes(NodeAttributes):
 
     normalized_dim_count: Annotated[int, BeforeValidator(_int64)] = 0
 
-    def set_dy(self, tensor: TensorAttributes | None) -> LayernormBackwardAttributes:
-        return self._set_input(self.InputNames.DY, tensor)
-
-    def set_x(self, tensor: TensorAttributes | None) -> LayernormBackwardAttributes:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_scale(self, tensor: TensorAttributes | None) -> LayernormBackwardAttributes:
-        return self._set_input(self.InputNames.SCALE, tensor)
-
-    def set_mean(self, tensor: TensorAttributes | None) -> LayernormBackwardAttributes:
-        return self._set_input(self.InputNames.MEAN, tensor)
-
-    def set_inv_variance(self, tensor: TensorAttributes | None) -> LayernormBackwardAttributes:
-        return self._set_input(self.InputNames.INV_VARIANCE, tensor)
-
-    def set_epsilon(self, tensor: TensorAttributes | float | None) -> LayernormBackwardAttributes:
-        return self._set_input(self.InputNames.EPSILON, tensor)
+    set_dy, get_dy = slot("DY")
+    set_x, get_x = slot("X")
+    set_scale, get_scale = slot("SCALE")
+    set_mean, get_mean = slot("MEAN")
+    set_inv_variance, get_inv_variance = slot("INV_VARIANCE")
+    set_epsilon, get_epsilon = scalar_slot("EPSILON")
+    set_dx, get_dx = slot("DX")
+    set_dscale, get_dscale = slot("DSCALE")
+    set_dbias, get_dbias = slot("DBIAS")
 
     def set_saved_mean_and_inv_variance(
         self, mean: TensorAttributes | None, inv_variance: TensorAttributes | None
     ) -> LayernormBackwardAttributes:
         """Set MEAN and INV_VARIANCE at once (the forward pass's saved statistics)."""
         return self.set_mean(mean).set_inv_variance(inv_variance)
-
-    def set_dx(self, tensor: TensorAttributes | None) -> LayernormBackwardAttributes:
-        return self._set_output(self.OutputNames.DX, tensor)
-
-    def set_dscale(self, tensor: TensorAttributes | None) -> LayernormBackwardAttributes:
-        return self._set_output(self.OutputNames.DSCALE, tensor)
-
-    def set_dbias(self, tensor: TensorAttributes | None) -> LayernormBackwardAttributes:
-        return self._set_output(self.OutputNames.DBIAS, tensor)
-
-    def get_dy(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.DY)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_scale(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.SCALE)
-
-    def get_mean(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.MEAN)
-
-    def get_inv_variance(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.INV_VARIANCE)
-
-    def get_epsilon(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.EPSILON)
-
-    def get_dx(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DX)
-
-    def get_dscale(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DSCALE)
-
-    def get_dbias(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DBIAS)
 
     def set_normalized_dim_count(self, value: int) -> LayernormBackwardAttributes:
         """The number of trailing dims normalized (inferred from SCALE when 0 or less).

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from ..tensor import TensorAttributes
-from .base import NodeAttributes
+from .node_attributes import NodeAttributes
+from .slots import slot
 
 __all__ = ["MatmulAttributes"]
 
@@ -39,20 +39,6 @@ class MatmulAttributes(NodeAttributes):
 
         C = 0
 
-    def set_a(self, tensor: TensorAttributes | None) -> MatmulAttributes:
-        return self._set_input(self.InputNames.A, tensor)
-
-    def set_b(self, tensor: TensorAttributes | None) -> MatmulAttributes:
-        return self._set_input(self.InputNames.B, tensor)
-
-    def set_c(self, tensor: TensorAttributes | None) -> MatmulAttributes:
-        return self._set_output(self.OutputNames.C, tensor)
-
-    def get_a(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.A)
-
-    def get_b(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.B)
-
-    def get_c(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.C)
+    set_a, get_a = slot("A")
+    set_b, get_b = slot("B")
+    set_c, get_c = slot("C")

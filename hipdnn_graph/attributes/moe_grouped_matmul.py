@@ -10,38 +10,30 @@ Example:
 
 from __future__ import annotations
 
-import operator
 from enum import IntEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator
 
-from ..errors import HipdnnError
 from ..tensor import TensorAttributes
-from ..tensor_input import as_index, keyword
-from ..types import ErrorCode, MoeGroupedMatmulMode
-from .base import NodeAttributes
+from ..tensor_input import keyword
+from ..types import MoeGroupedMatmulMode
+from .checks import bounded_int, mode_of
+from .node_attributes import NodeAttributes
+from .slots import SlotSetter, slot
 
 __all__ = ["MoeGroupedMatmulAttributes", "MoeGroupedMatmulBwdAttributes"]
 
 
 def _mode(value: Any) -> MoeGroupedMatmulMode:
     """``value`` as a :class:`MoeGroupedMatmulMode` (a member or its number; not a bool)."""
-    if not isinstance(value, bool):
-        try:
-            return MoeGroupedMatmulMode(operator.index(value))
-        except (TypeError, ValueError):
-            pass
-    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown MoE grouped matmul mode {value!r}")
+    return mode_of(MoeGroupedMatmulMode, value, "MoE grouped matmul mode")
 
 
 def _top_k(value: Any, what: str) -> int:
     """``value`` as hipDNN's ``int32_t top_k``."""
-    number = as_index(value, what)
-    if not -(2**31) <= number < 2**31:
-        message = f"{what} must be a 32-bit integer (hipDNN's int32), got {number}"
-        raise HipdnnError(ErrorCode.INVALID_VALUE, message)
-    return number
+    message = "{what} must be a 32-bit integer (hipDNN's int32), got {number}"
+    return bounded_int(value, what, 32, message)
 
 
 class MoeGroupedMatmulAttributes(NodeAttributes):
@@ -77,38 +69,12 @@ class MoeGroupedMatmulAttributes(NodeAttributes):
     mode: Annotated[MoeGroupedMatmulMode, BeforeValidator(_mode)] = MoeGroupedMatmulMode.NONE
     top_k: Annotated[int, keyword(_top_k, "top_k")] = 0
 
-    def set_token(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulAttributes:
-        return self._set_input(self.InputNames.TOKEN, tensor)
-
-    def set_weight(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulAttributes:
-        return self._set_input(self.InputNames.WEIGHT, tensor)
-
-    def set_first_token_offset(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulAttributes:
-        return self._set_input(self.InputNames.FIRST_TOKEN_OFFSET, tensor)
-
-    def set_token_index(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulAttributes:
-        return self._set_input(self.InputNames.TOKEN_INDEX, tensor)
-
-    def set_token_ks(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulAttributes:
-        return self._set_input(self.InputNames.TOKEN_KS, tensor)
-
-    def set_output(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulAttributes:
-        return self._set_output(self.OutputNames.OUTPUT, tensor)
-
-    def get_token(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.TOKEN)
-
-    def get_weight(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.WEIGHT)
-
-    def get_first_token_offset(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.FIRST_TOKEN_OFFSET)
-
-    def get_token_index(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.TOKEN_INDEX)
-
-    def get_token_ks(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.TOKEN_KS)
+    set_token, get_token = slot("TOKEN")
+    set_weight, get_weight = slot("WEIGHT")
+    set_first_token_offset, get_first_token_offset = slot("FIRST_TOKEN_OFFSET")
+    set_token_index, get_token_index = slot("TOKEN_INDEX")
+    set_token_ks, get_token_ks = slot("TOKEN_KS")
+    set_output: ClassVar[SlotSetter[TensorAttributes | None]] = SlotSetter("OUTPUT")
 
     def get_output(self, slot: IntEnum | None = None) -> TensorAttributes | None:
         """The OUTPUT tensor (hipDNN's getter), or the tensor of output ``slot`` when given."""
@@ -164,28 +130,7 @@ class MoeGroupedMatmulBwdAttributes(NodeAttributes):
 
         DWEIGHT = 0
 
-    def set_doutput(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulBwdAttributes:
-        return self._set_input(self.InputNames.DOUTPUT, tensor)
-
-    def set_token(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulBwdAttributes:
-        return self._set_input(self.InputNames.TOKEN, tensor)
-
-    def set_first_token_offset(
-        self, tensor: TensorAttributes | None
-    ) -> MoeGroupedMatmulBwdAttributes:
-        return self._set_input(self.InputNames.FIRST_TOKEN_OFFSET, tensor)
-
-    def set_dweight(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulBwdAttributes:
-        return self._set_output(self.OutputNames.DWEIGHT, tensor)
-
-    def get_doutput(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.DOUTPUT)
-
-    def get_token(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.TOKEN)
-
-    def get_first_token_offset(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.FIRST_TOKEN_OFFSET)
-
-    def get_dweight(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DWEIGHT)
+    set_doutput, get_doutput = slot("DOUTPUT")
+    set_token, get_token = slot("TOKEN")
+    set_first_token_offset, get_first_token_offset = slot("FIRST_TOKEN_OFFSET")
+    set_dweight, get_dweight = slot("DWEIGHT")

@@ -9,33 +9,27 @@ Example:
 
 from __future__ import annotations
 
-import operator
 from enum import IntEnum
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator
 
-from ..errors import HipdnnError
-from ..tensor import TensorAttributes
 from ..tensor_input import as_index, as_optional_index, keyword
-from ..types import ErrorCode, PointwiseMode
-from .base import NodeAttributes, _real_float32
+from ..types import PointwiseMode
+from .checks import mode_of, real_float32
+from .node_attributes import NodeAttributes
+from .slots import slot
 
 __all__ = ["PointwiseAttributes"]
 
 
-def _mode(value: Any, what: str = "mode") -> PointwiseMode:
+def _mode(value: Any) -> PointwiseMode:
     """``value`` as a :class:`PointwiseMode` (a member or its number; not a bool)."""
-    if not isinstance(value, bool):
-        try:
-            return PointwiseMode(operator.index(value))
-        except (TypeError, ValueError):
-            pass
-    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown pointwise {what} {value!r}")
+    return mode_of(PointwiseMode, value, "pointwise mode")
 
 
 def _optional_float(value: Any, what: str) -> float | None:
-    return None if value is None else _real_float32(value, what)
+    return None if value is None else real_float32(value, what)
 
 
 class PointwiseAttributes(NodeAttributes):
@@ -75,29 +69,10 @@ class PointwiseAttributes(NodeAttributes):
     softplus_beta: Annotated[float | None, keyword(_optional_float, "softplus_beta")] = None
 
     # ----- slots -----
-    def set_input_0(self, tensor: TensorAttributes | None) -> PointwiseAttributes:
-        return self._set_input(self.InputNames.IN_0, tensor)
-
-    def set_input_1(self, tensor: TensorAttributes | None) -> PointwiseAttributes:
-        return self._set_input(self.InputNames.IN_1, tensor)
-
-    def set_input_2(self, tensor: TensorAttributes | None) -> PointwiseAttributes:
-        return self._set_input(self.InputNames.IN_2, tensor)
-
-    def set_output_0(self, tensor: TensorAttributes | None) -> PointwiseAttributes:
-        return self._set_output(self.OutputNames.OUT_0, tensor)
-
-    def get_input_0(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.IN_0)
-
-    def get_input_1(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.IN_1)
-
-    def get_input_2(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.IN_2)
-
-    def get_output_0(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.OUT_0)
+    set_input_0, get_input_0 = slot("IN_0")
+    set_input_1, get_input_1 = slot("IN_1")
+    set_input_2, get_input_2 = slot("IN_2")
+    set_output_0, get_output_0 = slot("OUT_0")
 
     # ----- scalars -----
     def set_mode(self, value: PointwiseMode | int) -> PointwiseAttributes:
@@ -110,27 +85,27 @@ class PointwiseAttributes(NodeAttributes):
         return self
 
     def set_relu_lower_clip(self, value: float) -> PointwiseAttributes:
-        self.relu_lower_clip = _real_float32(value, "relu_lower_clip")
+        self.relu_lower_clip = real_float32(value, "relu_lower_clip")
         return self
 
     def set_relu_upper_clip(self, value: float) -> PointwiseAttributes:
-        self.relu_upper_clip = _real_float32(value, "relu_upper_clip")
+        self.relu_upper_clip = real_float32(value, "relu_upper_clip")
         return self
 
     def set_relu_lower_clip_slope(self, value: float) -> PointwiseAttributes:
-        self.relu_lower_clip_slope = _real_float32(value, "relu_lower_clip_slope")
+        self.relu_lower_clip_slope = real_float32(value, "relu_lower_clip_slope")
         return self
 
     def set_swish_beta(self, value: float) -> PointwiseAttributes:
-        self.swish_beta = _real_float32(value, "swish_beta")
+        self.swish_beta = real_float32(value, "swish_beta")
         return self
 
     def set_elu_alpha(self, value: float) -> PointwiseAttributes:
-        self.elu_alpha = _real_float32(value, "elu_alpha")
+        self.elu_alpha = real_float32(value, "elu_alpha")
         return self
 
     def set_softplus_beta(self, value: float) -> PointwiseAttributes:
-        self.softplus_beta = _real_float32(value, "softplus_beta")
+        self.softplus_beta = real_float32(value, "softplus_beta")
         return self
 
     def set_axis(self, value: int) -> PointwiseAttributes:

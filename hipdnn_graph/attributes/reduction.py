@@ -9,29 +9,23 @@ Example:
 
 from __future__ import annotations
 
-import operator
 from enum import IntEnum
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator
 
-from ..errors import HipdnnError
-from ..tensor import TensorAttributes
 from ..tensor_input import as_flag, keyword
-from ..types import ErrorCode, ReductionMode
-from .base import NodeAttributes
+from ..types import ReductionMode
+from .checks import mode_of
+from .node_attributes import NodeAttributes
+from .slots import slot
 
 __all__ = ["ReductionAttributes"]
 
 
 def _mode(value: Any) -> ReductionMode:
     """``value`` as a :class:`ReductionMode` (a member or its number; not a bool)."""
-    if not isinstance(value, bool):
-        try:
-            return ReductionMode(operator.index(value))
-        except (TypeError, ValueError):
-            pass
-    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown reduction mode {value!r}")
+    return mode_of(ReductionMode, value, "reduction mode")
 
 
 class ReductionAttributes(NodeAttributes):
@@ -58,17 +52,8 @@ class ReductionAttributes(NodeAttributes):
     mode: Annotated[ReductionMode, BeforeValidator(_mode)] = ReductionMode.NOT_SET
     is_deterministic: Annotated[bool, keyword(as_flag, "is_deterministic")] = False
 
-    def set_x(self, tensor: TensorAttributes | None) -> ReductionAttributes:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_y(self, tensor: TensorAttributes | None) -> ReductionAttributes:
-        return self._set_output(self.OutputNames.Y, tensor)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_y(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.Y)
+    set_x, get_x = slot("X")
+    set_y, get_y = slot("Y")
 
     def set_mode(self, value: ReductionMode | int) -> ReductionAttributes:
         """The reduction (:class:`ReductionMode`).

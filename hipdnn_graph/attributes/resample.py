@@ -17,9 +17,9 @@ from typing import Annotated, Any, Self
 
 from pydantic import BeforeValidator, Field
 
-from ..tensor import TensorAttributes
 from ..tensor_input import as_flag, as_int_list, keyword
 from ..types import PaddingMode, ResampleMode
+from .slots import slot
 from .windowed import WindowedAttributes, int_list_field, mode_of
 
 __all__ = ["ResampleAttributes", "ResampleBwdAttributes", "ResampleFwdAttributes"]
@@ -108,23 +108,9 @@ class ResampleFwdAttributes(ResampleAttributes):
 
     generate_index: Annotated[bool | None, keyword(as_flag, "generate_index")] = None
 
-    def set_x(self, tensor: TensorAttributes | None) -> ResampleFwdAttributes:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_y(self, tensor: TensorAttributes | None) -> ResampleFwdAttributes:
-        return self._set_output(self.OutputNames.Y, tensor)
-
-    def set_index(self, tensor: TensorAttributes | None) -> ResampleFwdAttributes:
-        return self._set_output(self.OutputNames.INDEX, tensor)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_y(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.Y)
-
-    def get_index(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.INDEX)
+    set_x, get_x = slot("X")
+    set_y, get_y = slot("Y")
+    set_index, get_index = slot("INDEX")
 
     def set_generate_index(self, value: bool) -> ResampleFwdAttributes:
         """Ask a ``MAXPOOL`` node for the INDEX output.
@@ -163,20 +149,6 @@ class ResampleBwdAttributes(ResampleAttributes):
 
         DX = 0
 
-    def set_dy(self, tensor: TensorAttributes | None) -> ResampleBwdAttributes:
-        return self._set_input(self.InputNames.DY, tensor)
-
-    def set_index(self, tensor: TensorAttributes | None) -> ResampleBwdAttributes:
-        return self._set_input(self.InputNames.INDEX, tensor)
-
-    def set_dx(self, tensor: TensorAttributes | None) -> ResampleBwdAttributes:
-        return self._set_output(self.OutputNames.DX, tensor)
-
-    def get_dy(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.DY)
-
-    def get_index(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.INDEX)
-
-    def get_dx(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DX)
+    set_dy, get_dy = slot("DY")
+    set_index, get_index = slot("INDEX")
+    set_dx, get_dx = slot("DX")

@@ -10,16 +10,15 @@ Example:
 
 from __future__ import annotations
 
-import operator
 from enum import IntEnum
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator
 
-from ..errors import HipdnnError
-from ..tensor import TensorAttributes
-from ..types import ErrorCode, NormFwdPhase
-from .base import NodeAttributes
+from ..types import NormFwdPhase
+from .checks import mode_of
+from .node_attributes import NodeAttributes
+from .slots import scalar_slot, slot
 
 __all__ = ["RMSNormAttributes", "norm_fwd_phase"]
 
@@ -30,12 +29,7 @@ def norm_fwd_phase(value: Any) -> NormFwdPhase:
     Raises:
         HipdnnError: ``INVALID_VALUE`` for anything else.
     """
-    if not isinstance(value, bool):
-        try:
-            return NormFwdPhase(operator.index(value))
-        except (TypeError, ValueError):
-            pass
-    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown forward phase {value!r}")
+    return mode_of(NormFwdPhase, value, "forward phase")
 
 
 class RMSNormAttributes(NodeAttributes):
@@ -70,41 +64,12 @@ class RMSNormAttributes(NodeAttributes):
 
     forward_phase: Annotated[NormFwdPhase, BeforeValidator(norm_fwd_phase)] = NormFwdPhase.NOT_SET
 
-    def set_x(self, tensor: TensorAttributes | None) -> RMSNormAttributes:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_scale(self, tensor: TensorAttributes | None) -> RMSNormAttributes:
-        return self._set_input(self.InputNames.SCALE, tensor)
-
-    def set_epsilon(self, tensor: TensorAttributes | float | None) -> RMSNormAttributes:
-        return self._set_input(self.InputNames.EPSILON, tensor)
-
-    def set_bias(self, tensor: TensorAttributes | None) -> RMSNormAttributes:
-        return self._set_input(self.InputNames.BIAS, tensor)
-
-    def set_y(self, tensor: TensorAttributes | None) -> RMSNormAttributes:
-        return self._set_output(self.OutputNames.Y, tensor)
-
-    def set_inv_rms(self, tensor: TensorAttributes | None) -> RMSNormAttributes:
-        return self._set_output(self.OutputNames.INV_RMS, tensor)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_scale(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.SCALE)
-
-    def get_epsilon(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.EPSILON)
-
-    def get_bias(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.BIAS)
-
-    def get_y(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.Y)
-
-    def get_inv_rms(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.INV_RMS)
+    set_x, get_x = slot("X")
+    set_scale, get_scale = slot("SCALE")
+    set_epsilon, get_epsilon = scalar_slot("EPSILON")
+    set_bias, get_bias = slot("BIAS")
+    set_y, get_y = slot("Y")
+    set_inv_rms, get_inv_rms = slot("INV_RMS")
 
     def set_forward_phase(self, value: NormFwdPhase | int) -> RMSNormAttributes:
         """``TRAINING`` (also writes INV_RMS) or ``INFERENCE``.

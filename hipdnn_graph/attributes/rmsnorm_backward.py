@@ -14,9 +14,9 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator
 
-from ..tensor import TensorAttributes
 from ..tensor_input import as_flag
-from .base import NodeAttributes
+from .node_attributes import NodeAttributes
+from .slots import slot
 
 __all__ = ["RMSNormBackwardAttributes"]
 
@@ -58,47 +58,13 @@ class RMSNormBackwardAttributes(NodeAttributes):
 
     compute_dbias: Annotated[bool, BeforeValidator(_compute_dbias)] = False
 
-    def set_dy(self, tensor: TensorAttributes | None) -> RMSNormBackwardAttributes:
-        return self._set_input(self.InputNames.DY, tensor)
-
-    def set_x(self, tensor: TensorAttributes | None) -> RMSNormBackwardAttributes:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_scale(self, tensor: TensorAttributes | None) -> RMSNormBackwardAttributes:
-        return self._set_input(self.InputNames.SCALE, tensor)
-
-    def set_inv_rms(self, tensor: TensorAttributes | None) -> RMSNormBackwardAttributes:
-        return self._set_input(self.InputNames.INV_RMS, tensor)
-
-    def set_dx(self, tensor: TensorAttributes | None) -> RMSNormBackwardAttributes:
-        return self._set_output(self.OutputNames.DX, tensor)
-
-    def set_dscale(self, tensor: TensorAttributes | None) -> RMSNormBackwardAttributes:
-        return self._set_output(self.OutputNames.DSCALE, tensor)
-
-    def set_dbias(self, tensor: TensorAttributes | None) -> RMSNormBackwardAttributes:
-        return self._set_output(self.OutputNames.DBIAS, tensor)
-
-    def get_dy(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.DY)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_scale(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.SCALE)
-
-    def get_inv_rms(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.INV_RMS)
-
-    def get_dx(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DX)
-
-    def get_dscale(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DSCALE)
-
-    def get_dbias(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DBIAS)
+    set_dy, get_dy = slot("DY")
+    set_x, get_x = slot("X")
+    set_scale, get_scale = slot("SCALE")
+    set_inv_rms, get_inv_rms = slot("INV_RMS")
+    set_dx, get_dx = slot("DX")
+    set_dscale, get_dscale = slot("DSCALE")
+    set_dbias, get_dbias = slot("DBIAS")
 
     def set_compute_dbias(self, value: bool) -> RMSNormBackwardAttributes:
         """Whether ``Graph.rmsnorm_backward`` also creates the DBIAS output.

@@ -16,7 +16,8 @@ from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..tensor_input import as_flag, as_optional_flag, keyword
 from ..types import ErrorCode
-from .base import SdpaCommonAttributes
+from .sdpa_common import SdpaCommonAttributes
+from .slots import slot
 
 __all__ = ["SdpaAttributes"]
 
@@ -56,17 +57,8 @@ class SdpaAttributes(SdpaCommonAttributes):
 
     generate_stats: Annotated[bool | None, keyword(as_optional_flag, "generate_stats")] = None
 
-    def set_o(self, tensor: TensorAttributes | None) -> SdpaAttributes:
-        return self._set_output(self.OutputNames.O, tensor)
-
-    def set_stats(self, tensor: TensorAttributes | None) -> SdpaAttributes:
-        return self._set_output(self.OutputNames.Stats, tensor)
-
-    def get_o(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.O)
-
-    def get_stats(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.Stats)
+    set_o, get_o = slot("O")
+    set_stats, get_stats = slot("Stats")
 
     def set_generate_stats(self, value: bool | None) -> SdpaAttributes:
         """Whether the forward writes Stats (needed by the backward)."""

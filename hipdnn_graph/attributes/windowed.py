@@ -12,34 +12,15 @@ Example:
 
 from __future__ import annotations
 
-import operator
-from enum import IntEnum
-from typing import Annotated, Any, Self, TypeVar
+from typing import Annotated, Any, Self
 
 from pydantic import BeforeValidator, Field
 
-from ..errors import HipdnnError
 from ..tensor_input import as_int_list
-from ..types import ErrorCode
-from .base import NodeAttributes
+from .checks import mode_of
+from .node_attributes import NodeAttributes
 
 __all__ = ["WindowedAttributes", "int_list_field", "mode_of"]
-
-E = TypeVar("E", bound=IntEnum)
-
-
-def mode_of(enum: type[E], value: Any, what: str) -> E:
-    """``value`` as a member of ``enum`` (a member or its number; not a bool).
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` ``"Unknown <what> <value>"``.
-    """
-    if not isinstance(value, bool):
-        try:
-            return enum(operator.index(value))
-        except (TypeError, ValueError):
-            pass
-    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown {what} {value!r}")
 
 
 def int_list_field(what: str) -> BeforeValidator:
