@@ -163,6 +163,19 @@ def test_the_package_root_holds_at_most_15_modules() -> None:
         assert (CORE / room / "__init__.py").is_file(), room
 
 
+#: the most lines a module of the package holds (issue 39; DESIGN.md: "no module over ~500 lines")
+MODULE_LINES_AT_MOST = 500
+
+
+def test_no_module_of_the_package_is_over_500_lines() -> None:
+    long = {
+        path.relative_to(ROOT).as_posix(): lines
+        for path in _python_files(CORE)
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MODULE_LINES_AT_MOST
+    }
+    assert long == {}
+
+
 def test_public_import_paths_outlive_the_rooms() -> None:
     """``hg.Graph``, ``hipdnn_graph.graph.Graph`` and the console entry point still resolve."""
     import hipdnn_graph as hg
