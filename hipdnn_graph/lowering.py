@@ -1,4 +1,6 @@
-"""Graph ↔ OPERATIONGRAPH descriptor: lowering a validated graph and lifting it back.
+"""Graph parts ↔ OPERATIONGRAPH descriptor: lowering a validated graph's parts and lifting
+them back. Like :mod:`hipdnn_graph.wire`, this module hands parts over and never imports the
+Graph core; the Graph side calls :meth:`~hipdnn_graph.Graph.from_parts`.
 
 Example:
     >>> import hipdnn_graph as hg
@@ -8,14 +10,16 @@ Example:
     >>> o, _ = g.sdpa(q, g.tensor_like(q, "K"), g.tensor_like(q, "V"), generate_stats=False)
     >>> _ = o.set_output(True)
     >>> desc = g.build_operation_graph().get_operation_graph_descriptor()
-    >>> lifted = hg.Graph.from_operation_graph_descriptor(desc)
-    >>> [n.name for n in lifted.nodes], [t.name for t in lifted.tensors]
+    >>> parts = lift_graph(desc)
+    >>> [n.name for n in parts.nodes], [t.name for t in parts.tensors]
     (['SdpaFwd_0'], ['Q', 'K', 'V', 'SdpaFwd_0::O'])
+    >>> lower_graph(parts).get_attribute(A.OPERATIONGRAPH_IO_DATA_TYPE_EXT, T.DATA_TYPE)
+    [<DataType.HALF: 2>]
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .attributes.graph_attributes import GraphAttributes
 from .descriptors.backend_descriptor import BackendDescriptor
@@ -26,26 +30,23 @@ from .descriptors.node_spec import node_specs
 from .errors import HipdnnError
 from .tensor import TensorAttributes
 from .types import ErrorCode
-from .wire import signed64, unsigned64
-
-if TYPE_CHECKING:
-    from .graph import Graph
+from .wire import GraphParts, signed64, unsigned64
 
 __all__ = ["lift_graph", "lower_graph"]
 
 
-def lower_graph(graph: Graph) -> BackendDescriptor:
+def lower_graph(parts: GraphParts) -> BackendDescriptor:
     """Pack every node (in topological order) into one finalized OPERATIONGRAPH descriptor.
 
-    The graph must be validated and every tensor must have a uid.
+    The graph the parts come from must be validated and every tensor must have a uid.
     """
     tensor_descs: dict[int, BackendDescriptor] = {}
     operations: list[BackendDescriptor] = []
-    for node in graph.nodes:
+    for node in parts.nodes:
         node.create_operation(tensor_descs, operations)
     desc = BackendDescriptor(DescriptorType.OPERATIONGRAPH)
     desc.set_attribute(A.OPERATIONGRAPH_OPS, T.BACKEND_DESCRIPTOR, operations)
-    attrs = graph.attributes
+    attrs, preferred = parts.attributes, parts.preferred_engine_id
     desc.set_attribute(
         A.OPERATIONGRAPH_COMPUTE_DATA_TYPE_EXT, T.DATA_TYPE, [attrs.compute_data_type]
     )
@@ -53,7 +54,6 @@ def lower_graph(graph: Graph) -> BackendDescriptor:
         A.OPERATIONGRAPH_INTERMEDIATE_DATA_TYPE_EXT, T.DATA_TYPE, [attrs.intermediate_data_type]
     )
     desc.set_attribute(A.OPERATIONGRAPH_IO_DATA_TYPE_EXT, T.DATA_TYPE, [attrs.io_data_type])
-    preferred = graph.get_preferred_engine_id_ext()
     if preferred is not None:
         desc.set_attribute(A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT, T.INT64, [signed64(preferred)])
     if attrs.name:
@@ -62,15 +62,14 @@ def lower_graph(graph: Graph) -> BackendDescriptor:
     return desc
 
 
-def lift_graph(desc: BackendDescriptor) -> Graph:
-    """Rebuild a :class:`Graph` from a finalized OPERATIONGRAPH descriptor.
+def lift_graph(desc: BackendDescriptor) -> GraphParts:
+    """The parts of the graph a finalized OPERATIONGRAPH descriptor describes (tensors by uid:
+    descriptors carry no declaration order).
 
     Raises:
         HipdnnError: ``INVALID_VALUE`` for another descriptor type, ``GRAPH_NOT_SUPPORTED`` for
             an operation this frontend has no node for.
     """
-    from .graph import Graph
-
     if desc.descriptor_type != DescriptorType.OPERATIONGRAPH:
         raise HipdnnError(
             ErrorCode.INVALID_VALUE,
@@ -99,6 +98,5 @@ def lift_graph(desc: BackendDescriptor) -> Graph:
             )
         node = spec.make_node(spec.attributes_cls(), attrs)
         nodes.append(node.unpack_from_descriptor(op, tensor_map))
-    # tensors by uid: descriptors carry no declaration order
     tensors = [tensor_map[uid] for uid in sorted(tensor_map)]
-    return Graph.from_parts(attrs, tensors, nodes, preferred_engine_id=preferred)
+    return GraphParts(attrs, tensors, nodes, preferred_engine_id=preferred)
