@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 import hipdnn_graph.attributes as attributes_package
-from hipdnn_graph import ErrorCode, HipdnnError, TensorAttributes
+from hipdnn_graph import ErrorCode, HipdnnError, PointwiseMode, TensorAttributes
 from hipdnn_graph.attributes import (
     MoeGroupedMatmulAttributes,
     NodeAttributes,
     PointwiseAttributes,
 )
-from hipdnn_graph.attributes.slots import slot
+from hipdnn_graph.attributes.accessors import slot
 
 # hipDNN's accessor suffix where it is not the slot's name in lower case
 SUFFIX = {"IN_0": "input_0", "IN_1": "input_1", "IN_2": "input_2", "OUT_0": "output_0"}
@@ -151,3 +151,58 @@ def test_the_shared_checks_keep_each_message(call: Any, message: str) -> None:
         call()
     assert err.value.code is ErrorCode.INVALID_VALUE
     assert err.value.message == message
+
+
+# ----- member accessors: set_mode, get_mode = member("mode", check, what) -----
+# (the messages are those of the hand-written setters they replace)
+def test_a_member_setter_stores_the_checked_value_and_chains() -> None:
+    a = attributes_package.PointwiseAttributes().set_relu_lower_clip(0.1)
+    assert a.get_relu_lower_clip() == pytest.approx(0.1, rel=1e-7)
+    assert a.get_relu_lower_clip() != 0.1  # rounded to float32, as hipDNN stores it
+    assert a.set_mode(2).get_mode() is PointwiseMode(2)
+
+
+def test_a_list_member_getter_hands_back_a_copy() -> None:
+    a = attributes_package.ConvFpropAttributes().set_stride((2, 3))
+    got = a.get_stride()
+    got.append(9)
+    assert a.get_stride() == [2, 3] and a.stride == [2, 3]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: attributes_package.PointwiseAttributes().set_relu_lower_clip(None),
+            "relu_lower_clip must be a float, got NoneType",
+        ),
+        (
+            lambda: attributes_package.SdpaAttributes().set_alibi_mask(1),
+            "alibi_mask must be a bool (True or False), got int 1",
+        ),
+        (
+            lambda: attributes_package.ResampleFwdAttributes().set_window([1.5]),
+            "window must be a sequence of integers, got [1.5]",
+        ),
+        (
+            lambda: attributes_package.CustomOpAttributes().set_custom_op_id(3),
+            "custom_op_id must be a string",
+        ),
+    ],
+)
+def test_a_member_setter_keeps_its_check_message(call: Any, message: str) -> None:
+    with pytest.raises(HipdnnError) as err:
+        call()
+    assert err.value.code is ErrorCode.INVALID_VALUE
+    assert err.value.message == message
+
+
+def test_member_setters_document_what_they_raise() -> None:
+    doc = attributes_package.SdpaAttributes.set_causal_mask.__doc__
+    assert doc == (
+        "Causal mask aligned top-left (key ``j`` visible to query ``i`` iff ``j <= i``).\n\n"
+        "Raises:\n    HipdnnError: ``INVALID_VALUE`` for a value ``causal_mask`` cannot hold."
+    )
+    assert attributes_package.SdpaAttributes.get_causal_mask.__doc__ == (
+        "The value of ``causal_mask``."
+    )

@@ -18,8 +18,8 @@ from ..changes import touch
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import ErrorCode
+from .accessors import scalar_slot, slot
 from .node_attributes import NodeAttributes
-from .slots import scalar_slot, slot
 
 __all__ = ["BatchnormAttributes", "PeerStatsAttributes"]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from enum import IntEnum
 
 from ..tensor import TensorAttributes
+from .accessors import slot
 from .batchnorm import PeerStatsAttributes
-from .slots import slot
 
 __all__ = ["BatchnormBackwardAttributes"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from .accessors import slot
 from .node_attributes import NodeAttributes
-from .slots import slot
 
 __all__ = ["BatchnormInferenceAttributes"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from .accessors import scalar_slot, slot
 from .node_attributes import NodeAttributes
-from .slots import scalar_slot, slot
 
 __all__ = ["BatchnormInferenceAttributesVarianceExt"]
 

@@ -16,9 +16,9 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field
 
 from ..tensor_input import as_flag, as_index, as_int_list, keyword
+from .accessors import member, slot
 from .block_scale_quantize import int32_value
 from .node_attributes import NodeAttributes
-from .slots import slot
 
 __all__ = ["BlockScaleDequantizeAttributes"]
 
@@ -85,14 +85,6 @@ class BlockScaleDequantizeAttributes(NodeAttributes):
     def get_block_size(self) -> list[int]:
         return list(self.block_size)
 
-    def set_is_negative_scale(self, value: bool) -> BlockScaleDequantizeAttributes:
-        """Mark the scale as negative.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
-        """
-        self.is_negative_scale = as_flag(value, "is_negative_scale")
-        return self
-
-    def get_is_negative_scale(self) -> bool:
-        return self.is_negative_scale
+    set_is_negative_scale, get_is_negative_scale = member(
+        "is_negative_scale", as_flag, doc="Mark the scale as negative."
+    )

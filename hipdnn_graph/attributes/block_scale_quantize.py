@@ -13,9 +13,9 @@ from enum import IntEnum
 from typing import Annotated, Any
 
 from ..tensor_input import as_flag, keyword
+from .accessors import member, optional_member, slot
 from .checks import bounded_int
 from .node_attributes import NodeAttributes
-from .slots import slot
 
 __all__ = ["BlockScaleQuantizeAttributes", "int32_value", "optional_int32", "optional_int64"]
 
@@ -76,38 +76,12 @@ class BlockScaleQuantizeAttributes(NodeAttributes):
     set_y, get_y = slot("Y")
     set_scale, get_scale = slot("SCALE")
 
-    def set_block_size(self, value: int) -> BlockScaleQuantizeAttributes:
-        """How many consecutive elements along the axis share a scale (hipDNN's ``int32_t``).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a 32-bit integer.
-        """
-        self.block_size = int32_value(value, "block_size")
-        return self
-
-    def get_block_size(self) -> int | None:
-        return self.block_size
-
-    def set_axis(self, value: int) -> BlockScaleQuantizeAttributes:
-        """The dim the blocks run along (the last dim when unset).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a 64-bit integer.
-        """
-        self.axis = optional_int64(value, "axis")
-        return self
-
-    def get_axis(self) -> int | None:
-        return self.axis
-
-    def set_transpose(self, value: bool) -> BlockScaleQuantizeAttributes:
-        """Lay Y and SCALE out with the block axis innermost.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
-        """
-        self.transpose = as_flag(value, "transpose")
-        return self
-
-    def get_transpose(self) -> bool:
-        return self.transpose
+    set_block_size, get_block_size = optional_member(
+        "block_size", int32_value, doc="How many consecutive elements along the axis share a scale."
+    )
+    set_axis, get_axis = member(
+        "axis", optional_int64, doc="The dim the blocks run along (the last dim when unset)."
+    )
+    set_transpose, get_transpose = member(
+        "transpose", as_flag, doc="Lay Y and SCALE out with the block axis innermost."
+    )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable
 from enum import IntEnum
 from numbers import Real
 from typing import Any, TypeVar
@@ -29,6 +30,7 @@ __all__ = [
     "bounded_int",
     "checked_attn_scale",
     "checked_dropout_probability",
+    "enum_check",
     "mode_of",
     "optional",
     "real_float32",
@@ -49,6 +51,22 @@ def mode_of(enum: type[E], value: Any, what: str) -> E:
         except (TypeError, ValueError):
             pass
     raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown {what} {value!r}")
+
+
+def enum_check(enum: type[E]) -> Callable[[Any, str], E]:
+    """The check ``(value, what) -> member`` of ``enum`` (:func:`mode_of`), for a member's setter
+    and its keyword.
+
+    Example:
+        >>> from hipdnn_graph.types import ReductionMode
+        >>> enum_check(ReductionMode)(1, "reduction mode").name
+        'ADD'
+    """
+
+    def check(value: Any, what: str) -> E:
+        return mode_of(enum, value, what)
+
+    return check
 
 
 def bounded_int(value: Any, what: str, bits: int, message: str = "") -> int:

@@ -13,12 +13,13 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Annotated, Any, Self
 
-from pydantic import BeforeValidator, Field
+from pydantic import Field
 
-from ..tensor_input import as_int_list
+from ..tensor_input import as_int_list, keyword
 from ..types import ConvolutionMode
-from .slots import slot
-from .windowed import WindowedAttributes, int_list_field, mode_of
+from .accessors import member, slot
+from .checks import enum_check
+from .windowed import WindowedAttributes, int_list_field
 
 __all__ = [
     "ConvDgradAttributes",
@@ -28,9 +29,8 @@ __all__ = [
 ]
 
 
-def _mode(value: Any) -> ConvolutionMode:
-    """``value`` as a :class:`ConvolutionMode` (a member or its number; not a bool)."""
-    return mode_of(ConvolutionMode, value, "convolution mode")
+#: ``(value, what) -> ConvolutionMode`` (a member or its number; not a bool)
+_mode = enum_check(ConvolutionMode)
 
 
 class ConvolutionAttributes(WindowedAttributes):
@@ -39,7 +39,7 @@ class ConvolutionAttributes(WindowedAttributes):
     (hipDNN's ``math_mode``, ``CROSS_CORRELATION`` unless set)."""
 
     dilation: Annotated[list[int], int_list_field("dilation")] = Field(default_factory=list)
-    convolution_mode: Annotated[ConvolutionMode, BeforeValidator(_mode)] = (
+    convolution_mode: Annotated[ConvolutionMode, keyword(_mode, "convolution mode")] = (
         ConvolutionMode.CROSS_CORRELATION
     )
 
@@ -53,29 +53,15 @@ class ConvolutionAttributes(WindowedAttributes):
         self.pre_padding, self.post_padding = padding, list(padding)
         return self
 
-    def set_dilation(self, values: Any) -> Self:
-        """The dilation of each spatial dim.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
-        """
-        self.dilation = as_int_list(values, "dilation")
-        return self
-
-    def set_convolution_mode(self, value: ConvolutionMode | int) -> Self:
-        """Cross-correlation (the default) or true convolution.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a mode.
-        """
-        self.convolution_mode = _mode(value)
-        return self
-
-    def get_dilation(self) -> list[int]:
-        return list(self.dilation)
-
-    def get_convolution_mode(self) -> ConvolutionMode:
-        return self.convolution_mode
+    set_dilation, get_dilation = member(
+        "dilation", as_int_list, doc="The dilation of each spatial dim."
+    )
+    set_convolution_mode, get_convolution_mode = member(
+        "convolution_mode",
+        _mode,
+        "convolution mode",
+        doc="Cross-correlation (the default) or true convolution.",
+    )
 
 
 class ConvFpropAttributes(ConvolutionAttributes):

@@ -24,6 +24,7 @@ from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..tensor_input import as_text, keyword
 from ..types import ErrorCode
+from .accessors import member
 from .node_attributes import NodeAttributes
 
 __all__ = ["CustomOpAttributes", "InputPosition", "OutputPosition", "TensorPosition"]
@@ -107,17 +108,9 @@ class CustomOpAttributes(NodeAttributes):
     custom_op_id: Annotated[str, keyword(as_text, "custom_op_id")] = ""
     data: Annotated[bytes, BeforeValidator(_payload)] = b""
 
-    def set_custom_op_id(self, value: str) -> CustomOpAttributes:
-        """The plugin operation, ``"<plugin>.<operation>"``.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a string.
-        """
-        self.custom_op_id = as_text(value, "custom_op_id")
-        return self
-
-    def get_custom_op_id(self) -> str:
-        return self.custom_op_id
+    set_custom_op_id, get_custom_op_id = member(
+        "custom_op_id", as_text, doc='The plugin operation, ``"<plugin>.<operation>"``.'
+    )
 
     def _set_list(self, output: bool, tensors: Any) -> CustomOpAttributes:
         kind = "output" if output else "input"

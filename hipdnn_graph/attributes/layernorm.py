@@ -15,18 +15,18 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator
 
 from ..types import NormFwdPhase
+from .accessors import member, scalar_slot, slot
 from .checks import bounded_int
 from .node_attributes import NodeAttributes
 from .rmsnorm import norm_fwd_phase
-from .slots import scalar_slot, slot
 
 __all__ = ["LayernormAttributes"]
 
 
-def _int64(value: Any) -> int:
+def _int64(value: Any, what: str = "normalized_dim_count") -> int:
     """``value`` as hipDNN's ``int64_t normalized_dim_count``."""
     message = "{what} {number} is not a 64-bit integer"
-    return bounded_int(value, "normalized_dim_count", 64, message)
+    return bounded_int(value, what, 64, message)
 
 
 class LayernormAttributes(NodeAttributes):
@@ -71,26 +71,14 @@ class LayernormAttributes(NodeAttributes):
     set_mean, get_mean = slot("MEAN")
     set_inv_variance, get_inv_variance = slot("INV_VARIANCE")
 
-    def set_forward_phase(self, value: NormFwdPhase | int) -> LayernormAttributes:
-        """``TRAINING`` (also writes MEAN and INV_VARIANCE) or ``INFERENCE``.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a phase.
-        """
-        self.forward_phase = norm_fwd_phase(value)
-        return self
-
-    def get_forward_phase(self) -> NormFwdPhase:
-        return self.forward_phase
-
-    def set_normalized_dim_count(self, value: int) -> LayernormAttributes:
-        """The number of trailing dims normalized, as hipDNN carries it (no rule reads it).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a 64-bit integer.
-        """
-        self.normalized_dim_count = _int64(value)
-        return self
-
-    def get_normalized_dim_count(self) -> int:
-        return self.normalized_dim_count
+    set_forward_phase, get_forward_phase = member(
+        "forward_phase",
+        norm_fwd_phase,
+        "forward phase",
+        doc="``TRAINING`` (also writes MEAN and INV_VARIANCE) or ``INFERENCE``.",
+    )
+    set_normalized_dim_count, get_normalized_dim_count = member(
+        "normalized_dim_count",
+        _int64,
+        doc="The number of trailing dims normalized, as hipDNN carries it (no rule reads it).",
+    )

@@ -16,9 +16,9 @@ from typing import Annotated
 from pydantic import BeforeValidator
 
 from ..tensor import TensorAttributes
+from .accessors import member, scalar_slot, slot
 from .layernorm import _int64
 from .node_attributes import NodeAttributes
-from .slots import scalar_slot, slot
 
 __all__ = ["LayernormBackwardAttributes"]
 
@@ -74,14 +74,8 @@ class LayernormBackwardAttributes(NodeAttributes):
         """Set MEAN and INV_VARIANCE at once (the forward pass's saved statistics)."""
         return self.set_mean(mean).set_inv_variance(inv_variance)
 
-    def set_normalized_dim_count(self, value: int) -> LayernormBackwardAttributes:
-        """The number of trailing dims normalized (inferred from SCALE when 0 or less).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a 64-bit integer.
-        """
-        self.normalized_dim_count = _int64(value)
-        return self
-
-    def get_normalized_dim_count(self) -> int:
-        return self.normalized_dim_count
+    set_normalized_dim_count, get_normalized_dim_count = member(
+        "normalized_dim_count",
+        _int64,
+        doc="The number of trailing dims normalized (inferred from SCALE when 0 or less).",
+    )

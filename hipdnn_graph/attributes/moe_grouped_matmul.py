@@ -13,21 +13,18 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BeforeValidator
-
 from ..tensor import TensorAttributes
 from ..tensor_input import keyword
 from ..types import MoeGroupedMatmulMode
-from .checks import bounded_int, mode_of
+from .accessors import SlotSetter, member, slot
+from .checks import bounded_int, enum_check
 from .node_attributes import NodeAttributes
-from .slots import SlotSetter, slot
 
 __all__ = ["MoeGroupedMatmulAttributes", "MoeGroupedMatmulBwdAttributes"]
 
 
-def _mode(value: Any) -> MoeGroupedMatmulMode:
-    """``value`` as a :class:`MoeGroupedMatmulMode` (a member or its number; not a bool)."""
-    return mode_of(MoeGroupedMatmulMode, value, "MoE grouped matmul mode")
+#: ``(value, what) -> MoeGroupedMatmulMode`` (a member or its number; not a bool)
+_mode = enum_check(MoeGroupedMatmulMode)
 
 
 def _top_k(value: Any, what: str) -> int:
@@ -66,7 +63,9 @@ class MoeGroupedMatmulAttributes(NodeAttributes):
 
         OUTPUT = 0
 
-    mode: Annotated[MoeGroupedMatmulMode, BeforeValidator(_mode)] = MoeGroupedMatmulMode.NONE
+    mode: Annotated[MoeGroupedMatmulMode, keyword(_mode, "MoE grouped matmul mode")] = (
+        MoeGroupedMatmulMode.NONE
+    )
     top_k: Annotated[int, keyword(_top_k, "top_k")] = 0
 
     set_token, get_token = slot("TOKEN")
@@ -80,29 +79,12 @@ class MoeGroupedMatmulAttributes(NodeAttributes):
         """The OUTPUT tensor (hipDNN's getter), or the tensor of output ``slot`` when given."""
         return self.outputs.get(self.OutputNames.OUTPUT if slot is None else slot)
 
-    def set_mode(self, value: MoeGroupedMatmulMode | int) -> MoeGroupedMatmulAttributes:
-        """How rows are routed (:class:`MoeGroupedMatmulMode`).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a mode.
-        """
-        self.mode = _mode(value)
-        return self
-
-    def get_mode(self) -> MoeGroupedMatmulMode:
-        return self.mode
-
-    def set_top_k(self, value: int) -> MoeGroupedMatmulAttributes:
-        """How many experts each token is routed to (``SCATTER`` mode).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not an int32.
-        """
-        self.top_k = _top_k(value, "top_k")
-        return self
-
-    def get_top_k(self) -> int:
-        return self.top_k
+    set_mode, get_mode = member(
+        "mode", _mode, "MoE grouped matmul mode", doc="How rows are routed."
+    )
+    set_top_k, get_top_k = member(
+        "top_k", _top_k, doc="How many experts each token is routed to (``SCATTER`` mode)."
+    )
 
 
 class MoeGroupedMatmulBwdAttributes(NodeAttributes):

@@ -15,8 +15,8 @@ from ..errors import HipdnnError
 from ..tensor import DataTypeLike, TensorAttributes
 from ..tensor_input import as_data_type, as_text, keyword
 from ..types import DataType, ErrorCode
+from .accessors import Accessor
 from .graph_attributes import GraphAttributes
-from .slots import SlotGetter, SlotSetter
 
 __all__ = ["NodeAttributes", "scalar_slots"]
 
@@ -26,7 +26,7 @@ class NodeAttributes(BaseModel):
 
     # the slot accessors (``set_x, get_x = slot("X")``) are methods, not fields
     model_config = ConfigDict(
-        extra="forbid", arbitrary_types_allowed=True, ignored_types=(SlotSetter, SlotGetter)
+        extra="forbid", arbitrary_types_allowed=True, ignored_types=(Accessor,)
     )
     # the change clock's time of the last change (see :mod:`hipdnn_graph.changes`)
     __slots__ = (STAMP_SLOT,)

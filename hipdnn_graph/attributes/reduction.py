@@ -10,22 +10,19 @@ Example:
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Annotated, Any
-
-from pydantic import BeforeValidator
+from typing import Annotated
 
 from ..tensor_input import as_flag, keyword
 from ..types import ReductionMode
-from .checks import mode_of
+from .accessors import member, slot
+from .checks import enum_check
 from .node_attributes import NodeAttributes
-from .slots import slot
 
 __all__ = ["ReductionAttributes"]
 
 
-def _mode(value: Any) -> ReductionMode:
-    """``value`` as a :class:`ReductionMode` (a member or its number; not a bool)."""
-    return mode_of(ReductionMode, value, "reduction mode")
+#: ``(value, what) -> ReductionMode`` (a member or its number; not a bool)
+_mode = enum_check(ReductionMode)
 
 
 class ReductionAttributes(NodeAttributes):
@@ -49,32 +46,13 @@ class ReductionAttributes(NodeAttributes):
 
         Y = 0
 
-    mode: Annotated[ReductionMode, BeforeValidator(_mode)] = ReductionMode.NOT_SET
+    mode: Annotated[ReductionMode, keyword(_mode, "reduction mode")] = ReductionMode.NOT_SET
     is_deterministic: Annotated[bool, keyword(as_flag, "is_deterministic")] = False
 
     set_x, get_x = slot("X")
     set_y, get_y = slot("Y")
 
-    def set_mode(self, value: ReductionMode | int) -> ReductionAttributes:
-        """The reduction (:class:`ReductionMode`).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a mode.
-        """
-        self.mode = _mode(value)
-        return self
-
-    def get_mode(self) -> ReductionMode:
-        return self.mode
-
-    def set_is_deterministic(self, value: bool) -> ReductionAttributes:
-        """Request deterministic kernels.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
-        """
-        self.is_deterministic = as_flag(value, "is_deterministic")
-        return self
-
-    def get_is_deterministic(self) -> bool:
-        return self.is_deterministic
+    set_mode, get_mode = member("mode", _mode, "reduction mode", doc="The reduction.")
+    set_is_deterministic, get_is_deterministic = member(
+        "is_deterministic", as_flag, doc="Request deterministic kernels."
+    )

@@ -16,20 +16,20 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator
 
 from ..types import NormFwdPhase
+from .accessors import member, scalar_slot, slot
 from .checks import mode_of
 from .node_attributes import NodeAttributes
-from .slots import scalar_slot, slot
 
 __all__ = ["RMSNormAttributes", "norm_fwd_phase"]
 
 
-def norm_fwd_phase(value: Any) -> NormFwdPhase:
+def norm_fwd_phase(value: Any, what: str = "forward phase") -> NormFwdPhase:
     """``value`` as a :class:`NormFwdPhase` (a member or its number; not a bool).
 
     Raises:
         HipdnnError: ``INVALID_VALUE`` for anything else.
     """
-    return mode_of(NormFwdPhase, value, "forward phase")
+    return mode_of(NormFwdPhase, value, what)
 
 
 class RMSNormAttributes(NodeAttributes):
@@ -71,14 +71,9 @@ class RMSNormAttributes(NodeAttributes):
     set_y, get_y = slot("Y")
     set_inv_rms, get_inv_rms = slot("INV_RMS")
 
-    def set_forward_phase(self, value: NormFwdPhase | int) -> RMSNormAttributes:
-        """``TRAINING`` (also writes INV_RMS) or ``INFERENCE``.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a phase.
-        """
-        self.forward_phase = norm_fwd_phase(value)
-        return self
-
-    def get_forward_phase(self) -> NormFwdPhase:
-        return self.forward_phase
+    set_forward_phase, get_forward_phase = member(
+        "forward_phase",
+        norm_fwd_phase,
+        "forward phase",
+        doc="``TRAINING`` (also writes INV_RMS) or ``INFERENCE``.",
+    )

@@ -10,19 +10,13 @@ Example:
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Annotated, Any
+from typing import Annotated
 
-from pydantic import BeforeValidator
-
-from ..tensor_input import as_flag
+from ..tensor_input import as_flag, keyword
+from .accessors import member, slot
 from .node_attributes import NodeAttributes
-from .slots import slot
 
 __all__ = ["RMSNormBackwardAttributes"]
-
-
-def _compute_dbias(value: Any) -> bool:
-    return as_flag(value, "compute_dbias")
 
 
 class RMSNormBackwardAttributes(NodeAttributes):
@@ -56,7 +50,7 @@ class RMSNormBackwardAttributes(NodeAttributes):
         DSCALE = 1
         DBIAS = 2
 
-    compute_dbias: Annotated[bool, BeforeValidator(_compute_dbias)] = False
+    compute_dbias: Annotated[bool, keyword(as_flag, "compute_dbias")] = False
 
     set_dy, get_dy = slot("DY")
     set_x, get_x = slot("X")
@@ -66,14 +60,11 @@ class RMSNormBackwardAttributes(NodeAttributes):
     set_dscale, get_dscale = slot("DSCALE")
     set_dbias, get_dbias = slot("DBIAS")
 
-    def set_compute_dbias(self, value: bool) -> RMSNormBackwardAttributes:
-        """Whether ``Graph.rmsnorm_backward`` also creates the DBIAS output.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
-        """
-        self.compute_dbias = _compute_dbias(value)
-        return self
+    set_compute_dbias, get_compute_dbias = member(
+        "compute_dbias",
+        as_flag,
+        doc="Whether ``Graph.rmsnorm_backward`` also creates the DBIAS output.",
+    )
 
     def has_dbias(self, value: bool) -> RMSNormBackwardAttributes:
         """hipDNN's fluent alias of :meth:`set_compute_dbias`.
@@ -82,6 +73,3 @@ class RMSNormBackwardAttributes(NodeAttributes):
             HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
         """
         return self.set_compute_dbias(value)
-
-    def get_compute_dbias(self) -> bool:
-        return self.compute_dbias

@@ -16,8 +16,8 @@ from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..tensor_input import as_flag, as_optional_flag, keyword
 from ..types import ErrorCode
+from .accessors import member, slot
 from .sdpa_common import SdpaCommonAttributes
-from .slots import slot
 
 __all__ = ["SdpaAttributes"]
 
@@ -60,13 +60,11 @@ class SdpaAttributes(SdpaCommonAttributes):
     set_o, get_o = slot("O")
     set_stats, get_stats = slot("Stats")
 
-    def set_generate_stats(self, value: bool | None) -> SdpaAttributes:
-        """Whether the forward writes Stats (needed by the backward)."""
-        self.generate_stats = as_optional_flag(value, "generate_stats")
-        return self
-
-    def get_generate_stats(self) -> bool | None:
-        return self.generate_stats
+    set_generate_stats, get_generate_stats = member(
+        "generate_stats",
+        as_optional_flag,
+        doc="Whether the forward writes Stats (needed by the backward).",
+    )
 
     def set_is_inference(self, value: bool) -> SdpaAttributes:
         """cuDNN spelling: ``set_is_inference(b)`` is ``set_generate_stats(not b)``."""

@@ -16,8 +16,8 @@ from typing import Any, overload
 
 from ..tensor import TensorAttributes
 from ..tensor_input import as_flag
+from .accessors import scalar_slot, slot
 from .sdpa_common import SdpaCommonAttributes
-from .slots import scalar_slot, slot
 
 __all__ = ["SdpaBackwardAttributes"]
 

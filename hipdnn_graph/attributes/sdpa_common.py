@@ -18,10 +18,10 @@ from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..tensor_input import as_flag, keyword
 from ..types import DiagonalAlignment, ErrorCode
+from .accessors import SlotGetter, member, scalar_slot, slot
 from .checks import bounded_int, checked_attn_scale, checked_dropout_probability, optional
 from .mask_window import MaskWindow
 from .node_attributes import NodeAttributes
-from .slots import SlotGetter, scalar_slot, slot
 
 __all__ = ["SdpaCommonAttributes"]
 
@@ -74,41 +74,30 @@ class SdpaCommonAttributes(NodeAttributes):
         return self
 
     # ----- flags and scalars -----
-    def set_alibi_mask(self, value: bool) -> Self:
-        self.alibi_mask = as_flag(value, "alibi_mask")
-        return self
-
-    def set_padding_mask(self, value: bool) -> Self:
-        self.padding_mask = as_flag(value, "padding_mask")
-        return self
-
-    def set_causal_mask(self, value: bool) -> Self:
-        """Causal mask aligned top-left (key ``j`` visible to query ``i`` iff ``j <= i``)."""
-        self.causal_mask = as_flag(value, "causal_mask")
-        return self
-
-    def set_causal_mask_bottom_right(self, value: bool) -> Self:
-        """Causal mask aligned bottom-right (``j <= i + seq_kv - seq_q``)."""
-        self.causal_mask_bottom_right = as_flag(value, "causal_mask_bottom_right")
-        return self
-
-    def set_diagonal_band_left_bound(self, value: int | None) -> Self:
-        """Hide keys ``j < i + offset - value`` (``None``: no left bound); any int64.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not an int64 (hipDNN's type).
-        """
-        self.left_bound = _bound(value, "diagonal_band_left_bound")
-        return self
-
-    def set_diagonal_band_right_bound(self, value: int | None) -> Self:
-        """Hide keys ``j > i + offset + value`` (``None``: no right bound); any int64.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not an int64 (hipDNN's type).
-        """
-        self.right_bound = _bound(value, "diagonal_band_right_bound")
-        return self
+    set_alibi_mask, get_alibi_mask = member("alibi_mask", as_flag)
+    set_padding_mask, get_padding_mask = member("padding_mask", as_flag)
+    set_causal_mask, get_causal_mask = member(
+        "causal_mask",
+        as_flag,
+        doc="Causal mask aligned top-left (key ``j`` visible to query ``i`` iff ``j <= i``).",
+    )
+    set_causal_mask_bottom_right, get_causal_mask_bottom_right = member(
+        "causal_mask_bottom_right",
+        as_flag,
+        doc="Causal mask aligned bottom-right (``j <= i + seq_kv - seq_q``).",
+    )
+    set_diagonal_band_left_bound, get_diagonal_band_left_bound = member(
+        "left_bound",
+        _bound,
+        "diagonal_band_left_bound",
+        doc="Hide keys ``j < i + offset - value`` (``None``: no left bound); any int64.",
+    )
+    set_diagonal_band_right_bound, get_diagonal_band_right_bound = member(
+        "right_bound",
+        _bound,
+        "diagonal_band_right_bound",
+        doc="Hide keys ``j > i + offset + value`` (``None``: no right bound); any int64.",
+    )
 
     def set_sliding_window_length(self, value: int) -> Self:
         """cuDNN spelling: sets the left diagonal-band bound."""
@@ -123,29 +112,11 @@ class SdpaCommonAttributes(NodeAttributes):
             ) from None
         return self
 
-    def get_alibi_mask(self) -> bool:
-        return self.alibi_mask
-
-    def get_padding_mask(self) -> bool:
-        return self.padding_mask
-
-    def get_causal_mask(self) -> bool:
-        return self.causal_mask
-
-    def get_causal_mask_bottom_right(self) -> bool:
-        return self.causal_mask_bottom_right
-
     def get_dropout_probability(self) -> float | None:
         return self.dropout_probability
 
     def get_attn_scale_value(self) -> float | None:
         return self.attn_scale_value
-
-    def get_diagonal_band_left_bound(self) -> int | None:
-        return self.left_bound
-
-    def get_diagonal_band_right_bound(self) -> int | None:
-        return self.right_bound
 
     def get_diagonal_alignment(self) -> DiagonalAlignment:
         return self.diagonal_alignment
