@@ -31,8 +31,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Accessor",
+    "Getter",
     "MemberGetter",
     "MemberSetter",
+    "Setter",
     "SlotGetter",
     "SlotSetter",
     "member",
@@ -63,18 +65,8 @@ class Accessor:
         raise NotImplementedError
 
 
-class SlotSetter(Accessor, Generic[V]):
-    """``set_<slot>(tensor)``: put ``tensor`` (a number too, for a scalar slot) in the slot."""
-
-    def _method(self, slot: str) -> Callable[..., Any]:
-        def setter(self: Any, tensor: Any) -> Any:
-            output, member = self._SLOTS[slot]
-            if output:
-                return self._set_output(member, tensor)
-            return self._set_input(member, tensor)
-
-        setter.__doc__ = f"Put ``tensor`` in slot ``{slot}`` (``None`` empties it)."
-        return setter
+class Setter(Accessor, Generic[V]):
+    """A ``set_<x>(value)`` that chains: typed as taking ``V`` and returning its class."""
 
     if TYPE_CHECKING:
 
@@ -87,7 +79,35 @@ class SlotSetter(Accessor, Generic[V]):
         def __get__(self, obj: Any, owner: type) -> Any: ...
 
 
-class SlotGetter(Accessor):
+class Getter(Accessor, Generic[T]):
+    """A ``get_<x>()``: typed as returning ``T``."""
+
+    if TYPE_CHECKING:
+
+        @overload
+        def __get__(self, obj: None, owner: type) -> Self: ...
+
+        @overload
+        def __get__(self, obj: object, owner: type) -> Callable[[], T]: ...
+
+        def __get__(self, obj: Any, owner: type) -> Any: ...
+
+
+class SlotSetter(Setter[V]):
+    """``set_<slot>(tensor)``: put ``tensor`` (a number too, for a scalar slot) in the slot."""
+
+    def _method(self, slot: str) -> Callable[..., Any]:
+        def setter(self: Any, tensor: Any) -> Any:
+            output, member = self._SLOTS[slot]
+            if output:
+                return self._set_output(member, tensor)
+            return self._set_input(member, tensor)
+
+        setter.__doc__ = f"Put ``tensor`` in slot ``{slot}`` (``None`` empties it)."
+        return setter
+
+
+class SlotGetter(Getter["TensorAttributes | None"]):
     """``get_<slot>()``: the tensor in the slot, or ``None``."""
 
     def _method(self, slot: str) -> Callable[..., Any]:
@@ -97,16 +117,6 @@ class SlotGetter(Accessor):
 
         getter.__doc__ = f"The tensor in slot ``{slot}``, or ``None``."
         return getter
-
-    if TYPE_CHECKING:
-
-        @overload
-        def __get__(self, obj: None, owner: type) -> Self: ...
-
-        @overload
-        def __get__(self, obj: object, owner: type) -> Callable[[], TensorAttributes | None]: ...
-
-        def __get__(self, obj: Any, owner: type) -> Any: ...
 
 
 def slot(name: str) -> tuple[SlotSetter[TensorAttributes | None], SlotGetter]:
@@ -120,7 +130,7 @@ def scalar_slot(name: str) -> tuple[SlotSetter[TensorAttributes | float | None],
     return SlotSetter(name), SlotGetter(name)
 
 
-class MemberSetter(Accessor, Generic[V]):
+class MemberSetter(Setter[V]):
     """``set_<member>(value)``: store ``check(value, what)`` in the member and chain."""
 
     def __init__(self, field: str, check: Callable[[Any, str], Any], what: str, doc: str) -> None:
@@ -139,18 +149,8 @@ class MemberSetter(Accessor, Generic[V]):
         setter.__doc__ = f"{first}\n\nRaises:\n    {raises}"
         return setter
 
-    if TYPE_CHECKING:
 
-        @overload
-        def __get__(self, obj: None, owner: type) -> Self: ...
-
-        @overload
-        def __get__(self, obj: A, owner: type) -> Callable[[V], A]: ...
-
-        def __get__(self, obj: Any, owner: type) -> Any: ...
-
-
-class MemberGetter(Accessor, Generic[T]):
+class MemberGetter(Getter[T]):
     """``get_<member>()``: the member's value (a copy, for a list)."""
 
     def _method(self, slot: str) -> Callable[..., Any]:
@@ -160,16 +160,6 @@ class MemberGetter(Accessor, Generic[T]):
 
         getter.__doc__ = f"The value of ``{slot}``."
         return getter
-
-    if TYPE_CHECKING:
-
-        @overload
-        def __get__(self, obj: None, owner: type) -> Self: ...
-
-        @overload
-        def __get__(self, obj: object, owner: type) -> Callable[[], T]: ...
-
-        def __get__(self, obj: Any, owner: type) -> Any: ...
 
 
 def member(
