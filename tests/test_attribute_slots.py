@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 import hipdnn_graph.attributes as attributes_package
-from hipdnn_graph import ErrorCode, HipdnnError, PointwiseMode, TensorAttributes
+import hipdnn_graph.frontend as frontend
+from hipdnn_graph import DiagonalAlignment, ErrorCode, HipdnnError, PointwiseMode, TensorAttributes
 from hipdnn_graph.attributes import (
     MoeGroupedMatmulAttributes,
     NodeAttributes,
@@ -144,6 +145,14 @@ def test_a_slot_accessor_of_a_class_without_the_slot_says_which() -> None:
             lambda: attributes_package.ConvFpropAttributes().set_convolution_mode(9),
             "Unknown convolution mode 9",
         ),
+        (
+            lambda: attributes_package.SdpaAttributes().set_diagonal_alignment(5),
+            "Unknown diagonal alignment 5",
+        ),
+        (
+            lambda: frontend.SdpaAttributes().set_implementation("fast"),
+            "Unknown attention implementation 'fast'",
+        ),
     ],
 )
 def test_the_shared_checks_keep_each_message(call: Any, message: str) -> None:
@@ -206,3 +215,11 @@ def test_member_setters_document_what_they_raise() -> None:
     assert attributes_package.SdpaAttributes.get_causal_mask.__doc__ == (
         "The value of ``causal_mask``."
     )
+
+
+def test_the_enum_setters_that_take_a_bool_still_do() -> None:
+    # hipDNN's bindings take True for member 1 here (unlike the mode setters, which refuse bools)
+    a = attributes_package.SdpaAttributes().set_diagonal_alignment(True)
+    assert a.get_diagonal_alignment() is DiagonalAlignment.BOTTOM_RIGHT
+    b = frontend.SdpaAttributes().set_implementation(True)
+    assert b.implementation is frontend.AttentionImplementation.COMPOSITE

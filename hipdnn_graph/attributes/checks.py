@@ -31,6 +31,7 @@ __all__ = [
     "checked_attn_scale",
     "checked_dropout_probability",
     "enum_check",
+    "enum_member",
     "mode_of",
     "optional",
     "real_float32",
@@ -51,6 +52,24 @@ def mode_of(enum: type[E], value: Any, what: str) -> E:
         except (TypeError, ValueError):
             pass
     raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown {what} {value!r}")
+
+
+def enum_member(enum: type[E], value: Any, what: str) -> E:
+    """``enum(value)``: a member, its number, or anything else the enum takes (a bool is its
+    number here, as in hipDNN's bindings).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` ``"Unknown <what> <value>"`` for a value it does not take.
+
+    Example:
+        >>> from hipdnn_graph.types import DiagonalAlignment
+        >>> enum_member(DiagonalAlignment, True, "diagonal alignment").name
+        'BOTTOM_RIGHT'
+    """
+    try:
+        return enum(value)
+    except ValueError:
+        raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown {what} {value!r}") from None
 
 
 def enum_check(enum: type[E]) -> Callable[[Any, str], E]:

@@ -19,7 +19,13 @@ from ..tensor import TensorAttributes
 from ..tensor_input import as_flag, keyword
 from ..types import DiagonalAlignment, ErrorCode
 from .accessors import SlotGetter, member, scalar_slot, slot
-from .checks import bounded_int, checked_attn_scale, checked_dropout_probability, optional
+from .checks import (
+    bounded_int,
+    checked_attn_scale,
+    checked_dropout_probability,
+    enum_member,
+    optional,
+)
 from .mask_window import MaskWindow
 from .node_attributes import NodeAttributes
 
@@ -104,12 +110,7 @@ class SdpaCommonAttributes(NodeAttributes):
         return self.set_diagonal_band_left_bound(value)
 
     def set_diagonal_alignment(self, value: DiagonalAlignment | int) -> Self:
-        try:
-            self.diagonal_alignment = DiagonalAlignment(value)
-        except ValueError:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE, f"Unknown diagonal alignment {value!r}"
-            ) from None
+        self.diagonal_alignment = enum_member(DiagonalAlignment, value, "diagonal alignment")
         return self
 
     def get_dropout_probability(self) -> float | None:
