@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from ..tensor import TensorAttributes
 from .accessors import slot
 from .batchnorm import PeerStatsAttributes
+from .norm_common import SavedStatistics
 
 __all__ = ["BatchnormBackwardAttributes"]
 
 
-class BatchnormBackwardAttributes(PeerStatsAttributes):
+class BatchnormBackwardAttributes(PeerStatsAttributes, SavedStatistics):
     """Configuration of a batch-norm backward node (spatial mode): from DY, X, SCALE and
     (optionally) the forward pass's saved MEAN and INV_VARIANCE, the gradients DX, DSCALE and
     DBIAS.
@@ -53,14 +53,6 @@ class BatchnormBackwardAttributes(PeerStatsAttributes):
     set_dy, get_dy = slot("DY")
     set_x, get_x = slot("X")
     set_scale, get_scale = slot("SCALE")
-    set_mean, get_mean = slot("MEAN")
-    set_inv_variance, get_inv_variance = slot("INV_VARIANCE")
     set_dx, get_dx = slot("DX")
     set_dscale, get_dscale = slot("DSCALE")
     set_dbias, get_dbias = slot("DBIAS")
-
-    def set_saved_mean_and_inv_variance(
-        self, mean: TensorAttributes | None, inv_variance: TensorAttributes | None
-    ) -> BatchnormBackwardAttributes:
-        """Set MEAN and INV_VARIANCE at once (the forward pass's saved statistics)."""
-        return self.set_mean(mean).set_inv_variance(inv_variance)

@@ -10,26 +10,14 @@ Example:
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Annotated, Any
 
-from pydantic import BeforeValidator
-
-from ..types import NormFwdPhase
-from .accessors import member, scalar_slot, slot
-from .checks import bounded_int
-from .node_attributes import NodeAttributes
-from .rmsnorm import norm_fwd_phase
+from .accessors import scalar_slot, slot
+from .norm_common import ForwardPhase, NormalizedDimCount
 
 __all__ = ["LayernormAttributes"]
 
 
-def _int64(value: Any, what: str = "normalized_dim_count") -> int:
-    """``value`` as hipDNN's ``int64_t normalized_dim_count``."""
-    message = "{what} {number} is not a 64-bit integer"
-    return bounded_int(value, what, 64, message)
-
-
-class LayernormAttributes(NodeAttributes):
+class LayernormAttributes(NormalizedDimCount, ForwardPhase):
     """Configuration of a layer-norm forward node:
     ``Y = (X - mean) / sqrt(var + EPSILON) * SCALE + BIAS``, the statistics taken over the
     normalized dims.
@@ -60,9 +48,6 @@ class LayernormAttributes(NodeAttributes):
         MEAN = 1
         INV_VARIANCE = 2
 
-    forward_phase: Annotated[NormFwdPhase, BeforeValidator(norm_fwd_phase)] = NormFwdPhase.NOT_SET
-    normalized_dim_count: Annotated[int, BeforeValidator(_int64)] = 0
-
     set_x, get_x = slot("X")
     set_scale, get_scale = slot("SCALE")
     set_bias, get_bias = slot("BIAS")
@@ -70,15 +55,3 @@ class LayernormAttributes(NodeAttributes):
     set_y, get_y = slot("Y")
     set_mean, get_mean = slot("MEAN")
     set_inv_variance, get_inv_variance = slot("INV_VARIANCE")
-
-    set_forward_phase, get_forward_phase = member(
-        "forward_phase",
-        norm_fwd_phase,
-        "forward phase",
-        doc="``TRAINING`` (also writes MEAN and INV_VARIANCE) or ``INFERENCE``.",
-    )
-    set_normalized_dim_count, get_normalized_dim_count = member(
-        "normalized_dim_count",
-        _int64,
-        doc="The number of trailing dims normalized, as hipDNN carries it (no rule reads it).",
-    )

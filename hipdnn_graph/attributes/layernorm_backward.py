@@ -11,19 +11,14 @@ Example:
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Annotated
 
-from pydantic import BeforeValidator
-
-from ..tensor import TensorAttributes
-from .accessors import member, scalar_slot, slot
-from .layernorm import _int64
-from .node_attributes import NodeAttributes
+from .accessors import scalar_slot, slot
+from .norm_common import NormalizedDimCount, SavedStatistics
 
 __all__ = ["LayernormBackwardAttributes"]
 
 
-class LayernormBackwardAttributes(NodeAttributes):
+class LayernormBackwardAttributes(NormalizedDimCount, SavedStatistics):
     """Configuration of a layer-norm backward node: from DY, X, SCALE and (optionally) the
     forward pass's saved MEAN and INV_VARIANCE or an EPSILON, the gradients DX, DSCALE and DBIAS.
 
@@ -56,26 +51,10 @@ class LayernormBackwardAttributes(NodeAttributes):
         DSCALE = 1
         DBIAS = 2
 
-    normalized_dim_count: Annotated[int, BeforeValidator(_int64)] = 0
-
     set_dy, get_dy = slot("DY")
     set_x, get_x = slot("X")
     set_scale, get_scale = slot("SCALE")
-    set_mean, get_mean = slot("MEAN")
-    set_inv_variance, get_inv_variance = slot("INV_VARIANCE")
     set_epsilon, get_epsilon = scalar_slot("EPSILON")
     set_dx, get_dx = slot("DX")
     set_dscale, get_dscale = slot("DSCALE")
     set_dbias, get_dbias = slot("DBIAS")
-
-    def set_saved_mean_and_inv_variance(
-        self, mean: TensorAttributes | None, inv_variance: TensorAttributes | None
-    ) -> LayernormBackwardAttributes:
-        """Set MEAN and INV_VARIANCE at once (the forward pass's saved statistics)."""
-        return self.set_mean(mean).set_inv_variance(inv_variance)
-
-    set_normalized_dim_count, get_normalized_dim_count = member(
-        "normalized_dim_count",
-        _int64,
-        doc="The number of trailing dims normalized (inferred from SCALE when 0 or less).",
-    )

@@ -11,28 +11,14 @@ Example:
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Annotated, Any
 
-from pydantic import BeforeValidator
-
-from ..types import NormFwdPhase
-from .accessors import member, scalar_slot, slot
-from .checks import mode_of
-from .node_attributes import NodeAttributes
+from .accessors import scalar_slot, slot
+from .norm_common import ForwardPhase, norm_fwd_phase
 
 __all__ = ["RMSNormAttributes", "norm_fwd_phase"]
 
 
-def norm_fwd_phase(value: Any, what: str = "forward phase") -> NormFwdPhase:
-    """``value`` as a :class:`NormFwdPhase` (a member or its number; not a bool).
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` for anything else.
-    """
-    return mode_of(NormFwdPhase, value, what)
-
-
-class RMSNormAttributes(NodeAttributes):
+class RMSNormAttributes(ForwardPhase):
     """Configuration of an RMSNorm forward node:
     ``Y = X * inv_rms * SCALE (+ BIAS)``, ``inv_rms = 1 / sqrt(mean(X²) + EPSILON)`` over the
     normalized shape (the trailing dims where SCALE equals X).
@@ -62,18 +48,9 @@ class RMSNormAttributes(NodeAttributes):
         Y = 0
         INV_RMS = 1
 
-    forward_phase: Annotated[NormFwdPhase, BeforeValidator(norm_fwd_phase)] = NormFwdPhase.NOT_SET
-
     set_x, get_x = slot("X")
     set_scale, get_scale = slot("SCALE")
     set_epsilon, get_epsilon = scalar_slot("EPSILON")
     set_bias, get_bias = slot("BIAS")
     set_y, get_y = slot("Y")
     set_inv_rms, get_inv_rms = slot("INV_RMS")
-
-    set_forward_phase, get_forward_phase = member(
-        "forward_phase",
-        norm_fwd_phase,
-        "forward phase",
-        doc="``TRAINING`` (also writes INV_RMS) or ``INFERENCE``.",
-    )
