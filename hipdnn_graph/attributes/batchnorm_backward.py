@@ -12,14 +12,13 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from .accessors import slot
 from .batchnorm import PeerStatsAttributes
-from .norm_common import SavedStatistics
+from .norm_common import NormGradients, SavedStatistics
 
 __all__ = ["BatchnormBackwardAttributes"]
 
 
-class BatchnormBackwardAttributes(PeerStatsAttributes, SavedStatistics):
+class BatchnormBackwardAttributes(PeerStatsAttributes, NormGradients, SavedStatistics):
     """Configuration of a batch-norm backward node (spatial mode): from DY, X, SCALE and
     (optionally) the forward pass's saved MEAN and INV_VARIANCE, the gradients DX, DSCALE and
     DBIAS.
@@ -35,24 +34,10 @@ class BatchnormBackwardAttributes(PeerStatsAttributes, SavedStatistics):
     """
 
     class InputNames(IntEnum):
-        """Input slots."""
+        """Input slots in hipDNN's order (DY, X, SCALE first: :class:`NormGradients`)."""
 
         DY = 0
         X = 1
         SCALE = 2
         MEAN = 3
         INV_VARIANCE = 4
-
-    class OutputNames(IntEnum):
-        """Output slots."""
-
-        DX = 0
-        DSCALE = 1
-        DBIAS = 2
-
-    set_dy, get_dy = slot("DY")
-    set_x, get_x = slot("X")
-    set_scale, get_scale = slot("SCALE")
-    set_dx, get_dx = slot("DX")
-    set_dscale, get_dscale = slot("DSCALE")
-    set_dbias, get_dbias = slot("DBIAS")

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from .accessors import scalar_slot, slot
-from .norm_common import NormalizedDimCount, SavedStatistics
+from .accessors import scalar_slot
+from .norm_common import NormalizedDimCount, NormGradients, SavedStatistics
 
 __all__ = ["LayernormBackwardAttributes"]
 
 
-class LayernormBackwardAttributes(NormalizedDimCount, SavedStatistics):
+class LayernormBackwardAttributes(NormalizedDimCount, NormGradients, SavedStatistics):
     """Configuration of a layer-norm backward node: from DY, X, SCALE and (optionally) the
     forward pass's saved MEAN and INV_VARIANCE or an EPSILON, the gradients DX, DSCALE and DBIAS.
 
@@ -44,17 +44,4 @@ class LayernormBackwardAttributes(NormalizedDimCount, SavedStatistics):
         INV_VARIANCE = 4
         EPSILON = 5
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
-        DX = 0
-        DSCALE = 1
-        DBIAS = 2
-
-    set_dy, get_dy = slot("DY")
-    set_x, get_x = slot("X")
-    set_scale, get_scale = slot("SCALE")
     set_epsilon, get_epsilon = scalar_slot("EPSILON")
-    set_dx, get_dx = slot("DX")
-    set_dscale, get_dscale = slot("DSCALE")
-    set_dbias, get_dbias = slot("DBIAS")

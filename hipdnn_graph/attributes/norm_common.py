@@ -1,6 +1,7 @@
 """What the normalization attributes share, each declared once: the forward phase (layer norm
 and RMSNorm forward), the normalized dim count (layer norm forward and backward), and the
-saved statistics a backward node reads (batch norm and layer norm).
+saved statistics a backward node reads (batch norm and layer norm), and the slots every backward
+normalization has (batch norm, layer norm and RMSNorm).
 
 Example:
     >>> from hipdnn_graph import LayernormBackwardAttributes, NormFwdPhase, RMSNormAttributes
@@ -12,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Annotated, Any, Self
 
 from pydantic import BeforeValidator
@@ -22,7 +24,13 @@ from .accessors import member, slot
 from .checks import bounded_int, mode_of
 from .node_attributes import NodeAttributes
 
-__all__ = ["ForwardPhase", "NormalizedDimCount", "SavedStatistics", "norm_fwd_phase"]
+__all__ = [
+    "ForwardPhase",
+    "NormGradients",
+    "NormalizedDimCount",
+    "SavedStatistics",
+    "norm_fwd_phase",
+]
 
 
 def norm_fwd_phase(value: Any, what: str = "forward phase") -> NormFwdPhase:
@@ -78,3 +86,22 @@ class SavedStatistics(NodeAttributes):
     ) -> Self:
         """Set MEAN and INV_VARIANCE at once (the forward pass's saved statistics)."""
         return self.set_mean(mean).set_inv_variance(inv_variance)
+
+
+class NormGradients(NodeAttributes):
+    """The slots of every backward normalization: DY, X and SCALE in (its first three inputs,
+    the family's ``InputNames`` naming the rest), and the gradients out."""
+
+    class OutputNames(IntEnum):
+        """Output slots in hipDNN's order."""
+
+        DX = 0
+        DSCALE = 1
+        DBIAS = 2
+
+    set_dy, get_dy = slot("DY")
+    set_x, get_x = slot("X")
+    set_scale, get_scale = slot("SCALE")
+    set_dx, get_dx = slot("DX")
+    set_dscale, get_dscale = slot("DSCALE")
+    set_dbias, get_dbias = slot("DBIAS")

@@ -14,12 +14,12 @@ from typing import Annotated
 
 from ..tensor_input import as_flag, keyword
 from .accessors import member, slot
-from .node_attributes import NodeAttributes
+from .norm_common import NormGradients
 
 __all__ = ["RMSNormBackwardAttributes"]
 
 
-class RMSNormBackwardAttributes(NodeAttributes):
+class RMSNormBackwardAttributes(NormGradients):
     """Configuration of an RMSNorm backward node: from DY, X, SCALE and the forward pass's saved
     INV_RMS, the gradients DX, DSCALE and (optionally) DBIAS.
 
@@ -43,22 +43,9 @@ class RMSNormBackwardAttributes(NodeAttributes):
         SCALE = 2
         INV_RMS = 3
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
-        DX = 0
-        DSCALE = 1
-        DBIAS = 2
-
     compute_dbias: Annotated[bool, keyword(as_flag, "compute_dbias")] = False
 
-    set_dy, get_dy = slot("DY")
-    set_x, get_x = slot("X")
-    set_scale, get_scale = slot("SCALE")
     set_inv_rms, get_inv_rms = slot("INV_RMS")
-    set_dx, get_dx = slot("DX")
-    set_dscale, get_dscale = slot("DSCALE")
-    set_dbias, get_dbias = slot("DBIAS")
 
     set_compute_dbias, get_compute_dbias = member(
         "compute_dbias",
