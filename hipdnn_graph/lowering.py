@@ -27,6 +27,7 @@ from .descriptors.enums import AttributeName as A
 from .descriptors.enums import AttributeType as T
 from .descriptors.enums import DescriptorType
 from .descriptors.node_spec import node_specs
+from .descriptors.wire_model import WireMetadata
 from .errors import HipdnnError
 from .tensor import TensorAttributes
 from .types import ErrorCode
@@ -58,6 +59,8 @@ def lower_graph(parts: GraphParts) -> BackendDescriptor:
         desc.set_attribute(A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT, T.INT64, [signed64(preferred)])
     if attrs.name:
         desc.set_attribute(A.OPERATIONGRAPH_NAME_EXT, T.CHAR, [attrs.name])
+    if parts.wire_metadata is not None and parts.wire_metadata.is_override_shape_enabled:
+        desc.set_attribute(A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT, T.BOOLEAN, [True])
     desc.finalize()
     return desc
 
@@ -99,4 +102,8 @@ def lift_graph(desc: BackendDescriptor) -> GraphParts:
         node = spec.make_node(spec.attributes_cls(), attrs)
         nodes.append(node.unpack_from_descriptor(op, tensor_map))
     tensors = [tensor_map[uid] for uid in sorted(tensor_map)]
-    return GraphParts(attrs, tensors, nodes, preferred_engine_id=preferred)
+    metadata = None
+    if desc.has_attribute(A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT):
+        flag = get(A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT, T.BOOLEAN)[0]
+        metadata = WireMetadata(is_override_shape_enabled=bool(flag))
+    return GraphParts(attrs, tensors, nodes, preferred_engine_id=preferred, wire_metadata=metadata)

@@ -70,6 +70,8 @@ class NumpyReferenceEngine:
     name = "NUMPY_REFERENCE_ENGINE"
     priority = 1000
     array_kind = "numpy"
+    #: its plan is a list of steps resolved from the graph: one per override shape is cheap
+    supports_override_shapes = True
 
     @property
     def node_types(self) -> frozenset[hg.NodeType]:

@@ -151,6 +151,8 @@ class TorchEagerEngine:
 
     array_kind = "torch"
     node_types = FAMILY_NODE_TYPES
+    #: its plan is a list of eager steps: one per override shape is cheap
+    supports_override_shapes = True
 
     def __init__(self, name: str = EAGER_ENGINE, priority: int = 700) -> None:
         self.name = name
@@ -401,6 +403,11 @@ class TorchFusionEngine:
 
     array_kind = "torch"
     node_types = FAMILY_NODE_TYPES
+    supports_override_shapes = False
+    override_shapes_reason = (
+        "it compiles the graph's function (torch.compile) for its exact shapes in build_plans; "
+        "every new override shape would compile again"
+    )
 
     def __init__(
         self,

@@ -337,15 +337,50 @@ class Graph(FamilyMethods):
             )
         return names[plan_index]
 
+    def set_override_shape_enabled(self, is_enabled: bool) -> Graph:
+        """Let ``execute`` take override shapes (set before the plans are built; see
+        :meth:`hipdnn_graph.Graph.set_override_shape_enabled`)."""
+        self.core_graph.set_override_shape_enabled(is_enabled)
+        return self
+
+    def is_override_shape_enabled(self) -> bool:
+        """Whether ``execute`` may take override shapes."""
+        return self.core_graph.is_override_shape_enabled()
+
     # ----- execution -----
-    def execute(self, handle: Any, variant_pack: Mapping[Any, Any], workspace: Any = 0) -> Error:
+    def execute(
+        self,
+        handle: Any,
+        variant_pack: Mapping[Any, Any],
+        workspace: Any = 0,
+        override_uids: Any = None,
+        override_shapes: Any = None,
+        override_strides: Any = None,
+        *,
+        overrides: Any = None,
+    ) -> Error:
         """Run the built plan; ``variant_pack`` as described in :mod:`~hipdnn_graph.frontend._pack`.
+
+        With ``override_uids``, ``override_shapes`` and ``override_strides`` (hipDNN's
+        override-execute overload; or its map form ``overrides={uid: OverrideEntry(shape,
+        stride)}``), the plan runs at those shapes and each address is read at its override
+        layout (:mod:`hipdnn_graph.graph.overrides`; errors come back as an ``Error``).
 
         Raises:
             FrontendTypeError / FrontendValueError: keys and values hipDNN rejects the same way.
             FrontendRuntimeError: a destroyed handle.
         """
-        error, _ = run_core(self.core_graph, handle, variant_pack, workspace)
+        signature = None
+        if not (override_uids is override_shapes is override_strides is overrides is None):
+            from ..graph.overrides import normalize_overrides
+
+            try:
+                signature = normalize_overrides(
+                    override_uids, override_shapes, override_strides, overrides
+                )
+            except HipdnnError as err:
+                return Error.of(err)
+        error, _ = run_core(self.core_graph, handle, variant_pack, workspace, overrides=signature)
         return error
 
     def execute_plan_at_index(

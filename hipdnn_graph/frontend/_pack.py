@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import operator
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -77,8 +77,14 @@ def is_device_array(value: Any) -> bool:
     return _is_torch(value) and value.device.type == "cuda"
 
 
-def core_variant_pack(graph: CoreGraph, variant_pack: Mapping[Any, Any]) -> dict[int, Any]:
-    """Convert a hipDNN variant pack for the core's ``execute``.
+def core_variant_pack(
+    graph: CoreGraph,
+    variant_pack: Mapping[Any, Any],
+    layouts: Mapping[int, tuple[Sequence[int], Sequence[int]]] | None = None,
+) -> dict[int, Any]:
+    """Convert a hipDNN variant pack for the core's ``execute``; ``layouts`` gives the dims and
+    strides of the tensors executed at override shapes (by uid), read in place of the declared
+    ones.
 
     Raises:
         FrontendTypeError / FrontendValueError: a key or value hipDNN's bindings reject the same
@@ -88,6 +94,8 @@ def core_variant_pack(graph: CoreGraph, variant_pack: Mapping[Any, Any]) -> dict
     if not isinstance(variant_pack, Mapping):
         raise FrontendTypeError(f"variant_pack must be a dict, got {type(variant_pack).__name__}")
     by_uid = {t.get_uid(): t for t in graph.graph_tensors() if t.has_uid()}
+    if layouts:
+        by_uid = {uid: _at_layout(t, layouts.get(uid)) for uid, t in by_uid.items()}
     converted: dict[int, Any] = {}
     addresses: dict[int, int] = {}
     for key, value in variant_pack.items():
@@ -118,6 +126,17 @@ def core_variant_pack(graph: CoreGraph, variant_pack: Mapping[Any, Any]) -> dict
             f"'{tensor.name}' (uid {uid})",
         )
     return converted
+
+
+def _at_layout(
+    tensor: TensorAttributes, layout: tuple[Sequence[int], Sequence[int]] | None
+) -> TensorAttributes:
+    """``tensor``, or a copy of it at an override layout (its uid and type kept)."""
+    if layout is None:
+        return tensor
+    shaped = tensor.model_copy()
+    shaped.dim, shaped.stride = list(layout[0]), list(layout[1])
+    return shaped
 
 
 def _as_declared(value: Any, address: int, tensor: TensorAttributes, uid: int) -> Any:

@@ -7,8 +7,9 @@ handed over or allocated here), each checking the variant pack against the plan 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -35,12 +36,19 @@ NO_OUTPUT_MESSAGE = (
 
 @dataclass
 class BuiltPlan:
-    """One prepared engine: the plan, its workspace size and its variant-pack binder."""
+    """One prepared engine: the plan, its workspace size and its variant-pack binder.
+
+    ``override_shapes`` is the graph's override flag when the plan was built (a plan built
+    without it never runs override shapes, as in hipDNN); ``variants`` holds the plans of the
+    override shapes seen so far, by shape signature (:mod:`hipdnn_graph.graph.overrides`).
+    """
 
     engine: Engine
     plan: ExecutionPlan
     workspace_size: int
     binder: VariantPackBinder
+    override_shapes: bool = False
+    variants: OrderedDict[Any, Any] = field(default_factory=OrderedDict, repr=False)
 
 
 def run(built: BuiltPlan, inputs: Mapping[Any, Any], workspace: Any) -> dict[TensorAttributes, Any]:
