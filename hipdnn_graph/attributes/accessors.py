@@ -163,16 +163,16 @@ class MemberGetter(Getter[T]):
 
 
 def member(
-    field: str, check: Callable[[Any, str], T], what: str = "", *, doc: str = ""
-) -> tuple[MemberSetter[T], MemberGetter[T]]:
-    """The setter and getter of the member ``field``: the setter stores ``check(value, what)``
-    (``what`` defaults to ``field``; ``doc``, the setter's first docstring line, to one naming
-    the member)."""
+    field: str, check: Callable[[V, str], T], what: str = "", *, doc: str = ""
+) -> tuple[MemberSetter[V], MemberGetter[T]]:
+    """The setter and getter of the member ``field``: the setter takes what ``check`` takes and
+    stores ``check(value, what)`` (``what`` defaults to ``field``; ``doc``, the setter's first
+    docstring line, to one naming the member)."""
     return MemberSetter(field, check, what or field, doc), MemberGetter(field)
 
 
 def optional_member(
-    field: str, check: Callable[[Any, str], T], what: str = "", *, doc: str = ""
-) -> tuple[MemberSetter[T], MemberGetter[T | None]]:
+    field: str, check: Callable[[V, str], T], what: str = "", *, doc: str = ""
+) -> tuple[MemberSetter[V], MemberGetter[T | None]]:
     """:func:`member` for a member that is ``None`` until set (the setter takes no ``None``)."""
     return MemberSetter(field, check, what or field, doc), MemberGetter(field)

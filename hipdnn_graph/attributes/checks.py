@@ -23,13 +23,14 @@ from typing import Any, TypeVar
 from pydantic import BeforeValidator
 
 from ..errors import HipdnnError
-from ..tensor_input import as_float32, as_index
-from ..types import ErrorCode
+from ..tensor_input import DataTypeLike, as_data_type, as_float32, as_index
+from ..types import DataType, ErrorCode
 
 __all__ = [
     "bounded_int",
     "checked_attn_scale",
     "checked_dropout_probability",
+    "data_type_check",
     "enum_check",
     "enum_member",
     "mode_of",
@@ -72,7 +73,7 @@ def enum_member(enum: type[E], value: Any, what: str) -> E:
         raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown {what} {value!r}") from None
 
 
-def enum_check(enum: type[E]) -> Callable[[Any, str], E]:
+def enum_check(enum: type[E]) -> Callable[[E | int, str], E]:
     """The check ``(value, what) -> member`` of ``enum`` (:func:`mode_of`), for a member's setter
     and its keyword.
 
@@ -82,10 +83,16 @@ def enum_check(enum: type[E]) -> Callable[[Any, str], E]:
         'ADD'
     """
 
-    def check(value: Any, what: str) -> E:
+    def check(value: E | int, what: str) -> E:
         return mode_of(enum, value, what)
 
     return check
+
+
+def data_type_check(value: DataTypeLike, what: str) -> DataType:
+    """``value`` as a :class:`DataType` (:func:`~hipdnn_graph.tensor_input.as_data_type`, whose
+    message names the value), for a data-type member's setter."""
+    return as_data_type(value)
 
 
 def bounded_int(value: Any, what: str, bits: int, message: str = "") -> int:

@@ -12,10 +12,11 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
 from ..changes import STAMP_SLOT, touch
 from ..errors import HipdnnError
-from ..tensor import DataTypeLike, TensorAttributes
+from ..tensor import TensorAttributes
 from ..tensor_input import as_data_type, as_text, keyword
 from ..types import DataType, ErrorCode
-from .accessors import Accessor
+from .accessors import Accessor, member
+from .checks import data_type_check
 from .graph_attributes import GraphAttributes
 
 __all__ = ["NodeAttributes", "scalar_slots"]
@@ -81,13 +82,11 @@ class NodeAttributes(BaseModel):
     def get_name(self) -> str:
         return self.name
 
-    def set_compute_data_type(self, data_type: DataTypeLike) -> Self:
-        """Set the type the node computes in (defaults to the graph's)."""
-        self.compute_data_type = as_data_type(data_type)
-        return self
-
-    def get_compute_data_type(self) -> DataType:
-        return self.compute_data_type
+    set_compute_data_type, get_compute_data_type = member(
+        "compute_data_type",
+        data_type_check,
+        doc="Set the type the node computes in (defaults to the graph's).",
+    )
 
     # ----- slots -----
     def _set_input(self, slot: IntEnum, tensor: TensorAttributes | float | None) -> Self:
