@@ -64,7 +64,7 @@ class GraphSerialization:
         return GraphParts(
             graph.attributes,
             graph.wire_tensors(),
-            list(graph.nodes),
+            graph.nodes,
             preferred_engine_id=graph.get_preferred_engine_id_ext(),
             wire_metadata=graph.wire_metadata,
         )
