@@ -9,7 +9,6 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Any
 
 from pydantic import PrivateAttr
@@ -19,7 +18,7 @@ from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import ErrorCode
 from .accessors import scalar_slot, slot
-from .node_attributes import NodeAttributes
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["BatchnormAttributes", "PeerStatsAttributes"]
 
@@ -80,9 +79,7 @@ class BatchnormAttributes(PeerStatsAttributes):
     refused by name.
     """  # noqa: E501
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
         SCALE = 1
         BIAS = 2
@@ -91,9 +88,7 @@ class BatchnormAttributes(PeerStatsAttributes):
         MOMENTUM = 5
         EPSILON = 6
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
         MEAN = 1
         INV_VARIANCE = 2

@@ -10,9 +10,8 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
-
 from .batchnorm import PeerStatsAttributes
+from .node_attributes import InputSlots
 from .norm_common import NormGradients, SavedStatistics
 
 __all__ = ["BatchnormBackwardAttributes"]
@@ -33,8 +32,8 @@ class BatchnormBackwardAttributes(PeerStatsAttributes, NormGradients, SavedStati
     Peer statistics are held but not modelled (see :class:`BatchnormAttributes`).
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order (DY, X, SCALE first: :class:`NormGradients`)."""
+    class InputNames(InputSlots):
+        """DY, X, SCALE first (:class:`NormGradients`)."""
 
         DY = 0
         X = 1

@@ -9,10 +9,8 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
-
 from .accessors import slot
-from .node_attributes import NodeAttributes
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["BatchnormInferenceAttributes"]
 
@@ -29,18 +27,14 @@ class BatchnormInferenceAttributes(NodeAttributes):
     There is no epsilon: INV_VARIANCE already holds ``1 / sqrt(var + eps)``.
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
         MEAN = 1
         INV_VARIANCE = 2
         SCALE = 3
         BIAS = 4
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
 
     set_x, get_x = slot("X")

@@ -10,10 +10,8 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
-
 from .accessors import scalar_slot, slot
-from .node_attributes import NodeAttributes
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["BatchnormInferenceAttributesVarianceExt"]
 
@@ -29,9 +27,7 @@ class BatchnormInferenceAttributesVarianceExt(NodeAttributes):
     | EPSILON | set (hipDNN checks nothing more) | | | |
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
         MEAN = 1
         VARIANCE = 2
@@ -39,9 +35,7 @@ class BatchnormInferenceAttributesVarianceExt(NodeAttributes):
         BIAS = 4
         EPSILON = 5
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
 
     set_x, get_x = slot("X")

@@ -10,7 +10,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import IntEnum
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
@@ -18,7 +17,7 @@ from pydantic import BeforeValidator, Field
 from ..tensor_input import as_flag, as_index, as_int_list, keyword
 from .accessors import member, slot
 from .block_scale_quantize import int32_value
-from .node_attributes import NodeAttributes
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["BlockScaleDequantizeAttributes"]
 
@@ -40,15 +39,11 @@ class BlockScaleDequantizeAttributes(NodeAttributes):
     and ``is_negative_scale`` (``False`` unless set; carried, not used by the shape rules).
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
         SCALE = 1
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
 
     block_size: Annotated[list[int], BeforeValidator(lambda v: _int32_list(v, "block_size"))] = (

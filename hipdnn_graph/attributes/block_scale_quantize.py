@@ -9,13 +9,12 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Annotated, Any
 
 from ..tensor_input import as_flag, keyword
 from .accessors import member, optional_member, slot
 from .checks import bounded_int
-from .node_attributes import NodeAttributes
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["BlockScaleQuantizeAttributes", "int32_value", "optional_int32", "optional_int64"]
 
@@ -57,14 +56,10 @@ class BlockScaleQuantizeAttributes(NodeAttributes):
     block axis becomes their innermost dim).
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
         SCALE = 1
 

@@ -10,7 +10,6 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Annotated, Any, Self
 
 from pydantic import Field
@@ -19,6 +18,7 @@ from ..tensor_input import as_int_list, keyword
 from ..types import ConvolutionMode
 from .accessors import member, slot
 from .checks import enum_check
+from .node_attributes import InputSlots, OutputSlots
 from .windowed import WindowedAttributes, int_list_field
 
 __all__ = [
@@ -73,15 +73,11 @@ class ConvFpropAttributes(ConvolutionAttributes):
     | W | [K, C/groups, kernel...] | | | |
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
         W = 1
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
 
     set_x, get_x = slot("X")
@@ -99,15 +95,11 @@ class ConvDgradAttributes(ConvolutionAttributes):
     | W | [K, C/groups, kernel...] | | | |
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         DY = 0
         W = 1
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         DX = 0
 
     set_dy, get_dy = slot("DY")
@@ -125,15 +117,11 @@ class ConvWgradAttributes(ConvolutionAttributes):
     | X | [N, C, in...] | | | |
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         DY = 0
         X = 1
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         DW = 0
 
     set_dy, get_dy = slot("DY")

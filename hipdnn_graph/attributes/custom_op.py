@@ -14,7 +14,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from enum import IntEnum
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator
@@ -25,7 +24,7 @@ from ..tensor import TensorAttributes
 from ..tensor_input import as_text, keyword
 from ..types import ErrorCode
 from .accessors import member
-from .node_attributes import NodeAttributes
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["CustomOpAttributes", "InputPosition", "OutputPosition", "TensorPosition"]
 
@@ -99,10 +98,10 @@ class CustomOpAttributes(NodeAttributes):
     is set, and infers nothing but data types.
     """
 
-    class InputNames(IntEnum):
+    class InputNames(InputSlots):
         """No named input slots: the inputs are a positional list."""
 
-    class OutputNames(IntEnum):
+    class OutputNames(OutputSlots):
         """No named output slots: the outputs are a positional list."""
 
     custom_op_id: Annotated[str, keyword(as_text, "custom_op_id")] = ""

@@ -9,9 +9,8 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
-
 from .accessors import scalar_slot, slot
+from .node_attributes import InputSlots, OutputSlots
 from .norm_common import ForwardPhase, NormalizedDimCount
 
 __all__ = ["LayernormAttributes"]
@@ -33,17 +32,13 @@ class LayernormAttributes(NormalizedDimCount, ForwardPhase):
     validation) and ``normalized_dim_count`` (an integer carried to the engines, 0 unless set).
     """  # noqa: E501
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
         SCALE = 1
         BIAS = 2
         EPSILON = 3
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
         MEAN = 1
         INV_VARIANCE = 2

@@ -10,9 +10,8 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
-
 from .accessors import scalar_slot
+from .node_attributes import InputSlots
 from .norm_common import NormalizedDimCount, NormGradients, SavedStatistics
 
 __all__ = ["LayernormBackwardAttributes"]
@@ -34,9 +33,7 @@ class LayernormBackwardAttributes(NormalizedDimCount, NormGradients, SavedStatis
     then inferred from SCALE's dims).
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         DY = 0
         X = 1
         SCALE = 2

@@ -9,10 +9,8 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
-
 from .accessors import slot
-from .node_attributes import NodeAttributes
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["MatmulAttributes"]
 
@@ -28,15 +26,11 @@ class MatmulAttributes(NodeAttributes):
     Matmul has no members besides its tensors, its name and its compute type.
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         A = 0
         B = 1
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         C = 0
 
     set_a, get_a = slot("A")

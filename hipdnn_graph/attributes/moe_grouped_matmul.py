@@ -18,7 +18,7 @@ from ..tensor_input import keyword
 from ..types import MoeGroupedMatmulMode
 from .accessors import SlotSetter, member, slot
 from .checks import bounded_int, enum_check
-from .node_attributes import NodeAttributes
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["MoeGroupedMatmulAttributes", "MoeGroupedMatmulBwdAttributes"]
 
@@ -49,18 +49,14 @@ class MoeGroupedMatmulAttributes(NodeAttributes):
     ``SCATTER`` needs it in ``[1, experts]``).
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         TOKEN = 0
         WEIGHT = 1
         FIRST_TOKEN_OFFSET = 2
         TOKEN_INDEX = 3
         TOKEN_KS = 4
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         OUTPUT = 0
 
     mode: Annotated[MoeGroupedMatmulMode, keyword(_mode, "MoE grouped matmul mode")] = (
@@ -100,16 +96,12 @@ class MoeGroupedMatmulBwdAttributes(NodeAttributes):
     No members besides its tensors, its name and its compute type.
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         DOUTPUT = 0
         TOKEN = 1
         FIRST_TOKEN_OFFSET = 2
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         DWEIGHT = 0
 
     set_doutput, get_doutput = slot("DOUTPUT")

@@ -19,7 +19,15 @@ from .accessors import Accessor, member
 from .checks import data_type_check
 from .graph_attributes import GraphAttributes
 
-__all__ = ["NodeAttributes", "scalar_slots"]
+__all__ = ["InputSlots", "NodeAttributes", "OutputSlots", "scalar_slots"]
+
+
+class InputSlots(IntEnum):
+    """Input slots in hipDNN's order: the base of each family's ``InputNames``."""
+
+
+class OutputSlots(IntEnum):
+    """Output slots in hipDNN's order: the base of each family's ``OutputNames``."""
 
 
 class NodeAttributes(BaseModel):

@@ -13,7 +13,6 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Annotated, Any, Self
 
 from pydantic import BeforeValidator
@@ -22,7 +21,7 @@ from ..tensor import TensorAttributes
 from ..types import NormFwdPhase
 from .accessors import member, slot
 from .checks import bounded_int, mode_of
-from .node_attributes import NodeAttributes
+from .node_attributes import NodeAttributes, OutputSlots
 
 __all__ = [
     "ForwardPhase",
@@ -92,9 +91,7 @@ class NormGradients(NodeAttributes):
     """The slots of every backward normalization: DY, X and SCALE in (its first three inputs,
     the family's ``InputNames`` naming the rest), and the gradients out."""
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         DX = 0
         DSCALE = 1
         DBIAS = 2

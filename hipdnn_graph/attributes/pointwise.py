@@ -9,14 +9,13 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Annotated, Any
 
 from ..tensor_input import as_index, as_optional_index, keyword
 from ..types import PointwiseMode
 from .accessors import member, optional_member, slot
 from .checks import enum_check, real_float32
-from .node_attributes import NodeAttributes
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["PointwiseAttributes"]
 
@@ -42,16 +41,12 @@ class PointwiseAttributes(NodeAttributes):
     ``softplus_beta``; ``axis`` (an integer, for ``GEN_INDEX``).
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         IN_0 = 0
         IN_1 = 1
         IN_2 = 2
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         OUT_0 = 0
 
     mode: Annotated[PointwiseMode, keyword(_mode, "pointwise mode")] = PointwiseMode.NOT_SET

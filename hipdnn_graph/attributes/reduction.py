@@ -9,14 +9,13 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Annotated
 
 from ..tensor_input import as_flag, keyword
 from ..types import ReductionMode
 from .accessors import member, slot
 from .checks import enum_check
-from .node_attributes import NodeAttributes
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["ReductionAttributes"]
 
@@ -36,14 +35,10 @@ class ReductionAttributes(NodeAttributes):
     (``False`` unless set: a request for deterministic kernels).
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
 
     mode: Annotated[ReductionMode, keyword(_mode, "reduction mode")] = ReductionMode.NOT_SET

@@ -12,7 +12,6 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Annotated
 
 from pydantic import Field
@@ -21,6 +20,7 @@ from ..tensor_input import as_flag, as_int_list, keyword
 from ..types import PaddingMode, ResampleMode
 from .accessors import member, slot
 from .checks import enum_check
+from .node_attributes import InputSlots, OutputSlots
 from .windowed import WindowedAttributes, int_list_field
 
 __all__ = ["ResampleAttributes", "ResampleBwdAttributes", "ResampleFwdAttributes"]
@@ -75,14 +75,10 @@ class ResampleFwdAttributes(ResampleAttributes):
     included, is written to the wire and an unset one is not.
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
         INDEX = 1
 
@@ -118,15 +114,11 @@ class ResampleBwdAttributes(ResampleAttributes):
     ``in = (out - 1) * stride - pre - post + window`` when DX has no dims.
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         DY = 0
         INDEX = 1
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         DX = 0
 
     set_dy, get_dy = slot("DY")

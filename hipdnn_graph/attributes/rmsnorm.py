@@ -10,9 +10,8 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
-
 from .accessors import scalar_slot, slot
+from .node_attributes import InputSlots, OutputSlots
 from .norm_common import ForwardPhase, norm_fwd_phase
 
 __all__ = ["RMSNormAttributes", "norm_fwd_phase"]
@@ -34,17 +33,13 @@ class RMSNormAttributes(ForwardPhase):
     validation).
     """  # noqa: E501
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
         SCALE = 1
         EPSILON = 2
         BIAS = 3
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
         INV_RMS = 1
 

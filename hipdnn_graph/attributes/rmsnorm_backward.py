@@ -9,11 +9,11 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Annotated
 
 from ..tensor_input import as_flag, keyword
 from .accessors import member, slot
+from .node_attributes import InputSlots
 from .norm_common import NormGradients
 
 __all__ = ["RMSNormBackwardAttributes"]
@@ -35,9 +35,7 @@ class RMSNormBackwardAttributes(NormGradients):
     names it.
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         DY = 0
         X = 1
         SCALE = 2

@@ -9,7 +9,6 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Annotated, Any, overload
 
 from ..errors import HipdnnError
@@ -17,6 +16,7 @@ from ..tensor import TensorAttributes
 from ..tensor_input import as_flag, as_optional_flag, keyword
 from ..types import ErrorCode
 from .accessors import member, slot
+from .node_attributes import InputSlots, OutputSlots
 from .sdpa_common import SdpaCommonAttributes
 
 __all__ = ["SdpaAttributes"]
@@ -34,9 +34,7 @@ class SdpaAttributes(SdpaCommonAttributes):
     | Seed, Offset, Dropout_mask, Dropout_scale | optional | | | |
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         Q = 0
         K = 1
         V = 2
@@ -49,9 +47,7 @@ class SdpaAttributes(SdpaCommonAttributes):
         Dropout_mask = 9
         Dropout_scale = 10
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         O = 0  # noqa: E741
         Stats = 1
 

@@ -11,12 +11,12 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Any, overload
 
 from ..tensor import TensorAttributes
 from ..tensor_input import as_flag
 from .accessors import scalar_slot, slot
+from .node_attributes import InputSlots, OutputSlots
 from .sdpa_common import SdpaCommonAttributes
 
 __all__ = ["SdpaBackwardAttributes"]
@@ -39,9 +39,7 @@ class SdpaBackwardAttributes(SdpaCommonAttributes):
     | Dropout_mask, Dropout_scale, Dropout_scale_inv | explicit dropout | | | |
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         Q = 0
         K = 1
         V = 2
@@ -58,9 +56,7 @@ class SdpaBackwardAttributes(SdpaCommonAttributes):
         Dropout_scale = 13
         Dropout_scale_inv = 14
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         dQ = 0
         dK = 1
         dV = 2
