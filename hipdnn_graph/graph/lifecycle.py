@@ -115,7 +115,7 @@ def build_operation_graph(graph: Graph, state: PlanState) -> None:
     assign_uids(graph)
     from ..lowering import lower_graph
 
-    state.descriptor = lower_graph(graph)
+    state.descriptor = lower_graph(graph.to_parts())
     state.lowered = True
 
 

@@ -18,7 +18,7 @@ import torch
 
 from ..errors import HipdnnError
 from ..types import DataType, DiagonalAlignment, ErrorCode
-from ._cached import Options
+from ._cached import Options, remember
 
 __all__ = [
     "IO_TYPES",
@@ -196,12 +196,7 @@ def with_dropout(options: Options, p: float) -> Options:
     (``NamedTuple._replace`` costs microseconds per call)."""
     key = (options, p)
     made = _WITH.get(key)
-    if made is None:
-        made = options._replace(dropout_p=p)
-        if len(_WITH) > 1024:
-            _WITH.clear()
-        _WITH[key] = made
-    return made
+    return made if made is not None else remember(_WITH, key, options._replace(dropout_p=p))
 
 
 _WITH: dict[tuple[Options, float], Options] = {}
