@@ -58,6 +58,8 @@ def lower_graph(graph: Graph) -> BackendDescriptor:
         desc.set_attribute(A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT, T.INT64, [signed64(preferred)])
     if attrs.name:
         desc.set_attribute(A.OPERATIONGRAPH_NAME_EXT, T.CHAR, [attrs.name])
+    if graph.is_override_shape_enabled():
+        desc.set_attribute(A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT, T.BOOLEAN, [True])
     desc.finalize()
     return desc
 
@@ -101,4 +103,8 @@ def lift_graph(desc: BackendDescriptor) -> Graph:
         nodes.append(node.unpack_from_descriptor(op, tensor_map))
     # tensors by uid: descriptors carry no declaration order
     tensors = [tensor_map[uid] for uid in sorted(tensor_map)]
-    return Graph.from_parts(attrs, tensors, nodes, preferred_engine_id=preferred)
+    graph = Graph.from_parts(attrs, tensors, nodes, preferred_engine_id=preferred)
+    if desc.has_attribute(A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT):
+        flag = get(A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT, T.BOOLEAN)[0]
+        graph.set_override_shape_enabled(bool(flag))
+    return graph

@@ -247,6 +247,19 @@ class TestGraphConfiguration:
         assert g.set_preferred_engine_id_ext(5).get_preferred_engine_id_ext() == 5
         assert g.set_preferred_engine_id_ext().get_preferred_engine_id_ext() is None
 
+    def test_preferred_engine_takes_any_name_and_empty_clears(self) -> None:
+        """hipDNN's binding hashes any name to its id (engines it has not loaded included) and
+        clears the preference for ``""`` (its test_engine_id_overloads.py); the facade does the
+        same where the core Graph refuses a name no registered engine has."""
+        g = hipdnn.Graph()
+        assert g.set_preferred_engine_id_ext("MIOPEN_ENGINE") is g
+        assert g.get_preferred_engine_id_ext() == hg.backend.engine_id("MIOPEN_ENGINE")
+        other = g.set_preferred_engine_id_ext("ENGINE_A").get_preferred_engine_id_ext()
+        assert other == hg.backend.engine_id("ENGINE_A") != hg.backend.engine_id("MIOPEN_ENGINE")
+        assert g.set_preferred_engine_id_ext("").get_preferred_engine_id_ext() is None
+        with pytest.raises(hg.HipdnnError, match="Unknown engine name 'MIOPEN_ENGINE'"):
+            hg.Graph().set_preferred_engine_id_ext("MIOPEN_ENGINE")
+
     def test_tensor_and_tensor_like_are_static(self) -> None:
         original = hipdnn.Tensor.create([4, 8, 16], hipdnn.DataType.FLOAT).set_uid(3).set_name("o")
         assert hipdnn.Graph.tensor(original) is original

@@ -81,6 +81,8 @@ class NumpyReferenceEngine:
     array_kind = "numpy"
     api_version = ENGINE_API_VERSION
     knobs = (BLOCK_Q_KNOB,)
+    #: its plan is a list of steps resolved from the graph: one per override shape is cheap
+    supports_override_shapes = True
 
     @property
     def node_types(self) -> frozenset[hg.NodeType]:

@@ -52,11 +52,22 @@ class SdpaPlanning:
         outputs = frozenset(
             t.get_uid() for t in graph.graph_tensors() if id(t) in produced and not t.is_virtual
         )
-        plan = TorchSdpaPlan(self.name, steps, outputs)
+        plan = TorchSdpaPlan(self.name, steps, outputs, device_only=self._device_only())
         if self.op is not None and any(p.philox is not None for p in problems):
             plan.replay.refuse(_NO_PHILOX_REPLAY)
         apply_replay_knob(plan.replay, knobs)
         return plan
+
+    def _device_only(self) -> bool:
+        """Whether the kernels run on a device only (the math engine and flex's CPU reference
+        path, when allowed, run on host tensors too)."""
+        if self.op is None:
+            return False
+        if self.op == "flex":
+            from .kernels._flex_env import cpu_allowed
+
+            return not cpu_allowed()
+        return True
 
     def _step(self, p: SdpaProblem, torch: Any, knobs: Mapping[str, Any] | None = None) -> Step:
         w = p.window

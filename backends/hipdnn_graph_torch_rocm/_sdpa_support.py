@@ -103,6 +103,8 @@ class SdpaSupport:
             if self.op == "cudnn" and torch.version.hip:
                 return Support.no("cuDNN attention does not exist in ROCm builds of torch")
         preferred = graph.get_preferred_engine_id_ext() == engine_id(self.name)
+        # flex refuses override-shape graphs, so nothing defers to it there
+        flex_usable = not graph.is_override_shape_enabled()
         for node in graph.nodes:
             if not isinstance(node, hg.SdpaBwdNode | hg.SdpaFwdNode):
                 return Support.no(f"{type(node).__name__} is not implemented")
@@ -111,7 +113,7 @@ class SdpaSupport:
             reason = (
                 common_refusal(p)
                 or (_philox_refusal(p, self.op) if philox else None)
-                or self._refusal(p)
+                or self._refusal(p, flex_usable)
                 or (self._philox_deferral(p, preferred) if philox else None)
             )
             if reason is not None:
@@ -136,7 +138,7 @@ class SdpaSupport:
         reason = philox_deferral(self.name, stream, preferred=preferred)
         return None if reason is None else f"node '{p.name}': {reason}"
 
-    def _refusal(self, p: SdpaProblem) -> str | None:
+    def _refusal(self, p: SdpaProblem, flex_usable: bool = True) -> str | None:
         node = f"node '{p.name}'"
         if self.op is None:
             if p.compute_data_type not in (hg.DataType.FLOAT, hg.DataType.DOUBLE):
@@ -154,9 +156,9 @@ class SdpaSupport:
         reason = fused.dtype_reason(fused.FusedOp(self.op), torch_dtype(io))
         if reason is not None:
             return f"{node}: {reason}"
-        return self._fused_reason(p, io)
+        return self._fused_reason(p, io, flex_usable)
 
-    def _fused_reason(self, p: SdpaProblem, io: hg.DataType) -> str | None:
+    def _fused_reason(self, p: SdpaProblem, io: hg.DataType, flex_usable: bool) -> str | None:
         import torch
 
         from .kernels import fused
@@ -181,7 +183,8 @@ class SdpaSupport:
                 bias=p.has("Bias"), padding=p.padding, band=band, offset_diagonal=offset
             )
             if features != Features():
-                reason = deferral(self.op, features, flex_accepts=flex_accepts(p, io))
+                usable = flex_usable and flex_accepts(p, io)
+                reason = deferral(self.op, features, flex_accepts=usable)
         return None if reason is None else f"node '{p.name}': {reason}"
 
     def _flex_reason(self, p: SdpaProblem, io: hg.DataType) -> str | None:

@@ -4,8 +4,7 @@ hipdnn-graph builds SDPA (forward and backward), pointwise, matmul, reduction, R
 layer-norm (forward and backward), convolution (forward, data and weight gradients), batch-norm,
 resample (forward and backward), MoE grouped matmul, custom op and block-scale (quantize,
 dequantize) graphs: every op family of hipDNN's bindings, with its engine configurations and
-knobs. Its autotuning API (``autotune``, sweeps, engine deselection) and its provisional HIP
-helpers are not part of it.
+knobs. Its autotuning API (``autotune``, sweeps, engine deselection) is not part of it.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
 (``GRAPH_NOT_SUPPORTED``, also an ``AttributeError``, so ``hasattr`` answers ``False``).
 
@@ -60,10 +59,6 @@ MODULE_NAMES: dict[str, str] = {
             "AutotuneResult",
         ),
         "autotuning",
-    ),
-    **dict.fromkeys(
-        ("HipEvent", "HipStallGate", "hip_can_use_stream_wait_value"),
-        "hipDNN's provisional HIP helpers",
     ),
 }
 

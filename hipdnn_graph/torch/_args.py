@@ -354,9 +354,23 @@ def _int32_lengths(name: str, value: Tensor) -> Tensor:
     return value.to(dtype=torch.int32)
 
 
-def materialized(t: Tensor) -> Tensor:
-    """``t`` itself, or a packed copy when it is broadcast (a stride-0 dim: ``x.sum()``'s grad)."""
-    return t.contiguous() if 0 in t.stride() else t
+def materialized(t: Tensor, like: Tensor) -> Tensor:
+    """``t`` itself, or a dense copy laid out as ``like`` when it is broadcast (a stride-0 dim:
+    ``x.sum()``'s grad). The upstream gradient dO is copied in O's layout: torch's fused
+    backward kernels want dO laid out as O (the memory-efficient kernel packs a dO of another
+    layout again, a second copy of the size of O).
+
+    Example:
+        >>> import torch
+        >>> o = torch.zeros(1, 4, 2, 8).transpose(1, 2)  # [B, H, S, D] with [B, S, H, D] memory
+        >>> materialized(torch.ones(()).expand(o.shape), o).stride() == o.stride()
+        True
+    """
+    if 0 not in t.stride():
+        return t
+    if like.shape == t.shape:  # empty_like keeps a dense layout (else packs)
+        return torch.empty_like(like, dtype=t.dtype).copy_(t)
+    return t.contiguous()
 
 
 #: the lengths a padding tensor (int32, as hipDNN's SEQ_LEN tensors) can hold
