@@ -17,7 +17,7 @@ from .errors import HipdnnError
 from .types import ErrorCode
 
 if TYPE_CHECKING:  # the wire and the graph load on first use (the CLI's --help stays light)
-    from .descriptors.wire_model import WireGraph
+    from .descriptors.wire_model import WireGraph, WireMetadata
     from .graph import Graph
     from .wire import GraphParts
 
@@ -66,7 +66,7 @@ class GraphSerialization:
             graph.wire_tensors(),
             graph.nodes,
             preferred_engine_id=graph.get_preferred_engine_id_ext(),
-            wire_metadata=graph.wire_metadata,
+            wire_metadata=_stamped(graph),
         )
 
     @classmethod
@@ -154,3 +154,23 @@ class GraphSerialization:
         """A stable 64-bit hash of the graph's serialized bytes: equal graphs, equal keys."""
         digest = blake2b(self.serialize(), digest_size=8).digest()
         return int.from_bytes(digest, "little")
+
+
+def _stamped(graph: Graph) -> WireMetadata:
+    """The graph's wire metadata with ``min_required_engine_api_version`` stamped, as hipDNN
+    stamps it when it builds the graph, whenever the graph requires more than the baseline
+    1.0.0 (hipDNN's readers take an absent field as 1.0.0, so the baseline is left implicit and
+    graphs that need nothing newer keep their bytes). A decoded graph writes back what it read."""
+    from dataclasses import replace
+
+    from .backend.api_version import BASELINE_API_VERSION, graph_required_api_version
+
+    metadata = graph.wire_metadata
+    if graph.is_decoded:
+        return metadata
+    required = graph_required_api_version(graph)
+    if required <= BASELINE_API_VERSION:
+        return metadata
+    return replace(
+        metadata, min_required_engine_api_version=(required.major, required.minor, required.patch)
+    )

@@ -305,7 +305,7 @@ class TestOtherOpFamilies:
         "name",
         [
             "autotune",
-            "get_engine_configs",
+            "deselect_engines",
         ],
     )
     def test_graph_methods_name_the_op(self, name: str) -> None:

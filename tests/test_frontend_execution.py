@@ -355,7 +355,7 @@ class TestErrorPaths:
             with pytest.raises(RuntimeError) as caught:
                 query()
             assert caught.value.code == hg.ErrorCode.INVALID_VALUE  # type: ignore[attr-defined]
-        with pytest.raises(RuntimeError, match="out of range"):
+        with pytest.raises(RuntimeError, match="out of bounds"):
             graph.get_plan_name_at_index(0)
 
 

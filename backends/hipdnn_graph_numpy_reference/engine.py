@@ -15,20 +15,29 @@ from collections.abc import Mapping
 from typing import Any
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import SdpaProblem, Support
+from hipdnn_graph.backend import ENGINE_API_VERSION, IntConstraint, Knob, SdpaProblem, Support
 
 from .families import REFERENCE_FAMILY_OF
 from .family_step import FamilyStep, family_refusal
 from .sdpa_step import SDPA_NODE_TYPES, SdpaStep, sdpa_refusal
 
-__all__ = ["NumpyReferenceEngine", "NumpyReferencePlan"]
+__all__ = ["BLOCK_Q_KNOB", "NumpyReferenceEngine", "NumpyReferencePlan"]
 
 Step = SdpaStep | FamilyStep
 
+#: the attention math's query rows per tile: 0 sizes tiles of about TILE_BYTES (whole problems
+#: that fit take the untiled path); n > 0 takes tiles of n rows, the tiled path when n < Sq
+BLOCK_Q_KNOB = Knob(
+    "numpy_reference.sdpa_block_q",
+    0,
+    "SDPA query rows per tile (0: automatic, tiles of about 8 MiB; n < Sq forces the tiled path)",
+    IntConstraint(0, 1 << 20),
+)
 
-def _step(node: Any) -> Step:
+
+def _step(node: Any, block_q: int) -> Step:
     if node.get_node_type() in SDPA_NODE_TYPES:
-        return SdpaStep.of(SdpaProblem.from_node(node))
+        return SdpaStep.of(SdpaProblem.from_node(node), block_q)
     return FamilyStep.of(node)
 
 
@@ -50,8 +59,8 @@ class NumpyReferencePlan:
     engine_name = "NUMPY_REFERENCE_ENGINE"
     workspace_size = 0
 
-    def __init__(self, graph: hg.Graph) -> None:
-        self.steps: list[Step] = [_step(n) for n in graph.nodes]
+    def __init__(self, graph: hg.Graph, block_q: int = 0) -> None:
+        self.steps: list[Step] = [_step(n, block_q) for n in graph.nodes]
         produced = set().union(*(step.outputs() for step in self.steps))
         consumed = set().union(*(step.inputs() for step in self.steps))
         #: virtual tensors passed between nodes (kept in a private copy of the variant pack)
@@ -70,6 +79,8 @@ class NumpyReferenceEngine:
     name = "NUMPY_REFERENCE_ENGINE"
     priority = 1000
     array_kind = "numpy"
+    api_version = ENGINE_API_VERSION
+    knobs = (BLOCK_Q_KNOB,)
     #: its plan is a list of steps resolved from the graph: one per override shape is cheap
     supports_override_shapes = True
 
@@ -90,8 +101,11 @@ class NumpyReferenceEngine:
     def workspace_size(self, graph: hg.Graph) -> int:
         return 0
 
-    def build_plan(self, graph: hg.Graph) -> NumpyReferencePlan:
-        return NumpyReferencePlan(graph)
+    def build_plan(
+        self, graph: hg.Graph, knobs: Mapping[str, Any] | None = None
+    ) -> NumpyReferencePlan:
+        block_q = (knobs or {}).get(BLOCK_Q_KNOB.knob_id, BLOCK_Q_KNOB.default_value)
+        return NumpyReferencePlan(graph, int(block_q))
 
 
 class NumpyReferenceBackend:

@@ -77,7 +77,9 @@ class SdpaStep:
         object.__setattr__(self, "fetch", operator.itemgetter(*self.positional))
 
     @classmethod
-    def of(cls, p: SdpaProblem) -> SdpaStep:
+    def of(cls, p: SdpaProblem, block_q: int = 0) -> SdpaStep:
+        """The step of one node; ``block_q`` > 0 fixes the query rows per tile (the tiled math
+        whenever it is below Sq), 0 lets the math size its tiles."""
         positional = tuple(
             p.uid(slot) for _, slot in (_ARRAY_ARGS_BWD if p.backward else _ARRAY_ARGS_FWD)
         )
@@ -93,6 +95,8 @@ class SdpaStep:
             kw: x for kw, x in flags.items() if x is not None and x is not False
         }
         static["compute_dtype"] = _COMPUTE[p.compute_data_type]
+        if block_q:
+            static["block_q"] = block_q
         runtime: list[tuple[str, int]] = []
         scalars = [("scale", p.scale)]
         if p.has("Dropout_mask"):
@@ -121,7 +125,7 @@ class SdpaStep:
             static=static,
             runtime=tuple(runtime),
             results=results,
-            presized=_presized(p, static) if not runtime else None,
+            presized=_presized(p, static) if not runtime and not block_q else None,
             philox=None if p.philox is None else _PhiloxMask.of(p, p.philox),
         )
 

@@ -24,11 +24,13 @@ Example:
 from __future__ import annotations
 
 import hipdnn_graph as hg
+from hipdnn_graph.backend import ENGINE_API_VERSION
 
 from ._ranking import ENGINES
 from ._sdpa_plan import TorchSdpaPlan
 from ._sdpa_steps import SdpaPlanning
 from ._sdpa_support import SdpaSupport
+from .engine_knobs import FLEX_KNOBS, REPLAY_KNOB
 
 __all__ = [
     "ENGINES",
@@ -41,15 +43,21 @@ __all__ = [
 
 class TorchSdpaEngine(SdpaSupport, SdpaPlanning):
     """One torch engine; ``op`` is the kernel family (``"cudnn"``, ``"flash"``, ``"efficient"``,
-    ``"flex"``) or ``None`` for the math engine."""
+    ``"flex"``) or ``None`` for the math engine.
+
+    Knobs: every engine has :data:`~.replay.REPLAY_KNOB`; the flex engine also its tiles and
+    warps (:data:`~.engine_knobs.FLEX_KNOBS`).
+    """
 
     array_kind = "torch"
+    api_version = ENGINE_API_VERSION
     #: the node families these engines run (others are refused by name before ``check``)
     node_types = frozenset({hg.NodeType.SDPA_FWD, hg.NodeType.SDPA_BWD})
 
     def __init__(self, name: str, op: str | None, priority: int) -> None:
         super().__init__(name, op)
         self.priority = priority
+        self.knobs = (REPLAY_KNOB, *FLEX_KNOBS) if op == "flex" else (REPLAY_KNOB,)
         #: a plan per override shape is a cheap step list, except flex's (a compile per shape)
         self.supports_override_shapes = op != "flex"
         self.override_shapes_reason = (

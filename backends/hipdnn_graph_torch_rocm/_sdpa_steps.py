@@ -11,8 +11,9 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import hipdnn_graph as hg
@@ -22,6 +23,7 @@ from hipdnn_graph.backend.dtypes import torch_dtype
 
 from ._sdpa_plan import Step, TorchSdpaPlan
 from ._sdpa_support import GRADS, LOWP, flex_spec
+from .engine_knobs import apply_replay_knob, flex_tiles
 
 __all__ = ["SdpaPlanning"]
 
@@ -41,11 +43,12 @@ class SdpaPlanning:
     name: str
     op: str | None
 
-    def build_plan(self, graph: hg.Graph) -> TorchSdpaPlan:
+    def build_plan(self, graph: hg.Graph, knobs: Mapping[str, Any] | None = None) -> TorchSdpaPlan:
+        """The plan; ``knobs``: the engine's knob values (replay, and flex's tiles)."""
         import torch
 
         problems = [SdpaProblem.from_node(node) for node in graph.nodes]
-        steps = [self._step(p, torch) for p in problems]
+        steps = [self._step(p, torch, knobs) for p in problems]
         produced = {id(t) for node in graph.nodes for t in node.outputs()}
         outputs = frozenset(
             t.get_uid() for t in graph.graph_tensors() if id(t) in produced and not t.is_virtual
@@ -53,6 +56,7 @@ class SdpaPlanning:
         plan = TorchSdpaPlan(self.name, steps, outputs, device_only=self._device_only())
         if self.op is not None and any(p.philox is not None for p in problems):
             plan.replay.refuse(_NO_PHILOX_REPLAY)
+        apply_replay_knob(plan.replay, knobs)
         return plan
 
     def _device_only(self) -> bool:
@@ -66,10 +70,10 @@ class SdpaPlanning:
             return not cpu_allowed()
         return True
 
-    def _step(self, p: SdpaProblem, torch: Any) -> Step:
+    def _step(self, p: SdpaProblem, torch: Any, knobs: Mapping[str, Any] | None = None) -> Step:
         from .kernels.call import SdpaCall
 
-        run, static = self._kernel(p, SdpaCall.of(p), torch)
+        run, static = self._kernel(p, SdpaCall.of(p), torch, knobs)
         runtime = _runtime_scalars(p)
         slots = [("bias", "Bias"), ("dropout_mask", "Dropout_mask")]
         if p.padding:
@@ -115,11 +119,15 @@ class SdpaPlanning:
         )
 
     def _kernel(
-        self, p: SdpaProblem, call: Any, torch: Any
+        self,
+        p: SdpaProblem,
+        call: Any,
+        torch: Any,
+        knobs: Mapping[str, Any] | None = None,
     ) -> tuple[Callable[..., Any], dict[str, Any]]:
         """The kernel of this engine's family for the node, and its build-time keywords: the
-        node's ``call`` (a flex kernel is compiled for it: its spec holds it) and the kernel's
-        own options."""
+        node's ``call`` (a flex kernel is compiled for it: its spec holds it; flex's tile knobs
+        give a kernel of its own) and the kernel's own options."""
         io = p.tensors["Q"].data_type
         if self.op is None:
             from .kernels import math as kmath
@@ -135,7 +143,11 @@ class SdpaPlanning:
         if self.op == "flex":
             from .kernels import flex
 
-            k = flex.kernel(flex_spec(p, io, call), p.name)
+            spec = flex_spec(p, io, call)
+            tiles = flex_tiles(knobs, forward=not p.backward)
+            if tiles:  # a kernel of its own: the spec is the compiled kernels' cache key
+                spec = dataclasses.replace(spec, tiles=tiles)
+            k = flex.kernel(spec, p.name)
             return k.backward if p.backward else k.forward, {}
         from .kernels import fused
 

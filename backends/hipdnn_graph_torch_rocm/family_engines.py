@@ -35,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import threading
@@ -43,11 +44,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import Support, compiling, engine_id, in_layout
+from hipdnn_graph.backend import ENGINE_API_VERSION, Support, compiling, engine_id, in_layout
 
+from .engine_knobs import REPLAY_KNOB, apply_replay_knob
 from .families import TORCH_FAMILY_OF, refusal
 from .family_program import FamilyProgram
 from .fusion_compile import (
+    COMPILE_MODE_KNOB,
     CountingBackend,
     FusionConfig,
     compiler_refusal,
@@ -151,6 +154,8 @@ class TorchEagerEngine:
 
     array_kind = "torch"
     node_types = FAMILY_NODE_TYPES
+    api_version = ENGINE_API_VERSION
+    knobs = (REPLAY_KNOB,)
     #: its plan is a list of eager steps: one per override shape is cheap
     supports_override_shapes = True
 
@@ -168,8 +173,12 @@ class TorchEagerEngine:
     def workspace_size(self, graph: hg.Graph) -> int:
         return 0
 
-    def build_plan(self, graph: hg.Graph) -> FamilyEagerPlan:
-        return FamilyEagerPlan(FamilyProgram(graph))
+    def build_plan(
+        self, graph: hg.Graph, knobs: Mapping[str, Any] | None = None
+    ) -> FamilyEagerPlan:
+        plan = FamilyEagerPlan(FamilyProgram(graph))
+        apply_replay_knob(plan.replay, knobs)
+        return plan
 
 
 def _device() -> str:
@@ -403,6 +412,8 @@ class TorchFusionEngine:
 
     array_kind = "torch"
     node_types = FAMILY_NODE_TYPES
+    api_version = ENGINE_API_VERSION
+    knobs = (REPLAY_KNOB, COMPILE_MODE_KNOB)
     supports_override_shapes = False
     override_shapes_reason = (
         "it compiles the graph's function (torch.compile) for its exact shapes in build_plans; "
@@ -452,16 +463,27 @@ class TorchFusionEngine:
     def workspace_size(self, graph: hg.Graph) -> int:
         return 0
 
-    def build_plan(self, graph: hg.Graph) -> FamilyFusionPlan:
+    def build_plan(
+        self, graph: hg.Graph, knobs: Mapping[str, Any] | None = None
+    ) -> FamilyFusionPlan:
         """Compile the graph's function for its exact shapes, types and device, warm it up,
-        and (autotune) measure it against the eager function.
+        and (autotune) measure it against the eager function. ``knobs``: the compile mode
+        (:data:`~.fusion_compile.COMPILE_MODE_KNOB`) and the replay knob.
 
         Raises:
             HipdnnError: ``GRAPH_EXECUTION_PLAN_CREATION_FAILED`` when compiling fails.
         """
+        plan = self._build_plan(graph, knobs or {})
+        apply_replay_knob(plan.replay, knobs)
+        return plan
+
+    def _build_plan(self, graph: hg.Graph, knobs: Mapping[str, Any]) -> FamilyFusionPlan:
         import torch
 
         config = self.config()
+        mode = knobs.get(COMPILE_MODE_KNOB.knob_id)
+        if mode:
+            config = dataclasses.replace(config, mode=str(mode))
         device = _device()
         program = FamilyProgram(graph)
         backend = CountingBackend(config)

@@ -30,6 +30,7 @@ from typing import Any
 __all__ = [
     "AUTOTUNE_ENV",
     "BACKEND_ENV",
+    "COMPILE_MODE_KNOB",
     "MODE_ENV",
     "CountingBackend",
     "FusionConfig",
@@ -42,9 +43,21 @@ __all__ = [
     "measure",
 ]
 
+from hipdnn_graph.backend import Knob, StringConstraint
+
 BACKEND_ENV = "HIPDNN_GRAPH_TORCH_COMPILE_BACKEND"
 MODE_ENV = "HIPDNN_GRAPH_TORCH_COMPILE_MODE"
 AUTOTUNE_ENV = "HIPDNN_GRAPH_TORCH_FUSION_AUTOTUNE"
+
+#: the fusion engine's knob: the Inductor mode of its compile ("" keeps the engine's ``mode``,
+#: else ``HIPDNN_GRAPH_TORCH_COMPILE_MODE``, else none); a plan built with another mode is
+#: compiled again (the mode is part of the configuration's key)
+COMPILE_MODE_KNOB = Knob(
+    "fusion.compile_mode",
+    "",
+    "Inductor mode of the compile ('': the engine's setting or HIPDNN_GRAPH_TORCH_COMPILE_MODE)",
+    StringConstraint(32, ("", "default", "max-autotune-no-cudagraphs")),
+)
 
 
 @dataclass(frozen=True)

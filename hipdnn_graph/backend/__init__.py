@@ -3,6 +3,7 @@
 See :mod:`hipdnn_graph.backend.contract` for what a plugin implements.
 """
 
+from .api_version import ENGINE_API_VERSION, EngineApiVersion
 from .contract import (
     AutogradForm,
     Backend,
@@ -17,6 +18,16 @@ from .contract import (
 )
 from .dropout import IntSource, PhiloxDropout
 from .family_table import FamilyRecord, FamilyTable
+from .knobs import (
+    BehaviorNote,
+    FloatConstraint,
+    IntConstraint,
+    Knob,
+    KnobSetting,
+    KnobValueType,
+    StringConstraint,
+    knob_space,
+)
 from .layout import in_layout, same_layout
 from .progress import compiling
 from .registry import (
@@ -38,20 +49,29 @@ from .variant_pack import (
 )
 
 __all__ = [
+    "ENGINE_API_VERSION",
     "ENTRY_POINT_GROUP",
     "AutogradForm",
     "Backend",
     "BackendInfo",
+    "BehaviorNote",
     "Engine",
+    "EngineApiVersion",
     "ExecutionPlan",
     "FamilyRecord",
     "FamilyTable",
+    "FloatConstraint",
+    "IntConstraint",
     "IntSource",
+    "Knob",
+    "KnobSetting",
+    "KnobValueType",
     "Launcher",
     "PhiloxDropout",
     "Registry",
     "ScalarSource",
     "SdpaProblem",
+    "StringConstraint",
     "Support",
     "TensorSpec",
     "VariantPackBinder",
@@ -65,6 +85,7 @@ __all__ = [
     "is_runtime_scalar",
     "is_torch_tensor",
     "isolated_registry",
+    "knob_space",
     "list_backends",
     "node_type_refusal",
     "register_backend",

@@ -5,7 +5,8 @@ A plugin author writes three small things (see ``docs/plugins.md`` and
 ``examples/custom_backend/``):
 
 1. an :class:`Engine`: a ``name``, ``check(graph) -> Support``, ``workspace_size(graph)`` and
-   ``build_plan(graph) -> ExecutionPlan``;
+   ``build_plan(graph) -> ExecutionPlan`` (optionally ``knobs``, ``behavior_notes`` and
+   ``api_version``: see :class:`Engine`);
 2. an :class:`ExecutionPlan`: ``execute(variant_pack, workspace)`` that does the work;
 3. a :class:`Backend` bundling the engines, returned by a factory registered in the entry-point
    group ``hipdnn_graph.backends``.
@@ -26,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from ..types import NodeType
+from .api_version import api_version_refusal, graph_required_api_version
+from .knobs import KnobValue, knob_defaults
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -37,6 +40,7 @@ __all__ = [
     "ExecutionPlan",
     "Launcher",
     "Support",
+    "build_engine_plan",
     "checked_support",
     "engine_id",
     "engine_node_types",
@@ -162,17 +166,27 @@ class Engine(Protocol):
         array_kind: ``"numpy"`` or ``"torch"``: the buffer type the plan wants in its variant
             pack (the frontend converts zero-copy where it can).
 
-    An engine may also declare ``node_types``, the node families (:class:`NodeType`) it runs:
-    a graph holding a node of another family is then refused before ``check()`` is called, with
-    a reason naming that family (:func:`node_type_refusal`). Engines without it see every graph
-    in ``check()`` and refuse what they do not run there.
+    Optional declarations (an engine without them keeps working as before):
 
-    ``supports_override_shapes = True`` declares that the engine serves graphs that call
-    ``set_override_shape_enabled(True)``: the frontend then asks it again (``check`` and
-    ``build_plan``) for a copy of the graph at each new override shape and keeps that plan per
-    shape, so its ``build_plan`` should be cheap (no compile per shape). Engines without it
-    refuse such graphs (:func:`override_shapes_refusal`; ``override_shapes_reason``, a string,
-    may say why).
+    - ``node_types``: the node families (:class:`NodeType`) it runs. A graph holding a node of
+      another family is refused before ``check()`` is called, with a reason naming that family
+      (:func:`node_type_refusal`). Engines without it see every graph in ``check()``.
+    - ``knobs``: a sequence of :class:`~hipdnn_graph.backend.knobs.Knob` records (default:
+      none). An engine that declares knobs is called as ``build_plan(graph, knobs=values)``,
+      ``values`` holding every declared knob id with its default or the caller's checked
+      setting; an engine without knobs is called as ``build_plan(graph)``.
+    - ``behavior_notes``: :class:`~hipdnn_graph.backend.knobs.BehaviorNote` values (default:
+      none), reported by ``get_behavior_notes_for_engine``.
+    - ``api_version``: the engine plugin API version it implements, ``"1.2.0"`` or a triple
+      (default: ``"1.2.0"``, what this contract delivered before versions existed); a graph
+      requiring a newer one skips the engine with a reason
+      (:mod:`hipdnn_graph.backend.api_version`).
+    - ``supports_override_shapes = True``: the engine serves graphs that call
+      ``set_override_shape_enabled(True)``: the frontend then asks it again (``check`` and
+      ``build_plan``) for a copy of the graph at each new override shape and keeps that plan
+      per shape, so its ``build_plan`` should be cheap (no compile per shape). Engines without
+      it refuse such graphs (:func:`override_shapes_refusal`; ``override_shapes_reason``, a
+      string, may say why).
     """
 
     name: str
@@ -262,10 +276,14 @@ it compiles a kernel for each shape'
 
 
 def checked_support(engine: Engine, graph: Graph) -> tuple[bool, str]:
-    """``engine.check(graph)`` as ``(accepted, reason)``, after the families the engine declares
-    (:func:`node_type_refusal`) and its override-shape support (:func:`override_shapes_refusal`);
-    a check that raises is a refusal whose reason names the
+    """``engine.check(graph)`` as ``(accepted, reason)``, after the engine plugin API version
+    the graph requires (:func:`~hipdnn_graph.backend.api_version.api_version_refusal`), the
+    families the engine declares (:func:`node_type_refusal`) and its override-shape support
+    (:func:`override_shapes_refusal`); a check that raises is a refusal whose reason names the
     exception (a broken engine must not break selection or listings)."""
+    refused = api_version_refusal(engine, graph_required_api_version(graph))
+    if refused is not None:
+        return False, refused
     try:
         refused = node_type_refusal(engine, graph)
     except Exception as exc:  # a broken node_types declaration
@@ -280,3 +298,17 @@ def checked_support(engine: Engine, graph: Graph) -> tuple[bool, str]:
     except Exception as exc:
         return False, f"check() raised {type(exc).__name__}: {exc}"
     return bool(support.ok), str(support.reason or "")
+
+
+def build_engine_plan(
+    engine: Engine, graph: Graph, knobs: Mapping[str, KnobValue] | None = None
+) -> ExecutionPlan:
+    """``engine.build_plan(graph, knobs=...)`` for an engine that declares knobs (every declared
+    knob's value: ``knobs`` over the defaults, checked by the caller), ``engine.build_plan(graph)``
+    for one that declares none."""
+    values = knob_defaults(engine)
+    if not values:
+        return engine.build_plan(graph)
+    values.update(knobs or {})
+    build: Any = engine.build_plan
+    return build(graph, knobs=values)  # type: ignore[no-any-return]

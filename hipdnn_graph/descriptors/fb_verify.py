@@ -57,8 +57,8 @@ _MAX_TABLES = 1_000_000
 _u16 = struct.Struct("<H").unpack_from
 _i32 = struct.Struct("<i").unpack_from
 u32 = struct.Struct("<I").unpack_from
-SCALARS = {code: struct.Struct("<" + code).unpack_from for code in "qifb?BdI"}
-_WIDTHS = {"q": 8, "d": 8, "i": 4, "f": 4, "I": 4, "b": 1, "?": 1, "B": 1}
+SCALARS = {code: struct.Struct("<" + code).unpack_from for code in "qQifb?BdI"}
+_WIDTHS = {"q": 8, "Q": 8, "d": 8, "i": 4, "f": 4, "I": 4, "b": 1, "?": 1, "B": 1}
 #: unpackers of the short integer vectors (at most MAX_RANK elements), by struct code
 _SHORT_VECTORS = {
     code: [struct.Struct(f"<{k}{code}").unpack_from for k in range(MAX_RANK + 1)]

@@ -34,7 +34,7 @@ __all__ = ["Builder", "write_graph"]
 
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
-_SIZES = {"q": 8, "d": 8, "i": 4, "I": 4, "f": 4, "O": 4, "b": 1, "B": 1, "?": 1}
+_SIZES = {"q": 8, "Q": 8, "d": 8, "i": 4, "I": 4, "f": 4, "O": 4, "b": 1, "B": 1, "?": 1}
 
 
 class Builder:

@@ -14,19 +14,10 @@ Example:
 
 from __future__ import annotations
 
+from ..backend.knobs import BehaviorNote
 from ..types import AttentionImplementation, HipdnnEnum
 
 __all__ = ["AttentionImplementation", "BehaviorNote", "PluginLoadingMode", "TimingQuality"]
-
-
-class BehaviorNote(HipdnnEnum):
-    """Engine behaviour notes (hipdnn-graph's engines declare none)."""
-
-    RUNTIME_COMPILATION = 0
-    REQUIRES_LAYOUT_TRANSFORM = 1
-    SUPPORTS_GRAPH_CAPTURE = 2
-    EXTERNAL_LIBRARY_DEPENDENCY = 3
-    SUPPORTS_EXECUTION_PLAN_SERIALIZATION = 4
 
 
 class PluginLoadingMode(HipdnnEnum):

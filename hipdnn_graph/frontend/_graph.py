@@ -41,10 +41,12 @@ from ..backend.registry import current_registry
 from ..backend.variant_pack import is_torch_tensor
 from ..errors import HipdnnError
 from ..graph import Graph as CoreGraph
+from ..graph.execution import out_of_bounds
 from ..tensor import DataTypeLike, TensorAttributes
 from ..types import BuildPlanPolicy, DataType, ErrorCode, HeuristicMode
 from ._attributes import SdpaAttributes
 from ._dlpack import read_dlpack
+from ._engine_methods import EngineMethods
 from ._errors import (
     Error,
     FrontendRuntimeError,
@@ -72,7 +74,7 @@ def _raising(call: Callable[[], Any]) -> Any:
         raise FrontendRuntimeError(err.message, err.code) from None
 
 
-class Graph(FamilyMethods):
+class Graph(EngineMethods, FamilyMethods):
     """hipDNN's ``Graph`` binding (see the module docstring)."""
 
     def __init__(self) -> None:
@@ -297,10 +299,7 @@ class Graph(FamilyMethods):
         def build() -> None:
             count = self.core_graph.get_execution_plan_count()
             if not 0 <= plan_index < count:
-                raise HipdnnError(
-                    ErrorCode.INVALID_VALUE,
-                    f"Plan index {plan_index} is out of range (the graph has {count} plans)",
-                )
+                raise HipdnnError(ErrorCode.INVALID_VALUE, out_of_bounds(plan_index, count))
             self.core_graph.build_plans(BuildPlanPolicy.ALL)
 
         return returning_error(build)
@@ -312,11 +311,15 @@ class Graph(FamilyMethods):
     def get_execution_plan_count(self) -> int:
         return self.core_graph.get_execution_plan_count()
 
-    def get_plan_name(self) -> str:
-        return str(_raising(self.core_graph.get_plan_name))
+    def get_plan_name(self, handle: Any = None) -> str:
+        """The active plan's engine name (``handle`` accepted, as in hipDNN, and unused).
 
-    def get_execution_plan_engine_id(self) -> int:
-        return engine_id(self.get_plan_name())
+        Raises:
+            FrontendRuntimeError: before a plan is built (plan index 0 is out of bounds).
+        """
+        if not self.core_graph.get_execution_plan_count():
+            raise FrontendRuntimeError(out_of_bounds(0, 0))
+        return str(_raising(self.core_graph.get_plan_name))
 
     def get_ranked_engine_ids(
         self, modes: list[HeuristicMode] | list[int] | None = None
@@ -327,7 +330,7 @@ class Graph(FamilyMethods):
             _raising(lambda: self.core_graph.create_execution_plans(modes))
         return [engine_id(name) for name in self.core_graph.get_engine_names()]
 
-    def get_plan_name_at_index(self, plan_index: int) -> str:
+    def get_plan_name_at_index(self, plan_index: int, handle: Any = None) -> str:
         return self._ranked(plan_index)
 
     def get_workspace_size_plan_at_index(self, plan_index: int) -> int:
@@ -335,21 +338,10 @@ class Graph(FamilyMethods):
         assert engine is not None
         return int(_raising(lambda: engine.workspace_size(self.core_graph)))
 
-    def get_behavior_notes_for_engine(self, engine: int) -> list[Any]:
-        """Behaviour notes of a ranked engine: hipdnn-graph's engines declare none."""
-        if engine not in (engine_id(n) for n in self.core_graph.get_engine_names()):
-            raise FrontendRuntimeError(
-                f"Engine id {engine} is not among this graph's ranked engines",
-                ErrorCode.INVALID_VALUE,
-            )
-        return []
-
     def _ranked(self, plan_index: int) -> str:
         names = self.core_graph.get_engine_names()
         if not 0 <= plan_index < len(names):
-            raise FrontendRuntimeError(
-                f"Plan index {plan_index} is out of range (the graph has {len(names)} plans)"
-            )
+            raise FrontendRuntimeError(out_of_bounds(plan_index, len(names)))
         return names[plan_index]
 
     def set_override_shape_enabled(self, is_enabled: bool) -> Graph:
@@ -401,7 +393,12 @@ class Graph(FamilyMethods):
     def execute_plan_at_index(
         self, handle: Any, variant_pack: Mapping[Any, Any], workspace: Any, plan_index: int
     ) -> Error:
-        """Run the plan built at ``plan_index`` (see :meth:`build_plan_at_index`)."""
+        """Run the plan built at ``plan_index`` (see :meth:`build_plan_at_index`); an index
+        without a built plan is out of bounds (hipDNN's word), before the pack is looked at."""
+        count = self.core_graph.get_built_plan_count()
+        is_index = isinstance(plan_index, int) and not isinstance(plan_index, bool)
+        if is_index and not 0 <= plan_index < count:
+            return Error(ErrorCode.INVALID_VALUE, out_of_bounds(plan_index, count))
         error, _ = run_core(self.core_graph, handle, variant_pack, workspace, plan_index)
         return error
 

@@ -3,7 +3,8 @@
 hipdnn-graph builds SDPA (forward and backward), pointwise, matmul, reduction, RMSNorm and
 layer-norm (forward and backward), convolution (forward, data and weight gradients), batch-norm,
 resample (forward and backward), MoE grouped matmul, custom op and block-scale (quantize,
-dequantize) graphs: every op family of hipDNN's bindings. Its autotuning API is not part of it.
+dequantize) graphs: every op family of hipDNN's bindings, with its engine configurations and
+knobs. Its autotuning API (``autotune``, sweeps, engine deselection) is not part of it.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
 (``GRAPH_NOT_SUPPORTED``, also an ``AttributeError``, so ``hasattr`` answers ``False``).
 
@@ -35,19 +36,9 @@ GRAPH_METHODS: dict[str, str] = {
         (
             "autotune",
             "get_autotune_workspace_size",
-            "get_engine_configs",
-            "get_knobs_for_engine",
-            "get_knob_lookup_for_engine",
-            "get_estimated_max_workspace_size",
-            "add_engine_configs",
-            "add_engine",
-            "add_engines",
-            "add_engine_variants",
             "add_engine_sweep",
-            "add_all_engines",
             "deselect_workspace_greater_than",
             "deselect_engines",
-            "create_execution_plan_ext",
         ),
         "autotuning",
     ),
@@ -66,7 +57,6 @@ MODULE_NAMES: dict[str, str] = {
             "AutotuneConfig",
             "AutotuneStorageConfig",
             "AutotuneResult",
-            "KnobSetting",
         ),
         "autotuning",
     ),

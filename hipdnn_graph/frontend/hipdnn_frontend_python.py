@@ -66,6 +66,16 @@ from ._handle import (
     set_stream,
 )
 from ._hip import HipEvent, HipStallGate, hip_can_use_stream_wait_value
+from ._knobs import (
+    EngineConfigInfo,
+    EngineVariant,
+    FloatConstraint,
+    IntConstraint,
+    Knob,
+    KnobSetting,
+    KnobValueType,
+    StringConstraint,
+)
 from ._memory import DeviceBuffer, get_data_ptr
 from ._tensor import Tensor
 from ._unsupported import MODULE_NAMES, unsupported_name
@@ -91,15 +101,22 @@ __all__ = [
     "DataType",
     "DeviceBuffer",
     "DiagonalAlignment",
+    "EngineConfigInfo",
     "EngineInfo",
+    "EngineVariant",
     "Error",
     "ErrorCode",
     "ExecutionTiming",
+    "FloatConstraint",
     "Graph",
     "Handle",
     "HeuristicMode",
     "HipEvent",
     "HipStallGate",
+    "IntConstraint",
+    "Knob",
+    "KnobSetting",
+    "KnobValueType",
     "LayernormAttributes",
     "LayernormBackwardAttributes",
     "MatmulAttributes",
@@ -119,6 +136,7 @@ __all__ = [
     "ResampleMode",
     "SdpaAttributes",
     "SdpaBackwardAttributes",
+    "StringConstraint",
     "Tensor",
     "TimingQuality",
     "UnsupportedFeatureError",

@@ -36,6 +36,7 @@ from .builders.families import FamilyBuilders
 from .builders.keyword_types import TensorKeywords
 from .builders.resample import ResampleBuilders
 from .builders.sdpa import SdpaBuilders
+from .engine_configs import EngineConfigs
 from .lifecycle import GraphLifecycle
 from .structure import GraphStructure
 from .validation import GraphValidation
@@ -52,6 +53,7 @@ class Graph(
     GraphStructure,
     GraphValidation,
     GraphLifecycle,
+    EngineConfigs,
     GraphSerialization,
 ):
     """A hipDNN-style operation graph.
@@ -108,6 +110,7 @@ class Graph(
         #: hipDNN's graph fields the frontend does not use (id, engine-API floor, override flag),
         #: kept through serialization round trips
         self.wire_metadata = WireMetadata()
+        self._decoded = False
 
     @classmethod
     def from_parts(
@@ -152,7 +155,15 @@ class Graph(
             graph.set_preferred_engine_id_ext(preferred_engine_id)
         if wire_metadata is not None:
             graph.wire_metadata = wire_metadata
+            graph._decoded = True
         return graph
+
+    @property
+    def is_decoded(self) -> bool:
+        """True for a graph decoded from hipDNN's bytes or JSON (:meth:`from_parts` with wire
+        metadata): it writes back the wire metadata it read, the engine-API floor included, where
+        a graph built here has the floor its features need stamped (:mod:`hipdnn_graph.wire`)."""
+        return self._decoded
 
     def __repr__(self) -> str:
         return (

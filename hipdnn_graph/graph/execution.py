@@ -22,7 +22,15 @@ from ..types import ErrorCode
 if TYPE_CHECKING:
     from ..tensor import TensorAttributes
 
-__all__ = ["NO_OUTPUT_MESSAGE", "NO_PLAN_MESSAGE", "BuiltPlan", "execute", "run", "run_plan"]
+__all__ = [
+    "NO_OUTPUT_MESSAGE",
+    "NO_PLAN_MESSAGE",
+    "BuiltPlan",
+    "execute",
+    "out_of_bounds",
+    "run",
+    "run_plan",
+]
 
 NO_PLAN_MESSAGE = (
     "Graph has no compiled execution plan. Call build() or from_compiled_plan_binary() first."
@@ -34,9 +42,15 @@ NO_OUTPUT_MESSAGE = (
 )
 
 
+def out_of_bounds(index: int, count: int) -> str:
+    """The message for a plan index outside ``[0, count)`` (hipDNN says "out of bounds")."""
+    return f"Plan index {index} is out of bounds (the graph has {count} execution plans)"
+
+
 @dataclass
 class BuiltPlan:
-    """One prepared engine: the plan, its workspace size and its variant-pack binder.
+    """One prepared engine: the plan, its workspace size, its variant-pack binder and the knob
+    values it was built with (every knob the engine declares).
 
     ``override_shapes`` is the graph's override flag when the plan was built (a plan built
     without it never runs override shapes, as in hipDNN); ``variants`` holds the plans of the
@@ -47,6 +61,7 @@ class BuiltPlan:
     plan: ExecutionPlan
     workspace_size: int
     binder: VariantPackBinder
+    knobs: Mapping[str, Any] = field(default_factory=dict)
     override_shapes: bool = False
     variants: OrderedDict[Any, Any] = field(default_factory=OrderedDict, repr=False)
 

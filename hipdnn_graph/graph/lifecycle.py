@@ -18,19 +18,27 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from ..backend.allocation import check_allocation
-from ..backend.contract import Engine, checked_support, engine_id
+from ..backend.contract import Engine, build_engine_plan, checked_support, engine_id
+from ..backend.knobs import KnobValue, knob_defaults
 from ..backend.registry import current_registry
 from ..backend.variant_pack import TensorSpec, VariantPackBinder
 from ..errors import HipdnnError, NotSupportedError
 from ..tensor import TensorAttributes, assign_uid
 from ..types import BuildPlanPolicy, ErrorCode, HeuristicMode
-from .execution import NO_PLAN_MESSAGE, BuiltPlan, execute, run, run_plan
+from .execution import NO_PLAN_MESSAGE, BuiltPlan, execute, out_of_bounds, run, run_plan
 from .overrides import check_pack, normalize_overrides, plan_at_shapes
 
 if TYPE_CHECKING:
     from . import Graph
 
-__all__ = ["GraphLifecycle", "PlanState", "active_plan", "assign_uids", "binder_for"]
+__all__ = [
+    "GraphLifecycle",
+    "PlanState",
+    "active_plan",
+    "assign_uids",
+    "binder_for",
+    "rank_engines",
+]
 
 _E = TypeVar("_E", bound=IntEnum)
 
@@ -80,6 +88,10 @@ class PlanState:
     refusals: list[tuple[str, str]] = field(default_factory=list)
     plans: list[BuiltPlan] = field(default_factory=list)
     active: BuiltPlan | None = None
+    #: engine name → knob values chosen by ``create_execution_plan_ext`` (others: defaults)
+    knob_values: dict[str, dict[str, KnobValue]] = field(default_factory=dict)
+    #: plan specs collected by ``add_engine*`` (see :mod:`hipdnn_graph.graph.engine_configs`)
+    plan_specs: list[Any] = field(default_factory=list)
 
 
 def assign_uids(graph: Graph) -> None:
@@ -127,26 +139,28 @@ def _ensure_lowered(graph: Graph, state: PlanState) -> None:
 def create_execution_plans(
     graph: Graph, state: PlanState, modes: Iterable[HeuristicMode | int] | None
 ) -> None:
-    """Rank every registered engine that accepts the graph (preferred engine first)."""
+    """Rank every registered engine that accepts the graph (preferred engine first).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` after ``add_engine*`` (the two paths exclude each other).
+    """
     checked = _heuristic_modes(modes)
+    if state.plan_specs:
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            "Cannot call create_execution_plans() after add_engine_*(). "
+            "The plan-spec path and compiled-plan path are mutually exclusive.",
+        )
     _ensure_lowered(graph, state)
     state.modes = checked
-    accepted: list[tuple[int, int, Engine]] = []
-    state.refusals = []
-    for order, engine in enumerate(current_registry().engines()):
-        support_ok, reason = checked_support(engine, graph)
-        if support_ok:
-            accepted.append((int(getattr(engine, "priority", 100)), order, engine))
-        else:
-            state.refusals.append((engine.name, reason or "refused without a reason"))
-    accepted.sort(key=lambda item: (item[0], item[1]))
-    ranked = [engine for _, _, engine in accepted]
+    ranked, state.refusals = rank_engines(graph)
     preferred = graph.get_preferred_engine_id_ext()
     if preferred is not None:
         ranked.sort(key=lambda e: engine_id(e.name) != preferred)
         if not ranked or engine_id(ranked[0].name) != preferred:
             _preferred_passed_over(graph, state, preferred, ranked)
     state.candidates = ranked
+    state.knob_values = {}
     state.plans = []
     state.active = None
     if _LOG.isEnabledFor(logging.DEBUG):
@@ -155,6 +169,21 @@ def create_execution_plans(
             _LOG.debug("graph '%s': engine %s refuses: %s", name, engine_name, reason)
         best_first = ", ".join(e.name for e in ranked) or "none"
         _LOG.debug("graph '%s': engines that apply, best first: %s", name, best_first)
+
+
+def rank_engines(graph: Graph) -> tuple[list[Engine], list[tuple[str, str]]]:
+    """The registered engines that accept ``graph``, best (lowest ``priority``) first, and the
+    ``(name, reason)`` of each that refuses it."""
+    accepted: list[tuple[int, int, Engine]] = []
+    refusals: list[tuple[str, str]] = []
+    for order, engine in enumerate(current_registry().engines()):
+        support_ok, reason = checked_support(engine, graph)
+        if support_ok:
+            accepted.append((int(getattr(engine, "priority", 100)), order, engine))
+        else:
+            refusals.append((engine.name, reason or "refused without a reason"))
+    accepted.sort(key=lambda item: (item[0], item[1]))
+    return [engine for _, _, engine in accepted], refusals
 
 
 def _preferred_passed_over(
@@ -216,7 +245,8 @@ def build_plans(graph: Graph, state: PlanState, policy: BuildPlanPolicy | int) -
     state.plans = []
     for engine in state.candidates:
         try:
-            plan = engine.build_plan(graph)
+            knobs = knob_defaults(engine) | state.knob_values.get(engine.name, {})
+            plan = build_engine_plan(engine, graph, knobs)
             workspace = int(engine.workspace_size(graph))
             binder = binder_for(graph, getattr(engine, "array_kind", "numpy"))
         except Exception as exc:
@@ -227,7 +257,7 @@ def build_plans(graph: Graph, state: PlanState, policy: BuildPlanPolicy | int) -
                            exc)  # fmt: skip
             continue
         flag = graph.is_override_shape_enabled()
-        state.plans.append(BuiltPlan(engine, plan, workspace, binder, override_shapes=flag))
+        state.plans.append(BuiltPlan(engine, plan, workspace, binder, knobs, flag))
         if policy == BuildPlanPolicy.HEURISTICS_CHOICE:
             break
     if not state.plans:
@@ -485,7 +515,5 @@ class GraphLifecycle:
         if not 0 <= index < len(plans):
             if not plans:
                 raise HipdnnError(ErrorCode.INVALID_VALUE, NO_PLAN_MESSAGE)
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE, f"Plan index {index} is out of range (0..{len(plans) - 1})"
-            )
+            raise HipdnnError(ErrorCode.INVALID_VALUE, out_of_bounds(index, len(plans)))
         execute(plans[index], variant_pack, workspace)

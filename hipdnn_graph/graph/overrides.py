@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..backend.contract import checked_support
+from ..backend.contract import build_engine_plan, checked_support
 from ..errors import HipdnnError, NotSupportedError
 from ..tensor import TensorAttributes
 from ..types import ErrorCode
@@ -361,7 +361,7 @@ def _build_variant(
             f"{reason}"
         )
     try:
-        plan = engine.build_plan(shaped)
+        plan = build_engine_plan(engine, shaped, built.knobs)  # the plan's own knob values
         workspace = int(engine.workspace_size(shaped))
     except HipdnnError:
         raise
@@ -372,4 +372,4 @@ def _build_variant(
             f"({described}): {type(exc).__name__}: {exc}",
         ) from exc
     binder = binder_for(shaped, getattr(engine, "array_kind", "numpy"), keys=by_uid)
-    return BuiltPlan(engine, plan, workspace, binder, override_shapes=True)
+    return BuiltPlan(engine, plan, workspace, binder, built.knobs, override_shapes=True)

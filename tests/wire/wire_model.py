@@ -974,6 +974,14 @@ def expected_description(g: hg.Graph) -> Desc:
     (compare them by uid: the spec fixes the order only for graphs that were read)."""
     engine = g.get_preferred_engine_id_ext()
     used = g.graph_tensors()
+    # hipDNN stamps the engine plugin API floor its features need (1.2.0 for a runtime
+    # pass-by-value tensor, 1.1.0 for override shapes); the baseline 1.0.0 stays implicit here
+    if any(t.get_is_runtime_pass_by_value() for t in used):
+        floor: list[int] | None = [1, 2, 0]
+    elif g.wire_metadata.is_override_shape_enabled:
+        floor = [1, 1, 0]
+    else:
+        floor = None
     return graph_desc(
         g.get_name(),
         [_expected_tensor(t) for t in used],
@@ -983,6 +991,7 @@ def expected_description(g: hg.Graph) -> Desc:
         io_data_type=hipdnn_data_type(g.get_io_data_type()),
         # hipDNN's field is a signed long: an id >= 2**63 is carried as its two's complement
         preferred_engine_id=None if engine is None else engine - (engine >> 63 << 64),
+        min_required_engine_api_version=floor,
     )
 
 

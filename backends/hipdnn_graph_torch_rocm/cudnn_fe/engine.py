@@ -21,13 +21,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import SdpaProblem, Support, engine_id
+from hipdnn_graph.backend import ENGINE_API_VERSION, SdpaProblem, Support, engine_id
 from hipdnn_graph.errors import HipdnnError
 
 from .._sdpa_support import common_refusal, flex_accepts
+from ..engine_knobs import REPLAY_KNOB, apply_replay_knob
 from ..replay import CudaGraphReplay
 from . import lifetime
-from .node_graph import CudnnNodeGraph, build_node_graph
+from .node_graph import PLAN_INDEX_KNOB, CudnnNodeGraph, build_node_graph
 from .rules import ENGINE_NAME, PRIORITY, environment_refusal, flex_deferral, node_refusal
 
 __all__ = ["CudnnFrontendEngine", "CudnnFrontendPlan"]
@@ -197,6 +198,8 @@ class CudnnFrontendEngine:
     priority = PRIORITY
     array_kind = "torch"
     node_types = frozenset({hg.NodeType.SDPA_FWD, hg.NodeType.SDPA_BWD})
+    api_version = ENGINE_API_VERSION
+    knobs = (PLAN_INDEX_KNOB, REPLAY_KNOB)
     supports_override_shapes = False
     override_shapes_reason = (
         "its cuDNN graphs and execution plans are built for the declared shapes (cuDNN's own "
@@ -243,9 +246,13 @@ class CudnnFrontendEngine:
     def workspace_size(self, graph: hg.Graph) -> int:
         return 0
 
-    def build_plan(self, graph: hg.Graph) -> CudnnFrontendPlan:
+    def build_plan(
+        self, graph: hg.Graph, knobs: Mapping[str, Any] | None = None
+    ) -> CudnnFrontendPlan:
+        """The plan: each node's cuDNN graph, built with the plan index the knob names."""
+        index = int((knobs or {}).get(PLAN_INDEX_KNOB.knob_id, 0))
         problems = [SdpaProblem.from_node(node) for node in graph.nodes]
-        steps = [self._node_graph(p) for p in problems]
+        steps = [self._node_graph(p, index) for p in problems]
         produced = {id(t) for node in graph.nodes for t in node.outputs()}
         consumed = {id(t) for node in graph.nodes for t in node.inputs()}
         virtual = [
@@ -257,22 +264,23 @@ class CudnnFrontendEngine:
             t.get_uid() for t in graph.graph_tensors() if id(t) in produced and not t.is_virtual
         )
         plan = CudnnFrontendPlan(steps, virtual, outputs)
+        apply_replay_knob(plan.replay, knobs)
         lifetime.hold(plan)
         return plan
 
-    def _node_graph(self, p: SdpaProblem) -> CudnnNodeGraph:
+    def _node_graph(self, p: SdpaProblem, plan_index: int = 0) -> CudnnNodeGraph:
         import torch
 
         from .handles import handle_for_device
 
         device = torch.cuda.current_device()
-        key = _signature(p, device)
+        key = (*_signature(p, device), plan_index)
         with self._lock:
             built = self._built.get(key)
             if built is not None:
                 self._built.move_to_end(key)
                 return built
-        built = build_node_graph(p, handle_for_device(device))
+        built = build_node_graph(p, handle_for_device(device), plan_index)
         with self._lock:
             self._built[key] = built
             while len(self._built) > _CACHE_SIZE:

@@ -24,12 +24,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import ScalarSource, SdpaProblem
+from hipdnn_graph.backend import IntConstraint, Knob, ScalarSource, SdpaProblem
 from hipdnn_graph.backend.dropout import read_int
 
 from .rules import mask_arguments
 
-__all__ = ["CudnnNodeGraph", "build_node_graph"]
+__all__ = ["PLAN_INDEX_KNOB", "CudnnNodeGraph", "build_node_graph"]
+
+#: the engine's knob: which of cuDNN's execution plans (ranked by its heuristics, modes A then
+#: FALLBACK) each node runs; 0 builds the first plan that builds, n > 0 exactly plan n
+PLAN_INDEX_KNOB = Knob(
+    "cudnn_fe.plan_index",
+    0,
+    "cuDNN execution plan index per node, in cuDNN's heuristic order (0: the first that builds)",
+    IntConstraint(0, 255),
+)
 
 _FWD_INPUTS = ("Q", "K", "V")
 _BWD_INPUTS = ("Q", "K", "V", "O", "dO", "Stats")
@@ -71,6 +80,10 @@ class CudnnNodeGraph:
     sources: tuple[Callable[[Mapping[int, Any]], Any] | None, ...]
     workspace_size: int
     fixup: Callable[[Mapping[int, Any]], None] | None = None
+    #: the execution plan cuDNN runs (:data:`PLAN_INDEX_KNOB`; 0: its first that builds)
+    plan_index: int = 0
+    #: that plan's name in cuDNN (its engine and knobs), "" when cuDNN does not say
+    plan_name: str = ""
     #: host tensors made once (constant pass-by-value scalars), kept alive with the graph
     constants: dict[int, Any] = field(default_factory=dict)
 
@@ -155,12 +168,14 @@ def _read_int(value: Any) -> int:
     return read_int(value, "philox Seed/Offset")
 
 
-def build_node_graph(p: SdpaProblem, handle: Any) -> CudnnNodeGraph:
-    """Declare ``p`` to cuDNN, let cuDNN check it, and build its plan.
+def build_node_graph(p: SdpaProblem, handle: Any, plan_index: int = 0) -> CudnnNodeGraph:
+    """Declare ``p`` to cuDNN, let cuDNN check it, and build its plan (``plan_index`` > 0:
+    exactly that plan of cuDNN's ranked list).
 
     Raises:
         Exception: whatever cudnn-frontend raises when cuDNN cannot run the node (the engine
-            turns it into a refusal naming cuDNN's message).
+            turns it into a refusal naming cuDNN's message); ValueError for a plan index
+            beyond cuDNN's list.
     """
     import cudnn
     import torch
@@ -215,15 +230,34 @@ def build_node_graph(p: SdpaProblem, handle: Any) -> CudnnNodeGraph:
     g.build_operation_graph()
     g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
     g.check_support()
-    g.build_plans()
+    if plan_index:
+        count = int(g.get_execution_plan_count())
+        if plan_index >= count:
+            raise ValueError(
+                f"Plan index {plan_index} is out of bounds: cuDNN offers {count} execution "
+                f"plans for node '{p.name}'"
+            )
+        g.build_plan_at_index(plan_index)  # cudnn-frontend runs the plan built last
+    else:
+        g.build_plans()
     return CudnnNodeGraph(
         graph=g,
         uids=tuple(d.uids),
         sources=tuple(d.sources),
         workspace_size=int(g.get_workspace_size()),
         fixup=_fixup(p),
+        plan_index=plan_index,
+        plan_name=_plan_name(g, plan_index),
         constants=d.constants,
     )
+
+
+def _plan_name(g: Any, index: int) -> str:
+    """cuDNN's name of plan ``index`` ("" where this cudnn-frontend has no such query)."""
+    try:
+        return str(g.get_plan_name_at_index(index))
+    except Exception:
+        return ""
 
 
 def _dropout(p: SdpaProblem, d: _Declarer) -> dict[str, Any]:

@@ -175,7 +175,8 @@ class FlexKernel:
         fp32 bias on bf16 inputs), smaller tiles are tried."""
         kw = {"scale": self._scale, "bias": warm[6], **self._warm_lens()}
         layouts = (False, True) if self._gqa else (False,)
-        attempts = [(expand, tiles) for expand in layouts for tiles in ((), _SMALL_FWD_TILES)]
+        choices = (self.spec.tiles,) if self.spec.tiles else ((), _SMALL_FWD_TILES)
+        attempts = [(expand, tiles) for expand in layouts for tiles in choices]
         for n, (expand, tiles) in enumerate(attempts, start=1):
             self._expand_kv, self._fwd_options = expand, tiles
             try:
@@ -202,7 +203,7 @@ class FlexKernel:
         q, k, v, o, do, stats, bias = warm
         kw = {"scale": self._scale, "bias": bias, **self._warm_lens()}
         s = self.spec
-        base = dict(self._options)
+        base = {**self._options, **dict(s.tiles)}
         attempts: list[tuple[str, dict[str, Any]]]
         if s.dbias_shape is None:
             grad_dtype = None

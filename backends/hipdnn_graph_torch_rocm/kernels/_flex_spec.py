@@ -67,6 +67,9 @@ class FlexSpec(SdpaDims):
     padding: bool = False
     dropout_mask: bool = False
     want_stats: bool = True  # forward: produce Stats
+    #: flex kernel options fixed by the engine's knobs (``BLOCK_M``, ``BLOCK_N``,
+    #: ``num_warps``); () leaves the tiles to flex, with the smaller-tile fallbacks
+    tiles: tuple[tuple[str, int], ...] = ()
 
     @property
     def dbias_shape(self) -> tuple[int, ...] | None:

@@ -6,6 +6,7 @@ package's ``pyproject.toml``).
 
 from .engine import (
     ENGINE_NAME,
+    ROW_BLOCK_KNOB,
     SUPPORTED_FEATURES,
     SUPPORTED_KINDS,
     CustomBackend,
@@ -15,6 +16,7 @@ from .engine import (
 
 __all__ = [
     "ENGINE_NAME",
+    "ROW_BLOCK_KNOB",
     "SUPPORTED_FEATURES",
     "SUPPORTED_KINDS",
     "CustomBackend",

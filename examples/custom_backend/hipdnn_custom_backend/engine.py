@@ -9,6 +9,12 @@ The engine runs graphs made of exactly one SDPA forward node, with no mask or a 
 (top-left or bottom-right aligned), grouped-query attention and any scale form. Everything else
 (bias, ALiBi, padding, dropout, diagonal bands, backward nodes) is refused in :meth:`check` with
 a reason, so hipdnn-graph ranks another engine instead.
+
+It declares one knob, ``custom.row_block`` (:data:`ROW_BLOCK_KNOB`): the query rows one step of
+the math takes (0: all of them at once), so a caller can trade memory for fewer NumPy calls;
+hipdnn-graph checks a caller's value against the listed choices and passes every knob's value
+to :meth:`CustomSdpaForwardEngine.build_plan`. It implements engine plugin API 1.2.0 (runtime
+pass-by-value scalars arrive as Python numbers), so graphs that need that version reach it.
 """
 
 from __future__ import annotations
@@ -19,10 +25,11 @@ from typing import Any
 import numpy as np
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import SdpaProblem, Support
+from hipdnn_graph.backend import IntConstraint, Knob, SdpaProblem, Support
 
 __all__ = [
     "ENGINE_NAME",
+    "ROW_BLOCK_KNOB",
     "SUPPORTED_FEATURES",
     "SUPPORTED_KINDS",
     "CustomBackend",
@@ -37,6 +44,14 @@ ENGINE_NAME = "CUSTOM_NUMPY_SDPA_FWD_ENGINE"
 SUPPORTED_KINDS = ("fwd",)
 SUPPORTED_FEATURES = ("gqa", "d_ne_dv", "sq_ne_skv", "causal", "causal_bottom_right",
                       "scale_value", "scale_tensor")  # fmt: skip
+
+#: the engine's knob: query rows per step of the math (0: all rows in one step)
+ROW_BLOCK_KNOB = Knob(
+    "custom.row_block",
+    0,
+    "query rows per step of the math (0: all rows at once)",
+    IntConstraint(0, 256, valid_values=(0, 16, 64, 256)),
+)
 
 _IO_TYPES = {hg.DataType.FLOAT, hg.DataType.DOUBLE, hg.DataType.HALF, hg.DataType.BFLOAT16}
 _COMPUTE_TYPES = {hg.DataType.FLOAT: np.float32, hg.DataType.DOUBLE: np.float64}
@@ -81,9 +96,12 @@ class CustomSdpaForwardPlan:
     engine_name = ENGINE_NAME
     workspace_size = 0
 
-    def __init__(self, problem: SdpaProblem) -> None:
+    def __init__(self, problem: SdpaProblem, row_block: int = 0) -> None:
         self.problem = problem
         self.compute = _COMPUTE_TYPES[problem.compute_data_type]
+        #: the query rows of each step: ``[(start, stop), ...]`` (one step when the knob is 0)
+        block = row_block or problem.seq_q
+        self.steps = [(r, min(r + block, problem.seq_q)) for r in range(0, problem.seq_q, block)]
 
     def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
         """Compute O (and Stats) from ``variant_pack`` (``{uid: numpy array}``)."""
@@ -97,10 +115,20 @@ class CustomSdpaForwardPlan:
         scale = p.scale.resolve(variant_pack)  # a constant, or a runtime pass-by-value scalar
         assert scale is not None
 
-        scores = (q * self.compute(scale)) @ k.swapaxes(-1, -2)  # [B, H, Sq, Skv]
+        steps = [self._rows(q[:, :, a:b], k, v, scale, a) for a, b in self.steps]
+        out = np.concatenate([o for o, _ in steps], axis=2)
+        stats = np.concatenate([st for _, st in steps], axis=2)
+
+        self._store("O", out, variant_pack)
+        self._store("Stats", stats, variant_pack)
+
+    def _rows(self, q: Any, k: Any, v: Any, scale: float, first: int) -> tuple[Any, Any]:
+        """``(O, Stats)`` of the query rows ``first, first + 1, ...`` held in ``q``."""
+        p = self.problem
+        scores = (q * self.compute(scale)) @ k.swapaxes(-1, -2)  # [B, H, rows, Skv]
         if p.window.right_bound == 0:  # causal: key j is visible to query i iff j <= i + offset
             offset = p.seq_kv - p.seq_q if p.window.bottom_right else 0
-            rows = np.arange(p.seq_q)[:, None]
+            rows = np.arange(first, first + q.shape[2])[:, None]
             cols = np.arange(p.seq_kv)[None, :]
             scores = np.where(cols <= rows + offset, scores, -np.inf)
 
@@ -112,9 +140,7 @@ class CustomSdpaForwardPlan:
         seen = row_sum > 0
         out = (weights @ v) / np.where(seen, row_sum, 1)
         stats = np.where(seen, row_max + np.log(np.where(seen, row_sum, 1)), np.inf)
-
-        self._store("O", out, variant_pack)
-        self._store("Stats", stats, variant_pack)
+        return out, stats
 
     def _store(self, slot: str, value: Any, variant_pack: Mapping[int, Any]) -> None:
         if not self.problem.has(slot):
@@ -132,6 +158,10 @@ class CustomSdpaForwardEngine:
     priority = 5000
     #: the variant pack holds NumPy arrays (hipdnn-graph converts torch/DLPack zero-copy)
     array_kind = "numpy"
+    #: the engine plugin API this engine implements (a graph needing a newer one skips it)
+    api_version = "1.2.0"
+    #: what a caller may tune (``Graph.get_knobs_for_engine``, ``create_execution_plan_ext``)
+    knobs = (ROW_BLOCK_KNOB,)
 
     def check(self, graph: hg.Graph) -> Support:
         nodes = graph.nodes
@@ -143,8 +173,12 @@ class CustomSdpaForwardEngine:
     def workspace_size(self, graph: hg.Graph) -> int:
         return 0
 
-    def build_plan(self, graph: hg.Graph) -> CustomSdpaForwardPlan:
-        return CustomSdpaForwardPlan(SdpaProblem.from_node(graph.nodes[0]))
+    def build_plan(
+        self, graph: hg.Graph, knobs: Mapping[str, Any] | None = None
+    ) -> CustomSdpaForwardPlan:
+        """The plan; ``knobs`` holds every declared knob's value (defaults filled in)."""
+        row_block = (knobs or {}).get(ROW_BLOCK_KNOB.knob_id, ROW_BLOCK_KNOB.default_value)
+        return CustomSdpaForwardPlan(SdpaProblem.from_node(graph.nodes[0]), int(row_block))
 
 
 class CustomBackend:

@@ -117,3 +117,31 @@ def test_conforms_to_the_reference_on_random_graphs() -> None:
         min_passed=6,
     )
     assert not report.failed
+
+
+@pytest.mark.parametrize("row_block", [16, 64])
+def test_the_row_block_knob_changes_the_steps_not_the_results(row_block: int) -> None:
+    g, t = forward_graph(use_causal_mask=True)
+    g.build_operation_graph()
+    assert [k.knob_id for k in g.get_knobs_for_engine(ENGINE_NAME)] == ["custom.row_block"]
+    g.create_execution_plan_ext(ENGINE_NAME, {"custom.row_block": row_block}).build_plans()
+    assert g.get_execution_plan_knobs() == {"custom.row_block": row_block}
+    plan: Any = g._state.active.plan  # type: ignore[union-attr]  # the engine's own plan
+    assert plan.steps == [(r, min(r + row_block, 16)) for r in range(0, 16, row_block)]
+    rng = np.random.default_rng(0)
+    pack: dict[Any, Any] = {t[n]: rng.standard_normal(t[n].get_dim()).astype(np.float32)
+                            for n in ("Q", "K", "V")}  # fmt: skip
+    outputs = {n: np.full(t[n].get_dim(), np.nan, np.float32) for n in ("O", "Stats")}
+    g.execute({**pack, **{t[n]: a for n, a in outputs.items()}})
+    reference = run("NUMPY_REFERENCE_ENGINE", use_causal_mask=True)
+    for name in ("O", "Stats"):
+        np.testing.assert_allclose(outputs[name], reference[name], rtol=1e-5, atol=1e-5)
+
+
+def test_a_row_block_off_the_list_is_refused() -> None:
+    g, _ = forward_graph()
+    g.build_operation_graph()
+    with pytest.raises(hg.HipdnnError) as info:
+        g.create_execution_plan_ext(ENGINE_NAME, {"custom.row_block": 32})
+    assert info.value.code == hg.ErrorCode.INVALID_VALUE
+    assert info.value.message == "Value 32 is not in the list of valid values: [0, 16, 64, 256]"
