@@ -58,6 +58,8 @@ class TorchSdpaEngine(SdpaSupport, SdpaPlanning):
         super().__init__(name, op)
         self.priority = priority
         self.knobs = (REPLAY_KNOB, *FLEX_KNOBS) if op == "flex" else (REPLAY_KNOB,)
+        #: heuristic mode FALLBACK ranks the math engine second (it runs every SDPA graph)
+        self.fallback = 2 if op is None else None
 
     def __repr__(self) -> str:
         return f"TorchSdpaEngine({self.name})"
