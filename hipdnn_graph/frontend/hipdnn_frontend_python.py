@@ -65,6 +65,17 @@ from ._handle import (
     set_engine_plugin_paths,
     set_stream,
 )
+from ._autotune import (
+    AutotuneCacheWriteOutcome,
+    AutotuneConfig,
+    AutotuneResult,
+    AutotuneStorageConfig,
+    AutotuneStrategy,
+    EngineSweepSpec,
+    KnobSweepAxis,
+    PrimingFailurePolicy,
+    TuneMode,
+)
 from ._knobs import (
     EngineConfigInfo,
     EngineVariant,
@@ -81,6 +92,11 @@ from ._unsupported import MODULE_NAMES, unsupported_name
 
 __all__ = [
     "AttentionImplementation",
+    "AutotuneCacheWriteOutcome",
+    "AutotuneConfig",
+    "AutotuneResult",
+    "AutotuneStorageConfig",
+    "AutotuneStrategy",
     "BatchnormAttributes",
     "BatchnormBackwardAttributes",
     "BatchnormInferenceAttributes",
@@ -102,6 +118,7 @@ __all__ = [
     "DiagonalAlignment",
     "EngineConfigInfo",
     "EngineInfo",
+    "EngineSweepSpec",
     "EngineVariant",
     "Error",
     "ErrorCode",
@@ -113,6 +130,7 @@ __all__ = [
     "IntConstraint",
     "Knob",
     "KnobSetting",
+    "KnobSweepAxis",
     "KnobValueType",
     "LayernormAttributes",
     "LayernormBackwardAttributes",
@@ -124,6 +142,7 @@ __all__ = [
     "PluginLoadingMode",
     "PointwiseAttributes",
     "PointwiseMode",
+    "PrimingFailurePolicy",
     "RMSNormAttributes",
     "RMSNormBackwardAttributes",
     "ReductionAttributes",
@@ -136,6 +155,7 @@ __all__ = [
     "StringConstraint",
     "Tensor",
     "TimingQuality",
+    "TuneMode",
     "UnsupportedFeatureError",
     "__version__",
     "create_handle",
