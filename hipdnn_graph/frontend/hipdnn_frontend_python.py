@@ -47,6 +47,17 @@ from ..types import (
     ResampleMode,
 )
 from ._attributes import SdpaAttributes
+from ._autotune import (
+    AutotuneCacheWriteOutcome,
+    AutotuneConfig,
+    AutotuneResult,
+    AutotuneStorageConfig,
+    AutotuneStrategy,
+    EngineSweepSpec,
+    KnobSweepAxis,
+    PrimingFailurePolicy,
+    TuneMode,
+)
 from ._enums import AttentionImplementation, BehaviorNote, PluginLoadingMode, TimingQuality
 from ._errors import Error, UnsupportedFeatureError
 from ._execute import ExecutionTiming
@@ -64,17 +75,6 @@ from ._handle import (
     hip_stream_synchronize,
     set_engine_plugin_paths,
     set_stream,
-)
-from ._autotune import (
-    AutotuneCacheWriteOutcome,
-    AutotuneConfig,
-    AutotuneResult,
-    AutotuneStorageConfig,
-    AutotuneStrategy,
-    EngineSweepSpec,
-    KnobSweepAxis,
-    PrimingFailurePolicy,
-    TuneMode,
 )
 from ._knobs import (
     EngineConfigInfo,
