@@ -171,6 +171,27 @@ class TestAutotune:
         names = {s.engine_name for s in g.get_plan_specs()}
         assert NUMPY in names and len(g.get_plan_specs()) >= 2
 
+    def test_knob_sweeps_take_at_most_per_engine(self) -> None:
+        g, _ = _sdpa()
+        g.build_operation_graph().add_knob_sweeps(per_engine=1)
+        names = [s.engine_name for s in g.get_plan_specs()]
+        assert len(names) == len(set(names)) and NUMPY in names
+        with pytest.raises(hg.HipdnnError, match="per_engine must be at least 1; got 0"):
+            _sdpa()[0].build_operation_graph().add_knob_sweeps(per_engine=0)
+
+    def test_no_candidate_ran_lists_each_error(self, tmp_path: Path) -> None:
+        g, pack = _sdpa()
+        g.build_operation_graph().add_engine(NUMPY)
+        out = next(t for t in pack if t.name.endswith("O"))
+        pack[out] = np.zeros((3,), np.float32)  # the wrong shape: every run fails
+        with pytest.raises(hg.HipdnnError) as caught:
+            g.autotune(pack, config=_quick(), storage=AutotuneStorageConfig(enabled=False))
+        assert caught.value.code == hg.ErrorCode.GRAPH_EXECUTION_FAILED
+        assert caught.value.message.startswith(
+            "autotune(): no execution plan ran successfully:\n  NUMPY_REFERENCE_ENGINE"
+        )
+        assert not (tmp_path / "s.json").exists()
+
     def test_reuses_the_stored_choice_and_retunes_on_request(self, tmp_path: Path) -> None:
         store = AutotuneStorageConfig(tmp_path / "s.json")
         g, pack = _sdpa()

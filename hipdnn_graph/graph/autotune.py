@@ -205,17 +205,29 @@ class GraphAutotune:
                 graph.add_engine(spec.engine_id, combo)
         return self
 
-    def add_knob_sweeps(self) -> Self:
+    def add_knob_sweeps(self, per_engine: int | None = None) -> Self:
         """Every engine that applies, with every combination of its knobs' candidate values
-        (:func:`~hipdnn_graph.backend.knobs.knob_space`), as plan specs."""
+        (:func:`~hipdnn_graph.backend.knobs.knob_space`, defaults first), as plan specs; at
+        most ``per_engine`` combinations each when given (a knob space can be large: each
+        plan may compile).
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` as :meth:`add_engine`, or for ``per_engine`` < 1.
+        """
+        from itertools import islice
+
         from ..backend.knobs import knob_space
 
         graph = self._graph()
         graph._add_preconditions("add_knob_sweeps()")
+        if per_engine is not None and (isinstance(per_engine, bool) or per_engine < 1):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"per_engine must be at least 1; got {per_engine!r}"
+            )
         for config in graph.get_engine_configs():
             engine = engine_for_graph(graph, config.engine_id)
             tunable = [k for k in engine_knobs(engine) if k.knob_id != BENCHMARKING_KNOB]
-            for combo in knob_space(tunable):
+            for combo in islice(knob_space(tunable), per_engine):
                 graph.add_engine(config.engine_id, combo)
         return self
 
@@ -287,7 +299,8 @@ class GraphAutotune:
             HipdnnError: ``INVALID_VALUE`` for a bad config (naming its field), before plan
                 specs exist, or when no candidate could be timed (``"No execution plans were
                 benchmarkable"`` with the count of each reason); ``INVALID_VARIANT_PACK`` for a
-                pack without every non-virtual tensor.
+                pack without every non-virtual tensor; ``GRAPH_EXECUTION_FAILED`` when no
+                candidate ran (each one's error listed).
         """
         config = AutotuneConfig() if config is None else config
         storage = AutotuneStorageConfig() if storage is None else storage
@@ -330,8 +343,18 @@ class GraphAutotune:
                 return stored
         results = self._time_all(timed, variant_pack, workspace, config) + results
         ranked = self._rank(results)
-        self.autotune_write_outcome = AutotuneCacheWriteOutcome.NOT_ATTEMPTED_NO_SUCCESSFUL_ENGINE
-        if ranked and ranked[0].succeeded and storage.enabled:
+        if not ranked[0].succeeded:
+            lines = "\n".join(
+                f"  {r.engine_name} {[(s.knob_id, s.value) for s in r.knob_settings]}: "
+                f"{r.error_message}"
+                for r in ranked
+            )
+            raise HipdnnError(
+                ErrorCode.GRAPH_EXECUTION_FAILED,
+                f"autotune(): no execution plan ran successfully:\n{lines}",
+            )
+        self.autotune_write_outcome = AutotuneCacheWriteOutcome.DECLINED_DISABLED
+        if storage.enabled:
             self._store(path, key, device, ranked, storage)
         return ranked
 
@@ -374,39 +397,71 @@ class GraphAutotune:
         self, timed: list[_Candidate], pack: Mapping[Any, Any], workspace: Any,
         config: AutotuneConfig,
     ) -> list[AutotuneResult]:  # fmt: skip
+        """Build and warm up every candidate, then time them: FIXED_AVERAGE in rounds (one run
+        of each candidate per round, so a passing load or clock change hits them alike),
+        RUN_UNTIL_STABLE one after the other (each until it converges)."""
         timer = _timer(_on_device(pack))
-        name = self._graph().get_name() or "<unnamed>"
-        progress = progress_enabled() and len(timed) >= PROGRESS_MIN_CANDIDATES
-        out: list[AutotuneResult] = []
-        self._tuned_plans: dict[int, BuiltPlan] = {}
+        out: dict[int, AutotuneResult] = {}
+        built: dict[int, BuiltPlan] = {}
+        times: dict[int, list[float]] = {}
 
-        def run(built: BuiltPlan) -> None:
-            execute(built, pack, workspace)
+        def run(plan: BuiltPlan) -> None:
+            execute(plan, pack, workspace)
+
+        def failed(index: int, exc: Exception) -> None:
+            out[index] = replace(out[index], error_message=f"{type(exc).__name__}: {exc}")
+            built.pop(index, None)
 
         for index, c in enumerate(timed):
-            base = self._prime(c, self._result(c, config), run, config)
+            out[index] = self._prime(c, self._result(c, config), run, config)
             try:
-                built = build_one_plan(self._graph(), c.engine, c.knobs)
+                plan = build_one_plan(self._graph(), c.engine, c.knobs)
+                out[index] = replace(out[index], workspace_size=plan.workspace_size,
+                                     benchmarked=True)  # fmt: skip
+                for _ in range(config.warmup_iterations):
+                    run(plan)
             except Exception as exc:
-                out.append(replace(base, error_message=f"{type(exc).__name__}: {exc}"))
+                failed(index, exc)
                 continue
-            base = replace(base, workspace_size=built.workspace_size, benchmarked=True)
-            try:
-                times, converged = _measure(partial(run, built), config, timer)
-            except Exception as exc:
-                out.append(replace(base, error_message=f"{type(exc).__name__}: {exc}"))
-                continue
-            mean = sum(times) / len(times)
-            spread = math.sqrt(sum((t - mean) ** 2 for t in times) / len(times))
-            self._tuned_plans[index] = built
-            out.append(replace(base, succeeded=True, min_time_ms=min(times), avg_time_ms=mean,
-                               stddev_ms=spread, iterations_run=len(times), converged=converged,
-                               compiled_plan_index=index))  # fmt: skip
-            if progress:
-                sys.stderr.write(f"hipdnn-graph: autotune graph '{name}' [{index + 1}/"
-                                 f"{len(timed)}] {c.label()}: {min(times):.4f} ms\n")  # fmt: skip
-                sys.stderr.flush()
-        return out
+            built[index], times[index] = plan, []
+        converged = dict.fromkeys(built, True)
+        if config.strategy == AutotuneStrategy.FIXED_AVERAGE:
+            for _ in range(config.timed_iterations):
+                for index, plan in list(built.items()):
+                    try:
+                        times[index].append(timer(partial(run, plan)))
+                    except Exception as exc:
+                        failed(index, exc)
+        else:
+            no_warmup = replace(config, warmup_iterations=0)
+            for index, plan in list(built.items()):
+                try:
+                    times[index], converged[index] = _measure(partial(run, plan), no_warmup, timer)
+                except Exception as exc:
+                    failed(index, exc)
+        for index in built:
+            ms = times[index]
+            mean = sum(ms) / len(ms)
+            spread = math.sqrt(sum((t - mean) ** 2 for t in ms) / len(ms))
+            out[index] = replace(out[index], succeeded=True, min_time_ms=min(ms),
+                                 avg_time_ms=mean, stddev_ms=spread, iterations_run=len(ms),
+                                 converged=converged[index], compiled_plan_index=index)  # fmt: skip
+        self._tuned_plans = built
+        self._progress(timed, out)
+        return [out[i] for i in range(len(timed))]
+
+    def _progress(self, timed: list[_Candidate], out: dict[int, AutotuneResult]) -> None:
+        """One stderr line per candidate for sweeps of :data:`PROGRESS_MIN_CANDIDATES` or more
+        (off with ``HIPDNN_GRAPH_PROGRESS=0``)."""
+        if not progress_enabled() or len(timed) < PROGRESS_MIN_CANDIDATES:
+            return
+        name = self._graph().get_name() or "<unnamed>"
+        for index, c in enumerate(timed):
+            r = out[index]
+            what = f"{r.min_time_ms:.4f} ms" if r.succeeded else f"failed: {r.error_message}"
+            sys.stderr.write(f"hipdnn-graph: autotune graph '{name}' [{index + 1}/"
+                             f"{len(timed)}] {c.label()}: {what}\n")  # fmt: skip
+        sys.stderr.flush()
 
     def _rank(self, results: list[AutotuneResult]) -> list[AutotuneResult]:
         wins = sorted((r for r in results if r.succeeded), key=lambda r: r.min_time_ms)
