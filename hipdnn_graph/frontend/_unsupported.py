@@ -4,17 +4,18 @@ hipdnn-graph builds SDPA (forward and backward), pointwise, matmul, reduction, R
 layer-norm (forward and backward), convolution (forward, data and weight gradients), batch-norm,
 resample (forward and backward), MoE grouped matmul, custom op and block-scale (quantize,
 dequantize) graphs: every op family of hipDNN's bindings, with its engine configurations and
-knobs, autotuning and engine filtering. Its provisional HIP helpers are not part of it.
+knobs, autotuning and engine filtering, and its HIP helpers. hipDNN's internal graph passes,
+which ``validate()`` runs, are not bound.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
 (``GRAPH_NOT_SUPPORTED``, also an ``AttributeError``, so ``hasattr`` answers ``False``).
 
 Example:
     >>> import hipdnn_graph.frontend as hipdnn
     >>> try:
-    ...     hipdnn.HipEvent
+    ...     hipdnn.Graph().topologicallySortGraph
     ... except hipdnn.UnsupportedFeatureError as err:
-    ...     print(err.code.name, str(err).split(" is ")[0])
-    GRAPH_NOT_SUPPORTED hipdnn_frontend.HipEvent (hipDNN's provisional HIP helpers)
+    ...     print(err.code.name, str(err).split(" (")[0])
+    GRAPH_NOT_SUPPORTED Graph.topologicallySortGraph()
 """
 
 from __future__ import annotations
@@ -37,12 +38,8 @@ GRAPH_METHODS: dict[str, str] = {
 }
 
 #: module-level names of hipDNN's bindings that are missing here -> what they belong to
-MODULE_NAMES: dict[str, str] = {
-    **dict.fromkeys(
-        ("HipEvent", "HipStallGate", "hip_can_use_stream_wait_value"),
-        "hipDNN's provisional HIP helpers",
-    ),
-}
+#: (none at present: every module-level name of hipDNN's bindings is bound)
+MODULE_NAMES: dict[str, str] = {}
 
 
 def unsupported_graph_method(name: str) -> UnsupportedFeatureError:

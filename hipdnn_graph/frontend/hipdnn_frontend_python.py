@@ -76,6 +76,7 @@ from ._handle import (
     set_engine_plugin_paths,
     set_stream,
 )
+from ._hip import HipEvent, HipStallGate, hip_can_use_stream_wait_value
 from ._knobs import (
     EngineConfigInfo,
     EngineVariant,
@@ -127,6 +128,8 @@ __all__ = [
     "Graph",
     "Handle",
     "HeuristicMode",
+    "HipEvent",
+    "HipStallGate",
     "IntConstraint",
     "Knob",
     "KnobSetting",
@@ -163,6 +166,7 @@ __all__ = [
     "engine_id_to_name",
     "get_loaded_engine_plugin_paths",
     "get_stream",
+    "hip_can_use_stream_wait_value",
     "hip_device_synchronize",
     "hip_get_device_count",
     "hip_stream_synchronize",

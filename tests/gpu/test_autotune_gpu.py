@@ -74,3 +74,14 @@ def test_benchmark_masked_set_meets_the_targets(tmp_path: Path) -> None:
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert float(cells[1]) <= 30.0, row  # tuning seconds
         assert float(cells[7]) <= 1.05, row  # tuned / fastest
+
+
+def test_hip_event_timing_smoke() -> None:
+    import hipdnn_graph.frontend as fe
+
+    start, stop = fe.HipEvent(), fe.HipEvent()
+    start.record(0)
+    torch.ones(1 << 20, device="cuda").sum()
+    stop.record(0)
+    stop.synchronize()
+    assert stop.query() and start.elapsed_time(stop) >= 0.0
