@@ -171,6 +171,21 @@ class TestAutotune:
         names = {s.engine_name for s in g.get_plan_specs()}
         assert NUMPY in names and len(g.get_plan_specs()) >= 2
 
+    def test_a_long_sweep_writes_a_progress_line_per_candidate(
+        self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.delenv("HIPDNN_GRAPH_PROGRESS", raising=False)
+        g, pack = _sdpa()
+        axis = KnobSweepAxis("numpy_reference.sdpa_block_q", [0, 2, 4, 8])
+        g.build_operation_graph().add_engine_sweep(
+            [EngineSweepSpec(hg.backend.engine_id(NUMPY), [axis])]
+        )
+        g.autotune(pack, config=_quick(), storage=AutotuneStorageConfig(enabled=False))
+        lines = capsys.readouterr().err.splitlines()
+        assert len(lines) == 4 and all(ln.endswith(" ms") for ln in lines), lines
+        assert lines[0].startswith("hipdnn-graph: autotune graph 'g' [1/4] NUMPY_REFERENCE_ENGINE")
+        assert g.autotune_write_outcome == hipdnn.AutotuneCacheWriteOutcome.DECLINED_DISABLED
+
     def test_knob_sweeps_take_at_most_per_engine(self) -> None:
         g, _ = _sdpa()
         g.build_operation_graph().add_knob_sweeps(per_engine=1)
@@ -198,10 +213,12 @@ class TestAutotune:
         g.build_operation_graph().add_engine(NUMPY)
         first = g.autotune(pack, config=_quick(), storage=store)
         assert not first[0].from_store
+        assert g.autotune_write_outcome == hipdnn.AutotuneCacheWriteOutcome.WRITTEN
         again, pack2 = _sdpa("renamed", uid=10)  # the same content
         again.build_operation_graph().add_engine(NUMPY)
         reused = again.autotune(pack2, config=_quick(), storage=store)
         assert reused[0].from_store and again.get_plan_name() == NUMPY
+        assert again.autotune_write_outcome == hipdnn.AutotuneCacheWriteOutcome.UNCHANGED
         retuned, pack3 = _sdpa()
         retuned.build_operation_graph().add_engine(NUMPY)
         config = _quick()

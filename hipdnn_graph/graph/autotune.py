@@ -11,7 +11,10 @@ the choice is stored under the graph's content key (:mod:`hipdnn_graph.graph.con
 with the device and the candidate set (:mod:`hipdnn_graph.backend.tuning_store`). A later call,
 in this process or another, with the same graph, device and candidates builds the stored
 choice without timing anything (its results say ``from_store``); ``AutotuneConfig.retune``
-times again. :func:`autotune_table` formats what was tried.
+times again. :func:`autotune_table` formats what was tried; ``graph.autotune_write_outcome``
+says what became of the store write (hipDNN's ``AutotuneCacheWriteOutcome``: ``WRITTEN``,
+``UNCHANGED`` for a stored choice reused, ``DECLINED_DISABLED`` with the store off,
+``DECLINED_UNKEYABLE`` when the file could not be written, with a ``RuntimeWarning``).
 
 Example:
     >>> import tempfile, pathlib, numpy as np, hipdnn_graph as hg
@@ -174,6 +177,10 @@ class GraphAutotune:
     """The ``Graph`` methods of this module (a mixin of :class:`~hipdnn_graph.Graph`)."""
 
     _state: Any
+    #: what became of the last ``autotune``'s store write (see the module docstring)
+    autotune_write_outcome: AutotuneCacheWriteOutcome = (
+        AutotuneCacheWriteOutcome.NOT_ATTEMPTED_NO_SUCCESSFUL_ENGINE
+    )
 
     def _graph(self) -> Graph:
         return cast("Graph", self)
