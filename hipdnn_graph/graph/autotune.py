@@ -177,10 +177,10 @@ class GraphAutotune:
     """The ``Graph`` methods of this module (a mixin of :class:`~hipdnn_graph.Graph`)."""
 
     _state: Any
-    #: what became of the last ``autotune``'s store write (see the module docstring)
     autotune_write_outcome: AutotuneCacheWriteOutcome = (
         AutotuneCacheWriteOutcome.NOT_ATTEMPTED_NO_SUCCESSFUL_ENGINE
     )
+    """What became of the last ``autotune``'s store write (see the module docstring)."""
 
     def _graph(self) -> Graph:
         return cast("Graph", self)
