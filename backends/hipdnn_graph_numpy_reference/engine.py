@@ -78,6 +78,8 @@ class NumpyReferenceEngine:
 
     name = "NUMPY_REFERENCE_ENGINE"
     priority = 1000
+    #: heuristic mode FALLBACK ranks it first: it runs every graph on every machine
+    fallback = 1
     array_kind = "numpy"
     api_version = ENGINE_API_VERSION
     knobs = (BLOCK_Q_KNOB,)

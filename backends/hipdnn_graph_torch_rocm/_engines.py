@@ -66,6 +66,8 @@ class TorchSdpaEngine(SdpaSupport, SdpaPlanning):
             if op == "flex"
             else None
         )
+        #: heuristic mode FALLBACK ranks the math engine second (it runs every SDPA graph)
+        self.fallback = 2 if op is None else None
 
     def __repr__(self) -> str:
         return f"TorchSdpaEngine({self.name})"

@@ -45,6 +45,7 @@ from ..graph.execution import out_of_bounds
 from ..tensor import DataTypeLike, TensorAttributes
 from ..types import BuildPlanPolicy, DataType, ErrorCode, HeuristicMode
 from ._attributes import SdpaAttributes
+from ._autotune import AutotuneMethods
 from ._dlpack import read_dlpack
 from ._engine_methods import EngineMethods
 from ._errors import (
@@ -74,7 +75,7 @@ def _raising(call: Callable[[], Any]) -> Any:
         raise FrontendRuntimeError(err.message, err.code) from None
 
 
-class Graph(EngineMethods, FamilyMethods):
+class Graph(EngineMethods, AutotuneMethods, FamilyMethods):
     """hipDNN's ``Graph`` binding (see the module docstring)."""
 
     def __init__(self) -> None:

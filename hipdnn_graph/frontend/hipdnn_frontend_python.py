@@ -47,6 +47,17 @@ from ..types import (
     ResampleMode,
 )
 from ._attributes import SdpaAttributes
+from ._autotune import (
+    AutotuneCacheWriteOutcome,
+    AutotuneConfig,
+    AutotuneResult,
+    AutotuneStorageConfig,
+    AutotuneStrategy,
+    EngineSweepSpec,
+    KnobSweepAxis,
+    PrimingFailurePolicy,
+    TuneMode,
+)
 from ._enums import AttentionImplementation, BehaviorNote, PluginLoadingMode, TimingQuality
 from ._errors import Error, UnsupportedFeatureError
 from ._execute import ExecutionTiming
@@ -82,6 +93,11 @@ from ._unsupported import MODULE_NAMES, unsupported_name
 
 __all__ = [
     "AttentionImplementation",
+    "AutotuneCacheWriteOutcome",
+    "AutotuneConfig",
+    "AutotuneResult",
+    "AutotuneStorageConfig",
+    "AutotuneStrategy",
     "BatchnormAttributes",
     "BatchnormBackwardAttributes",
     "BatchnormInferenceAttributes",
@@ -103,6 +119,7 @@ __all__ = [
     "DiagonalAlignment",
     "EngineConfigInfo",
     "EngineInfo",
+    "EngineSweepSpec",
     "EngineVariant",
     "Error",
     "ErrorCode",
@@ -116,6 +133,7 @@ __all__ = [
     "IntConstraint",
     "Knob",
     "KnobSetting",
+    "KnobSweepAxis",
     "KnobValueType",
     "LayernormAttributes",
     "LayernormBackwardAttributes",
@@ -127,6 +145,7 @@ __all__ = [
     "PluginLoadingMode",
     "PointwiseAttributes",
     "PointwiseMode",
+    "PrimingFailurePolicy",
     "RMSNormAttributes",
     "RMSNormBackwardAttributes",
     "ReductionAttributes",
@@ -139,6 +158,7 @@ __all__ = [
     "StringConstraint",
     "Tensor",
     "TimingQuality",
+    "TuneMode",
     "UnsupportedFeatureError",
     "__version__",
     "create_handle",

@@ -32,12 +32,14 @@ from ..tensor import DataTypeLike, TensorAttributes, generate_strides
 from ..types import DataType, ErrorCode
 from . import lifecycle
 from . import rules as rules
+from .autotune import GraphAutotune
 from .builders.families import FamilyBuilders
 from .builders.keyword_types import TensorKeywords
 from .builders.resample import ResampleBuilders
 from .builders.sdpa import SdpaBuilders
 from .engine_configs import EngineConfigs
 from .lifecycle import GraphLifecycle
+from .selection import EngineSelection
 from .structure import GraphStructure
 from .validation import GraphValidation
 
@@ -54,6 +56,8 @@ class Graph(
     GraphValidation,
     GraphLifecycle,
     EngineConfigs,
+    EngineSelection,
+    GraphAutotune,
     GraphSerialization,
 ):
     """A hipDNN-style operation graph.

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from ..backend.allocation import check_allocation
 from ..backend.contract import Engine, build_engine_plan, checked_support, engine_id
+from ..backend.heuristics import rank_by_modes
 from ..backend.knobs import KnobValue, knob_defaults
 from ..backend.registry import current_registry
 from ..backend.variant_pack import TensorSpec, VariantPackBinder
@@ -37,6 +38,7 @@ __all__ = [
     "active_plan",
     "assign_uids",
     "binder_for",
+    "build_one_plan",
     "rank_engines",
 ]
 
@@ -66,15 +68,17 @@ def _enum_argument(kind: type[_E], value: Any, what: str) -> _E:
 
 
 def _heuristic_modes(modes: Any) -> list[HeuristicMode]:
+    """The modes as a checked list; none given (``None`` or ``[]``) means mode A (see
+    :mod:`hipdnn_graph.backend.heuristics`)."""
     if modes is None:
-        return [HeuristicMode.FALLBACK]
+        return [HeuristicMode.A]
     if isinstance(modes, str | bytes) or not isinstance(modes, Iterable):
         raise HipdnnError(
             ErrorCode.INVALID_VALUE,
             f"Heuristic modes must be a list of HeuristicMode values; got {modes!r}",
         )
     checked = [_enum_argument(HeuristicMode, m, "A heuristic mode") for m in modes]
-    return checked or [HeuristicMode.FALLBACK]
+    return checked or [HeuristicMode.A]
 
 
 @dataclass
@@ -154,6 +158,8 @@ def create_execution_plans(
     _ensure_lowered(graph, state)
     state.modes = checked
     ranked, state.refusals = rank_engines(graph)
+    ranked = _deselected(graph, ranked, state.refusals)
+    ranked = rank_by_modes(ranked, checked, graph)
     preferred = graph.get_preferred_engine_id_ext()
     if preferred is not None:
         ranked.sort(key=lambda e: engine_id(e.name) != preferred)
@@ -169,6 +175,28 @@ def create_execution_plans(
             _LOG.debug("graph '%s': engine %s refuses: %s", name, engine_name, reason)
         best_first = ", ".join(e.name for e in ranked) or "none"
         _LOG.debug("graph '%s': engines that apply, best first: %s", name, best_first)
+
+
+def _deselected(
+    graph: Graph, ranked: list[Engine], refusals: list[tuple[str, str]]
+) -> list[Engine]:
+    """``ranked`` without the engines the graph's filters bar (each added to ``refusals`` with
+    the filter's reason; see :mod:`hipdnn_graph.graph.selection`)."""
+    filters = graph.engine_filters()
+    if filters.is_empty():
+        return ranked
+    kept = []
+    for engine in ranked:
+        try:
+            workspace: int | None = int(engine.workspace_size(graph))
+        except Exception:
+            workspace = None
+        reason = filters.reason(engine, workspace)
+        if reason is None:
+            kept.append(engine)
+        else:
+            refusals.append((engine.name, reason))
+    return kept
 
 
 def rank_engines(graph: Graph) -> tuple[list[Engine], list[tuple[str, str]]]:
@@ -232,6 +260,15 @@ def binder_for(
             spec.tensor = keys.get(spec.uid, t)
         specs.append(spec)
     return VariantPackBinder(specs, array_kind=array_kind)
+
+
+def build_one_plan(graph: Graph, engine: Engine, knobs: Mapping[str, KnobValue]) -> BuiltPlan:
+    """``engine``'s plan for ``graph`` with every knob value in ``knobs`` (whatever it raises
+    is the engine's failure)."""
+    plan = build_engine_plan(engine, graph, dict(knobs))
+    workspace = int(engine.workspace_size(graph))
+    binder = _binder(graph, getattr(engine, "array_kind", "numpy"))
+    return BuiltPlan(engine, plan, workspace, binder, dict(knobs))
 
 
 def build_plans(graph: Graph, state: PlanState, policy: BuildPlanPolicy | int) -> None:
@@ -315,8 +352,11 @@ class GraphLifecycle:
     def create_execution_plans(self, modes: list[HeuristicMode] | list[int] | None = None) -> Self:
         """Rank the engines that accept this graph (the preferred engine first when it does).
 
-        Runs ``build_operation_graph()`` first if it has not run. Every mode ranks engines by
-        their measured speed (``priority``); the list is accepted for hipDNN parity.
+        Runs ``build_operation_graph()`` first if it has not run. The modes rank in the order
+        given (A: the engines' declared priority, the default; B: the measured table;
+        FALLBACK: the engines that always run first), as
+        :mod:`hipdnn_graph.backend.heuristics` documents; engines the graph's ``deselect_*``
+        filters bar are refused with the filter as the reason.
         """
         create_execution_plans(self._graph(), self._state, modes)
         return self
