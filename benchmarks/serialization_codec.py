@@ -28,7 +28,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=2000)
     args = parser.parse_args()
-    wire = graph_to_wire(full_backward_graph())
+    wire = graph_to_wire(full_backward_graph().to_parts())
     blob, text = write_graph(wire), graph_to_json(wire)
     assert write_graph(read_graph(blob)) == blob and graph_to_json(graph_from_json(text)) == text
     calls: dict[str, Callable[[], object]] = {

@@ -31,6 +31,7 @@ import torch  # noqa: E402
 
 from hipdnn_graph_torch_rocm.kernels import fused, probe  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels import math as tm  # noqa: E402
+from hipdnn_graph_torch_rocm.kernels.call import SdpaCall  # noqa: E402
 
 OPS = [
     "_scaled_dot_product_cudnn_attention",
@@ -215,34 +216,28 @@ def accuracy() -> dict[str, Any]:
         for heads, (h, hk) in {"mha": (8, 8), "gqa4": (8, 2), "mqa": (8, 1)}.items():
             for mname, (sq, skv, feats) in MATRIX.items():
                 q, k, v, do = _mk(2, h, hk, sq, skv, 64, dt)
-                kw: dict[str, Any] = {"scale": 0.125}
-                for key in ("bottom_right", "left_bound", "right_bound", "dbias_shape"):
-                    if key in feats:
-                        kw[key] = feats[key]
+                fixed = {key: feats[key] for key in ("bottom_right", "left_bound", "right_bound",
+                                                     "dbias_shape") if key in feats}  # fmt: skip
+                call = SdpaCall(0.125, **fixed)
+                kw: dict[str, Any] = {}
                 if "bias" in feats:
                     kw["bias"] = torch.randn(*feats["bias"], device=DEV, dtype=dt)
                 for key in ("seq_len_q", "seq_len_kv"):
                     if key in feats:
                         kw[key] = torch.tensor(feats[key], device=DEV, dtype=torch.int32)
                 f64 = [x.double() for x in (q, k, v, do)]
-                fkw = {x: y for x, y in kw.items() if x != "dbias_shape"}
-                o_ref, st_ref = tm.sdpa_forward(*f64[:3], **fkw, compute_dtype=torch.float64)
+                o_ref, st_ref = tm.sdpa_forward(*f64[:3], call, **kw, compute_dtype=torch.float64)
                 o_in = o_ref.to(dt)
                 g_ref = tm.sdpa_backward(
-                    *f64[:3], o_in.double(), f64[3], st_ref, **kw, compute_dtype=torch.float64
-                )
+                    *f64[:3], o_in.double(), f64[3], st_ref, call, **kw,
+                    compute_dtype=torch.float64,
+                )  # fmt: skip
                 for op in fused.FusedOp:
                     key = f"{dt}|{heads}|{mname}|{op.value}"
                     reasons = {}
                     for fwd in (True, False):
-                        prob = fused.SdpaProblem.from_tensors(
-                            q, k, v, bias=kw.get("bias"), dbias="dbias_shape" in kw and not fwd,
-                            bottom_right=kw.get("bottom_right", False),
-                            left_bound=kw.get("left_bound"), right_bound=kw.get("right_bound"),
-                            seq_len_q=kw.get("seq_len_q"), seq_len_kv=kw.get("seq_len_kv"),
-                            forward=fwd,
-                        )  # fmt: skip
-                        reasons[fwd] = fused.check(op, prob)
+                        case = fused.FusedSdpaCase.from_tensors(q, k, v, call, forward=fwd, **kw)
+                        reasons[fwd] = fused.check(op, case)
                     if reasons[True] is not None and reasons[False] is not None:
                         out[key] = {"refused": reasons[False]}
                         continue
@@ -250,7 +245,7 @@ def accuracy() -> dict[str, Any]:
                         res: dict[str, Any] = {}
                         fin = torch.isfinite(st_ref)
                         if reasons[True] is None:
-                            o, st = fused.forward(op, q, k, v, **fkw, check=False)
+                            o, st = fused.forward(op, q, k, v, call, **kw, check=False)
                             res["o"] = _rel(o, o_ref)
                             res["stats"] = _rel(st[fin], st_ref[fin]) if bool(fin.any()) else 0.0
                             res["stats_inf_pattern_ok"] = bool(torch.equal(torch.isinf(st), ~fin))
@@ -258,11 +253,11 @@ def accuracy() -> dict[str, Any]:
                             res["forward_refused"] = reasons[True]
                         if reasons[False] is None:
                             grads = fused.backward(
-                                op, q, k, v, o_in, do, st_ref.float(), **kw, check=False
+                                op, q, k, v, o_in, do, st_ref.float(), call, **kw, check=False
                             )
                             names = ("dq", "dk", "dv", "dbias")
                             for n, a, b in zip(names, grads, g_ref, strict=True):
-                                if b is not None and (n != "dbias" or "dbias_shape" in kw):
+                                if b is not None and (n != "dbias" or call.dbias_shape):
                                     res[n] = _rel(a, b) if a is not None else math.inf
                         else:
                             res["backward_refused"] = reasons[False]
@@ -314,7 +309,7 @@ def _bench_one(d: int, s: int, causal: bool) -> tuple[str, dict[str, Any]]:
     q, k, v, do = _mk(b, h, h, s, s, d, dt)
     scale = 1.0 / math.sqrt(d)
     fl = _flops(b, h, s, d, causal)
-    kw = {"right_bound": 0} if causal else {}
+    call = SdpaCall(scale, right_bound=0 if causal else None)
     row: dict[str, Any] = {}
     reps = 10 if s <= 4096 else 5
     # direct aten: own forward, then backward on the same tensors
@@ -388,7 +383,7 @@ def _bench_one(d: int, s: int, causal: bool) -> tuple[str, dict[str, Any]]:
         row["aten_efficient"] = f"{type(e).__name__}: {str(e)[:150]}"
     # wrappers fed with a user O/Stats (math-free: take flash's own forward)
     try:
-        o_u, st_u = fused.forward(fused.FusedOp.FLASH, q, k, v, scale=scale, **kw)
+        o_u, st_u = fused.forward(fused.FusedOp.FLASH, q, k, v, call)
     except Exception:
         o_u = st_u = None
     if o_u is None and o_c is not None and lse_c is not None:
@@ -397,15 +392,12 @@ def _bench_one(d: int, s: int, causal: bool) -> tuple[str, dict[str, Any]]:
         o_u = o_u.contiguous()  # the user's O: a packed [B,H,S,Dv] buffer
     for op in fused.FusedOp:
         try:
-            prob = fused.SdpaProblem.from_tensors(q, k, v, **kw)
-            reason = fused.check(op, prob)
+            reason = fused.check(op, fused.FusedSdpaCase.from_tensors(q, k, v, call))
             if reason is not None:
                 row[f"wrap_{op.value}"] = f"refused: {reason}"
                 continue
             ms = _time(
-                lambda op=op: fused.backward(
-                    op, q, k, v, o_u, do, st_u, scale=scale, check=False, **kw
-                ),
+                lambda op=op: fused.backward(op, q, k, v, o_u, do, st_u, call, check=False),
                 reps,
             )
             row[f"wrap_{op.value}"] = fl / ms / 1e9
@@ -416,14 +408,12 @@ def _bench_one(d: int, s: int, causal: bool) -> tuple[str, dict[str, Any]]:
         for mode, mm in (("math_fp32", None), ("math_bf16_tc", dt)):
             try:
                 ms = _time(
-                    lambda mm=mm: tm.sdpa_backward(
-                        q, k, v, o_u, do, st_u, scale=scale, matmul_dtype=mm, **kw
-                    ),
+                    lambda mm=mm: tm.sdpa_backward(q, k, v, o_u, do, st_u, call, matmul_dtype=mm),
                     3,
                 )
                 row[mode] = fl / ms / 1e9
                 ms = _time(
-                    lambda mm=mm: tm.sdpa_forward(q, k, v, scale=scale, matmul_dtype=mm, **kw),
+                    lambda mm=mm: tm.sdpa_forward(q, k, v, call, matmul_dtype=mm),
                     3,
                 )
                 row[mode + "_fwd"] = fl * 2 / 5 / ms / 1e9

@@ -133,7 +133,8 @@ class DiagonalAlignment(HipdnnEnum):
 
 
 class AttentionImplementation(HipdnnEnum):
-    """How hipDNN maps SDPA forward onto kernels (carried on the wire, not modelled here)."""
+    """How hipDNN maps SDPA forward onto kernels: a hint (every value runs on hipdnn-graph's
+    engines), carried on the wire and by hipDNN's Python API, not modelled here."""
 
     AUTO = 0
     COMPOSITE = 1

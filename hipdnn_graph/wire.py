@@ -1,10 +1,12 @@
-"""Graph ↔ hipDNN's wire: the bridge between the frontend and both of hipDNN's formats.
+"""Graph parts ↔ hipDNN's wire: the bridge between the frontend and both of hipDNN's formats.
 
-:func:`graph_to_wire` lists what a :class:`~hipdnn_graph.Graph` holds in the order hipDNN's
-serialized graph keeps (tensors in the graph's order, nodes in topological order);
-:func:`graph_from_wire` builds a graph from decoded parts through
-:meth:`~hipdnn_graph.Graph.from_parts`. The codecs themselves live in
-:mod:`hipdnn_graph.descriptors` and know no node type.
+A graph travels as its :class:`GraphParts` (graph attributes, tensors, nodes, preferred engine,
+wire metadata): :func:`graph_to_wire` lists the parts in the order hipDNN's serialized graph
+keeps (tensors in the graph's order, nodes in topological order); :func:`graph_from_wire` hands
+back the parts a decoded graph is made of. Only the Graph side turns parts into a
+:class:`~hipdnn_graph.Graph` (:meth:`~hipdnn_graph.Graph.from_parts`) and a graph into parts
+(:meth:`~hipdnn_graph.Graph.to_parts`): this module never imports the Graph core. The codecs
+themselves live in :mod:`hipdnn_graph.descriptors` and know no node type.
 
 Example:
     >>> import hipdnn_graph as hg
@@ -12,26 +14,46 @@ Example:
     ...              intermediate_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
     >>> q = g.tensor(name="Q", dim=[1, 2, 8, 16])
     >>> o, stats = g.sdpa(q, g.tensor_like(q, "K"), g.tensor_like(q, "V"), name="attn")
-    >>> wire = graph_to_wire(g)
+    >>> wire = graph_to_wire(g.build_operation_graph().to_parts())
     >>> [t.name for t in wire.tensors], [t.uid for t in wire.tensors]
     (['Q', 'K', 'V', 'attn::O', 'attn::Stats'], [1, 2, 3, 4, 5])
-    >>> graph_from_wire(wire).nodes[0].name
-    'attn'
+    >>> parts = graph_from_wire(wire)
+    >>> parts.nodes[0].name, hg.Graph.from_parts(**vars(parts)).nodes[0].name
+    ('attn', 'attn')
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from .attributes.graph_attributes import GraphAttributes
-from .backend.api_version import BASELINE_API_VERSION, graph_required_api_version
 from .descriptors.wire_model import WireGraph, WireMetadata, check_wire_graph
+from .nodes.custom_family import lift_custom_op
+from .tensor import TensorAttributes
 
-if TYPE_CHECKING:
-    from .graph import Graph
+__all__ = ["GraphParts", "graph_from_wire", "graph_to_wire", "signed64", "unsigned64"]
 
-__all__ = ["graph_from_wire", "graph_to_wire", "signed64", "unsigned64"]
+
+@dataclass
+class GraphParts:
+    """What a graph is made of, as the wire and the descriptors hand it over: the keyword
+    arguments of :meth:`~hipdnn_graph.Graph.from_parts`, as :meth:`~hipdnn_graph.Graph.to_parts`
+    gives them.
+
+    Attributes:
+        attributes: the graph attributes.
+        tensors: the graph's tensors, in the order to keep.
+        nodes: the nodes (instances of :class:`~hipdnn_graph.nodes.Node`), in topological order.
+        preferred_engine_id: the preferred engine's 64-bit id, if any.
+        wire_metadata: hipDNN's id, engine-API floor and override flag, if any.
+    """
+
+    attributes: GraphAttributes
+    tensors: list[TensorAttributes]
+    nodes: list[Any] = field(default_factory=list)
+    preferred_engine_id: int | None = None
+    wire_metadata: WireMetadata | None = None
 
 
 def signed64(value: int) -> int:
@@ -44,73 +66,49 @@ def unsigned64(value: int) -> int:
     return value & ((1 << 64) - 1)
 
 
-def graph_to_wire(graph: Graph) -> WireGraph:
-    """The wire form of a graph.
-
-    A graph whose tensors lack uids is validated first (when it is not already) and given uids
-    (as ``build_operation_graph`` does); a graph whose tensors all have uids, such as a decoded
-    one, is written as it stands.
+def graph_to_wire(parts: GraphParts) -> WireGraph:
+    """The wire form of a graph's parts, whose tensors all have uids (the Graph side validates
+    and assigns them first, as ``build_operation_graph`` does).
 
     Raises:
-        HipdnnError: the graph's validation error, or INVALID_VALUE for a broken content rule
-            (duplicate uids, absurd dims).
+        HipdnnError: INVALID_VALUE for a broken content rule (a missing or duplicate uid, absurd
+            dims).
     """
-    tensors = graph.wire_tensors()
-    if any(t.uid is None for t in tensors):
-        if not graph.is_validated:
-            graph.validate()
-        from .graph.lifecycle import assign_uids
-
-        assign_uids(graph)
-        tensors = graph.wire_tensors()
-    attrs = graph.attributes
-    preferred = graph.get_preferred_engine_id_ext()
+    attrs, preferred = parts.attributes, parts.preferred_engine_id
     wire = WireGraph(
         name=attrs.name,
         compute_data_type=attrs.compute_data_type,
         intermediate_data_type=attrs.intermediate_data_type,
         io_data_type=attrs.io_data_type,
         preferred_engine_id=None if preferred is None else signed64(preferred),
-        tensors=tensors,
-        nodes=[(node.spec, node.attributes) for node in graph.nodes],
-        metadata=_stamped(graph),
+        tensors=parts.tensors,
+        nodes=[node.wire_form() for node in parts.nodes],
+        metadata=parts.wire_metadata if parts.wire_metadata is not None else WireMetadata(),
     )
     check_wire_graph(wire)
     return wire
 
 
-def _stamped(graph: Graph) -> WireMetadata:
-    """The graph's wire metadata with ``min_required_engine_api_version`` stamped, as hipDNN
-    stamps it when it builds the graph, whenever the graph requires more than the baseline
-    1.0.0 (hipDNN's readers take an absent field as 1.0.0, so the baseline is left implicit and
-    graphs that need nothing newer keep their bytes). A decoded graph writes back what it read."""
-    metadata = graph.wire_metadata
-    if graph.is_decoded:
-        return metadata
-    required = graph_required_api_version(graph)
-    if required <= BASELINE_API_VERSION:
-        return metadata
-    return replace(
-        metadata, min_required_engine_api_version=(required.major, required.minor, required.patch)
-    )
+def graph_from_wire(wire: WireGraph) -> GraphParts:
+    """The parts of the graph a decoded :class:`~hipdnn_graph.descriptors.wire_model.WireGraph`
+    describes (``Graph.from_parts(**vars(parts))`` builds it); a custom op of a registered family
+    that is not hipDNN's becomes that family's node
+    (:func:`~hipdnn_graph.nodes.custom_family.lift_custom_op`).
 
-
-def graph_from_wire(wire: WireGraph) -> Graph:
-    """The graph a decoded :class:`~hipdnn_graph.descriptors.wire_model.WireGraph` describes."""
-    from .graph import Graph
-
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for such a custom op whose payload is not its family's.
+    """
     attributes = GraphAttributes(
         name=wire.name,
         compute_data_type=wire.compute_data_type,
         intermediate_data_type=wire.intermediate_data_type,
         io_data_type=wire.io_data_type,
     )
-    nodes: list[Any] = [spec.make_node(a, attributes) for spec, a in wire.nodes]
     preferred = wire.preferred_engine_id
-    return Graph.from_parts(
+    return GraphParts(
         attributes,
         wire.tensors,
-        nodes,
+        [lift_custom_op(spec.make_node(a, attributes)) for spec, a in wire.nodes],
         preferred_engine_id=None if preferred is None else unsigned64(preferred),
         wire_metadata=wire.metadata,
     )

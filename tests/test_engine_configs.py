@@ -96,6 +96,7 @@ def _pointwise(runtime_scalar: bool = False) -> tuple[hg.Graph, hg.TensorAttribu
 
 
 def _sdpa(sq: int = 64) -> tuple[hg.Graph, list[hg.TensorAttributes]]:
+    """An SDPA forward graph with stats, its operation graph not built (uids unassigned)."""
     f32 = hg.DataType.FLOAT
     g = hg.Graph(name="fwd", io_data_type=f32, intermediate_data_type=f32, compute_data_type=f32)
     q = g.tensor(name="Q", dim=[1, 2, sq, 8])
@@ -323,3 +324,33 @@ def test_serialize_stamps_the_floor_above_the_baseline() -> None:
     assert "implements engine plugin API 1.2.0; the graph requires at least 1.3.0" in str(
         info.value
     )
+
+
+def test_plans_at_override_shapes_keep_the_chosen_knobs(only_numpy: None) -> None:
+    big, _ = _sdpa(sq=64)
+    big.set_override_shape_enabled(True)
+    big.build_operation_graph()
+    big.create_execution_plan_ext(NUMPY, {BLOCK_Q: 16}).build_plans()
+    small, s = _sdpa(sq=32)  # declared alike: the same uids
+    small.build_operation_graph()
+    uids = [x.get_uid() for x in s[:4]]
+    shapes = [x.get_dim() for x in s[:4]]
+    strides = [x.get_stride() for x in s[:4]]
+    rng = np.random.default_rng(2)
+    pack: dict[Any, Any] = {u: rng.standard_normal(d).astype(np.float32) for u, d in
+                            zip(uids[:3], shapes[:3], strict=True)}  # fmt: skip
+    pack[uids[3]] = np.zeros(shapes[3], np.float32)
+    pack[s[4].get_uid()] = np.zeros(s[4].get_dim(), np.float32)
+    uids.append(s[4].get_uid())
+    shapes.append(s[4].get_dim())
+    strides.append(s[4].get_stride())
+    big.execute(pack, override_uids=uids, override_shapes=shapes, override_strides=strides)
+    [variant] = [v.built for v in big._state.active.variants.values()]  # type: ignore[union-attr]
+    assert dict(variant.knobs) == {BLOCK_Q: 16}
+    assert variant.plan.steps[0].static["block_q"] == 16
+    # the required engine plugin API version follows the override flag
+    assert json.loads(big.to_json())["min_required_engine_api_version"] == {
+        "major": 1,
+        "minor": 1,
+        "patch": 0,
+    }

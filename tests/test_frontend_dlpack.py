@@ -261,6 +261,49 @@ class TestHostPassByValueOnCpuEngines:
         np.testing.assert_array_equal(out, xs * host_scale)
 
 
+@pytest.mark.skipif(
+    hipdnn.hip_get_device_count() > 0, reason="DeviceBuffers are device memory here"
+)
+class TestBareProducerAddresses:
+    """A bare ``__dlpack__`` producer is read through its address, as hipDNN reads every
+    value (hipDNN's test_timed_execute_with_dlpack_only_producers exports one float at a
+    DeviceBuffer's address for a 4-element tensor): the declared layout is read there when the
+    address lies in known memory that holds it, and refused when it does not."""
+
+    def _add_graph(self) -> tuple[Any, ...]:
+        graph = float_graph()
+        a = hipdnn.Tensor.create([1, 1, 2, 2], hipdnn.DataType.FLOAT)
+        b = hipdnn.Tensor.create([1, 1, 2, 2], hipdnn.DataType.FLOAT)
+        out = graph.pointwise(a, b, hipdnn.PointwiseAttributes().set_mode(hipdnn.PointwiseMode.ADD))
+        out.set_output(True)
+        graph.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE")
+        return graph, build_all(graph), a, b, out
+
+    def test_one_element_export_at_a_device_buffer_reads_the_declared_layout(self) -> None:
+        graph, handle, a, b, out = self._add_graph()
+        values = {a: [1.0, 2.0, 3.0, 4.0], b: [10.0, 20.0, 30.0, 40.0], out: [0.0] * 4}
+        buffers = {t: hipdnn.DeviceBuffer(16) for t in values}
+        for t, data in values.items():
+            buffers[t].copy_from_host(np.array(data, np.float32).tobytes())
+        pack = {t: HandMadeProducer(buf.ptr()) for t, buf in buffers.items()}
+        error = graph.execute(handle, pack)
+        assert error.is_good(), error.get_message()
+        result = np.frombuffer(buffers[out].copy_to_host(), np.float32)
+        np.testing.assert_array_equal(result, [11.0, 22.0, 33.0, 44.0])
+
+    def test_one_element_export_outside_known_memory_is_refused(self) -> None:
+        graph, handle, a, b, out = self._add_graph()
+        small = np.zeros(1, np.float32)  # the producer's own memory: one float, nothing known
+        pack = {t: np.zeros((1, 1, 2, 2), np.float32) for t in (b, out)}
+        error = graph.execute(handle, {**pack, a: HandMadeProducer(small.ctypes.data)})
+        assert error.get_code() == hipdnn.ErrorCode.INVALID_VARIANT_PACK
+        assert error.get_message() == (
+            f"Variant pack tensor '{a.get_name()}' (uid {a.get_uid()}) is read from its value's "
+            "address as the graph declares it (dims [1, 1, 2, 2], strides [4, 4, 2, 1], FLOAT: "
+            "16 bytes), but the value holds 4 bytes from there"
+        )
+
+
 class TestGetDataPtr:
     def test_host_dlpack_honours_byte_offset(self) -> None:
         host = np.zeros(4, np.float32)

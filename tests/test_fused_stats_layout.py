@@ -11,14 +11,14 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from hipdnn_graph_torch_rocm.kernels import _fused_ops  # noqa: E402
-from hipdnn_graph_torch_rocm.kernels._fused_rules import FusedOp, OpCaps, SdpaProblem  # noqa: E402
+from hipdnn_graph_torch_rocm.kernels._fused_rules import FusedOp, FusedSdpaCase, OpCaps  # noqa: E402
 
 B, H, S, D = 2, 3, 5, 8
 
 
-def _problem() -> SdpaProblem:
+def _problem() -> FusedSdpaCase:
     q = torch.zeros(B, H, S, D)
-    return SdpaProblem.from_tensors(q, q, q, forward=False)
+    return FusedSdpaCase.from_tensors(q, q, q, forward=False)
 
 
 def test_stats_out_passes_the_ops_own_layout_through() -> None:
@@ -45,8 +45,7 @@ def _lse_seen(monkeypatch: pytest.MonkeyPatch, stats: torch.Tensor, lse_rank: in
     monkeypatch.setattr(_fused_ops, "aten_op", lambda name: op)
     x = torch.zeros(B, H, S, D)
     caps = OpCaps(op=FusedOp.CUDNN, available=True, lse_rank=lse_rank)
-    _fused_ops.cudnn_backward(_problem(), caps, x, x, x, x, x, stats, scale=1.0, bias=None,
-                              dbias_shape=None, seq_len_q=None, seq_len_kv=None)  # fmt: skip
+    _fused_ops.cudnn_backward(_problem(), caps, x, x, x, x, x, stats, 1.0, None, None, None, None)
     return seen[0]
 
 

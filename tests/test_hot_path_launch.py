@@ -10,6 +10,7 @@ fast path still refuses what the checked path refuses.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from hipdnn_graph.torch._args import _PLAIN_OPTIONS  # noqa: E402
 from hipdnn_graph.torch._graphs import sdpa_forward  # noqa: E402
 from hipdnn_graph.torch._hot import Hit, backward_qkv, forward_qkv  # noqa: E402
 from hipdnn_graph.torch._keys import cache_key, qkv_key  # noqa: E402
+from hipdnn_graph_torch_rocm.kernels.call import SdpaCall  # noqa: E402
 
 F = torch.nn.functional
 MATH = "TORCH_SDPA_MATH_ENGINE"
@@ -253,7 +255,7 @@ def test_a_bound_fused_kernel_checks_once_per_device_then_calls_the_direct_op(
         memo[:] = [fused.PLAN_GENERATION[0], args[0].device, ("p", "c", None)]
         return "generic"
 
-    def direct(op: Any, forward: bool, p: Any, c: Any, er: Any, static: Any, device: Any) -> Any:
+    def direct(op: Any, forward: bool, p: Any, c: Any, er: Any, device: Any) -> Any:
         calls.append(f"bind {device}")
 
         def run(*args: Any, **kw: Any) -> str:
@@ -264,7 +266,7 @@ def test_a_bound_fused_kernel_checks_once_per_device_then_calls_the_direct_op(
 
     monkeypatch.setattr(fused, "forward", generic)
     monkeypatch.setattr(_fused_direct, "direct", direct)
-    bound = fused.Kernel(fused.FusedOp.CUDNN, True).bind({"scale": 0.5})
+    bound = fused.Kernel(fused.FusedOp.CUDNN, True).bind({"call": SdpaCall(scale=0.5)})
     x, meta = torch.zeros(1), torch.zeros(1, device="meta")
     assert [bound(x), bound(x), bound(meta), bound(x)] == ["generic", "direct", "generic", "direct"]
     assert bound(x, dropout_seed=1) == "direct"  # a philox node's Seed: passed through
@@ -275,42 +277,41 @@ def test_a_bound_fused_kernel_checks_once_per_device_then_calls_the_direct_op(
 
 def test_only_plain_cudnn_nodes_are_called_directly() -> None:
     from hipdnn_graph_torch_rocm.kernels import _fused_direct
-    from hipdnn_graph_torch_rocm.kernels.fused import FusedOp, OpCaps, SdpaProblem
+    from hipdnn_graph_torch_rocm.kernels.fused import FusedOp, FusedSdpaCase, OpCaps
 
     caps = OpCaps(FusedOp.CUDNN, True, lse_rank=4)
     cpu = torch.device("cpu")
+    causal = SdpaCall(scale=0.125, right_bound=0)
 
     def problem(**kw: Any) -> Any:
         base = {"b": 1, "h": 4, "hk": 4, "hv": 4, "sq": 8, "skv": 8, "d": 64, "dv": 64,
-                "dtype": torch.bfloat16, "device": "cpu"}  # fmt: skip
-        return SdpaProblem(**{**base, **kw})
+                "dtype": torch.bfloat16, "device": "cpu", "call": causal}  # fmt: skip
+        return FusedSdpaCase(**{**base, **kw})
 
-    static = {"scale": 0.125, "alibi": False, "bottom_right": False, "left_bound": None,
-              "right_bound": 0, "dropout_scale": 1.0, "check": False}  # fmt: skip
     rank3 = OpCaps(FusedOp.CUDNN, True, lse_rank=3)  # an older cuDNN's [B, H, Sq] LSE
     for forward in (True, False):
         for c in (caps, rank3):
-            assert callable(_fused_direct.direct(FusedOp.CUDNN, forward, problem(), c, None,
-                                                 static, cpu))  # fmt: skip
+            assert callable(_fused_direct.direct(FusedOp.CUDNN, forward, problem(), c, None, cpu))
     refused = [
-        (FusedOp.FLASH, problem(), caps, static),
-        (FusedOp.CUDNN, problem(bias_shape=(1, 1, 8, 8)), caps, static),
-        (FusedOp.CUDNN, problem(padding=True), caps, static),
-        (FusedOp.CUDNN, problem(hk=2, hv=2), caps, static),  # K/V heads expanded
-        (FusedOp.CUDNN, problem(), caps, {**static, "dropout_mask": True}),
-        (FusedOp.CUDNN, problem(dropout_mask=True), caps, static),
-        (FusedOp.CUDNN, problem(), caps, {**static, "dbias_shape": (1, 4, 8, 8)}),
+        (FusedOp.FLASH, problem(), caps),
+        (FusedOp.CUDNN, problem(bias_shape=(1, 1, 8, 8)), caps),
+        (FusedOp.CUDNN, problem(padding=True), caps),
+        (FusedOp.CUDNN, problem(hk=2, hv=2), caps),  # K/V heads expanded
+        (FusedOp.CUDNN, problem(dropout_mask=True), caps),
+        (FusedOp.CUDNN, problem(call=replace(causal, dbias_shape=(1, 4, 8, 8))), caps),
+        (FusedOp.CUDNN, problem(call=replace(causal, alibi=True)), caps),
+        (FusedOp.CUDNN, problem(call=replace(causal, scale=None)), caps),  # a runtime scale
     ]
-    for op, p, c, kw in refused:
-        assert _fused_direct.direct(op, True, p, c, None, kw, cpu) is None, (op, p, c, kw)
-    philox = {**static, "dropout_p": 0.1, "dropout_seed": 3}  # the offset comes per call
-    assert callable(_fused_direct.direct(FusedOp.CUDNN, False, problem(), caps, None, philox,
+    for op, p, c in refused:
+        assert _fused_direct.direct(op, True, p, c, None, cpu) is None, (op, p, c)
+    philox = replace(causal, dropout_p=0.1, dropout_seed=3)  # the offset comes per call
+    assert callable(_fused_direct.direct(FusedOp.CUDNN, False, problem(call=philox), caps, None,
                                          cpu))  # fmt: skip
     gqa = OpCaps(FusedOp.CUDNN, True, lse_rank=4, gqa_native=True)
     assert callable(_fused_direct.direct(FusedOp.CUDNN, True, problem(hk=2, hv=2), gqa, None,
-                                         static, cpu))  # fmt: skip
+                                         cpu))  # fmt: skip
     rows = torch.zeros(1, 1, 8, 1, dtype=torch.bool)
-    assert _fused_direct.direct(FusedOp.CUDNN, True, problem(), caps, rows, static, cpu) is None
+    assert _fused_direct.direct(FusedOp.CUDNN, True, problem(), caps, rows, cpu) is None
 
 
 def test_the_c_level_apply_gives_what_function_apply_gives(monkeypatch: Any) -> None:

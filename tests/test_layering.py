@@ -163,6 +163,19 @@ def test_the_package_root_holds_at_most_15_modules() -> None:
         assert (CORE / room / "__init__.py").is_file(), room
 
 
+#: the most lines a module of the package holds (issue 39; DESIGN.md: "no module over ~500 lines")
+MODULE_LINES_AT_MOST = 500
+
+
+def test_no_module_of_the_package_is_over_500_lines() -> None:
+    long = {
+        path.relative_to(ROOT).as_posix(): lines
+        for path in _python_files(CORE)
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MODULE_LINES_AT_MOST
+    }
+    assert long == {}
+
+
 def test_public_import_paths_outlive_the_rooms() -> None:
     """``hg.Graph``, ``hipdnn_graph.graph.Graph`` and the console entry point still resolve."""
     import hipdnn_graph as hg
@@ -328,3 +341,58 @@ def test_the_family_grep_finds_what_it_should(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text('NODE_KINDS = (\n    "SdpaAttributes",\n)\nX = "PointwiseMode"\n')
     assert _family_mentions(probe) == ['probe.py:4: X = "PointwiseMode"']
+
+
+#: the modules that hand a graph's parts over and never import the Graph core (issue 39, item
+#: 4): only the Graph side calls ``Graph.from_parts`` / ``Graph.to_parts``
+PARTS_BRIDGES = ("hipdnn_graph/wire.py", "hipdnn_graph/lowering.py")
+
+
+def graph_core_imports(rel: str, source: str) -> list[str]:
+    """Imports of ``hipdnn_graph.graph`` (or of anything below it) by the module at ``rel``
+    (a path relative to the repository), anywhere: at module level, under ``TYPE_CHECKING`` or
+    inside a function; relative imports are resolved against the module's package."""
+    package = rel.removesuffix(".py").split("/")[:-1]
+    if rel.endswith("__init__.py"):
+        package = rel.split("/")[:-1]
+    found = []
+    for module, names, node, _, _ in _imports(ast.parse(source)):
+        name = module.lstrip(".")
+        level = len(module) - len(name)
+        if level:
+            base = package[: len(package) - (level - 1)]
+            module = ".".join([*base, name] if name else base)
+        targets = [module, *(f"{module}.{n}" for n in names)]
+        if any(t == "hipdnn_graph.graph" or t.startswith("hipdnn_graph.graph.") for t in targets):
+            found.append(f"{rel}:{node.lineno}: imports {module} {names or ''}".rstrip())
+    return found
+
+
+def test_the_wire_lowering_and_descriptors_never_import_the_graph_core() -> None:
+    paths = [ROOT / rel for rel in PARTS_BRIDGES] + _python_files(CORE / "descriptors")
+    found = [
+        problem
+        for path in paths
+        for problem in graph_core_imports(path.relative_to(ROOT).as_posix(), path.read_text())
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("rel", "source", "count"),
+    [
+        ("hipdnn_graph/wire.py", "from .graph import Graph\n", 1),
+        ("hipdnn_graph/wire.py", "if TYPE_CHECKING:\n    from .graph import Graph\n", 1),
+        ("hipdnn_graph/wire.py", "def f():\n    from .graph.lifecycle import assign_uids\n", 1),
+        ("hipdnn_graph/wire.py", "from . import graph\n", 1),
+        ("hipdnn_graph/wire.py", "import hipdnn_graph.graph.prepared\n", 1),
+        ("hipdnn_graph/descriptors/fb_read.py", "from ..graph import Graph\n", 1),
+        ("hipdnn_graph/descriptors/fb_read.py", "from .graph_bits import x\n", 0),
+        ("hipdnn_graph/wire.py", "from .graph_attributes import GraphAttributes\n", 0),
+        ("hipdnn_graph/wire.py", "from .attributes.graph_attributes import G\n", 0),
+    ],
+)
+def test_the_graph_core_import_checker_finds_what_it_should(
+    rel: str, source: str, count: int
+) -> None:
+    assert len(graph_core_imports(rel, source)) == count

@@ -18,6 +18,7 @@ from hipdnn_graph_torch_rocm import TorchSdpaEngine  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels import _math_philox  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels import math as kmath  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels._math_philox import philox_keep  # noqa: E402
+from hipdnn_graph_torch_rocm.kernels.call import SdpaCall  # noqa: E402
 
 NUMPY = "NUMPY_REFERENCE_ENGINE"
 MATH = "TORCH_SDPA_MATH_ENGINE"
@@ -195,10 +196,11 @@ def test_math_stream_chunks_give_the_same_mask(
 
 def test_math_kernel_blocks_do_not_change_the_mask() -> None:
     x = {n: torch.from_numpy(a) for n, a in _data().items()}
-    kw = {"scale": SCALE, "dropout_p": 0.3, "dropout_seed": 11, "dropout_offset": 6,
-          "dropout_scale": 1 / 0.7, "compute_dtype": torch.float64}  # fmt: skip
-    whole = kmath.sdpa_forward(x["Q"], x["K"], x["V"], **kw)
-    rows = kmath.sdpa_forward(x["Q"], x["K"], x["V"], block_q=2, **kw)
+    call = SdpaCall(SCALE, dropout_p=0.3, dropout_scale=1 / 0.7, dropout_seed=11,
+                    dropout_offset=6)  # fmt: skip
+    whole = kmath.sdpa_forward(x["Q"], x["K"], x["V"], call, compute_dtype=torch.float64)
+    rows = kmath.sdpa_forward(x["Q"], x["K"], x["V"], call, compute_dtype=torch.float64,
+                              block_q=2)  # fmt: skip
     for a, b in zip(whole, rows, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-14)
 

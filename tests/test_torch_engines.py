@@ -143,7 +143,7 @@ def test_the_efficient_engine_takes_float32_inputs_as_torchs_kernel_does(
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     asked: list[Any] = []
-    monkeypatch.setattr(SdpaSupport, "_fused_reason", lambda self, p, io: asked.append(io))
+    monkeypatch.setattr(SdpaSupport, "_fused_reason", lambda self, p, io, *_: asked.append(io))
     g, _ = bwd_graph(hg.DataType.FLOAT)
     g.validate()
     assert TorchSdpaEngine("TORCH_SDPA_EFFICIENT_ENGINE", "efficient", 30).check(g).ok
@@ -163,3 +163,27 @@ def test_cpu_plans_never_capture_cuda_graphs() -> None:
         g.execute(pack)
     plan = g._state.active.plan  # type: ignore[union-attr]
     assert plan.replay.captures == 0 and not plan.replay.graphs
+
+
+def test_device_only_plans_are_the_fused_ones_and_stage_host_tensors_only_with_a_device() -> None:
+    """A plan of torch's fused ops is device-only (host tensors are staged through the device,
+    tests/gpu); without a device it runs as it is, and the kernel names the problem."""
+    import torch
+
+    from hipdnn_graph_torch_rocm._engines import TorchSdpaEngine
+    from hipdnn_graph_torch_rocm._sdpa_plan import Step, TorchSdpaPlan, _on_host
+
+    ops = {"cudnn": True, "flash": True, "efficient": True, None: False}
+    for op, device_only in ops.items():
+        assert TorchSdpaEngine("E", op, 0)._device_only() is device_only
+    seen: list[Any] = []
+    step = Step(run=lambda q: seen.append(q.device) or (q * 2,), inputs=(1,),
+                outputs=((0, 2, False, torch.float32, (2, 1)),))  # fmt: skip
+    plan = TorchSdpaPlan("E", [step], frozenset({2}), device_only=True)
+    assert _on_host({1: torch.ones(2, 2)}, plan.steps)
+    assert not _on_host({1: 3.0}, plan.steps) and not _on_host({}, [])
+    out = torch.zeros(2, 2)
+    plan.execute({1: torch.ones(2, 2), 2: out}, None)
+    if not torch.cuda.is_available():
+        assert seen == [torch.device("cpu")]
+    assert torch.equal(out, torch.full((2, 2), 2.0))

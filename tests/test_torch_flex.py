@@ -9,6 +9,7 @@ engine in float32. Each distinct shape compiles once (a few seconds), so the sha
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -21,6 +22,7 @@ import hipdnn_graph as hg  # noqa: E402
 from hipdnn_graph_torch_rocm import _ranking, create_backend  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels import _flex_kernel, _flex_spec, flex  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels import math as tm  # noqa: E402
+from hipdnn_graph_torch_rocm.kernels.call import SdpaCall  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not flex.flex_available(), reason="torch has no FlexAttention")
 
@@ -28,10 +30,13 @@ FLEX = "TORCH_SDPA_FLEX_ENGINE"
 
 
 def spec(**kw: Any) -> flex.FlexSpec:
-    base: dict[str, Any] = {"b": 1, "h": 4, "hk": 2, "hv": 2, "sq": 32, "skv": 32, "d": 16,
-                            "dv": 16, "dtype": torch.float32, "device": "cpu", "forward": False,
-                            "scale": 0.25}  # fmt: skip
-    return flex.FlexSpec(**{**base, **kw})
+    """A spec; the keywords of :class:`SdpaCall` (the scale 0.25 unless given) go to its call."""
+    given: dict[str, Any] = {"b": 1, "h": 4, "hk": 2, "hv": 2, "sq": 32, "skv": 32, "d": 16,
+                             "dv": 16, "dtype": torch.float32, "device": "cpu", "forward": False,
+                             "scale": 0.25, **kw}  # fmt: skip
+    fields = {f.name for f in dataclasses.fields(SdpaCall)}
+    call = SdpaCall(**{key: given.pop(key) for key in list(given) if key in fields})
+    return flex.FlexSpec(**given, call=call)
 
 
 # ------------------------------------------------------------------------------- static rules
@@ -101,15 +106,23 @@ def test_a_bias_run_in_head_groups_matches_one_call(
     assert isinstance(fwd, flex.HeadGroups) and fwd.groups == 2
     assert fwd.inner.spec.h == 2 and "heads in 2 groups" in fwd.notes[-1]
     o, st = fwd.forward(q, k, v, scale=0.25, bias=bias)
-    ref_o, ref_st = tm.sdpa_forward(q, k, v, scale=0.25, bias=bias, right_bound=0)
+    ref_o, ref_st = tm.sdpa_forward(q, k, v, SdpaCall(scale=0.25, right_bound=0), bias=bias)
     torch.testing.assert_close(o, ref_o, rtol=1e-5, atol=1e-5)
     assert st is not None
     torch.testing.assert_close(st, ref_st, rtol=1e-5, atol=1e-5)
     bwd = flex.kernel(spec(bias_shape=(1, 4, 32, 32), dbias_shape=dbias_shape, right_bound=0))
     assert isinstance(bwd, flex.HeadGroups) and bwd.backward_mode == "given"
-    got = bwd.backward(q, k, v, ref_o, do, ref_st, scale=0.25, bias=bias, dbias_shape=dbias_shape)
-    want = tm.sdpa_backward(q, k, v, ref_o, do, ref_st, scale=0.25, bias=bias,
-                            dbias_shape=dbias_shape, right_bound=0)  # fmt: skip
+    got = bwd.backward(q, k, v, ref_o, do, ref_st, scale=0.25, bias=bias)
+    want = tm.sdpa_backward(
+        q,
+        k,
+        v,
+        ref_o,
+        do,
+        ref_st,
+        SdpaCall(scale=0.25, dbias_shape=dbias_shape, right_bound=0),
+        bias=bias,
+    )
     for ours, ref in zip(got, want, strict=True):
         assert ours is not None and ref is not None and ours.shape == ref.shape
         torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-5)
@@ -345,7 +358,7 @@ def test_kernels_are_compiled_once_per_process_and_never_in_a_call(
     wide = torch.cat([q, torch.randn(1, 2, 16, 16)], 1)
     o3, _ = k1.forward(wide[:, :2], q.clone(), q.clone(), scale=0.25)
     assert wide[:, :2].stride()[0] == 1024 and torch.equal(o3, o1)
-    ref_o, ref_st = tm.sdpa_forward(q, q, q, scale=0.25, right_bound=0)
+    ref_o, ref_st = tm.sdpa_forward(q, q, q, SdpaCall(scale=0.25, right_bound=0))
     torch.testing.assert_close(o1, ref_o, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(st1, ref_st, rtol=1e-5, atol=1e-5)
     with pytest.raises(RuntimeError, match="recompile"):  # another dtype would need a compile
@@ -377,8 +390,13 @@ def test_bias_of_another_type_than_qkv_runs_without_recompiling() -> None:
     bias = torch.randn(1, 4, 32, 32, generator=g)
     bf = torch.bfloat16
     o, st = k.forward(q.to(bf), kv.to(bf), kv.to(bf), scale=0.25, bias=bias)
-    ref_o, ref_st = tm.sdpa_forward(q.to(bf).float(), kv.to(bf).float(), kv.to(bf).float(),
-                                    scale=0.25, bias=bias, right_bound=0)  # fmt: skip
+    ref_o, ref_st = tm.sdpa_forward(
+        q.to(bf).float(),
+        kv.to(bf).float(),
+        kv.to(bf).float(),
+        SdpaCall(scale=0.25, right_bound=0),
+        bias=bias,
+    )
     torch.testing.assert_close(o.float(), ref_o, rtol=2e-2, atol=2e-2)
     assert st is not None
     torch.testing.assert_close(st, ref_st, rtol=1e-3, atol=1e-3)
@@ -400,7 +418,7 @@ def test_forward_falls_back_to_expanded_heads_when_gqa_does_not_compile(
     g = torch.Generator().manual_seed(6)
     q, kv = torch.randn(1, 4, 24, 16, generator=g), torch.randn(1, 2, 32, 16, generator=g)
     o, st = k.forward(q, kv, kv, scale=0.25)
-    ref_o, ref_st = tm.sdpa_forward(q, kv, kv, scale=0.25, right_bound=0)
+    ref_o, ref_st = tm.sdpa_forward(q, kv, kv, SdpaCall(scale=0.25, right_bound=0))
     torch.testing.assert_close(o, ref_o, rtol=1e-5, atol=1e-5)
     assert st is not None
     torch.testing.assert_close(st, ref_st, rtol=1e-5, atol=1e-5)
@@ -416,7 +434,7 @@ def test_compiled_cpu_forward_without_stats_matches_math() -> None:
     bias = torch.randn(32, 32, generator=g)
     o, st = k.forward(q, kv, kv, scale=0.25, bias=bias)
     assert st is None
-    ref, _ = tm.sdpa_forward(q, kv, kv, scale=0.25, bias=bias, right_bound=0)
+    ref, _ = tm.sdpa_forward(q, kv, kv, SdpaCall(scale=0.25, right_bound=0), bias=bias)
     torch.testing.assert_close(o, ref, rtol=1e-4, atol=1e-5)
 
 
@@ -434,8 +452,7 @@ def test_dbias_through_the_given_o_backward_matches_autograd() -> None:
     o = torch.softmax(scores, -1) @ vr
     o.backward(do)
     lse = torch.logsumexp(scores, -1, keepdim=True).detach()
-    got = kernel.backward(q, k, v, o.detach(), do, lse, scale=0.25, bias=bias,
-                          dbias_shape=(1, 4, 32, 32))  # fmt: skip
+    got = kernel.backward(q, k, v, o.detach(), do, lse, scale=0.25, bias=bias)  # fmt: skip
     for ours, ref in zip(got, (qr.grad, kr.grad, vr.grad, br.grad), strict=True):
         assert ours is not None and ref is not None
         assert float((ours - ref).abs().max() / ref.abs().max()) < 1e-5
@@ -446,8 +463,7 @@ def test_dbias_through_the_given_o_backward_matches_autograd() -> None:
     outs = dict(zip(("dq_out", "dk_out", "dv_out", "dbias_out"), dense, strict=True))
     for kw, in_place in ((outs, True), ({**outs, "dbias_out": strided}, False),
                          ({**outs, "dbias_out": dense[3].double()}, False)):  # fmt: skip
-        again = kernel.backward(q, k, v, o.detach(), do, lse, scale=0.25, bias=bias,
-                                dbias_shape=(1, 4, 32, 32), **kw)  # fmt: skip
+        again = kernel.backward(q, k, v, o.detach(), do, lse, scale=0.25, bias=bias, **kw)
         assert all(a is b for a, b in zip(again[:3], dense[:3], strict=True))
         assert (again[3] is kw["dbias_out"]) == in_place
         for a, b in zip(again, got, strict=True):

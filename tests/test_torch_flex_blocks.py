@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 from hipdnn_graph_torch_rocm.kernels import _flex_blocks as blocks  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels import flex  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels._flex_mods import Features, mask_mod  # noqa: E402
+from hipdnn_graph_torch_rocm.kernels.call import SdpaCall  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not flex.flex_available(), reason="torch has no FlexAttention")
 
@@ -79,8 +80,8 @@ def test_closed_form_equals_create_block_mask_on_random_cases() -> None:
 
 def _padding_spec() -> flex.FlexSpec:
     return flex.FlexSpec(b=2, h=2, hk=2, hv=2, sq=24, skv=40, d=16, dv=16, dtype=torch.float32,
-                         device="cpu", forward=False, scale=0.25, padding=True,
-                         bottom_right=True, right_bound=0)  # fmt: skip
+                         device="cpu", forward=False, padding=True,
+                         call=SdpaCall(0.25, bottom_right=True, right_bound=0))  # fmt: skip
 
 
 def _grads(kernel: Any, seed: int) -> tuple[Any, ...]:

@@ -23,6 +23,7 @@ torch = pytest.importorskip("torch")
 
 from hipdnn_graph_torch_rocm.kernels import _flex_compiled, _flex_kernel, flex  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels import _flex_inplace as inplace  # noqa: E402
+from hipdnn_graph_torch_rocm.kernels.call import SdpaCall  # noqa: E402
 
 copy_ = torch.ops.aten.copy_.default
 
@@ -207,7 +208,7 @@ def test_the_wrapped_lowering_hands_out_the_destinations(
 def _kernel(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv(flex.CPU_ENV, "1")
     s = flex.FlexSpec(b=1, h=4, hk=2, hv=2, sq=32, skv=32, d=16, dv=16, dtype=torch.float32,
-                      device="cpu", forward=False, scale=0.25, right_bound=0)  # fmt: skip
+                      device="cpu", forward=False, call=SdpaCall(0.25, right_bound=0))  # fmt: skip
     return flex.FlexKernel(s)
 
 

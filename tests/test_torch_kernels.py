@@ -7,6 +7,7 @@ report themselves unavailable on CPU with a reason, never crash.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from sdpa_autograd_reference import reference_backward, reference_forward  # noq
 
 from hipdnn_graph_torch_rocm.kernels import fused  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels import math as tm  # noqa: E402
+from hipdnn_graph_torch_rocm.kernels.call import SdpaCall  # noqa: E402
 
 F64 = torch.float64
 
@@ -126,6 +128,25 @@ def _fwd_kw(kw: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in kw.items() if k != "dbias_shape"}
 
 
+_CALL_FIELDS = frozenset(f.name for f in dataclasses.fields(SdpaCall))
+
+
+def _split(kw: dict[str, Any]) -> tuple[SdpaCall, dict[str, Any]]:
+    """A case's flat keywords as the kernels take them: the call, and the per-call inputs."""
+    fixed = {k: tuple(v) if k == "dbias_shape" else v for k, v in kw.items() if k in _CALL_FIELDS}
+    return SdpaCall(**fixed), {k: v for k, v in kw.items() if k not in _CALL_FIELDS}
+
+
+def _fwd(*tensors: Any, kw: dict[str, Any], **options: Any) -> Any:
+    call, inputs = _split(kw)
+    return tm.sdpa_forward(*tensors, call, **inputs, **options)
+
+
+def _bwd(*tensors: Any, kw: dict[str, Any], **options: Any) -> Any:
+    call, inputs = _split(kw)
+    return tm.sdpa_backward(*tensors, call, **inputs, **options)
+
+
 def _rel(a: Any, b: Any) -> float:
     a = torch.as_tensor(np.asarray(a, dtype=np.float64)) if not isinstance(a, torch.Tensor) else a
     b = torch.as_tensor(np.asarray(b, dtype=np.float64)) if not isinstance(b, torch.Tensor) else b
@@ -151,9 +172,7 @@ def case(request: Any) -> dict[str, Any]:
 @pytest.mark.parametrize("block_q", [None, 3])
 def test_forward_fp64_matches_reference(case: dict[str, Any], block_q: int | None) -> None:
     t, kw = case["t"], case["kw"]
-    o, st = tm.sdpa_forward(
-        t["q"], t["k"], t["v"], **_fwd_kw(kw), compute_dtype=F64, block_q=block_q
-    )
+    o, st = _fwd(t["q"], t["k"], t["v"], kw=kw, compute_dtype=F64, block_q=block_q)
     assert o.dtype == F64 and st.shape == case["stats"].shape
     assert _rel(o, case["o"]) < 1e-12
     ref_st = torch.from_numpy(case["stats"])
@@ -167,8 +186,8 @@ def test_backward_fp64_matches_autograd(case: dict[str, Any], block_q: int | Non
     t, kw = case["t"], case["kw"]
     o = torch.from_numpy(case["o"])
     st = torch.from_numpy(case["stats"])
-    dq, dk, dv, db = tm.sdpa_backward(
-        t["q"], t["k"], t["v"], o, t["do"], st, **kw, compute_dtype=F64, block_q=block_q
+    dq, dk, dv, db = _bwd(
+        t["q"], t["k"], t["v"], o, t["do"], st, kw=kw, compute_dtype=F64, block_q=block_q
     )
     rdq, rdk, rdv, rdb = case["grads"]
     for got, want in ((dq, rdq), (dk, rdk), (dv, rdv)):
@@ -188,12 +207,12 @@ def test_backward_fp32_from_low_precision_inputs(case: dict[str, Any]) -> None:
         q, k, v, do = (t[x].to(dt) for x in ("q", "k", "v", "do"))
         kw64 = dict(kw)
         qq, kk, vv = (x.to(F64) for x in (q, k, v))
-        o64, st64 = tm.sdpa_forward(qq, kk, vv, **_fwd_kw(kw64), compute_dtype=F64)
-        g64 = tm.sdpa_backward(qq, kk, vv, o64, do.to(F64), st64, **kw64, compute_dtype=F64)
-        o32, st32 = tm.sdpa_forward(q, k, v, **_fwd_kw(kw))
+        o64, st64 = _fwd(qq, kk, vv, kw=kw64, compute_dtype=F64)
+        g64 = _bwd(qq, kk, vv, o64, do.to(F64), st64, kw=kw64, compute_dtype=F64)
+        o32, st32 = _fwd(q, k, v, kw=kw)
         assert o32.dtype == torch.float32 and st32.dtype == torch.float32
         assert _rel(o32, o64) < 1e-5
-        g32 = tm.sdpa_backward(q, k, v, o32.to(dt), do, st32, **kw)
+        g32 = _bwd(q, k, v, o32.to(dt), do, st32, kw=kw)
         for a, b in zip(g32, g64, strict=True):
             if b is None:
                 assert a is None
@@ -208,13 +227,11 @@ def test_lowp_matmul_path_is_close(case: dict[str, Any]) -> None:
     dt = torch.bfloat16
     q, k, v, do = (t[x].to(dt) for x in ("q", "k", "v", "do"))
     qq, kk, vv = (x.to(F64) for x in (q, k, v))
-    o64, st64 = tm.sdpa_forward(qq, kk, vv, **_fwd_kw(kw), compute_dtype=F64)
-    o, _ = tm.sdpa_forward(q, k, v, **_fwd_kw(kw), matmul_dtype=dt)
+    o64, st64 = _fwd(qq, kk, vv, kw=kw, compute_dtype=F64)
+    o, _ = _fwd(q, k, v, kw=kw, matmul_dtype=dt)
     assert _rel(o, o64) < 2e-2
-    g = tm.sdpa_backward(q, k, v, o64.to(dt), do, st64.float(), **kw, matmul_dtype=dt)
-    g64 = tm.sdpa_backward(
-        qq, kk, vv, o64.to(dt).to(F64), do.to(F64), st64, **kw, compute_dtype=F64
-    )
+    g = _bwd(q, k, v, o64.to(dt), do, st64.float(), kw=kw, matmul_dtype=dt)
+    g64 = _bwd(qq, kk, vv, o64.to(dt).to(F64), do.to(F64), st64, kw=kw, compute_dtype=F64)
     for a, b in zip(g, g64, strict=True):
         if b is not None:
             assert a is not None and _rel(a, b) < 3e-2
@@ -225,9 +242,9 @@ def test_inputs_not_modified() -> None:
     t, kw = m["t"], m["kw"]
     snap = {k: v.clone() for k, v in t.items()}
     bias = kw["bias"].clone()
-    o, st = tm.sdpa_forward(t["q"], t["k"], t["v"], **_fwd_kw(kw), compute_dtype=F64)
+    o, st = _fwd(t["q"], t["k"], t["v"], kw=kw, compute_dtype=F64)
     o_snap, st_snap = o.clone(), st.clone()
-    tm.sdpa_backward(t["q"], t["k"], t["v"], o, t["do"], st, **kw, compute_dtype=F64)
+    _bwd(t["q"], t["k"], t["v"], o, t["do"], st, kw=kw, compute_dtype=F64)
     for k, v in t.items():
         assert torch.equal(v, snap[k])
     assert torch.equal(kw["bias"], bias)
@@ -240,25 +257,25 @@ def test_inputs_not_modified() -> None:
 def test_fully_masked_rows_zero_and_inf() -> None:
     m = _make((1, 2, 2, 2, 10, 4, 8, 8), {"right_bound": 0, "bottom_right": True})
     t, kw = m["t"], m["kw"]
-    o, st = tm.sdpa_forward(t["q"], t["k"], t["v"], **kw)
+    o, st = _fwd(t["q"], t["k"], t["v"], kw=kw)
     # bottom-right, Sq=10, Skv=4: rows 0..5 see no key
     assert torch.isinf(st[:, :, :6]).all() and (st[:, :, :6] > 0).all()
     assert (o[:, :, :6] == 0).all()
-    dq, dk, dv, _ = tm.sdpa_backward(t["q"], t["k"], t["v"], o, t["do"], st, **kw)
+    dq, dk, dv, _ = _bwd(t["q"], t["k"], t["v"], o, t["do"], st, kw=kw)
     assert (dq[:, :, :6] == 0).all()
     assert all(torch.isfinite(x).all() for x in (dq, dk, dv))
     # a given Stats of -inf reads as +inf: still no NaN
     st2 = st.clone()
     st2[torch.isinf(st2)] = -torch.inf
-    dq2, _, _, _ = tm.sdpa_backward(t["q"], t["k"], t["v"], o, t["do"], st2, **kw)
+    dq2, _, _, _ = _bwd(t["q"], t["k"], t["v"], o, t["do"], st2, kw=kw)
     assert torch.equal(dq2, dq)
 
 
 def test_padding_gradients_exactly_zero() -> None:
     m = _make((2, 2, 2, 2, 8, 9, 8, 8), {"seq_len_q": [5, 8], "seq_len_kv": [3, 9]})
     t, kw = m["t"], m["kw"]
-    o, st = tm.sdpa_forward(t["q"], t["k"], t["v"], **kw)
-    dq, dk, dv, _ = tm.sdpa_backward(t["q"], t["k"], t["v"], o, t["do"], st, **kw)
+    o, st = _fwd(t["q"], t["k"], t["v"], kw=kw)
+    dq, dk, dv, _ = _bwd(t["q"], t["k"], t["v"], o, t["do"], st, kw=kw)
     assert (dq[0, :, 5:] == 0).all() and (dk[0, :, 3:] == 0).all() and (dv[0, :, 3:] == 0).all()
     assert (o[0, :, 5:] == 0).all() and torch.isinf(st[0, :, 5:]).all()
 
@@ -297,8 +314,12 @@ def _problem(**kw: Any) -> Any:
         "dtype": torch.bfloat16,
         "device": "cpu",
     }
+    fixed = {key: kw.pop(key) for key in ("alibi", "bottom_right", "left_bound", "right_bound")
+             if key in kw}  # fmt: skip
+    if kw.pop("dbias", False):
+        fixed["dbias_shape"] = (1, 1, 1, 1)
     base.update(kw)
-    return fused.SdpaProblem(**base)
+    return fused.FusedSdpaCase(**base, call=SdpaCall(**fixed))
 
 
 @pytest.mark.parametrize("op", list(fused.FusedOp))
@@ -471,8 +492,8 @@ def test_cudnn_refuses_single_query_single_key() -> None:
     """cuDNN rejects s_q = s_kv = 1 when it runs (seen on the H200); check() refuses it first."""
     from hipdnn_graph_torch_rocm.kernels import fused
 
-    p = fused.SdpaProblem(b=1, h=2, hk=2, hv=2, sq=1, skv=1, d=64, dv=64,
-                          dtype=torch.bfloat16, device="cuda:0")  # fmt: skip
+    p = fused.FusedSdpaCase(b=1, h=2, hk=2, hv=2, sq=1, skv=1, d=64, dv=64,
+                            dtype=torch.bfloat16, device="cuda:0")  # fmt: skip
     assert (
         fused.static_reason(fused.FusedOp.CUDNN, p) == "cudnn does not support seq_q = seq_kv = 1"
     )

@@ -247,6 +247,24 @@ def test_cache_is_bounded_lru_and_resizable() -> None:
     assert cache.info() == (0, 0, 1, 0)
 
 
+def test_a_get_then_get_or_build_counts_one_hit_per_lookup_that_finds() -> None:
+    cache: GraphCache[str] = GraphCache(4)
+    assert cache.get("k") is None and cache.info()[:2] == (0, 0)  # a miss of get() is not counted
+    assert cache.get_or_build("k", lambda: "v") == "v" and cache.info()[:2] == (0, 1)
+    assert cache.get("k") == "v" and cache.get_or_build("k", lambda: "x") == "v"
+    assert cache.peek("k") == "v" and cache.info()[:2] == (2, 1)
+
+
+def test_the_ops_memo_tables_are_bounded() -> None:
+    from hipdnn_graph.torch._cached import MEMO_LIMIT, remember
+
+    table: dict[int, int] = {}
+    for key in range(MEMO_LIMIT + 1):
+        assert remember(table, key, -key) == -key
+    assert len(table) == MEMO_LIMIT + 1
+    assert remember(table, -1, 1) == 1 and table == {-1: 1}  # past the limit: afresh
+
+
 def test_failed_build_stores_nothing() -> None:
     cache: GraphCache[str] = GraphCache(4)
 

@@ -8,6 +8,7 @@ the torch op's draws from the generator. The GPU side is tests/gpu/test_torch_ph
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from hipdnn_graph.torch import _choice, _dropout  # noqa: E402
 from hipdnn_graph_torch_rocm import ENGINES, TorchSdpaEngine  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels import _fused_philox, fused  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels._fused_philox import FusedOp  # noqa: E402
+from hipdnn_graph_torch_rocm.kernels.call import SdpaCall  # noqa: E402
 
 FAMILY = {name: op for name, op, _ in ENGINES}
 CUDNN, FLASH, EFFICIENT, MATH = (
@@ -204,11 +206,10 @@ def test_plan_passes_seed_and_offset_and_never_replays(
     plan.execute(pack, None)
     (call,) = calls
     assert call["op"] is FusedOp.EFFICIENT
-    assert (call["dropout_p"], call["dropout_seed"], call["dropout_offset"]) == (
-        0.25,
-        2**40 + 3,
-        12,
-    )
+    fixed = call["call"]  # the node's call: the probability, the constant Offset, no Seed
+    assert (fixed.dropout_p, fixed.dropout_seed, fixed.dropout_offset) == (0.25, None, 12)
+    assert call["dropout_seed"] == 2**40 + 3  # the pass-by-value Seed: read per call
+    assert "dropout_offset" not in call
 
 
 def test_device_tensor_seed_reaches_the_kernel_as_given(
@@ -258,18 +259,17 @@ def test_fused_forward_runs_the_op_at_the_graph_seed(
 ) -> None:
     gen = FakeGenerator(seed=1, offset=0)
     monkeypatch.setattr(_fused_philox, "_generator", lambda device: gen)
-    monkeypatch.setattr(fused, "_guard", lambda *a, **kw: (None, None, None))
+    monkeypatch.setattr(fused, "_guard", _case_of_the_call)
     seen: list[Any] = []
 
-    def op_call(p: Any, c: Any, q: Any, k: Any, v: Any, **kw: Any) -> Any:
-        seen.append((gen.seed, gen.offset, kw.get("dropout_p", 0.0)))
+    def op_call(p: Any, c: Any, q: Any, k: Any, v: Any, *args: Any) -> Any:
+        seen.append((gen.seed, gen.offset, p.call.dropout_p))
         return q, q
 
     monkeypatch.setitem(fused._fused_ops.FORWARD, op, op_call)
     q = torch.zeros(1, 1, 4, 8)
-    fused.forward(
-        op, q, q, q, scale=1.0, dropout_p=0.5, dropout_seed=torch.tensor([7]), dropout_offset=12
-    )
+    fused.forward(op, q, q, q, SdpaCall(scale=1.0, dropout_p=0.5, dropout_offset=12),
+                  dropout_seed=torch.tensor([7]))  # fmt: skip
     assert seen == [(7, 12, 0.5)] and (gen.seed, gen.offset) == (1, 0)
     seen.clear()
     fused.forward(op, q, q, q, scale=1.0)  # no dropout: the generator is left alone
@@ -324,32 +324,26 @@ def test_backward_seed_tensor_is_filled_once_per_stream(monkeypatch: pytest.Monk
 
 
 def test_fused_backward_hands_the_op_its_rng_tensors(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fused, "_guard", lambda *a, **kw: (None, None, None))
+    monkeypatch.setattr(fused, "_guard", _case_of_the_call)
     seen: list[Any] = []
 
-    def op_call(*args: Any, **kw: Any) -> Any:
-        seen.append((kw["dropout_p"], kw["philox_rng"]))
+    def op_call(*args: Any) -> Any:
+        seen.append((args[0].call.dropout_p, args[-1]))
         return args[2], args[3], args[4], None
 
     monkeypatch.setitem(fused._fused_ops.BACKWARD, FusedOp.EFFICIENT, op_call)
     q = torch.zeros(1, 1, 4, 8)
-    fused.backward(
-        FusedOp.EFFICIENT,
-        q,
-        q,
-        q,
-        q,
-        q,
-        q,
-        scale=1.0,
-        dropout_p=0.1,
-        dropout_seed=9,
-        dropout_offset=4,
-    )
+    call = SdpaCall(scale=1.0, dropout_p=0.1)
+    fused.backward(FusedOp.EFFICIENT, q, q, q, q, q, q, call, dropout_seed=9, dropout_offset=4)
     ((p, (s, o)),) = seen
     assert p == 0.1 and (int(s), int(o)) == (9, 4)
     with pytest.raises(ValueError, match="needs a seed and an offset"):
-        fused.backward(FusedOp.EFFICIENT, q, q, q, q, q, q, scale=1.0, dropout_p=0.1)
+        fused.backward(FusedOp.EFFICIENT, q, q, q, q, q, q, call)
+
+
+def _case_of_the_call(op: Any, check: bool, q: Any, k: Any, v: Any, call: Any, *rest: Any) -> Any:
+    """``fused._guard`` stood in for: a case that carries the call, no caps, no empty rows."""
+    return SimpleNamespace(call=call), None, None
 
 
 # ----- the torch op's draws -----------------------------------------------------------------

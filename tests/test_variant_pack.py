@@ -542,3 +542,29 @@ def test_a_bool_key_is_not_a_uid() -> None:
         "Variant pack key True does not name a non-virtual tensor of the graph"
     )
     assert set(g.run({1: a, 2: a, 3: a})) == {o}
+
+
+def test_the_split_modules_keep_the_variant_pack_import_path() -> None:
+    # variant_pack.py was split by purpose (issue 39: no module over 500 lines): the specs and
+    # the per-buffer checks live in modules of their own, still importable from the old path
+    from hipdnn_graph.backend import pack_checks, tensor_spec, variant_pack
+
+    assert variant_pack.TensorSpec is tensor_spec.TensorSpec
+    assert variant_pack.is_runtime_scalar is tensor_spec.is_runtime_scalar
+    spec = tensor_spec.TensorSpec(
+        uid=7, name="S", shape=(1,), strides=(1,), data_type=hg.DataType.FLOAT, is_output=False
+    )
+    assert tensor_spec.scalar_value(np.float32(0.5), spec) == 0.5
+    with pytest.raises(hg.HipdnnError) as err:
+        tensor_spec.scalar_value(np.zeros(2), spec)
+    assert err.value.code == hg.ErrorCode.INVALID_VARIANT_PACK
+    assert err.value.message == (
+        "Variant pack tensor 'S' (uid 7) is pass-by-value and needs a single number"
+    )
+    with pytest.raises(hg.HipdnnError) as err:
+        pack_checks.check_workspace(object(), 8)
+    assert err.value.code == hg.ErrorCode.INVALID_VARIANT_PACK
+    assert err.value.message == (
+        "The workspace is a object; pass a buffer (a NumPy array, a torch tensor, a bytearray) "
+        "of at least 8 bytes"
+    )

@@ -78,9 +78,13 @@ class NumpyReferenceEngine:
 
     name = "NUMPY_REFERENCE_ENGINE"
     priority = 1000
+    #: heuristic mode FALLBACK ranks it first: it runs every graph on every machine
+    fallback = 1
     array_kind = "numpy"
     api_version = ENGINE_API_VERSION
     knobs = (BLOCK_Q_KNOB,)
+    #: its plan is a list of steps resolved from the graph: one per override shape is cheap
+    supports_override_shapes = True
 
     @property
     def node_types(self) -> frozenset[hg.NodeType]:

@@ -21,7 +21,7 @@ import hipdnn_graph as hg
 from hipdnn_graph.backend import ScalarSource, is_runtime_scalar
 from hipdnn_graph.backend.dtypes import numpy_dtype
 
-from .families import REFERENCE_FAMILY_OF, Runner, reference_family
+from .families import REFERENCE_TABLE, Runner, family_of
 from .families._common import COMPUTE_DTYPES
 
 __all__ = ["FamilyStep", "family_refusal"]
@@ -31,10 +31,11 @@ def family_refusal(node: Any) -> str | None:
     """Why the reference cannot run ``node`` (its family, compute type, a tensor's data type or
     the family's own check), or ``None``."""
     where = f"node '{node.name}'"
-    kind = node.get_node_type()
-    family = REFERENCE_FAMILY_OF.get(kind)
+    family = REFERENCE_TABLE.find(node)
     if family is None:
-        return f"{where}: {kind.name} nodes have no NumPy reference"
+        family_id = type(node).family_id
+        what = f"custom family {family_id!r}" if family_id else node.get_node_type().name
+        return f"{where}: {what} nodes have no NumPy reference"
     compute = hg.DataType(node.attributes.compute_data_type)
     if compute not in COMPUTE_DTYPES:
         return f"{where}: compute type {compute.name} (FLOAT or DOUBLE only)"
@@ -92,7 +93,7 @@ class FamilyStep:
         return cls(
             name=node.name,
             node=node,
-            run=reference_family(node.get_node_type()).run,
+            run=family_of(node).run,
             arrays=tuple(arrays),
             runtime=tuple(runtime),
             constants=constants,

@@ -58,6 +58,16 @@ class TorchSdpaEngine(SdpaSupport, SdpaPlanning):
         super().__init__(name, op)
         self.priority = priority
         self.knobs = (REPLAY_KNOB, *FLEX_KNOBS) if op == "flex" else (REPLAY_KNOB,)
+        #: a plan per override shape is a cheap step list, except flex's (a compile per shape)
+        self.supports_override_shapes = op != "flex"
+        self.override_shapes_reason = (
+            "FlexAttention compiles its Triton kernels and block masks for the graph's shapes "
+            "in build_plans; every new override shape would compile again"
+            if op == "flex"
+            else None
+        )
+        #: heuristic mode FALLBACK ranks the math engine second (it runs every SDPA graph)
+        self.fallback = 2 if op is None else None
 
     def __repr__(self) -> str:
         return f"TorchSdpaEngine({self.name})"

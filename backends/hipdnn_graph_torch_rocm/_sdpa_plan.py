@@ -11,9 +11,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from hipdnn_graph.backend import Launcher, in_layout
 
@@ -21,6 +21,14 @@ from ._launch import launcher
 from .replay import CudaGraphReplay, ReplayedPlan
 
 __all__ = ["Step", "TorchSdpaPlan"]
+
+
+def _on_host(buffers: Mapping[int, Any], steps: list[Step]) -> bool:
+    """Whether the first step's first tensor (its Q) is a CPU torch tensor."""
+    if not steps or not steps[0].inputs:
+        return False
+    first = buffers.get(steps[0].inputs[0])
+    return getattr(getattr(first, "device", None), "type", None) == "cpu"
 
 
 @dataclass
@@ -33,7 +41,8 @@ class Step:
     #: (index in the kernel's result tuple, uid, is virtual, torch dtype, declared strides) of
     #: every output the node has
     outputs: tuple[tuple[int, int, bool, Any, tuple[int, ...]], ...]
-    #: keyword arguments known when the plan is built (flags, bounds, constant scales)
+    #: keyword arguments known when the plan is built: the node's ``call``
+    #: (:class:`~.kernels.call.SdpaCall`: scale, mask, dBias, dropout) and the kernel's options
     static: dict[str, Any] = field(default_factory=dict)
     #: (keyword, uid, conversion or None) of what is read from the variant pack: tensors, and
     #: scales given as runtime pass-by-value tensors
@@ -53,10 +62,62 @@ class TorchSdpaPlan(ReplayedPlan):
     workspace_size = 0
     allocates_outputs = True
 
-    def __init__(self, engine_name: str, steps: list[Step], output_uids: frozenset[int]) -> None:
+    def __init__(
+        self,
+        engine_name: str,
+        steps: list[Step],
+        output_uids: frozenset[int],
+        *,
+        device_only: bool = False,
+    ) -> None:
         self.engine_name = engine_name
         self.steps = steps
         self.replay = CudaGraphReplay(output_uids)
+        self.output_uids = output_uids
+        #: the kernels run on a CUDA/ROCm device only (torch's fused ops): host tensors are
+        #: staged through the current device (:meth:`execute`)
+        self.device_only = device_only
+
+    def execute(self, variant_pack: Mapping[int, Any], workspace: Any) -> None:
+        """As :meth:`ReplayedPlan.execute`; a device-only plan given host (CPU) tensors while a
+        device is visible copies them to the current device, runs there and copies the outputs
+        back into the caller's host buffers (hipDNN hands its engines addresses, which a GPU
+        reaches in host memory too; hipDNN's own Python samples pass NumPy arrays)."""
+        if self.device_only and _on_host(variant_pack, self.steps):
+            self._staged(cast("dict[int, Any]", variant_pack))
+        else:
+            super().execute(variant_pack, workspace)
+
+    def execute_at(self, variant_pack: Mapping[int, Any], workspace: Any, addresses: Any) -> None:
+        if self.device_only and _on_host(variant_pack, self.steps):
+            self._staged(cast("dict[int, Any]", variant_pack))
+        else:
+            super().execute_at(variant_pack, workspace, addresses)
+
+    def _staged(self, buffers: dict[int, Any]) -> None:
+        import torch
+
+        if not torch.cuda.is_available():  # the kernel says why it cannot run
+            self.run_now(buffers)
+            return
+        device = torch.device("cuda", torch.cuda.current_device())
+        scalars = {uid for s in self.steps for _, uid, convert in s.runtime if convert is not None}
+        staged = {
+            uid: value.to(device)
+            if isinstance(value, torch.Tensor) and uid not in scalars
+            else value
+            for uid, value in buffers.items()
+        }
+        self.run_now(staged)
+        for uid in self.output_uids:
+            value = staged.get(uid)
+            if value is None:
+                continue
+            host = buffers.get(uid)
+            if host is None:  # Graph.run: the output is handed back on the host
+                buffers[uid] = value.cpu()
+            elif host is not value:
+                host.copy_(value)
 
     def run_now(self, buffers: dict[int, Any]) -> None:
         """Every step now (no replay)."""

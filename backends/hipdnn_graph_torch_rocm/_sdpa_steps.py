@@ -1,7 +1,8 @@
 """How the torch SDPA engines build a plan: :class:`SdpaPlanning` (a mixin of
 :class:`~._engines.TorchSdpaEngine`) turns each node into a :class:`~._sdpa_plan.Step`: the
-kernel of the engine's family, its build-time keywords, and what is read from the variant pack
-per call (tensors, runtime scales, philox Seed and Offset).
+kernel of the engine's family, its build-time keywords (the node's
+:class:`~.kernels.call.SdpaCall`, built once here, and the kernel's own options), and what is
+read from the variant pack per call (tensors, runtime scales, philox Seed and Offset).
 
 Example:
     >>> _scale_or_one(0.0), _scale_or_one(2.0)
@@ -16,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import hipdnn_graph as hg
-from hipdnn_graph.backend import PhiloxDropout, ScalarSource, SdpaProblem
+from hipdnn_graph.backend import ScalarSource, SdpaProblem
 from hipdnn_graph.backend.dropout import read_int
 from hipdnn_graph.backend.dtypes import torch_dtype
 
@@ -52,31 +53,28 @@ class SdpaPlanning:
         outputs = frozenset(
             t.get_uid() for t in graph.graph_tensors() if id(t) in produced and not t.is_virtual
         )
-        plan = TorchSdpaPlan(self.name, steps, outputs)
+        plan = TorchSdpaPlan(self.name, steps, outputs, device_only=self._device_only())
         if self.op is not None and any(p.philox is not None for p in problems):
             plan.replay.refuse(_NO_PHILOX_REPLAY)
         apply_replay_knob(plan.replay, knobs)
         return plan
 
+    def _device_only(self) -> bool:
+        """Whether the kernels run on a device only (the math engine and flex's CPU reference
+        path, when allowed, run on host tensors too)."""
+        if self.op is None:
+            return False
+        if self.op == "flex":
+            from .kernels._flex_env import cpu_allowed
+
+            return not cpu_allowed()
+        return True
+
     def _step(self, p: SdpaProblem, torch: Any, knobs: Mapping[str, Any] | None = None) -> Step:
-        w = p.window
-        static: dict[str, Any] = {
-            "alibi": p.alibi,
-            "bottom_right": w.bottom_right,
-            "left_bound": w.left_bound,
-            "right_bound": w.right_bound,
-        }
-        runtime: list[tuple[str, int, Callable[[Any], Any] | None]] = []
-        for key, source, convert in (
-            ("scale", p.scale, ScalarSource.read),
-            ("dropout_scale", p.dropout_scale, _scale_or_one),
-        ):
-            if source.uid is not None:
-                runtime.append((key, source.uid, convert))
-            else:
-                static[key] = source.value if key == "scale" else source.value or 1.0
-        if p.philox is not None:  # math draws the mask, a fused op has it drawn (no mask tensor)
-            _philox_arguments(p.philox, static, runtime)
+        from .kernels.call import SdpaCall
+
+        run, static = self._kernel(p, SdpaCall.of(p), torch, knobs)
+        runtime = _runtime_scalars(p)
         slots = [("bias", "Bias"), ("dropout_mask", "Dropout_mask")]
         if p.padding:
             slots += [("seq_len_q", "SEQ_LEN_Q"), ("seq_len_kv", "SEQ_LEN_KV")]
@@ -86,12 +84,9 @@ class SdpaPlanning:
         if p.backward:
             names = ("Q", "K", "V", "O", "dO", "Stats")
             out_slots = GRADS
-            if p.has("dBias"):
-                static["dbias_shape"] = tuple(p.tensors["dBias"].dim)
         else:
             names = ("Q", "K", "V")
             out_slots = ("O", "Stats")
-        run = self._kernel(p, static, torch, knobs)
         if self.op is not None:  # fused kernels read O and dO in Q's type (e.g. a FLOAT virtual O)
             io = p.tensors["Q"].data_type
             casts = {
@@ -126,53 +121,56 @@ class SdpaPlanning:
     def _kernel(
         self,
         p: SdpaProblem,
-        static: dict[str, Any],
+        call: Any,
         torch: Any,
         knobs: Mapping[str, Any] | None = None,
-    ) -> Callable[..., Any]:
+    ) -> tuple[Callable[..., Any], dict[str, Any]]:
+        """The kernel of this engine's family for the node, and its build-time keywords: the
+        node's ``call`` (a flex kernel is compiled for it: its spec holds it; flex's tile knobs
+        give a kernel of its own) and the kernel's own options."""
+        io = p.tensors["Q"].data_type
         if self.op is None:
             from .kernels import math as kmath
 
             compute = torch_dtype(p.compute_data_type)
-            static["compute_dtype"] = compute
-            io = p.tensors["Q"].data_type
+            static: dict[str, Any] = {"call": call, "compute_dtype": compute}
             lowp = io in LOWP and compute == torch.float32
             if lowp:
                 static["matmul_dtype"] = torch_dtype(io)
             kernel: Callable[..., Any] = kmath.sdpa_backward if p.backward else kmath.sdpa_forward
             kernel = _math_on_device(kernel) if lowp else kernel
-            return _cpu_shortcut(p, kernel, compute) or kernel
+            return _cpu_shortcut(p, kernel, compute) or kernel, static
         if self.op == "flex":
             from .kernels import flex
 
-            io = p.tensors["Q"].data_type
-            spec = flex_spec(p, io)
+            spec = flex_spec(p, io, call)
             tiles = flex_tiles(knobs, forward=not p.backward)
             if tiles:  # a kernel of its own: the spec is the compiled kernels' cache key
                 spec = dataclasses.replace(spec, tiles=tiles)
             k = flex.kernel(spec, p.name)
-            return k.backward if p.backward else k.forward
+            return k.backward if p.backward else k.forward, {}
         from .kernels import fused
 
-        static["check"] = False
-        return fused.Kernel(fused.FusedOp(self.op), not p.backward)
+        return fused.Kernel(fused.FusedOp(self.op), not p.backward), {"call": call, "check": False}
 
 
-def _philox_arguments(
-    d: PhiloxDropout,
-    static: dict[str, Any],
-    runtime: list[tuple[str, int, Callable[[Any], Any] | None]],
-) -> None:
-    """The kernel's ``dropout_p``/``dropout_seed``/``dropout_offset``/``dropout_scale`` (math and
-    fused kernels alike): a constant Seed or Offset is static, the others are read per call (a
-    tensor stays a tensor, so a device seed is read where the kernel reads it)."""
-    static["dropout_p"] = d.probability
-    static["dropout_scale"] = d.scale
+def _runtime_scalars(p: SdpaProblem) -> list[tuple[str, int, Callable[[Any], Any] | None]]:
+    """(keyword, uid, conversion) of the scalars read from the variant pack per call: those the
+    node's call leaves open (:meth:`~.kernels.call.SdpaCall.of`): a runtime scale or dropout
+    scale, and a philox Seed or Offset that is not constant (a tensor stays a tensor, so a
+    device seed is read where the kernel reads it)."""
+    runtime: list[tuple[str, int, Callable[[Any], Any] | None]] = []
+    if p.scale.uid is not None:
+        runtime.append(("scale", p.scale.uid, ScalarSource.read))
+    d = p.philox
+    if d is None:
+        if p.dropout_scale.uid is not None:
+            runtime.append(("dropout_scale", p.dropout_scale.uid, _scale_or_one))
+        return runtime
     for key, source in (("dropout_seed", d.seed), ("dropout_offset", d.offset)):
-        if source.uid is None:
-            static[key] = source.value
-        else:
+        if source.uid is not None:
             runtime.append((key, source.uid, functools.partial(_philox_scalar, source.label)))
+    return runtime
 
 
 def _philox_scalar(label: str, value: Any) -> Any:

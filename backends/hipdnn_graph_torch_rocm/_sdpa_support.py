@@ -103,6 +103,8 @@ class SdpaSupport:
             if self.op == "cudnn" and torch.version.hip:
                 return Support.no("cuDNN attention does not exist in ROCm builds of torch")
         preferred = graph.get_preferred_engine_id_ext() == engine_id(self.name)
+        # flex refuses override-shape graphs, so nothing defers to it there
+        flex_usable = not graph.is_override_shape_enabled()
         for node in graph.nodes:
             if not isinstance(node, hg.SdpaBwdNode | hg.SdpaFwdNode):
                 return Support.no(f"{type(node).__name__} is not implemented")
@@ -111,7 +113,7 @@ class SdpaSupport:
             reason = (
                 common_refusal(p)
                 or (_philox_refusal(p, self.op) if philox else None)
-                or self._refusal(p)
+                or self._refusal(p, flex_usable)
                 or (self._philox_deferral(p, preferred) if philox else None)
             )
             if reason is not None:
@@ -136,7 +138,7 @@ class SdpaSupport:
         reason = philox_deferral(self.name, stream, preferred=preferred)
         return None if reason is None else f"node '{p.name}': {reason}"
 
-    def _refusal(self, p: SdpaProblem) -> str | None:
+    def _refusal(self, p: SdpaProblem, flex_usable: bool = True) -> str | None:
         node = f"node '{p.name}'"
         if self.op is None:
             if p.compute_data_type not in (hg.DataType.FLOAT, hg.DataType.DOUBLE):
@@ -154,21 +156,18 @@ class SdpaSupport:
         reason = fused.dtype_reason(fused.FusedOp(self.op), torch_dtype(io))
         if reason is not None:
             return f"{node}: {reason}"
-        return self._fused_reason(p, io)
+        return self._fused_reason(p, io, flex_usable)
 
-    def _fused_reason(self, p: SdpaProblem, io: hg.DataType) -> str | None:
+    def _fused_reason(self, p: SdpaProblem, io: hg.DataType, flex_usable: bool) -> str | None:
         import torch
 
         from .kernels import fused
+        from .kernels.call import SdpaCall, problem_dims
 
-        fp = fused.SdpaProblem(
-            b=p.batch, h=p.heads, hk=p.heads_k, hv=p.heads_v, sq=p.seq_q, skv=p.seq_kv,
-            d=p.head_dim, dv=p.head_dim_v,
-            dtype=torch_dtype(io),
-            device=f"cuda:{torch.cuda.current_device()}",
+        fp = fused.FusedSdpaCase(
+            *problem_dims(p), torch_dtype(io), f"cuda:{torch.cuda.current_device()}",
+            SdpaCall.of(p),
             bias_shape=tuple(p.tensors["Bias"].dim) if p.has("Bias") else None,
-                    dbias=p.has("dBias"), alibi=p.alibi, bottom_right=p.window.bottom_right,
-            left_bound=p.window.left_bound, right_bound=p.window.right_bound,
             padding=p.padding, dropout_mask=p.has("Dropout_mask"), forward=not p.backward,
         )  # fmt: skip
         assert self.op is not None
@@ -181,7 +180,8 @@ class SdpaSupport:
                 bias=p.has("Bias"), padding=p.padding, band=band, offset_diagonal=offset
             )
             if features != Features():
-                reason = deferral(self.op, features, flex_accepts=flex_accepts(p, io))
+                usable = flex_usable and flex_accepts(p, io)
+                reason = deferral(self.op, features, flex_accepts=usable)
         return None if reason is None else f"node '{p.name}': {reason}"
 
     def _flex_reason(self, p: SdpaProblem, io: hg.DataType) -> str | None:
@@ -202,24 +202,21 @@ def flex_device() -> str:
     return f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
 
 
-def flex_spec(p: SdpaProblem, io: hg.DataType) -> Any:
-    """The :class:`~.kernels.flex.FlexSpec` of a node (on the current device)."""
+def flex_spec(p: SdpaProblem, io: hg.DataType, call: Any = None) -> Any:
+    """The :class:`~.kernels.flex.FlexSpec` of a node (on the current device); ``call``: the
+    node's :class:`~.kernels.call.SdpaCall` where the caller has built it already."""
     from .kernels import flex
+    from .kernels.call import SdpaCall, problem_dims
 
-    w = p.window
     return flex.FlexSpec(
-        b=p.batch, h=p.heads, hk=p.heads_k, hv=p.heads_v, sq=p.seq_q, skv=p.seq_kv,
-        d=p.head_dim, dv=p.head_dim_v, dtype=torch_dtype(io), device=flex_device(),
-        forward=not p.backward,
+        *problem_dims(p), torch_dtype(io), flex_device(), not p.backward,
+        call if call is not None else SdpaCall.of(p),
         bias_shape=tuple(p.tensors["Bias"].dim) if p.has("Bias") else None,
         bias_dtype=torch_dtype(p.tensors["Bias"].data_type) if p.has("Bias") else None,
-        dbias_shape=tuple(p.tensors["dBias"].dim) if p.has("dBias") else None,
         grad_dtypes=tuple(torch_dtype(p.tensors[g].data_type) for g in GRADS if p.has(g))
         if p.backward
         else (),
-        alibi=p.alibi, bottom_right=w.bottom_right, left_bound=w.left_bound,
-        right_bound=w.right_bound, padding=p.padding, dropout_mask=p.has("Dropout_mask"),
-        scale=p.scale.value if p.scale.uid is None else None,
+        padding=p.padding, dropout_mask=p.has("Dropout_mask"),
         want_stats=p.backward or p.has("Stats"),
     )  # fmt: skip
 

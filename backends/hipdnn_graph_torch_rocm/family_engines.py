@@ -159,6 +159,8 @@ class TorchEagerEngine:
     node_types = FAMILY_NODE_TYPES
     api_version = ENGINE_API_VERSION
     knobs = (REPLAY_KNOB,)
+    #: its plan is a list of eager steps: one per override shape is cheap
+    supports_override_shapes = True
 
     def __init__(self, name: str = EAGER_ENGINE, priority: int = 700) -> None:
         self.name = name
@@ -415,6 +417,11 @@ class TorchFusionEngine:
     node_types = FAMILY_NODE_TYPES
     api_version = ENGINE_API_VERSION
     knobs = (REPLAY_KNOB, COMPILE_MODE_KNOB)
+    supports_override_shapes = False
+    override_shapes_reason = (
+        "it compiles the graph's function (torch.compile) for its exact shapes in build_plans; "
+        "every new override shape would compile again"
+    )
 
     def __init__(
         self,

@@ -1,7 +1,7 @@
 """A graph of family nodes as one Python function of tensors (what both family engines run).
 
 :class:`FamilyProgram` reads the graph once: per node its prepared lowering (the ``prepare`` of
-its record, :func:`~hipdnn_graph_torch_rocm.families.torch_family`) and where each input slot
+its record, :func:`~hipdnn_graph_torch_rocm.families.family_of`) and where each input slot
 comes from (a buffer of the variant pack, a constant pass-by-value value, or an earlier node's
 result); per output its storage type. :meth:`FamilyProgram.results` then maps the graph's input
 buffers to its outputs with eager torch ops only, rounding every result, virtual or not, to its
@@ -33,7 +33,7 @@ import hipdnn_graph as hg
 from hipdnn_graph.backend import is_runtime_scalar
 from hipdnn_graph.backend.dtypes import torch_dtype
 
-from .families import Prepared, Writer, torch_family
+from .families import Prepared, Writer, family_of
 from .families._common import CHECK
 
 __all__ = ["FamilyProgram"]
@@ -76,7 +76,6 @@ class FamilyProgram:
         specs: dict[int, tuple[tuple[int, ...], tuple[int, ...], Any]] = {}
         host_checked = False
         for node in graph.nodes:
-            kind = node.get_node_type()
             ins: list[tuple[str, int, Any]] = []
             outs: list[tuple[str, int, Any]] = []
             for slot, t in node.attributes.tensors_by_slot().items():
@@ -100,7 +99,7 @@ class FamilyProgram:
                             scalars.add(uid)
                         else:
                             specs[uid] = (tuple(t.dim), tuple(t.stride), torch_dtype(t.data_type))
-            family = torch_family(kind)
+            family = family_of(node)
             write = None
             if family.writer is not None and all(not t.is_virtual for t in node.outputs()):
                 write = family.writer(node)

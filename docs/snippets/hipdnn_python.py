@@ -76,7 +76,7 @@ try:
 except TypeError as exc:
     print(type(exc).__name__, "| also a HipdnnError:", isinstance(exc, hg.HipdnnError))
 try:
-    graph.autotune  # noqa: B018  (the attribute lookup itself fails)
+    graph.topologicallySortGraph  # noqa: B018  (the attribute lookup itself fails)
 except hg.NotSupportedError as exc:
-    print(exc.code.name, "|", str(exc).split(":")[0])
+    print(exc.code.name, "|", str(exc).split(" (")[0])
 # --8<-- [end:errors]

@@ -1,6 +1,5 @@
 """Attribute models of the graph and of each node."""
 
-from .base import MaskWindow, NodeAttributes
 from .batchnorm import BatchnormAttributes
 from .batchnorm_backward import BatchnormBackwardAttributes
 from .batchnorm_inference import BatchnormInferenceAttributes
@@ -17,8 +16,10 @@ from .custom_op import CustomOpAttributes
 from .graph_attributes import GraphAttributes
 from .layernorm import LayernormAttributes
 from .layernorm_backward import LayernormBackwardAttributes
+from .mask_window import MaskWindow
 from .matmul import MatmulAttributes
 from .moe_grouped_matmul import MoeGroupedMatmulAttributes, MoeGroupedMatmulBwdAttributes
+from .node_attributes import NodeAttributes
 from .pointwise import PointwiseAttributes
 from .reduction import ReductionAttributes
 from .resample import ResampleAttributes, ResampleBwdAttributes, ResampleFwdAttributes

@@ -9,7 +9,6 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Any
 
 from pydantic import PrivateAttr
@@ -18,7 +17,8 @@ from ..changes import touch
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..types import ErrorCode
-from .base import NodeAttributes
+from .accessors import scalar_slot, slot
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["BatchnormAttributes", "PeerStatsAttributes"]
 
@@ -79,9 +79,7 @@ class BatchnormAttributes(PeerStatsAttributes):
     refused by name.
     """  # noqa: E501
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
         SCALE = 1
         BIAS = 2
@@ -90,35 +88,25 @@ class BatchnormAttributes(PeerStatsAttributes):
         MOMENTUM = 5
         EPSILON = 6
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
         MEAN = 1
         INV_VARIANCE = 2
         NEXT_RUNNING_MEAN = 3
         NEXT_RUNNING_VARIANCE = 4
 
-    def set_x(self, tensor: TensorAttributes | None) -> BatchnormAttributes:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_scale(self, tensor: TensorAttributes | None) -> BatchnormAttributes:
-        return self._set_input(self.InputNames.SCALE, tensor)
-
-    def set_bias(self, tensor: TensorAttributes | None) -> BatchnormAttributes:
-        return self._set_input(self.InputNames.BIAS, tensor)
-
-    def set_epsilon(self, tensor: TensorAttributes | float | None) -> BatchnormAttributes:
-        return self._set_input(self.InputNames.EPSILON, tensor)
-
-    def set_prev_running_mean(self, tensor: TensorAttributes | None) -> BatchnormAttributes:
-        return self._set_input(self.InputNames.PREV_RUNNING_MEAN, tensor)
-
-    def set_prev_running_variance(self, tensor: TensorAttributes | None) -> BatchnormAttributes:
-        return self._set_input(self.InputNames.PREV_RUNNING_VARIANCE, tensor)
-
-    def set_momentum(self, tensor: TensorAttributes | float | None) -> BatchnormAttributes:
-        return self._set_input(self.InputNames.MOMENTUM, tensor)
+    set_x, get_x = slot("X")
+    set_scale, get_scale = slot("SCALE")
+    set_bias, get_bias = slot("BIAS")
+    set_epsilon, get_epsilon = scalar_slot("EPSILON")
+    set_prev_running_mean, get_prev_running_mean = slot("PREV_RUNNING_MEAN")
+    set_prev_running_variance, get_prev_running_variance = slot("PREV_RUNNING_VARIANCE")
+    set_momentum, get_momentum = scalar_slot("MOMENTUM")
+    set_y, get_y = slot("Y")
+    set_mean, get_mean = slot("MEAN")
+    set_inv_variance, get_inv_variance = slot("INV_VARIANCE")
+    set_next_running_mean, get_next_running_mean = slot("NEXT_RUNNING_MEAN")
+    set_next_running_variance, get_next_running_variance = slot("NEXT_RUNNING_VARIANCE")
 
     def set_previous_running_stats(
         self,
@@ -132,54 +120,3 @@ class BatchnormAttributes(PeerStatsAttributes):
             .set_prev_running_variance(variance)
             .set_momentum(momentum)
         )
-
-    def set_y(self, tensor: TensorAttributes | None) -> BatchnormAttributes:
-        return self._set_output(self.OutputNames.Y, tensor)
-
-    def set_mean(self, tensor: TensorAttributes | None) -> BatchnormAttributes:
-        return self._set_output(self.OutputNames.MEAN, tensor)
-
-    def set_inv_variance(self, tensor: TensorAttributes | None) -> BatchnormAttributes:
-        return self._set_output(self.OutputNames.INV_VARIANCE, tensor)
-
-    def set_next_running_mean(self, tensor: TensorAttributes | None) -> BatchnormAttributes:
-        return self._set_output(self.OutputNames.NEXT_RUNNING_MEAN, tensor)
-
-    def set_next_running_variance(self, tensor: TensorAttributes | None) -> BatchnormAttributes:
-        return self._set_output(self.OutputNames.NEXT_RUNNING_VARIANCE, tensor)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_scale(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.SCALE)
-
-    def get_bias(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.BIAS)
-
-    def get_epsilon(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.EPSILON)
-
-    def get_prev_running_mean(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.PREV_RUNNING_MEAN)
-
-    def get_prev_running_variance(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.PREV_RUNNING_VARIANCE)
-
-    def get_momentum(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.MOMENTUM)
-
-    def get_y(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.Y)
-
-    def get_mean(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.MEAN)
-
-    def get_inv_variance(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.INV_VARIANCE)
-
-    def get_next_running_mean(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.NEXT_RUNNING_MEAN)
-
-    def get_next_running_variance(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.NEXT_RUNNING_VARIANCE)

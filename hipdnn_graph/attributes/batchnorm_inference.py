@@ -9,10 +9,8 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
-
-from ..tensor import TensorAttributes
-from .base import NodeAttributes
+from .accessors import slot
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["BatchnormInferenceAttributes"]
 
@@ -29,52 +27,19 @@ class BatchnormInferenceAttributes(NodeAttributes):
     There is no epsilon: INV_VARIANCE already holds ``1 / sqrt(var + eps)``.
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
         MEAN = 1
         INV_VARIANCE = 2
         SCALE = 3
         BIAS = 4
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
 
-    def set_x(self, tensor: TensorAttributes | None) -> BatchnormInferenceAttributes:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_mean(self, tensor: TensorAttributes | None) -> BatchnormInferenceAttributes:
-        return self._set_input(self.InputNames.MEAN, tensor)
-
-    def set_inv_variance(self, tensor: TensorAttributes | None) -> BatchnormInferenceAttributes:
-        return self._set_input(self.InputNames.INV_VARIANCE, tensor)
-
-    def set_scale(self, tensor: TensorAttributes | None) -> BatchnormInferenceAttributes:
-        return self._set_input(self.InputNames.SCALE, tensor)
-
-    def set_bias(self, tensor: TensorAttributes | None) -> BatchnormInferenceAttributes:
-        return self._set_input(self.InputNames.BIAS, tensor)
-
-    def set_y(self, tensor: TensorAttributes | None) -> BatchnormInferenceAttributes:
-        return self._set_output(self.OutputNames.Y, tensor)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_mean(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.MEAN)
-
-    def get_inv_variance(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.INV_VARIANCE)
-
-    def get_scale(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.SCALE)
-
-    def get_bias(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.BIAS)
-
-    def get_y(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.Y)
+    set_x, get_x = slot("X")
+    set_mean, get_mean = slot("MEAN")
+    set_inv_variance, get_inv_variance = slot("INV_VARIANCE")
+    set_scale, get_scale = slot("SCALE")
+    set_bias, get_bias = slot("BIAS")
+    set_y, get_y = slot("Y")

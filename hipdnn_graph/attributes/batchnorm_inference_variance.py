@@ -10,10 +10,8 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
-
-from ..tensor import TensorAttributes
-from .base import NodeAttributes
+from .accessors import scalar_slot, slot
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["BatchnormInferenceAttributesVarianceExt"]
 
@@ -29,9 +27,7 @@ class BatchnormInferenceAttributesVarianceExt(NodeAttributes):
     | EPSILON | set (hipDNN checks nothing more) | | | |
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
         MEAN = 1
         VARIANCE = 2
@@ -39,53 +35,13 @@ class BatchnormInferenceAttributesVarianceExt(NodeAttributes):
         BIAS = 4
         EPSILON = 5
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
 
-    def set_x(self, tensor: TensorAttributes | None) -> BatchnormInferenceAttributesVarianceExt:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_mean(self, tensor: TensorAttributes | None) -> BatchnormInferenceAttributesVarianceExt:
-        return self._set_input(self.InputNames.MEAN, tensor)
-
-    def set_variance(
-        self, tensor: TensorAttributes | None
-    ) -> BatchnormInferenceAttributesVarianceExt:
-        return self._set_input(self.InputNames.VARIANCE, tensor)
-
-    def set_scale(self, tensor: TensorAttributes | None) -> BatchnormInferenceAttributesVarianceExt:
-        return self._set_input(self.InputNames.SCALE, tensor)
-
-    def set_bias(self, tensor: TensorAttributes | None) -> BatchnormInferenceAttributesVarianceExt:
-        return self._set_input(self.InputNames.BIAS, tensor)
-
-    def set_epsilon(
-        self, tensor: TensorAttributes | float | None
-    ) -> BatchnormInferenceAttributesVarianceExt:
-        return self._set_input(self.InputNames.EPSILON, tensor)
-
-    def set_y(self, tensor: TensorAttributes | None) -> BatchnormInferenceAttributesVarianceExt:
-        return self._set_output(self.OutputNames.Y, tensor)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_mean(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.MEAN)
-
-    def get_variance(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.VARIANCE)
-
-    def get_scale(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.SCALE)
-
-    def get_bias(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.BIAS)
-
-    def get_epsilon(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.EPSILON)
-
-    def get_y(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.Y)
+    set_x, get_x = slot("X")
+    set_mean, get_mean = slot("MEAN")
+    set_variance, get_variance = slot("VARIANCE")
+    set_scale, get_scale = slot("SCALE")
+    set_bias, get_bias = slot("BIAS")
+    set_epsilon, get_epsilon = scalar_slot("EPSILON")
+    set_y, get_y = slot("Y")

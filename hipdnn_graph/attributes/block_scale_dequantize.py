@@ -10,15 +10,14 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import IntEnum
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-from ..tensor import TensorAttributes
 from ..tensor_input import as_flag, as_index, as_int_list, keyword
-from .base import NodeAttributes
+from .accessors import member, slot
 from .block_scale_quantize import int32_value
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["BlockScaleDequantizeAttributes"]
 
@@ -40,15 +39,11 @@ class BlockScaleDequantizeAttributes(NodeAttributes):
     and ``is_negative_scale`` (``False`` unless set; carried, not used by the shape rules).
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
         SCALE = 1
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
 
     block_size: Annotated[list[int], BeforeValidator(lambda v: _int32_list(v, "block_size"))] = (
@@ -56,23 +51,9 @@ class BlockScaleDequantizeAttributes(NodeAttributes):
     )
     is_negative_scale: Annotated[bool, keyword(as_flag, "is_negative_scale")] = False
 
-    def set_x(self, tensor: TensorAttributes | None) -> BlockScaleDequantizeAttributes:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_scale(self, tensor: TensorAttributes | None) -> BlockScaleDequantizeAttributes:
-        return self._set_input(self.InputNames.SCALE, tensor)
-
-    def set_y(self, tensor: TensorAttributes | None) -> BlockScaleDequantizeAttributes:
-        return self._set_output(self.OutputNames.Y, tensor)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_scale(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.SCALE)
-
-    def get_y(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.Y)
+    set_x, get_x = slot("X")
+    set_scale, get_scale = slot("SCALE")
+    set_y, get_y = slot("Y")
 
     def set_block_size(
         self, value: int | Sequence[int], idx: int = 0
@@ -99,14 +80,6 @@ class BlockScaleDequantizeAttributes(NodeAttributes):
     def get_block_size(self) -> list[int]:
         return list(self.block_size)
 
-    def set_is_negative_scale(self, value: bool) -> BlockScaleDequantizeAttributes:
-        """Mark the scale as negative.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
-        """
-        self.is_negative_scale = as_flag(value, "is_negative_scale")
-        return self
-
-    def get_is_negative_scale(self) -> bool:
-        return self.is_negative_scale
+    set_is_negative_scale, get_is_negative_scale = member(
+        "is_negative_scale", as_flag, doc="Mark the scale as negative."
+    )

@@ -9,28 +9,14 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Annotated, Any
 
-from ..errors import HipdnnError
-from ..tensor import TensorAttributes
-from ..tensor_input import as_flag, as_index, keyword
-from ..types import ErrorCode
-from .base import NodeAttributes
+from ..tensor_input import as_flag, keyword
+from .accessors import member, optional_member, slot
+from .checks import bounded_int
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["BlockScaleQuantizeAttributes", "int32_value", "optional_int32", "optional_int64"]
-
-_INT32 = (-(2**31), 2**31)
-_INT64 = (-(2**63), 2**63)
-
-
-def _bounded(value: Any, what: str, bounds: tuple[int, int], width: str) -> int:
-    number = as_index(value, what)
-    if not bounds[0] <= number < bounds[1]:
-        raise HipdnnError(
-            ErrorCode.INVALID_VALUE, f"{what} must fit a {width} integer, got {number}"
-        )
-    return number
 
 
 def int32_value(value: Any, what: str) -> int:
@@ -39,7 +25,7 @@ def int32_value(value: Any, what: str) -> int:
     Raises:
         HipdnnError: ``INVALID_VALUE`` for a value that is not an integer or does not fit.
     """
-    return _bounded(value, what, _INT32, "32-bit")
+    return bounded_int(value, what, 32)
 
 
 def optional_int32(value: Any, what: str) -> int | None:
@@ -53,7 +39,7 @@ def optional_int64(value: Any, what: str) -> int | None:
     Raises:
         HipdnnError: ``INVALID_VALUE`` for a value that is not an integer or does not fit.
     """
-    return None if value is None else _bounded(value, what, _INT64, "64-bit")
+    return None if value is None else bounded_int(value, what, 64)
 
 
 class BlockScaleQuantizeAttributes(NodeAttributes):
@@ -70,14 +56,10 @@ class BlockScaleQuantizeAttributes(NodeAttributes):
     block axis becomes their innermost dim).
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
         SCALE = 1
 
@@ -85,56 +67,16 @@ class BlockScaleQuantizeAttributes(NodeAttributes):
     axis: Annotated[int | None, keyword(optional_int64, "axis")] = None
     transpose: Annotated[bool, keyword(as_flag, "transpose")] = False
 
-    def set_x(self, tensor: TensorAttributes | None) -> BlockScaleQuantizeAttributes:
-        return self._set_input(self.InputNames.X, tensor)
+    set_x, get_x = slot("X")
+    set_y, get_y = slot("Y")
+    set_scale, get_scale = slot("SCALE")
 
-    def set_y(self, tensor: TensorAttributes | None) -> BlockScaleQuantizeAttributes:
-        return self._set_output(self.OutputNames.Y, tensor)
-
-    def set_scale(self, tensor: TensorAttributes | None) -> BlockScaleQuantizeAttributes:
-        return self._set_output(self.OutputNames.SCALE, tensor)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_y(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.Y)
-
-    def get_scale(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.SCALE)
-
-    def set_block_size(self, value: int) -> BlockScaleQuantizeAttributes:
-        """How many consecutive elements along the axis share a scale (hipDNN's ``int32_t``).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a 32-bit integer.
-        """
-        self.block_size = int32_value(value, "block_size")
-        return self
-
-    def get_block_size(self) -> int | None:
-        return self.block_size
-
-    def set_axis(self, value: int) -> BlockScaleQuantizeAttributes:
-        """The dim the blocks run along (the last dim when unset).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a 64-bit integer.
-        """
-        self.axis = optional_int64(value, "axis")
-        return self
-
-    def get_axis(self) -> int | None:
-        return self.axis
-
-    def set_transpose(self, value: bool) -> BlockScaleQuantizeAttributes:
-        """Lay Y and SCALE out with the block axis innermost.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
-        """
-        self.transpose = as_flag(value, "transpose")
-        return self
-
-    def get_transpose(self) -> bool:
-        return self.transpose
+    set_block_size, get_block_size = optional_member(
+        "block_size", int32_value, doc="How many consecutive elements along the axis share a scale."
+    )
+    set_axis, get_axis = member(
+        "axis", optional_int64, doc="The dim the blocks run along (the last dim when unset)."
+    )
+    set_transpose, get_transpose = member(
+        "transpose", as_flag, doc="Lay Y and SCALE out with the block axis innermost."
+    )

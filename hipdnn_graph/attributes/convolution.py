@@ -10,15 +10,16 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Annotated, Any, Self
 
-from pydantic import BeforeValidator, Field
+from pydantic import Field
 
-from ..tensor import TensorAttributes
-from ..tensor_input import as_int_list
+from ..tensor_input import as_int_list, keyword
 from ..types import ConvolutionMode
-from .windowed import WindowedAttributes, int_list_field, mode_of
+from .accessors import member, slot
+from .checks import enum_check
+from .node_attributes import InputSlots, OutputSlots
+from .windowed import WindowedAttributes, int_list_field
 
 __all__ = [
     "ConvDgradAttributes",
@@ -28,9 +29,8 @@ __all__ = [
 ]
 
 
-def _mode(value: Any) -> ConvolutionMode:
-    """``value`` as a :class:`ConvolutionMode` (a member or its number; not a bool)."""
-    return mode_of(ConvolutionMode, value, "convolution mode")
+#: ``(value, what) -> ConvolutionMode`` (a member or its number; not a bool)
+_mode = enum_check(ConvolutionMode)
 
 
 class ConvolutionAttributes(WindowedAttributes):
@@ -39,7 +39,7 @@ class ConvolutionAttributes(WindowedAttributes):
     (hipDNN's ``math_mode``, ``CROSS_CORRELATION`` unless set)."""
 
     dilation: Annotated[list[int], int_list_field("dilation")] = Field(default_factory=list)
-    convolution_mode: Annotated[ConvolutionMode, BeforeValidator(_mode)] = (
+    convolution_mode: Annotated[ConvolutionMode, keyword(_mode, "convolution mode")] = (
         ConvolutionMode.CROSS_CORRELATION
     )
 
@@ -53,29 +53,15 @@ class ConvolutionAttributes(WindowedAttributes):
         self.pre_padding, self.post_padding = padding, list(padding)
         return self
 
-    def set_dilation(self, values: Any) -> Self:
-        """The dilation of each spatial dim.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
-        """
-        self.dilation = as_int_list(values, "dilation")
-        return self
-
-    def set_convolution_mode(self, value: ConvolutionMode | int) -> Self:
-        """Cross-correlation (the default) or true convolution.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a mode.
-        """
-        self.convolution_mode = _mode(value)
-        return self
-
-    def get_dilation(self) -> list[int]:
-        return list(self.dilation)
-
-    def get_convolution_mode(self) -> ConvolutionMode:
-        return self.convolution_mode
+    set_dilation, get_dilation = member(
+        "dilation", as_int_list, doc="The dilation of each spatial dim."
+    )
+    set_convolution_mode, get_convolution_mode = member(
+        "convolution_mode",
+        _mode,
+        "convolution mode",
+        doc="Cross-correlation (the default) or true convolution.",
+    )
 
 
 class ConvFpropAttributes(ConvolutionAttributes):
@@ -87,34 +73,16 @@ class ConvFpropAttributes(ConvolutionAttributes):
     | W | [K, C/groups, kernel...] | | | |
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
         W = 1
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
 
-    def set_x(self, tensor: TensorAttributes | None) -> ConvFpropAttributes:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_w(self, tensor: TensorAttributes | None) -> ConvFpropAttributes:
-        return self._set_input(self.InputNames.W, tensor)
-
-    def set_y(self, tensor: TensorAttributes | None) -> ConvFpropAttributes:
-        return self._set_output(self.OutputNames.Y, tensor)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_w(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.W)
-
-    def get_y(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.Y)
+    set_x, get_x = slot("X")
+    set_w, get_w = slot("W")
+    set_y, get_y = slot("Y")
 
 
 class ConvDgradAttributes(ConvolutionAttributes):
@@ -127,34 +95,16 @@ class ConvDgradAttributes(ConvolutionAttributes):
     | W | [K, C/groups, kernel...] | | | |
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         DY = 0
         W = 1
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         DX = 0
 
-    def set_dy(self, tensor: TensorAttributes | None) -> ConvDgradAttributes:
-        return self._set_input(self.InputNames.DY, tensor)
-
-    def set_w(self, tensor: TensorAttributes | None) -> ConvDgradAttributes:
-        return self._set_input(self.InputNames.W, tensor)
-
-    def set_dx(self, tensor: TensorAttributes | None) -> ConvDgradAttributes:
-        return self._set_output(self.OutputNames.DX, tensor)
-
-    def get_dy(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.DY)
-
-    def get_w(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.W)
-
-    def get_dx(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DX)
+    set_dy, get_dy = slot("DY")
+    set_w, get_w = slot("W")
+    set_dx, get_dx = slot("DX")
 
 
 class ConvWgradAttributes(ConvolutionAttributes):
@@ -167,31 +117,13 @@ class ConvWgradAttributes(ConvolutionAttributes):
     | X | [N, C, in...] | | | |
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         DY = 0
         X = 1
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         DW = 0
 
-    def set_dy(self, tensor: TensorAttributes | None) -> ConvWgradAttributes:
-        return self._set_input(self.InputNames.DY, tensor)
-
-    def set_x(self, tensor: TensorAttributes | None) -> ConvWgradAttributes:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_dw(self, tensor: TensorAttributes | None) -> ConvWgradAttributes:
-        return self._set_output(self.OutputNames.DW, tensor)
-
-    def get_dy(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.DY)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_dw(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DW)
+    set_dy, get_dy = slot("DY")
+    set_x, get_x = slot("X")
+    set_dw, get_dw = slot("DW")

@@ -14,7 +14,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from enum import IntEnum
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator
@@ -24,7 +23,8 @@ from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..tensor_input import as_text, keyword
 from ..types import ErrorCode
-from .base import NodeAttributes
+from .accessors import member
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["CustomOpAttributes", "InputPosition", "OutputPosition", "TensorPosition"]
 
@@ -98,26 +98,18 @@ class CustomOpAttributes(NodeAttributes):
     is set, and infers nothing but data types.
     """
 
-    class InputNames(IntEnum):
+    class InputNames(InputSlots):
         """No named input slots: the inputs are a positional list."""
 
-    class OutputNames(IntEnum):
+    class OutputNames(OutputSlots):
         """No named output slots: the outputs are a positional list."""
 
     custom_op_id: Annotated[str, keyword(as_text, "custom_op_id")] = ""
     data: Annotated[bytes, BeforeValidator(_payload)] = b""
 
-    def set_custom_op_id(self, value: str) -> CustomOpAttributes:
-        """The plugin operation, ``"<plugin>.<operation>"``.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a string.
-        """
-        self.custom_op_id = as_text(value, "custom_op_id")
-        return self
-
-    def get_custom_op_id(self) -> str:
-        return self.custom_op_id
+    set_custom_op_id, get_custom_op_id = member(
+        "custom_op_id", as_text, doc='The plugin operation, ``"<plugin>.<operation>"``.'
+    )
 
     def _set_list(self, output: bool, tensors: Any) -> CustomOpAttributes:
         kind = "output" if output else "input"

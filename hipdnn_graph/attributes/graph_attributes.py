@@ -14,9 +14,10 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from ..changes import STAMP_SLOT, touch
-from ..tensor import DataTypeLike
 from ..tensor_input import as_data_type, as_text, keyword
 from ..types import DataType
+from .accessors import Accessor, member
+from .checks import data_type_check
 
 __all__ = ["GraphAttributes"]
 
@@ -24,7 +25,7 @@ __all__ = ["GraphAttributes"]
 class GraphAttributes(BaseModel):
     """hipDNN's ``GraphAttributes``: name, io, intermediate and compute data types (all NOT_SET)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ignored_types=(Accessor,))
     # the change clock's time of the last change (see :mod:`hipdnn_graph.changes`)
     __slots__ = (STAMP_SLOT,)
 
@@ -47,26 +48,11 @@ class GraphAttributes(BaseModel):
         self.name = as_text(str(name), "Graph name")
         return self
 
-    def set_io_data_type(self, data_type: DataTypeLike) -> GraphAttributes:
-        self.io_data_type = as_data_type(data_type)
-        return self
-
-    def set_intermediate_data_type(self, data_type: DataTypeLike) -> GraphAttributes:
-        self.intermediate_data_type = as_data_type(data_type)
-        return self
-
-    def set_compute_data_type(self, data_type: DataTypeLike) -> GraphAttributes:
-        self.compute_data_type = as_data_type(data_type)
-        return self
-
     def get_name(self) -> str:
         return self.name
 
-    def get_io_data_type(self) -> DataType:
-        return self.io_data_type
-
-    def get_intermediate_data_type(self) -> DataType:
-        return self.intermediate_data_type
-
-    def get_compute_data_type(self) -> DataType:
-        return self.compute_data_type
+    set_io_data_type, get_io_data_type = member("io_data_type", data_type_check)
+    set_intermediate_data_type, get_intermediate_data_type = member(
+        "intermediate_data_type", data_type_check
+    )
+    set_compute_data_type, get_compute_data_type = member("compute_data_type", data_type_check)

@@ -9,10 +9,8 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
-
-from ..tensor import TensorAttributes
-from .base import NodeAttributes
+from .accessors import slot
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["MatmulAttributes"]
 
@@ -28,31 +26,13 @@ class MatmulAttributes(NodeAttributes):
     Matmul has no members besides its tensors, its name and its compute type.
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         A = 0
         B = 1
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         C = 0
 
-    def set_a(self, tensor: TensorAttributes | None) -> MatmulAttributes:
-        return self._set_input(self.InputNames.A, tensor)
-
-    def set_b(self, tensor: TensorAttributes | None) -> MatmulAttributes:
-        return self._set_input(self.InputNames.B, tensor)
-
-    def set_c(self, tensor: TensorAttributes | None) -> MatmulAttributes:
-        return self._set_output(self.OutputNames.C, tensor)
-
-    def get_a(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.A)
-
-    def get_b(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.B)
-
-    def get_c(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.C)
+    set_a, get_a = slot("A")
+    set_b, get_b = slot("B")
+    set_c, get_c = slot("C")

@@ -10,38 +10,27 @@ Example:
 
 from __future__ import annotations
 
-import operator
 from enum import IntEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BeforeValidator
-
-from ..errors import HipdnnError
 from ..tensor import TensorAttributes
-from ..tensor_input import as_index, keyword
-from ..types import ErrorCode, MoeGroupedMatmulMode
-from .base import NodeAttributes
+from ..tensor_input import keyword
+from ..types import MoeGroupedMatmulMode
+from .accessors import SlotSetter, member, slot
+from .checks import bounded_int, enum_check
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["MoeGroupedMatmulAttributes", "MoeGroupedMatmulBwdAttributes"]
 
 
-def _mode(value: Any) -> MoeGroupedMatmulMode:
-    """``value`` as a :class:`MoeGroupedMatmulMode` (a member or its number; not a bool)."""
-    if not isinstance(value, bool):
-        try:
-            return MoeGroupedMatmulMode(operator.index(value))
-        except (TypeError, ValueError):
-            pass
-    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown MoE grouped matmul mode {value!r}")
+#: ``(value, what) -> MoeGroupedMatmulMode`` (a member or its number; not a bool)
+_mode = enum_check(MoeGroupedMatmulMode)
 
 
 def _top_k(value: Any, what: str) -> int:
     """``value`` as hipDNN's ``int32_t top_k``."""
-    number = as_index(value, what)
-    if not -(2**31) <= number < 2**31:
-        message = f"{what} must be a 32-bit integer (hipDNN's int32), got {number}"
-        raise HipdnnError(ErrorCode.INVALID_VALUE, message)
-    return number
+    message = "{what} must be a 32-bit integer (hipDNN's int32), got {number}"
+    return bounded_int(value, what, 32, message)
 
 
 class MoeGroupedMatmulAttributes(NodeAttributes):
@@ -60,83 +49,38 @@ class MoeGroupedMatmulAttributes(NodeAttributes):
     ``SCATTER`` needs it in ``[1, experts]``).
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         TOKEN = 0
         WEIGHT = 1
         FIRST_TOKEN_OFFSET = 2
         TOKEN_INDEX = 3
         TOKEN_KS = 4
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         OUTPUT = 0
 
-    mode: Annotated[MoeGroupedMatmulMode, BeforeValidator(_mode)] = MoeGroupedMatmulMode.NONE
+    mode: Annotated[MoeGroupedMatmulMode, keyword(_mode, "MoE grouped matmul mode")] = (
+        MoeGroupedMatmulMode.NONE
+    )
     top_k: Annotated[int, keyword(_top_k, "top_k")] = 0
 
-    def set_token(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulAttributes:
-        return self._set_input(self.InputNames.TOKEN, tensor)
-
-    def set_weight(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulAttributes:
-        return self._set_input(self.InputNames.WEIGHT, tensor)
-
-    def set_first_token_offset(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulAttributes:
-        return self._set_input(self.InputNames.FIRST_TOKEN_OFFSET, tensor)
-
-    def set_token_index(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulAttributes:
-        return self._set_input(self.InputNames.TOKEN_INDEX, tensor)
-
-    def set_token_ks(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulAttributes:
-        return self._set_input(self.InputNames.TOKEN_KS, tensor)
-
-    def set_output(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulAttributes:
-        return self._set_output(self.OutputNames.OUTPUT, tensor)
-
-    def get_token(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.TOKEN)
-
-    def get_weight(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.WEIGHT)
-
-    def get_first_token_offset(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.FIRST_TOKEN_OFFSET)
-
-    def get_token_index(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.TOKEN_INDEX)
-
-    def get_token_ks(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.TOKEN_KS)
+    set_token, get_token = slot("TOKEN")
+    set_weight, get_weight = slot("WEIGHT")
+    set_first_token_offset, get_first_token_offset = slot("FIRST_TOKEN_OFFSET")
+    set_token_index, get_token_index = slot("TOKEN_INDEX")
+    set_token_ks, get_token_ks = slot("TOKEN_KS")
+    set_output: ClassVar[SlotSetter[TensorAttributes | None]] = SlotSetter("OUTPUT")
 
     def get_output(self, slot: IntEnum | None = None) -> TensorAttributes | None:
         """The OUTPUT tensor (hipDNN's getter), or the tensor of output ``slot`` when given."""
         return self.outputs.get(self.OutputNames.OUTPUT if slot is None else slot)
 
-    def set_mode(self, value: MoeGroupedMatmulMode | int) -> MoeGroupedMatmulAttributes:
-        """How rows are routed (:class:`MoeGroupedMatmulMode`).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a mode.
-        """
-        self.mode = _mode(value)
-        return self
-
-    def get_mode(self) -> MoeGroupedMatmulMode:
-        return self.mode
-
-    def set_top_k(self, value: int) -> MoeGroupedMatmulAttributes:
-        """How many experts each token is routed to (``SCATTER`` mode).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not an int32.
-        """
-        self.top_k = _top_k(value, "top_k")
-        return self
-
-    def get_top_k(self) -> int:
-        return self.top_k
+    set_mode, get_mode = member(
+        "mode", _mode, "MoE grouped matmul mode", doc="How rows are routed."
+    )
+    set_top_k, get_top_k = member(
+        "top_k", _top_k, doc="How many experts each token is routed to (``SCATTER`` mode)."
+    )
 
 
 class MoeGroupedMatmulBwdAttributes(NodeAttributes):
@@ -152,40 +96,15 @@ class MoeGroupedMatmulBwdAttributes(NodeAttributes):
     No members besides its tensors, its name and its compute type.
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         DOUTPUT = 0
         TOKEN = 1
         FIRST_TOKEN_OFFSET = 2
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         DWEIGHT = 0
 
-    def set_doutput(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulBwdAttributes:
-        return self._set_input(self.InputNames.DOUTPUT, tensor)
-
-    def set_token(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulBwdAttributes:
-        return self._set_input(self.InputNames.TOKEN, tensor)
-
-    def set_first_token_offset(
-        self, tensor: TensorAttributes | None
-    ) -> MoeGroupedMatmulBwdAttributes:
-        return self._set_input(self.InputNames.FIRST_TOKEN_OFFSET, tensor)
-
-    def set_dweight(self, tensor: TensorAttributes | None) -> MoeGroupedMatmulBwdAttributes:
-        return self._set_output(self.OutputNames.DWEIGHT, tensor)
-
-    def get_doutput(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.DOUTPUT)
-
-    def get_token(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.TOKEN)
-
-    def get_first_token_offset(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.FIRST_TOKEN_OFFSET)
-
-    def get_dweight(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DWEIGHT)
+    set_doutput, get_doutput = slot("DOUTPUT")
+    set_token, get_token = slot("TOKEN")
+    set_first_token_offset, get_first_token_offset = slot("FIRST_TOKEN_OFFSET")
+    set_dweight, get_dweight = slot("DWEIGHT")

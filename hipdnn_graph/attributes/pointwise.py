@@ -9,33 +9,23 @@ Example:
 
 from __future__ import annotations
 
-import operator
-from enum import IntEnum
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator
-
-from ..errors import HipdnnError
-from ..tensor import TensorAttributes
 from ..tensor_input import as_index, as_optional_index, keyword
-from ..types import ErrorCode, PointwiseMode
-from .base import NodeAttributes, _real_float32
+from ..types import PointwiseMode
+from .accessors import member, optional_member, slot
+from .checks import enum_check, real_float32
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["PointwiseAttributes"]
 
 
-def _mode(value: Any, what: str = "mode") -> PointwiseMode:
-    """``value`` as a :class:`PointwiseMode` (a member or its number; not a bool)."""
-    if not isinstance(value, bool):
-        try:
-            return PointwiseMode(operator.index(value))
-        except (TypeError, ValueError):
-            pass
-    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown pointwise {what} {value!r}")
+#: ``(value, what) -> PointwiseMode`` (a member or its number; not a bool)
+_mode = enum_check(PointwiseMode)
 
 
 def _optional_float(value: Any, what: str) -> float | None:
-    return None if value is None else _real_float32(value, what)
+    return None if value is None else real_float32(value, what)
 
 
 class PointwiseAttributes(NodeAttributes):
@@ -51,19 +41,15 @@ class PointwiseAttributes(NodeAttributes):
     ``softplus_beta``; ``axis`` (an integer, for ``GEN_INDEX``).
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         IN_0 = 0
         IN_1 = 1
         IN_2 = 2
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         OUT_0 = 0
 
-    mode: Annotated[PointwiseMode, BeforeValidator(_mode)] = PointwiseMode.NOT_SET
+    mode: Annotated[PointwiseMode, keyword(_mode, "pointwise mode")] = PointwiseMode.NOT_SET
     relu_lower_clip: Annotated[float | None, keyword(_optional_float, "relu_lower_clip")] = None
     relu_upper_clip: Annotated[float | None, keyword(_optional_float, "relu_upper_clip")] = None
     relu_lower_clip_slope: Annotated[
@@ -75,88 +61,19 @@ class PointwiseAttributes(NodeAttributes):
     softplus_beta: Annotated[float | None, keyword(_optional_float, "softplus_beta")] = None
 
     # ----- slots -----
-    def set_input_0(self, tensor: TensorAttributes | None) -> PointwiseAttributes:
-        return self._set_input(self.InputNames.IN_0, tensor)
-
-    def set_input_1(self, tensor: TensorAttributes | None) -> PointwiseAttributes:
-        return self._set_input(self.InputNames.IN_1, tensor)
-
-    def set_input_2(self, tensor: TensorAttributes | None) -> PointwiseAttributes:
-        return self._set_input(self.InputNames.IN_2, tensor)
-
-    def set_output_0(self, tensor: TensorAttributes | None) -> PointwiseAttributes:
-        return self._set_output(self.OutputNames.OUT_0, tensor)
-
-    def get_input_0(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.IN_0)
-
-    def get_input_1(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.IN_1)
-
-    def get_input_2(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.IN_2)
-
-    def get_output_0(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.OUT_0)
+    set_input_0, get_input_0 = slot("IN_0")
+    set_input_1, get_input_1 = slot("IN_1")
+    set_input_2, get_input_2 = slot("IN_2")
+    set_output_0, get_output_0 = slot("OUT_0")
 
     # ----- scalars -----
-    def set_mode(self, value: PointwiseMode | int) -> PointwiseAttributes:
-        """The operation (:class:`PointwiseMode`).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a mode.
-        """
-        self.mode = _mode(value)
-        return self
-
-    def set_relu_lower_clip(self, value: float) -> PointwiseAttributes:
-        self.relu_lower_clip = _real_float32(value, "relu_lower_clip")
-        return self
-
-    def set_relu_upper_clip(self, value: float) -> PointwiseAttributes:
-        self.relu_upper_clip = _real_float32(value, "relu_upper_clip")
-        return self
-
-    def set_relu_lower_clip_slope(self, value: float) -> PointwiseAttributes:
-        self.relu_lower_clip_slope = _real_float32(value, "relu_lower_clip_slope")
-        return self
-
-    def set_swish_beta(self, value: float) -> PointwiseAttributes:
-        self.swish_beta = _real_float32(value, "swish_beta")
-        return self
-
-    def set_elu_alpha(self, value: float) -> PointwiseAttributes:
-        self.elu_alpha = _real_float32(value, "elu_alpha")
-        return self
-
-    def set_softplus_beta(self, value: float) -> PointwiseAttributes:
-        self.softplus_beta = _real_float32(value, "softplus_beta")
-        return self
-
-    def set_axis(self, value: int) -> PointwiseAttributes:
-        self.axis = as_index(value, "axis")
-        return self
-
-    def get_mode(self) -> PointwiseMode:
-        return self.mode
-
-    def get_relu_lower_clip(self) -> float | None:
-        return self.relu_lower_clip
-
-    def get_relu_upper_clip(self) -> float | None:
-        return self.relu_upper_clip
-
-    def get_relu_lower_clip_slope(self) -> float | None:
-        return self.relu_lower_clip_slope
-
-    def get_swish_beta(self) -> float | None:
-        return self.swish_beta
-
-    def get_elu_alpha(self) -> float | None:
-        return self.elu_alpha
-
-    def get_softplus_beta(self) -> float | None:
-        return self.softplus_beta
-
-    def get_axis(self) -> int | None:
-        return self.axis
+    set_mode, get_mode = member("mode", _mode, "pointwise mode", doc="The operation.")
+    set_relu_lower_clip, get_relu_lower_clip = optional_member("relu_lower_clip", real_float32)
+    set_relu_upper_clip, get_relu_upper_clip = optional_member("relu_upper_clip", real_float32)
+    set_relu_lower_clip_slope, get_relu_lower_clip_slope = optional_member(
+        "relu_lower_clip_slope", real_float32
+    )
+    set_swish_beta, get_swish_beta = optional_member("swish_beta", real_float32)
+    set_elu_alpha, get_elu_alpha = optional_member("elu_alpha", real_float32)
+    set_softplus_beta, get_softplus_beta = optional_member("softplus_beta", real_float32)
+    set_axis, get_axis = optional_member("axis", as_index)

@@ -9,29 +9,19 @@ Example:
 
 from __future__ import annotations
 
-import operator
-from enum import IntEnum
-from typing import Annotated, Any
+from typing import Annotated
 
-from pydantic import BeforeValidator
-
-from ..errors import HipdnnError
-from ..tensor import TensorAttributes
 from ..tensor_input import as_flag, keyword
-from ..types import ErrorCode, ReductionMode
-from .base import NodeAttributes
+from ..types import ReductionMode
+from .accessors import member, slot
+from .checks import enum_check
+from .node_attributes import InputSlots, NodeAttributes, OutputSlots
 
 __all__ = ["ReductionAttributes"]
 
 
-def _mode(value: Any) -> ReductionMode:
-    """``value`` as a :class:`ReductionMode` (a member or its number; not a bool)."""
-    if not isinstance(value, bool):
-        try:
-            return ReductionMode(operator.index(value))
-        except (TypeError, ValueError):
-            pass
-    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown reduction mode {value!r}")
+#: ``(value, what) -> ReductionMode`` (a member or its number; not a bool)
+_mode = enum_check(ReductionMode)
 
 
 class ReductionAttributes(NodeAttributes):
@@ -45,51 +35,19 @@ class ReductionAttributes(NodeAttributes):
     (``False`` unless set: a request for deterministic kernels).
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
 
-    mode: Annotated[ReductionMode, BeforeValidator(_mode)] = ReductionMode.NOT_SET
+    mode: Annotated[ReductionMode, keyword(_mode, "reduction mode")] = ReductionMode.NOT_SET
     is_deterministic: Annotated[bool, keyword(as_flag, "is_deterministic")] = False
 
-    def set_x(self, tensor: TensorAttributes | None) -> ReductionAttributes:
-        return self._set_input(self.InputNames.X, tensor)
+    set_x, get_x = slot("X")
+    set_y, get_y = slot("Y")
 
-    def set_y(self, tensor: TensorAttributes | None) -> ReductionAttributes:
-        return self._set_output(self.OutputNames.Y, tensor)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_y(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.Y)
-
-    def set_mode(self, value: ReductionMode | int) -> ReductionAttributes:
-        """The reduction (:class:`ReductionMode`).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a mode.
-        """
-        self.mode = _mode(value)
-        return self
-
-    def get_mode(self) -> ReductionMode:
-        return self.mode
-
-    def set_is_deterministic(self, value: bool) -> ReductionAttributes:
-        """Request deterministic kernels.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
-        """
-        self.is_deterministic = as_flag(value, "is_deterministic")
-        return self
-
-    def get_is_deterministic(self) -> bool:
-        return self.is_deterministic
+    set_mode, get_mode = member("mode", _mode, "reduction mode", doc="The reduction.")
+    set_is_deterministic, get_is_deterministic = member(
+        "is_deterministic", as_flag, doc="Request deterministic kernels."
+    )

@@ -12,27 +12,23 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
-from typing import Annotated, Any, Self
+from typing import Annotated
 
-from pydantic import BeforeValidator, Field
+from pydantic import Field
 
-from ..tensor import TensorAttributes
 from ..tensor_input import as_flag, as_int_list, keyword
 from ..types import PaddingMode, ResampleMode
-from .windowed import WindowedAttributes, int_list_field, mode_of
+from .accessors import member, slot
+from .checks import enum_check
+from .node_attributes import InputSlots, OutputSlots
+from .windowed import WindowedAttributes, int_list_field
 
 __all__ = ["ResampleAttributes", "ResampleBwdAttributes", "ResampleFwdAttributes"]
 
 
-def _resample_mode(value: Any) -> ResampleMode:
-    """``value`` as a :class:`ResampleMode` (a member or its number; not a bool)."""
-    return mode_of(ResampleMode, value, "resample mode")
-
-
-def _padding_mode(value: Any) -> PaddingMode:
-    """``value`` as a :class:`PaddingMode` (a member or its number; not a bool)."""
-    return mode_of(PaddingMode, value, "padding mode")
+#: ``(value, what) -> ResampleMode`` and ``-> PaddingMode`` (a member or its number; not a bool)
+_resample_mode = enum_check(ResampleMode)
+_padding_mode = enum_check(PaddingMode)
 
 
 class ResampleAttributes(WindowedAttributes):
@@ -41,44 +37,28 @@ class ResampleAttributes(WindowedAttributes):
     ``padding_mode`` (``NOT_SET`` until set)."""
 
     window: Annotated[list[int], int_list_field("window")] = Field(default_factory=list)
-    resample_mode: Annotated[ResampleMode, BeforeValidator(_resample_mode)] = ResampleMode.NOT_SET
-    padding_mode: Annotated[PaddingMode, BeforeValidator(_padding_mode)] = PaddingMode.NOT_SET
+    resample_mode: Annotated[ResampleMode, keyword(_resample_mode, "resample mode")] = (
+        ResampleMode.NOT_SET
+    )
+    padding_mode: Annotated[PaddingMode, keyword(_padding_mode, "padding mode")] = (
+        PaddingMode.NOT_SET
+    )
 
-    def set_window(self, values: Any) -> Self:
-        """The window size of each spatial dim.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
-        """
-        self.window = as_int_list(values, "window")
-        return self
-
-    def set_resample_mode(self, value: ResampleMode | int) -> Self:
-        """How each window combines (:class:`ResampleMode`).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a mode.
-        """
-        self.resample_mode = _resample_mode(value)
-        return self
-
-    def set_padding_mode(self, value: PaddingMode | int) -> Self:
-        """What the padding reads as (:class:`PaddingMode`).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a mode.
-        """
-        self.padding_mode = _padding_mode(value)
-        return self
-
-    def get_window(self) -> list[int]:
-        return list(self.window)
-
-    def get_resample_mode(self) -> ResampleMode:
-        return self.resample_mode
-
-    def get_padding_mode(self) -> PaddingMode:
-        return self.padding_mode
+    set_window, get_window = member(
+        "window", as_int_list, doc="The window size of each spatial dim."
+    )
+    set_resample_mode, get_resample_mode = member(
+        "resample_mode",
+        _resample_mode,
+        "resample mode",
+        doc="How each window combines (:class:`ResampleMode`).",
+    )
+    set_padding_mode, get_padding_mode = member(
+        "padding_mode",
+        _padding_mode,
+        "padding mode",
+        doc="What the padding reads as (:class:`PaddingMode`).",
+    )
 
 
 class ResampleFwdAttributes(ResampleAttributes):
@@ -95,36 +75,18 @@ class ResampleFwdAttributes(ResampleAttributes):
     included, is written to the wire and an unset one is not.
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
         INDEX = 1
 
     generate_index: Annotated[bool | None, keyword(as_flag, "generate_index")] = None
 
-    def set_x(self, tensor: TensorAttributes | None) -> ResampleFwdAttributes:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_y(self, tensor: TensorAttributes | None) -> ResampleFwdAttributes:
-        return self._set_output(self.OutputNames.Y, tensor)
-
-    def set_index(self, tensor: TensorAttributes | None) -> ResampleFwdAttributes:
-        return self._set_output(self.OutputNames.INDEX, tensor)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_y(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.Y)
-
-    def get_index(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.INDEX)
+    set_x, get_x = slot("X")
+    set_y, get_y = slot("Y")
+    set_index, get_index = slot("INDEX")
 
     def set_generate_index(self, value: bool) -> ResampleFwdAttributes:
         """Ask a ``MAXPOOL`` node for the INDEX output.
@@ -152,31 +114,13 @@ class ResampleBwdAttributes(ResampleAttributes):
     ``in = (out - 1) * stride - pre - post + window`` when DX has no dims.
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         DY = 0
         INDEX = 1
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         DX = 0
 
-    def set_dy(self, tensor: TensorAttributes | None) -> ResampleBwdAttributes:
-        return self._set_input(self.InputNames.DY, tensor)
-
-    def set_index(self, tensor: TensorAttributes | None) -> ResampleBwdAttributes:
-        return self._set_input(self.InputNames.INDEX, tensor)
-
-    def set_dx(self, tensor: TensorAttributes | None) -> ResampleBwdAttributes:
-        return self._set_output(self.OutputNames.DX, tensor)
-
-    def get_dy(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.DY)
-
-    def get_index(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.INDEX)
-
-    def get_dx(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DX)
+    set_dy, get_dy = slot("DY")
+    set_index, get_index = slot("INDEX")
+    set_dx, get_dx = slot("DX")

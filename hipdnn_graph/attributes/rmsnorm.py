@@ -10,35 +10,14 @@ Example:
 
 from __future__ import annotations
 
-import operator
-from enum import IntEnum
-from typing import Annotated, Any
-
-from pydantic import BeforeValidator
-
-from ..errors import HipdnnError
-from ..tensor import TensorAttributes
-from ..types import ErrorCode, NormFwdPhase
-from .base import NodeAttributes
+from .accessors import scalar_slot, slot
+from .node_attributes import InputSlots, OutputSlots
+from .norm_common import ForwardPhase, norm_fwd_phase
 
 __all__ = ["RMSNormAttributes", "norm_fwd_phase"]
 
 
-def norm_fwd_phase(value: Any) -> NormFwdPhase:
-    """``value`` as a :class:`NormFwdPhase` (a member or its number; not a bool).
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` for anything else.
-    """
-    if not isinstance(value, bool):
-        try:
-            return NormFwdPhase(operator.index(value))
-        except (TypeError, ValueError):
-            pass
-    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown forward phase {value!r}")
-
-
-class RMSNormAttributes(NodeAttributes):
+class RMSNormAttributes(ForwardPhase):
     """Configuration of an RMSNorm forward node:
     ``Y = X * inv_rms * SCALE (+ BIAS)``, ``inv_rms = 1 / sqrt(mean(X²) + EPSILON)`` over the
     normalized shape (the trailing dims where SCALE equals X).
@@ -54,66 +33,19 @@ class RMSNormAttributes(NodeAttributes):
     validation).
     """  # noqa: E501
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         X = 0
         SCALE = 1
         EPSILON = 2
         BIAS = 3
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         Y = 0
         INV_RMS = 1
 
-    forward_phase: Annotated[NormFwdPhase, BeforeValidator(norm_fwd_phase)] = NormFwdPhase.NOT_SET
-
-    def set_x(self, tensor: TensorAttributes | None) -> RMSNormAttributes:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_scale(self, tensor: TensorAttributes | None) -> RMSNormAttributes:
-        return self._set_input(self.InputNames.SCALE, tensor)
-
-    def set_epsilon(self, tensor: TensorAttributes | float | None) -> RMSNormAttributes:
-        return self._set_input(self.InputNames.EPSILON, tensor)
-
-    def set_bias(self, tensor: TensorAttributes | None) -> RMSNormAttributes:
-        return self._set_input(self.InputNames.BIAS, tensor)
-
-    def set_y(self, tensor: TensorAttributes | None) -> RMSNormAttributes:
-        return self._set_output(self.OutputNames.Y, tensor)
-
-    def set_inv_rms(self, tensor: TensorAttributes | None) -> RMSNormAttributes:
-        return self._set_output(self.OutputNames.INV_RMS, tensor)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_scale(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.SCALE)
-
-    def get_epsilon(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.EPSILON)
-
-    def get_bias(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.BIAS)
-
-    def get_y(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.Y)
-
-    def get_inv_rms(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.INV_RMS)
-
-    def set_forward_phase(self, value: NormFwdPhase | int) -> RMSNormAttributes:
-        """``TRAINING`` (also writes INV_RMS) or ``INFERENCE``.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a phase.
-        """
-        self.forward_phase = norm_fwd_phase(value)
-        return self
-
-    def get_forward_phase(self) -> NormFwdPhase:
-        return self.forward_phase
+    set_x, get_x = slot("X")
+    set_scale, get_scale = slot("SCALE")
+    set_epsilon, get_epsilon = scalar_slot("EPSILON")
+    set_bias, get_bias = slot("BIAS")
+    set_y, get_y = slot("Y")
+    set_inv_rms, get_inv_rms = slot("INV_RMS")

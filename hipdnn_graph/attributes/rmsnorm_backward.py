@@ -9,23 +9,17 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
-from typing import Annotated, Any
+from typing import Annotated
 
-from pydantic import BeforeValidator
-
-from ..tensor import TensorAttributes
-from ..tensor_input import as_flag
-from .base import NodeAttributes
+from ..tensor_input import as_flag, keyword
+from .accessors import member, slot
+from .node_attributes import InputSlots
+from .norm_common import NormGradients
 
 __all__ = ["RMSNormBackwardAttributes"]
 
 
-def _compute_dbias(value: Any) -> bool:
-    return as_flag(value, "compute_dbias")
-
-
-class RMSNormBackwardAttributes(NodeAttributes):
+class RMSNormBackwardAttributes(NormGradients):
     """Configuration of an RMSNorm backward node: from DY, X, SCALE and the forward pass's saved
     INV_RMS, the gradients DX, DSCALE and (optionally) DBIAS.
 
@@ -41,73 +35,21 @@ class RMSNormBackwardAttributes(NodeAttributes):
     names it.
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         DY = 0
         X = 1
         SCALE = 2
         INV_RMS = 3
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
+    compute_dbias: Annotated[bool, keyword(as_flag, "compute_dbias")] = False
 
-        DX = 0
-        DSCALE = 1
-        DBIAS = 2
+    set_inv_rms, get_inv_rms = slot("INV_RMS")
 
-    compute_dbias: Annotated[bool, BeforeValidator(_compute_dbias)] = False
-
-    def set_dy(self, tensor: TensorAttributes | None) -> RMSNormBackwardAttributes:
-        return self._set_input(self.InputNames.DY, tensor)
-
-    def set_x(self, tensor: TensorAttributes | None) -> RMSNormBackwardAttributes:
-        return self._set_input(self.InputNames.X, tensor)
-
-    def set_scale(self, tensor: TensorAttributes | None) -> RMSNormBackwardAttributes:
-        return self._set_input(self.InputNames.SCALE, tensor)
-
-    def set_inv_rms(self, tensor: TensorAttributes | None) -> RMSNormBackwardAttributes:
-        return self._set_input(self.InputNames.INV_RMS, tensor)
-
-    def set_dx(self, tensor: TensorAttributes | None) -> RMSNormBackwardAttributes:
-        return self._set_output(self.OutputNames.DX, tensor)
-
-    def set_dscale(self, tensor: TensorAttributes | None) -> RMSNormBackwardAttributes:
-        return self._set_output(self.OutputNames.DSCALE, tensor)
-
-    def set_dbias(self, tensor: TensorAttributes | None) -> RMSNormBackwardAttributes:
-        return self._set_output(self.OutputNames.DBIAS, tensor)
-
-    def get_dy(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.DY)
-
-    def get_x(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.X)
-
-    def get_scale(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.SCALE)
-
-    def get_inv_rms(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.INV_RMS)
-
-    def get_dx(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DX)
-
-    def get_dscale(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DSCALE)
-
-    def get_dbias(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.DBIAS)
-
-    def set_compute_dbias(self, value: bool) -> RMSNormBackwardAttributes:
-        """Whether ``Graph.rmsnorm_backward`` also creates the DBIAS output.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
-        """
-        self.compute_dbias = _compute_dbias(value)
-        return self
+    set_compute_dbias, get_compute_dbias = member(
+        "compute_dbias",
+        as_flag,
+        doc="Whether ``Graph.rmsnorm_backward`` also creates the DBIAS output.",
+    )
 
     def has_dbias(self, value: bool) -> RMSNormBackwardAttributes:
         """hipDNN's fluent alias of :meth:`set_compute_dbias`.
@@ -116,6 +58,3 @@ class RMSNormBackwardAttributes(NodeAttributes):
             HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
         """
         return self.set_compute_dbias(value)
-
-    def get_compute_dbias(self) -> bool:
-        return self.compute_dbias

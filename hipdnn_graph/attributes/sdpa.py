@@ -9,14 +9,15 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Annotated, Any, overload
 
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
 from ..tensor_input import as_flag, as_optional_flag, keyword
 from ..types import ErrorCode
-from .base import SdpaCommonAttributes
+from .accessors import member, slot
+from .node_attributes import InputSlots, OutputSlots
+from .sdpa_common import SdpaCommonAttributes
 
 __all__ = ["SdpaAttributes"]
 
@@ -33,9 +34,7 @@ class SdpaAttributes(SdpaCommonAttributes):
     | Seed, Offset, Dropout_mask, Dropout_scale | optional | | | |
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         Q = 0
         K = 1
         V = 2
@@ -48,33 +47,20 @@ class SdpaAttributes(SdpaCommonAttributes):
         Dropout_mask = 9
         Dropout_scale = 10
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         O = 0  # noqa: E741
         Stats = 1
 
     generate_stats: Annotated[bool | None, keyword(as_optional_flag, "generate_stats")] = None
 
-    def set_o(self, tensor: TensorAttributes | None) -> SdpaAttributes:
-        return self._set_output(self.OutputNames.O, tensor)
+    set_o, get_o = slot("O")
+    set_stats, get_stats = slot("Stats")
 
-    def set_stats(self, tensor: TensorAttributes | None) -> SdpaAttributes:
-        return self._set_output(self.OutputNames.Stats, tensor)
-
-    def get_o(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.O)
-
-    def get_stats(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.Stats)
-
-    def set_generate_stats(self, value: bool | None) -> SdpaAttributes:
-        """Whether the forward writes Stats (needed by the backward)."""
-        self.generate_stats = as_optional_flag(value, "generate_stats")
-        return self
-
-    def get_generate_stats(self) -> bool | None:
-        return self.generate_stats
+    set_generate_stats, get_generate_stats = member(
+        "generate_stats",
+        as_optional_flag,
+        doc="Whether the forward writes Stats (needed by the backward).",
+    )
 
     def set_is_inference(self, value: bool) -> SdpaAttributes:
         """cuDNN spelling: ``set_is_inference(b)`` is ``set_generate_stats(not b)``."""

@@ -11,12 +11,13 @@ Example:
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Any, overload
 
 from ..tensor import TensorAttributes
 from ..tensor_input import as_flag
-from .base import SdpaCommonAttributes
+from .accessors import scalar_slot, slot
+from .node_attributes import InputSlots, OutputSlots
+from .sdpa_common import SdpaCommonAttributes
 
 __all__ = ["SdpaBackwardAttributes"]
 
@@ -38,9 +39,7 @@ class SdpaBackwardAttributes(SdpaCommonAttributes):
     | Dropout_mask, Dropout_scale, Dropout_scale_inv | explicit dropout | | | |
     """
 
-    class InputNames(IntEnum):
-        """Input slots in hipDNN's order."""
-
+    class InputNames(InputSlots):
         Q = 0
         K = 1
         V = 2
@@ -57,64 +56,21 @@ class SdpaBackwardAttributes(SdpaCommonAttributes):
         Dropout_scale = 13
         Dropout_scale_inv = 14
 
-    class OutputNames(IntEnum):
-        """Output slots in hipDNN's order."""
-
+    class OutputNames(OutputSlots):
         dQ = 0
         dK = 1
         dV = 2
         dBias = 3
 
     # ----- backward-only slots -----
-    def set_o(self, tensor: TensorAttributes | None) -> SdpaBackwardAttributes:
-        return self._set_input(self.InputNames.O, tensor)
-
-    def set_do(self, tensor: TensorAttributes | None) -> SdpaBackwardAttributes:
-        return self._set_input(self.InputNames.dO, tensor)
-
-    def set_stats(self, tensor: TensorAttributes | None) -> SdpaBackwardAttributes:
-        return self._set_input(self.InputNames.Stats, tensor)
-
-    def set_dropout_scale_inv(
-        self, tensor: TensorAttributes | float | None
-    ) -> SdpaBackwardAttributes:
-        return self._set_input(self.InputNames.Dropout_scale_inv, tensor)
-
-    def set_dq(self, tensor: TensorAttributes | None) -> SdpaBackwardAttributes:
-        return self._set_output(self.OutputNames.dQ, tensor)
-
-    def set_dk(self, tensor: TensorAttributes | None) -> SdpaBackwardAttributes:
-        return self._set_output(self.OutputNames.dK, tensor)
-
-    def set_dv(self, tensor: TensorAttributes | None) -> SdpaBackwardAttributes:
-        return self._set_output(self.OutputNames.dV, tensor)
-
-    def set_dbias(self, tensor: TensorAttributes | None) -> SdpaBackwardAttributes:
-        return self._set_output(self.OutputNames.dBias, tensor)
-
-    def get_o(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.O)
-
-    def get_do(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.dO)
-
-    def get_stats(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.Stats)
-
-    def get_dropout_scale_inv(self) -> TensorAttributes | None:
-        return self.inputs.get(self.InputNames.Dropout_scale_inv)
-
-    def get_dq(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.dQ)
-
-    def get_dk(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.dK)
-
-    def get_dv(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.dV)
-
-    def get_dbias(self) -> TensorAttributes | None:
-        return self.outputs.get(self.OutputNames.dBias)
+    set_o, get_o = slot("O")
+    set_do, get_do = slot("dO")
+    set_stats, get_stats = slot("Stats")
+    set_dropout_scale_inv, get_dropout_scale_inv = scalar_slot("Dropout_scale_inv")
+    set_dq, get_dq = slot("dQ")
+    set_dk, get_dk = slot("dK")
+    set_dv, get_dv = slot("dV")
+    set_dbias, get_dbias = slot("dBias")
 
     # ----- the two set_dropout forms -----
     @overload

@@ -1,6 +1,6 @@
 """What the convolution and resample attributes share: per spatial dim ``pre_padding``,
-``post_padding`` and ``stride`` (empty until set), their setters and getters, and the coercion
-of a family's mode enum.
+``post_padding`` and ``stride`` (empty until set), their setters and getters, and the validator
+of a per-spatial-dim list.
 
 Example:
     >>> from hipdnn_graph import ConvFpropAttributes, ResampleFwdAttributes
@@ -12,34 +12,15 @@ Example:
 
 from __future__ import annotations
 
-import operator
-from enum import IntEnum
-from typing import Annotated, Any, Self, TypeVar
+from typing import Annotated
 
 from pydantic import BeforeValidator, Field
 
-from ..errors import HipdnnError
 from ..tensor_input import as_int_list
-from ..types import ErrorCode
-from .base import NodeAttributes
+from .accessors import member
+from .node_attributes import NodeAttributes
 
-__all__ = ["WindowedAttributes", "int_list_field", "mode_of"]
-
-E = TypeVar("E", bound=IntEnum)
-
-
-def mode_of(enum: type[E], value: Any, what: str) -> E:
-    """``value`` as a member of ``enum`` (a member or its number; not a bool).
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` ``"Unknown <what> <value>"``.
-    """
-    if not isinstance(value, bool):
-        try:
-            return enum(operator.index(value))
-        except (TypeError, ValueError):
-            pass
-    raise HipdnnError(ErrorCode.INVALID_VALUE, f"Unknown {what} {value!r}")
+__all__ = ["WindowedAttributes", "int_list_field"]
 
 
 def int_list_field(what: str) -> BeforeValidator:
@@ -54,38 +35,12 @@ class WindowedAttributes(NodeAttributes):
     post_padding: Annotated[list[int], int_list_field("post_padding")] = Field(default_factory=list)
     stride: Annotated[list[int], int_list_field("stride")] = Field(default_factory=list)
 
-    def set_pre_padding(self, values: Any) -> Self:
-        """Padding before each spatial dim.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
-        """
-        self.pre_padding = as_int_list(values, "pre_padding")
-        return self
-
-    def set_post_padding(self, values: Any) -> Self:
-        """Padding after each spatial dim.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
-        """
-        self.post_padding = as_int_list(values, "post_padding")
-        return self
-
-    def set_stride(self, values: Any) -> Self:
-        """The stride of each spatial dim (of the filter, or of the window).
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` for values that are not integers.
-        """
-        self.stride = as_int_list(values, "stride")
-        return self
-
-    def get_pre_padding(self) -> list[int]:
-        return list(self.pre_padding)
-
-    def get_post_padding(self) -> list[int]:
-        return list(self.post_padding)
-
-    def get_stride(self) -> list[int]:
-        return list(self.stride)
+    set_pre_padding, get_pre_padding = member(
+        "pre_padding", as_int_list, doc="Padding before each spatial dim."
+    )
+    set_post_padding, get_post_padding = member(
+        "post_padding", as_int_list, doc="Padding after each spatial dim."
+    )
+    set_stride, get_stride = member(
+        "stride", as_int_list, doc="The stride of each spatial dim (of the filter or window)."
+    )

@@ -17,6 +17,7 @@ from .contract import (
     node_type_refusal,
 )
 from .dropout import IntSource, PhiloxDropout
+from .family_table import FamilyRecord, FamilyTable
 from .knobs import (
     BehaviorNote,
     FloatConstraint,
@@ -57,6 +58,8 @@ __all__ = [
     "Engine",
     "EngineApiVersion",
     "ExecutionPlan",
+    "FamilyRecord",
+    "FamilyTable",
     "FloatConstraint",
     "IntConstraint",
     "IntSource",

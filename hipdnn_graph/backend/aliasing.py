@@ -7,22 +7,15 @@ device memory too; NumPy arrays through ``np.shares_memory``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..errors import HipdnnError
-from ..types import ErrorCode
 from .buffers import is_torch_tensor
-
-if TYPE_CHECKING:
-    from .variant_pack import TensorSpec
+from .tensor_spec import TensorSpec, pack_error
 
 __all__ = ["alias_error", "check_output_kind", "overlap"]
-
-
-def _fail(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VARIANT_PACK, message)
 
 
 class _AddressView:
@@ -50,15 +43,15 @@ def check_output_kind(value: Any, spec: TensorSpec, torch_kind: bool) -> None:
     """Reject, before any conversion, output buffers that cannot be written in place."""
     if isinstance(value, np.ndarray):
         if not value.flags.writeable:  # checked here: torch.from_numpy would drop the flag
-            raise _fail(f"Variant pack output {spec.label} is read-only")
+            raise pack_error(f"Variant pack output {spec.label} is read-only")
     elif is_torch_tensor(value):
         if value.requires_grad:
-            raise _fail(
+            raise pack_error(
                 f"Variant pack output {spec.label} requires grad; engines write outputs in "
                 "place, so pass a tensor that does not (for example out.detach())"
             )
         if not torch_kind and (value.is_neg() or value.is_conj()):
-            raise _fail(
+            raise pack_error(
                 f"Variant pack output {spec.label} has its negative or conjugate bit set; "
                 "pass a tensor without it (resolve_neg() / resolve_conj())"
             )
@@ -83,7 +76,7 @@ def _torch_shares(a: Any, b: Any) -> bool:
 
 def alias_error(out: TensorSpec, other: TensorSpec) -> HipdnnError:
     kind = "output" if other.is_output else "input"
-    return _fail(
+    return pack_error(
         f"Variant pack output {out.label} shares memory with {kind} {other.label}; "
         "outputs must not alias other tensors"
     )

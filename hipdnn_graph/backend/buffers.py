@@ -45,6 +45,17 @@ def _fail(message: str) -> HipdnnError:
     return HipdnnError(ErrorCode.INVALID_VARIANT_PACK, message)
 
 
+def _unreadable(label: str, exc: Exception) -> HipdnnError:
+    return _fail(f"Variant pack tensor {label} cannot be read through DLPack: {exc}")
+
+
+def _not_a_buffer(value: Any, label: str) -> HipdnnError:
+    return _fail(
+        f"Variant pack value for {label} is a {type(value).__name__}; pass a NumPy array, "
+        "a torch tensor or a DLPack producer"
+    )
+
+
 def is_torch_tensor(value: Any) -> bool:
     """Whether ``value`` is a ``torch.Tensor`` (without importing torch)."""
     torch = sys.modules.get("torch")
@@ -99,13 +110,8 @@ def as_numpy(value: Any, label: str = "buffer") -> np.ndarray[Any, Any]:
         try:
             return np.from_dlpack(Exported(capsule))
         except Exception as exc:  # a device NumPy cannot read, a type it lacks, ...
-            raise _fail(
-                f"Variant pack tensor {label} cannot be read through DLPack: {exc}"
-            ) from exc
-    raise _fail(
-        f"Variant pack value for {label} is a {type(value).__name__}; pass a NumPy array, "
-        "a torch tensor or a DLPack producer"
-    )
+            raise _unreadable(label, exc) from exc
+    raise _not_a_buffer(value, label)
 
 
 def as_torch(value: Any, label: str = "buffer") -> Any:
@@ -136,10 +142,5 @@ def as_torch(value: Any, label: str = "buffer") -> Any:
 
             return from_dlpack(capsule)
         except Exception as exc:
-            raise _fail(
-                f"Variant pack tensor {label} cannot be read through DLPack: {exc}"
-            ) from exc
-    raise _fail(
-        f"Variant pack value for {label} is a {type(value).__name__}; pass a NumPy array, "
-        "a torch tensor or a DLPack producer"
-    )
+            raise _unreadable(label, exc) from exc
+    raise _not_a_buffer(value, label)

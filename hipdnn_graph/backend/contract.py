@@ -45,6 +45,7 @@ __all__ = [
     "engine_id",
     "engine_node_types",
     "node_type_refusal",
+    "override_shapes_refusal",
 ]
 
 _FNV_OFFSET = 0xCBF29CE484222325
@@ -180,6 +181,12 @@ class Engine(Protocol):
       (default: ``"1.2.0"``, what this contract delivered before versions existed); a graph
       requiring a newer one skips the engine with a reason
       (:mod:`hipdnn_graph.backend.api_version`).
+    - ``supports_override_shapes = True``: the engine serves graphs that call
+      ``set_override_shape_enabled(True)``: the frontend then asks it again (``check`` and
+      ``build_plan``) for a copy of the graph at each new override shape and keeps that plan
+      per shape, so its ``build_plan`` should be cheap (no compile per shape). Engines without
+      it refuse such graphs (:func:`override_shapes_refusal`; ``override_shapes_reason``, a
+      string, may say why).
     - ``serialize_plan(plan) -> bytes`` and ``deserialize_plan(graph, payload, knobs) ->
       ExecutionPlan``: compiled plans (:mod:`hipdnn_graph.graph.compiled_plans`). The first
       gives the engine's own bytes for a plan it built (a compile-cache key, a serialized
@@ -252,11 +259,34 @@ def node_type_refusal(engine: Any, graph: Graph) -> str | None:
     return None
 
 
+def override_shapes_refusal(engine: Any, graph: Graph) -> str | None:
+    """Why ``engine`` cannot run ``graph`` because the graph takes override shapes, or ``None``
+    (the graph does not, or the engine declares ``supports_override_shapes``).
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> class OneShape:
+        ...     override_shapes_reason = "it compiles a kernel for each shape"
+        >>> override_shapes_refusal(OneShape(), hg.Graph().set_override_shape_enabled(True))
+        'does not support override shapes (the graph called set_override_shape_enabled(True)): \
+it compiles a kernel for each shape'
+    """
+    enabled = getattr(graph, "is_override_shape_enabled", None)
+    if enabled is None or not enabled() or getattr(engine, "supports_override_shapes", False):
+        return None
+    why = getattr(engine, "override_shapes_reason", None) or "its plans serve one shape each"
+    return (
+        "does not support override shapes (the graph called set_override_shape_enabled(True)): "
+        f"{why}"
+    )
+
+
 def checked_support(engine: Engine, graph: Graph) -> tuple[bool, str]:
     """``engine.check(graph)`` as ``(accepted, reason)``, after the engine plugin API version
-    the graph requires (:func:`~hipdnn_graph.backend.api_version.api_version_refusal`) and the
-    families the engine declares (:func:`node_type_refusal`); a check that raises is a refusal
-    whose reason names the exception (a broken engine must not break selection or listings)."""
+    the graph requires (:func:`~hipdnn_graph.backend.api_version.api_version_refusal`), the
+    families the engine declares (:func:`node_type_refusal`) and its override-shape support
+    (:func:`override_shapes_refusal`); a check that raises is a refusal whose reason names the
+    exception (a broken engine must not break selection or listings)."""
     refused = api_version_refusal(engine, graph_required_api_version(graph))
     if refused is not None:
         return False, refused
@@ -264,6 +294,9 @@ def checked_support(engine: Engine, graph: Graph) -> tuple[bool, str]:
         refused = node_type_refusal(engine, graph)
     except Exception as exc:  # a broken node_types declaration
         return False, f"node_types raised {type(exc).__name__}: {exc}"
+    if refused is not None:
+        return False, refused
+    refused = override_shapes_refusal(engine, graph)
     if refused is not None:
         return False, refused
     try:

@@ -6,7 +6,8 @@ tensors or any DLPack producer; they are converted zero-copy to the kind the eng
 Every failure raises ``INVALID_VARIANT_PACK`` naming the tensor and what is wrong, for every
 engine alike: outputs must be writable (no read-only NumPy arrays, no views of ``bytes`` or of a
 read-only ``mmap``, see :mod:`hipdnn_graph.backend.memory`), must not require grad and must not
-alias other buffers; torch tensors must be dense (strided).
+alias other buffers; torch tensors must be dense (strided). The specs live in
+:mod:`.tensor_spec`, the checks of one buffer and of the workspace in :mod:`.pack_checks`.
 
 Example:
     >>> import numpy as np, hipdnn_graph as hg
@@ -29,20 +30,19 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
-from ..types import DataType, ErrorCode
+from ..types import ErrorCode
 from .aliasing import alias_error, check_output_kind, overlap
 from .buffers import as_numpy, as_torch, is_torch_tensor
-from .dtypes import numpy_dtype, torch_dtype
-from .layout import same_layout
 from .memory import array_is_read_only, tensor_is_read_only
+from .pack_checks import check_array, check_workspace
 from .pack_guard import PackGuard
+from .tensor_spec import TensorSpec, is_runtime_scalar, pack_error, scalar_value
 
 __all__ = [
     "TensorSpec",
@@ -54,97 +54,8 @@ __all__ = [
 ]
 
 
-def is_runtime_scalar(tensor: TensorAttributes) -> bool:
-    """Whether the engines receive ``tensor`` as a Python number: a pass-by-value tensor of
-    one element (no dims, or dims whose product is 1).
-
-    A pass-by-value tensor of more elements (hipDNN's ``Graph.tensor_like`` of any host array
-    makes one) is a host buffer: it is bound and read as an array, like any input.
-
-    Example:
-        >>> import hipdnn_graph as hg
-        >>> from hipdnn_graph.backend import is_runtime_scalar
-        >>> t = hg.TensorAttributes(dim=[1, 1], is_pass_by_value=True)
-        >>> is_runtime_scalar(t), is_runtime_scalar(t.set_dim([2, 3]))
-        (True, False)
-    """
-    return tensor.is_pass_by_value and tensor.get_volume() == 1
-
-
 #: how many :class:`PackGuard` a binder makes before it relies on its Python checks alone
 _GUARDS_PER_BINDER = 8
-
-
-def _fail(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VARIANT_PACK, message)
-
-
-@dataclass
-class TensorSpec:
-    """What the graph declares for one non-virtual tensor."""
-
-    uid: int
-    name: str
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    data_type: DataType
-    is_output: bool
-    #: a runtime scalar, bound as a Python number (:func:`is_runtime_scalar`); a pass-by-value
-    #: tensor of more elements is bound as an array, like any input
-    pass_by_value: bool = False
-    #: the graph's own tensor object; a variant-pack key must be this object (or its uid)
-    tensor: TensorAttributes | None = field(default=None, repr=False, compare=False)
-    label: str = field(init=False)
-    span_bytes: int = field(init=False)
-    #: NumPy dtype and byte strides a buffer matches on the fast path (``None``: no NumPy type)
-    np_dtype: np.dtype[Any] | None = field(init=False, repr=False)
-    byte_strides: tuple[int, ...] = field(init=False, repr=False)
-    _torch_dtype: Any = field(default=None, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self.label = f"'{self.name}' (uid {self.uid})"
-        try:
-            self.np_dtype = numpy_dtype(self.data_type)
-            itemsize = self.np_dtype.itemsize
-        except HipdnnError:
-            self.np_dtype, itemsize = None, 1
-        self.byte_strides = tuple(s * itemsize for s in self.strides)
-        extent = sum((d - 1) * abs(s) for d, s in zip(self.shape, self.strides, strict=False))
-        self.span_bytes = (extent + 1) * itemsize
-
-    @classmethod
-    def of(cls, tensor: TensorAttributes, is_output: bool) -> TensorSpec:
-        return cls(
-            uid=tensor.get_uid(),
-            name=tensor.name,
-            shape=tuple(tensor.dim),
-            strides=tuple(tensor.stride),
-            data_type=tensor.data_type,
-            is_output=is_output,
-            pass_by_value=is_runtime_scalar(tensor),
-            tensor=tensor,
-        )
-
-    def strides_match(self, strides: Sequence[int]) -> bool:
-        """Equal strides, ignoring dims of size 1 (their stride never matters)."""
-        return same_layout(self.shape, tuple(strides), self.strides)
-
-    def torch_dtype(self) -> Any:
-        if self._torch_dtype is None:
-            self._torch_dtype = torch_dtype(self.data_type)
-        return self._torch_dtype
-
-
-def _scalar(value: Any, spec: TensorSpec) -> int | float | bool:
-    if isinstance(value, bool | int | float):
-        return value
-    if isinstance(value, np.generic):
-        return value.item()  # type: ignore[no-any-return]
-    numel = value.numel() if is_torch_tensor(value) else getattr(value, "size", None)
-    if numel == 1:
-        item = value.reshape(-1)[0]
-        return item.item() if hasattr(item, "item") else item  # type: ignore[no-any-return]
-    raise _fail(f"Variant pack tensor {spec.label} is pass-by-value and needs a single number")
 
 
 class VariantPackBinder:
@@ -249,7 +160,7 @@ class VariantPackBinder:
         allow_missing_outputs: bool,
     ) -> tuple[dict[int, Any], Hashable | None]:
         if variant_pack.__class__ is not dict and not isinstance(variant_pack, Mapping):
-            raise _fail(
+            raise pack_error(
                 f"The variant pack must be a mapping of tensors or uids to buffers, "
                 f"got {type(variant_pack).__name__}"
             )
@@ -265,7 +176,7 @@ class VariantPackBinder:
                         self._check_outputs(bound, True)
                         self._last_pointers = pointers
                     if workspace_size > 0:
-                        self._check_workspace(workspace, workspace_size)
+                        check_workspace(workspace, workspace_size)
                     return bound, (pointers, scalars)
                 if not (allow_missing_outputs and all(s.uid in bound for s in self._required)):
                     bound = None
@@ -282,7 +193,7 @@ class VariantPackBinder:
         elif self.outputs:  # some outputs left out: check those present, remembering nothing
             self._check_outputs(bound, torch_kind)
         if workspace_size > 0:
-            self._check_workspace(workspace, workspace_size)
+            check_workspace(workspace, workspace_size)
         return bound, None
 
     def _bind_exact_torch(
@@ -310,7 +221,7 @@ class VariantPackBinder:
                     return None
                 uid, dtype, shape, strides, spec = entry
                 if dtype is None:
-                    bound[uid] = number = _scalar(value, spec)
+                    bound[uid] = number = scalar_value(value, spec)
                     scalars.append(number)
                 elif (
                     value.dtype is dtype
@@ -347,7 +258,7 @@ class VariantPackBinder:
                 if spec is None or key.__class__ is bool:  # True == 1, but is no uid
                     return None
                 if spec.pass_by_value:
-                    bound[spec.uid] = _scalar(value, spec)
+                    bound[spec.uid] = scalar_value(value, spec)
                 elif torch_kind:
                     if not (
                         getattr(value, "dtype", None) is spec._torch_dtype
@@ -386,12 +297,12 @@ class VariantPackBinder:
             if isinstance(key, TensorAttributes):
                 spec = by_uid.get(key.uid)  # type: ignore[arg-type]
                 if spec is None:
-                    raise _fail(
+                    raise pack_error(
                         f"Variant pack tensor '{key.name}' does not name a non-virtual tensor "
                         "of the graph"
                     )
                 if spec.tensor is not None and spec.tensor is not key:
-                    raise _fail(
+                    raise pack_error(
                         f"Variant pack tensor {spec.label} belongs to another graph; key it by "
                         "this graph's tensor or by uid"
                     )
@@ -399,7 +310,7 @@ class VariantPackBinder:
             elif key in by_uid and type(key) is not bool:  # True == 1, but is no uid
                 given[key] = value
             else:
-                raise _fail(
+                raise pack_error(
                     f"Variant pack key {key!r} does not name a non-virtual tensor of the graph"
                 )
         torch_kind = self.array_kind == "torch"
@@ -410,9 +321,9 @@ class VariantPackBinder:
             except KeyError:
                 if allow_missing_outputs and spec.is_output:
                     continue
-                raise _fail(f"Variant pack is missing tensor {spec.label}") from None
+                raise pack_error(f"Variant pack is missing tensor {spec.label}") from None
             if spec.pass_by_value:
-                bound[spec.uid] = _scalar(value, spec)
+                bound[spec.uid] = scalar_value(value, spec)
                 continue
             if (
                 not torch_kind
@@ -422,7 +333,7 @@ class VariantPackBinder:
                 and value.strides == spec.byte_strides
             ):  # fast path: exactly as declared
                 if spec.is_output and not value.flags.writeable:
-                    raise _fail(f"Variant pack output {spec.label} is read-only")
+                    raise pack_error(f"Variant pack output {spec.label} is read-only")
                 bound[spec.uid] = value
                 continue
             if (
@@ -445,40 +356,9 @@ class VariantPackBinder:
                     array = array.detach()
             else:
                 array = as_numpy(value, spec.label)
-            self._check_array(array, spec, torch_kind, value)
+            check_array(array, spec, torch_kind, value)
             bound[spec.uid] = array
         return bound
-
-    @staticmethod
-    def _check_array(array: Any, spec: TensorSpec, torch_kind: bool, given: Any = None) -> None:
-        """Check a converted buffer's shape, dtype and strides; messages name the dtype of the
-        buffer as ``given`` (a NumPy array reads ``float64`` even when a torch engine sees a
-        ``torch.float64`` view of it)."""
-        shape = tuple(array.shape)
-        if shape != spec.shape:
-            raise _fail(
-                f"Variant pack tensor {spec.label} has shape {shape} but the graph declares "
-                f"dims {list(spec.shape)}"
-            )
-        if torch_kind:
-            strides = array.stride()
-            dtype_ok = array.dtype == spec.torch_dtype()
-        else:
-            itemsize = array.itemsize
-            strides = tuple(s // itemsize for s in array.strides)
-            dtype_ok = array.dtype == spec.np_dtype
-        if not dtype_ok:
-            dtype = getattr(given, "dtype", None)
-            raise _fail(
-                f"Variant pack tensor {spec.label} has dtype "
-                f"{array.dtype if dtype is None else dtype} but the graph declares "
-                f"{spec.data_type.name}"
-            )
-        if not spec.strides_match(strides):
-            raise _fail(
-                f"Variant pack tensor {spec.label} has strides {tuple(strides)} but the graph "
-                f"declares strides {list(spec.strides)}"
-            )
 
     def _check_outputs(self, bound: Mapping[int, Any], torch_kind: bool) -> None:
         """Outputs present in ``bound`` are writable and alias nothing else present."""
@@ -487,7 +367,7 @@ class VariantPackBinder:
             if value is not None and (
                 tensor_is_read_only(value) if torch_kind else array_is_read_only(value)
             ):
-                raise _fail(f"Variant pack output {spec.label} is read-only")
+                raise pack_error(f"Variant pack output {spec.label} is read-only")
         for out, other in self._pairs:
             a, b = bound.get(out.uid), bound.get(other.uid)
             if a is not None and b is not None and overlap(a, b, out, other, torch_kind):
@@ -517,22 +397,3 @@ class VariantPackBinder:
             return
         self._check_outputs(bound, True)
         self._last_pointers = pointers
-
-    @staticmethod
-    def _check_workspace(workspace: Any, needed: int) -> None:
-        if workspace is None:
-            raise _fail(f"The plan needs a workspace of {needed} bytes, but none was given")
-        if is_torch_tensor(workspace):
-            size = workspace.numel() * workspace.element_size()
-        else:
-            size = getattr(workspace, "nbytes", None)
-            if not isinstance(size, int):
-                try:
-                    size = memoryview(workspace).nbytes
-                except TypeError:
-                    raise _fail(
-                        f"The workspace is a {type(workspace).__name__}; pass a buffer (a NumPy "
-                        f"array, a torch tensor, a bytearray) of at least {needed} bytes"
-                    ) from None
-        if size < needed:
-            raise _fail(f"The workspace has {size} bytes, but the plan needs {needed}")

@@ -271,7 +271,7 @@ def _scalar(o: _Obj, kind: Kind, key: str, where: str, enum: WireEnum | None = N
         return values
     if kind is Kind.U8_VEC:
         return o.get_ubytes(key)
-    return o.get_str(key, optional=True) or ""
+    return o.get_str(key)  # a string member is read with .at (custom op's id)
 
 
 def _node(o: _Obj, tensors: dict[int, TensorAttributes]) -> tuple[NodeSpec, Any]:

@@ -69,6 +69,7 @@ __all__ = [
     "WireEnum",
     "node_specs",
     "register_node_spec",
+    "register_off_wire_spec",
     "spec_for_attributes",
     "spec_for_attributes_class",
     "supported_kinds",
@@ -448,6 +449,14 @@ _BY_ATTRIBUTES: dict[type[Any], NodeSpec] = {}
 def register_node_spec(spec: NodeSpec) -> NodeSpec:
     """Make a node family known to the wire codecs (called by each node module on import)."""
     _SPECS[spec.union_tag] = spec
+    _BY_ATTRIBUTES[spec.attributes_cls] = spec
+    return spec
+
+
+def register_off_wire_spec(spec: NodeSpec) -> NodeSpec:
+    """Make the spec of a family that is not on hipDNN's wire findable by its attributes class
+    (:func:`spec_for_attributes_class`: which slots take a number), without making it known to
+    the wire codecs (:func:`node_specs` stays hipDNN's families)."""
     _BY_ATTRIBUTES[spec.attributes_cls] = spec
     return spec
 

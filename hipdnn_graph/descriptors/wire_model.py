@@ -5,7 +5,7 @@ preferred engine and metadata (:class:`WireMetadata`), its tensors **in wire ord
 :class:`~hipdnn_graph.TensorAttributes`) and its nodes as ``(spec, attributes)`` pairs, whose
 slots hold those same tensor objects. The FlatBuffers codec (:mod:`.fb_write`, :mod:`.fb_read`)
 and the JSON codec (:mod:`.hipdnn_json`) turn it into bytes and text and back; the bridge above
-(``hipdnn_graph/wire.py``) turns it into a :class:`~hipdnn_graph.Graph` and back.
+(``hipdnn_graph/wire.py``) turns it into a graph's parts (``GraphParts``) and back.
 
 Shared facts, one module each (their names are re-exported here): hipDNN's DataType numbers and
 TensorValue members (:mod:`.wire_values`, HIPDNN_WIRE.md A4, A5), the limits and content rules

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import Field
 
+from ..attributes.checks import enum_member
 from ..attributes.sdpa import SdpaAttributes as CoreSdpaAttributes
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes
@@ -120,12 +121,8 @@ class SdpaAttributes(CoreSdpaAttributes):
         return self
 
     def set_implementation(self, implementation: AttentionImplementation | int) -> SdpaAttributes:
-        try:
-            self.implementation = AttentionImplementation(implementation)
-        except ValueError:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE, f"Unknown attention implementation {implementation!r}"
-            ) from None
+        what = "attention implementation"
+        self.implementation = enum_member(AttentionImplementation, implementation, what)
         return self
 
     def set_unfuse_fma(self, value: bool) -> SdpaAttributes:

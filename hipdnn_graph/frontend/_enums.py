@@ -1,28 +1,23 @@
 """The enums hipDNN's bindings have and the core does not (values in binding order).
 
 The shared ones (``DataType``, ``ErrorCode``, ``HeuristicMode``, ``BuildPlanPolicy``,
-``DiagonalAlignment``) are the core's own.
+``DiagonalAlignment``, ``AttentionImplementation``) are the core's own.
 
 Example:
     >>> from hipdnn_graph.frontend import AttentionImplementation, TimingQuality
     >>> AttentionImplementation.UNIFIED.name, TimingQuality.INVALID.value
     ('UNIFIED', 0)
+    >>> import hipdnn_graph as hg
+    >>> AttentionImplementation is hg.types.AttentionImplementation
+    True
 """
 
 from __future__ import annotations
 
 from ..backend.knobs import BehaviorNote
-from ..types import HipdnnEnum
+from ..types import AttentionImplementation, HipdnnEnum
 
 __all__ = ["AttentionImplementation", "BehaviorNote", "PluginLoadingMode", "TimingQuality"]
-
-
-class AttentionImplementation(HipdnnEnum):
-    """Which SDPA implementation to prefer (a hint; every value runs on hipdnn-graph's engines)."""
-
-    AUTO = 0
-    COMPOSITE = 1
-    UNIFIED = 2
 
 
 class PluginLoadingMode(HipdnnEnum):

@@ -81,32 +81,28 @@ def returning_error(call: Callable[[], Any]) -> Error:
     return Error()
 
 
-class FrontendTypeError(HipdnnError, TypeError):
+class _BuiltinKind(HipdnnError):
+    """A ``HipdnnError`` that is also one of Python's built-in exception types (the subclasses
+    below), made from its message first, as hipDNN's bindings raise them."""
+
+    def __init__(self, message: str, code: ErrorCode = ErrorCode.INVALID_VALUE) -> None:
+        super().__init__(code, message)
+
+
+class FrontendTypeError(_BuiltinKind, TypeError):
     """A ``TypeError`` (as hipDNN raises it) that is also a ``HipdnnError``."""
 
-    def __init__(self, message: str, code: ErrorCode = ErrorCode.INVALID_VALUE) -> None:
-        super().__init__(code, message)
 
-
-class FrontendValueError(HipdnnError, ValueError):
+class FrontendValueError(_BuiltinKind, ValueError):
     """A ``ValueError`` (as hipDNN raises it) that is also a ``HipdnnError``."""
 
-    def __init__(self, message: str, code: ErrorCode = ErrorCode.INVALID_VALUE) -> None:
-        super().__init__(code, message)
 
-
-class FrontendRuntimeError(HipdnnError, RuntimeError):
+class FrontendRuntimeError(_BuiltinKind, RuntimeError):
     """A ``RuntimeError`` (as hipDNN raises it) that is also a ``HipdnnError``."""
 
-    def __init__(self, message: str, code: ErrorCode = ErrorCode.INVALID_VALUE) -> None:
-        super().__init__(code, message)
 
-
-class FrontendIndexError(HipdnnError, IndexError):
+class FrontendIndexError(_BuiltinKind, IndexError):
     """An ``IndexError`` (as hipDNN raises it) that is also a ``HipdnnError``."""
-
-    def __init__(self, message: str, code: ErrorCode = ErrorCode.INVALID_VALUE) -> None:
-        super().__init__(code, message)
 
 
 class UnsupportedFeatureError(NotSupportedError, AttributeError):

@@ -12,7 +12,7 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,7 @@ from ._pack import core_variant_pack, core_workspace, is_device_array
 
 if TYPE_CHECKING:
     from ..graph import Graph as CoreGraph
+    from ..graph.overrides import Signature
 
 __all__ = ["ExecutionTiming", "run_core", "stream_context"]
 
@@ -68,20 +69,26 @@ def run_core(
     workspace: Any,
     plan_index: int | None = None,
     timed: bool = False,
+    overrides: Signature | None = None,
 ) -> tuple[Error, ExecutionTiming]:
     """Convert the pack (hipDNN's TypeErrors/ValueErrors raise), run the active plan or the plan
-    at ``plan_index`` on the handle's stream, and return the outcome as an ``Error``."""
+    at ``plan_index`` on the handle's stream, and return the outcome as an ``Error``.
+
+    ``overrides`` (``(uids, shapes, strides)``, see :mod:`hipdnn_graph.graph.overrides`) runs
+    the active plan at override shapes: they are checked first (hipDNN's frontend checks), and
+    addresses in the pack are read at the override layouts."""
     timing = ExecutionTiming()
     with stream_context(handle):
         try:
             size = core.get_workspace_size()
+            layouts = _override_layouts(core, overrides)
         except HipdnnError as err:
             return Error.of(err), timing
         pack: dict[int, Any] = {}
         buffers: list[Any] = []
 
         def convert() -> None:
-            pack.update(core_variant_pack(core, variant_pack))
+            pack.update(core_variant_pack(core, variant_pack, layouts))
             buffers.append(core_workspace(workspace, size))
 
         error = returning_error(convert)
@@ -89,7 +96,10 @@ def run_core(
             return error, timing
 
         def call() -> None:
-            if plan_index is None:
+            if overrides is not None and any(overrides):
+                uids, shapes, strides = overrides
+                core.execute(pack, buffers[0], None, uids, shapes, strides)
+            elif plan_index is None:
                 core.execute(pack, buffers[0])
             else:
                 core.execute_plan_at_index(pack, buffers[0], plan_index)
@@ -97,6 +107,23 @@ def run_core(
         if not timed:
             return returning_error(call), timing
         return _timed(call, any(is_device_array(v) for v in pack.values()))
+
+
+def _override_layouts(
+    core: CoreGraph, overrides: Signature | None
+) -> dict[int, tuple[Sequence[int], Sequence[int]]] | None:
+    """The override layouts by uid, after hipDNN's frontend checks (None without overrides).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` as :func:`~hipdnn_graph.graph.overrides.check_arguments`.
+    """
+    if overrides is None or not any(overrides):
+        return None
+    from ..graph.overrides import check_arguments
+
+    check_arguments(core, overrides)
+    uids, shapes, strides = overrides
+    return {uid: (shape, stride) for uid, shape, stride in zip(uids, shapes, strides, strict=True)}
 
 
 def _timed(call: Callable[[], None], on_device: bool) -> tuple[Error, ExecutionTiming]:

@@ -45,6 +45,7 @@ from ..graph.execution import out_of_bounds
 from ..tensor import DataTypeLike, TensorAttributes
 from ..types import BuildPlanPolicy, DataType, ErrorCode, HeuristicMode
 from ._attributes import SdpaAttributes
+from ._autotune import AutotuneMethods
 from ._compiled_methods import CompiledPlanMethods
 from ._dlpack import read_dlpack
 from ._engine_methods import EngineMethods
@@ -75,7 +76,7 @@ def _raising(call: Callable[[], Any]) -> Any:
         raise FrontendRuntimeError(err.message, err.code) from None
 
 
-class Graph(CompiledPlanMethods, EngineMethods, FamilyMethods):
+class Graph(CompiledPlanMethods, EngineMethods, AutotuneMethods, FamilyMethods):
     """hipDNN's ``Graph`` binding (see the module docstring)."""
 
     def __init__(self) -> None:
@@ -119,7 +120,22 @@ class Graph(CompiledPlanMethods, EngineMethods, FamilyMethods):
         return self.core_graph.get_compute_data_type()
 
     def set_preferred_engine_id_ext(self, engine: int | str | None = None) -> Graph:
-        """Rank this engine (an id, or a name) first whenever it applies; ``None`` clears it."""
+        """Rank this engine (an id, or a name) first whenever it applies; ``None`` or ``""``
+        clears it. As in hipDNN's binding, any name is taken and hashed to its id (an engine
+        that is not loaded is passed over when plans are ranked); the core
+        ``hipdnn_graph.Graph`` checks names against the registered engines instead.
+
+        Example:
+            >>> import hipdnn_graph.frontend as hipdnn
+            >>> from hipdnn_graph.backend import engine_id
+            >>> g = hipdnn.Graph().set_preferred_engine_id_ext("MIOPEN_ENGINE")
+            >>> g.get_preferred_engine_id_ext() == engine_id("MIOPEN_ENGINE")
+            True
+            >>> g.set_preferred_engine_id_ext("").get_preferred_engine_id_ext() is None
+            True
+        """
+        if isinstance(engine, str):
+            engine = engine_id(engine) if engine else None
         self.core_graph.set_preferred_engine_id_ext(engine)
         return self
 
@@ -330,15 +346,50 @@ class Graph(CompiledPlanMethods, EngineMethods, FamilyMethods):
             raise FrontendRuntimeError(out_of_bounds(plan_index, len(names)))
         return names[plan_index]
 
+    def set_override_shape_enabled(self, is_enabled: bool) -> Graph:
+        """Let ``execute`` take override shapes (set before the plans are built; see
+        :meth:`hipdnn_graph.Graph.set_override_shape_enabled`)."""
+        self.core_graph.set_override_shape_enabled(is_enabled)
+        return self
+
+    def is_override_shape_enabled(self) -> bool:
+        """Whether ``execute`` may take override shapes."""
+        return self.core_graph.is_override_shape_enabled()
+
     # ----- execution -----
-    def execute(self, handle: Any, variant_pack: Mapping[Any, Any], workspace: Any = 0) -> Error:
+    def execute(
+        self,
+        handle: Any,
+        variant_pack: Mapping[Any, Any],
+        workspace: Any = 0,
+        override_uids: Any = None,
+        override_shapes: Any = None,
+        override_strides: Any = None,
+        *,
+        overrides: Any = None,
+    ) -> Error:
         """Run the built plan; ``variant_pack`` as described in :mod:`~hipdnn_graph.frontend._pack`.
+
+        With ``override_uids``, ``override_shapes`` and ``override_strides`` (hipDNN's
+        override-execute overload; or its map form ``overrides={uid: OverrideEntry(shape,
+        stride)}``), the plan runs at those shapes and each address is read at its override
+        layout (:mod:`hipdnn_graph.graph.overrides`; errors come back as an ``Error``).
 
         Raises:
             FrontendTypeError / FrontendValueError: keys and values hipDNN rejects the same way.
             FrontendRuntimeError: a destroyed handle.
         """
-        error, _ = run_core(self.core_graph, handle, variant_pack, workspace)
+        signature = None
+        if not (override_uids is override_shapes is override_strides is overrides is None):
+            from ..graph.overrides import normalize_overrides
+
+            try:
+                signature = normalize_overrides(
+                    override_uids, override_shapes, override_strides, overrides
+                )
+            except HipdnnError as err:
+                return Error.of(err)
+        error, _ = run_core(self.core_graph, handle, variant_pack, workspace, overrides=signature)
         return error
 
     def execute_plan_at_index(

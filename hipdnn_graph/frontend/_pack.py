@@ -6,8 +6,9 @@ too). Values, checked in hipDNN's order by :func:`~hipdnn_graph.frontend._memory
 - a NumPy array, a torch tensor or another ``__dlpack__`` producer goes to the engine as itself
   (zero-copy) when its dims, strides and data type are the declared ones; otherwise, as hipDNN
   uses only its address, the declared layout is read from its address, inside the memory it
-  owns (:func:`~hipdnn_graph.frontend._memory.view_in`; past that memory,
-  ``INVALID_VARIANT_PACK``);
+  owns (:func:`~hipdnn_graph.frontend._memory.view_in`), or for a bare ``__dlpack__`` producer
+  inside known memory its address lies in (a :class:`DeviceBuffer`); past that memory,
+  ``INVALID_VARIANT_PACK``;
 - an ``int`` or NumPy-integer address, a :class:`DeviceBuffer` or an object with ``data_ptr()``
   becomes a view of known memory (see :mod:`hipdnn_graph.frontend._memory`);
 - a ``float`` for a pass-by-value tensor is the number itself (an extension: hipDNN wants an
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import operator
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -77,8 +78,14 @@ def is_device_array(value: Any) -> bool:
     return _is_torch(value) and value.device.type == "cuda"
 
 
-def core_variant_pack(graph: CoreGraph, variant_pack: Mapping[Any, Any]) -> dict[int, Any]:
-    """Convert a hipDNN variant pack for the core's ``execute``.
+def core_variant_pack(
+    graph: CoreGraph,
+    variant_pack: Mapping[Any, Any],
+    layouts: Mapping[int, tuple[Sequence[int], Sequence[int]]] | None = None,
+) -> dict[int, Any]:
+    """Convert a hipDNN variant pack for the core's ``execute``; ``layouts`` gives the dims and
+    strides of the tensors executed at override shapes (by uid), read in place of the declared
+    ones.
 
     Raises:
         FrontendTypeError / FrontendValueError: a key or value hipDNN's bindings reject the same
@@ -88,6 +95,8 @@ def core_variant_pack(graph: CoreGraph, variant_pack: Mapping[Any, Any]) -> dict
     if not isinstance(variant_pack, Mapping):
         raise FrontendTypeError(f"variant_pack must be a dict, got {type(variant_pack).__name__}")
     by_uid = {t.get_uid(): t for t in graph.graph_tensors() if t.has_uid()}
+    if layouts:
+        by_uid = {uid: _at_layout(t, layouts.get(uid)) for uid, t in by_uid.items()}
     converted: dict[int, Any] = {}
     addresses: dict[int, int] = {}
     for key, value in variant_pack.items():
@@ -120,6 +129,17 @@ def core_variant_pack(graph: CoreGraph, variant_pack: Mapping[Any, Any]) -> dict
     return converted
 
 
+def _at_layout(
+    tensor: TensorAttributes, layout: tuple[Sequence[int], Sequence[int]] | None
+) -> TensorAttributes:
+    """``tensor``, or a copy of it at an override layout (its uid and type kept)."""
+    if layout is None:
+        return tensor
+    shaped = tensor.model_copy()
+    shaped.dim, shaped.stride = list(layout[0]), list(layout[1])
+    return shaped
+
+
 def _as_declared(value: Any, address: int, tensor: TensorAttributes, uid: int) -> Any:
     """``value`` itself when its layout is the declared one, else the declared layout read at
     its address inside its memory (hipDNN reads only the address); ``value`` itself when its
@@ -132,19 +152,24 @@ def _as_declared(value: Any, address: int, tensor: TensorAttributes, uid: int) -
     same = info.data_type == tensor.data_type and info.dims == dims
     if same and same_layout(tuple(dims), tuple(info.strides), tuple(strides)):
         return value
-    owner = value
-    if not (isinstance(value, np.ndarray) or _is_torch(value)):
-        owner = _imported(value, info.on_cpu, f"'{tensor.name}' (uid {uid})")
+    label = f"'{tensor.name}' (uid {uid})"
+    bare = not (isinstance(value, np.ndarray) or _is_torch(value))
+    owner = _imported(value, info.on_cpu, label) if bare else value
     if owner is None or len(strides) != len(dims):
         return value
-    view = view_in(
-        owner,
-        address,
-        tuple(dims),
-        tuple(strides),
-        tensor.data_type,
-        f"'{tensor.name}' (uid {uid})",
-    )
+    layout = (tuple(dims), tuple(strides), tensor.data_type)
+    try:
+        view = view_in(owner, address, *layout, label)
+    except HipdnnError as too_small:
+        if not bare:
+            raise
+        # a bare producer's capsule describes only what it exports; where its address lies
+        # in memory known here (a DeviceBuffer, a remembered array) that holds the layout,
+        # read it there, as hipDNN reads any value through its address alone
+        try:
+            return resolve_pointer(address, *layout, label)
+        except HipdnnError:
+            raise too_small from None
     return value if view is None else view
 
 

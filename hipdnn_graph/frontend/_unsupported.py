@@ -4,18 +4,18 @@ hipdnn-graph builds SDPA (forward and backward), pointwise, matmul, reduction, R
 layer-norm (forward and backward), convolution (forward, data and weight gradients), batch-norm,
 resample (forward and backward), MoE grouped matmul, custom op and block-scale (quantize,
 dequantize) graphs: every op family of hipDNN's bindings, with its engine configurations and
-knobs. Its autotuning API (``autotune``, sweeps, engine deselection) and its provisional HIP
-helpers are not part of it.
+knobs, autotuning and engine filtering, and its HIP helpers. hipDNN's internal graph passes,
+which ``validate()`` runs, are not bound.
 Reaching for one raises :class:`~hipdnn_graph.frontend.UnsupportedFeatureError`
 (``GRAPH_NOT_SUPPORTED``, also an ``AttributeError``, so ``hasattr`` answers ``False``).
 
 Example:
     >>> import hipdnn_graph.frontend as hipdnn
     >>> try:
-    ...     hipdnn.Graph().autotune
+    ...     hipdnn.Graph().topologicallySortGraph
     ... except hipdnn.UnsupportedFeatureError as err:
-    ...     print(err.code.name, str(err).split(" is ")[0])
-    GRAPH_NOT_SUPPORTED Graph.autotune() (autotuning)
+    ...     print(err.code.name, str(err).split(" (")[0])
+    GRAPH_NOT_SUPPORTED Graph.topologicallySortGraph()
 """
 
 from __future__ import annotations
@@ -33,39 +33,13 @@ _OPS = (
 )
 #: Graph methods of hipDNN's bindings that are missing here -> what they belong to
 GRAPH_METHODS: dict[str, str] = {
-    **dict.fromkeys(
-        (
-            "autotune",
-            "get_autotune_workspace_size",
-            "add_engine_sweep",
-            "deselect_workspace_greater_than",
-            "deselect_engines",
-        ),
-        "autotuning",
-    ),
     "checkNoDuplicateTensorIds": "hipDNN's internal graph passes (validate() runs them)",
     "topologicallySortGraph": "hipDNN's internal graph passes (validate() runs them)",
 }
 
 #: module-level names of hipDNN's bindings that are missing here -> what they belong to
-MODULE_NAMES: dict[str, str] = {
-    **dict.fromkeys(
-        (
-            "TuneMode",
-            "AutotuneStrategy",
-            "PrimingFailurePolicy",
-            "AutotuneCacheWriteOutcome",
-            "AutotuneConfig",
-            "AutotuneStorageConfig",
-            "AutotuneResult",
-        ),
-        "autotuning",
-    ),
-    **dict.fromkeys(
-        ("HipEvent", "HipStallGate", "hip_can_use_stream_wait_value"),
-        "hipDNN's provisional HIP helpers",
-    ),
-}
+#: (none at present: every module-level name of hipDNN's bindings is bound)
+MODULE_NAMES: dict[str, str] = {}
 
 
 def unsupported_graph_method(name: str) -> UnsupportedFeatureError:

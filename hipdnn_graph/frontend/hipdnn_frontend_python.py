@@ -47,6 +47,17 @@ from ..types import (
     ResampleMode,
 )
 from ._attributes import SdpaAttributes
+from ._autotune import (
+    AutotuneCacheWriteOutcome,
+    AutotuneConfig,
+    AutotuneResult,
+    AutotuneStorageConfig,
+    AutotuneStrategy,
+    EngineSweepSpec,
+    KnobSweepAxis,
+    PrimingFailurePolicy,
+    TuneMode,
+)
 from ._enums import AttentionImplementation, BehaviorNote, PluginLoadingMode, TimingQuality
 from ._errors import Error, UnsupportedFeatureError
 from ._execute import ExecutionTiming
@@ -65,6 +76,7 @@ from ._handle import (
     set_engine_plugin_paths,
     set_stream,
 )
+from ._hip import HipEvent, HipStallGate, hip_can_use_stream_wait_value
 from ._knobs import (
     EngineConfigInfo,
     EngineVariant,
@@ -81,6 +93,11 @@ from ._unsupported import MODULE_NAMES, unsupported_name
 
 __all__ = [
     "AttentionImplementation",
+    "AutotuneCacheWriteOutcome",
+    "AutotuneConfig",
+    "AutotuneResult",
+    "AutotuneStorageConfig",
+    "AutotuneStrategy",
     "BatchnormAttributes",
     "BatchnormBackwardAttributes",
     "BatchnormInferenceAttributes",
@@ -102,6 +119,7 @@ __all__ = [
     "DiagonalAlignment",
     "EngineConfigInfo",
     "EngineInfo",
+    "EngineSweepSpec",
     "EngineVariant",
     "Error",
     "ErrorCode",
@@ -110,9 +128,12 @@ __all__ = [
     "Graph",
     "Handle",
     "HeuristicMode",
+    "HipEvent",
+    "HipStallGate",
     "IntConstraint",
     "Knob",
     "KnobSetting",
+    "KnobSweepAxis",
     "KnobValueType",
     "LayernormAttributes",
     "LayernormBackwardAttributes",
@@ -124,6 +145,7 @@ __all__ = [
     "PluginLoadingMode",
     "PointwiseAttributes",
     "PointwiseMode",
+    "PrimingFailurePolicy",
     "RMSNormAttributes",
     "RMSNormBackwardAttributes",
     "ReductionAttributes",
@@ -136,6 +158,7 @@ __all__ = [
     "StringConstraint",
     "Tensor",
     "TimingQuality",
+    "TuneMode",
     "UnsupportedFeatureError",
     "__version__",
     "create_handle",
@@ -143,6 +166,7 @@ __all__ = [
     "engine_id_to_name",
     "get_loaded_engine_plugin_paths",
     "get_stream",
+    "hip_can_use_stream_wait_value",
     "hip_device_synchronize",
     "hip_get_device_count",
     "hip_stream_synchronize",

@@ -32,6 +32,7 @@ from ..tensor import DataTypeLike, TensorAttributes, generate_strides
 from ..types import DataType, ErrorCode
 from . import lifecycle
 from . import rules as rules
+from .autotune import GraphAutotune
 from .builders.families import FamilyBuilders
 from .builders.keyword_types import TensorKeywords
 from .builders.resample import ResampleBuilders
@@ -39,6 +40,7 @@ from .builders.sdpa import SdpaBuilders
 from .compiled_plans import CompiledPlans
 from .engine_configs import EngineConfigs
 from .lifecycle import GraphLifecycle
+from .selection import EngineSelection
 from .structure import GraphStructure
 from .validation import GraphValidation
 
@@ -55,6 +57,8 @@ class Graph(
     GraphValidation,
     GraphLifecycle,
     EngineConfigs,
+    EngineSelection,
+    GraphAutotune,
     CompiledPlans,
     GraphSerialization,
 ):
@@ -255,6 +259,40 @@ class Graph(
     def get_preferred_engine_id_ext(self) -> int | None:
         """The preferred engine id, or ``None``."""
         return self._preferred_engine_id
+
+    def set_override_shape_enabled(self, enabled: bool = True) -> Graph:
+        """Let ``execute`` take override shapes (hipDNN's and cudnn-frontend's flag; returns the
+        graph).
+
+        Set it before the plans are built: the declared dims become the maximum shape, only
+        engines that declare ``supports_override_shapes`` are ranked (the others refuse, naming
+        override shapes), and ``execute(..., override_uids=, override_shapes=,
+        override_strides=)`` then runs smaller shapes with the same graph
+        (:mod:`hipdnn_graph.graph.overrides`). Plans built already keep the flag they were built
+        with, as in hipDNN; plans not yet built are ranked again. The flag travels in hipDNN's
+        bytes and JSON (``is_override_shape_enabled``).
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> hg.Graph().set_override_shape_enabled(True).is_override_shape_enabled()
+            True
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for a value that is not a bool.
+        """
+        if not isinstance(enabled, bool):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"set_override_shape_enabled() expects a bool, got {enabled!r}",
+            )
+        self.wire_metadata.is_override_shape_enabled = enabled
+        if not self._state.plans:
+            self._state = lifecycle.PlanState()
+        return self
+
+    def is_override_shape_enabled(self) -> bool:
+        """Whether ``execute`` may take override shapes (see :meth:`set_override_shape_enabled`)."""
+        return self.wire_metadata.is_override_shape_enabled
 
     # ----- tensors -----
     def tensor(

@@ -106,7 +106,7 @@ def install_compiled_plan(graph: Graph, state: PlanState, record: CompiledPlanRe
             plan = hook(graph, record.engine_payload, dict(knobs))
         else:
             plan = build_engine_plan(engine, graph, knobs)
-        binder = binder_for(graph, engine)
+        binder = binder_for(graph, getattr(engine, "array_kind", "numpy"))
     except HipdnnError:
         raise
     except Exception as exc:

@@ -7,6 +7,7 @@ handed over or allocated here), each checking the variant pack against the plan 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -49,13 +50,20 @@ def out_of_bounds(index: int, count: int) -> str:
 @dataclass
 class BuiltPlan:
     """One prepared engine: the plan, its workspace size, its variant-pack binder and the knob
-    values it was built with (every knob the engine declares)."""
+    values it was built with (every knob the engine declares).
+
+    ``override_shapes`` is the graph's override flag when the plan was built (a plan built
+    without it never runs override shapes, as in hipDNN); ``variants`` holds the plans of the
+    override shapes seen so far, by shape signature (:mod:`hipdnn_graph.graph.overrides`).
+    """
 
     engine: Engine
     plan: ExecutionPlan
     workspace_size: int
     binder: VariantPackBinder
     knobs: Mapping[str, Any] = field(default_factory=dict)
+    override_shapes: bool = False
+    variants: OrderedDict[Any, Any] = field(default_factory=OrderedDict, repr=False)
 
 
 def run(built: BuiltPlan, inputs: Mapping[Any, Any], workspace: Any) -> dict[TensorAttributes, Any]:

@@ -12,20 +12,22 @@ Running a built plan (``execute``, ``run``) is :mod:`hipdnn_graph.graph.executio
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from ..backend.allocation import check_allocation
 from ..backend.contract import Engine, build_engine_plan, checked_support, engine_id
+from ..backend.heuristics import rank_by_modes
 from ..backend.knobs import KnobValue, knob_defaults
 from ..backend.registry import current_registry
 from ..backend.variant_pack import TensorSpec, VariantPackBinder
 from ..errors import HipdnnError, NotSupportedError
-from ..tensor import assign_uid
+from ..tensor import TensorAttributes, assign_uid
 from ..types import BuildPlanPolicy, ErrorCode, HeuristicMode
 from .execution import NO_PLAN_MESSAGE, BuiltPlan, execute, out_of_bounds, run, run_plan
+from .overrides import check_pack, normalize_overrides, plan_at_shapes
 
 if TYPE_CHECKING:
     from . import Graph
@@ -36,6 +38,7 @@ __all__ = [
     "active_plan",
     "assign_uids",
     "binder_for",
+    "build_one_plan",
     "rank_engines",
 ]
 
@@ -65,15 +68,17 @@ def _enum_argument(kind: type[_E], value: Any, what: str) -> _E:
 
 
 def _heuristic_modes(modes: Any) -> list[HeuristicMode]:
+    """The modes as a checked list; none given (``None`` or ``[]``) means mode A (see
+    :mod:`hipdnn_graph.backend.heuristics`)."""
     if modes is None:
-        return [HeuristicMode.FALLBACK]
+        return [HeuristicMode.A]
     if isinstance(modes, str | bytes) or not isinstance(modes, Iterable):
         raise HipdnnError(
             ErrorCode.INVALID_VALUE,
             f"Heuristic modes must be a list of HeuristicMode values; got {modes!r}",
         )
     checked = [_enum_argument(HeuristicMode, m, "A heuristic mode") for m in modes]
-    return checked or [HeuristicMode.FALLBACK]
+    return checked or [HeuristicMode.A]
 
 
 @dataclass
@@ -126,7 +131,7 @@ def build_operation_graph(graph: Graph, state: PlanState) -> None:
     assign_uids(graph)
     from ..lowering import lower_graph
 
-    state.descriptor = lower_graph(graph)
+    state.descriptor = lower_graph(graph.to_parts())
     state.lowered = True
 
 
@@ -153,6 +158,8 @@ def create_execution_plans(
     _ensure_lowered(graph, state)
     state.modes = checked
     ranked, state.refusals = rank_engines(graph)
+    ranked = _deselected(graph, ranked, state.refusals)
+    ranked = rank_by_modes(ranked, checked, graph)
     preferred = graph.get_preferred_engine_id_ext()
     if preferred is not None:
         ranked.sort(key=lambda e: engine_id(e.name) != preferred)
@@ -168,6 +175,28 @@ def create_execution_plans(
             _LOG.debug("graph '%s': engine %s refuses: %s", name, engine_name, reason)
         best_first = ", ".join(e.name for e in ranked) or "none"
         _LOG.debug("graph '%s': engines that apply, best first: %s", name, best_first)
+
+
+def _deselected(
+    graph: Graph, ranked: list[Engine], refusals: list[tuple[str, str]]
+) -> list[Engine]:
+    """``ranked`` without the engines the graph's filters bar (each added to ``refusals`` with
+    the filter's reason; see :mod:`hipdnn_graph.graph.selection`)."""
+    filters = graph.engine_filters()
+    if filters.is_empty():
+        return ranked
+    kept = []
+    for engine in ranked:
+        try:
+            workspace: int | None = int(engine.workspace_size(graph))
+        except Exception:
+            workspace = None
+        reason = filters.reason(engine, workspace)
+        if reason is None:
+            kept.append(engine)
+        else:
+            refusals.append((engine.name, reason))
+    return kept
 
 
 def rank_engines(graph: Graph) -> tuple[list[Engine], list[tuple[str, str]]]:
@@ -215,19 +244,31 @@ def check_support(graph: Graph, state: PlanState) -> None:
     raise NotSupportedError(f"No engine supports graph '{name}':\n{lines}")
 
 
-def _binder(graph: Graph, array_kind: str) -> VariantPackBinder:
+def binder_for(
+    graph: Graph, array_kind: str, keys: Mapping[int, TensorAttributes] | None = None
+) -> VariantPackBinder:
+    """The variant-pack binder of ``graph``'s non-virtual, non-constant tensors; with ``keys``
+    (uid -> tensor) the pack is keyed by those tensors instead of the graph's own (a graph at
+    override shapes is bound with the caller's tensors)."""
     produced = {id(t) for node in graph.nodes for t in node.outputs()}
-    specs = [
-        TensorSpec.of(t, is_output=id(t) in produced)
-        for t in graph.graph_tensors()
-        if not t.is_virtual and not (t.value is not None and not t.is_pass_by_value)
-    ]
+    specs = []
+    for t in graph.graph_tensors():
+        if t.is_virtual or (t.value is not None and not t.is_pass_by_value):
+            continue
+        spec = TensorSpec.of(t, is_output=id(t) in produced)
+        if keys is not None:
+            spec.tensor = keys.get(spec.uid, t)
+        specs.append(spec)
     return VariantPackBinder(specs, array_kind=array_kind)
 
 
-def binder_for(graph: Graph, engine: Engine) -> VariantPackBinder:
-    """The variant-pack binder of ``engine``'s plans for ``graph`` (its ``array_kind``)."""
-    return _binder(graph, getattr(engine, "array_kind", "numpy"))
+def build_one_plan(graph: Graph, engine: Engine, knobs: Mapping[str, KnobValue]) -> BuiltPlan:
+    """``engine``'s plan for ``graph`` with every knob value in ``knobs`` (whatever it raises
+    is the engine's failure)."""
+    plan = build_engine_plan(engine, graph, dict(knobs))
+    workspace = int(engine.workspace_size(graph))
+    binder = binder_for(graph, getattr(engine, "array_kind", "numpy"))
+    return BuiltPlan(engine, plan, workspace, binder, dict(knobs))
 
 
 def build_plans(graph: Graph, state: PlanState, policy: BuildPlanPolicy | int) -> None:
@@ -244,7 +285,7 @@ def build_plans(graph: Graph, state: PlanState, policy: BuildPlanPolicy | int) -
             knobs = knob_defaults(engine) | state.knob_values.get(engine.name, {})
             plan = build_engine_plan(engine, graph, knobs)
             workspace = int(engine.workspace_size(graph))
-            binder = _binder(graph, getattr(engine, "array_kind", "numpy"))
+            binder = binder_for(graph, getattr(engine, "array_kind", "numpy"))
         except Exception as exc:
             failures.append(f"  {engine.name}: {type(exc).__name__}: {exc}")
             if _LOG.isEnabledFor(logging.DEBUG):
@@ -252,7 +293,8 @@ def build_plans(graph: Graph, state: PlanState, policy: BuildPlanPolicy | int) -
                            graph.get_name() or "<unnamed>", engine.name, type(exc).__name__,
                            exc)  # fmt: skip
             continue
-        state.plans.append(BuiltPlan(engine, plan, workspace, binder, knobs))
+        flag = graph.is_override_shape_enabled()
+        state.plans.append(BuiltPlan(engine, plan, workspace, binder, knobs, flag))
         if policy == BuildPlanPolicy.HEURISTICS_CHOICE:
             break
     if not state.plans:
@@ -310,8 +352,11 @@ class GraphLifecycle:
     def create_execution_plans(self, modes: list[HeuristicMode] | list[int] | None = None) -> Self:
         """Rank the engines that accept this graph (the preferred engine first when it does).
 
-        Runs ``build_operation_graph()`` first if it has not run. Every mode ranks engines by
-        their measured speed (``priority``); the list is accepted for hipDNN parity.
+        Runs ``build_operation_graph()`` first if it has not run. The modes rank in the order
+        given (A: the engines' declared priority, the default; B: the measured table;
+        FALLBACK: the engines that always run first), as
+        :mod:`hipdnn_graph.backend.heuristics` documents; engines the graph's ``deselect_*``
+        filters bar are refused with the filter as the reason.
         """
         create_execution_plans(self._graph(), self._state, modes)
         return self
@@ -383,9 +428,17 @@ class GraphLifecycle:
         return dict(self._state.refusals)
 
     def execute(
-        self, variant_pack: Mapping[Any, Any], workspace: Any = None, handle: Any = None
+        self,
+        variant_pack: Mapping[Any, Any],
+        workspace: Any = None,
+        handle: Any = None,
+        override_uids: Sequence[int | TensorAttributes] | None = None,
+        override_shapes: Sequence[Sequence[int]] | None = None,
+        override_strides: Sequence[Sequence[int]] | None = None,
+        *,
+        overrides: Mapping[Any, Any] | None = None,
     ) -> None:
-        """Run the active plan.
+        """Run the active plan, at the declared shapes or at override shapes.
 
         Args:
             variant_pack: ``{tensor or uid: buffer}`` for every non-virtual tensor (NumPy
@@ -394,17 +447,63 @@ class GraphLifecycle:
             handle: accepted, like ``build_plans(handle=...)``, for cudnn-frontend's
                 ``execute(variant_pack, workspace, handle=handle)``; unused: engines run on
                 torch's current stream (select one with ``torch.cuda.stream(...)``).
+            override_uids: tensors (uids or tensors) that take another shape in this call, for
+                a graph that called ``set_override_shape_enabled(True)`` before its plans were
+                built (cudnn-frontend's and hipDNN's names); the buffers in the pack have the
+                override shapes. See :mod:`hipdnn_graph.graph.overrides`.
+            override_shapes: each override tensor's dims, no larger than the declared ones.
+            override_strides: each override tensor's element strides, in the declared order.
+            overrides: hipDNN's map form instead of the three lists,
+                ``{uid: OverrideEntry(shape, stride)}``.
 
         Raises:
-            HipdnnError: ``INVALID_VALUE`` before plans exist; ``INVALID_VARIANT_PACK`` naming
-                the tensor when the pack does not match; ``GRAPH_EXECUTION_FAILED`` when the
-                engine fails.
+            HipdnnError: ``INVALID_VALUE`` before plans exist, or for overrides that break a
+                rule (hipDNN's messages); ``INVALID_VARIANT_PACK`` naming the tensor when the
+                pack does not match; ``GRAPH_EXECUTION_FAILED`` when the engine fails.
         """
         built = self._state.active  # the hot path: no frame between here and the binder
         if built is None:
             raise HipdnnError(ErrorCode.INVALID_VALUE, NO_PLAN_MESSAGE)
+        if (
+            override_uids is not None
+            or override_shapes is not None
+            or override_strides is not None
+            or overrides is not None
+        ):
+            built = self._at_shapes(
+                built, variant_pack, override_uids, override_shapes, override_strides, overrides
+            )
         bound, addresses = built.binder.bind_keyed(variant_pack, workspace, built.workspace_size)
         run_plan(built, bound, workspace, addresses)
+
+    def _at_shapes(
+        self,
+        built: BuiltPlan,
+        variant_pack: Mapping[Any, Any],
+        override_uids: Any,
+        override_shapes: Any,
+        override_strides: Any,
+        overrides: Any,
+    ) -> BuiltPlan:
+        """The plan of ``built`` for the override shapes (itself when there are none)."""
+        variants = built.variants
+        try:  # a signature seen before, as given: one lookup
+            signature: Any = (
+                tuple(override_uids),
+                tuple(map(tuple, override_shapes)),
+                tuple(map(tuple, override_strides)),
+            )
+            variant = variants.get(signature)
+        except TypeError:  # None, a map form, or values that are not lists
+            variant = None
+        if variant is not None and self._graph().wire_metadata.is_override_shape_enabled:
+            variants.move_to_end(signature)
+            check_pack(variant.required, variant_pack)
+            return cast("BuiltPlan", variant.built)
+        signature = normalize_overrides(override_uids, override_shapes, override_strides, overrides)
+        if not any(signature):  # empty overrides: the non-override path, as in hipDNN
+            return built
+        return plan_at_shapes(self._graph(), built, variant_pack, signature)
 
     def run(
         self, inputs: Mapping[Any, Any], workspace: Any = None, handle: Any = None

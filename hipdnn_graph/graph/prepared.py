@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..backend.variant_pack import TensorSpec, _scalar
+from ..backend.tensor_spec import TensorSpec, scalar_value
 from ..errors import HipdnnError
 from ..types import ErrorCode
 from .execution import BuiltPlan, run_plan
@@ -88,7 +88,7 @@ class PreparedRun:
         for spec in self._scalars:
             value = buffers[spec.uid]
             if type(value) is not float and type(value) is not int:
-                buffers[spec.uid] = _scalar(value, spec)
+                buffers[spec.uid] = scalar_value(value, spec)
         for uid in self._tensors:
             value = buffers[uid]
             if value.requires_grad:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import MutableMapping, MutableSequence
-from typing import Any, ClassVar, Generic, Self, TypeVar
+from typing import Any, ClassVar, Generic, Self, TypeVar, get_args
 
 from ..attributes.base import NodeAttributes
 from ..attributes.graph_attributes import GraphAttributes
 from ..changes import touch
 from ..descriptors.backend_descriptor import BackendDescriptor
-from ..descriptors.node_spec import NodeSpec
+from ..descriptors.node_spec import NodeSpec, register_node_spec
 from ..descriptors.packing import pack_node, unpack_node
 from ..descriptors.wire_rules import FLOAT32_MAX
 from ..errors import HipdnnError
@@ -17,7 +17,7 @@ from ..tensor import TensorAttributes
 from ..types import ErrorCode, NodeType
 from .input_memo import InputRuleMemo
 
-__all__ = ["Node"]
+__all__ = ["Node", "declare_spec"]
 
 A = TypeVar("A", bound=NodeAttributes)
 
@@ -30,7 +30,8 @@ class Node(Generic[A]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.UNKNOWN
-    #: prefix of the default name ``<prefix>_<index>`` given to unnamed nodes
+    #: prefix of the default name ``<prefix>_<index>`` given to unnamed nodes: the class name
+    #: without ``Node`` unless the class sets another (hipDNN's names for its node kinds)
     name_prefix: ClassVar[str] = "Node"
     #: where the node's slots and scalars live on every wire (set by each node module)
     spec: ClassVar[NodeSpec]
@@ -40,6 +41,15 @@ class Node(Generic[A]):
     #: whether any input slot may hold a compile-time constant (pointwise operands, custom ops);
     #: otherwise only the spec's pass-by-value slots take one
     constants_anywhere: ClassVar[bool] = False
+    #: the ``custom_op_id`` of a family that is not hipDNN's (a
+    #: :class:`~hipdnn_graph.nodes.custom_family.CustomFamilyNode`, carried as a custom op), by
+    #: which engines find its record; ``""`` for hipDNN's families
+    family_id: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name_prefix" not in cls.__dict__:
+            cls.name_prefix = cls.__name__.removesuffix("Node")
 
     @classmethod
     def attributes_class(cls) -> type[Any]:
@@ -230,7 +240,13 @@ class Node(Generic[A]):
 
         Tensor descriptors are created once per uid in ``tensor_descs`` and shared by uid.
         """
-        return pack_node(self.attributes, self.spec, tensor_descs, operations)
+        spec, attributes = self.wire_form()
+        return pack_node(attributes, spec, tensor_descs, operations)
+
+    def wire_form(self) -> tuple[NodeSpec, NodeAttributes]:
+        """The spec and attributes hipDNN's wire carries for this node: its own (a family that
+        is not hipDNN's travels as a custom op instead)."""
+        return self.spec, self.attributes
 
     def unpack_from_descriptor(
         self, op_desc: BackendDescriptor, tensor_map: MutableMapping[int, TensorAttributes]
@@ -244,3 +260,32 @@ class Node(Generic[A]):
         unpack_node(op_desc, self.spec, attributes, tensor_map)
         self.attributes = attributes
         return self
+
+
+def declare_spec(node: type[Node[Any]], *, label: str = "", **fields: Any) -> NodeSpec:
+    """Declare where ``node``'s slots and members live on every wire (a :class:`NodeSpec` of
+    ``fields``), register it with the wire codecs and give it to the class as ``node.spec``.
+    What the class already states is not repeated: the label is the class name unless hipDNN's
+    messages spell it otherwise, the attributes class is the node's ``Node[...]`` parameter,
+    and the class builds the node; ``scalars`` and ``unmodelled`` default to none.
+
+    Example:
+        >>> from hipdnn_graph.nodes.matmul import MATMUL_SPEC, MatmulNode
+        >>> MatmulNode.spec is MATMUL_SPEC, MATMUL_SPEC.label, MATMUL_SPEC.attributes_cls.__name__
+        (True, 'MatmulNode', 'MatmulAttributes')
+
+    Raises:
+        TypeError: for a node class without its attributes class parameter, or a field
+            :class:`NodeSpec` does not have (when the node module is imported).
+    """
+    bases = node.__orig_bases__  # type: ignore[attr-defined]
+    attributes = next((args[0] for base in bases if (args := get_args(base))), None)
+    if not isinstance(attributes, type):
+        raise TypeError(f"{node.__name__} does not name its attributes class (Node[...])")
+    fields.setdefault("scalars", ())
+    fields.setdefault("unmodelled", ())
+    spec = NodeSpec(
+        label=label or node.__name__, attributes_cls=attributes, make_node=node, **fields
+    )
+    node.spec = register_node_spec(spec)
+    return spec

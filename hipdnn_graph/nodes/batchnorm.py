@@ -10,74 +10,36 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import ClassVar
 
-from ..attributes.batchnorm import BatchnormAttributes, PeerStatsAttributes
+from ..attributes.batchnorm import BatchnormAttributes
 from ..descriptors.enums import AttributeType as T
 from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import Kind, NodeSpec, SlotSpec, UnmodelledSpec, register_node_spec
-from ..errors import HipdnnError
-from ..tensor import TensorAttributes
-from ..types import ErrorCode, NodeType
-from .base import Node
+from ..descriptors.node_spec import Kind, SlotSpec, UnmodelledSpec
+from ..types import NodeType
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .norm_rules import (
     check_bn_training_spatial,
     check_channel_only_shape,
     check_channel_only_shape_if_set,
     check_epsilon_value,
-    check_min_dims,
     check_scalar_parameter,
     check_shapes_match_if_set,
-    ordered_strides,
-    stride_order_nhwc,
+    infer_channel_tensor,
+    refuse_peer_stats,
+)
+from .rules import (
+    SETTING_PROPERTIES,
+    check_dims_and_strides,
+    check_min_dims,
+    invalid,
+    missing,
+    required,
+    take_shape,
 )
 
-__all__ = [
-    "BATCHNORM_SPEC",
-    "BatchnormAttributeName",
-    "BatchnormNode",
-    "infer_channel_tensor",
-    "positive_dims_and_strides",
-    "refuse_peer_stats",
-]
+__all__ = ["BATCHNORM_SPEC", "BatchnormAttributeName", "BatchnormNode"]
 
-
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
-
-
-def positive_dims_and_strides(t: TensorAttributes) -> bool:
-    """hipDNN's ``validate_dims_and_strides_set_and_positive``."""
-    return (
-        bool(t.dim)
-        and all(d > 0 for d in t.dim)
-        and len(t.stride) == len(t.dim)
-        and all(s > 0 for s in t.stride)
-    )
-
-
-def refuse_peer_stats(attributes: PeerStatsAttributes, label: str) -> None:
-    """This project's own check (not one of hipDNN's): no peer statistics.
-
-    Raises:
-        HipdnnError: ``GRAPH_NOT_SUPPORTED`` when some are set.
-    """
-    if attributes.get_peer_stats():
-        raise HipdnnError(
-            ErrorCode.GRAPH_NOT_SUPPORTED,
-            f"{label}: peer statistics (multi-GPU batch normalization) are not supported by "
-            "hipdnn-graph",
-        )
-
-
-def infer_channel_tensor(tensor: TensorAttributes, x: TensorAttributes) -> None:
-    """Without dims: ``[1, C, 1, ...]`` of X's rank; without strides: channels-last packed
-    strides (hipDNN's ``strideOrderNhwc``)."""
-    if not tensor.dim:
-        dims = [1] * len(x.dim)
-        dims[1] = x.dim[1]
-        tensor.dim = dims
-    if not tensor.stride:
-        tensor.stride = ordered_strides(tensor.dim, stride_order_nhwc(len(tensor.dim)))
+_LABEL = "BatchnormNode"
 
 
 class BatchnormNode(Node[BatchnormAttributes]):
@@ -99,7 +61,6 @@ class BatchnormNode(Node[BatchnormAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.BATCHNORM
-    name_prefix: ClassVar[str] = "Batchnorm"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: X, SCALE, BIAS, Y, EPSILON set; X, SCALE, BIAS of rank >= 2;
@@ -113,28 +74,15 @@ class BatchnormNode(Node[BatchnormAttributes]):
                 ``INVALID_VALUE`` for the shapes; ``GRAPH_NOT_SUPPORTED`` for peer statistics.
         """
         a = self.attributes
-        x, scale, bias, y, epsilon = (
-            a.get_x(), a.get_scale(), a.get_bias(), a.get_y(), a.get_epsilon()
-        )  # fmt: skip
-        if x is None:
-            raise _missing("BatchnormNode missing x for pre-validation")
-        if scale is None:
-            raise _missing("BatchnormNode missing scale for pre-validation")
-        if bias is None:
-            raise _missing("BatchnormNode missing bias for pre-validation")
-        if y is None:
-            raise _missing("BatchnormNode missing y for pre-validation")
-        if epsilon is None:
-            raise _missing("BatchnormNode missing epsilon for pre-validation")
-        check_min_dims(x, 2, "Input tensor (x)")
-        check_min_dims(scale, 2, "Scale tensor")
-        check_min_dims(bias, 2, "Bias tensor")
+        x, scale, bias, y, epsilon = required(a, _LABEL, ("x", "scale", "bias", "y", "epsilon"))
+        for tensor, name in (
+            (x, "Input tensor (x)"),
+            (scale, "Scale tensor"),
+            (bias, "Bias tensor"),
+        ):
+            check_min_dims(tensor, 2, name)
         check_scalar_parameter(epsilon, "Epsilon")
-        if not positive_dims_and_strides(x):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                "BatchnormNode: Input tensor (x) dimensions and strides must be set and positive",
-            )
+        check_dims_and_strides(x, "Input tensor (x)", _LABEL)
         check_shapes_match_if_set(x, y, "Input tensor (x)", "Output tensor (y)")
         channels = x.dim[1]
         check_channel_only_shape(scale, channels, "Scale tensor")
@@ -150,16 +98,15 @@ class BatchnormNode(Node[BatchnormAttributes]):
         present = [t is not None for t, _ in running]
         if any(present):
             if not all(present):
-                raise HipdnnError(
-                    ErrorCode.INVALID_VALUE,
-                    "BatchnormNode: If any running statistics are provided, all running "
+                raise invalid(
+                    f"{_LABEL}: If any running statistics are provided, all running "
                     "statistics (prev_running_mean, prev_running_variance, next_running_mean, "
                     "next_running_variance) must be provided",
                 )
-            for tensor, label in running:
-                check_channel_only_shape_if_set(tensor, channels, label)
+            for stat, name in running:
+                check_channel_only_shape_if_set(stat, channels, name)
         check_bn_training_spatial(x, scale, "Batch normalization training")
-        refuse_peer_stats(a, "BatchnormNode")
+        refuse_peer_stats(a, _LABEL)
 
     def infer_properties_node(self) -> None:
         """Fill data types; Y without dims or strides takes X's; MEAN and INV_VARIANCE (and the
@@ -170,16 +117,9 @@ class BatchnormNode(Node[BatchnormAttributes]):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` without X or Y.
         """
         a = self.attributes
-        x, y = a.get_x(), a.get_y()
-        if x is None:
-            raise _missing("BatchnormNode missing x for setting properties")
-        if y is None:
-            raise _missing("BatchnormNode missing y for setting properties")
+        x, y = required(a, _LABEL, ("x", "y"), SETTING_PROPERTIES)
         a.fill_from_context(self.graph_attributes)
-        if not y.dim:
-            y.dim = list(x.dim)
-        if not y.stride:
-            y.stride = list(x.stride)
+        take_shape(y, x)
         for stats in (a.get_mean(), a.get_inv_variance()):
             if stats is not None:
                 infer_channel_tensor(stats, x)
@@ -200,10 +140,10 @@ class BatchnormNode(Node[BatchnormAttributes]):
         """
         super().post_validate_node(memo)
         a = self.attributes
-        check_epsilon_value(a.get_epsilon(), "BatchnormNode")
+        check_epsilon_value(a.get_epsilon(), _LABEL)
         if a.get_prev_running_mean() is not None and a.get_momentum() is None:
-            raise _missing(
-                "BatchnormNode: the running statistics need a momentum tensor "
+            raise missing(
+                f"{_LABEL}: the running statistics need a momentum tensor "
                 "(momentum_tensor_uid); none is set"
             )
 
@@ -235,78 +175,70 @@ _In, _Out = BatchnormAttributes.InputNames, BatchnormAttributes.OutputNames
 #: Where every slot of a batch-norm training forward node lives on each wire (hipDNN's 13-field
 #: ``BatchnormAttributes`` table; its JSON keeps the uids in ``inputs``/``outputs``, absent
 #: optional tensors as ``null``, ``peer_stats_tensor_uid`` an array among the inputs).
-BATCHNORM_SPEC = register_node_spec(
-    NodeSpec(
-        table="BatchnormAttributes",
-        union_tag=4,
-        label="BatchnormNode",
-        descriptor_type=DescriptorType.OPERATION_BATCHNORM_DESCRIPTOR_EXT,
-        descriptor_class="BatchnormOperationDescriptor",
-        compute_type=_A.BATCHNORM_COMP_TYPE_EXT,
-        scalar_group="",
-        slots=(
-            SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BATCHNORM_X_EXT),
-            SlotSpec.named(_In.SCALE, False, True, 1, _A.OPERATION_BATCHNORM_SCALE_EXT),
-            SlotSpec.named(_In.BIAS, False, True, 2, _A.OPERATION_BATCHNORM_BIAS_EXT),
-            SlotSpec.named(
-                _In.PREV_RUNNING_MEAN, False, False, 5, _A.OPERATION_BATCHNORM_PREV_RUNNING_MEAN_EXT
-            ),
-            SlotSpec.named(
-                _In.PREV_RUNNING_VARIANCE,
-                False,
-                False,
-                6,
-                _A.OPERATION_BATCHNORM_PREV_RUNNING_VARIANCE_EXT,
-            ),
-            SlotSpec.named(
-                _In.MOMENTUM,
-                False,
-                False,
-                7,
-                _A.OPERATION_BATCHNORM_MOMENTUM_EXT,
-                pass_by_value=True,
-            ),
-            SlotSpec.named(
-                _In.EPSILON,
-                False,
-                True,
-                3,
-                _A.OPERATION_BATCHNORM_EPSILON_EXT,
-                pass_by_value=True,
-            ),
-            SlotSpec.named(_Out.Y, True, True, 8, _A.OPERATION_BATCHNORM_Y_EXT),
-            SlotSpec.named(_Out.MEAN, True, False, 9, _A.OPERATION_BATCHNORM_MEAN_EXT),
-            SlotSpec.named(
-                _Out.INV_VARIANCE, True, False, 10, _A.OPERATION_BATCHNORM_INV_VARIANCE_EXT
-            ),
-            SlotSpec.named(
-                _Out.NEXT_RUNNING_MEAN,
-                True,
-                False,
-                11,
-                _A.OPERATION_BATCHNORM_NEXT_RUNNING_MEAN_EXT,
-            ),
-            SlotSpec.named(
-                _Out.NEXT_RUNNING_VARIANCE,
-                True,
-                False,
-                12,
-                _A.OPERATION_BATCHNORM_NEXT_RUNNING_VARIANCE_EXT,
-            ),
+BATCHNORM_SPEC = declare_spec(
+    BatchnormNode,
+    table="BatchnormAttributes",
+    union_tag=4,
+    descriptor_type=DescriptorType.OPERATION_BATCHNORM_DESCRIPTOR_EXT,
+    descriptor_class="BatchnormOperationDescriptor",
+    compute_type=_A.BATCHNORM_COMP_TYPE_EXT,
+    scalar_group="",
+    slots=(
+        SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BATCHNORM_X_EXT),
+        SlotSpec.named(_In.SCALE, False, True, 1, _A.OPERATION_BATCHNORM_SCALE_EXT),
+        SlotSpec.named(_In.BIAS, False, True, 2, _A.OPERATION_BATCHNORM_BIAS_EXT),
+        SlotSpec.named(
+            _In.PREV_RUNNING_MEAN, False, False, 5, _A.OPERATION_BATCHNORM_PREV_RUNNING_MEAN_EXT
         ),
-        scalars=(),
-        unmodelled=(
-            UnmodelledSpec(
-                "peer_stats_tensor_uid",
-                Kind.I64_VEC,
-                4,
-                "inputs",
-                (_A.OPERATION_BATCHNORM_PEER_STATS_EXT, T.BACKEND_DESCRIPTOR),
-            ),
+        SlotSpec.named(
+            _In.PREV_RUNNING_VARIANCE,
+            False,
+            False,
+            6,
+            _A.OPERATION_BATCHNORM_PREV_RUNNING_VARIANCE_EXT,
         ),
-        field_count=13,
-        attributes_cls=BatchnormAttributes,
-        make_node=BatchnormNode,
-    )
+        SlotSpec.named(
+            _In.MOMENTUM,
+            False,
+            False,
+            7,
+            _A.OPERATION_BATCHNORM_MOMENTUM_EXT,
+            pass_by_value=True,
+        ),
+        SlotSpec.named(
+            _In.EPSILON,
+            False,
+            True,
+            3,
+            _A.OPERATION_BATCHNORM_EPSILON_EXT,
+            pass_by_value=True,
+        ),
+        SlotSpec.named(_Out.Y, True, True, 8, _A.OPERATION_BATCHNORM_Y_EXT),
+        SlotSpec.named(_Out.MEAN, True, False, 9, _A.OPERATION_BATCHNORM_MEAN_EXT),
+        SlotSpec.named(_Out.INV_VARIANCE, True, False, 10, _A.OPERATION_BATCHNORM_INV_VARIANCE_EXT),
+        SlotSpec.named(
+            _Out.NEXT_RUNNING_MEAN,
+            True,
+            False,
+            11,
+            _A.OPERATION_BATCHNORM_NEXT_RUNNING_MEAN_EXT,
+        ),
+        SlotSpec.named(
+            _Out.NEXT_RUNNING_VARIANCE,
+            True,
+            False,
+            12,
+            _A.OPERATION_BATCHNORM_NEXT_RUNNING_VARIANCE_EXT,
+        ),
+    ),
+    unmodelled=(
+        UnmodelledSpec(
+            "peer_stats_tensor_uid",
+            Kind.I64_VEC,
+            4,
+            "inputs",
+            (_A.OPERATION_BATCHNORM_PEER_STATS_EXT, T.BACKEND_DESCRIPTOR),
+        ),
+    ),
+    field_count=13,
 )
-BatchnormNode.spec = BATCHNORM_SPEC

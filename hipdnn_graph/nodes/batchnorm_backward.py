@@ -13,31 +13,30 @@ from typing import ClassVar
 from ..attributes.batchnorm_backward import BatchnormBackwardAttributes
 from ..descriptors.enums import AttributeType as T
 from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import Kind, NodeSpec, SlotSpec, UnmodelledSpec, register_node_spec
-from ..errors import HipdnnError
-from ..types import ErrorCode, NodeType
-from .base import Node
-from .batchnorm import infer_channel_tensor, positive_dims_and_strides, refuse_peer_stats
+from ..descriptors.node_spec import Kind, SlotSpec, UnmodelledSpec
+from ..types import NodeType
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .norm_rules import (
     check_bn_training_spatial,
     check_channel_only_shape,
     check_channel_only_shape_if_set,
-    check_min_dims,
     check_shapes_match_if_set,
+    infer_channel_tensor,
+    refuse_peer_stats,
+)
+from .rules import (
+    SETTING_PROPERTIES,
+    check_dims_and_strides,
+    check_min_dims,
+    invalid,
+    required,
+    take_shape,
 )
 
 __all__ = ["BATCHNORM_BACKWARD_SPEC", "BatchnormBackwardAttributeName", "BatchnormBackwardNode"]
 
 _LABEL = "BatchnormBackwardNode"
-
-
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
-
-
-def _invalid(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VALUE, message)
 
 
 class BatchnormBackwardNode(Node[BatchnormBackwardAttributes]):
@@ -57,7 +56,6 @@ class BatchnormBackwardNode(Node[BatchnormBackwardAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.BATCHNORM_BACKWARD
-    name_prefix: ClassVar[str] = "BatchnormBackward"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: DY, X, SCALE, DX, DSCALE, DBIAS set; X, DY, SCALE of rank
@@ -71,27 +69,14 @@ class BatchnormBackwardNode(Node[BatchnormBackwardAttributes]):
                 shapes; ``GRAPH_NOT_SUPPORTED`` for peer statistics.
         """
         a = self.attributes
-        dy, x, scale = a.get_dy(), a.get_x(), a.get_scale()
-        dx, dscale, dbias = a.get_dx(), a.get_dscale(), a.get_dbias()
+        slots = ("dy", "x", "scale", "dx", "dscale", "dbias")
+        dy, x, scale, dx, dscale, dbias = required(a, _LABEL, slots)
         for tensor, name in (
-            (dy, "dy"), (x, "x"), (scale, "scale"), (dx, "dx"), (dscale, "dscale"),
-            (dbias, "dbias"),
+            (x, "Input tensor (x)"), (dy, "Gradient input tensor (dy)"), (scale, "Scale tensor")
         ):  # fmt: skip
-            if tensor is None:
-                raise _missing(f"{_LABEL} missing {name} for pre-validation")
-        assert dy is not None and x is not None and scale is not None
-        check_min_dims(x, 2, "Input tensor (x)")
-        check_min_dims(dy, 2, "Gradient input tensor (dy)")
-        check_min_dims(scale, 2, "Scale tensor")
-        if not positive_dims_and_strides(x):
-            raise _invalid(
-                f"{_LABEL}: Input tensor (x) dimensions and strides must be set and positive"
-            )
-        if not positive_dims_and_strides(dy):
-            raise _invalid(
-                f"{_LABEL}: Gradient input tensor (dy) dimensions and strides must be set and "
-                "positive"
-            )
+            check_min_dims(tensor, 2, name)
+        check_dims_and_strides(x, "Input tensor (x)", _LABEL)
+        check_dims_and_strides(dy, "Gradient input tensor (dy)", _LABEL)
         check_shapes_match_if_set(x, dy, "Input tensor (x)", "Gradient input tensor (dy)")
         check_shapes_match_if_set(x, dx, "Input tensor (x)", "Gradient output tensor (dx)")
         mean, inv_var = a.get_mean(), a.get_inv_variance()
@@ -102,7 +87,7 @@ class BatchnormBackwardNode(Node[BatchnormBackwardAttributes]):
         check_channel_only_shape_if_set(mean, channels, "Mean tensor")
         check_channel_only_shape_if_set(inv_var, channels, "Inverse variance tensor")
         if (mean is None) != (inv_var is None):
-            raise _invalid(f"{_LABEL} requires both mean and inv_variance to be set, or neither")
+            raise invalid(f"{_LABEL} requires both mean and inv_variance to be set, or neither")
         check_bn_training_spatial(x, scale, "Batch normalization backward")
         refuse_peer_stats(a, _LABEL)
 
@@ -114,16 +99,11 @@ class BatchnormBackwardNode(Node[BatchnormBackwardAttributes]):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` without X, DX, DSCALE or DBIAS.
         """
         a = self.attributes
-        x, dx, dscale, dbias = a.get_x(), a.get_dx(), a.get_dscale(), a.get_dbias()
-        for tensor, name in ((x, "x"), (dx, "dx"), (dscale, "dscale"), (dbias, "dbias")):
-            if tensor is None:
-                raise _missing(f"{_LABEL} missing {name} for setting properties")
-        assert x is not None and dx is not None and dscale is not None and dbias is not None
+        x, dx, dscale, dbias = required(
+            a, _LABEL, ("x", "dx", "dscale", "dbias"), SETTING_PROPERTIES
+        )
         a.fill_from_context(self.graph_attributes)
-        if not dx.dim:
-            dx.dim = list(x.dim)
-        if not dx.stride:
-            dx.stride = list(x.stride)
+        take_shape(dx, x)
         infer_channel_tensor(dscale, x)
         infer_channel_tensor(dbias, x)
 
@@ -151,40 +131,34 @@ _In, _Out = BatchnormBackwardAttributes.InputNames, BatchnormBackwardAttributes.
 #: Where every slot of a batch-norm backward node lives on each wire (hipDNN's 9-field
 #: ``BatchnormBackwardAttributes`` table; JSON uids in ``inputs``/``outputs``, absent mean and
 #: inv_variance ``null``, ``peer_stats_tensor_uid`` an array among the inputs).
-BATCHNORM_BACKWARD_SPEC = register_node_spec(
-    NodeSpec(
-        table="BatchnormBackwardAttributes",
-        union_tag=3,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_BATCHNORM_BACKWARD_DESCRIPTOR_EXT,
-        descriptor_class="BatchnormBackwardOperationDescriptor",
-        compute_type=_A.BATCHNORM_BACKWARD_COMP_TYPE_EXT,
-        scalar_group="",
-        slots=(
-            SlotSpec.named(_In.DY, False, True, 0, _A.OPERATION_BATCHNORM_BACKWARD_DY_EXT),
-            SlotSpec.named(_In.X, False, True, 1, _A.OPERATION_BATCHNORM_BACKWARD_X_EXT),
-            SlotSpec.named(_In.SCALE, False, True, 4, _A.OPERATION_BATCHNORM_BACKWARD_SCALE_EXT),
-            SlotSpec.named(_In.MEAN, False, False, 2, _A.OPERATION_BATCHNORM_BACKWARD_MEAN_EXT),
-            SlotSpec.named(
-                _In.INV_VARIANCE, False, False, 3, _A.OPERATION_BATCHNORM_BACKWARD_INV_VARIANCE_EXT
-            ),
-            SlotSpec.named(_Out.DX, True, True, 6, _A.OPERATION_BATCHNORM_BACKWARD_DX_EXT),
-            SlotSpec.named(_Out.DSCALE, True, True, 7, _A.OPERATION_BATCHNORM_BACKWARD_DSCALE_EXT),
-            SlotSpec.named(_Out.DBIAS, True, True, 8, _A.OPERATION_BATCHNORM_BACKWARD_DBIAS_EXT),
+BATCHNORM_BACKWARD_SPEC = declare_spec(
+    BatchnormBackwardNode,
+    table="BatchnormBackwardAttributes",
+    union_tag=3,
+    descriptor_type=DescriptorType.OPERATION_BATCHNORM_BACKWARD_DESCRIPTOR_EXT,
+    descriptor_class="BatchnormBackwardOperationDescriptor",
+    compute_type=_A.BATCHNORM_BACKWARD_COMP_TYPE_EXT,
+    scalar_group="",
+    slots=(
+        SlotSpec.named(_In.DY, False, True, 0, _A.OPERATION_BATCHNORM_BACKWARD_DY_EXT),
+        SlotSpec.named(_In.X, False, True, 1, _A.OPERATION_BATCHNORM_BACKWARD_X_EXT),
+        SlotSpec.named(_In.SCALE, False, True, 4, _A.OPERATION_BATCHNORM_BACKWARD_SCALE_EXT),
+        SlotSpec.named(_In.MEAN, False, False, 2, _A.OPERATION_BATCHNORM_BACKWARD_MEAN_EXT),
+        SlotSpec.named(
+            _In.INV_VARIANCE, False, False, 3, _A.OPERATION_BATCHNORM_BACKWARD_INV_VARIANCE_EXT
         ),
-        scalars=(),
-        unmodelled=(
-            UnmodelledSpec(
-                "peer_stats_tensor_uid",
-                Kind.I64_VEC,
-                5,
-                "inputs",
-                (_A.OPERATION_BATCHNORM_BACKWARD_PEER_STATS_EXT, T.BACKEND_DESCRIPTOR),
-            ),
+        SlotSpec.named(_Out.DX, True, True, 6, _A.OPERATION_BATCHNORM_BACKWARD_DX_EXT),
+        SlotSpec.named(_Out.DSCALE, True, True, 7, _A.OPERATION_BATCHNORM_BACKWARD_DSCALE_EXT),
+        SlotSpec.named(_Out.DBIAS, True, True, 8, _A.OPERATION_BATCHNORM_BACKWARD_DBIAS_EXT),
+    ),
+    unmodelled=(
+        UnmodelledSpec(
+            "peer_stats_tensor_uid",
+            Kind.I64_VEC,
+            5,
+            "inputs",
+            (_A.OPERATION_BATCHNORM_BACKWARD_PEER_STATS_EXT, T.BACKEND_DESCRIPTOR),
         ),
-        field_count=9,
-        attributes_cls=BatchnormBackwardAttributes,
-        make_node=BatchnormBackwardNode,
-    )
+    ),
+    field_count=9,
 )
-BatchnormBackwardNode.spec = BATCHNORM_BACKWARD_SPEC

@@ -17,16 +17,14 @@ from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     JSON_SCALARS_ON_NODE,
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
-    register_node_spec,
 )
-from ..errors import HipdnnError
-from ..types import ErrorCode, NodeType
-from .base import Node
+from ..types import NodeType
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
-from .norm_rules import check_min_dims, check_shapes_match_if_set
+from .norm_rules import check_shapes_match_if_set
+from .rules import SETTING_PROPERTIES, check_min_dims, invalid, missing, required, take_shape
 
 __all__ = [
     "BLOCK_SCALE_DEQUANTIZE_SPEC",
@@ -34,13 +32,7 @@ __all__ = [
     "BlockScaleDequantizeNode",
 ]
 
-
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
-
-
-def _invalid(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VALUE, message)
+_LABEL = "BlockScaleDequantizeNode"
 
 
 class BlockScaleDequantizeNode(Node[BlockScaleDequantizeAttributes]):
@@ -58,7 +50,6 @@ class BlockScaleDequantizeNode(Node[BlockScaleDequantizeAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.BLOCK_SCALE_DEQUANTIZE
-    name_prefix: ClassVar[str] = "BlockScaleDequantize"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: X, SCALE, Y set; ``block_size`` not empty; X of rank ≥ 1
@@ -70,25 +61,19 @@ class BlockScaleDequantizeNode(Node[BlockScaleDequantizeAttributes]):
                 ``INVALID_VALUE`` for the rest.
         """
         a = self.attributes
-        x, scale, y = a.get_x(), a.get_scale(), a.get_y()
-        for tensor, name in ((x, "x"), (scale, "scale"), (y, "y")):
-            if tensor is None:
-                raise _missing(f"BlockScaleDequantizeNode missing {name} for pre-validation")
-        assert x is not None
+        x, _, y = required(a, _LABEL, ("x", "scale", "y"))
         blocks = a.block_size
         if not blocks:
-            raise _missing("BlockScaleDequantizeNode block_size must not be empty")
+            raise missing(f"{_LABEL} block_size must not be empty")
         if x.dim:
             check_min_dims(x, 1, "Input tensor (x)")
             check_shapes_match_if_set(x, y, "Input tensor (x)", "Output tensor (y)")
         for i, size in enumerate(blocks):
             if size <= 0:
-                raise _invalid(
-                    f"BlockScaleDequantizeNode block_size[{i}] must be positive, got {size}"
-                )
+                raise invalid(f"{_LABEL} block_size[{i}] must be positive, got {size}")
         if x.dim and len(blocks) > len(x.dim):
-            raise _invalid(
-                f"BlockScaleDequantizeNode block_size has {len(blocks)} entries but input tensor "
+            raise invalid(
+                f"{_LABEL} block_size has {len(blocks)} entries but input tensor "
                 f"has only {len(x.dim)} dimensions"
             )
 
@@ -99,16 +84,9 @@ class BlockScaleDequantizeNode(Node[BlockScaleDequantizeAttributes]):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` without X or Y.
         """
         a = self.attributes
-        x, y = a.get_x(), a.get_y()
-        if x is None:
-            raise _missing("BlockScaleDequantizeNode missing x for setting properties")
-        if y is None:
-            raise _missing("BlockScaleDequantizeNode missing y for setting properties")
+        x, y = required(a, _LABEL, ("x", "y"), SETTING_PROPERTIES)
         a.fill_from_context(self.graph_attributes)
-        if not y.dim:
-            y.dim = list(x.dim)
-        if not y.stride and x.stride:
-            y.stride = list(x.stride)
+        take_shape(y, x)
 
 
 class BlockScaleDequantizeAttributeName(IntEnum):
@@ -129,45 +107,37 @@ _In, _Out = BlockScaleDequantizeAttributes.InputNames, BlockScaleDequantizeAttri
 
 #: Where every slot and member of a block-scale dequantize node lives on each wire (hipDNN's
 #: 5-field ``BlockScaleDequantizeAttributes`` table, reconstructed; JSON uids in
-#: ``inputs``/``outputs``, ``block_size`` on the node object when not empty,
-#: ``is_negative_scale`` always written and optional on read).
-BLOCK_SCALE_DEQUANTIZE_SPEC = register_node_spec(
-    NodeSpec(
-        table="BlockScaleDequantizeAttributes",
-        union_tag=13,
-        label="BlockScaleDequantizeNode",
-        descriptor_type=DescriptorType.OPERATION_BLOCK_SCALE_DEQUANTIZE,
-        descriptor_class="BlockScaleDequantizeOperationDescriptor",
-        compute_type=_A.OPERATION_BLOCK_SCALE_DEQUANTIZE_MATH_PREC,
-        scalar_group=JSON_SCALARS_ON_NODE,
-        slots=(
-            SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BLOCK_SCALE_DEQUANTIZE_XDESC),
-            SlotSpec.named(
-                _In.SCALE, False, True, 1, _A.OPERATION_BLOCK_SCALE_DEQUANTIZE_SCALE_DESC
-            ),
-            SlotSpec.named(_Out.Y, True, True, 2, _A.OPERATION_BLOCK_SCALE_DEQUANTIZE_YDESC),
+#: ``inputs``/``outputs``, ``block_size`` (``[]`` when empty) and ``is_negative_scale`` on the
+#: node object, always written and optional on read, as flatbuffers_sdk's JSON helper does).
+BLOCK_SCALE_DEQUANTIZE_SPEC = declare_spec(
+    BlockScaleDequantizeNode,
+    table="BlockScaleDequantizeAttributes",
+    union_tag=13,
+    descriptor_type=DescriptorType.OPERATION_BLOCK_SCALE_DEQUANTIZE,
+    descriptor_class="BlockScaleDequantizeOperationDescriptor",
+    compute_type=_A.OPERATION_BLOCK_SCALE_DEQUANTIZE_MATH_PREC,
+    scalar_group=JSON_SCALARS_ON_NODE,
+    slots=(
+        SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BLOCK_SCALE_DEQUANTIZE_XDESC),
+        SlotSpec.named(_In.SCALE, False, True, 1, _A.OPERATION_BLOCK_SCALE_DEQUANTIZE_SCALE_DESC),
+        SlotSpec.named(_Out.Y, True, True, 2, _A.OPERATION_BLOCK_SCALE_DEQUANTIZE_YDESC),
+    ),
+    scalars=(
+        ScalarSpec(
+            "block_size",
+            Kind.I32_VEC,
+            3,
+            (_A.OPERATION_BLOCK_SCALE_DEQUANTIZE_BLOCK_SIZE, T.INT32),
+            json_presence="read_optional",
         ),
-        scalars=(
-            ScalarSpec(
-                "block_size",
-                Kind.I32_VEC,
-                3,
-                (_A.OPERATION_BLOCK_SCALE_DEQUANTIZE_BLOCK_SIZE, T.INT32),
-                json_presence="when_set",
-            ),
-            ScalarSpec(
-                "is_negative_scale",
-                Kind.BOOL,
-                4,
-                (_A.OPERATION_BLOCK_SCALE_DEQUANTIZE_NEG_SCALE, T.BOOLEAN),
-                always=True,
-                json_presence="read_optional",
-            ),
+        ScalarSpec(
+            "is_negative_scale",
+            Kind.BOOL,
+            4,
+            (_A.OPERATION_BLOCK_SCALE_DEQUANTIZE_NEG_SCALE, T.BOOLEAN),
+            always=True,
+            json_presence="read_optional",
         ),
-        unmodelled=(),
-        field_count=5,
-        attributes_cls=BlockScaleDequantizeAttributes,
-        make_node=BlockScaleDequantizeNode,
-    )
+    ),
+    field_count=5,
 )
-BlockScaleDequantizeNode.spec = BLOCK_SCALE_DEQUANTIZE_SPEC

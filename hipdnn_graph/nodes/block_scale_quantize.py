@@ -18,17 +18,15 @@ from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     JSON_SCALARS_ON_NODE,
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
-    register_node_spec,
 )
-from ..errors import HipdnnError
 from ..tensor import TensorAttributes, generate_strides
-from ..types import ErrorCode, NodeType
-from .base import Node
+from ..types import NodeType
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
-from .norm_rules import check_min_dims, check_shapes_match_if_set, ordered_strides, stride_order
+from .norm_rules import check_shapes_match_if_set, ordered_strides, stride_order
+from .rules import SETTING_PROPERTIES, check_min_dims, invalid, missing, required
 
 __all__ = [
     "BLOCK_SCALE_QUANTIZE_SPEC",
@@ -38,13 +36,7 @@ __all__ = [
     "transposed_stride_order",
 ]
 
-
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
-
-
-def _invalid(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VALUE, message)
+_LABEL = "BlockScaleQuantizeNode"
 
 
 def block_axis(axis: int | None, rank: int) -> int:
@@ -95,7 +87,6 @@ class BlockScaleQuantizeNode(Node[BlockScaleQuantizeAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.BLOCK_SCALE_QUANTIZE
-    name_prefix: ClassVar[str] = "BlockScaleQuantize"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: X, Y, SCALE set; ``block_size`` set and positive; when X
@@ -107,31 +98,25 @@ class BlockScaleQuantizeNode(Node[BlockScaleQuantizeAttributes]):
                 ``INVALID_VALUE`` for the rest.
         """
         a = self.attributes
-        x, y, scale = a.get_x(), a.get_y(), a.get_scale()
-        for tensor, name in ((x, "x"), (y, "y"), (scale, "scale")):
-            if tensor is None:
-                raise _missing(f"BlockScaleQuantizeNode missing {name} for pre-validation")
-        assert x is not None
+        x, y, _ = required(a, _LABEL, ("x", "y", "scale"))
         block = a.block_size
         if block is None:
-            raise _missing("BlockScaleQuantizeNode block_size not set")
+            raise missing(f"{_LABEL} block_size not set")
         if block <= 0:
-            raise _invalid(f"BlockScaleQuantizeNode block_size must be positive, got {block}")
+            raise invalid(f"{_LABEL} block_size must be positive, got {block}")
         if x.dim:
             check_min_dims(x, 1, "Input tensor (x)")
             rank, axis = len(x.dim), a.axis
             if axis is not None:
                 if axis < 0:
-                    raise _invalid(f"BlockScaleQuantizeNode axis must be non-negative, got {axis}")
+                    raise invalid(f"{_LABEL} axis must be non-negative, got {axis}")
                 if axis >= rank:
-                    raise _invalid(
-                        f"BlockScaleQuantizeNode axis {axis} exceeds input tensor rank {rank}"
-                    )
+                    raise invalid(f"{_LABEL} axis {axis} exceeds input tensor rank {rank}")
             target = block_axis(axis, rank)
             extent = x.dim[target]
             if extent > 0 and extent % block:
-                raise _invalid(
-                    f"BlockScaleQuantizeNode dimension at axis {target} ({extent}) must be "
+                raise invalid(
+                    f"{_LABEL} dimension at axis {target} ({extent}) must be "
                     f"divisible by block_size ({block})"
                 )
         if x.dim and y is not None and y.dim:
@@ -149,11 +134,7 @@ class BlockScaleQuantizeNode(Node[BlockScaleQuantizeAttributes]):
                 do not all have one rank (hipDNN leaves that case undefined).
         """
         a = self.attributes
-        x, y, scale = a.get_x(), a.get_y(), a.get_scale()
-        for tensor, name in ((x, "x"), (y, "y"), (scale, "scale")):
-            if tensor is None:
-                raise _missing(f"BlockScaleQuantizeNode missing {name} for setting properties")
-        assert x is not None and y is not None and scale is not None
+        x, y, scale = required(a, _LABEL, ("x", "y", "scale"), SETTING_PROPERTIES)
         a.fill_from_context(self.graph_attributes)
         if not y.dim:
             y.dim = list(x.dim)
@@ -183,8 +164,8 @@ class BlockScaleQuantizeNode(Node[BlockScaleQuantizeAttributes]):
         x = self.attributes.get_x()
         assert x is not None
         if not len(x.stride) == len(x.dim) == len(tensor.dim):
-            raise _invalid(
-                f"BlockScaleQuantizeNode cannot infer the strides of {tensor.name or 'a tensor'} "
+            raise invalid(
+                f"{_LABEL} cannot infer the strides of {tensor.name or 'a tensor'} "
                 f"of rank {len(tensor.dim)} from X's {len(x.stride)} strides and {len(x.dim)} dims"
             )
         if transposed:
@@ -215,49 +196,43 @@ _In, _Out = BlockScaleQuantizeAttributes.InputNames, BlockScaleQuantizeAttribute
 #: 6-field ``BlockScaleQuantizeAttributes`` table, reconstructed; JSON uids in
 #: ``inputs``/``outputs``, ``block_size`` and ``axis`` on the node object when set,
 #: ``transpose`` always written and optional on read).
-BLOCK_SCALE_QUANTIZE_SPEC = register_node_spec(
-    NodeSpec(
-        table="BlockScaleQuantizeAttributes",
-        union_tag=14,
-        label="BlockScaleQuantizeNode",
-        descriptor_type=DescriptorType.OPERATION_BLOCK_SCALE_QUANTIZE,
-        descriptor_class="BlockScaleQuantizeOperationDescriptor",
-        compute_type=_A.OPERATION_BLOCK_SCALE_QUANTIZE_MATH_PREC,
-        scalar_group=JSON_SCALARS_ON_NODE,
-        slots=(
-            SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BLOCK_SCALE_QUANTIZE_XDESC),
-            SlotSpec.named(_Out.Y, True, True, 1, _A.OPERATION_BLOCK_SCALE_QUANTIZE_YDESC),
-            SlotSpec.named(_Out.SCALE, True, True, 2, _A.OPERATION_BLOCK_SCALE_QUANTIZE_SCALE_DESC),
+BLOCK_SCALE_QUANTIZE_SPEC = declare_spec(
+    BlockScaleQuantizeNode,
+    table="BlockScaleQuantizeAttributes",
+    union_tag=14,
+    descriptor_type=DescriptorType.OPERATION_BLOCK_SCALE_QUANTIZE,
+    descriptor_class="BlockScaleQuantizeOperationDescriptor",
+    compute_type=_A.OPERATION_BLOCK_SCALE_QUANTIZE_MATH_PREC,
+    scalar_group=JSON_SCALARS_ON_NODE,
+    slots=(
+        SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_BLOCK_SCALE_QUANTIZE_XDESC),
+        SlotSpec.named(_Out.Y, True, True, 1, _A.OPERATION_BLOCK_SCALE_QUANTIZE_YDESC),
+        SlotSpec.named(_Out.SCALE, True, True, 2, _A.OPERATION_BLOCK_SCALE_QUANTIZE_SCALE_DESC),
+    ),
+    scalars=(
+        ScalarSpec(
+            "block_size",
+            Kind.I32,
+            3,
+            (_A.OPERATION_BLOCK_SCALE_QUANTIZE_BLOCK_SIZE, T.INT32),
+            json_presence="when_set",
+            none_is_default=True,
         ),
-        scalars=(
-            ScalarSpec(
-                "block_size",
-                Kind.I32,
-                3,
-                (_A.OPERATION_BLOCK_SCALE_QUANTIZE_BLOCK_SIZE, T.INT32),
-                json_presence="when_set",
-                none_is_default=True,
-            ),
-            ScalarSpec(
-                "axis",
-                Kind.I64_OPT,
-                4,
-                (_A.OPERATION_BLOCK_SCALE_QUANTIZE_AXIS_EXT, T.INT64),
-                json_presence="when_set",
-            ),
-            ScalarSpec(
-                "transpose",
-                Kind.BOOL,
-                5,
-                (_A.OPERATION_BLOCK_SCALE_QUANTIZE_TRANSPOSE_EXT, T.BOOLEAN),
-                always=True,
-                json_presence="read_optional",
-            ),
+        ScalarSpec(
+            "axis",
+            Kind.I64_OPT,
+            4,
+            (_A.OPERATION_BLOCK_SCALE_QUANTIZE_AXIS_EXT, T.INT64),
+            json_presence="when_set",
         ),
-        unmodelled=(),
-        field_count=6,
-        attributes_cls=BlockScaleQuantizeAttributes,
-        make_node=BlockScaleQuantizeNode,
-    )
+        ScalarSpec(
+            "transpose",
+            Kind.BOOL,
+            5,
+            (_A.OPERATION_BLOCK_SCALE_QUANTIZE_TRANSPOSE_EXT, T.BOOLEAN),
+            always=True,
+            json_presence="read_optional",
+        ),
+    ),
+    field_count=6,
 )
-BlockScaleQuantizeNode.spec = BLOCK_SCALE_QUANTIZE_SPEC

@@ -12,33 +12,16 @@ from typing import ClassVar
 from ..attributes.convolution import ConvDgradAttributes
 from ..tensor import TensorAttributes
 from ..types import NodeType
-from .base import Node
-from .conv_rules import (
-    ForwardShapes,
-    c_div,
-    c_mod,
-    check_operands,
-    check_parameters,
-    check_parameters_set,
-    check_ranks,
-    check_set_and_positive,
-    dims_positive,
-    infer_strides,
-    invalid,
-    operands,
-    spatial_parameters,
-)
+from .conv_rules import ConvolutionNode, ForwardShapes, c_div, c_mod, spatial_parameters
 from .conv_spec import convolution_spec
-from .input_memo import InputRuleMemo
+from .rules import dims_positive, invalid
 
 __all__ = ["CONVOLUTION_BWD_SPEC", "ConvolutionDgradNode"]
 
 _LABEL = "ConvolutionDgradNode"
-#: the three tensors, in hipDNN's check order, with what its messages call them
-_ROLES = (("dy", "gradient of output"), ("w", "weights"), ("dx", "gradient of input"))
 
 
-class ConvolutionDgradNode(Node[ConvDgradAttributes]):
+class ConvolutionDgradNode(ConvolutionNode[ConvDgradAttributes]):
     """The gradient ``DX [N, C, in...]`` of a forward convolution's input from
     ``DY [N, K, out...]`` and the filter ``W [K, C/groups, kernel...]``.
 
@@ -55,89 +38,66 @@ class ConvolutionDgradNode(Node[ConvDgradAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.CONVOLUTION_DGRAD
-    name_prefix: ClassVar[str] = "ConvolutionDgrad"
     padded_slot: ClassVar[str] = "DX"
 
-    def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
-        """hipDNN's checks, in order: DY, W, DX set; the four members set; DY's dims and strides
-        set and positive, rank >= 3; W's too, of DY's rank, its output channels DY's channels;
-        DX's rank, batch, grouping and positivity when it has dims, its strides when set; one
-        member value per spatial dim; each value in range and, when DX has dims, each spatial
-        dim of DY as the forward formula gives it from DX.
+    roles = ("dy (gradient of output)", "w (weights)", "dx (gradient of input)")
+    names = ("dy", "Weight", "dx")
+
+    def check_shapes(
+        self, dyd: list[int], wd: list[int], dx: TensorAttributes
+    ) -> ForwardShapes | None:
+        """W's output channels DY's channels; DX's rank, batch, grouping and positivity when it
+        has dims (then each spatial dim of DY as the forward formula gives it from DX, checked
+        with the members). A DX channel count that makes the group count 0 (hipDNN would divide
+        by it) fails as the positivity check that follows does.
 
         Raises:
-            HipdnnError: ``ATTRIBUTE_NOT_SET`` for something missing, ``INVALID_VALUE`` for the
-                others.
+            HipdnnError: ``INVALID_VALUE`` for the first check that fails.
         """
-        a = self.attributes
-        dy, w, dx = operands(a, _LABEL, _ROLES, "pre-validation")
-        check_parameters_set(a, _LABEL)
-        check_operands(dy, "dy", w, "Weight", _LABEL)
-        dyd, wd = dy.dim, w.dim
         if dyd[1] != wd[0]:
             raise invalid(f"{_LABEL}: dy tensor channels must match weight tensor output channels")
         dxd = dx.dim
-        if dxd:
-            _check_dx(dxd, dyd, wd, dx)
-        if dx.stride:
-            check_set_and_positive(dx, "dx", _LABEL)
-        shapes = ForwardShapes(dxd, wd, dyd, "dy", "dx") if dxd else None
-        check_parameters(a, len(dyd) - 2, _LABEL, shapes)
+        if not dxd:
+            return None
+        if len(dxd) != len(dyd):
+            raise invalid(
+                f"{_LABEL}: dx tensor dimension count must match dy tensor dimension count"
+            )
+        if dxd[0] != dyd[0]:
+            raise invalid(f"{_LABEL}: dx tensor batch size must match dy tensor batch size")
+        if c_mod(dxd[1], wd[1]) != 0:
+            raise invalid(
+                f"{_LABEL}: dx tensor channels must be divisible by weight tensor input channels"
+            )
+        groups = c_div(dxd[1], wd[1])
+        if groups == 0:
+            raise invalid(f"{_LABEL}: dx tensor dimensions must be set and positive")
+        if c_mod(wd[0], groups) != 0:
+            raise invalid(
+                f"{_LABEL}: Weight tensor output channels must be divisible by the number of groups"
+            )
+        if not dims_positive(dx):
+            raise invalid(f"{_LABEL}: dx tensor dimensions must be set and positive")
+        return ForwardShapes(dxd, wd, dyd, "dy", "dx")
 
-    def infer_properties_node(self) -> None:
-        """Fill data types; DX without dims gets ``[N, W's C, in...]`` (one group: hipDNN
-        cannot infer a group count), DX without strides DY's memory order (packed).
+    def output_dims(self, dyd: list[int], wd: list[int]) -> list[int]:
+        """hipDNN's DX inference: ``[N, W's C, in...]`` (one group: hipDNN cannot infer a group
+        count).
 
         Raises:
-            HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing tensor or DY strides,
-                ``INVALID_VALUE`` for members that do not give a positive size.
+            HipdnnError: ``INVALID_VALUE`` for members that do not give a positive size.
         """
-        a = self.attributes
-        dy, w, dx = operands(a, _LABEL, _ROLES, "setting properties")
-        a.fill_from_context(self.graph_attributes)
-        if not dx.dim:
-            dx.dim = _dx_dims(a, dy, w)
-        infer_strides(dx, "dx", dy, "dy", _LABEL)
-
-
-def _check_dx(dxd: list[int], dyd: list[int], wd: list[int], dx: TensorAttributes) -> None:
-    """hipDNN's checks of a DX with dims. A DX channel count that makes the group count 0
-    (hipDNN would divide by it) fails as the positivity check that follows does."""
-    if len(dxd) != len(dyd):
-        raise invalid(f"{_LABEL}: dx tensor dimension count must match dy tensor dimension count")
-    if dxd[0] != dyd[0]:
-        raise invalid(f"{_LABEL}: dx tensor batch size must match dy tensor batch size")
-    if c_mod(dxd[1], wd[1]) != 0:
-        raise invalid(
-            f"{_LABEL}: dx tensor channels must be divisible by weight tensor input channels"
-        )
-    groups = c_div(dxd[1], wd[1])
-    if groups == 0:
-        raise invalid(f"{_LABEL}: dx tensor dimensions must be set and positive")
-    if c_mod(wd[0], groups) != 0:
-        raise invalid(
-            f"{_LABEL}: Weight tensor output channels must be divisible by the number of groups"
-        )
-    if not dims_positive(dx):
-        raise invalid(f"{_LABEL}: dx tensor dimensions must be set and positive")
-
-
-def _dx_dims(a: ConvDgradAttributes, dy: TensorAttributes, w: TensorAttributes) -> list[int]:
-    """hipDNN's DX inference. Where hipDNN would index past DY's or W's dims (inference called
-    without pre-validation), the pre-validation message is raised instead."""
-    dyd, wd = dy.dim, w.dim
-    check_ranks(dyd, "dy", wd, "Weight", _LABEL)
-    dims = [dyd[0], wd[1]]
-    for i in range(2, len(dyd)):
-        pre, post, stride, dilation = spatial_parameters(a, i - 2, _LABEL)
-        size = stride * (dyd[i] - 1) + (dilation * (wd[i] - 1) + 1) - pre - post
-        if size <= 0:
-            raise invalid(
-                f"{_LABEL}: Inferred input spatial dimension at index {i} ({size}) is "
-                "non-positive. Check padding, stride, and dilation parameters."
-            )
-        dims.append(size)
-    return dims
+        dims = [dyd[0], wd[1]]
+        for i in range(2, len(dyd)):
+            pre, post, stride, dilation = spatial_parameters(self.attributes, i - 2, _LABEL)
+            size = stride * (dyd[i] - 1) + (dilation * (wd[i] - 1) + 1) - pre - post
+            if size <= 0:
+                raise invalid(
+                    f"{_LABEL}: Inferred input spatial dimension at index {i} ({size}) is "
+                    "non-positive. Check padding, stride, and dilation parameters."
+                )
+            dims.append(size)
+        return dims
 
 
 _In, _Out = ConvDgradAttributes.InputNames, ConvDgradAttributes.OutputNames
@@ -145,13 +105,10 @@ _In, _Out = ConvDgradAttributes.InputNames, ConvDgradAttributes.OutputNames
 #: Where every slot and member of a data-gradient convolution lives on each wire (hipDNN's
 #: 10-field ``ConvolutionBwdAttributes`` table; its JSON as the forward one's).
 CONVOLUTION_BWD_SPEC = convolution_spec(
+    ConvolutionDgradNode,
     "ConvolutionBwdAttributes",
     6,
-    _LABEL,
     "BACKWARD_DATA",
     "ConvolutionBwdOperationDescriptor",
     (_In.DY, _In.W, _Out.DX),
-    ConvDgradAttributes,
-    ConvolutionDgradNode,
 )
-ConvolutionDgradNode.spec = CONVOLUTION_BWD_SPEC

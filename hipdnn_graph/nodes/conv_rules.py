@@ -7,17 +7,26 @@ hipDNN computes in C++ ``int64_t``: ``%`` and ``/`` truncate toward zero. :func:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple, TypeVar
 
 from ..attributes.convolution import ConvolutionAttributes
-from ..errors import HipdnnError
 from ..tensor import TensorAttributes
-from ..types import ErrorCode
+from .base import Node
+from .input_memo import InputRuleMemo
 from .norm_rules import ordered_strides, stride_order
+from .rules import (
+    PRE_VALIDATION,
+    SETTING_PROPERTIES,
+    check_dims_and_strides,
+    invalid,
+    missing,
+    required,
+)
 
 __all__ = [
     "MIN_RANK",
     "PARAMETERS",
+    "ConvolutionNode",
     "ForwardShapes",
     "c_div",
     "c_mod",
@@ -29,12 +38,7 @@ __all__ = [
     "check_parameters_set",
     "check_ranks",
     "check_set_and_positive",
-    "dims_and_strides_positive",
-    "dims_positive",
     "infer_strides",
-    "invalid",
-    "missing",
-    "operands",
     "spatial_parameters",
     "strides_like",
 ]
@@ -43,14 +47,6 @@ __all__ = [
 MIN_RANK = 3
 #: the four per-spatial-dim members, in hipDNN's check order
 PARAMETERS = ("pre_padding", "post_padding", "stride", "dilation")
-
-
-def invalid(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VALUE, message)
-
-
-def missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
 
 
 def c_mod(a: int, b: int) -> int:
@@ -75,38 +71,6 @@ def c_div(a: int, b: int) -> int:
     return -q if (a < 0) != (b < 0) else q
 
 
-def dims_positive(t: TensorAttributes) -> bool:
-    """hipDNN's ``validate_dims_set_and_positive``."""
-    return bool(t.dim) and all(d > 0 for d in t.dim)
-
-
-def dims_and_strides_positive(t: TensorAttributes) -> bool:
-    """hipDNN's ``validate_dims_and_strides_set_and_positive``: dims set and positive, as many
-    strides as dims, all positive."""
-    return dims_positive(t) and len(t.stride) == len(t.dim) and all(s > 0 for s in t.stride)
-
-
-def operands(
-    a: ConvolutionAttributes, label: str, roles: Sequence[tuple[str, str]], purpose: str
-) -> list[TensorAttributes]:
-    """The node's three tensors, each checked set, in hipDNN's order. ``roles`` names each
-    tensor's slot and what it is (``("x", "input")``); the pre-validation message names both
-    (``missing x (input) for pre-validation``), the inference one the slot only (``missing x
-    for setting properties``).
-
-    Raises:
-        HipdnnError: ``ATTRIBUTE_NOT_SET`` naming the first tensor not set.
-    """
-    found = []
-    for slot, role in roles:
-        tensor = getattr(a, f"get_{slot}")()
-        if tensor is None:
-            what = f"{slot} ({role})" if purpose == "pre-validation" else slot
-            raise missing(f"{label} missing {what} for {purpose}")
-        found.append(tensor)
-    return found
-
-
 def _lower(name: str) -> str:
     """A tensor's name inside a sentence (``Input`` -> ``input``; ``dy`` stays)."""
     return name[:1].lower() + name[1:]
@@ -118,8 +82,7 @@ def check_set_and_positive(t: TensorAttributes, name: str, label: str) -> None:
     Raises:
         HipdnnError: ``INVALID_VALUE`` when they are not.
     """
-    if not dims_and_strides_positive(t):
-        raise invalid(f"{label}: {name} tensor dimensions and strides must be set and positive")
+    check_dims_and_strides(t, f"{name} tensor", label)
 
 
 def _check_rank(dims: Sequence[int], name: str, label: str) -> None:
@@ -265,7 +228,7 @@ def check_parameters_set(a: ConvolutionAttributes, label: str) -> None:
     """
     for name in PARAMETERS:
         if not getattr(a, name):
-            raise missing(f"{label} missing {name} for pre-validation")
+            raise missing(f"{label} missing {name} for {PRE_VALIDATION}")
 
 
 def check_parameter_counts(a: ConvolutionAttributes, spatial: int, label: str) -> None:
@@ -279,17 +242,27 @@ def check_parameter_counts(a: ConvolutionAttributes, spatial: int, label: str) -
             raise invalid(f"{label}: {name} parameter count must match spatial dimension count")
 
 
-def check_parameter_values(pre: int, post: int, stride: int, dilation: int, label: str) -> None:
-    """One spatial dim's stride and dilation at least 1, paddings not negative (the
-    pre-validation wording).
+#: hipDNN's words for a stride, then a dilation, below 1: pre-validation's and inference's
+_BELOW_ONE = {
+    PRE_VALIDATION: ("Stride must be > 0", "Dilation must > 0"),
+    SETTING_PROPERTIES: ("Stride must be positive", "Dilation must be positive"),
+}
+
+
+def check_parameter_values(
+    pre: int, post: int, stride: int, dilation: int, label: str, purpose: str = PRE_VALIDATION
+) -> None:
+    """One spatial dim's stride and dilation at least 1, paddings not negative, in hipDNN's
+    words for ``purpose`` (pre-validation or inference).
 
     Raises:
         HipdnnError: ``INVALID_VALUE`` for the first that is not.
     """
+    stride_words, dilation_words = _BELOW_ONE[purpose]
     if stride < 1:
-        raise invalid(f"{label}: Stride must be > 0")
+        raise invalid(f"{label}: {stride_words}")
     if dilation < 1:
-        raise invalid(f"{label}: Dilation must > 0")
+        raise invalid(f"{label}: {dilation_words}")
     if pre < 0:
         raise invalid(f"{label}: Pre-padding must be non-negative")
     if post < 0:
@@ -312,14 +285,7 @@ def spatial_parameters(
         )
     pre, post = a.pre_padding[index], a.post_padding[index]
     stride, dilation = a.stride[index], a.dilation[index]
-    if stride < 1:
-        raise invalid(f"{label}: Stride must be positive")
-    if dilation < 1:
-        raise invalid(f"{label}: Dilation must be positive")
-    if pre < 0:
-        raise invalid(f"{label}: Pre-padding must be non-negative")
-    if post < 0:
-        raise invalid(f"{label}: Post-padding must be non-negative")
+    check_parameter_values(pre, post, stride, dilation, label, SETTING_PROPERTIES)
     return pre, post, stride, dilation
 
 
@@ -332,3 +298,83 @@ def strides_like(dims: Sequence[int], reference: Sequence[int]) -> list[int]:
         [36, 1, 12, 4]
     """
     return ordered_strides(dims, stride_order(reference))
+
+
+C = TypeVar("C", bound=ConvolutionAttributes)
+
+
+class ConvolutionNode(Node[C]):
+    """What the three convolution nodes do alike, in hipDNN's order: each takes two inputs and
+    writes one output, named in messages by :attr:`names`; pre-validation checks the three
+    tensors set, the four members set, the inputs (:func:`check_operands`), then the family's
+    own checks (:meth:`check_shapes`), the output's strides when set and the members
+    (:func:`check_parameters`); inference fills data types, gives an output without dims the
+    family's shape (:meth:`output_dims`) and one without strides the first input's memory
+    order."""
+
+    #: the three tensors' slots in hipDNN's check order (two inputs, then the output), with
+    #: what its missing-tensor messages call them (``"x (input)"``; see :func:`.rules.required`)
+    roles: ClassVar[tuple[str, str, str]]
+    #: what its other messages call them (``("Input", "Weight", "Output")``)
+    names: ClassVar[tuple[str, str, str]]
+    #: whether inference refuses an output without dims before giving it strides (the forward
+    #: node's wording)
+    stride_inference_checks_dims: ClassVar[bool] = False
+
+    def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
+        """hipDNN's checks, in order: the three tensors set; the four members set; the first
+        input's dims and strides set and positive, rank >= 3; the second's too, of the first's
+        rank; :meth:`check_shapes`; the output's strides when set; one member value per spatial
+        dim, each in range (and the output's spatial dims as the forward formula gives them).
+
+        Raises:
+            HipdnnError: ``ATTRIBUTE_NOT_SET`` for something missing, ``INVALID_VALUE`` for the
+                others.
+        """
+        label, a = type(self).__name__, self.attributes
+        first, second, out = required(a, label, self.roles)
+        check_parameters_set(a, label)
+        check_operands(first, self.names[0], second, self.names[1], label)
+        shapes = self.check_shapes(first.dim, second.dim, out)
+        if out.stride:
+            check_set_and_positive(out, self.names[2], label)
+        check_parameters(a, len(first.dim) - 2, label, shapes)
+
+    def infer_properties_node(self) -> None:
+        """Fill data types; an output without dims gets :meth:`output_dims` (where hipDNN would
+        index past the inputs' dims, called without pre-validation, the pre-validation rank
+        message is raised instead), one without strides the first input's memory order
+        (packed).
+
+        Raises:
+            HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing tensor or first-input strides,
+                ``INVALID_VALUE`` for members that do not give a positive size.
+        """
+        label, a = type(self).__name__, self.attributes
+        first, second, out = required(a, label, self.roles, SETTING_PROPERTIES)
+        a.fill_from_context(self.graph_attributes)
+        if not out.dim:
+            check_ranks(first.dim, self.names[0], second.dim, self.names[1], label)
+            out.dim = self.output_dims(first.dim, second.dim)
+        out_name, first_name = _lower(self.names[2]), _lower(self.names[0])
+        infer_strides(out, out_name, first, first_name, label, self.stride_inference_checks_dims)
+
+    def check_shapes(
+        self, first: list[int], second: list[int], out: TensorAttributes
+    ) -> ForwardShapes | None:
+        """The family's checks between the inputs and of an output with dims, in hipDNN's
+        order; the forward problem's shapes when :func:`check_parameters` checks the output's
+        spatial dims against them.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for the first check that fails.
+        """
+        raise NotImplementedError
+
+    def output_dims(self, first: list[int], second: list[int]) -> list[int]:
+        """The output's dims from the inputs' (of checked ranks) and the members.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for members that give no positive size.
+        """
+        raise NotImplementedError

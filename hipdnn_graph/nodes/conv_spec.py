@@ -17,9 +17,9 @@ from ..descriptors.node_spec import (
     SlotSpec,
     UnmodelledSpec,
     WireEnum,
-    register_node_spec,
 )
 from ..types import ConvolutionMode
+from .base import Node, declare_spec
 
 __all__ = [
     "CONV_MODE",
@@ -113,18 +113,17 @@ def convolution_unmodelled() -> tuple[UnmodelledSpec, ...]:
 
 
 def convolution_spec(
+    node: type[Node[Any]],
     table: str,
     union_tag: int,
-    label: str,
     operation: str,
     descriptor_class: str,
     slots: tuple[IntEnum, IntEnum, IntEnum],
-    attributes_cls: type[Any],
-    make_node: Any,
 ) -> NodeSpec:
-    """Declare and register a convolution family's 10-field table: ``slots`` are its two inputs
-    and its output in field order (fields 0-2, wire names ``<slot>_tensor_uid``), carried by the
-    attributes ``OPERATION_CONVOLUTION_<operation>_<slot>`` of a descriptor of type
+    """Declare a convolution family's 10-field table (see
+    :func:`~hipdnn_graph.nodes.base.declare_spec`): ``slots`` are its two inputs and its output
+    in field order (fields 0-2, wire names ``<slot>_tensor_uid``), carried by the attributes
+    ``OPERATION_CONVOLUTION_<operation>_<slot>`` of a descriptor of type
     ``OPERATION_CONVOLUTION_<operation>``; the members and unmodelled strings are the shared
     ones, under ``"parameters"`` in the JSON.
 
@@ -133,29 +132,25 @@ def convolution_spec(
         >>> [(s.name, s.fb_slot, s.attribute.name, s.wire) for s in CONVOLUTION_FWD_SPEC.slots][2]
         ('Y', 2, 'OPERATION_CONVOLUTION_FORWARD_Y', 'y_tensor_uid')
     """
-    return register_node_spec(
-        NodeSpec(
-            table=table,
-            union_tag=union_tag,
-            label=label,
-            descriptor_type=DescriptorType[f"OPERATION_CONVOLUTION_{operation}"],
-            descriptor_class=descriptor_class,
-            compute_type=_A.CONVOLUTION_COMP_TYPE,
-            scalar_group="parameters",
-            slots=tuple(
-                SlotSpec.named(
-                    member,
-                    field == 2,
-                    True,
-                    field,
-                    ConvolutionAttributeName[f"OPERATION_CONVOLUTION_{operation}_{member.name}"],
-                )
-                for field, member in enumerate(slots)
-            ),
-            scalars=convolution_scalars(),
-            unmodelled=convolution_unmodelled(),
-            field_count=10,
-            attributes_cls=attributes_cls,
-            make_node=make_node,
-        )
+    return declare_spec(
+        node,
+        table=table,
+        union_tag=union_tag,
+        descriptor_type=DescriptorType[f"OPERATION_CONVOLUTION_{operation}"],
+        descriptor_class=descriptor_class,
+        compute_type=_A.CONVOLUTION_COMP_TYPE,
+        scalar_group="parameters",
+        slots=tuple(
+            SlotSpec.named(
+                member,
+                field == 2,
+                True,
+                field,
+                ConvolutionAttributeName[f"OPERATION_CONVOLUTION_{operation}_{member.name}"],
+            )
+            for field, member in enumerate(slots)
+        ),
+        scalars=convolution_scalars(),
+        unmodelled=convolution_unmodelled(),
+        field_count=10,
     )

@@ -17,16 +17,14 @@ from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     JSON_ON_NODE,
     Kind,
-    NodeSpec,
     ScalarSpec,
     TensorListSpec,
     UnmodelledSpec,
-    register_node_spec,
 )
-from ..errors import HipdnnError
-from ..types import ErrorCode, NodeType
-from .base import Node
+from ..types import NodeType
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
+from .rules import missing
 
 __all__ = ["CUSTOM_OP_SPEC", "CustomOpAttributeName", "CustomOpNode", "custom_op_refusal"]
 
@@ -53,7 +51,6 @@ class CustomOpNode(Node[CustomOpAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.CUSTOM_OP
-    name_prefix: ClassVar[str] = "CustomOp"
     constants_anywhere: ClassVar[bool] = True
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
@@ -69,9 +66,7 @@ class CustomOpNode(Node[CustomOpAttributes]):
                 validation error; ``INVALID_VALUE`` for a shared output.
         """
         if not self.attributes.custom_op_id:
-            raise HipdnnError(
-                ErrorCode.ATTRIBUTE_NOT_SET, f"Node {self.name} does not have a custom_op_id set"
-            )
+            raise missing(f"Node {self.name} does not have a custom_op_id set")
         super().post_validate_node(memo)
 
 
@@ -108,34 +103,29 @@ _A = CustomOpAttributeName
 #: ``CustomOpAttributes`` table, custom_op_attributes.fbs: the id, the input and output uid
 #: vectors, the payload, and ``test_generation_marker``, a field of hipDNN's test generator this
 #: project does not model; its JSON writes the four others on the node object).
-CUSTOM_OP_SPEC = register_node_spec(
-    NodeSpec(
-        table="CustomOpAttributes",
-        union_tag=16,
-        label="CustomOpNode",
-        descriptor_type=DescriptorType.OPERATION_CUSTOM_OP_DESCRIPTOR_EXT,
-        descriptor_class="CustomOpOperationDescriptor",
-        compute_type=_A.CUSTOM_OP_COMP_TYPE_EXT,
-        scalar_group=JSON_ON_NODE,
-        slots=(),
-        tensor_lists=(
-            TensorListSpec(
-                False, 1, _A.OPERATION_CUSTOM_OP_INPUTS_EXT, "input_tensor_uids", InputPosition
-            ),
-            TensorListSpec(
-                True, 2, _A.OPERATION_CUSTOM_OP_OUTPUTS_EXT, "output_tensor_uids", OutputPosition
-            ),
+CUSTOM_OP_SPEC = declare_spec(
+    CustomOpNode,
+    table="CustomOpAttributes",
+    union_tag=16,
+    descriptor_type=DescriptorType.OPERATION_CUSTOM_OP_DESCRIPTOR_EXT,
+    descriptor_class="CustomOpOperationDescriptor",
+    compute_type=_A.CUSTOM_OP_COMP_TYPE_EXT,
+    scalar_group=JSON_ON_NODE,
+    slots=(),
+    tensor_lists=(
+        TensorListSpec(
+            False, 1, _A.OPERATION_CUSTOM_OP_INPUTS_EXT, "input_tensor_uids", InputPosition
         ),
-        scalars=(
-            ScalarSpec(
-                "custom_op_id", Kind.STRING, 0, (_A.OPERATION_CUSTOM_OP_ID_EXT, T.CHAR), always=True
-            ),
-            ScalarSpec("data", Kind.U8_VEC, 3, (_A.OPERATION_CUSTOM_OP_DATA_EXT, T.CHAR)),
+        TensorListSpec(
+            True, 2, _A.OPERATION_CUSTOM_OP_OUTPUTS_EXT, "output_tensor_uids", OutputPosition
         ),
-        unmodelled=(UnmodelledSpec("test_generation_marker", Kind.I32, 4, "extra"),),
-        field_count=5,
-        attributes_cls=CustomOpAttributes,
-        make_node=CustomOpNode,
-    )
+    ),
+    scalars=(
+        ScalarSpec(
+            "custom_op_id", Kind.STRING, 0, (_A.OPERATION_CUSTOM_OP_ID_EXT, T.CHAR), always=True
+        ),
+        ScalarSpec("data", Kind.U8_VEC, 3, (_A.OPERATION_CUSTOM_OP_DATA_EXT, T.CHAR)),
+    ),
+    unmodelled=(UnmodelledSpec("test_generation_marker", Kind.I32, 4, "extra"),),
+    field_count=5,
 )
-CustomOpNode.spec = CUSTOM_OP_SPEC

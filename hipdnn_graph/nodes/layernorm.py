@@ -17,39 +17,27 @@ from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     JSON_SCALARS_ON_NODE,
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
     WireEnum,
-    register_node_spec,
 )
-from ..errors import HipdnnError
-from ..tensor import TensorAttributes, generate_strides
-from ..types import ErrorCode, NodeType, NormFwdPhase
-from .base import Node
+from ..tensor import generate_strides
+from ..types import NodeType, NormFwdPhase
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .norm_rules import (
     check_epsilon_value,
-    check_min_dims,
     check_normalized_dim_count,
     check_scalar_parameter,
     check_shapes_match_if_set,
-    ordered_strides,
-    stride_order,
+    like_strides,
 )
+from .rules import SETTING_PROPERTIES, check_min_dims, missing, required
 
 __all__ = ["LAYERNORM_SPEC", "LayerNormNode", "LayernormAttributeName"]
 
 
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
-
-
-def _strides_like_x(dims: list[int], x: TensorAttributes) -> list[int]:
-    """X's stride order on ``dims`` when the ranks match, else packed row-major strides."""
-    if x.stride and len(x.stride) == len(dims):
-        return ordered_strides(dims, stride_order(x.stride))
-    return generate_strides(dims)
+_LABEL = "LayerNormNode"
 
 
 class LayerNormNode(Node[LayernormAttributes]):
@@ -82,19 +70,8 @@ class LayerNormNode(Node[LayernormAttributes]):
         """
         a = self.attributes
         if a.forward_phase == NormFwdPhase.NOT_SET:
-            raise _missing("Forward phase not set of layernorm node.")
-        x, y, epsilon = a.get_x(), a.get_y(), a.get_epsilon()
-        scale, bias = a.get_scale(), a.get_bias()
-        if x is None:
-            raise _missing("LayerNormNode missing x for pre-validation")
-        if y is None:
-            raise _missing("LayerNormNode missing y for pre-validation")
-        if epsilon is None:
-            raise _missing("LayerNormNode missing epsilon for pre-validation")
-        if scale is None:
-            raise _missing("LayerNormNode missing scale for pre-validation")
-        if bias is None:
-            raise _missing("LayerNormNode missing bias for pre-validation")
+            raise missing("Forward phase not set of layernorm node.")
+        x, y, epsilon, scale, bias = required(a, _LABEL, ("x", "y", "epsilon", "scale", "bias"))
         check_min_dims(x, 1, "Input tensor (x)")
         check_scalar_parameter(epsilon, "Epsilon")
         check_shapes_match_if_set(x, y, "Input tensor (x)", "Output tensor (y)")
@@ -112,11 +89,7 @@ class LayerNormNode(Node[LayernormAttributes]):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` without X or Y.
         """
         a = self.attributes
-        x, y = a.get_x(), a.get_y()
-        if x is None:
-            raise _missing("LayerNormNode missing x for setting properties")
-        if y is None:
-            raise _missing("LayerNormNode missing y for setting properties")
+        x, y = required(a, _LABEL, ("x", "y"), SETTING_PROPERTIES)
         a.fill_from_context(self.graph_attributes)
         if not y.dim:
             y.dim = list(x.dim)
@@ -129,7 +102,7 @@ class LayerNormNode(Node[LayernormAttributes]):
             if not affine.dim:
                 affine.dim = [1, *x.dim[1:]]
             if not affine.stride:
-                affine.stride = _strides_like_x(affine.dim, x)
+                affine.stride = like_strides(affine.dim, x.stride)
         if a.forward_phase == NormFwdPhase.INFERENCE:
             return
         for stats in (a.get_mean(), a.get_inv_variance()):
@@ -141,7 +114,7 @@ class LayerNormNode(Node[LayernormAttributes]):
                 else:
                     stats.dim = [x.dim[0]] + [1] * (len(x.dim) - 1)
             if not stats.stride:
-                stats.stride = _strides_like_x(stats.dim, x)
+                stats.stride = like_strides(stats.dim, x.stride)
 
     def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """The base checks, then the project's rules after hipDNN's: a constant EPSILON is a
@@ -155,7 +128,7 @@ class LayerNormNode(Node[LayernormAttributes]):
         """
         super().post_validate_node(memo)
         a = self.attributes
-        check_epsilon_value(a.get_epsilon(), "LayerNormNode")
+        check_epsilon_value(a.get_epsilon(), _LABEL)
         x, scale = a.get_x(), a.get_scale()
         assert x is not None and scale is not None  # pre-validation checked them
         check_normalized_dim_count("LayerNormNode", a.normalized_dim_count, x.dim, scale.dim)
@@ -193,56 +166,48 @@ NORM_FWD_PHASE_NUMBER = WireEnum(
 #: Where every slot and member of a layer-norm forward node lives on each wire (hipDNN's 9-field
 #: ``LayernormAttributes`` table; its JSON writes ``normalized_dim_count`` and ``forward_phase``,
 #: as a number, on the node object itself, absent statistics as ``null``).
-LAYERNORM_SPEC = register_node_spec(
-    NodeSpec(
-        table="LayernormAttributes",
-        union_tag=11,
-        label="LayerNormNode",
-        descriptor_type=DescriptorType.OPERATION_LAYERNORM_DESCRIPTOR_EXT,
-        descriptor_class="LayernormOperationDescriptor",
-        compute_type=_A.LAYERNORM_COMP_TYPE_EXT,
-        scalar_group=JSON_SCALARS_ON_NODE,
-        nested_json_group="attributes",
-        slots=(
-            SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_LAYERNORM_X_EXT),
-            SlotSpec.named(_In.SCALE, False, True, 1, _A.OPERATION_LAYERNORM_SCALE_EXT),
-            SlotSpec.named(_In.BIAS, False, True, 2, _A.OPERATION_LAYERNORM_BIAS_EXT),
-            SlotSpec.named(
-                _In.EPSILON,
-                False,
-                True,
-                3,
-                _A.OPERATION_LAYERNORM_EPSILON_EXT,
-                pass_by_value=True,
-            ),
-            SlotSpec.named(_Out.Y, True, True, 4, _A.OPERATION_LAYERNORM_Y_EXT),
-            SlotSpec.named(_Out.MEAN, True, False, 6, _A.OPERATION_LAYERNORM_MEAN_EXT),
-            SlotSpec.named(
-                _Out.INV_VARIANCE, True, False, 7, _A.OPERATION_LAYERNORM_INV_VARIANCE_EXT
-            ),
+LAYERNORM_SPEC = declare_spec(
+    LayerNormNode,
+    table="LayernormAttributes",
+    union_tag=11,
+    descriptor_type=DescriptorType.OPERATION_LAYERNORM_DESCRIPTOR_EXT,
+    descriptor_class="LayernormOperationDescriptor",
+    compute_type=_A.LAYERNORM_COMP_TYPE_EXT,
+    scalar_group=JSON_SCALARS_ON_NODE,
+    nested_json_group="attributes",
+    slots=(
+        SlotSpec.named(_In.X, False, True, 0, _A.OPERATION_LAYERNORM_X_EXT),
+        SlotSpec.named(_In.SCALE, False, True, 1, _A.OPERATION_LAYERNORM_SCALE_EXT),
+        SlotSpec.named(_In.BIAS, False, True, 2, _A.OPERATION_LAYERNORM_BIAS_EXT),
+        SlotSpec.named(
+            _In.EPSILON,
+            False,
+            True,
+            3,
+            _A.OPERATION_LAYERNORM_EPSILON_EXT,
+            pass_by_value=True,
         ),
-        scalars=(
-            ScalarSpec(
-                "normalized_dim_count",
-                Kind.I64,
-                5,
-                (_A.OPERATION_LAYERNORM_NORMALIZED_DIM_COUNT_EXT, T.INT64),
-                always=True,
-            ),
-            ScalarSpec(
-                "forward_phase",
-                Kind.ENUM,
-                8,
-                (_A.OPERATION_LAYERNORM_FWD_PHASE_EXT, T.NORM_FWD_PHASE),
-                always=True,
-                enum=NORM_FWD_PHASE_NUMBER,
-                json_presence="read_optional",
-            ),
+        SlotSpec.named(_Out.Y, True, True, 4, _A.OPERATION_LAYERNORM_Y_EXT),
+        SlotSpec.named(_Out.MEAN, True, False, 6, _A.OPERATION_LAYERNORM_MEAN_EXT),
+        SlotSpec.named(_Out.INV_VARIANCE, True, False, 7, _A.OPERATION_LAYERNORM_INV_VARIANCE_EXT),
+    ),
+    scalars=(
+        ScalarSpec(
+            "normalized_dim_count",
+            Kind.I64,
+            5,
+            (_A.OPERATION_LAYERNORM_NORMALIZED_DIM_COUNT_EXT, T.INT64),
+            always=True,
         ),
-        unmodelled=(),
-        field_count=9,
-        attributes_cls=LayernormAttributes,
-        make_node=LayerNormNode,
-    )
+        ScalarSpec(
+            "forward_phase",
+            Kind.ENUM,
+            8,
+            (_A.OPERATION_LAYERNORM_FWD_PHASE_EXT, T.NORM_FWD_PHASE),
+            always=True,
+            enum=NORM_FWD_PHASE_NUMBER,
+            json_presence="read_optional",
+        ),
+    ),
+    field_count=9,
 )
-LayerNormNode.spec = LAYERNORM_SPEC

@@ -17,24 +17,22 @@ from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     JSON_SCALARS_ON_NODE,
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
-    register_node_spec,
 )
-from ..errors import HipdnnError
-from ..types import ErrorCode, NodeType
-from .base import Node
+from ..types import NodeType
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .norm_rules import check_normalized_dim_count, infer_normalized_dim_count
+from .rules import SETTING_PROPERTIES, required, take_shape
 
 __all__ = ["LAYERNORM_BACKWARD_SPEC", "LayernormBackwardAttributeName", "LayernormBackwardNode"]
 
 _LABEL = "LayernormBackwardNode"
-
-
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
+#: the tensors hipDNN checks set, in its order, as its pre-validation messages name them
+_REQUIRED = (
+    "dy (input)", "x (input)", "scale (input)", "dx (output)", "dscale (output)", "dbias (output)"
+)  # fmt: skip
 
 
 class LayernormBackwardNode(Node[LayernormBackwardAttributes]):
@@ -54,7 +52,6 @@ class LayernormBackwardNode(Node[LayernormBackwardAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.LAYERNORM_BACKWARD
-    name_prefix: ClassVar[str] = "LayernormBackward"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: DY, X, SCALE, DX, DSCALE and DBIAS set (nothing else).
@@ -62,14 +59,7 @@ class LayernormBackwardNode(Node[LayernormBackwardAttributes]):
         Raises:
             HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing tensor.
         """
-        a = self.attributes
-        for tensor, name, side in (
-            (a.get_dy(), "dy", "input"), (a.get_x(), "x", "input"),
-            (a.get_scale(), "scale", "input"), (a.get_dx(), "dx", "output"),
-            (a.get_dscale(), "dscale", "output"), (a.get_dbias(), "dbias", "output"),
-        ):  # fmt: skip
-            if tensor is None:
-                raise _missing(f"{_LABEL} missing {name} ({side}) for pre-validation")
+        required(self.attributes, _LABEL, _REQUIRED)
 
     def infer_properties_node(self) -> None:
         """Fill data types; DX without dims or strides takes X's; DSCALE and DBIAS without dims
@@ -80,26 +70,11 @@ class LayernormBackwardNode(Node[LayernormBackwardAttributes]):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` without DY, X, SCALE, DX, DSCALE or DBIAS.
         """
         a = self.attributes
-        x, scale = a.get_x(), a.get_scale()
-        dx, dscale, dbias = a.get_dx(), a.get_dscale(), a.get_dbias()
-        for tensor, name in (
-            (a.get_dy(), "dy"), (x, "x"), (scale, "scale"), (dx, "dx"), (dscale, "dscale"),
-            (dbias, "dbias"),
-        ):  # fmt: skip
-            if tensor is None:
-                raise _missing(f"{_LABEL} missing {name} for setting properties")
-        assert x is not None and scale is not None
-        assert dx is not None and dscale is not None and dbias is not None
+        _, x, scale, dx, dscale, dbias = required(a, _LABEL, _REQUIRED, SETTING_PROPERTIES)
         a.fill_from_context(self.graph_attributes)
-        if not dx.dim:
-            dx.dim = list(x.dim)
-        if not dx.stride:
-            dx.stride = list(x.stride)
-        for grad in (dscale, dbias):
-            if not grad.dim:
-                grad.dim = list(scale.dim)
-            if not grad.stride:
-                grad.stride = list(scale.stride)
+        take_shape(dx, x)
+        take_shape(dscale, scale)
+        take_shape(dbias, scale)
         if a.normalized_dim_count <= 0:
             a.normalized_dim_count = infer_normalized_dim_count(x.dim, scale.dim)
 
@@ -142,49 +117,43 @@ _In, _Out = LayernormBackwardAttributes.InputNames, LayernormBackwardAttributes.
 #: Where every slot and member of a layer-norm backward node lives on each wire (hipDNN's
 #: 10-field ``LayernormBackwardAttributes`` table; JSON uids in ``inputs``/``outputs``, absent
 #: mean, inv_variance and epsilon ``null``, ``normalized_dim_count`` on the node object).
-LAYERNORM_BACKWARD_SPEC = register_node_spec(
-    NodeSpec(
-        table="LayernormBackwardAttributes",
-        union_tag=20,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_LAYERNORM_BACKWARD_DESCRIPTOR_EXT,
-        descriptor_class="LayernormBackwardOperationDescriptor",
-        compute_type=_A.LAYERNORM_BACKWARD_COMP_TYPE_EXT,
-        scalar_group=JSON_SCALARS_ON_NODE,
-        nested_json_group="attributes",
-        slots=(
-            SlotSpec.named(_In.DY, False, True, 0, _A.OPERATION_LAYERNORM_BACKWARD_DY_EXT),
-            SlotSpec.named(_In.X, False, True, 1, _A.OPERATION_LAYERNORM_BACKWARD_X_EXT),
-            SlotSpec.named(_In.SCALE, False, True, 2, _A.OPERATION_LAYERNORM_BACKWARD_SCALE_EXT),
-            SlotSpec.named(_In.MEAN, False, False, 3, _A.OPERATION_LAYERNORM_BACKWARD_MEAN_EXT),
-            SlotSpec.named(
-                _In.INV_VARIANCE, False, False, 4, _A.OPERATION_LAYERNORM_BACKWARD_INV_VARIANCE_EXT
-            ),
-            SlotSpec.named(
-                _In.EPSILON,
-                False,
-                False,
-                5,
-                _A.OPERATION_LAYERNORM_BACKWARD_EPSILON_EXT,
-                pass_by_value=True,
-            ),
-            SlotSpec.named(_Out.DX, True, True, 6, _A.OPERATION_LAYERNORM_BACKWARD_DX_EXT),
-            SlotSpec.named(_Out.DSCALE, True, True, 7, _A.OPERATION_LAYERNORM_BACKWARD_DSCALE_EXT),
-            SlotSpec.named(_Out.DBIAS, True, True, 8, _A.OPERATION_LAYERNORM_BACKWARD_DBIAS_EXT),
+LAYERNORM_BACKWARD_SPEC = declare_spec(
+    LayernormBackwardNode,
+    table="LayernormBackwardAttributes",
+    union_tag=20,
+    descriptor_type=DescriptorType.OPERATION_LAYERNORM_BACKWARD_DESCRIPTOR_EXT,
+    descriptor_class="LayernormBackwardOperationDescriptor",
+    compute_type=_A.LAYERNORM_BACKWARD_COMP_TYPE_EXT,
+    scalar_group=JSON_SCALARS_ON_NODE,
+    nested_json_group="attributes",
+    slots=(
+        SlotSpec.named(_In.DY, False, True, 0, _A.OPERATION_LAYERNORM_BACKWARD_DY_EXT),
+        SlotSpec.named(_In.X, False, True, 1, _A.OPERATION_LAYERNORM_BACKWARD_X_EXT),
+        SlotSpec.named(_In.SCALE, False, True, 2, _A.OPERATION_LAYERNORM_BACKWARD_SCALE_EXT),
+        SlotSpec.named(_In.MEAN, False, False, 3, _A.OPERATION_LAYERNORM_BACKWARD_MEAN_EXT),
+        SlotSpec.named(
+            _In.INV_VARIANCE, False, False, 4, _A.OPERATION_LAYERNORM_BACKWARD_INV_VARIANCE_EXT
         ),
-        scalars=(
-            ScalarSpec(
-                "normalized_dim_count",
-                Kind.I64,
-                9,
-                (_A.LAYERNORM_BACKWARD_NORMALIZED_DIM_COUNT_EXT, T.INT64),
-                always=True,
-            ),
+        SlotSpec.named(
+            _In.EPSILON,
+            False,
+            False,
+            5,
+            _A.OPERATION_LAYERNORM_BACKWARD_EPSILON_EXT,
+            pass_by_value=True,
         ),
-        unmodelled=(),
-        field_count=10,
-        attributes_cls=LayernormBackwardAttributes,
-        make_node=LayernormBackwardNode,
-    )
+        SlotSpec.named(_Out.DX, True, True, 6, _A.OPERATION_LAYERNORM_BACKWARD_DX_EXT),
+        SlotSpec.named(_Out.DSCALE, True, True, 7, _A.OPERATION_LAYERNORM_BACKWARD_DSCALE_EXT),
+        SlotSpec.named(_Out.DBIAS, True, True, 8, _A.OPERATION_LAYERNORM_BACKWARD_DBIAS_EXT),
+    ),
+    scalars=(
+        ScalarSpec(
+            "normalized_dim_count",
+            Kind.I64,
+            9,
+            (_A.LAYERNORM_BACKWARD_NORMALIZED_DIM_COUNT_EXT, T.INT64),
+            always=True,
+        ),
+    ),
+    field_count=10,
 )
-LayernormBackwardNode.spec = LAYERNORM_BACKWARD_SPEC

@@ -12,24 +12,16 @@ from typing import ClassVar
 
 from ..attributes.matmul import MatmulAttributes
 from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import Kind, NodeSpec, SlotSpec, UnmodelledSpec, register_node_spec
-from ..errors import HipdnnError
+from ..descriptors.node_spec import Kind, SlotSpec, UnmodelledSpec
 from ..tensor import TensorAttributes, generate_strides
-from ..types import ErrorCode, NodeType
-from .base import Node
+from ..types import NodeType
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
+from .rules import invalid, missing
 
 __all__ = ["MATMUL_SPEC", "MatmulAttributeName", "MatmulNode", "check_batch_dims"]
 
 _MIN_RANK = 2
-
-
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
-
-
-def _invalid(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VALUE, message)
 
 
 def _divides(x: int, y: int) -> bool:
@@ -48,6 +40,7 @@ def check_batch_dims(a: Sequence[int], b: Sequence[int], batch_dims: int) -> Non
         HipdnnError: ``INVALID_VALUE`` naming the first incompatible index.
 
     Example:
+        >>> from hipdnn_graph import HipdnnError
         >>> check_batch_dims([2, 4, 8], [1, 8, 5], 1)
         >>> try:
         ...     check_batch_dims([2, 4, 8], [3, 8, 5], 1)
@@ -58,7 +51,7 @@ def check_batch_dims(a: Sequence[int], b: Sequence[int], batch_dims: int) -> Non
     for i in range(batch_dims):
         x, y = a[i], b[i]
         if x != y and not _divides(x, y) and not _divides(y, x):
-            raise _invalid(
+            raise invalid(
                 "Matmul input tensors A and B have incompatible batch dimensions for "
                 f"broadcasting at index {i}: A has dim={x}, B has dim={y}"
             )
@@ -67,7 +60,7 @@ def check_batch_dims(a: Sequence[int], b: Sequence[int], batch_dims: int) -> Non
 def _min_rank(tensor: TensorAttributes, fallback: str) -> None:
     """hipDNN's ``validateMinimumTensorDimensions``: named by the tensor's name when it has one."""
     if len(tensor.dim) < _MIN_RANK:
-        raise _invalid(
+        raise invalid(
             f"{tensor.name or fallback} must have at least {_MIN_RANK} dimensions, "
             f"but has {len(tensor.dim)}"
         )
@@ -87,18 +80,17 @@ class MatmulNode(Node[MatmulAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.MATMUL
-    name_prefix: ClassVar[str] = "Matmul"
 
     def _tensors(self) -> tuple[TensorAttributes, TensorAttributes, TensorAttributes]:
         """hipDNN's ``validateTensors``: A, B and C are set, in that order."""
         a = self.attributes
         x, y, c = a.get_a(), a.get_b(), a.get_c()
         if x is None:
-            raise _missing("MatmulNode missing A input")
+            raise missing("MatmulNode missing A input")
         if y is None:
-            raise _missing("MatmulNode missing B input")
+            raise missing("MatmulNode missing B input")
         if c is None:
-            raise _missing("MatmulNode missing C output")
+            raise missing("MatmulNode missing C output")
         return x, y, c
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
@@ -114,13 +106,13 @@ class MatmulNode(Node[MatmulAttributes]):
         _min_rank(y, "Input tensor B")
         a_dims, b_dims = x.dim, y.dim
         if len(a_dims) != len(b_dims):
-            raise _invalid(
+            raise invalid(
                 "Matmul input tensors A and B must have the same rank: "
                 f"A has rank={len(a_dims)}, B has rank={len(b_dims)}"
             )
         a_k, b_k = a_dims[-1], b_dims[-2]
         if a_k != b_k:
-            raise _invalid(
+            raise invalid(
                 "MatmulNode: Inner dimensions must match (a[...,K] vs b[...,K,...]). "
                 f"Got {a_k} vs {b_k}"
             )
@@ -161,28 +153,22 @@ _In, _Out = MatmulAttributes.InputNames, MatmulAttributes.OutputNames
 #: Where every slot of a matmul node lives on each wire (hipDNN's ``MatmulAttributes`` table,
 #: 5 fields; ``umd_flops``/``umd_bytes`` are not modelled and must stay empty; its JSON has no
 #: scalar object).
-MATMUL_SPEC = register_node_spec(
-    NodeSpec(
-        table="MatmulAttributes",
-        union_tag=9,
-        label="MatmulNode",
-        descriptor_type=DescriptorType.OPERATION_MATMUL,
-        descriptor_class="MatmulOperationDescriptor",
-        compute_type=_A.MATMUL_COMP_TYPE,
-        scalar_group="",
-        slots=(
-            SlotSpec(_In.A, False, True, 0, _A.OPERATION_MATMUL_ADESC, "a_tensor_uid"),
-            SlotSpec(_In.B, False, True, 1, _A.OPERATION_MATMUL_BDESC, "b_tensor_uid"),
-            SlotSpec(_Out.C, True, True, 2, _A.OPERATION_MATMUL_CDESC, "c_tensor_uid"),
-        ),
-        scalars=(),
-        unmodelled=(
-            UnmodelledSpec("umd_flops", Kind.STRING, 3, "extra"),
-            UnmodelledSpec("umd_bytes", Kind.STRING, 4, "extra"),
-        ),
-        field_count=5,
-        attributes_cls=MatmulAttributes,
-        make_node=MatmulNode,
-    )
+MATMUL_SPEC = declare_spec(
+    MatmulNode,
+    table="MatmulAttributes",
+    union_tag=9,
+    descriptor_type=DescriptorType.OPERATION_MATMUL,
+    descriptor_class="MatmulOperationDescriptor",
+    compute_type=_A.MATMUL_COMP_TYPE,
+    scalar_group="",
+    slots=(
+        SlotSpec(_In.A, False, True, 0, _A.OPERATION_MATMUL_ADESC, "a_tensor_uid"),
+        SlotSpec(_In.B, False, True, 1, _A.OPERATION_MATMUL_BDESC, "b_tensor_uid"),
+        SlotSpec(_Out.C, True, True, 2, _A.OPERATION_MATMUL_CDESC, "c_tensor_uid"),
+    ),
+    unmodelled=(
+        UnmodelledSpec("umd_flops", Kind.STRING, 3, "extra"),
+        UnmodelledSpec("umd_bytes", Kind.STRING, 4, "extra"),
+    ),
+    field_count=5,
 )
-MatmulNode.spec = MATMUL_SPEC

@@ -16,17 +16,15 @@ from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     JSON_SCALARS_ON_NODE,
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
     WireEnum,
-    register_node_spec,
 )
-from ..errors import HipdnnError
 from ..tensor import TensorAttributes, generate_strides
-from ..types import DataType, ErrorCode, MoeGroupedMatmulMode, NodeType
-from .base import Node
+from ..types import DataType, MoeGroupedMatmulMode, NodeType
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
+from .rules import check_min_dims, invalid, missing
 
 __all__ = [
     "MOE_GROUPED_MATMUL_MODE",
@@ -34,56 +32,30 @@ __all__ = [
     "MoeGroupedMatmulAttributeName",
     "MoeGroupedMatmulNode",
     "check_exact_rank",
-    "check_min_rank",
 ]
 
 #: the rank of every MoE tensor
 MOE_RANK = 3
 
 
-def _invalid(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VALUE, message)
-
-
-def check_min_rank(tensor: TensorAttributes, fallback: str, rank: int = MOE_RANK) -> None:
-    """hipDNN's ``validateMinimumTensorDimensions``: named by the tensor's name when it has one.
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` for fewer than ``rank`` dims.
-
-    Example:
-        >>> check_min_rank(TensorAttributes(dim=[1, 4, 8]), "MoE token tensor")
-        >>> try:
-        ...     check_min_rank(TensorAttributes(dim=[4, 8]), "MoE token tensor")
-        ... except HipdnnError as err:
-        ...     print(err.message)
-        MoE token tensor must have at least 3 dimensions, but has 2
-    """
-    if len(tensor.dim) < rank:
-        raise _invalid(
-            f"{tensor.name or fallback} must have at least {rank} dimensions, "
-            f"but has {len(tensor.dim)}"
-        )
-
-
 def check_exact_rank(tensor: TensorAttributes, message: str) -> None:
     """Refuse a tensor whose rank is not 3 with ``message`` (``INVALID_VALUE``)."""
     if len(tensor.dim) != MOE_RANK:
-        raise _invalid(message)
+        raise invalid(message)
 
 
 def _routing_tensor(tensor: TensorAttributes | None, name: str) -> TensorAttributes:
     """hipDNN's routing-tensor checks (TOKEN_INDEX, TOKEN_KS): set, INT32, shape [1, n, 1]."""
     if tensor is None:
-        raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, f"MoeGroupedMatmulNode missing {name} input")
+        raise missing(f"MoeGroupedMatmulNode missing {name} input")
     if tensor.data_type != DataType.INT32:
-        raise _invalid(f"{name} must have INT32 data type")
-    check_min_rank(tensor, name)
+        raise invalid(f"{name} must have INT32 data type")
+    check_min_dims(tensor, MOE_RANK, name)
     check_exact_rank(tensor, f"{name} must have shape [1, routed_tokens, 1]")
     if tensor.dim[0] != 1:
-        raise _invalid(f"{name} must have a singleton leading dimension")
+        raise invalid(f"{name} must have a singleton leading dimension")
     if tensor.dim[2] != 1:
-        raise _invalid(f"{name} must have a singleton trailing dimension")
+        raise invalid(f"{name} must have a singleton trailing dimension")
     return tensor
 
 
@@ -105,7 +77,6 @@ class MoeGroupedMatmulNode(Node[MoeGroupedMatmulAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.MOE_GROUPED_MATMUL
-    name_prefix: ClassVar[str] = "MoeGroupedMatmul"
 
     def _required(
         self,
@@ -116,9 +87,7 @@ class MoeGroupedMatmulNode(Node[MoeGroupedMatmulAttributes]):
         whats = ("token input", "weight input", "first_token_offset input", "output")
         for tensor, what in zip(tensors, whats, strict=True):
             if tensor is None:
-                raise HipdnnError(
-                    ErrorCode.ATTRIBUTE_NOT_SET, f"MoeGroupedMatmulNode missing {what}"
-                )
+                raise missing(f"MoeGroupedMatmulNode missing {what}")
         token, weight, offsets, output = tensors
         assert token is not None and weight is not None
         assert offsets is not None and output is not None
@@ -136,27 +105,27 @@ class MoeGroupedMatmulNode(Node[MoeGroupedMatmulAttributes]):
         """
         a = self.attributes
         token, weight, offsets, _ = self._required()
-        check_min_rank(token, "MoE token tensor")
-        check_min_rank(weight, "MoE weight tensor")
-        check_min_rank(offsets, "MoE first-token-offset tensor")
+        check_min_dims(token, MOE_RANK, "MoE token tensor")
+        check_min_dims(weight, MOE_RANK, "MoE weight tensor")
+        check_min_dims(offsets, MOE_RANK, "MoE first-token-offset tensor")
         check_exact_rank(token, "MoE token tensor must have shape [1, tokens, K]")
         check_exact_rank(weight, "MoE weight tensor must have shape [experts, K, N]")
         check_exact_rank(
             offsets, "MoE first-token-offset tensor must have shape [batch * experts, 1, 1]"
         )
         if token.dim[0] != 1:
-            raise _invalid("MoE token tensor must have a singleton leading dimension")
+            raise invalid("MoE token tensor must have a singleton leading dimension")
         if offsets.dim[1] != 1 or offsets.dim[2] != 1:
-            raise _invalid("MoE first-token-offset tensor must have trailing dimensions [1, 1]")
+            raise invalid("MoE first-token-offset tensor must have trailing dimensions [1, 1]")
         if token.dim[2] != weight.dim[1]:
-            raise _invalid("MoE token K dimension must match the weight K dimension")
+            raise invalid("MoE token K dimension must match the weight K dimension")
         experts = weight.dim[0]
         if experts <= 0:
-            raise _invalid("MoE weight tensor must describe at least one expert")
+            raise invalid("MoE weight tensor must describe at least one expert")
         if offsets.dim[0] % experts != 0:
-            raise _invalid("MoE first-token-offset tensor length must be divisible by expert count")
+            raise invalid("MoE first-token-offset tensor length must be divisible by expert count")
         if offsets.data_type != DataType.INT32:
-            raise _invalid("MoE first-token-offset tensor must have INT32 data type")
+            raise invalid("MoE first-token-offset tensor must have INT32 data type")
         mode = a.mode
         if mode == MoeGroupedMatmulMode.GATHER:
             _routing_tensor(a.get_token_index(), "MoE token-index tensor")
@@ -164,15 +133,15 @@ class MoeGroupedMatmulNode(Node[MoeGroupedMatmulAttributes]):
             index = _routing_tensor(a.get_token_index(), "MoE token-index tensor")
             ks = _routing_tensor(a.get_token_ks(), "MoE token-ks tensor")
             if index.dim[1] != ks.dim[1]:
-                raise _invalid(
+                raise invalid(
                     "MoE token-index and token-ks tensors must have the same routed-token count"
                 )
             if a.top_k <= 0:
-                raise _invalid("MoE SCATTER mode requires top_k to be positive")
+                raise invalid("MoE SCATTER mode requires top_k to be positive")
             if a.top_k > experts:
-                raise _invalid("MoE top_k must not exceed the number of experts")
+                raise invalid("MoE top_k must not exceed the number of experts")
         elif mode != MoeGroupedMatmulMode.NONE:
-            raise _invalid("MoeGroupedMatmulNode has an unknown routing mode")
+            raise invalid("MoeGroupedMatmulNode has an unknown routing mode")
 
     def infer_properties_node(self) -> None:
         """Fill data types; OUTPUT is ``[1, rows, N]`` (``rows`` TOKEN_INDEX's in ``GATHER``
@@ -195,7 +164,7 @@ class MoeGroupedMatmulNode(Node[MoeGroupedMatmulAttributes]):
         if not output.dim:
             output.dim = expected
         elif list(output.dim) != expected:
-            raise _invalid(
+            raise invalid(
                 "MoeGroupedMatmul output tensor dimensions do not match the inferred dimensions"
             )
         if not output.stride:
@@ -232,83 +201,77 @@ MOE_GROUPED_MATMUL_MODE = WireEnum(
 #: ``MoeGroupedMatmulAttributes`` table, moe_grouped_matmul_attributes.fbs; its JSON keeps the
 #: uids in ``inputs``/``outputs``, leaves an absent routing tensor's key out, and writes ``mode``
 #: and ``top_k`` on the node object).
-MOE_GROUPED_MATMUL_SPEC = register_node_spec(
-    NodeSpec(
-        table="MoeGroupedMatmulAttributes",
-        union_tag=22,
-        label="MoeGroupedMatmulNode",
-        descriptor_type=DescriptorType.OPERATION_MOE_GROUPED_MATMUL,
-        descriptor_class="MoeGroupedMatmulOperationDescriptor",
-        compute_type=_A.OPERATION_MOE_GROUPED_MATMUL_MATH_PREC,
-        scalar_group=JSON_SCALARS_ON_NODE,
-        omit_absent_uids=True,
-        slots=(
-            SlotSpec(
-                _In.TOKEN,
-                False,
-                True,
-                0,
-                _A.OPERATION_MOE_GROUPED_MATMUL_TOKEN_DESC,
-                "token_tensor_uid",
-            ),
-            SlotSpec(
-                _In.WEIGHT,
-                False,
-                True,
-                1,
-                _A.OPERATION_MOE_GROUPED_MATMUL_WEIGHT_DESC,
-                "weight_tensor_uid",
-            ),
-            SlotSpec(
-                _In.FIRST_TOKEN_OFFSET,
-                False,
-                True,
-                2,
-                _A.OPERATION_MOE_GROUPED_MATMUL_FIRST_TOKEN_OFFSET_DESC,
-                "first_token_offset_tensor_uid",
-            ),
-            SlotSpec(
-                _In.TOKEN_INDEX,
-                False,
-                False,
-                3,
-                _A.OPERATION_MOE_GROUPED_MATMUL_TOKEN_INDEX_DESC,
-                "token_index_tensor_uid",
-            ),
-            SlotSpec(
-                _In.TOKEN_KS,
-                False,
-                False,
-                4,
-                _A.OPERATION_MOE_GROUPED_MATMUL_TOKEN_KS_DESC,
-                "token_ks_tensor_uid",
-            ),
-            SlotSpec(
-                _Out.OUTPUT,
-                True,
-                True,
-                5,
-                _A.OPERATION_MOE_GROUPED_MATMUL_OUTPUT_DESC,
-                "output_tensor_uid",
-            ),
+MOE_GROUPED_MATMUL_SPEC = declare_spec(
+    MoeGroupedMatmulNode,
+    table="MoeGroupedMatmulAttributes",
+    union_tag=22,
+    descriptor_type=DescriptorType.OPERATION_MOE_GROUPED_MATMUL,
+    descriptor_class="MoeGroupedMatmulOperationDescriptor",
+    compute_type=_A.OPERATION_MOE_GROUPED_MATMUL_MATH_PREC,
+    scalar_group=JSON_SCALARS_ON_NODE,
+    omit_absent_uids=True,
+    slots=(
+        SlotSpec(
+            _In.TOKEN,
+            False,
+            True,
+            0,
+            _A.OPERATION_MOE_GROUPED_MATMUL_TOKEN_DESC,
+            "token_tensor_uid",
         ),
-        scalars=(
-            ScalarSpec(
-                "mode",
-                Kind.ENUM,
-                6,
-                (_A.OPERATION_MOE_GROUPED_MATMUL_MODE, T.MOE_GROUPED_MATMUL_MODE),
-                always=True,
-                enum=MOE_GROUPED_MATMUL_MODE,
-            ),
-            ScalarSpec(
-                "top_k", Kind.I32, 7, (_A.OPERATION_MOE_GROUPED_MATMUL_TOP_K, T.INT32), always=True
-            ),
+        SlotSpec(
+            _In.WEIGHT,
+            False,
+            True,
+            1,
+            _A.OPERATION_MOE_GROUPED_MATMUL_WEIGHT_DESC,
+            "weight_tensor_uid",
         ),
-        unmodelled=(),
-        field_count=8,
-        attributes_cls=MoeGroupedMatmulAttributes,
-        make_node=MoeGroupedMatmulNode,
-    )
+        SlotSpec(
+            _In.FIRST_TOKEN_OFFSET,
+            False,
+            True,
+            2,
+            _A.OPERATION_MOE_GROUPED_MATMUL_FIRST_TOKEN_OFFSET_DESC,
+            "first_token_offset_tensor_uid",
+        ),
+        SlotSpec(
+            _In.TOKEN_INDEX,
+            False,
+            False,
+            3,
+            _A.OPERATION_MOE_GROUPED_MATMUL_TOKEN_INDEX_DESC,
+            "token_index_tensor_uid",
+        ),
+        SlotSpec(
+            _In.TOKEN_KS,
+            False,
+            False,
+            4,
+            _A.OPERATION_MOE_GROUPED_MATMUL_TOKEN_KS_DESC,
+            "token_ks_tensor_uid",
+        ),
+        SlotSpec(
+            _Out.OUTPUT,
+            True,
+            True,
+            5,
+            _A.OPERATION_MOE_GROUPED_MATMUL_OUTPUT_DESC,
+            "output_tensor_uid",
+        ),
+    ),
+    scalars=(
+        ScalarSpec(
+            "mode",
+            Kind.ENUM,
+            6,
+            (_A.OPERATION_MOE_GROUPED_MATMUL_MODE, T.MOE_GROUPED_MATMUL_MODE),
+            always=True,
+            enum=MOE_GROUPED_MATMUL_MODE,
+        ),
+        ScalarSpec(
+            "top_k", Kind.I32, 7, (_A.OPERATION_MOE_GROUPED_MATMUL_TOP_K, T.INT32), always=True
+        ),
+    ),
+    field_count=8,
 )
-MoeGroupedMatmulNode.spec = MOE_GROUPED_MATMUL_SPEC

@@ -13,13 +13,13 @@ from typing import ClassVar
 
 from ..attributes.moe_grouped_matmul import MoeGroupedMatmulBwdAttributes
 from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import NodeSpec, SlotSpec, register_node_spec
-from ..errors import HipdnnError
+from ..descriptors.node_spec import SlotSpec
 from ..tensor import TensorAttributes
-from ..types import DataType, ErrorCode, NodeType
-from .base import Node
+from ..types import DataType, NodeType
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
-from .moe_grouped_matmul import check_exact_rank, check_min_rank
+from .moe_grouped_matmul import MOE_RANK, check_exact_rank
+from .rules import PRE_VALIDATION, SETTING_PROPERTIES, check_min_dims, invalid, missing, required
 
 __all__ = [
     "MOE_GROUPED_MATMUL_BWD_SPEC",
@@ -30,13 +30,8 @@ __all__ = [
 
 _LABEL = "MoeGroupedMatmulBwdNode"
 
-
-def _invalid(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VALUE, message)
-
-
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
+#: the four tensors hipDNN checks set, in its order, as its pre-validation messages name them
+_REQUIRED = ("doutput (input)", "token (input)", "first_token_offset (input)", "dweight (output)")
 
 
 def column_major_strides(dims: list[int]) -> list[int]:
@@ -69,24 +64,13 @@ class MoeGroupedMatmulBwdNode(Node[MoeGroupedMatmulBwdAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.MOE_GROUPED_MATMUL_BWD
-    name_prefix: ClassVar[str] = "MoeGroupedMatmulBwd"
 
     def _tensors(
         self, step: str
     ) -> tuple[TensorAttributes, TensorAttributes, TensorAttributes, TensorAttributes]:
         """DOUTPUT, TOKEN, FIRST_TOKEN_OFFSET and DWEIGHT, each set (hipDNN's messages name the
         lifecycle ``step``)."""
-        a = self.attributes
-        tensors = (a.get_doutput(), a.get_token(), a.get_first_token_offset(), a.get_dweight())
-        whats = ("doutput", "token", "first_token_offset", "dweight")
-        for tensor, what, kind in zip(tensors, whats, ("input",) * 3 + ("output",), strict=True):
-            if tensor is None:
-                if step == "pre-validation":
-                    raise _missing(f"{_LABEL} missing {what} ({kind}) for pre-validation")
-                raise _missing(f"{_LABEL} missing {what} for setting properties")
-        dout, token, offsets, dweight = tensors
-        assert dout is not None and token is not None and offsets is not None
-        assert dweight is not None
+        dout, token, offsets, dweight = required(self.attributes, _LABEL, _REQUIRED, step)
         return dout, token, offsets, dweight
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
@@ -99,28 +83,28 @@ class MoeGroupedMatmulBwdNode(Node[MoeGroupedMatmulBwdAttributes]):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing tensor or dims, ``INVALID_VALUE``
                 for the others.
         """
-        dout, token, offsets, _ = self._tensors("pre-validation")
+        dout, token, offsets, _ = self._tensors(PRE_VALIDATION)
         for tensor, what in ((dout, "doutput"), (token, "token"), (offsets, "first_token_offset")):
             if not tensor.dim:
-                raise _missing(f"{_LABEL} missing {what} dimensions for pre-validation")
-        check_min_rank(dout, "MoE doutput tensor")
-        check_min_rank(token, "MoE token tensor")
-        check_min_rank(offsets, "MoE first_token_offset tensor")
+                raise missing(f"{_LABEL} missing {what} dimensions for pre-validation")
+        check_min_dims(dout, MOE_RANK, "MoE doutput tensor")
+        check_min_dims(token, MOE_RANK, "MoE token tensor")
+        check_min_dims(offsets, MOE_RANK, "MoE first_token_offset tensor")
         check_exact_rank(dout, "MoE doutput tensor must have rank 3")
         check_exact_rank(token, "MoE token tensor must have rank 3")
         if dout.dim[0] != 1:
-            raise _invalid("MoE doutput tensor must have a singleton leading dimension")
+            raise invalid("MoE doutput tensor must have a singleton leading dimension")
         if token.dim[0] != 1:
-            raise _invalid("MoE token tensor must have a singleton leading dimension")
+            raise invalid("MoE token tensor must have a singleton leading dimension")
         if dout.dim[1] != token.dim[1]:
-            raise _invalid("MoE doutput token-count dimension must match the token tensor")
+            raise invalid("MoE doutput token-count dimension must match the token tensor")
         check_exact_rank(offsets, "MoE first-token-offset tensor must have shape [experts, 1, 1]")
         if offsets.dim[1] != 1 or offsets.dim[2] != 1:
-            raise _invalid("MoE first-token-offset tensor must have trailing dimensions [1, 1]")
+            raise invalid("MoE first-token-offset tensor must have trailing dimensions [1, 1]")
         if offsets.dim[0] <= 0:
-            raise _invalid("MoE first-token-offset tensor must describe at least one expert")
+            raise invalid("MoE first-token-offset tensor must describe at least one expert")
         if offsets.data_type != DataType.INT32:
-            raise _invalid("MoE first-token-offset tensor must have INT32 data type")
+            raise invalid("MoE first-token-offset tensor must have INT32 data type")
 
     def infer_properties_node(self) -> None:
         """Fill data types; DWEIGHT is ``[experts, K, N]`` (the offsets' count, TOKEN's K,
@@ -132,14 +116,14 @@ class MoeGroupedMatmulBwdNode(Node[MoeGroupedMatmulBwdAttributes]):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` for a missing tensor, ``INVALID_VALUE`` for
                 DWEIGHT dims other than the inferred ones.
         """
-        dout, token, offsets, dweight = self._tensors("setting properties")
+        dout, token, offsets, dweight = self._tensors(SETTING_PROPERTIES)
         self.pre_validate_node()
         self.attributes.fill_from_context(self.graph_attributes)
         expected = [offsets.dim[0], token.dim[2], dout.dim[2]]
         if not dweight.dim:
             dweight.dim = expected
         elif list(dweight.dim) != expected:
-            raise _invalid(
+            raise invalid(
                 "MoeGroupedMatmulBwd dweight tensor dimensions do not match the inferred dimensions"
             )
         if not dweight.stride:
@@ -163,54 +147,47 @@ _In, _Out = MoeGroupedMatmulBwdAttributes.InputNames, MoeGroupedMatmulBwdAttribu
 #: Where every slot of a MoE grouped matmul backward node lives on each wire (hipDNN's 4-field
 #: ``MoeGroupedMatmulBwdAttributes`` table, moe_grouped_matmul_bwd_attributes.fbs; its JSON has
 #: no scalar object).
-MOE_GROUPED_MATMUL_BWD_SPEC = register_node_spec(
-    NodeSpec(
-        table="MoeGroupedMatmulBwdAttributes",
-        union_tag=23,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_MOE_GROUPED_MATMUL_BWD,
-        descriptor_class="MoeGroupedMatmulBwdOperationDescriptor",
-        compute_type=_A.OPERATION_MOE_GROUPED_MATMUL_BWD_MATH_PREC,
-        scalar_group="",
-        slots=(
-            SlotSpec(
-                _In.DOUTPUT,
-                False,
-                True,
-                0,
-                _A.OPERATION_MOE_GROUPED_MATMUL_BWD_DOUTPUT_DESC,
-                "doutput_tensor_uid",
-            ),
-            SlotSpec(
-                _In.TOKEN,
-                False,
-                True,
-                1,
-                _A.OPERATION_MOE_GROUPED_MATMUL_BWD_TOKEN_DESC,
-                "token_tensor_uid",
-            ),
-            SlotSpec(
-                _In.FIRST_TOKEN_OFFSET,
-                False,
-                True,
-                2,
-                _A.OPERATION_MOE_GROUPED_MATMUL_BWD_FIRST_TOKEN_OFFSET_DESC,
-                "first_token_offset_tensor_uid",
-            ),
-            SlotSpec(
-                _Out.DWEIGHT,
-                True,
-                True,
-                3,
-                _A.OPERATION_MOE_GROUPED_MATMUL_BWD_DWEIGHT_DESC,
-                "dweight_tensor_uid",
-            ),
+MOE_GROUPED_MATMUL_BWD_SPEC = declare_spec(
+    MoeGroupedMatmulBwdNode,
+    table="MoeGroupedMatmulBwdAttributes",
+    union_tag=23,
+    descriptor_type=DescriptorType.OPERATION_MOE_GROUPED_MATMUL_BWD,
+    descriptor_class="MoeGroupedMatmulBwdOperationDescriptor",
+    compute_type=_A.OPERATION_MOE_GROUPED_MATMUL_BWD_MATH_PREC,
+    scalar_group="",
+    slots=(
+        SlotSpec(
+            _In.DOUTPUT,
+            False,
+            True,
+            0,
+            _A.OPERATION_MOE_GROUPED_MATMUL_BWD_DOUTPUT_DESC,
+            "doutput_tensor_uid",
         ),
-        scalars=(),
-        unmodelled=(),
-        field_count=4,
-        attributes_cls=MoeGroupedMatmulBwdAttributes,
-        make_node=MoeGroupedMatmulBwdNode,
-    )
+        SlotSpec(
+            _In.TOKEN,
+            False,
+            True,
+            1,
+            _A.OPERATION_MOE_GROUPED_MATMUL_BWD_TOKEN_DESC,
+            "token_tensor_uid",
+        ),
+        SlotSpec(
+            _In.FIRST_TOKEN_OFFSET,
+            False,
+            True,
+            2,
+            _A.OPERATION_MOE_GROUPED_MATMUL_BWD_FIRST_TOKEN_OFFSET_DESC,
+            "first_token_offset_tensor_uid",
+        ),
+        SlotSpec(
+            _Out.DWEIGHT,
+            True,
+            True,
+            3,
+            _A.OPERATION_MOE_GROUPED_MATMUL_BWD_DWEIGHT_DESC,
+            "dweight_tensor_uid",
+        ),
+    ),
+    field_count=4,
 )
-MoeGroupedMatmulBwdNode.spec = MOE_GROUPED_MATMUL_BWD_SPEC

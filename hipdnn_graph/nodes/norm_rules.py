@@ -19,50 +19,32 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from ..attributes.batchnorm import PeerStatsAttributes
 from ..descriptors.wire_rules import FLOAT32_MAX
 from ..errors import HipdnnError
 from ..tensor import TensorAttributes, generate_strides
 from ..types import ErrorCode
+from .rules import invalid, missing, named
 
 __all__ = [
     "check_bn_training_spatial",
     "check_channel_only_shape",
     "check_channel_only_shape_if_set",
     "check_epsilon_value",
-    "check_min_dims",
     "check_norm_stats_shape_if_set",
     "check_normalized_dim_count",
     "check_scalar_parameter",
     "check_scale_normalized_shape",
     "check_shapes_match",
     "check_shapes_match_if_set",
+    "infer_channel_tensor",
     "infer_normalized_dim_count",
     "like_strides",
     "ordered_strides",
+    "refuse_peer_stats",
     "stride_order",
     "stride_order_nhwc",
 ]
-
-
-def _invalid(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VALUE, message)
-
-
-def _named(tensor: TensorAttributes | None, fallback: str) -> str:
-    return tensor.name if tensor is not None and tensor.name else fallback
-
-
-def check_min_dims(tensor: TensorAttributes, min_dims: int, fallback: str) -> None:
-    """hipDNN's ``validateMinimumTensorDimensions``.
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` ``"<name> must have at least <n> dimensions, but has <r>"``.
-    """
-    if len(tensor.dim) < min_dims:
-        raise _invalid(
-            f"{_named(tensor, fallback)} must have at least {min_dims} dimensions, "
-            f"but has {len(tensor.dim)}"
-        )
 
 
 def check_scalar_parameter(param: TensorAttributes, fallback: str) -> None:
@@ -72,16 +54,16 @@ def check_scalar_parameter(param: TensorAttributes, fallback: str) -> None:
         HipdnnError: ``ATTRIBUTE_NOT_SET`` without dims, ``INVALID_VALUE`` for more than one
             element or a tensor that is not pass-by-value.
     """
-    name = _named(param, fallback)
+    name = named(param, fallback)
     if not param.dim:
-        raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, f"{name} dimensions are not set")
+        raise missing(f"{name} dimensions are not set")
     total = 1
     for d in param.dim:
         total *= d
     if total != 1:
-        raise _invalid(f"{name} must be a scalar (single element), but has {total} elements")
+        raise invalid(f"{name} must be a scalar (single element), but has {total} elements")
     if not param.get_is_pass_by_value():
-        raise _invalid(f"{name} must be a pass-by-value tensor")
+        raise invalid(f"{name} must be a pass-by-value tensor")
 
 
 def check_epsilon_value(epsilon: TensorAttributes | None, label: str) -> None:
@@ -106,8 +88,8 @@ def check_epsilon_value(epsilon: TensorAttributes | None, label: str) -> None:
     value = epsilon.value
     number = float(value)
     if not (math.isfinite(number) and 0 <= number <= FLOAT32_MAX):
-        raise _invalid(
-            f"{label}: epsilon {_named(epsilon, 'Epsilon')} must be a finite, non-negative "
+        raise invalid(
+            f"{label}: epsilon {named(epsilon, 'Epsilon')} must be a finite, non-negative "
             f"float32 number, got {value}"
         )
 
@@ -155,12 +137,12 @@ def check_normalized_dim_count(
     if count == 0:
         inferred = infer_normalized_dim_count(x_dims, scale_dims)
         if not 1 <= inferred <= rank:
-            raise _invalid(
+            raise invalid(
                 f"{label}: the normalized dim count {inferred} inferred from SCALE dims "
                 f"{list(scale_dims)} must be in [1, {rank}] (X's rank)"
             )
     elif not 1 <= count <= rank:
-        raise _invalid(
+        raise invalid(
             f"{label}: normalized_dim_count {count} must be in [1, {rank}] (X's rank), or 0 to "
             "infer it"
         )
@@ -189,15 +171,15 @@ def check_shapes_match(
     Raises:
         HipdnnError: ``INVALID_VALUE`` naming the first mismatching index.
     """
-    a, b = _named(first, name1), _named(second, name2)
+    a, b = named(first, name1), named(second, name2)
     d1, d2 = first.dim, second.dim
     if len(d1) != len(d2):
-        raise _invalid(
+        raise invalid(
             f"{a} and {b} must have the same number of dimensions: {len(d1)} vs {len(d2)}"
         )
     for i, (x, y) in enumerate(zip(d1, d2, strict=True)):
         if x != y:
-            raise _invalid(f"{a} and {b} dimension mismatch at index {i}: {x} vs {y}")
+            raise invalid(f"{a} and {b} dimension mismatch at index {i}: {x} vs {y}")
 
 
 def check_scale_normalized_shape(
@@ -210,12 +192,12 @@ def check_scale_normalized_shape(
     Raises:
         HipdnnError: ``INVALID_VALUE`` for the first rule broken.
     """
-    name = _named(scale, fallback)
+    name = named(scale, fallback)
     s, d = scale.dim, x.dim
     if len(s) != len(d):
-        raise _invalid(f"{name} must match input rank")
+        raise invalid(f"{name} must match input rank")
     if s[0] != 1:
-        raise _invalid(f"{name} batch dimension (index 0) must be 1, got {s[0]}")
+        raise invalid(f"{name} batch dimension (index 0) must be 1, got {s[0]}")
     matching = 0
     for a, b in zip(reversed(s), reversed(d), strict=True):
         if a != b:
@@ -223,13 +205,13 @@ def check_scale_normalized_shape(
         matching += 1
     start = 1 if matching >= len(s) else len(s) - matching
     if start == len(s):
-        raise _invalid(
+        raise invalid(
             f"{name} has no trailing dims matching input — RMSNorm requires at least one "
             "normalized dim"
         )
     for i in range(1, start):
         if s[i] != 1:
-            raise _invalid(
+            raise invalid(
                 f"{name} dimension at index {i} must be 1 (leading region before normalized "
                 f"shape), got {s[i]}"
             )
@@ -248,22 +230,22 @@ def check_norm_stats_shape_if_set(
     if stats is None or not stats.dim:
         return
     if not scale.dim:
-        raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, "Scale tensor dimensions are not set")
-    name = _named(stats, fallback)
+        raise missing("Scale tensor dimensions are not set")
+    name = named(stats, fallback)
     dims, xd, sd = stats.dim, x.dim, scale.dim
     if len(dims) != len(xd):
-        raise _invalid(
+        raise invalid(
             f"{name} must have the same rank as input, expected {len(xd)} but got {len(dims)}"
         )
     for i, got in enumerate(dims):
         if i < len(sd) and sd[i] != 1:
             if got != 1:
-                raise _invalid(
+                raise invalid(
                     f"{name} dimension at index {i} must be 1 (normalized axis, scale is "
                     f"non-1), got {got}"
                 )
         elif got != xd[i]:
-            raise _invalid(f"{name} dimension at index {i} must match input ({xd[i]}), got {got}")
+            raise invalid(f"{name} dimension at index {i} must match input ({xd[i]}), got {got}")
 
 
 def stride_order(strides: Sequence[int]) -> list[int]:
@@ -309,8 +291,15 @@ def ordered_strides(dims: Sequence[int], order: Sequence[int]) -> list[int]:
 
 def like_strides(dims: Sequence[int], reference: Sequence[int]) -> list[int]:
     """Strides for ``dims`` in the layout of strides ``reference`` (packed row-major when there
-    is no reference), as hipDNN's norm nodes infer them."""
-    return ordered_strides(dims, stride_order(reference)) if reference else generate_strides(dims)
+    is no reference of ``dims``' rank), as hipDNN's norm nodes infer them.
+
+    Example:
+        >>> like_strides([1, 6, 4], [24, 1, 6]), like_strides([1, 6, 4], [4, 1])
+        ([24, 1, 6], [24, 4, 1])
+    """
+    if reference and len(reference) == len(dims):
+        return ordered_strides(dims, stride_order(reference))
+    return generate_strides(dims)
 
 
 def check_channel_only_shape(tensor: TensorAttributes, channels: int, fallback: str) -> None:
@@ -319,16 +308,16 @@ def check_channel_only_shape(tensor: TensorAttributes, channels: int, fallback: 
     Raises:
         HipdnnError: ``INVALID_VALUE`` for the first rule broken (rank, batch, channel, spatial).
     """
-    name, dims = _named(tensor, fallback), tensor.dim
+    name, dims = named(tensor, fallback), tensor.dim
     if len(dims) < 2:
-        raise _invalid(f"{name} must have at least 2 dimensions for batch normalization")
+        raise invalid(f"{name} must have at least 2 dimensions for batch normalization")
     if dims[0] != 1:
-        raise _invalid(f"{name} batch dimension (index 0) must be 1, got {dims[0]}")
+        raise invalid(f"{name} batch dimension (index 0) must be 1, got {dims[0]}")
     if dims[1] != channels:
-        raise _invalid(f"{name} channel dimension (index 1) must be {channels}, got {dims[1]}")
+        raise invalid(f"{name} channel dimension (index 1) must be {channels}, got {dims[1]}")
     for i in range(2, len(dims)):
         if dims[i] != 1:
-            raise _invalid(
+            raise invalid(
                 f"{name} spatial dimension at index {i} must be 1 for spatial batch "
                 f"normalization, got {dims[i]}"
             )
@@ -356,20 +345,20 @@ def check_bn_training_spatial(x: TensorAttributes, scale: TensorAttributes, oper
     """
     dims = x.dim
     if len(dims) < 2:
-        raise _invalid(
-            f"{_named(x, 'Input tensor')} must have at least 2 dimensions, but has {len(dims)}"
+        raise invalid(
+            f"{named(x, 'Input tensor')} must have at least 2 dimensions, but has {len(dims)}"
         )
     if len(scale.dim) < 2 or all(d == 1 for d in scale.dim[2:]):
         count = dims[0]
         for d in dims[2:]:
             count *= d
         if count <= 1:
-            raise _invalid(
+            raise invalid(
                 f"{operation} (spatial mode) requires more than 1 value per channel. "
                 f"N * spatial_dimensions must be > 1. Got N={dims[0]}"
             )
         return
-    raise _invalid(
+    raise invalid(
         "Batch normalization per-activation mode is not currently supported. Use spatial mode "
         "by ensuring scale/bias tensors have shape [1, C, 1, 1, ...]"
     )
@@ -392,3 +381,28 @@ def stride_order_nhwc(rank: int) -> list[int]:
         nxt += 1
     order[0] = nxt
     return order
+
+
+def infer_channel_tensor(tensor: TensorAttributes, x: TensorAttributes) -> None:
+    """The batch norms' per-channel output: without dims ``[1, C, 1, ...]`` of X's rank;
+    without strides channels-last packed strides (hipDNN's ``strideOrderNhwc``)."""
+    if not tensor.dim:
+        dims = [1] * len(x.dim)
+        dims[1] = x.dim[1]
+        tensor.dim = dims
+    if not tensor.stride:
+        tensor.stride = ordered_strides(tensor.dim, stride_order_nhwc(len(tensor.dim)))
+
+
+def refuse_peer_stats(attributes: PeerStatsAttributes, label: str) -> None:
+    """This project's own check of the batch norms (not one of hipDNN's): no peer statistics.
+
+    Raises:
+        HipdnnError: ``GRAPH_NOT_SUPPORTED`` when some are set.
+    """
+    if attributes.get_peer_stats():
+        raise HipdnnError(
+            ErrorCode.GRAPH_NOT_SUPPORTED,
+            f"{label}: peer statistics (multi-GPU batch normalization) are not supported by "
+            "hipdnn-graph",
+        )

@@ -15,16 +15,14 @@ from ..descriptors.enums import AttributeType as T
 from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
     WireEnum,
-    register_node_spec,
 )
-from ..errors import HipdnnError
-from ..types import ErrorCode, NodeType, PointwiseMode
-from .base import Node
+from ..types import NodeType, PointwiseMode
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
+from .rules import invalid, missing
 
 __all__ = [
     "BINARY_MODES",
@@ -96,12 +94,12 @@ def common_shape(shapes: Sequence[Sequence[int]]) -> list[int]:
         [1, 2, 5]
     """
     if not shapes:
-        raise HipdnnError(ErrorCode.INVALID_VALUE, "Input shapes cannot be empty")
+        raise invalid("Input shapes cannot be empty")
     result = [1] * max(len(s) for s in shapes)
     for shape in shapes:
         for j in reversed(range(len(shape))):
             if result[j] != shape[j] and result[j] != 1 and shape[j] != 1:
-                raise HipdnnError(ErrorCode.INVALID_VALUE, "Incompatible shapes")
+                raise invalid("Incompatible shapes")
             result[j] = max(result[j], shape[j])
     return result
 
@@ -122,7 +120,6 @@ class PointwiseNode(Node[PointwiseAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.POINTWISE
-    name_prefix: ClassVar[str] = "Pointwise"
     constants_anywhere: ClassVar[bool] = True
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
@@ -136,30 +133,23 @@ class PointwiseNode(Node[PointwiseAttributes]):
         a = self.attributes
         out = a.get_output_0()
         if out is None:
-            raise HipdnnError(
-                ErrorCode.ATTRIBUTE_NOT_SET, "PointwiseNode missing OUT_0 for pre-validation"
-            )
+            raise missing("PointwiseNode missing OUT_0 for pre-validation")
         if a.mode == PointwiseMode.NOT_SET:
-            raise HipdnnError(
-                ErrorCode.ATTRIBUTE_NOT_SET, "PointwiseNode missing operation for pre-validation"
-            )
+            raise missing("PointwiseNode missing operation for pre-validation")
         if len(a.outputs) != 1:
-            raise HipdnnError(ErrorCode.INVALID_VALUE, "PointwiseNode must have exactly one output")
+            raise invalid("PointwiseNode must have exactly one output")
         count = len(a.inputs)
         if count == 0:
-            raise HipdnnError(ErrorCode.INVALID_VALUE, "PointwiseNode must have at least one input")
+            raise invalid("PointwiseNode must have at least one input")
         if count not in _ARITY:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE, "PointwiseNode can only have one, two, or three inputs"
-            )
+            raise invalid("PointwiseNode can only have one, two, or three inputs")
         modes, message = _ARITY[count]
         if a.mode not in modes:
-            raise HipdnnError(ErrorCode.INVALID_VALUE, message)
+            raise invalid(message)
         if out.dim:
             for tensor in a.input_tensors():
                 if not broadcast_compatible(tensor.dim, out.dim):
-                    raise HipdnnError(
-                        ErrorCode.INVALID_VALUE,
+                    raise invalid(
                         f"PointwiseNode input '{tensor.name}' has dimensions incompatible with "
                         "output. All inputs must be broadcastable to output dimensions.",
                     )
@@ -176,9 +166,7 @@ class PointwiseNode(Node[PointwiseAttributes]):
         a = self.attributes
         out = a.get_output_0()
         if out is None:
-            raise HipdnnError(
-                ErrorCode.ATTRIBUTE_NOT_SET, "PointwiseNode missing output for setting properties"
-            )
+            raise missing("PointwiseNode missing output for setting properties")
         a.fill_from_context(self.graph_attributes)
         inputs = a.input_tensors()
         if not out.dim:
@@ -186,9 +174,7 @@ class PointwiseNode(Node[PointwiseAttributes]):
         if not out.stride:
             same = next((t for t in inputs if t.dim == out.dim), None)
             if same is None:
-                raise HipdnnError(
-                    ErrorCode.ATTRIBUTE_NOT_SET, "PointwiseNode output missing stride"
-                )
+                raise missing("PointwiseNode output missing stride")
             out.stride = list(same.stride)
 
     def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
@@ -204,8 +190,7 @@ class PointwiseNode(Node[PointwiseAttributes]):
         super().post_validate_node(memo)
         a = self.attributes
         if all(t.value is not None for t in a.inputs.values()):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
+            raise invalid(
                 "PointwiseNode: every input holds a constant value; at least one must be a "
                 "tensor in memory",
             )
@@ -214,10 +199,9 @@ class PointwiseNode(Node[PointwiseAttributes]):
         out = a.get_output_0()
         assert out is not None  # pre-validation checked it
         if a.axis is None:
-            raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, "PointwiseNode: GEN_INDEX needs an axis")
+            raise missing("PointwiseNode: GEN_INDEX needs an axis")
         if not 0 <= a.axis < len(out.dim):
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
+            raise invalid(
                 f"PointwiseNode: GEN_INDEX axis {a.axis} must be in [0, {len(out.dim)}) "
                 "(OUT_0's rank)",
             )
@@ -263,47 +247,37 @@ def _float(name: str, fb_slot: int, attribute: _A) -> ScalarSpec:
 
 #: Where every slot and scalar of a pointwise node lives on each wire (hipDNN's
 #: ``PointwiseAttributes`` table, 12 fields; its JSON writes the scalars among the inputs).
-POINTWISE_SPEC = register_node_spec(
-    NodeSpec(
-        table="PointwiseAttributes",
-        union_tag=2,
-        label="PointwiseNode",
-        descriptor_type=DescriptorType.OPERATION_POINTWISE,
-        descriptor_class="PointwiseOperationDescriptor",
-        compute_type=_A.POINTWISE_MATH_PREC,
-        scalar_group="inputs",
-        slots=(
-            SlotSpec(_In.IN_0, False, True, 5, _A.OPERATION_POINTWISE_IN_0_EXT, "in_0_tensor_uid"),
-            SlotSpec(_In.IN_1, False, False, 6, _A.OPERATION_POINTWISE_IN_1_EXT, "in_1_tensor_uid"),
-            SlotSpec(_In.IN_2, False, False, 7, _A.OPERATION_POINTWISE_IN_2_EXT, "in_2_tensor_uid"),
-            SlotSpec(
-                _Out.OUT_0, True, True, 8, _A.OPERATION_POINTWISE_OUT_0_EXT, "out_0_tensor_uid"
-            ),
+POINTWISE_SPEC = declare_spec(
+    PointwiseNode,
+    table="PointwiseAttributes",
+    union_tag=2,
+    descriptor_type=DescriptorType.OPERATION_POINTWISE,
+    descriptor_class="PointwiseOperationDescriptor",
+    compute_type=_A.POINTWISE_MATH_PREC,
+    scalar_group="inputs",
+    slots=(
+        SlotSpec(_In.IN_0, False, True, 5, _A.OPERATION_POINTWISE_IN_0_EXT, "in_0_tensor_uid"),
+        SlotSpec(_In.IN_1, False, False, 6, _A.OPERATION_POINTWISE_IN_1_EXT, "in_1_tensor_uid"),
+        SlotSpec(_In.IN_2, False, False, 7, _A.OPERATION_POINTWISE_IN_2_EXT, "in_2_tensor_uid"),
+        SlotSpec(_Out.OUT_0, True, True, 8, _A.OPERATION_POINTWISE_OUT_0_EXT, "out_0_tensor_uid"),
+    ),
+    scalars=(
+        ScalarSpec(
+            "mode",
+            Kind.ENUM,
+            0,
+            (_A.POINTWISE_MODE, T.POINTWISE_MODE),
+            always=True,
+            wire="operation",
+            enum=POINTWISE_MODE,
         ),
-        scalars=(
-            ScalarSpec(
-                "mode",
-                Kind.ENUM,
-                0,
-                (_A.POINTWISE_MODE, T.POINTWISE_MODE),
-                always=True,
-                wire="operation",
-                enum=POINTWISE_MODE,
-            ),
-            _float("relu_lower_clip", 1, _A.POINTWISE_RELU_LOWER_CLIP),
-            _float("relu_upper_clip", 2, _A.POINTWISE_RELU_UPPER_CLIP),
-            _float("relu_lower_clip_slope", 3, _A.POINTWISE_RELU_LOWER_CLIP_SLOPE),
-            ScalarSpec(
-                "axis", Kind.I64_OPT, 4, (_A.POINTWISE_AXIS, T.INT64), wire="axis_tensor_uid"
-            ),
-            _float("swish_beta", 9, _A.POINTWISE_SWISH_BETA),
-            _float("elu_alpha", 10, _A.POINTWISE_ELU_ALPHA),
-            _float("softplus_beta", 11, _A.POINTWISE_SOFTPLUS_BETA),
-        ),
-        unmodelled=(),
-        field_count=12,
-        attributes_cls=PointwiseAttributes,
-        make_node=PointwiseNode,
-    )
+        _float("relu_lower_clip", 1, _A.POINTWISE_RELU_LOWER_CLIP),
+        _float("relu_upper_clip", 2, _A.POINTWISE_RELU_UPPER_CLIP),
+        _float("relu_lower_clip_slope", 3, _A.POINTWISE_RELU_LOWER_CLIP_SLOPE),
+        ScalarSpec("axis", Kind.I64_OPT, 4, (_A.POINTWISE_AXIS, T.INT64), wire="axis_tensor_uid"),
+        _float("swish_beta", 9, _A.POINTWISE_SWISH_BETA),
+        _float("elu_alpha", 10, _A.POINTWISE_ELU_ALPHA),
+        _float("softplus_beta", 11, _A.POINTWISE_SOFTPLUS_BETA),
+    ),
+    field_count=12,
 )
-PointwiseNode.spec = POINTWISE_SPEC

@@ -17,22 +17,16 @@ from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     JSON_ON_NODE,
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
     WireEnum,
-    register_node_spec,
 )
-from ..errors import HipdnnError
-from ..types import ErrorCode, NodeType, ReductionMode
-from .base import Node
+from ..types import NodeType, ReductionMode
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
+from .rules import invalid, missing
 
 __all__ = ["REDUCTION_MODE", "REDUCTION_SPEC", "ReductionAttributeName", "ReductionNode"]
-
-
-def _invalid(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VALUE, message)
 
 
 def check_reduced_dims(x_dims: Sequence[int], y_dims: Sequence[int]) -> None:
@@ -43,6 +37,7 @@ def check_reduced_dims(x_dims: Sequence[int], y_dims: Sequence[int]) -> None:
         HipdnnError: ``INVALID_VALUE`` naming the first offending index.
 
     Example:
+        >>> from hipdnn_graph import HipdnnError
         >>> check_reduced_dims([4, 8], [1, 8])
         >>> try:
         ...     check_reduced_dims([4, 8], [2, 8])
@@ -51,7 +46,7 @@ def check_reduced_dims(x_dims: Sequence[int], y_dims: Sequence[int]) -> None:
         ReductionNode: Y dim[0]=2 is less than X dim[0]=4 but is not 1
     """
     if len(x_dims) != len(y_dims):
-        raise _invalid(
+        raise invalid(
             f"ReductionNode: X and Y must have the same rank. X rank={len(x_dims)}, "
             f"Y rank={len(y_dims)}"
         )
@@ -59,14 +54,14 @@ def check_reduced_dims(x_dims: Sequence[int], y_dims: Sequence[int]) -> None:
     for i, (x, y) in enumerate(zip(x_dims, y_dims, strict=True)):
         if y < x:
             if y != 1:
-                raise _invalid(
+                raise invalid(
                     f"ReductionNode: Y dim[{i}]={y} is less than X dim[{i}]={x} but is not 1"
                 )
             reduces = True
         elif y > x:
-            raise _invalid(f"ReductionNode: Y dim[{i}]={y} exceeds X dim[{i}]={x}")
+            raise invalid(f"ReductionNode: Y dim[{i}]={y} exceeds X dim[{i}]={x}")
     if not reduces:
-        raise _invalid(
+        raise invalid(
             "ReductionNode: Y dims must be strictly smaller than X dims in at least one dimension"
         )
 
@@ -89,7 +84,6 @@ class ReductionNode(Node[ReductionAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.REDUCTION
-    name_prefix: ClassVar[str] = "Reduction"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: X, Y and the mode set; then, when X and Y both have dims,
@@ -102,17 +96,11 @@ class ReductionNode(Node[ReductionAttributes]):
         a = self.attributes
         x, y = a.get_x(), a.get_y()
         if x is None:
-            raise HipdnnError(
-                ErrorCode.ATTRIBUTE_NOT_SET, "ReductionNode missing input X for pre-validation"
-            )
+            raise missing("ReductionNode missing input X for pre-validation")
         if y is None:
-            raise HipdnnError(
-                ErrorCode.ATTRIBUTE_NOT_SET, "ReductionNode missing output Y for pre-validation"
-            )
+            raise missing("ReductionNode missing output Y for pre-validation")
         if a.mode == ReductionMode.NOT_SET:
-            raise HipdnnError(
-                ErrorCode.ATTRIBUTE_NOT_SET, "ReductionNode missing mode for pre-validation"
-            )
+            raise missing("ReductionNode missing mode for pre-validation")
         if x.dim and y.dim:
             check_reduced_dims(x.dim, y.dim)
 
@@ -149,42 +137,36 @@ REDUCTION_MODE = WireEnum(
 #: Where every slot and member of a reduction node lives on each wire (hipDNN's 4-field
 #: ``ReductionAttributes`` table; its JSON writes the uids and members on the node object itself,
 #: ``is_deterministic`` optional on read).
-REDUCTION_SPEC = register_node_spec(
-    NodeSpec(
-        table="ReductionAttributes",
-        union_tag=18,
-        label="ReductionNode",
-        descriptor_type=DescriptorType.OPERATION_REDUCTION,
-        descriptor_class="ReductionOperationDescriptor",
-        compute_type=_A.REDUCTION_COMP_TYPE,
-        scalar_group=JSON_ON_NODE,
-        nested_json_group="attributes",
-        slots=(
-            SlotSpec(_In.X, False, True, 1, _A.OPERATION_REDUCTION_XDESC, "in_tensor_uid"),
-            SlotSpec(_Out.Y, True, True, 2, _A.OPERATION_REDUCTION_YDESC, "out_tensor_uid"),
+REDUCTION_SPEC = declare_spec(
+    ReductionNode,
+    table="ReductionAttributes",
+    union_tag=18,
+    descriptor_type=DescriptorType.OPERATION_REDUCTION,
+    descriptor_class="ReductionOperationDescriptor",
+    compute_type=_A.REDUCTION_COMP_TYPE,
+    scalar_group=JSON_ON_NODE,
+    nested_json_group="attributes",
+    slots=(
+        SlotSpec(_In.X, False, True, 1, _A.OPERATION_REDUCTION_XDESC, "in_tensor_uid"),
+        SlotSpec(_Out.Y, True, True, 2, _A.OPERATION_REDUCTION_YDESC, "out_tensor_uid"),
+    ),
+    scalars=(
+        ScalarSpec(
+            "mode",
+            Kind.ENUM,
+            0,
+            (_A.REDUCTION_OPERATOR, T.REDUCTION_MODE),
+            always=True,
+            enum=REDUCTION_MODE,
         ),
-        scalars=(
-            ScalarSpec(
-                "mode",
-                Kind.ENUM,
-                0,
-                (_A.REDUCTION_OPERATOR, T.REDUCTION_MODE),
-                always=True,
-                enum=REDUCTION_MODE,
-            ),
-            ScalarSpec(
-                "is_deterministic",
-                Kind.BOOL,
-                3,
-                (_A.REDUCTION_IS_DETERMINISTIC, T.BOOLEAN),
-                always=True,
-                json_presence="read_optional",
-            ),
+        ScalarSpec(
+            "is_deterministic",
+            Kind.BOOL,
+            3,
+            (_A.REDUCTION_IS_DETERMINISTIC, T.BOOLEAN),
+            always=True,
+            json_presence="read_optional",
         ),
-        unmodelled=(),
-        field_count=4,
-        attributes_cls=ReductionAttributes,
-        make_node=ReductionNode,
-    )
+    ),
+    field_count=4,
 )
-ReductionNode.spec = REDUCTION_SPEC

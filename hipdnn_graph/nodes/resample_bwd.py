@@ -8,20 +8,18 @@ reconstructed schema (``tests/wire/schemas/resample_bwd_attributes.fbs``).
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, MutableSequence
 from typing import ClassVar
 
 from ..attributes.resample import ResampleBwdAttributes
-from ..descriptors.backend_descriptor import BackendDescriptor
 from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import JSON_ON_NODE, NodeSpec, SlotSpec, register_node_spec
-from ..errors import HipdnnError
-from ..types import ErrorCode, NodeType, ResampleMode
-from .base import Node
+from ..descriptors.node_spec import JSON_ON_NODE, SlotSpec
+from ..types import NodeType, ResampleMode
+from .base import declare_spec
+from .conv_rules import infer_strides
 from .input_memo import InputRuleMemo
-from .norm_rules import ordered_strides, stride_order
-from .resample_fwd import INDEX_TYPES, check_pooling_geometry, spatial_members
-from .resample_spec import ResampleAttributeName, check_packable_modes, resample_scalars
+from .resample_rules import INDEX_TYPES, ResampleNode, spatial_members
+from .resample_spec import ResampleAttributeName, resample_scalars
+from .rules import SETTING_PROPERTIES, invalid, missing, required
 
 __all__ = ["RESAMPLE_BWD_SPEC", "ResampleBwdNode"]
 
@@ -29,15 +27,7 @@ _LABEL = "ResampleBwdNode"
 _RANK = "must have at least rank 3 (N, C, spatial...)"
 
 
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
-
-
-def _invalid(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VALUE, message)
-
-
-class ResampleBwdNode(Node[ResampleBwdAttributes]):
+class ResampleBwdNode(ResampleNode[ResampleBwdAttributes]):
     """The gradient ``DX [N, C, in...]`` of a resample forward's X from ``DY [N, C, out...]``
     (and, for ``MAXPOOL``, the forward's INDEX); ``in = (out - 1) * stride - pre - post +
     window`` when DX has no dims.
@@ -56,8 +46,8 @@ class ResampleBwdNode(Node[ResampleBwdAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.RESAMPLE_BWD
-    name_prefix: ClassVar[str] = "ResampleBwd"
     padded_slot: ClassVar[str] = "DX"
+    result: ClassVar[str] = "DY"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: DY set; INDEX set for ``MAXPOOL``; DX set; DY's dims set;
@@ -71,25 +61,25 @@ class ResampleBwdNode(Node[ResampleBwdAttributes]):
         a = self.attributes
         dy, dx, index = a.get_dy(), a.get_dx(), a.get_index()
         if dy is None:
-            raise _missing(f"{_LABEL} missing dy (input) for pre-validation")
+            raise missing(f"{_LABEL} missing dy (input) for pre-validation")
         if a.resample_mode == ResampleMode.MAXPOOL and index is None:
-            raise _missing(f"{_LABEL} missing Index input for MAXPOOL pre-validation")
+            raise missing(f"{_LABEL} missing Index input for MAXPOOL pre-validation")
         if dx is None:
-            raise _missing(f"{_LABEL} missing dx (output) for pre-validation")
+            raise missing(f"{_LABEL} missing dx (output) for pre-validation")
         if not dy.dim:
-            raise _missing(f"{_LABEL} missing dy dimensions for pre-validation")
+            raise missing(f"{_LABEL} missing dy dimensions for pre-validation")
         for name in ("pre_padding", "post_padding", "stride", "window"):
             if not getattr(a, name):
-                raise _missing(f"{_LABEL} missing {name} for pre-validation")
+                raise missing(f"{_LABEL} missing {name} for pre-validation")
         if len(dy.dim) < 3:
-            raise _invalid(f"{_LABEL} input DY {_RANK}")
+            raise invalid(f"{_LABEL} input DY {_RANK}")
         if dx.dim and len(dx.dim) < 3:
-            raise _invalid(f"{_LABEL} output DX {_RANK}")
+            raise invalid(f"{_LABEL} output DX {_RANK}")
         if index is not None:
             if index.dim and len(index.dim) < 3:
-                raise _invalid(f"{_LABEL} input Index {_RANK}")
+                raise invalid(f"{_LABEL} input Index {_RANK}")
             if index.data_type not in INDEX_TYPES:
-                raise _invalid(f"{_LABEL} input Index type must be Int8 or Int32")
+                raise invalid(f"{_LABEL} input Index type must be Int8 or Int32")
 
     def infer_properties_node(self) -> None:
         """Fill data types; DX without dims gets ``[N, C, in...]``; DX without strides DY's
@@ -101,16 +91,12 @@ class ResampleBwdNode(Node[ResampleBwdAttributes]):
                 past DY's dims or the members.
         """
         a = self.attributes
-        dy, dx = a.get_dy(), a.get_dx()
-        if dy is None:
-            raise _missing(f"{_LABEL} missing dy for setting properties")
-        if dx is None:
-            raise _missing(f"{_LABEL} missing dx for setting properties")
+        dy, dx = required(a, _LABEL, ("dy", "dx"), SETTING_PROPERTIES)
         a.fill_from_context(self.graph_attributes)
         if not dx.dim:
             dyd = dy.dim
             if len(dyd) < 2:
-                raise _invalid(f"{_LABEL} input DY {_RANK}")
+                raise invalid(f"{_LABEL} input DY {_RANK}")
             spatial_members(a, len(dyd) - 2, _LABEL, "DX")
             dims = [dyd[0], dyd[1]]
             for i in range(len(dyd) - 2):
@@ -121,49 +107,8 @@ class ResampleBwdNode(Node[ResampleBwdAttributes]):
                     + a.window[i]
                 )
             dx.dim = dims
-        if not dx.stride:
-            if not dy.stride:
-                raise _missing(f"{_LABEL}: Cannot infer output strides - missing input strides")
-            if not dx.dim:
-                raise _missing(f"{_LABEL}: Cannot infer output strides - missing output dimensions")
-            if len(dy.stride) != len(dx.dim):
-                raise _missing(
-                    f"{_LABEL}: Stride dimension mismatch between input and output tensors"
-                )
-            dx.stride = ordered_strides(dx.dim, stride_order(dy.stride))
-        index = a.get_index()
-        if index is not None:
-            if not index.dim:
-                index.dim = list(dy.dim)
-            if not index.stride:
-                index.stride = list(dy.stride)
-
-    def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
-        """The base checks, then
-        :func:`~hipdnn_graph.nodes.resample_fwd.check_pooling_geometry` (DX against DY).
-
-        Raises:
-            HipdnnError: as :meth:`Node.post_validate_node` and ``check_pooling_geometry``.
-        """
-        super().post_validate_node(memo)
-        a = self.attributes
-        dx, dy = a.get_dx(), a.get_dy()
-        assert dx is not None and dy is not None  # pre-validation checked them
-        check_pooling_geometry(a, ("DX", dx), ("DY", dy), _LABEL)
-
-    def create_operation(
-        self,
-        tensor_descs: MutableMapping[int, BackendDescriptor],
-        operations: MutableSequence[BackendDescriptor],
-    ) -> BackendDescriptor:
-        """Pack as :meth:`Node.create_operation`, after hipDNN's packer's mode check.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` ``"Unsupported resample mode"`` /
-                ``"Unsupported padding mode"``.
-        """
-        check_packable_modes(self.attributes)
-        return super().create_operation(tensor_descs, operations)
+        infer_strides(dx, "output", dy, "input", _LABEL, check_dims=True)
+        self.infer_index(dy)
 
 
 _A = ResampleAttributeName
@@ -172,28 +117,20 @@ _In, _Out = ResampleBwdAttributes.InputNames, ResampleBwdAttributes.OutputNames
 #: Where every slot and member of a resample backward node lives on each wire (hipDNN's
 #: 9-field ``ResampleBwdAttributes`` table, reconstructed; its JSON writes the uids and members
 #: on the node object itself and leaves ``index_tensor_uid`` out when there is no INDEX).
-RESAMPLE_BWD_SPEC = register_node_spec(
-    NodeSpec(
-        table="ResampleBwdAttributes",
-        union_tag=21,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_RESAMPLE_BWD,
-        descriptor_class="ResampleBwdOperationDescriptor",
-        compute_type=_A.RESAMPLE_COMP_TYPE,
-        scalar_group=JSON_ON_NODE,
-        omit_absent_uids=True,
-        slots=(
-            SlotSpec(_In.DY, False, True, 0, _A.OPERATION_RESAMPLE_BWD_DY, "dy_tensor_uid"),
-            SlotSpec(
-                _In.INDEX, False, False, 2, _A.OPERATION_RESAMPLE_BWD_INDEX, "index_tensor_uid"
-            ),
-            SlotSpec(_Out.DX, True, True, 1, _A.OPERATION_RESAMPLE_BWD_DX, "dx_tensor_uid"),
-        ),
-        scalars=resample_scalars(),
-        unmodelled=(),
-        field_count=9,
-        attributes_cls=ResampleBwdAttributes,
-        make_node=ResampleBwdNode,
-    )
+RESAMPLE_BWD_SPEC = declare_spec(
+    ResampleBwdNode,
+    table="ResampleBwdAttributes",
+    union_tag=21,
+    descriptor_type=DescriptorType.OPERATION_RESAMPLE_BWD,
+    descriptor_class="ResampleBwdOperationDescriptor",
+    compute_type=_A.RESAMPLE_COMP_TYPE,
+    scalar_group=JSON_ON_NODE,
+    omit_absent_uids=True,
+    slots=(
+        SlotSpec(_In.DY, False, True, 0, _A.OPERATION_RESAMPLE_BWD_DY, "dy_tensor_uid"),
+        SlotSpec(_In.INDEX, False, False, 2, _A.OPERATION_RESAMPLE_BWD_INDEX, "index_tensor_uid"),
+        SlotSpec(_Out.DX, True, True, 1, _A.OPERATION_RESAMPLE_BWD_DX, "dx_tensor_uid"),
+    ),
+    scalars=resample_scalars(),
+    field_count=9,
 )
-ResampleBwdNode.spec = RESAMPLE_BWD_SPEC

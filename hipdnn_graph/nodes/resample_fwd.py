@@ -7,114 +7,32 @@ hipDNN's rules (``hipdnn_frontend/node/ResampleFwdNode.hpp``), in its order; see
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, MutableSequence
 from typing import ClassVar
 
-from ..attributes.resample import ResampleAttributes, ResampleFwdAttributes
-from ..descriptors.backend_descriptor import BackendDescriptor
+from ..attributes.resample import ResampleFwdAttributes
 from ..descriptors.enums import AttributeType as T
 from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     JSON_ON_NODE,
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
-    register_node_spec,
 )
-from ..errors import HipdnnError
-from ..tensor import TensorAttributes
-from ..types import DataType, ErrorCode, NodeType, ResampleMode
-from .base import Node
+from ..types import NodeType, ResampleMode
+from .base import declare_spec
 from .conv_rules import c_div
 from .input_memo import InputRuleMemo
 from .norm_rules import ordered_strides, stride_order, stride_order_nhwc
-from .resample_spec import ResampleAttributeName, check_packable_modes, resample_scalars
+from .resample_rules import INDEX_TYPES, ResampleNode, spatial_members
+from .resample_spec import ResampleAttributeName, resample_scalars
+from .rules import SETTING_PROPERTIES, invalid, missing, required
 
-__all__ = ["RESAMPLE_FWD_SPEC", "ResampleFwdNode", "check_pooling_geometry", "spatial_members"]
+__all__ = ["RESAMPLE_FWD_SPEC", "ResampleFwdNode"]
 
 _LABEL = "ResampleFwdNode"
-#: the data types hipDNN accepts for an INDEX tensor
-INDEX_TYPES = (DataType.INT8, DataType.INT32)
 
 
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
-
-
-def _invalid(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.INVALID_VALUE, message)
-
-
-def spatial_members(a: ResampleAttributes, spatial: int, label: str, what: str) -> None:
-    """The project's guard before a shape inference hipDNN does unchecked (it would read past
-    a member or divide by a zero stride): one value of each member per spatial dim, strides
-    positive.
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` naming what cannot be inferred.
-    """
-    members = (a.pre_padding, a.post_padding, a.stride, a.window)
-    if any(len(m) < spatial for m in members):
-        raise _invalid(
-            f"{label}: pre_padding, post_padding, stride and window need one value per spatial "
-            f"dimension ({spatial}) to infer {what} dimensions"
-        )
-    if any(s < 1 for s in a.stride[:spatial]):
-        raise _invalid(f"{label}: stride must be positive to infer {what} dimensions")
-
-
-def check_pooling_geometry(
-    a: ResampleAttributes,
-    pooled: tuple[str, TensorAttributes],
-    result: tuple[str, TensorAttributes],
-    label: str,
-) -> None:
-    """The project's rules after hipDNN's (which has none for them), for both directions: the
-    pooled side (X, DX) and the result (Y, DY) are ``[N, C, spatial...]`` alike (one rank, one
-    N and C); ``pre_padding``, ``post_padding``, ``stride`` and ``window`` each hold exactly one
-    value per spatial dim, the stride and window positive; an INDEX has the result's dims.
-    (The result's spatial dims may differ from the formula's, and a negative pre padding starts
-    the windows inside the input: the engines define every window they read.)
-
-    Example:
-        >>> import hipdnn_graph as hg
-        >>> a = (hg.ResampleBwdAttributes().set_pre_padding([0, 0]).set_post_padding([0])
-        ...      .set_stride([1, 1]).set_window([2, 2]))
-        >>> x, y = hg.TensorAttributes(dim=[1, 1, 4, 4]), hg.TensorAttributes(dim=[1, 1, 3, 3])
-        >>> try:
-        ...     check_pooling_geometry(a, ("DX", x), ("DY", y), "ResampleBwdNode")
-        ... except HipdnnError as err:
-        ...     print(err.message)  # doctest: +ELLIPSIS
-        ResampleBwdNode: pre_padding, post_padding, stride and window must each hold one ...
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` for the first rule broken.
-    """
-    (inner_name, inner), (outer_name, outer) = pooled, result
-    if len(outer.dim) != len(inner.dim) or outer.dim[:2] != inner.dim[:2]:
-        raise _invalid(
-            f"{label}: {outer_name} dims {outer.dim} and {inner_name} dims {inner.dim} must "
-            "share their rank, N and C"
-        )
-    spatial = len(inner.dim) - 2
-    members = (a.pre_padding, a.post_padding, a.stride, a.window)
-    if any(len(m) != spatial for m in members):
-        counts = ", ".join(str(len(m)) for m in members[:3]) + f" and {len(members[3])}"
-        raise _invalid(
-            f"{label}: pre_padding, post_padding, stride and window must each hold one value "
-            f"per spatial dimension ({spatial}), got {counts} values"
-        )
-    if min(a.stride + a.window) < 1:
-        raise _invalid(
-            f"{label}: stride and window must be positive, got stride {a.stride}, window {a.window}"
-        )
-    index = a.tensors_by_slot().get("INDEX")
-    if index is not None and index.dim != outer.dim:
-        raise _invalid(f"{label}: Index dims {index.dim} must equal {outer_name} dims {outer.dim}")
-
-
-class ResampleFwdNode(Node[ResampleFwdAttributes]):
+class ResampleFwdNode(ResampleNode[ResampleFwdAttributes]):
     """Pools ``X [N, C, spatial...]`` into ``Y [N, C, out...]`` with
     ``out = (in + pre + post - window) / stride + 1`` (and, for ``MAXPOOL`` with
     ``generate_index``, the INDEX of each maximum).
@@ -131,8 +49,8 @@ class ResampleFwdNode(Node[ResampleFwdAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.RESAMPLE_FWD
-    name_prefix: ClassVar[str] = "ResampleFwd"
     padded_slot: ClassVar[str] = "X"
+    result: ClassVar[str] = "Y"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: X and Y set; INDEX set when ``MAXPOOL`` generates one;
@@ -145,17 +63,17 @@ class ResampleFwdNode(Node[ResampleFwdAttributes]):
         a = self.attributes
         x, y, index = a.get_x(), a.get_y(), a.get_index()
         if x is None:
-            raise _missing(f"{_LABEL} missing input X for pre-validation")
+            raise missing(f"{_LABEL} missing input X for pre-validation")
         if y is None:
-            raise _missing(f"{_LABEL} missing output Y for pre-validation")
+            raise missing(f"{_LABEL} missing output Y for pre-validation")
         if a.generate_index and a.resample_mode == ResampleMode.MAXPOOL and index is None:
-            raise _missing(f"{_LABEL} missing output Index when index generation requested")
+            raise missing(f"{_LABEL} missing output Index when index generation requested")
         if x.dim and len(x.dim) < 3:
-            raise _invalid(f"{_LABEL} input X must have at least rank 3 (N, C, spatial...)")
+            raise invalid(f"{_LABEL} input X must have at least rank 3 (N, C, spatial...)")
         if y.dim and len(y.dim) < 3:
-            raise _invalid(f"{_LABEL} output Y must have at least rank 3 (N, C, spatial...)")
+            raise invalid(f"{_LABEL} output Y must have at least rank 3 (N, C, spatial...)")
         if index is not None and index.data_type not in INDEX_TYPES:
-            raise _invalid(f"{_LABEL} output Index type must be Int8 or Int32")
+            raise invalid(f"{_LABEL} output Index type must be Int8 or Int32")
 
     def infer_properties_node(self) -> None:
         """Fill data types; Y without dims gets ``[N, C, out...]``; Y without strides X's
@@ -167,16 +85,12 @@ class ResampleFwdNode(Node[ResampleFwdAttributes]):
                 hipDNN would read past X's dims or the members, or divide by a zero stride.
         """
         a = self.attributes
-        x, y = a.get_x(), a.get_y()
-        if x is None:
-            raise _missing(f"{_LABEL} missing x for setting properties")
-        if y is None:
-            raise _missing(f"{_LABEL} missing y for setting properties")
+        x, y = required(a, _LABEL, ("x", "y"), SETTING_PROPERTIES)
         a.fill_from_context(self.graph_attributes)
         if not y.dim:
             xd = x.dim
             if len(xd) < 3:
-                raise _invalid(f"{_LABEL} input X must have at least rank 3 (N, C, spatial...)")
+                raise invalid(f"{_LABEL} input X must have at least rank 3 (N, C, spatial...)")
             spatial_members(a, len(xd) - 2, _LABEL, "Y")
             dims = [xd[0], xd[1]]
             for i in range(len(xd) - 2):
@@ -186,46 +100,14 @@ class ResampleFwdNode(Node[ResampleFwdAttributes]):
         if not y.stride:
             if x.stride:
                 if len(x.stride) != len(y.dim):
-                    raise _invalid(
+                    raise invalid(
                         f"{_LABEL}: X strides and Y dimensions differ in rank; cannot infer Y "
                         "strides"
                     )
                 y.stride = ordered_strides(y.dim, stride_order(x.stride))
             else:
                 y.stride = ordered_strides(y.dim, stride_order_nhwc(len(y.dim)))
-        index = a.get_index()
-        if index is not None:
-            if not index.dim:
-                index.dim = list(y.dim)
-            if not index.stride:
-                index.stride = list(y.stride)
-
-    def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
-        """The base checks, then :func:`check_pooling_geometry` (X against Y).
-
-        Raises:
-            HipdnnError: as :meth:`Node.post_validate_node` and :func:`check_pooling_geometry`.
-        """
-        super().post_validate_node(memo)
-        a = self.attributes
-        x, y = a.get_x(), a.get_y()
-        assert x is not None and y is not None  # pre-validation checked them
-        check_pooling_geometry(a, ("X", x), ("Y", y), _LABEL)
-
-    def create_operation(
-        self,
-        tensor_descs: MutableMapping[int, BackendDescriptor],
-        operations: MutableSequence[BackendDescriptor],
-    ) -> BackendDescriptor:
-        """Pack as :meth:`Node.create_operation`, after hipDNN's packer's mode check.
-
-        Raises:
-            HipdnnError: ``INVALID_VALUE`` ``"Unsupported resample mode"`` /
-                ``"Unsupported padding mode"`` (see
-                :func:`~hipdnn_graph.nodes.resample_spec.check_packable_modes`).
-        """
-        check_packable_modes(self.attributes)
-        return super().create_operation(tensor_descs, operations)
+        self.infer_index(y)
 
 
 _A = ResampleAttributeName
@@ -238,38 +120,30 @@ _In, _Out = ResampleFwdAttributes.InputNames, ResampleFwdAttributes.OutputNames
 #: unset: hipDNN's schemas declare it ``bool = false`` (ROCm/rocm-libraries) or ``bool = null``
 #: (its newer forks), and an absent field reads as false under the first but as unset under the
 #: second, while a written one reads the same under both.
-RESAMPLE_FWD_SPEC = register_node_spec(
-    NodeSpec(
-        table="ResampleFwdAttributes",
-        union_tag=19,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_RESAMPLE_FWD,
-        descriptor_class="ResampleFwdOperationDescriptor",
-        compute_type=_A.RESAMPLE_COMP_TYPE,
-        scalar_group=JSON_ON_NODE,
-        nested_json_group="attributes",
-        omit_absent_uids=True,
-        slots=(
-            SlotSpec(_In.X, False, True, 0, _A.OPERATION_RESAMPLE_FWD_XDESC, "x_tensor_uid"),
-            SlotSpec(_Out.Y, True, True, 1, _A.OPERATION_RESAMPLE_FWD_YDESC, "y_tensor_uid"),
-            SlotSpec(
-                _Out.INDEX, True, False, 2, _A.OPERATION_RESAMPLE_FWD_IDXDESC, "index_tensor_uid"
-            ),
+RESAMPLE_FWD_SPEC = declare_spec(
+    ResampleFwdNode,
+    table="ResampleFwdAttributes",
+    union_tag=19,
+    descriptor_type=DescriptorType.OPERATION_RESAMPLE_FWD,
+    descriptor_class="ResampleFwdOperationDescriptor",
+    compute_type=_A.RESAMPLE_COMP_TYPE,
+    scalar_group=JSON_ON_NODE,
+    nested_json_group="attributes",
+    omit_absent_uids=True,
+    slots=(
+        SlotSpec(_In.X, False, True, 0, _A.OPERATION_RESAMPLE_FWD_XDESC, "x_tensor_uid"),
+        SlotSpec(_Out.Y, True, True, 1, _A.OPERATION_RESAMPLE_FWD_YDESC, "y_tensor_uid"),
+        SlotSpec(_Out.INDEX, True, False, 2, _A.OPERATION_RESAMPLE_FWD_IDXDESC, "index_tensor_uid"),
+    ),
+    scalars=(
+        *resample_scalars(),
+        ScalarSpec(
+            "generate_index",
+            Kind.BOOL_OPT,
+            9,
+            (_A.RESAMPLE_GENERATE_INDEX_EXT, T.BOOLEAN),
+            json_presence="when_set",
         ),
-        scalars=(
-            *resample_scalars(),
-            ScalarSpec(
-                "generate_index",
-                Kind.BOOL_OPT,
-                9,
-                (_A.RESAMPLE_GENERATE_INDEX_EXT, T.BOOLEAN),
-                json_presence="when_set",
-            ),
-        ),
-        unmodelled=(),
-        field_count=10,
-        attributes_cls=ResampleFwdAttributes,
-        make_node=ResampleFwdNode,
-    )
+    ),
+    field_count=10,
 )
-ResampleFwdNode.spec = RESAMPLE_FWD_SPEC

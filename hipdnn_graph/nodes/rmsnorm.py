@@ -16,34 +16,27 @@ from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     JSON_SCALARS_ON_NODE,
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
     WireEnum,
-    register_node_spec,
 )
-from ..errors import HipdnnError
-from ..tensor import generate_strides
-from ..types import ErrorCode, NodeType, NormFwdPhase
-from .base import Node
+from ..types import NodeType, NormFwdPhase
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .norm_rules import (
     check_epsilon_value,
-    check_min_dims,
     check_norm_stats_shape_if_set,
     check_scalar_parameter,
     check_scale_normalized_shape,
     check_shapes_match_if_set,
     like_strides,
-    ordered_strides,
-    stride_order,
 )
+from .rules import SETTING_PROPERTIES, check_min_dims, missing, required, take_shape
 
 __all__ = ["NORM_FWD_PHASE", "RMSNORM_SPEC", "RMSNormAttributeName", "RMSNormNode"]
 
 
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
+_LABEL = "RMSNormNode"
 
 
 class RMSNormNode(Node[RMSNormAttributes]):
@@ -64,7 +57,6 @@ class RMSNormNode(Node[RMSNormAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.RMS_NORM
-    name_prefix: ClassVar[str] = "RMSNorm"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: X, SCALE, Y, EPSILON set; X and SCALE of rank >= 2;
@@ -77,15 +69,7 @@ class RMSNormNode(Node[RMSNormAttributes]):
                 ``INVALID_VALUE`` for the shapes.
         """
         a = self.attributes
-        x, scale, y, epsilon = a.get_x(), a.get_scale(), a.get_y(), a.get_epsilon()
-        if x is None:
-            raise _missing("RMSNormNode missing x for pre-validation")
-        if scale is None:
-            raise _missing("RMSNormNode missing scale for pre-validation")
-        if y is None:
-            raise _missing("RMSNormNode missing y for pre-validation")
-        if epsilon is None:
-            raise _missing("RMSNormNode missing epsilon for pre-validation")
+        x, scale, y, epsilon = required(a, _LABEL, ("x", "scale", "y", "epsilon"))
         check_min_dims(x, 2, "Input tensor (x)")
         check_min_dims(scale, 2, "Scale tensor")
         check_scalar_parameter(epsilon, "Epsilon")
@@ -93,7 +77,7 @@ class RMSNormNode(Node[RMSNormAttributes]):
         check_scale_normalized_shape(scale, x, "Scale tensor")
         check_shapes_match_if_set(scale, a.get_bias(), "Scale tensor", "Bias tensor")
         if a.forward_phase == NormFwdPhase.NOT_SET:
-            raise _missing("RMSNormNode forward_phase must be set to TRAINING or INFERENCE")
+            raise missing(f"{_LABEL} forward_phase must be set to TRAINING or INFERENCE")
         if a.forward_phase == NormFwdPhase.TRAINING:
             check_norm_stats_shape_if_set(a.get_inv_rms(), x, scale, "Inverse RMS tensor")
 
@@ -106,23 +90,11 @@ class RMSNormNode(Node[RMSNormAttributes]):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` without X, Y or SCALE.
         """
         a = self.attributes
-        x, y, scale = a.get_x(), a.get_y(), a.get_scale()
-        if x is None:
-            raise _missing("RMSNormNode missing x for setting properties")
-        if y is None:
-            raise _missing("RMSNormNode missing y for setting properties")
-        if scale is None:
-            raise _missing("RMSNormNode missing scale for setting properties")
+        x, y, scale = required(a, _LABEL, ("x", "y", "scale"), SETTING_PROPERTIES)
         a.fill_from_context(self.graph_attributes)
-        if not y.dim:
-            y.dim = list(x.dim)
-        if not y.stride and x.stride:
-            y.stride = list(x.stride)
+        take_shape(y, x)
         if not scale.stride and scale.dim:
-            if x.stride and len(x.stride) == len(scale.dim):
-                scale.stride = ordered_strides(scale.dim, stride_order(x.stride))
-            else:
-                scale.stride = generate_strides(scale.dim)
+            scale.stride = like_strides(scale.dim, x.stride)
         inv_rms = a.get_inv_rms()
         if a.forward_phase == NormFwdPhase.TRAINING and inv_rms is not None:
             if not inv_rms.dim and len(scale.dim) == len(x.dim):
@@ -131,10 +103,7 @@ class RMSNormNode(Node[RMSNormAttributes]):
                 inv_rms.stride = like_strides(inv_rms.dim, x.stride)
         bias = a.get_bias()
         if bias is not None:
-            if not bias.dim:
-                bias.dim = list(scale.dim)
-            if not bias.stride:
-                bias.stride = list(scale.stride)
+            take_shape(bias, scale)
 
     def post_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """The base checks, then the project's rule after hipDNN's: a constant EPSILON is a
@@ -145,7 +114,7 @@ class RMSNormNode(Node[RMSNormAttributes]):
                 epsilon.
         """
         super().post_validate_node(memo)
-        check_epsilon_value(self.attributes.get_epsilon(), "RMSNormNode")
+        check_epsilon_value(self.attributes.get_epsilon(), _LABEL)
 
 
 class RMSNormAttributeName(IntEnum):
@@ -172,50 +141,44 @@ NORM_FWD_PHASE = WireEnum("NormFwdPhase", NormFwdPhase, {m.value: m.name for m i
 #: Where every slot and member of an RMSNorm forward node lives on each wire (hipDNN's 7-field
 #: ``RMSNormAttributes`` table; its JSON leaves an absent bias or inv_rms out rather than writing
 #: null, and writes ``forward_phase`` on the node object itself, only when set).
-RMSNORM_SPEC = register_node_spec(
-    NodeSpec(
-        table="RMSNormAttributes",
-        union_tag=10,
-        label="RMSNormNode",
-        descriptor_type=DescriptorType.OPERATION_RMSNORM_DESCRIPTOR_EXT,
-        descriptor_class="RMSNormOperationDescriptor",
-        compute_type=_A.RMSNORM_COMP_TYPE_EXT,
-        scalar_group=JSON_SCALARS_ON_NODE,
-        nested_json_group="attributes",
-        omit_absent_uids=True,
-        slots=(
-            SlotSpec(_In.X, False, True, 0, _A.OPERATION_RMSNORM_X_EXT, "x_tensor_uid"),
-            SlotSpec(_In.SCALE, False, True, 1, _A.OPERATION_RMSNORM_SCALE_EXT, "scale_tensor_uid"),
-            SlotSpec(
-                _In.EPSILON,
-                False,
-                True,
-                2,
-                _A.OPERATION_RMSNORM_EPSILON_EXT,
-                "epsilon_tensor_uid",
-                pass_by_value=True,
-            ),
-            SlotSpec(_In.BIAS, False, False, 4, _A.OPERATION_RMSNORM_BIAS_EXT, "bias_tensor_uid"),
-            SlotSpec(_Out.Y, True, True, 3, _A.OPERATION_RMSNORM_Y_EXT, "y_tensor_uid"),
-            SlotSpec(
-                _Out.INV_RMS, True, False, 5, _A.OPERATION_RMSNORM_INV_RMS_EXT, "inv_rms_tensor_uid"
-            ),
+RMSNORM_SPEC = declare_spec(
+    RMSNormNode,
+    table="RMSNormAttributes",
+    union_tag=10,
+    descriptor_type=DescriptorType.OPERATION_RMSNORM_DESCRIPTOR_EXT,
+    descriptor_class="RMSNormOperationDescriptor",
+    compute_type=_A.RMSNORM_COMP_TYPE_EXT,
+    scalar_group=JSON_SCALARS_ON_NODE,
+    nested_json_group="attributes",
+    omit_absent_uids=True,
+    slots=(
+        SlotSpec(_In.X, False, True, 0, _A.OPERATION_RMSNORM_X_EXT, "x_tensor_uid"),
+        SlotSpec(_In.SCALE, False, True, 1, _A.OPERATION_RMSNORM_SCALE_EXT, "scale_tensor_uid"),
+        SlotSpec(
+            _In.EPSILON,
+            False,
+            True,
+            2,
+            _A.OPERATION_RMSNORM_EPSILON_EXT,
+            "epsilon_tensor_uid",
+            pass_by_value=True,
         ),
-        scalars=(
-            ScalarSpec(
-                "forward_phase",
-                Kind.ENUM,
-                6,
-                (_A.OPERATION_RMSNORM_FWD_PHASE_EXT, T.NORM_FWD_PHASE),
-                always=True,
-                enum=NORM_FWD_PHASE,
-                json_presence="when_set",
-            ),
+        SlotSpec(_In.BIAS, False, False, 4, _A.OPERATION_RMSNORM_BIAS_EXT, "bias_tensor_uid"),
+        SlotSpec(_Out.Y, True, True, 3, _A.OPERATION_RMSNORM_Y_EXT, "y_tensor_uid"),
+        SlotSpec(
+            _Out.INV_RMS, True, False, 5, _A.OPERATION_RMSNORM_INV_RMS_EXT, "inv_rms_tensor_uid"
         ),
-        unmodelled=(),
-        field_count=7,
-        attributes_cls=RMSNormAttributes,
-        make_node=RMSNormNode,
-    )
+    ),
+    scalars=(
+        ScalarSpec(
+            "forward_phase",
+            Kind.ENUM,
+            6,
+            (_A.OPERATION_RMSNORM_FWD_PHASE_EXT, T.NORM_FWD_PHASE),
+            always=True,
+            enum=NORM_FWD_PHASE,
+            json_presence="when_set",
+        ),
+    ),
+    field_count=7,
 )
-RMSNormNode.spec = RMSNORM_SPEC

@@ -13,27 +13,24 @@ from typing import ClassVar
 
 from ..attributes.rmsnorm_backward import RMSNormBackwardAttributes
 from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import NodeSpec, SlotSpec, register_node_spec
-from ..errors import HipdnnError
-from ..types import ErrorCode, NodeType
-from .base import Node
+from ..descriptors.node_spec import SlotSpec
+from ..types import NodeType
+from .base import Node, declare_spec
 from .input_memo import InputRuleMemo
 from .norm_rules import (
-    check_min_dims,
     check_norm_stats_shape_if_set,
     check_scale_normalized_shape,
     check_shapes_match,
     check_shapes_match_if_set,
     like_strides,
 )
+from .rules import SETTING_PROPERTIES, check_min_dims, required, take_shape
 
 __all__ = ["RMSNORM_BACKWARD_SPEC", "RMSNormBackwardAttributeName", "RMSNormBackwardNode"]
 
 _LABEL = "RMSNormBackwardNode"
-
-
-def _missing(message: str) -> HipdnnError:
-    return HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, message)
+#: the tensors hipDNN checks set, in its order, as its pre-validation messages name them
+_REQUIRED = ("dy (input)", "x (input)", "scale (input)", "dx (output)", "dscale (output)")
 
 
 class RMSNormBackwardNode(Node[RMSNormBackwardAttributes]):
@@ -53,7 +50,6 @@ class RMSNormBackwardNode(Node[RMSNormBackwardAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.RMS_NORM_BACKWARD
-    name_prefix: ClassVar[str] = "RMSNormBackward"
 
     def pre_validate_node(self, memo: InputRuleMemo | None = None) -> None:
         """hipDNN's checks, in order: DY, X, SCALE, DX, DSCALE set; X, DY, SCALE of rank >= 2;
@@ -65,14 +61,7 @@ class RMSNormBackwardNode(Node[RMSNormBackwardAttributes]):
                 shapes.
         """
         a = self.attributes
-        dy, x, scale, dx, dscale = a.get_dy(), a.get_x(), a.get_scale(), a.get_dx(), a.get_dscale()
-        for tensor, name, side in (
-            (dy, "dy", "input"), (x, "x", "input"), (scale, "scale", "input"),
-            (dx, "dx", "output"), (dscale, "dscale", "output"),
-        ):  # fmt: skip
-            if tensor is None:
-                raise _missing(f"{_LABEL} missing {name} ({side}) for pre-validation")
-        assert dy is not None and x is not None and scale is not None
+        dy, x, scale, dx, dscale = required(a, _LABEL, _REQUIRED)
         check_min_dims(x, 2, "Input tensor (x)")
         check_min_dims(dy, 2, "Gradient input tensor (dy)")
         check_min_dims(scale, 2, "Scale tensor")
@@ -91,18 +80,9 @@ class RMSNormBackwardNode(Node[RMSNormBackwardAttributes]):
             HipdnnError: ``ATTRIBUTE_NOT_SET`` without DY, X, SCALE, DX or DSCALE.
         """
         a = self.attributes
-        dy, scale, dx, dscale = a.get_dy(), a.get_scale(), a.get_dx(), a.get_dscale()
-        for tensor, name in (
-            (dy, "dy"), (a.get_x(), "x"), (scale, "scale"), (dx, "dx"), (dscale, "dscale"),
-        ):  # fmt: skip
-            if tensor is None:
-                raise _missing(f"{_LABEL} missing {name} for setting properties")
-        assert dy is not None and scale is not None and dx is not None and dscale is not None
+        dy, _, scale, dx, dscale = required(a, _LABEL, _REQUIRED, SETTING_PROPERTIES)
         a.fill_from_context(self.graph_attributes)
-        if not dx.dim:
-            dx.dim = list(dy.dim)
-        if not dx.stride:
-            dx.stride = list(dy.stride)
+        take_shape(dx, dy)
         dbias = a.get_dbias()
         for grad in (dscale, dbias):
             if grad is None:
@@ -134,30 +114,23 @@ _In, _Out = RMSNormBackwardAttributes.InputNames, RMSNormBackwardAttributes.Outp
 #: Where every slot of an RMSNorm backward node lives on each wire (hipDNN's 7-field
 #: ``RMSNormBackwardAttributes`` table; inv_rms a required uid, dbias optional; JSON uids in
 #: ``inputs``/``outputs``, an absent dbias left out).
-RMSNORM_BACKWARD_SPEC = register_node_spec(
-    NodeSpec(
-        table="RMSNormBackwardAttributes",
-        union_tag=17,
-        label=_LABEL,
-        descriptor_type=DescriptorType.OPERATION_RMSNORM_BACKWARD_DESCRIPTOR_EXT,
-        descriptor_class="RMSNormBackwardOperationDescriptor",
-        compute_type=_A.RMSNORM_BACKWARD_COMP_TYPE_EXT,
-        scalar_group="",
-        omit_absent_uids=True,
-        slots=(
-            SlotSpec.named(_In.DY, False, True, 0, _A.OPERATION_RMSNORM_BACKWARD_DY_EXT),
-            SlotSpec.named(_In.X, False, True, 1, _A.OPERATION_RMSNORM_BACKWARD_X_EXT),
-            SlotSpec.named(_In.SCALE, False, True, 2, _A.OPERATION_RMSNORM_BACKWARD_SCALE_EXT),
-            SlotSpec.named(_In.INV_RMS, False, True, 3, _A.OPERATION_RMSNORM_BACKWARD_INV_RMS_EXT),
-            SlotSpec.named(_Out.DX, True, True, 4, _A.OPERATION_RMSNORM_BACKWARD_DX_EXT),
-            SlotSpec.named(_Out.DSCALE, True, True, 5, _A.OPERATION_RMSNORM_BACKWARD_DSCALE_EXT),
-            SlotSpec.named(_Out.DBIAS, True, False, 6, _A.OPERATION_RMSNORM_BACKWARD_DBIAS_EXT),
-        ),
-        scalars=(),
-        unmodelled=(),
-        field_count=7,
-        attributes_cls=RMSNormBackwardAttributes,
-        make_node=RMSNormBackwardNode,
-    )
+RMSNORM_BACKWARD_SPEC = declare_spec(
+    RMSNormBackwardNode,
+    table="RMSNormBackwardAttributes",
+    union_tag=17,
+    descriptor_type=DescriptorType.OPERATION_RMSNORM_BACKWARD_DESCRIPTOR_EXT,
+    descriptor_class="RMSNormBackwardOperationDescriptor",
+    compute_type=_A.RMSNORM_BACKWARD_COMP_TYPE_EXT,
+    scalar_group="",
+    omit_absent_uids=True,
+    slots=(
+        SlotSpec.named(_In.DY, False, True, 0, _A.OPERATION_RMSNORM_BACKWARD_DY_EXT),
+        SlotSpec.named(_In.X, False, True, 1, _A.OPERATION_RMSNORM_BACKWARD_X_EXT),
+        SlotSpec.named(_In.SCALE, False, True, 2, _A.OPERATION_RMSNORM_BACKWARD_SCALE_EXT),
+        SlotSpec.named(_In.INV_RMS, False, True, 3, _A.OPERATION_RMSNORM_BACKWARD_INV_RMS_EXT),
+        SlotSpec.named(_Out.DX, True, True, 4, _A.OPERATION_RMSNORM_BACKWARD_DX_EXT),
+        SlotSpec.named(_Out.DSCALE, True, True, 5, _A.OPERATION_RMSNORM_BACKWARD_DSCALE_EXT),
+        SlotSpec.named(_Out.DBIAS, True, False, 6, _A.OPERATION_RMSNORM_BACKWARD_DBIAS_EXT),
+    ),
+    field_count=7,
 )
-RMSNormBackwardNode.spec = RMSNORM_BACKWARD_SPEC

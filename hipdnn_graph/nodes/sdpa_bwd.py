@@ -7,11 +7,12 @@ from typing import Any, ClassVar
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
 from ..descriptors.enums import AttributeName as A
 from ..descriptors.enums import DescriptorType
-from ..descriptors.node_spec import NodeSpec, SlotSpec, register_node_spec
-from ..errors import HipdnnError
-from ..types import ErrorCode, NodeType
+from ..descriptors.node_spec import SlotSpec
+from ..types import NodeType
 from . import sdpa_rules as r
+from .base import declare_spec
 from .input_memo import InputRuleMemo
+from .rules import invalid
 from .sdpa_base import SdpaNode, sdpa_scalars, sdpa_slot
 
 __all__ = ["SDPA_BWD_SPEC", "SdpaBwdNode"]
@@ -46,7 +47,6 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.SDPA_BWD
-    name_prefix: ClassVar[str] = "SdpaBwd"
     label: ClassVar[str] = "SdpaBwdNode"
 
     #: hipDNN's pre-validation rules, in order; the first failure raises.
@@ -110,7 +110,7 @@ class SdpaBwdNode(SdpaNode[SdpaBackwardAttributes]):
         if dbias is not None:
             bias = inputs.get(_In.Bias)
             if bias is None:
-                raise HipdnnError(ErrorCode.INVALID_VALUE, f"{label}: dBias requires a Bias input")
+                raise invalid(f"{label}: dBias requires a Bias input")
             r.check_output_shape(label, "dBias", dbias, bias.dim, "Bias")
         self.run_checks(memo)
 
@@ -122,46 +122,40 @@ def _slot(member: Any, fb_slot: int, attribute: A, wire: str = "") -> SlotSpec:
 
 #: Where every slot and scalar of SDPA backward lives on each wire (hipDNN's
 #: ``SdpaBackwardAttributes`` table, 28 fields; descriptor attributes 3100-3128).
-SDPA_BWD_SPEC = register_node_spec(
-    NodeSpec(
-        table="SdpaBackwardAttributes",
-        union_tag=15,
-        label="SdpaBwdNode",
-        descriptor_type=DescriptorType.OPERATION_SDPA_BWD_DESCRIPTOR_EXT,
-        descriptor_class="SdpaBwdOperationDescriptor",
-        compute_type=A.SDPA_BWD_COMP_TYPE_EXT,
-        scalar_group="parameters",
-        legacy_scalar_groups=("attributes",),
-        slots=(
-            _slot(_In.Q, 0, A.OPERATION_SDPA_BWD_Q_EXT),
-            _slot(_In.K, 1, A.OPERATION_SDPA_BWD_K_EXT),
-            _slot(_In.V, 2, A.OPERATION_SDPA_BWD_V_EXT),
-            _slot(_In.O, 3, A.OPERATION_SDPA_BWD_O_EXT),
-            _slot(_In.dO, 4, A.OPERATION_SDPA_BWD_DO_EXT),
-            _slot(_In.Stats, 5, A.OPERATION_SDPA_BWD_STATS_EXT),
-            _slot(_In.Attn_scale, 9, A.OPERATION_SDPA_BWD_SCALE_EXT, "scale"),
-            _slot(_In.Bias, 10, A.OPERATION_SDPA_BWD_ATTN_MASK_EXT, "attn_mask"),
-            _slot(_In.SEQ_LEN_Q, 11, A.OPERATION_SDPA_BWD_SEQ_LEN_Q_EXT),
-            _slot(_In.SEQ_LEN_KV, 12, A.OPERATION_SDPA_BWD_SEQ_LEN_KV_EXT),
-            _slot(_In.Seed, 13, A.OPERATION_SDPA_BWD_SEED_EXT),
-            _slot(_In.Offset, 14, A.OPERATION_SDPA_BWD_OFFSET_EXT),
-            _slot(_In.Dropout_mask, 15, A.OPERATION_SDPA_BWD_DROPOUT_MASK_EXT),
-            _slot(_In.Dropout_scale, 16, A.OPERATION_SDPA_BWD_DROPOUT_SCALE_EXT),
-            _slot(
-                _In.Dropout_scale_inv,
-                17,
-                A.OPERATION_SDPA_BWD_DROPOUT_SCALE_INV_EXT,
-            ),
-            _slot(_Out.dQ, 6, A.OPERATION_SDPA_BWD_DQ_EXT),
-            _slot(_Out.dK, 7, A.OPERATION_SDPA_BWD_DK_EXT),
-            _slot(_Out.dV, 8, A.OPERATION_SDPA_BWD_DV_EXT),
-            _slot(_Out.dBias, 18, A.OPERATION_SDPA_BWD_DBIAS_EXT),
+SDPA_BWD_SPEC = declare_spec(
+    SdpaBwdNode,
+    table="SdpaBackwardAttributes",
+    union_tag=15,
+    descriptor_type=DescriptorType.OPERATION_SDPA_BWD_DESCRIPTOR_EXT,
+    descriptor_class="SdpaBwdOperationDescriptor",
+    compute_type=A.SDPA_BWD_COMP_TYPE_EXT,
+    scalar_group="parameters",
+    legacy_scalar_groups=("attributes",),
+    slots=(
+        _slot(_In.Q, 0, A.OPERATION_SDPA_BWD_Q_EXT),
+        _slot(_In.K, 1, A.OPERATION_SDPA_BWD_K_EXT),
+        _slot(_In.V, 2, A.OPERATION_SDPA_BWD_V_EXT),
+        _slot(_In.O, 3, A.OPERATION_SDPA_BWD_O_EXT),
+        _slot(_In.dO, 4, A.OPERATION_SDPA_BWD_DO_EXT),
+        _slot(_In.Stats, 5, A.OPERATION_SDPA_BWD_STATS_EXT),
+        _slot(_In.Attn_scale, 9, A.OPERATION_SDPA_BWD_SCALE_EXT, "scale"),
+        _slot(_In.Bias, 10, A.OPERATION_SDPA_BWD_ATTN_MASK_EXT, "attn_mask"),
+        _slot(_In.SEQ_LEN_Q, 11, A.OPERATION_SDPA_BWD_SEQ_LEN_Q_EXT),
+        _slot(_In.SEQ_LEN_KV, 12, A.OPERATION_SDPA_BWD_SEQ_LEN_KV_EXT),
+        _slot(_In.Seed, 13, A.OPERATION_SDPA_BWD_SEED_EXT),
+        _slot(_In.Offset, 14, A.OPERATION_SDPA_BWD_OFFSET_EXT),
+        _slot(_In.Dropout_mask, 15, A.OPERATION_SDPA_BWD_DROPOUT_MASK_EXT),
+        _slot(_In.Dropout_scale, 16, A.OPERATION_SDPA_BWD_DROPOUT_SCALE_EXT),
+        _slot(
+            _In.Dropout_scale_inv,
+            17,
+            A.OPERATION_SDPA_BWD_DROPOUT_SCALE_INV_EXT,
         ),
-        scalars=sdpa_scalars("BWD", 19, 27),
-        unmodelled=(),
-        field_count=28,
-        attributes_cls=SdpaBackwardAttributes,
-        make_node=SdpaBwdNode,
-    )
+        _slot(_Out.dQ, 6, A.OPERATION_SDPA_BWD_DQ_EXT),
+        _slot(_Out.dK, 7, A.OPERATION_SDPA_BWD_DK_EXT),
+        _slot(_Out.dV, 8, A.OPERATION_SDPA_BWD_DV_EXT),
+        _slot(_Out.dBias, 18, A.OPERATION_SDPA_BWD_DBIAS_EXT),
+    ),
+    scalars=sdpa_scalars("BWD", 19, 27),
+    field_count=28,
 )
-SdpaBwdNode.spec = SDPA_BWD_SPEC

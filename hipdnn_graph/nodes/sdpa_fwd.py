@@ -10,15 +10,14 @@ from ..descriptors.enums import AttributeType as T
 from ..descriptors.enums import DescriptorType
 from ..descriptors.node_spec import (
     Kind,
-    NodeSpec,
     ScalarSpec,
     SlotSpec,
     UnmodelledSpec,
     WireEnum,
-    register_node_spec,
 )
 from ..types import AttentionImplementation, DataType, NodeType
 from . import sdpa_rules as r
+from .base import declare_spec
 from .input_memo import InputRuleMemo
 from .sdpa_base import SdpaNode, sdpa_scalars, sdpa_slot
 
@@ -41,7 +40,6 @@ class SdpaFwdNode(SdpaNode[SdpaAttributes]):
     """
 
     node_type: ClassVar[NodeType] = NodeType.SDPA_FWD
-    name_prefix: ClassVar[str] = "SdpaFwd"
     label: ClassVar[str] = "SdpaFwdNode"
 
     #: hipDNN's pre-validation rules in order, then two of ours (dropout mask and padding
@@ -128,90 +126,83 @@ def _unmodelled(group: str, first: int, attribute: int, *names: str) -> tuple[Un
 #: Where every slot and scalar of SDPA forward lives on each wire (hipDNN's ``SdpaAttributes``
 #: table, 43 fields, of which the paged-attention, fp8, sink and auxiliary-output fields are not
 #: modelled: they must hold their defaults; descriptor attributes 2600-2641).
-SDPA_FWD_SPEC = register_node_spec(
-    NodeSpec(
-        table="SdpaAttributes",
-        union_tag=12,
-        label="SdpaFwdNode",
-        descriptor_type=DescriptorType.OPERATION_SDPA_FWD,
-        descriptor_class="SdpaFwdOperationDescriptor",
-        compute_type=A.SDPA_FWD_COMP_TYPE_EXT,
-        scalar_group="attributes",
-        slots=(
-            _slot(_In.Q, 0, A.OPERATION_SDPA_FWD_QDESC),
-            _slot(_In.K, 1, A.OPERATION_SDPA_FWD_KDESC),
-            _slot(_In.V, 2, A.OPERATION_SDPA_FWD_VDESC),
-            _slot(_In.Attn_scale, 5, A.OPERATION_SDPA_FWD_SCALEDESC, "scale"),
-            _slot(_In.Bias, 4, A.OPERATION_SDPA_FWD_ATTN_MASK_EXT, "attn_mask"),
-            _slot(_In.SEQ_LEN_Q, 6, A.OPERATION_SDPA_FWD_SEQ_LEN_QDESC),
-            _slot(_In.SEQ_LEN_KV, 7, A.OPERATION_SDPA_FWD_SEQ_LEN_KVDESC),
-            _slot(_In.Seed, 8, A.OPERATION_SDPA_FWD_SEED_EXT),
-            _slot(_In.Offset, 9, A.OPERATION_SDPA_FWD_OFFSET_EXT),
-            _slot(_In.Dropout_mask, 10, A.OPERATION_SDPA_FWD_DROPOUT_MASK_EXT),
-            _slot(_In.Dropout_scale, 11, A.OPERATION_SDPA_FWD_DROPOUT_SCALE_EXT),
-            _slot(_Out.O, 3, A.OPERATION_SDPA_FWD_ODESC),
-            _slot(_Out.Stats, 22, A.OPERATION_SDPA_FWD_STATSDESC),
+SDPA_FWD_SPEC = declare_spec(
+    SdpaFwdNode,
+    table="SdpaAttributes",
+    union_tag=12,
+    descriptor_type=DescriptorType.OPERATION_SDPA_FWD,
+    descriptor_class="SdpaFwdOperationDescriptor",
+    compute_type=A.SDPA_FWD_COMP_TYPE_EXT,
+    scalar_group="attributes",
+    slots=(
+        _slot(_In.Q, 0, A.OPERATION_SDPA_FWD_QDESC),
+        _slot(_In.K, 1, A.OPERATION_SDPA_FWD_KDESC),
+        _slot(_In.V, 2, A.OPERATION_SDPA_FWD_VDESC),
+        _slot(_In.Attn_scale, 5, A.OPERATION_SDPA_FWD_SCALEDESC, "scale"),
+        _slot(_In.Bias, 4, A.OPERATION_SDPA_FWD_ATTN_MASK_EXT, "attn_mask"),
+        _slot(_In.SEQ_LEN_Q, 6, A.OPERATION_SDPA_FWD_SEQ_LEN_QDESC),
+        _slot(_In.SEQ_LEN_KV, 7, A.OPERATION_SDPA_FWD_SEQ_LEN_KVDESC),
+        _slot(_In.Seed, 8, A.OPERATION_SDPA_FWD_SEED_EXT),
+        _slot(_In.Offset, 9, A.OPERATION_SDPA_FWD_OFFSET_EXT),
+        _slot(_In.Dropout_mask, 10, A.OPERATION_SDPA_FWD_DROPOUT_MASK_EXT),
+        _slot(_In.Dropout_scale, 11, A.OPERATION_SDPA_FWD_DROPOUT_SCALE_EXT),
+        _slot(_Out.O, 3, A.OPERATION_SDPA_FWD_ODESC),
+        _slot(_Out.Stats, 22, A.OPERATION_SDPA_FWD_STATSDESC),
+    ),
+    scalars=(
+        ScalarSpec("generate_stats", Kind.BOOL_OPT, 28, (A.SDPA_FWD_GENERATE_STATS_EXT, T.BOOLEAN)),
+        *sdpa_scalars("FWD", 29, 38),
+    ),
+    unmodelled=(
+        *_unmodelled(
+            "inputs",
+            12,
+            A.OPERATION_SDPA_FWD_PAGE_TABLE_KDESC,
+            "page_table_k",
+            "page_table_v",
+            "block_mask",
+            "sink_token",
+            "descale_q",
+            "descale_k",
+            "descale_v",
+            "descale_s",
+            "scale_s",
+            "scale_o",
         ),
-        scalars=(
-            ScalarSpec(
-                "generate_stats", Kind.BOOL_OPT, 28, (A.SDPA_FWD_GENERATE_STATS_EXT, T.BOOLEAN)
-            ),
-            *sdpa_scalars("FWD", 29, 38),
+        *_unmodelled(
+            "outputs",
+            23,
+            A.OPERATION_SDPA_FWD_MAX_EXT,
+            "max",
+            "sum_exp",
+            "rng_dump",
+            "amax_s",
+            "amax_o",
         ),
-        unmodelled=(
-            *_unmodelled(
-                "inputs",
-                12,
-                A.OPERATION_SDPA_FWD_PAGE_TABLE_KDESC,
-                "page_table_k",
-                "page_table_v",
-                "block_mask",
-                "sink_token",
-                "descale_q",
-                "descale_k",
-                "descale_v",
-                "descale_s",
-                "scale_s",
-                "scale_o",
-            ),
-            *_unmodelled(
-                "outputs",
-                23,
-                A.OPERATION_SDPA_FWD_MAX_EXT,
-                "max",
-                "sum_exp",
-                "rng_dump",
-                "amax_s",
-                "amax_o",
-            ),
-            UnmodelledSpec(
-                "max_seq_len_kv",
-                Kind.I32_OPT,
-                37,
-                "scalars",
-                (A.SDPA_FWD_MAX_SEQ_LEN_KV_EXT, T.INT32),
-            ),
-            UnmodelledSpec(
-                "mma_core_mode",
-                Kind.DTYPE,
-                39,
-                "scalars",
-                (A.SDPA_FWD_MMA_CORE_MODE_EXT, T.DATA_TYPE),
-            ),
-            UnmodelledSpec(
-                "implementation",
-                Kind.ENUM,
-                40,
-                "scalars",
-                (A.SDPA_FWD_IMPLEMENTATION_EXT, T.ATTENTION_IMPLEMENTATION),
-                _IMPLEMENTATION,
-            ),
-            UnmodelledSpec("umd_flops", Kind.STRING, 41, "extra"),
-            UnmodelledSpec("umd_bytes", Kind.STRING, 42, "extra"),
+        UnmodelledSpec(
+            "max_seq_len_kv",
+            Kind.I32_OPT,
+            37,
+            "scalars",
+            (A.SDPA_FWD_MAX_SEQ_LEN_KV_EXT, T.INT32),
         ),
-        field_count=43,
-        attributes_cls=SdpaAttributes,
-        make_node=SdpaFwdNode,
-    )
+        UnmodelledSpec(
+            "mma_core_mode",
+            Kind.DTYPE,
+            39,
+            "scalars",
+            (A.SDPA_FWD_MMA_CORE_MODE_EXT, T.DATA_TYPE),
+        ),
+        UnmodelledSpec(
+            "implementation",
+            Kind.ENUM,
+            40,
+            "scalars",
+            (A.SDPA_FWD_IMPLEMENTATION_EXT, T.ATTENTION_IMPLEMENTATION),
+            _IMPLEMENTATION,
+        ),
+        UnmodelledSpec("umd_flops", Kind.STRING, 41, "extra"),
+        UnmodelledSpec("umd_bytes", Kind.STRING, 42, "extra"),
+    ),
+    field_count=43,
 )
-SdpaFwdNode.spec = SDPA_FWD_SPEC

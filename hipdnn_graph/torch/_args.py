@@ -18,7 +18,7 @@ import torch
 
 from ..errors import HipdnnError
 from ..types import DataType, DiagonalAlignment, ErrorCode
-from ._cached import Options
+from ._cached import Options, remember
 
 __all__ = [
     "IO_TYPES",
@@ -196,12 +196,7 @@ def with_dropout(options: Options, p: float) -> Options:
     (``NamedTuple._replace`` costs microseconds per call)."""
     key = (options, p)
     made = _WITH.get(key)
-    if made is None:
-        made = options._replace(dropout_p=p)
-        if len(_WITH) > 1024:
-            _WITH.clear()
-        _WITH[key] = made
-    return made
+    return made if made is not None else remember(_WITH, key, options._replace(dropout_p=p))
 
 
 _WITH: dict[tuple[Options, float], Options] = {}
@@ -354,9 +349,23 @@ def _int32_lengths(name: str, value: Tensor) -> Tensor:
     return value.to(dtype=torch.int32)
 
 
-def materialized(t: Tensor) -> Tensor:
-    """``t`` itself, or a packed copy when it is broadcast (a stride-0 dim: ``x.sum()``'s grad)."""
-    return t.contiguous() if 0 in t.stride() else t
+def materialized(t: Tensor, like: Tensor) -> Tensor:
+    """``t`` itself, or a dense copy laid out as ``like`` when it is broadcast (a stride-0 dim:
+    ``x.sum()``'s grad). The upstream gradient dO is copied in O's layout: torch's fused
+    backward kernels want dO laid out as O (the memory-efficient kernel packs a dO of another
+    layout again, a second copy of the size of O).
+
+    Example:
+        >>> import torch
+        >>> o = torch.zeros(1, 4, 2, 8).transpose(1, 2)  # [B, H, S, D] with [B, S, H, D] memory
+        >>> materialized(torch.ones(()).expand(o.shape), o).stride() == o.stride()
+        True
+    """
+    if 0 not in t.stride():
+        return t
+    if like.shape == t.shape:  # empty_like keeps a dense layout (else packs)
+        return torch.empty_like(like, dtype=t.dtype).copy_(t)
+    return t.contiguous()
 
 
 #: the lengths a padding tensor (int32, as hipDNN's SEQ_LEN tensors) can hold

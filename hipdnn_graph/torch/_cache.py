@@ -76,12 +76,10 @@ class GraphCache(Generic[T]):
 
     def get_or_build(self, key: Hashable, build: Callable[[], T]) -> T:
         """The cached value for ``key``, or ``build()``'s result (stored) on a miss."""
+        value = self.get(key)
+        if value is not None:
+            return value
         with self._lock:
-            value = self._entries.get(key)
-            if value is not None:
-                self._entries.move_to_end(key)
-                self._hits += 1
-                return value
             self._misses += 1
         built = build()  # a failed build stores nothing and raises to the caller
         with self._lock:

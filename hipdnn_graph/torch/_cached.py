@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import torch
 
@@ -40,12 +40,35 @@ __all__ = [
     "Options",
     "cached_graphs",
     "graph_cache",
+    "remember",
     "run_cached",
 ]
 
 Tensor = torch.Tensor
 
 _CACHE: GraphCache[Entry] = GraphCache(256)
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+#: the most entries one of the op's memo tables holds before it starts afresh
+MEMO_LIMIT = 1024
+
+
+def remember(table: dict[K, V], key: K, value: V) -> V:
+    """Store ``value`` under ``key`` in one of the op's memo tables and return it; a table past
+    :data:`MEMO_LIMIT` entries is emptied first (its entries are cheap to make again).
+
+    Example:
+        >>> table: dict[int, str] = {}
+        >>> remember(table, 1, "one"), table
+        ('one', {1: 'one'})
+    """
+    if len(table) > MEMO_LIMIT:
+        table.clear()
+    table[key] = value
+    return value
+
 
 #: the op's graph builds and engine fall-throughs, at DEBUG (engine choices themselves are
 #: logged by ``hipdnn_graph.engines``)

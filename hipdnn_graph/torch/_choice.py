@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from ..types import DiagonalAlignment
-from ._cached import Options
+from ._cached import Options, remember
 
 __all__ = [
     "DEVICE_TYPES",
@@ -93,12 +93,7 @@ def preferring(
         return options
     key = (options, prefer)
     made = _PREFERRING.get(key)
-    if made is None:
-        made = options._replace(prefer=prefer)
-        if len(_PREFERRING) > 1024:
-            _PREFERRING.clear()
-        _PREFERRING[key] = made
-    return made
+    return made if made is not None else remember(_PREFERRING, key, options._replace(prefer=prefer))
 
 
 _PREFERRING: dict[tuple[Options, str], Options] = {}

@@ -116,8 +116,8 @@ def _gradients(ctx: Any, do: Tensor) -> tuple[Any, ...]:
     # create_graph=True: the gradients are not differentiable again (as with the custom op)
     q, k, v, bias, slq, slkv, o, stats = ctx.saved_tensors
     if bias is None and slq is None:  # the common calls
-        if 0 in do.stride():  # a broadcast gradient (x.sum()'s) is made dense
-            do = do.contiguous()
+        if 0 in do.stride():  # a broadcast gradient (x.sum()'s) is made dense, laid out as O
+            do = torch.empty_like(o, dtype=do.dtype).copy_(do)  # (see _args.materialized)
         philox = ctx.philox
         if philox is None:
             dq, dk, dv = backward_qkv(q, k, v, o, do, stats, ctx.options, ctx.learn)
@@ -130,7 +130,7 @@ def _gradients(ctx: Any, do: Tensor) -> tuple[Any, ...]:
         "K": k,
         "V": v,
         "O": o,
-        "dO": materialized(do),
+        "dO": materialized(do, o),
         "Stats": stats,
     }
     options = ctx.options

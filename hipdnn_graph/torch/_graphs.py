@@ -203,7 +203,7 @@ def sdpa_backward(
     tensors = _optional_inputs(q, k, attn_mask, seq_len_q, seq_len_kv, dropout_mask, dropout_scale)
     if dbias_shape is not None and (attn_mask is None or attn_mask.dtype == torch.bool):
         raise HipdnnError(ErrorCode.INVALID_VALUE, "dbias_shape needs a floating-point attn_mask")
-    pack = {"Q": q, "K": k, "V": v, "O": o, "dO": materialized(do), "Stats": stats, **tensors}
+    pack = {"Q": q, "K": k, "V": v, "O": o, "dO": materialized(do, o), "Stats": stats, **tensors}
     if prefer is not None and options.engine is None:
         options = options._replace(prefer=prefer)
     return run_backward(pack, options, dbias_shape)
@@ -373,6 +373,30 @@ def _keywords(options: Options, slots: dict[str, TensorAttributes]) -> dict[str,
     return kw
 
 
+#: the engines whose kernel writes O with [B, S, H, D] memory whatever Q's layout (torch's
+#: memory-efficient kernel allocates its output so); F.sdpa hands that tensor back as it is
+_SEQUENCE_MAJOR_OUTPUT = frozenset({"TORCH_SDPA_EFFICIENT_ENGINE"})
+
+
+def output_strides(q: Tensor, o_shape: list[int], engine: str | None) -> tuple[int, ...]:
+    """The strides the op declares for O: those of the kernel the op expects to run, so that its
+    output is handed back without a copy (and its backward, which wants O as it wrote it, packs
+    none again), else Q's layout.
+
+    Example:
+        >>> import torch
+        >>> q = torch.zeros(2, 4, 8, 16)
+        >>> output_strides(q, [2, 4, 8, 16], "TORCH_SDPA_EFFICIENT_ENGINE")
+        (512, 16, 64, 1)
+        >>> output_strides(q, [2, 4, 8, 16], "TORCH_SDPA_CUDNN_ENGINE")
+        (512, 128, 16, 1)
+    """
+    if engine in _SEQUENCE_MAJOR_OUTPUT:
+        _, heads, seq, dv = o_shape
+        return (seq * heads * dv, dv, heads * dv, 1)
+    return tuple(strides_like(q, o_shape))
+
+
 def _forward_graph(pack: dict[str, Any], options: Options, prefer: str | None = None) -> Entry:
     pack = {s: t for s, t in pack.items() if s != "Dropout_scale_inv"}
     g, slots = _graph(pack, "hipdnn_torch_sdpa_fwd")
@@ -385,7 +409,8 @@ def _forward_graph(pack: dict[str, Any], options: Options, prefer: str | None = 
     assert stats is not None
     q = pack["Q"]
     o_shape = [*q.shape[:3], pack["V"].shape[3]]
-    o.set_dim(o_shape).set_stride(list(strides_like(q, o_shape)))
+    engine = options.engine or prefer or options.prefer
+    o.set_dim(o_shape).set_stride(list(output_strides(q, o_shape, engine)))
     if q.dtype == torch.float64:  # exact float64 gradients (gradcheck) need exact Stats
         stats.set_data_type(DataType.DOUBLE)
     for t in (o, stats):

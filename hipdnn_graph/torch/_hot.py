@@ -49,7 +49,7 @@ import torch
 
 from ..backend import AutogradForm, in_layout
 from . import _choice, _dropout
-from ._cached import Entry, Options, graph_cache
+from ._cached import Entry, Options, graph_cache, remember
 from ._graphs import run_backward, run_forward, run_forward_on
 from ._keys import backward_key, cache_key
 from ._philox_graphs import philox_slots
@@ -171,9 +171,7 @@ def philox_forward_qkv(
     pack: dict[str, Any] = {"Q": q, "K": k, "V": v}
     o, stats, philox, forward_key, increment = philox_forward_pack(pack, p, options)
     if hit.key is not None:  # (a call under functorch transforms is looked up by its pack)
-        if len(PHILOX) > 1024:
-            PHILOX.clear()
-        PHILOX[hit.key] = Remembered(forward_key, increment, philox[2])
+        remember(PHILOX, hit.key, Remembered(forward_key, increment, philox[2]))
     return o, stats, philox
 
 
@@ -208,9 +206,7 @@ def philox_forward_pack(
     _dropout.advance_by(q.device, offset, increment)
     # the backward runs on the engine that ran, with the same seed and offset: one mask
     philox = (seed, offset, _pinned(options, ran))
-    if len(PHILOX) > 1024:
-        PHILOX.clear()
-    PHILOX[key] = Remembered(key, increment, philox[2])
+    remember(PHILOX, key, Remembered(key, increment, philox[2]))
     return o, stats, philox, key, increment
 
 
@@ -220,10 +216,7 @@ def _pinned(options: Options, engine: str) -> Options:
     key = (options, engine)
     made = _PINNED.get(key)
     if made is None:
-        made = options._replace(prefer=None, engine=engine)
-        if len(_PINNED) > 1024:
-            _PINNED.clear()
-        _PINNED[key] = made
+        made = remember(_PINNED, key, options._replace(prefer=None, engine=engine))
     return made
 
 

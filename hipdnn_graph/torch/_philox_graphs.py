@@ -85,7 +85,7 @@ def philox_backward(
     """
     for name, t in (("o", o), ("do", do), ("stats", stats)):
         check_tensor(name, t, q)
-    base = {"Q": q, "K": k, "V": v, "O": o, "dO": materialized(do), "Stats": stats}
+    base = {"Q": q, "K": k, "V": v, "O": o, "dO": materialized(do, o), "Stats": stats}
     options, pack = _philox_pack(q, k, base, dropout_p, seed, offset, {**kw, "engine": engine})
     mask = kw.get("attn_mask")
     if dbias_shape is not None and (mask is None or mask.dtype == torch.bool):

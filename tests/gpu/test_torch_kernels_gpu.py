@@ -22,6 +22,7 @@ pytestmark = [
 
 from hipdnn_graph_torch_rocm.kernels import fused  # noqa: E402
 from hipdnn_graph_torch_rocm.kernels import math as tm  # noqa: E402
+from hipdnn_graph_torch_rocm.kernels.call import SdpaCall  # noqa: E402
 
 F64 = torch.float64
 DTYPES = [torch.bfloat16, torch.float16]
@@ -72,10 +73,9 @@ def _case(heads: str, mask: str, dtype: Any, seed: int = 0) -> dict[str, Any]:
         "v": rn(b, hv, skv, d),
         "do": rn(b, h, sq, d),
     }
-    kw: dict[str, Any] = {"scale": 1.0 / math.sqrt(d)}
-    for key in ("bottom_right", "left_bound", "right_bound", "dbias_shape"):
-        if key in feats:
-            kw[key] = feats[key]
+    fixed = {key: feats[key] for key in ("bottom_right", "left_bound", "right_bound",
+                                         "dbias_shape") if key in feats}  # fmt: skip
+    kw: dict[str, Any] = {}
     if "bias" in feats:
         kw["bias"] = rn(*feats["bias"])
     for key in ("seq_len_q", "seq_len_kv"):
@@ -83,17 +83,17 @@ def _case(heads: str, mask: str, dtype: Any, seed: int = 0) -> dict[str, Any]:
             kw[key] = torch.tensor(feats[key], dtype=torch.int32, device=dev).view(-1, 1, 1, 1)
     if feats.get("dropout"):
         kw["dropout_mask"] = (torch.rand(b, h, sq, skv, generator=g) > 0.2).to(dev, dtype)
-        kw["dropout_scale"] = 1.25
-    return {"t": t, "kw": kw}
+        fixed["dropout_scale"] = 1.25
+    call = SdpaCall(1.0 / math.sqrt(d), **fixed)
+    return {"t": t, "call": call, "kw": kw}
 
 
 def _reference(c: dict[str, Any]) -> dict[str, Any]:
-    t, kw = c["t"], c["kw"]
+    t, call, kw = c["t"], c["call"], c["kw"]
     q, k, v, do = (t[x].to(F64) for x in ("q", "k", "v", "do"))
-    fkw = {x: y for x, y in kw.items() if x != "dbias_shape"}
-    o, st = tm.sdpa_forward(q, k, v, **fkw, compute_dtype=F64)
+    o, st = tm.sdpa_forward(q, k, v, call, **kw, compute_dtype=F64)
     o_in = o.to(t["q"].dtype)
-    grads = tm.sdpa_backward(q, k, v, o_in.to(F64), do, st, **kw, compute_dtype=F64)
+    grads = tm.sdpa_backward(q, k, v, o_in.to(F64), do, st, call, **kw, compute_dtype=F64)
     return {"o": o, "stats": st, "o_in": o_in, "grads": grads}
 
 
@@ -103,13 +103,12 @@ def _reference(c: dict[str, Any]) -> dict[str, Any]:
 def test_math_kernel_gpu(heads: str, mask: str, dtype: Any) -> None:
     c = _case(heads, mask, dtype)
     ref = _reference(c)
-    t, kw = c["t"], c["kw"]
-    fkw = {x: y for x, y in kw.items() if x != "dbias_shape"}
+    t, call, kw = c["t"], c["call"], c["kw"]
     for mm in (None, dtype):
-        o, _st = tm.sdpa_forward(t["q"], t["k"], t["v"], **fkw, matmul_dtype=mm)
+        o, _st = tm.sdpa_forward(t["q"], t["k"], t["v"], call, **kw, matmul_dtype=mm)
         assert _rel(o, ref["o"]) < (1e-5 if mm is None else TOL[dtype])
         grads = tm.sdpa_backward(
-            t["q"], t["k"], t["v"], ref["o_in"], t["do"], ref["stats"].float(), **kw,
+            t["q"], t["k"], t["v"], ref["o_in"], t["do"], ref["stats"].float(), call, **kw,
             matmul_dtype=mm,
         )  # fmt: skip
         for got, want in zip(grads, ref["grads"], strict=True):
@@ -127,30 +126,24 @@ def test_math_kernel_gpu(heads: str, mask: str, dtype: Any) -> None:
 def test_fused_wrappers_gpu(op: Any, heads: str, mask: str, dtype: Any) -> None:
     """Forward and backward each run when check() allows them, and refuse cleanly otherwise."""
     c = _case(heads, mask, dtype)
-    t, kw = c["t"], c["kw"]
-    fkw = {x: y for x, y in kw.items() if x != "dbias_shape"}
+    t, call, kw = c["t"], c["call"], c["kw"]
     reasons = {}
     for fwd in (True, False):
-        prob = fused.SdpaProblem.from_tensors(
-            t["q"], t["k"], t["v"], bias=kw.get("bias"), dbias="dbias_shape" in kw and not fwd,
-            bottom_right=kw.get("bottom_right", False), left_bound=kw.get("left_bound"),
-            right_bound=kw.get("right_bound"), seq_len_q=kw.get("seq_len_q"),
-            seq_len_kv=kw.get("seq_len_kv"), dropout_mask=kw.get("dropout_mask"), forward=fwd,
-        )  # fmt: skip
-        reasons[fwd] = fused.check(op, prob)
+        case = fused.FusedSdpaCase.from_tensors(t["q"], t["k"], t["v"], call, forward=fwd, **kw)
+        reasons[fwd] = fused.check(op, case)
     if reasons[True] is not None:
         with pytest.raises(fused.FusedUnsupportedError):
-            fused.forward(op, t["q"], t["k"], t["v"], **fkw)
+            fused.forward(op, t["q"], t["k"], t["v"], call, **kw)
     if reasons[False] is not None:
         st0 = torch.zeros(*t["q"].shape[:3], 1, device=t["q"].device)
         with pytest.raises(fused.FusedUnsupportedError):
-            fused.backward(op, t["q"], t["k"], t["v"], t["do"], t["do"], st0, **kw)
+            fused.backward(op, t["q"], t["k"], t["v"], t["do"], t["do"], st0, call, **kw)
     if reasons[True] is not None and reasons[False] is not None:
         pytest.skip(f"refused: {reasons[False]}")
     ref = _reference(c)
     fin = torch.isfinite(ref["stats"])
     if reasons[True] is None:
-        o, st = fused.forward(op, t["q"], t["k"], t["v"], **fkw)
+        o, st = fused.forward(op, t["q"], t["k"], t["v"], call, **kw)
         assert o.shape == ref["o"].shape and st.shape == ref["stats"].shape
         assert st.dtype == torch.float32
         assert _rel(o, ref["o"]) < TOL[dtype]
@@ -161,10 +154,10 @@ def test_fused_wrappers_gpu(op: Any, heads: str, mask: str, dtype: Any) -> None:
             assert (o.masked_select(~fin) == 0).all()
     if reasons[False] is None:
         grads = fused.backward(
-            op, t["q"], t["k"], t["v"], ref["o_in"], t["do"], ref["stats"].float(), **kw
+            op, t["q"], t["k"], t["v"], ref["o_in"], t["do"], ref["stats"].float(), call, **kw
         )
         for name, got, want in zip(("dq", "dk", "dv", "dbias"), grads, ref["grads"], strict=True):
-            if want is None or (name == "dbias" and "dbias_shape" not in kw):
+            if want is None or (name == "dbias" and call.dbias_shape is None):
                 continue
             assert got is not None, name
             assert _rel(got, want) < TOL[dtype], name

@@ -181,3 +181,18 @@ def test_float32_training_peak_memory_is_no_more_than_sdpas(p: float) -> None:
     ours = peak(hgt.scaled_dot_product_attention)
     torchs = peak(F.scaled_dot_product_attention)
     assert ours <= torchs + (2 << 20), (ours >> 20, torchs >> 20)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_the_ops_output_and_gradients_are_laid_out_as_sdpas(dtype: Any) -> None:
+    """The op hands back O (and the gradients) in the layout F.sdpa's kernel gives: torch's
+    memory-efficient kernel (float32's) writes O with [B, S, H, D] memory; a copy into Q's layout
+    cost time and a second O-sized buffer in the backward (issue 35)."""
+    hgt.graph_cache().clear()
+    results = []
+    for fn in (hgt.scaled_dot_product_attention, F.scaled_dot_product_attention):
+        leaves = _leaves([dtype] * 3, (2, 4, 128, 64))
+        o = fn(*leaves, is_causal=True)
+        o.sum().backward()
+        results.append((o.stride(), [t.grad.stride() for t in leaves]))
+    assert results[0] == results[1]

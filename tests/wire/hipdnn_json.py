@@ -384,9 +384,10 @@ def _node(n: Desc) -> dict[str, Any]:
         if a["axis"] is not None:
             node["axis"] = a["axis"]
         return node
-    if n["attributes_type"] == BLOCK_SCALE_DEQUANTIZE_TAG:  # block_size written when not empty
+    if n["attributes_type"] == BLOCK_SCALE_DEQUANTIZE_TAG:  # block_size always, [] when empty
         a = n["attributes"]
-        node = {
+        return {
+            "block_size": list(a["block_size"] or ()),
             "compute_data_type": _DATA_TYPE_NAMES[n["compute_data_type"]],
             "inputs": {
                 "scale_tensor_uid": a["scale_tensor_uid"],
@@ -397,9 +398,6 @@ def _node(n: Desc) -> dict[str, Any]:
             "outputs": {"y_tensor_uid": a["y_tensor_uid"]},
             "type": "BlockScaleDequantizeAttributes",
         }
-        if a["block_size"]:
-            node["block_size"] = list(a["block_size"])
-        return node
     if n["attributes_type"] == REDUCTION_TAG:  # hipDNN's reduction JSON: keys on the node
         a = n["attributes"]
         return {

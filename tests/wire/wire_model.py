@@ -1112,7 +1112,7 @@ def description_from_hipdnn_json(doc: dict[str, Any]) -> Desc:
                 node_desc(n["name"], tag, _JSON_DATA_TYPES[n["compute_data_type"]], **attrs)
             )
             continue
-        if tag == BLOCK_SCALE_DEQUANTIZE_TAG:  # block_size on the node when not empty
+        if tag == BLOCK_SCALE_DEQUANTIZE_TAG:  # block_size on the node ([] or absent: empty)
             attrs = {**n["inputs"], **n["outputs"]}
             attrs["block_size"] = n.get("block_size") or None
             attrs["is_negative_scale"] = n.get("is_negative_scale", False)

@@ -64,6 +64,10 @@ class ReferenceFamily:
     #: why the reference refuses a node when the plan is chosen (``None``: it runs it); without
     #: one, a node is refused only for its data and compute types
     refusal: Refusal | None = None
+    #: the id of a family that is not hipDNN's (its node class's ``family_id``; ``node_type``
+    #: is then ``CUSTOM_OP``), whose module registers the record (``families.register_family``);
+    #: ``""`` for hipDNN's families
+    family_id: str = ""
 
 
 def not_supported(node: Any, feature: str) -> hg.HipdnnError:

@@ -200,6 +200,11 @@ class CudnnFrontendEngine:
     node_types = frozenset({hg.NodeType.SDPA_FWD, hg.NodeType.SDPA_BWD})
     api_version = ENGINE_API_VERSION
     knobs = (PLAN_INDEX_KNOB, REPLAY_KNOB)
+    supports_override_shapes = False
+    override_shapes_reason = (
+        "its cuDNN graphs and execution plans are built for the declared shapes (cuDNN's own "
+        "override shapes, cuDNN 9.18+, are not used by this engine)"
+    )
 
     def __init__(self) -> None:
         self._built: OrderedDict[tuple[Any, ...], CudnnNodeGraph] = OrderedDict()

@@ -288,15 +288,12 @@ def _fixup(p: SdpaProblem) -> Callable[[Mapping[int, Any]], None] | None:
     import torch
 
     from ..kernels._fused_common import empty_rows
-    from ..kernels._fused_rules import SdpaProblem as RowProblem
+    from ..kernels._fused_rules import FusedSdpaCase
+    from ..kernels.call import SdpaCall, problem_dims
 
     problem = functools.partial(
-        RowProblem,
-        b=p.batch, h=p.heads, hk=p.heads_k, hv=p.heads_v, sq=p.seq_q, skv=p.seq_kv,
-        d=p.head_dim, dv=p.head_dim_v, dtype=torch.float32, device="cuda",
-        bottom_right=p.window.bottom_right, left_bound=p.window.left_bound,
-        right_bound=p.window.right_bound,
-    )  # fmt: skip
+        FusedSdpaCase, *problem_dims(p), torch.float32, "cuda", SdpaCall.of(p)
+    )
     band_empties = empty_rows(problem(), torch.device("cpu")) is not None
     slots: list[tuple[str, float]] = []
     if p.backward:

@@ -12,7 +12,9 @@ why a node cannot run (``None`` when it can). Where torch can write a node's res
 into the caller's buffers (``out=``), the record's ``writer`` returns a :data:`Writer` that does
 (``None`` where that node cannot), so ``execute`` copies nothing; ``host_checked`` marks a
 lowering that checks its data on the host. This package only collects the records:
-:data:`TORCH_FAMILIES`, and :data:`TORCH_FAMILY_OF` by node type.
+:data:`TORCH_FAMILIES`, and :data:`TORCH_FAMILY_OF` by node type, in :data:`TORCH_TABLE`. A
+family that is not hipDNN's (docs/adding-a-family.md) declares its record in its own module too
+and adds it with :func:`register_family`; :func:`family_of` finds the record of any node.
 
 Example:
     >>> import hipdnn_graph as hg
@@ -26,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import hipdnn_graph as hg
+from hipdnn_graph.backend import FamilyTable
 
 from . import (
     batchnorm,
@@ -40,16 +43,22 @@ from . import (
     reduction,
     resample,
 )
-from ._common import Prepared, TorchFamily, Writer
+from ._common import FLOATING, Prepared, TorchFamily, Writer, compute_dtype, dtype_refusal
 
 __all__ = [
+    "FLOATING",
     "TORCH_FAMILIES",
     "TORCH_FAMILY_OF",
+    "TORCH_TABLE",
     "Prepared",
     "TorchFamily",
     "Writer",
+    "compute_dtype",
+    "dtype_refusal",
+    "family_of",
     "lower",
     "refusal",
+    "register_family",
     "torch_family",
 ]
 
@@ -68,10 +77,25 @@ TORCH_FAMILIES: tuple[TorchFamily, ...] = (
     *custom_op.FAMILIES,
 )
 
+#: the records by node type (hipDNN's families) and by id (the others, :func:`register_family`)
+TORCH_TABLE: FamilyTable[TorchFamily] = FamilyTable("torch", TORCH_FAMILIES)
+
 #: node type -> its record, built once from :data:`TORCH_FAMILIES`
-TORCH_FAMILY_OF: dict[hg.NodeType, TorchFamily] = {
-    family.node_type: family for family in TORCH_FAMILIES
-}
+TORCH_FAMILY_OF: dict[hg.NodeType, TorchFamily] = TORCH_TABLE.by_type
+
+#: add the records of a family that is not hipDNN's (its torch module calls this on import)
+register_family = TORCH_TABLE.register
+
+
+def family_of(node: Any) -> TorchFamily:
+    """The torch record of ``node`` (by its family's id for a family that is not hipDNN's, else
+    by its node type).
+
+    Raises:
+        HipdnnError: ``GRAPH_NOT_SUPPORTED`` (``torch rule for <TYPE> not found``, or
+            ``... for custom family '<id>' not found``) where no record runs it.
+    """
+    return TORCH_TABLE.get(node)
 
 
 def torch_family(kind: hg.NodeType) -> TorchFamily:
@@ -100,7 +124,7 @@ def lower(node: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """``node``'s outputs from ``inputs`` by its family's lowering, prepared and run once.
 
     Raises:
-        HipdnnError: what :func:`torch_family` raises; what the lowering raises.
+        HipdnnError: what :func:`family_of` raises; what the lowering raises.
 
     Example:
         >>> import torch, hipdnn_graph as hg
@@ -110,7 +134,7 @@ def lower(node: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
         >>> g.validate(); lower(g.nodes[0], {"IN_0": torch.tensor([1.0, -2.0])})["OUT_0"]
         tensor([-1.,  2.])
     """
-    return torch_family(node.get_node_type()).prepare(node)(inputs)
+    return family_of(node).prepare(node)(inputs)
 
 
 def refusal(node: Any) -> str | None:
@@ -125,8 +149,9 @@ def refusal(node: Any) -> str | None:
         >>> g.validate(); refusal(g.nodes[0]) is None
         True
     """
-    kind = node.get_node_type()
-    family = TORCH_FAMILY_OF.get(kind)
+    family = TORCH_TABLE.find(node)
     if family is None:
-        return f"no torch lowering for {kind.name} nodes (node '{node.name}')"
+        family_id = type(node).family_id
+        what = f"custom family {family_id!r}" if family_id else node.get_node_type().name
+        return f"no torch lowering for {what} nodes (node '{node.name}')"
     return family.refusal(node)

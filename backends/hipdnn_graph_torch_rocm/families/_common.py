@@ -83,6 +83,10 @@ class TorchFamily:
     #: whether the lowering checks its data on the host (MoE routes, a finite X to quantize):
     #: run eagerly it synchronises, so a CUDA graph cannot capture it (the plans do not try)
     host_checked: bool = False
+    #: the id of a family that is not hipDNN's (its node class's ``family_id``; ``node_type``
+    #: is then ``CUSTOM_OP``), whose module registers the record (``families.register_family``);
+    #: ``""`` for hipDNN's families
+    family_id: str = ""
 
 
 def compute_dtype_name(data_type: hg.DataType) -> str:

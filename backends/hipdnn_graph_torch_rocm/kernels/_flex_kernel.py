@@ -10,7 +10,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 import torch
 
@@ -31,6 +31,7 @@ from ._flex_compiled import (
 from ._flex_inplace import disagreement, stores_into_destinations
 from ._flex_spec import FlexSpec, dims4
 from ._fused_common import reduce_to
+from .call import SdpaInputs
 
 __all__ = ["FlexKernel"]
 
@@ -66,11 +67,12 @@ class FlexKernel:
         self._tag = f"flex_{next(_TAGS)}"
         self._graphs = self._tag  # the key of the backward's traced modifiers in GRAPHS
         self._gqa = s.hk != s.h
-        self._scale = 1.0 if s.scale is None else float(s.scale)
+        scale = s.call.scale
+        self._scale = 1.0 if scale is None else float(scale)
         self._scale_t = (
-            torch.ones((), dtype=torch.float32, device=self._dev) if s.scale is None else None
+            torch.ones((), dtype=torch.float32, device=self._dev) if scale is None else None
         )
-        self._slopes = _alibi_slopes(s.h, self._dev) if s.alibi else None
+        self._slopes = _alibi_slopes(s.h, self._dev) if s.call.alibi else None
         self._len_q: Tensor | None = None
         self._len_kv: Tensor | None = None
         if s.padding:
@@ -344,9 +346,14 @@ class FlexKernel:
             dests.append(out if fits else torch.empty(shape, dtype=dtype, device=device))
         return tuple(dests)
 
-    def _set_scale(self, scale: float) -> None:
+    def _set_scale(self, given: float | None) -> None:
+        """A runtime scale into the kernel's scale buffer (a spec with a fixed scale has none).
+
+        Raises:
+            ValueError: the spec leaves the scale open and none was given.
+        """
         if self._scale_t is not None:
-            self._scale_t.fill_(float(scale))
+            self._scale_t.fill_(float(self.spec.call.scale_or(given)))
 
     # ----- calls -----
     def forward(
@@ -354,16 +361,15 @@ class FlexKernel:
         q: Tensor,
         k: Tensor,
         v: Tensor,
-        *,
-        scale: float,
-        bias: Tensor | None = None,
-        seq_len_q: Tensor | None = None,
-        seq_len_kv: Tensor | None = None,
-        **unused: Any,
+        **inputs: Unpack[SdpaInputs],
     ) -> tuple[Tensor, Tensor | None]:
-        """O ``[B,H,Sq,Dv]`` (input dtype) and Stats ``[B,H,Sq,1]`` fp32 (None when not wanted)."""
-        self._set_scale(scale)
-        bm = self._block_mask(seq_len_q, seq_len_kv)
+        """O ``[B,H,Sq,Dv]`` (input dtype) and Stats ``[B,H,Sq,1]`` fp32 (None when not wanted).
+
+        ``inputs``: the bias, the padding lengths and, where the spec's call leaves it open,
+        the scale (:class:`~.call.SdpaInputs`; dropout is refused by :func:`static_reason`)."""
+        self._set_scale(inputs.get("scale"))
+        bm = self._block_mask(inputs.get("seq_len_q"), inputs.get("seq_len_kv"))
+        bias = inputs.get("bias")
         cfg = (
             self._f,
             self._scale,
@@ -389,18 +395,14 @@ class FlexKernel:
         do: Tensor,
         stats: Tensor,
         *,
-        scale: float,
-        bias: Tensor | None = None,
-        dbias_shape: Sequence[int] | None = None,
         dq_out: Tensor | None = None,
         dk_out: Tensor | None = None,
         dv_out: Tensor | None = None,
         dbias_out: Tensor | None = None,
-        seq_len_q: Tensor | None = None,
-        seq_len_kv: Tensor | None = None,
-        **unused: Any,
+        **inputs: Unpack[SdpaInputs],
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
-        """dQ, dK, dV and dBias (in ``dbias_shape``; None without one).
+        """dQ, dK, dV and dBias (in the call's ``dbias_shape``; None without one); ``inputs``
+        as in :meth:`forward`.
 
         The given-O backward writes each gradient itself, in its declared type
         (``spec.grad_dtypes``): into the caller's ``*_out`` buffer where that is a dense tensor
@@ -409,13 +411,13 @@ class FlexKernel:
         autograd's gradients (input type; dBias in the bias's type, or fp32 where summed).
         """
         s = self.spec
-        want_db = s.dbias_shape is not None
-        shape = tuple(dbias_shape) if dbias_shape is not None else s.dbias_shape
-        self._set_scale(scale)
-        bm = self._block_mask(seq_len_q, seq_len_kv)
+        shape = s.dbias_shape
+        want_db = shape is not None
+        self._set_scale(inputs.get("scale"))
+        bm = self._block_mask(inputs.get("seq_len_q"), inputs.get("seq_len_kv"))
         dt = s.dtype
         q, k, v, o, do = distinct(q, k, v, o.to(dt), do.to(dt))
-        bc = self._bias(bias, want_db)
+        bc = self._bias(inputs.get("bias"), want_db)
         if self.backward_mode == "given":
             (lse,) = distinct(stats.reshape(s.b, s.h, s.sq, 1).float())
             cfg = (self._graphs, self._scale, self._options, want_db)

@@ -21,6 +21,7 @@ import torch
 
 from . import _flex_mods as mods
 from ._flex_env import CPU_ENV, cpu_allowed
+from .call import PLAIN, SdpaCall, SdpaDims
 
 __all__ = [
     "FlexSpec",
@@ -50,48 +51,43 @@ def flex_available() -> bool:
 
 
 @dataclass(frozen=True)
-class FlexSpec:
-    """Everything about one SDPA node that its compiled kernel depends on."""
+class FlexSpec(SdpaDims):
+    """Everything about one SDPA node that its compiled kernel depends on: sizes
+    (:class:`~.call.SdpaDims`), types and device, its :class:`~.call.SdpaCall` (a scale of None
+    there: given per call), and which optional tensors it passes."""
 
-    b: int
-    h: int
-    hk: int
-    hv: int
-    sq: int
-    skv: int
-    d: int
-    dv: int
     dtype: torch.dtype
     device: str
     forward: bool
+    call: SdpaCall = PLAIN
     bias_shape: tuple[int, ...] | None = None
     bias_dtype: torch.dtype | None = None  # None: the input type
-    dbias_shape: tuple[int, ...] | None = None
     #: backward: declared types of dQ, dK, dV (and dBias); () means the input type (dBias fp32)
     grad_dtypes: tuple[torch.dtype, ...] = ()
-    alibi: bool = False
-    bottom_right: bool = False
-    left_bound: int | None = None
-    right_bound: int | None = None
     padding: bool = False
     dropout_mask: bool = False
-    scale: float | None = None  # None: given at run time
     want_stats: bool = True  # forward: produce Stats
     #: flex kernel options fixed by the engine's knobs (``BLOCK_M``, ``BLOCK_N``,
     #: ``num_warps``); () leaves the tiles to flex, with the smaller-tile fallbacks
     tiles: tuple[tuple[str, int], ...] = ()
 
     @property
+    def dbias_shape(self) -> tuple[int, ...] | None:
+        """The backward's dBias shape (None: no dBias), the call's."""
+        return self.call.dbias_shape
+
+    @property
     def features(self) -> mods.Features:
+        c = self.call
         return mods.Features(
             sq=self.sq,
             skv=self.skv,
             bias_dims=None if self.bias_shape is None else mods.bias_dims(self.bias_shape),
-            alibi=self.alibi,
-            runtime_scale=self.scale is None,
-            bottom_right=self.bottom_right,
-            left_bound=self.left_bound,
-            right_bound=self.right_bound,
+            alibi=c.alibi,
+            runtime_scale=c.scale is None,
+            bottom_right=c.bottom_right,
+            left_bound=c.left_bound,
+            right_bound=c.right_bound,
             padding=self.padding,
         )
 
@@ -120,7 +116,7 @@ def static_reason(spec: FlexSpec, *, allow_cpu: bool | None = None) -> str | Non
             f"a bias of {elements} elements: FlexAttention indexes captured tensors (and "
             "scatters dBias) with 32-bit offsets (a [1,16,16384,16384] bias crashed the H200 "
             "with an illegal memory access), and no split into groups of whole K/V heads brings "
-            f"its slices below 2^31 elements{_ALIBI_NOTE if spec.alibi else ''}"
+            f"its slices below 2^31 elements{_ALIBI_NOTE if spec.call.alibi else ''}"
         )
     dev = torch.device(spec.device)
     if dev.type == "cpu":
@@ -156,7 +152,7 @@ def head_groups(spec: FlexSpec) -> int | None:
     elements = math.prod(spec.bias_shape)
     if elements < _MAX_BUFFER:
         return 1
-    if spec.alibi or not mods.bias_dims(spec.bias_shape)[1]:
+    if spec.call.alibi or not mods.bias_dims(spec.bias_shape)[1]:
         return None
     for groups in range(2, spec.hk + 1):
         if spec.hk % groups == 0 and elements // groups < _MAX_BUFFER:
@@ -171,8 +167,8 @@ def group_spec(spec: FlexSpec, groups: int) -> FlexSpec:
         h=spec.h // groups,
         hk=spec.hk // groups,
         hv=spec.hv // groups,
+        call=replace(spec.call, dbias_shape=per_group(spec.dbias_shape, groups)),
         bias_shape=per_group(spec.bias_shape, groups),
-        dbias_shape=per_group(spec.dbias_shape, groups),
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ._fused_rules import FusedOp, FusedUnsupportedError, OpCaps, SdpaProblem
+from ._fused_rules import FusedOp, FusedSdpaCase, FusedUnsupportedError, OpCaps
 
 Tensor = torch.Tensor
 
@@ -99,31 +99,32 @@ def reduce_heads(g: Tensor, heads: int) -> Tensor:
 
 
 def empty_rows(
-    p: SdpaProblem,
+    p: FusedSdpaCase,
     device: torch.device,
     seq_len_q: Tensor | None = None,
     seq_len_kv: Tensor | None = None,
 ) -> Tensor | None:
     """Bool ``[B|1,1,Sq,1]``: query rows that see no key (None when there can be none)."""
-    if p.left_bound is None and p.right_bound is None and not p.padding:
+    w = p.call
+    if not (w.masked or p.padding):
         return None
     if not p.padding:
-        o0 = p.skv - p.sq if p.bottom_right else 0
-        lo_any = p.right_bound is not None and -o0 - p.right_bound > 0
-        hi_any = p.left_bound is not None and p.sq - 1 + o0 - p.left_bound > p.skv - 1
+        o0 = p.skv - p.sq if w.bottom_right else 0
+        lo_any = w.right_bound is not None and -o0 - w.right_bound > 0
+        hi_any = w.left_bound is not None and p.sq - 1 + o0 - w.left_bound > p.skv - 1
         band_empty = (
-            p.left_bound is not None
-            and p.right_bound is not None
-            and p.left_bound + p.right_bound < 0
+            w.left_bound is not None
+            and w.right_bound is not None
+            and w.left_bound + w.right_bound < 0
         )
         if not (lo_any or hi_any or band_empty):
             return None
     i = torch.arange(p.sq, device=device, dtype=torch.int64).view(1, 1, -1, 1)
     lq = seq_lens(seq_len_q, p.b, p.sq, device)
     lkv = seq_lens(seq_len_kv, p.b, p.skv, device)
-    off: Tensor | int = (lkv - lq) if p.bottom_right else 0
-    lo = torch.zeros_like(i) if p.left_bound is None else (i + off - p.left_bound).clamp(min=0)
-    hi = (lkv - 1) if p.right_bound is None else torch.minimum(i + off + p.right_bound, lkv - 1)
+    off: Tensor | int = (lkv - lq) if w.bottom_right else 0
+    lo = torch.zeros_like(i) if w.left_bound is None else (i + off - w.left_bound).clamp(min=0)
+    hi = (lkv - 1) if w.right_bound is None else torch.minimum(i + off + w.right_bound, lkv - 1)
     return (lo > hi) | (i >= lq)
 
 
@@ -174,26 +175,18 @@ class Pack:
         return r.transpose(1, 2)
 
 
-def masking(
-    op: FusedOp,
-    c: OpCaps,
-    sq: int,
-    skv: int,
-    bottom_right: bool,
-    left: int | None,
-    right: int | None,
-    padding: bool,
-) -> tuple[bool, int | None, int | None, int]:
+def masking(op: FusedOp, c: OpCaps, p: FusedSdpaCase) -> tuple[bool, int | None, int | None, int]:
     """(is_causal, window_left, window_right, custom_mask_type) for the op."""
-    if left is None and right is None:
+    w = p.call
+    if not w.masked:
         return False, None, None, 0
     if op is FusedOp.FLASH:
-        if right == 0 and left is None:
+        if w.causal:
             return True, None, None, 0
-        return False, left, right, 0
-    align = "bottom_right" if bottom_right else "top_left"
+        return False, w.left_bound, w.right_bound, 0
+    align = "bottom_right" if w.bottom_right else "top_left"
     if op is FusedOp.EFFICIENT:
-        if sq == skv and not padding:
+        if p.sq == p.skv and not p.padding:
             mt = c.mask_type("top_left") or c.mask_type("bottom_right")
         else:
             mt = c.mask_type(align)
@@ -210,7 +203,7 @@ def remember_rng(op: FusedOp, device: torch.device, a: Tensor, b: Tensor) -> Non
 
 #: per call signature: (problem, caps, check verdict, rows without keys); cleared with the
 #: probe's cache (:func:`.probe.clear_cache`) since the verdicts depend on it
-PLANS: dict[tuple[Any, ...], tuple[SdpaProblem, OpCaps, str | None, Tensor | None]] = {}
+PLANS: dict[tuple[Any, ...], tuple[FusedSdpaCase, OpCaps, str | None, Tensor | None]] = {}
 
 #: the generation of :data:`PLANS`' verdicts: bumped by :func:`.probe.clear_cache`, so that a
 #: plan's memo of a verdict (:meth:`.fused.Kernel.bind`) made before is not used after

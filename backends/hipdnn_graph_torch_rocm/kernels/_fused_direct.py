@@ -35,58 +35,50 @@ import torch
 from ._fused_common import RNG_STATE, aten_op, masking, remember_rng, rng_state
 from ._fused_ops import _stats_out
 from ._fused_philox import backward_rng, generator_at, host_int
-from ._fused_rules import FusedOp, OpCaps, SdpaProblem
+from ._fused_rules import FusedOp, FusedSdpaCase, OpCaps
 
 __all__ = ["direct"]
 
 Tensor = torch.Tensor
 
-#: the static keywords a plain node's step has (anything else: not plain); philox dropout adds
-#: its probability and, when constant, its seed and offset (else they come per call)
-_PLAIN_KEYS = frozenset(
-    {"alibi", "bottom_right", "left_bound", "right_bound", "scale", "dropout_scale", "check",
-     "dropout_p", "dropout_seed", "dropout_offset"}
-)  # fmt: skip
-
 
 def direct(
     op: FusedOp,
     forward: bool,
-    p: SdpaProblem,
+    p: FusedSdpaCase,
     c: OpCaps,
     empty_rows: Tensor | None,
-    static: dict[str, Any],
     device: torch.device,
 ) -> Callable[..., Any] | None:
     """The op on positional tensors (``q, k, v`` or ``q, k, v, o, do, stats``, and a philox
-    node's ``dropout_seed``/``dropout_offset`` keywords when they are not constant) for a plain
-    node on ``device``, or None where the node is not plain (see the module).
+    node's ``dropout_seed``/``dropout_offset`` keywords when its call leaves them open) for a
+    plain node on ``device``, or None where the node is not plain (see the module).
 
     Example:
-        >>> p = SdpaProblem(b=1, h=1, hk=1, hv=1, sq=8, skv=8, d=64, dv=64,
-        ...                 dtype=torch.bfloat16, device="cpu", alibi=True)
+        >>> from .call import SdpaCall
+        >>> p = FusedSdpaCase(b=1, h=1, hk=1, hv=1, sq=8, skv=8, d=64, dv=64,
+        ...                   dtype=torch.bfloat16, device="cpu",
+        ...                   call=SdpaCall(scale=0.125, alibi=True))
         >>> caps = OpCaps(FusedOp.CUDNN, True, lse_rank=4)
-        >>> direct(FusedOp.CUDNN, True, p, caps, None, {"scale": 0.125}, torch.device("cpu"))
+        >>> direct(FusedOp.CUDNN, True, p, caps, None, torch.device("cpu"))
     """
+    w = p.call
     plain = (
         op is FusedOp.CUDNN
-        and static.keys() <= _PLAIN_KEYS
-        and isinstance(static.get("scale"), float)
-        and not static.get("alibi")
         and empty_rows is None
         and p.bias_shape is None
-        and not (p.dbias or p.alibi or p.padding or p.dropout_mask)
+        and not (p.dbias or w.alibi or p.padding or p.dropout_mask)
         and (p.hk == p.h == p.hv or (c.gqa_native and p.hk == p.hv))
     )
-    if not plain:
+    if not plain or w.scale is None:  # a scale given per call: the generic call reads it
         return None
-    causal = masking(op, c, p.sq, p.skv, p.bottom_right, p.left_bound, p.right_bound, False)[0]
-    scale: float = static["scale"]
+    causal = masking(op, c, p)[0]
+    scale = float(w.scale)
     stats_shape = (p.b, p.h, p.sq, 1)
     dense = (p.h * p.sq, p.sq, 1, 1)
     f32 = torch.float32
-    drop = float(static.get("dropout_p") or 0.0)  # philox dropout: the graph's Seed and Offset
-    seed0, offset0 = static.get("dropout_seed"), static.get("dropout_offset")
+    drop = float(w.dropout_p)  # philox dropout: the graph's Seed and Offset
+    seed0, offset0 = w.dropout_seed, w.dropout_offset
     pair = ("_scaled_dot_product_cudnn_attention", causal, scale, drop)
     if forward:
         fwd = aten_op("_scaled_dot_product_cudnn_attention")

@@ -1,24 +1,28 @@
-"""What torch's fused SDPA ops can run: the problem description, the capability record, and the
-rules that refuse what an op cannot do exactly (each reason names the feature).
+"""What torch's fused SDPA ops can run: the case they judge (:class:`FusedSdpaCase`), the
+capability record, and the rules that refuse what an op cannot do exactly (each reason names
+the feature).
 
-A leaf of the kernels package: the rules take the measured capabilities as an argument (the
-probe in :mod:`.probe` measures them; :mod:`.fused` joins the two and re-exports every public
-name here), so nothing here runs on a device.
+Imports only the call description (:mod:`.call`): the rules take the measured capabilities as
+an argument (the probe in :mod:`.probe` measures them; :mod:`.fused` joins the two and
+re-exports every public name here), so nothing here runs on a device.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Unpack
 
 import torch
+
+from .call import PLAIN, SdpaCall, SdpaDims, SdpaInputs, tensor_dims
 
 __all__ = [
     "DTYPES",
     "FusedOp",
+    "FusedSdpaCase",
     "FusedUnsupportedError",
     "OpCaps",
-    "SdpaProblem",
     "check",
     "dtype_reason",
     "measured_reason",
@@ -71,25 +75,15 @@ def dtype_reason(op: FusedOp, dtype: torch.dtype) -> str | None:
 
 
 @dataclass(frozen=True)
-class SdpaProblem:
-    """Everything about an SDPA call that decides which fused op can run it."""
+class FusedSdpaCase(SdpaDims):
+    """One SDPA call as the fused ops' rules judge it: its sizes (:class:`~.call.SdpaDims`),
+    dtype and device, its :class:`~.call.SdpaCall`, which optional tensors it passes, and its
+    direction."""
 
-    b: int
-    h: int
-    hk: int
-    hv: int
-    sq: int
-    skv: int
-    d: int
-    dv: int
     dtype: torch.dtype
     device: str
+    call: SdpaCall = PLAIN
     bias_shape: tuple[int, ...] | None = None
-    dbias: bool = False
-    alibi: bool = False
-    bottom_right: bool = False
-    left_bound: int | None = None
-    right_bound: int | None = None
     padding: bool = False
     dropout_mask: bool = False
     forward: bool = False  # a forward call (O, Stats) rather than a backward one
@@ -100,53 +94,34 @@ class SdpaProblem:
         q: Tensor,
         k: Tensor,
         v: Tensor,
+        call: SdpaCall = PLAIN,
         *,
-        bias: Tensor | None = None,
-        dbias: bool = False,
-        alibi: bool = False,
-        bottom_right: bool = False,
-        left_bound: int | None = None,
-        right_bound: int | None = None,
-        seq_len_q: Tensor | None = None,
-        seq_len_kv: Tensor | None = None,
-        dropout_mask: Tensor | None = None,
         forward: bool = False,
-    ) -> SdpaProblem:
-        b, h, sq, d = (int(x) for x in q.shape)
+        **inputs: Unpack[SdpaInputs],
+    ) -> FusedSdpaCase:
+        """The case of a call on these tensors (``inputs``: those the call passes)."""
+        bias = inputs.get("bias")
         return cls(
-            b=b,
-            h=h,
-            hk=int(k.shape[1]),
-            hv=int(v.shape[1]),
-            sq=sq,
-            skv=int(k.shape[2]),
-            d=d,
-            dv=int(v.shape[3]),
-            dtype=q.dtype,
-            device=str(q.device),
+            *tensor_dims(q, k, v), q.dtype, str(q.device), call,
             bias_shape=None if bias is None else tuple(int(x) for x in bias.shape),
-            dbias=dbias,
-            alibi=alibi,
-            bottom_right=bottom_right,
-            left_bound=left_bound,
-            right_bound=right_bound,
-            padding=seq_len_q is not None or seq_len_kv is not None,
-            dropout_mask=dropout_mask is not None,
+            padding=inputs.get("seq_len_q") is not None or inputs.get("seq_len_kv") is not None,
+            dropout_mask=inputs.get("dropout_mask") is not None,
             forward=forward,
-        )
+        )  # fmt: skip
 
     @property
-    def causal(self) -> bool:
-        return self.right_bound == 0 and self.left_bound is None
+    def dbias(self) -> bool:
+        """A backward that computes dBias (a forward ignores the call's dBias shape)."""
+        return not self.forward and self.call.dbias_shape is not None
 
     @property
     def needed_alignment(self) -> str | None:
         """'top_left'/'bottom_right' when the alignment changes the mask, else None."""
-        if self.right_bound is None and self.left_bound is None:
+        if not self.call.masked:
             return None
         if self.sq == self.skv and not self.padding:
             return None
-        return "bottom_right" if self.bottom_right else "top_left"
+        return "bottom_right" if self.call.bottom_right else "top_left"
 
 
 @dataclass(frozen=True)
@@ -183,7 +158,7 @@ class OpCaps:
 # static rules (API facts; no device run)
 
 
-def static_reason(op: FusedOp, p: SdpaProblem) -> str | None:
+def static_reason(op: FusedOp, p: FusedSdpaCase) -> str | None:
     """Why ``op`` can never run ``p`` exactly, judged from torch's op signatures; None if it may.
 
     Device facts (alignment, native GQA, …) are added by :func:`measured_reason`.
@@ -196,14 +171,14 @@ def static_reason(op: FusedOp, p: SdpaProblem) -> str | None:
         return reason
     if p.dropout_mask:
         return f"{op.value} cannot take an explicit dropout mask (torch's fused ops draw their own)"
-    if p.alibi:
+    if p.call.alibi:
         return f"{op.value} has no ALiBi in its backward"
     if p.d % 8 or p.dv % 8:
         return f"{op.value} needs head dims that are multiples of 8 (D={p.d}, Dv={p.dv})"
-    for name, val in (("left_bound", p.left_bound), ("right_bound", p.right_bound)):
+    for name, val in (("left_bound", p.call.left_bound), ("right_bound", p.call.right_bound)):
         if val is not None and val < 0:
             return f"{op.value} cannot take a negative {name} ({val})"
-    band = p.left_bound is not None or (p.right_bound is not None and p.right_bound != 0)
+    band = p.call.band
     if band and p.padding:
         return f"{op.value}: sliding-window/band masks with padding are not verified"
     if op is FusedOp.CUDNN:
@@ -225,47 +200,48 @@ def static_reason(op: FusedOp, p: SdpaProblem) -> str | None:
         if p.d > 256:
             return f"flash supports head dim <= 256, got {p.d}"
         if band:
-            if not p.bottom_right and p.sq != p.skv:
+            if not p.call.bottom_right and p.sq != p.skv:
                 return "flash windows are bottom-right aligned, node is top-left with Sq != Skv"
             off = p.skv - p.sq
             if (
-                p.right_bound is not None
-                and p.right_bound >= p.skv
-                and off + p.right_bound < p.skv - 1
+                p.call.right_bound is not None
+                and p.call.right_bound >= p.skv
+                and off + p.call.right_bound < p.skv - 1
             ):
                 return "flash ignores a right_bound >= Skv, which would change this mask"
             if (
-                p.left_bound is not None
-                and p.left_bound >= p.skv
-                and p.sq - 1 + off - p.left_bound > 0
+                p.call.left_bound is not None
+                and p.call.left_bound >= p.skv
+                and p.sq - 1 + off - p.call.left_bound > 0
             ):
                 return "flash ignores a left_bound >= Skv, which would change this mask"
     elif op is FusedOp.EFFICIENT:
         if p.padding and (p.bias_shape is not None or p.dbias):
             return "efficient cannot combine padding (cu_seqlens) with a bias"
-        if p.right_bound is None and p.left_bound is not None:
+        if p.call.right_bound is None and p.call.left_bound is not None:
             return "efficient windows need right_bound == 0 (causal + window)"
-        if p.right_bound not in (None, 0):
-            return f"efficient has no band mask with right_bound={p.right_bound}"
+        if p.call.right_bound not in (None, 0):
+            return f"efficient has no band mask with right_bound={p.call.right_bound}"
     if p.bias_shape is not None and len(p.bias_shape) > 4:
         return f"bias rank {len(p.bias_shape)} > 4"
     return None
 
 
-def check(op: FusedOp, p: SdpaProblem, c: OpCaps) -> str | None:
+def check(op: FusedOp, p: FusedSdpaCase, c: OpCaps) -> str | None:
     """Why ``op`` cannot run ``p`` exactly: the static rules, then the measured capabilities ``c``.
 
     Example:
         >>> import torch
-        >>> p = SdpaProblem(b=1, h=1, hk=1, hv=1, sq=8, skv=8, d=64, dv=64,
-        ...                 dtype=torch.bfloat16, device="cuda:0", dbias=True)
+        >>> p = FusedSdpaCase(b=1, h=1, hk=1, hv=1, sq=8, skv=8, d=64, dv=64,
+        ...                   dtype=torch.bfloat16, device="cuda:0",
+        ...                   call=SdpaCall(dbias_shape=(1, 1, 8, 8)))
         >>> check(FusedOp.CUDNN, p, OpCaps(op=FusedOp.CUDNN, available=True))
         "cudnn's backward does not compute dBias"
     """
     return static_reason(op, p) or measured_reason(op, p, c)
 
 
-def measured_reason(op: FusedOp, p: SdpaProblem, c: OpCaps) -> str | None:
+def measured_reason(op: FusedOp, p: FusedSdpaCase, c: OpCaps) -> str | None:
     """Why ``op`` cannot run ``p`` given what the probe measured (``c``); the static rules of
     :func:`static_reason` are assumed to have passed."""
     if not c.available:
@@ -278,9 +254,9 @@ def measured_reason(op: FusedOp, p: SdpaProblem, c: OpCaps) -> str | None:
         return f"{op.value} did not produce dBias on this device"
     if p.padding and not c.varlen:
         return f"{op.value} has no working varlen (padding) path on this device"
-    if p.padding and p.right_bound is not None and not c.varlen_causal:
+    if p.padding and p.call.right_bound is not None and not c.varlen_causal:
         return f"{op.value} did not run causal masks with padding on this device"
-    band = p.left_bound is not None or p.right_bound not in (None, 0)
+    band = p.call.band
     if band and not c.window:
         return f"{op.value} has no working sliding-window path on this device"
     need = p.needed_alignment
@@ -303,7 +279,7 @@ def measured_reason(op: FusedOp, p: SdpaProblem, c: OpCaps) -> str | None:
     return None
 
 
-def _efficient_measured(p: SdpaProblem, band: bool) -> str | None:
+def _efficient_measured(p: FusedSdpaCase, band: bool) -> str | None:
     """Cases where the memory-efficient kernels gave wrong numbers on the H200 probe (CUDA
     torch 2.11, docs/notes/torch_gpu_probe.md), refused until a probe shows them right:
 
@@ -312,7 +288,7 @@ def _efficient_measured(p: SdpaProblem, band: bool) -> str | None:
     * sliding windows bottom-right aligned: wrong dQ/dK/dV (top-left windows were right);
       windows with Sq > Skv were not measured.
     """
-    br = p.bottom_right and p.right_bound is not None and (p.sq != p.skv or p.padding)
+    br = p.call.bottom_right and p.call.right_bound is not None and (p.sq != p.skv or p.padding)
     if p.forward and br and (p.padding or p.sq > p.skv):
         return (
             "efficient forward with a bottom-right causal mask and Sq > Skv (or padding) "

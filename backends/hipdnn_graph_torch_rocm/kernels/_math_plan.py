@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from ._math_philox import Scalar, keep_words, philox_keep
+from .call import OPEN_SCALE, SdpaCall, SdpaDims, SdpaInputs
 
 Tensor = torch.Tensor
 
@@ -45,19 +46,7 @@ def lowp_matmul_supported(device: torch.device | str, dtype: torch.dtype) -> boo
     return _lowp_supported(torch.device(device).type, dtype)
 
 
-@dataclass(frozen=True)
-class _Geom:
-    b: int
-    h: int
-    hk: int
-    hv: int
-    sq: int
-    skv: int
-    d: int
-    dv: int
-
-
-def _geometry(q: Tensor, k: Tensor, v: Tensor) -> _Geom:
+def _geometry(q: Tensor, k: Tensor, v: Tensor) -> SdpaDims:
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 4:
             raise ValueError(f"sdpa math: {name} must be rank-4, got shape {tuple(t.shape)}")
@@ -74,7 +63,7 @@ def _geometry(q: Tensor, k: Tensor, v: Tensor) -> _Geom:
         raise ValueError(f"sdpa math: seq_kv mismatch between k ({skv}) and v ({skv_v})")
     if hk <= 0 or hv <= 0 or h % hk or h % hv:
         raise ValueError(f"sdpa math: num_heads {h} must be divisible by Hk={hk} and Hv={hv}")
-    return _Geom(b, h, hk, hv, sq, skv, d, dv)
+    return SdpaDims(b, h, hk, hv, sq, skv, d, dv)
 
 
 def _to4(shape: tuple[int, ...], what: str) -> tuple[int, int, int, int]:
@@ -114,21 +103,22 @@ class _Philox:
     keep_words: int
 
 
-def _philox(
-    dropout_p: float | None, seed: Scalar | None, offset: Scalar | None, has_mask: bool
-) -> _Philox | None:
-    if not dropout_p:
+def _philox(call: SdpaCall, inputs: SdpaInputs, has_mask: bool) -> _Philox | None:
+    if not call.dropout_p:
         return None
     if has_mask:
         raise ValueError("sdpa math: give dropout_mask or dropout_p (philox), not both")
+    seed, offset = inputs.get("dropout_seed"), inputs.get("dropout_offset")
+    seed = call.dropout_seed if seed is None else seed  # a per-call value, else the call's
+    offset = call.dropout_offset if offset is None else offset
     if seed is None or offset is None:
         raise ValueError("sdpa math: philox dropout (dropout_p) needs dropout_seed and offset")
-    return _Philox(seed, offset, keep_words(float(dropout_p)))
+    return _Philox(seed, offset, keep_words(float(call.dropout_p)))
 
 
 @dataclass
 class _Plan:
-    g: _Geom
+    g: SdpaDims
     scale: float
     cdt: torch.dtype
     mmdt: torch.dtype  # dtype of matmul operands (cdt in exact mode)
@@ -155,24 +145,23 @@ def _plan(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    *,
-    scale: float,
-    bias: Tensor | None,
-    alibi: bool,
-    bottom_right: bool,
-    left_bound: int | None,
-    right_bound: int | None,
-    seq_len_q: Tensor | None,
-    seq_len_kv: Tensor | None,
-    dropout_mask: Tensor | None,
-    dropout_scale: float,
+    call: SdpaCall,
     compute_dtype: torch.dtype,
     block_q: int | None,
     matmul_dtype: torch.dtype | None,
-    dropout_p: float | None = None,
-    dropout_seed: Scalar | None = None,
-    dropout_offset: Scalar | None = None,
+    inputs: SdpaInputs,
 ) -> _Plan:
+    bias = inputs.get("bias")
+    dropout_mask = inputs.get("dropout_mask")
+    bottom_right = call.bottom_right
+    scale = inputs.get("scale")  # a per-call value (a runtime scalar), else the call's
+    if scale is None:
+        scale = call.scale
+        if scale is None:
+            raise ValueError(OPEN_SCALE)
+    dropout_scale = inputs.get("dropout_scale")
+    if dropout_scale is None:
+        dropout_scale = 1.0 if call.dropout_scale is None else call.dropout_scale
     g = _geometry(q, k, v)
     if compute_dtype not in (torch.float32, torch.float64):
         raise ValueError(
@@ -199,8 +188,8 @@ def _plan(
                 f"with Sq={g.sq}, Skv={g.skv}"
             )
         mask4 = dropout_mask
-    len_q, lq = _lengths(seq_len_q, g.b, g.sq, "seq_len_q", q.device)
-    len_kv, lkv = _lengths(seq_len_kv, g.b, g.skv, "seq_len_kv", q.device)
+    len_q, lq = _lengths(inputs.get("seq_len_q"), g.b, g.sq, "seq_len_q", q.device)
+    len_kv, lkv = _lengths(inputs.get("seq_len_kv"), g.b, g.skv, "seq_len_kv", q.device)
     offset: int | Tensor = 0
     off_min = off_max = 0
     if bottom_right:
@@ -226,7 +215,7 @@ def _plan(
             raise ValueError(f"sdpa math: block_q must be >= 1, got {block_q}")
     block = min(block, max(1, g.sq))
     slopes = None
-    if alibi:
+    if call.alibi:
         slopes = alibi_slopes(g.h, device=q.device, dtype=compute_dtype).view(1, g.h, 1, 1)
     return _Plan(
         g=g,
@@ -236,8 +225,8 @@ def _plan(
         lowp=lowp,
         bias4=bias4,
         slopes=slopes,
-        left=left_bound,
-        right=right_bound,
+        left=call.left_bound,
+        right=call.right_bound,
         offset=offset,
         off_min=off_min,
         off_max=off_max,
@@ -246,7 +235,7 @@ def _plan(
         q_limit=q_limit,
         kv_limit=kv_limit,
         mask4=mask4,
-        philox=_philox(dropout_p, dropout_seed, dropout_offset, mask4 is not None),
+        philox=_philox(call, inputs, mask4 is not None),
         dropout_scale=float(dropout_scale),
         block=block,
         q_device=q.device,

@@ -12,9 +12,10 @@ with Stats ``[B, H, Sq, 1]``, and ``(dQ, dK, dV, None)`` from the given O and St
 Example:
     >>> import torch
     >>> from hipdnn_graph_torch_rocm.kernels import cpu_fused, math
+    >>> from hipdnn_graph_torch_rocm.kernels.call import SdpaCall
     >>> q = k = v = torch.randn(1, 2, 4, 8)
     >>> o, stats = cpu_fused.forward(q, k, v, scale=0.5, causal=True)
-    >>> ref, _ = math.sdpa_forward(q, k, v, scale=0.5, right_bound=0)
+    >>> ref, _ = math.sdpa_forward(q, k, v, SdpaCall(scale=0.5, right_bound=0))
     >>> torch.allclose(o, ref, atol=1e-6), stats.shape
     (True, torch.Size([1, 2, 4, 1]))
 """
@@ -98,7 +99,8 @@ def backward(
 def on_cpu(
     chunked: Callable[..., Any], fused: Callable[..., Any], causal: bool
 ) -> Callable[..., Any]:
-    """A kernel that runs ``fused`` on CPU tensors and ``chunked`` elsewhere (same keywords)."""
+    """A kernel that runs ``fused`` on CPU tensors and ``chunked`` elsewhere (``chunked``'s
+    arguments: the tensors, the ``call`` keyword and the per-call inputs)."""
     return OnCpu(chunked, fused, causal)
 
 
@@ -113,7 +115,8 @@ class OnCpu:
 
     def __call__(self, *args: Any, **kw: Any) -> Any:
         if args[0].is_cpu:
-            return self.fused(*args, scale=kw["scale"], causal=self.causal)
+            scale = kw["call"].scale_or(kw.get("scale"))
+            return self.fused(*args, scale=scale, causal=self.causal)
         return self.chunked(*args, **kw)
 
     def bind(self, static: dict[str, Any]) -> Callable[..., Any]:
@@ -127,7 +130,7 @@ class OnCpu:
         op on the forward's inputs, output and log-sum-exp, with the same flags), so the
         forward's and the backward's pairs are equal."""
         chunked = functools.partial(self.chunked, **static)
-        scale, causal = static["scale"], self.causal
+        scale, causal = static["call"].scale_or(None), self.causal
         pair = ("_scaled_dot_product_flash_attention_for_cpu", causal, scale)
         fused_ran = [False]  # whether the last call ran the fused op
         if self.fused is forward:

@@ -48,9 +48,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Unpack
 
 import torch
 
@@ -61,9 +60,9 @@ from ._flex_spec import (
     flex_available,
     group_spec,
     head_groups,
-    per_group,
     static_reason,
 )
+from .call import SdpaInputs
 
 __all__ = [
     "CPU_ENV",
@@ -120,48 +119,40 @@ class HeadGroups:
     def _part(self, i: int, *tensors: Tensor) -> list[Tensor]:
         return [t.tensor_split(self.groups, dim=1)[i] for t in tensors]
 
-    def _bias_part(self, i: int, bias: Tensor | None) -> Tensor | None:
+    def _inputs(self, i: int, inputs: SdpaInputs) -> SdpaInputs:
+        """``inputs`` with the bias sliced to group ``i``'s heads."""
+        bias = inputs.get("bias")
         if bias is None or bias.dim() < 3 or bias.shape[-3] == 1:
-            return bias
-        return bias.tensor_split(self.groups, dim=bias.dim() - 3)[i]
+            return inputs
+        return {**inputs, "bias": bias.tensor_split(self.groups, dim=bias.dim() - 3)[i]}
 
     def forward(
-        self, q: Tensor, k: Tensor, v: Tensor, *, bias: Tensor | None = None, **kw: Any
+        self, q: Tensor, k: Tensor, v: Tensor, **inputs: Unpack[SdpaInputs]
     ) -> tuple[Tensor, Tensor | None]:
         """As :meth:`FlexKernel.forward`."""
         parts = [
-            self.inner.forward(*self._part(i, q, k, v), bias=self._bias_part(i, bias), **kw)
+            self.inner.forward(*self._part(i, q, k, v), **self._inputs(i, inputs))
             for i in range(self.groups)
         ]
         stats = [st for _, st in parts if st is not None]
         return torch.cat([o for o, _ in parts], 1), torch.cat(stats, 1) if stats else None
 
     def backward(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        o: Tensor,
-        do: Tensor,
-        stats: Tensor,
-        *,
-        bias: Tensor | None = None,
-        dbias_shape: Sequence[int] | None = None,
-        **kw: Any,
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
-        """As :meth:`FlexKernel.backward`; dBias slices are joined (or summed, where dBias has
-        one head) into a new tensor."""
-        for key in ("dq_out", "dk_out", "dv_out", "dbias_out"):
-            kw.pop(key, None)
-        full = tuple(dbias_shape) if dbias_shape is not None else self.spec.dbias_shape
+        self, q: Tensor, k: Tensor, v: Tensor, o: Tensor, do: Tensor, stats: Tensor, *,
+        dq_out: Tensor | None = None, dk_out: Tensor | None = None,
+        dv_out: Tensor | None = None, dbias_out: Tensor | None = None,
+        **inputs: Unpack[SdpaInputs],
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:  # fmt: skip
+        """As :meth:`FlexKernel.backward`, into new tensors (the ``*_out`` buffers are not
+        used); dBias slices are joined (or summed, where dBias has one head)."""
+        del dq_out, dk_out, dv_out, dbias_out
         parts = [
-            self.inner.backward(*self._part(i, q, k, v, o, do, stats),
-                                bias=self._bias_part(i, bias),
-                                dbias_shape=per_group(full, self.groups), **kw)
+            self.inner.backward(*self._part(i, q, k, v, o, do, stats), **self._inputs(i, inputs))
             for i in range(self.groups)
-        ]  # fmt: skip
+        ]
         dq, dk, dv = (torch.cat([p[0] for p in parts], 1), torch.cat([p[1] for p in parts], 1),
                       torch.cat([p[2] for p in parts], 1))  # fmt: skip
+        full = self.spec.dbias_shape
         slices = [db for *_, db in parts if db is not None]
         if not slices or full is None:
             return dq, dk, dv, None

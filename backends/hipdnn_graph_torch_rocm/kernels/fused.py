@@ -30,8 +30,8 @@ band bounds; float32 inputs run on the memory-efficient op only, as in torch
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Unpack
 
 import torch
 
@@ -40,20 +40,21 @@ from ._fused_common import PLAN_GENERATION, PLANS, clear_empty_rows, empty_rows
 from ._fused_philox import backward_rng, generator_at, host_int
 from ._fused_rules import (
     FusedOp,
+    FusedSdpaCase,
     FusedUnsupportedError,
     OpCaps,
-    SdpaProblem,
     dtype_reason,
     measured_reason,
     static_reason,
 )
+from .call import OPEN_SCALE, PLAIN, SdpaCall, SdpaInputs
 
 __all__ = [
     "FusedOp",
+    "FusedSdpaCase",
     "FusedUnsupportedError",
     "Kernel",
     "OpCaps",
-    "SdpaProblem",
     "backward",
     "capabilities",
     "check",
@@ -72,15 +73,15 @@ def capabilities(device: torch.device | str, dtype: torch.dtype) -> dict[FusedOp
     return probe.capabilities(device, dtype)
 
 
-def check(op: FusedOp, p: SdpaProblem) -> str | None:
+def check(op: FusedOp, p: FusedSdpaCase) -> str | None:
     """Why ``op`` cannot run ``p`` exactly on its device (static rules + measured caps).
 
     The static rules come first, so a problem they refuse never starts a device probe.
 
     Example:
         >>> import torch
-        >>> p = SdpaProblem(b=1, h=1, hk=1, hv=1, sq=8, skv=8, d=64, dv=64,
-        ...                 dtype=torch.bfloat16, device="cpu")
+        >>> p = FusedSdpaCase(b=1, h=1, hk=1, hv=1, sq=8, skv=8, d=64, dv=64,
+        ...                   dtype=torch.bfloat16, device="cpu")
         >>> check(FusedOp.FLASH, p)
         'flash needs a CUDA or ROCm device; the tensors are on cpu'
     """
@@ -100,24 +101,16 @@ def _guard(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    *,
-    bias: Tensor | None,
-    dbias: bool,
-    alibi: bool,
-    bottom_right: bool,
-    left_bound: int | None,
-    right_bound: int | None,
-    seq_len_q: Tensor | None,
-    seq_len_kv: Tensor | None,
-    dropout_mask: Tensor | None,
+    call: SdpaCall,
+    inputs: SdpaInputs,
     forward: bool,
     memo: list[Any] | None = None,
-) -> tuple[SdpaProblem, OpCaps, Tensor | None]:
-    """(problem, caps, rows-without-keys) for this call; cached per call signature.
+) -> tuple[FusedSdpaCase, OpCaps, Tensor | None]:
+    """(case, caps, rows-without-keys) for this call; cached per call signature.
 
-    The problem, its :func:`check` verdict and (without padding) the rows to zero are computed
+    The case, its :func:`check` verdict and (without padding) the rows to zero are computed
     once per signature, so the per-call cost is one tuple hash and a dict lookup. A ``memo``
-    (a plan's, :meth:`Kernel.bind`: every argument but the tensors' device is fixed) keeps the
+    (a plan's, :meth:`Kernel.bind`: everything but the tensors' device is fixed) keeps the
     accepted answer for its device, so a later call on that device costs a comparison.
     """
     if memo:
@@ -125,43 +118,19 @@ def _guard(
         if generation == PLAN_GENERATION[0] and device == q.device:
             p, c, er = answer
             if p.padding:
-                er = empty_rows(p, q.device, seq_len_q, seq_len_kv)
+                er = empty_rows(p, q.device, inputs.get("seq_len_q"), inputs.get("seq_len_kv"))
             return p, c, er
+    bias = inputs.get("bias")
+    seq_len_q, seq_len_kv = inputs.get("seq_len_q"), inputs.get("seq_len_kv")
+    dropout_mask = inputs.get("dropout_mask")
     key = (
-        op,
-        q.shape,
-        k.shape,
-        v.shape,
-        q.dtype,
-        q.device,
-        None if bias is None else bias.shape,
-        dbias,
-        alibi,
-        bottom_right,
-        left_bound,
-        right_bound,
-        seq_len_q is not None,
-        seq_len_kv is not None,
-        dropout_mask is not None,
-        forward,
-    )
+        op, call, q.shape, k.shape, v.shape, q.dtype, q.device,
+        None if bias is None else bias.shape, seq_len_q is not None, seq_len_kv is not None,
+        dropout_mask is not None, forward,
+    )  # fmt: skip
     hit = PLANS.get(key)
     if hit is None:
-        p = SdpaProblem.from_tensors(
-            q,
-            k,
-            v,
-            bias=bias,
-            dbias=dbias,
-            alibi=alibi,
-            bottom_right=bottom_right,
-            left_bound=left_bound,
-            right_bound=right_bound,
-            seq_len_q=seq_len_q,
-            seq_len_kv=seq_len_kv,
-            dropout_mask=dropout_mask,
-            forward=forward,
-        )
+        p = FusedSdpaCase.from_tensors(q, k, v, call, forward=forward, **inputs)
         reason = check(op, p)
         er = None if p.padding else empty_rows(p, q.device)
         if len(PLANS) > 4096:
@@ -169,7 +138,7 @@ def _guard(
         hit = (p, capabilities(q.device, q.dtype)[op], reason, er)
         PLANS[key] = hit
     p, c, reason, er = hit
-    if reason is not None and (check_it or dropout_mask is not None or alibi or not c.available):
+    if reason is not None and (check_it or p.dropout_mask or call.alibi or not c.available):
         raise FusedUnsupportedError(op, reason)
     if memo is not None:
         memo[:] = [PLAN_GENERATION[0], q.device, (p, c, er)]
@@ -206,10 +175,10 @@ class _Bound:
     """:meth:`Kernel.bind`'s callable: the generic call with a memo, then, for a plain node, the
     direct call bound for the device of the first call."""
 
-    __slots__ = ("_bound", "_forward", "_generic", "_memo", "_op", "_static")
+    __slots__ = ("_bound", "_forward", "_generic", "_memo", "_op")
 
     def __init__(self, op: FusedOp, forward_pass: bool, static: dict[str, Any]) -> None:
-        self._op, self._forward, self._static = op, forward_pass, static
+        self._op, self._forward = op, forward_pass
         self._memo: list[Any] = []
         fn = forward if forward_pass else backward
         self._generic = functools.partial(fn, op, memo=self._memo, **static)
@@ -225,7 +194,7 @@ class _Bound:
         if (device is _UNSET or generation != PLAN_GENERATION[0]) and self._memo:
             # bound for the device of this call (again after the probe's cache was cleared)
             generation, device, (p, c, er) = self._memo  # one read, as in _guard
-            direct = _fused_direct.direct(self._op, self._forward, p, c, er, self._static, device)
+            direct = _fused_direct.direct(self._op, self._forward, p, c, er, device)
             self._bound = (direct, device, generation)
         return out
 
@@ -247,72 +216,49 @@ def forward(
     q: Tensor,
     k: Tensor,
     v: Tensor,
+    call: SdpaCall = PLAIN,
     *,
-    scale: float,
-    bias: Tensor | None = None,
-    alibi: bool = False,
-    bottom_right: bool = False,
-    left_bound: int | None = None,
-    right_bound: int | None = None,
-    seq_len_q: Tensor | None = None,
-    seq_len_kv: Tensor | None = None,
-    dropout_mask: Tensor | None = None,
-    dropout_scale: float = 1.0,
-    dropout_p: float = 0.0,
-    dropout_seed: int | Tensor | None = None,
-    dropout_offset: int | Tensor | None = None,
     check: bool = True,
     memo: list[Any] | None = None,
+    **inputs: Unpack[SdpaInputs],
 ) -> tuple[Tensor, Tensor]:
     """O ``[B,H,Sq,Dv]`` (input dtype) and Stats ``[B,H,Sq,1]`` fp32 from the fused op.
 
-    Keywords as in :func:`hipdnn_graph_torch_rocm.kernels.math.sdpa_forward`, plus philox
-    dropout: ``dropout_p`` with the graph's ``dropout_seed`` and ``dropout_offset`` (ints, or
-    one-element tensors
-    read on the host), run by the op itself with the device's generator set to them for the
-    call (:mod:`._fused_philox`; no mask tensor). :func:`check` runs
-    once per call signature (cached); with ``check=False`` a failed check raises only for what
-    can never run (dropout mask, ALiBi, op unavailable) and otherwise the caller's plan-time
-    check is trusted.
+    ``call`` and ``inputs`` as in :func:`hipdnn_graph_torch_rocm.kernels.math.sdpa_forward`;
+    philox dropout (``call.dropout_p`` with the Seed and Offset: ints, or one-element tensors
+    read on the host) runs in the op itself, with the device's generator set to them for the
+    call (:mod:`._fused_philox`; no mask tensor). :func:`check` runs once per call signature
+    (cached); with ``check=False`` a failed check raises only for what can never run (dropout
+    mask, ALiBi, op unavailable) and otherwise the caller's plan-time check is trusted.
 
     Raises:
         FusedUnsupportedError: the op cannot run this exactly (the message names the feature).
     """
-    del dropout_scale
-    p, c, er = _guard(
-        op,
-        check,
-        q,
-        k,
-        v,
-        bias=bias,
-        dbias=False,
-        alibi=alibi,
-        bottom_right=bottom_right,
-        left_bound=left_bound,
-        right_bound=right_bound,
-        seq_len_q=seq_len_q,
-        seq_len_kv=seq_len_kv,
-        dropout_mask=dropout_mask,
-        forward=True,
-        memo=memo,
-    )
+    p, c, er = _guard(op, check, q, k, v, call, inputs, True, memo)
     run = _fused_ops.FORWARD[op]
-    if not dropout_p:
-        o, st = run(p, c, q, k, v, scale=scale, bias=bias, seq_len_q=seq_len_q,
-                    seq_len_kv=seq_len_kv)  # fmt: skip
-        return clear_empty_rows(er, o, st)
-    s, off = _philox_values(dropout_seed, dropout_offset)
-    with generator_at(op, q.device, s, off):
-        o, st = run(p, c, q, k, v, scale=scale, bias=bias, seq_len_q=seq_len_q,
-                    seq_len_kv=seq_len_kv, dropout_p=float(dropout_p))  # fmt: skip
+    scale = inputs.get("scale")
+    if scale is None:  # not a runtime scale: the call's (inline: the hot path counts calls)
+        scale = call.scale
+        if scale is None:
+            raise ValueError(OPEN_SCALE)
+    bias, lq, lkv = inputs.get("bias"), inputs.get("seq_len_q"), inputs.get("seq_len_kv")
+    if not call.dropout_p:
+        return clear_empty_rows(er, *run(p, c, q, k, v, scale, bias, lq, lkv))
+    s, off = _philox_values(call, inputs)
+    with generator_at(op, q.device, host_int(s, "Seed"), host_int(off, "Offset")):
+        o, st = run(p, c, q, k, v, scale, bias, lq, lkv)
     return clear_empty_rows(er, o, st)
 
 
-def _philox_values(seed: int | Tensor | None, offset: int | Tensor | None) -> tuple[int, int]:
+def _philox_values(call: SdpaCall, inputs: SdpaInputs) -> tuple[int | Tensor, int | Tensor]:
+    """The Seed and Offset of a philox call: given per call, else the call's."""
+    seed = inputs.get("dropout_seed")
+    offset = inputs.get("dropout_offset")
+    seed = call.dropout_seed if seed is None else seed
+    offset = call.dropout_offset if offset is None else offset
     if seed is None or offset is None:
         raise ValueError("philox dropout needs a seed and an offset")
-    return host_int(seed, "Seed"), host_int(offset, "Offset")
+    return seed, offset
 
 
 def backward(
@@ -323,76 +269,36 @@ def backward(
     o: Tensor,
     do: Tensor,
     stats: Tensor,
+    call: SdpaCall = PLAIN,
     *,
-    scale: float,
-    bias: Tensor | None = None,
-    dbias_shape: Sequence[int] | None = None,
-    alibi: bool = False,
-    bottom_right: bool = False,
-    left_bound: int | None = None,
-    right_bound: int | None = None,
-    seq_len_q: Tensor | None = None,
-    seq_len_kv: Tensor | None = None,
-    dropout_mask: Tensor | None = None,
-    dropout_scale: float = 1.0,
-    dropout_p: float = 0.0,
-    dropout_seed: int | Tensor | None = None,
-    dropout_offset: int | Tensor | None = None,
     check: bool = True,
     memo: list[Any] | None = None,
+    **inputs: Unpack[SdpaInputs],
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """dQ, dK, dV (input dtype) and dBias (fp32 where summed over broadcast dims, or None) from
     the fused backward op.
 
     The op reads the GIVEN ``o`` and ``stats`` (``[B,H,Sq,1]`` natural-log LSE); nothing is
-    recomputed. dBias is produced when ``dbias_shape`` is given (efficient only). Philox dropout
-    (``dropout_p``, ``dropout_seed``, ``dropout_offset``) and ``check`` as in :func:`forward`; they
-    reach the op in its own form (:func:`._fused_philox.backward_rng`).
+    recomputed. dBias is produced when ``call.dbias_shape`` is set (efficient only). Philox
+    dropout and ``check`` as in :func:`forward`; the Seed and Offset reach the op in its own
+    form (:func:`._fused_philox.backward_rng`).
 
     Raises:
         FusedUnsupportedError: the op cannot run this exactly (the message names the feature).
     """
-    del dropout_scale
-    p, c, er = _guard(
-        op,
-        check,
-        q,
-        k,
-        v,
-        bias=bias,
-        dbias=dbias_shape is not None,
-        alibi=alibi,
-        bottom_right=bottom_right,
-        left_bound=left_bound,
-        right_bound=right_bound,
-        seq_len_q=seq_len_q,
-        seq_len_kv=seq_len_kv,
-        dropout_mask=dropout_mask,
-        forward=False,
-        memo=memo,
-    )
+    p, c, er = _guard(op, check, q, k, v, call, inputs, False, memo)
     philox_rng = None
-    if dropout_p:
-        if dropout_seed is None or dropout_offset is None:
-            raise ValueError("philox dropout needs a seed and an offset")
-        philox_rng = backward_rng(op, q.device, dropout_seed, dropout_offset)
+    if call.dropout_p:
+        philox_rng = backward_rng(op, q.device, *_philox_values(call, inputs))
+    scale = inputs.get("scale")
+    if scale is None:  # as in forward
+        scale = call.scale
+        if scale is None:
+            raise ValueError(OPEN_SCALE)
     dq, dk, dv, db = _fused_ops.BACKWARD[op](
-        p,
-        c,
-        q,
-        k,
-        v,
-        o,
-        do,
-        stats,
-        scale=scale,
-        bias=bias,
-        dbias_shape=dbias_shape,
-        seq_len_q=seq_len_q,
-        seq_len_kv=seq_len_kv,
-        dropout_p=float(dropout_p),
-        philox_rng=philox_rng,
-    )
+        p, c, q, k, v, o, do, stats, scale, inputs.get("bias"), inputs.get("seq_len_q"),
+        inputs.get("seq_len_kv"), philox_rng,
+    )  # fmt: skip
     if er is not None:
         dq = dq.masked_fill(er, 0.0)
     return dq, dk, dv, db

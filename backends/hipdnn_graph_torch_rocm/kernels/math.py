@@ -30,10 +30,10 @@ stats ``[B,H,Sq,1]`` (natural-log LSE). Results (Stats included) are returned in
 from __future__ import annotations
 
 import math
+from typing import Unpack
 
 import torch
 
-from ._math_philox import Scalar
 from ._math_plan import (
     _buf,
     _check_broadcast,
@@ -47,6 +47,7 @@ from ._math_plan import (
     alibi_slopes,
     lowp_matmul_supported,
 )
+from .call import PLAIN, SdpaCall, SdpaInputs
 
 __all__ = [
     "alibi_slopes",
@@ -62,44 +63,29 @@ def sdpa_forward(
     q: Tensor,
     k: Tensor,
     v: Tensor,
+    call: SdpaCall = PLAIN,
     *,
-    scale: float,
-    bias: Tensor | None = None,
-    alibi: bool = False,
-    bottom_right: bool = False,
-    left_bound: int | None = None,
-    right_bound: int | None = None,
-    seq_len_q: Tensor | None = None,
-    seq_len_kv: Tensor | None = None,
-    dropout_mask: Tensor | None = None,
-    dropout_scale: float = 1.0,
     compute_dtype: torch.dtype = torch.float32,
     block_q: int | None = None,
     matmul_dtype: torch.dtype | None = None,
-    dropout_p: float | None = None,
-    dropout_seed: Scalar | None = None,
-    dropout_offset: Scalar | None = None,
+    **inputs: Unpack[SdpaInputs],
 ) -> tuple[Tensor, Tensor]:
     """SDPA forward: ``O = softmax(S)∘M·s · V`` and ``Stats = logsumexp(S)``.
 
     Args:
         q, k, v: ``[B,H,Sq,D]``, ``[B,Hk,Skv,D]``, ``[B,Hv,Skv,Dv]`` on one device.
-        scale: multiplies Q·Kᵀ.
-        bias: additive bias of rank ≤ 4, broadcast right-aligned to ``[B,H,Sq,Skv]``.
-        alibi: add ``slope_h·(j − i)``.
-        bottom_right: diagonal offset ``Skv − Sq`` (per batch ``len_kv[b] − len_q[b]`` with
-            padding) instead of 0.
-        left_bound, right_bound: key j visible to query i iff
-            ``i+off−left ≤ j ≤ i+off+right`` (a missing bound does not restrict).
-        seq_len_q, seq_len_kv: int tensors with B elements; rows/columns past them invisible.
-        dropout_mask, dropout_scale: ``M`` of shape ``[B|1,H|1,Sq,Skv]`` and its scale ``s``.
+        call: the scale, mask window, ALiBi and dropout (:class:`~.call.SdpaCall`); philox
+            dropout (``dropout_p``) draws ``M`` block by block from
+            :mod:`hipdnn_graph.philox`'s stream (seed and offset: ints, or one-element int
+            tensors read on the device).
         compute_dtype: float32 or float64 accumulation.
         block_q: query rows per block (default: sized from a memory budget).
         matmul_dtype: fp16/bf16 to run the matmuls on tensor cores (see module docstring).
-        dropout_p, dropout_seed, dropout_offset: philox dropout instead of ``dropout_mask``:
-            ``M`` is drawn block by block from :mod:`hipdnn_graph.philox`'s stream (seed and
-            offset: ints, or one-element int tensors read on the device); ``dropout_scale``
-            still multiplies (pass ``1/(1 − p)``).
+        **inputs: :class:`~.call.SdpaInputs`: ``bias`` (rank ≤ 4, broadcast right-aligned to
+            ``[B,H,Sq,Skv]``), ``seq_len_q``/``seq_len_kv`` (int tensors with B elements;
+            rows/columns past them invisible), ``dropout_mask`` (``M`` of shape
+            ``[B|1,H|1,Sq,Skv]``, scaled by the dropout scale), and the values of the scalars
+            ``call`` leaves open.
 
     Returns:
         ``(o [B,H,Sq,Dv], stats [B,H,Sq,1])``, both in compute_dtype (float32 by default).
@@ -108,27 +94,7 @@ def sdpa_forward(
     Raises:
         ValueError: shapes that do not fit together.
     """
-    p = _plan(
-        q,
-        k,
-        v,
-        scale=scale,
-        bias=bias,
-        alibi=alibi,
-        bottom_right=bottom_right,
-        left_bound=left_bound,
-        right_bound=right_bound,
-        seq_len_q=seq_len_q,
-        seq_len_kv=seq_len_kv,
-        dropout_mask=dropout_mask,
-        dropout_scale=dropout_scale,
-        compute_dtype=compute_dtype,
-        block_q=block_q,
-        matmul_dtype=matmul_dtype,
-        dropout_p=dropout_p,
-        dropout_seed=dropout_seed,
-        dropout_offset=dropout_offset,
-    )
+    p = _plan(q, k, v, call, compute_dtype, block_q, matmul_dtype, inputs)
     g = p.g
     dev = q.device
     o = torch.zeros(g.b, g.h, g.sq, g.dv, dtype=p.cdt, device=dev)
@@ -173,59 +139,28 @@ def sdpa_backward(
     o: Tensor,
     do: Tensor,
     stats: Tensor,
+    call: SdpaCall = PLAIN,
     *,
-    scale: float,
-    bias: Tensor | None = None,
-    dbias_shape: tuple[int, ...] | list[int] | torch.Size | None = None,
-    alibi: bool = False,
-    bottom_right: bool = False,
-    left_bound: int | None = None,
-    right_bound: int | None = None,
-    seq_len_q: Tensor | None = None,
-    seq_len_kv: Tensor | None = None,
-    dropout_mask: Tensor | None = None,
-    dropout_scale: float = 1.0,
     compute_dtype: torch.dtype = torch.float32,
     block_q: int | None = None,
     matmul_dtype: torch.dtype | None = None,
-    dropout_p: float | None = None,
-    dropout_seed: Scalar | None = None,
-    dropout_offset: Scalar | None = None,
+    **inputs: Unpack[SdpaInputs],
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """SDPA backward from the GIVEN O and Stats (spec §6).
 
     ``P = exp(S − Stats)``, ``Δ = rowsum(dO∘O)``, ``dV = (P∘M·s)ᵀdO``, ``dP = (dO·Vᵀ)∘M·s``,
     ``dS = P∘(dP − Δ)``, ``dQ = scale·dS·K``, ``dK = scale·dSᵀ·Q``, dBias = dS summed to
-    ``dbias_shape`` (default ``bias.shape``). Keyword arguments as in :func:`sdpa_forward`.
+    ``call.dbias_shape`` (default ``bias.shape``). Arguments as in :func:`sdpa_forward`.
 
     Returns:
-        ``(dq, dk, dv, dbias)`` in compute_dtype; dbias is None unless a bias or dbias_shape is
-        given. Rows with no visible key (and padded rows/columns) get exactly zero gradients.
+        ``(dq, dk, dv, dbias)`` in compute_dtype; dbias is None unless a bias or
+        ``call.dbias_shape`` is given. Rows with no visible key (and padded rows/columns) get
+        exactly zero gradients.
 
     Raises:
         ValueError: shapes that do not fit together.
     """
-    p = _plan(
-        q,
-        k,
-        v,
-        scale=scale,
-        bias=bias,
-        alibi=alibi,
-        bottom_right=bottom_right,
-        left_bound=left_bound,
-        right_bound=right_bound,
-        seq_len_q=seq_len_q,
-        seq_len_kv=seq_len_kv,
-        dropout_mask=dropout_mask,
-        dropout_scale=dropout_scale,
-        compute_dtype=compute_dtype,
-        block_q=block_q,
-        matmul_dtype=matmul_dtype,
-        dropout_p=dropout_p,
-        dropout_seed=dropout_seed,
-        dropout_offset=dropout_offset,
-    )
+    p = _plan(q, k, v, call, compute_dtype, block_q, matmul_dtype, inputs)
     g = p.g
     dev = q.device
     if tuple(o.shape) != (g.b, g.h, g.sq, g.dv) or tuple(do.shape) != (g.b, g.h, g.sq, g.dv):
@@ -240,8 +175,9 @@ def sdpa_backward(
     full = (g.b, g.h, g.sq, g.skv)
     t4: tuple[int, int, int, int] | None = None
     dbias_out: tuple[int, ...] = ()  # dBias's own shape, t4 padded with leading ones
-    if dbias_shape is not None:
-        dbias_out = tuple(int(x) for x in dbias_shape)
+    bias = inputs.get("bias")
+    if call.dbias_shape is not None:
+        dbias_out = tuple(int(x) for x in call.dbias_shape)
         t4 = _to4(dbias_out, "dbias")
         _check_broadcast(t4, full, "dbias")
     elif bias is not None:

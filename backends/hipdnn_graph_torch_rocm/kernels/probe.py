@@ -27,7 +27,8 @@ from ._fused_common import (
     empty_rows,
     remember_rng,
 )
-from ._fused_rules import FusedOp, OpCaps, SdpaProblem, dtype_reason
+from ._fused_rules import FusedOp, FusedSdpaCase, OpCaps, dtype_reason
+from .call import SdpaCall, SdpaInputs
 
 __all__ = ["capabilities", "clear_cache", "verify"]
 
@@ -103,75 +104,29 @@ def verify(
         return torch.randn(*s, generator=g).to(device=dev, dtype=dtype)
 
     q, k, v, do = rn(b, h, sq, d), rn(b, hk, skv, d), rn(b, hv, skv, dv), rn(b, h, sq, dv)
-    kw: dict[str, Any] = {"scale": 1.0 / math.sqrt(d)}
+    scale = 1.0 / math.sqrt(d)
     bias = rn(*feats["bias"]) if "bias" in feats else None
     lens: dict[str, Tensor] = {
         x: torch.tensor(feats[x], dtype=torch.int32, device=dev).view(-1, 1, 1, 1)
         for x in ("seq_len_q", "seq_len_kv")
         if x in feats
     }
-    ref = dict(ref_feats if ref_feats is not None else feats)
-    rkw: dict[str, Any] = {
-        **kw,
-        **{
-            x: ref[x]
-            for x in ("bottom_right", "left_bound", "right_bound", "dbias_shape")
-            if x in ref
-        },
-        **lens,
-    }
-    if bias is not None:
-        rkw["bias"] = bias
-    fwd_rkw = {x: y for x, y in rkw.items() if x != "dbias_shape"}
-    o_ref, st_ref = tmath.sdpa_forward(q, k, v, **fwd_rkw)
+    lq, lkv = lens.get("seq_len_q"), lens.get("seq_len_kv")
+    inputs: SdpaInputs = {"bias": bias, "seq_len_q": lq, "seq_len_kv": lkv}
+    ref = _call(ref_feats if ref_feats is not None else feats, scale)
+    o_ref, st_ref = tmath.sdpa_forward(q, k, v, ref, **inputs)
     o_in = o_ref.to(dtype)
-    g_ref = tmath.sdpa_backward(q, k, v, o_in, do, st_ref, **rkw)
-    p = SdpaProblem.from_tensors(
-        q,
-        k,
-        v,
-        bias=bias,
-        dbias=feats.get("dbias_shape") is not None,
-        bottom_right=bool(feats.get("bottom_right", False)),
-        left_bound=feats.get("left_bound"),
-        right_bound=feats.get("right_bound"),
-        seq_len_q=lens.get("seq_len_q"),
-        seq_len_kv=lens.get("seq_len_kv"),
-    )
-    fwd = impl.FORWARD[op](
-        p,
-        caps,
-        q,
-        k,
-        v,
-        scale=kw["scale"],
-        bias=bias,
-        seq_len_q=lens.get("seq_len_q"),
-        seq_len_kv=lens.get("seq_len_kv"),
-    )
-    er = empty_rows(p, dev, lens.get("seq_len_q"), lens.get("seq_len_kv"))
-    o, st = clear_empty_rows(er, *fwd)
+    g_ref = tmath.sdpa_backward(q, k, v, o_in, do, st_ref, ref, **inputs)
+    p = FusedSdpaCase.from_tensors(q, k, v, _call(feats, scale), **inputs)
+    er = empty_rows(p, dev, lq, lkv)
+    o, st = clear_empty_rows(er, *impl.FORWARD[op](p, caps, q, k, v, scale, bias, lq, lkv))
     fin = torch.isfinite(st_ref)
     out = {
         "o": _rel(o, o_ref),
         "stats": (_rel(st[fin], st_ref[fin]) if bool(fin.any()) else 0.0)
         + (0.0 if torch.equal(torch.isinf(st), ~fin) else math.inf),
     }
-    grads = impl.BACKWARD[op](
-        p,
-        caps,
-        q,
-        k,
-        v,
-        o_in,
-        do,
-        st_ref,
-        scale=kw["scale"],
-        bias=bias,
-        dbias_shape=feats.get("dbias_shape"),
-        seq_len_q=lens.get("seq_len_q"),
-        seq_len_kv=lens.get("seq_len_kv"),
-    )
+    grads = impl.BACKWARD[op](p, caps, q, k, v, o_in, do, st_ref, scale, bias, lq, lkv, None)
     dq = grads[0] if er is None else grads[0].masked_fill(er, 0.0)
     for name, got, want in zip(("dq", "dk", "dv", "dbias"), (dq, *grads[1:]), g_ref, strict=True):
         if name == "dbias" and "dbias_shape" not in feats:
@@ -181,6 +136,16 @@ def verify(
         elif want is not None:
             out[name] = math.inf
     return out
+
+
+def _call(feats: dict[str, Any], scale: float) -> SdpaCall:
+    """The call of a probe's features (``bottom_right``, the bounds, ``dbias_shape``)."""
+    dbias = feats.get("dbias_shape")
+    return SdpaCall(
+        scale, bottom_right=bool(feats.get("bottom_right", False)),
+        left_bound=feats.get("left_bound"), right_bound=feats.get("right_bound"),
+        dbias_shape=None if dbias is None else tuple(dbias),
+    )  # fmt: skip
 
 
 def _ok(errs: dict[str, float], dtype: torch.dtype) -> bool:

@@ -14,7 +14,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
@@ -126,6 +126,46 @@ class BuilderHost:
         def _output_tensor(self, name: str) -> TensorAttributes: ...
 
         def _add_node(self, node: Node[Any]) -> None: ...
+
+    def add_family(
+        self,
+        recipe: FamilyRecipe[R],
+        tensors: Sequence[Any],
+        attributes: Any = None,
+        **keywords: Any,
+    ) -> R:
+        """Add a node of the family ``recipe`` describes: the one call a family's builder makes
+        (``Graph``'s own methods, and those of a family declared outside the package, such as
+        docs/adding-a-family.md's ``clamp``).
+
+        Args:
+            recipe: The family's :class:`FamilyRecipe` (its ``NodeSpec`` and what differs).
+            tensors: The positional inputs, in ``recipe.inputs``'s order.
+            attributes: The family's attributes (copied; new ones when ``None``).
+            **keywords: Members and slots to set (``name=``, ``lower=``, ...).
+
+        Returns:
+            The new outputs: the tensor when the family has one, else a tuple.
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` for an input of the wrong type, attributes of
+                another class or an unknown keyword.
+
+        Example:
+            >>> import hipdnn_graph as hg
+            >>> from hipdnn_graph.nodes.matmul import MATMUL_SPEC
+            >>> mm = FamilyRecipe(MATMUL_SPEC, "matmul", ("A", "B"), spell=str, named=("A", "B"))
+            >>> g = hg.Graph()
+            >>> c = g.add_family(mm, [g.tensor(dim=[2, 3]), g.tensor(dim=[3, 4])], name="mm")
+            >>> c.get_name(), [t.get_name() for t in g.nodes[0].inputs()]
+            ('mm::C', ['mm::A', 'mm::B'])
+        """
+        if isinstance(tensors, TensorAttributes) or not isinstance(tensors, Sequence):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"{recipe.op}() takes its tensors as a list, got {type(tensors).__name__}",
+            )
+        return self._add_family(recipe, tuple(tensors), attributes, keywords)
 
     def _add_family(
         self,

@@ -1,9 +1,8 @@
 """``Graph`` builder methods of the block-scale families (hipDNN's ``Graph::block_scale_quantize``
 and ``Graph::block_scale_dequantize``), a mixin of the family builders.
 
-Each method copies the attributes it is given (the caller's object stays as it was), names an
-unnamed node ``<Prefix>_<index>`` and its unnamed inputs ``<node>::<SLOT>``, creates the virtual
-outputs ``<node>::<SLOT>`` and adds the node.
+Each method is one call of :meth:`~hipdnn_graph.graph.builders.base.BuilderHost._add_family`,
+the recipe hipDNN's ``Graph`` node methods share.
 
 Example:
     >>> import hipdnn_graph as hg

@@ -3,9 +3,8 @@
 ``batchnorm_backward``, ``layernorm_backward`` and ``rmsnorm_backward``), a mixin of the family
 builders.
 
-Each method copies the attributes it is given (the caller's object stays as it was), names an
-unnamed node ``<Prefix>_<index>`` and its unnamed inputs ``<node>::<SLOT>``, creates the virtual
-outputs ``<node>::<SLOT>`` and adds the node.
+Each method is one call of :meth:`~hipdnn_graph.graph.builders.base.BuilderHost._add_family`,
+the recipe hipDNN's ``Graph`` node methods share.
 
 Example:
     >>> import hipdnn_graph as hg
