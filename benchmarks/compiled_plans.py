@@ -73,10 +73,24 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def _replace_everywhere(original: Any, replacement: Any) -> None:
+    """Put ``replacement`` wherever a loaded hipdnn_graph module holds ``original`` by name
+    (functions are imported by name from module to module)."""
+    for name, module in list(sys.modules.items()):
+        if name.startswith("hipdnn_graph") and module is not None:
+            names = vars(module)
+            for attr, value in list(names.items()):
+                if value is original:
+                    names[attr] = replacement
+
+
 def _counted() -> dict[str, int]:
-    """Count engine rankings, support checks and torch.compile calls from here on."""
+    """Count engine rankings, support checks (``checked_support`` and ``Engine.check`` calls),
+    ``torch.compile`` calls and engine plan builds from here on."""
+    import hipdnn_graph.graph  # noqa: F401  (every module that ranks or checks, loaded)
+    from hipdnn_graph.backend.contract import checked_support
     from hipdnn_graph.backend.registry import current_registry
-    from hipdnn_graph.graph import lifecycle
+    from hipdnn_graph.graph.lifecycle import rank_engines
 
     counts = {"rankings": 0, "support_checks": 0, "compiles": 0, "plan_builds": 0}
 
@@ -87,9 +101,8 @@ def _counted() -> dict[str, int]:
 
         return wrapped
 
-    lifecycle.rank_engines = counting("rankings", lifecycle.rank_engines)
-    names = vars(lifecycle)  # checked_support is imported there by name
-    names["checked_support"] = counting("support_checks", names["checked_support"])
+    _replace_everywhere(rank_engines, counting("rankings", rank_engines))
+    _replace_everywhere(checked_support, counting("support_checks", checked_support))
     for engine in current_registry().engines():
         # an engine with __slots__ keeps its check(); checked_support still counts the call
         with contextlib.suppress(AttributeError):
