@@ -172,8 +172,12 @@ def test_payload_rules() -> None:
     unknown = refused(write_compiled_plan(_record(engine_id=12345)))
     assert unknown.message == FAILED + "Invalid engine ID 0x3039: no registered engine has it"
     stranger = write_compiled_plan(_record(knobs=(("no.such.knob", 1),)))
+    settings = FAILED + f"the saved knob settings of engine {NUMPY}: "
     assert refused(stranger).message == (
-        FAILED + f"engine {NUMPY} has no knob 'no.such.knob' (another version's?)")  # fmt: skip
+        settings + f"Knob 'no.such.knob' is not available for engine {NUMPY}")  # fmt: skip
+    forged = refused(write_compiled_plan(_record(knobs=((KNOB, -5),))))
+    assert forged.code == hg.ErrorCode.HIPDNN_BACKEND_ERROR
+    assert forged.message == settings + "Value -5 is out of range [0, 1048576]"
 
 
 def test_a_forged_workspace_size_is_refused() -> None:

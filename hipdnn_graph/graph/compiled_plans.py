@@ -35,7 +35,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..backend.allocation import check_allocation
 from ..backend.contract import Engine, build_engine_plan, engine_id
-from ..backend.knobs import BehaviorNote, engine_behavior_notes, knob_defaults
+from ..backend.knobs import (
+    BehaviorNote,
+    engine_behavior_notes,
+    engine_knobs,
+    resolve_knob_settings,
+)
 from ..backend.registry import current_registry
 from ..descriptors.compiled_plan import (
     CompiledPlanRecord,
@@ -79,7 +84,8 @@ def install_compiled_plan(graph: Graph, state: PlanState, record: CompiledPlanRe
 
     Raises:
         HipdnnError: ``HIPDNN_BACKEND_ERROR`` when no registered engine has the id, the tensor
-            uids differ from the graph's, a saved knob is not the engine's, the saved workspace
+            uids differ from the graph's, a saved knob is not the engine's or breaks its
+            constraint (the knob model's message), the saved workspace
             size is not the engine's, or the engine fails; ``INVALID_VALUE`` for a graph above
             the allocation limit (:mod:`hipdnn_graph.backend.allocation`), as ``build_plans``.
     """
@@ -88,11 +94,10 @@ def install_compiled_plan(graph: Graph, state: PlanState, record: CompiledPlanRe
     uids = tuple(t.uid for t in graph.graph_tensors())
     if sorted(uids) != sorted(record.tensor_uids):  # type: ignore[type-var]
         raise _failed(f"the plan's tensor uids {list(record.tensor_uids)} are not the graph's")
-    knobs = knob_defaults(engine)
-    unknown = [knob for knob, _ in record.knobs if knob not in knobs]
-    if unknown:
-        raise _failed(f"engine {engine.name} has no knob {unknown[0]!r} (another version's?)")
-    knobs.update(record.knobs)
+    try:  # every saved value checked against the engine's knobs, as add_engine checks them
+        knobs = resolve_knob_settings(engine_knobs(engine), dict(record.knobs), engine=engine.name)
+    except HipdnnError as err:
+        raise _failed(f"the saved knob settings of engine {engine.name}: {err.message}") from None
     check_allocation(graph, f"Running graph '{graph.get_name() or '<unnamed>'}'")
     hook = getattr(engine, "deserialize_plan", None)
     try:
