@@ -199,6 +199,12 @@ class SdpaSupport:
         return None if reason is None else f"{node}: {reason}"
 
 
+def is_mask(bias: hg.TensorAttributes) -> bool:
+    """Whether a Bias is a boolean mask (True attends, False hides the key, as torch's bool
+    ``attn_mask``); the engines add it as a bias of 0 and −inf (:mod:`._sdpa_steps`)."""
+    return bias.data_type is hg.DataType.BOOLEAN
+
+
 def flex_device() -> str:
     import torch
 
@@ -215,7 +221,11 @@ def flex_spec(p: SdpaProblem, io: hg.DataType) -> Any:
         d=p.head_dim, dv=p.head_dim_v, dtype=torch_dtype(io), device=flex_device(),
         forward=not p.backward,
         bias_shape=tuple(p.tensors["Bias"].dim) if p.has("Bias") else None,
-        bias_dtype=torch_dtype(p.tensors["Bias"].data_type) if p.has("Bias") else None,
+        bias_dtype=(
+            (torch_dtype(io) if is_mask(p.tensors["Bias"]) else torch_dtype(p.tensors["Bias"].data_type))
+            if p.has("Bias")
+            else None
+        ),
         dbias_shape=tuple(p.tensors["dBias"].dim) if p.has("dBias") else None,
         grad_dtypes=tuple(torch_dtype(p.tensors[g].data_type) for g in GRADS if p.has(g))
         if p.backward
