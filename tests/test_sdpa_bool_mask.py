@@ -52,11 +52,11 @@ def _graph(
         for grad in (dq, dk, dv):
             grad.set_output(True)
     else:
-        o, stats = g.sdpa(q, k, v, name="fwd", generate_stats=True, bias=m, attn_scale=SCALE)
-        assert stats is not None
+        o, lse = g.sdpa(q, k, v, name="fwd", generate_stats=True, bias=m, attn_scale=SCALE)
+        assert lse is not None
         o.set_output(True)
-        stats.set_output(True)
-        t |= {"O": o, "Stats": stats}
+        lse.set_output(True)
+        t |= {"O": o, "Stats": lse}
     g.set_preferred_engine_id_ext(engine)
     g.build()
     assert g.get_plan_name() == engine
@@ -107,6 +107,23 @@ def test_a_row_the_mask_hides_completely_sees_no_key(engine: str) -> None:
     np.testing.assert_array_equal(got["Stats"][1, :, 2], np.inf)
     want_o, _ = _torch_forward(mask)  # torch's math path also gives zeros there
     np.testing.assert_allclose(got["O"], want_o.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_flex_on_the_cpu_matches_torch_with_the_same_bool_mask(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Flex reads the mask as its 0/−inf bias in Q's type (its compiled CPU path, when allowed)."""
+    from hipdnn_graph_torch_rocm.kernels import flex
+
+    monkeypatch.setenv(flex.CPU_ENV, "1")
+    mask = _mask(SHAPES["per_batch"])
+    mask[0, 0, 4, :] = False
+    got = _forward("TORCH_SDPA_FLEX_ENGINE", mask)
+    want_o, want_lse = _torch_forward(mask)
+    np.testing.assert_allclose(got["O"], want_o.numpy(), rtol=1e-5, atol=1e-5)
+    seen = np.isfinite(want_lse.numpy())
+    np.testing.assert_allclose(got["Stats"][seen], want_lse.numpy()[seen], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got["Stats"][~seen], np.inf)
 
 
 @pytest.mark.parametrize("engine", ENGINES)

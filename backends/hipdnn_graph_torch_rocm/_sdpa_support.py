@@ -199,6 +199,15 @@ class SdpaSupport:
         return None if reason is None else f"{node}: {reason}"
 
 
+def _bias_dtype(p: SdpaProblem, io: hg.DataType) -> Any:
+    """The torch type flex adds the Bias in: its own, or Q's for a boolean mask; None without
+    a Bias."""
+    if not p.has("Bias"):
+        return None
+    bias = p.tensors["Bias"]
+    return torch_dtype(io if is_mask(bias) else bias.data_type)
+
+
 def is_mask(bias: hg.TensorAttributes) -> bool:
     """Whether a Bias is a boolean mask (True attends, False hides the key, as torch's bool
     ``attn_mask``); the engines add it as a bias of 0 and −inf (:mod:`._sdpa_steps`)."""
@@ -221,11 +230,7 @@ def flex_spec(p: SdpaProblem, io: hg.DataType) -> Any:
         d=p.head_dim, dv=p.head_dim_v, dtype=torch_dtype(io), device=flex_device(),
         forward=not p.backward,
         bias_shape=tuple(p.tensors["Bias"].dim) if p.has("Bias") else None,
-        bias_dtype=(
-            (torch_dtype(io) if is_mask(p.tensors["Bias"]) else torch_dtype(p.tensors["Bias"].data_type))
-            if p.has("Bias")
-            else None
-        ),
+        bias_dtype=_bias_dtype(p, io),
         dbias_shape=tuple(p.tensors["dBias"].dim) if p.has("dBias") else None,
         grad_dtypes=tuple(torch_dtype(p.tensors[g].data_type) for g in GRADS if p.has(g))
         if p.backward

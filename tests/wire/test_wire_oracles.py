@@ -140,7 +140,9 @@ def test_field_tables_are_hipdnn_schemas_slot_order(hipdnn_schemas: Path) -> Non
     if "BOOLEAN" in schema:
         assert schema == HIPDNN_DATA_TYPES
     else:  # a schema from before BOOLEAN (the reference copy): the FNUZ types one number lower
-        older = {name: n for name, n in HIPDNN_DATA_TYPES.items() if n <= HIPDNN_DATA_TYPES["INT64"]}
+        older = {
+            name: n for name, n in HIPDNN_DATA_TYPES.items() if n <= HIPDNN_DATA_TYPES["INT64"]
+        }
         assert schema == older | {"FP8_E4M3_FNUZ": 16, "FP8_E5M2_FNUZ": 17}
 
 
