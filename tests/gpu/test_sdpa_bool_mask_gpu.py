@@ -159,3 +159,25 @@ def test_cudnn_frontend_refuses_a_boolean_mask_by_name() -> None:
         "cuDNN does not exist in ROCm builds of torch",
         "nvidia-cudnn-frontend is not installed (pip install 'hipdnn-graph[cudnn]')",
     )
+
+
+@pytest.mark.parametrize("engine", ["TORCH_SDPA_EFFICIENT_ENGINE", "TORCH_SDPA_MATH_ENGINE"])
+def test_repeated_executes_read_each_new_mask(engine: str) -> None:
+    """The mask is read on every call (also when the plan replays a captured CUDA graph): three
+    executes with three masks give torch's output for each."""
+    g, t = _build(engine, hg.DataType.BFLOAT16, backward=False)
+    gen = torch.Generator(device="cuda").manual_seed(17)
+    x = {n: torch.randn(t[n].dim, generator=gen, device="cuda").to(torch.bfloat16)
+         for n in ("Q", "K", "V", "dO")}  # fmt: skip
+    mask_buffer = torch.empty(B, 1, SQ, SKV, dtype=torch.bool, device="cuda")
+    o = torch.empty(B, H, SQ, D, device="cuda", dtype=torch.bfloat16)
+    stats = torch.empty(B, H, SQ, 1, device="cuda", dtype=torch.float32)
+    pack = {t["Q"]: x["Q"], t["K"]: x["K"], t["V"]: x["V"], t["M"]: mask_buffer,
+            t["O"]: o, t["Stats"]: stats}  # fmt: skip
+    for seed in (1, 2, 3):
+        g_mask = torch.Generator().manual_seed(seed)
+        mask = torch.rand(B, 1, SQ, SKV, generator=g_mask) > 0.5
+        mask[..., 0] = True
+        mask_buffer.copy_(mask)
+        g.execute(pack)
+        assert _rel(o, _reference(x, mask)[0]) <= TOL, seed
