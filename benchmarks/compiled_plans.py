@@ -90,7 +90,7 @@ def _counted() -> dict[str, int]:
     import hipdnn_graph.graph  # noqa: F401  (every module that ranks or checks, loaded)
     from hipdnn_graph.backend.contract import checked_support
     from hipdnn_graph.backend.registry import current_registry
-    from hipdnn_graph.graph.lifecycle import rank_engines
+    from hipdnn_graph.graph.engine_plans import rank_engines
 
     counts = {"rankings": 0, "support_checks": 0, "compiles": 0, "plan_builds": 0}
 

@@ -19,7 +19,8 @@ import flatbuffers
 DATA_TYPES = {
     "unset": 0, "float": 1, "half": 2, "bfloat16": 3, "double": 4, "uint8": 5, "int32": 6,
     "int8": 7, "fp8_e4m3": 8, "fp8_e5m2": 9, "fp8_e8m0": 10, "fp4_e2m1": 11, "fp6_e2m3": 12,
-    "fp6_e3m2": 13, "int4": 14, "int64": 15, "fp8_e4m3_fnuz": 16, "fp8_e5m2_fnuz": 17,
+    "fp6_e3m2": 13, "int4": 14, "int64": 15, "boolean": 16, "fp8_e4m3_fnuz": 17,
+    "fp8_e5m2_fnuz": 18,
 }  # fmt: skip
 VALUE_MEMBERS = {
     "Float32Value": (1, "f", 4), "Float16Value": (2, "f", 4), "BFloat16Value": (3, "f", 4),

@@ -228,24 +228,30 @@ def test_data_type_numbers_are_hipdnns() -> None:
             assert hg.Graph.deserialize(blob_from_doc(json.loads(text))).to_json() == text
 
 
-def test_unknown_data_type_number_is_refused_naming_boolean() -> None:
+def test_data_type_numbers_past_the_schema_are_refused() -> None:
     doc = _doc("fwd")
-    doc["tensors"][0]["data_type"] = 18
-    assert _refused(hg.Graph.deserialize, blob_from_doc(doc)) == (
-        "Tensor Q: DataType 18 is not in hipDNN's schema "
-        "(possibly BOOLEAN, which no hipDNN schema available here numbers)"
-    )
     doc["tensors"][0]["data_type"] = 19
     assert _refused(hg.Graph.deserialize, blob_from_doc(doc)) == (
         "Tensor Q: DataType 19 is not in hipDNN's schema"
     )
 
 
-def test_boolean_tensors_cannot_be_written() -> None:
+def test_boolean_tensors_are_number_16_and_json_boolean() -> None:
+    """A5: BOOLEAN is hipDNN's DataType 16 (the FNUZ types 17 and 18), "boolean" in JSON."""
     g = WIRE_CASES["fwd"]()
     next(t for t in g.tensors if t.name == "Q").set_data_type(hg.DataType.BOOLEAN)
-    for call in (g.serialize, g.to_json):
-        assert _refused(call) == "Tensor Q: data type BOOLEAN has no number in hipDNN's schema"
+    text = g.to_json()
+    assert json.loads(text)["tensors"][0]["data_type"] == "boolean"
+    doc = json.loads(text)
+    doc["tensors"][0]["data_type"] = 16
+    back = hg.Graph.deserialize(blob_from_doc(doc))
+    assert next(t for t in back.tensors if t.name == "Q").get_data_type() is hg.DataType.BOOLEAN
+    assert back.to_json() == text
+    assert hg.Graph.deserialize(g.serialize()).to_json() == text
+    for name, number in (("FP8_E4M3_FNUZ", 17), ("FP8_E5M2_FNUZ", 18)):
+        doc["tensors"][0]["data_type"] = number
+        q = hg.Graph.deserialize(blob_from_doc(doc)).tensors[0]
+        assert q.get_data_type() is hg.DataType[name]
 
 
 # ----- refusals: other nodes, newer fields, unmodelled content -----------------------------------

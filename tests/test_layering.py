@@ -36,6 +36,7 @@ LAZY_TORCH = {
     "hipdnn_graph/backend/dlpack.py",
     "hipdnn_graph/backend/dtypes.py",
     "hipdnn_graph/graph/execution.py",
+    "hipdnn_graph/graph/autotune_timing.py",
     "hipdnn_graph/testing/inputs.py",
     "hipdnn_graph/testing/conformance.py",
     "hipdnn_graph/cli/run.py",

@@ -175,6 +175,8 @@ def prepare(
     if bias is not None:
         bias_arr = np.asarray(bias)
         check_broadcast("bias", bias_arr.shape, (b, h, sq, skv))
+        if bias_arr.dtype == np.bool_:  # a mask: True attends, False hides (torch's attn_mask)
+            bias_arr = np.where(bias_arr, ct.type(0), ct.type(-np.inf))
         bias4 = as4(bias_arr.astype(ct, copy=False))
 
     dropout4: Array | PhiloxKeepMask | None = None

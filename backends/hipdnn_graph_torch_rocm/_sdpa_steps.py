@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,7 +23,7 @@ from hipdnn_graph.backend.dropout import read_int
 from hipdnn_graph.backend.dtypes import torch_dtype
 
 from ._sdpa_plan import Step, TorchSdpaPlan
-from ._sdpa_support import GRADS, LOWP, flex_spec
+from ._sdpa_support import GRADS, LOWP, flex_spec, is_mask
 from .engine_knobs import apply_replay_knob, flex_tiles
 
 __all__ = ["SdpaPlanning"]
@@ -87,6 +88,10 @@ class SdpaPlanning:
         else:
             names = ("Q", "K", "V")
             out_slots = ("O", "Stats")
+        if p.has("Bias") and is_mask(p.tensors["Bias"]):
+            # math adds the bias in its compute type, the fused and flex kernels in Q's type
+            added = static["compute_dtype"] if self.op is None else p.tensors["Q"].data_type
+            run = _mask_as_bias(run, added if self.op is None else torch_dtype(added))
         if self.op is not None:  # fused kernels read O and dO in Q's type (e.g. a FLOAT virtual O)
             io = p.tensors["Q"].data_type
             casts = {
@@ -200,6 +205,19 @@ def _casting(fn: Callable[..., Any], casts: dict[int, Any]) -> Callable[..., Any
     def run(*args: Any, **kw: Any) -> Any:
         converted = [a.to(casts[i]) if i in casts else a for i, a in enumerate(args)]
         return fn(*converted, **kw)
+
+    return run
+
+
+def _mask_as_bias(fn: Callable[..., Any], dtype: Any) -> Callable[..., Any]:
+    """Call ``fn`` with its boolean ``bias`` keyword (a mask) turned into the additive bias it
+    means, of ``dtype``: 0 where the mask is True, −inf where it is False. One elementwise pass a
+    call, as torch's own ``scaled_dot_product_attention`` does with a bool ``attn_mask``."""
+
+    def run(*args: Any, **kw: Any) -> Any:
+        mask = kw["bias"]
+        bias = mask.new_zeros(mask.shape, dtype=dtype).masked_fill_(mask.logical_not(), -math.inf)
+        return fn(*args, **{**kw, "bias": bias})
 
     return run
 

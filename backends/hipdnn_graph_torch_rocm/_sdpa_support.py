@@ -196,6 +196,21 @@ class SdpaSupport:
         return None if reason is None else f"{node}: {reason}"
 
 
+def _bias_dtype(p: SdpaProblem, io: hg.DataType) -> Any:
+    """The torch type flex adds the Bias in: its own, or Q's for a boolean mask; None without
+    a Bias."""
+    if not p.has("Bias"):
+        return None
+    bias = p.tensors["Bias"]
+    return torch_dtype(io if is_mask(bias) else bias.data_type)
+
+
+def is_mask(bias: hg.TensorAttributes) -> bool:
+    """Whether a Bias is a boolean mask (True attends, False hides the key, as torch's bool
+    ``attn_mask``); the engines add it as a bias of 0 and −inf (:mod:`._sdpa_steps`)."""
+    return bias.data_type is hg.DataType.BOOLEAN
+
+
 def flex_device() -> str:
     import torch
 
@@ -212,7 +227,7 @@ def flex_spec(p: SdpaProblem, io: hg.DataType, call: Any = None) -> Any:
         *problem_dims(p), torch_dtype(io), flex_device(), not p.backward,
         call if call is not None else SdpaCall.of(p),
         bias_shape=tuple(p.tensors["Bias"].dim) if p.has("Bias") else None,
-        bias_dtype=torch_dtype(p.tensors["Bias"].data_type) if p.has("Bias") else None,
+        bias_dtype=_bias_dtype(p, io),
         grad_dtypes=tuple(torch_dtype(p.tensors[g].data_type) for g in GRADS if p.has(g))
         if p.backward
         else (),

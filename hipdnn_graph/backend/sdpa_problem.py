@@ -212,8 +212,9 @@ class SdpaProblem:
         """Why a slot's data type is not one an SDPA engine computes with, or ``None``.
 
         Q/K/V/O/dO/Stats/Bias and the gradients must be FLOAT, HALF, BFLOAT16 or DOUBLE; the
-        seq-len tensors INT32 or INT64; a dropout mask may also be UINT8, INT8 or BOOLEAN;
-        pass-by-value scalar slots may be of any type.
+        seq-len tensors INT32 or INT64; a dropout mask may also be UINT8, INT8 or BOOLEAN; a Bias
+        may also be BOOLEAN (a mask: True attends, False hides the key, as torch's bool
+        ``attn_mask``); pass-by-value scalar slots may be of any type.
         """
         for slot, tensor in self.tensors.items():
             if slot in _SCALAR_SLOTS:
@@ -245,6 +246,7 @@ _SLOT_TYPES = {
     "SEQ_LEN_Q": frozenset({DataType.INT32, DataType.INT64}),
     "SEQ_LEN_KV": frozenset({DataType.INT32, DataType.INT64}),
     "Dropout_mask": _FLOAT_TYPES | {DataType.UINT8, DataType.INT8, DataType.BOOLEAN},
+    "Bias": _FLOAT_TYPES | {DataType.BOOLEAN},
 }
 
 

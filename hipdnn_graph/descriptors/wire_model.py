@@ -51,7 +51,6 @@ from .wire_trusted import (
     refuse_unmodelled,
 )
 from .wire_values import (
-    BOOLEAN_NOTE,
     DATA_TYPE_NAMES,
     VALUE_CODES,
     WIRE_DATA_TYPES,
@@ -64,7 +63,6 @@ from .wire_values import (
 )
 
 __all__ = [
-    "BOOLEAN_NOTE",
     "DATA_TYPE_NAMES",
     "MAX_DIM",
     "MAX_INPUT_BYTES",

@@ -5,7 +5,7 @@
 
 Example:
     >>> from hipdnn_graph.types import DataType
-    >>> WIRE_DATA_TYPES[DataType.INT4], WIRE_DATA_TYPES[DataType.FP8_E4M3_FNUZ]
+    >>> WIRE_DATA_TYPES[DataType.INT4], WIRE_DATA_TYPES[DataType.BOOLEAN]
     (14, 16)
     >>> encode_value(0.1, DataType.HALF, "scale")
     (<ValueMember.Float16Value: 2>, 0.10000000149011612)
@@ -24,7 +24,7 @@ from ..types import DataType
 from .wire_rules import unsupported
 
 __all__ = [
-    "BOOLEAN_NOTE",
+    "AFTER_INT64",
     "DATA_TYPE_NAMES",
     "VALUE_CODES",
     "WIRE_DATA_TYPES",
@@ -38,6 +38,16 @@ __all__ = [
 
 # ----- data types (A5) ---------------------------------------------------------------------------
 
+#: hipDNN's ``DataType`` numbers from 16 on, in order: the one place to change if hipDNN's
+#: schema is read otherwise. Every hipDNN ``data_types.fbs`` that has BOOLEAN numbers it 16 and the
+#: two FNUZ types 17 and 18 (the backend's ``hipdnnDataType_t`` inserts BOOLEAN after INT64 the
+#: same way); the reference copy (ROCm/rocm-libraries 0f9f111) predates BOOLEAN and numbers the
+#: FNUZ types 16 and 17. docs/serialization.md lists the sources.
+AFTER_INT64: tuple[DataType, ...] = (
+    DataType.BOOLEAN,
+    DataType.FP8_E4M3_FNUZ,
+    DataType.FP8_E5M2_FNUZ,
+)
 #: Frontend DataType → hipDNN's ``DataType`` number in ``data_types.fbs``. Types that are missing
 #: have no number there and cannot be written.
 WIRE_DATA_TYPES: dict[DataType, int] = {
@@ -57,16 +67,13 @@ WIRE_DATA_TYPES: dict[DataType, int] = {
     DataType.FP6_E3M2: 13,
     DataType.INT4: 14,
     DataType.INT64: 15,
-    DataType.FP8_E4M3_FNUZ: 16,
-    DataType.FP8_E5M2_FNUZ: 17,
+    **{dtype: 16 + i for i, dtype in enumerate(AFTER_INT64)},
 }
 _FROM_WIRE = {number: dtype for dtype, number in WIRE_DATA_TYPES.items()}
 #: hipDNN's JSON spelling of each data type (lower case; NOT_SET is "unset").
 DATA_TYPE_NAMES: dict[DataType, str] = {
     dtype: "unset" if dtype is DataType.NOT_SET else dtype.name.lower() for dtype in WIRE_DATA_TYPES
 }
-#: Why BOOLEAN has no number: newer hipDNN has it, but no schema available here gives its number.
-BOOLEAN_NOTE = "possibly BOOLEAN, which no hipDNN schema available here numbers"
 
 
 def wire_data_type(dtype: DataType, where: str) -> int:
@@ -89,8 +96,7 @@ def data_type_from_wire(number: int, where: str) -> DataType:
     """
     dtype = _FROM_WIRE.get(number)
     if dtype is None:
-        note = f" ({BOOLEAN_NOTE})" if number == len(_FROM_WIRE) else ""
-        raise unsupported(f"{where}: DataType {number} is not in hipDNN's schema{note}")
+        raise unsupported(f"{where}: DataType {number} is not in hipDNN's schema")
     return dtype
 
 
@@ -138,6 +144,7 @@ _MEMBERS: dict[DataType, ValueMember] = {
     DataType.DOUBLE: ValueMember.Float64Value,
     DataType.INT32: ValueMember.Int32Value,
     DataType.INT64: ValueMember.Int64Value,
+    DataType.BOOLEAN: ValueMember.BoolValue,
     **dict.fromkeys(_BYTE_TYPES, ValueMember.Float8Value),
 }
 _F32 = struct.Struct("<f")
@@ -163,7 +170,7 @@ def encode_value(value: Any, dtype: DataType, where: str) -> tuple[ValueMember, 
     """The TensorValue member and raw content that store ``value`` in a ``dtype`` tensor.
 
     Float32/16, BFloat16Value hold the nearest binary32 (a Python float); Float8Value the 8-bit
-    pattern (an int); the others the value itself.
+    pattern (an int); BoolValue a bool; the others the value itself.
 
     Raises:
         HipdnnError: UNSUPPORTED_GRAPH_FORMAT when the type has no member or the value does not fit.
@@ -176,6 +183,10 @@ def encode_value(value: Any, dtype: DataType, where: str) -> tuple[ValueMember, 
         return member, float32(float(value), where)
     if code == "d":
         return member, float(value)
+    if code == "?":
+        if not isinstance(value, (bool, np.bool_, int)) or value not in (0, 1):
+            raise unsupported(f"{where}: {value!r} is not a {dtype.name} value")
+        return member, bool(value)
     if code == "B":
         scalar_type = _BYTE_TYPES[dtype]
         if dtype in (DataType.UINT8, DataType.INT8):

@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -50,6 +49,7 @@ from ..backend.progress import progress_enabled
 from ..backend.tuning_store import default_store_path, load_entry, record_key, save_entry
 from ..errors import HipdnnError
 from ..types import ErrorCode
+from .autotune_timing import autotune_table, device_name, measure, on_device, timer
 from .autotune_types import (
     AutotuneCacheWriteOutcome,
     AutotuneConfig,
@@ -63,8 +63,8 @@ from .autotune_types import (
 )
 from .content_key import graph_content_key
 from .engine_configs import BENCHMARKING_KNOB, PlanSpec, engine_for_graph
+from .engine_plans import build_one_plan
 from .execution import BuiltPlan, execute
-from .lifecycle import build_one_plan
 
 if TYPE_CHECKING:
     from . import Graph
@@ -88,89 +88,6 @@ class _Candidate:
 
 def _settings(values: Mapping[str, KnobValue]) -> list[KnobSetting]:
     return [KnobSetting(k, v) for k, v in sorted(values.items())]
-
-
-def _device(pack: Mapping[Any, Any]) -> str:
-    for value in pack.values():
-        device = getattr(value, "device", None)
-        if getattr(device, "type", None) == "cuda":
-            import torch
-
-            return f"cuda:{torch.cuda.get_device_name(device)}"
-    return "cpu"
-
-
-def _on_device(pack: Mapping[Any, Any]) -> bool:
-    return _device(pack) != "cpu"
-
-
-def _timer(on_device: bool) -> Callable[[Callable[[], None]], float]:
-    """A function timing one call in milliseconds (CUDA events on torch's current stream for
-    device buffers, the host clock otherwise)."""
-    if not on_device:
-
-        def host(call: Callable[[], None]) -> float:
-            began = time.perf_counter()
-            call()
-            return (time.perf_counter() - began) * 1e3
-
-        return host
-    import torch
-
-    def device(call: Callable[[], None]) -> float:
-        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-        start.record()
-        call()
-        end.record()
-        end.synchronize()
-        return float(start.elapsed_time(end))
-
-    return device
-
-
-def _measure(
-    call: Callable[[], None], config: AutotuneConfig, timer: Callable[[Callable[[], None]], float]
-) -> tuple[list[float], bool]:
-    """The timed runs' milliseconds and whether they converged (see
-    :class:`~hipdnn_graph.graph.autotune_types.AutotuneStrategy`)."""
-    for _ in range(config.warmup_iterations):
-        timer(call)
-    if config.strategy == AutotuneStrategy.FIXED_AVERAGE:
-        return [timer(call) for _ in range(config.timed_iterations)], True
-    times: list[float] = []
-    while len(times) < config.max_iterations:
-        times.append(timer(call))
-        if len(times) >= config.window_size:
-            window = times[-config.window_size :]
-            mean = sum(window) / len(window)
-            spread = math.sqrt(sum((t - mean) ** 2 for t in window) / len(window))
-            if mean > 0 and spread / mean < config.stability_threshold:
-                return times, True
-    return times, False
-
-
-def autotune_table(results: Sequence[AutotuneResult]) -> str:
-    """What ``autotune`` tried, one row per candidate, fastest first.
-
-    Example:
-        >>> print(autotune_table([AutotuneResult(engine_name="E", min_time_ms=0.5,
-        ...       avg_time_ms=0.6, iterations_run=3, rank=0, succeeded=True)]))
-        rank  engine  knobs  min ms  avg ms  runs  note
-        0     E       -      0.5000  0.6000  3
-    """
-    rows = [["rank", "engine", "knobs", "min ms", "avg ms", "runs", "note"]]
-    for r in sorted(results, key=lambda r: (not r.succeeded, r.rank)):
-        knobs = ", ".join(f"{s.knob_id}={s.value}" for s in r.knob_settings) or "-"
-        note = "stored choice" if r.from_store else r.error_message
-        if r.succeeded:
-            rows.append([str(r.rank), r.engine_name, knobs, f"{r.min_time_ms:.4f}",
-                         f"{r.avg_time_ms:.4f}", str(r.iterations_run), note])  # fmt: skip
-        else:
-            rows.append(["-", r.engine_name, knobs, "-", "-", "-", note])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
-    return "\n".join(line.rstrip() for line in lines)
 
 
 class GraphAutotune:
@@ -341,7 +258,7 @@ class GraphAutotune:
                 ErrorCode.INVALID_VALUE,
                 f"No execution plans were benchmarkable ({len(candidates)} candidates: {why}).",
             )
-        device = _device(variant_pack)
+        device = device_name(variant_pack)
         key = record_key(graph_content_key(graph), device, [c.label() for c in timed])
         path = Path(storage.file_path) if str(storage.file_path) else default_store_path()
         if storage.enabled and not config.retune:
@@ -407,7 +324,7 @@ class GraphAutotune:
         """Build and warm up every candidate, then time them: FIXED_AVERAGE in rounds (one run
         of each candidate per round, so a passing load or clock change hits them alike),
         RUN_UNTIL_STABLE one after the other (each until it converges)."""
-        timer = _timer(_on_device(pack))
+        clock = timer(on_device(pack))
         out: dict[int, AutotuneResult] = {}
         built: dict[int, BuiltPlan] = {}
         times: dict[int, list[float]] = {}
@@ -436,14 +353,14 @@ class GraphAutotune:
             for _ in range(config.timed_iterations):
                 for index, plan in list(built.items()):
                     try:
-                        times[index].append(timer(partial(run, plan)))
+                        times[index].append(clock(partial(run, plan)))
                     except Exception as exc:
                         failed(index, exc)
         else:
             no_warmup = replace(config, warmup_iterations=0)
             for index, plan in list(built.items()):
                 try:
-                    times[index], converged[index] = _measure(partial(run, plan), no_warmup, timer)
+                    times[index], converged[index] = measure(partial(run, plan), no_warmup, clock)
                 except Exception as exc:
                     failed(index, exc)
         for index in built:

@@ -52,8 +52,9 @@ from ..descriptors.compiled_plan import (
 from ..descriptors.fb_read import CONTAINER_IDENTIFIER
 from ..errors import HipdnnError
 from ..types import ErrorCode
+from .engine_plans import binder_for
 from .execution import BuiltPlan
-from .lifecycle import PlanState, binder_for, build_operation_graph
+from .lifecycle import PlanState, build_operation_graph
 
 if TYPE_CHECKING:
     from . import Graph

@@ -44,7 +44,8 @@ from ..backend.registry import current_registry
 from ..descriptors.engine_wire import EngineConfig, EngineDetails
 from ..errors import HipdnnError
 from ..types import ErrorCode, HeuristicMode
-from .lifecycle import PlanState, active_plan, rank_engines
+from .engine_plans import rank_engines
+from .lifecycle import PlanState, active_plan
 
 if TYPE_CHECKING:
     from . import Graph

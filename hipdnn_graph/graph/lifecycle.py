@@ -18,14 +18,13 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from ..backend.allocation import check_allocation
-from ..backend.contract import Engine, build_engine_plan, checked_support, engine_id
+from ..backend.contract import Engine, engine_id
 from ..backend.heuristics import rank_by_modes
 from ..backend.knobs import KnobValue, knob_defaults
-from ..backend.registry import current_registry
-from ..backend.variant_pack import TensorSpec, VariantPackBinder
 from ..errors import HipdnnError, NotSupportedError
 from ..tensor import TensorAttributes, assign_uid
 from ..types import BuildPlanPolicy, ErrorCode, HeuristicMode
+from .engine_plans import binder_for, build_one_plan, deselected, rank_engines
 from .execution import NO_PLAN_MESSAGE, BuiltPlan, execute, out_of_bounds, run, run_plan
 from .overrides import check_pack, normalize_overrides, plan_at_shapes
 
@@ -158,7 +157,7 @@ def create_execution_plans(
     _ensure_lowered(graph, state)
     state.modes = checked
     ranked, state.refusals = rank_engines(graph)
-    ranked = _deselected(graph, ranked, state.refusals)
+    ranked = deselected(graph, ranked, state.refusals)
     ranked = rank_by_modes(ranked, checked, graph)
     preferred = graph.get_preferred_engine_id_ext()
     if preferred is not None:
@@ -175,43 +174,6 @@ def create_execution_plans(
             _LOG.debug("graph '%s': engine %s refuses: %s", name, engine_name, reason)
         best_first = ", ".join(e.name for e in ranked) or "none"
         _LOG.debug("graph '%s': engines that apply, best first: %s", name, best_first)
-
-
-def _deselected(
-    graph: Graph, ranked: list[Engine], refusals: list[tuple[str, str]]
-) -> list[Engine]:
-    """``ranked`` without the engines the graph's filters bar (each added to ``refusals`` with
-    the filter's reason; see :mod:`hipdnn_graph.graph.selection`)."""
-    filters = graph.engine_filters()
-    if filters.is_empty():
-        return ranked
-    kept = []
-    for engine in ranked:
-        try:
-            workspace: int | None = int(engine.workspace_size(graph))
-        except Exception:
-            workspace = None
-        reason = filters.reason(engine, workspace)
-        if reason is None:
-            kept.append(engine)
-        else:
-            refusals.append((engine.name, reason))
-    return kept
-
-
-def rank_engines(graph: Graph) -> tuple[list[Engine], list[tuple[str, str]]]:
-    """The registered engines that accept ``graph``, best (lowest ``priority``) first, and the
-    ``(name, reason)`` of each that refuses it."""
-    accepted: list[tuple[int, int, Engine]] = []
-    refusals: list[tuple[str, str]] = []
-    for order, engine in enumerate(current_registry().engines()):
-        support_ok, reason = checked_support(engine, graph)
-        if support_ok:
-            accepted.append((int(getattr(engine, "priority", 100)), order, engine))
-        else:
-            refusals.append((engine.name, reason or "refused without a reason"))
-    accepted.sort(key=lambda item: (item[0], item[1]))
-    return [engine for _, _, engine in accepted], refusals
 
 
 def _preferred_passed_over(
@@ -244,33 +206,6 @@ def check_support(graph: Graph, state: PlanState) -> None:
     raise NotSupportedError(f"No engine supports graph '{name}':\n{lines}")
 
 
-def binder_for(
-    graph: Graph, array_kind: str, keys: Mapping[int, TensorAttributes] | None = None
-) -> VariantPackBinder:
-    """The variant-pack binder of ``graph``'s non-virtual, non-constant tensors; with ``keys``
-    (uid -> tensor) the pack is keyed by those tensors instead of the graph's own (a graph at
-    override shapes is bound with the caller's tensors)."""
-    produced = {id(t) for node in graph.nodes for t in node.outputs()}
-    specs = []
-    for t in graph.graph_tensors():
-        if t.is_virtual or (t.value is not None and not t.is_pass_by_value):
-            continue
-        spec = TensorSpec.of(t, is_output=id(t) in produced)
-        if keys is not None:
-            spec.tensor = keys.get(spec.uid, t)
-        specs.append(spec)
-    return VariantPackBinder(specs, array_kind=array_kind)
-
-
-def build_one_plan(graph: Graph, engine: Engine, knobs: Mapping[str, KnobValue]) -> BuiltPlan:
-    """``engine``'s plan for ``graph`` with every knob value in ``knobs`` (whatever it raises
-    is the engine's failure)."""
-    plan = build_engine_plan(engine, graph, dict(knobs))
-    workspace = int(engine.workspace_size(graph))
-    binder = binder_for(graph, getattr(engine, "array_kind", "numpy"))
-    return BuiltPlan(engine, plan, workspace, binder, dict(knobs))
-
-
 def build_plans(graph: Graph, state: PlanState, policy: BuildPlanPolicy | int) -> None:
     """Build the first buildable plan (HEURISTICS_CHOICE) or every candidate's plan (ALL),
     once the graph is within the allocation bound (:mod:`hipdnn_graph.backend.allocation`)."""
@@ -283,9 +218,7 @@ def build_plans(graph: Graph, state: PlanState, policy: BuildPlanPolicy | int) -
     for engine in state.candidates:
         try:
             knobs = knob_defaults(engine) | state.knob_values.get(engine.name, {})
-            plan = build_engine_plan(engine, graph, knobs)
-            workspace = int(engine.workspace_size(graph))
-            binder = binder_for(graph, getattr(engine, "array_kind", "numpy"))
+            built = build_one_plan(graph, engine, knobs)
         except Exception as exc:
             failures.append(f"  {engine.name}: {type(exc).__name__}: {exc}")
             if _LOG.isEnabledFor(logging.DEBUG):
@@ -293,8 +226,7 @@ def build_plans(graph: Graph, state: PlanState, policy: BuildPlanPolicy | int) -
                            graph.get_name() or "<unnamed>", engine.name, type(exc).__name__,
                            exc)  # fmt: skip
             continue
-        flag = graph.is_override_shape_enabled()
-        state.plans.append(BuiltPlan(engine, plan, workspace, binder, knobs, flag))
+        state.plans.append(built)
         if policy == BuildPlanPolicy.HEURISTICS_CHOICE:
             break
     if not state.plans:

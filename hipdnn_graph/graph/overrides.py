@@ -341,8 +341,8 @@ def _build_variant(
     by_uid: Mapping[int, TensorAttributes],
     signature: Signature,
 ) -> BuiltPlan:
+    from .engine_plans import binder_for
     from .execution import BuiltPlan
-    from .lifecycle import binder_for
 
     uids, shapes, strides = signature
     if all(

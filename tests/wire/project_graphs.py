@@ -405,10 +405,11 @@ _SCALE_VALUES: list[tuple[str, Any]] = [
     ("FP8_E5M2", -0.25),
     ("FP8_E4M3_FNUZ", 0.5),
     ("FP8_E5M2_FNUZ", 2.0),
+    ("BOOLEAN", True),
 ]
 
 WRITABLE: dict[str, Callable[[], hg.Graph]] = {
-    **{name: build for name, build in cases.CASES.items() if name != "scalar_boolean"},
+    **cases.CASES,
     "bwd_band_dropout": backward_band_dropout,
     "pointwise_chain": pointwise_chain,
     "attention_then_pointwise": attention_then_pointwise,
@@ -458,9 +459,6 @@ def _pooled(
 
 #: graph -> a word the refusal's message must contain.
 UNWRITABLE: dict[str, tuple[Callable[[], hg.Graph], str]] = {
-    # [U] BOOLEAN has no number in the available schema (A5): the writer refuses it
-    "boolean_value": (dict(cases.CASES)["scalar_boolean"], "BOOLEAN"),
-    "boolean_io": (io_type(hg.DataType.BOOLEAN), "BOOLEAN"),
     **{
         f"no_number_{name.lower()}": (io_type(hg.DataType[name]), name)
         for name in ("INT8x4", "UINT8x4", "INT8x32", "FAST_FLOAT_FOR_FP8", "COMPLEX_FP32")

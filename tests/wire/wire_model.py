@@ -45,8 +45,9 @@ HIPDNN_DATA_TYPES = {
     "FP6_E3M2": 13,
     "INT4": 14,
     "INT64": 15,
-    "FP8_E4M3_FNUZ": 16,
-    "FP8_E5M2_FNUZ": 17,
+    "BOOLEAN": 16,
+    "FP8_E4M3_FNUZ": 17,
+    "FP8_E5M2_FNUZ": 18,
 }
 
 #: TensorValue member -> (tag, struct format): the members are structs (A4).
@@ -689,6 +690,8 @@ def expected_value(data_type: hg.DataType, value: Any) -> dict[str, Any]:
         return value_fields("Int64Value", int(value))
     if name in ("UINT8", "INT8"):
         return value_fields("Float8Value", int(value) & 0xFF)
+    if name == "BOOLEAN":
+        return value_fields("BoolValue", bool(value))
     if name in _FP8_DTYPES:
         encoded = np.array([value], dtype=_FP8_DTYPES[name])
         assert float(encoded[0]) == value, f"{value} is not exact in {name}"

@@ -36,6 +36,7 @@ from hipdnn_graph.backend import SdpaProblem
 from .._ranking import philox_deferral
 
 __all__ = [
+    "BOOLEAN_BIAS",
     "ENGINE_NAME",
     "INSTALL_HINT",
     "PRIORITY",
@@ -61,6 +62,8 @@ MASK_BACKWARD = (
 )
 
 _LOWP = frozenset({hg.DataType.HALF, hg.DataType.BFLOAT16})
+#: cudnn-frontend's SDPA adds its bias to the scores; it has no boolean mask input
+BOOLEAN_BIAS = "cuDNN's SDPA adds a bias of a float type; it takes no BOOLEAN mask"
 
 
 def environment_refusal(
@@ -101,6 +104,8 @@ def node_refusal(p: SdpaProblem, *, preferred: bool) -> str | None:
     for slot in ("K", "V", "O", "dO", "dQ", "dK", "dV"):
         if p.has(slot) and p.tensors[slot].data_type != io:
             return f"{node}: cuDNN attention needs {slot} in Q's data type ({io.name})"
+    if p.has("Bias") and p.tensors["Bias"].data_type == hg.DataType.BOOLEAN:
+        return f"{node}: {BOOLEAN_BIAS}"
     if p.has("Stats") and p.tensors["Stats"].data_type != hg.DataType.FLOAT:
         return f"{node}: cuDNN attention keeps Stats in FLOAT"
     if p.has("Stats") and len(p.tensors["Stats"].dim) != 4:
