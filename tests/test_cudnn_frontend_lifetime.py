@@ -143,7 +143,7 @@ def test_the_engine_and_its_plans_are_held_and_release_drops_their_cudnn_graphs(
 ) -> None:
     engine = fe_engine.CudnnFrontendEngine()
     step = _step()
-    monkeypatch.setattr(engine, "_node_graph", lambda p: step)
+    monkeypatch.setattr(engine, "_node_graph", lambda p, index=0: step)
     engine._built[("key",)] = step
     g = hg.Graph(io_data_type=hg.DataType.BFLOAT16, compute_data_type=hg.DataType.FLOAT)
     q = g.tensor(name="Q", dim=[1, 2, 64, 64])

@@ -97,7 +97,7 @@ class TorchSdpaPlan(ReplayedPlan):
     def _staged(self, buffers: dict[int, Any]) -> None:
         import torch
 
-        if not torch.cuda.is_available():  # the kernel says why it cannot run
+        if not torch.cuda.device_count():  # no device: the kernel says why it cannot run
             self.run_now(buffers)
             return
         device = torch.device("cuda", torch.cuda.current_device())

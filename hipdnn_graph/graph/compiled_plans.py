@@ -138,8 +138,9 @@ class CompiledPlans:
     """hipDNN's compiled-plan methods (see the module docstring)."""
 
     _state: PlanState
-    #: the plan blob of the ``HDGP`` container this graph was read from (None: there was none)
     embedded_plan: bytes | None = None
+    """The plan blob of the ``HDGP`` container this graph was read from (None: there was none);
+    :meth:`restore_embedded_plan` makes it the active plan."""
 
     def _graph(self) -> Graph:
         return cast("Graph", self)

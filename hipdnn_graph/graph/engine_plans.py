@@ -4,10 +4,13 @@ share these).
 
 Example:
     >>> import hipdnn_graph as hg
-    >>> g = hg.Graph()
-    >>> _ = g.pointwise(g.tensor(name="x", dim=[4]), mode=hg.PointwiseMode.EXP)
+    >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+    >>> y = g.pointwise(g.tensor(name="x", dim=[4]), mode=hg.PointwiseMode.EXP).set_output(True)
+    >>> g.validate()
     >>> ranked, refusals = rank_engines(g)
     >>> "NUMPY_REFERENCE_ENGINE" in [e.name for e in ranked]
+    True
+    >>> dict(refusals)["CUDNN_FRONTEND_ENGINE"].startswith("does not run POINTWISE nodes")
     True
 """
 
