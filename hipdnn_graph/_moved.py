@@ -12,6 +12,8 @@ Example:
     >>> old = importlib.import_module("hipdnn_graph.keyword_types")
     >>> old is importlib.import_module("hipdnn_graph.graph.builders.keyword_types")
     True
+    >>> old.__spec__.name  # the module keeps its own spec
+    'hipdnn_graph.graph.builders.keyword_types'
 """
 
 from __future__ import annotations
@@ -64,13 +66,22 @@ class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             return None
         return importlib.util.spec_from_loader(fullname, self)
 
+    def __init__(self) -> None:
+        #: the module's own spec, by module id, between create_module and exec_module
+        self._own_specs: dict[int, importlib.machinery.ModuleSpec | None] = {}
+
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         """The module at the new path (imported if it was not yet)."""
         name = spec.name.rpartition(".")[2]
-        return importlib.import_module(f"{_PACKAGE}.{MOVED[name]}")
+        module = importlib.import_module(f"{_PACKAGE}.{MOVED[name]}")
+        self._own_specs[id(module)] = module.__spec__
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        """Nothing to run: the new module ran when it was imported."""
+        """Nothing to run (the new module ran when it was imported); the import system has set
+        the old path's spec on it, which its own is put back over (a module whose ``__spec__``
+        names another package makes its relative imports warn)."""
+        module.__spec__ = self._own_specs.pop(id(module), module.__spec__)
 
 
 def install() -> None:

@@ -195,6 +195,10 @@ def test_every_old_module_path_imports_the_moved_module(old: str) -> None:
     assert moved is importlib.import_module(f"hipdnn_graph.{MOVED[old]}")
     assert not (CORE / f"{old}.py").exists()  # the alias is the table's, not a module left over
     assert moved.__name__ == f"hipdnn_graph.{MOVED[old]}"
+    # its own spec stays: one naming the old path made its relative imports raise ImportWarning
+    # ("__package__ != __spec__.parent"), an error where warnings are errors
+    assert moved.__spec__ is not None and moved.__spec__.name == moved.__name__
+    assert moved.__spec__.parent == moved.__package__
 
 
 def test_an_unknown_module_path_is_still_not_found() -> None:
