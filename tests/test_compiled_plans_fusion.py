@@ -17,6 +17,7 @@ from hipdnn_graph.descriptors.compiled_plan import read_compiled_plan, write_com
 
 torch = pytest.importorskip("torch")
 import hipdnn_graph_torch_rocm.family_engines as fe  # noqa: E402
+import hipdnn_graph_torch_rocm.family_fusion as ff  # noqa: E402
 
 F = hg.DataType.FLOAT
 
@@ -45,7 +46,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
     """A fusion engine (eager compile backend, racing on the CPU) alone in the registry, with
     its races and torch.compile calls counted."""
     counts = {"races": 0, "compiles": 0}
-    measure, compile_ = vars(fe)["measure"], torch.compile
+    measure, compile_ = vars(ff)["measure"], torch.compile
 
     def counting_measure(*args: Any, **kwargs: Any) -> Any:
         counts["races"] += 1
@@ -55,9 +56,9 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
         counts["compiles"] += 1
         return compile_(*args, **kwargs)
 
-    monkeypatch.setattr(fe, "measure", counting_measure)
+    monkeypatch.setattr(ff, "measure", counting_measure)
     monkeypatch.setattr(torch, "compile", counting_compile)
-    monkeypatch.setattr(fe, "_VERDICTS", {})
+    monkeypatch.setattr(ff, "_VERDICTS", {})
     with isolated_registry(load_entry_points=False):
         register_backend(_Backend(fe.TorchFusionEngine(backend="eager", autotune=True)))
         yield counts
@@ -81,7 +82,7 @@ def test_a_loaded_fusion_plan_keeps_its_choice_without_racing(counted: dict[str,
     data = g.to_compiled_plan_binary()
     choice = g._state.active.plan.choice  # type: ignore[union-attr]
     assert json.loads(read_compiled_plan(data).engine_payload) == {"format": 1, "choice": choice}
-    fe._VERDICTS.clear()  # as in a fresh process
+    ff._VERDICTS.clear()  # as in a fresh process
     loaded = hg.Graph.from_compiled_plan_binary(data)
     assert counted["races"] == 1  # no second race
     assert loaded._state.active.plan.choice == choice  # type: ignore[union-attr]

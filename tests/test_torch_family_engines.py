@@ -21,7 +21,7 @@ from hipdnn_graph.backend.contract import checked_support  # noqa: E402
 from hipdnn_graph_torch_rocm import (  # noqa: E402
     TorchEagerEngine,
     TorchFusionEngine,
-    family_engines,
+    family_fusion,
 )
 
 FUSION, EAGER = "TORCH_FUSION_ENGINE", "TORCH_EAGER_ENGINE"
@@ -146,11 +146,11 @@ def test_a_single_norm_is_raced_where_autotune_runs() -> None:
     case = EX.single_layernorm(16, 32, io=hg.DataType.FLOAT)
     g = case.graph.build_operation_graph()
     assert engine.check(g).ok
-    family_engines._VERDICTS.clear()
+    family_fusion._VERDICTS.clear()
     try:
         plan = engine.build_plan(g)
     finally:
-        family_engines._VERDICTS.clear()
+        family_fusion._VERDICTS.clear()
     assert counter.calls == 1 and set(plan.timings) == {"fused", "eager"}
     assert plan.cut is None  # no writer to leave out of the compiled function
     (out,) = case.outputs
@@ -272,7 +272,7 @@ def test_autotune_measures_both_plans_and_caches_the_verdict() -> None:
     engine = TorchFusionEngine(backend=counter, autotune=True)
     case = _example("rmsnorm_matmul")
     case.graph.build_operation_graph()
-    family_engines._VERDICTS.clear()
+    family_fusion._VERDICTS.clear()
     first = engine.build_plan(case.graph)
     assert set(first.timings) == {"fused", "eager"}
     assert first.choice == min(first.timings, key=first.timings.__getitem__)
@@ -281,7 +281,7 @@ def test_autotune_measures_both_plans_and_caches_the_verdict() -> None:
     assert counter.calls == (
         2 if first.choice == "fused" else 1
     )  # an eager verdict skips compiling
-    family_engines._VERDICTS.clear()
+    family_fusion._VERDICTS.clear()
 
 
 def test_environment_chooses_the_compile_backend(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -741,7 +741,7 @@ def test_autotune_survives_example_routes_the_eager_lowering_refuses() -> None:
     engine = TorchFusionEngine(backend=counter, autotune=True)
     g, feeds, out = _moe_graph("SCATTER")
     g.build_operation_graph()
-    family_engines._VERDICTS.clear()
+    family_fusion._VERDICTS.clear()
     plan = engine.build_plan(g)
     assert plan.choice == "fused" and plan.timings == {} and counter.calls == 1
     pack: dict[Any, Any] = {t.get_uid(): cases.as_torch(v) for t, v in feeds.items()}
@@ -749,7 +749,7 @@ def test_autotune_survives_example_routes_the_eager_lowering_refuses() -> None:
     plan.execute(pack, None)
     want = _reference_outputs(g, feeds)[out]
     assert cases.max_rel_error(pack[out.get_uid()], torch.from_numpy(want)) < 1e-6
-    family_engines._VERDICTS.clear()
+    family_fusion._VERDICTS.clear()
 
 
 def test_inductor_on_the_cpu_compiles_block_scale_and_moe_to_the_references_bits() -> None:

@@ -172,7 +172,7 @@ class FamilyProgram:
         The fusion engine compiles the steps before it and runs this tail eagerly: a compiled
         function returns fresh tensors and then copies them into the caller's buffers, and
         inductor folds that copy into a pointwise kernel but not into a matmul's result, which
-        a writer produces in place (:class:`~.family_engines.FamilyFusionPlan`).
+        a writer produces in place (:class:`~.family_fusion.FamilyFusionPlan`).
         """
         cut = len(self.steps)
         while cut > 0 and self.steps[cut - 1].write is not None:
