@@ -35,6 +35,7 @@ __all__ = [
     "check_single_producer",
     "collector_paused",
     "graph_inputs",
+    "ragged_offsets",
 ]
 
 #: each node's tensors (input or output), one collection per node, in any order
@@ -96,6 +97,28 @@ def check_duplicate_uids(ins: Slots, outs: Slots) -> None:
             ErrorCode.INVALID_VALUE,
             "Duplicate tensor UIDs found in the graph: " + ", ".join(map(str, sorted(duplicates))),
         )
+
+
+def ragged_offsets(
+    tensors: Iterable[TensorAttributes], known: Container[int] = ()
+) -> list[TensorAttributes]:
+    """The offsets tensors of the packed (ragged) ``tensors``, each once, skipping those whose id
+    is in ``known``: a graph reads them too, although no node slot holds them.
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> off = hg.TensorAttributes(name="off")
+        >>> q = hg.TensorAttributes(name="q").set_ragged_offset(off)
+        >>> o = hg.TensorAttributes(name="o").set_ragged_offset(off)
+        >>> [t.name for t in ragged_offsets([q, o])]
+        ['off']
+    """
+    found: dict[int, TensorAttributes] = {}
+    for tensor in tensors:
+        offsets = tensor.__dict__["ragged_offset"]
+        if offsets is not None and id(offsets) not in known:
+            found.setdefault(id(offsets), offsets)
+    return list(found.values())
 
 
 def graph_inputs(

@@ -90,6 +90,9 @@ class GraphValidation:
         producers = last_producers(outs)  # who writes each tensor, for the next three steps
         self._order = self._sort(ins, producers)
         inputs = rules.graph_inputs(self._order, in_slots, producers)
+        inputs += rules.ragged_offsets(
+            (t for slots in (*ins, *outs) for t in slots), {id(t) for t in inputs}
+        )
         for tensor in inputs:
             tensor.fill_from_context(self.attributes)
             tensor.check()
@@ -141,3 +144,6 @@ class GraphValidation:
             yield attributes
             yield from attributes.inputs.values()
             yield from attributes.outputs.values()
+            yield from rules.ragged_offsets(
+                [*attributes.inputs.values(), *attributes.outputs.values()]
+            )
