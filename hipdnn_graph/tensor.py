@@ -406,8 +406,12 @@ class TensorAttributes(BaseModel):
         )
 
     def clone(self) -> TensorAttributes:
-        """A new, independent handle with the same content (uid included)."""
-        return self.model_copy(deep=True)
+        """A new, independent handle with the same content (uid included); a packed tensor's copy
+        shares its offsets tensor (a handle, as hipDNN's ``shared_ptr``)."""
+        copy = self.model_copy(deep=True)
+        if self.ragged_offset is not None:
+            copy.__dict__["ragged_offset"] = self.ragged_offset
+        return copy
 
 
 def check_ragged(tensor: TensorAttributes) -> None:

@@ -56,6 +56,20 @@ def test_setters_chain_and_getters_read_back() -> None:
     assert t.clear_ragged_offset().get_ragged_offset() is None
 
 
+def test_keywords_and_clone() -> None:
+    off = _offsets("off")
+    t = hg.TensorAttributes(name="q", ragged_offset=off, ragged_offset_multiplier=8)
+    assert t.get_ragged_offset() is off and t.get_ragged_offset_multiplier() == 8
+    copy = t.clone()
+    assert copy is not t and copy.get_ragged_offset() is off  # the offsets handle is shared
+    with pytest.raises(hg.HipdnnError) as err:
+        hg.TensorAttributes(name="q", ragged_offset_multiplier=True)
+    assert (
+        err.value.message
+        == "TensorAttributes ragged_offset_multiplier must be an integer, got True"
+    )
+
+
 def test_setter_arguments_are_checked() -> None:
     t = hg.TensorAttributes(name="q")
     with pytest.raises(hg.HipdnnError) as err:
