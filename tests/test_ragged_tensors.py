@@ -148,6 +148,25 @@ def test_the_graph_reads_the_offsets_tensors() -> None:
     assert "Tensor K ragged offset off_kv must have dims [4, 1, ...]" in err.value.message
 
 
+def test_offsets_a_node_writes_are_refused() -> None:
+    g = hg.Graph(
+        io_data_type=hg.DataType.FLOAT,
+        intermediate_data_type=hg.DataType.FLOAT,
+        compute_data_type=hg.DataType.FLOAT,
+    )
+    lengths = g.tensor(name="lengths", dim=[B + 1, 1, 1, 1], data_type=hg.DataType.INT32)
+    offsets = g.pointwise(lengths, mode=hg.PointwiseMode.IDENTITY, name="copy")
+    offsets.set_output(True).set_name("offsets")
+    x = g.tensor(name="x", dim=[B, H, S, D], stride=TOKEN_MAJOR).set_ragged_offset(offsets)
+    g.pointwise(x, mode=hg.PointwiseMode.EXP, name="exp").set_output(True)
+    with pytest.raises(hg.HipdnnError) as err:
+        g.validate()
+    assert err.value.code == hg.ErrorCode.INVALID_VALUE
+    assert err.value.message == (
+        "Ragged offset tensor offsets is written by a node; offsets must be graph inputs"
+    )
+
+
 def test_raggedness_is_part_of_the_content() -> None:
     a, b = _primary(), _primary()
     assert a.logically_equals(b)

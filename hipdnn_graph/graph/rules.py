@@ -31,6 +31,7 @@ __all__ = [
     "PAUSE_COLLECTOR_NODES",
     "check_duplicate_uids",
     "check_engine_name",
+    "check_offsets_are_inputs",
     "check_real_inputs",
     "check_single_producer",
     "collector_paused",
@@ -119,6 +120,28 @@ def ragged_offsets(
         if offsets is not None and id(offsets) not in known:
             found.setdefault(id(offsets), offsets)
     return list(found.values())
+
+
+def check_offsets_are_inputs(offsets: Iterable[TensorAttributes], produced: Container[int]) -> None:
+    """Refuse a packed tensor's offsets tensor that a node of the graph writes: offsets are
+    bound in the variant pack, as hipDNN's RFC 0014 has them (a check of this project).
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> off = hg.TensorAttributes(name="off")
+        >>> check_offsets_are_inputs([off], {id(off)})
+        Traceback (most recent call last):
+        ...
+        hipdnn_graph.errors.HipdnnError: Ragged offset tensor off is written by a node; offsets \
+must be graph inputs
+    """
+    for tensor in offsets:
+        if id(tensor) in produced:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"Ragged offset tensor {tensor.name} is written by a node; "
+                "offsets must be graph inputs",
+            )
 
 
 def graph_inputs(

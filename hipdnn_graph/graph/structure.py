@@ -106,7 +106,8 @@ class GraphStructure:
         order = self._order if self._order is not None else range(len(self._nodes))
         produced = last_producers([n.attributes.outputs.values() for n in self._nodes])
         inputs = rules.graph_inputs(order, [n.attributes.inputs for n in self._nodes], produced)
-        return inputs + rules.ragged_offsets(self._slot_tensors(), {id(t) for t in inputs})
+        offsets = rules.ragged_offsets(self._slot_tensors(), {id(t) for t in inputs})
+        return inputs + [t for t in offsets if id(t) not in produced]
 
     def _slot_tensors(self) -> Iterator[TensorAttributes]:
         """Every tensor of every node slot (repeats included)."""
