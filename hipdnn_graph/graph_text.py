@@ -144,9 +144,10 @@ def _node_details(node: Any) -> list[str]:
 
 
 def describe(graph: Graph, fmt: str | None = None) -> str:
-    """The graph's tensors (uid, name, dims, strides, type, virtual, by value) and its nodes in
-    execution order with their slots and non-default members, after the :func:`summary` line
-    and the graph's data types: what ``hipdnn-graph show`` prints."""
+    """The graph's tensors (uid, name, dims, strides, type, virtual, by value; the ragged offset
+    too when a tensor is packed) and its nodes in execution order with their slots and
+    non-default members, after the :func:`summary` line and the graph's data types: what
+    ``hipdnn-graph show`` prints."""
     a = graph.attributes
     lines = [
         summary(graph, fmt),
