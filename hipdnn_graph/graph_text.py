@@ -90,6 +90,13 @@ def summary(graph: Graph, fmt: str | None = None) -> str:
     )
 
 
+def _ragged_text(t: TensorAttributes) -> str:
+    """``off_q#4``, with ``x32`` after it for an offset multiplier of 32; empty when dense."""
+    offsets, multiplier = t.ragged_offset, t.ragged_offset_multiplier
+    text = "" if offsets is None else _tensor_ref(offsets)
+    return text + (f" x{multiplier}" if multiplier != 1 else "")
+
+
 def _tensor_ref(t: TensorAttributes) -> str:
     name = safe_text(t.name or "(unnamed)")
     return f"{name}#{t.uid}" if t.uid is not None else name
@@ -137,9 +144,10 @@ def _node_details(node: Any) -> list[str]:
 
 
 def describe(graph: Graph, fmt: str | None = None) -> str:
-    """The graph's tensors (uid, name, dims, strides, type, virtual, by value) and its nodes in
-    execution order with their slots and non-default members, after the :func:`summary` line
-    and the graph's data types: what ``hipdnn-graph show`` prints."""
+    """The graph's tensors (uid, name, dims, strides, type, virtual, by value; the ragged offset
+    too when a tensor is packed) and its nodes in execution order with their slots and
+    non-default members, after the :func:`summary` line and the graph's data types: what
+    ``hipdnn-graph show`` prints."""
     a = graph.attributes
     lines = [
         summary(graph, fmt),
@@ -147,8 +155,12 @@ def describe(graph: Graph, fmt: str | None = None) -> str:
         f"compute {a.compute_data_type.name}",
         "tensors:",
     ]
+    tensors = graph.wire_tensors()
+    # a packed batch's tensors name their offsets tensor (and multiplier) in one more column
+    ragged = any(t.ragged_offset is not None or t.ragged_offset_multiplier != 1 for t in tensors)
     rows = [["uid", "name", "dims", "strides", "type", "virtual", "by value"]]
-    for t in graph.wire_tensors():
+    rows[0] += ["ragged offset"] if ragged else []
+    for t in tensors:
         by_value = (
             safe_text(f"value={t.value!r}")
             if t.value is not None
@@ -165,6 +177,7 @@ def describe(graph: Graph, fmt: str | None = None) -> str:
                 t.data_type.name,
                 "yes" if t.is_virtual else "no",
                 by_value,
+                *([_ragged_text(t)] if ragged else []),
             ]
         )
     lines += table(rows)

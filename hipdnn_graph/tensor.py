@@ -79,6 +79,8 @@ class TensorAttributes(BaseModel):
     | ``is_pass_by_value`` | ``False`` | runtime pass-by-value scalar flag |
     | ``value`` | ``None`` | a compile-time constant scalar (``set_value``) |
     | ``alignment`` | ``16`` | required byte alignment of the buffer |
+    | ``ragged_offset`` | ``None`` | the offsets tensor of a packed (ragged) batch |
+    | ``ragged_offset_multiplier`` | ``1`` | element offset = stored offset × multiplier |
 
     Raises:
         HipdnnError: ``INVALID_VALUE`` when a keyword has the wrong type.
@@ -102,6 +104,10 @@ class TensorAttributes(BaseModel):
     is_pass_by_value: Annotated[bool, keyword(as_flag, "TensorAttributes is_pass_by_value")] = False
     value: Annotated[ScalarValue | None, BeforeValidator(as_scalar_value)] = None
     alignment: Annotated[int, keyword(as_index, "TensorAttributes alignment")] = _DEFAULT_ALIGNMENT
+    ragged_offset: TensorAttributes | None = None
+    ragged_offset_multiplier: Annotated[
+        int, keyword(as_index, "TensorAttributes ragged_offset_multiplier")
+    ] = 1
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -231,6 +237,44 @@ class TensorAttributes(BaseModel):
         self.alignment = as_index(alignment, f"Tensor {self.name} alignment")
         return self
 
+    def set_ragged_offset(self, offsets: TensorAttributes) -> TensorAttributes:
+        """Describe a packed (ragged) batch: ``offsets`` holds ``B + 1`` element offsets (shape
+        ``[B + 1, 1, 1, 1]``, INT32 or INT64, hipDNN's and cuDNN's ``set_ragged_offset``);
+        sequence ``b`` occupies elements ``[offsets[b], offsets[b + 1])`` of the buffer, times
+        :meth:`set_ragged_offset_multiplier`. The dims stay the padded maximum shape.
+
+        Example:
+            >>> from hipdnn_graph import DataType, TensorAttributes
+            >>> off = TensorAttributes(name="off", dim=[3, 1, 1, 1], stride=[1, 1, 1, 1],
+            ...                        data_type=DataType.INT32)
+            >>> q = TensorAttributes(name="q").set_ragged_offset(off)
+            >>> q.get_ragged_offset() is off
+            True
+
+        Raises:
+            HipdnnError: ``INVALID_VALUE`` when ``offsets`` is not a tensor.
+        """
+        if not isinstance(offsets, TensorAttributes):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"Tensor {self.name} ragged offset must be a tensor, got {type(offsets).__name__}",
+            )
+        self.ragged_offset = offsets
+        return self
+
+    def clear_ragged_offset(self) -> TensorAttributes:
+        """Make the tensor dense again (no ragged offsets)."""
+        self.ragged_offset = None
+        return self
+
+    def set_ragged_offset_multiplier(self, multiplier: int) -> TensorAttributes:
+        """Set the unit of the stored offsets: element offset = stored offset × ``multiplier``
+        (``H * D`` lets token-unit cumulative sequence lengths be the offsets); >= 1."""
+        self.ragged_offset_multiplier = as_index(
+            multiplier, f"Tensor {self.name} ragged_offset_multiplier"
+        )
+        return self
+
     # ----- getters -----
     def get_uid(self) -> int:
         """The uid, or 0 when none is set (hipDNN's default)."""
@@ -269,6 +313,13 @@ class TensorAttributes(BaseModel):
 
     def get_alignment(self) -> int:
         return self.alignment
+
+    def get_ragged_offset(self) -> TensorAttributes | None:
+        """The offsets tensor of a packed batch, or ``None`` for a dense tensor."""
+        return self.ragged_offset
+
+    def get_ragged_offset_multiplier(self) -> int:
+        return self.ragged_offset_multiplier
 
     def get_volume(self) -> int:
         """Product of the dims (1 for empty dims)."""
@@ -330,6 +381,8 @@ class TensorAttributes(BaseModel):
             )
         if fields["alignment"] < 1:
             raise HipdnnError(ErrorCode.INVALID_VALUE, f"Tensor {name} alignment must be >= 1")
+        if fields["ragged_offset"] is not None or fields["ragged_offset_multiplier"] != 1:
+            check_ragged(self)
 
     #: The rules of :meth:`TensorAttributes.validate`, always raising, whatever a subclass makes
     #: of ``validate()`` (``hipdnn_graph.frontend.Tensor`` returns hipDNN's ``Error`` value from
@@ -338,9 +391,12 @@ class TensorAttributes(BaseModel):
     check: ClassVar[Callable[[TensorAttributes], None]] = validate
 
     def logically_equals(self, other: TensorAttributes) -> bool:
-        """Compare content (type, dims, strides, virtual flag, pass-by-value), ignoring name/uid."""
+        """Compare content (type, dims, strides, virtual flag, pass-by-value, raggedness),
+        ignoring name/uid."""
         return (
-            self.data_type == other.data_type
+            (self.ragged_offset is None) == (other.ragged_offset is None)
+            and self.ragged_offset_multiplier == other.ragged_offset_multiplier
+            and self.data_type == other.data_type
             and self.dim == other.dim
             and self.stride == other.stride
             and self.is_virtual == other.is_virtual
@@ -350,8 +406,50 @@ class TensorAttributes(BaseModel):
         )
 
     def clone(self) -> TensorAttributes:
-        """A new, independent handle with the same content (uid included)."""
-        return self.model_copy(deep=True)
+        """A new, independent handle with the same content (uid included); a packed tensor's copy
+        shares its offsets tensor (a handle, as hipDNN's ``shared_ptr``)."""
+        copy = self.model_copy(deep=True)
+        if self.ragged_offset is not None:
+            copy.__dict__["ragged_offset"] = self.ragged_offset
+        return copy
+
+
+def check_ragged(tensor: TensorAttributes) -> None:
+    """The rules of a packed (ragged) tensor: its offsets hold ``B + 1`` INT32 or INT64 values
+    (shape ``[B + 1]`` or ``[B + 1, 1, 1, 1]``), are not ragged themselves, and the multiplier is
+    at least 1. hipDNN's RFC 0014 states these rules without messages; the messages are ours.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` on the first broken rule.
+    """
+    name, offsets = tensor.name, tensor.ragged_offset
+    if tensor.ragged_offset_multiplier < 1:
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            f"Tensor {name} ragged_offset_multiplier must be >= 1, "
+            f"got {tensor.ragged_offset_multiplier}",
+        )
+    if offsets is None:
+        return
+    where = f"Tensor {name} ragged offset {offsets.name}"
+    if tensor.is_virtual or tensor.get_is_pass_by_value():
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            f"Tensor {name} cannot be ragged and virtual or pass by value",
+        )
+    if offsets.ragged_offset is not None:
+        raise HipdnnError(ErrorCode.INVALID_VALUE, f"{where} cannot be ragged itself")
+    if offsets.data_type not in (DataType.INT32, DataType.INT64):
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            f"{where} must have INT32 or INT64 data type, got {offsets.data_type.name}",
+        )
+    expected = tensor.dim[0] + 1
+    if not offsets.dim or offsets.dim[0] != expected or any(d != 1 for d in offsets.dim[1:]):
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            f"{where} must have dims [{expected}, 1, ...] (batch + 1), got {offsets.dim}",
+        )
 
 
 def context_data_type(is_virtual: bool, graph_attributes: GraphAttributes) -> DataType:

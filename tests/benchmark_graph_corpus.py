@@ -29,7 +29,9 @@ _VARLEN = "aotriton_test/varlen_padded_"
 _COMMON = "ckdsl_sdpa_extracted/common_llm_workloads/"
 
 #: refused on reading (UNSUPPORTED_GRAPH_FORMAT), naming the field this version does not model:
-#: varlen (``max_seq_len_kv``), paged KV (``page_table_k_tensor_uid``), attention sinks
+#: paged KV's ``max_seq_len_kv`` (the padded varlen files: they use no ragged offsets, so ragged
+#: support does not load them; hipDNN's own SDPA plugins decline ``max_seq_len_kv`` as paged
+#: KV), paged KV (``page_table_k_tensor_uid``), attention sinks
 REFUSED_ON_READ = {
     _VARLEN + "bf16_h3_n12_d184_causal_on.json": _unmodelled("max_seq_len_kv", 143),
     _VARLEN + "bf16_h3_n22_dqk120_dv8_causal_on.json": _unmodelled("max_seq_len_kv", 143),

@@ -320,14 +320,22 @@ def test_unmodelled_forward_content_is_refused_not_dropped(
     assert _refused(hg.Graph.deserialize, blob_from_doc(doc)) == message
 
 
-def test_ragged_tensors_are_refused() -> None:
+def test_ragged_offsets_read_from_json_and_bytes_alike() -> None:
     doc = _doc("fwd")
     doc["tensors"][0]["ragged_offset_multiplier"] = 2
-    message = _refused(hg.Graph.from_json, json.dumps(doc))
-    assert message == "Tensor Q: ragged_offset_multiplier 2 is not supported"
-    assert _refused(hg.Graph.deserialize, blob_from_doc(doc)) == message
-    doc["tensors"][0]["ragged_offset_multiplier"] = 1  # the default reads fine
-    hg.Graph.from_json(json.dumps(doc))
+    doc["tensors"][0]["ragged_offset_tensor_uid"] = doc["tensors"][1]["uid"]
+    for g in (hg.Graph.from_json(json.dumps(doc)), hg.Graph.deserialize(blob_from_doc(doc))):
+        q = g.tensors[0]
+        assert q.get_ragged_offset_multiplier() == 2
+        assert q.get_ragged_offset() is g.tensors[1]
+    doc["tensors"][0]["ragged_offset_tensor_uid"] = 999
+    message = _refused(hg.Graph.from_json, json.dumps(doc), code=ErrorCode.INVALID_VALUE)
+    assert message == (
+        "Tensor Q refers to ragged offset tensor uid 999, which is not a tensor of the graph"
+    )
+    assert _refused(hg.Graph.deserialize, blob_from_doc(doc), code=ErrorCode.INVALID_VALUE) == (
+        message
+    )
 
 
 # ----- the HDGP container ------------------------------------------------------------------------

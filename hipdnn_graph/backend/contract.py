@@ -46,6 +46,7 @@ __all__ = [
     "engine_node_types",
     "node_type_refusal",
     "override_shapes_refusal",
+    "ragged_refusal",
 ]
 
 _FNV_OFFSET = 0xCBF29CE484222325
@@ -187,6 +188,9 @@ class Engine(Protocol):
       per shape, so its ``build_plan`` should be cheap (no compile per shape). Engines without
       it refuse such graphs (:func:`override_shapes_refusal`; ``override_shapes_reason``, a
       string, may say why).
+    - ``supports_ragged = True``: the engine reads packed (ragged) tensors, those with
+      ``set_ragged_offset`` (:func:`ragged_refusal`); engines without it refuse such graphs, so
+      that none runs a packed buffer as if it were padded.
     - ``serialize_plan(plan) -> bytes`` and ``deserialize_plan(graph, payload, knobs) ->
       ExecutionPlan``: compiled plans (:mod:`hipdnn_graph.graph.compiled_plans`). The first
       gives the engine's own bytes for a plan it built (a compile-cache key, a serialized
@@ -281,6 +285,29 @@ it compiles a kernel for each shape'
     )
 
 
+def ragged_refusal(engine: Any, graph: Graph) -> str | None:
+    """Why ``engine`` cannot run ``graph`` because a tensor of it is packed (ragged), or ``None``
+    (no tensor is, or the engine declares ``supports_ragged``).
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT)
+        >>> off = g.tensor(name="off", dim=[2, 1, 1, 1], data_type=hg.DataType.INT32)
+        >>> x = g.tensor(name="x", dim=[1, 4]).set_ragged_offset(off)
+        >>> _ = g.pointwise(x, mode=hg.PointwiseMode.EXP)
+        >>> ragged_refusal(object(), g)
+        'does not support packed (ragged) tensors: x has ragged offsets off'
+    """
+    if getattr(engine, "supports_ragged", False):
+        return None
+    for tensor in graph.graph_tensors():
+        offsets = tensor.ragged_offset
+        if offsets is not None or tensor.ragged_offset_multiplier != 1:
+            what = "ragged offsets " + (offsets.name if offsets is not None else "(none)")
+            return f"does not support packed (ragged) tensors: {tensor.name} has {what}"
+    return None
+
+
 def checked_support(engine: Engine, graph: Graph) -> tuple[bool, str]:
     """``engine.check(graph)`` as ``(accepted, reason)``, after the engine plugin API version
     the graph requires (:func:`~hipdnn_graph.backend.api_version.api_version_refusal`), the
@@ -296,7 +323,7 @@ def checked_support(engine: Engine, graph: Graph) -> tuple[bool, str]:
         return False, f"node_types raised {type(exc).__name__}: {exc}"
     if refused is not None:
         return False, refused
-    refused = override_shapes_refusal(engine, graph)
+    refused = override_shapes_refusal(engine, graph) or ragged_refusal(engine, graph)
     if refused is not None:
         return False, refused
     try:

@@ -75,7 +75,7 @@ from .wire_rules import (
     wide_text_encoding,
     wide_text_error,
 )
-from .wire_trusted import decoded_attributes, decoded_tensor, refuse_unmodelled
+from .wire_trusted import decoded_attributes, decoded_tensor, link_ragged, refuse_unmodelled
 from .wire_values import VALUE_CODES, ValueMember, data_type_from_wire, decode_value
 
 __all__ = ["CONTAINER_IDENTIFIER", "NODE_KINDS", "RETIRED_IDENTIFIER", "read_graph"]
@@ -106,7 +106,9 @@ def _data_type(value: int | None, what: str) -> DataType:
 _VALUE_SIZES = {member: struct.calcsize(code) for member, code in VALUE_CODES.items()}
 
 
-def _tensor(buf: bytes, n: int, pos: int, index: int, counter: list[int]) -> TensorAttributes:
+def _tensor(
+    buf: bytes, n: int, pos: int, index: int, counter: list[int], offset_uids: list[int | None]
+) -> TensorAttributes:
     what = f"tensor {index}"
     t = Table(buf, n, pos, what, counter)
     t.refuse_unknown(12, "TensorAttributes", what)
@@ -132,12 +134,9 @@ def _tensor(buf: bytes, n: int, pos: int, index: int, counter: list[int]) -> Ten
         raw = SCALARS[VALUE_CODES[member]](buf, value_pos)[0]
         value = decode_value(member, raw, data_type, where)
     pass_by_value = bool(field_scalar(buf, n, t, 8, "?", what))
-    if field_scalar(buf, n, t, 9, "q", what) is not None:
-        raise unsupported(f"{where}: ragged_offset_tensor_uid is not supported")
+    offset_uids.append(field_scalar(buf, n, t, 9, "q", what))
     alignment = field_scalar(buf, n, t, 10, "q", what)
     multiplier = field_scalar(buf, n, t, 11, "q", what)
-    if multiplier is not None and multiplier != 1:
-        raise unsupported(f"{where}: ragged_offset_multiplier {multiplier} is not supported")
     return decoded_tensor(
         uid=uid,
         name=name,
@@ -148,6 +147,7 @@ def _tensor(buf: bytes, n: int, pos: int, index: int, counter: list[int]) -> Ten
         is_pass_by_value=pass_by_value,
         value=value,
         alignment=16 if alignment is None else alignment,
+        ragged_offset_multiplier=1 if multiplier is None else multiplier,
     )
 
 
@@ -309,7 +309,8 @@ def read_graph(data: bytes | bytearray | memoryview) -> WireGraph:
     override = bool(field_scalar(buf, n, g, 7, "?", "is_override_shape_enabled"))
     version = field_struct(buf, n, g, 8, 12, 4, "min_required_engine_api_version")
     uuid = field_struct(buf, n, g, 9, 16, 1, "id")
-    tensors = [_tensor(buf, n, p, i, counter) for i, p in enumerate(tensor_positions)]
+    offset_uids: list[int | None] = []
+    tensors = [_tensor(buf, n, p, i, counter, offset_uids) for i, p in enumerate(tensor_positions)]
     graph = WireGraph(
         name=name,
         compute_data_type=dtypes[0],
@@ -326,6 +327,7 @@ def read_graph(data: bytes | bytearray | memoryview) -> WireGraph:
         ),
     )
     check_wire_graph(graph)  # the tensors, before any node refers to them
+    link_ragged(tensors, offset_uids)
     by_uid: dict[int, TensorAttributes] = {t.uid: t for t in tensors}  # type: ignore[misc]
     bodies: set[int] = set()
     graph.nodes = [

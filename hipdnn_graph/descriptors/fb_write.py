@@ -163,7 +163,10 @@ class _TensorLayout:
     __slots__ = ("keys", "maxalign", "packer", "table_size", "vtable")
 
     def __init__(self, start: int, signature: tuple[Any, ...]) -> None:
-        name_length, n_strides, n_dims, value_code, uid, alignment, pbv, virtual, dtype = signature
+        name_length, n_strides, n_dims, value_code, uid, alignment, pbv, virtual, dtype, *rest = (
+            signature
+        )
+        ragged, multiplier = rest
         pieces: list[tuple[str, list[Any]]] = []  # (struct code, value keys) in emission order
         size, maxalign = start, 4
         refs: dict[str, int] = {}
@@ -199,7 +202,9 @@ class _TensorLayout:
             refs["value"] = size
         table_start = size
         fields: list[tuple[int, str, int, Any]] = []  # add order: 8-byte, 4-byte, 1-byte fields
+        fields += [(11, "q", 8, "multiplier")] if multiplier else []
         fields += [(10, "q", 8, "alignment")] if alignment else []
+        fields += [(9, "q", 8, "ragged")] if ragged else []
         fields += [(0, "q", 8, "uid")] if uid else []
         for slot, ref in ((7, "value"), (4, "dims"), (3, "strides"), (1, "name")):
             if ref in refs:
@@ -249,9 +254,12 @@ def _tensor(b: Builder, t: TensorAttributes) -> int:
         member, raw = encode_value(value, d["data_type"], where)
         code = VALUE_CODES[member]
     uid, alignment = d["uid"], d["alignment"]
+    offsets, multiplier = d["ragged_offset"], d["ragged_offset_multiplier"]
+    ragged = None if offsets is None else offsets.uid
     signature = (
         len(encoded), len(strides), len(dims), code, bool(uid), alignment != 16,
         bool(d["is_pass_by_value"]), bool(d["is_virtual"]), bool(dtype),
+        ragged is not None, multiplier != 1,
     )  # fmt: skip
     start = b.size & 7
     layout = _LAYOUTS.get((start, *signature))
@@ -274,7 +282,8 @@ def _tensor(b: Builder, t: TensorAttributes) -> int:
         else:
             values.append(
                 {"name": encoded, "raw": raw, "uid": uid, "alignment": alignment,
-                 "member": member, "dtype": dtype}[key]
+                 "member": member, "dtype": dtype, "ragged": ragged,
+                 "multiplier": multiplier}[key]
             )  # fmt: skip
     b.push(layout.packer.pack(*values))
     if found is None:

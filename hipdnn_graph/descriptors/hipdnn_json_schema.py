@@ -116,14 +116,21 @@ def json_schema() -> dict[str, Any]:
             "dims": {"type": "array", "items": int64, "maxItems": MAX_RANK},
             "is_runtime_pass_by_value": {"type": "boolean"},
             "name": {"type": "string"},
-            "ragged_offset_multiplier": {"const": 1},
+            "ragged_offset_multiplier": {"type": "integer", "minimum": 1},
+            "ragged_offset_tensor_uid": int64,
             "strides": {"type": "array", "items": int64, "maxItems": MAX_RANK},
             "uid": int64,
             "value": {"type": ["number", "boolean"]},
             "value_type": {"enum": [m.name for m in ValueMember]},
             "virtual": {"type": "boolean"},
         },
-        ("alignment", "ragged_offset_multiplier", "value", "value_type"),
+        (
+            "alignment",
+            "ragged_offset_multiplier",
+            "ragged_offset_tensor_uid",
+            "value",
+            "value_type",
+        ),
     )
     version = _closed({k: {"type": "integer", "minimum": 0} for k in ("major", "minor", "patch")})
     return {

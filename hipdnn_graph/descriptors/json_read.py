@@ -43,7 +43,7 @@ from .wire_rules import (
     wide_text_encoding,
     wide_text_error,
 )
-from .wire_trusted import decoded_attributes, decoded_tensor, refuse_unmodelled
+from .wire_trusted import decoded_attributes, decoded_tensor, link_ragged, refuse_unmodelled
 from .wire_values import DATA_TYPE_NAMES, ValueMember, decode_value, float32
 
 __all__ = ["finite_number", "graph_from_json"]
@@ -169,17 +169,14 @@ class _Obj:
         return dtype
 
 
-def _tensor(o: _Obj) -> TensorAttributes:
+def _tensor(o: _Obj, offset_uids: list[int | None]) -> TensorAttributes:
     uid = o.get_int("uid")
     name = o.get_str("name")
     where = f"Tensor {name or uid}"
     data_type = o.get_dtype("data_type")
     alignment = o.get_int("alignment", optional=True)
     multiplier = o.get_int("ragged_offset_multiplier", optional=True)
-    if multiplier is not None and multiplier != 1:
-        raise unsupported(f"{where}: ragged_offset_multiplier {multiplier} is not supported")
-    if o.get_int("ragged_offset_tensor_uid", optional=True) is not None:
-        raise unsupported(f"{where}: ragged_offset_tensor_uid is not supported")
+    offset_uids.append(o.get_int("ragged_offset_tensor_uid", optional=True))
     member_name = o.get_str("value_type", optional=True)
     value = None
     if member_name is not None and member_name != "NONE":
@@ -200,6 +197,7 @@ def _tensor(o: _Obj) -> TensorAttributes:
         is_pass_by_value=bool(o.get_bool("is_runtime_pass_by_value", optional=True)),
         value=value,
         alignment=16 if alignment is None else alignment,
+        ragged_offset_multiplier=1 if multiplier is None else multiplier,
     )
     return tensor
 
@@ -422,7 +420,8 @@ def graph_from_json(text: str | bytes | bytearray | memoryview) -> WireGraph:
         raise HipdnnError(
             ErrorCode.INVALID_VALUE, f"Graph has {len(node_docs)} nodes, more than {MAX_NODES}"
         )
-    tensors = [_tensor(_Obj(t, f"tensors[{i}]")) for i, t in enumerate(tensor_docs)]
+    offset_uids: list[int | None] = []
+    tensors = [_tensor(_Obj(t, f"tensors[{i}]"), offset_uids) for i, t in enumerate(tensor_docs)]
     graph = WireGraph(
         name=o.get_str("name"),
         compute_data_type=o.get_dtype("compute_data_type"),
@@ -439,6 +438,7 @@ def graph_from_json(text: str | bytes | bytearray | memoryview) -> WireGraph:
         ),
     )
     check_wire_graph(graph)  # the tensors, before any node refers to them
+    link_ragged(tensors, offset_uids)
     by_uid: dict[int, TensorAttributes] = {t.uid: t for t in tensors}  # type: ignore[misc]
     graph.nodes = [_node(_Obj(n, f"nodes[{i}]"), by_uid) for i, n in enumerate(node_docs)]
     check_node_names(graph)

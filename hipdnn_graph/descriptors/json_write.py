@@ -107,6 +107,10 @@ def _tensor_json(t: TensorAttributes, numbers: _Numbers) -> dict[str, Any]:
         "uid": d["uid"],
         "virtual": d["is_virtual"],
     }
+    if d["ragged_offset"] is not None:
+        out["ragged_offset_tensor_uid"] = d["ragged_offset"].uid
+    if d["ragged_offset_multiplier"] != 1:
+        out["ragged_offset_multiplier"] = d["ragged_offset_multiplier"]
     if d["value"] is not None:
         member, raw = encode_value(d["value"], d["data_type"], f"Tensor {d['name'] or d['uid']}")
         out["value_type"] = member.name

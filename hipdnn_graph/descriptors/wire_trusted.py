@@ -147,6 +147,26 @@ _TENSOR_DEFAULTS = {
 }
 
 
+def link_ragged(tensors: list[TensorAttributes], offset_uids: list[int | None]) -> None:
+    """Give each decoded tensor the offsets tensor its ``ragged_offset_tensor_uid`` names
+    (``offset_uids[i]`` for ``tensors[i]``; the tensors' uids are checked unique already).
+
+    Raises:
+        HipdnnError: INVALID_VALUE when the uid is not a tensor of the graph.
+    """
+    by_uid = {t.uid: t for t in tensors}
+    for tensor, uid in zip(tensors, offset_uids, strict=True):
+        if uid is None:
+            continue
+        offsets = by_uid.get(uid)
+        if offsets is None:
+            raise invalid(
+                f"Tensor {tensor.name or tensor.uid} refers to ragged offset tensor uid {uid}, "
+                "which is not a tensor of the graph"
+            )
+        tensor.__dict__["ragged_offset"] = offsets
+
+
 def decoded_tensor(**fields: Any) -> TensorAttributes:
     """A tensor from decoded, checked fields (``uid``, ``name``, ``data_type``, ``dim``,
     ``stride``, ``is_virtual``, ``is_pass_by_value``, ``value``, ``alignment``), unvalidated."""

@@ -385,6 +385,7 @@ class Graph(
     @property
     def tensors(self) -> list[TensorAttributes]:
         """Every tensor declared in or created by the graph, in declaration order."""
+        self.graph_tensors()  # tracks an offsets tensor set after its ragged tensor joined
         return list(self._tensors.values())
 
     # ----- nodes -----

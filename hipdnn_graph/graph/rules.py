@@ -31,10 +31,12 @@ __all__ = [
     "PAUSE_COLLECTOR_NODES",
     "check_duplicate_uids",
     "check_engine_name",
+    "check_offsets_are_inputs",
     "check_real_inputs",
     "check_single_producer",
     "collector_paused",
     "graph_inputs",
+    "ragged_offsets",
 ]
 
 #: each node's tensors (input or output), one collection per node, in any order
@@ -96,6 +98,50 @@ def check_duplicate_uids(ins: Slots, outs: Slots) -> None:
             ErrorCode.INVALID_VALUE,
             "Duplicate tensor UIDs found in the graph: " + ", ".join(map(str, sorted(duplicates))),
         )
+
+
+def ragged_offsets(
+    tensors: Iterable[TensorAttributes], known: Container[int] = ()
+) -> list[TensorAttributes]:
+    """The offsets tensors of the packed (ragged) ``tensors``, each once, skipping those whose id
+    is in ``known``: a graph reads them too, although no node slot holds them.
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> off = hg.TensorAttributes(name="off")
+        >>> q = hg.TensorAttributes(name="q").set_ragged_offset(off)
+        >>> o = hg.TensorAttributes(name="o").set_ragged_offset(off)
+        >>> [t.name for t in ragged_offsets([q, o])]
+        ['off']
+    """
+    found: dict[int, TensorAttributes] = {}
+    for tensor in tensors:
+        offsets = tensor.__dict__["ragged_offset"]
+        if offsets is not None and id(offsets) not in known:
+            found.setdefault(id(offsets), offsets)
+    return list(found.values())
+
+
+def check_offsets_are_inputs(offsets: Iterable[TensorAttributes], produced: Container[int]) -> None:
+    """Refuse a packed tensor's offsets tensor that a node of the graph writes: offsets are
+    bound in the variant pack, as hipDNN's RFC 0014 has them (a check of this project).
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> off = hg.TensorAttributes(name="off")
+        >>> check_offsets_are_inputs([off], {id(off)})
+        Traceback (most recent call last):
+        ...
+        hipdnn_graph.errors.HipdnnError: Ragged offset tensor off is written by a node; offsets \
+must be graph inputs
+    """
+    for tensor in offsets:
+        if id(tensor) in produced:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"Ragged offset tensor {tensor.name} is written by a node; "
+                "offsets must be graph inputs",
+            )
 
 
 def graph_inputs(

@@ -105,7 +105,15 @@ class GraphStructure:
 
         order = self._order if self._order is not None else range(len(self._nodes))
         produced = last_producers([n.attributes.outputs.values() for n in self._nodes])
-        return rules.graph_inputs(order, [n.attributes.inputs for n in self._nodes], produced)
+        inputs = rules.graph_inputs(order, [n.attributes.inputs for n in self._nodes], produced)
+        offsets = rules.ragged_offsets(self._slot_tensors(), {id(t) for t in inputs})
+        return inputs + [t for t in offsets if id(t) not in produced]
+
+    def _slot_tensors(self) -> Iterator[TensorAttributes]:
+        """Every tensor of every node slot (repeats included)."""
+        for node in self._nodes:
+            yield from node.attributes.inputs.values()
+            yield from node.attributes.outputs.values()
 
     def graph_tensors(self) -> list[TensorAttributes]:
         """Every tensor some node reads or writes, in declaration order."""
@@ -131,4 +139,7 @@ class GraphStructure:
         for node in self._nodes:  # slot order does not matter here: read the slot dicts
             used.update(map(id, node.attributes.inputs.values()))
             used.update(map(id, node.attributes.outputs.values()))
+        for offsets in rules.ragged_offsets(self._slot_tensors()):
+            used.add(id(offsets))  # an offsets tensor set after its tensor joined the graph
+            self._tensors.setdefault(id(offsets), offsets)
         return [t for key, t in self._tensors.items() if key in used]

@@ -88,8 +88,12 @@ class GraphValidation:
         outs = [n.attributes.outputs.values() for n in self._nodes]
         rules.check_duplicate_uids(ins, outs)
         producers = last_producers(outs)  # who writes each tensor, for the next three steps
+        offsets = rules.ragged_offsets(t for slots in (*ins, *outs) for t in slots)
+        rules.check_offsets_are_inputs(offsets, producers)
         self._order = self._sort(ins, producers)
         inputs = rules.graph_inputs(self._order, in_slots, producers)
+        seen = {id(t) for t in inputs}
+        inputs += [t for t in offsets if id(t) not in seen]
         for tensor in inputs:
             tensor.fill_from_context(self.attributes)
             tensor.check()
@@ -141,3 +145,6 @@ class GraphValidation:
             yield attributes
             yield from attributes.inputs.values()
             yield from attributes.outputs.values()
+            yield from rules.ragged_offsets(
+                [*attributes.inputs.values(), *attributes.outputs.values()]
+            )

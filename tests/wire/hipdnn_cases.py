@@ -878,10 +878,14 @@ def _with_tensor(index: int, **fields: object) -> Callable[[], Desc]:
     return build
 
 
+#: a packed (ragged) Q: its offsets tensor by uid, with and without an offset multiplier
+MODELLED["ragged_offset_tensor_uid"] = _with_tensor(0, ragged_offset_tensor_uid=8)
+MODELLED["ragged_offsets_with_multiplier"] = _with_tensor(
+    0, ragged_offset_tensor_uid=8, ragged_offset_multiplier=32
+)
+
 #: A12: content the project may keep or refuse (UNSUPPORTED_GRAPH_FORMAT), but never drop.
 UNMODELLED: dict[str, Callable[[], Desc]] = {
-    "ragged_offset_tensor_uid": _with_tensor(0, ragged_offset_tensor_uid=8),
-    "ragged_offset_multiplier": _with_tensor(0, ragged_offset_multiplier=4),
     "mismatched_value_member": _with_tensor(6, **value_fields("Float64Value", 0.125)),
     "page_table_k": _with_fwd(page_table_k_tensor_uid=9),
     "descale_q": _with_fwd(descale_q_tensor_uid=7),

@@ -392,6 +392,25 @@ def custom_op_chain() -> hg.Graph:
     return g
 
 
+def packed_attention() -> hg.Graph:
+    """SDPA forward over a packed batch: Q and O share offsets, K and V share theirs (token-unit
+    offsets on K and V, with an offset multiplier), the O's offsets set after ``sdpa``."""
+    g = cases.new_graph("packed")
+    b, h, s, d = 3, 2, 8, 4
+    token_major = [s * h * d, d, h * d, 1]
+    q, k, v = (g.tensor(name=n, dim=[b, h, s, d], stride=token_major) for n in "QKV")
+    off_q, off_kv = (
+        g.tensor(name=n, dim=[b + 1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=dt)
+        for n, dt in (("off_q", hg.DataType.INT32), ("off_kv", hg.DataType.INT64))
+    )
+    q.set_ragged_offset(off_q)
+    for t in (k, v):
+        t.set_ragged_offset(off_kv).set_ragged_offset_multiplier(h * d)
+    o, _ = g.sdpa(q, k, v, name="fwd", generate_stats=True, use_causal_mask=True)
+    o.set_output(True).set_stride(token_major).set_ragged_offset(off_q)
+    return g
+
+
 _SCALE_VALUES: list[tuple[str, Any]] = [
     ("FLOAT", 0.1),
     ("HALF", 0.1),  # Float16Value holds the nearest binary32, not a 16-bit rounding
@@ -429,6 +448,7 @@ WRITABLE: dict[str, Callable[[], hg.Graph]] = {
     "mx_matmul": mx_matmul,
     "moe_expert_layer": moe_expert_layer,
     "custom_op_chain": custom_op_chain,
+    "packed_attention": packed_attention,
     **{
         f"io_{name.lower()}": io_type(hg.DataType[name])
         for name in HIPDNN_DATA_TYPES

@@ -22,8 +22,6 @@ import hipdnn_graph as hg
 
 #: what a refusal of each UNMODELLED case must name
 UNMODELLED_FIELD = {
-    "ragged_offset_tensor_uid": "ragged_offset_tensor_uid",
-    "ragged_offset_multiplier": "ragged_offset_multiplier",
     "mismatched_value_member": "Float64Value",
     "page_table_k": "page_table_k",
     "descale_q": "descale_q",

@@ -704,6 +704,7 @@ def _uid(t: hg.TensorAttributes | None) -> int | None:
 
 
 def _expected_tensor(t: hg.TensorAttributes) -> Desc:
+    offsets = t.get_ragged_offset()
     return tensor_desc(
         t.get_uid(),
         t.get_name(),
@@ -713,6 +714,8 @@ def _expected_tensor(t: hg.TensorAttributes) -> Desc:
         virtual=t.get_is_virtual(),
         is_runtime_pass_by_value=t.get_is_runtime_pass_by_value(),
         alignment=t.get_alignment(),
+        ragged_offset_tensor_uid=None if offsets is None else offsets.get_uid(),
+        ragged_offset_multiplier=t.get_ragged_offset_multiplier(),
         **expected_value(t.get_data_type(), t.get_value()),
     )
 
