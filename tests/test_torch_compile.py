@@ -99,6 +99,27 @@ def test_transformer_block_forward_and_backward_match_eager() -> None:
     assert c.aten_ops()["aten.sum.dim_IntList"] == "no hipDNN family expresses it"
 
 
+@pytest.mark.parametrize(
+    ("dtype", "tol"), [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)], ids=["fp32", "bf16"]
+)
+def test_transformer_block_inference(dtype: torch.dtype, tol: float) -> None:
+    torch.manual_seed(0)
+    block, x = Block().to(dtype), torch.randn(2, 5, 16, dtype=dtype)
+    with torch.no_grad():
+        got = torch.compile(block, backend=hgc.compile_backend)(x)
+        want = block(x)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+    c = hgc.census()
+    assert {r.why for r in c.rows if r.placement == "hipdnn"} == {
+        "layernorm",
+        "matmul",
+        "sdpa",
+        "pointwise",
+    }
+    assert c.flops_fraction() == 1.0
+
+
 def test_unsupported_op_and_dtype_stay_in_aten() -> None:
     class Odd(torch.nn.Module):
         def __init__(self) -> None:

@@ -202,27 +202,49 @@ def _layer_norm_backward_refusal(node: torch.fx.Node) -> str | None:
     return None
 
 
-# ----- SDPA (the CPU kernel torch's SDPA dispatches to; fwd and bwd) -----
-def _sdpa_refusal(node: torch.fx.Node) -> str | None:
-    if _kw(node, 3, "dropout_p", 0.0) != 0.0:
-        return "dropout"
-    if node.kwargs.get("attn_mask") is not None:
-        return "an attention mask"
-    return None
+# ----- SDPA: the kernels torch's SDPA dispatches to (CPU fwd and bwd; GPU fwd outputs) -----
+@dataclass(frozen=True)
+class _SdpaOp:
+    """Where one SDPA kernel op keeps its arguments, and which of its outputs we make.
+
+    ``outputs``: the results a hipDNN SDPA graph produces in the op's layout (O, and the
+    log-sum-exp where it is Stats without the trailing 1); an op whose other results (RNG
+    state, sequence bookkeeping, padded log-sum-exp) are used stays in aten.
+    """
+
+    dropout: int
+    causal: int
+    bias: int | None
+    outputs: frozenset[int]
 
 
-def _lower_sdpa(cx: Lowering, node: torch.fx.Node) -> Any:
-    q, k, v = (cx.tensor(a) for a in _a(node)[:3])
-    o, stats = cx.graph.sdpa(
-        q,
-        k,
-        v,
-        name=node.name,
-        attn_scale=_scale(node, q.get_dim()[-1]),
-        use_causal_mask=bool(_kw(node, 4, "is_causal", False)),
-        generate_stats=True,
-    )
-    return (o, stats)
+def _sdpa_rule(op: _SdpaOp) -> Rule:
+    def refusal(node: torch.fx.Node) -> str | None:
+        if _kw(node, op.dropout, "dropout_p", 0.0) != 0.0:
+            return "dropout"
+        if node.kwargs.get("attn_mask") is not None or (
+            op.bias is not None and _kw(node, op.bias, "attn_bias", None) is not None
+        ):
+            return "an attention mask or bias"
+        used: set[Any] = {user.args[1] for user in node.users}
+        if not used <= op.outputs:
+            return f"results {sorted(used - op.outputs)} (RNG state or bookkeeping) are used"
+        return None
+
+    def lower(cx: Lowering, node: torch.fx.Node) -> Any:
+        q, k, v = (cx.tensor(a) for a in _a(node)[:3])
+        o, stats = cx.graph.sdpa(
+            q,
+            k,
+            v,
+            name=node.name,
+            attn_scale=_scale(node, q.get_dim()[-1]),
+            use_causal_mask=bool(_kw(node, op.causal, "is_causal", False)),
+            generate_stats=1 in {user.args[1] for user in node.users},
+        )
+        return (o, stats)
+
+    return Rule("sdpa", lower, refusal)
 
 
 def _scale(node: torch.fx.Node, head_dim: int) -> float:
@@ -290,8 +312,17 @@ RULES: dict[Any, Rule] = {
     aten.native_layer_norm_backward.default: Rule(
         "layernorm_backward", _lower_layer_norm_backward, _layer_norm_backward_refusal
     ),
-    aten._scaled_dot_product_flash_attention_for_cpu.default: Rule(
-        "sdpa", _lower_sdpa, _sdpa_refusal
+    aten._scaled_dot_product_flash_attention_for_cpu.default: _sdpa_rule(
+        _SdpaOp(dropout=3, causal=4, bias=None, outputs=frozenset({0, 1}))
+    ),
+    aten._scaled_dot_product_flash_attention.default: _sdpa_rule(
+        _SdpaOp(dropout=3, causal=4, bias=None, outputs=frozenset({0, 1}))
+    ),
+    aten._scaled_dot_product_efficient_attention.default: _sdpa_rule(
+        _SdpaOp(dropout=5, causal=6, bias=3, outputs=frozenset({0}))
+    ),
+    aten._scaled_dot_product_cudnn_attention.default: _sdpa_rule(
+        _SdpaOp(dropout=5, causal=6, bias=3, outputs=frozenset({0}))
     ),
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default: Rule(
         "sdpa_backward", _lower_sdpa_backward, _sdpa_backward_refusal
