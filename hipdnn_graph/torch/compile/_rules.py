@@ -160,9 +160,9 @@ def _layer_norm_refusal(node: torch.fx.Node) -> str | None:
 
 def _lower_layer_norm(cx: Lowering, node: torch.fx.Node) -> Any:
     x_arg, shape, weight, bias, eps = _a(node)[:5]
-    x = cx.tensor(x_arg)
-    rank, normalized = len(x.get_dim()), list(shape)
-    params = [1] * (rank - len(normalized)) + normalized
+    x, dims = cx.tensor(x_arg), list(meta_value(x_arg).shape)
+    normalized = list(shape)
+    params = [1] * (len(dims) - len(normalized)) + normalized
     epsilon = cx.graph.tensor(name=f"{node.name}_eps", dim=[1]).set_value(float(eps))
     training = any(user.args[1] != 0 for user in node.users)
     phase = NormFwdPhase.TRAINING if training else NormFwdPhase.INFERENCE
@@ -179,10 +179,10 @@ def _lower_layer_norm(cx: Lowering, node: torch.fx.Node) -> Any:
 
 def _lower_layer_norm_backward(cx: Lowering, node: torch.fx.Node) -> Any:
     dy_arg, x_arg, shape, mean, rstd, weight = _a(node)[:6]
-    x = cx.tensor(x_arg)
-    rank, normalized = len(x.get_dim()), list(shape)
-    params = [1] * (rank - len(normalized)) + normalized
-    stats = [*x.get_dim()[: rank - len(normalized)], *([1] * len(normalized))]
+    x, dims = cx.tensor(x_arg), list(meta_value(x_arg).shape)
+    normalized = list(shape)
+    params = [1] * (len(dims) - len(normalized)) + normalized
+    stats = [*dims[: len(dims) - len(normalized)], *([1] * len(normalized))]
     dx, dscale, dbias = cx.graph.layernorm_backward(
         cx.tensor(dy_arg),
         x,
@@ -238,7 +238,7 @@ def _sdpa_rule(op: _SdpaOp) -> Rule:
             k,
             v,
             name=node.name,
-            attn_scale=_scale(node, q.get_dim()[-1]),
+            attn_scale=_scale(node, int(meta_value(_a(node)[0]).shape[-1])),
             use_causal_mask=bool(_kw(node, op.causal, "is_causal", False)),
             generate_stats=1 in {user.args[1] for user in node.users},
         )
@@ -272,7 +272,7 @@ def _lower_sdpa_backward(cx: Lowering, node: torch.fx.Node) -> Any:
         cx.tensor(do),
         cx.tensor(lse, stats),
         name=node.name,
-        attn_scale=_scale(node, q.get_dim()[-1]),
+        attn_scale=_scale(node, int(meta_value(_a(node)[0]).shape[-1])),
         use_causal_mask=bool(_kw(node, 7, "is_causal", False)),
     )
     return (dq, dk, dv)
