@@ -120,6 +120,38 @@ def test_transformer_block_inference(dtype: torch.dtype, tol: float) -> None:
     assert c.flops_fraction() == 1.0
 
 
+def test_conv_block_forward_and_backward_match_eager() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1, bias=False),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 4, 3, stride=2, padding=1),  # 9 -> 5: dgrad's dims come from FX
+    )
+    x = torch.randn(2, 3, 9, 9, requires_grad=True)
+    out = torch.compile(model, backend=hgc.compile_backend)(x)
+    out.square().sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()] + [x.grad.clone()]
+    model.zero_grad()
+    x.grad = None
+    want = model(x)
+    want.square().sum().backward()
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+    for got, ref in zip(grads, [p.grad for p in model.parameters()] + [x.grad], strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+    c = hgc.census()
+    rows = [(r.graph, r.placement, r.why) for r in c.rows if "convolution" in r.op]
+    assert sorted(rows) == sorted(
+        [("forward", "hipdnn", "convolution")] * 2
+        + [("backward", "hipdnn", "convolution_backward")] * 4  # dX and dW of each
+        + [("backward", "aten", "the bias gradient (a reduction) is asked for")]
+    )
+    assert c.aten_ops()["aten._native_batch_norm_legit_functional.default"] == (
+        "no hipDNN family expresses it"
+    )
+    assert c.flops_fraction() == 1.0
+
+
 def test_unsupported_op_and_dtype_stay_in_aten() -> None:
     class Odd(torch.nn.Module):
         def __init__(self) -> None:

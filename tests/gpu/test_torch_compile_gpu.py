@@ -67,3 +67,28 @@ def test_block_training_step_bf16_matches_eager() -> None:
         (r.graph, r.why) for r in c.rows if r.placement == "hipdnn"
     }
     assert c.flops_fraction() > 0.5
+
+
+def test_resnet_block_training_step_bf16_matches_eager() -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from compile_backend import ConvBlock
+
+    torch.manual_seed(0)
+    model = ConvBlock(16).to(device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(4, 16, 16, 16, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    out = torch.compile(model, backend=hgc.compile_backend)(x)
+    out.float().square().mean().backward()
+    grads = [p.grad.clone() for p in model.parameters()] + [x.grad.clone()]
+    model.zero_grad()
+    x.grad = None
+    want = model(x)
+    want.float().square().mean().backward()
+    torch.testing.assert_close(out, want, **BF16_TOL)
+    for got, ref in zip(grads, [p.grad for p in model.parameters()] + [x.grad], strict=True):
+        torch.testing.assert_close(got, ref, rtol=5e-2, atol=5e-2)
+    c = hgc.census()
+    print(c.table())
+    assert c.flops_fraction() == 1.0  # both convolutions, forward, dgrad and wgrad

@@ -33,7 +33,7 @@ class CensusRow:
         placement: ``"hipdnn"`` (inside a hipDNN graph) or ``"aten"`` (run by torch).
         why: the family that expresses it, or the reason it stayed in aten.
         subgraph: the index of its hipDNN subgraph (``None`` in aten).
-        flops: its matmul or attention FLOPs (0 for other ops).
+        flops: its matmul, convolution or attention FLOPs (0 for other ops).
     """
 
     graph: str
@@ -63,7 +63,8 @@ class Census:
         return out
 
     def flops_fraction(self) -> float:
-        """The share of matmul/attention FLOPs inside hipDNN graphs (1.0 when there are none)."""
+        """The share of matmul/conv/attention FLOPs inside hipDNN graphs (1.0 when there are
+        none)."""
         total = sum(r.flops for r in self.rows)
         inside = sum(r.flops for r in self.rows if r.placement == "hipdnn")
         return inside / total if total else 1.0

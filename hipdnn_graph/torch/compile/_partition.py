@@ -103,6 +103,32 @@ class HipdnnSubgraph(torch.nn.Module):
         return out[0] if self.single else tuple(out)
 
 
+def split_convolution_backward(gm: torch.fx.GraphModule) -> None:
+    """Give each gradient of ``convolution_backward`` a node of its own (aten semantics kept).
+
+    One node asking for dX and dW would be two hipDNN nodes sharing only the input DY, which
+    hipDNN rejects as a disconnected graph; split, each can join the subgraph it feeds, and a
+    bias gradient (a reduction) stays in aten without taking the others with it.
+    """
+    op = torch.ops.aten.convolution_backward.default
+    for node in list(gm.graph.find_nodes(op="call_function", target=op)):
+        mask = list(node.args[10])
+        if sum(bool(m) for m in mask) < 2:
+            continue
+        for user in list(node.users):
+            index = user.args[1]
+            alone = [i == index for i in range(3)]
+            with gm.graph.inserting_before(user):
+                single = gm.graph.call_function(op, (*node.args[:10], alone), dict(node.kwargs))
+                single.meta = dict(node.meta)
+                item = gm.graph.call_function(user.target, (single, index))
+                item.meta = dict(user.meta)
+            user.replace_all_uses_with(item)
+            gm.graph.erase_node(user)
+        gm.graph.erase_node(node)
+    gm.recompile()
+
+
 def _components(nodes: list[torch.fx.Node]) -> list[dict[torch.fx.Node, int | None]]:
     """A partition split into its connected parts (a hipDNN graph is one connected graph)."""
     parent = {n: n for n in nodes}
@@ -129,6 +155,7 @@ def _single_output(gm: torch.fx.GraphModule) -> bool:
 
 def partition(gm: torch.fx.GraphModule, kind: str) -> tuple[torch.fx.GraphModule, list[CensusRow]]:
     """Fuse ``gm``'s supported nodes into hipDNN subgraphs; returns the new module and census."""
+    split_convolution_backward(gm)
     support = FamilySupport()
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = [

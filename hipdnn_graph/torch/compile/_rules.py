@@ -151,6 +151,65 @@ def _addmm_refusal(node: torch.fx.Node) -> str | None:
     return None
 
 
+# ----- convolution (forward, and its backward as dgrad + wgrad) -----
+def _conv_keywords(stride: Any, padding: Any, dilation: Any) -> dict[str, Any]:
+    return {
+        "pre_padding": list(padding),
+        "post_padding": list(padding),
+        "stride": list(stride),
+        "dilation": list(dilation),
+    }
+
+
+def _conv_refusal(transposed: int, groups: int) -> Check:
+    def refusal(node: torch.fx.Node) -> str | None:
+        if _a(node)[transposed]:
+            return "a transposed convolution"
+        if _a(node)[groups] != 1:
+            return "a grouped convolution"
+        return None
+
+    return refusal
+
+
+def _lower_conv(cx: Lowering, node: torch.fx.Node) -> Any:
+    x_arg, w_arg, bias, stride, padding, dilation = _a(node)[:6]
+    y = cx.graph.conv_fprop(
+        cx.tensor(x_arg),
+        cx.tensor(w_arg),
+        name=node.name,
+        **_conv_keywords(stride, padding, dilation),
+    )
+    if bias is None:
+        return y
+    shape = [1] * len(meta_value(node).shape)
+    shape[1] = int(meta_value(bias).shape[0])
+    return cx.graph.pointwise(
+        y, cx.tensor(bias, shape), name=f"{node.name}_bias", mode=PointwiseMode.ADD
+    )
+
+
+def _conv_backward_refusal(node: torch.fx.Node) -> str | None:
+    if _a(node)[10][2]:
+        return "the bias gradient (a reduction) is asked for"
+    return _conv_refusal(7, 9)(node)
+
+
+def _lower_conv_backward(cx: Lowering, node: torch.fx.Node) -> Any:
+    dy_arg, x_arg, w_arg, _, stride, padding, dilation = _a(node)[:7]
+    want_dx, want_dw, _ = _a(node)[10]
+    keywords = _conv_keywords(stride, padding, dilation)
+    dy = cx.tensor(dy_arg)
+    dx = dw = None
+    if want_dx:
+        dx = cx.graph.conv_dgrad(dy, cx.tensor(w_arg), name=f"{node.name}_dgrad", **keywords)
+        dx.set_dim(list(meta_value(x_arg).shape))
+    if want_dw:
+        dw = cx.graph.conv_wgrad(dy, cx.tensor(x_arg), name=f"{node.name}_wgrad", **keywords)
+        dw.set_dim(list(meta_value(w_arg).shape))
+    return (dx, dw, None)
+
+
 # ----- layer norm -----
 def _layer_norm_refusal(node: torch.fx.Node) -> str | None:
     if _a(node)[2] is None or _a(node)[3] is None:
@@ -308,6 +367,10 @@ RULES: dict[Any, Rule] = {
     aten.mm.default: Rule("matmul", _lower_mm),
     aten.bmm.default: Rule("matmul", _lower_mm),
     aten.addmm.default: Rule("matmul", _lower_addmm, _addmm_refusal),
+    aten.convolution.default: Rule("convolution", _lower_conv, _conv_refusal(6, 8)),
+    aten.convolution_backward.default: Rule(
+        "convolution_backward", _lower_conv_backward, _conv_backward_refusal
+    ),
     aten.native_layer_norm.default: Rule("layernorm", _lower_layer_norm, _layer_norm_refusal),
     aten.native_layer_norm_backward.default: Rule(
         "layernorm_backward", _lower_layer_norm_backward, _layer_norm_backward_refusal
@@ -331,7 +394,7 @@ RULES: dict[Any, Rule] = {
 
 
 def flops(node: torch.fx.Node) -> int:
-    """Multiply-add FLOPs (x2) of the matmul and attention ops; 0 for the others."""
+    """Multiply-add FLOPs (x2) of the matmul, convolution and attention ops; 0 for the others."""
     target = node.target
     try:
         if target in (aten.mm.default, aten.addmm.default, aten.bmm.default):
@@ -348,6 +411,11 @@ def flops(node: torch.fx.Node) -> int:
             out = meta_value(node).shape
             w = meta_value(_a(node)[1]).shape
             return 2 * math.prod(out) * math.prod(w[1:])
+        if target is aten.convolution_backward.default:
+            dy = meta_value(node.args[0]).shape
+            w = meta_value(node.args[2]).shape
+            mask: Any = node.args[10]
+            return 2 * math.prod(dy) * math.prod(w[1:]) * sum(bool(m) for m in mask[:2])
     except (HipdnnError, TypeError, ValueError, IndexError):
         return 0
     return 0
