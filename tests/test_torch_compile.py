@@ -260,3 +260,34 @@ def test_backend_by_name_through_the_entry_point(
     assert hgc.census().hipdnn_ops() == ["aten.addmm.default", "aten.gelu.default"]
     registry._lazy_import.cache_clear()
     registry._discover_entrypoint_backends.cache_clear()
+
+
+def test_attention_through_the_custom_op_where_torch_kernels_keep_rng_state(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Off the CPU, SDPA goes through ``hipdnn_graph::sdpa_fwd`` / ``sdpa_bwd`` (their own hipDNN
+    graphs); here the CPU is made to route the same way, to run that path."""
+    from hipdnn_graph.torch.compile import _attention
+
+    monkeypatch.setattr(_attention, "routes_to_op", lambda q: True)
+    torch.manual_seed(0)
+    block = Block()
+    x = torch.randn(2, 5, 16, requires_grad=True)
+    out = torch.compile(block, backend=hgc.compile_backend)(x)
+    out.square().sum().backward()
+    grads = [p.grad.clone() for p in block.parameters()] + [x.grad.clone()]
+    block.zero_grad()
+    x.grad = None
+    want = block(x)
+    want.square().sum().backward()
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+    for got, ref in zip(grads, [p.grad for p in block.parameters()] + [x.grad], strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+    c = hgc.census()
+    attention = [(r.graph, r.op, r.placement, r.why) for r in c.rows if "sdpa" in r.op]
+    assert attention == [
+        ("forward", "hipdnn_graph.sdpa_fwd.default", "hipdnn", "sdpa"),
+        ("backward", "hipdnn_graph.sdpa_bwd.default", "hipdnn", "sdpa_backward"),
+    ]
+    assert not any("scaled_dot_product" in r.op for r in c.rows)
+    assert c.flops_fraction() == 1.0

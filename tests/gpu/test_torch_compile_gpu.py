@@ -61,12 +61,13 @@ def test_block_training_step_bf16_matches_eager() -> None:
         torch.testing.assert_close(got, ref, rtol=5e-2, atol=5e-2)
     c = hgc.census()
     print(c.table())
-    # matmuls and their backward always; the GPU SDPA kernels' training outputs (RNG state)
-    # keep attention in aten for now (docs/torch-compile.md)
-    assert {("forward", "matmul"), ("backward", "matmul")} <= {
+    # attention through the hipdnn_graph:: custom ops (their own hipDNN graphs), the rest
+    # partitioned: every matmul and attention FLOP of forward and backward in hipDNN graphs
+    assert ("forward", "sdpa") in {(r.graph, r.why) for r in c.rows if r.placement == "hipdnn"}
+    assert ("backward", "sdpa_backward") in {
         (r.graph, r.why) for r in c.rows if r.placement == "hipdnn"
     }
-    assert c.flops_fraction() > 0.5
+    assert c.flops_fraction() == 1.0
 
 
 def test_resnet_block_training_step_bf16_matches_eager() -> None:

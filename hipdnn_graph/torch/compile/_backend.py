@@ -1,9 +1,11 @@
 """The Dynamo backend: AOTAutograd's aten graphs, each partitioned into hipDNN subgraphs.
 
 ``torch.compile(model, backend="hipdnn")`` finds :func:`compile_backend` through the
-``torch_dynamo_backends`` entry point. AOTAutograd traces the captured graph to aten ops: an
-inference graph, or a forward and a backward graph when gradients are needed; each goes through
-:func:`~hipdnn_graph.torch.compile._partition.partition` and its census is recorded.
+``torch_dynamo_backends`` entry point. Attention off the CPU is first pointed at the
+``hipdnn_graph::sdpa_fwd`` custom op (:mod:`._attention`); then AOTAutograd traces the captured
+graph to aten ops: an inference graph, or a forward and a backward graph when gradients are
+needed; each goes through :func:`~hipdnn_graph.torch.compile._partition.partition` and its
+census is recorded.
 
 Example:
     >>> import torch
@@ -24,6 +26,7 @@ import torch.fx
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch._aot_autograd.utils import make_boxed_func
 
+from ._attention import route_attention
 from ._census import record
 from ._partition import partition
 
@@ -59,5 +62,6 @@ def compile_backend(
     Returns:
         The compiled callable (AOTAutograd's, with autograd when inputs need gradients).
     """
+    route_attention(gm)
     compiled: Callable[..., Any] = _AOT(gm, example_inputs)
     return compiled

@@ -24,6 +24,7 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
 
+from ._attention import OWN_GRAPH_OPS
 from ._census import LOGGER, CensusRow
 from ._lowering import Lowered, lower
 from ._rules import FLOAT_TYPES, RULES, flops
@@ -188,7 +189,9 @@ def partition(gm: torch.fx.GraphModule, kind: str) -> tuple[torch.fx.GraphModule
     rows = []
     for node, name, work, rule in facts:
         part = owner.get(node)
-        if part is not None and part not in failures and rule is not None:
+        if node.target in OWN_GRAPH_OPS:
+            rows.append(CensusRow(kind, name, "hipdnn", OWN_GRAPH_OPS[node.target], None, work))
+        elif part is not None and part not in failures and rule is not None:
             rows.append(CensusRow(kind, name, "hipdnn", rule.family, part, work))
         else:
             why = failures.get(part, "") if part is not None else support.reasons.get(node, "")

@@ -23,6 +23,7 @@ import torch.fx
 
 from ...errors import HipdnnError
 from ...types import NormFwdPhase, PointwiseMode
+from .. import _custom_ops  # noqa: F401  (the hipdnn_graph:: ops, counted by flops())
 from ._lowering import Lowering, meta_value
 
 __all__ = ["FLOAT_TYPES", "RULES", "Rule", "flops"]
@@ -401,6 +402,12 @@ def flops(node: torch.fx.Node) -> int:
             out = meta_value(node).shape
             a = node.args[1] if target is aten.addmm.default else _a(node)[0]
             return 2 * math.prod(out) * int(meta_value(a).shape[-1])
+        if target is torch.ops.hipdnn_graph.sdpa_fwd.default:
+            b, h, s, d = meta_value(node.args[0]).shape
+            return 4 * b * h * s * int(meta_value(node.args[1]).shape[-2]) * d
+        if target is torch.ops.hipdnn_graph.sdpa_bwd.default:
+            b, h, s, d = meta_value(node.args[0]).shape
+            return int(10 * b * h * s * int(meta_value(node.args[1]).shape[-2]) * d)
         if "scaled_dot_product" in str(target):
             q_node = _a(node)[1] if "backward" in str(target) else _a(node)[0]
             b, h, s, d = meta_value(q_node).shape
