@@ -9,6 +9,7 @@ the FLOPs share. CUDA events on a GPU (``perf_counter`` on the CPU), warm-up, me
     python benchmarks/compile_backend.py                # GPU, bf16, the issue's shapes
     python benchmarks/compile_backend.py --small        # CPU smoke: tiny shapes, fp32, no Inductor
     python benchmarks/compile_backend.py --verbose      # also the ops left to aten, with reasons
+    python benchmarks/compile_backend.py --prefer TORCH_EAGER_ENGINE   # no fusion-plan compiles
 """
 
 from __future__ import annotations
@@ -121,7 +122,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             if backend == "eager":
                 fn: Callable[..., torch.Tensor] = model
             elif backend == "hipdnn":
-                fn = torch.compile(model, backend=hgc.compile_backend)
+                options = {"prefer": args.prefer} if args.prefer else None
+                fn = torch.compile(model, backend=hgc.compile_backend, options=options)
             else:
                 fn = torch.compile(model, backend=backend)
 
@@ -164,6 +166,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--models", default=None, help="comma-separated: resnet_blocks,gpt2_blocks")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--warmup", type=int, default=None)
+    parser.add_argument("--prefer", default=None, help="engine ranked first for the subgraphs")
     parser.add_argument("--verbose", action="store_true", help="list the ops left to aten")
     args = parser.parse_args(argv)
     args.device = args.device or ("cpu" if args.small else "cuda")

@@ -185,7 +185,7 @@ def test_unsupported_op_and_dtype_stay_in_aten() -> None:
 
 
 def test_graph_that_fails_to_build_runs_in_aten(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(gm: object) -> object:
+    def refuse(gm: object, prefer: object = None) -> object:
         raise HipdnnError(ErrorCode.GRAPH_NOT_SUPPORTED, "no engine applies")
 
     monkeypatch.setattr(_partition, "lower", refuse)

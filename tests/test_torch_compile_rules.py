@@ -79,3 +79,33 @@ def test_partition_runs_a_swapped_broadcast_add_and_a_scalar_mul() -> None:
     (sub,) = [m for name, m in fused.named_children() if name.startswith("hipdnn_subgraph_")]
     assert type(sub).__name__ == "HipdnnSubgraph"
     torch.testing.assert_close(fused(x, b), torch.relu((b + x) * 0.5))
+
+
+def test_plans_are_built_at_the_first_call_on_the_preferred_engine() -> None:
+    def f(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return aten.relu.default(aten.mm.default(x, w))
+
+    x, w = torch.randn(3, 4), torch.randn(4, 5)
+    gm = make_fx(f, tracing_mode="fake")(x, w)
+    fused, _ = partition(gm, "inference", prefer="NUMPY_REFERENCE_ENGINE")
+    (sub,) = [m for name, m in fused.named_children() if name.startswith("hipdnn_subgraph_")]
+    assert sub.lowered.built is False  # compile time checks support only
+    torch.testing.assert_close(fused(x, w), torch.relu(x @ w))
+    assert sub.lowered.built is True
+    assert sub.lowered.graph.get_plan_name() == "NUMPY_REFERENCE_ENGINE"
+
+
+def test_backend_options_are_checked() -> None:
+    from hipdnn_graph import HipdnnError
+    from hipdnn_graph.torch.compile import compile_backend
+
+    gm = make_fx(lambda x: aten.relu.default(x), tracing_mode="fake")(torch.randn(2))
+    with pytest.raises(HipdnnError) as err:
+        compile_backend(gm, [torch.randn(2)], options={"engine": "TORCH_EAGER_ENGINE"})
+    assert err.value.code.name == "INVALID_VALUE"
+    assert err.value.message == (
+        "hipdnn torch.compile backend: unknown options ['engine']; it takes ['prefer']"
+    )
+    with pytest.raises(HipdnnError) as err:
+        compile_backend(gm, [torch.randn(2)], options={"prefer": "NOPE"})
+    assert err.value.message.startswith("Unknown engine name 'NOPE'; registered engines: ")

@@ -8,6 +8,7 @@ the rest to aten. :func:`census` says which ops went where and why (see docs/tor
 Example:
     >>> import torch
     >>> import hipdnn_graph.torch.compile as hgc
+    >>> torch._dynamo.reset()  # forget earlier compiles (and their recompile count)
     >>> hgc.reset_census()
     >>> mlp = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU())
     >>> with torch.no_grad():

@@ -117,15 +117,22 @@ class Lowering:
 
 @dataclass
 class Lowered:
-    """A built graph and how to call it with the subgraph's arguments."""
+    """A supported graph and how to call it with the subgraph's arguments.
+
+    Its plan is built at the first call (``build_plans``: where the fusion engine ranks first,
+    its compile), outside the compilation that lowered it.
+    """
 
     graph: Graph
     inputs: list[BoundInput]
     outputs: list[tuple[TensorAttributes, torch.Tensor]]
-    engine: str
+    built: bool = False
 
     def run(self, args: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Run the graph; each result has the shape, strides and type FX recorded."""
+        if not self.built:
+            self.graph.build_plans()
+            self.built = True
         pack = {b.tensor: args[b.index].view(b.dims) for b in self.inputs}
         results = self.graph.run(pack)
         out = []
@@ -142,11 +149,13 @@ class Lowered:
         return out
 
 
-def lower(gm: torch.fx.GraphModule) -> Lowered:
-    """Build ``gm`` (one partition: placeholders, supported aten ops, one output) as a Graph.
+def lower(gm: torch.fx.GraphModule, prefer: str | None = None) -> Lowered:
+    """Build ``gm`` (one partition: placeholders, supported aten ops, one output) as a Graph,
+    validated and checked against the engines (``prefer``: an engine ranked first where it
+    applies); its plan is built at the first run.
 
     Raises:
-        HipdnnError: whatever a rule, validation or plan building raises (the caller falls
+        HipdnnError: whatever a rule, validation or the support check raises (the caller falls
             back to aten).
     """
     from ._rules import RULES
@@ -180,5 +189,7 @@ def lower(gm: torch.fx.GraphModule) -> Lowered:
     float_inputs = [b.tensor for b in cx.inputs.values() if b.tensor.get_value() is None]
     if float_inputs:
         graph.set_io_data_type(float_inputs[0].get_data_type())
-    graph.build()
-    return Lowered(graph, list(cx.inputs.values()), outputs, graph.get_plan_name())
+    if prefer is not None:
+        graph.set_preferred_engine_id_ext(prefer)
+    graph.build_operation_graph().create_execution_plans().check_support()
+    return Lowered(graph, list(cx.inputs.values()), outputs)

@@ -154,8 +154,11 @@ def _single_output(gm: torch.fx.GraphModule) -> bool:
     return not isinstance(output.args[0], tuple | list)
 
 
-def partition(gm: torch.fx.GraphModule, kind: str) -> tuple[torch.fx.GraphModule, list[CensusRow]]:
-    """Fuse ``gm``'s supported nodes into hipDNN subgraphs; returns the new module and census."""
+def partition(
+    gm: torch.fx.GraphModule, kind: str, prefer: str | None = None
+) -> tuple[torch.fx.GraphModule, list[CensusRow]]:
+    """Fuse ``gm``'s supported nodes into hipDNN subgraphs (``prefer``: an engine name ranked
+    first where it applies); returns the new module and the census rows."""
     split_convolution_backward(gm)
     support = FamilySupport()
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
@@ -178,7 +181,7 @@ def partition(gm: torch.fx.GraphModule, kind: str) -> tuple[torch.fx.GraphModule
         index = int(str(node.target)[len(_PREFIX) :])
         submodule = getattr(fused, str(node.target))
         try:
-            lowered = lower(submodule)
+            lowered = lower(submodule, prefer)
         except Exception as err:  # unsupported in a way no check saw: aten runs it
             failures[index] = f"its hipDNN graph failed to build: {err}"
             continue
