@@ -109,3 +109,25 @@ def test_backend_options_are_checked() -> None:
     with pytest.raises(HipdnnError) as err:
         compile_backend(gm, [torch.randn(2)], options={"prefer": "NOPE"})
     assert err.value.message.startswith("Unknown engine name 'NOPE'; registered engines: ")
+
+
+def test_a_plan_that_fails_to_build_sends_every_call_to_aten(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hipdnn_graph import Graph, HipdnnError
+    from hipdnn_graph.types import ErrorCode
+
+    tries = []
+
+    def fail(self: object, *args: object) -> None:
+        tries.append(1)
+        raise HipdnnError(ErrorCode.GRAPH_EXECUTION_PLAN_CREATION_FAILED, "no plan")
+
+    monkeypatch.setattr(Graph, "build_plans", fail)
+    x = torch.randn(3, 4)
+    gm = make_fx(lambda x: aten.relu.default(x), tracing_mode="fake")(x)
+    fused, _ = partition(gm, "inference")
+    (sub,) = [m for name, m in fused.named_children() if name.startswith("hipdnn_subgraph_")]
+    for _ in range(3):
+        torch.testing.assert_close(fused(x), torch.relu(x))
+    assert tries == [1] and sub.given_up is True

@@ -87,18 +87,26 @@ class FamilySupport(OperatorSupportBase):
 
 
 class HipdnnSubgraph(torch.nn.Module):
-    """A partition run as a hipDNN graph, falling back to its aten submodule if a run fails."""
+    """A partition run as a hipDNN graph, falling back to its aten submodule if a run fails.
+
+    A plan that fails to build (at the first call) sends every later call to aten too; a run
+    that fails sends only that call.
+    """
 
     def __init__(self, lowered: Lowered, fallback: torch.fx.GraphModule, single: bool) -> None:
         super().__init__()
         self.lowered = lowered
         self.fallback = fallback
         self.single = single
+        self.given_up = False
 
     def forward(self, *args: torch.Tensor) -> Any:
+        if self.given_up:
+            return self.fallback(*args)
         try:
             out = self.lowered.run(args)
         except Exception as err:  # the model must run: aten takes this call
+            self.given_up = not self.lowered.built
             LOGGER.warning("hipDNN subgraph failed at run time, aten runs it: %s", err)
             return self.fallback(*args)
         return out[0] if self.single else tuple(out)
