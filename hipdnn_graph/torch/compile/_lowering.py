@@ -186,9 +186,8 @@ def lower(gm: torch.fx.GraphModule, prefer: str | None = None) -> Lowered:
         example = meta_value(result)
         made.set_output(True).set_data_type(example.dtype)
         outputs.append((made, example))
-    float_inputs = [b.tensor for b in cx.inputs.values() if b.tensor.get_value() is None]
-    if float_inputs:
-        graph.set_io_data_type(float_inputs[0].get_data_type())
+    if cx.inputs:  # the io type: the first input's (each tensor also carries its own)
+        graph.set_io_data_type(next(iter(cx.inputs.values())).tensor.get_data_type())
     if prefer is not None:
         graph.set_preferred_engine_id_ext(prefer)
     graph.build_operation_graph().create_execution_plans().check_support()
