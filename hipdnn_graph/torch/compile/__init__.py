@@ -1,0 +1,25 @@
+"""``torch.compile(model, backend="hipdnn")``: models run as hipDNN graphs where families fit.
+
+The backend partitions AOTAutograd's aten graphs (inference, forward, backward) into maximal
+subgraphs that hipDNN's families express (matmul, convolution, pointwise, layernorm, SDPA and
+their backwards), builds each as a :class:`~hipdnn_graph.Graph` run on the best engine, and leaves
+the rest to aten. :func:`census` says which ops went where and why (see docs/torch-compile.md).
+
+Example:
+    >>> import torch
+    >>> import hipdnn_graph.torch.compile as hgc
+    >>> torch._dynamo.reset()  # forget earlier compiles (and their recompile count)
+    >>> hgc.reset_census()
+    >>> mlp = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU())
+    >>> with torch.no_grad():
+    ...     y = torch.compile(mlp, backend=hgc.compile_backend)(torch.randn(2, 4))
+    >>> hgc.census().hipdnn_ops()
+    ['aten.addmm.default', 'aten.gelu.default']
+"""
+
+from __future__ import annotations
+
+from ._backend import compile_backend
+from ._census import Census, CensusRow, census, reset_census
+
+__all__ = ["Census", "CensusRow", "census", "compile_backend", "reset_census"]

@@ -1,0 +1,95 @@
+"""``torch.compile(backend="hipdnn")`` on a GPU, bf16 (run on the device machine; skipped without
+CUDA/ROCm): a GPT-2 style block's inference and training step against eager, and where the census
+puts its ops."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from test_torch_compile import Block  # noqa: E402
+
+import hipdnn_graph.torch.compile as hgc  # noqa: E402
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA or ROCm device"),
+]
+
+BF16_TOL = {"rtol": 2e-2, "atol": 2e-2}
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    torch._dynamo.reset()
+    hgc.reset_census()
+
+
+def _block() -> tuple[torch.nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    block = Block(dim=64, heads=4).to(device="cuda", dtype=torch.bfloat16)
+    return block, torch.randn(2, 128, 64, device="cuda", dtype=torch.bfloat16)
+
+
+def test_block_inference_bf16_matches_eager_all_flops_in_hipdnn() -> None:
+    block, x = _block()
+    with torch.no_grad():
+        got = torch.compile(block, backend=hgc.compile_backend)(x)
+        want = block(x)
+    torch.testing.assert_close(got, want, **BF16_TOL)
+    c = hgc.census()
+    print(c.table())
+    assert {"layernorm", "matmul", "pointwise", "sdpa"} <= {
+        r.why for r in c.rows if r.placement == "hipdnn"
+    }
+    assert c.flops_fraction() == 1.0
+
+
+def test_block_training_step_bf16_matches_eager() -> None:
+    block, x = _block()
+    x.requires_grad_(True)
+    out = torch.compile(block, backend=hgc.compile_backend)(x)
+    out.float().square().mean().backward()
+    grads = [p.grad.clone() for p in block.parameters()] + [x.grad.clone()]
+    block.zero_grad()
+    x.grad = None
+    want = block(x)
+    want.float().square().mean().backward()
+    torch.testing.assert_close(out, want, **BF16_TOL)
+    for got, ref in zip(grads, [p.grad for p in block.parameters()] + [x.grad], strict=True):
+        torch.testing.assert_close(got, ref, rtol=5e-2, atol=5e-2)
+    c = hgc.census()
+    print(c.table())
+    # attention through the hipdnn_graph:: custom ops (their own hipDNN graphs), the rest
+    # partitioned: every matmul and attention FLOP of forward and backward in hipDNN graphs
+    assert ("forward", "sdpa") in {(r.graph, r.why) for r in c.rows if r.placement == "hipdnn"}
+    assert ("backward", "sdpa_backward") in {
+        (r.graph, r.why) for r in c.rows if r.placement == "hipdnn"
+    }
+    assert c.flops_fraction() == 1.0
+
+
+def test_resnet_block_training_step_bf16_matches_eager() -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from compile_backend import ConvBlock
+
+    torch.manual_seed(0)
+    model = ConvBlock(16).to(device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(4, 16, 16, 16, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    out = torch.compile(model, backend=hgc.compile_backend)(x)
+    out.float().square().mean().backward()
+    grads = [p.grad.clone() for p in model.parameters()] + [x.grad.clone()]
+    model.zero_grad()
+    x.grad = None
+    want = model(x)
+    want.float().square().mean().backward()
+    torch.testing.assert_close(out, want, **BF16_TOL)
+    for got, ref in zip(grads, [p.grad for p in model.parameters()] + [x.grad], strict=True):
+        torch.testing.assert_close(got, ref, rtol=5e-2, atol=5e-2)
+    c = hgc.census()
+    print(c.table())
+    assert c.flops_fraction() == 1.0  # both convolutions, forward, dgrad and wgrad
