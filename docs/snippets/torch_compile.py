@@ -29,9 +29,11 @@ block = Block()
 x = torch.randn(2, 5, 16, requires_grad=True)
 compiled = torch.compile(block, backend=hgc.compile_backend)  # installed: backend="hipdnn"
 compiled(x).square().sum().backward()
+assert x.grad is not None
 grad = x.grad.clone()
 x.grad = None
 block(x).square().sum().backward()  # eager
+assert x.grad is not None
 print(torch.allclose(grad, x.grad, atol=1e-5))
 # --8<-- [end:compile]
 

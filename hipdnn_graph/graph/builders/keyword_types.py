@@ -37,6 +37,8 @@ class TensorKeywords(TypedDict, total=False):
     is_pass_by_value: bool | np.bool_
     value: bool | int | float | np.generic | None
     alignment: SupportsIndex
+    ragged_offset: TensorAttributes | None
+    ragged_offset_multiplier: SupportsIndex
 
 
 class _SdpaCommonKeywords(TypedDict, total=False):
