@@ -1,6 +1,8 @@
 """Train with hipdnn-graph: a torch attention op with autograd, and transformers' registration.
 
 Importing this package imports torch (``import hipdnn_graph`` alone never does).
+:func:`export` (from :mod:`hipdnn_graph.torch.compile`, imported at first use) writes a model's
+hipDNN subgraphs and their manifest to a directory.
 
 Example:
     >>> import torch
@@ -13,6 +15,8 @@ Example:
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 try:
     import torch as _torch  # noqa: F401  (checked first: every module below imports it)
@@ -31,11 +35,25 @@ from ._graphs import CachedGraph, cached_graphs, graph_cache, sdpa_backward, sdp
 from ._hf import hipdnn_attention_forward, register_transformers
 from ._op import scaled_dot_product_attention
 
+if TYPE_CHECKING:
+    from .compile import export
+
+
+def __getattr__(name: str) -> Any:
+    """``export`` on first use: the compile package imports torch's FX and Dynamo machinery."""
+    if name == "export":
+        from .compile import export
+
+        return export
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "CacheInfo",
     "CachedGraph",
     "GraphCache",
     "cached_graphs",
+    "export",
     "graph_cache",
     "hipdnn_attention_forward",
     "register_transformers",

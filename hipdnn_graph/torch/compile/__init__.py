@@ -4,6 +4,8 @@ The backend partitions AOTAutograd's aten graphs (inference, forward, backward) 
 subgraphs that hipDNN's families express (matmul, convolution, pointwise, layernorm, SDPA and
 their backwards), builds each as a :class:`~hipdnn_graph.Graph` run on the best engine, and leaves
 the rest to aten. :func:`census` says which ops went where and why (see docs/torch-compile.md).
+:func:`export` writes a model's subgraphs as hipDNN graph files with a manifest; :func:`run_export`
+runs such a directory again.
 
 Example:
     >>> import torch
@@ -21,5 +23,16 @@ from __future__ import annotations
 
 from ._backend import compile_backend
 from ._census import Census, CensusRow, census, reset_census
+from ._export import FORMAT, export, load_graph, run_export
 
-__all__ = ["Census", "CensusRow", "census", "compile_backend", "reset_census"]
+__all__ = [
+    "FORMAT",
+    "Census",
+    "CensusRow",
+    "census",
+    "compile_backend",
+    "export",
+    "load_graph",
+    "reset_census",
+    "run_export",
+]
