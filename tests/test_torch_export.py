@@ -191,3 +191,32 @@ def test_a_subgraph_that_fails_to_build_is_exported_as_its_aten_ops(
     (got,) = run_export(tmp_path, (x,))
     with torch.no_grad():
         torch.testing.assert_close(got, mlp(x), rtol=1e-5, atol=1e-5)
+
+
+def test_run_export_refuses_inputs_of_another_shape_or_type(tmp_path: Path) -> None:
+    hgt.export(_mlp(), (torch.randn(2, 8),), tmp_path)
+    with pytest.raises(HipdnnError) as err:
+        run_export(tmp_path, (torch.randn(3, 8),))
+    assert err.value.code is ErrorCode.INVALID_VALUE
+    assert "input 0 must be a float32 tensor of shape [2, 8] (the traced one), got [[3, 8]" in str(
+        err.value
+    )
+    with pytest.raises(HipdnnError, match="got ndarray"):
+        run_export(tmp_path, (torch.randn(2, 8).numpy(),))
+    with pytest.raises(HipdnnError, match="got \\[\\[2, 8\\], torch.float64\\]"):
+        run_export(tmp_path, (torch.randn(2, 8, dtype=torch.float64),))
+
+
+def test_export_refuses_non_tensor_inputs_and_untraceable_models(tmp_path: Path) -> None:
+    with pytest.raises(HipdnnError, match=r"inputs must be tensors, got \['int'\]") as err:
+        hgt.export(_mlp(), (3,), tmp_path)
+    assert err.value.code is ErrorCode.INVALID_VALUE
+
+    class Branchy(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + 1 if x.sum() > 0 else x - 1  # data-dependent control flow
+
+    with pytest.raises(HipdnnError, match="export: tracing the model failed: ") as err:
+        hgt.export(Branchy(), (torch.randn(2),), tmp_path)
+    assert err.value.code is ErrorCode.GRAPH_NOT_SUPPORTED
+    assert not (tmp_path / "manifest.json").exists()

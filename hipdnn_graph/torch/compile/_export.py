@@ -217,18 +217,27 @@ def export(
         The manifest (as written to ``manifest.json``).
 
     Raises:
-        HipdnnError: ``INVALID_VALUE`` for another ``graph_format``; ``GRAPH_NOT_SUPPORTED`` for
-            an op left in aten whose arguments have no JSON form.
+        HipdnnError: ``INVALID_VALUE`` for another ``graph_format`` or an input that is not a
+            tensor; ``GRAPH_NOT_SUPPORTED`` for a model tracing refuses (the reason named) or an
+            op left in aten whose arguments have no JSON form.
     """
     if graph_format not in _GRAPH_FORMATS:
         raise HipdnnError(
             ErrorCode.INVALID_VALUE,
             f"export: graph_format must be one of {list(_GRAPH_FORMATS)}, not {graph_format!r}",
         )
+    if not all(isinstance(t, torch.Tensor) for t in example_inputs):
+        kinds = [type(t).__name__ for t in example_inputs]
+        raise HipdnnError(ErrorCode.INVALID_VALUE, f"export: inputs must be tensors, got {kinds}")
+    try:
+        with torch.no_grad():
+            gm, signature = aot_export_module(
+                _Flat(model), tuple(example_inputs), trace_joint=False
+            )
+    except Exception as err:  # whatever tracing refused, named
+        raise NotSupportedError(f"export: tracing the model failed: {err}") from err
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    with torch.no_grad():
-        gm, signature = aot_export_module(_Flat(model), tuple(example_inputs), trace_joint=False)
     assert isinstance(gm, torch.fx.GraphModule)  # as AOTAutograd's export makes it
     fused, _ = partition(gm, "inference")
     named = {**signature.inputs_to_parameters, **signature.inputs_to_buffers}
@@ -301,7 +310,8 @@ def run_export(
 
     Raises:
         HipdnnError: ``INVALID_VALUE`` for a directory whose manifest is not an export's, or
-            inputs of other count; the errors of loading, building or running a graph.
+            inputs of another count, shape or type than traced; the errors of loading, building
+            or running a graph.
     """
     root = Path(directory)
     try:
@@ -315,6 +325,17 @@ def run_export(
             ErrorCode.INVALID_VALUE,
             f"run_export: the model takes {len(manifest['inputs'])} inputs, got {len(inputs)}",
         )
+    for number, (want, x) in enumerate(zip(manifest["inputs"], inputs, strict=True)):
+        if not isinstance(x, torch.Tensor) or [list(x.shape), x.dtype] != [
+            want["shape"],
+            _dtype(want),
+        ]:
+            got = [list(x.shape), x.dtype] if isinstance(x, torch.Tensor) else type(x).__name__
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"run_export: input {number} must be a {want['dtype']} tensor of shape "
+                f"{want['shape']} (the traced one), got {got}",
+            )
     weights = torch.load(root / manifest["weights"]["file"], weights_only=True)
     env: dict[str, Any] = {ref: weights[fqn] for ref, fqn in manifest["weights"]["refs"].items()}
     env.update((i["ref"], x) for i, x in zip(manifest["inputs"], inputs, strict=True))
