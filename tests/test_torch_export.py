@@ -4,6 +4,9 @@ on the NumPy reference (docs/torch-compile.md, "Export")."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -220,3 +223,17 @@ def test_export_refuses_non_tensor_inputs_and_untraceable_models(tmp_path: Path)
         hgt.export(Branchy(), (torch.randn(2),), tmp_path)
     assert err.value.code is ErrorCode.GRAPH_NOT_SUPPORTED
     assert not (tmp_path / "manifest.json").exists()
+
+
+def test_export_is_imported_at_first_use() -> None:
+    code = (
+        "import sys, hipdnn_graph.torch as hgt\n"
+        "before = 'hipdnn_graph.torch.compile' in sys.modules\n"
+        "from hipdnn_graph.torch.compile import export\n"
+        "print(before, hgt.export is export, hasattr(hgt, 'exports'))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert done.stdout.split() == ["False", "True", "False"]
