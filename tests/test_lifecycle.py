@@ -435,3 +435,22 @@ def test_executing_twice_gives_identical_results(only_numpy: None) -> None:
     for n in ("dQ", "dK", "dV"):
         assert not np.isnan(first[t[n]]).any()
         np.testing.assert_array_equal(first[t[n]], second[t[n]])
+
+
+def test_a_torch_caller_gets_torch_results_from_the_numpy_reference() -> None:
+    """Graph.run hands back the caller's kind of array whichever engine ran: torch tensors in,
+    torch tensors out on the NumPy reference too (outputs the caller gave are its own)."""
+    torch = pytest.importorskip("torch")
+    g = hg.Graph(io_data_type=hg.DataType.FLOAT, compute_data_type=hg.DataType.FLOAT)
+    x = g.tensor(name="x", dim=[4])
+    y = g.pointwise(x, mode=hg.PointwiseMode.EXP).set_output(True)
+    z = g.pointwise(y, mode=hg.PointwiseMode.NEG).set_output(True)
+    g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE")
+    g.build()
+    assert g.get_plan_name() == "NUMPY_REFERENCE_ENGINE"
+    given = torch.full((4,), float("nan"))
+    out = g.run({x: torch.arange(4.0), z: given})
+    assert isinstance(out[y], torch.Tensor) and out[z] is given
+    assert torch.allclose(out[y], torch.arange(4.0).exp())
+    assert torch.allclose(given, -torch.arange(4.0).exp())
+    assert isinstance(g.run({x: np.arange(4.0, dtype=np.float32)})[y], np.ndarray)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from ..backend.buffers import as_torch
 from ..backend.contract import Engine, ExecutionPlan
 from ..backend.variant_pack import TensorSpec, VariantPackBinder, as_numpy, is_torch_tensor
 from ..errors import HipdnnError
@@ -99,6 +100,16 @@ def run(built: BuiltPlan, inputs: Mapping[Any, Any], workspace: Any) -> dict[Ten
                 results[tensor] = by_uid[spec.uid]
             else:
                 results[tensor] = as_numpy(results[tensor].detach().cpu(), spec.label)
+    elif binder.array_kind != "torch":
+        first = next((v for v in inputs.values() if is_torch_tensor(v)), None)
+        if first is not None:  # a torch caller gets torch results whatever engine ran
+            by_uid = {_key_uid(key): value for key, value in inputs.items()}
+            for spec in binder.outputs:
+                tensor = cast("TensorAttributes", spec.tensor)
+                if spec.uid in given and is_torch_tensor(by_uid.get(spec.uid)):
+                    results[tensor] = by_uid[spec.uid]  # the caller's own, written in place
+                else:
+                    results[tensor] = as_torch(results[tensor], spec.label).to(first.device)
     return results
 
 
