@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
-F = torch.nn.functional
+
+from compile_models import Block, make_mlp  # noqa: E402
 
 import hipdnn_graph.torch.compile as hgc  # noqa: E402
 from hipdnn_graph import ErrorCode, HipdnnError  # noqa: E402
@@ -21,27 +22,19 @@ from hipdnn_graph.torch.compile import _partition  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
-class Block(torch.nn.Module):
-    """A pre-norm transformer block: layernorm, qkv linear, causal SDPA, projection, residual."""
-
-    def __init__(self, dim: int = 16, heads: int = 2) -> None:
-        super().__init__()
-        self.heads = heads
-        self.ln = torch.nn.LayerNorm(dim)
-        self.qkv = torch.nn.Linear(dim, 3 * dim)
-        self.proj = torch.nn.Linear(dim, dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, s, d = x.shape
-        qkv = self.qkv(self.ln(x)).view(b, s, 3, self.heads, d // self.heads)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return x + F.gelu(self.proj(attn.transpose(1, 2).reshape(b, s, d)))
-
-
-def _mlp() -> torch.nn.Module:
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
+def _trains_as_eager(model: torch.nn.Module, x: torch.Tensor) -> None:
+    """Compiled with the backend, ``model``'s output and the gradients of its parameters and of
+    ``x`` (a leaf) for ``out.square().sum()`` equal eager's."""
+    out = torch.compile(model, backend=hgc.compile_backend)(x)
+    out.square().sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()] + [x.grad.clone()]
+    model.zero_grad()
+    x.grad = None
+    want = model(x)
+    want.square().sum().backward()
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+    for got, ref in zip(grads, [p.grad for p in model.parameters()] + [x.grad], strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +44,7 @@ def _fresh() -> None:
 
 
 def test_mlp_inference_matches_eager_and_runs_in_hipdnn_graphs() -> None:
-    mlp, x = _mlp(), torch.randn(4, 8)
+    mlp, x = make_mlp(), torch.randn(4, 8)
     with torch.no_grad():
         got = torch.compile(mlp, backend=hgc.compile_backend)(x)
         want = mlp(x)
@@ -72,17 +65,7 @@ def test_transformer_block_forward_and_backward_match_eager() -> None:
     torch.manual_seed(0)
     block = Block()
     x = torch.randn(2, 5, 16, requires_grad=True)
-    compiled = torch.compile(block, backend=hgc.compile_backend)
-    out = compiled(x)
-    out.square().sum().backward()
-    grads = [p.grad.clone() for p in block.parameters()] + [x.grad.clone()]
-    block.zero_grad()
-    x.grad = None
-    want = block(x)
-    want.square().sum().backward()
-    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
-    for got, ref in zip(grads, [p.grad for p in block.parameters()] + [x.grad], strict=True):
-        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+    _trains_as_eager(block, x)
     c = hgc.census()
     families = {(r.graph, r.why) for r in c.rows if r.placement == "hipdnn"}
     assert families == {
@@ -129,16 +112,7 @@ def test_conv_block_forward_and_backward_match_eager() -> None:
         torch.nn.Conv2d(8, 4, 3, stride=2, padding=1),  # 9 -> 5: dgrad's dims come from FX
     )
     x = torch.randn(2, 3, 9, 9, requires_grad=True)
-    out = torch.compile(model, backend=hgc.compile_backend)(x)
-    out.square().sum().backward()
-    grads = [p.grad.clone() for p in model.parameters()] + [x.grad.clone()]
-    model.zero_grad()
-    x.grad = None
-    want = model(x)
-    want.square().sum().backward()
-    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
-    for got, ref in zip(grads, [p.grad for p in model.parameters()] + [x.grad], strict=True):
-        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+    _trains_as_eager(model, x)
     c = hgc.census()
     rows = [(r.graph, r.placement, r.why) for r in c.rows if "convolution" in r.op]
     assert sorted(rows) == sorted(
@@ -189,7 +163,7 @@ def test_graph_that_fails_to_build_runs_in_aten(monkeypatch: pytest.MonkeyPatch)
         raise HipdnnError(ErrorCode.GRAPH_NOT_SUPPORTED, "no engine applies")
 
     monkeypatch.setattr(_partition, "lower", refuse)
-    mlp, x = _mlp(), torch.randn(2, 8)
+    mlp, x = make_mlp(), torch.randn(2, 8)
     with torch.no_grad():
         torch.testing.assert_close(torch.compile(mlp, backend=hgc.compile_backend)(x), mlp(x))
     c = hgc.census()
@@ -209,14 +183,14 @@ def test_graph_that_fails_at_run_time_falls_back(
         raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, "buffer mismatch")
 
     monkeypatch.setattr(Lowered, "run", broken)
-    mlp, x = _mlp(), torch.randn(2, 8)
+    mlp, x = make_mlp(), torch.randn(2, 8)
     with caplog.at_level(logging.WARNING, logger="hipdnn_graph.compile"), torch.no_grad():
         torch.testing.assert_close(torch.compile(mlp, backend=hgc.compile_backend)(x), mlp(x))
     assert "hipDNN subgraph failed at run time, aten runs it: buffer mismatch" in caplog.text
 
 
 def test_census_is_logged_at_debug(caplog: pytest.LogCaptureFixture) -> None:
-    mlp = _mlp()
+    mlp = make_mlp()
     with caplog.at_level(logging.DEBUG, logger="hipdnn_graph.compile"), torch.no_grad():
         torch.compile(mlp, backend=hgc.compile_backend)(torch.randn(2, 8))
     (message,) = [r.getMessage() for r in caplog.records if r.name == "hipdnn_graph.compile"]
@@ -254,7 +228,7 @@ def test_backend_by_name_through_the_entry_point(
     registry._lazy_import.cache_clear()  # torch discovers entry points once per process
     registry._discover_entrypoint_backends.cache_clear()
     assert registry.lookup_backend("hipdnn") is hgc.compile_backend
-    mlp, x = _mlp(), torch.randn(2, 8)
+    mlp, x = make_mlp(), torch.randn(2, 8)
     with torch.no_grad():
         torch.testing.assert_close(torch.compile(mlp, backend="hipdnn")(x), mlp(x))
     assert hgc.census().hipdnn_ops() == ["aten.addmm.default", "aten.gelu.default"]
@@ -273,16 +247,7 @@ def test_attention_through_the_custom_op_where_torch_kernels_keep_rng_state(
     torch.manual_seed(0)
     block = Block()
     x = torch.randn(2, 5, 16, requires_grad=True)
-    out = torch.compile(block, backend=hgc.compile_backend)(x)
-    out.square().sum().backward()
-    grads = [p.grad.clone() for p in block.parameters()] + [x.grad.clone()]
-    block.zero_grad()
-    x.grad = None
-    want = block(x)
-    want.square().sum().backward()
-    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
-    for got, ref in zip(grads, [p.grad for p in block.parameters()] + [x.grad], strict=True):
-        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+    _trains_as_eager(block, x)
     c = hgc.census()
     attention = [(r.graph, r.op, r.placement, r.why) for r in c.rows if "sdpa" in r.op]
     assert attention == [

@@ -12,34 +12,12 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
-F = torch.nn.functional
+
+from compile_models import Block, make_mlp  # noqa: E402
 
 import hipdnn_graph.torch as hgt  # noqa: E402
 from hipdnn_graph import ErrorCode, Graph, HipdnnError  # noqa: E402
 from hipdnn_graph.torch.compile import FORMAT, load_graph, run_export  # noqa: E402
-
-
-class Block(torch.nn.Module):
-    """A pre-norm transformer block: layernorm, qkv linear, causal SDPA, projection, residual."""
-
-    def __init__(self, dim: int = 16, heads: int = 2) -> None:
-        super().__init__()
-        self.heads = heads
-        self.ln = torch.nn.LayerNorm(dim)
-        self.qkv = torch.nn.Linear(dim, 3 * dim)
-        self.proj = torch.nn.Linear(dim, dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, s, d = x.shape
-        qkv = self.qkv(self.ln(x)).view(b, s, 3, self.heads, d // self.heads)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return x + F.gelu(self.proj(attn.transpose(1, 2).reshape(b, s, d)))
-
-
-def _mlp() -> torch.nn.Module:
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
 
 
 def _check_manifest(out: Path, manifest: dict, graph_format: str) -> list[dict]:
@@ -90,7 +68,7 @@ def _check_manifest(out: Path, manifest: dict, graph_format: str) -> list[dict]:
 def test_mlp_exports_one_subgraph_that_reruns_to_the_output(
     tmp_path: Path, graph_format: str
 ) -> None:
-    mlp, x = _mlp(), torch.randn(4, 8)
+    mlp, x = make_mlp(), torch.randn(4, 8)
     manifest = hgt.export(mlp, (x,), tmp_path, graph_format=graph_format)
     (sub,) = _check_manifest(tmp_path, manifest, graph_format)
     assert [s["op"] for s in manifest["steps"] if s["kind"] == "aten"] == ["aten.t.default"] * 2
@@ -143,7 +121,7 @@ def test_transformer_block_reruns_in_manifest_order(tmp_path: Path) -> None:
 
 
 def test_load_graph_reads_each_subgraph_file(tmp_path: Path) -> None:
-    hgt.export(_mlp(), (torch.randn(2, 8),), tmp_path, graph_format="bin")
+    hgt.export(make_mlp(), (torch.randn(2, 8),), tmp_path, graph_format="bin")
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     step = next(s for s in manifest["steps"] if s["kind"] == "hipdnn")
     graph = load_graph(tmp_path, step)
@@ -152,7 +130,7 @@ def test_load_graph_reads_each_subgraph_file(tmp_path: Path) -> None:
 
 def test_unknown_graph_format_is_invalid_value(tmp_path: Path) -> None:
     with pytest.raises(HipdnnError) as err:
-        hgt.export(_mlp(), (torch.randn(2, 8),), tmp_path, graph_format="onnx")
+        hgt.export(make_mlp(), (torch.randn(2, 8),), tmp_path, graph_format="onnx")
     assert err.value.code is ErrorCode.INVALID_VALUE
     assert "graph_format must be one of ['json', 'bin'], not 'onnx'" in str(err.value)
     assert not (tmp_path / "manifest.json").exists()
@@ -168,7 +146,7 @@ def test_run_export_refuses_a_directory_without_an_export(tmp_path: Path) -> Non
 
 
 def test_run_export_refuses_another_input_count(tmp_path: Path) -> None:
-    hgt.export(_mlp(), (torch.randn(2, 8),), tmp_path)
+    hgt.export(make_mlp(), (torch.randn(2, 8),), tmp_path)
     with pytest.raises(HipdnnError, match="the model takes 1 inputs, got 2") as err:
         run_export(tmp_path, (torch.randn(2, 8), torch.randn(2, 8)))
     assert err.value.code is ErrorCode.INVALID_VALUE
@@ -184,7 +162,7 @@ def test_a_subgraph_that_fails_to_build_is_exported_as_its_aten_ops(
         raise NotSupportedError("refused for the test")
 
     monkeypatch.setattr(_partition, "lower", refuse)
-    mlp, x = _mlp(), torch.randn(4, 8)
+    mlp, x = make_mlp(), torch.randn(4, 8)
     manifest = hgt.export(mlp, (x,), tmp_path)
     assert _check_manifest(tmp_path, manifest, "json") == []
     ops = [s["op"] for s in manifest["steps"]]
@@ -197,7 +175,7 @@ def test_a_subgraph_that_fails_to_build_is_exported_as_its_aten_ops(
 
 
 def test_run_export_refuses_inputs_of_another_shape_or_type(tmp_path: Path) -> None:
-    hgt.export(_mlp(), (torch.randn(2, 8),), tmp_path)
+    hgt.export(make_mlp(), (torch.randn(2, 8),), tmp_path)
     with pytest.raises(HipdnnError) as err:
         run_export(tmp_path, (torch.randn(3, 8),))
     assert err.value.code is ErrorCode.INVALID_VALUE
@@ -212,7 +190,7 @@ def test_run_export_refuses_inputs_of_another_shape_or_type(tmp_path: Path) -> N
 
 def test_export_refuses_non_tensor_inputs_and_untraceable_models(tmp_path: Path) -> None:
     with pytest.raises(HipdnnError, match=r"inputs must be tensors, got \['int'\]") as err:
-        hgt.export(_mlp(), (3,), tmp_path)
+        hgt.export(make_mlp(), (3,), tmp_path)
     assert err.value.code is ErrorCode.INVALID_VALUE
 
     class Branchy(torch.nn.Module):
