@@ -73,7 +73,6 @@ class TorchSdpaPlan(ReplayedPlan):
         self.engine_name = engine_name
         self.steps = steps
         self.replay = CudaGraphReplay(output_uids)
-        self.output_uids = output_uids
         #: the kernels run on a CUDA/ROCm device only (torch's fused ops): host tensors are
         #: staged through the current device (:meth:`execute`)
         self.device_only = device_only
@@ -109,7 +108,7 @@ class TorchSdpaPlan(ReplayedPlan):
             for uid, value in buffers.items()
         }
         self.run_now(staged)
-        for uid in self.output_uids:
+        for uid in self.replay.output_uids:
             value = staged.get(uid)
             if value is None:
                 continue
