@@ -349,9 +349,9 @@ def run_export(
         graph.build()
         by_uid = {t.get_uid(): t for t in graph.tensors}
         pack = {by_uid[i["uid"]]: env[i["from"]["ref"]].view(i["dims"]) for i in step["inputs"]}
-        results = graph.run(pack)
+        results = graph.run(pack)  # torch tensors in, torch tensors out, whatever the engine
         for o in step["outputs"]:  # the shape, strides and type the traced model had
-            result = torch.as_tensor(results[by_uid[o["uid"]]]).reshape(o["shape"])
+            result = results[by_uid[o["uid"]]].reshape(o["shape"])
             like = torch.empty_strided(o["shape"], o["stride"], dtype=_dtype(o))
             env[o["ref"]] = like.copy_(result)
     return [env[o["ref"]] for o in manifest["outputs"]]
