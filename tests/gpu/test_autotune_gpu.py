@@ -61,11 +61,10 @@ def test_tunes_on_device_buffers_and_reuses_the_choice(tmp_path: Path) -> None:
 
 
 def test_benchmark_masked_set_meets_the_targets(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "backends")])}
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "autotune.py"), "--set", "masked",
          "--check-reuse", "--store", str(tmp_path / "s.json")],
-        capture_output=True, text=True, cwd=ROOT, env=env, timeout=1800, check=False,
+        capture_output=True, text=True, cwd=ROOT, timeout=1800, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [ln for ln in done.stdout.splitlines() if ln.startswith("| masked")]
@@ -84,4 +83,4 @@ def test_hip_event_timing_smoke() -> None:
     torch.ones(1 << 20, device="cuda").sum()
     stop.record(0)
     stop.synchronize()
-    assert stop.query() and start.elapsed_time(stop) >= 0.0
+    assert start.elapsed_time(stop) >= 0.0

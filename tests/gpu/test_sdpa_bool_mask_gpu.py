@@ -85,6 +85,13 @@ def _build(engine: str, io: hg.DataType, backward: bool) -> tuple[hg.Graph, dict
     return g, t
 
 
+def _inputs(t: dict[str, Any], tdt: Any, seed: int) -> dict[str, Any]:
+    """Random Q, K, V and an upstream gradient dO shaped like Q (a forward graph has no dO)."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    dims = {n: t[n].dim for n in ("Q", "K", "V")} | {"dO": t["Q"].dim}
+    return {n: torch.randn(d, generator=gen, device="cuda").to(tdt) for n, d in dims.items()}
+
+
 def _reference(x: dict[str, Any], mask: Any) -> tuple[Any, Any, dict[str, Any]]:
     """float64 CPU output, log-sum-exp and gradients of torch's SDPA with the bool mask."""
     ref = {n: x[n].double().cpu().requires_grad_(n in "QKV") for n in ("Q", "K", "V", "dO")}
@@ -104,11 +111,7 @@ def test_forward_matches_torch_with_the_same_bool_mask(
 ) -> None:
     tdt, io = DTYPES[dtype]
     g, t = _build(engine, io, backward=False)
-    gen = torch.Generator(device="cuda").manual_seed(11)
-    x = {
-        n: torch.randn(t[n].dim, generator=gen, device="cuda").to(tdt)
-        for n in ("Q", "K", "V", "dO")
-    }
+    x = _inputs(t, tdt, seed=11)
     mask = _mask(hide_a_row)
     o = torch.empty(B, H, SQ, D, device="cuda", dtype=tdt)
     stats = torch.empty(B, H, SQ, 1, device="cuda", dtype=torch.float32)
@@ -127,11 +130,7 @@ def test_forward_matches_torch_with_the_same_bool_mask(
 def test_backward_matches_torch_autograd_with_the_same_bool_mask(engine: str, dtype: str) -> None:
     tdt, io = DTYPES[dtype]
     g, t = _build(engine, io, backward=True)
-    gen = torch.Generator(device="cuda").manual_seed(13)
-    x = {
-        n: torch.randn(t[n].dim, generator=gen, device="cuda").to(tdt)
-        for n in ("Q", "K", "V", "dO")
-    }
+    x = _inputs(t, tdt, seed=13)
     mask = _mask(hide_a_row=False)
     want_o, want_lse, want_grads = _reference(x, mask)
     grads = {n: torch.empty(t[n].dim, device="cuda", dtype=tdt) for n in ("dQ", "dK", "dV")}
@@ -166,9 +165,7 @@ def test_repeated_executes_read_each_new_mask(engine: str) -> None:
     """The mask is read on every call (also when the plan replays a captured CUDA graph): three
     executes with three masks give torch's output for each."""
     g, t = _build(engine, hg.DataType.BFLOAT16, backward=False)
-    gen = torch.Generator(device="cuda").manual_seed(17)
-    x = {n: torch.randn(t[n].dim, generator=gen, device="cuda").to(torch.bfloat16)
-         for n in ("Q", "K", "V", "dO")}  # fmt: skip
+    x = _inputs(t, torch.bfloat16, seed=17)
     mask_buffer = torch.empty(B, 1, SQ, SKV, dtype=torch.bool, device="cuda")
     o = torch.empty(B, H, SQ, D, device="cuda", dtype=torch.bfloat16)
     stats = torch.empty(B, H, SQ, 1, device="cuda", dtype=torch.float32)
