@@ -373,15 +373,17 @@ def _keywords(options: Options, slots: dict[str, TensorAttributes]) -> dict[str,
     return kw
 
 
-#: the engines whose kernel writes O with [B, S, H, D] memory whatever Q's layout (torch's
-#: memory-efficient kernel allocates its output so); F.sdpa hands that tensor back as it is
+#: the engines whose kernels write O, dQ, dK and dV with [B, S, H, D] memory whatever Q's layout
+#: (torch's memory-efficient kernels allocate their outputs so); F.sdpa hands them back as they are
 _SEQUENCE_MAJOR_OUTPUT = frozenset({"TORCH_SDPA_EFFICIENT_ENGINE"})
 
 
-def output_strides(q: Tensor, o_shape: list[int], engine: str | None) -> tuple[int, ...]:
-    """The strides the op declares for O: those of the kernel the op expects to run, so that its
-    output is handed back without a copy (and its backward, which wants O as it wrote it, packs
-    none again), else Q's layout.
+def output_strides(q: Tensor, o_shape: Sequence[int], engine: str | None) -> tuple[int, ...]:
+    """The strides the op declares for O (and for dQ, dK, dV): those of the kernel the op expects
+    to run, so that its output is handed back without a copy (and its backward, which wants O as
+    it wrote it, packs none again), else Q's layout. torch's memory-efficient backward writes
+    its gradients with [B, S, H, D] memory too; a copy into Q's layout cost three gradient-sized
+    buffers at the backward's peak (issue 35's float32 memory target).
 
     Example:
         >>> import torch
@@ -415,7 +417,8 @@ def _forward_graph(pack: dict[str, Any], options: Options, prefer: str | None = 
         stats.set_data_type(DataType.DOUBLE)
     for t in (o, stats):
         t.set_output(True)
-    _build(g, options.engine or prefer or options.prefer, forced=options.engine is not None)
+    _build(g, options.engine or prefer or options.prefer, forced=options.engine is not None,
+           on_host=q.device.type == "cpu")  # fmt: skip
     return Entry(g, slots, (o, stats))
 
 
@@ -437,13 +440,18 @@ def _backward_graph(
         slots["Q"], slots["K"], slots["V"], slots["O"], slots["dO"], slots["Stats"], name="bwd",
         **kw,
     )  # fmt: skip
+    engine = options.engine or prefer or options.prefer
+    heads = pack["Q"].shape[1]
     for grad, slot in ((dq, "Q"), (dk, "K"), (dv, "V")):
         like = pack[slot]
-        grad.set_dim(list(like.shape)).set_stride(list(strides_like(like, like.shape)))
+        # the kernel's own gradient layout (as O's), unless it sums expanded K/V heads (GQA)
+        own = engine if like.shape[1] == heads else None
+        grad.set_dim(list(like.shape)).set_stride(list(output_strides(like, like.shape, own)))
     outputs = (dq, dk, dv) if dbias_t is None else (dq, dk, dv, dbias_t)
     for t in outputs:
         t.set_output(True)
-    _build(g, options.engine or prefer or options.prefer, forced=options.engine is not None)
+    _build(g, options.engine or prefer or options.prefer, forced=options.engine is not None,
+           on_host=pack["Q"].device.type == "cpu")  # fmt: skip
     return Entry(g, slots, outputs)
 
 
@@ -460,15 +468,19 @@ _BACKWARD_GRAPH = {
 #: Python ``execute``) is larger. Where this engine refuses a node (padding, dBias, ...) the
 #: ranking goes on as usual, to the cuDNN-frontend engine first.
 OP_DEFAULT_ENGINE = "TORCH_SDPA_CUDNN_ENGINE"
+#: the engine the op ranks first for host (CPU) tensors: it computes where the tensors are, as
+#: F.sdpa does (a device-only engine would stage them through a GPU and back)
+OP_HOST_ENGINE = "TORCH_SDPA_MATH_ENGINE"
 
 
-def _build(g: Graph, engine: str | None, *, forced: bool) -> None:
-    """``g.build()``, with ``engine`` (else :data:`OP_DEFAULT_ENGINE`, when registered) ranked
-    first; a forced engine must be the one chosen."""
+def _build(g: Graph, engine: str | None, *, forced: bool, on_host: bool = False) -> None:
+    """``g.build()``, with ``engine`` (else :data:`OP_DEFAULT_ENGINE`, or :data:`OP_HOST_ENGINE`
+    for host tensors, when registered) ranked first; a forced engine must be the one chosen."""
     if engine is None:
         known = {name for info in list_backends() for name in info.engines}
-        if OP_DEFAULT_ENGINE in known:
-            g.set_preferred_engine_id_ext(OP_DEFAULT_ENGINE)
+        default = OP_HOST_ENGINE if on_host else OP_DEFAULT_ENGINE
+        if default in known:
+            g.set_preferred_engine_id_ext(default)
     else:
         try:
             g.set_preferred_engine_id_ext(engine)
