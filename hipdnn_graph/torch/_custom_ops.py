@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from ..backend.layout import in_layout
 from ..types import DiagonalAlignment
 from . import _dropout
 from ._args import checked_options, strides_like
@@ -69,13 +70,20 @@ def sdpa_fwd_op(
                               training=True)  # fmt: skip
         if not dropout_p:
             o, stats = sdpa_forward(q, k, v, prefer=prefer, **kw)
-            return o, stats, torch.empty(0, dtype=torch.int64)
+            return _as_faked(o, q), stats, torch.empty(0, dtype=torch.int64)
         seed, offset = _dropout.draw(q.device)
         o, stats, ran = philox_forward(
             q, k, v, dropout_p=dropout_p, seed=seed, offset=offset, prefer=prefer, **kw
         )
         _dropout.advance(q.device, offset, ran, (*q.shape[:3], k.shape[2]))
-        return o, stats, _dropout.pack_state(seed, offset, ran)
+        return _as_faked(o, q), stats, _dropout.pack_state(seed, offset, ran)
+
+
+def _as_faked(out: Tensor, like: Tensor) -> Tensor:
+    """``out`` laid out as the fake kernels declare it (``like``'s layout): a graph may declare
+    the kernel's own layout (the memory-efficient kernel's [B, S, H, D] O and gradients), and
+    torch.compile plans its code by the fake's strides."""
+    return in_layout(out, strides_like(like, out.shape))  # type: ignore[no-any-return]
 
 
 @sdpa_fwd_op.register_fake
@@ -137,6 +145,7 @@ def sdpa_bwd_op(
             dq, dk, dv, dbias = sdpa_backward(
                 q, k, v, o, do, stats, engine=engine, prefer=prefer, **kw
             )
+    dq, dk, dv = _as_faked(dq, q), _as_faked(dk, k), _as_faked(dv, v)
     return dq, dk, dv, dbias if dbias is not None else q.new_empty(0)
 
 

@@ -196,3 +196,29 @@ def test_the_ops_output_and_gradients_are_laid_out_as_sdpas(dtype: Any) -> None:
         o.sum().backward()
         results.append((o.stride(), [t.grad.stride() for t in leaves]))
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_custom_ops_hand_back_the_layouts_their_fakes_declare(dtype: Any) -> None:
+    """torch.compile plans its code by the custom ops' fake strides; the graphs may declare the
+    memory-efficient kernel's own [B, S, H, D] layout (float32's kernel), so the ops hand their
+    outputs back as the fakes say (torch.library.opcheck's fake-tensor check as well)."""
+    from hipdnn_graph.torch._custom_ops import (
+        _sdpa_bwd_fake,
+        _sdpa_fwd_fake,
+        sdpa_bwd_op,
+        sdpa_fwd_op,
+    )
+
+    q, k, v = (t.detach() for t in _leaves([dtype] * 3, (2, 4, 128, 64)))
+    fwd_args = (q, k, v, None, None, None, 0.0, None, True, 0, None, None, False, None)
+    o, stats, state = sdpa_fwd_op(*fwd_args)
+    fake_o, fake_stats, _ = _sdpa_fwd_fake(*fwd_args)
+    assert (o.stride(), stats.stride()) == (fake_o.stride(), fake_stats.stride())
+    do = torch.randn_like(o)
+    bwd_args = (q, k, v, o, do, stats, None, None, None, state, 0.0, None, True, 0, None, None,
+                False, None, False)  # fmt: skip
+    grads = sdpa_bwd_op(*bwd_args)
+    fakes = _sdpa_bwd_fake(*bwd_args)
+    assert [g.stride() for g in grads[:3]] == [f.stride() for f in fakes[:3]]
+    torch.library.opcheck(sdpa_fwd_op, fwd_args, test_utils=("test_schema", "test_faketensor"))
