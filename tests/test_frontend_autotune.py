@@ -61,6 +61,19 @@ class TestHeuristicModes:
         g.create_execution_plans([hg.HeuristicMode.FALLBACK])
         assert g.get_engine_names()[0] == NUMPY
 
+    def test_fallback_with_a_device_keeps_the_host_only_reference_last(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """hipDNN's own scripts ask for FALLBACK and pass device memory: where a device is
+        visible the torch math engine (it reads device memory) runs first, NumPy last."""
+        pytest.importorskip("torch")
+        from hipdnn_graph.graph import lifecycle
+
+        monkeypatch.setattr(lifecycle, "device_visible", lambda: True)
+        g, _ = _sdpa()
+        names = g.create_execution_plans([hg.HeuristicMode.FALLBACK]).get_engine_names()
+        assert names[0] == "TORCH_SDPA_MATH_ENGINE" and names[-1] == NUMPY
+
     def test_default_and_a_rank_by_declared_priority(self) -> None:
         g, _ = _sdpa()
         default = g.create_execution_plans().get_engine_names()

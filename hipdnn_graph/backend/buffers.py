@@ -28,7 +28,7 @@ from .dlpack import Exported, checked_export
 from .dtypes import numpy_dtype
 from .memory import tensor_storage_shortfall
 
-__all__ = ["as_numpy", "as_torch", "is_torch_tensor"]
+__all__ = ["as_numpy", "as_torch", "device_visible", "is_torch_tensor"]
 
 
 #: the ml_dtypes types torch also has (bfloat16 and the FP8 types), by their shared name: torch
@@ -54,6 +54,15 @@ def _not_a_buffer(value: Any, label: str) -> HipdnnError:
         f"Variant pack value for {label} is a {type(value).__name__}; pass a NumPy array, "
         "a torch tensor or a DLPack producer"
     )
+
+
+def device_visible() -> bool:
+    """Whether torch is installed and sees a CUDA or ROCm device (torch imported lazily)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
 
 
 def is_torch_tensor(value: Any) -> bool:

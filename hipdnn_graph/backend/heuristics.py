@@ -11,7 +11,10 @@ that applies stays a candidate, after those the modes ranked. ``None`` (no list)
   A graph whose class has no row is ranked as A.
 - **FALLBACK** -- the engines that always run first: those declaring ``fallback`` (an ``int``,
   lower first; the NumPy reference declares 1, it runs every graph on every machine, the torch
-  math engine 2, for the SDPA graphs it covers), then the rest in A's order.
+  math engine 2, for the SDPA graphs it covers), then the rest in A's order. Where a device is
+  visible (``device_visible``), a fallback engine holding host arrays only (``array_kind`` of
+  ``"numpy"``) keeps its place in A's order (the NumPy reference: last): hipDNN's own scripts
+  ask for FALLBACK and hand the plan device memory, which the device engines read where it is.
 - **OPENSOURCE** -- accepted and ranked as A (hipdnn-graph's engines are all open source).
 
 Example:
@@ -23,6 +26,12 @@ Example:
     ['REF', 'FAST']
     >>> [e.name for e in rank_by_modes(engines, [HeuristicMode.A], None)]
     ['FAST', 'REF']
+    >>> engines.append(E("MATH", 50, fallback=2))
+    >>> engines[1].array_kind = "numpy"
+    >>> [e.name for e in rank_by_modes(engines, [HeuristicMode.FALLBACK], None)]
+    ['REF', 'MATH', 'FAST']
+    >>> [e.name for e in rank_by_modes(engines, [HeuristicMode.FALLBACK], None, True)]
+    ['MATH', 'FAST', 'REF']
 """
 
 from __future__ import annotations
@@ -101,10 +110,15 @@ def _declared(engine: object, attribute: str) -> Any:
     return getattr(engine, attribute, None)
 
 
-def _rank(mode: HeuristicMode, engines: Sequence[_E], graph: Any) -> list[_E]:
+def _rank(mode: HeuristicMode, engines: Sequence[_E], graph: Any, on_device: bool) -> list[_E]:
     by_a = _rank_a(engines)
     if mode == HeuristicMode.FALLBACK:
-        fallbacks = [e for e in by_a if _declared(e, "fallback") is not None]
+        fallbacks = [
+            e
+            for e in by_a
+            if _declared(e, "fallback") is not None
+            and not (on_device and _declared(e, "array_kind") == "numpy")
+        ]
         fallbacks.sort(key=lambda e: int(_declared(e, "fallback")))
         return fallbacks
     if mode == HeuristicMode.B:
@@ -117,13 +131,16 @@ def _rank(mode: HeuristicMode, engines: Sequence[_E], graph: Any) -> list[_E]:
     return by_a
 
 
-def rank_by_modes(engines: Sequence[_E], modes: Sequence[HeuristicMode], graph: Any) -> list[_E]:
+def rank_by_modes(
+    engines: Sequence[_E], modes: Sequence[HeuristicMode], graph: Any, device_visible: bool = False
+) -> list[_E]:
     """``engines`` (those that apply to ``graph``) ranked by ``modes`` in order, each engine
-    where it first appears, then the engines no mode ranked, in A's order."""
+    where it first appears, then the engines no mode ranked, in A's order; ``device_visible``:
+    a CUDA or ROCm device is visible (mode FALLBACK puts host-only engines after the others)."""
     ranked: list[_E] = []
     seen: set[int] = set()
     for mode in [*modes, HeuristicMode.A]:
-        for engine in _rank(mode, engines, graph):
+        for engine in _rank(mode, engines, graph, device_visible):
             if id(engine) not in seen:
                 seen.add(id(engine))
                 ranked.append(engine)

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backend.buffers import device_visible
 from ..backend.dtypes import numpy_dtype
 from ..errors import HipdnnError
 from ..types import DataType, ErrorCode
@@ -49,13 +50,8 @@ __all__ = [
 ]
 
 
-def torch_device_available() -> bool:
-    """Whether torch is installed and sees a CUDA or ROCm device (torch is imported lazily)."""
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
+#: whether torch is installed and sees a CUDA or ROCm device (torch is imported lazily)
+torch_device_available = device_visible
 
 
 def _is_torch(value: Any) -> bool:

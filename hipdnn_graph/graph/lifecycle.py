@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from ..backend.allocation import check_allocation
 from ..backend.contract import Engine, engine_id
+from ..backend.buffers import device_visible
 from ..backend.heuristics import rank_by_modes
 from ..backend.knobs import KnobValue, knob_defaults
 from ..errors import HipdnnError, NotSupportedError
@@ -158,7 +159,8 @@ def create_execution_plans(
     state.modes = checked
     ranked, state.refusals = rank_engines(graph)
     ranked = deselected(graph, ranked, state.refusals)
-    ranked = rank_by_modes(ranked, checked, graph)
+    on_device = HeuristicMode.FALLBACK in checked and device_visible()
+    ranked = rank_by_modes(ranked, checked, graph, on_device)
     preferred = graph.get_preferred_engine_id_ext()
     if preferred is not None:
         ranked.sort(key=lambda e: engine_id(e.name) != preferred)
