@@ -310,3 +310,25 @@ def test_a_small_bias_with_dbias_defers_to_flex_where_flex_was_measured_faster()
     assert flex_deferral(small, flex_accepts=False, preferred=False) is None
     assert flex_deferral(large, flex_accepts=True, preferred=False) is None
     assert flex_deferral(_node(), flex_accepts=True, preferred=False) is None
+
+
+def test_a_virtual_stats_no_node_reads_gets_a_buffer_per_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """cuDNN writes Stats whenever the node has one; a virtual Stats that no node reads is in no
+    variant pack, so the plan allocates it per call (the GPU run failed with ``KeyError`` on
+    ``benchmarks/compiled_plans.py``'s graph before)."""
+    g = hg.Graph(io_data_type=BF16, intermediate_data_type=hg.DataType.FLOAT,
+                 compute_data_type=hg.DataType.FLOAT)  # fmt: skip
+    q = g.tensor(name="Q", dim=[1, 2, 64, 64])
+    o, stats = g.sdpa(q, g.tensor_like(q, "K"), g.tensor_like(q, "V"), name="n",
+                      generate_stats=True)  # fmt: skip
+    o.set_output(True)
+    assert stats is not None and stats.is_virtual
+    g.build_operation_graph()
+    engine = fe_engine.CudnnFrontendEngine()
+    step = fe_engine.CudnnNodeGraph(graph=None, uids=(), sources=(), workspace_size=0)
+    monkeypatch.setattr(engine, "_node_graph", lambda p, index=0: step)
+    plan = engine.build_plan(g)
+    assert [t.get_uid() for t in plan.virtual] == [stats.get_uid()]
+    assert plan.replay.output_uids == frozenset({o.get_uid()})

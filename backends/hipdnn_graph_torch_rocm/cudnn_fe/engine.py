@@ -83,7 +83,8 @@ class CudnnFrontendPlan:
     ) -> None:
         self.steps = steps
         self.workspace_bytes = max((s.workspace_size for s in steps), default=0)
-        #: tensors passed between nodes, allocated per call
+        #: virtual tensors the nodes write (passed between nodes, or read by none), allocated
+        #: per call
         self.virtual = virtual
         #: repeated calls on the same buffers replay a captured CUDA graph (pass-by-value
         #: numbers are part of the key, so a new value captures anew)
@@ -254,12 +255,9 @@ class CudnnFrontendEngine:
         problems = [SdpaProblem.from_node(node) for node in graph.nodes]
         steps = [self._node_graph(p, index) for p in problems]
         produced = {id(t) for node in graph.nodes for t in node.outputs()}
-        consumed = {id(t) for node in graph.nodes for t in node.inputs()}
-        virtual = [
-            t
-            for t in graph.graph_tensors()
-            if t.is_virtual and id(t) in produced and id(t) in consumed
-        ]
+        # every virtual tensor a node writes gets a buffer per call: those passed between nodes
+        # and those no node reads (a virtual Stats cuDNN still writes)
+        virtual = [t for t in graph.graph_tensors() if t.is_virtual and id(t) in produced]
         outputs = frozenset(
             t.get_uid() for t in graph.graph_tensors() if id(t) in produced and not t.is_virtual
         )
