@@ -409,3 +409,68 @@ def test_hooks_restore_without_build_plan_and_to_binary_carries_the_plan() -> No
         assert structure_only.from_binary(blob).is_good()  # (data): structure, plan kept aside
         assert structure_only.core_graph.get_execution_plan_count() == 0
         assert structure_only.core_graph.embedded_plan == core.embedded_plan
+
+
+# ----- warming a loaded plan ---------------------------------------------------------------------
+
+
+def _math_plan_bytes() -> bytes:
+    g, _ = sdpa_graph()
+    g.build_operation_graph().create_execution_plan_ext("TORCH_SDPA_MATH_ENGINE").build_plans()
+    return g.to_compiled_plan_binary()
+
+
+def test_a_loaded_torch_plan_runs_once_on_scratch_buffers_laid_out_as_declared(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Loading warms a plan on torch tensors where a device is visible (its kernels load before
+    the first execute); here the "device" is the CPU (torch.zeros ignores ``device``)."""
+    torch = pytest.importorskip("torch")
+    from hipdnn_graph.graph import execution
+
+    data = _math_plan_bytes()
+    zeros = torch.zeros
+    monkeypatch.setattr(execution, "device_visible", lambda: True)
+    monkeypatch.setattr(torch, "zeros", lambda n, dtype, device: zeros(n, dtype=dtype))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    seen: list[dict[int, Any]] = []
+    original = execution.warm_up
+
+    def spy(built: Any) -> None:
+        run = built.plan.execute
+        built.plan.execute = lambda p, w: (seen.append(dict(p)), run(p, w))
+        original(built)
+        del built.plan.execute
+
+    monkeypatch.setattr("hipdnn_graph.graph.compiled_plans.warm_up", spy)
+    loaded = hg.Graph.from_compiled_plan_binary(data)
+    assert len(seen) == 1
+    for spec in loaded._state.active.binder.specs:
+        buffer = seen[0][spec.uid]
+        assert (tuple(buffer.shape), buffer.stride()) == (spec.shape, spec.strides)
+        assert buffer.dtype == torch.float32
+    out = seen[0][[t for t in loaded.tensors if t.name == "fwd::O"][0].get_uid()]
+    assert torch.all(out == 0.0)  # zeros in: uniform attention over zero values
+    seen.clear()
+    hg.Graph.from_compiled_plan_binary(data, warm=False)
+    assert seen == []
+
+
+def test_warming_skips_host_engines_and_a_failure_is_left_to_the_first_execute(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("torch")
+    from hipdnn_graph.graph import execution
+
+    g, tensors = built()
+    monkeypatch.setattr(execution, "device_visible", lambda: True)
+    calls: list[int] = []
+    g._state.active.plan.execute = lambda p, w: calls.append(1)  # type: ignore[method-assign]
+    execution.warm_up(g._state.active)  # the NumPy reference holds host arrays: not warmed
+    assert calls == []
+    loaded_bytes = _math_plan_bytes()
+    monkeypatch.setattr(execution, "_scratch", lambda spec, torch: 1 / 0)
+    with caplog.at_level("DEBUG", logger="hipdnn_graph.graph.execution"):
+        loaded = hg.Graph.from_compiled_plan_binary(loaded_bytes)
+    assert "warming TORCH_SDPA_MATH_ENGINE's plan failed: ZeroDivisionError" in caplog.text
+    assert loaded.get_plan_name() == "TORCH_SDPA_MATH_ENGINE"

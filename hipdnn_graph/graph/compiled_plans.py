@@ -53,7 +53,7 @@ from ..descriptors.fb_read import CONTAINER_IDENTIFIER
 from ..errors import HipdnnError
 from ..types import ErrorCode
 from .engine_plans import binder_for
-from .execution import BuiltPlan
+from .execution import BuiltPlan, warm_up
 from .lifecycle import PlanState, build_operation_graph
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ class CompiledPlans:
 
     def restore_embedded_plan(self) -> Graph:
         """Make the plan of the ``HDGP`` container this graph was read from its active plan
-        (see :meth:`from_compiled_plan_binary`); returns the graph.
+        (see :meth:`from_compiled_plan_binary`, warmed as there); returns the graph.
 
         Raises:
             HipdnnError: ``INVALID_VALUE`` when the graph was read without a plan, else as
@@ -161,6 +161,7 @@ class CompiledPlans:
         if record.graph != graph.serialize():
             raise _failed("the container's plan was built for another graph than its graph blob")
         install_compiled_plan(graph, self._state, record)
+        warm_up(cast("BuiltPlan", self._state.active))
         return graph
 
     def plan_serializable(self) -> bool:
@@ -203,9 +204,15 @@ class CompiledPlans:
         return write_compiled_plan(record)
 
     @classmethod
-    def from_compiled_plan_binary(cls, data: bytes | bytearray | memoryview) -> Graph:
+    def from_compiled_plan_binary(
+        cls, data: bytes | bytearray | memoryview, *, warm: bool = True
+    ) -> Graph:
         """A graph with the plan in ``data`` (from :meth:`to_compiled_plan_binary`) built and
         active, ready to execute: no engine ranking, support check, timing or tuning.
+
+        ``warm`` (an extension; default on): a plan on torch tensors runs once on scratch
+        device buffers here, so that its kernels are loaded before the first execute (as
+        loading a cuDNN plan does); see :func:`~hipdnn_graph.graph.execution.warm_up`.
 
         Raises:
             HipdnnError: see :func:`~hipdnn_graph.descriptors.compiled_plan.read_compiled_plan`
@@ -216,6 +223,8 @@ class CompiledPlans:
         record = read_compiled_plan(data)
         graph = Graph.deserialize(record.graph)
         install_compiled_plan(graph, graph._state, record)
+        if warm:
+            warm_up(cast("BuiltPlan", graph._state.active))
         return graph
 
     def serialize_with_plan(self) -> bytes:

@@ -7,6 +7,7 @@ handed over or allocated here), each checking the variant pack against the plan 
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from ..backend.buffers import as_torch
+from ..backend.buffers import as_torch, device_visible
 from ..backend.contract import Engine, ExecutionPlan
 from ..backend.variant_pack import TensorSpec, VariantPackBinder, as_numpy, is_torch_tensor
 from ..errors import HipdnnError
@@ -31,7 +32,10 @@ __all__ = [
     "out_of_bounds",
     "run",
     "run_plan",
+    "warm_up",
 ]
+
+_LOG = logging.getLogger(__name__)
 
 NO_PLAN_MESSAGE = (
     "Graph has no compiled execution plan. Call build() or from_compiled_plan_binary() first."
@@ -172,3 +176,46 @@ def execute(built: BuiltPlan, variant_pack: Mapping[Any, Any], workspace: Any) -
     """Check the variant pack against the plan, then run it."""
     bound, addresses = built.binder.bind_keyed(variant_pack, workspace, built.workspace_size)
     run_plan(built, bound, workspace, addresses)
+
+
+def warm_up(built: BuiltPlan) -> None:
+    """Run a plan on torch tensors once on scratch device buffers (zeros; integer tensors and
+    pass-by-value scalars one), so that its kernels are loaded before the caller's first
+    execute: torch and cuDNN load a CUDA kernel, or build cuDNN's plan, at its first launch,
+    as deserializing a cuDNN execution plan does up front. Nothing happens for host engines or
+    without a device; a failure is logged (DEBUG) and left for the caller's first execute to
+    report.
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT)
+        >>> q = g.tensor(name="Q", dim=[1, 1, 4, 8])
+        >>> o, _ = g.sdpa(q, q, q, name="a")
+        >>> o.set_output(True)
+        >>> g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE")
+        >>> g.build()
+        >>> warm_up(g._state.active)  # a host engine: nothing to load
+    """
+    binder = built.binder
+    if binder.array_kind != "torch" or not device_visible():
+        return
+    import torch
+
+    try:
+        pack = {spec.uid: _scratch(spec, torch) for spec in binder.specs}
+        built.plan.execute(pack, None)
+        torch.cuda.synchronize()
+    except Exception as exc:  # the caller's own first execute reports what is wrong
+        _LOG.debug("warming %s's plan failed: %s: %s", built.engine.name, type(exc).__name__, exc)
+
+
+def _scratch(spec: TensorSpec, torch: Any) -> Any:
+    """A device buffer laid out as ``spec`` says (zeros; ones for integers; 1 by value)."""
+    if spec.pass_by_value:
+        return 1
+    dtype = spec.torch_dtype()
+    elements = max(spec.span_bytes // max(dtype.itemsize, 1), 1)
+    buffer = torch.zeros(elements, dtype=dtype, device="cuda")
+    if not dtype.is_floating_point:
+        buffer.fill_(1)
+    return buffer.as_strided(spec.shape, spec.strides)
