@@ -6,11 +6,12 @@ The parent process builds an SDPA-forward graph, writes its plan with
 ``Graph.from_compiled_plan_binary()``, counting every engine ranking, ``Engine.check`` call,
 ``torch.compile`` call and engine plan build (``build_plan``, or ``deserialize_plan`` for an
 engine with compiled-plan hooks: the engine making its plan object from the saved id and knobs),
-then times the first execute and the median of warm ones (loading warms a plan on torch tensors,
-so its kernels are loaded before the first execute: "plan ready ms" includes that run). Both processes
-make the same inputs from one seed; the child's output checksum must equal the parent's. A second
-fresh process plans the same graph itself (ranking or the named engine, ``build_plans``) as the
-baseline: what loading the compiled plan saves, and what a first execute costs anyway there.
+then times the first execute and the median of warm ones (loading warms a plan on torch
+tensors, so its kernels are loaded before the first execute: "plan ready ms" includes that run).
+Both processes make the same inputs from one seed; the child's output checksum must equal the
+parent's. A second fresh process plans the same graph itself (ranking or the named engine,
+``build_plans``) as the baseline: what loading the compiled plan saves, and what a first
+execute costs anyway there.
 
     python benchmarks/compiled_plans.py                 # GPU: bf16 2x16x4096x128, best engine
     python benchmarks/compiled_plans.py --engine TORCH_SDPA_FLASH_ENGINE

@@ -449,7 +449,7 @@ def test_a_loaded_torch_plan_runs_once_on_scratch_buffers_laid_out_as_declared(
         buffer = seen[0][spec.uid]
         assert (tuple(buffer.shape), buffer.stride()) == (spec.shape, spec.strides)
         assert buffer.dtype == torch.float32
-    out = seen[0][[t for t in loaded.tensors if t.name == "fwd::O"][0].get_uid()]
+    out = seen[0][next(t for t in loaded.tensors if t.name == "fwd::O").get_uid()]
     assert torch.all(out == 0.0)  # zeros in: uniform attention over zero values
     seen.clear()
     hg.Graph.from_compiled_plan_binary(data, warm=False)
@@ -462,7 +462,7 @@ def test_warming_skips_host_engines_and_a_failure_is_left_to_the_first_execute(
     pytest.importorskip("torch")
     from hipdnn_graph.graph import execution
 
-    g, tensors = built()
+    g, _ = built()
     monkeypatch.setattr(execution, "device_visible", lambda: True)
     calls: list[int] = []
     g._state.active.plan.execute = lambda p, w: calls.append(1)  # type: ignore[method-assign]

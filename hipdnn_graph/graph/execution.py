@@ -188,12 +188,13 @@ def warm_up(built: BuiltPlan) -> None:
 
     Example:
         >>> import hipdnn_graph as hg
-        >>> g = hg.Graph(io_data_type=hg.DataType.FLOAT)
+        >>> f32 = hg.DataType.FLOAT
+        >>> g = hg.Graph(io_data_type=f32, intermediate_data_type=f32, compute_data_type=f32)
         >>> q = g.tensor(name="Q", dim=[1, 1, 4, 8])
         >>> o, _ = g.sdpa(q, q, q, name="a")
-        >>> o.set_output(True)
-        >>> g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE")
-        >>> g.build()
+        >>> _ = o.set_output(True)
+        >>> _ = g.set_preferred_engine_id_ext("NUMPY_REFERENCE_ENGINE")
+        >>> _ = g.build()
         >>> warm_up(g._state.active)  # a host engine: nothing to load
     """
     binder = built.binder

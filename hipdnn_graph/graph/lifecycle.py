@@ -18,8 +18,8 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from ..backend.allocation import check_allocation
-from ..backend.contract import Engine, engine_id
 from ..backend.buffers import device_visible
+from ..backend.contract import Engine, engine_id
 from ..backend.heuristics import rank_by_modes
 from ..backend.knobs import KnobValue, knob_defaults
 from ..errors import HipdnnError, NotSupportedError

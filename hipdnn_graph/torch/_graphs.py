@@ -379,11 +379,9 @@ _SEQUENCE_MAJOR_OUTPUT = frozenset({"TORCH_SDPA_EFFICIENT_ENGINE"})
 
 
 def output_strides(q: Tensor, o_shape: Sequence[int], engine: str | None) -> tuple[int, ...]:
-    """The strides the op declares for O (and for dQ, dK, dV): those of the kernel the op expects
-    to run, so that its output is handed back without a copy (and its backward, which wants O as
-    it wrote it, packs none again), else Q's layout. torch's memory-efficient backward writes
-    its gradients with [B, S, H, D] memory too; a copy into Q's layout cost three gradient-sized
-    buffers at the backward's peak (issue 35's float32 memory target).
+    """The strides the op declares for O (and dQ, dK, dV): those of the kernel the op expects to
+    run, so that its outputs are handed back without a copy (its backward reads O as it wrote
+    it), else Q's layout.
 
     Example:
         >>> import torch
@@ -444,8 +442,7 @@ def _backward_graph(
     heads = pack["Q"].shape[1]
     for grad, slot in ((dq, "Q"), (dk, "K"), (dv, "V")):
         like = pack[slot]
-        # the kernel's own gradient layout (as O's), unless it sums expanded K/V heads (GQA)
-        own = engine if like.shape[1] == heads else None
+        own = engine if like.shape[1] == heads else None  # GQA: expanded heads summed anew
         grad.set_dim(list(like.shape)).set_stride(list(output_strides(like, like.shape, own)))
     outputs = (dq, dk, dv) if dbias_t is None else (dq, dk, dv, dbias_t)
     for t in outputs:
@@ -461,15 +458,13 @@ _BACKWARD_GRAPH = {
 }
 
 
-#: the engine the op ranks first when the call prefers none: its plans have a pre-bound
-#: launcher and call aten's cuDNN attention directly, the lightest path per call. Graph users rank
+#: the engine the op ranks first when the call prefers none: its plans have a pre-bound launcher
+#: and call aten's cuDNN attention directly, the lightest path per call. Graph users rank
 #: ``CUDNN_FRONTEND_ENGINE`` first (it writes their own buffers); the op allocates its outputs,
-#: so that engine's advantage is gone here while its per-call host time (cudnn-frontend's
-#: Python ``execute``) is larger. Where this engine refuses a node (padding, dBias, ...) the
-#: ranking goes on as usual, to the cuDNN-frontend engine first.
+#: which takes that engine's advantage away, and its per-call host time is larger. Where this
+#: engine refuses a node (padding, dBias, ...) the ranking goes on, to the cuDNN-frontend engine.
 OP_DEFAULT_ENGINE = "TORCH_SDPA_CUDNN_ENGINE"
-#: the engine the op ranks first for host (CPU) tensors: it computes where the tensors are, as
-#: F.sdpa does (a device-only engine would stage them through a GPU and back)
+#: the engine the op ranks first for host tensors: it computes where they are, as F.sdpa does
 OP_HOST_ENGINE = "TORCH_SDPA_MATH_ENGINE"
 
 

@@ -5,7 +5,6 @@ itself prints the 1.01x target)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
