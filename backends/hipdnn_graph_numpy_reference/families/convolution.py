@@ -31,7 +31,7 @@ import numpy as np
 
 import hipdnn_graph as hg
 
-from ._common import ReferenceFamily, as_compute, compute_dtype, not_supported
+from ._common import ReferenceFamily, as_compute, compute_dtype, not_supported, raise_refusal
 from .convolution_math import (
     Geometry,
     correlate,
@@ -54,9 +54,7 @@ def convolution_refusal(node: ConvolutionNode) -> str | None:
 
 
 def _check(node: ConvolutionNode) -> None:
-    reason = convolution_refusal(node)
-    if reason is not None:
-        raise hg.HipdnnError(hg.ErrorCode.GRAPH_NOT_SUPPORTED, reason)
+    raise_refusal(convolution_refusal(node))
 
 
 def _flipped(node: ConvolutionNode, w: Array) -> Array:

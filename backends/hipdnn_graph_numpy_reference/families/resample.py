@@ -50,7 +50,7 @@ import numpy as np
 import hipdnn_graph as hg
 from hipdnn_graph.backend.dtypes import numpy_dtype
 
-from ._common import COMPUTE_DTYPES, ReferenceFamily, as_compute, compute_dtype
+from ._common import COMPUTE_DTYPES, ReferenceFamily, as_compute, compute_dtype, raise_refusal
 
 __all__ = [
     "FAMILIES",
@@ -218,9 +218,7 @@ def _invalid(node: Any, what: str) -> hg.HipdnnError:
 
 
 def _prepare(node: Any) -> np.dtype[Any]:
-    reason = _refusal(node)
-    if reason is not None:
-        raise hg.HipdnnError(hg.ErrorCode.GRAPH_NOT_SUPPORTED, reason)
+    raise_refusal(_refusal(node))
     return compute_dtype(node)
 
 
