@@ -3,8 +3,8 @@ of what hipDNN does not define, the inputs both start from, and results in their
 
 Example:
     >>> import numpy as np
-    >>> as_compute(np.array([1, 2], np.float16), np.dtype(np.float64)).dtype.name
-    'float64'
+    >>> refuse("n", "EPSILON holds 2 values, not one").message
+    "node 'n': EPSILON holds 2 values, not one"
 """
 
 from __future__ import annotations
@@ -18,15 +18,7 @@ import hipdnn_graph as hg
 
 from ._common import as_compute, compute_dtype, not_supported
 
-__all__ = [
-    "Array",
-    "GradientInputs",
-    "as_compute",
-    "compute_dtype",
-    "gradient_inputs",
-    "in_dims_of",
-    "refuse",
-]
+__all__ = ["Array", "GradientInputs", "gradient_inputs", "in_dims_of", "refuse"]
 
 Array = np.ndarray[Any, Any]
 

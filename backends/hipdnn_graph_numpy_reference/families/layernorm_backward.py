@@ -34,8 +34,8 @@ import numpy as np
 
 import hipdnn_graph as hg
 
-from ._common import ReferenceFamily
-from ._norm_backward_common import Array, as_compute, gradient_inputs, in_dims_of, refuse
+from ._common import ReferenceFamily, as_compute
+from ._norm_backward_common import Array, gradient_inputs, in_dims_of, refuse
 
 __all__ = ["DEFAULT_EPSILON", "FAMILIES", "normalized_axes", "run_layernorm_backward"]
 

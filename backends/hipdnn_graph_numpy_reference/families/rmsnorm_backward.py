@@ -33,8 +33,8 @@ import numpy as np
 
 import hipdnn_graph as hg
 
-from ._common import ReferenceFamily
-from ._norm_backward_common import Array, as_compute, gradient_inputs, in_dims_of
+from ._common import ReferenceFamily, as_compute
+from ._norm_backward_common import Array, gradient_inputs, in_dims_of
 from .rmsnorm import normalized_start
 
 __all__ = ["FAMILIES", "run_rmsnorm_backward"]
