@@ -189,12 +189,7 @@ class BackendDescriptor:
                 Status.NOT_INITIALIZED,
                 f"{schema.class_name}::setAttribute() failed: Already finalized.",
             )
-        slot = schema.slots.get(name)
-        if slot is None:
-            raise DescriptorError(
-                Status.NOT_SUPPORTED,
-                f"{schema.class_name}::setAttribute: attributeName not supported",
-            )
+        slot = self._supported_slot(name, "setAttribute")
         if (
             attr_type != slot.attr_type
             or not isinstance(values, (list, tuple))
@@ -242,12 +237,7 @@ class BackendDescriptor:
                 Status.NOT_INITIALIZED,
                 f"{schema.class_name}::getAttribute() failed: Not finalized.",
             )
-        slot = schema.slots.get(name)
-        if slot is None:
-            raise DescriptorError(
-                Status.NOT_SUPPORTED,
-                f"{schema.class_name}::getAttribute: attributeName not supported",
-            )
+        slot = self._supported_slot(name, "getAttribute")
         if attr_type != slot.attr_type:
             raise DescriptorError(
                 Status.BAD_PARAM, f"{schema.class_name}::getAttribute(): attributeType mismatch"
@@ -256,6 +246,22 @@ class BackendDescriptor:
         if stored is not None:
             return list(stored)
         return [] if slot.default is None else [slot.default]
+
+    def _supported_slot(self, name: int, method: str) -> _Slot:
+        """The schema's slot of attribute ``name``, for hipDNN's ``method`` (``setAttribute``
+        or ``getAttribute``, named in the message).
+
+        Raises:
+            DescriptorError: ``NOT_SUPPORTED`` for an attribute this descriptor type does not
+                have.
+        """
+        slot = self._schema.slots.get(name)
+        if slot is None:
+            raise DescriptorError(
+                Status.NOT_SUPPORTED,
+                f"{self._schema.class_name}::{method}: attributeName not supported",
+            )
+        return slot
 
     def finalize(self) -> None:
         """Check the required slots, in hipDNN's order, and freeze the descriptor.

@@ -98,23 +98,12 @@ def decoded_attributes(
     inputs: dict[Any, TensorAttributes] = {}
     outputs: dict[Any, TensorAttributes] = {}
     for slot, uid in uids.items():
-        if uid is None:
-            continue
-        tensor = tensors.get(uid)
-        if tensor is None:
-            raise invalid(
-                f"Node {name} refers to tensor uid {uid} ({slot.wire}), "
-                "which is not a tensor of the graph"
-            )
-        (outputs if slot.output else inputs)[slot.member] = tensor
+        if uid is not None:
+            tensor = _node_tensor(tensors, uid, name, slot.wire)
+            (outputs if slot.output else inputs)[slot.member] = tensor
     for held, uid_list in (lists or {}).items():
         for index, uid in enumerate(uid_list):
-            tensor = tensors.get(uid)
-            if tensor is None:
-                raise invalid(
-                    f"Node {name} refers to tensor uid {uid} ({held.wire}[{index}]), "
-                    "which is not a tensor of the graph"
-                )
+            tensor = _node_tensor(tensors, uid, name, f"{held.wire}[{index}]")
             (outputs if held.output else inputs)[held.key(index)] = tensor
     fields, private = attributes_template(spec.attributes_cls)
     values = dict(fields)
@@ -124,6 +113,22 @@ def decoded_attributes(
         if scalar.none_is_default and scalar.name in scalars:
             values[scalar.name] = scalar.model_value(scalars[scalar.name])
     return new_trusted(spec.attributes_cls, values, set(), dict(private))
+
+
+def _node_tensor(
+    tensors: dict[int, TensorAttributes], uid: int, node: str, field: str
+) -> TensorAttributes:
+    """The graph's tensor ``uid``, which node ``node`` names in its ``field``.
+
+    Raises:
+        HipdnnError: INVALID_VALUE when the uid is not a tensor of the graph.
+    """
+    tensor = tensors.get(uid)
+    if tensor is None:
+        raise invalid(
+            f"Node {node} refers to tensor uid {uid} ({field}), which is not a tensor of the graph"
+        )
+    return tensor
 
 
 def refuse_unmodelled(spec: NodeSpec, label: str, wire: str, value: Any, default: Any) -> None:

@@ -1,5 +1,6 @@
-"""``Graph``'s autotuning and engine-filtering methods in hipDNN's binding convention, and its
-autotune records (the core's own: :mod:`hipdnn_graph.graph.autotune_types`).
+"""``Graph``'s autotuning and engine-filtering methods in hipDNN's binding convention (the
+autotune records they take and return are the core's own,
+:mod:`hipdnn_graph.graph.autotune_types`, which ``hipdnn_graph.frontend`` exports).
 
 ``autotune`` raises ``RuntimeError`` (keeping the error code) on failure and returns the
 results; ``deselect_*`` return the graph; ``add_engine_sweep`` returns an
@@ -28,33 +29,17 @@ from typing import Any, Self
 from ..errors import HipdnnError
 from ..graph import Graph as CoreGraph
 from ..graph.autotune_types import (
-    AutotuneCacheWriteOutcome,
     AutotuneConfig,
     AutotuneResult,
     AutotuneStorageConfig,
-    AutotuneStrategy,
     EngineSweepSpec,
-    KnobSweepAxis,
-    PrimingFailurePolicy,
-    TuneMode,
     check_config,
 )
 from ._errors import Error, FrontendRuntimeError, FrontendTypeError, returning_error
 from ._execute import stream_context
 from ._pack import core_variant_pack, core_workspace
 
-__all__ = [
-    "AutotuneCacheWriteOutcome",
-    "AutotuneConfig",
-    "AutotuneMethods",
-    "AutotuneResult",
-    "AutotuneStorageConfig",
-    "AutotuneStrategy",
-    "EngineSweepSpec",
-    "KnobSweepAxis",
-    "PrimingFailurePolicy",
-    "TuneMode",
-]
+__all__ = ["AutotuneMethods"]
 
 
 def _raising(call: Callable[[], Any]) -> Any:

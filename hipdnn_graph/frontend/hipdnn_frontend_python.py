@@ -32,6 +32,17 @@ from ..attributes.resample import ResampleBwdAttributes, ResampleFwdAttributes
 from ..attributes.rmsnorm import RMSNormAttributes
 from ..attributes.rmsnorm_backward import RMSNormBackwardAttributes
 from ..attributes.sdpa_backward import SdpaBackwardAttributes
+from ..graph.autotune_types import (
+    AutotuneCacheWriteOutcome,
+    AutotuneConfig,
+    AutotuneResult,
+    AutotuneStorageConfig,
+    AutotuneStrategy,
+    EngineSweepSpec,
+    KnobSweepAxis,
+    PrimingFailurePolicy,
+    TuneMode,
+)
 from ..types import (
     BuildPlanPolicy,
     ConvolutionMode,
@@ -47,17 +58,6 @@ from ..types import (
     ResampleMode,
 )
 from ._attributes import SdpaAttributes
-from ._autotune import (
-    AutotuneCacheWriteOutcome,
-    AutotuneConfig,
-    AutotuneResult,
-    AutotuneStorageConfig,
-    AutotuneStrategy,
-    EngineSweepSpec,
-    KnobSweepAxis,
-    PrimingFailurePolicy,
-    TuneMode,
-)
 from ._enums import AttentionImplementation, BehaviorNote, PluginLoadingMode, TimingQuality
 from ._errors import Error, UnsupportedFeatureError
 from ._execute import ExecutionTiming

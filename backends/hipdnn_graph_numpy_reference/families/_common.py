@@ -32,6 +32,7 @@ __all__ = [
     "as_compute",
     "compute_dtype",
     "not_supported",
+    "raise_refusal",
 ]
 
 #: ``run_<family>(node, inputs) -> {output slot: array}``
@@ -74,6 +75,25 @@ def not_supported(node: Any, feature: str) -> hg.HipdnnError:
     """The error a reference raises for what it does not run: ``GRAPH_NOT_SUPPORTED`` naming
     the node and the feature."""
     return hg.HipdnnError(hg.ErrorCode.GRAPH_NOT_SUPPORTED, f"node '{node.name}': {feature}")
+
+
+def raise_refusal(reason: str | None) -> None:
+    """Raise a family's refusal, ``reason`` as the whole message, when it names one: a runner
+    calls it with ``<family>_refusal(node)`` before computing.
+
+    Example:
+        >>> raise_refusal(None)  # the reference runs the node
+        >>> try:
+        ...     raise_refusal("node 'm': FLOAT or DOUBLE only")
+        ... except hg.HipdnnError as err:
+        ...     print(err.code.name, err.message)
+        GRAPH_NOT_SUPPORTED node 'm': FLOAT or DOUBLE only
+
+    Raises:
+        HipdnnError: ``GRAPH_NOT_SUPPORTED`` with ``reason``.
+    """
+    if reason is not None:
+        raise hg.HipdnnError(hg.ErrorCode.GRAPH_NOT_SUPPORTED, reason)
 
 
 def compute_dtype(node: Any) -> np.dtype[Any]:

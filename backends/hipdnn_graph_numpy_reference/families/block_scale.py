@@ -153,6 +153,17 @@ def _to_storage(q: Array, dtype: np.dtype[Any], compute: np.dtype[Any]) -> Array
     return out.astype(dtype)
 
 
+def _checked_compute(node: Any, reason: str | None) -> np.dtype[Any]:
+    """The node's compute dtype, once its refusal ``reason`` is ``None`` (the reference runs it).
+
+    Raises:
+        HipdnnError: ``GRAPH_NOT_SUPPORTED`` naming ``reason`` otherwise.
+    """
+    if reason is not None:
+        raise _refuse(node, reason)
+    return _COMPUTE[node.attributes.get_compute_data_type()]
+
+
 def run_block_scale_quantize(node: Any, inputs: Mapping[str, Any]) -> dict[str, Array]:
     """Y and SCALE of a block-scale quantize node from ``inputs["X"]`` (see the module).
 
@@ -161,10 +172,7 @@ def run_block_scale_quantize(node: Any, inputs: Mapping[str, Any]) -> dict[str, 
             it); ``INVALID_VALUE`` for an X missing or of other dims than the tensor's.
     """
     a = node.attributes
-    reason = quantize_reason(node)
-    if reason is not None:
-        raise _refuse(node, reason)
-    compute = _COMPUTE[a.get_compute_data_type()]
+    compute = _checked_compute(node, quantize_reason(node))
     y_dtype = numpy_dtype(a.get_y().get_data_type())
     s_dtype = numpy_dtype(a.get_scale().get_data_type())
     x = _operand(node, inputs, "X", a.get_x().get_dim()).astype(compute)  # a copy of X
@@ -203,10 +211,7 @@ def run_block_scale_dequantize(node: Any, inputs: Mapping[str, Any]) -> dict[str
             it); ``INVALID_VALUE`` for an input missing or of other dims than its tensor's.
     """
     a = node.attributes
-    reason = dequantize_reason(node)
-    if reason is not None:
-        raise _refuse(node, reason)
-    compute = _COMPUTE[a.get_compute_data_type()]
+    compute = _checked_compute(node, dequantize_reason(node))
     x = _operand(node, inputs, "X", a.get_x().get_dim()).astype(compute)
     scale = _operand(node, inputs, "SCALE", a.get_scale().get_dim()).astype(compute)
     sizes = dequantize_block_sizes(node, x.shape, scale.shape)

@@ -31,7 +31,7 @@ import numpy as np
 
 import hipdnn_graph as hg
 
-from ._common import ReferenceFamily, as_compute, compute_dtype, not_supported
+from ._common import ReferenceFamily, as_compute, compute_dtype, not_supported, raise_refusal
 from .convolution_math import (
     Geometry,
     correlate,
@@ -53,10 +53,14 @@ def convolution_refusal(node: ConvolutionNode) -> str | None:
     return None
 
 
-def _check(node: ConvolutionNode) -> None:
-    reason = convolution_refusal(node)
-    if reason is not None:
-        raise hg.HipdnnError(hg.ErrorCode.GRAPH_NOT_SUPPORTED, reason)
+def _operands(
+    node: ConvolutionNode, inputs: Mapping[str, Any], first: str, second: str
+) -> tuple[Array, Array]:
+    """The node's two input slots ``first`` and ``second`` in its compute dtype, once the
+    reference has checked it runs the node."""
+    raise_refusal(convolution_refusal(node))
+    dtype = compute_dtype(node)
+    return as_compute(inputs[first], dtype), as_compute(inputs[second], dtype)
 
 
 def _flipped(node: ConvolutionNode, w: Array) -> Array:
@@ -102,9 +106,7 @@ def run_conv_fprop(node: hg.ConvolutionFpropNode, inputs: Mapping[str, Any]) -> 
         HipdnnError: ``GRAPH_NOT_SUPPORTED`` for a ``NOT_SET`` mode, a compute type other than
             FLOAT or DOUBLE, or arrays the node's members do not fit.
     """
-    _check(node)
-    dtype = compute_dtype(node)
-    x, w = as_compute(inputs["X"], dtype), as_compute(inputs["W"], dtype)
+    x, w = _operands(node, inputs, "X", "W")
     g = _geometry(node, x.shape[2:], w.shape[2:])
     return {"Y": correlate(x, _flipped(node, w), g)}
 
@@ -117,9 +119,7 @@ def run_conv_dgrad(node: hg.ConvolutionDgradNode, inputs: Mapping[str, Any]) -> 
         HipdnnError: ``GRAPH_NOT_SUPPORTED`` for a ``NOT_SET`` mode, a compute type other than
             FLOAT or DOUBLE, or arrays the node's members do not fit.
     """
-    _check(node)
-    dtype = compute_dtype(node)
-    dy, w = as_compute(inputs["DY"], dtype), as_compute(inputs["W"], dtype)
+    dy, w = _operands(node, inputs, "DY", "W")
     dx = node.attributes.get_dx()
     assert dx is not None  # a validated node has its output
     g = _geometry(node, dx.dim[2:], w.shape[2:])
@@ -135,9 +135,7 @@ def run_conv_wgrad(node: hg.ConvolutionWgradNode, inputs: Mapping[str, Any]) -> 
         HipdnnError: ``GRAPH_NOT_SUPPORTED`` for a ``NOT_SET`` mode, a compute type other than
             FLOAT or DOUBLE, or arrays the node's members do not fit.
     """
-    _check(node)
-    dtype = compute_dtype(node)
-    dy, x = as_compute(inputs["DY"], dtype), as_compute(inputs["X"], dtype)
+    dy, x = _operands(node, inputs, "DY", "X")
     dw = node.attributes.get_dw()
     assert dw is not None  # a validated node has its output
     g = _geometry(node, x.shape[2:], dw.dim[2:])

@@ -41,7 +41,7 @@ import numpy as np
 
 import hipdnn_graph as hg
 
-from ._common import ReferenceFamily, as_compute, compute_dtype, not_supported
+from ._common import ReferenceFamily, as_compute, compute_dtype, not_supported, raise_refusal
 from ._statistics import moments, output_like, scalar_input
 
 __all__ = ["FAMILIES", "layernorm_refusal", "normalized_dim_count", "run_layernorm"]
@@ -114,9 +114,7 @@ def run_layernorm(node: hg.LayerNormNode, inputs: Mapping[str, Any]) -> dict[str
             compute type other than FLOAT or DOUBLE; ``INVALID_VALUE`` for an EPSILON of more
             than one element.
     """
-    reason = layernorm_refusal(node)
-    if reason is not None:
-        raise hg.HipdnnError(hg.ErrorCode.GRAPH_NOT_SUPPORTED, reason)
+    raise_refusal(layernorm_refusal(node))
     a = node.attributes
     dtype = compute_dtype(node)
     x = as_compute(inputs["X"], dtype)

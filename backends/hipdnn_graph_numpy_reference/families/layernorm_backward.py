@@ -34,8 +34,8 @@ import numpy as np
 
 import hipdnn_graph as hg
 
-from ._common import ReferenceFamily
-from ._norm_backward_common import Array, as_compute, compute_dtype, in_dims_of, refuse
+from ._common import ReferenceFamily, as_compute
+from ._norm_backward_common import Array, gradient_inputs, in_dims_of, refuse
 
 __all__ = ["DEFAULT_EPSILON", "FAMILIES", "normalized_axes", "run_layernorm_backward"]
 
@@ -113,13 +113,8 @@ def run_layernorm_backward(
             MEAN and INV_VARIANCE, an EPSILON of more than one value, or an input or output
             holding another number of values than its dims need.
     """
-    a = node.attributes
-    dtype = compute_dtype(node)
-    x_tensor, scale_tensor = a.get_x(), a.get_scale()
-    assert x_tensor is not None and scale_tensor is not None  # a validated node has them
-    x = in_dims_of(node, "X", as_compute(inputs["X"], dtype))
-    dy = in_dims_of(node, "DY", as_compute(inputs["DY"], dtype), list(x.shape))
-    axes = normalized_axes(node, x_tensor.dim, scale_tensor.dim, a.get_normalized_dim_count())
+    dtype, x, dy, x_dims, scale_dims = gradient_inputs(node, inputs)
+    axes = normalized_axes(node, x_dims, scale_dims, node.attributes.get_normalized_dim_count())
     broadcast = [d if i in axes else 1 for i, d in enumerate(x.shape)]
     scale = in_dims_of(node, "SCALE", as_compute(inputs["SCALE"], dtype), broadcast)
     batch = tuple(i for i in range(x.ndim) if i not in axes)

@@ -29,7 +29,7 @@ import numpy as np
 
 import hipdnn_graph as hg
 
-from ._common import ReferenceFamily, as_compute, compute_dtype
+from ._common import ReferenceFamily, as_compute, compute_dtype, raise_refusal
 
 __all__ = ["FAMILIES", "matmul_refusal", "run_matmul"]
 
@@ -91,9 +91,7 @@ def run_matmul(node: hg.MatmulNode, inputs: Mapping[str, Any]) -> dict[str, Arra
         HipdnnError: ``GRAPH_NOT_SUPPORTED`` for what :func:`matmul_refusal` names or a compute
             type the reference does not compute in.
     """
-    reason = matmul_refusal(node)
-    if reason is not None:
-        raise hg.HipdnnError(hg.ErrorCode.GRAPH_NOT_SUPPORTED, reason)
+    raise_refusal(matmul_refusal(node))
     ct = compute_dtype(node)
     c = node.attributes.get_c()
     assert c is not None

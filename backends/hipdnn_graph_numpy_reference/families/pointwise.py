@@ -40,7 +40,7 @@ import numpy as np
 import hipdnn_graph as hg
 from hipdnn_graph.nodes.pointwise import broadcast_compatible
 
-from ._common import ReferenceFamily, as_compute, compute_dtype, not_supported
+from ._common import ReferenceFamily, as_compute, compute_dtype, not_supported, raise_refusal
 
 __all__ = ["FAMILIES", "pointwise_refusal", "run_pointwise"]
 
@@ -270,9 +270,7 @@ def run_pointwise(node: hg.PointwiseNode, inputs: Mapping[str, Any]) -> dict[str
         HipdnnError: ``GRAPH_NOT_SUPPORTED`` for what :func:`pointwise_refusal` names or a
             compute type the reference does not compute in.
     """
-    reason = pointwise_refusal(node)
-    if reason is not None:
-        raise hg.HipdnnError(hg.ErrorCode.GRAPH_NOT_SUPPORTED, reason)
+    raise_refusal(pointwise_refusal(node))
     a = node.attributes
     ct = compute_dtype(node)
     out = a.get_output_0()

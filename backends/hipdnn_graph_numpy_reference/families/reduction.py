@@ -32,7 +32,7 @@ import numpy as np
 
 import hipdnn_graph as hg
 
-from ._common import ReferenceFamily, as_compute, compute_dtype
+from ._common import ReferenceFamily, as_compute, compute_dtype, raise_refusal
 
 __all__ = ["FAMILIES", "reduction_refusal", "run_reduction"]
 
@@ -85,9 +85,7 @@ def run_reduction(node: hg.ReductionNode, inputs: Mapping[str, Any]) -> dict[str
         HipdnnError: ``GRAPH_NOT_SUPPORTED`` for what :func:`reduction_refusal` names or a
             compute type the reference does not compute in.
     """
-    reason = reduction_refusal(node)
-    if reason is not None:
-        raise hg.HipdnnError(hg.ErrorCode.GRAPH_NOT_SUPPORTED, reason)
+    raise_refusal(reduction_refusal(node))
     ct = compute_dtype(node)
     y = node.attributes.get_y()
     assert y is not None

@@ -40,6 +40,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
@@ -50,7 +51,14 @@ import numpy as np
 import hipdnn_graph as hg
 from hipdnn_graph.backend.dtypes import numpy_dtype
 
-from ._common import COMPUTE_DTYPES, ReferenceFamily, as_compute, compute_dtype
+from ._common import (
+    COMPUTE_DTYPES,
+    ReferenceFamily,
+    Runner,
+    as_compute,
+    compute_dtype,
+    raise_refusal,
+)
 
 __all__ = [
     "FAMILIES",
@@ -218,9 +226,7 @@ def _invalid(node: Any, what: str) -> hg.HipdnnError:
 
 
 def _prepare(node: Any) -> np.dtype[Any]:
-    reason = _refusal(node)
-    if reason is not None:
-        raise hg.HipdnnError(hg.ErrorCode.GRAPH_NOT_SUPPORTED, reason)
+    raise_refusal(_refusal(node))
     return compute_dtype(node)
 
 
@@ -275,6 +281,31 @@ def _maxpool_by_position(
     return best, chosen
 
 
+def _ieee_answers(run: Runner) -> Runner:
+    """``run`` with NumPy's overflow and invalid-operation warnings off: the infinities and NaNs
+    it computes are IEEE's own answers, not faults."""
+
+    @functools.wraps(run)
+    def quiet(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarray[Any, Any]]:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return run(node, inputs)
+
+    return quiet
+
+
+def _maxpool_outputs(
+    node: Any, best: np.ndarray[Any, Any], chosen: np.ndarray[Any, Any]
+) -> dict[str, np.ndarray[Any, Any]]:
+    """A ``MAXPOOL`` forward's outputs: Y holds ``best``; INDEX, when the node has one, the
+    ``chosen`` flat positions in its index type."""
+    slots = node.attributes.tensors_by_slot()
+    out = {"Y": best.reshape(slots["Y"].dim)}
+    if "INDEX" in slots:
+        out["INDEX"] = chosen.astype(_index_dtype(node)).reshape(slots["INDEX"].dim)
+    return out
+
+
+@_ieee_answers
 def run_resample_fwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarray[Any, Any]]:
     """Y (and INDEX when the node has one) of a resample forward node from X (see the module
     doc for the math).
@@ -283,11 +314,6 @@ def run_resample_fwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarr
         HipdnnError: ``GRAPH_NOT_SUPPORTED`` for a mode or compute type the reference does not
             define; ``INVALID_VALUE`` for an input of the wrong shape or members that do not fit.
     """
-    with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN are IEEE's own answers
-        return _resample_fwd(node, inputs)
-
-
-def _resample_fwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarray[Any, Any]]:
     dtype = _prepare(node)
     slots = node.attributes.tensors_by_slot()
     x = _input(node, inputs, "X", dtype)
@@ -300,10 +326,7 @@ def _resample_fwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarray[
     out_shape = (g.rows, *g.outer)
     if mode == _M.MAXPOOL and g.by_position:
         best, chosen = _maxpool_by_position(g, rows, dtype, zero_pad)
-        out = {"Y": best.reshape(y_dims)}
-        if "INDEX" in slots:
-            out["INDEX"] = chosen.astype(_index_dtype(node)).reshape(slots["INDEX"].dim)
-        return out
+        return _maxpool_outputs(node, best, chosen)
     if mode == _M.MAXPOOL:
         best = np.full(out_shape, lowest, dtype=dtype)
         chosen = np.full(out_shape, -1, dtype=np.int64)
@@ -314,10 +337,7 @@ def _resample_fwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarray[
             better = counts & (value > best)  # strict: the first maximum in scan order wins
             best = np.where(better, value, best)
             chosen = np.where(better, flat, chosen)
-        out = {"Y": best.reshape(y_dims)}
-        if "INDEX" in slots:
-            out["INDEX"] = chosen.astype(_index_dtype(node)).reshape(slots["INDEX"].dim)
-        return out
+        return _maxpool_outputs(node, best, chosen)
     total = np.zeros(out_shape, dtype=dtype)
     for positions, valid in g.reads():
         total += np.where(valid, _gather(rows, positions), 0).astype(dtype)
@@ -328,6 +348,7 @@ def _resample_fwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarray[
     return {"Y": (total / divisor).astype(dtype).reshape(y_dims)}
 
 
+@_ieee_answers
 def run_resample_bwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarray[Any, Any]]:
     """DX of a resample backward node from DY (and, for ``MAXPOOL``, the forward's INDEX; see
     the module doc for the math).
@@ -337,11 +358,6 @@ def run_resample_bwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarr
             define; ``INVALID_VALUE`` for an input of the wrong shape, a ``MAXPOOL`` node without
             INDEX, or members that do not fit.
     """
-    with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN are IEEE's own answers
-        return _resample_bwd(node, inputs)
-
-
-def _resample_bwd(node: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarray[Any, Any]]:
     dtype = _prepare(node)
     slots = node.attributes.tensors_by_slot()
     dy = _input(node, inputs, "DY", dtype)

@@ -33,8 +33,8 @@ import numpy as np
 
 import hipdnn_graph as hg
 
-from ._common import ReferenceFamily
-from ._norm_backward_common import Array, as_compute, compute_dtype, in_dims_of
+from ._common import ReferenceFamily, as_compute
+from ._norm_backward_common import Array, gradient_inputs, in_dims_of
 from .rmsnorm import normalized_start
 
 __all__ = ["FAMILIES", "run_rmsnorm_backward"]
@@ -50,14 +50,9 @@ def run_rmsnorm_backward(
             an input or output holding another number of values than its dims need (INV_RMS:
             one per leading position).
     """
-    a = node.attributes
-    dtype = compute_dtype(node)
-    x_tensor, scale_tensor = a.get_x(), a.get_scale()
-    assert x_tensor is not None and scale_tensor is not None  # a validated node has them
-    x = in_dims_of(node, "X", as_compute(inputs["X"], dtype))
-    dy = in_dims_of(node, "DY", as_compute(inputs["DY"], dtype), list(x.shape))
+    dtype, x, dy, x_dims, scale_dims = gradient_inputs(node, inputs)
     scale = in_dims_of(node, "SCALE", as_compute(inputs["SCALE"], dtype))
-    start = normalized_start(x_tensor.dim, scale_tensor.dim)
+    start = normalized_start(x_dims, scale_dims)
     axes, leading = tuple(range(start, x.ndim)), tuple(range(start))
     kept = [*x.shape[:start], *(1 for _ in axes)]
     inv_rms = in_dims_of(node, "INV_RMS", as_compute(inputs["INV_RMS"], dtype), kept)
@@ -69,7 +64,7 @@ def run_rmsnorm_backward(
         "DX": in_dims_of(node, "DX", dx),
         "DSCALE": in_dims_of(node, "DSCALE", np.sum(dy * x_hat, axis=leading, keepdims=True)),
     }
-    if a.get_dbias() is not None:
+    if node.attributes.get_dbias() is not None:
         out["DBIAS"] = in_dims_of(node, "DBIAS", np.sum(dy, axis=leading, keepdims=True))
     return out
 
