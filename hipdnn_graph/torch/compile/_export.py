@@ -39,7 +39,7 @@ from ...errors import HipdnnError, NotSupportedError
 from ...types import ErrorCode
 from ._manifest import FORMAT, GRAPH_SUFFIXES, MANIFEST, REFERENCE, WEIGHTS
 from ._partition import HipdnnSubgraph, partition
-from ._replay import dtype_name
+from ._replay import dtype_name, numpy_values
 
 __all__ = ["export"]
 
@@ -189,21 +189,10 @@ class _Writer:
 def _save_reference(
     path: Path, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]
 ) -> None:
-    """``input_<i>`` and ``output_<i>`` arrays in the ``.npz`` file ``path``; the types NumPy
-    has no code for (bfloat16, the float8 types) as float32, which holds their values exactly."""
-
-    def array(t: torch.Tensor) -> Any:
-        t = t.detach().cpu()
-        if t.dtype.is_floating_point and t.dtype not in (
-            torch.float16,
-            torch.float32,
-            torch.float64,
-        ):
-            t = t.float()
-        return t.numpy()
-
-    arrays = {f"input_{i}": array(t) for i, t in enumerate(inputs)}
-    arrays.update((f"output_{i}", array(t)) for i, t in enumerate(outputs))
+    """``input_<i>`` and ``output_<i>`` arrays in the ``.npz`` file ``path``
+    (:func:`~hipdnn_graph.torch.compile._replay.numpy_values`: bfloat16 as float32)."""
+    arrays = {f"input_{i}": numpy_values(t) for i, t in enumerate(inputs)}
+    arrays.update((f"output_{i}", numpy_values(t)) for i, t in enumerate(outputs))
     with open(path, "wb") as file:
         np.savez(file, **arrays)
 

@@ -32,7 +32,15 @@ from ...graph import Graph
 from ...types import ErrorCode
 from ._manifest import read_manifest
 
-__all__ = ["ExportRun", "dtype_name", "load_graph", "replay_export", "run_export", "torch_dtype"]
+__all__ = [
+    "ExportRun",
+    "dtype_name",
+    "load_graph",
+    "numpy_values",
+    "replay_export",
+    "run_export",
+    "torch_dtype",
+]
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -50,6 +58,15 @@ def torch_dtype(name: str) -> torch.dtype:
     if not isinstance(dtype, torch.dtype):
         raise HipdnnError(ErrorCode.INVALID_VALUE, f"manifest: {name!r} is no torch dtype")
     return dtype
+
+
+def numpy_values(t: torch.Tensor) -> Any:
+    """A tensor's values as a NumPy array on the host; the types NumPy has no code for
+    (bfloat16, the float8 types) as float32, which holds each of their values exactly."""
+    t = t.detach().cpu()
+    if t.dtype.is_floating_point and t.dtype not in (torch.float16, torch.float32, torch.float64):
+        t = t.float()
+    return t.numpy()
 
 
 def _resolve_op(name: str) -> Any:
@@ -85,8 +102,18 @@ def _decode(value: Any, env: dict[str, Any], device: torch.device) -> Any:
 
 
 def load_graph(directory: str | Path, step: dict[str, Any]) -> Graph:
-    """The hipDNN graph of one ``"hipdnn"`` step of an export, read back from its file."""
-    data = (Path(directory) / step["file"]).read_bytes()
+    """The hipDNN graph of one ``"hipdnn"`` step of an export, read back from its file.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for a file that cannot be read; the decoder's errors.
+    """
+    path = Path(directory) / step["file"]
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE, f"cannot read {path}: {err.strerror or err}"
+        ) from None
     if str(step["file"]).endswith(".bin"):
         return Graph.deserialize(data)
     return Graph.from_json(data)
