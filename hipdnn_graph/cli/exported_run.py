@@ -77,7 +77,8 @@ def compare(
     if a.shape != b.shape or (np.isnan(a) != np.isnan(b)).any():
         return float("inf"), 0.0
     same = (a == b) | np.isnan(b)  # equal, infinities included, or NaN on both sides
-    diff = float(np.where(same, 0.0, np.abs(a - b)).max(initial=0.0))
+    with np.errstate(invalid="ignore"):  # inf - inf where both are inf: masked by ``same``
+        diff = float(np.where(same, 0.0, np.abs(a - b)).max(initial=0.0))
     tol = TOLERANCES.get(types[dtype]) if dtype in types else None
     if tol is None:
         return diff, 0.0
