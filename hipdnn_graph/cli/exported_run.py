@@ -59,8 +59,9 @@ def compare(
 
     Example:
         >>> import numpy as np
-        >>> compare(np.array([1.0, 2.00001]), np.array([1.0, 2.0]), "float32")
-        (1.0000000000065512e-05, 0.0003)
+        >>> diff, limit = compare(np.array([1.0, 2.00001]), np.array([1.0, 2.0]), "float32")
+        >>> f"{diff:.1e} <= {limit:.1e}"
+        '1.0e-05 <= 3.0e-04'
     """
     import numpy as np
 
