@@ -70,7 +70,9 @@ def test_show_export_lists_graphs_connections_and_the_aten_census(
         "addmm_1 (MATMUL), addmm_1_bias (POINTWISE)",
         "gelu (POINTWISE), add (POINTWISE)",
     ]
-    assert [g.split(" ")[2] for g in graphs] == [f"{k}.json" for k in range(5)]
+    assert [g.split(", ")[0] for g in graphs] == [
+        f"graph {k}: {k}.json 'Block_{k}'" for k in range(5)
+    ]
     # where each input comes from and what reads each output
     assert any(line.startswith("  in ") and line.endswith("<- input 0") for line in lines[5:10])
     assert any(line.endswith("<- weight ln.weight") for line in lines)

@@ -9,7 +9,7 @@ outputs"), for the small models of ``tests/compile_models.py``:
 * every ``<n>.json`` is hipDNN's JSON: read by the rules of HIPDNN_WIRE.md part B alone
   (``wire_model.description_from_hipdnn_json``) it is the text the independent writer
   (``hipdnn_json``) gives, and hipDNN's C++ packs it to the bytes of the binary export of the
-  same subgraph (graph names aside: each export names its graphs afresh);
+  same subgraph;
 * the chain re-runs to the model's outputs (``hipdnn-graph run-export --check``).
 """
 
@@ -96,6 +96,8 @@ def test_every_blob_verifies_with_flatcs_code_for_the_verbatim_schemas(
     steps = _steps(folder)
     read = read_files(verbatim, [folder / s["file"] for s in steps])
     assert [r["verified"] for r in read] == [True] * len(steps)
+    cls = "Sequential" if model != "block" else "Block"
+    assert [r["name"] for r in read] == [f"{cls}_{k}" for k in range(len(steps))]
     tables = [[n["type"].removesuffix("Attributes") for n in r["nodes"]] for r in read]
     assert tables == FAMILIES[model]
     for step, graph in zip(steps, read, strict=True):
@@ -148,7 +150,6 @@ def test_every_json_graph_reads_by_hipdnns_json_rules_as_the_binary_export(
         blob = (as_bin / twin["file"]).read_bytes()
         read = cpp.read(blob)
         assert read.pop("verified") is True
-        desc["name"] = read["name"]  # each export names its graphs afresh
         assert normalized(desc) == normalized(read)
         assert cpp.pack(desc) == blob
 

@@ -66,8 +66,9 @@ def _op_name(target: Any) -> str:
 class _Writer:
     """Walks the partitioned graph, writing subgraph files and collecting the manifest."""
 
-    def __init__(self, out: Path, suffix: str, weights: dict[str, str]) -> None:
+    def __init__(self, out: Path, suffix: str, weights: dict[str, str], name: str) -> None:
         self.out = out
+        self.name = name  # the graphs' names: <name>_<n>
         self.suffix = suffix
         self.weights = weights
         self.steps: list[dict[str, Any]] = []
@@ -146,7 +147,7 @@ class _Writer:
         number = self.subgraphs
         self.subgraphs += 1
         lowered = module.lowered
-        graph = lowered.graph
+        graph = lowered.graph.set_name(f"{self.name}_{number}")
         file = f"{number}{self.suffix}"
         data = graph.serialize() if self.suffix == ".bin" else graph.to_json().encode()
         (self.out / file).write_bytes(data)
@@ -214,7 +215,8 @@ def export(
             subgraph and ``reference.npz`` (``input_<i>``: ``example_inputs``; ``output_<i>``:
             the model's outputs on them, run once under ``torch.no_grad()``) are written there.
         graph_format: ``"json"`` (``Graph.to_json``, ``<n>.json``) or ``"bin"``
-            (``Graph.serialize``, hipDNN's FlatBuffers bytes, ``<n>.bin``).
+            (``Graph.serialize``, hipDNN's FlatBuffers bytes, ``<n>.bin``); graph ``n`` is named
+            ``<the model's class name>_<n>``.
 
     Returns:
         The manifest (as written to ``manifest.json``).
@@ -245,7 +247,7 @@ def export(
     fused, _ = partition(gm, "inference")
     named = {**signature.inputs_to_parameters, **signature.inputs_to_buffers}
     weights = {str(ref): fqn.removeprefix("model.") for ref, fqn in named.items()}
-    writer = _Writer(out, GRAPH_SUFFIXES[graph_format], weights)
+    writer = _Writer(out, GRAPH_SUFFIXES[graph_format], weights, type(model).__name__)
     refs = [n.name for n in fused.graph.find_nodes(op="placeholder")]
     for ref in refs:
         if ref in weights:
