@@ -370,3 +370,49 @@ def test_missing_weights_are_refused_by_name(tmp_path: Path) -> None:
     assert err.value.message.endswith(
         "weights.pt lacks the tensors ['0.bias', '2.bias', '2.weight']"
     )
+
+
+def test_manifest_dims_and_arguments_that_do_not_fit_the_values_are_refused(
+    tmp_path: Path,
+) -> None:
+    """A manifest whose refs are in order but whose dims, shapes or aten arguments do not fit
+    the values is refused with INVALID_VALUE naming the place, never torch's own error."""
+    x = torch.randn(2, 8)
+    original = _manifest(tmp_path)
+    hipdnn = next(k for k, s in enumerate(original["steps"]) if s["kind"] == "hipdnn")
+    i0 = original["steps"][hipdnn]["inputs"][0]["tensor"]
+    o0 = original["steps"][hipdnn]["outputs"][0]
+    cases = [
+        (
+            lambda m: m["steps"][hipdnn]["inputs"][0].update(dims=[3, 8]),
+            f"manifest: the input '{i0}' (uid 1) of 0.json: its value failed: ",
+        ),
+        (
+            lambda m: m["steps"][hipdnn]["inputs"][0].update(uid=99),
+            f"manifest: the input '{i0}' (uid 99) of 0.json is not in the graph",
+        ),
+        (
+            lambda m: m["steps"][hipdnn]["outputs"][0].update(shape=[5, 5]),
+            f"manifest: the output '{o0['tensor']}' (uid {o0['uid']}) of 0.json failed: ",
+        ),
+        (
+            lambda m: m["steps"][hipdnn]["outputs"][0].update(uid=1),
+            f"manifest: the output '{o0['tensor']}' (uid 1) of 0.json is no graph output",
+        ),
+        (
+            lambda m: m["steps"][0]["args"].append(7),
+            "manifest: aten step 0 (aten.t.default) failed: ",
+        ),
+        (
+            lambda m: m["outputs"][0].pop("dtype"),
+            "manifest: outputs[0] has no 'dtype'",
+        ),
+    ]
+    for edit, message in cases:
+        manifest = json.loads(json.dumps(original))
+        edit(manifest)
+        (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+        with pytest.raises(HipdnnError) as err:
+            run_export(tmp_path, (x,))
+        assert err.value.code is ErrorCode.INVALID_VALUE
+        assert err.value.message.startswith(message), (message, err.value.message)

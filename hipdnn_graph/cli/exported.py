@@ -155,8 +155,8 @@ def cmd_show_export(args: argparse.Namespace, out: TextIO) -> int:
     rows = [
         [
             f"output {k}",
-            fmt_list(o.get("shape", [])),
-            safe_text(str(o.get("dtype", "?"))),
+            fmt_list(o["shape"]),
+            safe_text(o["dtype"]),
             "<- " + safe_text(_source(o, manifest)),
         ]
         for k, o in enumerate(manifest["outputs"])

@@ -13,7 +13,7 @@ Example:
     >>> check_manifest(doc) == doc
     True
     >>> try:
-    ...     check_manifest({**doc, "outputs": [{"ref": "y"}]})
+    ...     check_manifest({**doc, "outputs": [{"ref": "y", "shape": [2], "dtype": "float32"}]})
     ... except HipdnnError as err:
     ...     print(err.code.name, err.message)
     INVALID_VALUE manifest: outputs[0] reads 'y', which no input, weight or earlier step makes
@@ -134,8 +134,9 @@ def _check_hipdnn(step: dict[str, Any], where: str, suffix: str, refs: _Refs) ->
 
 
 def check_manifest(doc: Any) -> dict[str, Any]:
-    """``doc`` when it is an export manifest (version 1) whose every ref is made before it is
-    read; its subgraph files are plain names in the directory with the graph format's suffix.
+    """A copy of ``doc`` when it is an export manifest (version 1) whose every ref is made
+    before it is read; its subgraph files are plain names in the directory with the graph
+    format's suffix.
 
     Raises:
         HipdnnError: ``INVALID_VALUE``, ``manifest: <where> <what is wrong>``.
@@ -173,7 +174,8 @@ def check_manifest(doc: Any) -> dict[str, Any]:
         else:
             raise _refuse(f"{where}.kind", f"must be 'hipdnn' or 'aten', got {step['kind']!r}")
     for k, entry in enumerate(doc["outputs"]):
-        refs.read(_fields(entry, f"outputs[{k}]").get("ref"), f"outputs[{k}]")
+        _fields(entry, f"outputs[{k}]", ref="str", shape="ints", dtype="str")
+        refs.read(entry["ref"], f"outputs[{k}]")
     if "reference" in doc:
         reference = _fields(doc["reference"], "reference", file="str")
         _file_name(reference["file"], "reference.file")

@@ -20,7 +20,8 @@ Example:
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,16 @@ def _decode(value: Any, env: dict[str, Any], device: torch.device) -> Any:
             )
         return layout
     return value
+
+
+@contextmanager
+def _refused(where: str) -> Iterator[None]:
+    """What torch refuses in the block (a manifest's dims, strides or arguments that do not fit
+    its values) as ``INVALID_VALUE`` naming ``where``."""
+    try:
+        yield
+    except (RuntimeError, TypeError, ValueError, IndexError) as err:
+        raise HipdnnError(ErrorCode.INVALID_VALUE, f"manifest: {where} failed: {err}") from None
 
 
 def load_graph(directory: str | Path, step: dict[str, Any]) -> Graph:
@@ -190,19 +201,22 @@ def _run_graph(
     by_uid = {t.get_uid(): t for t in graph.tensors}
     pack = {}
     for i in step["inputs"]:
+        where = f"the input '{i['tensor']}' (uid {i['uid']}) of {step['file']}"
         if i["uid"] not in by_uid:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                f"manifest: {step['file']} has no tensor of uid {i['uid']} ('{i['tensor']}')",
-            )
-        pack[by_uid[i["uid"]]] = env[i["from"]["ref"]].view(i["dims"])
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"manifest: {where} is not in the graph")
+        with _refused(f"{where}: its value"):
+            pack[by_uid[i["uid"]]] = env[i["from"]["ref"]].view(i["dims"])
     results = graph.run(pack)  # torch tensors in, torch tensors out, whatever the engine
     for o in step["outputs"]:  # the shape, strides and type the traced model had
-        result = results[by_uid[o["uid"]]].reshape(o["shape"])
-        like = torch.empty_strided(
-            o["shape"], o["stride"], dtype=torch_dtype(o["dtype"]), device=result.device
-        )
-        env[o["ref"]] = like.copy_(result)
+        where = f"the output '{o['tensor']}' (uid {o['uid']}) of {step['file']}"
+        if by_uid.get(o["uid"]) not in results:
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"manifest: {where} is no graph output")
+        result = results[by_uid[o["uid"]]]
+        with _refused(where):
+            like = torch.empty_strided(
+                o["shape"], o["stride"], dtype=torch_dtype(o["dtype"]), device=result.device
+            )
+            env[o["ref"]] = like.copy_(result.reshape(o["shape"]))
     return ran
 
 
@@ -240,11 +254,12 @@ def replay_export(
     env: dict[str, Any] = _load_weights(root, manifest, where)
     env.update((i["ref"], x.to(where)) for i, x in zip(manifest["inputs"], inputs, strict=True))
     engines: dict[int, str] = {}
-    for step in manifest["steps"]:
+    for number, step in enumerate(manifest["steps"]):
         if step["kind"] == "aten":
             args = _decode(step["args"], env, where)
             kwargs = {k: _decode(v, env, where) for k, v in step["kwargs"].items()}
-            env[step["name"]] = _resolve_op(step["op"])(*args, **kwargs)
+            with _refused(f"aten step {number} ({step['op']})"):
+                env[step["name"]] = _resolve_op(step["op"])(*args, **kwargs)
         else:
             engines[step["subgraph"]] = _run_graph(root, step, env, engine, require_engine)
     return ExportRun([env[o["ref"]] for o in manifest["outputs"]], engines, env)
