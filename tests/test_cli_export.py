@@ -369,3 +369,17 @@ def test_run_export_checks_on_the_gpu(exports: dict[str, Path], capsys: Capsys) 
         assert (status, err) == (0, ""), out
         assert out.splitlines()[0].endswith(", on cuda")
         assert out.splitlines()[-1] == "every output is the model's within its dtype's tolerance"
+
+
+def test_without_torch_the_export_commands_say_so(exports: dict[str, Path]) -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['torch'] = None  # import torch fails\n"
+        "from hipdnn_graph.cli import main\n"
+        f"sys.exit(main(['show-export', {str(exports['mlp'])!r}]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "hipdnn-graph: error: export directories need torch (pip install 'hipdnn-graph[torch]')\n"
+    )

@@ -31,6 +31,7 @@ from ..errors import HipdnnError
 from ..types import ErrorCode
 from .common import CliError, fmt_list, load_graph, non_negative_int, safe_text, table
 from .exported import read_export
+from .run import checksum
 
 if TYPE_CHECKING:
     import numpy as np
@@ -182,11 +183,9 @@ def _checked_device(device: str) -> str:
 
 
 def cmd_run_export(args: argparse.Namespace, out: TextIO) -> int:
-    root, manifest = read_export(args.path)
-    try:
-        from ..torch.compile import replay_export
-    except ImportError:  # read_export has imported torch: not reached without it
-        raise CliError("run-export needs torch (pip install 'hipdnn-graph[torch]')") from None
+    root, manifest = read_export(args.path)  # a CliError without torch
+    from ..torch.compile import replay_export
+
     _checked_engine(args.engine)
     device = _checked_device(args.device)
     reference: dict[str, Any] = manifest.get("reference") or {}
@@ -212,8 +211,6 @@ def cmd_run_export(args: argparse.Namespace, out: TextIO) -> int:
     done = replay_export(
         root, inputs, engine=args.engine, require_engine=args.engine is not None, device=device
     )
-    from .run import checksum
-
     print(f"export '{safe_text(str(root))}': {source}, on {device}", file=out)
     for step in manifest["steps"]:
         if step["kind"] != "hipdnn":
