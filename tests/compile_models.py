@@ -35,3 +35,14 @@ class Block(torch.nn.Module):
 def make_mlp() -> torch.nn.Module:
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
+
+
+def make_cnn() -> torch.nn.Module:
+    """Convolutions with ReLU and an inference batch norm between them (eval mode)."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.Conv2d(8, 4, 3, stride=2, padding=1),
+    ).eval()

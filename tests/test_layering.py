@@ -40,6 +40,7 @@ LAZY_TORCH = {
     "hipdnn_graph/testing/inputs.py",
     "hipdnn_graph/testing/conformance.py",
     "hipdnn_graph/cli/run.py",
+    "hipdnn_graph/cli/exported_run.py",
 }
 #: a package whose every module may import torch lazily (hipDNN's Python API: device memory,
 #: streams and DLPack)

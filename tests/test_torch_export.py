@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -17,7 +18,12 @@ from compile_models import Block, make_mlp  # noqa: E402
 
 import hipdnn_graph.torch as hgt  # noqa: E402
 from hipdnn_graph import ErrorCode, Graph, HipdnnError  # noqa: E402
-from hipdnn_graph.torch.compile import FORMAT, load_graph, run_export  # noqa: E402
+from hipdnn_graph.torch.compile import (  # noqa: E402
+    FORMAT,
+    load_graph,
+    replay_export,
+    run_export,
+)
 
 
 def _check_manifest(out: Path, manifest: dict, graph_format: str) -> list[dict]:
@@ -86,7 +92,14 @@ def test_mlp_exports_one_subgraph_that_reruns_to_the_output(
         "2.bias",
     }
     assert manifest["outputs"] == [
-        {"ref": sub["outputs"][0]["ref"], "kind": "subgraph", "subgraph": 0, "output": 0}
+        {
+            "ref": sub["outputs"][0]["ref"],
+            "kind": "subgraph",
+            "subgraph": 0,
+            "output": 0,
+            "shape": [4, 8],
+            "dtype": "float32",
+        }
     ]
     assert sub["outputs"][0]["shape"] == [4, 8]
     x2 = torch.randn(4, 8)  # other values of the traced shape
@@ -141,8 +154,9 @@ def test_run_export_refuses_a_directory_without_an_export(tmp_path: Path) -> Non
         run_export(tmp_path, (torch.randn(2, 8),))
     assert err.value.code is ErrorCode.INVALID_VALUE
     (tmp_path / "manifest.json").write_text('{"format": "other"}')
-    with pytest.raises(HipdnnError, match="is not a hipdnn-graph-export"):
+    with pytest.raises(HipdnnError) as err:
         run_export(tmp_path, (torch.randn(2, 8),))
+    assert err.value.message == "manifest: format must be 'hipdnn-graph-export', got \"other\""
 
 
 def test_run_export_refuses_another_input_count(tmp_path: Path) -> None:
@@ -215,3 +229,190 @@ def test_export_is_imported_at_first_use() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
     assert done.stdout.split() == ["False", "True", "False"]
+
+
+def test_the_export_saves_the_example_inputs_and_the_models_outputs(tmp_path: Path) -> None:
+    torch.manual_seed(1)
+    block, x = Block(), torch.randn(2, 6, 16)
+    manifest = hgt.export(block, (x,), tmp_path)
+    assert manifest["reference"] == {"file": "reference.npz"}
+    with np.load(tmp_path / "reference.npz", allow_pickle=False) as saved:
+        assert sorted(saved.files) == ["input_0", "output_0"]
+        np.testing.assert_array_equal(saved["input_0"], x.numpy())
+        with torch.no_grad():
+            np.testing.assert_array_equal(saved["output_0"], block(x).numpy())
+
+
+def test_bfloat16_references_are_saved_as_float32_and_outputs_keep_their_type(
+    tmp_path: Path,
+) -> None:
+    mlp, x = make_mlp().to(torch.bfloat16), torch.randn(2, 8, dtype=torch.bfloat16)
+    manifest = hgt.export(mlp, (x,), tmp_path)
+    assert manifest["inputs"][0]["dtype"] == manifest["outputs"][0]["dtype"] == "bfloat16"
+    with np.load(tmp_path / "reference.npz", allow_pickle=False) as saved:
+        assert saved["input_0"].dtype == np.float32
+        np.testing.assert_array_equal(saved["input_0"], x.float().numpy())
+    (got,) = run_export(tmp_path, (x,))
+    assert got.dtype == torch.bfloat16
+    with torch.no_grad():
+        torch.testing.assert_close(got, mlp(x), rtol=3e-2, atol=8e-2)
+
+
+def test_replay_reports_the_engine_of_each_graph_and_every_value(tmp_path: Path) -> None:
+    torch.manual_seed(2)
+    block, x = Block(), torch.randn(2, 6, 16)
+    manifest = hgt.export(block, (x,), tmp_path)
+    done = replay_export(tmp_path, (x,), engine="NUMPY_REFERENCE_ENGINE", require_engine=True)
+    assert done.engines == dict.fromkeys(range(5), "NUMPY_REFERENCE_ENGINE")
+    for step in manifest["steps"]:
+        for o in step.get("outputs", []):
+            assert list(done.values[o["ref"]].shape) == o["shape"]
+    with torch.no_grad():
+        torch.testing.assert_close(done.outputs[0], block(x), rtol=1e-4, atol=1e-4)
+    best = replay_export(tmp_path, (x,), engine=None)
+    assert sorted(best.engines) == list(range(5)) and all(best.engines.values())
+
+
+def test_replay_with_a_required_engine_that_cannot_run_a_graph_is_refused(
+    tmp_path: Path,
+) -> None:
+    hgt.export(make_mlp(), (torch.randn(2, 8),), tmp_path)
+    with pytest.raises(HipdnnError) as err:
+        replay_export(
+            tmp_path, (torch.randn(2, 8),), engine="TORCH_SDPA_MATH_ENGINE", require_engine=True
+        )
+    assert err.value.code is ErrorCode.GRAPH_NOT_SUPPORTED
+    assert err.value.message.startswith(
+        "subgraph 0 (0.json): TORCH_SDPA_MATH_ENGINE cannot run it: "
+    )
+
+
+def _manifest(tmp_path: Path) -> dict:
+    return hgt.export(make_mlp(), (torch.randn(2, 8),), tmp_path)
+
+
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (lambda m: m.update(version=2), "manifest: version must be 1, got 2"),
+        (
+            lambda m: m.update(graph_format="onnx"),
+            "manifest: graph_format must be one of ['json', 'bin'], got \"onnx\"",
+        ),
+        (lambda m: m.pop("steps"), "manifest: the document has no 'steps'"),
+        (
+            lambda m: m["inputs"][0].update(shape="2x8"),
+            'manifest: inputs[0].shape must be a list of integers, got "2x8"',
+        ),
+        (
+            lambda m: m["steps"][2]["inputs"][0].update(uid=True),
+            "manifest: steps[2].inputs[0].uid must be an integer, got true",
+        ),
+        (
+            lambda m: m["steps"][2].update(file="../0.json"),
+            "manifest: steps[2].file must name a file in the export directory, got '../0.json'",
+        ),
+        (
+            lambda m: m["steps"][2].update(file="0.bin"),
+            "manifest: steps[2].file must end with .json (the graph_format), got '0.bin'",
+        ),
+        (
+            lambda m: m["steps"][2]["inputs"][0]["from"].update(ref="nowhere"),
+            "manifest: steps[2].inputs[0].from reads 'nowhere', which no input, weight or "
+            "earlier step makes",
+        ),
+        (
+            lambda m: m["steps"].reverse(),
+            "manifest: steps[0].inputs[1].from reads 't', which no input, weight or "
+            "earlier step makes",
+        ),
+        (
+            lambda m: m["steps"][0].update(kind="onnx"),
+            "manifest: steps[0].kind must be 'hipdnn' or 'aten', got 'onnx'",
+        ),
+        (
+            lambda m: m["steps"][0]["args"].append({"eval": "x"}),
+            'manifest: steps[0].args[1] is no encoded argument: {"eval": "x"}',
+        ),
+        (
+            lambda m: m["steps"][1].update(name=m["steps"][0]["name"]),
+            "manifest: steps[1] makes 't' again",
+        ),
+        (lambda m: m.update(steps={}), "manifest: the document.steps must be a JSON list, got {}"),
+    ],
+)
+def test_a_broken_manifest_is_refused_naming_the_place(
+    tmp_path: Path, edit: object, message: str
+) -> None:
+    manifest = _manifest(tmp_path)
+    edit(manifest)  # type: ignore[operator]
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(HipdnnError) as err:
+        run_export(tmp_path, (torch.randn(2, 8),))
+    assert (err.value.code, err.value.message) == (ErrorCode.INVALID_VALUE, message)
+
+
+def test_an_aten_step_outside_the_aten_namespace_is_refused(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path)
+    manifest["steps"][0]["op"] = "os.system.default"
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(HipdnnError) as err:
+        run_export(tmp_path, (torch.randn(2, 8),))
+    assert err.value.message == "manifest: 'os.system.default' is no aten op overload"
+
+
+def test_missing_weights_are_refused_by_name(tmp_path: Path) -> None:
+    _manifest(tmp_path)
+    torch.save({"0.weight": torch.zeros(32, 8)}, tmp_path / "weights.pt")
+    with pytest.raises(HipdnnError) as err:
+        run_export(tmp_path, (torch.randn(2, 8),))
+    assert err.value.code is ErrorCode.INVALID_VALUE
+    assert err.value.message.endswith(
+        "weights.pt lacks the tensors ['0.bias', '2.bias', '2.weight']"
+    )
+
+
+def test_manifest_dims_and_arguments_that_do_not_fit_the_values_are_refused(
+    tmp_path: Path,
+) -> None:
+    """A manifest whose refs are in order but whose dims, shapes or aten arguments do not fit
+    the values is refused with INVALID_VALUE naming the place, never torch's own error."""
+    x = torch.randn(2, 8)
+    original = _manifest(tmp_path)
+    hipdnn = next(k for k, s in enumerate(original["steps"]) if s["kind"] == "hipdnn")
+    i0 = original["steps"][hipdnn]["inputs"][0]["tensor"]
+    o0 = original["steps"][hipdnn]["outputs"][0]
+    cases = [
+        (
+            lambda m: m["steps"][hipdnn]["inputs"][0].update(dims=[3, 8]),
+            f"manifest: the input '{i0}' (uid 1) of 0.json: its value failed: ",
+        ),
+        (
+            lambda m: m["steps"][hipdnn]["inputs"][0].update(uid=99),
+            f"manifest: the input '{i0}' (uid 99) of 0.json is not in the graph",
+        ),
+        (
+            lambda m: m["steps"][hipdnn]["outputs"][0].update(shape=[5, 5]),
+            f"manifest: the output '{o0['tensor']}' (uid {o0['uid']}) of 0.json failed: ",
+        ),
+        (
+            lambda m: m["steps"][hipdnn]["outputs"][0].update(uid=1),
+            f"manifest: the output '{o0['tensor']}' (uid 1) of 0.json is no graph output",
+        ),
+        (
+            lambda m: m["steps"][0]["args"].append(7),
+            "manifest: aten step 0 (aten.t.default) failed: ",
+        ),
+        (
+            lambda m: m["outputs"][0].pop("dtype"),
+            "manifest: outputs[0] has no 'dtype'",
+        ),
+    ]
+    for edit, message in cases:
+        manifest = json.loads(json.dumps(original))
+        edit(manifest)
+        (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+        with pytest.raises(HipdnnError) as err:
+            run_export(tmp_path, (x,))
+        assert err.value.code is ErrorCode.INVALID_VALUE
+        assert err.value.message.startswith(message), (message, err.value.message)

@@ -11,6 +11,12 @@ Subcommands::
     hipdnn-graph convert FILE --to json|binary [--indent N] [-o OUT]
                                                the other format, to stdout without -o
     hipdnn-graph schema                        the JSON Schema of the JSON format
+    hipdnn-graph show-export DIR               an export directory (hipdnn_graph.torch.export):
+                                               its graphs, how they connect, the aten census
+    hipdnn-graph run-export DIR [--engine NAME] [--inputs X.npz | --check] [--seed N]
+                     [--save OUT.npz] [--device DEV]
+                                               run its steps: each graph's engine, the outputs;
+                                               --check: against the model's saved outputs
 
 Files are recognised by content (hipDNN's binary graph has no file identifier): a NUL byte in
 the first four bytes (the upper bytes of the FlatBuffers root offset) means binary, text that
@@ -38,7 +44,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import HipdnnError
-from . import backends, convert, inspect, run
+from . import backends, convert, exported, exported_run, inspect, run
 from .common import PROG, CliError, detect_format, load_graph, safe_text
 
 __all__ = ["CliError", "detect_format", "load_graph", "main", "safe_text"]
@@ -54,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for group in (inspect, run, backends, convert):  # the order --help lists
+    for group in (inspect, run, exported, exported_run, backends, convert):  # --help's order
         group.add_parsers(sub)
     return parser
 

@@ -27,7 +27,7 @@ Example:
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -40,7 +40,7 @@ from ..testing.inputs import empty_for, graph_outputs, poison, runtime_inputs
 from ..types import ErrorCode
 from .common import CliError, safe_text
 
-__all__ = ["inputs_from", "load_npz", "output_keys", "save_npz"]
+__all__ = ["inputs_from", "load_npz", "output_keys", "read_npz", "save_npz"]
 
 
 def _keys(tensors: list[TensorAttributes]) -> dict[str, TensorAttributes]:
@@ -148,6 +148,39 @@ def inputs_from(arrays: Mapping[str, Any], graph: Graph) -> dict[TensorAttribute
     return pack
 
 
+def read_npz(
+    path: str, check: Callable[[str, tuple[int, ...], Any], None], what: str
+) -> dict[str, Any]:
+    """The arrays of the ``.npz`` file ``path`` (no pickles), ``check(key, shape, dtype)``
+    called on each member's header before its data is read (so that it can refuse a member
+    before memory is taken for it).
+
+    Raises:
+        CliError: ``cannot read <what> '<path>': ...`` for a file that cannot be read or is not
+            an ``.npz`` file of ``.npy`` members.
+        HipdnnError: what ``check`` raises.
+    """
+    arrays: dict[str, Any] = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                key = info.filename.removesuffix(".npy")
+                with archive.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    read_header = (
+                        np.lib.format.read_array_header_1_0
+                        if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0
+                    )
+                    shape, _, dtype = read_header(member)
+                    check(key, shape, dtype)
+                with archive.open(info) as member:
+                    arrays[key] = np.lib.format.read_array(member, allow_pickle=False)
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as exc:
+        raise CliError(f"cannot read {what} '{safe_text(path)}': {exc}") from None
+    return arrays
+
+
 def load_npz(path: str, graph: Graph) -> dict[str, Any]:
     """The arrays of the ``.npz`` file ``path`` (no pickles), each member's key, dims and type
     checked against the graph's runtime inputs before its data is read.
@@ -157,26 +190,11 @@ def load_npz(path: str, graph: Graph) -> dict[str, Any]:
         HipdnnError: as :func:`inputs_from`, for the first member that does not fit.
     """
     keys = _keys(runtime_inputs(graph))
-    arrays: dict[str, Any] = {}
-    try:
-        with zipfile.ZipFile(path) as archive:
-            for info in archive.infolist():
-                key = info.filename.removesuffix(".npy")
-                tensor = _tensor_for(key, keys)
-                with archive.open(info) as member:
-                    version = np.lib.format.read_magic(member)
-                    read_header = (
-                        np.lib.format.read_array_header_1_0
-                        if version == (1, 0)
-                        else np.lib.format.read_array_header_2_0
-                    )
-                    shape, _, dtype = read_header(member)
-                    _check_array(tensor, key, shape, dtype)
-                with archive.open(info) as member:
-                    arrays[key] = np.lib.format.read_array(member, allow_pickle=False)
-    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as exc:
-        raise CliError(f"cannot read inputs from '{safe_text(path)}': {exc}") from None
-    return arrays
+
+    def check(key: str, shape: tuple[int, ...], dtype: Any) -> None:
+        _check_array(_tensor_for(key, keys), key, shape, dtype)
+
+    return read_npz(path, check, "inputs from")
 
 
 def save_npz(path: str, outputs: Mapping[str, Any]) -> None:

@@ -26,7 +26,7 @@ from .common import CliError, fmt_list, load_graph, non_negative_int, safe_text,
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["add_parsers", "cmd_run"]
+__all__ = ["add_parsers", "checksum", "cmd_run"]
 
 
 class _Progress:
@@ -51,7 +51,8 @@ class _Progress:
         self.stream.flush()
 
 
-def _checksum(array: np.ndarray[Any, Any]) -> str:
+def checksum(array: np.ndarray[Any, Any]) -> str:
+    """``sum=<s> abs_sum=<a>`` over the finite values, and how many are not finite."""
     import numpy as np
 
     values = array.astype(np.float64)
@@ -145,7 +146,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
                 f"uid {t.uid}",
                 fmt_list(t.dim),
                 t.data_type.name,
-                _checksum(to_numpy(pack[t])),
+                checksum(to_numpy(pack[t])),
             ]
         )
     for line in table(rows) if rows else ["  (none: the graph has no non-virtual outputs)"]:

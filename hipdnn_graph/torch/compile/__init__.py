@@ -5,7 +5,8 @@ subgraphs that hipDNN's families express (matmul, convolution, pointwise, layern
 their backwards), builds each as a :class:`~hipdnn_graph.Graph` run on the best engine, and leaves
 the rest to aten. :func:`census` says which ops went where and why (see docs/torch-compile.md).
 :func:`export` writes a model's subgraphs as hipDNN graph files with a manifest; :func:`run_export`
-runs such a directory again.
+and :func:`replay_export` run such a directory again (``hipdnn-graph show-export`` and
+``run-export`` on the command line).
 
 Example:
     >>> import torch
@@ -23,16 +24,22 @@ from __future__ import annotations
 
 from ._backend import compile_backend
 from ._census import Census, CensusRow, census, reset_census
-from ._export import FORMAT, export, load_graph, run_export
+from ._export import export
+from ._manifest import FORMAT, check_manifest, read_manifest
+from ._replay import ExportRun, load_graph, replay_export, run_export
 
 __all__ = [
     "FORMAT",
     "Census",
     "CensusRow",
+    "ExportRun",
     "census",
+    "check_manifest",
     "compile_backend",
     "export",
     "load_graph",
+    "read_manifest",
+    "replay_export",
     "reset_census",
     "run_export",
 ]

@@ -1,13 +1,14 @@
-"""Export a model's hipDNN subgraphs to a directory, and run such a directory again.
+"""Export a model's hipDNN subgraphs to a directory.
 
 :func:`export` traces the model for inference (AOTAutograd's inference graph, as the
 ``torch.compile`` backend sees it), partitions it with the backend's partitioner
 (:func:`~hipdnn_graph.torch.compile._partition.partition`) and writes one file per hipDNN
 subgraph (``<n>.json`` or ``<n>.bin``), the model's parameters and buffers (``weights.pt``) and
 ``manifest.json``: the steps in execution order (hipDNN subgraphs and the aten ops left
-between them), what feeds each subgraph input and which values are the model's outputs.
-:func:`run_export` replays a directory: subgraphs on a hipDNN engine (the NumPy reference by
-default), aten ops with torch. The format is described in docs/torch-compile.md ("Export").
+between them), what feeds each subgraph input and which values are the model's outputs; and
+``reference.npz``, the example inputs with the model's outputs on them, so that a replay
+(:func:`~hipdnn_graph.torch.compile.run_export`, ``hipdnn-graph run-export --check``) can be
+checked. The format is described in docs/torch-compile.md ("Export").
 
 Example:
     >>> import tempfile, torch
@@ -29,21 +30,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.fx
 from torch._functorch.aot_autograd import aot_export_module
 
 from ...errors import HipdnnError, NotSupportedError
-from ...graph import Graph
 from ...types import ErrorCode
+from ._manifest import FORMAT, GRAPH_SUFFIXES, MANIFEST, REFERENCE, WEIGHTS
 from ._partition import HipdnnSubgraph, partition
+from ._replay import dtype_name, numpy_values
 
-__all__ = ["FORMAT", "export", "load_graph", "run_export"]
-
-#: the manifest's ``format`` value; ``version`` is 1
-FORMAT = "hipdnn-graph-export"
-_GRAPH_FORMATS = {"json": ".json", "bin": ".bin"}
-_WEIGHTS = "weights.pt"
+__all__ = ["export"]
 
 
 class _Flat(torch.nn.Module):
@@ -65,18 +63,12 @@ def _op_name(target: Any) -> str:
     raise NotSupportedError(f"export: cannot name the op {target!r} left in aten")
 
 
-def _resolve_op(name: str) -> Any:
-    if name == "getitem":
-        return operator.getitem
-    namespace, op, overload = name.split(".")
-    return getattr(getattr(getattr(torch.ops, namespace), op), overload)
-
-
 class _Writer:
     """Walks the partitioned graph, writing subgraph files and collecting the manifest."""
 
-    def __init__(self, out: Path, suffix: str, weights: dict[str, str]) -> None:
+    def __init__(self, out: Path, suffix: str, weights: dict[str, str], name: str) -> None:
         self.out = out
+        self.name = name  # the graphs' names: <name>_<n>
         self.suffix = suffix
         self.weights = weights
         self.steps: list[dict[str, Any]] = []
@@ -155,7 +147,7 @@ class _Writer:
         number = self.subgraphs
         self.subgraphs += 1
         lowered = module.lowered
-        graph = lowered.graph
+        graph = lowered.graph.set_name(f"{self.name}_{number}")
         file = f"{number}{self.suffix}"
         data = graph.serialize() if self.suffix == ".bin" else graph.to_json().encode()
         (self.out / file).write_bytes(data)
@@ -179,7 +171,7 @@ class _Writer:
                     "uid": tensor.get_uid(),
                     "shape": list(example.shape),
                     "stride": list(example.stride()),
-                    "dtype": str(example.dtype).removeprefix("torch."),
+                    "dtype": dtype_name(example.dtype),
                 }
             )
         self.alias[prefix + node.name] = refs[0] if module.single else refs
@@ -195,6 +187,17 @@ class _Writer:
         )
 
 
+def _save_reference(
+    path: Path, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]
+) -> None:
+    """``input_<i>`` and ``output_<i>`` arrays in the ``.npz`` file ``path``
+    (:func:`~hipdnn_graph.torch.compile._replay.numpy_values`: bfloat16 as float32)."""
+    arrays = {f"input_{i}": numpy_values(t) for i, t in enumerate(inputs)}
+    arrays.update((f"output_{i}", numpy_values(t)) for i, t in enumerate(outputs))
+    with open(path, "wb") as file:
+        np.savez(file, **arrays)
+
+
 def export(
     model: torch.nn.Module,
     example_inputs: Sequence[torch.Tensor],
@@ -208,10 +211,12 @@ def export(
         model: the module; traced once with ``example_inputs`` (positional tensors) under
             ``torch.no_grad()``; its outputs may be any nesting of tensors (flattened).
         example_inputs: the inputs to trace with (their shapes and types are fixed).
-        directory: created if missing; ``manifest.json``, ``weights.pt`` and one file per
-            subgraph are written there.
+        directory: created if missing; ``manifest.json``, ``weights.pt``, one file per
+            subgraph and ``reference.npz`` (``input_<i>``: ``example_inputs``; ``output_<i>``:
+            the model's outputs on them, run once under ``torch.no_grad()``) are written there.
         graph_format: ``"json"`` (``Graph.to_json``, ``<n>.json``) or ``"bin"``
-            (``Graph.serialize``, hipDNN's FlatBuffers bytes, ``<n>.bin``).
+            (``Graph.serialize``, hipDNN's FlatBuffers bytes, ``<n>.bin``); graph ``n`` is named
+            ``<the model's class name>_<n>``.
 
     Returns:
         The manifest (as written to ``manifest.json``).
@@ -221,10 +226,10 @@ def export(
             tensor; ``GRAPH_NOT_SUPPORTED`` for a model tracing refuses (the reason named) or an
             op left in aten whose arguments have no JSON form.
     """
-    if graph_format not in _GRAPH_FORMATS:
+    if graph_format not in GRAPH_SUFFIXES:
         raise HipdnnError(
             ErrorCode.INVALID_VALUE,
-            f"export: graph_format must be one of {list(_GRAPH_FORMATS)}, not {graph_format!r}",
+            f"export: graph_format must be one of {list(GRAPH_SUFFIXES)}, not {graph_format!r}",
         )
     if not all(isinstance(t, torch.Tensor) for t in example_inputs):
         kinds = [type(t).__name__ for t in example_inputs]
@@ -242,7 +247,7 @@ def export(
     fused, _ = partition(gm, "inference")
     named = {**signature.inputs_to_parameters, **signature.inputs_to_buffers}
     weights = {str(ref): fqn.removeprefix("model.") for ref, fqn in named.items()}
-    writer = _Writer(out, _GRAPH_FORMATS[graph_format], weights)
+    writer = _Writer(out, GRAPH_SUFFIXES[graph_format], weights, type(model).__name__)
     refs = [n.name for n in fused.graph.find_nodes(op="placeholder")]
     for ref in refs:
         if ref in weights:
@@ -252,106 +257,25 @@ def export(
     results = writer.walk(fused, "", refs)
     results = results if isinstance(results, list) else [results]
     state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-    torch.save({fqn: state[fqn].detach().cpu() for fqn in weights.values()}, out / _WEIGHTS)
+    torch.save({fqn: state[fqn].detach().cpu() for fqn in weights.values()}, out / WEIGHTS)
+    with torch.no_grad():
+        expected = _Flat(model)(*example_inputs)
+    _save_reference(out / REFERENCE, example_inputs, expected)
     manifest = {
         "format": FORMAT,
         "version": 1,
         "graph_format": graph_format,
         "inputs": [
-            {"ref": ref, "shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
+            {"ref": ref, "shape": list(t.shape), "dtype": dtype_name(t.dtype)}
             for ref, t in zip(signature.user_inputs, example_inputs, strict=True)
         ],
-        "weights": {"file": _WEIGHTS, "refs": weights},
+        "weights": {"file": WEIGHTS, "refs": weights},
         "steps": writer.steps,
         "outputs": [
-            {"ref": r, **writer.origin[r]} for r in results[-len(signature.user_outputs) :]
+            {"ref": r, **writer.origin[r], "shape": list(t.shape), "dtype": dtype_name(t.dtype)}
+            for r, t in zip(results[-len(expected) :], expected, strict=True)
         ],
+        "reference": {"file": REFERENCE},
     }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
-
-
-def _decode(value: Any, env: dict[str, Any]) -> Any:
-    if isinstance(value, list):
-        return [_decode(v, env) for v in value]
-    if isinstance(value, dict):
-        if "ref" in value:
-            return env[value["ref"]]
-        if "dtype" in value:
-            return getattr(torch, value["dtype"])
-        if "device" in value:
-            return torch.device(value["device"])
-        return getattr(torch, value["torch"])
-    return value
-
-
-def _dtype(entry: dict[str, Any]) -> torch.dtype:
-    dtype = getattr(torch, entry["dtype"])
-    assert isinstance(dtype, torch.dtype)
-    return dtype
-
-
-def load_graph(directory: str | Path, step: dict[str, Any]) -> Graph:
-    """The hipDNN graph of one ``"hipdnn"`` step of an export, read back from its file."""
-    data = (Path(directory) / step["file"]).read_bytes()
-    if str(step["file"]).endswith(".bin"):
-        return Graph.deserialize(data)
-    return Graph.from_json(data)
-
-
-def run_export(
-    directory: str | Path,
-    inputs: Sequence[torch.Tensor],
-    *,
-    engine: str = "NUMPY_REFERENCE_ENGINE",
-) -> list[torch.Tensor]:
-    """Run an exported model: its steps in manifest order, hipDNN subgraphs on ``engine``
-    (built from their files), aten ops with torch; returns the model's outputs (flattened).
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` for a directory whose manifest is not an export's, or
-            inputs of another count, shape or type than traced; the errors of loading, building
-            or running a graph.
-    """
-    root = Path(directory)
-    try:
-        manifest = json.loads((root / "manifest.json").read_text())
-    except (OSError, ValueError) as err:
-        raise HipdnnError(ErrorCode.INVALID_VALUE, f"run_export: no manifest: {err}") from err
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise HipdnnError(ErrorCode.INVALID_VALUE, f"run_export: {root} is not a {FORMAT}")
-    if len(inputs) != len(manifest["inputs"]):
-        raise HipdnnError(
-            ErrorCode.INVALID_VALUE,
-            f"run_export: the model takes {len(manifest['inputs'])} inputs, got {len(inputs)}",
-        )
-    for number, (want, x) in enumerate(zip(manifest["inputs"], inputs, strict=True)):
-        if not isinstance(x, torch.Tensor) or [list(x.shape), x.dtype] != [
-            want["shape"],
-            _dtype(want),
-        ]:
-            got = [list(x.shape), x.dtype] if isinstance(x, torch.Tensor) else type(x).__name__
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                f"run_export: input {number} must be a {want['dtype']} tensor of shape "
-                f"{want['shape']} (the traced one), got {got}",
-            )
-    weights = torch.load(root / manifest["weights"]["file"], weights_only=True)
-    env: dict[str, Any] = {ref: weights[fqn] for ref, fqn in manifest["weights"]["refs"].items()}
-    env.update((i["ref"], x) for i, x in zip(manifest["inputs"], inputs, strict=True))
-    for step in manifest["steps"]:
-        if step["kind"] == "aten":
-            args = _decode(step["args"], env)
-            kwargs = {k: _decode(v, env) for k, v in step["kwargs"].items()}
-            env[step["name"]] = _resolve_op(step["op"])(*args, **kwargs)
-            continue
-        graph = load_graph(root, step).set_preferred_engine_id_ext(engine)
-        graph.build()
-        by_uid = {t.get_uid(): t for t in graph.tensors}
-        pack = {by_uid[i["uid"]]: env[i["from"]["ref"]].view(i["dims"]) for i in step["inputs"]}
-        results = graph.run(pack)  # torch tensors in, torch tensors out, whatever the engine
-        for o in step["outputs"]:  # the shape, strides and type the traced model had
-            result = results[by_uid[o["uid"]]].reshape(o["shape"])
-            like = torch.empty_strided(o["shape"], o["stride"], dtype=_dtype(o))
-            env[o["ref"]] = like.copy_(result)
-    return [env[o["ref"]] for o in manifest["outputs"]]
