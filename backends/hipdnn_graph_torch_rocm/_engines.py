@@ -68,6 +68,9 @@ class TorchSdpaEngine(SdpaSupport, SdpaPlanning):
         )
         #: heuristic mode FALLBACK ranks the math engine second (it runs every SDPA graph)
         self.fallback = 2 if op is None else None
+        #: the math engine runs packed (ragged) graphs sequence by sequence
+        #: (:mod:`._packed_plan`); the fused engines' variable-length kernels are not wired
+        self.supports_ragged = op is None
 
     def __repr__(self) -> str:
         return f"TorchSdpaEngine({self.name})"
