@@ -351,6 +351,20 @@ def test_flat_and_declared_layout_buffers_are_accepted() -> None:
     np.testing.assert_array_equal(g.run(read_only)[t["O"]], want)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_packed_output_sharing_an_inputs_memory_is_refused(engine: str) -> None:
+    g, t, pack = _built(engine)
+    stats = np.zeros((B, H, SQ, 1), np.float32)
+    shared = {**pack, t["O"]: pack[t["Q"]], t["Stats"]: stats}  # O would overwrite Q's tokens
+    with pytest.raises(hg.HipdnnError) as err:
+        g.execute(_buffers(engine, shared), None)
+    assert err.value.code == hg.ErrorCode.INVALID_VARIANT_PACK
+    assert err.value.message == (
+        "Variant pack output 'fwd::O' (uid 6) shares memory with input 'Q' (uid 3); outputs "
+        "must not alias other tensors"
+    )
+
+
 def test_sides_must_agree_on_their_lengths() -> None:
     g, t = _graph(False, {})
     other = _offsets(g, "off_o")

@@ -190,7 +190,9 @@ class Engine(Protocol):
       string, may say why).
     - ``supports_ragged = True``: the engine reads packed (ragged) tensors, those with
       ``set_ragged_offset`` (:func:`ragged_refusal`); engines without it refuse such graphs, so
-      that none runs a packed buffer as if it were padded.
+      that none runs a packed buffer as if it were padded. Such a tensor's buffer reaches
+      ``execute`` as the caller gave it, a packed token buffer the binder checked against its
+      offsets (:mod:`.ragged`; SDPA's gather and scatter: :mod:`.packed_sdpa`).
     - ``serialize_plan(plan) -> bytes`` and ``deserialize_plan(graph, payload, knobs) ->
       ExecutionPlan``: compiled plans (:mod:`hipdnn_graph.graph.compiled_plans`). The first
       gives the engine's own bytes for a plan it built (a compile-cache key, a serialized
