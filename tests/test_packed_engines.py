@@ -456,3 +456,29 @@ def test_cli_runs_a_packed_graph_file(tmp_path: Path, capsys: pytest.CaptureFixt
     out = capsys.readouterr().out
     assert "NUMPY_REFERENCE_ENGINE" in out
     assert "bwd::dQ" in out and "nan" not in out.lower()
+
+
+def test_cli_runs_packed_inputs_from_an_npz_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    g, _ = _graph(False, MASKS["causal_top_left"])
+    path, inputs, saved = tmp_path / "packed.bin", tmp_path / "in.npz", tmp_path / "out.npz"
+    path.write_bytes(g.serialize())
+    a = _arrays()
+    np.savez(inputs, **{n: a[n] for n in ("Q", "K", "V", "off_q", "off_kv")})
+    args = ["run", str(path), "--engine", "NUMPY_REFERENCE_ENGINE", "--inputs", str(inputs)]
+    assert main([*args, "--save", str(saved)]) == 0
+    ref = _reference(a, MASKS["causal_top_left"])
+    with np.load(saved) as out:
+        np.testing.assert_allclose(out["fwd::O"], ref["O"], rtol=1e-4, atol=1e-5)
+    too_big = {n: a[n] for n in ("K", "V", "off_q", "off_kv")}
+    np.savez(inputs, Q=np.zeros((B * SQ + 1, H, D)), **too_big)
+    assert main(args) == 1
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            "input 'Q' has 1056 elements; the packed tensor 'Q' (uid 3) holds at most 1024, its "
+            "dims [4, 4, 8, 8]"
+        )
+    )

@@ -55,6 +55,7 @@ from .input_constraints import constrained_values
 __all__ = [
     "default_device",
     "empty_for",
+    "empty_packed",
     "graph_outputs",
     "make_inputs",
     "poison",
@@ -258,6 +259,17 @@ def _ragged_offsets(
         stored = tokens * layout.token_stride // layout.multiplier
         values[id(offsets)] = stored.reshape(tuple(offsets.dim))
     return values
+
+
+def empty_packed(tensor: TensorAttributes, offsets: Any) -> np.ndarray[Any, Any]:
+    """An uninitialised packed buffer for a packed (ragged) tensor: the tokens its ``offsets``
+    (values of its offsets tensor) reach, as ``[T, H, D]``.
+
+    Raises:
+        HipdnnError: ``GRAPH_NOT_SUPPORTED`` for a tensor no packed buffer holds,
+            ``INVALID_VARIANT_PACK`` for invalid offsets.
+    """
+    return _packed_buffer(tensor, RaggedLayout.of(tensor), offsets)
 
 
 def _packed_buffer(
