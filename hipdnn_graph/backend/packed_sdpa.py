@@ -140,13 +140,17 @@ class PackedSdpa:
         starts: dict[str, list[int]] = {}
         spans: dict[str, list[int]] = {}
         used: dict[str, list[int]] = {}
+        host: dict[int, list[int]] = {}  # each offsets tensor read once (a device sync)
         for side, slots in _SIDES.items():
             first: tuple[RaggedLayout, list[int]] | None = None
             for slot in slots:
                 layout = self.layouts.get(slot)
                 if layout is None or self.uids[slot] not in buffers:
                     continue
-                bounds = [int(x) for x in layout.token_bounds(buffers[layout.offsets_uid])]
+                uid = layout.offsets_uid
+                if uid not in host:
+                    host[uid] = host_integers(buffers[uid])
+                bounds = [int(x) for x in layout.token_bounds(host[uid])]
                 lengths = [b - a for a, b in pairwise(bounds)]
                 starts[slot] = bounds
                 if first is None:
@@ -159,11 +163,11 @@ class PackedSdpa:
                         "attention share their sequences"
                     )
             spans[side] = first[1] if first is not None else [self.padded[side]] * self.batch
-            uid = self.seq_lens.get(side)
-            if uid is None:
+            lens_uid = self.seq_lens.get(side)
+            if lens_uid is None:
                 used[side] = spans[side]
                 continue
-            given = host_integers(buffers[uid])
+            given = host_integers(buffers[lens_uid])
             if len(given) != self.batch:
                 raise pack_error(f"{len(given)} sequence lengths given, {self.batch} needed")
             used[side] = [max(0, min(n, span)) for n, span in zip(given, spans[side], strict=True)]

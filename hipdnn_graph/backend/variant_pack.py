@@ -42,6 +42,7 @@ from .buffers import as_numpy, as_torch, is_torch_tensor
 from .memory import array_is_read_only, tensor_is_read_only
 from .pack_checks import check_array, check_packed_array, check_workspace
 from .pack_guard import PackGuard
+from .ragged import host_integers
 from .tensor_spec import TensorSpec, is_runtime_scalar, pack_error, scalar_value
 
 __all__ = [
@@ -388,12 +389,16 @@ class VariantPackBinder:
         """Each packed buffer present holds every element its offsets reach, and the offsets
         are valid (:meth:`~.ragged.RaggedLayout.token_bounds`); reads the offsets on the host.
         """
+        host: dict[int, list[int]] = {}  # each offsets tensor read once (a device sync)
         for spec in self._ragged:
             layout = spec.ragged
             buffer = bound.get(spec.uid)
             if layout is None or buffer is None:
                 continue
-            bounds = layout.token_bounds(bound[layout.offsets_uid])
+            uid = layout.offsets_uid
+            if uid not in host:
+                host[uid] = host_integers(bound[uid])
+            bounds = layout.token_bounds(host[uid])
             needed = layout.elements_needed(bounds)
             size = int(buffer.numel()) if is_torch_tensor(buffer) else int(buffer.size)
             if size < needed:
