@@ -482,3 +482,31 @@ def test_cli_runs_packed_inputs_from_an_npz_file(
             "dims [4, 4, 8, 8]"
         )
     )
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_packed_queries_attend_to_dense_keys(engine: str) -> None:
+    """Q and O packed, K and V dense ``[B, Hk, Skv, D]``: each sequence's queries see all the
+    Skv keys of their batch element (a side with no packed tensor has the padded length)."""
+    g = hg.Graph(io_data_type=hg.DataType.FLOAT, intermediate_data_type=hg.DataType.FLOAT,
+                 compute_data_type=hg.DataType.FLOAT)  # fmt: skip
+    off = _offsets(g, "off_q")
+    q = g.tensor(name="Q", dim=[B, H, SQ, D], stride=_strides(H, SQ))
+    q.set_ragged_offset(off).set_ragged_offset_multiplier(H * D)
+    k, v = (g.tensor(name=n, dim=[B, HK, SKV, D]) for n in "KV")
+    o, _ = g.sdpa(q, k, v, name="fwd", generate_stats=False, attn_scale=SCALE,
+                  use_causal_mask_bottom_right=True)  # fmt: skip
+    o.set_output(True).set_stride(_strides(H, SQ)).set_ragged_offset(off)
+    o.set_ragged_offset_multiplier(H * D)
+    g.set_preferred_engine_id_ext(engine).build()
+    a, rng = _arrays(4), np.random.default_rng(5)
+    kv = {n: rng.standard_normal((B, HK, SKV, D)) for n in "KV"}
+    pack = {q: a["Q"].astype(np.float32), off: a["off_q"]}
+    pack.update({k: kv["K"].astype(np.float32), v: kv["V"].astype(np.float32)})
+    got = _numpy(g.run(_buffers(engine, pack))[o])
+    bounds = a["off_q"].reshape(-1)
+    for b in range(B):
+        q_b = torch.tensor(a["Q"][bounds[b] : bounds[b + 1]])
+        k_b, v_b = (torch.tensor(kv[n][b]).transpose(0, 1) for n in "KV")
+        want, _ = _torch_sequence(q_b, k_b, v_b, MASKS["causal_bottom_right"])
+        np.testing.assert_allclose(got[bounds[b] : bounds[b + 1]], want.numpy(), atol=1e-5)

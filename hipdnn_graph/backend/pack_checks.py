@@ -61,19 +61,19 @@ def check_packed_array(array: Any, spec: TensorSpec, torch_kind: bool, given: An
     dense block of memory (any shape: flat, ``[T, H, D]``, the declared layout). How many
     elements it must hold depends on the offsets (:meth:`VariantPackBinder.bind` checks it)."""
     if torch_kind:
-        strides, dtype_ok = tuple(array.stride()), array.dtype == spec.torch_dtype()
+        strides, declared, aligned = tuple(array.stride()), spec.torch_dtype(), True
     else:
         itemsize = array.itemsize
         strides = tuple(s // itemsize for s in array.strides)
-        dtype_ok = array.dtype == spec.np_dtype and all(s % itemsize == 0 for s in array.strides)
-    if array.dtype != (spec.torch_dtype() if torch_kind else spec.np_dtype):
+        declared, aligned = spec.np_dtype, all(s % itemsize == 0 for s in array.strides)
+    if array.dtype != declared:
         dtype = getattr(given, "dtype", None)
         raise pack_error(
             f"Variant pack tensor {spec.label} has dtype "
             f"{array.dtype if dtype is None else dtype} but the graph declares "
             f"{spec.data_type.name}"
         )
-    if not dtype_ok or not one_block(tuple(array.shape), strides):
+    if not aligned or not one_block(tuple(array.shape), strides):
         raise pack_error(
             f"Variant pack tensor {spec.label} is packed (ragged): its buffer must be one dense "
             f"block of memory (a flat array, [T, H, D] or the declared layout), got shape "
