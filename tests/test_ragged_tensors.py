@@ -257,4 +257,6 @@ def test_engines_without_ragged_support_refuse_by_name() -> None:
     for engine in engines:
         ok, reason = checked_support(engine, g)
         assert not ok
-        assert reason == "does not support packed (ragged) tensors: Q has ragged offsets off_q"
+        assert reason.startswith(
+            "does not support packed (ragged) tensors: Q has ragged offsets off_q"
+        )
