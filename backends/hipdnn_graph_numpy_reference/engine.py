@@ -16,14 +16,17 @@ from typing import Any
 
 import hipdnn_graph as hg
 from hipdnn_graph.backend import ENGINE_API_VERSION, IntConstraint, Knob, SdpaProblem, Support
+from hipdnn_graph.backend.packed_sdpa import is_packed, packed_refusal
+from hipdnn_graph.backend.ragged import is_ragged
 
 from .families import REFERENCE_FAMILY_OF
 from .family_step import FamilyStep, family_refusal
+from .sdpa_packed_step import PackedSdpaStep
 from .sdpa_step import SDPA_NODE_TYPES, SdpaStep, sdpa_refusal
 
 __all__ = ["BLOCK_Q_KNOB", "NumpyReferenceEngine", "NumpyReferencePlan"]
 
-Step = SdpaStep | FamilyStep
+Step = SdpaStep | PackedSdpaStep | FamilyStep
 
 #: the attention math's query rows per tile: 0 sizes tiles of about TILE_BYTES (whole problems
 #: that fit take the untiled path); n > 0 takes tiles of n rows, the tiled path when n < Sq
@@ -37,14 +40,23 @@ BLOCK_Q_KNOB = Knob(
 
 def _step(node: Any, block_q: int) -> Step:
     if node.get_node_type() in SDPA_NODE_TYPES:
-        return SdpaStep.of(SdpaProblem.from_node(node), block_q)
+        problem = SdpaProblem.from_node(node)
+        if is_packed(problem):
+            return PackedSdpaStep.of(problem)
+        return SdpaStep.of(problem, block_q)
     return FamilyStep.of(node)
 
 
 def refusal(node: Any) -> str | None:
-    """Why the reference cannot run ``node`` exactly, or ``None``."""
+    """Why the reference cannot run ``node`` exactly, or ``None``. Packed (ragged) tensors
+    are read by SDPA nodes only (:func:`~hipdnn_graph.backend.packed_sdpa.packed_refusal`)."""
     if node.get_node_type() in SDPA_NODE_TYPES:
-        return sdpa_refusal(SdpaProblem.from_node(node))
+        problem = SdpaProblem.from_node(node)
+        return sdpa_refusal(problem) or (packed_refusal(problem) if is_packed(problem) else None)
+    for slot, tensor in node.attributes.tensors_by_slot().items():
+        if is_ragged(tensor):
+            where = f"node '{node.name}': {slot} '{tensor.name}'"
+            return f"{where} is ragged; only SDPA nodes read packed tensors"
     return family_refusal(node)
 
 
@@ -85,6 +97,8 @@ class NumpyReferenceEngine:
     knobs = (BLOCK_Q_KNOB,)
     #: its plan is a list of steps resolved from the graph: one per override shape is cheap
     supports_override_shapes = True
+    #: packed (ragged) SDPA runs sequence by sequence through :mod:`.sdpa_packed`
+    supports_ragged = True
 
     @property
     def node_types(self) -> frozenset[hg.NodeType]:

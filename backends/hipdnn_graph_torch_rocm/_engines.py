@@ -68,6 +68,15 @@ class TorchSdpaEngine(SdpaSupport, SdpaPlanning):
         )
         #: heuristic mode FALLBACK ranks the math engine second (it runs every SDPA graph)
         self.fallback = 2 if op is None else None
+        #: the math engine runs packed (ragged) graphs sequence by sequence
+        #: (:mod:`._packed_plan`); the fused engines' variable-length kernels are not wired
+        self.supports_ragged = op is None
+        self.ragged_reason = (
+            None
+            if op is None
+            else f"the {op} kernels' variable-length path is not wired to graphs yet; "
+            "TORCH_SDPA_MATH_ENGINE runs packed graphs"
+        )
 
     def __repr__(self) -> str:
         return f"TorchSdpaEngine({self.name})"

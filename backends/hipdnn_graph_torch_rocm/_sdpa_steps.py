@@ -21,6 +21,7 @@ import hipdnn_graph as hg
 from hipdnn_graph.backend import ScalarSource, SdpaProblem
 from hipdnn_graph.backend.dropout import read_int
 from hipdnn_graph.backend.dtypes import torch_dtype
+from hipdnn_graph.backend.ragged import is_ragged
 
 from ._sdpa_plan import Step, TorchSdpaPlan
 from ._sdpa_support import GRADS, LOWP, flex_spec, is_mask
@@ -48,6 +49,10 @@ class SdpaPlanning:
         """The plan; ``knobs``: the engine's knob values (replay, and flex's tiles)."""
         import torch
 
+        if any(is_ragged(t) for t in graph.graph_tensors()):  # only the math engine accepts
+            from ._packed_plan import PackedTorchPlan
+
+            return PackedTorchPlan(self.name, graph)  # type: ignore[return-value]
         problems = [SdpaProblem.from_node(node) for node in graph.nodes]
         steps = [self._step(p, torch, knobs) for p in problems]
         produced = {id(t) for node in graph.nodes for t in node.outputs()}

@@ -25,6 +25,8 @@ from typing import Any
 import hipdnn_graph as hg
 from hipdnn_graph.backend import SdpaProblem, Support, engine_id
 from hipdnn_graph.backend.dtypes import torch_dtype
+from hipdnn_graph.backend.packed_sdpa import packed_refusal
+from hipdnn_graph.backend.ragged import is_ragged
 
 from ._ranking import DOCUMENTED_STREAM, FLEX, Features, deferral, philox_deferral
 
@@ -105,6 +107,7 @@ class SdpaSupport:
         preferred = graph.get_preferred_engine_id_ext() == engine_id(self.name)
         # flex refuses override-shape graphs, so nothing defers to it there
         flex_usable = not graph.is_override_shape_enabled()
+        packed = any(is_ragged(t) for t in graph.graph_tensors())
         for node in graph.nodes:
             if not isinstance(node, hg.SdpaBwdNode | hg.SdpaFwdNode):
                 return Support.no(f"{type(node).__name__} is not implemented")
@@ -112,6 +115,8 @@ class SdpaSupport:
             philox = p.philox is not None
             reason = (
                 common_refusal(p)
+                # a packed graph runs sequence by sequence, every node of it (._packed_plan)
+                or (packed_refusal(p) if packed else None)
                 or (_philox_refusal(p, self.op) if philox else None)
                 or self._refusal(p, flex_usable)
                 or (self._philox_deferral(p, preferred) if philox else None)

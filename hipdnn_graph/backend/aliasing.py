@@ -60,9 +60,18 @@ def check_output_kind(value: Any, spec: TensorSpec, torch_kind: bool) -> None:
 def overlap(a: Any, b: Any, sa: TensorSpec, sb: TensorSpec, torch_kind: bool) -> bool:
     if torch_kind:
         lo_a, lo_b = a.data_ptr(), b.data_ptr()
-        meet = lo_a < lo_b + sb.span_bytes and lo_b < lo_a + sa.span_bytes
+        meet = lo_a < lo_b + _span(b, sb) and lo_b < lo_a + _span(a, sa)
         return meet and _torch_shares(a, b)
     return bool(np.may_share_memory(a, b)) and bool(np.shares_memory(a, b))
+
+
+def _span(t: Any, spec: TensorSpec) -> int:
+    """The bytes a tensor's elements span: the declared extent, or for a packed (ragged)
+    tensor, whose buffer has its own shape, the buffer's."""
+    if spec.ragged is None:
+        return spec.span_bytes
+    extent = sum((d - 1) * abs(s) for d, s in zip(t.shape, t.stride(), strict=True))
+    return int((extent + 1) * t.element_size())
 
 
 def _torch_shares(a: Any, b: Any) -> bool:

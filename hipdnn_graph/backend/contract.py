@@ -190,7 +190,10 @@ class Engine(Protocol):
       string, may say why).
     - ``supports_ragged = True``: the engine reads packed (ragged) tensors, those with
       ``set_ragged_offset`` (:func:`ragged_refusal`); engines without it refuse such graphs, so
-      that none runs a packed buffer as if it were padded.
+      that none runs a packed buffer as if it were padded (``ragged_reason``, a string, may say
+      why). Such a tensor's buffer reaches
+      ``execute`` as the caller gave it, a packed token buffer the binder checked against its
+      offsets (:mod:`.ragged`; SDPA's gather and scatter: :mod:`.packed_sdpa`).
     - ``serialize_plan(plan) -> bytes`` and ``deserialize_plan(graph, payload, knobs) ->
       ExecutionPlan``: compiled plans (:mod:`hipdnn_graph.graph.compiled_plans`). The first
       gives the engine's own bytes for a plan it built (a compile-cache key, a serialized
@@ -300,11 +303,13 @@ def ragged_refusal(engine: Any, graph: Graph) -> str | None:
     """
     if getattr(engine, "supports_ragged", False):
         return None
+    why = getattr(engine, "ragged_reason", None)
     for tensor in graph.graph_tensors():
         offsets = tensor.ragged_offset
         if offsets is not None or tensor.ragged_offset_multiplier != 1:
             what = "ragged offsets " + (offsets.name if offsets is not None else "(none)")
-            return f"does not support packed (ragged) tensors: {tensor.name} has {what}"
+            reason = f"does not support packed (ragged) tensors: {tensor.name} has {what}"
+            return f"{reason} ({why})" if why else reason
     return None
 
 

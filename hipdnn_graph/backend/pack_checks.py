@@ -19,9 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 from .buffers import is_torch_tensor
+from .ragged import one_block
 from .tensor_spec import TensorSpec, pack_error
 
-__all__ = ["check_array", "check_workspace"]
+__all__ = ["check_array", "check_packed_array", "check_workspace"]
 
 
 def check_array(array: Any, spec: TensorSpec, torch_kind: bool, given: Any = None) -> None:
@@ -52,6 +53,31 @@ def check_array(array: Any, spec: TensorSpec, torch_kind: bool, given: Any = Non
         raise pack_error(
             f"Variant pack tensor {spec.label} has strides {tuple(strides)} but the graph "
             f"declares strides {list(spec.strides)}"
+        )
+
+
+def check_packed_array(array: Any, spec: TensorSpec, torch_kind: bool, given: Any = None) -> None:
+    """Check the converted buffer of a packed (ragged) tensor: its dtype, and that it is one
+    dense block of memory (any shape: flat, ``[T, H, D]``, the declared layout). How many
+    elements it must hold depends on the offsets (:meth:`VariantPackBinder.bind` checks it)."""
+    if torch_kind:
+        strides, declared, aligned = tuple(array.stride()), spec.torch_dtype(), True
+    else:
+        itemsize = array.itemsize
+        strides = tuple(s // itemsize for s in array.strides)
+        declared, aligned = spec.np_dtype, all(s % itemsize == 0 for s in array.strides)
+    if array.dtype != declared:
+        dtype = getattr(given, "dtype", None)
+        raise pack_error(
+            f"Variant pack tensor {spec.label} has dtype "
+            f"{array.dtype if dtype is None else dtype} but the graph declares "
+            f"{spec.data_type.name}"
+        )
+    if not aligned or not one_block(tuple(array.shape), strides):
+        raise pack_error(
+            f"Variant pack tensor {spec.label} is packed (ragged): its buffer must be one dense "
+            f"block of memory (a flat array, [T, H, D] or the declared layout), got shape "
+            f"{tuple(array.shape)} and strides {strides}"
         )
 
 

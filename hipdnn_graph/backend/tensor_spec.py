@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from ..types import DataType, ErrorCode
 from .buffers import is_torch_tensor
 from .dtypes import numpy_dtype, torch_dtype
 from .layout import same_layout
+
+if TYPE_CHECKING:
+    from .ragged import RaggedLayout
 
 __all__ = ["TensorSpec", "is_runtime_scalar", "pack_error", "scalar_value"]
 
@@ -66,6 +69,9 @@ class TensorSpec:
     pass_by_value: bool = False
     #: the graph's own tensor object; a variant-pack key must be this object (or its uid)
     tensor: TensorAttributes | None = field(default=None, repr=False, compare=False)
+    #: a packed (ragged) tensor: where its sequences lie (:class:`~.ragged.RaggedLayout`); its
+    #: buffer is a packed token buffer, not one of the declared dims
+    ragged: RaggedLayout | None = field(default=None, repr=False, compare=False)
     label: str = field(init=False)
     span_bytes: int = field(init=False)
     #: NumPy dtype and byte strides a buffer matches on the fast path (``None``: no NumPy type)
@@ -86,6 +92,10 @@ class TensorSpec:
 
     @classmethod
     def of(cls, tensor: TensorAttributes, is_output: bool) -> TensorSpec:
+        """The spec of one of the graph's tensors; a ragged one carries its layout (the engine
+        that accepted the graph has checked that it has one)."""
+        from .ragged import RaggedLayout, is_ragged
+
         return cls(
             uid=tensor.get_uid(),
             name=tensor.name,
@@ -95,6 +105,7 @@ class TensorSpec:
             is_output=is_output,
             pass_by_value=is_runtime_scalar(tensor),
             tensor=tensor,
+            ragged=RaggedLayout.of(tensor) if is_ragged(tensor) else None,
         )
 
     def strides_match(self, strides: Sequence[int]) -> bool:

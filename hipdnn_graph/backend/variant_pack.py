@@ -40,8 +40,9 @@ from ..types import ErrorCode
 from .aliasing import alias_error, check_output_kind, overlap
 from .buffers import as_numpy, as_torch, is_torch_tensor
 from .memory import array_is_read_only, tensor_is_read_only
-from .pack_checks import check_array, check_workspace
+from .pack_checks import check_array, check_packed_array, check_workspace
 from .pack_guard import PackGuard
+from .ragged import host_integers
 from .tensor_spec import TensorSpec, is_runtime_scalar, pack_error, scalar_value
 
 __all__ = [
@@ -97,6 +98,8 @@ class VariantPackBinder:
         self._last_checked: list[weakref.ref[Any]] | None = None
         self._strided: Any = None
         self._torch_kind = array_kind == "torch"
+        #: packed (ragged) tensors: bound on the checked path, then against their offsets
+        self._ragged = [s for s in self.specs if s.ragged is not None]
         #: the torch fast path's table: every accepted key -> (uid, torch dtype or None for a
         #: pass-by-value scalar, shape, strides, spec), read with one lookup per buffer
         self._exact: dict[Any, tuple[int, Any, tuple[int, ...], tuple[int, ...], TensorSpec]] = {}
@@ -165,7 +168,10 @@ class VariantPackBinder:
                 f"got {type(variant_pack).__name__}"
             )
         bound: dict[int, Any] | None = None
-        if self._torch_kind:
+        if self._ragged:
+            bound = self._bind_checked(variant_pack, allow_missing_outputs)
+            self._check_ragged(bound)
+        elif self._torch_kind:
             exact = self._bind_exact_torch(variant_pack)
             if exact is not None:
                 bound, pointers, scalars = exact
@@ -347,6 +353,9 @@ class VariantPackBinder:
             ):  # fast path: a torch tensor exactly as declared
                 bound[spec.uid] = value
                 continue
+            if spec.ragged is not None:
+                bound[spec.uid] = self._packed_buffer(spec, value)
+                continue
             if spec.is_output:
                 check_output_kind(value, spec, torch_kind)
             array: Any
@@ -359,6 +368,45 @@ class VariantPackBinder:
             check_array(array, spec, torch_kind, value)
             bound[spec.uid] = array
         return bound
+
+    def _packed_buffer(self, spec: TensorSpec, value: Any) -> Any:
+        """The converted buffer of a packed tensor, checked as far as it can be without its
+        offsets (its dtype and that it is one block of memory)."""
+        torch_kind = self.array_kind == "torch"
+        if spec.is_output:
+            check_output_kind(value, spec, torch_kind)
+        array: Any
+        if torch_kind:
+            array = as_torch(value, spec.label)
+            if array.requires_grad and not spec.is_output:
+                array = array.detach()
+        else:
+            array = as_numpy(value, spec.label)
+        check_packed_array(array, spec, torch_kind, value)
+        return array
+
+    def _check_ragged(self, bound: Mapping[int, Any]) -> None:
+        """Each packed buffer present holds every element its offsets reach, and the offsets
+        are valid (:meth:`~.ragged.RaggedLayout.token_bounds`); reads the offsets on the host.
+        """
+        host: dict[int, list[int]] = {}  # each offsets tensor read once (a device sync)
+        for spec in self._ragged:
+            layout = spec.ragged
+            buffer = bound.get(spec.uid)
+            if layout is None or buffer is None:
+                continue
+            uid = layout.offsets_uid
+            if uid not in host:
+                host[uid] = host_integers(bound[uid])
+            bounds = layout.token_bounds(host[uid])
+            needed = layout.elements_needed(bounds)
+            size = int(buffer.numel()) if is_torch_tensor(buffer) else int(buffer.size)
+            if size < needed:
+                raise pack_error(
+                    f"Variant pack tensor {spec.label} is packed: its ragged offsets "
+                    f"'{layout.offsets_name}' reach {needed} elements "
+                    f"({int(bounds[-1])} tokens), but its buffer holds {size}"
+                )
 
     def _check_outputs(self, bound: Mapping[int, Any], torch_kind: bool) -> None:
         """Outputs present in ``bound`` are writable and alias nothing else present."""

@@ -5,7 +5,8 @@ An input is keyed by its tensor's name or by its uid (``"7"``); a name that two 
 must be given by uid. Every runtime input must be given once, with the tensor's dims; its values
 are cast to the tensor's data type where NumPy casts within a kind (float64 into HALF, int64
 into INT32), never across kinds (floats into an integer tensor). A runtime pass-by-value scalar
-takes an array of one element. Files are read without pickles, and each member's header (its
+takes an array of one element; a packed (ragged) tensor its packed tokens, any shape (``[T, H,
+D]``) of at most its dims' elements. Files are read without pickles, and each member's header (its
 key, dims and type) is checked against the graph before its data is read, so a file cannot make
 the command allocate more than the graph's inputs take. Outputs are saved under their tensor
 names (their uids where a name is empty or shared), dims as in the graph; the types ``.npy``
@@ -36,7 +37,7 @@ from ..backend.dtypes import numpy_dtype
 from ..errors import HipdnnError
 from ..graph import Graph
 from ..tensor import TensorAttributes
-from ..testing.inputs import empty_for, graph_outputs, poison, runtime_inputs
+from ..testing.inputs import empty_for, empty_packed, graph_outputs, poison, runtime_inputs
 from ..types import ErrorCode
 from .common import CliError, safe_text
 
@@ -96,6 +97,14 @@ def _check_array(tensor: TensorAttributes, key: str, shape: tuple[int, ...], dty
                 f"input '{key}' has {size} elements; the pass-by-value tensor "
                 f"'{tensor.name}' (uid {tensor.uid}) takes one",
             )
+    elif tensor.get_ragged_offset() is not None:  # a packed token buffer: any shape
+        size, volume = int(np.prod(shape, dtype=object)), tensor.get_volume()
+        if size > volume:
+            raise _refuse(
+                ErrorCode.INVALID_VARIANT_PACK,
+                f"input '{key}' has {size} elements; the packed tensor '{tensor.name}' (uid "
+                f"{tensor.uid}) holds at most {volume}, its dims {list(tensor.dim)}",
+            )
     elif list(shape) != list(tensor.dim):
         raise _refuse(
             ErrorCode.INVALID_VARIANT_PACK,
@@ -110,6 +119,10 @@ def _input_value(tensor: TensorAttributes, key: str, value: Any) -> Any:
     if tensor.is_pass_by_value:
         number = array.reshape(-1)[0]
         return int(number) if numpy_dtype(tensor.data_type).kind in "iub" else float(number)
+    if tensor.get_ragged_offset() is not None:  # packed: its tokens as given, one block
+        return np.ascontiguousarray(
+            array.astype(numpy_dtype(tensor.data_type), casting="same_kind")
+        )
     buffer = empty_for(tensor)
     buffer[...] = array.astype(buffer.dtype, casting="same_kind")
     return buffer
@@ -144,7 +157,11 @@ def inputs_from(arrays: Mapping[str, Any], graph: Graph) -> dict[TensorAttribute
         names = ", ".join(f"'{t.name}' (uid {t.uid})" for t in missing)
         raise _refuse(ErrorCode.INVALID_VARIANT_PACK, f"no value for the graph input(s) {names}")
     for tensor in graph_outputs(graph):
-        pack[tensor] = poison(empty_for(tensor))
+        offsets = tensor.get_ragged_offset()
+        if offsets is not None and offsets in pack:  # packed: the tokens its offsets reach
+            pack[tensor] = poison(empty_packed(tensor, pack[offsets]))
+        else:
+            pack[tensor] = poison(empty_for(tensor))
     return pack
 
 

@@ -126,9 +126,20 @@ def _key_uid(key: Any) -> Any:
 def _allocate(spec: TensorSpec, array_kind: str, bound: Mapping[int, Any]) -> Any:
     """An uninitialised buffer with the spec's shape, strides and type.
 
+    A packed (ragged) output gets a packed buffer of the tokens its offsets reach, returned
+    as a ``[T, H, D]`` view (:meth:`~hipdnn_graph.backend.ragged.RaggedLayout.token_view`).
+
     Raises:
         HipdnnError: ``INVALID_VALUE`` when the memory cannot be had.
     """
+    if spec.ragged is not None:
+        layout = spec.ragged
+        bounds = layout.token_bounds(bound[layout.offsets_uid])
+        flat = TensorSpec(
+            uid=spec.uid, name=spec.name, shape=(layout.elements_needed(bounds),), strides=(1,),
+            data_type=spec.data_type, is_output=True,
+        )  # fmt: skip
+        return layout.token_view(_allocate(flat, array_kind, bound), int(bounds[-1]))
     if array_kind == "torch" and all(s >= 0 for s in spec.strides):
         import torch
 

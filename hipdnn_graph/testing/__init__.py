@@ -45,6 +45,7 @@ from .generators import (
 from .inputs import (
     default_device,
     empty_for,
+    empty_packed,
     graph_outputs,
     make_inputs,
     poison,
@@ -71,6 +72,7 @@ __all__ = [
     "check_engine",
     "default_device",
     "empty_for",
+    "empty_packed",
     "every_slot_backward_graph",
     "generate_cases",
     "generate_family_cases",

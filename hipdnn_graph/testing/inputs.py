@@ -14,7 +14,12 @@ Values follow each tensor's role in the nodes that read it:
 | inputs a node's family constrains | what ``input_constraints.INPUT_CONSTRAINTS`` draws: MoE |
 | | offsets and routes valid for the node's dims, mode and ``top_k``; positive |
 | | variances and inverse deviations; epsilons and momenta in range |
+| ragged offsets (a packed tensor's) | valid offsets: ``B`` random lengths in ``[1, S_max]``, |
+| | cumulative, in the units of the first packed tensor that names them |
 | anything else | standard normal (floats) or small integers |
+
+A packed (ragged) tensor gets a packed buffer of the tokens its offsets reach, as a ``[T, H, D]``
+array (:meth:`~hipdnn_graph.backend.ragged.RaggedLayout.token_view`).
 
 Outputs (non-virtual tensors some node writes) are *poisoned*: NaN for floating types, the
 largest value for integer types, so an engine that leaves an element unwritten is caught.
@@ -33,12 +38,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from ..backend.allocation import check_allocation
 from ..backend.dtypes import numpy_dtype, numpy_empty_strided
+from ..backend.ragged import RaggedLayout, is_ragged
 from ..backend.variant_pack import as_numpy, as_torch, is_runtime_scalar, is_torch_tensor
 from ..errors import HipdnnError
 from ..graph import Graph
@@ -49,6 +55,7 @@ from .input_constraints import constrained_values
 __all__ = [
     "default_device",
     "empty_for",
+    "empty_packed",
     "graph_outputs",
     "make_inputs",
     "poison",
@@ -224,9 +231,61 @@ def _constrained(graph: Graph, rng: np.random.Generator) -> dict[int, Any]:
     return values
 
 
+def _ragged_layouts(graph: Graph) -> dict[int, RaggedLayout]:
+    """``id(tensor) -> layout`` of the graph's packed tensors that a packed buffer can hold."""
+    layouts = {}
+    for tensor in graph.graph_tensors():
+        if is_ragged(tensor):
+            try:
+                layouts[id(tensor)] = RaggedLayout.of(tensor)
+            except HipdnnError:
+                continue  # no packed buffer holds it: it gets a buffer of its dims
+    return layouts
+
+
+def _ragged_offsets(
+    graph: Graph, layouts: Mapping[int, RaggedLayout], rng: np.random.Generator
+) -> dict[int, Any]:
+    """``id(offsets tensor) -> values``: random lengths in ``[1, S_max]`` (in whole multiples of
+    the tokens one stored unit can count), cumulative, in the first packed tensor's units."""
+    values: dict[int, Any] = {}
+    for tensor in graph.graph_tensors():
+        layout, offsets = layouts.get(id(tensor)), tensor.get_ragged_offset()
+        if layout is None or offsets is None or id(offsets) in values:
+            continue
+        unit = layout.multiplier // math.gcd(layout.token_stride, layout.multiplier)
+        lengths = rng.integers(1, layout.seq_max + 1, size=layout.batch) // unit * unit
+        tokens = np.concatenate([[0], np.cumsum(lengths)])
+        stored = tokens * layout.token_stride // layout.multiplier
+        values[id(offsets)] = stored.reshape(tuple(offsets.dim))
+    return values
+
+
+def empty_packed(tensor: TensorAttributes, offsets: Any) -> np.ndarray[Any, Any]:
+    """An uninitialised packed buffer for a packed (ragged) tensor: the tokens its ``offsets``
+    (values of its offsets tensor) reach, as ``[T, H, D]``.
+
+    Raises:
+        HipdnnError: ``GRAPH_NOT_SUPPORTED`` for a tensor no packed buffer holds,
+            ``INVALID_VARIANT_PACK`` for invalid offsets.
+    """
+    return _packed_buffer(tensor, RaggedLayout.of(tensor), offsets)
+
+
+def _packed_buffer(
+    tensor: TensorAttributes, layout: RaggedLayout, offsets: Any
+) -> np.ndarray[Any, Any]:
+    """An uninitialised packed buffer of the tokens ``offsets`` reach, as ``[T, H, D]``."""
+    bounds = layout.token_bounds(offsets)
+    flat = np.empty(layout.elements_needed(bounds), numpy_dtype(tensor.data_type))
+    return layout.token_view(flat, int(bounds[-1]))  # type: ignore[no-any-return]
+
+
 def _make_inputs(graph: Graph, rng: np.random.Generator) -> dict[TensorAttributes, Any]:
     roles = tensor_roles(graph)
-    constrained = _constrained(graph, rng)
+    layouts = _ragged_layouts(graph)
+    constrained = {**_constrained(graph, rng), **_ragged_offsets(graph, layouts, rng)}
+    ragged: list[TensorAttributes] = []
     pack: dict[TensorAttributes, Any] = {}
     for tensor in runtime_inputs(graph):
         slot, sizes = roles.get(id(tensor), ("", {}))
@@ -236,11 +295,26 @@ def _make_inputs(graph: Graph, rng: np.random.Generator) -> dict[TensorAttribute
         if is_runtime_scalar(tensor):  # more elements: a host buffer, like any input
             pack[tensor] = _scalar(slot, tensor, sizes)
             continue
+        if id(tensor) in layouts:
+            ragged.append(tensor)  # after its offsets
+            continue
         array = empty_for(tensor)
         array[...] = _values(slot, tensor, sizes, rng).astype(array.dtype)
         pack[tensor] = array
+    for tensor in ragged:
+        offsets = cast("TensorAttributes", tensor.get_ragged_offset())
+        array = _packed_buffer(tensor, layouts[id(tensor)], pack[offsets])
+        slot, sizes = roles.get(id(tensor), ("", {}))
+        values = _values(slot, tensor, sizes, rng).reshape(-1)[: array.size]
+        array[...] = values.reshape(array.shape).astype(array.dtype)
+        pack[tensor] = array
     for tensor in graph_outputs(graph):
-        pack[tensor] = poison(empty_for(tensor))
+        layout = layouts.get(id(tensor))
+        if layout is None:
+            pack[tensor] = poison(empty_for(tensor))
+        else:
+            offsets = pack[cast("TensorAttributes", tensor.get_ragged_offset())]
+            pack[tensor] = poison(_packed_buffer(tensor, layout, offsets))
     return pack
 
 

@@ -5,8 +5,9 @@ kernels (cumulative sequence lengths) on the GPU.
 Layout, as the NumPy reference's :mod:`hipdnn_graph_numpy_reference.sdpa_packed`: Q, O, dO, dQ
 ``[Tq, H, D]``, K/dK ``[Tkv, Hk, D]``, V/dV ``[Tkv, Hv, Dv]``, Stats ``[Tq, H, 1]``;
 ``cu_q``/``cu_kv`` hold the ``B + 1`` token bounds (cumulative sequence lengths, int32 for the
-fused kernels). No engine calls these yet: the engines refuse packed graphs by name until the
-variant pack binds packed buffers (see docs/sdpa-forward.md, "Packed batches").
+fused kernels). The math engine runs packed graphs through :func:`varlen_math_forward` and
+:func:`varlen_math_backward` (:mod:`.._packed_plan`); the fused engines do not call the flash
+kernels yet (see docs/sdpa-forward.md, "Packed batches").
 
 The fused path (:func:`flash_varlen_forward`, :func:`flash_varlen_backward`) is
 ``aten::_flash_attention_forward`` / ``_backward`` with ``cum_seq_q``/``cum_seq_k``: FlashAttention
