@@ -34,6 +34,7 @@ from ._cache import CacheInfo, GraphCache
 from ._graphs import CachedGraph, cached_graphs, graph_cache, sdpa_backward, sdpa_forward
 from ._hf import hipdnn_attention_forward, register_transformers
 from ._op import scaled_dot_product_attention
+from ._varlen import varlen_attention
 
 if TYPE_CHECKING:
     from .compile import export
@@ -60,4 +61,5 @@ __all__ = [
     "scaled_dot_product_attention",
     "sdpa_backward",
     "sdpa_forward",
+    "varlen_attention",
 ]
