@@ -1,0 +1,111 @@
+"""Padding-free training through transformers with ``attn_implementation="hipdnn"``: a packed
+batch from ``DataCollatorWithFlattening`` (position ids that restart, with and without the
+FlashAttention kwargs ``cu_seq_lens_q/k``, ``max_length_q/k``) runs through the packed graphs,
+and its loss and every parameter gradient equal those of each sequence run alone (through
+``"sdpa"``), for a tiny GPT-2 and a tiny Llama with GQA, random weights, on CPU."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+import hipdnn_graph as hg  # noqa: E402
+import hipdnn_graph.torch as hgt  # noqa: E402
+
+VOCAB = 96
+LENGTHS = (5, 9, 3, 7)
+
+
+def _model(arch: str) -> Any:
+    if arch == "gpt2":
+        config = transformers.GPT2Config(
+            vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=4,
+            attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0,
+        )  # fmt: skip
+    else:
+        config = transformers.LlamaConfig(
+            vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+        )  # fmt: skip
+    hgt.register_transformers()
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="hipdnn")
+    return model.train()
+
+
+def _sequences() -> list[list[int]]:
+    g = torch.Generator().manual_seed(2)
+    return [torch.randint(0, VOCAB, (n,), generator=g).tolist() for n in LENGTHS]
+
+
+def _grads(model: Any, loss: Any) -> dict[str, Any]:
+    model.zero_grad()
+    loss.backward()
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def _alone(model: Any, sequences: list[list[int]]) -> Any:
+    """The packed batch's loss from each sequence run alone (``"sdpa"``): the summed token
+    losses over the count of predicted tokens (each sequence's first label is ignored)."""
+    model.set_attn_implementation("sdpa")
+    total, count = 0.0, 0
+    for seq in sequences:
+        ids = torch.tensor([seq])
+        logits = model(input_ids=ids, use_cache=False).logits[0, :-1]
+        total = total + torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum")
+        count += len(seq) - 1
+    model.set_attn_implementation("hipdnn")
+    return total / count
+
+
+@pytest.mark.parametrize("flash_kwargs", [False, True], ids=["position_ids", "cu_seq_lens"])
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_packed_batch_equals_each_sequence_alone(arch: str, flash_kwargs: bool) -> None:
+    model = _model(arch)
+    sequences = _sequences()
+    collator = transformers.DataCollatorWithFlattening(return_flash_attn_kwargs=flash_kwargs)
+    batch = collator([{"input_ids": s} for s in sequences])
+    assert batch["input_ids"].shape == (1, sum(LENGTHS))
+    assert ("cu_seq_lens_q" in batch) is flash_kwargs
+    hgt.graph_cache().clear()
+    loss = model(**batch, use_cache=False).loss
+    names = {g.graph.get_name() for g in hgt.cached_graphs()}
+    assert names == {"hipdnn_torch_varlen_fwd"}  # the packed route, not the dense mask
+    got = _grads(model, loss)
+    assert "hipdnn_torch_varlen_bwd" in {g.graph.get_name() for g in hgt.cached_graphs()}
+    ref_loss = _alone(model, sequences)
+    want = _grads(model, ref_loss)
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
+    assert got.keys() == want.keys()
+    for name in got:
+        torch.testing.assert_close(got[name], want[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_one_sequence_and_plain_batches_keep_the_dense_route() -> None:
+    """Position ids that do not restart (one sequence, or a batch of two rows) are no packing."""
+    model = _model("llama").eval()
+    hgt.graph_cache().clear()
+    ids = torch.tensor([_sequences()[1]])
+    model(input_ids=ids, position_ids=torch.arange(ids.shape[1])[None], use_cache=False)
+    model(input_ids=ids.repeat(2, 1), use_cache=False)
+    assert {g.graph.get_name() for g in hgt.cached_graphs()} == {"hipdnn_torch_sdpa_fwd"}
+
+
+def test_packed_dropout_without_a_mask_is_refused() -> None:
+    """Dropout is not in the packed graphs; without transformers' mask the dense route would
+    attend across sequences, so the call says so instead."""
+    q = torch.zeros(1, 2, 6, 4)
+    cu = torch.tensor([0, 2, 6], dtype=torch.int32)
+    kwargs = {"cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": 4, "max_length_k": 4}
+    with pytest.raises(hg.NotSupportedError) as err:
+        hgt.hipdnn_attention_forward(torch.nn.Module(), q, q, q, None, dropout=0.1, **kwargs)
+    assert str(err.value) == (
+        "a packed batch (cu_seq_lens or restarting position_ids) with dropout, a position bias "
+        "or a sliding window needs the mask transformers builds for it"
+    )
