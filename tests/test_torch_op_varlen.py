@@ -222,3 +222,37 @@ def test_a_forced_engine_that_refuses_packed_graphs_says_why() -> None:
         err.value
     )
     assert "ragged" in str(err.value)
+
+
+def test_autocast_casts_as_for_sdpa_and_gradients_come_back_in_the_callers_dtypes() -> None:
+    """Under ``torch.autocast`` float32 q/k and a bfloat16 v (Llama's rotary output beside a
+    projection) run in bfloat16, as torch's autocast runs SDPA; the gradients are float32 for
+    q/k and bfloat16 for v, and the result matches the same call on bfloat16 inputs."""
+    a = _inputs(torch.float32, seed=7)
+    v16 = a["v"].detach().bfloat16().requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = hgt.varlen_attention(a["q"], a["k"], v16, a["cu_q"], a["cu_k"], a["max_q"],
+                                   a["max_k"], is_causal=True, enable_gqa=True)  # fmt: skip
+        dq, dk, dv = torch.autograd.grad(out, [a["q"], a["k"], v16], a["do"].bfloat16())
+    assert out.dtype == torch.bfloat16
+    assert (dq.dtype, dk.dtype, dv.dtype) == (torch.float32, torch.float32, torch.bfloat16)
+    b = {n: a[n].detach().bfloat16() for n in ("q", "k")}
+    want = hgt.varlen_attention(b["q"], b["k"], v16.detach(), a["cu_q"], a["cu_k"], a["max_q"],
+                                a["max_k"], is_causal=True, enable_gqa=True)  # fmt: skip
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+
+
+def test_torch_compile_runs_it_eagerly_behind_a_graph_break() -> None:
+    a = _inputs(torch.float64, seed=8)
+
+    def f(q: Any, k: Any, v: Any) -> Any:
+        out = hgt.varlen_attention(q * 1.0, k, v, a["cu_q"], a["cu_k"], a["max_q"],
+                                   a["max_k"], is_causal=True, enable_gqa=True)  # fmt: skip
+        return out * 2.0
+
+    compiled = torch.compile(f, backend="eager", fullgraph=False)
+    got = compiled(a["q"], a["k"], a["v"])
+    torch.testing.assert_close(got, 2.0 * _packed(a, is_causal=True), rtol=0, atol=0)
+    (dq,) = torch.autograd.grad(got, [a["q"]], a["do"])
+    (want,) = torch.autograd.grad(2.0 * _packed(a, is_causal=True), [a["q"]], a["do"])
+    torch.testing.assert_close(dq, want, rtol=0, atol=0)

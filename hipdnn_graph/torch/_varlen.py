@@ -28,7 +28,7 @@ Example:
 from __future__ import annotations
 
 import functools
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import torch
@@ -37,6 +37,8 @@ from ..graph import Graph
 from ..tensor import TensorAttributes
 from ..types import DataType, DiagonalAlignment
 from ._args import IO_TYPES
+from ._autocast import AutocastOff, cast
+from ._autocast import enabled as autocast_enabled
 from ._cached import Entry, Options, run_cached
 from ._graphs import _build
 from ._varlen_args import VarlenCall, normalise_varlen
@@ -98,12 +100,31 @@ def varlen_attention(
             dtypes, devices or head counts).
         NotSupportedError: when no engine (or not the forced one) runs the packed graphs.
     """
+    return _EAGER(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal,
+                  scale, diagonal_alignment, enable_gqa, engine)  # fmt: skip
+
+
+def _eager(
+    q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
+    max_seqlen_q: int | Tensor, max_seqlen_k: int | Tensor, is_causal: bool,
+    scale: float | None, diagonal_alignment: DiagonalAlignment | str | None, enable_gqa: bool,
+    engine: str | None,
+) -> Tensor:  # fmt: skip
+    """:func:`varlen_attention`'s body: autocast's casts, the checks, the autograd Function."""
+    if autocast_enabled():  # torch.autocast's rule for SDPA, as the dense op applies it
+        q, k, v, _ = cast(q, k, v, None)
     call = normalise_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                             is_causal, scale, diagonal_alignment, enable_gqa, engine)  # fmt: skip
-    out: Tensor = _VarlenFunction.apply(  # type: ignore[no-untyped-call]
-        call.query, call.key, call.value, call.cu_seqlens_q, call.cu_seqlens_k, call
-    )
+    with AutocastOff(call.query.device.type):  # the graphs run in the precision they declare
+        out: Tensor = _VarlenFunction.apply(  # type: ignore[no-untyped-call]
+            call.query, call.key, call.value, call.cu_seqlens_q, call.cu_seqlens_k, call
+        )
     return out
+
+
+#: :func:`_eager` kept out of ``torch.compile``'s tracing (graph building and the offsets' host
+#: reads run eagerly, behind a graph break)
+_EAGER: Callable[..., Tensor] = torch.compiler.disable(_eager)  # type: ignore[no-untyped-call]
 
 
 class _VarlenFunction(torch.autograd.Function):
@@ -123,13 +144,19 @@ class _VarlenFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, do: Tensor) -> tuple[Any, ...]:
-        q, k, v, cu_q, cu_k, o, stats = ctx.saved_tensors
-        call: VarlenCall = ctx.call
-        pack = {"Q": q, "K": k, "V": v, "O": o, "dO": do.contiguous(), "Stats": stats,
-                "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}  # fmt: skip
-        key = _key("varlen_bwd", pack, call)
-        _, (dq, dk, dv) = run_cached(key, pack, call.options, _builder(_backward_graph, call))
-        return dq, dk, dv, None, None, None
+        with AutocastOff(do.device.type):  # a backward called inside an autocast region
+            return _gradients(ctx, do)
+
+
+def _gradients(ctx: Any, do: Tensor) -> tuple[Any, ...]:
+    """:meth:`_VarlenFunction.backward`'s gradients: the packed backward graph."""
+    q, k, v, cu_q, cu_k, o, stats = ctx.saved_tensors
+    call: VarlenCall = ctx.call
+    pack = {"Q": q, "K": k, "V": v, "O": o, "dO": do.contiguous(), "Stats": stats,
+            "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}  # fmt: skip
+    key = _key("varlen_bwd", pack, call)
+    _, (dq, dk, dv) = run_cached(key, pack, call.options, _builder(_backward_graph, call))
+    return dq, dk, dv, None, None, None
 
 
 def _key(kind: str, pack: dict[str, Tensor], call: VarlenCall) -> Hashable:
