@@ -256,3 +256,21 @@ def test_torch_compile_runs_it_eagerly_behind_a_graph_break() -> None:
     (dq,) = torch.autograd.grad(got, [a["q"]], a["do"])
     (want,) = torch.autograd.grad(2.0 * _packed(a, is_causal=True), [a["q"]], a["do"])
     torch.testing.assert_close(dq, want, rtol=0, atol=0)
+
+
+def test_values_may_have_their_own_head_dim() -> None:
+    a = _inputs(torch.float64, seed=9)
+    a["v"] = torch.randn(a["v"].shape[0], HK, 5, dtype=torch.float64, requires_grad=True)
+    a["do"] = torch.randn(a["q"].shape[0], H, 5, dtype=torch.float64)
+    out = _packed(a, is_causal=True)
+    ref = _per_sequence(a, MASKS["causal_top_left"])
+    assert out.shape == (a["q"].shape[0], H, 5)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    for got, want in zip(_grads(a, out), _grads(a, ref), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_a_batch_without_tokens_gives_an_empty_result() -> None:
+    z = torch.zeros(0, H, D, dtype=torch.float64)
+    cu = torch.zeros(2, dtype=torch.int32)
+    assert hgt.varlen_attention(z, z, z, cu, cu, 1, 1).shape == (0, H, D)
