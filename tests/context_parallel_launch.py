@@ -18,9 +18,7 @@ WORKER = Path(__file__).with_name("context_parallel_worker.py")
 TIMEOUT_S = 120  # for a whole run; a hung collective fails the test instead of blocking CI
 
 
-def run_world(
-    world: int, tmp: Path, *extra: str, worker: Path = WORKER
-) -> list[dict[str, Any]]:
+def run_world(world: int, tmp: Path, *extra: str, worker: Path = WORKER) -> list[dict[str, Any]]:
     """Start ``world`` workers (``extra``: more arguments for each; ``worker``: the script),
     wait (bounded), return each rank's results."""
     init = tmp / f"init{world}"

@@ -25,6 +25,8 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 # Before torch loads NCCL: never NVLink multicast (NVLS) on shared machines.
@@ -44,6 +46,7 @@ from hipdnn_graph.torch.distributed import (
     shard_packed,
 )
 
+WORKER_PATH = Path(__file__).resolve()
 D = 16  # default scale 1/4: exact in float32
 #: zigzag batches: every length divisible by 2·W for W = 2 and 4 (one empty sequence)
 ZIGZAG = [0, 16, 16, 24, 48]
@@ -65,13 +68,19 @@ def per_sequence(
     """``fn`` (an SDPA) on each whole sequence of the batch: output, dQ, dK, dV."""
     leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
     pieces = []
-    for a, b in zip(cu, cu[1:], strict=False):
+    for a, b in pairwise(cu):
         if b > a:
             o = fn(*(t[a:b].transpose(0, 1).unsqueeze(0) for t in leaves), **kw)
             pieces.append(o[0].transpose(0, 1))
     out = torch.cat(pieces)
-    out.backward(do)
-    return [out.detach()] + [t.grad for t in leaves]  # type: ignore[misc]
+    out.backward(do)  # type: ignore[no-untyped-call]
+    return [out.detach(), *_grads(leaves)]
+
+
+def _grads(leaves: list[torch.Tensor]) -> list[torch.Tensor]:
+    grads = [t.grad for t in leaves]
+    assert all(g is not None for g in grads)
+    return grads  # type: ignore[return-value]
 
 
 def value_case(
@@ -92,15 +101,17 @@ def value_case(
     cu = cu or (ZIGZAG if layout == "zigzag" else SEQUENCES)
     host = full_inputs(seed, cu[-1], h, hk, dv, dtype)
     gqa = hk != h
-    kw = {"is_causal": causal, "scale": scale, "enable_gqa": gqa}
+    kw: dict[str, Any] = {"is_causal": causal, "scale": scale, "enable_gqa": gqa}
     ref = per_sequence(F.scaled_dot_product_attention, cu, *(t.double() for t in host), **kw)
     ref = [t.to(device) for t in ref]
     q, k, v, do = (t.to(device) for t in host)
     local = [shard_packed(t, cu, group, layout).requires_grad_() for t in (q, k, v)]
     before = [t.detach().clone() for t in local]
-    out = context_parallel_packed_attention(*local, cu, group=group, layout=layout, **kw)
-    out.backward(shard_packed(do, cu, group, layout))
-    got = [out.detach()] + [t.grad for t in local]
+    out = context_parallel_packed_attention(
+        local[0], local[1], local[2], cu, group=group, layout=layout, **kw
+    )
+    out.backward(shard_packed(do, cu, group, layout))  # type: ignore[no-untyped-call]
+    got = [out.detach(), *_grads(local)]
     names = ("out", "dq", "dk", "dv")
     errors = {
         name: (g.double() - shard_packed(r, cu, group, layout)).abs().max().item()
@@ -114,7 +125,7 @@ def value_case(
         "errors": errors,
         "shape": list(out.shape),
         "out_dtype": str(out.dtype),
-        "grad_dtypes": [str(t.grad.dtype) for t in local],  # type: ignore[union-attr]
+        "grad_dtypes": [str(g.dtype) for g in got[1:]],
         "strides_follow_inputs": all(
             g.stride() == t.stride() for g, t in zip(got[1:], local, strict=True)
         ),
@@ -151,9 +162,7 @@ def bad_cases(rank: int, world: int) -> dict[str, Callable[[], Any]]:
     odd = [0, 8, 13]
     one_head = local[:, :1]
     return {
-        "zigzag_not_divisible": lambda: context_parallel_packed_attention(
-            local, local, local, odd
-        ),
+        "zigzag_not_divisible": lambda: context_parallel_packed_attention(local, local, local, odd),
         "shard_zigzag_not_divisible": lambda: shard_packed(whole[:13], odd),
         "whole_batch_on_every_rank": lambda: context_parallel_packed_attention(
             whole, whole, whole, cu, is_causal=True
@@ -195,8 +204,9 @@ def value_cases() -> dict[str, dict[str, Any]]:
     # one sequence, fewer than the ranks: some ranks hold no token at all
     cases["f64-sequences-causal-one-sequence"] = {"layout": "sequences", "causal": True,
                                                   "cu": [0, 6], "seed": 4}  # fmt: skip
-    cases["bf16-zigzag-causal-gqa"] = {"layout": "zigzag", "causal": True,
-                                       "dtype": torch.bfloat16, "h": 4, "hk": 2, "seed": 5}  # fmt: skip
+    cases["bf16-zigzag-causal-gqa"] = {
+        "layout": "zigzag", "causal": True, "dtype": torch.bfloat16, "h": 4, "hk": 2, "seed": 5
+    }  # fmt: skip
     return cases
 
 
@@ -227,7 +237,7 @@ def gather_grad(group: Any, world: int) -> dict[str, Any]:
         weights = torch.randn(full.shape, generator=torch.Generator().manual_seed(6))
         local = shard_packed(full, cu, group, layout).requires_grad_()
         gathered = gather_packed(local, cu, group, layout)
-        (gathered * weights).sum().backward()
+        (gathered * weights).sum().backward()  # type: ignore[no-untyped-call]
         expected = world * shard_packed(weights, cu, group, layout)
         out[layout] = {
             "equal": torch.equal(gathered, full),

@@ -4,6 +4,7 @@ ranks, sequence by sequence."""
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 from typing import Any
 
 import torch
@@ -116,16 +117,14 @@ def context_parallel_packed_attention(
     if grp.world == 1:
         if grp.error is not None:
             raise grp.error
-        _, shard = _checked(query, key, value, cu_seqlens, is_causal, scale, enable_gqa, layout,
-                            1, 0)  # fmt: skip
+        options = (is_causal, scale, enable_gqa, layout, 1, 0)
+        _, shard = _checked(query, key, value, cu_seqlens, *options)
         return local_attention(query, key, value, shard, is_causal, scale)
     found: list[tuple[tuple[int, ...], PackedShard]] = []
+    options = (is_causal, scale, enable_gqa, layout, grp.world, grp.rank)
 
     def check() -> str | None:
-        found.append(
-            _checked(query, key, value, cu_seqlens, is_causal, scale, enable_gqa, layout,
-                     grp.world, grp.rank)  # fmt: skip
-        )
+        found.append(_checked(query, key, value, cu_seqlens, *options))
         return None
 
     error = grp.error or local_error(check)
@@ -138,7 +137,7 @@ def context_parallel_packed_attention(
     shard = found[0][1]
     if shard.layout == "sequences":
         return local_attention(query, key, value, shard, is_causal, scale)
-    spans = tuple((a, b - a) for a, b in zip(shard.cu_seqlens, shard.cu_seqlens[1:]))
+    spans = tuple((a, b - a) for a, b in pairwise(shard.cu_seqlens))
     assert scale is not None
     out: Tensor = PackedRingAttention.apply(  # type: ignore[no-untyped-call]
         query, key, value, spans, Ring(grp), bool(is_causal), float(scale)
@@ -152,7 +151,7 @@ def local_attention(
     """Attention of every local whole sequence over itself, through the op (differentiable):
     ``[T_r, H, Dv]``."""
     pieces = []
-    for a, b in zip(shard.cu_seqlens, shard.cu_seqlens[1:]):
+    for a, b in pairwise(shard.cu_seqlens):
         if b == a:
             continue
         q_s, k_s, v_s = (t[a:b].unsqueeze(0).transpose(1, 2) for t in (q, k, v))

@@ -162,7 +162,7 @@ def gather_packed(
         return x_local.clone()
     error = grp.error
     signature = [0.0] * len(_GATHER_NAMES)
-    d, shards = 0, []
+    d, shards = 0, list[PackedShard]()
     if error is None:
         try:
             d, signature, shards = _gather_signature(x_local, cu_seqlens, layout, dim, grp)
