@@ -166,7 +166,10 @@ X = torch.zeros(6, 2, 8)
         (lambda: packed_shard([1, 4]), "cu_seqlens must start at 0, got 1"),
         (lambda: packed_shard([0]), "cu_seqlens needs at least 2 entries (one sequence), got 1"),
         (lambda: packed_shard(torch.tensor([0.0, 4.0])), "1-D integer tensor, got torch.float32"),
+        (lambda: packed_shard(torch.tensor([0, 1]) > 0), "1-D integer tensor, got torch.bool"),
+        (lambda: packed_shard(torch.zeros(1, 2, dtype=torch.int32)), "of shape [1, 2]"),
         (lambda: packed_shard([0, 2.5]), "cu_seqlens must hold ints"),
+        (lambda: packed_shard([0, True]), "cu_seqlens must hold ints"),
         (lambda: packed_shard("0,4"), "a sequence of ints, got str"),
         (
             lambda: packed_shard([0, 4], layout="contiguous"),

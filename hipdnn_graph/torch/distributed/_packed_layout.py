@@ -75,7 +75,8 @@ def check_cu_seqlens(cu_seqlens: Any) -> tuple[int, ...]:
         (0, 3, 3, 7)
     """
     if isinstance(cu_seqlens, torch.Tensor):
-        if cu_seqlens.dim() != 1 or cu_seqlens.dtype.is_floating_point or cu_seqlens.is_complex():
+        integer = not (cu_seqlens.dtype.is_floating_point or cu_seqlens.is_complex())
+        if cu_seqlens.dim() != 1 or not integer or cu_seqlens.dtype == torch.bool:
             raise _fail(
                 "cu_seqlens must be a 1-D integer tensor, got "
                 f"{cu_seqlens.dtype} of shape {list(cu_seqlens.shape)}"
