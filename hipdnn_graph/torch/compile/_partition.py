@@ -116,8 +116,8 @@ def split_convolution_backward(gm: torch.fx.GraphModule) -> None:
     """Give each gradient of ``convolution_backward`` a node of its own (aten semantics kept).
 
     One node asking for dX and dW would be two hipDNN nodes sharing only the input DY, which
-    hipDNN rejects as a disconnected graph; split, each can join the subgraph it feeds, and a
-    bias gradient (a reduction) stays in aten without taking the others with it.
+    hipDNN rejects as a disconnected graph; split, each (dgrad, wgrad, the bias gradient's
+    reduction) can join the subgraph it feeds.
     """
     op = torch.ops.aten.convolution_backward.default
     for node in list(gm.graph.find_nodes(op="call_function", target=op)):
