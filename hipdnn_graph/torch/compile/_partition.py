@@ -27,6 +27,7 @@ from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
 from ._attention import OWN_GRAPH_OPS
 from ._census import LOGGER, CensusRow
 from ._lowering import Lowered, lower
+from ._rmsnorm import fuse_rms_norm
 from ._rules import FLOAT_TYPES, RULES, flops
 
 __all__ = ["FamilySupport", "HipdnnSubgraph", "partition"]
@@ -168,6 +169,7 @@ def partition(
     """Fuse ``gm``'s supported nodes into hipDNN subgraphs (``prefer``: an engine name ranked
     first where it applies); returns the new module and the census rows."""
     split_convolution_backward(gm)
+    fuse_rms_norm(gm)
     support = FamilySupport()
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = [

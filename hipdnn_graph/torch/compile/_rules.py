@@ -26,6 +26,7 @@ from ...types import NormFwdPhase, PointwiseMode, ReductionMode
 from .. import _custom_ops  # noqa: F401  (the hipdnn_graph:: ops, counted by flops())
 from ._lowering import Lowering, meta_value
 from ._reductions import REDUCTION_RULES
+from ._rmsnorm import RMSNORM_RULES
 from ._rule import Check, Rule
 from ._rule import args as _a
 from ._rule import keyword as _kw
@@ -368,6 +369,7 @@ RULES: dict[Any, Rule] = {
         "sdpa_backward", _lower_sdpa_backward, _sdpa_backward_refusal
     ),
     **REDUCTION_RULES,
+    **RMSNORM_RULES,
 }
 
 
