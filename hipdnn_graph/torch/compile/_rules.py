@@ -24,6 +24,7 @@ import torch.fx
 from ...errors import HipdnnError
 from ...types import NormFwdPhase, PointwiseMode, ReductionMode
 from .. import _custom_ops  # noqa: F401  (the hipdnn_graph:: ops, counted by flops())
+from ._batchnorm import BATCHNORM_RULES
 from ._lowering import Lowering, meta_value
 from ._reductions import REDUCTION_RULES
 from ._rmsnorm import RMSNORM_RULES
@@ -370,6 +371,7 @@ RULES: dict[Any, Rule] = {
     ),
     **REDUCTION_RULES,
     **RMSNORM_RULES,
+    **BATCHNORM_RULES,
 }
 
 
