@@ -106,8 +106,10 @@ def test_rmsnorm_model_trains_as_eager(shape: Any) -> None:
     trains_as_eager(_Rms(shape), torch.randn(2, 3, 8, requires_grad=True))
     rows = {(r.graph, r.op, r.placement, r.why) for r in hgc.census().rows}
     assert ("forward", "aten._fused_rms_norm.default", "hipdnn", "rmsnorm") in rows
-    # the backward stays decomposed: its sums are reductions
+    # the backward stays decomposed: its sums are reductions, its powers and scalings pointwise
     assert ("backward", "aten.sum.dim_IntList", "hipdnn", "reduction") in rows
+    assert ("backward", "aten.pow.Tensor_Scalar", "hipdnn", "pointwise") in rows
+    assert ("backward", "aten.div.Scalar", "hipdnn", "pointwise") in rows
 
 
 def test_bf16_rmsnorm_inference_matches_eager() -> None:

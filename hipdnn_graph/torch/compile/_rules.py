@@ -108,6 +108,36 @@ def _threshold_zero(node: torch.fx.Node) -> str | None:
     return None if _a(node)[2] == 0 else "threshold != 0 (RELU_BWD masks at 0)"
 
 
+#: ``pow(x, e)`` as pointwise modes: each exponent, the unary mode (or how many factors of x)
+_POWERS: dict[float, PointwiseMode | int] = {
+    1: PointwiseMode.IDENTITY,
+    2: 2,
+    3: 3,
+    0.5: PointwiseMode.SQRT,
+    -0.5: PointwiseMode.RSQRT,
+    -1: PointwiseMode.RECIPROCAL,
+}
+
+
+def _pow_refusal(node: torch.fx.Node) -> str | None:
+    exponent = _a(node)[1]
+    if isinstance(exponent, bool) or exponent not in _POWERS:
+        return f"exponent {exponent!r} (pointwise takes 1, 2, 3, 0.5, -0.5, -1)"
+    return None
+
+
+def _lower_pow(cx: Lowering, node: torch.fx.Node) -> Any:
+    x = cx.operand(_a(node)[0], _rank(node))
+    how = _POWERS[_a(node)[1]]
+    if isinstance(how, PointwiseMode):
+        return cx.graph.pointwise(x, name=node.name, mode=how)
+    product = x
+    for factor in range(1, how):
+        name = f"{node.name}_{factor}"
+        product = cx.graph.pointwise(product, x, name=name, mode=PointwiseMode.MUL)
+    return product
+
+
 # ----- matmul -----
 def _lower_mm(cx: Lowering, node: torch.fx.Node) -> Any:
     a, b = _a(node)[0], _a(node)[1]
@@ -340,6 +370,11 @@ RULES: dict[Any, Rule] = {
     aten.mul.Tensor: _binary(M.MUL, commutes=True),
     aten.sub.Tensor: _binary(M.SUB, commutes=False),
     aten.div.Tensor: _binary(M.DIV, commutes=False),
+    aten.add.Scalar: _binary(M.ADD, commutes=True),
+    aten.mul.Scalar: _binary(M.MUL, commutes=True),
+    aten.sub.Scalar: _binary(M.SUB, commutes=False),
+    aten.div.Scalar: _binary(M.DIV, commutes=False),
+    aten.pow.Tensor_Scalar: Rule("pointwise", _lower_pow, _pow_refusal),
     aten.gelu_backward.default: Rule("pointwise", _backward(M.GELU_BWD)),
     aten.silu_backward.default: Rule("pointwise", _backward(M.SWISH_BWD)),
     aten.threshold_backward.default: Rule("pointwise", _backward(M.RELU_BWD), _threshold_zero),
