@@ -1,8 +1,10 @@
-"""Batch norm in inference in the torch.compile backend: ``_native_batch_norm_legit_no_training``
-as hipDNN's batchnorm_inference (docs/torch-compile.md); other forms stay in aten."""
+"""Batch norm in the torch.compile backend: ``_native_batch_norm_legit_no_training`` as hipDNN's
+batchnorm_inference, ``_native_batch_norm_legit_functional`` and ``native_batch_norm_backward``
+as batchnorm and batchnorm_backward (docs/torch-compile.md); other forms stay in aten."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +39,29 @@ def test_batchnorm_conditions() -> None:
     assert _refusals(lambda x, c: op(x, c, c, c, c, 0.1, 1e-5)[1], x, c) == [
         "its saved mean or inverse standard deviation is used"
     ]
+
+
+def test_training_batchnorm_conditions() -> None:
+    x, c = torch.randn(2, 4, 3, 3), torch.rand(4) + 0.5
+    op = aten._native_batch_norm_legit_functional.default
+    assert _refusals_of(op, lambda x, c: op(x, c, c, c, c, True, 0.1, 1e-5)[0], x, c) == [None]
+    assert _refusals_of(op, lambda x, c: op(x, c, None, c, c, True, 0.1, 1e-5)[0], x, c) == [
+        "no weight or no bias (hipDNN's batchnorm takes both)"
+    ]
+    back = aten.native_batch_norm_backward.default
+
+    def backward(x: Any, c: Any, mask: list[bool]) -> Any:
+        return back(x, x, c, c, c, c, c, True, 1e-5, mask)[0]
+
+    assert _refusals_of(back, lambda x, c: backward(x, c, [True] * 3), x, c) == [None]
+    assert _refusals_of(back, lambda x, c: backward(x, c, [True, False, True]), x, c) == [
+        "not all of dX, dScale, dBias asked for"
+    ]
+
+
+def _refusals_of(op: Any, f: Callable[..., Any], *args: Any) -> list[str | None]:
+    gm = make_fx(f, tracing_mode="fake")(*args)
+    return [FamilySupport.refusal(n) for n in gm.graph.find_nodes(op="call_function", target=op)]
 
 
 def _with_stats(model: torch.nn.Module, bn: torch.nn.Module) -> torch.nn.Module:
@@ -89,3 +114,32 @@ def test_frozen_batchnorm_in_training_stays_in_aten() -> None:
     model = _with_stats(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), bn), bn)
     trains_as_eager(model, torch.randn(2, 3, 6, 6, requires_grad=True))
     assert hgc.census().aten_ops()[BN] == "its saved mean or inverse standard deviation is used"
+
+
+@pytest.mark.parametrize("kind", ["conv-bn2d-relu-conv", "conv-bias-bn2d", "linear-bn1d"])
+def test_training_batchnorm_trains_and_updates_running_stats_as_eager(kind: str) -> None:
+    torch.manual_seed(0)
+    if kind == "conv-bn2d-relu-conv":
+        model = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, padding=1, bias=False),
+            torch.nn.BatchNorm2d(8),
+            torch.nn.ReLU(),
+            torch.nn.Conv2d(8, 4, 3, stride=2, padding=1),
+        )
+        x = torch.randn(2, 3, 9, 9)
+    elif kind == "conv-bias-bn2d":  # the conv's bias gradient reads batchnorm_backward's DX
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+        x = torch.randn(2, 3, 6, 6)
+    else:
+        model, x = (
+            torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.BatchNorm1d(4)),
+            torch.randn(6, 5),
+        )
+    twin = copy.deepcopy(model)
+    trains_as_eager(model, x.clone().requires_grad_(True))  # one compiled, one eager step
+    for _ in range(2):
+        twin(x)
+    for got, want in zip(model.buffers(), twin.buffers(), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    rows = {(r.graph, r.why) for r in hgc.census().rows if "batch_norm" in r.op}
+    assert rows == {("forward", "batchnorm"), ("backward", "batchnorm_backward")}

@@ -2,7 +2,7 @@
 
 The backend partitions AOTAutograd's aten graphs (inference, forward, backward) into maximal
 subgraphs that hipDNN's families express (matmul, convolution, pointwise, reduction, RMSNorm,
-layernorm, batch norm inference, SDPA and their backwards), builds each as a
+layernorm, batch norm, SDPA and their backwards), builds each as a
 :class:`~hipdnn_graph.Graph` run on the best engine, and leaves the rest to aten. :func:`census`
 says which ops went where and why (see docs/torch-compile.md).
 :func:`export` writes a model's subgraphs as hipDNN graph files with a manifest; :func:`run_export`

@@ -213,7 +213,8 @@ def _lower_conv_backward(cx: Lowering, node: torch.fx.Node) -> Any:
         dw = cx.graph.conv_wgrad(dy, cx.tensor(x_arg), name=f"{node.name}_wgrad", **keywords)
         dw.set_dim(list(meta_value(w_arg).shape))
     if want_db:  # the sum of DY over all axes but the channels', kept as 1s
-        dims = [1, *meta_value(dy_arg).shape[1:2], *[1] * (len(dy.get_dim()) - 2)]
+        dy_dims = list(meta_value(dy_arg).shape)
+        dims = [1, dy_dims[1], *[1] * (len(dy_dims) - 2)]
         db = cx.graph.reduction(dy, name=f"{node.name}_dbias", mode=ReductionMode.ADD)
         db.set_dim(dims).set_stride([int(math.prod(dims[i + 1 :])) for i in range(len(dims))])
     return (dx, dw, db)
