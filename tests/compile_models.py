@@ -9,6 +9,8 @@ Example:
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
 F = torch.nn.functional
@@ -46,3 +48,39 @@ def make_cnn() -> torch.nn.Module:
         torch.nn.BatchNorm2d(8),
         torch.nn.Conv2d(8, 4, 3, stride=2, padding=1),
     ).eval()
+
+
+class _Kept(logging.Handler):
+    """A handler that keeps the records it is given."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__(level)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def trains_as_eager(model: torch.nn.Module, x: torch.Tensor) -> None:
+    """Compiled with the backend, ``model``'s output and the gradients of its parameters and of
+    ``x`` (a leaf) for ``out.square().sum()`` equal eager's, and no hipDNN subgraph fell back to
+    aten at run time."""
+    from hipdnn_graph.torch.compile import compile_backend
+
+    handler = _Kept(logging.WARNING)
+    logger = logging.getLogger("hipdnn_graph.compile")
+    logger.addHandler(handler)
+    try:
+        out = torch.compile(model, backend=compile_backend)(x)
+        out.square().sum().backward()
+    finally:
+        logger.removeHandler(handler)
+    assert [r.getMessage() for r in handler.records] == []
+    grads = [p.grad.clone() for p in model.parameters()] + [x.grad.clone()]
+    model.zero_grad()
+    x.grad = None
+    want = model(x)
+    want.square().sum().backward()
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+    for got, ref in zip(grads, [p.grad for p in model.parameters()] + [x.grad], strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)

@@ -1,6 +1,7 @@
-"""Start the ranks of ``context_parallel_worker.py`` as processes, collect their results and
-check the 16-bit ones (used by ``test_context_parallel.py`` on CPUs and
-``gpu/test_context_parallel_gpu.py``)."""
+"""Start the ranks of ``context_parallel_worker.py`` (or ``context_parallel_packed_worker.py``)
+as processes, collect their results and check the 16-bit ones (used by
+``test_context_parallel.py`` and ``test_context_parallel_packed.py`` on CPUs and by
+``gpu/test_context_parallel_gpu.py`` and ``gpu/test_context_parallel_packed_gpu.py``)."""
 
 from __future__ import annotations
 
@@ -17,14 +18,14 @@ WORKER = Path(__file__).with_name("context_parallel_worker.py")
 TIMEOUT_S = 120  # for a whole run; a hung collective fails the test instead of blocking CI
 
 
-def run_world(world: int, tmp: Path, *extra: str) -> list[dict[str, Any]]:
-    """Start ``world`` workers (``extra``: more arguments for each), wait (bounded), return each
-    rank's results."""
+def run_world(world: int, tmp: Path, *extra: str, worker: Path = WORKER) -> list[dict[str, Any]]:
+    """Start ``world`` workers (``extra``: more arguments for each; ``worker``: the script),
+    wait (bounded), return each rank's results."""
     init = tmp / f"init{world}"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     procs = [
         subprocess.Popen(
-            [sys.executable, str(WORKER), str(r), str(world), str(init), f"{tmp}/{r}.json", *extra],
+            [sys.executable, str(worker), str(r), str(world), str(init), f"{tmp}/{r}.json", *extra],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

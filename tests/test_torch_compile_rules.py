@@ -81,6 +81,20 @@ def test_partition_runs_a_swapped_broadcast_add_and_a_scalar_mul() -> None:
     torch.testing.assert_close(fused(x, b), torch.relu((b + x) * 0.5))
 
 
+def test_an_output_whose_first_operand_is_broadcast_gets_fx_strides() -> None:
+    def f(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return aten.add.Tensor(aten.expand.default(b, [5, 8]), x)
+
+    x, b = torch.randn(5, 8), torch.randn(1, 8)
+    gm = make_fx(f, tracing_mode="fake")(x, b)
+    fused, _ = partition(gm, "inference")
+    (sub,) = [m for name, m in fused.named_children() if name.startswith("hipdnn_subgraph_")]
+    ((out, _),) = sub.lowered.outputs
+    assert out.get_stride() == [8, 1]  # not IN_0's [0, 1], which no engine can write
+    torch.testing.assert_close(fused(x, b), b + x)
+    assert sub.given_up is False
+
+
 def test_plans_are_built_at_the_first_call_on_the_preferred_engine() -> None:
     def f(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return aten.relu.default(aten.mm.default(x, w))
@@ -131,3 +145,26 @@ def test_a_plan_that_fails_to_build_sends_every_call_to_aten(
     for _ in range(3):
         torch.testing.assert_close(fused(x), torch.relu(x))
     assert tries == [1] and sub.given_up is True
+
+
+def test_scalar_forms_and_powers_run_as_pointwise() -> None:
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        powers = [aten.pow.Tensor_Scalar(x, e) for e in (1, 2, 3, 0.5, -0.5, -1)]
+        return (
+            *powers,
+            aten.add.Scalar(x, 2.5),
+            aten.mul.Scalar(x, -0.5),
+            aten.sub.Scalar(x, 1),
+            aten.div.Scalar(x, 8),
+        )
+
+    x = torch.rand(3, 4) + 0.5
+    gm = make_fx(f, tracing_mode="fake")(x)
+    fused, rows = partition(gm, "inference")
+    assert {(r.placement, r.why) for r in rows} == {("hipdnn", "pointwise")}
+    for got, want in zip(fused(x), f(x), strict=True):
+        torch.testing.assert_close(got, want)
+    assert _refusals(lambda x: aten.pow.Tensor_Scalar(x, 4), x) == [
+        "exponent 4 (pointwise takes 1, 2, 3, 0.5, -0.5, -1)"
+    ]
+    assert _refusals(lambda x: aten.add.Scalar(x, 1, 2), x) == ["alpha != 1"]

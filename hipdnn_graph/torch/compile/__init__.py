@@ -1,9 +1,10 @@
 """``torch.compile(model, backend="hipdnn")``: models run as hipDNN graphs where families fit.
 
 The backend partitions AOTAutograd's aten graphs (inference, forward, backward) into maximal
-subgraphs that hipDNN's families express (matmul, convolution, pointwise, layernorm, SDPA and
-their backwards), builds each as a :class:`~hipdnn_graph.Graph` run on the best engine, and leaves
-the rest to aten. :func:`census` says which ops went where and why (see docs/torch-compile.md).
+subgraphs that hipDNN's families express (matmul, convolution, pointwise, reduction, RMSNorm,
+layernorm, batch norm, SDPA and their backwards), builds each as a
+:class:`~hipdnn_graph.Graph` run on the best engine, and leaves the rest to aten. :func:`census`
+says which ops went where and why (see docs/torch-compile.md).
 :func:`export` writes a model's subgraphs as hipDNN graph files with a manifest; :func:`run_export`
 and :func:`replay_export` run such a directory again (``hipdnn-graph show-export`` and
 ``run-export`` on the command line).

@@ -149,6 +149,15 @@ class Lowered:
         return out
 
 
+def _no_broadcast_strides(made: TensorAttributes, example: torch.Tensor) -> None:
+    """A pointwise output inherits its strides from IN_0 (hipDNN's inference); where IN_0 was
+    broadcast (a 0 stride over a dim > 1) no engine can write it: it takes FX's strides."""
+    dims, strides = made.get_dim(), made.get_stride()
+    broadcast = any(s == 0 and d > 1 for d, s in zip(dims, strides, strict=False))
+    if broadcast and list(dims) == list(example.shape):
+        made.set_stride(_ints(example.stride(), str(made.get_name())))
+
+
 def lower(gm: torch.fx.GraphModule, prefer: str | None = None) -> Lowered:
     """Build ``gm`` (one partition: placeholders, supported aten ops, one output) as a Graph,
     validated and checked against the engines (``prefer``: an engine ranked first where it
@@ -190,5 +199,8 @@ def lower(gm: torch.fx.GraphModule, prefer: str | None = None) -> Lowered:
         graph.set_io_data_type(next(iter(cx.inputs.values())).tensor.get_data_type())
     if prefer is not None:
         graph.set_preferred_engine_id_ext(prefer)
-    graph.build_operation_graph().create_execution_plans().check_support()
+    graph.build_operation_graph()  # infers the outputs' dims and strides
+    for made, example in outputs:
+        _no_broadcast_strides(made, example)
+    graph.create_execution_plans().check_support()
     return Lowered(graph, list(cx.inputs.values()), outputs)

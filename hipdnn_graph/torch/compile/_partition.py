@@ -27,6 +27,7 @@ from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
 from ._attention import OWN_GRAPH_OPS
 from ._census import LOGGER, CensusRow
 from ._lowering import Lowered, lower
+from ._rmsnorm import fuse_rms_norm
 from ._rules import FLOAT_TYPES, RULES, flops
 
 __all__ = ["FamilySupport", "HipdnnSubgraph", "partition"]
@@ -116,8 +117,8 @@ def split_convolution_backward(gm: torch.fx.GraphModule) -> None:
     """Give each gradient of ``convolution_backward`` a node of its own (aten semantics kept).
 
     One node asking for dX and dW would be two hipDNN nodes sharing only the input DY, which
-    hipDNN rejects as a disconnected graph; split, each can join the subgraph it feeds, and a
-    bias gradient (a reduction) stays in aten without taking the others with it.
+    hipDNN rejects as a disconnected graph; split, each (dgrad, wgrad, the bias gradient's
+    reduction) can join the subgraph it feeds.
     """
     op = torch.ops.aten.convolution_backward.default
     for node in list(gm.graph.find_nodes(op="call_function", target=op)):
@@ -168,6 +169,7 @@ def partition(
     """Fuse ``gm``'s supported nodes into hipDNN subgraphs (``prefer``: an engine name ranked
     first where it applies); returns the new module and the census rows."""
     split_convolution_backward(gm)
+    fuse_rms_norm(gm)
     support = FamilySupport()
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = [

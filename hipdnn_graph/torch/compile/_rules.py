@@ -22,9 +22,16 @@ import torch
 import torch.fx
 
 from ...errors import HipdnnError
-from ...types import NormFwdPhase, PointwiseMode
+from ...types import NormFwdPhase, PointwiseMode, ReductionMode
 from .. import _custom_ops  # noqa: F401  (the hipdnn_graph:: ops, counted by flops())
+from ._batchnorm import BATCHNORM_RULES
 from ._lowering import Lowering, meta_value
+from ._reductions import REDUCTION_RULES
+from ._rmsnorm import RMSNORM_RULES
+from ._rule import Check, Rule
+from ._rule import args as _a
+from ._rule import keyword as _kw
+from ._rule import rank as _rank
 
 __all__ = ["FLOAT_TYPES", "RULES", "Rule", "flops"]
 
@@ -32,37 +39,6 @@ aten = torch.ops.aten
 
 #: the element types a subgraph's tensors may have
 FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-Lower = Callable[[Lowering, torch.fx.Node], Any]
-Check = Callable[[torch.fx.Node], "str | None"]
-
-
-def _no_check(node: torch.fx.Node) -> str | None:
-    return None
-
-
-@dataclass(frozen=True)
-class Rule:
-    """How one aten op becomes hipDNN nodes."""
-
-    family: str
-    lower: Lower
-    refusal: Check = _no_check
-
-
-def _a(node: torch.fx.Node) -> tuple[Any, ...]:
-    """The node's positional arguments, typed loosely (FX types them as any argument)."""
-    return node.args
-
-
-def _rank(node: torch.fx.Node) -> int:
-    return len(meta_value(node).shape)
-
-
-def _kw(node: torch.fx.Node, index: int, name: str, default: Any) -> Any:
-    if len(_a(node)) > index:
-        return _a(node)[index]
-    return node.kwargs.get(name, default)
 
 
 # ----- pointwise -----
@@ -132,6 +108,36 @@ def _threshold_zero(node: torch.fx.Node) -> str | None:
     return None if _a(node)[2] == 0 else "threshold != 0 (RELU_BWD masks at 0)"
 
 
+#: ``pow(x, e)`` as pointwise modes: each exponent, the unary mode (or how many factors of x)
+_POWERS: dict[float, PointwiseMode | int] = {
+    1: PointwiseMode.IDENTITY,
+    2: 2,
+    3: 3,
+    0.5: PointwiseMode.SQRT,
+    -0.5: PointwiseMode.RSQRT,
+    -1: PointwiseMode.RECIPROCAL,
+}
+
+
+def _pow_refusal(node: torch.fx.Node) -> str | None:
+    exponent = _a(node)[1]
+    if isinstance(exponent, bool) or exponent not in _POWERS:
+        return f"exponent {exponent!r} (pointwise takes 1, 2, 3, 0.5, -0.5, -1)"
+    return None
+
+
+def _lower_pow(cx: Lowering, node: torch.fx.Node) -> Any:
+    x = cx.operand(_a(node)[0], _rank(node))
+    how = _POWERS[_a(node)[1]]
+    if isinstance(how, PointwiseMode):
+        return cx.graph.pointwise(x, name=node.name, mode=how)
+    product = x
+    for factor in range(1, how):
+        name = f"{node.name}_{factor}"
+        product = cx.graph.pointwise(product, x, name=name, mode=PointwiseMode.MUL)
+    return product
+
+
 # ----- matmul -----
 def _lower_mm(cx: Lowering, node: torch.fx.Node) -> Any:
     a, b = _a(node)[0], _a(node)[1]
@@ -191,24 +197,27 @@ def _lower_conv(cx: Lowering, node: torch.fx.Node) -> Any:
 
 
 def _conv_backward_refusal(node: torch.fx.Node) -> str | None:
-    if _a(node)[10][2]:
-        return "the bias gradient (a reduction) is asked for"
     return _conv_refusal(7, 9)(node)
 
 
 def _lower_conv_backward(cx: Lowering, node: torch.fx.Node) -> Any:
     dy_arg, x_arg, w_arg, _, stride, padding, dilation = _a(node)[:7]
-    want_dx, want_dw, _ = _a(node)[10]
+    want_dx, want_dw, want_db = _a(node)[10]
     keywords = _conv_keywords(stride, padding, dilation)
     dy = cx.tensor(dy_arg)
-    dx = dw = None
+    dx = dw = db = None
     if want_dx:
         dx = cx.graph.conv_dgrad(dy, cx.tensor(w_arg), name=f"{node.name}_dgrad", **keywords)
         dx.set_dim(list(meta_value(x_arg).shape))
     if want_dw:
         dw = cx.graph.conv_wgrad(dy, cx.tensor(x_arg), name=f"{node.name}_wgrad", **keywords)
         dw.set_dim(list(meta_value(w_arg).shape))
-    return (dx, dw, None)
+    if want_db:  # the sum of DY over all axes but the channels', kept as 1s
+        dy_dims = list(meta_value(dy_arg).shape)
+        dims = [1, dy_dims[1], *[1] * (len(dy_dims) - 2)]
+        db = cx.graph.reduction(dy, name=f"{node.name}_dbias", mode=ReductionMode.ADD)
+        db.set_dim(dims).set_stride([int(math.prod(dims[i + 1 :])) for i in range(len(dims))])
+    return (dx, dw, db)
 
 
 # ----- layer norm -----
@@ -362,6 +371,11 @@ RULES: dict[Any, Rule] = {
     aten.mul.Tensor: _binary(M.MUL, commutes=True),
     aten.sub.Tensor: _binary(M.SUB, commutes=False),
     aten.div.Tensor: _binary(M.DIV, commutes=False),
+    aten.add.Scalar: _binary(M.ADD, commutes=True),
+    aten.mul.Scalar: _binary(M.MUL, commutes=True),
+    aten.sub.Scalar: _binary(M.SUB, commutes=False),
+    aten.div.Scalar: _binary(M.DIV, commutes=False),
+    aten.pow.Tensor_Scalar: Rule("pointwise", _lower_pow, _pow_refusal),
     aten.gelu_backward.default: Rule("pointwise", _backward(M.GELU_BWD)),
     aten.silu_backward.default: Rule("pointwise", _backward(M.SWISH_BWD)),
     aten.threshold_backward.default: Rule("pointwise", _backward(M.RELU_BWD), _threshold_zero),
@@ -391,6 +405,9 @@ RULES: dict[Any, Rule] = {
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default: Rule(
         "sdpa_backward", _lower_sdpa_backward, _sdpa_backward_refusal
     ),
+    **REDUCTION_RULES,
+    **RMSNORM_RULES,
+    **BATCHNORM_RULES,
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import reprlib
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -107,7 +108,9 @@ def context_parallel_attention(
         return scaled_dot_product_attention(
             query, key, value, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa
         )
-    error = grp.error or _local_error(query, key, value, is_causal, scale, enable_gqa, layout)
+    error = grp.error or local_error(
+        lambda: _reason(query, key, value, is_causal, scale, enable_gqa, layout)
+    )
     signature = [0.0] * len(_NAMES)
     if error is None:
         if scale is None:
@@ -121,12 +124,11 @@ def context_parallel_attention(
     return out
 
 
-def _local_error(
-    q: Any, k: Any, v: Any, causal: Any, scale: Any, gqa: Any, layout: Any
-) -> HipdnnError | None:
-    """Why this rank's arguments are bad (an error to share with the other ranks), or ``None``."""
+def local_error(check: Callable[[], str | None]) -> HipdnnError | None:
+    """Why this rank's arguments are bad (an error to share with the other ranks), or ``None``:
+    the reason ``check`` returns, or the error it raises."""
     try:
-        reason = _reason(q, k, v, causal, scale, gqa, layout)
+        reason = check()
     except HipdnnError as err:
         return err
     except Exception as err:  # anything unforeseen: refused together, never raised alone
@@ -137,31 +139,19 @@ def _local_error(
 def _reason(q: Any, k: Any, v: Any, causal: Any, scale: Any, gqa: Any, layout: Any) -> str | None:
     """What is wrong with this rank's arguments, or ``None`` (raises the op's own checks)."""
     check_layout(layout)
-    for name, flag in (("is_causal", causal), ("enable_gqa", gqa)):
-        if not isinstance(flag, bool):
-            return f"{name} must be a bool, got {reprlib.repr(flag)}"
-    if scale is not None:
-        if isinstance(scale, bool) or not isinstance(scale, int | float):
-            return f"scale must be a finite number, got {reprlib.repr(scale)}"
-        try:
-            finite = math.isfinite(float(scale))
-        except OverflowError:
-            finite = False
-        if not finite:
-            return f"scale must be a finite number, got {reprlib.repr(scale)}"
+    reason = option_reason(causal, scale, gqa)
+    if reason is not None:
+        return reason
     check_qkv(q, k, v)
     for name, t in (("query", q), ("key", k), ("value", v)):
         if t.device.type == "meta" or t.layout != torch.strided:
             return (
-                f"{name} has no data to exchange (a {_kind(t)} tensor): context parallelism "
+                f"{name} has no data to exchange (a {kind_of(t)} tensor): context parallelism "
                 "needs dense tensors on a CPU or GPU"
             )
     h = q.shape[1]
     if not gqa and (k.shape[1] != h or v.shape[1] != h):
-        return (
-            f"key/value heads ({k.shape[1]}, {v.shape[1]}) differ from query heads ({h}); "
-            "pass enable_gqa=True for grouped-query attention"
-        )
+        return gqa_reason(k.shape[1], v.shape[1], h)
     lengths = (q.shape[2], k.shape[2], v.shape[2])
     if len(set(lengths)) > 1:
         return (
@@ -182,7 +172,33 @@ def _reason(q: Any, k: Any, v: Any, causal: Any, scale: Any, gqa: Any, layout: A
     return None
 
 
-def _kind(t: Tensor) -> str:
+def gqa_reason(hk: int, hv: int, h: int) -> str:
+    """The refusal of fewer key/value heads than query heads without ``enable_gqa``."""
+    return (
+        f"key/value heads ({hk}, {hv}) differ from query heads ({h}); "
+        "pass enable_gqa=True for grouped-query attention"
+    )
+
+
+def option_reason(causal: Any, scale: Any, gqa: Any) -> str | None:
+    """What is wrong with the options (flags that are not bools, a scale that is not a finite
+    number), or ``None``."""
+    for name, flag in (("is_causal", causal), ("enable_gqa", gqa)):
+        if not isinstance(flag, bool):
+            return f"{name} must be a bool, got {reprlib.repr(flag)}"
+    if scale is not None:
+        if isinstance(scale, bool) or not isinstance(scale, int | float):
+            return f"scale must be a finite number, got {reprlib.repr(scale)}"
+        try:
+            finite = math.isfinite(float(scale))
+        except OverflowError:
+            finite = False
+        if not finite:
+            return f"scale must be a finite number, got {reprlib.repr(scale)}"
+    return None
+
+
+def kind_of(t: Tensor) -> str:
     """``"meta"`` or the layout of a tensor that is not dense (``"sparse_coo"``)."""
     return "meta" if t.device.type == "meta" else str(t.layout).removeprefix("torch.")
 
