@@ -18,6 +18,8 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any, NamedTuple
 
 import torch
@@ -25,7 +27,7 @@ import torch
 from ._args import IO_TYPES, check_tensor, checked_options, fail
 from ._cached import Options
 
-__all__ = ["VarlenCall", "graph_seq_max", "normalise_varlen"]
+__all__ = ["VarlenCall", "check_cumulative", "graph_seq_max", "normalise_varlen"]
 
 Tensor = torch.Tensor
 
@@ -119,6 +121,29 @@ def normalise_varlen(
                       cu_seqlens_q.shape[0] - 1, seq_max, options)  # fmt: skip
 
 
+def check_cumulative(values: Sequence[int], name: str = "cu_seqlens") -> None:
+    """The rule of every cumulative-lengths argument (FlashAttention's ``cu_seqlens``): it
+    starts at 0 and never decreases.
+
+    Example:
+        >>> import hipdnn_graph as hg
+        >>> check_cumulative([0, 3, 3, 7])
+        >>> try:
+        ...     check_cumulative([0, 4, 2], "cu_seqlens_k")
+        ... except hg.HipdnnError as err:
+        ...     print(err.message)
+        cu_seqlens_k must not decrease, but [1] = 4 > [2] = 2
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` naming ``name`` and the first offending entry.
+    """
+    if values[0] != 0:
+        raise fail(f"{name} must start at 0, got {values[0]}")
+    for i, (a, b) in enumerate(pairwise(values)):
+        if b < a:
+            raise fail(f"{name} must not decrease, but [{i}] = {a} > [{i + 1}] = {b}")
+
+
 def _max_seqlen(name: str, value: Any) -> int:
     """A ``max_seqlen`` as a positive int (an integer tensor of one element is read)."""
     if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point():
@@ -144,14 +169,9 @@ def _check_lengths(name: str, cu: Tensor, side: str, tokens: int, max_seqlen: in
     """The offsets' values (read on the host): from 0 to the side's token count, never
     decreasing, no step past ``max_seqlen``."""
     values = [int(x) for x in cu.tolist()]
-    if values[0] != 0:
-        raise fail(f"{name} must start at 0, got {values[0]}")
+    check_cumulative(values, name)
     for b in range(len(values) - 1):
         length = values[b + 1] - values[b]
-        if length < 0:
-            raise fail(
-                f"{name} must not decrease, but [{b}] = {values[b]} > [{b + 1}] = {values[b + 1]}"
-            )
         if length > max_seqlen:
             raise fail(f"{name}: sequence {b} holds {length} tokens, more than max_seqlen_"
                        f"{name[-1]} ({max_seqlen})")  # fmt: skip

@@ -33,6 +33,7 @@ import torch
 
 from ...errors import HipdnnError
 from ...types import ErrorCode
+from .._varlen_args import check_cumulative
 from ._layout import local_positions
 
 __all__ = [
@@ -95,11 +96,7 @@ def check_cu_seqlens(cu_seqlens: Any) -> tuple[int, ...]:
         )
     if len(values) < 2:
         raise _fail(f"cu_seqlens needs at least 2 entries (one sequence), got {len(values)}")
-    if values[0] != 0:
-        raise _fail(f"cu_seqlens must start at 0, got {values[0]}")
-    for i, (a, b) in enumerate(pairwise(values)):
-        if b < a:
-            raise _fail(f"cu_seqlens must not decrease, but [{i}] = {a} > [{i + 1}] = {b}")
+    check_cumulative(values)
     return values
 
 
