@@ -6,6 +6,7 @@ and its loss and every parameter gradient equal those of each sequence run alone
 
 from __future__ import annotations
 
+import contextvars
 import os
 from typing import Any
 
@@ -97,15 +98,82 @@ def test_one_sequence_and_plain_batches_keep_the_dense_route() -> None:
     assert {g.graph.get_name() for g in hgt.cached_graphs()} == {"hipdnn_torch_sdpa_fwd"}
 
 
-def test_packed_dropout_without_a_mask_is_refused() -> None:
-    """Dropout is not in the packed graphs; without transformers' mask the dense route would
-    attend across sequences, so the call says so instead."""
-    q = torch.zeros(1, 2, 6, 4)
+def _mask_for(arch: str, position_ids: Any, attention_mask: Any = None) -> Any:
+    from transformers.masking_utils import create_causal_mask
+
+    config = _model(arch).config
+    embeds = torch.zeros(*position_ids.shape, config.hidden_size)
+    return create_causal_mask(config=config, inputs_embeds=embeds, attention_mask=attention_mask,
+                              past_key_values=None, position_ids=position_ids)  # fmt: skip
+
+
+def test_no_mask_is_built_for_a_causal_packed_row_only() -> None:
+    """The ``[1, 1, T, T]`` mask of a packed row is left out (the packed route never reads it);
+    a padded batch, a packed batch of two rows and a sliding-window model get sdpa's masks."""
+    packed = torch.tensor([[0, 1, 2, 0, 1, 2, 3]])
+    assert _mask_for("llama", packed) is None
+    mask = _mask_for("llama", packed.repeat(2, 1))  # two rows: sdpa's block-diagonal mask
+    assert mask.shape == (2, 1, 7, 7) and not bool(mask[0, 0, 3, 2])
+    padded = _mask_for("llama", torch.arange(7)[None], torch.tensor([[0, 1, 1, 1, 1, 1, 1]]))
+    assert padded.shape == (1, 1, 7, 7)
+    assert _mask_for("llama", torch.arange(7)[None]) is None  # plain causal: sdpa skips it too
+    from transformers.masking_utils import create_sliding_window_causal_mask
+
+    config = transformers.MistralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                        num_hidden_layers=1, num_attention_heads=4,
+                                        num_key_value_heads=2, sliding_window=3)  # fmt: skip
+    config._attn_implementation = "hipdnn"
+    window: Any = create_sliding_window_causal_mask(config, torch.zeros(1, 7, 32), None, None,
+                                                    position_ids=packed)  # fmt: skip
+    assert window.shape == (1, 1, 7, 7)
+
+
+def test_a_row_whose_attention_call_shows_no_packing_is_refused() -> None:
+    """A model that does not pass position_ids to attention would attend across sequences
+    once the packed row's mask is left out: the call says so instead."""
+
+    def run() -> None:
+        assert _mask_for("llama", torch.tensor([[0, 1, 2, 0, 1]])) is None
+        q = torch.zeros(1, 4, 5, 8)
+        with pytest.raises(hg.NotSupportedError) as err:
+            hgt.hipdnn_attention_forward(torch.nn.Module(), q, q, q, None)
+        assert str(err.value) == (
+            "transformers found a packed batch (restarting position_ids) but this attention "
+            "call carries neither position_ids nor cu_seq_lens_q/k and max_length_q/k; pass "
+            "them on to the attention function, as padding-free FlashAttention needs them too"
+        )
+        other = torch.zeros(1, 4, 6, 8)  # another row length: not the row left out
+        assert hgt.hipdnn_attention_forward(torch.nn.Module(), other, other, other, None)[0].shape
+
+    contextvars.copy_context().run(run)
+
+
+def test_packed_dropout_runs_dense_with_the_rows_block_mask() -> None:
+    """Dropout is not in the packed graphs: the call builds the row's block-diagonal causal
+    mask and takes the dense route (philox dropout from torch's generator, so one seed gives
+    the same result as the op called with that mask)."""
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(1, 4, 6, 8, generator=g) for _ in range(3))
     cu = torch.tensor([0, 2, 6], dtype=torch.int32)
     kwargs = {"cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": 4, "max_length_k": 4}
-    with pytest.raises(hg.NotSupportedError) as err:
-        hgt.hipdnn_attention_forward(torch.nn.Module(), q, q, q, None, dropout=0.1, **kwargs)
-    assert str(err.value) == (
-        "a packed batch (cu_seq_lens or restarting position_ids) with dropout, a position bias "
-        "or a sliding window needs the mask transformers builds for it"
-    )
+    torch.manual_seed(11)
+    out, _ = hgt.hipdnn_attention_forward(torch.nn.Module(), q, k, v, None, dropout=0.2, **kwargs)
+    ids = torch.tensor([0, 0, 1, 1, 1, 1])
+    mask = (ids[:, None] == ids[None, :]).tril()
+    torch.manual_seed(11)
+    want = hgt.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.2)
+    torch.testing.assert_close(out, want.transpose(1, 2), rtol=0, atol=0)
+
+
+def test_gpt2_with_attention_dropout_trains_packed_through_the_dense_route() -> None:
+    config = transformers.GPT2Config(vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=1,
+                                     n_head=4, attn_pdrop=0.1)  # fmt: skip
+    hgt.register_transformers()
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="hipdnn")
+    batch = transformers.DataCollatorWithFlattening()([{"input_ids": s} for s in _sequences()])
+    hgt.graph_cache().clear()
+    loss = model.train()(**batch, use_cache=False).loss
+    loss.backward()
+    assert torch.isfinite(loss)
+    names = {g.graph.get_name() for g in hgt.cached_graphs()}
+    assert names == {"hipdnn_torch_sdpa_fwd", "hipdnn_torch_sdpa_bwd"}

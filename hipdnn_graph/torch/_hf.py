@@ -3,7 +3,8 @@
 :func:`register_transformers` adds :func:`hipdnn_attention_forward` to transformers'
 ``AttentionInterface`` and registers transformers' own SDPA mask builder for the same name, so
 that models get exactly the masks (causal, padding, sliding window) they build for ``"sdpa"``.
-Packed batches (padding-free training) run through the packed graphs (:mod:`._varlen`).
+Packed batches (padding-free training) run through the packed graphs (:mod:`._hf_packed`),
+and the mask builder builds no mask for them.
 transformers is imported only when :func:`register_transformers` runs.
 """
 
@@ -15,8 +16,8 @@ import torch
 
 from ..errors import HipdnnError, NotSupportedError
 from ..types import ErrorCode
+from ._hf_packed import block_mask, check_not_skipped, packed_forward, packed_mask, packing
 from ._op import scaled_dot_product_attention
-from ._varlen import varlen_attention
 
 __all__ = ["hipdnn_attention_forward", "register_transformers"]
 
@@ -48,26 +49,32 @@ def hipdnn_attention_forward(
     ``DataCollatorWithFlattening`` makes it) runs as transformers' FlashAttention path runs it:
     recognised by ``cu_seq_lens_q/k`` and ``max_length_q/k`` in the call, or by position ids
     that restart, it goes through :func:`~._varlen.varlen_attention` (each sequence attends
-    only to itself; causal aligned bottom-right, as FlashAttention aligns it), and the mask
-    transformers built for it is not read. With dropout, a position bias or a sliding window
-    it takes the dense route with that mask.
+    only to itself; causal aligned bottom-right, as FlashAttention aligns it); no mask is built
+    for it (:mod:`._hf_packed`). With dropout, a position bias or a sliding window it takes the
+    dense route with the row's block-diagonal mask.
 
     Raises:
-        NotSupportedError: for attention sinks (``s_aux``), which hipDNN has no slot for, and
-            for a packed batch the packed route cannot take that comes without a mask.
+        NotSupportedError: for attention sinks (``s_aux``), which hipDNN has no slot for; for
+            a packed row whose call carries no packing (see
+            :func:`~._hf_packed.check_not_skipped`); for packed cross-attention the packed
+            route cannot take.
     """
     if kwargs.get("s_aux") is not None:
         raise NotSupportedError("attention sinks (s_aux) are not supported by hipdnn-graph")
-    packing = _packing(query, key, kwargs)
-    if packing is not None:
-        causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    packed = packing(query, key, kwargs)
+    if packed is None:
+        check_not_skipped(query, attention_mask)
+    else:
+        causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
         if not dropout and position_bias is None and kwargs.get("sliding_window") is None:
-            return _packed_forward(query, key, value, packing, scaling, bool(causal)), None
-        if attention_mask is None:  # the dense route would attend across sequences
-            raise NotSupportedError(
-                "a packed batch (cu_seq_lens or restarting position_ids) with dropout, a "
-                "position bias or a sliding window needs the mask transformers builds for it"
-            )
+            return packed_forward(query, key, value, packed, scaling, causal), None
+        if attention_mask is None:  # the dense route: the row's mask, made here
+            if query.shape[2] != key.shape[2] or not torch.equal(packed[0], packed[1]):
+                raise NotSupportedError(
+                    "a packed batch with dropout, a position bias or a sliding window needs a "
+                    "mask, and one is made only for self-attention (cu_seq_lens_q = _k)"
+                )
+            attention_mask = block_mask(packed[0], query.shape[2], causal)
     q_length, kv_length = query.shape[2], key.shape[2]
     is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     is_causal = bool(q_length > 1 and attention_mask is None and is_causal)
@@ -83,50 +90,6 @@ def hipdnn_attention_forward(
         is_causal=is_causal, enable_gqa=True,
     )  # fmt: skip
     return out.transpose(1, 2).contiguous(), None
-
-
-#: cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k of a packed batch
-_Packing = tuple[Tensor, Tensor, Any, Any]
-_VARLEN_KWARGS = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")
-
-
-def _packing(query: Tensor, key: Tensor, kwargs: dict[str, Any]) -> _Packing | None:
-    """The sequences of a packed batch as transformers' FlashAttention path finds them, or
-    ``None``: a batch of one whose call carries ``cu_seq_lens_q/k`` and ``max_length_q/k``
-    (``DataCollatorWithFlattening(return_flash_attn_kwargs=True)``), or whose ``position_ids``
-    restart (each sequence starts at the smallest position id), with as many keys as queries."""
-    if query.shape[0] != 1:
-        return None
-    cu_q, cu_k, max_q, max_k = (kwargs.get(name) for name in _VARLEN_KWARGS)
-    if cu_q is not None and cu_k is not None and max_q is not None and max_k is not None:
-        return cu_q, cu_k, max_q, max_k
-    position_ids = kwargs.get("position_ids")
-    if not isinstance(position_ids, torch.Tensor) or key.shape[2] != query.shape[2]:
-        return None
-    positions = position_ids.reshape(-1)
-    if positions.numel() != query.shape[2] or positions.numel() < 2:
-        return None
-    first = positions.min()
-    if bool((positions == torch.arange(positions.numel(), device=positions.device) + first).all()):
-        return None  # one sequence: the dense route
-    starts = (positions == first).nonzero().view(-1).to(torch.int32)
-    end = torch.tensor([positions.numel()], dtype=torch.int32, device=positions.device)
-    cu = torch.cat((starts, end))
-    longest = cu.diff().max()
-    return cu, cu, longest, longest
-
-
-def _packed_forward(
-    query: Tensor, key: Tensor, value: Tensor, packing: _Packing, scale: float | None,
-    causal: bool,
-) -> Tensor:  # fmt: skip
-    """``[1, H, T, D]`` tensors of one packed batch through :func:`~._varlen.varlen_attention`
-    (causal aligned bottom-right, as FlashAttention aligns it); returns ``[1, T, H, Dv]``."""
-    cu_q, cu_k, max_q, max_k = packing
-    q, k, v = (x[0].transpose(0, 1) for x in (query, key, value))
-    out = varlen_attention(q, k, v, cu_q, cu_k, max_q, max_k, is_causal=causal, scale=scale,
-                           diagonal_alignment="bottom_right", enable_gqa=True)  # fmt: skip
-    return out.unsqueeze(0)
 
 
 def _with_position_bias(
@@ -166,7 +129,7 @@ def register_transformers(name: str = "hipdnn") -> None:
     """
     try:
         from transformers import AttentionInterface
-        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+        from transformers.masking_utils import AttentionMaskInterface
     except ImportError as exc:
         raise HipdnnError(
             ErrorCode.INVALID_VALUE,
@@ -174,4 +137,4 @@ def register_transformers(name: str = "hipdnn") -> None:
             f" ({exc})",
         ) from None
     AttentionInterface.register(name, hipdnn_attention_forward)
-    AttentionMaskInterface.register(name, sdpa_mask)
+    AttentionMaskInterface.register(name, packed_mask)
