@@ -177,3 +177,13 @@ def test_gpt2_with_attention_dropout_trains_packed_through_the_dense_route() -> 
     assert torch.isfinite(loss)
     names = {g.graph.get_name() for g in hgt.cached_graphs()}
     assert names == {"hipdnn_torch_sdpa_fwd", "hipdnn_torch_sdpa_bwd"}
+
+
+def test_a_bad_row_for_the_block_mask_raises_invalid_value() -> None:
+    q = torch.zeros(1, 4, 6, 8)
+    cu = torch.tensor([0, 2, 5], dtype=torch.int32)  # ends before the row's 6 tokens
+    kwargs = {"cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": 3, "max_length_k": 3}
+    with pytest.raises(hg.HipdnnError) as err:
+        hgt.hipdnn_attention_forward(torch.nn.Module(), q, q, q, None, dropout=0.1, **kwargs)
+    assert err.value.code == hg.ErrorCode.INVALID_VALUE
+    assert err.value.message == "cu_seq_lens_q must end at the row's token count (6), got 5"

@@ -34,7 +34,9 @@ from typing import Any
 import torch
 
 from ..errors import NotSupportedError
+from ._args import fail
 from ._varlen import varlen_attention
+from ._varlen_args import check_cumulative
 
 __all__ = [
     "Packing",
@@ -96,14 +98,20 @@ def packed_forward(
 
 def block_mask(cu_seqlens: Tensor, tokens: int, causal: bool) -> Tensor:
     """The ``[1, 1, T, T]`` bool mask of a packed row of self-attention (True = attend): each
-    token sees its own sequence's tokens (those up to itself where ``causal``)."""
-    lengths = cu_seqlens.diff().to(torch.long)
+    token sees its own sequence's tokens (those up to itself where ``causal``).
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` for cumulative lengths that do not start at 0, decrease
+            or do not end at ``tokens``.
+    """
+    values = [int(x) for x in cu_seqlens.reshape(-1).tolist()]
+    check_cumulative(values, "cu_seq_lens_q")
+    if values[-1] != tokens:
+        raise fail(f"cu_seq_lens_q must end at the row's token count ({tokens}), got {values[-1]}")
+    lengths = cu_seqlens.reshape(-1).diff().to(torch.long)
     ids = torch.repeat_interleave(torch.arange(lengths.numel(), device=cu_seqlens.device), lengths)
     mask = ids[:, None] == ids[None, :]
-    if causal:
-        mask = mask.tril()
-    assert mask.shape == (tokens, tokens)
-    return mask[None, None]
+    return (mask.tril() if causal else mask)[None, None]
 
 
 def packed_mask(*args: Any, **kwargs: Any) -> Any:
