@@ -45,7 +45,18 @@ FAMILIES = {
         ["Matmul", "Pointwise"],
         ["Pointwise", "Pointwise"],
     ],
-    "cnn": [["ConvolutionFwd", "Pointwise", "Pointwise"], ["ConvolutionFwd", "Pointwise"]],
+    "cnn": [  # one graph: conv + bias + ReLU, the eval batch norm (eps add, rsqrt), conv + bias
+        [
+            "ConvolutionFwd",
+            "Pointwise",
+            "Pointwise",
+            "Pointwise",
+            "Pointwise",
+            "BatchnormInference",
+            "ConvolutionFwd",
+            "Pointwise",
+        ],
+    ],
 }
 
 
