@@ -31,7 +31,7 @@ import torch
 from ...errors import HipdnnError
 from ...graph import Graph
 from ...types import ErrorCode
-from ._manifest import read_manifest
+from ._manifest import read_manifest, torch_dtype
 
 __all__ = [
     "ExportRun",
@@ -40,25 +40,12 @@ __all__ = [
     "numpy_values",
     "replay_export",
     "run_export",
-    "torch_dtype",
 ]
 
 
 def dtype_name(dtype: torch.dtype) -> str:
     """The manifest's name of a torch dtype (``"float32"``)."""
     return str(dtype).removeprefix("torch.")
-
-
-def torch_dtype(name: str) -> torch.dtype:
-    """The torch dtype a manifest names.
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` for a name that is no torch dtype.
-    """
-    dtype = getattr(torch, name, None) if name.isidentifier() else None
-    if not isinstance(dtype, torch.dtype):
-        raise HipdnnError(ErrorCode.INVALID_VALUE, f"manifest: {name!r} is no torch dtype")
-    return dtype
 
 
 def numpy_values(t: torch.Tensor) -> Any:
