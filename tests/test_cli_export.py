@@ -6,6 +6,7 @@ conventions (1: content refused, ``CODE: message``; 2: usage and unreadable file
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -334,6 +335,49 @@ def test_a_missing_graph_file_is_a_usage_error(
             2,
             f"hipdnn-graph: error: cannot read '{folder / '0.bin'}': No such file or directory\n",
         )
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_files_that_are_devices_are_refused_unread(
+    exports: dict[str, Path], tmp_path: Path, capsys: Capsys
+) -> None:
+    """A reference, inputs or graph file that is a device (or a pipe) has no end: it is refused,
+    never read into memory."""
+    folder = _copy(exports["mlp"], tmp_path)
+    (folder / "reference.npz").unlink()
+    (folder / "reference.npz").symlink_to("/dev/zero")
+    got = _run(["run-export", str(folder), "--check"], capsys)
+    assert got == (
+        2,
+        "",
+        f"hipdnn-graph: error: cannot read the reference from '{folder / 'reference.npz'}': not "
+        "a regular file\n",
+    )
+    got = _run(["run-export", str(folder), "--inputs", "/dev/zero"], capsys)
+    assert got == (2, "", "hipdnn-graph: error: cannot read inputs from '/dev/zero': not a "
+                   "regular file\n")  # fmt: skip
+    (folder / "0.bin").unlink()
+    (folder / "0.bin").symlink_to("/dev/zero")
+    with pytest.raises(hg.HipdnnError) as err:
+        hgt.compile.run_export(folder, (torch.randn(4, 8),))
+    assert err.value.code == hg.ErrorCode.INVALID_VALUE
+    assert err.value.message == f"cannot read {folder / '0.bin'}: not a regular file"
+
+
+def test_replay_refuses_a_graph_file_past_the_size_limit(
+    exports: dict[str, Path], tmp_path: Path
+) -> None:
+    from hipdnn_graph.descriptors import MAX_INPUT_BYTES
+
+    folder = _copy(exports["mlp"], tmp_path)
+    os.truncate(folder / "0.bin", MAX_INPUT_BYTES + 1)  # sparse: no disk taken
+    with pytest.raises(hg.HipdnnError) as err:
+        hgt.compile.run_export(folder, (torch.randn(4, 8),))
+    assert err.value.code == hg.ErrorCode.INVALID_VALUE
+    assert err.value.message == (
+        f"{folder / '0.bin'} holds more than {MAX_INPUT_BYTES} bytes, the limit of a serialized "
+        "graph"
+    )
 
 
 def test_a_corrupt_graph_file_exits_1(
