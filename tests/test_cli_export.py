@@ -280,6 +280,11 @@ HOSTILE_MANIFESTS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("a negative model output dim", _set(("outputs", 0, "shape"), [-1]),
      "outputs[0].shape must not be negative, got [-1]"),
     ("a bad output dtype", _set(("outputs", 0, "dtype"), "Tensor"), "'Tensor' is no torch dtype"),
+    ("version true", _set(("version",), True), "version must be 1, got true"),
+    ("version 1.0", _set(("version",), 1.0), "version must be 1, got 1.0"),
+    ("a subgraph number twice", lambda m: m["steps"].append(
+        {**m["steps"][2], "outputs": [{**m["steps"][2]["outputs"][0], "ref": "again"}]}),
+     "steps[3].subgraph 0 is steps[2]'s too"),
     ("deeply nested arguments", _set(("steps", 0, "args"), json.loads("[" * 900 + "]" * 900)),
      "steps[0].args" + "[0]" * 33 + " nests lists more than 32 deep"),
 ]  # fmt: skip

@@ -209,7 +209,8 @@ def check_manifest(doc: Any) -> dict[str, Any]:
     _kind(doc, "the document", "dict")
     if doc.get("format") != FORMAT:
         raise _refuse("format", f"must be {FORMAT!r}, got {json.dumps(doc.get('format'))}")
-    if doc.get("version") != 1:
+    version = doc.get("version")
+    if type(version) is not int or version != 1:  # true and 1.0 are no version 1
         raise _refuse("version", f"must be 1, got {json.dumps(doc.get('version'))}")
     fmt = doc.get("graph_format")
     if fmt not in GRAPH_SUFFIXES:
@@ -227,11 +228,18 @@ def check_manifest(doc: Any) -> dict[str, Any]:
     for ref, name in weights["refs"].items():
         _kind(name, f"weights.refs[{ref!r}]", "str")
         refs.make(ref, f"weights.refs[{ref!r}]")
+    subgraphs: dict[int, str] = {}
     for k, step in enumerate(doc["steps"]):
         where = f"steps[{k}]"
         _fields(step, where, kind="str", name="str")
         if step["kind"] == "hipdnn":
             _check_hipdnn(step, where, GRAPH_SUFFIXES[fmt], refs, made)
+            if step["subgraph"] in subgraphs:
+                raise _refuse(
+                    f"{where}.subgraph",
+                    f"{step['subgraph']} is {subgraphs[step['subgraph']]}'s too",
+                )
+            subgraphs[step["subgraph"]] = where
         elif step["kind"] == "aten":
             _fields(step, where, op="str", args="list", kwargs="dict")
             refs.read_args(step["args"], f"{where}.args")
