@@ -6,10 +6,13 @@ conventions (1: content refused, ``CODE: message``; 2: usage and unreadable file
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +21,7 @@ torch = pytest.importorskip("torch")
 
 from compile_models import Block, make_mlp  # noqa: E402
 
+import hipdnn_graph as hg  # noqa: E402
 import hipdnn_graph.torch as hgt  # noqa: E402
 from hipdnn_graph.cli import main  # noqa: E402
 from hipdnn_graph.cli.exported_run import compare  # noqa: E402
@@ -237,6 +241,94 @@ def test_a_broken_manifest_names_the_place(
         assert _run([command, str(folder)], capsys) == (1, "", want)
 
 
+def _set(path: tuple[Any, ...], value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(manifest: dict[str, Any]) -> None:
+        *parents, last = path
+        entry = manifest
+        for key in parents:
+            entry = entry[key]
+        entry[last] = value
+
+    return change
+
+
+_OVER = (
+    "more than the limit of 68719476736; set HIPDNN_GRAPH_MAX_ALLOCATION (bytes, or e.g. "
+    "256GiB) to raise it"
+)
+HOSTILE_MANIFESTS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
+    ("a huge input", _set(("inputs", 0, "shape"), [2**40, 8]),
+     f"inputs[0] of shape [1099511627776, 8] takes the tensors replayed to 35184372088832 "
+     f"bytes, {_OVER}"),
+    ("an input past int64", _set(("inputs", 0, "shape"), [2**70]),
+     f"inputs[0] of shape [1180591620717411303424] takes the tensors replayed to "
+     f"4722366482869645213696 bytes, {_OVER}"),
+    ("a negative input dim", _set(("inputs", 0, "shape"), [-4, 8]),
+     "inputs[0].shape must not be negative, got [-4, 8]"),
+    ("a huge graph output", _set(("steps", 2, "outputs", 0, "shape"), [2**33, 8]),
+     f"steps[2].outputs[0] of shape [8589934592, 8] and stride [8, 1] takes the tensors "
+     f"replayed to 274877907072 bytes, {_OVER}"),
+    ("a graph output's huge stride", _set(("steps", 2, "outputs", 0, "stride"), [2**40, 1]),
+     f"steps[2].outputs[0] of shape [4, 8] and stride [1099511627776, 1] takes the tensors "
+     f"replayed to 13194139533472 bytes, {_OVER}"),
+    ("a negative stride", _set(("steps", 2, "outputs", 0, "stride"), [-8, 1]),
+     "steps[2].outputs[0].stride must not be negative, got [-8, 1]"),
+    ("strides of another rank", _set(("steps", 2, "outputs", 0, "stride"), [1]),
+     "steps[2].outputs[0].stride has 1 entries for 2 dims"),
+    ("a negative graph input dim", _set(("steps", 2, "inputs", 0, "dims"), [4, -8]),
+     "steps[2].inputs[0].dims must not be negative, got [4, -8]"),
+    ("a negative model output dim", _set(("outputs", 0, "shape"), [-1]),
+     "outputs[0].shape must not be negative, got [-1]"),
+    ("a bad output dtype", _set(("outputs", 0, "dtype"), "Tensor"), "'Tensor' is no torch dtype"),
+    ("version true", _set(("version",), True), "version must be 1, got true"),
+    ("version 1.0", _set(("version",), 1.0), "version must be 1, got 1.0"),
+    ("a subgraph number twice", lambda m: m["steps"].append(
+        {**m["steps"][2], "outputs": [{**m["steps"][2]["outputs"][0], "ref": "again"}]}),
+     "steps[3].subgraph 0 is steps[2]'s too"),
+    ("deeply nested arguments", _set(("steps", 0, "args"), json.loads("[" * 900 + "]" * 900)),
+     "steps[0].args" + "[0]" * 33 + " nests lists more than 32 deep"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("what", "change", "message"), HOSTILE_MANIFESTS, ids=[h[0] for h in HOSTILE_MANIFESTS]
+)
+def test_hostile_shapes_and_nesting_are_refused_before_allocation(
+    exports: dict[str, Path],
+    tmp_path: Path,
+    capsys: Capsys,
+    what: str,
+    change: Callable[[dict[str, Any]], None],
+    message: str,
+) -> None:
+    """Shapes a replay would allocate are checked against the allocation limit (and never
+    negative), and aten arguments nest a bounded depth, before anything is allocated."""
+    folder = _copy(exports["mlp"], tmp_path)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    change(manifest)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    for command in ("show-export", "run-export"):
+        assert _run([command, str(folder)], capsys) == (
+            1,
+            "",
+            f"INVALID_VALUE: manifest: {message}\n",
+        )
+
+
+def test_a_manifest_nested_past_the_json_decoder_is_not_json(
+    tmp_path: Path, capsys: Capsys
+) -> None:
+    (tmp_path / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    for command in ("show-export", "run-export"):
+        status, out, err = _run([command, str(tmp_path)], capsys)
+        assert (status, out) == (1, "")
+        assert err.startswith(f"INVALID_VALUE: {tmp_path / 'manifest.json'} is not JSON: ")
+    with pytest.raises(hg.HipdnnError) as exc:
+        hgt.compile.read_manifest(tmp_path)
+    assert exc.value.code == hg.ErrorCode.INVALID_VALUE
+    assert exc.value.message.startswith(f"{tmp_path / 'manifest.json'} is not JSON: ")
+
+
 def test_a_missing_graph_file_is_a_usage_error(
     exports: dict[str, Path], tmp_path: Path, capsys: Capsys
 ) -> None:
@@ -248,6 +340,49 @@ def test_a_missing_graph_file_is_a_usage_error(
             2,
             f"hipdnn-graph: error: cannot read '{folder / '0.bin'}': No such file or directory\n",
         )
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_files_that_are_devices_are_refused_unread(
+    exports: dict[str, Path], tmp_path: Path, capsys: Capsys
+) -> None:
+    """A reference, inputs or graph file that is a device (or a pipe) has no end: it is refused,
+    never read into memory."""
+    folder = _copy(exports["mlp"], tmp_path)
+    (folder / "reference.npz").unlink()
+    (folder / "reference.npz").symlink_to("/dev/zero")
+    got = _run(["run-export", str(folder), "--check"], capsys)
+    assert got == (
+        2,
+        "",
+        f"hipdnn-graph: error: cannot read the reference from '{folder / 'reference.npz'}': not "
+        "a regular file\n",
+    )
+    got = _run(["run-export", str(folder), "--inputs", "/dev/zero"], capsys)
+    assert got == (2, "", "hipdnn-graph: error: cannot read inputs from '/dev/zero': not a "
+                   "regular file\n")  # fmt: skip
+    (folder / "0.bin").unlink()
+    (folder / "0.bin").symlink_to("/dev/zero")
+    with pytest.raises(hg.HipdnnError) as err:
+        hgt.compile.run_export(folder, (torch.randn(4, 8),))
+    assert err.value.code == hg.ErrorCode.INVALID_VALUE
+    assert err.value.message == f"cannot read {folder / '0.bin'}: not a regular file"
+
+
+def test_replay_refuses_a_graph_file_past_the_size_limit(
+    exports: dict[str, Path], tmp_path: Path
+) -> None:
+    from hipdnn_graph.descriptors import MAX_INPUT_BYTES
+
+    folder = _copy(exports["mlp"], tmp_path)
+    os.truncate(folder / "0.bin", MAX_INPUT_BYTES + 1)  # sparse: no disk taken
+    with pytest.raises(hg.HipdnnError) as err:
+        hgt.compile.run_export(folder, (torch.randn(4, 8),))
+    assert err.value.code == hg.ErrorCode.INVALID_VALUE
+    assert err.value.message == (
+        f"{folder / '0.bin'} holds more than {MAX_INPUT_BYTES} bytes, the limit of a serialized "
+        "graph"
+    )
 
 
 def test_a_corrupt_graph_file_exits_1(

@@ -456,6 +456,19 @@ def test_a_loaded_torch_plan_runs_once_on_scratch_buffers_laid_out_as_declared(
     assert seen == []
 
 
+@pytest.mark.parametrize("warm", ["false", 0, None])
+def test_warm_must_be_a_bool(warm: Any) -> None:
+    """``warm="false"`` is refused, never read as a truthy string that warms."""
+    pytest.importorskip("torch")
+    data = _math_plan_bytes()
+    with pytest.raises(hg.HipdnnError) as err:
+        hg.Graph.from_compiled_plan_binary(data, warm=warm)
+    assert err.value.code == hg.ErrorCode.INVALID_VALUE
+    assert err.value.message == (
+        f"warm must be a bool (True or False), got {type(warm).__name__} {warm!r}"
+    )
+
+
 def test_warming_skips_host_engines_and_a_failure_is_left_to_the_first_execute(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -202,6 +202,26 @@ X = torch.zeros(6, 2, 8)
             lambda: context_parallel_packed_attention(X, X, X, [0, 6], group=object()),
             "not initialized",
         ),
+        # hostile lengths are counted against the tensors before any position is listed
+        (
+            lambda: context_parallel_packed_attention(X, X, X, [0, 2**62]),
+            "query, key and value hold 6, 6, 6 tokens, but rank 0's share of the packed batch "
+            "(zigzag layout over 1 ranks) is 4611686018427387904 tokens",
+        ),
+        (
+            lambda: context_parallel_packed_attention(X, X, X, [0, 6, 2**70], layout="sequences"),
+            "query, key and value hold 6, 6, 6 tokens, but rank 0's share of the packed batch "
+            "(sequences layout over 1 ranks) is 1180591620717411303424 tokens",
+        ),
+        (
+            lambda: shard_packed(X, [0, 2**62]),
+            "x holds 6 tokens along dim 0, but cu_seqlens ends at 4611686018427387904",
+        ),
+        (
+            lambda: gather_packed(X, [0, 2**62], layout="sequences"),
+            "x_local holds 6 tokens along dim 0, but rank 0's share of the packed batch "
+            "(sequences layout) is 4611686018427387904 tokens",
+        ),
     ],
 )
 def test_bad_input_in_one_process(call: Any, text: str) -> None:

@@ -488,6 +488,26 @@ def test_cli_runs_packed_inputs_from_an_npz_file(
     )
 
 
+def test_cli_allocates_no_packed_output_past_its_dims(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Offsets starting far along (every sequence empty) would have a packed output buffer of
+    that many tokens allocated and filled with NaN: refused before, naming the span."""
+    g, _ = _graph(False, {})
+    path, inputs = tmp_path / "packed.bin", tmp_path / "in.npz"
+    path.write_bytes(g.serialize())
+    a = _arrays()
+    far = np.full((B + 1, 1, 1, 1), 100_000, np.int32)
+    np.savez(inputs, Q=a["Q"], K=a["K"], V=a["V"], off_q=far, off_kv=a["off_kv"])
+    args = ["run", str(path), "--engine", "NUMPY_REFERENCE_ENGINE", "--inputs", str(inputs)]
+    assert main(args) == 1
+    assert capsys.readouterr().err == (
+        "INVALID_VARIANT_PACK: Ragged offsets 'off_q' of tensor 'fwd::O' reach 3200000 elements "
+        "(100000 tokens), more than its dims [4, 4, 8, 8] and strides [256, 8, 32, 1] span "
+        "(1024)\n"
+    )
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_packed_queries_attend_to_dense_keys(engine: str) -> None:
     """Q and O packed, K and V dense ``[B, Hk, Skv, D]``: each sequence's queries see all the

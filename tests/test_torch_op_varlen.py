@@ -274,3 +274,40 @@ def test_a_batch_without_tokens_gives_an_empty_result() -> None:
     z = torch.zeros(0, H, D, dtype=torch.float64)
     cu = torch.zeros(2, dtype=torch.int32)
     assert hgt.varlen_attention(z, z, z, cu, cu, 1, 1).shape == (0, H, D)
+
+
+def test_a_batch_without_tokens_runs_backward_too() -> None:
+    """The gradient torch hands back for zero tokens has strides 0: an empty block."""
+    z = torch.zeros(0, H, D, dtype=torch.float64, requires_grad=True)
+    cu = torch.zeros(2, dtype=torch.int32)
+    out = hgt.varlen_attention(z, z, z, cu, cu, 1, 1)
+    out.sum().backward()
+    assert z.grad is not None and z.grad.shape == (0, H, D)
+
+
+def test_a_max_seqlen_past_the_tokens_sizes_nothing() -> None:
+    """``max_seqlen`` only bounds the sequences: one far past the tokens (2**62: S_max past what
+    a tensor can hold) gives the graphs of the token count, and the same values."""
+    from hipdnn_graph.torch._varlen_args import normalise_varlen
+
+    a = _inputs(torch.float64, seed=10)
+    args = (a["q"], a["k"], a["v"], a["cu_q"], a["cu_k"])
+    call = normalise_varlen(*args, 2**62, 2**40, True, None, None, True, None)
+    assert call.seq_max == (16, 32)  # 14 query and 20 key tokens, rounded up
+    want = _packed(a, is_causal=True)
+    got = hgt.varlen_attention(*args, 2**62, 2**40, is_causal=True, enable_gqa=True)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    for g, w in zip(_grads(a, got), _grads(a, want), strict=True):
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
+def test_offsets_on_the_meta_device_are_refused() -> None:
+    """Meta tensors have no values to read: refused by name (never torch's NotImplementedError)."""
+    a = {k: (v.detach().to("meta") if isinstance(v, torch.Tensor) else v) for k, v in
+         _inputs(torch.float64).items()}  # fmt: skip
+    with pytest.raises(hg.HipdnnError) as err:
+        _call(a)
+    assert err.value.code == hg.ErrorCode.INVALID_VALUE
+    assert err.value.message == (
+        "cu_seqlens_q is on meta: its values are read on the host, and it has none"
+    )

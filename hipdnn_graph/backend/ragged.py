@@ -65,12 +65,17 @@ def host_integers(buffer: Any) -> list[int]:
 def one_block(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     """Whether an array of ``shape`` and element ``strides`` fills one block of memory without
     gaps or overlaps, in any dim order (C-contiguous, a transposed view of it, the declared
-    layout of a packed tensor).
+    layout of a packed tensor). An array without elements is an empty block, whatever its
+    strides (torch gives a zero-token gradient strides of 0).
 
     Example:
         >>> one_block((2, 3), (1, 2)), one_block((2, 3), (4, 1)), one_block((4,), (0,))
         (True, False, False)
+        >>> one_block((0, 2, 8), (0, 0, 0))
+        True
     """
+    if 0 in shape:
+        return True
     expected = 1
     for stride, size in sorted((s, d) for d, s in zip(shape, strides, strict=True) if d != 1):
         if stride != expected:

@@ -62,7 +62,7 @@ def read_export(path: str) -> tuple[Path, dict[str, Any]]:
     data = read_capped(str(file), _MAX_MANIFEST_BYTES)
     try:
         doc = json.loads(data)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested too deep
         raise HipdnnError(
             ErrorCode.INVALID_VALUE, f"{safe_text(str(file))} is not JSON: {exc}"
         ) from None

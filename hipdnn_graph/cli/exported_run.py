@@ -91,12 +91,12 @@ def compare(
 def _random_inputs(manifest: dict[str, Any], seed: int) -> list[torch.Tensor]:
     import torch
 
-    from ..torch.compile import _replay
+    from ..torch.compile._manifest import torch_dtype
 
     gen = torch.Generator().manual_seed(seed)
     made = []
     for i in manifest["inputs"]:
-        dtype = _replay.torch_dtype(i["dtype"])
+        dtype = torch_dtype(i["dtype"])
         if dtype.is_floating_point or dtype.is_complex:
             made.append(torch.randn(i["shape"], generator=gen, dtype=dtype))
         elif dtype == torch.bool:
@@ -121,13 +121,13 @@ def _read_values(
     import numpy as np
     import torch
 
-    from ..torch.compile import _replay
+    from ..torch.compile._manifest import torch_dtype
     from .npz import read_npz
 
     wanted = {f"input_{k}": i for k, i in enumerate(manifest["inputs"])}
     if outputs:
         wanted.update((f"output_{k}", o) for k, o in enumerate(manifest["outputs"]))
-    dtypes = {key: _replay.torch_dtype(entry["dtype"]) for key, entry in wanted.items()}
+    dtypes = {key: torch_dtype(entry["dtype"]) for key, entry in wanted.items()}
 
     def check(key: str, shape: tuple[int, ...], dtype: Any) -> None:
         if key not in wanted:

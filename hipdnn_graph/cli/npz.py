@@ -27,6 +27,8 @@ Example:
 
 from __future__ import annotations
 
+import os
+import stat
 import zipfile
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -173,12 +175,14 @@ def read_npz(
     before memory is taken for it).
 
     Raises:
-        CliError: ``cannot read <what> '<path>': ...`` for a file that cannot be read or is not
-            an ``.npz`` file of ``.npy`` members.
+        CliError: ``cannot read <what> '<path>': ...`` for a file that cannot be read, is not a
+            regular file (a device or pipe) or is not an ``.npz`` file of ``.npy`` members.
         HipdnnError: what ``check`` raises.
     """
     arrays: dict[str, Any] = {}
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a device or pipe: no end to read to
+            raise CliError(f"cannot read {what} '{safe_text(path)}': not a regular file")
         with zipfile.ZipFile(path) as archive:
             for info in archive.infolist():
                 key = info.filename.removesuffix(".npy")

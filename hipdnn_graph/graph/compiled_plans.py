@@ -51,6 +51,7 @@ from ..descriptors.compiled_plan import (
 )
 from ..descriptors.fb_read import CONTAINER_IDENTIFIER
 from ..errors import HipdnnError
+from ..tensor_input import as_flag
 from ..types import ErrorCode
 from .engine_plans import binder_for
 from .execution import BuiltPlan, warm_up
@@ -215,11 +216,13 @@ class CompiledPlans:
         loading a cuDNN plan does); see :func:`~hipdnn_graph.graph.execution.warm_up`.
 
         Raises:
-            HipdnnError: see :func:`~hipdnn_graph.descriptors.compiled_plan.read_compiled_plan`
-                and :func:`install_compiled_plan`.
+            HipdnnError: ``INVALID_VALUE`` for a ``warm`` that is not a bool; see
+                :func:`~hipdnn_graph.descriptors.compiled_plan.read_compiled_plan` and
+                :func:`install_compiled_plan`.
         """
         from . import Graph
 
+        warm = as_flag(warm, "warm")  # "false" is refused, not read as a truthy string
         record = read_compiled_plan(data)
         graph = Graph.deserialize(record.graph)
         install_compiled_plan(graph, graph._state, record)

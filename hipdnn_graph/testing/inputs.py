@@ -263,11 +263,13 @@ def _ragged_offsets(
 
 def empty_packed(tensor: TensorAttributes, offsets: Any) -> np.ndarray[Any, Any]:
     """An uninitialised packed buffer for a packed (ragged) tensor: the tokens its ``offsets``
-    (values of its offsets tensor) reach, as ``[T, H, D]``.
+    (values of its offsets tensor) reach, as ``[T, H, D]``; never more elements than the
+    tensor's dims and strides span (``B × S_max`` tokens), so that offsets starting far along
+    ask for no memory.
 
     Raises:
         HipdnnError: ``GRAPH_NOT_SUPPORTED`` for a tensor no packed buffer holds,
-            ``INVALID_VARIANT_PACK`` for invalid offsets.
+            ``INVALID_VARIANT_PACK`` for invalid offsets or offsets reaching past that span.
     """
     return _packed_buffer(tensor, RaggedLayout.of(tensor), offsets)
 
@@ -277,7 +279,17 @@ def _packed_buffer(
 ) -> np.ndarray[Any, Any]:
     """An uninitialised packed buffer of the tokens ``offsets`` reach, as ``[T, H, D]``."""
     bounds = layout.token_bounds(offsets)
-    flat = np.empty(layout.elements_needed(bounds), numpy_dtype(tensor.data_type))
+    dims, strides = list(tensor.dim), list(tensor.stride)
+    needed = layout.elements_needed(bounds)
+    span = 1 + sum((d - 1) * abs(st) for d, st in zip(dims, strides, strict=True))
+    if needed > span:  # B x S_max tokens span this much: offsets starting far along
+        raise HipdnnError(
+            ErrorCode.INVALID_VARIANT_PACK,
+            f"Ragged offsets '{layout.offsets_name}' of tensor '{layout.name}' reach {needed} "
+            f"elements ({int(bounds[-1])} tokens), more than its dims {dims} and strides "
+            f"{strides} span ({span})",
+        )
+    flat = np.empty(needed, numpy_dtype(tensor.data_type))
     return layout.token_view(flat, int(bounds[-1]))  # type: ignore[no-any-return]
 
 

@@ -9,9 +9,10 @@ entries. They become hipDNN's packed tensors as they lie: Q, K, V and O declare
 forward graph (SdpaFwd: O and Stats) and the backward graph (SdpaBwd fed exactly those) are
 kept in the op's graph cache (:func:`hipdnn_graph.torch.graph_cache`), keyed by the graphs'
 facts (B, each side's S_max, heads, head dims, dtypes, device, flags), never by the offsets'
-values or the token counts, which are runtime data: a batch packed differently hits the same
-graphs. Each call runs through ``Graph.run``, so the variant-pack checks of the packed buffers
-run every time.
+values, which are runtime data: a batch packed differently hits the same graphs. S_max is
+``max_seqlen`` rounded up to a power of two, or the side's token count rounded so where that is
+smaller (a ``max_seqlen`` far past the tokens must not size Stats). Each call runs through
+``Graph.run``, so the variant-pack checks of the packed buffers run every time.
 
 Example:
     >>> import torch

@@ -44,7 +44,8 @@ class VarlenCall(NamedTuple):
     cu_seqlens_k: Tensor
     #: the number of sequences B
     batch: int
-    #: (query side, key side) S_max the graph declares (:func:`graph_seq_max` of max_seqlen)
+    #: (query side, key side) S_max the graph declares (:func:`graph_seq_max` of max_seqlen,
+    #: or of the side's token count where that is smaller)
     seq_max: tuple[int, int]
     options: Options
 
@@ -116,7 +117,9 @@ def normalise_varlen(
     _check_lengths("cu_seqlens_q", cu_seqlens_q, "query", q.shape[0], smax_q)
     _check_lengths("cu_seqlens_k", cu_seqlens_k, "key", k.shape[0], smax_k)
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    seq_max = (graph_seq_max(smax_q), graph_seq_max(smax_k))
+    # no sequence is longer than its side's tokens: a max_seqlen past them sizes nothing
+    seq_max = (graph_seq_max(min(smax_q, max(q.shape[0], 1))),
+               graph_seq_max(min(smax_k, max(k.shape[0], 1))))  # fmt: skip
     return VarlenCall(q, k, v, cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous(),
                       cu_seqlens_q.shape[0] - 1, seq_max, options)  # fmt: skip
 
@@ -163,6 +166,8 @@ def _check_offsets(name: str, cu: Any, q: Tensor) -> None:
         raise fail(f"{name} must be 1-D with B + 1 >= 2 offsets, got shape {list(cu.shape)}")
     if cu.device != q.device:
         raise fail(f"{name} is on {cu.device} but query is on {q.device}")
+    if cu.is_meta:
+        raise fail(f"{name} is on meta: its values are read on the host, and it has none")
 
 
 def _check_lengths(name: str, cu: Tensor, side: str, tokens: int, max_seqlen: int) -> None:

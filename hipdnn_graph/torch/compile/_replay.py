@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import operator
+import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,10 +29,11 @@ from typing import Any
 
 import torch
 
+from ...descriptors import MAX_INPUT_BYTES
 from ...errors import HipdnnError
 from ...graph import Graph
 from ...types import ErrorCode
-from ._manifest import read_manifest
+from ._manifest import read_manifest, torch_dtype
 
 __all__ = [
     "ExportRun",
@@ -40,25 +42,12 @@ __all__ = [
     "numpy_values",
     "replay_export",
     "run_export",
-    "torch_dtype",
 ]
 
 
 def dtype_name(dtype: torch.dtype) -> str:
     """The manifest's name of a torch dtype (``"float32"``)."""
     return str(dtype).removeprefix("torch.")
-
-
-def torch_dtype(name: str) -> torch.dtype:
-    """The torch dtype a manifest names.
-
-    Raises:
-        HipdnnError: ``INVALID_VALUE`` for a name that is no torch dtype.
-    """
-    dtype = getattr(torch, name, None) if name.isidentifier() else None
-    if not isinstance(dtype, torch.dtype):
-        raise HipdnnError(ErrorCode.INVALID_VALUE, f"manifest: {name!r} is no torch dtype")
-    return dtype
 
 
 def numpy_values(t: torch.Tensor) -> Any:
@@ -116,15 +105,24 @@ def load_graph(directory: str | Path, step: dict[str, Any]) -> Graph:
     """The hipDNN graph of one ``"hipdnn"`` step of an export, read back from its file.
 
     Raises:
-        HipdnnError: ``INVALID_VALUE`` for a file that cannot be read; the decoder's errors.
+        HipdnnError: ``INVALID_VALUE`` for a file that cannot be read, is not a regular file (a
+            device or pipe) or is larger than a serialized graph may be; the decoder's errors.
     """
     path = Path(directory) / step["file"]
     try:
-        data = path.read_bytes()
+        if not stat.S_ISREG(path.stat().st_mode):  # a device or pipe: no end to read to
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"cannot read {path}: not a regular file")
+        with path.open("rb") as file:
+            data = file.read(MAX_INPUT_BYTES + 1)
     except OSError as err:
         raise HipdnnError(
             ErrorCode.INVALID_VALUE, f"cannot read {path}: {err.strerror or err}"
         ) from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            f"{path} holds more than {MAX_INPUT_BYTES} bytes, the limit of a serialized graph",
+        )
     if str(step["file"]).endswith(".bin"):
         return Graph.deserialize(data)
     return Graph.from_json(data)

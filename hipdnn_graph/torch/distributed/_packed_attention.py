@@ -22,6 +22,7 @@ from ._packed_layout import (
     check_cu_seqlens,
     check_packed_layout,
     shard_of,
+    share_tokens,
 )
 from ._packed_ring import PackedRingAttention
 from ._packed_sequence import BATCH_NAMES, batch_signature
@@ -203,15 +204,14 @@ def _checked(
     if k.shape[2] != q.shape[2]:
         raise _fail(f"key head dim ({k.shape[2]}) differs from query head dim ({q.shape[2]})")
     cu = check_cu_seqlens(cu_seqlens)
-    shard = shard_of(cu, world, rank, layout)
+    tokens = share_tokens(cu, world, rank, layout)  # checked before the positions are listed
     counts = (q.shape[0], k.shape[0], v.shape[0])
-    if set(counts) != {shard.tokens}:
+    if set(counts) != {tokens}:
         raise _fail(
             f"query, key and value hold {', '.join(map(str, counts))} tokens, but rank {rank}'s "
-            f"share of the packed batch ({layout} layout over {world} ranks) is "
-            f"{shard.tokens} tokens"
+            f"share of the packed batch ({layout} layout over {world} ranks) is {tokens} tokens"
         )
-    return cu, shard
+    return cu, shard_of(cu, world, rank, layout)
 
 
 def _fail(message: str) -> HipdnnError:

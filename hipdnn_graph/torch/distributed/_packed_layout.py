@@ -43,6 +43,7 @@ __all__ = [
     "check_cu_seqlens",
     "check_packed_layout",
     "shard_of",
+    "share_tokens",
 ]
 
 #: the packed layouts by name
@@ -173,28 +174,19 @@ def shard_of(cu_seqlens: Sequence[int], world: int, rank: int, layout: str) -> P
         HipdnnError: ``INVALID_VALUE`` for a bad layout, or (zigzag) a sequence whose length is
             not divisible by ``2W``.
     """
-    layout = check_packed_layout(layout)
+    mine, local = _share(cu_seqlens, world, rank, layout)
     lengths = [b - a for a, b in pairwise(cu_seqlens)]
     if world == 1:
-        mine = tuple(range(len(lengths)))
         positions = list(range(cu_seqlens[-1]))
-        local = lengths
     elif layout == "sequences":
-        mine = balance_sequences(lengths, world)[rank]
         positions = [p for i in mine for p in range(cu_seqlens[i], cu_seqlens[i + 1])]
-        local = [lengths[i] for i in mine]
     else:
-        refusal = zigzag_refusal(lengths, world)
-        if refusal is not None:
-            raise _fail(refusal)
-        mine = tuple(range(len(lengths)))
-        local = [n // world for n in lengths]
         positions = []
         for i, n in zip(mine, local, strict=True):
             start = cu_seqlens[i]
             positions += [start + p for p in local_positions("zigzag", world, rank, n)]
     return PackedShard(
-        layout=layout,
+        layout=check_packed_layout(layout),
         world=world,
         rank=rank,
         sequences=tuple(mine),
@@ -202,3 +194,34 @@ def shard_of(cu_seqlens: Sequence[int], world: int, rank: int, layout: str) -> P
         cu_seqlens=tuple(accumulate(local, initial=0)),
         lengths=tuple(lengths[i] for i in mine),
     )
+
+
+def share_tokens(cu_seqlens: Sequence[int], world: int, rank: int, layout: str) -> int:
+    """How many tokens rank ``rank``'s share (:func:`shard_of`) holds, without listing them:
+    what a caller checks its tensor against before :func:`shard_of` lists that many positions.
+
+    Raises:
+        HipdnnError: as :func:`shard_of`.
+
+    Example:
+        >>> share_tokens([0, 8, 12], world=2, rank=1, layout="zigzag")
+        6
+    """
+    return sum(_share(cu_seqlens, world, rank, layout)[1])
+
+
+def _share(
+    cu_seqlens: Sequence[int], world: int, rank: int, layout: str
+) -> tuple[tuple[int, ...], list[int]]:
+    """The sequences rank ``rank`` holds tokens of, and how many of each."""
+    layout = check_packed_layout(layout)
+    lengths = [b - a for a, b in pairwise(cu_seqlens)]
+    if world == 1:
+        return tuple(range(len(lengths))), lengths
+    if layout == "sequences":
+        mine = balance_sequences(lengths, world)[rank]
+        return mine, [lengths[i] for i in mine]
+    refusal = zigzag_refusal(lengths, world)
+    if refusal is not None:
+        raise _fail(refusal)
+    return tuple(range(len(lengths))), [n // world for n in lengths]

@@ -28,6 +28,7 @@ from ._packed_layout import (
     check_cu_seqlens,
     check_packed_layout,
     shard_of,
+    share_tokens,
 )
 from ._sequence import _dim
 
@@ -114,9 +115,9 @@ def shard_packed(
     """
     d = _dim(x, dim, "x")
     cu = check_cu_seqlens(cu_seqlens)
-    shard = packed_shard(cu, group, layout)
-    if x.shape[d] != cu[-1]:
+    if x.shape[d] != cu[-1]:  # before the share's positions are listed
         raise _fail(f"x holds {x.shape[d]} tokens along dim {d}, but cu_seqlens ends at {cu[-1]}")
+    shard = packed_shard(cu, group, layout)
     index = torch.tensor(shard.positions, dtype=torch.long, device=x.device)
     return x.index_select(d, index)
 
@@ -157,8 +158,8 @@ def gather_packed(
         if grp.error is not None:
             raise grp.error
         check_packed_layout(layout)
-        whole = shard_of(check_cu_seqlens(cu_seqlens), 1, 0, "sequences")
-        _check_tokens(x_local, _dim(x_local, dim, "x_local"), whole)
+        cu = check_cu_seqlens(cu_seqlens)
+        _check_tokens(x_local, _dim(x_local, dim, "x_local"), cu, 1, 0, layout)
         return x_local.clone()
     error = grp.error
     signature = [0.0] * len(_GATHER_NAMES)
@@ -181,11 +182,15 @@ _GATHER_NAMES = ("rank", "dim", "dtype", "layout", "device", "autograd", *BATCH_
                  *(f"size[{i}]" for i in range(_MAX_RANK)))  # fmt: skip
 
 
-def _check_tokens(x: Tensor, d: int, shard: PackedShard) -> None:
-    if x.shape[d] != shard.tokens:
+def _check_tokens(
+    x: Tensor, d: int, cu: tuple[int, ...], world: int, rank: int, layout: str
+) -> None:
+    """``x`` holds the rank's share of tokens (counted before any position is listed)."""
+    tokens = share_tokens(cu, world, rank, layout)
+    if x.shape[d] != tokens:
         raise _fail(
-            f"x_local holds {x.shape[d]} tokens along dim {d}, but rank {shard.rank}'s share of "
-            f"the packed batch ({shard.layout} layout) is {shard.tokens} tokens"
+            f"x_local holds {x.shape[d]} tokens along dim {d}, but rank {rank}'s share of "
+            f"the packed batch ({layout} layout) is {tokens} tokens"
         )
 
 
@@ -207,8 +212,8 @@ def _gather_signature(
     if x.dim() > _MAX_RANK:
         raise _fail(f"gather_packed takes tensors of rank ≤ {_MAX_RANK}, got {x.dim()}")
     cu = check_cu_seqlens(cu_seqlens)
+    _check_tokens(x, d, cu, grp.world, grp.rank, layout)
     shards = [shard_of(cu, grp.world, r, layout) for r in range(grp.world)]
-    _check_tokens(x, d, shards[grp.rank])
     sizes = [float(n) if i != d else 0.0 for i, n in enumerate(x.shape)]
     sizes += [-1.0] * (_MAX_RANK - x.dim())
     grad = torch.is_grad_enabled() and x.requires_grad
