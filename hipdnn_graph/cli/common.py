@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # imported where used: --help and --version load no graph cod
 __all__ = [
     "PROG",
     "CliError",
+    "check_engine_name",
     "detect_format",
     "fmt_list",
     "load_graph",
@@ -96,6 +97,24 @@ def load_graph(path: str) -> tuple[Graph, str]:
     if fmt == "binary":
         return Graph.deserialize(data), fmt
     return Graph.from_json(data.removeprefix(_UTF8_BOM)), fmt
+
+
+def check_engine_name(name: str) -> None:
+    """Refuse an ``--engine`` that names no registered engine.
+
+    Raises:
+        CliError: ``no engine named '<name>'; available: ...``.
+
+    Example:
+        >>> check_engine_name("NUMPY_REFERENCE_ENGINE")
+    """
+    from ..backend.registry import current_registry
+
+    names = [e.name for e in current_registry().engines()]
+    if name not in names:
+        raise CliError(
+            f"no engine named '{safe_text(name)}'; available: {', '.join(names) or 'none'}"
+        )
 
 
 def non_negative_int(text: str) -> int:

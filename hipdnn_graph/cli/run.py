@@ -21,7 +21,15 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .common import CliError, fmt_list, load_graph, non_negative_int, safe_text, table
+from .common import (
+    CliError,
+    check_engine_name,
+    fmt_list,
+    load_graph,
+    non_negative_int,
+    safe_text,
+    table,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,12 +94,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         graph.build_operation_graph()  # gives every tensor its uid
         given = cli_npz.inputs_from(cli_npz.load_npz(args.inputs, graph), graph)
     if args.engine:
-        names = [e.name for e in current_registry().engines()]
-        if args.engine not in names:
-            raise CliError(
-                f"no engine named '{safe_text(args.engine)}'; available: "
-                f"{', '.join(names) or 'none'}"
-            )
+        check_engine_name(args.engine)
         graph.set_preferred_engine_id_ext(args.engine)
     graph.build()
     engine = graph.get_plan_name()
