@@ -31,7 +31,7 @@ os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
 
 import torch
 import torch.nn.functional as F
-from context_parallel_rank import error_of, serve
+from context_parallel_rank import error_of, serve, sixteen_bit_cases
 
 from hipdnn_graph.torch import scaled_dot_product_attention
 from hipdnn_graph.torch.distributed import (
@@ -200,16 +200,7 @@ def gpu_value_cases() -> dict[str, dict[str, Any]]:
     cu = [0]
     for n in lengths:
         cu.append(cu[-1] + n)
-    cases: dict[str, dict[str, Any]] = {}
-    for name, dtype in (("bf16", torch.bfloat16), ("f16", torch.float16)):
-        for layout in ("zigzag", "sequences"):
-            for causal in (True, False):
-                kind = "causal" if causal else "full"
-                cases[f"{name}-{layout}-{kind}-gqa"] = {
-                    "layout": layout, "causal": causal, "dtype": dtype, "h": 4, "hk": 2,
-                    "cu": cu, "seed": 6,
-                }  # fmt: skip
-    return cases
+    return sixteen_bit_cases(("zigzag", "sequences"), "gqa", cu=cu)
 
 
 def gather_grad(group: Any, world: int) -> dict[str, Any]:

@@ -42,6 +42,21 @@ def error_of(fn: Callable[[], Any]) -> dict[str, Any]:
     return {"raised": None}
 
 
+def sixteen_bit_cases(layouts: tuple[str, ...], suffix: str, **extra: Any) -> Records:
+    """The GPU value cases: bf16 and float16, each of ``layouts``, causal and full, GQA (4
+    query heads over 2), seed 6, named ``DTYPE-LAYOUT-KIND-SUFFIX``, with ``extra`` options."""
+    cases: Records = {}
+    for name, dtype in (("bf16", torch.bfloat16), ("f16", torch.float16)):
+        for layout in layouts:
+            for causal in (True, False):
+                kind = "causal" if causal else "full"
+                cases[f"{name}-{layout}-{kind}-{suffix}"] = {
+                    "layout": layout, "causal": causal, "dtype": dtype, "h": 4, "hk": 2,
+                    "seed": 6, **extra,
+                }  # fmt: skip
+    return cases
+
+
 def serve(
     run: Callable[[int, int], Records],
     value_case: Callable[..., Records],

@@ -29,7 +29,7 @@ os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from context_parallel_rank import error_of, serve
+from context_parallel_rank import error_of, serve, sixteen_bit_cases
 
 from hipdnn_graph.torch import scaled_dot_product_attention
 from hipdnn_graph.torch.distributed import (
@@ -222,16 +222,7 @@ def value_cases(world: int) -> dict[str, dict[str, Any]]:
 
 def gpu_value_cases() -> dict[str, dict[str, Any]]:
     """The 16-bit cases on GPUs: 2·256 tokens per rank, both layouts, GQA, ``[B, S, H, D]``."""
-    cases: dict[str, dict[str, Any]] = {}
-    for name, dtype in (("bf16", torch.bfloat16), ("f16", torch.float16)):
-        for layout in ("zigzag", "contiguous"):
-            for causal in (True, False):
-                kind = "causal" if causal else "full"
-                cases[f"{name}-{layout}-{kind}-gqa-bshd"] = {
-                    "layout": layout, "causal": causal, "dtype": dtype, "h": 4, "hk": 2,
-                    "bshd": True, "seed": 6, "chunk": 256,
-                }  # fmt: skip
-    return cases
+    return sixteen_bit_cases(("zigzag", "contiguous"), "gqa-bshd", bshd=True, chunk=256)
 
 
 def gather_grad(group: Any, world: int) -> dict[str, Any]:
