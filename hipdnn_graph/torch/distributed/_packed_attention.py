@@ -12,6 +12,7 @@ from ...errors import HipdnnError
 from ...types import ErrorCode
 from .._args import check_qkv
 from .._op import scaled_dot_product_attention
+from .._varlen_args import check_token_tensors
 from ._agree import agree, code_labels
 from ._attention import (
     OPTION_LABELS,
@@ -196,11 +197,7 @@ def _checked(
     reason = option_reason(causal, scale, gqa)
     if reason is not None:
         raise _fail(reason)
-    for name, t in (("query", q), ("key", k), ("value", v)):
-        if not isinstance(t, torch.Tensor):
-            raise _fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 3:
-            raise _fail(f"{name} must be rank-3 [T, H, D] (packed tokens), got {list(t.shape)}")
+    check_token_tensors(q, k, v)
     check_qkv(*(t.unsqueeze(0).transpose(1, 2) for t in (q, k, v)))
     for name, t in (("query", q), ("key", k), ("value", v)):
         if t.device.type == "meta" or t.layout != torch.strided:
