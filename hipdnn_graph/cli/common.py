@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,7 @@ __all__ = [
     "PROG",
     "CliError",
     "check_engine_name",
+    "checked_device",
     "detect_format",
     "fmt_list",
     "load_graph",
@@ -115,6 +117,23 @@ def check_engine_name(name: str) -> None:
         raise CliError(
             f"no engine named '{safe_text(name)}'; available: {', '.join(names) or 'none'}"
         )
+
+
+def checked_device(device: str, names: tuple[str, ...]) -> str:
+    """``device`` when it is one of ``names`` or ``cuda[:N]``.
+
+    Raises:
+        CliError: ``bad --device '<device>': use <names>, cuda or cuda:N``.
+
+    Example:
+        >>> checked_device("cuda:1", ("cpu",))
+        'cuda:1'
+    """
+    if device not in names and re.fullmatch(r"cuda(:\d{1,4})?", device) is None:
+        raise CliError(
+            f"bad --device {safe_text(device)!r}: use {', '.join(names)}, cuda or cuda:N"
+        )
+    return device
 
 
 def non_negative_int(text: str) -> int:

@@ -32,6 +32,7 @@ from ..types import ErrorCode
 from .common import (
     CliError,
     check_engine_name,
+    checked_device,
     fmt_list,
     load_graph,
     non_negative_int,
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 
 __all__ = ["add_parsers", "cmd_run_export", "compare"]
 
-_DEVICE = re.compile(r"cpu|cuda(:\d{1,4})?")
 _INPUT_KEY = re.compile(r"input_(0|[1-9]\d{0,5})")
 
 
@@ -171,8 +171,7 @@ def _read_values(
 def _checked_device(device: str) -> str:
     import torch
 
-    if _DEVICE.fullmatch(device) is None:
-        raise CliError(f"bad --device {safe_text(device)!r}: use cpu, cuda or cuda:N")
+    checked_device(device, ("cpu",))
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise CliError(f"--device {device}: no CUDA or ROCm device is available")
     return device
