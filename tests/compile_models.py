@@ -1,5 +1,6 @@
-"""The small models the torch.compile backend and exporter tests compile (torch is imported by
-the tests' ``importorskip`` before this module).
+"""The small models the torch.compile backend and exporter tests compile, and what the backend
+refuses of a traced function (:func:`refusals`); torch is imported by the tests'
+``importorskip`` before this module.
 
 Example:
     >>> import torch
@@ -10,6 +11,8 @@ Example:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -32,6 +35,23 @@ class Block(torch.nn.Module):
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
         attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return x + F.gelu(self.proj(attn.transpose(1, 2).reshape(b, s, d)))
+
+
+def refusals(f: Callable[..., Any], *args: Any, op: Any = None) -> list[str | None]:
+    """Why the compile backend leaves each aten call of ``f`` (traced on fake ``args``) in
+    aten, ``None`` where a family takes it: every call but ``getitem``, or those of ``op``."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from hipdnn_graph.torch.compile._partition import FamilySupport
+
+    graph = make_fx(f, tracing_mode="fake")(*args).graph
+    if op is not None:
+        nodes = list(graph.find_nodes(op="call_function", target=op))
+    else:
+        nodes = [
+            n for n in graph.nodes if n.op == "call_function" and n.target.__name__ != "getitem"
+        ]
+    return [FamilySupport.refusal(n) for n in nodes]
 
 
 def make_mlp() -> torch.nn.Module:

@@ -50,6 +50,41 @@ def run_world(world: int, tmp: Path, *extra: str, worker: Path = WORKER) -> list
     return results
 
 
+_RUNS: dict[tuple[Path, int, tuple[str, ...]], list[dict[str, Any]] | str] = {}
+
+
+def session_run(
+    world: int, factory: pytest.TempPathFactory, *extra: str, worker: Path = WORKER
+) -> list[dict[str, Any]]:
+    """:func:`run_world` once a session for each worker, world size and ``extra``: later calls
+    get the same results, and a run that failed (a rank left waiting until the timeouts, a
+    crash) fails every test that reads it, without running again."""
+    key = (worker, world, extra)
+    if key not in _RUNS:
+        tmp = factory.mktemp(f"{worker.stem}-{world}")
+        try:
+            _RUNS[key] = run_world(world, tmp, *extra, worker=worker)
+        except (AssertionError, pytest.fail.Exception) as err:
+            _RUNS[key] = f"the {world}-process run failed: {err}"
+    got = _RUNS[key]
+    if isinstance(got, str):
+        pytest.fail(got, pytrace=False)
+    return got
+
+
+def two_gpu_marks() -> list[pytest.MarkDecorator]:
+    """The marks of a two-GPU module: ``gpu``, skipped with fewer than two devices."""
+    import torch
+
+    return [
+        pytest.mark.gpu,
+        pytest.mark.skipif(
+            not torch.cuda.is_available() or torch.cuda.device_count() < 2,
+            reason="needs two CUDA or ROCm devices",
+        ),
+    ]
+
+
 def check_16_bit(ranks: list[dict[str, Any]], case: str, dtype: str) -> None:
     """Each rank's 16-bit value ``case`` against float64: within twice the op's own error on the
     whole sequence in that dtype plus one 16-bit step at 2 (the largest values there), in

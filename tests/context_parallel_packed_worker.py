@@ -19,11 +19,7 @@ sequences.
 
 from __future__ import annotations
 
-import datetime
-import json
 import os
-import sys
-import traceback
 from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
@@ -34,10 +30,9 @@ os.environ["NCCL_NVLS_ENABLE"] = "0"
 os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
+from context_parallel_rank import error_of, serve, sixteen_bit_cases
 
-from hipdnn_graph import HipdnnError
 from hipdnn_graph.torch import scaled_dot_product_attention
 from hipdnn_graph.torch.distributed import (
     context_parallel_packed_attention,
@@ -143,17 +138,6 @@ def value_case(
     return result
 
 
-def error_of(fn: Callable[[], Any]) -> dict[str, Any]:
-    """What ``fn`` raised: a HipdnnError's code and message, or another exception's type."""
-    try:
-        fn()
-    except HipdnnError as err:
-        return {"raised": "HipdnnError", "code": err.code.name, "message": err.message}
-    except Exception as err:  # reported to the test process as a failure
-        return {"raised": type(err).__name__, "message": str(err)}
-    return {"raised": None}
-
-
 def bad_cases(rank: int, world: int) -> dict[str, Callable[[], Any]]:
     cu = [0, 8 * world, 24 * world]  # zigzag: 24 tokens per rank
     local = torch.randn(cu[-1] // world, 2, D, dtype=torch.float64)
@@ -216,16 +200,7 @@ def gpu_value_cases() -> dict[str, dict[str, Any]]:
     cu = [0]
     for n in lengths:
         cu.append(cu[-1] + n)
-    cases: dict[str, dict[str, Any]] = {}
-    for name, dtype in (("bf16", torch.bfloat16), ("f16", torch.float16)):
-        for layout in ("zigzag", "sequences"):
-            for causal in (True, False):
-                kind = "causal" if causal else "full"
-                cases[f"{name}-{layout}-{kind}-gqa"] = {
-                    "layout": layout, "causal": causal, "dtype": dtype, "h": 4, "hk": 2,
-                    "cu": cu, "seed": 6,
-                }  # fmt: skip
-    return cases
+    return sixteen_bit_cases(("zigzag", "sequences"), "gqa", cu=cu)
 
 
 def gather_grad(group: Any, world: int) -> dict[str, Any]:
@@ -256,38 +231,5 @@ def run(rank: int, world: int) -> dict[str, Any]:
     return results
 
 
-def run_gpu(rank: int, world: int) -> dict[str, Any]:
-    device = f"cuda:{rank}"
-    return {
-        f"value/{name}": value_case(None, world, device=device, **kw)
-        for name, kw in gpu_value_cases().items()
-    }
-
-
-def main() -> None:
-    rank, world, init, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-    on_gpu = sys.argv[5:] == ["cuda"]
-    torch.set_num_threads(1)
-    options: dict[str, Any] = {}
-    if on_gpu:
-        torch.cuda.set_device(rank)
-        options["device_id"] = torch.device("cuda", rank)
-    dist.init_process_group(
-        "nccl" if on_gpu else "gloo",
-        init_method=f"file://{init}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=60),
-        **options,
-    )
-    try:
-        results = run_gpu(rank, world) if on_gpu else run(rank, world)
-    except Exception:
-        results = {"crashed": traceback.format_exc()}
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump(results, f)
-    dist.destroy_process_group()
-
-
 if __name__ == "__main__":
-    main()
+    serve(run, value_case, gpu_value_cases)

@@ -18,11 +18,7 @@ longer sequences.
 
 from __future__ import annotations
 
-import datetime
-import json
 import os
-import sys
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -33,8 +29,8 @@ os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from context_parallel_rank import error_of, serve, sixteen_bit_cases
 
-from hipdnn_graph import HipdnnError
 from hipdnn_graph.torch import scaled_dot_product_attention
 from hipdnn_graph.torch.distributed import (
     context_parallel_attention,
@@ -135,17 +131,6 @@ def value_case(
     }
 
 
-def error_of(fn: Callable[[], Any]) -> dict[str, Any]:
-    """What ``fn`` raised: a HipdnnError's code and message, or another exception's type."""
-    try:
-        fn()
-    except HipdnnError as err:
-        return {"raised": "HipdnnError", "code": err.code.name, "message": err.message}
-    except Exception as err:  # reported to the test process as a failure
-        return {"raised": type(err).__name__, "message": str(err)}
-    return {"raised": None}
-
-
 def bad_cases(rank: int, world: int) -> dict[str, Callable[[], Any]]:
     x = torch.randn(1, 2, 2 * CHUNK, D, dtype=torch.float64)
     odd = torch.randn(1, 2, 3, D, dtype=torch.float64)
@@ -237,16 +222,7 @@ def value_cases(world: int) -> dict[str, dict[str, Any]]:
 
 def gpu_value_cases() -> dict[str, dict[str, Any]]:
     """The 16-bit cases on GPUs: 2·256 tokens per rank, both layouts, GQA, ``[B, S, H, D]``."""
-    cases: dict[str, dict[str, Any]] = {}
-    for name, dtype in (("bf16", torch.bfloat16), ("f16", torch.float16)):
-        for layout in ("zigzag", "contiguous"):
-            for causal in (True, False):
-                kind = "causal" if causal else "full"
-                cases[f"{name}-{layout}-{kind}-gqa-bshd"] = {
-                    "layout": layout, "causal": causal, "dtype": dtype, "h": 4, "hk": 2,
-                    "bshd": True, "seed": 6, "chunk": 256,
-                }  # fmt: skip
-    return cases
+    return sixteen_bit_cases(("zigzag", "contiguous"), "gqa-bshd", bshd=True, chunk=256)
 
 
 def gather_grad(group: Any, world: int) -> dict[str, Any]:
@@ -297,38 +273,5 @@ def run(rank: int, world: int) -> dict[str, Any]:
     return results
 
 
-def run_gpu(rank: int, world: int) -> dict[str, Any]:
-    device = f"cuda:{rank}"
-    return {
-        f"value/{name}": value_case(None, world, device=device, **kw)
-        for name, kw in gpu_value_cases().items()
-    }
-
-
-def main() -> None:
-    rank, world, init, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-    on_gpu = sys.argv[5:] == ["cuda"]
-    torch.set_num_threads(1)
-    options: dict[str, Any] = {}
-    if on_gpu:
-        torch.cuda.set_device(rank)
-        options["device_id"] = torch.device("cuda", rank)
-    dist.init_process_group(
-        "nccl" if on_gpu else "gloo",
-        init_method=f"file://{init}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=60),
-        **options,
-    )
-    try:
-        results = run_gpu(rank, world) if on_gpu else run(rank, world)
-    except Exception:
-        results = {"crashed": traceback.format_exc()}
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump(results, f)
-    dist.destroy_process_group()
-
-
 if __name__ == "__main__":
-    main()
+    serve(run, value_case, gpu_value_cases)

@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from context_parallel_launch import check_16_bit, run_world  # noqa: E402
+from context_parallel_launch import check_16_bit, session_run  # noqa: E402
 
 from hipdnn_graph import ErrorCode, HipdnnError  # noqa: E402
 from hipdnn_graph.torch import scaled_dot_product_attention  # noqa: E402
@@ -143,26 +143,9 @@ def test_messages_cross_ranks_as_fixed_size_numbers(message: str, size: int, bac
 
 
 # ----- several processes over gloo -----
-_RESULTS: dict[int, list[dict[str, Any]] | str] = {}  # one run per world size per session
-
-
-def _results(world: int, factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    """The ``world``-process run's results; a run that failed (a rank left waiting until the
-    timeouts, a crash) fails every test that reads it, without running again."""
-    if world not in _RESULTS:
-        try:
-            _RESULTS[world] = run_world(world, factory.mktemp(f"cp{world}"))
-        except (AssertionError, pytest.fail.Exception) as err:
-            _RESULTS[world] = f"the {world}-process run failed: {err}"
-    got = _RESULTS[world]
-    if isinstance(got, str):
-        pytest.fail(got, pytrace=False)
-    return got
-
-
 @pytest.fixture(params=[2, 4], ids=["W2", "W4"])
 def ranks(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    return _results(request.param, tmp_path_factory)
+    return session_run(request.param, tmp_path_factory)
 
 
 VALUE_CASES = [
@@ -277,7 +260,7 @@ def test_group_of_one_inside_a_world_is_the_op(ranks: list[dict[str, Any]]) -> N
 
 def test_subgroups_ring_over_global_ranks(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Of four processes, the even and the odd ranks run a ring each, at the same time."""
-    for r, res in enumerate(_results(4, tmp_path_factory)):
+    for r, res in enumerate(session_run(4, tmp_path_factory)):
         for name, err in res["subgroups"]["errors"].items():
             assert err <= 1e-10, f"rank {r} {name}: {err:.3g}"
 

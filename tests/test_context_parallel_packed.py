@@ -19,7 +19,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from context_parallel_launch import check_16_bit, run_world  # noqa: E402
+from context_parallel_launch import check_16_bit, session_run  # noqa: E402
 from context_parallel_packed_worker import SEQUENCES, WORKER_PATH, ZIGZAG  # noqa: E402
 
 from hipdnn_graph import ErrorCode, HipdnnError  # noqa: E402
@@ -232,23 +232,9 @@ def test_bad_input_in_one_process(call: Any, text: str) -> None:
 
 
 # ----- several processes over gloo -----
-_RESULTS: dict[int, list[dict[str, Any]] | str] = {}  # one run per world size per session
-
-
 @pytest.fixture(params=[2, 4], ids=["W2", "W4"])
 def ranks(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    world = request.param
-    if world not in _RESULTS:
-        try:
-            _RESULTS[world] = run_world(
-                world, tmp_path_factory.mktemp(f"cpp{world}"), worker=WORKER_PATH
-            )
-        except (AssertionError, pytest.fail.Exception) as err:
-            _RESULTS[world] = f"the {world}-process run failed: {err}"
-    got = _RESULTS[world]
-    if isinstance(got, str):
-        pytest.fail(got, pytrace=False)
-    return got
+    return session_run(request.param, tmp_path_factory, worker=WORKER_PATH)
 
 
 VALUE_CASES = [

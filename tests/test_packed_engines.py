@@ -5,6 +5,7 @@ packed graph read back from bytes and JSON; ``hipdnn-graph run`` of a packed gra
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +142,14 @@ def _buffers(engine: str, pack: dict[Any, Any]) -> dict[Any, Any]:
     if engine.startswith("TORCH"):
         return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in pack.items()}
     return pack
+
+
+def _pack_refusal(call: Callable[[], Any]) -> str:
+    """The message of the ``INVALID_VARIANT_PACK`` error ``call`` raises."""
+    with pytest.raises(hg.HipdnnError) as err:
+        call()
+    assert err.value.code == hg.ErrorCode.INVALID_VARIANT_PACK
+    return err.value.message
 
 
 def _numpy(x: Any) -> np.ndarray:
@@ -289,10 +298,7 @@ def test_bad_offsets_are_refused_with_a_message(
     g, t, pack = _built(engine)
     for name, tokens in change.items():
         pack[t[name]] = np.array(tokens, np.int32).reshape(B + 1, 1, 1, 1)
-    with pytest.raises(hg.HipdnnError) as err:
-        g.run(_buffers(engine, pack))
-    assert err.value.code == hg.ErrorCode.INVALID_VARIANT_PACK
-    assert err.value.message == message
+    assert _pack_refusal(lambda: g.run(_buffers(engine, pack))) == message
 
 
 def test_offsets_in_elements_must_be_whole_tokens() -> None:
@@ -304,10 +310,7 @@ def test_offsets_in_elements_must_be_whole_tokens() -> None:
     pack = {t[n]: a[n].astype(np.float32) for n in "QKV"}
     pack[t["off_kv"]] = a["off_kv"]
     pack[t["off_q"]] = np.array([0, 160, 224, 420, 448], np.int32).reshape(B + 1, 1, 1, 1)
-    with pytest.raises(hg.HipdnnError) as err:
-        g.run(pack)
-    assert err.value.code == hg.ErrorCode.INVALID_VARIANT_PACK
-    assert err.value.message == (
+    assert _pack_refusal(lambda: g.run(pack)) == (
         "Ragged offsets 'off_q' of tensor 'Q': offset [3] = 420 (x 1) is 420 elements, not a "
         "whole number of tokens of 32 elements"
     )
@@ -316,22 +319,15 @@ def test_offsets_in_elements_must_be_whole_tokens() -> None:
 def test_buffer_type_and_layout_are_checked() -> None:
     g, t, pack = _built()
     bad = {**pack, t["off_q"]: pack[t["off_q"]].astype(np.int64)}
-    with pytest.raises(hg.HipdnnError) as err:
-        g.run(bad)
-    assert err.value.code == hg.ErrorCode.INVALID_VARIANT_PACK
-    assert err.value.message == (
+    assert _pack_refusal(lambda: g.run(bad)) == (
         "Variant pack tensor 'off_q' (uid 1) has dtype int64 but the graph declares INT32"
     )
     bad = {**pack, t["Q"]: pack[t["Q"]].astype(np.float64)}
-    with pytest.raises(hg.HipdnnError) as err:
-        g.run(bad)
-    assert err.value.message == (
+    assert _pack_refusal(lambda: g.run(bad)) == (
         "Variant pack tensor 'Q' (uid 3) has dtype float64 but the graph declares FLOAT"
     )
     strided = np.zeros((pack[t["Q"]].shape[0], H, 2 * D), np.float32)[..., ::2]
-    with pytest.raises(hg.HipdnnError) as err:
-        g.run({**pack, t["Q"]: strided})
-    assert err.value.message == (
+    assert _pack_refusal(lambda: g.run({**pack, t["Q"]: strided})) == (
         "Variant pack tensor 'Q' (uid 3) is packed (ragged): its buffer must be one dense block "
         "of memory (a flat array, [T, H, D] or the declared layout), got shape (14, 4, 8) and "
         "strides (64, 16, 2)"
@@ -356,10 +352,7 @@ def test_a_packed_output_sharing_an_inputs_memory_is_refused(engine: str) -> Non
     g, t, pack = _built(engine)
     stats = np.zeros((B, H, SQ, 1), np.float32)
     shared = {**pack, t["O"]: pack[t["Q"]], t["Stats"]: stats}  # O would overwrite Q's tokens
-    with pytest.raises(hg.HipdnnError) as err:
-        g.execute(_buffers(engine, shared), None)
-    assert err.value.code == hg.ErrorCode.INVALID_VARIANT_PACK
-    assert err.value.message == (
+    assert _pack_refusal(lambda: g.execute(_buffers(engine, shared), None)) == (
         "Variant pack output 'fwd::O' (uid 6) shares memory with input 'Q' (uid 3); outputs "
         "must not alias other tensors"
     )
@@ -373,10 +366,7 @@ def test_sides_must_agree_on_their_lengths() -> None:
     _, _, pack = _built()
     pack = {t[k.name]: v for k, v in pack.items()}
     pack[other] = np.array([0, 5, 7, 13, 13], np.int32).reshape(B + 1, 1, 1, 1)
-    with pytest.raises(hg.HipdnnError) as err:
-        g.run(pack)
-    assert err.value.code == hg.ErrorCode.INVALID_VARIANT_PACK
-    assert err.value.message == (
+    assert _pack_refusal(lambda: g.run(pack)) == (
         "Ragged offsets 'off_o' of tensor 'fwd::O' give sequence lengths [5, 2, 6, 0], but "
         "'off_q' of tensor 'Q' give [5, 2, 6, 1]; the tensors of one side of the attention "
         "share their sequences"

@@ -5,7 +5,6 @@ as batchnorm and batchnorm_backward (docs/torch-compile.md); other forms stay in
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,29 +13,22 @@ torch = pytest.importorskip("torch")
 
 make_fx = pytest.importorskip("torch.fx.experimental.proxy_tensor").make_fx
 
-from compile_models import trains_as_eager  # noqa: E402
+from compile_models import refusals, trains_as_eager  # noqa: E402
 
 import hipdnn_graph.torch.compile as hgc  # noqa: E402
-from hipdnn_graph.torch.compile._partition import FamilySupport  # noqa: E402
 
 aten = torch.ops.aten
 BN = "aten._native_batch_norm_legit_no_training.default"
 
 
-def _refusals(f: Callable[..., Any], *args: Any) -> list[str | None]:
-    gm = make_fx(f, tracing_mode="fake")(*args)
-    op = aten._native_batch_norm_legit_no_training.default
-    return [FamilySupport.refusal(n) for n in gm.graph.find_nodes(op="call_function", target=op)]
-
-
 def test_batchnorm_conditions() -> None:
     x, c = torch.randn(2, 4, 3, 3), torch.rand(4) + 0.5
     op = aten._native_batch_norm_legit_no_training.default
-    assert _refusals(lambda x, c: op(x, c, c, c, c, 0.1, 1e-5)[0], x, c) == [None]
-    assert _refusals(lambda x, c: op(x, None, c, c, c, 0.1, 1e-5)[0], x, c) == [
+    assert refusals(lambda x, c: op(x, c, c, c, c, 0.1, 1e-5)[0], x, c, op=op) == [None]
+    assert refusals(lambda x, c: op(x, None, c, c, c, 0.1, 1e-5)[0], x, c, op=op) == [
         "no weight or no bias (hipDNN's batchnorm_inference takes both)"
     ]
-    assert _refusals(lambda x, c: op(x, c, c, c, c, 0.1, 1e-5)[1], x, c) == [
+    assert refusals(lambda x, c: op(x, c, c, c, c, 0.1, 1e-5)[1], x, c, op=op) == [
         "its saved mean or inverse standard deviation is used"
     ]
 
@@ -44,8 +36,8 @@ def test_batchnorm_conditions() -> None:
 def test_training_batchnorm_conditions() -> None:
     x, c = torch.randn(2, 4, 3, 3), torch.rand(4) + 0.5
     op = aten._native_batch_norm_legit_functional.default
-    assert _refusals_of(op, lambda x, c: op(x, c, c, c, c, True, 0.1, 1e-5)[0], x, c) == [None]
-    assert _refusals_of(op, lambda x, c: op(x, c, None, c, c, True, 0.1, 1e-5)[0], x, c) == [
+    assert refusals(lambda x, c: op(x, c, c, c, c, True, 0.1, 1e-5)[0], x, c, op=op) == [None]
+    assert refusals(lambda x, c: op(x, c, None, c, c, True, 0.1, 1e-5)[0], x, c, op=op) == [
         "no weight or no bias (hipDNN's batchnorm takes both)"
     ]
     back = aten.native_batch_norm_backward.default
@@ -53,15 +45,10 @@ def test_training_batchnorm_conditions() -> None:
     def backward(x: Any, c: Any, mask: list[bool]) -> Any:
         return back(x, x, c, c, c, c, c, True, 1e-5, mask)[0]
 
-    assert _refusals_of(back, lambda x, c: backward(x, c, [True] * 3), x, c) == [None]
-    assert _refusals_of(back, lambda x, c: backward(x, c, [True, False, True]), x, c) == [
+    assert refusals(lambda x, c: backward(x, c, [True] * 3), x, c, op=back) == [None]
+    assert refusals(lambda x, c: backward(x, c, [True, False, True]), x, c, op=back) == [
         "not all of dX, dScale, dBias asked for"
     ]
-
-
-def _refusals_of(op: Any, f: Callable[..., Any], *args: Any) -> list[str | None]:
-    gm = make_fx(f, tracing_mode="fake")(*args)
-    return [FamilySupport.refusal(n) for n in gm.graph.find_nodes(op="call_function", target=op)]
 
 
 def _with_stats(model: torch.nn.Module, bn: torch.nn.Module) -> torch.nn.Module:

@@ -3,26 +3,18 @@ over dims with ``keepdim=True`` as hipDNN reduction nodes; the other forms stay 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 
 torch = pytest.importorskip("torch")
 
 make_fx = pytest.importorskip("torch.fx.experimental.proxy_tensor").make_fx
 
-from compile_models import trains_as_eager  # noqa: E402
+from compile_models import refusals, trains_as_eager  # noqa: E402
 
 import hipdnn_graph.torch.compile as hgc  # noqa: E402
-from hipdnn_graph.torch.compile._partition import FamilySupport, partition  # noqa: E402
+from hipdnn_graph.torch.compile._partition import partition  # noqa: E402
 
 aten = torch.ops.aten
-
-
-def _refusals(f: Callable[..., Any], *args: Any) -> list[str | None]:
-    gm = make_fx(f, tracing_mode="fake")(*args)
-    return [FamilySupport.refusal(n) for n in gm.graph.nodes if n.op == "call_function"]
 
 
 def _reductions(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -38,20 +30,20 @@ def _reductions(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 def test_keepdim_reductions_are_refused_otherwise() -> None:
     x = torch.randn(2, 3, 4)
-    assert _refusals(lambda x: aten.mean.dim(x, [1], True), x) == [None]
-    assert _refusals(lambda x: aten.sum.dim_IntList(x, [1]), x) == [
+    assert refusals(lambda x: aten.mean.dim(x, [1], True), x) == [None]
+    assert refusals(lambda x: aten.sum.dim_IntList(x, [1]), x) == [
         "keepdim=False (hipDNN's reduction keeps the reduced dims as 1s)"
     ]
-    assert _refusals(lambda x: aten.amax.default(x, [0]), x) == [
+    assert refusals(lambda x: aten.amax.default(x, [0]), x) == [
         "keepdim=False (hipDNN's reduction keeps the reduced dims as 1s)"
     ]
-    assert _refusals(
+    assert refusals(
         lambda x: aten.sum.dim_IntList(x, [1], True, dtype=torch.float32), x.half()
     ) == ["a dtype= conversion"]
-    assert _refusals(lambda x: aten.sum.dim_IntList(x, [], True), torch.tensor(2.0)) == [
+    assert refusals(lambda x: aten.sum.dim_IntList(x, [], True), torch.tensor(2.0)) == [
         "a 0-d input (a reduction's Y keeps X's rank)"
     ]
-    assert _refusals(lambda x: aten.sum.dim_IntList(x, [1], True), x.double()) == [
+    assert refusals(lambda x: aten.sum.dim_IntList(x, [1], True), x.double()) == [
         "a torch.float64 tensor (subgraphs take float32, float16, bfloat16)"
     ]
 

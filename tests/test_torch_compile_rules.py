@@ -3,56 +3,46 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 
 torch = pytest.importorskip("torch")
 
 make_fx = pytest.importorskip("torch.fx.experimental.proxy_tensor").make_fx
 
-from hipdnn_graph.torch.compile._partition import FamilySupport, partition  # noqa: E402
+from compile_models import refusals  # noqa: E402
+
+from hipdnn_graph.torch.compile._partition import partition  # noqa: E402
 
 aten = torch.ops.aten
 
 
-def _refusals(f: Callable[..., Any], *args: Any) -> list[str | None]:
-    gm = make_fx(f, tracing_mode="fake")(*args)
-    return [
-        FamilySupport.refusal(n)
-        for n in gm.graph.nodes
-        if n.op == "call_function" and n.target.__name__ != "getitem"
-    ]
-
-
 def test_pointwise_operands_alpha_and_types() -> None:
     x, b = torch.randn(3, 4), torch.randn(4)
-    assert _refusals(lambda x, b: aten.add.Tensor(b, x), x, b) == [None]  # commutes: swapped
-    assert _refusals(lambda x, b: aten.sub.Tensor(b, x), x, b) == [
+    assert refusals(lambda x, b: aten.add.Tensor(b, x), x, b) == [None]  # commutes: swapped
+    assert refusals(lambda x, b: aten.sub.Tensor(b, x), x, b) == [
         "its first operand does not have the result's shape (hipDNN broadcasts IN_1 only)"
     ]
-    assert _refusals(lambda x, b: aten.add.Tensor(x, b, alpha=2), x, b) == ["alpha != 1"]
-    assert _refusals(lambda x: aten.mul.Tensor(x, 0.5), x) == [None]
-    assert _refusals(lambda x: aten.cumsum.default(x, 0), x) == ["no hipDNN family expresses it"]
-    assert _refusals(lambda x: aten.relu.default(x), x.half()) == [None]
-    assert _refusals(lambda x: aten.relu.default(x), x.double()) == [
+    assert refusals(lambda x, b: aten.add.Tensor(x, b, alpha=2), x, b) == ["alpha != 1"]
+    assert refusals(lambda x: aten.mul.Tensor(x, 0.5), x) == [None]
+    assert refusals(lambda x: aten.cumsum.default(x, 0), x) == ["no hipDNN family expresses it"]
+    assert refusals(lambda x: aten.relu.default(x), x.half()) == [None]
+    assert refusals(lambda x: aten.relu.default(x), x.double()) == [
         "a torch.float64 tensor (subgraphs take float32, float16, bfloat16)"
     ]
 
 
 def test_matmul_norm_conv_and_attention_conditions() -> None:
     x, w, b = torch.randn(3, 4), torch.randn(4, 5), torch.randn(5)
-    assert _refusals(lambda b, x, w: aten.addmm.default(b, x, w), b, x, w) == [None]
-    assert _refusals(lambda b, x, w: aten.addmm.default(b, x, w, beta=0.5), b, x, w) == [
+    assert refusals(lambda b, x, w: aten.addmm.default(b, x, w), b, x, w) == [None]
+    assert refusals(lambda b, x, w: aten.addmm.default(b, x, w, beta=0.5), b, x, w) == [
         "beta or alpha != 1"
     ]
     t = torch.randn(2, 3, 8)
-    assert _refusals(lambda t: aten.native_layer_norm.default(t, [8], None, None, 1e-5), t) == [
+    assert refusals(lambda t: aten.native_layer_norm.default(t, [8], None, None, 1e-5), t) == [
         "no weight or no bias (hipDNN's layernorm takes both)"
     ]
     img, filt = torch.randn(1, 4, 6, 6), torch.randn(4, 2, 3, 3)
-    grouped = _refusals(
+    grouped = refusals(
         lambda i, f: aten.convolution.default(i, f, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 2),
         img,
         filt,
@@ -60,8 +50,8 @@ def test_matmul_norm_conv_and_attention_conditions() -> None:
     assert grouped == ["a grouped convolution"]
     q = torch.randn(1, 2, 4, 8)
     sdpa = aten._scaled_dot_product_flash_attention_for_cpu.default
-    assert _refusals(lambda q: sdpa(q, q, q, 0.5)[0], q) == ["dropout"]
-    assert _refusals(lambda q: sdpa(q, q, q, 0.0, True)[0], q) == [None]
+    assert refusals(lambda q: sdpa(q, q, q, 0.5)[0], q) == ["dropout"]
+    assert refusals(lambda q: sdpa(q, q, q, 0.0, True)[0], q) == [None]
 
 
 def test_partition_runs_a_swapped_broadcast_add_and_a_scalar_mul() -> None:
@@ -164,7 +154,7 @@ def test_scalar_forms_and_powers_run_as_pointwise() -> None:
     assert {(r.placement, r.why) for r in rows} == {("hipdnn", "pointwise")}
     for got, want in zip(fused(x), f(x), strict=True):
         torch.testing.assert_close(got, want)
-    assert _refusals(lambda x: aten.pow.Tensor_Scalar(x, 4), x) == [
+    assert refusals(lambda x: aten.pow.Tensor_Scalar(x, 4), x) == [
         "exponent 4 (pointwise takes 1, 2, 3, 0.5, -0.5, -1)"
     ]
-    assert _refusals(lambda x: aten.add.Scalar(x, 1, 2), x) == ["alpha != 1"]
+    assert refusals(lambda x: aten.add.Scalar(x, 1, 2), x) == ["alpha != 1"]

@@ -31,19 +31,13 @@ import numpy as np
 import hipdnn_graph as hg
 from hipdnn_graph.backend import SdpaProblem
 from hipdnn_graph.backend.dtypes import numpy_dtype
-from hipdnn_graph.backend.packed_sdpa import PackedSdpa
+from hipdnn_graph.backend.packed_sdpa import PackedResult, PackedSdpa, packed_results
 
 from .sdpa_packed import Packing, packed_sdpa_backward, packed_sdpa_forward
 
 __all__ = ["PackedSdpaStep"]
 
 _COMPUTE = {hg.DataType.FLOAT: np.float32, hg.DataType.DOUBLE: np.float64}
-#: the positional inputs of each direction, and (slot, fill) of its results in result order
-_INPUTS = {False: ("Q", "K", "V"), True: ("Q", "K", "V", "O", "dO", "Stats")}
-_RESULTS = {
-    False: (("O", 0.0), ("Stats", float("inf"))),
-    True: (("dQ", 0.0), ("dK", 0.0), ("dV", 0.0)),
-}
 
 
 @dataclass(frozen=True)
@@ -56,7 +50,7 @@ class PackedSdpaStep:
     #: keyword arguments of the packed definition known now (mask window, compute dtype)
     static: dict[str, Any]
     #: (slot, uid, fill, storage dtype, dims) of every result the node has
-    results: tuple[tuple[str, int, float, np.dtype[Any], tuple[int, ...]], ...]
+    results: tuple[PackedResult, ...]
 
     @classmethod
     def of(cls, p: SdpaProblem) -> PackedSdpaStep:
@@ -66,17 +60,12 @@ class PackedSdpaStep:
             "right_bound": p.window.right_bound,
             "compute_dtype": _COMPUTE[p.compute_data_type],
         }
-        results = tuple(
-            (slot, p.uid(slot), fill, numpy_dtype(p.tensors[slot].data_type),
-             tuple(p.tensors[slot].dim))
-            for slot, fill in _RESULTS[p.backward]
-            if p.has(slot)
-        )  # fmt: skip
+        results = packed_results(p, numpy_dtype)
         return cls(p.name, p.backward, PackedSdpa.of(p), static, results)
 
     def inputs(self) -> set[int]:
         """The uids this node reads: its token inputs, offsets, sequence lengths and scale."""
-        uids = {self.packed.uids[s] for s in _INPUTS[self.backward]}
+        uids = self.packed.input_uids(self.backward)
         uids |= {layout.offsets_uid for layout in self.packed.layouts.values()}
         uids |= set(self.packed.seq_lens.values())
         if self.packed.scale_source.uid is not None:
@@ -91,7 +80,7 @@ class PackedSdpaStep:
         """Run the node on ``buffers`` (uid → array); a virtual result some later node reads
         (``internal``, a dense Stats) is stored there in its declared data type."""
         call = self.packed.call(buffers)
-        args = [call.gather(s, buffers[self.packed.uids[s]]) for s in _INPUTS[self.backward]]
+        args = call.inputs(self.backward, buffers)
         pq, pkv = Packing.from_lengths(call.lengths("q")), Packing.from_lengths(call.lengths("kv"))
         scale = self.packed.scale(buffers)
         values: tuple[Any, ...]
@@ -103,10 +92,4 @@ class PackedSdpaStep:
         else:
             q, k, v = args
             values = packed_sdpa_forward(q, k, v, pq, pkv, scale=scale, **self.static)
-        for (slot, uid, fill, dtype, dims), value in zip(self.results, values, strict=False):
-            out = buffers.get(uid)
-            if out is None:  # a virtual tensor: kept if a later node reads it
-                if uid not in internal:
-                    continue
-                out = buffers[uid] = np.empty(dims, dtype)
-            call.scatter(slot, out, value, fill)
+        call.store(self.results, values, buffers, internal, np.empty)

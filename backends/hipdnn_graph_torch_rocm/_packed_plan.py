@@ -33,7 +33,7 @@ import torch
 import hipdnn_graph as hg
 from hipdnn_graph.backend import SdpaProblem
 from hipdnn_graph.backend.dtypes import torch_dtype
-from hipdnn_graph.backend.packed_sdpa import PackedSdpa
+from hipdnn_graph.backend.packed_sdpa import PackedResult, PackedSdpa, packed_results
 
 from .kernels.call import SdpaCall
 from .kernels.varlen import cu_seqlens, varlen_math_backward, varlen_math_forward
@@ -41,11 +41,6 @@ from .kernels.varlen import cu_seqlens, varlen_math_backward, varlen_math_forwar
 __all__ = ["PackedTorchPlan", "PackedTorchStep"]
 
 _COMPUTE = {hg.DataType.FLOAT: torch.float32, hg.DataType.DOUBLE: torch.float64}
-_INPUTS = {False: ("Q", "K", "V"), True: ("Q", "K", "V", "O", "dO", "Stats")}
-_RESULTS = {
-    False: (("O", 0.0), ("Stats", float("inf"))),
-    True: (("dQ", 0.0), ("dK", 0.0), ("dV", 0.0)),
-}
 
 
 @dataclass(frozen=True)
@@ -57,27 +52,22 @@ class PackedTorchStep:
     window: hg.MaskWindow
     compute: torch.dtype
     #: (slot, uid, fill, torch dtype, dims) of every result the node has
-    results: tuple[tuple[str, int, float, torch.dtype, tuple[int, ...]], ...]
+    results: tuple[PackedResult, ...]
 
     @classmethod
     def of(cls, p: SdpaProblem) -> PackedTorchStep:
-        results = tuple(
-            (slot, p.uid(slot), fill, torch_dtype(p.tensors[slot].data_type),
-             tuple(p.tensors[slot].dim))
-            for slot, fill in _RESULTS[p.backward]
-            if p.has(slot)
-        )  # fmt: skip
+        results = packed_results(p, torch_dtype)
         return cls(p.backward, PackedSdpa.of(p), p.window, _COMPUTE[p.compute_data_type], results)
 
     def reads(self) -> set[int]:
         """The uids of the token inputs this node reads."""
-        return {self.packed.uids[s] for s in _INPUTS[self.backward]}
+        return self.packed.input_uids(self.backward)
 
     def execute(self, buffers: dict[int, Any], internal: frozenset[int]) -> None:
         """Run the node on ``buffers``; a virtual result a later node reads (``internal``, a
         dense Stats) is stored there in its declared data type."""
         call = self.packed.call(buffers)
-        args = [call.gather(s, buffers[self.packed.uids[s]]) for s in _INPUTS[self.backward]]
+        args = call.inputs(self.backward, buffers)
         device = args[0].device
         cu_q = cu_seqlens(call.lengths("q"), device=device)
         cu_kv = cu_seqlens(call.lengths("kv"), device=device)
@@ -95,13 +85,10 @@ class PackedTorchStep:
         else:
             q, k, v = args
             values = varlen_math_forward(q, k, v, cu_q, cu_kv, sdpa, compute_dtype=self.compute)
-        for (slot, uid, fill, dtype, dims), value in zip(self.results, values, strict=False):
-            out = buffers.get(uid)
-            if out is None:  # a virtual tensor: kept if a later node reads it
-                if uid not in internal:
-                    continue
-                out = buffers[uid] = torch.empty(dims, dtype=dtype, device=device)
-            call.scatter(slot, out, value, fill)
+        call.store(
+            self.results, values, buffers, internal,
+            lambda dims, dtype: torch.empty(dims, dtype=dtype, device=device),
+        )  # fmt: skip
 
 
 class PackedTorchPlan:

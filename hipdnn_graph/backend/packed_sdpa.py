@@ -37,7 +37,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -45,17 +45,46 @@ from typing import Any
 import numpy as np
 
 from ..errors import HipdnnError
+from ..types import DataType
 from .buffers import is_torch_tensor
 from .ragged import RaggedLayout, host_integers, is_ragged
 from .sdpa_problem import ScalarSource, SdpaProblem
 from .tensor_spec import pack_error
 
-__all__ = ["KEY_SLOTS", "QUERY_SLOTS", "PackedCall", "PackedSdpa", "is_packed", "packed_refusal"]
+__all__ = [
+    "KEY_SLOTS",
+    "QUERY_SLOTS",
+    "PackedCall",
+    "PackedResult",
+    "PackedSdpa",
+    "is_packed",
+    "packed_refusal",
+    "packed_results",
+]
 
 #: the slots packed by the query side's sequences, and by the key side's
 QUERY_SLOTS = ("Q", "O", "dO", "dQ", "Stats")
 KEY_SLOTS = ("K", "V", "dK", "dV")
 _SIDES = {"q": QUERY_SLOTS, "kv": KEY_SLOTS}
+#: the positional inputs of a forward (False) and a backward (True) node
+_INPUTS = {False: ("Q", "K", "V"), True: ("Q", "K", "V", "O", "dO", "Stats")}
+#: (slot, fill) of each direction's results, in the order the packed definitions return them
+_RESULTS = {
+    False: (("O", 0.0), ("Stats", float("inf"))),
+    True: (("dQ", 0.0), ("dK", 0.0), ("dV", 0.0)),
+}
+#: a result of a packed node: (slot, uid, fill, storage dtype, dims)
+PackedResult = tuple[str, int, float, Any, tuple[int, ...]]
+
+
+def packed_results(p: SdpaProblem, dtype: Callable[[DataType], Any]) -> tuple[PackedResult, ...]:
+    """Every result the node has, in the order the packed definitions return them, with the
+    storage dtype ``dtype`` gives for its data type (``numpy_dtype``, ``torch_dtype``)."""
+    return tuple(
+        (slot, p.uid(slot), fill, dtype(p.tensors[slot].data_type), tuple(p.tensors[slot].dim))
+        for slot, fill in _RESULTS[p.backward]
+        if p.has(slot)
+    )
 
 
 def is_packed(p: SdpaProblem) -> bool:
@@ -123,6 +152,10 @@ class PackedSdpa:
             scale_source=p.scale,
             head_dim=p.head_dim,
         )
+
+    def input_uids(self, backward: bool) -> set[int]:
+        """The uids of the token inputs a forward or backward node reads."""
+        return {self.uids[s] for s in _INPUTS[backward]}
 
     def scale(self, buffers: Mapping[int, Any]) -> float:
         """The attention scale of this call (``1/sqrt(D)`` where the node gives none)."""
@@ -242,3 +275,27 @@ class PackedCall:
             rows[:n] = value[at : at + n]
             rows[n:] = fill
             at += n
+
+    def inputs(self, backward: bool, buffers: Mapping[int, Any]) -> list[Any]:
+        """The gathered token inputs of a forward (Q, K, V) or backward (Q, K, V, O, dO,
+        Stats) node, as its packed definition takes them."""
+        return [self.gather(s, buffers[self.packed.uids[s]]) for s in _INPUTS[backward]]
+
+    def store(
+        self,
+        results: tuple[PackedResult, ...],
+        values: tuple[Any, ...],
+        buffers: dict[int, Any],
+        internal: frozenset[int],
+        empty: Callable[[tuple[int, ...], Any], Any],
+    ) -> None:
+        """Scatter the node's ``values`` into the caller's buffers; a virtual result a later
+        node reads (``internal``, a dense Stats) is stored in ``buffers`` in a new array
+        (``empty(dims, dtype)``), the others are dropped."""
+        for (slot, uid, fill, dtype, dims), value in zip(results, values, strict=False):
+            out = buffers.get(uid)
+            if out is None:  # a virtual tensor: kept if a later node reads it
+                if uid not in internal:
+                    continue
+                out = buffers[uid] = empty(dims, dtype)
+            self.scatter(slot, out, value, fill)

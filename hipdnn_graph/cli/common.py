@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:  # imported where used: --help and --version load no graph cod
 __all__ = [
     "PROG",
     "CliError",
+    "check_engine_name",
+    "checked_device",
     "detect_format",
     "fmt_list",
     "load_graph",
@@ -96,6 +99,41 @@ def load_graph(path: str) -> tuple[Graph, str]:
     if fmt == "binary":
         return Graph.deserialize(data), fmt
     return Graph.from_json(data.removeprefix(_UTF8_BOM)), fmt
+
+
+def check_engine_name(name: str) -> None:
+    """Refuse an ``--engine`` that names no registered engine.
+
+    Raises:
+        CliError: ``no engine named '<name>'; available: ...``.
+
+    Example:
+        >>> check_engine_name("NUMPY_REFERENCE_ENGINE")
+    """
+    from ..backend.registry import current_registry
+
+    names = [e.name for e in current_registry().engines()]
+    if name not in names:
+        raise CliError(
+            f"no engine named '{safe_text(name)}'; available: {', '.join(names) or 'none'}"
+        )
+
+
+def checked_device(device: str, names: tuple[str, ...]) -> str:
+    """``device`` when it is one of ``names`` or ``cuda[:N]``.
+
+    Raises:
+        CliError: ``bad --device '<device>': use <names>, cuda or cuda:N``.
+
+    Example:
+        >>> checked_device("cuda:1", ("cpu",))
+        'cuda:1'
+    """
+    if device not in names and re.fullmatch(r"cuda(:\d{1,4})?", device) is None:
+        raise CliError(
+            f"bad --device {safe_text(device)!r}: use {', '.join(names)}, cuda or cuda:N"
+        )
+    return device
 
 
 def non_negative_int(text: str) -> int:

@@ -29,7 +29,16 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import HipdnnError
 from ..types import ErrorCode
-from .common import CliError, fmt_list, load_graph, non_negative_int, safe_text, table
+from .common import (
+    CliError,
+    check_engine_name,
+    checked_device,
+    fmt_list,
+    load_graph,
+    non_negative_int,
+    safe_text,
+    table,
+)
 from .exported import read_export
 from .run import checksum
 
@@ -39,7 +48,6 @@ if TYPE_CHECKING:
 
 __all__ = ["add_parsers", "cmd_run_export", "compare"]
 
-_DEVICE = re.compile(r"cpu|cuda(:\d{1,4})?")
 _INPUT_KEY = re.compile(r"input_(0|[1-9]\d{0,5})")
 
 
@@ -160,23 +168,10 @@ def _read_values(
     return inputs, [np.asarray(arrays[key]) for key in wanted if key.startswith("output_")]
 
 
-def _checked_engine(name: str | None) -> None:
-    if name is None:
-        return
-    from ..backend.registry import current_registry
-
-    names = [e.name for e in current_registry().engines()]
-    if name not in names:
-        raise CliError(
-            f"no engine named '{safe_text(name)}'; available: {', '.join(names) or 'none'}"
-        )
-
-
 def _checked_device(device: str) -> str:
     import torch
 
-    if _DEVICE.fullmatch(device) is None:
-        raise CliError(f"bad --device {safe_text(device)!r}: use cpu, cuda or cuda:N")
+    checked_device(device, ("cpu",))
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise CliError(f"--device {device}: no CUDA or ROCm device is available")
     return device
@@ -186,7 +181,8 @@ def cmd_run_export(args: argparse.Namespace, out: TextIO) -> int:
     root, manifest = read_export(args.path)  # a CliError without torch
     from ..torch.compile import replay_export
 
-    _checked_engine(args.engine)
+    if args.engine is not None:
+        check_engine_name(args.engine)
     device = _checked_device(args.device)
     reference: dict[str, Any] = manifest.get("reference") or {}
     if args.check and not reference:

@@ -15,13 +15,21 @@ Example:
 from __future__ import annotations
 
 import argparse
-import re
 import statistics
 import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .common import CliError, fmt_list, load_graph, non_negative_int, safe_text, table
+from .common import (
+    CliError,
+    check_engine_name,
+    checked_device,
+    fmt_list,
+    load_graph,
+    non_negative_int,
+    safe_text,
+    table,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,12 +94,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         graph.build_operation_graph()  # gives every tensor its uid
         given = cli_npz.inputs_from(cli_npz.load_npz(args.inputs, graph), graph)
     if args.engine:
-        names = [e.name for e in current_registry().engines()]
-        if args.engine not in names:
-            raise CliError(
-                f"no engine named '{safe_text(args.engine)}'; available: "
-                f"{', '.join(names) or 'none'}"
-            )
+        check_engine_name(args.engine)
         graph.set_preferred_engine_id_ext(args.engine)
     graph.build()
     engine = graph.get_plan_name()
@@ -102,7 +105,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
             file=sys.stderr,
         )
         return 1
-    device: str | None = _checked_device(args.device)
+    # never ``meta``: its tensors hold no data to run on
+    device: str | None = checked_device(args.device, ("auto", "numpy", "cpu"))
     if device == "auto":
         device = default_device(current_registry().find_engine(engine))
     elif device == "numpy":
@@ -156,20 +160,6 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         cli_npz.save_npz(args.save, saved)
         print(f"saved {len(saved)} output(s) to {safe_text(args.save)}", file=out)
     return 0
-
-
-_DEVICE = re.compile(r"auto|numpy|cpu|cuda(:\d{1,4})?")
-
-
-def _checked_device(device: str) -> str:
-    """``device`` when it is one ``run`` can use (``auto``, ``numpy``, ``cpu``, ``cuda[:N]``).
-
-    Raises:
-        CliError: for anything else (``meta`` tensors hold no data to run on).
-    """
-    if _DEVICE.fullmatch(device) is None:
-        raise CliError(f"bad --device {safe_text(device)!r}: use auto, numpy, cpu, cuda or cuda:N")
-    return device
 
 
 def _synchronizer(device: str | None) -> Any:

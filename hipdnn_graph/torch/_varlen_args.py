@@ -27,7 +27,13 @@ import torch
 from ._args import IO_TYPES, check_tensor, checked_options, fail
 from ._cached import Options
 
-__all__ = ["VarlenCall", "check_cumulative", "graph_seq_max", "normalise_varlen"]
+__all__ = [
+    "VarlenCall",
+    "check_cumulative",
+    "check_token_tensors",
+    "graph_seq_max",
+    "normalise_varlen",
+]
 
 Tensor = torch.Tensor
 
@@ -63,6 +69,23 @@ def graph_seq_max(max_seqlen: int) -> int:
     return 1 << (max_seqlen - 1).bit_length()
 
 
+def check_token_tensors(q: Any, k: Any, v: Any) -> None:
+    """Refuse a query, key or value that is not a rank-3 tensor of packed tokens ``[T, H, D]``.
+
+    Raises:
+        HipdnnError: ``INVALID_VALUE`` naming the first bad one.
+
+    Example:
+        >>> t = torch.ones(5, 2, 8)
+        >>> check_token_tensors(t, t, t)
+    """
+    for name, t in (("query", q), ("key", k), ("value", v)):
+        if not isinstance(t, torch.Tensor):
+            raise fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 3:
+            raise fail(f"{name} must be rank-3 [T, H, D] (packed tokens), got {list(t.shape)}")
+
+
 def normalise_varlen(
     q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, max_seqlen_q: Any,
     max_seqlen_k: Any, is_causal: Any, scale: Any, diagonal_alignment: Any, enable_gqa: Any,
@@ -74,11 +97,7 @@ def normalise_varlen(
     Raises:
         HipdnnError: ``INVALID_VALUE`` naming the first bad argument.
     """
-    for name, t in (("query", q), ("key", k), ("value", v)):
-        if not isinstance(t, torch.Tensor):
-            raise fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 3:
-            raise fail(f"{name} must be rank-3 [T, H, D] (packed tokens), got {list(t.shape)}")
+    check_token_tensors(q, k, v)
     if q.dtype not in IO_TYPES:
         raise fail(f"query dtype {q.dtype} is not supported (float16, bfloat16, float32, float64)")
     for name, t in (("key", k), ("value", v)):

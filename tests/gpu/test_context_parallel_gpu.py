@@ -15,26 +15,17 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from context_parallel_launch import check_16_bit, run_world  # noqa: E402
+from context_parallel_launch import check_16_bit, session_run, two_gpu_marks  # noqa: E402
 from context_parallel_worker import gpu_value_cases  # noqa: E402
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(
-        not torch.cuda.is_available() or torch.cuda.device_count() < 2,
-        reason="needs two CUDA or ROCm devices",
-    ),
-]
+pytestmark = two_gpu_marks()
 
 CASES = sorted(gpu_value_cases())
-_RESULTS: list[list[dict[str, Any]]] = []  # one two-process run per session
 
 
 @pytest.fixture
 def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    if not _RESULTS:
-        _RESULTS.append(run_world(2, tmp_path_factory.mktemp("cp-gpu"), "cuda"))
-    return _RESULTS[0]
+    return session_run(2, tmp_path_factory, "cuda")
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -17,27 +17,17 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from context_parallel_launch import check_16_bit, run_world  # noqa: E402
+from context_parallel_launch import check_16_bit, session_run, two_gpu_marks  # noqa: E402
 from context_parallel_packed_worker import WORKER_PATH, gpu_value_cases  # noqa: E402
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(
-        not torch.cuda.is_available() or torch.cuda.device_count() < 2,
-        reason="needs two CUDA or ROCm devices",
-    ),
-]
+pytestmark = two_gpu_marks()
 
 CASES = sorted(gpu_value_cases())
-_RESULTS: list[list[dict[str, Any]]] = []  # one two-process run per session
 
 
 @pytest.fixture
 def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    if not _RESULTS:
-        tmp = tmp_path_factory.mktemp("cp-packed-gpu")
-        _RESULTS.append(run_world(2, tmp, "cuda", worker=WORKER_PATH))
-    return _RESULTS[0]
+    return session_run(2, tmp_path_factory, "cuda", worker=WORKER_PATH)
 
 
 @pytest.mark.parametrize("case", CASES)

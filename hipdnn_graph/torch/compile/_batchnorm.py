@@ -93,7 +93,7 @@ def _lower_training(cx: Lowering, node: torch.fx.Node) -> Any:
     x_arg, weight, bias, running_mean, running_var, _, momentum, eps = args(node)[:8]
     per_channel = _per_channel(x_arg)
     scalars = {
-        name: cx.graph.tensor(name=f"{node.name}_{name}", dim=[1]).set_value(float(value))
+        name: cx.scalar(node, name, value)
         for name, value in (("epsilon", eps), ("momentum", momentum))
     }
     outputs = cx.graph.batchnorm(

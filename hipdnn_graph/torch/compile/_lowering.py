@@ -104,6 +104,11 @@ class Lowering:
             raise NotSupportedError(f"{arg} is made in the subgraph: no view {own} -> {dims}")
         return made
 
+    def scalar(self, node: torch.fx.Node, what: str, value: Any) -> TensorAttributes:
+        """A ``[1]`` pass-by-value tensor ``<node>_<what>`` holding ``value`` (a norm's epsilon,
+        a momentum)."""
+        return self.graph.tensor(name=f"{node.name}_{what}", dim=[1]).set_value(float(value))
+
     def operand(self, arg: Any, rank: int) -> TensorAttributes:
         """A pointwise operand: a tensor with leading 1s up to ``rank``, or a number by value."""
         if isinstance(arg, bool) or not isinstance(arg, int | float | torch.fx.Node):

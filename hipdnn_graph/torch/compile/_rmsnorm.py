@@ -153,7 +153,7 @@ def _lower(cx: Lowering, node: torch.fx.Node) -> Any:
     eps = keyword(node, 3, "eps", None)
     if eps is None:  # aten's default: the machine epsilon of the input's type
         eps = torch.finfo(meta_value(x_arg).dtype).eps
-    epsilon = cx.graph.tensor(name=f"{node.name}_eps", dim=[1]).set_value(float(eps))
+    epsilon = cx.scalar(node, "eps", eps)
     training = any(user.args[1] == 1 for user in node.users)
     y, inv_rms = cx.graph.rmsnorm(
         x,

@@ -232,7 +232,7 @@ def _lower_layer_norm(cx: Lowering, node: torch.fx.Node) -> Any:
     x, dims = cx.tensor(x_arg), list(meta_value(x_arg).shape)
     normalized = list(shape)
     params = [1] * (len(dims) - len(normalized)) + normalized
-    epsilon = cx.graph.tensor(name=f"{node.name}_eps", dim=[1]).set_value(float(eps))
+    epsilon = cx.scalar(node, "eps", eps)
     training = any(user.args[1] != 0 for user in node.users)
     phase = NormFwdPhase.TRAINING if training else NormFwdPhase.INFERENCE
     y, mean, inv_variance = cx.graph.layernorm(

@@ -21,7 +21,7 @@ Example:
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -39,6 +39,7 @@ __all__ = [
     "DTYPE_NAMES",
     "MESSAGE_BYTES",
     "agree",
+    "code_labels",
     "decode",
     "device_code",
     "dtype_code",
@@ -60,6 +61,18 @@ DEVICE_TYPES: tuple[str, ...] = ("cpu", "cuda", "meta")
 
 #: the longest message a refusing rank sends to the others (longer ones are cut)
 MESSAGE_BYTES = 512
+
+
+def code_labels(layouts: Iterable[str], *flags: str) -> dict[str, tuple[str, ...]]:
+    """The ``labels`` of :func:`agree` for a signature's coded entries: ``dtype``, ``layout``
+    (by ``layouts``), ``device``, ``autograd`` and the bool options ``flags``.
+
+    Example:
+        >>> code_labels(("zigzag",), "is_causal")["is_causal"]
+        ('False', 'True')
+    """
+    labels = {"dtype": DTYPE_NAMES, "layout": tuple(layouts), "device": DEVICE_TYPES}
+    return labels | dict.fromkeys(("autograd", *flags), ("False", "True"))
 
 
 def dtype_code(dtype: torch.dtype) -> float:

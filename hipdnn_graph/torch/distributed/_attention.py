@@ -13,7 +13,7 @@ from ...errors import HipdnnError
 from ...types import ErrorCode
 from .._args import check_qkv
 from .._op import scaled_dot_product_attention
-from ._agree import DEVICE_TYPES, DTYPE_NAMES, agree, device_code, dtype_code
+from ._agree import agree, code_labels, device_code, dtype_code
 from ._group import Ring, resolve
 from ._layout import LAYOUTS, check_layout
 from ._ring import RingAttention
@@ -22,16 +22,15 @@ __all__ = ["context_parallel_attention"]
 
 Tensor = torch.Tensor
 
+#: the options' entries of an attention call's signature (:func:`option_signature`)
+OPTION_NAMES = ("dtype", "is_causal", "scale", "enable_gqa", "layout", "device", "autograd")
 _NAMES = (
     "batch", "query heads", "local query length", "query head dim", "key heads",
     "local key length", "key head dim", "value heads", "local value length", "value head dim",
-    "dtype", "is_causal", "scale", "enable_gqa", "layout", "device", "autograd",
+    *OPTION_NAMES,
 )  # fmt: skip
-
-
-_BOOL = ("False", "True")
-_LABELS = {"dtype": DTYPE_NAMES, "layout": tuple(LAYOUTS), "is_causal": _BOOL,
-           "enable_gqa": _BOOL, "device": DEVICE_TYPES, "autograd": _BOOL}  # fmt: skip
+#: the options' labels (:func:`~._agree.agree`)
+OPTION_LABELS = code_labels(LAYOUTS, "is_causal", "enable_gqa")
 
 
 def context_parallel_attention(
@@ -112,12 +111,12 @@ def context_parallel_attention(
         lambda: _reason(query, key, value, is_causal, scale, enable_gqa, layout)
     )
     signature = [0.0] * len(_NAMES)
+    scale = resolved_scale(query, scale) if error is None else 0.0
     if error is None:
-        if scale is None:
-            scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
-        signature = _signature(query, key, value, is_causal, scale, enable_gqa, layout)
-    agree(grp, "context_parallel_attention", error, signature, _NAMES, query, _LABELS)
-    assert scale is not None
+        shapes = map(float, (*query.shape, *key.shape[1:], *value.shape[1:]))
+        flags = (is_causal, scale, enable_gqa, list(LAYOUTS).index(layout))
+        signature = [*shapes, *option_signature(query, key, value, *flags)]
+    agree(grp, "context_parallel_attention", error, signature, _NAMES, query, OPTION_LABELS)
     out: Tensor = RingAttention.apply(  # type: ignore[no-untyped-call]
         query, key, value, Ring(grp), bool(is_causal), float(scale), layout
     )
@@ -203,19 +202,26 @@ def kind_of(t: Tensor) -> str:
     return "meta" if t.device.type == "meta" else str(t.layout).removeprefix("torch.")
 
 
-def _signature(
-    q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, gqa: bool, layout: str
+def resolved_scale(query: Tensor, scale: float | None) -> float:
+    """The score scale of a call: ``scale``, or ``1/sqrt(D)`` (1 for ``D = 0``)."""
+    if scale is not None:
+        return float(scale)
+    return 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
+
+
+def option_signature(
+    q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, gqa: bool, layout: int
 ) -> list[float]:
-    """Shapes, options, device type and whether autograd records the call (then every rank
-    must run the backward's exchanges), as numbers."""
+    """The entries :data:`OPTION_NAMES` of a call's signature: dtype, options, the layout's
+    index, device type and whether autograd records the call (then every rank must run the
+    backward's exchanges), as numbers."""
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     return [
-        *map(float, (*q.shape, *k.shape[1:], *v.shape[1:])),
         dtype_code(q.dtype),
         float(causal),
         float(scale),
         float(gqa),
-        float(list(LAYOUTS).index(layout)),
+        float(layout),
         device_code(q.device),
         float(grad),
     ]

@@ -3,7 +3,6 @@ ranks, sequence by sequence."""
 
 from __future__ import annotations
 
-import math
 from itertools import pairwise
 from typing import Any
 
@@ -13,8 +12,18 @@ from ...errors import HipdnnError
 from ...types import ErrorCode
 from .._args import check_qkv
 from .._op import scaled_dot_product_attention
-from ._agree import DEVICE_TYPES, DTYPE_NAMES, agree, device_code, dtype_code
-from ._attention import gqa_reason, kind_of, local_error, option_reason
+from .._varlen_args import check_token_tensors
+from ._agree import agree, code_labels
+from ._attention import (
+    OPTION_LABELS,
+    OPTION_NAMES,
+    gqa_reason,
+    kind_of,
+    local_error,
+    option_reason,
+    option_signature,
+    resolved_scale,
+)
 from ._group import Ring, resolve
 from ._packed_layout import (
     PACKED_LAYOUTS,
@@ -33,12 +42,9 @@ Tensor = torch.Tensor
 
 _NAMES = (
     "query heads", "query head dim", "key heads", "key head dim", "value heads",
-    "value head dim", *BATCH_NAMES, "dtype", "is_causal", "scale", "enable_gqa", "layout",
-    "device", "autograd",
+    "value head dim", *BATCH_NAMES, *OPTION_NAMES,
 )  # fmt: skip
-_BOOL = ("False", "True")
-_LABELS = {"dtype": DTYPE_NAMES, "layout": PACKED_LAYOUTS, "is_causal": _BOOL,
-           "enable_gqa": _BOOL, "device": DEVICE_TYPES, "autograd": _BOOL}  # fmt: skip
+_LABELS = OPTION_LABELS | code_labels(PACKED_LAYOUTS)
 
 
 def context_parallel_packed_attention(
@@ -130,16 +136,21 @@ def context_parallel_packed_attention(
 
     error = grp.error or local_error(check)
     signature = [0.0] * len(_NAMES)
+    scale = resolved_scale(query, scale) if error is None else 0.0
     if error is None:
-        if scale is None:
-            scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
-        signature = _signature(query, key, value, *found[0], is_causal, scale, enable_gqa)
+        cu, shard = found[0]
+        heads = (query.shape[1:], key.shape[1:], value.shape[1:])
+        flags = (is_causal, scale, enable_gqa, PACKED_LAYOUTS.index(shard.layout))
+        signature = [
+            *(float(n) for shape in heads for n in shape),
+            *batch_signature(cu),
+            *option_signature(query, key, value, *flags),
+        ]
     agree(grp, "context_parallel_packed_attention", error, signature, _NAMES, query, _LABELS)
     shard = found[0][1]
     if shard.layout == "sequences":
         return local_attention(query, key, value, shard, is_causal, scale)
     spans = tuple((a, b - a) for a, b in pairwise(shard.cu_seqlens))
-    assert scale is not None
     out: Tensor = PackedRingAttention.apply(  # type: ignore[no-untyped-call]
         query, key, value, spans, Ring(grp), bool(is_causal), float(scale)
     )
@@ -187,11 +198,7 @@ def _checked(
     reason = option_reason(causal, scale, gqa)
     if reason is not None:
         raise _fail(reason)
-    for name, t in (("query", q), ("key", k), ("value", v)):
-        if not isinstance(t, torch.Tensor):
-            raise _fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 3:
-            raise _fail(f"{name} must be rank-3 [T, H, D] (packed tokens), got {list(t.shape)}")
+    check_token_tensors(q, k, v)
     check_qkv(*(t.unsqueeze(0).transpose(1, 2) for t in (q, k, v)))
     for name, t in (("query", q), ("key", k), ("value", v)):
         if t.device.type == "meta" or t.layout != torch.strided:
@@ -216,29 +223,3 @@ def _checked(
 
 def _fail(message: str) -> HipdnnError:
     return HipdnnError(ErrorCode.INVALID_VALUE, message)
-
-
-def _signature(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    cu: tuple[int, ...],
-    shard: PackedShard,
-    causal: bool,
-    scale: float,
-    gqa: bool,
-) -> list[float]:
-    """Heads, head dims, the batch, options, device type and whether autograd records the call
-    (then every rank must run the backward), as numbers; token counts differ by rank."""
-    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-    return [
-        *map(float, (q.shape[1], q.shape[2], k.shape[1], k.shape[2], v.shape[1], v.shape[2])),
-        *batch_signature(cu),
-        dtype_code(q.dtype),
-        float(causal),
-        float(scale),
-        float(gqa),
-        float(PACKED_LAYOUTS.index(shard.layout)),
-        device_code(q.device),
-        float(grad),
-    ]

@@ -20,9 +20,9 @@ from typing import Any
 import torch
 
 from .._graphs import sdpa_backward, sdpa_forward
-from ._group import Pending, Ring
+from ._group import Ring
 from ._layout import Block, block
-from ._ring import _GRAD_TAG, _KV_TAG, _acc_dtype, _merge
+from ._ring import _acc_dtype, _kv_steps, _KvGrads, _merge
 
 __all__ = ["PackedRingAttention", "packed_ring_backward", "packed_ring_forward"]
 
@@ -62,9 +62,7 @@ def packed_ring_forward(
     tokens, heads = q.shape[0], q.shape[1]
     o_acc = torch.zeros((tokens, heads, v.shape[2]), dtype=acc, device=q.device)
     lse_acc = torch.full((tokens, heads, 1), -torch.inf, dtype=acc, device=q.device)
-    kv: tuple[Tensor, ...] = (k, v)
-    for step, blocks in enumerate(_plan(ring, spans, causal)):
-        pending = ring.exchange(kv, _KV_TAG) if step < ring.world - 1 else None
+    for (step, kv), blocks in zip(_kv_steps(ring, k, v), _plan(ring, spans, causal), strict=True):
         for a, _, blk in blocks:
             o_b, lse_b = sdpa_forward(
                 _bhsd(q, a + blk.q_start, blk.q_len),
@@ -80,8 +78,6 @@ def packed_ring_forward(
                 lse_view.copy_(_thd(lse_b))
             else:
                 _merge(o_view, lse_view, _thd(o_b), _thd(lse_b))
-        if pending is not None:
-            kv = pending.wait()
     return o_acc.to(q.dtype), lse_acc
 
 
@@ -102,10 +98,8 @@ def packed_ring_backward(
     acc = _acc_dtype(q.dtype)
     do = do.contiguous()
     dq = torch.zeros(q.shape, dtype=acc, device=q.device)
-    kv: tuple[Tensor, ...] = (k, v)
-    grads: Pending | None = None
-    for step, blocks in enumerate(_plan(ring, spans, causal)):
-        pending = ring.exchange(kv, _KV_TAG) if step < ring.world - 1 else None
+    grads = _KvGrads(ring, acc)
+    for (step, kv), blocks in zip(_kv_steps(ring, k, v), _plan(ring, spans, causal), strict=True):
         parts = []
         for a, _, blk in blocks:
             rows = (a + blk.q_start, blk.q_len)
@@ -122,22 +116,15 @@ def packed_ring_backward(
             )
             dq.narrow(0, *rows).add_(_thd(dq_b))
             parts.append((keys, dk_b, dv_b))
-        if grads is None:  # this buffer's accumulators start here, at its owner
-            dk_acc = torch.zeros(kv[0].shape, dtype=acc, device=q.device)
-            dv_acc = torch.zeros(kv[1].shape, dtype=acc, device=q.device)
-        else:
-            dk_acc, dv_acc = grads.wait()
+        dk_acc, dv_acc = grads.take(kv)
         for keys, dk_b, dv_b in parts:
             dk_acc.narrow(0, *keys).add_(_thd(dk_b))
             dv_acc.narrow(0, *keys).add_(_thd(dv_b))
         if step == ring.world - 1:  # the sums are complete: home in K's and V's dtype
             dk_acc, dv_acc = dk_acc.to(k.dtype), dv_acc.to(v.dtype)
-        grads = ring.exchange((dk_acc, dv_acc), _GRAD_TAG)
-        if pending is not None:
-            kv = pending.wait()
-    assert grads is not None
+        grads.send(dk_acc, dv_acc)
     dq_out = dq.to(q.dtype)  # queued while the last hop is in flight
-    dk, dv = grads.wait()  # after W hops each buffer's dK and dV are back at their owner
+    dk, dv = grads.home()  # after W hops each buffer's dK and dV are back at their owner
     return dq_out, dk, dv
 
 

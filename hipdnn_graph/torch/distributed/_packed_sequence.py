@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 from ...errors import HipdnnError
 from ...types import ErrorCode
-from ._agree import DEVICE_TYPES, DTYPE_NAMES, agree, device_code, dtype_code
+from ._agree import agree, code_labels, device_code, dtype_code
 from ._attention import kind_of
 from ._group import Group, resolve
 from ._packed_layout import (
@@ -171,9 +171,9 @@ def gather_packed(
             error = err
         except Exception as err:  # anything unforeseen: refused together, never raised alone
             error = _fail(f"bad arguments ({type(err).__name__}: {err})"[:400])
-    labels = {"dtype": DTYPE_NAMES, "layout": PACKED_LAYOUTS, "device": DEVICE_TYPES,
-              "autograd": ("False", "True")}  # fmt: skip
-    agree(grp, "gather_packed", error, signature, _GATHER_NAMES, x_local, labels)
+    agree(
+        grp, "gather_packed", error, signature, _GATHER_NAMES, x_local, code_labels(PACKED_LAYOUTS)
+    )
     out: Tensor = _GatherPacked.apply(x_local, grp, shards, d)  # type: ignore[no-untyped-call]
     return out
 

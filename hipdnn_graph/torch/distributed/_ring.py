@@ -20,6 +20,7 @@ Every graph is the torch op's cached graph (:func:`~hipdnn_graph.torch.sdpa_forw
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -78,6 +79,43 @@ def _merge(o: Tensor, lse: Tensor, o_b: Tensor, lse_b: Tensor) -> None:
     lse.copy_(new)
 
 
+def _kv_steps(ring: Ring, k: Tensor, v: Tensor) -> Iterator[tuple[int, tuple[Tensor, ...]]]:
+    """Each ring step's K/V buffers, ``(step, (K, V))`` (step ``t`` holds rank ``r − t``'s);
+    the next step's are already on their way while the caller works on these."""
+    kv: tuple[Tensor, ...] = (k, v)
+    for step in range(ring.world):
+        pending = ring.exchange(kv, _KV_TAG) if step < ring.world - 1 else None
+        yield step, kv
+        if pending is not None:
+            kv = pending.wait()
+
+
+class _KvGrads:
+    """The dK/dV accumulators of the K/V buffers travelling the ring: each pair starts at the
+    buffers' owner, travels one step behind them and is back home after ``W`` hops."""
+
+    def __init__(self, ring: Ring, dtype: torch.dtype) -> None:
+        self._ring = ring
+        self._dtype = dtype
+        self._pending: Pending | None = None
+
+    def take(self, kv: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        """The accumulators of the buffers ``kv`` held now: zeros at their owner (the first
+        step), else the ones that travelled with them."""
+        if self._pending is None:
+            return tuple(torch.zeros(t.shape, dtype=self._dtype, device=t.device) for t in kv)
+        return self._pending.wait()
+
+    def send(self, dk: Tensor, dv: Tensor) -> None:
+        """Start passing this step's accumulators on to the next rank."""
+        self._pending = self._ring.exchange((dk, dv), _GRAD_TAG)
+
+    def home(self) -> tuple[Tensor, ...]:
+        """The owner's own accumulators, back after the last hop."""
+        assert self._pending is not None
+        return self._pending.wait()
+
+
 def ring_forward(
     q: Tensor, k: Tensor, v: Tensor, ring: Ring, causal: bool, scale: float, layout: str
 ) -> tuple[Tensor, Tensor]:
@@ -90,10 +128,8 @@ def ring_forward(
     acc = _acc_dtype(q.dtype)
     o_acc: Tensor | None = None
     lse_acc: Tensor | None = None
-    kv: tuple[Tensor, ...] = (k, v)
     plan = _blocks(ring, q.shape[2], causal, layout)
-    for step, blk in enumerate(plan):
-        pending = ring.exchange(kv, _KV_TAG) if step < ring.world - 1 else None
+    for (_, kv), blk in zip(_kv_steps(ring, k, v), plan, strict=True):
         if blk is not None:
             o_b, lse_b = sdpa_forward(
                 _rows(q, blk.q_start, blk.q_len),
@@ -112,8 +148,6 @@ def ring_forward(
                     o_b,
                     lse_b,
                 )
-        if pending is not None:
-            kv = pending.wait()
     assert o_acc is not None and lse_acc is not None
     return _like(o_acc, q), lse_acc
 
@@ -136,11 +170,9 @@ def ring_backward(
     if 0 in do.stride():  # a broadcast gradient (``out.sum()``): packed once, not per block
         do = do.contiguous()
     dq = torch.zeros(q.shape, dtype=acc, device=q.device)
-    kv: tuple[Tensor, ...] = (k, v)
-    grads: Pending | None = None
+    grads = _KvGrads(ring, acc)
     plan = _blocks(ring, q.shape[2], causal, layout)
-    for step, blk in enumerate(plan):
-        pending = ring.exchange(kv, _KV_TAG) if step < ring.world - 1 else None
+    for (step, kv), blk in zip(_kv_steps(ring, k, v), plan, strict=True):
         parts: tuple[Tensor, Tensor] | None = None
         if blk is not None:
             rows = (blk.q_start, blk.q_len)
@@ -156,22 +188,15 @@ def ring_backward(
             )
             _view(dq, *rows).add_(dq_b)
             parts = (dk_b, dv_b)
-        if grads is None:  # this slice's accumulators start here, at its owner
-            dk_acc = torch.zeros(kv[0].shape, dtype=acc, device=q.device)
-            dv_acc = torch.zeros(kv[1].shape, dtype=acc, device=q.device)
-        else:
-            dk_acc, dv_acc = grads.wait()
+        dk_acc, dv_acc = grads.take(kv)
         if parts is not None and blk is not None:
             _view(dk_acc, blk.kv_start, blk.kv_len).add_(parts[0])
             _view(dv_acc, blk.kv_start, blk.kv_len).add_(parts[1])
         if step == ring.world - 1:  # the sums are complete: home in K's and V's dtype and order
             dk_acc, dv_acc = _like(dk_acc, k), _like(dv_acc, v)
-        grads = ring.exchange((dk_acc, dv_acc), _GRAD_TAG)
-        if pending is not None:
-            kv = pending.wait()
-    assert grads is not None
+        grads.send(dk_acc, dv_acc)
     dq_out = _like(dq, q)  # queued while the last hop is in flight
-    dk, dv = grads.wait()  # after W hops each slice's dK and dV are back at their owner
+    dk, dv = grads.home()  # after W hops each slice's dK and dV are back at their owner
     return dq_out, dk, dv
 
 

@@ -9,7 +9,7 @@ import torch.distributed as dist
 
 from ...errors import HipdnnError
 from ...types import ErrorCode
-from ._agree import DEVICE_TYPES, DTYPE_NAMES, agree, device_code, dtype_code
+from ._agree import agree, code_labels, device_code, dtype_code
 from ._group import Group, resolve
 from ._layout import LAYOUTS, check_layout, chunks_per_rank, local_positions
 
@@ -128,9 +128,7 @@ def gather_sequence(
             error = err
         except Exception as err:  # anything unforeseen: refused together, never raised alone
             error = _fail(f"bad arguments ({type(err).__name__}: {err})"[:400])
-    labels = {"dtype": DTYPE_NAMES, "layout": tuple(LAYOUTS), "device": DEVICE_TYPES,
-              "autograd": ("False", "True")}  # fmt: skip
-    agree(grp, "gather_sequence", error, signature, _GATHER_NAMES, x_local, labels)
+    agree(grp, "gather_sequence", error, signature, _GATHER_NAMES, x_local, code_labels(LAYOUTS))
     out: Tensor = _Gather.apply(  # type: ignore[no-untyped-call]
         x_local, grp, layout, d
     )
