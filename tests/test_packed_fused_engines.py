@@ -294,7 +294,10 @@ class FakeKernels:
     def flash_forward(self, q: Any, k: Any, v: Any, cu_q: Any, cu_kv: Any, max_q: int,
                       max_kv: int, *, scale: float, causal: bool) -> tuple[Any, ...]:  # fmt: skip
         self.calls.append("flash_forward")
-        assert max_q >= 2  # never flash's single-query special case
+        lengths = torch.diff(cu_q).tolist()
+        assert max_q == max(lengths)
+        if max_q == 1 and 0 in lengths:  # never flash's one-query-per-sequence GQA swap
+            assert k.shape[1] == q.shape[1]
         o, lse = self._forward(q, k, v, cu_q, cu_kv, max_q, self._call(scale, causal, True),
                                self.layout, max_q)  # fmt: skip
         return o, lse, (torch.zeros(2), torch.zeros(()))
@@ -460,3 +463,14 @@ def test_forward_and_backward_in_one_graph_keep_stats_private(kernels: FakeKerne
     assert kernels.calls == ["flash_forward", "flash_backward"]
     for x in (o, *grads):
         _close(results[FLASH][x], results[MATH][x], x.name)
+
+
+def test_single_query_sequences_beside_an_empty_one_take_expanded_heads_on_flash(
+    kernels: FakeKernels,
+) -> None:
+    lengths = [(1, 3), (0, 2), (1, 1)]
+    want = _run(MATH, IO["fp16"], "bottom_right", lengths, backward=True)
+    got = _run(FLASH, IO["fp16"], "bottom_right", lengths, backward=True)
+    assert kernels.calls == ["flash_forward", "flash_backward"]
+    for name in ("O", "Stats", "dQ", "dK", "dV"):
+        _close(got[name], want[name], name)

@@ -251,14 +251,15 @@ class _Run:
 
     @property
     def max_q(self) -> int:
-        # flash takes a single-query batch (max_seqlen_q == 1) as one query per sequence,
-        # which a packed batch with an empty sequence is not; a larger bound only sizes the grid
-        n = max(self.lq, default=0)
-        return max(n, 2) if self.step.op is fused.FusedOp.FLASH else n
+        return max(self.lq, default=0)
 
     def _kv(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, bool]:
         h, hk, hv = self.step.heads
-        if (hk == h and hv == h) or self.step.gqa_native:
+        # FlashAttention runs a GQA batch whose longest query sequence is one token as one query
+        # per sequence (seqlenq_ngroups_swapped in flash_api.cpp), which a packed batch with an
+        # empty query sequence is not: such a call takes K and V expanded to H heads
+        swapped = self.step.op is fused.FusedOp.FLASH and self.max_q == 1 and 0 in self.lq
+        if (hk == h and hv == h) or (self.step.gqa_native and not swapped):
             return k, v, False
         return k.repeat_interleave(h // hk, dim=1), v.repeat_interleave(h // hv, dim=1), True
 
