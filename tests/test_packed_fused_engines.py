@@ -474,3 +474,33 @@ def test_single_query_sequences_beside_an_empty_one_take_expanded_heads_on_flash
     assert kernels.calls == ["flash_forward", "flash_backward"]
     for name in ("O", "Stats", "dQ", "dK", "dV"):
         _close(got[name], want[name], name)
+
+
+def test_element_offsets_starting_past_zero_in_a_longer_buffer(kernels: FakeKernels) -> None:
+    """The layouts the math engine reads serve the fused path too: offsets in elements
+    (multiplier 1), starting at token 2, in buffers longer than the last sequence, with a
+    token stride wider than H·D (a padded row)."""
+    width = H * D + 8  # each token's row padded by 8 elements
+    g = hg.Graph(io_data_type=hg.DataType.BFLOAT16, intermediate_data_type=hg.DataType.FLOAT,
+                 compute_data_type=hg.DataType.FLOAT)  # fmt: skip
+    off = g.tensor(name="off", dim=[4, 1, 1, 1], data_type=hg.DataType.INT64)
+    q, k, v = (g.tensor(name=n, dim=[3, H, S, D], stride=[S * width, D, width, 1]) for n in "QKV")
+    for x in (q, k, v):
+        x.set_ragged_offset(off)  # multiplier 1: element offsets
+    o, _ = g.sdpa(q, k, v, name="fwd", generate_stats=False, use_causal_mask_bottom_right=True)
+    o.set_output(True).set_stride([S * width, D, width, 1]).set_ragged_offset(off)
+    gen = torch.Generator().manual_seed(2)
+    tokens = [2, 7, 8, 14]  # sequences of 5, 1 and 6 tokens after 2 no sequence holds
+    arrays = {x: torch.randn(16 * width, generator=gen).bfloat16() for x in (q, k, v)}
+    arrays[off] = torch.tensor(tokens, dtype=torch.int64).reshape(4, 1, 1, 1) * width
+    results = {}
+    for engine in (MATH, FLASH):
+        g.set_preferred_engine_id_ext(engine).build()
+        assert g.get_plan_name() == engine
+        out = torch.full((16 * width,), 3.0, dtype=torch.bfloat16)
+        g.execute({**arrays, o: out}, None)
+        results[engine] = out.view(16, width)
+    assert kernels.calls == ["flash_forward"]
+    got, want = results[FLASH], results[MATH]
+    assert (got[:2] == 3.0).all() and (got[14:] == 3.0).all() and (got[:, H * D :] == 3.0).all()
+    _close(got[2:14, : H * D], want[2:14, : H * D], "O")
