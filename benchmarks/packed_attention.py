@@ -20,7 +20,10 @@ milliseconds of one forward+backward of
 (CUDA events; rounds of ten calls of each in turn, median over the rounds), each row's speed
 against ``torch`` (issue 37's target for the graph paths: ≥ 0.95) and against ``padded``
 (target ≥ 1.5), the peak memory each call adds above its inputs (target: ≤ the padded path's)
-and the engines the graphs ran on. It needs one 80 GB card and well under two minutes.
+and the engines the graphs ran on. It needs one 80 GB card and well under two minutes; the
+untimed warm-up includes the device probe of the fused kernels and, for bf16, the compile of
+the flex kernels the padded op runs on (``--padded-engine NAME`` forces another engine for the
+padded row, e.g. ``TORCH_SDPA_FLASH_ENGINE``'s own padding path).
 
 ``--smoke`` runs a tiny batch on the CPU (no figures worth reading; the test suite runs it to
 keep the script working).
@@ -165,7 +168,8 @@ def _graphs(t: dict[str, Any], cu: Any, lengths: tuple[int, ...], s_max: int
     return step, [fwd.get_plan_name(), bwd.get_plan_name()]
 
 
-def row(dtype_name: str, device: str, rounds: int, lengths: tuple[int, ...]) -> dict[str, Any]:
+def row(dtype_name: str, device: str, rounds: int, lengths: tuple[int, ...],
+        padded_engine: str | None = None) -> dict[str, Any]:  # fmt: skip
     cuda = device == "cuda"
     dtype = getattr(torch, dtype_name)
     gen = torch.Generator(device=device).manual_seed(0)
@@ -181,7 +185,7 @@ def row(dtype_name: str, device: str, rounds: int, lengths: tuple[int, ...]) -> 
     def varlen() -> None:
         out = hgt.varlen_attention(leaves["Q"], leaves["K"], leaves["V"], cu, cu, longest,
                                    longest, is_causal=True, scale=scale)  # fmt: skip
-        torch.autograd.backward(out, t["dO"])
+        torch.autograd.grad(out, list(leaves.values()), t["dO"])  # no .grad accumulation
 
     s_pad = 1 << (longest - 1).bit_length()
     padded = {n: torch.zeros(b, HEADS, s_pad, DIM, device=device, dtype=dtype) for n in t}
@@ -194,9 +198,9 @@ def row(dtype_name: str, device: str, rounds: int, lengths: tuple[int, ...]) -> 
     def pad() -> None:
         out = hgt.scaled_dot_product_attention(
             pad_leaves["Q"], pad_leaves["K"], pad_leaves["V"], is_causal=True, scale=scale,
-            seq_len_q=lens, seq_len_kv=lens,
+            seq_len_q=lens, seq_len_kv=lens, engine=padded_engine,
         )  # fmt: skip
-        torch.autograd.backward(out, padded["dO"])
+        torch.autograd.grad(out, list(pad_leaves.values()), padded["dO"])
 
     graph_step, graph_engines = _graphs(t, cu, lengths, s_pad)
     steps: dict[str, Callable[[], None]] = {"varlen_attention": varlen, "graph": graph_step}
@@ -207,8 +211,6 @@ def row(dtype_name: str, device: str, rounds: int, lengths: tuple[int, ...]) -> 
     for step in steps.values():  # warm: plans, probes, caches
         step()
         step()
-    for leaf in (*leaves.values(), *pad_leaves.values()):
-        leaf.grad = None
     peaks = {name: _peak_bytes(step, cuda) for name, step in steps.items()}
     ms = _time_ms(steps, cuda, rounds)
     engines = sorted({f"{c.kind}:{c.engine}" for c in hgt.cached_graphs()})
@@ -234,11 +236,16 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--json", help="write the rows to this file")
     parser.add_argument("--rounds", type=int, default=5, help="timing rounds (median)")
     parser.add_argument("--dtypes", default=",".join(DTYPES), help="bfloat16, float16, float32")
+    parser.add_argument("--padded-engine", help="force this engine for the padded row")
     args = parser.parse_args(argv)
+    start = time.perf_counter()
     device = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
     lengths = SMOKE_LENGTHS if args.smoke else LENGTHS
     dtypes = ["float32"] if args.smoke else args.dtypes.split(",")
-    rows = [row(d, device, 2 if args.smoke else args.rounds, lengths) for d in dtypes]
+    rows = [
+        row(d, device, 2 if args.smoke else args.rounds, lengths, args.padded_engine)
+        for d in dtypes
+    ]
     for r in rows:
         print(f"{r['dtype']} {r['device']}: {len(r['lengths'])} sequences, {r['tokens']} tokens, "
               f"H={r['heads']} D={r['dim']}, causal fwd+bwd")  # fmt: skip
@@ -251,6 +258,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             memory = "" if peak is None else f", peak +{peak:.0f} MiB"
             print(f"  {name:>16}: {ms:8.3f} ms{speed}{memory}")
         print(f"  graph engines {r['graph_engines']}; op engines {r['op_engines']}")
+    print(f"({time.perf_counter() - start:.0f} s in all, warm-up included)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
