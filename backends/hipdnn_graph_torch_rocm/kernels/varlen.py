@@ -42,6 +42,7 @@ from ._fused_common import rng_state
 from ._fused_rules import FusedOp
 from .call import SdpaCall
 from .math import sdpa_backward, sdpa_forward
+from .varlen_lse import TokenIndex, from_kernel_lse
 
 __all__ = [
     "cu_seqlens",
@@ -238,16 +239,13 @@ def efficient_varlen_backward(
 
 
 def lse_as_thd(lse: Tensor, cu_q: Tensor) -> Tensor:
-    """A variable-length kernel's log-sum-exp as ``[Tq, H, 1]`` float32: the unpadded
-    ``[H, Tq]`` form as it is, the padded ``[B, H, max_q]`` form read sequence by sequence.
+    """A variable-length kernel's log-sum-exp as ``[Tq, H, 1]`` float32: the per-token
+    ``[H, Tq]`` form or the per-sequence ``[B, H, W]`` form (:mod:`.varlen_lse`).
 
     Example:
         >>> import torch
         >>> lse_as_thd(torch.arange(6.0).reshape(2, 3), cu_seqlens([1, 2]))[:, :, 0].tolist()
         [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
     """
-    if lse.dim() == 2:
-        return lse.float().transpose(0, 1).unsqueeze(-1)
-    bounds = _bounds(cu_q)
-    parts = [lse[b, :, : hi - lo].transpose(0, 1) for b, (lo, hi) in enumerate(pairwise(bounds))]
-    return torch.cat(parts).float().unsqueeze(-1)
+    idx = TokenIndex.of(torch.diff(cu_q.reshape(-1)).tolist(), device=lse.device)
+    return from_kernel_lse(lse, "tokens" if lse.dim() == 2 else "batch", idx)[..., None]
