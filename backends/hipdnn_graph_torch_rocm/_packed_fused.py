@@ -328,6 +328,9 @@ class _Run:
             _, hk, hv = self.step.heads
             dk = dk.view(dk.shape[0], hk, -1, dk.shape[2]).sum(2)
             dv = dv.view(dv.shape[0], hv, -1, dv.shape[2]).sum(2)
+        rows = self._empty_rows()  # queries that see no key: never left to a kernel's buffer
+        if rows is not None:
+            dq = dq.masked_fill(rows[:, None, None], 0.0)
         if any(q == 0 < kv for q, kv in zip(self.lq, self.lkv, strict=True)):  # keys no query reads
             idle = torch.tensor([q == 0 for q in self.lq], device=self.device)
             keys = torch.repeat_interleave(idle, torch.tensor(self.lkv, device=self.device))
