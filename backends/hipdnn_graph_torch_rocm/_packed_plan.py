@@ -38,6 +38,7 @@ from hipdnn_graph.backend import SdpaProblem
 from hipdnn_graph.backend.dtypes import torch_dtype
 from hipdnn_graph.backend.packed_sdpa import PackedResult, PackedSdpa, packed_results
 
+from ._packed_fused import PackedFusedStep
 from .kernels.call import SdpaCall
 from .kernels.varlen import cu_seqlens, varlen_math_backward, varlen_math_forward
 
@@ -108,8 +109,6 @@ class PackedTorchPlan:
             p = SdpaProblem.from_node(node)
             step: Any = PackedTorchStep.of(p)
             if op is not None:
-                from ._packed_fused import PackedFusedStep
-
                 step = PackedFusedStep.of(p, op, step)
             self.steps.append(step)
         produced = {uid for step in self.steps for _, uid, _, _, _ in step.results}
