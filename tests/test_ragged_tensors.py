@@ -252,7 +252,8 @@ def test_engines_without_ragged_support_refuse_by_name() -> None:
         for e in current_registry().engines()
         if not getattr(e, "supports_ragged", False) and node_type_refusal(e, g) is None
     ]
-    assert "TORCH_SDPA_FLASH_ENGINE" in {e.name for e in engines}
+    assert "TORCH_SDPA_CUDNN_ENGINE" in {e.name for e in engines}
+    assert "TORCH_SDPA_FLASH_ENGINE" not in {e.name for e in engines}  # its varlen kernels do
     assert "NUMPY_REFERENCE_ENGINE" not in {e.name for e in engines}  # it runs packed graphs
     for engine in engines:
         ok, reason = checked_support(engine, g)

@@ -217,8 +217,8 @@ def test_bad_arguments_raise_invalid_value(change: dict[str, Any], message: str)
 def test_a_forced_engine_that_refuses_packed_graphs_says_why() -> None:
     a = _inputs(torch.float64)
     with pytest.raises(hg.NotSupportedError) as err:
-        _packed(a, engine="TORCH_SDPA_FLASH_ENGINE")
-    assert "engine 'TORCH_SDPA_FLASH_ENGINE' cannot run graph 'hipdnn_torch_varlen_fwd'" in str(
+        _packed(a, engine="TORCH_SDPA_CUDNN_ENGINE")
+    assert "engine 'TORCH_SDPA_CUDNN_ENGINE' cannot run graph 'hipdnn_torch_varlen_fwd'" in str(
         err.value
     )
     assert "ragged" in str(err.value)

@@ -29,7 +29,7 @@ from hipdnn_graph.backend import ENGINE_API_VERSION
 from ._ranking import ENGINES
 from ._sdpa_plan import TorchSdpaPlan
 from ._sdpa_steps import SdpaPlanning
-from ._sdpa_support import SdpaSupport
+from ._sdpa_support import FUSED_PACKED_OPS, SdpaSupport
 from .engine_knobs import FLEX_KNOBS, REPLAY_KNOB
 
 __all__ = [
@@ -69,13 +69,15 @@ class TorchSdpaEngine(SdpaSupport, SdpaPlanning):
         #: heuristic mode FALLBACK ranks the math engine second (it runs every SDPA graph)
         self.fallback = 2 if op is None else None
         #: the math engine runs packed (ragged) graphs sequence by sequence
-        #: (:mod:`._packed_plan`); the fused engines' variable-length kernels are not wired
-        self.supports_ragged = op is None
+        #: (:mod:`._packed_plan`), flash and efficient through their variable-length kernels
+        #: (:mod:`._packed_fused`); cuDNN's and flex's are not wired
+        self.supports_ragged = op is None or op in FUSED_PACKED_OPS
         self.ragged_reason = (
             None
-            if op is None
+            if self.supports_ragged
             else f"the {op} kernels' variable-length path is not wired to graphs yet; "
-            "TORCH_SDPA_MATH_ENGINE runs packed graphs"
+            "TORCH_SDPA_FLASH_ENGINE, TORCH_SDPA_EFFICIENT_ENGINE and TORCH_SDPA_MATH_ENGINE "
+            "run packed graphs"
         )
 
     def __repr__(self) -> str:

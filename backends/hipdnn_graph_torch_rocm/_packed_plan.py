@@ -1,8 +1,11 @@
-"""The torch math engine's plan for graphs over packed (ragged) tensors: each node gathers its
-tokens (:class:`hipdnn_graph.backend.packed_sdpa.PackedCall`; a packed buffer's tokens are read
-in place), runs the math kernel on each sequence (:func:`.kernels.varlen.varlen_math_forward` /
-``_backward``, on the tensors' device) and scatters its results into the caller's buffers. Inputs
-are never written.
+"""The torch engines' plan for graphs over packed (ragged) tensors. On the math engine each node
+gathers its tokens (:class:`hipdnn_graph.backend.packed_sdpa.PackedCall`; a packed buffer's
+tokens are read in place), runs the math kernel on each sequence
+(:func:`.kernels.varlen.varlen_math_forward` / ``_backward``, on the tensors' device) and
+scatters its results into the caller's buffers; on the flash and efficient engines each node is
+a :class:`~._packed_fused.PackedFusedStep` (one variable-length kernel launch for the whole
+batch), which keeps the math step for the calls its kernel's causal alignment does not serve.
+Inputs are never written.
 
 Example:
     >>> import torch, hipdnn_graph as hg
@@ -35,6 +38,7 @@ from hipdnn_graph.backend import SdpaProblem
 from hipdnn_graph.backend.dtypes import torch_dtype
 from hipdnn_graph.backend.packed_sdpa import PackedResult, PackedSdpa, packed_results
 
+from ._packed_fused import PackedFusedStep
 from .kernels.call import SdpaCall
 from .kernels.varlen import cu_seqlens, varlen_math_backward, varlen_math_forward
 
@@ -92,13 +96,21 @@ class PackedTorchStep:
 
 
 class PackedTorchPlan:
-    """The nodes of one graph in topological order, each through :class:`PackedTorchStep`."""
+    """The nodes of one graph in topological order, each through :class:`PackedTorchStep`
+    (``op`` None: the math engine) or the fused kernel family ``op``'s
+    :class:`~._packed_fused.PackedFusedStep`."""
 
     workspace_size = 0
 
-    def __init__(self, engine_name: str, graph: hg.Graph) -> None:
+    def __init__(self, engine_name: str, graph: hg.Graph, op: str | None = None) -> None:
         self.engine_name = engine_name
-        self.steps = [PackedTorchStep.of(SdpaProblem.from_node(n)) for n in graph.nodes]
+        self.steps: list[Any] = []
+        for node in graph.nodes:
+            p = SdpaProblem.from_node(node)
+            step: Any = PackedTorchStep.of(p)
+            if op is not None:
+                step = PackedFusedStep.of(p, op, step)
+            self.steps.append(step)
         produced = {uid for step in self.steps for _, uid, _, _, _ in step.results}
         consumed = set().union(*(step.reads() for step in self.steps))
         #: virtual tensors passed between nodes (kept in a private copy of the variant pack)

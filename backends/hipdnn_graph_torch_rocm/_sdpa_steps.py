@@ -49,10 +49,10 @@ class SdpaPlanning:
         """The plan; ``knobs``: the engine's knob values (replay, and flex's tiles)."""
         import torch
 
-        if any(is_ragged(t) for t in graph.graph_tensors()):  # only the math engine accepts
+        if any(is_ragged(t) for t in graph.graph_tensors()):  # math, flash and efficient accept
             from ._packed_plan import PackedTorchPlan
 
-            return PackedTorchPlan(self.name, graph)  # type: ignore[return-value]
+            return PackedTorchPlan(self.name, graph, self.op)  # type: ignore[return-value]
         problems = [SdpaProblem.from_node(node) for node in graph.nodes]
         steps = [self._step(p, torch, knobs) for p in problems]
         produced = {id(t) for node in graph.nodes for t in node.outputs()}

@@ -31,6 +31,7 @@ from hipdnn_graph.backend.ragged import is_ragged
 from ._ranking import DOCUMENTED_STREAM, FLEX, Features, deferral, philox_deferral
 
 __all__ = [
+    "FUSED_PACKED_OPS",
     "GRADS",
     "LOWP",
     "SdpaSupport",
@@ -45,6 +46,9 @@ __all__ = [
 GRADS = ("dQ", "dK", "dV", "dBias")
 #: the data types the fused kernels take
 LOWP = frozenset({hg.DataType.HALF, hg.DataType.BFLOAT16})
+#: the kernel families whose variable-length kernels run packed (ragged) graphs
+#: (:mod:`._packed_fused`; the math engine runs every packed graph)
+FUSED_PACKED_OPS = frozenset({"flash", "efficient"})
 
 
 def torch_available() -> bool:
@@ -115,10 +119,10 @@ class SdpaSupport:
             philox = p.philox is not None
             reason = (
                 common_refusal(p)
-                # a packed graph runs sequence by sequence, every node of it (._packed_plan)
+                # a packed graph runs every node of it packed (._packed_plan)
                 or (packed_refusal(p) if packed else None)
                 or (_philox_refusal(p, self.op) if philox else None)
-                or self._refusal(p, flex_usable)
+                or self._refusal(p, flex_usable, packed)
                 or (self._philox_deferral(p, preferred) if philox else None)
             )
             if reason is not None:
@@ -143,7 +147,9 @@ class SdpaSupport:
         reason = philox_deferral(self.name, stream, preferred=preferred)
         return None if reason is None else f"node '{p.name}': {reason}"
 
-    def _refusal(self, p: SdpaProblem, flex_usable: bool = True) -> str | None:
+    def _refusal(
+        self, p: SdpaProblem, flex_usable: bool = True, packed: bool = False
+    ) -> str | None:
         node = f"node '{p.name}'"
         if self.op is None:
             if p.compute_data_type not in (hg.DataType.FLOAT, hg.DataType.DOUBLE):
@@ -161,6 +167,10 @@ class SdpaSupport:
         reason = fused.dtype_reason(fused.FusedOp(self.op), torch_dtype(io))
         if reason is not None:
             return f"{node}: {reason}"
+        if packed:  # the variable-length kernels (engines without them refused by name)
+            from ._packed_fused import packed_fused_choice
+
+            return packed_fused_choice(self.op, p).reason
         return self._fused_reason(p, io, flex_usable)
 
     def _fused_reason(self, p: SdpaProblem, io: hg.DataType, flex_usable: bool) -> str | None:

@@ -245,7 +245,8 @@ def _backward_graph(pack: dict[str, Tensor], options: Options, prefer: str | Non
 
 
 def _run_on(g: Graph, options: Options, prefer: str | None, pack: dict[str, Tensor]) -> None:
-    """Build ``g`` as the op builds its graphs: the forced engine, or the op's ranking (the
-    fused engines refuse packed graphs by name, and the ranking goes on to one that runs them)."""
+    """Build ``g`` as the op builds its graphs: the forced engine, or the op's ranking (engines
+    that do not run packed graphs refuse them by name, and the ranking goes on to one that does:
+    flash or efficient on a GPU, the math engine otherwise)."""
     _build(g, options.engine or prefer, forced=options.engine is not None,
            on_host=pack["Q"].device.type == "cpu")  # fmt: skip

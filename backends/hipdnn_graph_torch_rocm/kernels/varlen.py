@@ -6,14 +6,19 @@ Layout, as the NumPy reference's :mod:`hipdnn_graph_numpy_reference.sdpa_packed`
 ``[Tq, H, D]``, K/dK ``[Tkv, Hk, D]``, V/dV ``[Tkv, Hv, Dv]``, Stats ``[Tq, H, 1]``;
 ``cu_q``/``cu_kv`` hold the ``B + 1`` token bounds (cumulative sequence lengths, int32 for the
 fused kernels). The math engine runs packed graphs through :func:`varlen_math_forward` and
-:func:`varlen_math_backward` (:mod:`.._packed_plan`); the fused engines do not call the flash
-kernels yet (see docs/sdpa-forward.md, "Packed batches").
+:func:`varlen_math_backward` (:mod:`.._packed_plan`); the flash and efficient engines through
+the fused kernels below (:mod:`.._packed_fused`; see docs/sdpa-forward.md, "Packed batches").
 
-The fused path (:func:`flash_varlen_forward`, :func:`flash_varlen_backward`) is
-``aten::_flash_attention_forward`` / ``_backward`` with ``cum_seq_q``/``cum_seq_k``: FlashAttention
-aligns its causal mask to each sequence's bottom-right corner, so it serves a causal
-bottom-right mask (or top-left where every sequence has ``Sq == Skv``) and no mask; it needs a
-CUDA or ROCm device with a flash-capable build and fp16/bf16 inputs.
+The fused paths are one kernel launch for the whole packed batch:
+:func:`flash_varlen_forward` / :func:`flash_varlen_backward` are
+``aten::_flash_attention_forward`` / ``_backward`` with ``cum_seq_q``/``cum_seq_k`` (fp16/bf16;
+on CUDA FlashAttention aligns its causal mask to each sequence's bottom-right corner), and
+:func:`efficient_varlen_forward` / :func:`efficient_varlen_backward` are
+``aten::_efficient_attention_forward`` / ``_backward`` with ``cu_seqlens_q/k`` over ``[1, T, H,
+D]`` views (fp16/bf16/float32; ``custom_mask_type`` 0 none, 1 causal top-left, 2 causal
+bottom-right, per sequence). Both need a CUDA or ROCm device; their log-sum-exp layouts are
+described in :mod:`.varlen_lse`. Dropout is never drawn here (probability 0: the RNG state
+arguments are not read).
 
 Example:
     >>> import torch
@@ -33,11 +38,16 @@ from typing import Any
 
 import torch
 
+from ._fused_common import rng_state
+from ._fused_rules import FusedOp
 from .call import SdpaCall
 from .math import sdpa_backward, sdpa_forward
+from .varlen_lse import TokenIndex, from_kernel_lse
 
 __all__ = [
     "cu_seqlens",
+    "efficient_varlen_backward",
+    "efficient_varlen_forward",
     "flash_varlen_backward",
     "flash_varlen_forward",
     "lse_as_thd",
@@ -180,17 +190,62 @@ def flash_varlen_backward(
     return dq, dk, dv
 
 
+def efficient_varlen_forward(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    cu_q: Tensor,
+    cu_kv: Tensor,
+    max_q: int,
+    max_kv: int,
+    *,
+    scale: float,
+    mask_type: int,
+) -> tuple[Tensor, Tensor]:
+    """The memory-efficient kernel's variable-length forward over ``[T, H, D]`` tokens:
+    ``(o [Tq, H, Dv], lse [B, H, W])`` (``lse`` padded as the kernel pads it). K and V must
+    have Q's heads (expand a GQA group first). GPU only."""
+    out = torch.ops.aten._efficient_attention_forward(
+        q[None], k[None], v[None], None, cu_q, cu_kv, max_q, max_kv, 0.0, mask_type, True,
+        scale=scale,
+    )  # fmt: skip
+    return out[0][0], out[1]
+
+
+def efficient_varlen_backward(
+    do: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    o: Tensor,
+    lse: Tensor,
+    cu_q: Tensor,
+    cu_kv: Tensor,
+    max_q: int,
+    max_kv: int,
+    *,
+    scale: float,
+    mask_type: int,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The memory-efficient kernel's variable-length backward from the given ``o`` and ``lse``
+    (its own ``[B, H, W]`` layout): ``(dq, dk, dv)`` over ``[T, H, D]`` tokens. The kernel
+    derives O's token stride from its heads and width, so O is made contiguous. GPU only."""
+    seed, offset = rng_state(FusedOp.EFFICIENT, q.device)  # dropout 0: neither is read
+    dq, dk, dv, _ = torch.ops.aten._efficient_attention_backward(
+        do[None], q[None], k[None], v[None], None, o[None].contiguous(), cu_q, cu_kv, max_q,
+        max_kv, lse, 0.0, seed, offset, mask_type, False, scale=scale,
+    )  # fmt: skip
+    return dq[0], dk[0], dv[0]
+
+
 def lse_as_thd(lse: Tensor, cu_q: Tensor) -> Tensor:
-    """A variable-length kernel's log-sum-exp as ``[Tq, H, 1]`` float32: the unpadded
-    ``[H, Tq]`` form as it is, the padded ``[B, H, max_q]`` form read sequence by sequence.
+    """A variable-length kernel's log-sum-exp as ``[Tq, H, 1]`` float32: the per-token
+    ``[H, Tq]`` form or the per-sequence ``[B, H, W]`` form (:mod:`.varlen_lse`).
 
     Example:
         >>> import torch
         >>> lse_as_thd(torch.arange(6.0).reshape(2, 3), cu_seqlens([1, 2]))[:, :, 0].tolist()
         [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
     """
-    if lse.dim() == 2:
-        return lse.float().transpose(0, 1).unsqueeze(-1)
-    bounds = _bounds(cu_q)
-    parts = [lse[b, :, : hi - lo].transpose(0, 1) for b, (lo, hi) in enumerate(pairwise(bounds))]
-    return torch.cat(parts).float().unsqueeze(-1)
+    idx = TokenIndex.of(torch.diff(cu_q.reshape(-1)).tolist(), device=lse.device)
+    return from_kernel_lse(lse, "tokens" if lse.dim() == 2 else "batch", idx)[..., None]
