@@ -34,12 +34,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch_timing import interleaved_ms, peak_bytes
 
 import hipdnn_graph as hg
 import hipdnn_graph.torch as hgt
@@ -52,42 +52,6 @@ HEADS, DIM = 16, 128
 DTYPES = ("bfloat16", "float32")
 _IO = {torch.bfloat16: hg.DataType.BFLOAT16, torch.float16: hg.DataType.HALF,
        torch.float32: hg.DataType.FLOAT}  # fmt: skip
-
-
-def _time_ms(steps: dict[str, Callable[[], None]], cuda: bool, rounds: int) -> dict[str, float]:
-    """Median ms of one call of each step, over ``rounds`` rounds of ten calls in turn."""
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, step in steps.items():
-            if cuda:
-                start, end = (
-                    torch.cuda.Event(enable_timing=True),
-                    torch.cuda.Event(enable_timing=True),
-                )
-                start.record()  # type: ignore[no-untyped-call]
-                for _ in range(10):
-                    step()
-                end.record()  # type: ignore[no-untyped-call]
-                end.synchronize()  # type: ignore[no-untyped-call]
-                times[name].append(start.elapsed_time(end) / 10)  # type: ignore[no-untyped-call]
-            else:
-                t0 = time.perf_counter()
-                for _ in range(10):
-                    step()
-                times[name].append((time.perf_counter() - t0) * 100)
-    return {name: statistics.median(ts) for name, ts in times.items()}
-
-
-def _peak_bytes(step: Callable[[], None], cuda: bool) -> int | None:
-    """Memory one call adds above what is allocated before it (None on the CPU)."""
-    if not cuda:
-        return None
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    step()
-    torch.cuda.synchronize()
-    return torch.cuda.max_memory_allocated() - base
 
 
 def _torch_step(q: Any, k: Any, v: Any, do: Any, cu: Any, longest: int, scale: float
@@ -211,8 +175,8 @@ def row(dtype_name: str, device: str, rounds: int, lengths: tuple[int, ...],
     for step in steps.values():  # warm: plans, probes, caches
         step()
         step()
-    peaks = {name: _peak_bytes(step, cuda) for name, step in steps.items()}
-    ms = _time_ms(steps, cuda, rounds)
+    peaks = {name: peak_bytes(step, cuda) for name, step in steps.items()}
+    ms = interleaved_ms(steps, cuda, rounds)
     engines = sorted({f"{c.kind}:{c.engine}" for c in hgt.cached_graphs()})
     return {
         "dtype": dtype_name,

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch_timing import interleaved_ms, peak_bytes
 
 import hipdnn_graph.torch as hgt
 
@@ -62,42 +61,6 @@ def _step(
     return run
 
 
-def _time_ms(steps: dict[str, Callable[[], None]], cuda: bool, rounds: int) -> dict[str, float]:
-    """Median ms of one call of each step, over ``rounds`` rounds of ten calls in turn."""
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, step in steps.items():
-            if cuda:
-                start, end = (
-                    torch.cuda.Event(enable_timing=True),
-                    torch.cuda.Event(enable_timing=True),
-                )
-                start.record()  # type: ignore[no-untyped-call]
-                for _ in range(10):
-                    step()
-                end.record()  # type: ignore[no-untyped-call]
-                end.synchronize()  # type: ignore[no-untyped-call]
-                times[name].append(start.elapsed_time(end) / 10)  # type: ignore[no-untyped-call]
-            else:
-                t0 = time.perf_counter()
-                for _ in range(10):
-                    step()
-                times[name].append((time.perf_counter() - t0) * 100)
-    return {name: statistics.median(ts) for name, ts in times.items()}
-
-
-def _peak_bytes(step: Callable[[], None], cuda: bool) -> int | None:
-    """Memory one call adds above what is allocated before it (None on the CPU)."""
-    if not cuda:
-        return None
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    step()
-    torch.cuda.synchronize()
-    return torch.cuda.max_memory_allocated() - base
-
-
 def row(
     b: int, h: int, s: int, d: int, device: str, rounds: int, dtype_name: str = "bfloat16",
     p: float = P,
@@ -117,8 +80,8 @@ def row(
         step()
     for t in (q, k, v):
         t.grad = None
-    peaks = {name: _peak_bytes(step, cuda) for name, step in steps.items()}
-    ms = _time_ms(steps, cuda, rounds)
+    peaks = {name: peak_bytes(step, cuda) for name, step in steps.items()}
+    ms = interleaved_ms(steps, cuda, rounds)
     engines = sorted(
         {
             e.engine + (" (autograd route)" if e.autograd else "")

@@ -14,8 +14,9 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "packed_attention.
 
 
 def test_smoke_run_times_every_path_and_names_the_engines(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # as `python benchmarks/...` runs it
     spec = importlib.util.spec_from_file_location("packed_attention", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
