@@ -2,32 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("torch")
 
-PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "compile_backend.py"
-
-
-def _benchmark() -> object:
-    spec = importlib.util.spec_from_file_location("compile_backend_benchmark", PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from benchmark_scripts import load_benchmark
 
 
 def test_small_run_prints_each_backend_and_the_flops_share(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bench = _benchmark()
-    args = bench.parse(["--small", "--models", "gpt2_blocks", "--repeats", "1", "--warmup", "1"])  # type: ignore[attr-defined]
-    records = bench.run(args)  # type: ignore[attr-defined]
+    bench = load_benchmark("compile_backend", monkeypatch)
+    args = bench.parse(["--small", "--models", "gpt2_blocks", "--repeats", "1", "--warmup", "1"])
+    records = bench.run(args)
     assert [(r["model"], r["backend"]) for r in records] == [
         ("gpt2_blocks", "eager"),
         ("gpt2_blocks", "hipdnn"),

@@ -3,24 +3,17 @@ built packed graphs and the padded op on a tiny packed batch, and names the engi
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("torch")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "packed_attention.py"
+from benchmark_scripts import load_benchmark
 
 
 def test_smoke_run_times_every_path_and_names_the_engines(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # as `python benchmarks/...` runs it
-    spec = importlib.util.spec_from_file_location("packed_attention", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_benchmark("packed_attention", monkeypatch)
     (row,) = module.main(["--smoke"])
     assert row["device"] == "cpu" and row["tokens"] == 17 and row["dtype"] == "float32"
     assert sorted(row["ms"]) == ["graph", "padded", "varlen_attention"]  # no kernel on the CPU

@@ -3,24 +3,17 @@ with dropout on a tiny shape, and reports the engine the op's philox graphs ran 
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("torch")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "torch_op_dropout.py"
+from benchmark_scripts import load_benchmark
 
 
 def test_smoke_run_times_both_and_names_the_engine(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # as `python benchmarks/...` runs it
-    spec = importlib.util.spec_from_file_location("torch_op_dropout", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_benchmark("torch_op_dropout", monkeypatch)
     (row,) = module.main(["--smoke"])
     assert row["shape"] == [1, 2, 16, 8] and row["device"] == "cpu"
     assert row["sdpa_ms"] > 0 and row["hipdnn_ms"] > 0 and row["ratio"] > 0
