@@ -390,6 +390,12 @@ def _close(got: Any, want: Any, name: str) -> None:
     torch.testing.assert_close(got[finite], want[finite], rtol=2e-2, atol=2e-2, msg=name)
 
 
+def _close_results(got: dict[str, Any], want: dict[str, Any]) -> None:
+    """Every result of a forward + backward :func:`_run` as :func:`_close` compares it."""
+    for name in ("O", "Stats", "dQ", "dK", "dV"):
+        _close(got[name], want[name], name)
+
+
 @pytest.mark.parametrize(
     ("engine", "io", "mask"),
     [(FLASH, "fp16", "bottom_right"), (FLASH, "bf16", "none"), (EFFICIENT, "fp32", "top_left"),
@@ -404,8 +410,7 @@ def test_fused_plan_matches_the_math_engine(
     assert kernels.calls == [f"{op}_forward", f"{op}_backward"]  # one launch per node
     tq = sum(a for a, _ in LENGTHS)
     assert (got["O"][tq:] == 7.0).all()  # tokens past the last sequence are left as they were
-    for name in ("O", "Stats", "dQ", "dK", "dV"):
-        _close(got[name], want[name], name)
+    _close_results(got, want)
     assert (got["O"][13:16] == 0).all() and torch.isinf(got["Stats"][4, :, :3]).all()  # Skv = 0
     assert (got["dK"][16:20] == 0).all()  # the keys of the sequence without queries
 
@@ -418,8 +423,7 @@ def test_batch_lse_layout_on_flash(kernels: FakeKernels, device: Any) -> None:
     kernels.layout = "batch"
     want = _run(MATH, IO["bf16"], "bottom_right", LENGTHS, backward=True)
     got = _run(FLASH, IO["bf16"], "bottom_right", LENGTHS, backward=True)
-    for name in ("O", "Stats", "dQ", "dK", "dV"):
-        _close(got[name], want[name], name)
+    _close_results(got, want)
 
 
 def test_the_alignment_the_kernel_lacks_runs_the_math_step_unless_square(
@@ -430,13 +434,11 @@ def test_the_alignment_the_kernel_lacks_runs_the_math_step_unless_square(
     want = _run(MATH, IO["fp16"], "top_left", LENGTHS, backward=True)
     got = _run(FLASH, IO["fp16"], "top_left", LENGTHS, backward=True)
     assert kernels.calls == []
-    for name in ("O", "Stats", "dQ", "dK", "dV"):
-        _close(got[name], want[name], name)
+    _close_results(got, want)
     want = _run(MATH, IO["fp16"], "top_left", SQUARE, backward=True)
     got = _run(FLASH, IO["fp16"], "top_left", SQUARE, backward=True)
     assert kernels.calls == ["flash_forward", "flash_backward"]
-    for name in ("O", "Stats", "dQ", "dK", "dV"):
-        _close(got[name], want[name], name)
+    _close_results(got, want)
 
 
 def test_forward_and_backward_in_one_graph_keep_stats_private(kernels: FakeKernels) -> None:
@@ -473,8 +475,7 @@ def test_single_query_sequences_beside_an_empty_one_take_expanded_heads_on_flash
     want = _run(MATH, IO["fp16"], "bottom_right", lengths, backward=True)
     got = _run(FLASH, IO["fp16"], "bottom_right", lengths, backward=True)
     assert kernels.calls == ["flash_forward", "flash_backward"]
-    for name in ("O", "Stats", "dQ", "dK", "dV"):
-        _close(got[name], want[name], name)
+    _close_results(got, want)
 
 
 def test_element_offsets_starting_past_zero_in_a_longer_buffer(kernels: FakeKernels) -> None:
